@@ -1,0 +1,48 @@
+# Builds build/Release/nn_arena.node. With nvcc (scripts/find-nvcc.cjs: CUDA_PATH, CUDA_HOME,
+# PATH, /usr/local/cuda) the csrc/cuda/*.cu sources compile with nvcc and the CUDA runtime links
+# statically, so the addon needs only the driver at run time and still loads without one.
+# Without nvcc (or with NN_ARENA_CUDA=0) csrc/cuda/absent.cc replaces them: a CPU-only build.
+# Architectures: NN_ARENA_CUDA_ARCH="80;90" (default "90": sm_90 SASS + compute_90 PTX).
+{
+  "variables": {
+    "nvcc%": "<!(node scripts/find-nvcc.cjs nvcc)",
+    "cuda_lib%": "<!(node scripts/find-nvcc.cjs cudalib)",
+    "cuda_inc%": "<!(node scripts/find-nvcc.cjs cudainc)",
+    "cuda_gencode%": "<!(node scripts/find-nvcc.cjs gencode)",
+    "nvcc_flags%": "-O3 -std=c++17 --expt-relaxed-constexpr -Xcompiler -fPIC -Xcompiler -fexceptions"
+  },
+  "targets": [
+    {
+      "target_name": "nn_arena",
+      "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
+      "defines": ["NAPI_VERSION=8"],
+      "cflags_cc": ["-std=c++17", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
+      "sources": [
+        "csrc/addon/addon.cc",
+        "csrc/core/block.cc",
+        "csrc/core/cpu_backend.cc",
+        "csrc/core/validate.cc"
+      ],
+      "conditions": [
+        ["nvcc!='' and cuda_lib!=''", {
+          "defines": ["NNA_WITH_CUDA=1"],
+          "include_dirs": ["<(cuda_inc)"],
+          "sources": ["csrc/cuda/cuda_backend.cu"],
+          "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
+          "rules": [{
+            "rule_name": "nvcc",
+            "extension": "cu",
+            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh"],
+            "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
+            "action": ["sh", "-c", "<(nvcc) <(nvcc_flags) <(cuda_gencode) -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
+            "message": "nvcc <(RULE_INPUT_PATH)",
+            "process_outputs_as_sources": 1
+          }]
+        }, {
+          "sources": ["csrc/cuda/absent.cc"]
+        }]
+      ]
+    }
+  ]
+}

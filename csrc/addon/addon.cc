@@ -1,0 +1,376 @@
+// addon.cc: the thin Node-API binding. All policy (planning, selectors, coalescing, errors as
+// classes) lives in TypeScript (src/); this file converts arguments, calls the core and turns a
+// nna::Failure into a JS Error carrying `code`, which src/native.ts rethrows as ArenaError.
+#include <napi.h>
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "../core/block.h"
+#include "../core/failure.h"
+#include "../core/validate.h"
+#include "../include/nn_arena.h"
+
+namespace {
+
+using nna::Failure;
+
+[[noreturn]] void throwJs(Napi::Env env, const std::string& code, const std::string& message) {
+  Napi::Error e = Napi::Error::New(env, message);
+  e.Set("code", Napi::String::New(env, code));
+  throw e;
+}
+
+// Runs f, converting a core Failure into a JS exception with a code.
+template <typename F>
+auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Failure& e) {
+    throwJs(env, e.code, e.what());
+  } catch (const std::bad_alloc&) {
+    throwJs(env, "HOST_OOM", "out of host memory");
+  }
+}
+
+uint64_t exactU64(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    const uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throwJs(env, "BAD_ARGUMENT", std::string(what) + " is not a 64-bit unsigned integer");
+    return x;
+  }
+  if (!v.IsNumber()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || std::floor(d) != d)
+    throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be an integer in [0, 2^53), got " + std::to_string(d));
+  return static_cast<uint64_t>(d);
+}
+
+std::vector<nna::Range> rangesOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsArray()) throwJs(env, "BAD_ARGUMENT", "ranges must be an array [offset, bytes, ...]");
+  const Napi::Array a = v.As<Napi::Array>();
+  if (a.Length() % 2) throwJs(env, "BAD_ARGUMENT", "ranges must hold offset/bytes pairs");
+  std::vector<nna::Range> out(a.Length() / 2);
+  for (uint32_t i = 0; i < a.Length(); i += 2)
+    out[i / 2] = {exactU64(env, a.Get(i), "range offset"), exactU64(env, a.Get(i + 1), "range bytes")};
+  return out;
+}
+
+Napi::Object statsObject(Napi::Env env, const nna::Stats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  n("hostAllocs", s.hostAllocs);
+  n("deviceAllocs", s.deviceAllocs);
+  n("hostFrees", s.hostFrees);
+  n("deviceFrees", s.deviceFrees);
+  n("toDeviceTransfers", s.toDeviceTransfers);
+  n("toDeviceBytes", s.toDeviceBytes);
+  n("toHostTransfers", s.toHostTransfers);
+  n("toHostBytes", s.toHostBytes);
+  return o;
+}
+
+// ---- Header decoding: what the native side reads from bytes the TS encoder wrote -----------
+Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
+  const std::string why = nna::validateHeader(p, readable, SIZE_MAX);
+  if (!why.empty()) throwJs(env, "BAD_HEADER", why);
+  nna_header h;
+  std::memcpy(&h, p, sizeof h);
+  Napi::Object o = Napi::Object::New(env);
+  auto big = [&](uint64_t v) { return Napi::BigInt::New(env, v); };
+  o.Set("magic", Napi::Number::New(env, h.magic));
+  o.Set("version", Napi::Number::New(env, h.version));
+  o.Set("dtype", Napi::Number::New(env, h.dtype));
+  o.Set("order", Napi::Number::New(env, h.order));
+  o.Set("optimizer", Napi::Number::New(env, h.optimizer));
+  o.Set("numLayers", Napi::Number::New(env, h.num_layers));
+  o.Set("batch", big(h.batch));
+  o.Set("samples", big(h.samples));
+  o.Set("align", big(h.align));
+  o.Set("headerBytes", big(h.header_bytes));
+  o.Set("totalBytes", big(h.total_bytes));
+  Napi::Array layers = Napi::Array::New(env, h.num_layers);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    nna_layer L;
+    std::memcpy(&L, p + h.layers_offset + size_t(l) * sizeof(nna_layer), sizeof L);
+    Napi::Object lo = Napi::Object::New(env);
+    lo.Set("units", big(L.units));
+    lo.Set("fanIn", big(L.fan_in));
+    lo.Set("activation", Napi::Number::New(env, L.activation));
+    Napi::Array regions = Napi::Array::New(env, NNA_KIND_COUNT);
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+      Napi::Array r = Napi::Array::New(env, 2);
+      r.Set(0u, big(L.region[k].offset));
+      r.Set(1u, big(L.region[k].count));
+      regions.Set(k, r);
+    }
+    lo.Set("regions", regions);
+    layers.Set(l, lo);
+  }
+  o.Set("layers", layers);
+  return o;
+}
+
+Napi::Value DecodeHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray()) throwJs(env, "BAD_ARGUMENT", "decodeHeader expects a Uint8Array");
+  const Napi::Uint8Array u = info[0].As<Napi::Uint8Array>();
+  return decodeHeaderAt(env, u.Data(), u.ByteLength());
+}
+
+Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray()) throwJs(env, "BAD_ARGUMENT", "validateHeader expects a Uint8Array");
+  const Napi::Uint8Array u = info[0].As<Napi::Uint8Array>();
+  const uint64_t available = info.Length() > 1 ? exactU64(env, info[1], "available") : u.ByteLength();
+  return Napi::String::New(env, nna::validateHeader(u.Data(), u.ByteLength(), available));
+}
+
+// sizeof/offsetof of the C structs: compared with the TS encoder by test/header-drift.test.ts.
+Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](Napi::Object t, const char* k, double v) { t.Set(k, Napi::Number::New(env, v)); };
+  n(o, "magic", NNA_MAGIC);
+  n(o, "version", NNA_VERSION);
+  n(o, "maxLayers", NNA_MAX_LAYERS);
+  n(o, "kindCount", NNA_KIND_COUNT);
+  n(o, "headerSize", sizeof(nna_header));
+  n(o, "layerSize", sizeof(nna_layer));
+  n(o, "regionSize", sizeof(nna_region));
+  Napi::Object h = Napi::Object::New(env);
+#define F(name) n(h, #name, offsetof(nna_header, name))
+  F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
+  F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
+#undef F
+  o.Set("header", h);
+  Napi::Object l = Napi::Object::New(env);
+  n(l, "units", offsetof(nna_layer, units));
+  n(l, "fan_in", offsetof(nna_layer, fan_in));
+  n(l, "activation", offsetof(nna_layer, activation));
+  n(l, "region", offsetof(nna_layer, region));
+  n(l, "region_offset", offsetof(nna_region, offset));
+  n(l, "region_count", offsetof(nna_region, count));
+  o.Set("layer", l);
+  Napi::Object e = Napi::Object::New(env);
+  n(e, "float32", NNA_FLOAT32); n(e, "float64", NNA_FLOAT64);
+  n(e, "layerMajor", NNA_LAYER_MAJOR); n(e, "kindMajor", NNA_KIND_MAJOR);
+  n(e, "sgd", NNA_SGD); n(e, "momentum", NNA_MOMENTUM); n(e, "adam", NNA_ADAM);
+  n(e, "input", NNA_ACT_INPUT); n(e, "identity", NNA_ACT_IDENTITY); n(e, "relu", NNA_ACT_RELU);
+  n(e, "sigmoid", NNA_ACT_SIGMOID); n(e, "tanh", NNA_ACT_TANH); n(e, "softmax", NNA_ACT_SOFTMAX);
+  n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
+  n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
+  n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA);
+  o.Set("enums", e);
+  return o;
+}
+
+Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const nna::CudaInfo c = nna::cudaInfo();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("built", Napi::Boolean::New(env, c.built));
+  o.Set("devices", Napi::Number::New(env, c.devices));
+  o.Set("why", Napi::String::New(env, c.why));
+  o.Set("name", Napi::String::New(env, c.name));
+  o.Set("runtimeVersion", Napi::Number::New(env, c.runtimeVersion));
+  o.Set("driverVersion", Napi::Number::New(env, c.driverVersion));
+  o.Set("computeCapability", Napi::String::New(env, std::to_string(c.ccMajor) + "." + std::to_string(c.ccMinor)));
+  o.Set("freeBytes", Napi::Number::New(env, static_cast<double>(c.freeBytes)));
+  o.Set("totalBytes", Napi::Number::New(env, static_cast<double>(c.totalBytes)));
+  return o;
+}
+
+// ---- ArenaHandle ---------------------------------------------------------------------------
+class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "ArenaHandle",
+                       {InstanceMethod<&ArenaHandle::Transfer>("transfer"),
+                        InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
+                        InstanceMethod<&ArenaHandle::Advise>("advise"),
+                        InstanceMethod<&ArenaHandle::View>("view"),
+                        InstanceMethod<&ArenaHandle::Stats>("stats"),
+                        InstanceMethod<&ArenaHandle::Dispose>("dispose"),
+                        InstanceMethod<&ArenaHandle::Addresses>("addresses"),
+                        InstanceMethod<&ArenaHandle::ProbeBind>("probeBind"),
+                        InstanceMethod<&ArenaHandle::DeviceHeader>("deviceHeader")});
+  }
+
+  // new ArenaHandle(header: Uint8Array, { cuda, pinned, managed })
+  ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ArenaHandle>(info) {
+    Napi::Env env = info.Env();
+    if (!info[0].IsTypedArray() || !info[1].IsObject()) throwJs(env, "BAD_ARGUMENT", "ArenaHandle(header: Uint8Array, options)");
+    const Napi::Uint8Array header = info[0].As<Napi::Uint8Array>();
+    const Napi::Object opts = info[1].As<Napi::Object>();
+    const std::string why = nna::validateHeader(header.Data(), header.ByteLength(), SIZE_MAX);
+    if (!why.empty()) throwJs(env, "BAD_HEADER", why);
+    nna_header h;
+    std::memcpy(&h, header.Data(), sizeof h);
+    nna::BlockOptions o;
+    o.cuda = opts.Get("cuda").ToBoolean();
+    o.pinned = opts.Get("pinned").ToBoolean();
+    o.memory = opts.Get("managed").ToBoolean() ? nna::Memory::Managed : nna::Memory::Device;
+    const size_t headerBytes = std::min<size_t>(header.ByteLength(), h.header_bytes);
+    block_ = guarded(env, [&] { return std::make_shared<nna::Block>(h.total_bytes, header.Data(), headerBytes, o); });
+    numLayers_ = h.num_layers;
+    external_ = static_cast<int64_t>(h.total_bytes);
+    Napi::MemoryManagement::AdjustExternalMemory(env, external_);
+  }
+
+  void Finalize(Napi::Env env) override { releaseExternal(env); }
+
+ private:
+  nna::Block& live(Napi::Env env) {
+    if (!block_ || block_->released()) throwJs(env, "DISPOSED", "the arena was disposed");
+    return *block_;
+  }
+  void releaseExternal(Napi::Env env) {
+    if (external_) Napi::MemoryManagement::AdjustExternalMemory(env, -external_);
+    external_ = 0;
+  }
+
+  Napi::Value Transfer(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const std::string dir = info[0].ToString();
+    const auto ranges = rangesOf(env, info[1]);
+    const uint64_t moved = guarded(env, [&] { return b.transfer(ranges, dir == "toDevice" ? nna::Dir::ToDevice : nna::Dir::ToHost); });
+    return Napi::Number::New(env, static_cast<double>(moved));
+  }
+
+  static nna::Where whereOf(Napi::Env env, const Napi::Value& v) {
+    const std::string w = v.ToString();
+    if (w == "device") return nna::Where::Device;
+    if (w == "host") return nna::Where::Host;
+    throwJs(env, "BAD_ARGUMENT", "location must be 'device' or 'host', got '" + w + "'");
+  }
+
+  Napi::Value Prefetch(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const auto ranges = rangesOf(env, info[0]);
+    const nna::Where where = whereOf(env, info[1]);
+    guarded(env, [&] { b.prefetch(ranges, where); });
+    return env.Undefined();
+  }
+
+  Napi::Value Advise(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const auto ranges = rangesOf(env, info[0]);
+    const std::string a = info[1].ToString();
+    nna::Advice advice;
+    if (a == "readMostly") advice = nna::Advice::ReadMostly;
+    else if (a == "preferredLocation") advice = nna::Advice::PreferredLocation;
+    else if (a == "accessedBy") advice = nna::Advice::AccessedBy;
+    else throwJs(env, "BAD_ARGUMENT", "unknown advice '" + a + "'");
+    const nna::Where where = whereOf(env, info[2]);
+    const bool unset = info[3].ToBoolean();
+    guarded(env, [&] { b.advise(ranges, advice, where, unset); });
+    return env.Undefined();
+  }
+
+  // An ArrayBuffer over [offset, offset+bytes) of the host allocation. It shares ownership of
+  // the block (a forgotten arena is not freed under a live view) and is detached by dispose().
+  Napi::Value View(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const uint64_t offset = exactU64(env, info[0], "offset"), bytes = exactU64(env, info[1], "bytes");
+    if (offset > b.total() || bytes > b.total() - offset) throwJs(env, "OUT_OF_RANGE", "view outside the arena");
+    if (bytes > (uint64_t(1) << 32) - 1)
+      throwJs(env, "VIEW_TOO_LARGE", "a view of " + std::to_string(bytes) + " bytes exceeds the 4 GiB limit of one ArrayBuffer; view a smaller region");
+    auto* hint = new std::shared_ptr<nna::Block>(block_);
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
+        env, b.host() + offset, static_cast<size_t>(bytes),
+        [](Napi::Env, void*, std::shared_ptr<nna::Block>* h) { delete h; }, hint);
+    // Drop references to views the GC already collected, then remember this one (weakly).
+    std::vector<Napi::Reference<Napi::ArrayBuffer>> alive;
+    for (auto& r : views_) if (!r.Value().IsEmpty()) alive.push_back(std::move(r));
+    views_ = std::move(alive);
+    views_.push_back(Napi::Reference<Napi::ArrayBuffer>::New(ab, 0));
+    return ab;
+  }
+
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), block_->stats()); }
+
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!block_ || block_->released()) return Napi::Boolean::New(env, false);
+    for (auto& r : views_) {
+      Napi::Value v = r.Value();
+      if (!v.IsEmpty() && v.IsArrayBuffer() && !v.As<Napi::ArrayBuffer>().IsDetached()) v.As<Napi::ArrayBuffer>().Detach();
+    }
+    views_.clear();
+    guarded(env, [&] { block_->release(); });
+    releaseExternal(env);
+    return Napi::Boolean::New(env, true);
+  }
+
+  Napi::Value Addresses(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("host", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.host()))));
+    o.Set("device", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b.device()))));
+    return o;
+  }
+
+  // Offsets that binding code computes from the device-side base alone (kernel on CUDA, the
+  // same inline function on the CPU backend's stand-in device buffer).
+  Napi::Value ProbeBind(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(numLayers_) * NNA_KIND_COUNT);
+    guarded(env, [&] {
+      std::lock_guard<std::mutex> lock(b.mutex());
+      if (b.options().cuda) return nna::cudaProbeBind(b.device(), numLayers_, out.Data());
+      for (uint32_t l = 0; l < numLayers_; ++l) {
+        const nna_bound_layer<float> p = nna_bind<float>(b.device(), l);
+        float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata};
+        for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+          out.Data()[l * NNA_KIND_COUNT + k] = ptrs[k] ? uint64_t(reinterpret_cast<char*>(ptrs[k]) - reinterpret_cast<char*>(b.device())) : ~uint64_t(0);
+      }
+    });
+    return out;
+  }
+
+  // Decodes the header as it stands in device memory (copied back without touching the host
+  // allocation or the counters): proof the device holds the same header the TS encoder wrote.
+  Napi::Value DeviceHeader(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    nna_header h;
+    std::vector<uint8_t> bytes;
+    guarded(env, [&] {
+      std::lock_guard<std::mutex> lock(b.mutex());
+      b.backend().copy(&h, b.device(), sizeof h, nna::Dir::ToHost);
+      if (h.header_bytes > b.total() || h.header_bytes < sizeof h) NNA_FAIL("BAD_HEADER", "device header is not initialised (call toDevice first)");
+      bytes.resize(h.header_bytes);
+      b.backend().copy(bytes.data(), b.device(), bytes.size(), nna::Dir::ToHost);
+    });
+    return decodeHeaderAt(env, bytes.data(), bytes.size());
+  }
+
+  std::shared_ptr<nna::Block> block_;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
+  uint32_t numLayers_ = 0;
+  int64_t external_ = 0;
+};
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("ArenaHandle", ArenaHandle::Define(env));
+  exports.Set("decodeHeader", Napi::Function::New(env, DecodeHeader));
+  exports.Set("validateHeader", Napi::Function::New(env, ValidateHeader));
+  exports.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
+  exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(nn_arena, Init)

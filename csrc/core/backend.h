@@ -1,0 +1,52 @@
+// backend.h: where the arena's two allocations live and how bytes move between them.
+// The CPU backend stands in host memory for the device so that the API, the counters and the
+// tests behave the same on machines without a GPU. The CUDA backend is compiled only when nvcc
+// is found (csrc/cuda/); otherwise csrc/cuda/absent.cc reports that it was not built.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace nna {
+
+enum class Memory { Device, Managed };
+enum class Dir { ToDevice, ToHost };
+enum class Advice { ReadMostly, PreferredLocation, AccessedBy };
+enum class Where { Device, Host };
+
+struct Backend {
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  virtual void* allocHost(size_t bytes, bool pinned) = 0;
+  virtual void freeHost(void* p, bool pinned) = 0;
+  virtual void* allocDevice(size_t bytes, Memory memory) = 0;
+  virtual void freeDevice(void* p, Memory memory) = 0;
+  virtual void zeroDevice(void* p, size_t bytes) = 0;
+  // One real transfer (cudaMemcpy or memcpy); the caller counts it.
+  virtual void copy(void* dst, const void* src, size_t bytes, Dir dir) = 0;
+  virtual void prefetch(void* p, size_t bytes, Where where) = 0;
+  virtual void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) = 0;
+  virtual void synchronize() = 0;
+};
+
+std::unique_ptr<Backend> makeCpuBackend();
+
+// --- CUDA: defined in csrc/cuda/*.cu, or in csrc/cuda/absent.cc for a CPU-only build ---------
+struct CudaInfo {
+  bool built = false;       // compiled with nvcc
+  int devices = 0;          // usable devices (0 when the driver or GPU is missing)
+  std::string why;          // why devices == 0
+  std::string name;         // device 0
+  int runtimeVersion = 0, driverVersion = 0, ccMajor = 0, ccMinor = 0;
+  size_t freeBytes = 0, totalBytes = 0;
+};
+CudaInfo cudaInfo();
+std::unique_ptr<Backend> makeCudaBackend();  // throws Failure NO_DEVICE when unusable
+
+// Runs nna_bind for every (layer, kind) of the arena at devBase in a kernel and returns the
+// offsets it computed (layers x NNA_KIND_COUNT, ~0 for absent): proof that device code binds
+// from the base pointer alone. CPU-only builds throw NO_DEVICE.
+void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out);
+
+}  // namespace nna

@@ -1,0 +1,63 @@
+// block.h: one arena's memory: exactly one host allocation and one device allocation, and the
+// counters of every real transfer between them. Views and the JS wrapper share ownership
+// through shared_ptr, so a forgotten arena is freed only once nothing can reach its memory;
+// dispose() frees at once and the addon detaches every view first.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "backend.h"
+
+namespace nna {
+
+struct Stats {
+  uint64_t hostAllocs = 0, deviceAllocs = 0, hostFrees = 0, deviceFrees = 0;
+  uint64_t toDeviceTransfers = 0, toDeviceBytes = 0, toHostTransfers = 0, toHostBytes = 0;
+};
+
+struct Range { uint64_t offset, bytes; };
+
+struct BlockOptions {
+  bool cuda = false;
+  bool pinned = true;  // CUDA only: cudaMallocHost for the host side
+  Memory memory = Memory::Device;
+};
+
+class Block {
+ public:
+  // Allocates total bytes on both sides (zeroed), copies `header` to offset 0 of the host side.
+  Block(uint64_t total, const uint8_t* header, size_t headerBytes, const BlockOptions& options);
+  ~Block();
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  // Each range is one real transfer; returns bytes moved. Ranges are checked against total.
+  uint64_t transfer(const std::vector<Range>& ranges, Dir dir);
+  void prefetch(const std::vector<Range>& ranges, Where where);
+  void advise(const std::vector<Range>& ranges, Advice advice, Where where, bool unset);
+  void release();  // frees both allocations once; later calls do nothing
+
+  bool released() const { return host_ == nullptr; }
+  uint8_t* host() const { return host_; }
+  uint8_t* device() const { return device_; }
+  uint64_t total() const { return total_; }
+  Backend& backend() { return *backend_; }
+  const BlockOptions& options() const { return options_; }
+  Stats stats() const;
+  // Serialises users of the memory (transfers, kernels) against release().
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  void checkRanges(const std::vector<Range>& ranges) const;
+  std::unique_ptr<Backend> backend_;
+  BlockOptions options_;
+  uint64_t total_;
+  uint8_t* host_ = nullptr;
+  uint8_t* device_ = nullptr;
+  Stats stats_;
+  mutable std::mutex mutex_;
+};
+
+}  // namespace nna

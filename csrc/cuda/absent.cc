@@ -1,0 +1,15 @@
+// absent.cc: linked instead of the .cu sources when nvcc was not found at build time.
+#include "../core/backend.h"
+#include "../core/failure.h"
+
+namespace nna {
+
+CudaInfo cudaInfo() {
+  CudaInfo i;
+  i.why = "nn-arena was built without CUDA (nvcc not found at install time)";
+  return i;
+}
+std::unique_ptr<Backend> makeCudaBackend() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+void cudaProbeBind(void*, uint32_t, uint64_t*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+
+}  // namespace nna

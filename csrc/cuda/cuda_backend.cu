@@ -1,0 +1,149 @@
+// cuda_backend.cu: the arena's allocations and transfers on a CUDA device.
+// Pinned host memory (cudaMallocHost) by default, device memory from cudaMalloc or, for
+// 'managed', cudaMallocManaged: never more than 90% of the free device memory, because
+// oversubscribed managed memory can stall the whole GPU for every process on it.
+#include <cstdlib>
+#include <cstring>
+
+#include "../core/backend.h"
+#include "../include/nn_arena.h"
+#include "check.cuh"
+
+namespace nna {
+namespace {
+
+cudaMemLocation locationOf(Where where) {
+  cudaMemLocation loc{};
+  if (where == Where::Device) {
+    loc.type = cudaMemLocationTypeDevice;
+    CUDA_CHECK(cudaGetDevice(&loc.id));
+  } else {
+    loc.type = cudaMemLocationTypeHost;
+    loc.id = 0;
+  }
+  return loc;
+}
+
+struct CudaBackend final : Backend {
+  const char* name() const override { return "cuda"; }
+
+  void* allocHost(size_t bytes, bool pinned) override {
+    void* p = nullptr;
+    if (pinned) {
+      CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+      return p;
+    }
+    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0 || !p)
+      NNA_FAIL("HOST_OOM", "cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+    return p;
+  }
+  void freeHost(void* p, bool pinned) override {
+    if (pinned) CUDA_CHECK(cudaFreeHost(p));
+    else std::free(p);
+  }
+
+  void* allocDevice(size_t bytes, Memory memory) override {
+    size_t freeB = 0, totalB = 0;
+    CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    void* p = nullptr;
+    if (memory == Memory::Managed) {
+      if (bytes > freeB / 10 * 9)
+        NNA_FAIL("MANAGED_LIMIT", "managed allocation of " + std::to_string(bytes) + " bytes refused: above 90% of the " +
+                                      std::to_string(freeB) + " bytes of free device memory");
+      CUDA_CHECK(cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal));
+      return p;
+    }
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: clear it so the process goes on
+      NNA_FAIL("CUDA_OOM", "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + std::to_string(freeB) +
+                               " of " + std::to_string(totalB) + " bytes free on the device");
+    }
+    CUDA_CHECK(e);
+    return p;
+  }
+  void freeDevice(void* p, Memory) override { CUDA_CHECK(cudaFree(p)); }
+  void zeroDevice(void* p, size_t bytes) override {
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, Dir dir) override {
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+  }
+
+  void prefetch(void* p, size_t bytes, Where where) override {
+    CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, locationOf(where), 0, 0));
+    CUDA_CHECK(cudaStreamSynchronize(0));
+  }
+
+  void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) override {
+    cudaMemoryAdvise a;
+    switch (advice) {
+      case Advice::ReadMostly: a = unset ? cudaMemAdviseUnsetReadMostly : cudaMemAdviseSetReadMostly; break;
+      case Advice::PreferredLocation: a = unset ? cudaMemAdviseUnsetPreferredLocation : cudaMemAdviseSetPreferredLocation; break;
+      default: a = unset ? cudaMemAdviseUnsetAccessedBy : cudaMemAdviseSetAccessedBy; break;
+    }
+    CUDA_CHECK(cudaMemAdvise(p, bytes, a, locationOf(where)));
+  }
+
+  void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+};
+
+__global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  for (uint32_t l = 0; l < numLayers; ++l) {
+    const nna_bound_layer<float> b = nna_bind<float>(base, l);
+    float* p[NNA_KIND_COUNT] = {b.z, b.b, b.w, b.d, b.db, b.dw, b.mw, b.mb, b.vw, b.vb, b.y, b.xdata, b.ydata};
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+      out[l * NNA_KIND_COUNT + k] = p[k] ? (uint64_t)((char*)p[k] - (char*)base) : ~0ull;
+  }
+}
+
+}  // namespace
+
+CudaInfo cudaInfo() {
+  CudaInfo i;
+  i.built = true;
+  cudaRuntimeGetVersion(&i.runtimeVersion);
+  cudaDriverGetVersion(&i.driverVersion);
+  const cudaError_t e = cudaGetDeviceCount(&i.devices);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    i.devices = 0;
+    i.why = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    return i;
+  }
+  if (i.devices == 0) { i.why = "no CUDA device present"; return i; }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    i.name = prop.name;
+    i.ccMajor = prop.major;
+    i.ccMinor = prop.minor;
+  }
+  cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  return i;
+}
+
+std::unique_ptr<Backend> makeCudaBackend() {
+  const CudaInfo i = cudaInfo();
+  if (i.devices == 0) NNA_FAIL("NO_DEVICE", i.why);
+  return std::make_unique<CudaBackend>();
+}
+
+void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out) {
+  const size_t n = size_t(numLayers) * NNA_KIND_COUNT * sizeof(uint64_t);
+  uint64_t* dOut = nullptr;
+  CUDA_CHECK(cudaMalloc(&dOut, n));
+  try {
+    probeBindKernel<<<1, 1>>>(devBase, numLayers, dOut);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(out, dOut, n, cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(dOut);
+    throw;
+  }
+  CUDA_CHECK(cudaFree(dOut));
+}
+
+}  // namespace nna

@@ -1,0 +1,151 @@
+// arena.ts: one network's memory as exactly one host allocation and one device allocation.
+// The plan decides every offset; this class only allocates, moves byte ranges and hands out
+// zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
+import { ArenaError } from './errors.js';
+import type { Kind } from './layout/header.js';
+import type { Plan } from './layout/plan.js';
+import { call, cudaInfo, native, type NativeHandle, type NativeStats } from './native.js';
+import { flatten, selectRanges, type Selector } from './selector.js';
+
+export type BackendName = 'cpu' | 'cuda';
+export type MemoryKind = 'device' | 'managed';
+export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
+export type Location = 'device' | 'host';
+
+export interface ArenaOptions {
+  /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
+  backend?: 'auto' | BackendName;
+  /** Device side: cudaMalloc ('device', default) or cudaMallocManaged ('managed', CUDA only). */
+  memory?: MemoryKind;
+  /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
+  pinned?: boolean;
+}
+
+export interface TransferResult { transfers: number; bytes: number }
+
+export interface ArenaStats extends NativeStats {}
+
+export type View = Float32Array | Float64Array;
+
+function resolveBackend(b: ArenaOptions['backend']): BackendName {
+  if (b === undefined || b === 'auto') {
+    const info = cudaInfo();
+    return info.built && info.devices > 0 ? 'cuda' : 'cpu';
+  }
+  if (b !== 'cpu' && b !== 'cuda') throw new ArenaError('BAD_OPTION', `options.backend must be 'auto', 'cpu' or 'cuda', got ${JSON.stringify(b)}`);
+  return b;
+}
+
+export class Arena implements Disposable {
+  readonly plan: Plan;
+  readonly backend: BackendName;
+  readonly memory: MemoryKind;
+  readonly pinned: boolean;
+  #handle: NativeHandle;
+  #views = new Map<string, View>();
+  #disposed = false;
+
+  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean) {
+    this.plan = plan;
+    this.#handle = handle;
+    this.backend = backend;
+    this.memory = memory;
+    this.pinned = pinned;
+  }
+
+  /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
+   *  header written at offset 0 of both (the device copy is one counted transfer). */
+  static create(plan: Plan, options: ArenaOptions = {}): Arena {
+    if (options === null || typeof options !== 'object') throw new ArenaError('BAD_OPTION', 'options must be an object');
+    const memory = options.memory ?? 'device';
+    if (memory !== 'device' && memory !== 'managed') throw new ArenaError('BAD_OPTION', `options.memory must be 'device' or 'managed', got ${JSON.stringify(memory)}`);
+    const backend = resolveBackend(options.backend);
+    if (memory === 'managed' && backend !== 'cuda') {
+      throw new ArenaError('NOT_SUPPORTED', `managed memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
+    }
+    const pinned = backend === 'cuda' ? options.pinned ?? true : false;
+    const handle = call(() => new (native().ArenaHandle)(plan.header, { cuda: backend === 'cuda', pinned, managed: memory === 'managed' }));
+    return new Arena(plan, handle, backend, memory, pinned);
+  }
+
+  get disposed(): boolean { return this.#disposed; }
+
+  #live(): NativeHandle {
+    if (this.#disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+    return this.#handle;
+  }
+
+  /** A typed array over region (layer, kind) of the host allocation: writes go straight into
+   *  the arena. Detached (length 0) once the arena is disposed. */
+  view(layer: number, kind: Kind): View {
+    const h = this.#live();
+    const key = `${layer}:${kind}`;
+    const cached = this.#views.get(key);
+    if (cached) return cached;
+    const r = this.plan.region(layer, kind);
+    if (!r) throw new ArenaError('NO_REGION', `layer ${layer} has no region '${kind}' in this plan`);
+    const buf = call(() => h.view(r.offset, r.bytes));
+    const v = this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    this.#views.set(key, v);
+    return v;
+  }
+
+  /** Raw bytes of [offset, offset + bytes) of the host allocation (header included). */
+  bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
+    const h = this.#live();
+    return new Uint8Array(call(() => h.view(offset, bytes)));
+  }
+
+  #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
+    const h = this.#live();
+    const ranges = selectRanges(this.plan, sel);
+    const bytes = call(() => h.transfer(dir, flatten(ranges)));
+    return { transfers: ranges.filter((r) => r.bytes > 0).length, bytes };
+  }
+
+  /** Host -> device. No selector: the whole arena in one transfer. */
+  toDevice(selector?: Selector): TransferResult { return this.#transfer('toDevice', selector); }
+
+  /** Device -> host. No selector: the whole arena in one transfer. */
+  toHost(selector?: Selector): TransferResult { return this.#transfer('toHost', selector); }
+
+  /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
+  prefetch(selector: Selector | undefined, location: Location): void {
+    const h = this.#live();
+    if (location !== 'device' && location !== 'host') throw new ArenaError('BAD_OPTION', `location must be 'device' or 'host', got ${JSON.stringify(location)}`);
+    const ranges = selectRanges(this.plan, selector);
+    call(() => h.prefetch(flatten(ranges), location));
+  }
+
+  /** Managed memory only: cudaMemAdvise on the selected ranges. */
+  advise(selector: Selector | undefined, advice: Advice, options: { location?: Location; unset?: boolean } = {}): void {
+    const h = this.#live();
+    if (!['readMostly', 'preferredLocation', 'accessedBy'].includes(advice)) {
+      throw new ArenaError('BAD_OPTION', `advice must be 'readMostly', 'preferredLocation' or 'accessedBy', got ${JSON.stringify(advice)}`);
+    }
+    const ranges = selectRanges(this.plan, selector);
+    call(() => h.advise(flatten(ranges), advice, options.location ?? 'device', options.unset ?? false));
+  }
+
+  /** Allocation and transfer counters, kept by the native layer (readable after dispose). */
+  get stats(): ArenaStats { return this.#handle.stats(); }
+
+  /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
+  get hostAddress(): bigint { return call(() => this.#live().addresses().host); }
+
+  /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
+  get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
+
+  /** Internal: the native handle, for the trainer and tests. */
+  get native(): NativeHandle { return this.#live(); }
+
+  /** Frees both allocations exactly once and detaches every view. Safe to call again. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#views.clear();
+    call(() => this.#handle.dispose());
+  }
+
+  [Symbol.dispose](): void { this.dispose(); }
+}

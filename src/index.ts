@@ -1,0 +1,8 @@
+// nn-arena: plan a network's memory to the byte, allocate it once per side, move it in one transfer.
+export { planLayout, type Plan, type Region, type BytesByKind } from './layout/plan.js';
+export { type LayoutSpec, type NormalizedSpec, DEFAULT_ALIGN } from './layout/spec.js';
+export { KINDS, type Kind, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
+export { Arena, type ArenaOptions, type ArenaStats, type TransferResult, type View, type BackendName, type MemoryKind, type Advice, type Location } from './arena.js';
+export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './selector.js';
+export { NnArenaError, LayoutError, ArenaError } from './errors.js';
+export { cudaInfo, type CudaInfo } from './native.js';

@@ -1,0 +1,87 @@
+// native.ts: loads build/Release/nn_arena.node and turns its coded errors into ArenaError.
+// Only this file touches the addon; the planner works without it.
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ArenaError } from './errors.js';
+
+export interface NativeStats {
+  hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
+  toDeviceTransfers: number; toDeviceBytes: number; toHostTransfers: number; toHostBytes: number;
+}
+
+export interface NativeHandle {
+  transfer(dir: 'toDevice' | 'toHost', ranges: number[]): number;
+  prefetch(ranges: number[], where: 'device' | 'host'): void;
+  advise(ranges: number[], advice: string, where: 'device' | 'host', unset: boolean): void;
+  view(offset: number, bytes: number): ArrayBuffer;
+  stats(): NativeStats;
+  dispose(): boolean;
+  addresses(): { host: bigint; device: bigint };
+  probeBind(): BigUint64Array;
+  deviceHeader(): DecodedHeader;
+}
+
+export interface DecodedHeader {
+  magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
+  batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
+  layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
+}
+
+export interface CudaInfo {
+  built: boolean; devices: number; why: string; name: string; runtimeVersion: number; driverVersion: number;
+  computeCapability: string; freeBytes: number; totalBytes: number;
+}
+
+export interface NativeAddon {
+  ArenaHandle: new (header: Uint8Array, options: { cuda: boolean; pinned: boolean; managed: boolean }) => NativeHandle;
+  decodeHeader(bytes: Uint8Array): DecodedHeader;
+  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
+  layoutInfo(): Record<string, unknown>;
+  cudaInfo(): CudaInfo;
+}
+
+let addon: NativeAddon | undefined;
+let loadError: unknown;
+
+/** src/ and dist/ both sit one level below the package root, next to build/. */
+function addonPath(): string {
+  const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
+  return join(here, '..', 'build', 'Release', 'nn_arena.node');
+}
+
+export function native(): NativeAddon {
+  if (addon) return addon;
+  if (loadError === undefined) {
+    try {
+      const path = addonPath();
+      addon = createRequire(path)(path) as NativeAddon;
+      return addon;
+    } catch (e) {
+      loadError = e;
+    }
+  }
+  throw new ArenaError('NO_ADDON', `the native module could not be loaded (run \`npm install\` or \`npm run build\`): ${(loadError as Error).message}`, { cause: loadError });
+}
+
+/** Calls into the addon, rethrowing its coded errors as ArenaError. */
+export function call<T>(f: () => T): T {
+  try {
+    return f();
+  } catch (e) {
+    throw asArenaError(e);
+  }
+}
+
+export function asArenaError(e: unknown): unknown {
+  if (e instanceof ArenaError) return e;
+  if (e instanceof Error && typeof (e as { code?: unknown }).code === 'string') {
+    return new ArenaError((e as Error & { code: string }).code, e.message, { cause: e });
+  }
+  return e;
+}
+
+/** What the CUDA side of this build can do here (never throws for a missing GPU). */
+export function cudaInfo(): CudaInfo {
+  return call(() => native().cudaInfo());
+}
