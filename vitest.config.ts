@@ -8,5 +8,6 @@ export default defineConfig({
     testTimeout: 120_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    poolOptions: { forks: { execArgv: ['--expose-gc'] } },
   },
 });
