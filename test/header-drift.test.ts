@@ -21,6 +21,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.headerSize).toBe(H.HEADER_SIZE);
     expect(info.layerSize).toBe(H.LAYER_SIZE);
     expect(info.regionSize).toBe(H.REGION_SIZE);
+    expect((info as unknown as { statsCount: number }).statsCount).toBe(H.STATS_COUNT);
   });
 
   it('every header field offset', () => {

@@ -51,10 +51,11 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
     expect(k.d).toBe(55_200);
     expect(k.y).toBe(4_000);
     expect(k.mw + k.mb + k.vw + k.vb + k.xdata + k.ydata).toBe(0);
+    expect(k.stats).toBe(8 * 4);
   });
 
   it('places the header first and every region 256-aligned', () => {
-    expect(k.header).toBe(128 + 3 * 232);
+    expect(k.header).toBe(128 + 3 * 248);
     expect(plan.headerBytes).toBe(1024);
     expect(plan.regions[0]).toEqual({ layer: 0, kind: 'z', offset: 1024, bytes: 313_600, length: 78_400 });
     checkPlanInvariants(plan);
@@ -115,7 +116,7 @@ describe('planLayout: properties over random specs', () => {
       const p = planLayout(spec);
       const L = spec.layers.length;
       const perLayer = { sgd: 5, momentum: 7, adam: 9 }[spec.optimizer!];
-      const expected = L /* z */ + (L - 1) * perLayer /* b w d db dw + state */ + 1 /* y */ + (spec.samples ? 2 : 0);
+      const expected = L /* z */ + (L - 1) * perLayer /* b w d db dw + state */ + 2 /* y, stats */ + (spec.samples ? 2 : 0);
       expect(p.regions.length).toBe(expected);
     }), { numRuns: 1000 });
   });

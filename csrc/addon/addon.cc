@@ -164,7 +164,8 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(e, "sigmoid", NNA_ACT_SIGMOID); n(e, "tanh", NNA_ACT_TANH); n(e, "softmax", NNA_ACT_SOFTMAX);
   n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
   n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
-  n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA);
+  n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
+  n(o, "statsCount", NNA_STATS_COUNT);
   o.Set("enums", e);
   return o;
 }
@@ -331,7 +332,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
       if (b.options().cuda) return nna::cudaProbeBind(b.device(), numLayers_, out.Data());
       for (uint32_t l = 0; l < numLayers_; ++l) {
         const nna_bound_layer<float> p = nna_bind<float>(b.device(), l);
-        float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata};
+        float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata, p.stats};
         for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
           out.Data()[l * NNA_KIND_COUNT + k] = ptrs[k] ? uint64_t(reinterpret_cast<char*>(ptrs[k]) - reinterpret_cast<char*>(b.device())) : ~uint64_t(0);
       }

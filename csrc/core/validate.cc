@@ -10,7 +10,7 @@ namespace {
 bool mulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
 std::string at(uint32_t l, uint32_t k) {
-  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata"};
+  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
   return "layer " + std::to_string(l) + " region " + names[k];
 }
 
@@ -34,6 +34,7 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
     }
     case NNA_XDATA: if (l == 0) return !mulOverflows(h.samples, L.units, out); return true;
     case NNA_YDATA: if (last) return !mulOverflows(h.samples, L.units, out); return true;
+    case NNA_STATS: *out = last ? NNA_STATS_COUNT : 0; return true;
   }
   return false;
 }

@@ -65,7 +65,18 @@ enum nna_kind {
   NNA_Y = 10,    /* targets of the batch, batch x units (output layer only)  */
   NNA_XDATA = 11,/* resident training inputs, samples x units (layer 0)      */
   NNA_YDATA = 12,/* resident training targets, samples x units (last layer)  */
-  NNA_KIND_COUNT = 13
+  NNA_STATS = 13,/* NNA_STATS_COUNT accumulators (last layer), see nna_stat     */
+  NNA_KIND_COUNT = 14
+};
+
+/* Slots of the stats region: kernels accumulate here so that training needs no per-step
+ * read-back; the host reads the few bytes once per epoch or progress report. */
+enum nna_stat {
+  NNA_STAT_LOSS = 0,      /* sum over rows of the per-row loss                          */
+  NNA_STAT_CORRECT = 1,   /* rows whose argmax matches the target's argmax              */
+  NNA_STAT_ROWS = 2,      /* rows accumulated                                           */
+  NNA_STAT_BAD_STEP = 3,  /* first step (0-based in the run) with a non-finite loss, or -1 */
+  NNA_STATS_COUNT = 8
 };
 
 /* One region: count == 0 means the layer has no region of this kind (offset is then 0). */
@@ -130,7 +141,7 @@ NNA_HD void* nna_region_ptr(void* base, uint32_t l, uint32_t kind) {
 /* Typed pointers of one layer, the C++ analogue of the seed design's re-binding function. */
 template <typename T>
 struct nna_bound_layer {
-  T *z, *b, *w, *d, *db, *dw, *mw, *mb, *vw, *vb, *y, *xdata, *ydata;
+  T *z, *b, *w, *d, *db, *dw, *mw, *mb, *vw, *vb, *y, *xdata, *ydata, *stats;
   uint64_t units, fan_in;
   uint32_t activation;
 };
@@ -149,7 +160,7 @@ nna_bound_layer<T> nna_bind(void* base, uint32_t l) {
   nna_bound_layer<T> r;
   r.z = p[NNA_Z]; r.b = p[NNA_B]; r.w = p[NNA_W]; r.d = p[NNA_D]; r.db = p[NNA_DB];
   r.dw = p[NNA_DW]; r.mw = p[NNA_MW]; r.mb = p[NNA_MB]; r.vw = p[NNA_VW]; r.vb = p[NNA_VB];
-  r.y = p[NNA_Y]; r.xdata = p[NNA_XDATA]; r.ydata = p[NNA_YDATA];
+  r.y = p[NNA_Y]; r.xdata = p[NNA_XDATA]; r.ydata = p[NNA_YDATA]; r.stats = p[NNA_STATS];
   r.units = L->units; r.fan_in = L->fan_in; r.activation = L->activation;
   return r;
 }

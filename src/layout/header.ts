@@ -7,9 +7,13 @@ export const VERSION = 1;
 export const MAX_LAYERS = 4096;
 
 /** Region kinds in enum order (nna_kind); kind-major placement follows this order. */
-export const KINDS = ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata'] as const;
+export const KINDS = ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata', 'stats'] as const;
 export type Kind = (typeof KINDS)[number];
 export const KIND_INDEX: Readonly<Record<Kind, number>> = Object.fromEntries(KINDS.map((k, i) => [k, i])) as Record<Kind, number>;
+
+/** Slots of the stats region (enum nna_stat). */
+export const STATS = { loss: 0, correct: 1, rows: 2, badStep: 3 } as const;
+export const STATS_COUNT = 8;
 
 export const DTYPES = { float32: 1, float64: 2 } as const;
 export const DTYPE_BYTES = { float32: 4, float64: 8 } as const;

@@ -2,7 +2,7 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, encodeHeader, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
 
 export interface Region {
@@ -51,6 +51,7 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
     case 'vw': return hidden && opt2 ? units * fanIn : 0n;
     case 'xdata': return l === 0 ? BigInt(s.samples) * units : 0n;
     case 'ydata': return last ? BigInt(s.samples) * units : 0n;
+    case 'stats': return last ? BigInt(STATS_COUNT) : 0n;
   }
 }
 
