@@ -16,24 +16,26 @@
       "target_name": "nn_arena",
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
       "defines": ["NAPI_VERSION=8"],
-      "cflags_cc": ["-std=c++17", "-O3", "-Wall", "-Wextra", "-Wno-unused-parameter"],
+      "cflags_cc": ["-std=c++17", "-O3", "-fopenmp-simd", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
       "sources": [
         "csrc/addon/addon.cc",
         "csrc/core/block.cc",
         "csrc/core/cpu_backend.cc",
-        "csrc/core/validate.cc"
+        "csrc/core/validate.cc",
+        "csrc/train/check.cc",
+        "csrc/train/cpu_train.cc"
       ],
       "conditions": [
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["NNA_WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
-          "sources": ["csrc/cuda/cuda_backend.cu"],
+          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
             "extension": "cu",
-            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh"],
+            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh", "csrc/train/math.h", "csrc/train/train.h"],
             "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "action": ["sh", "-c", "<(nvcc) <(nvcc_flags) <(cuda_gencode) -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "message": "nvcc <(RULE_INPUT_PATH)",

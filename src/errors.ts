@@ -21,6 +21,17 @@ export class LayoutError extends NnArenaError {
   }
 }
 
+/** Training data or targets that cannot be used with this network. */
+export class DataError extends NnArenaError {
+  readonly field: string;
+  readonly value: unknown;
+  constructor(code: string, field: string, value: unknown, message: string) {
+    super(code, `${field}: ${message} (got ${describe(value)})`);
+    this.field = field;
+    this.value = value;
+  }
+}
+
 /** A failure of the arena or its native layer: allocation, transfer, CUDA, lifetime. */
 export class ArenaError extends NnArenaError {}
 

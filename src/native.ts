@@ -20,6 +20,8 @@ export interface NativeHandle {
   addresses(): { host: bigint; device: bigint };
   probeBind(): BigUint64Array;
   deviceHeader(): DecodedHeader;
+  /** One training / evaluation run (csrc/train/train.h RunParams); resolves when complete. */
+  run(params: Record<string, number | boolean>): Promise<void>;
 }
 
 export interface DecodedHeader {

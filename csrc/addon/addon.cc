@@ -13,6 +13,7 @@
 #include "../core/failure.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
+#include "../train/train.h"
 
 namespace {
 
@@ -186,6 +187,63 @@ Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
   return o;
 }
 
+
+// ---- Training runs: off the JS thread, resolved as a promise --------------------------------
+nna::RunParams runParamsOf(Napi::Env env, const Napi::Object o) {
+  nna::RunParams p;
+  auto u = [&](const char* k, uint64_t& dst) { if (o.Has(k)) dst = exactU64(env, o.Get(k), k); };
+  auto d = [&](const char* k, double& dst) {
+    if (!o.Has(k)) return;
+    if (!o.Get(k).IsNumber()) throwJs(env, "BAD_ARGUMENT", std::string(k) + " must be a number");
+    dst = o.Get(k).As<Napi::Number>().DoubleValue();
+  };
+  uint64_t op = 0, loss = 0;
+  u("op", op);
+  u("loss", loss);
+  p.op = static_cast<nna::Op>(op);
+  p.loss = static_cast<nna::Loss>(loss);
+  p.resident = o.Get("resident").ToBoolean();
+  p.resetStats = !o.Has("resetStats") || o.Get("resetStats").ToBoolean();
+  u("rows", p.rows); u("samples", p.samples); u("firstBatch", p.firstBatch); u("numBatches", p.numBatches);
+  u("permA", p.permA); u("permC", p.permC); u("stepBase", p.stepBase);
+  d("lr", p.lr); d("momentum", p.momentum); d("beta1", p.beta1); d("beta2", p.beta2); d("eps", p.eps);
+  return p;
+}
+
+class RunWorker : public Napi::AsyncWorker {
+ public:
+  RunWorker(Napi::Env env, std::shared_ptr<nna::Block> block, const nna::RunParams& p)
+      : Napi::AsyncWorker(env, "nn-arena:run"), block_(std::move(block)), p_(p), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+
+  void Execute() override {
+    try {
+      std::lock_guard<std::mutex> lock(block_->mutex());  // dispose() waits for the run
+      if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
+      if (block_->options().cuda) nna::runCuda(block_->device(), block_->header(), p_);
+      else nna::runCpu(block_->device(), p_);
+    } catch (const Failure& e) {
+      code_ = e.code;
+      SetError(e.what());
+    } catch (const std::exception& e) {
+      code_ = "INTERNAL";
+      SetError(e.what());
+    }
+  }
+  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnError(const Napi::Error& e) override {
+    Napi::Error err = Napi::Error::New(Env(), e.Message());
+    err.Set("code", Napi::String::New(Env(), code_));
+    deferred_.Reject(err.Value());
+  }
+
+ private:
+  std::shared_ptr<nna::Block> block_;
+  nna::RunParams p_;
+  Napi::Promise::Deferred deferred_;
+  std::string code_;
+};
+
 // ---- ArenaHandle ---------------------------------------------------------------------------
 class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
  public:
@@ -199,7 +257,8 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
                         InstanceMethod<&ArenaHandle::Dispose>("dispose"),
                         InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                         InstanceMethod<&ArenaHandle::ProbeBind>("probeBind"),
-                        InstanceMethod<&ArenaHandle::DeviceHeader>("deviceHeader")});
+                        InstanceMethod<&ArenaHandle::DeviceHeader>("deviceHeader"),
+                        InstanceMethod<&ArenaHandle::Run>("run")});
   }
 
   // new ArenaHandle(header: Uint8Array, { cuda, pinned, managed })
@@ -355,6 +414,17 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
       b.backend().copy(bytes.data(), b.device(), bytes.size(), nna::Dir::ToHost);
     });
     return decodeHeaderAt(env, bytes.data(), bytes.size());
+  }
+
+  // run(params): one training / evaluation run; resolves when the device work is complete.
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    live(env);
+    if (!info[0].IsObject()) throwJs(env, "BAD_ARGUMENT", "run(params: object)");
+    auto* w = new RunWorker(env, block_, runParamsOf(env, info[0].As<Napi::Object>()));
+    Napi::Promise promise = w->promise();
+    w->Queue();
+    return promise;
   }
 
   std::shared_ptr<nna::Block> block_;

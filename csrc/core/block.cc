@@ -8,7 +8,7 @@
 namespace nna {
 
 Block::Block(uint64_t total, const uint8_t* header, size_t headerBytes, const BlockOptions& options)
-    : backend_(options.cuda ? makeCudaBackend() : makeCpuBackend()), options_(options), total_(total) {
+    : backend_(options.cuda ? makeCudaBackend() : makeCpuBackend()), options_(options), total_(total), header_(header, header + headerBytes) {
   if (total > SIZE_MAX) NNA_FAIL("HOST_OOM", "arena of " + std::to_string(total) + " bytes exceeds the address space");
   if (headerBytes > total) NNA_FAIL("BAD_HEADER", "header longer than the arena");
   host_ = static_cast<uint8_t*>(backend_->allocHost(total, options.pinned));
@@ -59,6 +59,12 @@ void Block::checkRanges(const std::vector<Range>& ranges) const {
 uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
   std::lock_guard<std::mutex> lock(mutex_);
   checkRanges(ranges);
+  // Device code trusts the device copy of the header: it may only ever receive the one
+  // validated at creation.
+  if (dir == Dir::ToDevice)
+    for (const Range& r : ranges)
+      if (r.bytes && r.offset < header_.size() && std::memcmp(host_, header_.data(), header_.size()) != 0)
+        NNA_FAIL("BAD_HEADER", "the header bytes on the host were modified; refusing to send them to the device");
   uint64_t moved = 0;
   for (const Range& r : ranges) {
     if (!r.bytes) continue;

@@ -43,6 +43,9 @@ class Block {
   uint8_t* host() const { return host_; }
   uint8_t* device() const { return device_; }
   uint64_t total() const { return total_; }
+  // The header as validated at creation: launch geometry comes from here, never from memory
+  // a user can write.
+  const uint8_t* header() const { return header_.data(); }
   Backend& backend() { return *backend_; }
   const BlockOptions& options() const { return options_; }
   Stats stats() const;
@@ -54,6 +57,7 @@ class Block {
   std::unique_ptr<Backend> backend_;
   BlockOptions options_;
   uint64_t total_;
+  std::vector<uint8_t> header_;
   uint8_t* host_ = nullptr;
   uint8_t* device_ = nullptr;
   Stats stats_;

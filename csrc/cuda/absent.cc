@@ -1,6 +1,7 @@
 // absent.cc: linked instead of the .cu sources when nvcc was not found at build time.
 #include "../core/backend.h"
 #include "../core/failure.h"
+#include "../train/train.h"
 
 namespace nna {
 
@@ -11,5 +12,6 @@ CudaInfo cudaInfo() {
 }
 std::unique_ptr<Backend> makeCudaBackend() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 void cudaProbeBind(void*, uint32_t, uint64_t*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+void runCuda(void*, const void*, const RunParams&) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 
 }  // namespace nna

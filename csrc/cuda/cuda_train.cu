@@ -1,0 +1,197 @@
+// cuda_train.cu: the CUDA backend's training step. Kernels receive only the arena's device
+// base pointer (plus small scalars) and bind every tensor from the header on the device with
+// nna_bind. The per-element math is csrc/train/math.h, shared with the CPU backend.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+#include <cstring>
+
+#include "../core/failure.h"
+#include "../include/nn_arena.h"
+#include "../train/math.h"
+#include "../train/train.h"
+#include "check.cuh"
+
+namespace nna {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocksFor(uint64_t n) {
+  const uint64_t b = (n + kThreads - 1) / kThreads;
+  return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
+}
+
+template <typename T>
+__global__ void resetStatsKernel(void* base, uint32_t last) {
+  T* s = nna_bind<T>(base, last).stats;
+  for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
+  s[NNA_STAT_BAD_STEP] = T(-1);
+}
+
+// Rows of one shuffled batch from the resident data set into z[0] and y.
+template <typename T>
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples) {
+  const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
+  const uint64_t width = in.units + out.units;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * width; e += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = e / width, col = e % width;
+    const uint64_t k = permIndex(first + r, a, c, samples);
+    if (col < in.units) in.z[r * in.units + col] = in.xdata[k * in.units + col];
+    else out.y[r * out.units + (col - in.units)] = out.ydata[k * out.units + (col - in.units)];
+  }
+}
+
+// C = op(A) op(B) for the three products of a layer, 64x64 tiles, 4x4 outputs per thread.
+enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
+constexpr int BM = 64, BN = 64, BK = 16;
+
+template <typename T, int MODE>
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
+  const uint64_t n = C.units, m = C.fan_in;
+  const uint64_t M = MODE == kWeightGrad ? n : rows;
+  const uint64_t N = MODE == kForward ? n : m;
+  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
+  auto A = [&](uint64_t i, uint64_t k) -> T {
+    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
+  };
+  auto B = [&](uint64_t k, uint64_t j) -> T {
+    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
+  };
+  __shared__ T As[BK][BM];
+  __shared__ T Bs[BK][BN];
+  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[4][4] = {};
+  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
+    for (int q = 0; q < 4; ++q) {
+      const int e = threadIdx.x + 256 * q;
+      const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
+      As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
+      const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
+      Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      T a[4], b[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) { a[i] = As[k][ty * 4 + i]; b[i] = Bs[k][tx * 4 + i]; }
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t r = bm + ty * 4 + i;
+    if (r >= M) continue;
+    for (int j = 0; j < 4; ++j) {
+      const uint64_t c = bn + tx * 4 + j;
+      if (c >= N) continue;
+      if (MODE == kForward) C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
+      else if (MODE == kWeightGrad) C.dw[r * m + c] = acc[i][j];
+      else P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
+    }
+  }
+}
+
+template <typename T>
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
+  atomicAdd(O.stats + NNA_STAT_LOSS, T(res.loss));
+  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
+  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
+  // Steps run in order on one stream, so only this step's rows can race, all with one value.
+  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+}
+
+template <typename T>
+__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const uint64_t j = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (j >= C.units) return;
+  T s = T(0);
+  for (uint64_t r = 0; r < rows; ++r) s += C.d[r * C.units + j];
+  C.db[j] = s;
+}
+
+template <typename T>
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+    else {
+      const uint64_t i = e - nw;
+      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    }
+  }
+}
+
+template <typename T>
+void runT(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
+  const uint32_t last = h.num_layers - 1;
+  auto launched = [] { CUDA_CHECK(cudaGetLastError()); };
+  if (p.resetStats) { resetStatsKernel<T><<<1, 1>>>(base, last); launched(); }
+  const bool mse = p.loss == Loss::Mse, grad = p.op == Op::Train || p.op == Op::Grad;
+  for (uint64_t s = 0; s < p.numBatches; ++s) {
+    uint64_t rows = p.rows;
+    if (p.resident) {
+      const uint64_t first = (p.firstBatch + s) * h.batch;
+      rows = std::min<uint64_t>(h.batch, p.samples - first);
+      gatherKernel<T><<<blocksFor(rows * (layers[0].units + layers[last].units)), kThreads>>>(base, last, first, rows, p.permA, p.permC, p.samples);
+      launched();
+    }
+    for (uint32_t l = 1; l <= last; ++l) {
+      const dim3 grid(unsigned((layers[l].units + BN - 1) / BN), unsigned((rows + BM - 1) / BM));
+      gemmKernel<T, kForward><<<grid, 256>>>(base, l, rows);
+      launched();
+    }
+    outputKernel<T><<<blocksFor(rows), kThreads>>>(base, last, rows, mse, grad, p.op != Op::Forward, s);
+    launched();
+    if (!grad) continue;
+    for (uint32_t l = last; l >= 1; --l) {
+      const uint64_t n = layers[l].units, m = layers[l].fan_in;
+      gemmKernel<T, kWeightGrad><<<dim3(unsigned((m + BN - 1) / BN), unsigned((n + BM - 1) / BM)), 256>>>(base, l, rows);
+      launched();
+      biasGradKernel<T><<<blocksFor(n), kThreads>>>(base, l, rows);
+      launched();
+      if (l > 1) {
+        gemmKernel<T, kErrorPrev><<<dim3(unsigned((m + BN - 1) / BN), unsigned((rows + BM - 1) / BM)), 256>>>(base, l, rows);
+        launched();
+      }
+    }
+    if (p.op == Op::Grad) continue;
+    const double t = double(p.stepBase + s + 1);
+    Hyper<T> hp;
+    hp.lr = T(p.lr); hp.mu = T(p.momentum); hp.b1 = T(p.beta1); hp.b2 = T(p.beta2); hp.eps = T(p.eps);
+    hp.bc1 = T(1.0 - std::pow(p.beta1, t));
+    hp.bc2 = T(1.0 - std::pow(p.beta2, t));
+    for (uint32_t l = 1; l <= last; ++l) {
+      updateKernel<T><<<blocksFor(layers[l].units * (layers[l].fan_in + 1)), kThreads>>>(base, l, h.optimizer, hp);
+      launched();
+    }
+  }
+  CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+}  // namespace
+
+void runCuda(void* devBase, const void* header, const RunParams& p) {
+  checkRun(header, p);
+  nna_header h;
+  std::memcpy(&h, header, sizeof h);
+  std::vector<nna_layer> layers(h.num_layers);
+  std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
+  if (h.dtype == NNA_FLOAT64) runT<double>(devBase, h, layers, p);
+  else runT<float>(devBase, h, layers, p);
+}
+
+}  // namespace nna
