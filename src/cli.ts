@@ -5,6 +5,7 @@ import { planLayout } from './layout/plan.js';
 import type { Dtype, Optimizer, Order } from './layout/header.js';
 import { parseList, parseNumber } from './cli/format.js';
 import { planJson, planSummary, regionTable } from './cli/plan.js';
+import { train } from './cli/train.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.');
@@ -32,6 +33,27 @@ program
     });
     if (o.json) console.log(JSON.stringify(planJson(plan), null, 2));
     else console.log(`${planSummary(plan)}\n\n${regionTable(plan)}`);
+  });
+
+program
+  .command('train', { isDefault: false })
+  .description('train an MLP on the MNIST digits shipped with the `mnist` package (8,000 train / 2,000 held out) and test it')
+  .addOption(new Option('--backend <backend>', 'where to train').choices(['auto', 'cpu', 'cuda']).default('auto'))
+  .option('--layers <list>', 'units per layer, input first', '784,128,10')
+  .option('--epochs <n>', 'passes over the training digits', '10')
+  .option('--batch <n>', 'batch size', '50')
+  .option('--lr <rate>', 'learning rate (default: 0.001 for adam, 0.05 otherwise)')
+  .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
+  .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
+  .option('--save <path>', 'write the trained arena image (header + all regions) to a file')
+  .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
+  .action(async (o) => {
+    await train({
+      backend: o.backend, layers: parseList(o.layers, 'layers'), epochs: parseNumber(o.epochs, 'epochs'), batch: parseNumber(o.batch, 'batch'),
+      lr: o.lr === undefined ? undefined : parseNumber(o.lr, 'lr'), optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype,
+      seed: parseNumber(o.seed, 'seed'), save: o.save, json: Boolean(o.json),
+    });
   });
 
 program.parseAsync(process.argv).catch((e: unknown) => {

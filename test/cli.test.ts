@@ -36,3 +36,39 @@ describe('nn-arena plan', () => {
     expect(r2.stderr).toContain("'x' is not a number");
   });
 });
+
+describe('nn-arena train (the npm start job) on the CPU backend', () => {
+  it('reaches >= 95% on the 2,000 held-out digits, with one arena and few transfers', () => {
+    const r = run('train', '--backend', 'cpu', '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.backend).toBe('cpu');
+    expect(j.accuracy).toBeGreaterThanOrEqual(0.95);
+    expect(j.epochs).toBe(10);
+    expect(j.allocations).toEqual({ host: 1, device: 1 });
+    // Up: header at create, the whole arena, the data set, then z[0] and y per test batch (40).
+    expect(j.transfers.toDevice.transfers).toBe(3 + 2 * 40);
+    // Down: stats 4x per epoch, w+b once (2 layer ranges), stats after testing.
+    expect(j.transfers.toHost.transfers).toBe(4 * 10 + 2 + 1);
+    expect(r.stderr).toMatch(/epoch 10\/10/);
+  });
+
+  it('prints the layout, the backend, test accuracy, wall time and transfer counts', () => {
+    const r = run('train', '--backend', 'cpu', '--epochs', '1');
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/network 784-128-10/);
+    expect(r.stdout).toMatch(/backend cpu/);
+    expect(r.stdout).toMatch(/test accuracy \d+\.\d+%/);
+    expect(r.stdout).toMatch(/wall time/);
+    expect(r.stdout).toMatch(/transfers: to device \d+/);
+  });
+
+  it('bad flags fail with a clear message', () => {
+    const r = run('train', '--backend', 'cpu', '--layers', '100,10');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/784 inputs/);
+    const r2 = run('train', '--backend', 'tpu');
+    expect(r2.status).not.toBe(0);
+    expect(r2.stderr).toMatch(/Allowed choices/);
+  });
+});
