@@ -21,6 +21,7 @@
       "sources": [
         "csrc/addon/addon.cc",
         "csrc/core/block.cc",
+        "csrc/core/copy_bench.cc",
         "csrc/core/cpu_backend.cc",
         "csrc/core/validate.cc",
         "csrc/train/check.cc",

@@ -37,6 +37,7 @@ export interface CudaInfo {
 
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: { cuda: boolean; pinned: boolean; managed: boolean }) => NativeHandle;
+  CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../core/block.h"
+#include "../core/copy_bench.h"
 #include "../core/failure.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
@@ -433,8 +434,41 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
   int64_t external_ = 0;
 };
 
+
+// ---- CopyBenchHandle: baselines for bench/transfers.ts --------------------------------------
+class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "CopyBench", {InstanceMethod<&CopyBenchHandle::Run>("run"), InstanceMethod<&CopyBenchHandle::Dispose>("dispose")});
+  }
+  // new CopyBench(cuda: boolean, sizes: number[], pinned: boolean)
+  CopyBenchHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CopyBenchHandle>(info) {
+    Napi::Env env = info.Env();
+    if (!info[1].IsArray()) throwJs(env, "BAD_ARGUMENT", "CopyBench(cuda, sizes[], pinned)");
+    const Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<size_t> sizes;
+    for (uint32_t i = 0; i < a.Length(); ++i) sizes.push_back(static_cast<size_t>(exactU64(env, a.Get(i), "size")));
+    const bool cuda = info[0].ToBoolean(), pinned = info[2].ToBoolean();
+    bench_ = guarded(env, [&] { return std::make_unique<nna::CopyBench>(cuda, sizes, pinned); });
+  }
+
+ private:
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!bench_) throwJs(env, "DISPOSED", "the copy bench was disposed");
+    const bool toDevice = info[0].ToString().Utf8Value() == "toDevice";
+    return Napi::Number::New(env, static_cast<double>(guarded(env, [&] { return bench_->run(toDevice ? nna::Dir::ToDevice : nna::Dir::ToHost); })));
+  }
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    bench_.reset();
+    return info.Env().Undefined();
+  }
+  std::unique_ptr<nna::CopyBench> bench_;
+};
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ArenaHandle", ArenaHandle::Define(env));
+  exports.Set("CopyBench", CopyBenchHandle::Define(env));
   exports.Set("decodeHeader", Napi::Function::New(env, DecodeHeader));
   exports.Set("validateHeader", Napi::Function::New(env, ValidateHeader));
   exports.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));

@@ -1,0 +1,67 @@
+// report.ts: bench/results/<machine>.json, and bench/results/README.md rebuilt from every
+// results file so the tables of all machines stand side by side.
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Machine } from './machine.js';
+import type { MemoryRow } from './memory.js';
+import type { StepRow } from './steps.js';
+import type { TransferRow } from './transfers.js';
+
+export interface Results {
+  machine: Machine; date: string; quick: boolean; command: string;
+  transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
+}
+
+const int = (n: number) => Math.round(n).toLocaleString('en-US');
+const fix = (n: number, d = 1) => n.toFixed(d);
+
+function section(r: Results): string {
+  const m = r.machine;
+  const out = [
+    `## ${m.name}`,
+    '',
+    `${m.gpu ? `GPU ${m.gpu} (compute ${m.computeCapability}), driver ${m.driver}, CUDA runtime ${m.cudaRuntime} (driver API ${m.cudaDriverApi}); ` : 'no GPU (CPU backend); '}` +
+      `CPU ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB; Node ${m.node}. ${r.date}${r.quick ? ', quick mode' : ''}. \`${r.command}\``,
+    '',
+    '### Transfers (mean of benny samples, from JS)',
+    '',
+    '| arena | bytes | direction | method | transfers | µs | GB/s | vs raw |',
+    '|---|---:|---|---|---:|---:|---:|---:|',
+    ...r.transfers.map((t) => `| ${t.arena} | ${int(t.bytes)} | ${t.direction} | ${t.method} | ${t.transfers} | ${fix(t.micros, 2)} | ${fix(t.gbps, 2)} | ${t.ratioToRaw ? `${fix(t.ratioToRaw * 100)}% (${t.micros - t.micros / t.ratioToRaw >= 0 ? '+' : ''}${fix(t.micros - t.micros / t.ratioToRaw, 2)} µs)` : '—'} |`),
+    '',
+    '### Training step (Trainer.fit over a resident data set)',
+    '',
+    '| network | batch | optimizer | backend | steps | µs/step | samples/s | TFLOP/s |',
+    '|---|---:|---|---|---:|---:|---:|---:|',
+    ...r.steps.map((s) => `| ${s.network} ${s.layers.join('-')} | ${s.batch} | ${s.optimizer} | ${s.backend} | ${s.steps} | ${fix(s.microsPerStep)} | ${int(s.samplesPerSecond)} | ${fix(s.tflops, 3)} |`),
+    '',
+    '### Memory (planned = sum by kind = header total; taken = measured)',
+    '',
+    '| network | optimizer | planned bytes | exact | device taken | host RSS growth |',
+    '|---|---|---:|---|---:|---:|',
+    ...r.memory.map((x) => `| ${x.network} | ${x.optimizer} | ${int(x.plannedBytes)} | ${x.exact ? 'yes' : '**no**'} | ${x.deviceTakenBytes === null ? '—' : int(x.deviceTakenBytes)} | ${int(x.hostRssGrowthBytes)} |`),
+    '',
+  ];
+  return out.join('\n');
+}
+
+export function writeResults(dir: string, r: Results): string {
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `${r.machine.name}.json`);
+  writeFileSync(file, `${JSON.stringify(r, null, 2)}\n`);
+  renderReadme(dir);
+  return file;
+}
+
+/** Rebuilds README.md from every results file in `dir`. */
+export function renderReadme(dir: string): void {
+  const all = readdirSync(dir).filter((f) => f.endsWith('.json')).sort().map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Results);
+  writeFileSync(join(dir, 'README.md'), [
+    '# Benchmark results',
+    '',
+    'Made by `npm run bench` (bench/); each machine\'s raw figures are in `<machine>.json` beside this file.',
+    'Rows "vs raw" compare with the raw copy of the same bytes measured in the same run (pinned for pinned rows, pageable for pageable rows).',
+    '',
+    ...all.map(section),
+  ].join('\n'));
+}
