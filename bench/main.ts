@@ -35,7 +35,7 @@ const info = cudaInfo();
 const backends: BackendName[] = info.built && info.devices > 0 ? ['cpu', 'cuda'] : ['cpu'];
 log(`machine ${machine.name}: ${machine.gpu ?? 'no GPU'}; backends ${backends.join(', ')}${quick ? ' (quick)' : ''}`);
 
-const results: Results = { machine, date: new Date().toISOString(), quick, command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [] };
+const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [] };
 const main = backends.includes('cuda') ? 'cuda' : 'cpu';
 if (parts.has('transfers')) {
   log(`transfers (${main} backend)`);

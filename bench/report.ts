@@ -9,6 +9,8 @@ import type { TransferRow } from './transfers.js';
 
 export interface Results {
   machine: Machine; date: string; quick: boolean; command: string;
+  /** The parts measured in this run. */
+  parts: Array<'transfers' | 'steps' | 'memory'>;
   transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
 }
 
@@ -48,7 +50,15 @@ function section(r: Results): string {
 export function writeResults(dir: string, r: Results): string {
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${r.machine.name}.json`);
-  writeFileSync(file, `${JSON.stringify(r, null, 2)}\n`);
+  // A run of some parts (--only) keeps the other parts of the machine's earlier results.
+  let previous: Partial<Results> = {};
+  try { previous = JSON.parse(readFileSync(file, 'utf8')) as Results; } catch { /* first run */ }
+  const merged: Results = { ...r };
+  for (const part of ['transfers', 'steps', 'memory'] as const) {
+    if (!r.parts.includes(part) && previous[part]) (merged as unknown as Record<string, unknown>)[part] = previous[part];
+  }
+  if (previous.date && previous.date !== r.date && r.parts.length < 3) merged.date = `${r.date} (${r.parts.join(', ')}); earlier parts ${previous.date}`;
+  writeFileSync(file, `${JSON.stringify(merged, null, 2)}\n`);
   renderReadme(dir);
   return file;
 }

@@ -98,6 +98,7 @@ export class Arena implements Disposable {
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
     const h = this.#live();
+    if (sel === undefined) return { transfers: 1, bytes: call(() => h.transferAll(dir)) };
     const ranges = selectRanges(this.plan, sel);
     const bytes = call(() => h.transfer(dir, flatten(ranges)));
     return { transfers: ranges.filter((r) => r.bytes > 0).length, bytes };

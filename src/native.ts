@@ -12,6 +12,7 @@ export interface NativeStats {
 
 export interface NativeHandle {
   transfer(dir: 'toDevice' | 'toHost', ranges: number[]): number;
+  transferAll(dir: 'toDevice' | 'toHost'): number;
   prefetch(ranges: number[], where: 'device' | 'host'): void;
   advise(ranges: number[], advice: string, where: 'device' | 'host', unset: boolean): void;
   view(offset: number, bytes: number): ArrayBuffer;

@@ -42,7 +42,7 @@ describe('bench plumbing', () => {
     expect(rows[1]!.transfers).toBe(1);
     expect(rows.every((r) => r.micros > 0 && r.gbps > 0)).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
-    const file = writeResults(dir, { machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', transfers: rows, steps: [], memory: [] });
+    const file = writeResults(dir, { machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['transfers'], transfers: rows, steps: [], memory: [] });
     expect(JSON.parse(readFileSync(file, 'utf8')).transfers).toHaveLength(6);
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/\| S 784-128-10 adam \| 2,058,752 \| toDevice \| arena, 1 transfer, pinned \| 1 \|/);
   });

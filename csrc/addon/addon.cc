@@ -251,6 +251,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
   static Napi::Function Define(Napi::Env env) {
     return DefineClass(env, "ArenaHandle",
                        {InstanceMethod<&ArenaHandle::Transfer>("transfer"),
+                        InstanceMethod<&ArenaHandle::TransferAll>("transferAll"),
                         InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
                         InstanceMethod<&ArenaHandle::Advise>("advise"),
                         InstanceMethod<&ArenaHandle::View>("view"),
@@ -301,6 +302,16 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     const std::string dir = info[0].ToString();
     const auto ranges = rangesOf(env, info[1]);
     const uint64_t moved = guarded(env, [&] { return b.transfer(ranges, dir == "toDevice" ? nna::Dir::ToDevice : nna::Dir::ToHost); });
+    return Napi::Number::New(env, static_cast<double>(moved));
+  }
+
+  // transferAll(dir): the whole arena as one transfer, without marshalling a range list.
+  Napi::Value TransferAll(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const bool toDevice = info[0].ToString().Utf8Value() == "toDevice";
+    const std::vector<nna::Range> all{{0, b.total()}};
+    const uint64_t moved = guarded(env, [&] { return b.transfer(all, toDevice ? nna::Dir::ToDevice : nna::Dir::ToHost); });
     return Napi::Number::New(env, static_cast<double>(moved));
   }
 
