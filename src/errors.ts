@@ -1,5 +1,5 @@
 // errors.ts: the library's error classes. Each carries a stable string `code` to branch on;
-// LayoutError also names the spec field and the value that was refused.
+// FieldError (LayoutError, DataError) also names the input field and the value that was refused.
 
 export class NnArenaError extends Error {
   readonly code: string;
@@ -10,8 +10,8 @@ export class NnArenaError extends Error {
   }
 }
 
-/** A network description that cannot be laid out. */
-export class LayoutError extends NnArenaError {
+/** An error about one named input field and the value that was refused. */
+export class FieldError extends NnArenaError {
   readonly field: string;
   readonly value: unknown;
   constructor(code: string, field: string, value: unknown, message: string) {
@@ -21,16 +21,11 @@ export class LayoutError extends NnArenaError {
   }
 }
 
+/** A network description that cannot be laid out. */
+export class LayoutError extends FieldError {}
+
 /** Training data or targets that cannot be used with this network. */
-export class DataError extends NnArenaError {
-  readonly field: string;
-  readonly value: unknown;
-  constructor(code: string, field: string, value: unknown, message: string) {
-    super(code, `${field}: ${message} (got ${describe(value)})`);
-    this.field = field;
-    this.value = value;
-  }
-}
+export class DataError extends FieldError {}
 
 /** A failure of the arena or its native layer: allocation, transfer, CUDA, lifetime. */
 export class ArenaError extends NnArenaError {}
