@@ -22,6 +22,7 @@
         "csrc/addon/addon.cc",
         "csrc/core/block.cc",
         "csrc/core/copy_bench.cc",
+        "csrc/core/crc32c.cc",
         "csrc/core/cpu_backend.cc",
         "csrc/core/validate.cc",
         "csrc/train/check.cc",

@@ -6,6 +6,7 @@ import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, native, type NativeHandle, type NativeStats } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
+import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
 
 export type BackendName = 'cpu' | 'cuda';
 export type MemoryKind = 'device' | 'managed';
@@ -66,6 +67,19 @@ export class Arena implements Disposable {
     const pinned = backend === 'cuda' ? options.pinned ?? true : false;
     const handle = call(() => new (native().ArenaHandle)(plan.header, { cuda: backend === 'cuda', pinned, managed: memory === 'managed' }));
     return new Arena(plan, handle, backend, memory, pinned);
+  }
+
+  /** Opens a checkpoint written by save(): every header and the checksum are checked before
+   *  anything is allocated; the arena then goes to the device in one transfer. */
+  static load(path: string, options: ArenaOptions = {}): Arena {
+    return loadArena(path, options).arena;
+  }
+
+  /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
+   *  written to a temporary name and renamed. Call toHost() first for device-side results. */
+  save(path: string, options: SaveOptions = {}): number {
+    this.#live();
+    return saveArena(this, path, options);
   }
 
   get disposed(): boolean { return this.#disposed; }

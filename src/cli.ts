@@ -6,6 +6,7 @@ import type { Dtype, Optimizer, Order } from './layout/header.js';
 import { parseList, parseNumber } from './cli/format.js';
 import { planJson, planSummary, regionTable } from './cli/plan.js';
 import { train } from './cli/train.js';
+import { inspectCheckpoint } from './checkpoint.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.');
@@ -46,7 +47,7 @@ program
   .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
-  .option('--save <path>', 'write the trained arena image (header + all regions) to a file')
+  .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
   .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
   .action(async (o) => {
     await train({
@@ -54,6 +55,21 @@ program
       lr: o.lr === undefined ? undefined : parseNumber(o.lr, 'lr'), optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype,
       seed: parseNumber(o.seed, 'seed'), save: o.save, json: Boolean(o.json),
     });
+  });
+
+program
+  .command('inspect')
+  .argument('<file>', 'a checkpoint written by Arena.save / Trainer.save / train --save')
+  .description('check a saved arena (headers, sizes, checksum) and print its layout and totals')
+  .option('--json', 'print as JSON')
+  .action((file: string, o) => {
+    const info = inspectCheckpoint(file);
+    if (o.json) {
+      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, ...planJson(info.plan) }, null, 2));
+      return;
+    }
+    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}; trainer steps ${info.steps}`);
+    console.log(planSummary(info.plan));
   });
 
 program.parseAsync(process.argv).catch((e: unknown) => {

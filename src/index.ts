@@ -9,3 +9,4 @@ export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Met
 export { type Data } from './train/data.js';
 export { cudaInfo, type CudaInfo } from './native.js';
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
+export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';

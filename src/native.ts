@@ -43,6 +43,7 @@ export interface NativeAddon {
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;
   cudaInfo(): CudaInfo;
+  crc32c(bytes: Uint8Array, crc?: number): number;
 }
 
 let addon: NativeAddon | undefined;

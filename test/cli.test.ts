@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planLayout } from '../src/index.js';
 
@@ -70,5 +72,29 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     const r2 = run('train', '--backend', 'tpu');
     expect(r2.status).not.toBe(0);
     expect(r2.stderr).toMatch(/Allowed choices/);
+  });
+});
+
+describe('nn-arena train --save and nn-arena inspect', () => {
+  it('saves a checkpoint that inspect checks and describes', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nn-arena-cli-'));
+    const file = join(dir, 'mnist.nna');
+    const r = run('train', '--backend', 'cpu', '--epochs', '1', '--save', file);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/saved a checkpoint of \d+ bytes/);
+    const i = run('inspect', file, '--json');
+    expect(i.status, i.stderr).toBe(0);
+    const j = JSON.parse(i.stdout);
+    expect(j.steps).toBe(160);
+    expect(j.kinds).toContain('w');
+    expect(j.spec.layers).toEqual([784, 128, 10]);
+    expect(j.totalBytes).toBe(j.arenaBytes);
+    const t = run('inspect', file);
+    expect(t.stdout).toMatch(/checksum ok/);
+    expect(t.stdout).toMatch(/network 784-128-10/);
+    writeFileSync(join(dir, 'bad.nna'), 'not a checkpoint at all, just some text that is long enough to have a header........');
+    const b = run('inspect', join(dir, 'bad.nna'));
+    expect(b.status).toBe(1);
+    expect(b.stderr).toMatch(/BAD_CHECKPOINT: .*not an nn-arena checkpoint/);
   });
 });

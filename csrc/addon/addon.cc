@@ -11,6 +11,7 @@
 
 #include "../core/block.h"
 #include "../core/copy_bench.h"
+#include "../core/crc32c.h"
 #include "../core/failure.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
@@ -170,6 +171,15 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(o, "statsCount", NNA_STATS_COUNT);
   o.Set("enums", e);
   return o;
+}
+
+// crc32c(bytes: Uint8Array, crc = 0): CRC-32C continued over bytes.
+Napi::Value Crc32c(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsTypedArray()) throwJs(env, "BAD_ARGUMENT", "crc32c expects a Uint8Array");
+  const Napi::Uint8Array u = info[0].As<Napi::Uint8Array>();
+  const uint32_t crc = info.Length() > 1 ? info[1].As<Napi::Number>().Uint32Value() : 0;
+  return Napi::Number::New(env, nna::crc32c(crc, u.Data(), u.ByteLength()));
 }
 
 Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
@@ -484,6 +494,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("validateHeader", Napi::Function::New(env, ValidateHeader));
   exports.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
   exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
+  exports.Set("crc32c", Napi::Function::New(env, Crc32c));
   return exports;
 }
 

@@ -1,6 +1,5 @@
 // train.ts (CLI): `nn-arena train`, the main job: an MLP on the MNIST digits shipped by the
 // `mnist` package, trained in one arena, tested on held-out digits.
-import { openSync, closeSync, renameSync, writeSync, fsyncSync } from 'node:fs';
 import cliProgress from 'cli-progress';
 import { Arena, type BackendName } from '../arena.js';
 import { loadMnist } from '../data/mnist.js';
@@ -21,22 +20,6 @@ export interface TrainOptions {
   seed: number;
   save?: string;
   json: boolean;
-}
-
-/** Writes the whole arena image (header + every region) to `path` via a temporary file and a
- *  rename, region by region so arenas beyond one ArrayBuffer's 4 GiB still save. */
-export function saveArenaImage(arena: Arena, path: string): number {
-  const tmp = `${path}.tmp-${process.pid}`;
-  const fd = openSync(tmp, 'w');
-  try {
-    const parts = [{ offset: 0, bytes: arena.plan.headerBytes }, ...arena.plan.regions];
-    for (const r of parts) writeSync(fd, arena.bytes(r.offset, r.bytes), 0, r.bytes, r.offset);
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
-  }
-  renameSync(tmp, path);
-  return arena.plan.totalBytes;
 }
 
 export async function train(o: TrainOptions): Promise<void> {
@@ -77,7 +60,7 @@ export async function train(o: TrainOptions): Promise<void> {
   }
   const test = await trainer.evaluate(testSet);
   const seconds = (performance.now() - started) / 1000;
-  if (o.save) log(`saved ${saveArenaImage(arena, o.save)} bytes to ${o.save}`);
+  if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
   const s = arena.stats;
   const summary = {
     accuracy: test.accuracy, loss: test.loss, trainAccuracy: fit.accuracy, trainLoss: fit.loss,

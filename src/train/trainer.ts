@@ -5,10 +5,12 @@
 // Transfers: init() writes the host side; the first run uploads the whole arena once. fit()
 // uploads the data set once, reads 32-byte stats per report, and downloads the weights and
 // biases once at the end. Nothing else moves per step.
-import type { Arena, View } from '../arena.js';
+import { Arena, type View } from '../arena.js';
 import { ArenaError, DataError } from '../errors.js';
 import { STATS, type Kind } from '../layout/header.js';
 import { asArenaError } from '../native.js';
+import { loadArena } from '../checkpoint.js';
+import type { ArenaOptions } from '../arena.js';
 import { checkData, type CheckedData, type Data } from './data.js';
 import { Rng, affinePermutation } from './rng.js';
 
@@ -95,6 +97,23 @@ export class Trainer {
   }
 
   get steps(): number { return this.#steps; }
+
+  /** Saves everything needed to resume: the whole arena (brought back from the device first)
+   *  and the optimizer step count. */
+  save(path: string): number {
+    this.arena.toHost();
+    return this.arena.save(path, { steps: this.#steps });
+  }
+
+  /** Resumes from save(): same weights, optimizer state and step count, so further steps give
+   *  the same result as if training had never stopped. */
+  static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer {
+    const { arena, info } = loadArena(path, arenaOptions);
+    const t = new Trainer(arena, options);
+    t.#steps = info.steps;
+    t.#deviceStale = false;  // loadArena sent the whole arena up
+    return t;
+  }
 
   /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
    *  optimizer state; on the host, identical on every backend. */
