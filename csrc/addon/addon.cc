@@ -378,7 +378,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     return ab;
   }
 
-  Napi::Value Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), block_->stats()); }
+  Napi::Value Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), block_ ? block_->stats() : finalStats_); }
 
   Napi::Value Dispose(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -390,6 +390,9 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     views_.clear();
     guarded(env, [&] { block_->release(); });
     releaseExternal(env);
+    // Drop the block now rather than at finalization: a disposed handle keeps only its counters.
+    finalStats_ = block_->stats();
+    block_.reset();
     return Napi::Boolean::New(env, true);
   }
 
@@ -450,6 +453,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
   }
 
   std::shared_ptr<nna::Block> block_;
+  nna::Stats finalStats_;
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
   uint32_t numLayers_ = 0;
   int64_t external_ = 0;

@@ -95,6 +95,23 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
     expect(codeOf(() => Arena.create(plan, { ...managed, pinned: false }))).toBe('MANAGED_LIMIT');
   });
 
+  it('soak: 2,000 create/use/dispose cycles return device memory to its baseline', () => {
+    const plan = planLayout({ layers: [784, 128, 10], batch: 100, optimizer: 'adam' });
+    const cycles = Number(process.env.NN_ARENA_SOAK_CYCLES ?? 2000);
+    { using warm = Arena.create(plan, cuda); warm.toDevice(); }
+    const before = cudaInfo().freeBytes;
+    for (let i = 0; i < cycles; i++) {
+      using a = Arena.create(plan, cuda);
+      a.view(1, 'w')[i % 100] = i;
+      a.toDevice();
+      a.toHost({ kinds: ['w'] });
+      if (a.view(1, 'w')[i % 100] !== i) throw new Error(`data lost in cycle ${i}`);
+    }
+    const after = cudaInfo().freeBytes;
+    console.log(`device soak: ${cycles} cycles, free before ${before}, after ${after}`);
+    expect(Math.abs(after - before)).toBeLessThanOrEqual(4 * 2 ** 20);
+  });
+
   it('dispose returns the device memory', () => {
     const before = cudaInfo().freeBytes;
     const a = Arena.create(planOfSize(512 * 2 ** 20), cuda);
