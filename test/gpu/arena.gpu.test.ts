@@ -8,6 +8,9 @@ import { checkDeviceBinding, checkRoundTrip, checkSelectiveTransfer, expectPatte
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
 const required = process.env.NN_ARENA_REQUIRE_GPU === '1';
+// Under compute-sanitizer the tool's own device allocations (initcheck shadows 1 bit per byte)
+// move cudaMemGetInfo: the exact memory-accounting checks are skipped there.
+const sanitized = process.env.NN_ARENA_UNDER_SANITIZER === '1';
 
 function codeOf(f: () => unknown): string | undefined {
   try { f(); } catch (e) {
@@ -109,7 +112,8 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
     }
     const after = cudaInfo().freeBytes;
     console.log(`device soak: ${cycles} cycles, free before ${before}, after ${after}`);
-    expect(Math.abs(after - before)).toBeLessThanOrEqual(4 * 2 ** 20);
+    // Free memory may rise (memory released from earlier tests); it must not fall.
+    if (!sanitized) expect(before - after).toBeLessThanOrEqual(4 * 2 ** 20);
   });
 
   it('dispose returns the device memory', () => {
@@ -117,6 +121,6 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
     const a = Arena.create(planOfSize(512 * 2 ** 20), cuda);
     expect(cudaInfo().freeBytes).toBeLessThan(before - 400 * 2 ** 20);
     a.dispose();
-    expect(Math.abs(cudaInfo().freeBytes - before)).toBeLessThan(64 * 2 ** 20);
+    if (!sanitized) expect(before - cudaInfo().freeBytes).toBeLessThan(64 * 2 ** 20);
   });
 });
