@@ -68,16 +68,7 @@ export function saveArena(arena: Arena, path: string, options: SaveOptions = {})
   let fd: number;
   try { fd = openSync(tmp, 'w'); } catch (e) { throw new ArenaError('SAVE_FAILED', `${path}: ${(e as Error).message}`, { cause: e }); }
   try {
-    let written = writevSync(fd, [head, ...parts]);
-    // writev may write less than asked for very large payloads: finish what is left.
-    const all = [head, ...parts];
-    let skip = written;
-    for (const p of all) {
-      if (skip >= p.length) { skip -= p.length; continue; }
-      let at = skip;
-      skip = 0;
-      while (at < p.length) { const n = writevSync(fd, [p.subarray(at)]); at += n; written += n; }
-    }
+    writeAll(fd, [head, ...parts]);
     fsyncSync(fd);
   } catch (e) {
     closeSync(fd);
@@ -90,6 +81,20 @@ export function saveArena(arena: Arena, path: string, options: SaveOptions = {})
     throw new ArenaError('SAVE_FAILED', `${path}: ${(e as Error).message}`, { cause: e });
   }
   return FILE_HEADER + payloadBytes;
+}
+
+/** One writev for the whole file; a short write (possible for very large payloads) continues
+ *  where it stopped. */
+function writeAll(fd: number, parts: Uint8Array[]): void {
+  const pending = parts.filter((p) => p.length > 0);
+  while (pending.length > 0) {
+    let n = writevSync(fd, pending);
+    while (n > 0) {
+      const first = pending[0]!;
+      if (n >= first.length) { n -= first.length; pending.shift(); }
+      else { pending[0] = first.subarray(n); n = 0; }
+    }
+  }
 }
 
 function readExact(fd: number, into: Uint8Array, position: number, path: string): void {
