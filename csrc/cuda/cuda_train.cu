@@ -42,12 +42,15 @@ __global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t
   }
 }
 
-// C = op(A) op(B) for the three products of a layer, 64x64 tiles, 4x4 outputs per thread.
+// C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
+// of C, (TILE/16)^2 outputs each. Small layers get smaller tiles (see gemm()) so that the grid
+// still covers the GPU: with 64x64 tiles the S network's first layer ran on 4 blocks.
 enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
-constexpr int BM = 64, BN = 64, BK = 16;
+constexpr int BK = 16;
 
-template <typename T, int MODE>
+template <typename T, int MODE, int TILE>
 __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
   const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
   const uint64_t n = C.units, m = C.fan_in;
   const uint64_t M = MODE == kWeightGrad ? n : rows;
@@ -63,9 +66,10 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
   __shared__ T Bs[BK][BN];
   const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  T acc[4][4] = {};
+  T acc[TM][TM] = {};
   for (uint64_t k0 = 0; k0 < K; k0 += BK) {
-    for (int q = 0; q < 4; ++q) {
+#pragma unroll
+    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
       const int e = threadIdx.x + 256 * q;
       const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
       As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
@@ -75,21 +79,21 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
-      T a[4], b[4];
+      T a[TM], b[TM];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) { a[i] = As[k][ty * 4 + i]; b[i] = Bs[k][tx * 4 + i]; }
+      for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
+      for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j) acc[i][j] += a[i] * b[j];
+        for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
     }
     __syncthreads();
   }
-  for (int i = 0; i < 4; ++i) {
-    const uint64_t r = bm + ty * 4 + i;
+  for (int i = 0; i < TM; ++i) {
+    const uint64_t r = bm + ty * TM + i;
     if (r >= M) continue;
-    for (int j = 0; j < 4; ++j) {
-      const uint64_t c = bn + tx * 4 + j;
+    for (int j = 0; j < TM; ++j) {
+      const uint64_t c = bn + tx * TM + j;
       if (c >= N) continue;
       if (MODE == kForward) C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
       else if (MODE == kWeightGrad) C.dw[r * m + c] = acc[i][j];
@@ -135,9 +139,32 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   }
 }
 
+// Launches the GEMM of `mode` over an M x N result with the largest tile that still gives at
+// least one block per multiprocessor (64, then 32, then 16).
+template <typename T, int MODE>
+void gemm(void* base, uint32_t l, uint64_t rows, uint64_t M, uint64_t N, int sms) {
+  auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
+  auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile)); };
+  if (blocks(64) >= uint64_t(sms)) gemmKernel<T, MODE, 64><<<grid(64), 256>>>(base, l, rows);
+  else if (blocks(32) >= uint64_t(sms)) gemmKernel<T, MODE, 32><<<grid(32), 256>>>(base, l, rows);
+  else gemmKernel<T, MODE, 16><<<grid(16), 256>>>(base, l, rows);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+int multiprocessors() {
+  static const int n = [] {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
+    return v;
+  }();
+  return n;
+}
+
 template <typename T>
 void runT(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
   const uint32_t last = h.num_layers - 1;
+  const int sms = multiprocessors();
   auto launched = [] { CUDA_CHECK(cudaGetLastError()); };
   if (p.resetStats) { resetStatsKernel<T><<<1, 1>>>(base, last); launched(); }
   const bool mse = p.loss == Loss::Mse, grad = p.op == Op::Train || p.op == Op::Grad;
@@ -149,24 +176,16 @@ void runT(void* base, const nna_header& h, const std::vector<nna_layer>& layers,
       gatherKernel<T><<<blocksFor(rows * (layers[0].units + layers[last].units)), kThreads>>>(base, last, first, rows, p.permA, p.permC, p.samples);
       launched();
     }
-    for (uint32_t l = 1; l <= last; ++l) {
-      const dim3 grid(unsigned((layers[l].units + BN - 1) / BN), unsigned((rows + BM - 1) / BM));
-      gemmKernel<T, kForward><<<grid, 256>>>(base, l, rows);
-      launched();
-    }
+    for (uint32_t l = 1; l <= last; ++l) gemm<T, kForward>(base, l, rows, rows, layers[l].units, sms);
     outputKernel<T><<<blocksFor(rows), kThreads>>>(base, last, rows, mse, grad, p.op != Op::Forward, s);
     launched();
     if (!grad) continue;
     for (uint32_t l = last; l >= 1; --l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
-      gemmKernel<T, kWeightGrad><<<dim3(unsigned((m + BN - 1) / BN), unsigned((n + BM - 1) / BM)), 256>>>(base, l, rows);
-      launched();
+      gemm<T, kWeightGrad>(base, l, rows, n, m, sms);
       biasGradKernel<T><<<blocksFor(n), kThreads>>>(base, l, rows);
       launched();
-      if (l > 1) {
-        gemmKernel<T, kErrorPrev><<<dim3(unsigned((m + BN - 1) / BN), unsigned((rows + BM - 1) / BM)), 256>>>(base, l, rows);
-        launched();
-      }
+      if (l > 1) gemm<T, kErrorPrev>(base, l, rows, rows, m, sms);
     }
     if (p.op == Op::Grad) continue;
     const double t = double(p.stepBase + s + 1);
