@@ -116,14 +116,24 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
 }
 
+// db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
+// fixed-order reduction of the 8 partial sums, so the result is deterministic.
+constexpr int kBiasCols = 32, kBiasStripes = 8;
+
 template <typename T>
 __global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
   const nna_bound_layer<T> C = nna_bind<T>(base, l);
-  const uint64_t j = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
-  if (j >= C.units) return;
+  __shared__ T part[kBiasStripes][kBiasCols];
+  const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
-  for (uint64_t r = 0; r < rows; ++r) s += C.d[r * C.units + j];
-  C.db[j] = s;
+  if (j < C.units)
+    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripes) s += C.d[r * C.units + j];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= C.units) return;
+  T total = T(0);
+  for (int y = 0; y < kBiasStripes; ++y) total += part[y][threadIdx.x];
+  C.db[j] = total;
 }
 
 template <typename T>
@@ -183,7 +193,7 @@ void runT(void* base, const nna_header& h, const std::vector<nna_layer>& layers,
     for (uint32_t l = last; l >= 1; --l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
       gemm<T, kWeightGrad>(base, l, rows, n, m, sms);
-      biasGradKernel<T><<<blocksFor(n), kThreads>>>(base, l, rows);
+      biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes)>>>(base, l, rows);
       launched();
       if (l > 1) gemm<T, kErrorPrev>(base, l, rows, rows, m, sms);
     }
