@@ -1,16 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, cudaInfo, planLayout } from '../src/index.js';
+import { Arena, cudaInfo, planLayout } from '../src/index.js';
 import { checkDeviceBinding, checkRoundTrip, checkSelectiveTransfer, fillPattern, SPEC } from './support/arena-checks.js';
+import { codeOf } from './support/errors.js';
 
 const cpu = { backend: 'cpu' } as const;
 
-function codeOf(f: () => unknown): string | undefined {
-  try { f(); } catch (e) {
-    expect(e).toBeInstanceOf(ArenaError);
-    return (e as ArenaError).code;
-  }
-  return undefined;
-}
 
 describe('Arena on the CPU backend', () => {
   it('create: exactly one host and one device allocation, the header on both sides', () => {

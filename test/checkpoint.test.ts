@@ -6,15 +6,12 @@ import { Arena, ArenaError, inspectCheckpoint, KINDS, planLayout, Trainer } from
 import { native } from '../src/native.js';
 import { expectPattern, fillPattern, SPEC } from './support/arena-checks.js';
 import { toyData } from './support/train-checks.js';
+import { codeOf } from './support/errors.js';
 
 const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-ckpt-'));
 const file = (name: string) => join(dir, name);
 
-function codeOf(f: () => unknown): string | undefined {
-  try { f(); } catch (e) { expect(e).toBeInstanceOf(ArenaError); return (e as ArenaError).code; }
-  return undefined;
-}
 
 /** Rewrites a field of the 64-byte file header and fixes that header's own checksum. */
 function withHeaderField(bytes: Buffer, at: number, value: bigint): Buffer {

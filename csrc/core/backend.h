@@ -32,6 +32,10 @@ struct Backend {
 
 std::unique_ptr<Backend> makeCpuBackend();
 
+// Page-aligned (4 KiB) host memory from posix_memalign, freed with std::free; throws HOST_OOM.
+// The CPU backend's both sides and the CUDA backend's pageable host side use it.
+void* alignedHostAlloc(size_t bytes, const char* what);
+
 // --- CUDA: defined in csrc/cuda/*.cu, or in csrc/cuda/absent.cc for a CPU-only build ---------
 struct CudaInfo {
   bool built = false;       // compiled with nvcc

@@ -6,9 +6,8 @@
 #include "failure.h"
 
 namespace nna {
-namespace {
 
-void* alignedAlloc(size_t bytes, const char* what) {
+void* alignedHostAlloc(size_t bytes, const char* what) {
   void* p = nullptr;
   // 4 KiB alignment: page-aligned like cudaMallocHost, and any region alignment <= 4096 holds.
   if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0 || !p)
@@ -16,13 +15,15 @@ void* alignedAlloc(size_t bytes, const char* what) {
   return p;
 }
 
+namespace {
+
 struct CpuBackend final : Backend {
   const char* name() const override { return "cpu"; }
-  void* allocHost(size_t bytes, bool) override { return alignedAlloc(bytes, "host"); }
+  void* allocHost(size_t bytes, bool) override { return alignedHostAlloc(bytes, "host"); }
   void freeHost(void* p, bool) override { std::free(p); }
   void* allocDevice(size_t bytes, Memory memory) override {
     if (memory == Memory::Managed) NNA_FAIL("NOT_SUPPORTED", "managed memory needs the CUDA backend");
-    return alignedAlloc(bytes, "stand-in device");
+    return alignedHostAlloc(bytes, "stand-in device");
   }
   void freeDevice(void* p, Memory) override { std::free(p); }
   void zeroDevice(void* p, size_t bytes) override { std::memset(p, 0, bytes); }

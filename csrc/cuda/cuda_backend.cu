@@ -33,9 +33,7 @@ struct CudaBackend final : Backend {
       CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
       return p;
     }
-    if (posix_memalign(&p, 4096, bytes ? bytes : 1) != 0 || !p)
-      NNA_FAIL("HOST_OOM", "cannot allocate " + std::to_string(bytes) + " bytes of host memory");
-    return p;
+    return alignedHostAlloc(bytes, "host");
   }
   void freeHost(void* p, bool pinned) override {
     if (pinned) CUDA_CHECK(cudaFreeHost(p));

@@ -58,6 +58,9 @@ export interface FitResult extends Metrics {
 }
 
 const OP = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+
+/** Mean loss and accuracy from the accumulators of the stats region. */
+const metricsOf = (s: View): Metrics => ({ loss: s[STATS.loss]! / s[STATS.rows]!, accuracy: s[STATS.correct]! / s[STATS.rows]! });
 const PARAM_KINDS: Kind[] = ['w', 'b'];
 
 export class Trainer {
@@ -71,7 +74,8 @@ export class Trainer {
   /** The whole arena must go up (after init); or only the parameters (after host edits). */
   #deviceStale = true;
   #paramsStale = false;
-  #resident: Data | undefined;
+  /** The data set now in xdata/ydata (by identity) and its checked form. */
+  #resident: { data: Data; checked: CheckedData } | undefined;
 
   constructor(arena: Arena, options: TrainerOptions = {}) {
     this.arena = arena;
@@ -174,7 +178,7 @@ export class Trainer {
           const badStep = stepBase + stats[STATS.badStep]!;
           throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
         }
-        last = { loss: stats[STATS.loss]! / stats[STATS.rows]!, accuracy: stats[STATS.correct]! / stats[STATS.rows]! };
+        last = metricsOf(stats);
         const done = first + n;
         onProgress?.({
           ...last, epoch, epochs, batch: done, batches, step: this.#steps,
@@ -189,8 +193,8 @@ export class Trainer {
 
   /** Mean loss and accuracy over `data` (batch by batch through z[0]/y, or the resident set). */
   async evaluate(data: Data): Promise<Metrics> {
-    if (data === this.#resident) {
-      const d = checkData(data, this.inputs, this.outputs);
+    if (data === this.#resident?.data) {
+      const d = this.#resident.checked;
       await this.#run({ op: OP.eval, resident: true, samples: d.count, numBatches: Math.ceil(d.count / this.arena.plan.spec.batch) });
       return this.#readStats();
     }
@@ -254,22 +258,24 @@ export class Trainer {
   }
 
   #makeResident(data: Data): CheckedData {
+    if (this.#resident?.data === data) {
+      this.#syncDevice();
+      return this.#resident.checked;
+    }
     const d = checkData(data, this.inputs, this.outputs);
     const samples = this.arena.plan.spec.samples;
     if (d.count > samples) {
       throw new DataError('DATA_TOO_LARGE', 'data.x.length', d.x.length, `holds ${d.count} samples; the arena's data regions hold ${samples} (plan with samples >= ${d.count})`);
     }
     this.#syncDevice();
-    if (this.#resident !== data) {
-      const L = this.arena.plan.spec.layers.length - 1;
-      const xd = this.arena.view(0, 'xdata');
-      const yd = this.arena.view(L, 'ydata');
-      if (ArrayBuffer.isView(d.x)) xd.set(d.x as unknown as ArrayLike<number>);
-      else for (let i = 0; i < d.x.length; i++) xd[i] = d.x[i]!;
-      for (let i = 0; i < d.count; i++) d.target(i, yd, i * this.outputs);
-      this.arena.toDevice({ kinds: ['xdata', 'ydata'] });
-      this.#resident = data;
-    }
+    const L = this.arena.plan.spec.layers.length - 1;
+    const xd = this.arena.view(0, 'xdata');
+    const yd = this.arena.view(L, 'ydata');
+    if (ArrayBuffer.isView(d.x)) xd.set(d.x as unknown as ArrayLike<number>);
+    else for (let i = 0; i < d.x.length; i++) xd[i] = d.x[i]!;
+    for (let i = 0; i < d.count; i++) d.target(i, yd, i * this.outputs);
+    this.arena.toDevice({ kinds: ['xdata', 'ydata'] });
+    this.#resident = { data, checked: d };
     return d;
   }
 
@@ -295,8 +301,5 @@ export class Trainer {
     return this.arena.view(L, 'stats');
   }
 
-  #readStats(): Metrics {
-    const s = this.#stats();
-    return { loss: s[STATS.loss]! / s[STATS.rows]!, accuracy: s[STATS.correct]! / s[STATS.rows]! };
-  }
+  #readStats(): Metrics { return metricsOf(this.#stats()); }
 }

@@ -4,6 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, cudaInfo, planLayout } from '../../src/index.js';
 import { checkDeviceBinding, checkRoundTrip, checkSelectiveTransfer, expectPattern, fillPattern, SPEC } from '../support/arena-checks.js';
+import { codeOf } from '../support/errors.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -12,13 +13,6 @@ const required = process.env.NN_ARENA_REQUIRE_GPU === '1';
 // move cudaMemGetInfo: the exact memory-accounting checks are skipped there.
 const sanitized = process.env.NN_ARENA_UNDER_SANITIZER === '1';
 
-function codeOf(f: () => unknown): string | undefined {
-  try { f(); } catch (e) {
-    expect(e).toBeInstanceOf(ArenaError);
-    return (e as ArenaError).code;
-  }
-  return undefined;
-}
 
 /** A plan of about `bytes` bytes: the size sits in a resident data set, so nothing large is touched. */
 function planOfSize(bytes: number) {
