@@ -32,12 +32,13 @@
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["NNA_WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
-          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu"],
+          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
             "extension": "cu",
-            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh", "csrc/train/math.h", "csrc/train/train.h"],
+            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh", "csrc/train/math.h", "csrc/train/train.h",
+                       "csrc/cuda/layer_kernels.cuh", "csrc/cuda/layer_hooks.h", "csrc/cuda/fused_step.h", "csrc/cuda/cublas_loader.h"],
             "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "action": ["sh", "-c", "<(nvcc) <(nvcc_flags) <(cuda_gencode) -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "message": "nvcc <(RULE_INPUT_PATH)",

@@ -34,6 +34,8 @@ export interface DecodedHeader {
 export interface CudaInfo {
   built: boolean; devices: number; why: string; name: string; runtimeVersion: number; driverVersion: number;
   computeCapability: string; freeBytes: number; totalBytes: number;
+  /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
+  gemm: string;
 }
 
 export interface NativeAddon {

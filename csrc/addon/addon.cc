@@ -195,6 +195,7 @@ Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
   o.Set("computeCapability", Napi::String::New(env, std::to_string(c.ccMajor) + "." + std::to_string(c.ccMinor)));
   o.Set("freeBytes", Napi::Number::New(env, static_cast<double>(c.freeBytes)));
   o.Set("totalBytes", Napi::Number::New(env, static_cast<double>(c.totalBytes)));
+  o.Set("gemm", Napi::String::New(env, c.gemm));
   return o;
 }
 

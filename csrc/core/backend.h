@@ -44,6 +44,7 @@ struct CudaInfo {
   std::string name;         // device 0
   int runtimeVersion = 0, driverVersion = 0, ccMajor = 0, ccMinor = 0;
   size_t freeBytes = 0, totalBytes = 0;
+  std::string gemm;         // who runs the per-layer products: "cublas" or "tiled (why)"
 };
 CudaInfo cudaInfo();
 std::unique_ptr<Backend> makeCudaBackend();  // throws Failure NO_DEVICE when unusable

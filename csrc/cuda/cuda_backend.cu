@@ -8,6 +8,7 @@
 #include "../core/backend.h"
 #include "../include/nn_arena.h"
 #include "check.cuh"
+#include "cublas_loader.h"
 
 namespace nna {
 namespace {
@@ -120,6 +121,7 @@ CudaInfo cudaInfo() {
     i.ccMinor = prop.minor;
   }
   cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
   return i;
 }
 

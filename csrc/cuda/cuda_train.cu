@@ -1,165 +1,30 @@
-// cuda_train.cu: the CUDA backend's training step. Kernels receive only the arena's device
-// base pointer (plus small scalars) and bind every tensor from the header on the device with
-// nna_bind. The per-element math is csrc/train/math.h, shared with the CPU backend.
+// cuda_train.cu: one training / evaluation run on the CUDA backend. Two paths, same results
+// up to float rounding order (bit-identical run to run on each):
+//   - fused (fused_step.cu): every step of the run in ONE cooperative kernel, for small
+//     networks, where launch latency and not arithmetic bounds a step;
+//   - per layer (here): one launch per product or pass, products through cuBLAS when it is
+//     found at run time (cublas_loader.cc), else the tiled kernels of layer_kernels.cuh. A
+//     memory scheduler can act between the launches (layer_hooks.h).
+// Every kernel receives only the arena's device base (plus scalars) and binds from the header.
 #include <algorithm>
+#include <climits>
 #include <cmath>
-#include <vector>
+#include <cstdlib>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "../core/failure.h"
 #include "../include/nn_arena.h"
-#include "../train/math.h"
 #include "../train/train.h"
 #include "check.cuh"
+#include "cublas_loader.h"
+#include "fused_step.h"
+#include "layer_hooks.h"
+#include "layer_kernels.cuh"
 
 namespace nna {
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocksFor(uint64_t n) {
-  const uint64_t b = (n + kThreads - 1) / kThreads;
-  return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
-}
-
-template <typename T>
-__global__ void resetStatsKernel(void* base, uint32_t last) {
-  T* s = nna_bind<T>(base, last).stats;
-  for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
-  s[NNA_STAT_BAD_STEP] = T(-1);
-}
-
-// Rows of one shuffled batch from the resident data set into z[0] and y.
-template <typename T>
-__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples) {
-  const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
-  const uint64_t width = in.units + out.units;
-  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * width; e += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t r = e / width, col = e % width;
-    const uint64_t k = permIndex(first + r, a, c, samples);
-    if (col < in.units) in.z[r * in.units + col] = in.xdata[k * in.units + col];
-    else out.y[r * out.units + (col - in.units)] = out.ydata[k * out.units + (col - in.units)];
-  }
-}
-
-// C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
-// of C, (TILE/16)^2 outputs each. Small layers get smaller tiles (see gemm()) so that the grid
-// still covers the GPU: with 64x64 tiles the S network's first layer ran on 4 blocks.
-enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
-constexpr int BK = 16;
-
-template <typename T, int MODE, int TILE>
-__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
-  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
-  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
-  const uint64_t n = C.units, m = C.fan_in;
-  const uint64_t M = MODE == kWeightGrad ? n : rows;
-  const uint64_t N = MODE == kForward ? n : m;
-  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
-  auto A = [&](uint64_t i, uint64_t k) -> T {
-    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
-  };
-  auto B = [&](uint64_t k, uint64_t j) -> T {
-    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
-  };
-  __shared__ T As[BK][BM];
-  __shared__ T Bs[BK][BN];
-  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  T acc[TM][TM] = {};
-  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
-#pragma unroll
-    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
-      const int e = threadIdx.x + 256 * q;
-      const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
-      As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
-      const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
-      Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      T a[TM], b[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
-    }
-    __syncthreads();
-  }
-  for (int i = 0; i < TM; ++i) {
-    const uint64_t r = bm + ty * TM + i;
-    if (r >= M) continue;
-    for (int j = 0; j < TM; ++j) {
-      const uint64_t c = bn + tx * TM + j;
-      if (c >= N) continue;
-      if (MODE == kForward) C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
-      else if (MODE == kWeightGrad) C.dw[r * m + c] = acc[i][j];
-      else P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
-    }
-  }
-}
-
-template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
-  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
-  if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
-  atomicAdd(O.stats + NNA_STAT_LOSS, T(res.loss));
-  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
-  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
-  // Steps run in order on one stream, so only this step's rows can race, all with one value.
-  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
-}
-
-// db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
-// fixed-order reduction of the 8 partial sums, so the result is deterministic.
-constexpr int kBiasCols = 32, kBiasStripes = 8;
-
-template <typename T>
-__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
-  __shared__ T part[kBiasStripes][kBiasCols];
-  const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
-  T s = T(0);
-  if (j < C.units)
-    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripes) s += C.d[r * C.units + j];
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y != 0 || j >= C.units) return;
-  T total = T(0);
-  for (int y = 0; y < kBiasStripes; ++y) total += part[y][threadIdx.x];
-  C.db[j] = total;
-}
-
-template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
-  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
-  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
-    if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-    else {
-      const uint64_t i = e - nw;
-      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
-    }
-  }
-}
-
-// Launches the GEMM of `mode` over an M x N result with the largest tile that still gives at
-// least one block per multiprocessor (64, then 32, then 16).
-template <typename T, int MODE>
-void gemm(void* base, uint32_t l, uint64_t rows, uint64_t M, uint64_t N, int sms) {
-  auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
-  auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile)); };
-  if (blocks(64) >= uint64_t(sms)) gemmKernel<T, MODE, 64><<<grid(64), 256>>>(base, l, rows);
-  else if (blocks(32) >= uint64_t(sms)) gemmKernel<T, MODE, 32><<<grid(32), 256>>>(base, l, rows);
-  else gemmKernel<T, MODE, 16><<<grid(16), 256>>>(base, l, rows);
-  CUDA_CHECK(cudaGetLastError());
-}
 
 int multiprocessors() {
   static const int n = [] {
@@ -171,56 +36,156 @@ int multiprocessors() {
   return n;
 }
 
-template <typename T>
-void runT(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
-  const uint32_t last = h.num_layers - 1;
-  const int sms = multiprocessors();
-  auto launched = [] { CUDA_CHECK(cudaGetLastError()); };
-  if (p.resetStats) { resetStatsKernel<T><<<1, 1>>>(base, last); launched(); }
-  const bool mse = p.loss == Loss::Mse, grad = p.op == Op::Train || p.op == Op::Grad;
-  for (uint64_t s = 0; s < p.numBatches; ++s) {
-    uint64_t rows = p.rows;
-    if (p.resident) {
-      const uint64_t first = (p.firstBatch + s) * h.batch;
-      rows = std::min<uint64_t>(h.batch, p.samples - first);
-      gatherKernel<T><<<blocksFor(rows * (layers[0].units + layers[last].units)), kThreads>>>(base, last, first, rows, p.permA, p.permC, p.samples);
-      launched();
-    }
-    for (uint32_t l = 1; l <= last; ++l) gemm<T, kForward>(base, l, rows, rows, layers[l].units, sms);
-    outputKernel<T><<<blocksFor(rows), kThreads>>>(base, last, rows, mse, grad, p.op != Op::Forward, s);
-    launched();
-    if (!grad) continue;
-    for (uint32_t l = last; l >= 1; --l) {
-      const uint64_t n = layers[l].units, m = layers[l].fan_in;
-      gemm<T, kWeightGrad>(base, l, rows, n, m, sms);
-      biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes)>>>(base, l, rows);
-      launched();
-      if (l > 1) gemm<T, kErrorPrev>(base, l, rows, rows, m, sms);
-    }
-    if (p.op == Op::Grad) continue;
-    const double t = double(p.stepBase + s + 1);
-    Hyper<T> hp;
-    hp.lr = T(p.lr); hp.mu = T(p.momentum); hp.b1 = T(p.beta1); hp.b2 = T(p.beta2); hp.eps = T(p.eps);
-    hp.bc1 = T(1.0 - std::pow(p.beta1, t));
-    hp.bc2 = T(1.0 - std::pow(p.beta2, t));
-    for (uint32_t l = 1; l <= last; ++l) {
-      updateKernel<T><<<blocksFor(layers[l].units * (layers[l].fan_in + 1)), kThreads>>>(base, l, h.optimizer, hp);
-      launched();
-    }
-  }
-  CUDA_CHECK(cudaDeviceSynchronize());
+// NN_ARENA_GEMM=tiled keeps the per-layer products on nn-arena's own kernels even where cuBLAS
+// loaded (for comparisons); the default takes cuBLAS when it is there.
+bool useBlas(const Lane& lane) {
+  static const bool tiledOnly = [] { const char* e = std::getenv("NN_ARENA_GEMM"); return e && std::string(e) == "tiled"; }();
+  return lane.blas && !tiledOnly;
 }
+
+template <typename T>
+class LayerRun {
+ public:
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
+      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()) {
+    blas_ = useBlas(lane);
+    for (const nna_layer& l : layers) blas_ = blas_ && l.units <= INT_MAX && l.fan_in <= INT_MAX;
+    blas_ = blas_ && h.batch <= INT_MAX;
+  }
+
+  void run() {
+    if (hooks_) hooks_->beginRun(s_, p_.numBatches);
+    if (p_.resetStats) { resetStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
+    const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
+    for (uint64_t s = 0; s < p_.numBatches; ++s) {
+      const uint64_t rows = p_.resident ? gather(s) : p_.rows;
+      for (uint32_t l = 1; l <= last_; ++l) {
+        before(Phase::Forward, l);
+        forward(l, rows);
+        after(Phase::Forward, l);
+      }
+      before(Phase::Output, last_);
+      outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
+      launched();
+      after(Phase::Output, last_);
+      if (grad) {
+        const Hyper<T> hp = hyper(p_.stepBase + s + 1);
+        // Layer l's update right after its backward pass: d[l-1] has been computed with the old
+        // w[l] by then, and nothing later reads w[l], so the order gives the same values as
+        // updating every layer at the end, with one pass less over each layer's memory.
+        for (uint32_t l = last_; l >= 1; --l) {
+          before(Phase::Backward, l);
+          backward(l, rows);
+          if (p_.op == Op::Train) {
+            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
+            launched();
+          }
+          after(Phase::Backward, l);
+        }
+      }
+      if (hooks_) hooks_->endStep(s, s_);
+    }
+    CUDA_CHECK(cudaStreamSynchronize(s_));
+  }
+
+ private:
+  void launched() { CUDA_CHECK(cudaGetLastError()); }
+  void before(Phase ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
+  void after(Phase ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
+
+  // Host-side address of a region on the device, from the validated header copy (cuBLAS takes
+  // pointers; kernels bind the same offsets themselves).
+  T* at(uint32_t l, uint32_t kind) const { return reinterpret_cast<T*>(static_cast<char*>(base_) + L_[l].region[kind].offset); }
+
+  Hyper<T> hyper(uint64_t t) const {
+    Hyper<T> hp;
+    hp.lr = T(p_.lr); hp.mu = T(p_.momentum); hp.b1 = T(p_.beta1); hp.b2 = T(p_.beta2); hp.eps = T(p_.eps);
+    hp.bc1 = T(1.0 - std::pow(p_.beta1, double(t)));
+    hp.bc2 = T(1.0 - std::pow(p_.beta2, double(t)));
+    return hp;
+  }
+
+  uint64_t gather(uint64_t s) {
+    const uint64_t first = (p_.firstBatch + s) * h_.batch;
+    const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
+    before(Phase::Gather, 0);
+    gatherKernel<T><<<blocksFor(rows * (L_[0].units + L_[last_].units)), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
+    launched();
+    after(Phase::Gather, 0);
+    return rows;
+  }
+
+  // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
+  // at least one block per multiprocessor (64, then 32, then 16).
+  template <int MODE>
+  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N) {
+    auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
+    auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile)); };
+    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows);
+    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows);
+    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows);
+    launched();
+  }
+
+  // Row-major products through column-major cuBLAS: a row-major r x c matrix is the
+  // column-major c x r matrix (its transpose) with leading dimension c.
+  void forward(uint32_t l, uint64_t rows) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (!blas_) return tiled<kForward>(l, rows, rows, n);
+    // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
+    blasGemm(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), at(l - 1, NNA_Z), int(m), T(0), at(l, NNA_Z), int(n));
+    biasActivateKernel<T><<<blocksFor(rows * n), kThreads, 0, s_>>>(base_, l, rows);
+    launched();
+  }
+
+  void backward(uint32_t l, uint64_t rows) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (blas_) {
+      // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)
+      blasGemm(lane_, false, true, int(m), int(n), int(rows), T(1), at(l - 1, NNA_Z), int(m), at(l, NNA_D), int(n), T(0), at(l, NNA_DW), int(m));
+    } else {
+      tiled<kWeightGrad>(l, rows, n, m);
+    }
+    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes), 0, s_>>>(base_, l, rows);
+    launched();
+    if (l == 1) return;
+    if (!blas_) return tiled<kErrorPrev>(l, rows, rows, m);
+    // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
+    blasGemm(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), at(l, NNA_D), int(n), T(0), at(l - 1, NNA_D), int(m));
+    activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows);
+    launched();
+  }
+
+  void* base_;
+  const nna_header& h_;
+  const std::vector<nna_layer>& L_;
+  const RunParams& p_;
+  const Lane& lane_;
+  LayerHooks* hooks_;
+  cudaStream_t s_;
+  uint32_t last_;
+  int sms_;
+  bool blas_ = false;
+};
 
 }  // namespace
 
-void runCuda(void* devBase, const void* header, const RunParams& p) {
+void runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
   checkRun(header, p);
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
-  if (h.dtype == NNA_FLOAT64) runT<double>(devBase, h, layers, p);
-  else runT<float>(devBase, h, layers, p);
+  LaneGuard lane;
+  if (!hooks && runFused(devBase, h, layers, p, *lane)) return;
+  try {
+    if (h.dtype == NNA_FLOAT64) LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
+    else LayerRun<float>(devBase, h, layers, p, *lane, hooks).run();
+  } catch (...) {
+    if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
+    throw;
+  }
+  if (hooks) hooks->endRun(lane->stream);
 }
 
 }  // namespace nna

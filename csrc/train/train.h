@@ -30,8 +30,11 @@ struct RunParams {
 
 // Each throws Failure on bad parameters; the header was validated when the arena was created.
 void runCpu(void* base, const RunParams& p);
-// `header` is the validated host copy (launch geometry); kernels bind from devBase.
-void runCuda(void* devBase, const void* header, const RunParams& p);  // csrc/cuda/cuda_train.cu, or absent.cc
+// `header` is the validated host copy (launch geometry); kernels bind from devBase. `hooks`
+// (csrc/cuda/layer_hooks.h) lets a memory scheduler act between the per-layer launches; a run
+// with hooks always takes the per-layer path.
+struct LayerHooks;
+void runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);  // csrc/cuda/cuda_train.cu, or absent.cc
 
 // Checks that do not depend on the backend (rows, batches, data set present).
 void checkRun(const void* header, const RunParams& p);

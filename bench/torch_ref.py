@@ -1,0 +1,109 @@
+"""PyTorch reference for the step benchmark (issue 5), run on the GPU machine beside
+`npm run bench`: the same networks as bench/steps.ts, float32 with TF32 off, ReLU + softmax
+cross-entropy, full steps (zero_grad, forward, loss, backward, optimizer step) on tensors
+already on the GPU, eager and as a captured CUDA graph, SGD and Adam.
+
+  python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L]
+
+Prints one line per row and writes JSON rows {network, optimizer, mode, steps, microsPerStep}.
+"""
+import argparse
+import json
+import sys
+import time
+
+import torch
+
+NETS = {
+    "S": ([784, 128, 10], 100, 1000),
+    "M": ([784, 1024, 1024, 10], 256, 1000),
+    "L": ([4096, 4096, 4096, 4096], 2048, 50),
+}
+
+
+def model_of(layers):
+    mods = []
+    for i in range(1, len(layers)):
+        mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
+        if i < len(layers) - 1:
+            mods.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*mods).cuda()
+
+
+def time_steps(fn, steps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000.0 / steps  # microseconds
+
+
+def bench(name, optimizer, mode):
+    layers, batch, steps = NETS[name]
+    torch.manual_seed(1)
+    model = model_of(layers)
+    lossf = torch.nn.CrossEntropyLoss()
+    capturable = mode == "graph"
+    opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-4, capturable=capturable))
+    x = torch.rand(batch, layers[0], device="cuda")
+    y = torch.randint(0, layers[-1], (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+
+    # Warm-up on a side stream (required before capture; also loads kernels and cuBLAS).
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    if mode == "graph":
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            step()
+        run = g.replay
+    else:
+        run = step
+    for _ in range(3 if name == "L" else 20):
+        run()
+    torch.cuda.synchronize()
+    us = time_steps(run, steps)
+    return {"network": name, "layers": layers, "batch": batch, "optimizer": optimizer, "mode": mode,
+            "steps": steps, "microsPerStep": us,
+            "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="")
+    ap.add_argument("--only", default="S,M,L")
+    a = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    rows = []
+    for name in a.only.split(","):
+        for optimizer in ("sgd", "adam"):
+            for mode in ("eager", "graph"):
+                r = bench(name, optimizer, mode)
+                rows.append(r)
+                print(f"torch {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(info, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

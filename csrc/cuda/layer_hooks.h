@@ -1,0 +1,31 @@
+// layer_hooks.h: where the per-layer path of a CUDA run lets a memory scheduler act. Each hook
+// is called on the host, between launches, in the order the work is queued on `stream` (the
+// run's compute stream); a scheduler may queue prefetches on a side stream and make the
+// compute stream wait on them (events), or copy ranges in and out. Hooks must not change
+// anything the kernels compute: a run with hooks gives bit-identical results.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace nna {
+
+enum class Phase : uint32_t {
+  Gather = 0,    // z[0] and y of the output layer from xdata / ydata (layer 0 and the last)
+  Forward = 1,   // layer l: reads z[l-1], w[l], b[l]; writes z[l]
+  Output = 2,    // last layer: reads z, y; writes z (softmax), d, stats
+  Backward = 3,  // layer l: reads d[l], z[l-1], w[l] (and z[l-1] for d[l-1]); writes dw, db,
+                 // d[l-1]; then the update of layer l (w, b and its optimizer state)
+};
+
+struct LayerHooks {
+  virtual ~LayerHooks() = default;
+  virtual void beginRun(cudaStream_t stream, uint64_t steps) {}
+  virtual void before(Phase phase, uint32_t layer, cudaStream_t stream) {}
+  virtual void after(Phase phase, uint32_t layer, cudaStream_t stream) {}
+  virtual void endStep(uint64_t step, cudaStream_t stream) {}
+  // Called once the run's work is complete (stream synchronised), also after a failure.
+  virtual void endRun(cudaStream_t stream) {}
+};
+
+}  // namespace nna

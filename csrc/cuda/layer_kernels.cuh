@@ -1,0 +1,159 @@
+// layer_kernels.cuh: the kernels of the per-layer path (one launch per product or pass). Each
+// takes the arena's device base and binds what it needs from the header with nna_bind. The
+// per-element math is csrc/train/math.h, shared with the CPU backend and the fused step.
+#pragma once
+#include "../include/nn_arena.h"
+#include "../train/math.h"
+
+namespace nna {
+
+constexpr int kThreads = 256;
+
+inline unsigned blocksFor(uint64_t n) {
+  const uint64_t b = (n + kThreads - 1) / kThreads;
+  return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
+}
+
+template <typename T>
+__global__ void resetStatsKernel(void* base, uint32_t last) {
+  T* s = nna_bind<T>(base, last).stats;
+  for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
+  s[NNA_STAT_BAD_STEP] = T(-1);
+}
+
+// Rows of one shuffled batch from the resident data set into z[0] and y.
+template <typename T>
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples) {
+  const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
+  const uint64_t width = in.units + out.units;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * width; e += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = e / width, col = e % width;
+    const uint64_t k = permIndex(first + r, a, c, samples);
+    if (col < in.units) in.z[r * in.units + col] = in.xdata[k * in.units + col];
+    else out.y[r * out.units + (col - in.units)] = out.ydata[k * out.units + (col - in.units)];
+  }
+}
+
+// C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
+// of C, (TILE/16)^2 outputs each. Small layers get smaller tiles (see the launcher) so that
+// the grid still covers the GPU: with 64x64 tiles the S network's first layer ran on 4 blocks.
+enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
+constexpr int BK = 16;
+
+template <typename T, int MODE, int TILE>
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
+  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
+  const uint64_t n = C.units, m = C.fan_in;
+  const uint64_t M = MODE == kWeightGrad ? n : rows;
+  const uint64_t N = MODE == kForward ? n : m;
+  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
+  auto A = [&](uint64_t i, uint64_t k) -> T {
+    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
+  };
+  auto B = [&](uint64_t k, uint64_t j) -> T {
+    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
+  };
+  __shared__ T As[BK][BM];
+  __shared__ T Bs[BK][BN];
+  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[TM][TM] = {};
+  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
+#pragma unroll
+    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
+      const int e = threadIdx.x + 256 * q;
+      const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
+      As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
+      const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
+      Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+      T a[TM], b[TM];
+#pragma unroll
+      for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < TM; ++i) {
+    const uint64_t r = bm + ty * TM + i;
+    if (r >= M) continue;
+    for (int j = 0; j < TM; ++j) {
+      const uint64_t c = bn + tx * TM + j;
+      if (c >= N) continue;
+      if (MODE == kForward) C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
+      else if (MODE == kWeightGrad) C.dw[r * m + c] = acc[i][j];
+      else P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
+    }
+  }
+}
+
+// The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
+// z_l = act(z_l + b_l) after the forward product, d_{l-1} *= act'(z_{l-1}) after the error one.
+template <typename T>
+__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * C.units; e += uint64_t(gridDim.x) * blockDim.x)
+    C.z[e] = activate<T>(C.activation, C.z[e] + C.b[e % C.units]);
+}
+template <typename T>
+__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> P = nna_bind<T>(base, l - 1);
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
+    P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
+}
+
+template <typename T>
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
+  atomicAdd(O.stats + NNA_STAT_LOSS, T(res.loss));
+  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
+  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
+  // Steps run in order on one stream, so only this step's rows can race, all with one value.
+  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+}
+
+// db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
+// fixed-order reduction of the 8 partial sums, so the result is deterministic.
+constexpr int kBiasCols = 32, kBiasStripes = 8;
+
+template <typename T>
+__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  __shared__ T part[kBiasStripes][kBiasCols];
+  const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
+  T s = T(0);
+  if (j < C.units)
+    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripes) s += C.d[r * C.units + j];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= C.units) return;
+  T total = T(0);
+  for (int y = 0; y < kBiasStripes; ++y) total += part[y][threadIdx.x];
+  C.db[j] = total;
+}
+
+template <typename T>
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+    else {
+      const uint64_t i = e - nw;
+      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    }
+  }
+}
+
+}  // namespace nna

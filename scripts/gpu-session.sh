@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
+#   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
+# PARTS: tests (the GPU suite), paths (the training tests on each CUDA path), steps (step
+# timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles).
+# Logs and results go to $OUT (the device tool brings them back).
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
+export NN_ARENA_REQUIRE_GPU=1
+node -e "const i=require('./build/Release/nn_arena.node').cudaInfo(); console.log(JSON.stringify(i))"
+for part in "$@"; do
+  echo "=== $part ==="
+  case $part in
+    tests) vitest run test/gpu 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+    paths)
+      for path in layers fused; do
+        NN_ARENA_STEP_PATH=$path vitest run test/gpu/train.gpu.test.ts 2>&1 | tail -12 | sed "s/^/[$path] /"
+      done
+      NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled vitest run test/gpu/train.gpu.test.ts 2>&1 | tail -6 | sed "s/^/[tiled] /" ;;
+    steps)
+      for net in S M; do for opt in sgd adam; do
+        node bench/profile-step.mjs $net $opt 1000
+        NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs $net $opt 1000
+        NN_ARENA_STEP_PATH=layers node bench/profile-step.mjs $net $opt 1000
+      done; done
+      for opt in sgd adam; do
+        node bench/profile-step.mjs L $opt 50
+        NN_ARENA_GEMM=tiled node bench/profile-step.mjs L $opt 20
+      done ;;
+    torch) PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --out "$OUT/torch-ref.json" ;;
+    bench) node dist/bench.js --only steps,memory --torch "$OUT/torch-ref.json" --out "$OUT/results" 2>&1 | tail -30 ;;
+    ncu)
+      ncu --print-summary per-kernel node bench/profile-step.mjs S sgd 20 > "$OUT/ncu-S.txt" 2>&1; tail -30 "$OUT/ncu-S.txt"
+      ncu --print-summary per-kernel node bench/profile-step.mjs M sgd 20 > "$OUT/ncu-M.txt" 2>&1; tail -30 "$OUT/ncu-M.txt" ;;
+    *) echo "unknown part $part" ;;
+  esac
+done
