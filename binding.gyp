@@ -38,7 +38,7 @@
             "rule_name": "nvcc",
             "extension": "cu",
             "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh", "csrc/train/math.h", "csrc/train/train.h",
-                       "csrc/cuda/layer_kernels.cuh", "csrc/cuda/layer_hooks.h", "csrc/cuda/fused_step.h", "csrc/cuda/cublas_loader.h"],
+                       "csrc/cuda/layer_kernels.cuh", "csrc/cuda/layer_hooks.h", "csrc/cuda/fused_step.h", "csrc/cuda/cublas_loader.h", "csrc/cuda/output_row.cuh"],
             "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "action": ["sh", "-c", "<(nvcc) <(nvcc_flags) <(cuda_gencode) -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "message": "nvcc <(RULE_INPUT_PATH)",

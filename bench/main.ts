@@ -7,7 +7,7 @@ import type { BackendName } from '../src/index.js';
 import { describeMachine } from './machine.js';
 import { benchMemory } from './memory.js';
 import { renderReadme, writeResults, type Results } from './report.js';
-import { benchSteps } from './steps.js';
+import { attachTorch, benchSteps, runTorchReference } from './steps.js';
 import { benchTransfers } from './transfers.js';
 
 const program = new Command()
@@ -17,8 +17,9 @@ const program = new Command()
   .addOption(new Option('--only <parts>', 'comma-separated parts').default('transfers,steps,memory'))
   .option('--out <dir>', 'results folder', '')
   .option('--render', 'only rebuild results/README.md from the stored results files')
+  .option('--no-torch', 'skip the PyTorch reference (python3 bench/torch_ref.py) on CUDA machines')
   .parse();
-const o = program.opts<{ quick?: boolean; machine?: string; only: string; out: string; render?: boolean }>();
+const o = program.opts<{ quick?: boolean; machine?: string; only: string; out: string; render?: boolean; torch: boolean }>();
 const quick = Boolean(o.quick);
 const parts = new Set(o.only.split(','));
 const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
@@ -47,6 +48,12 @@ if (parts.has('steps')) {
     const nets = backend === 'cpu' ? (quick ? ['S', 'M'] : ['S', 'M', 'L']) : ['S', 'M', 'L'];
     const steps = (net: string) => (net === 'S' ? 1000 : net === 'M' ? (backend === 'cpu' ? 20 : 1000) : backend === 'cpu' ? 1 : 50);
     results.steps.push(...(await benchSteps(backend, nets, steps, log)));
+  }
+  if (backends.includes('cuda') && o.torch) {
+    log('PyTorch reference (bench/torch_ref.py, same GPU, same call)');
+    const ref = runTorchReference(['S', 'M', 'L'], log);
+    if (typeof ref === 'string') log(`  ${ref}`);
+    else attachTorch(results.steps, ref);
   }
 }
 if (parts.has('memory')) {

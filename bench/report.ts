@@ -16,6 +16,7 @@ export interface Results {
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const fix = (n: number, d = 1) => n.toFixed(d);
+const torchCell = (s: StepRow, mode: 'eager' | 'graph') => (s.torch ? `${fix(s.torch[mode])} (${fix(s.torch[mode] / s.microsPerStep, 2)}×)` : '—');
 
 function section(r: Results): string {
   const m = r.machine;
@@ -33,9 +34,10 @@ function section(r: Results): string {
     '',
     '### Training step (Trainer.fit over a resident data set)',
     '',
-    '| network | batch | optimizer | backend | steps | µs/step | samples/s | TFLOP/s |',
-    '|---|---:|---|---|---:|---:|---:|---:|',
-    ...r.steps.map((s) => `| ${s.network} ${s.layers.join('-')} | ${s.batch} | ${s.optimizer} | ${s.backend} | ${s.steps} | ${fix(s.microsPerStep)} | ${int(s.samplesPerSecond)} | ${fix(s.tflops, 3)} |`),
+    '| network | batch | optimizer | backend (path) | steps | µs/step | samples/s | TFLOP/s | PyTorch eager µs (×) | PyTorch CUDA graph µs (×) |',
+    '|---|---:|---|---|---:|---:|---:|---:|---:|---:|',
+    ...r.steps.map((s) => `| ${s.network} ${s.layers.join('-')} | ${s.batch} | ${s.optimizer} | ${s.backend}${s.path && s.path !== s.backend ? ` (${s.path})` : ''} | ${s.steps} | ${fix(s.microsPerStep)} | ${int(s.samplesPerSecond)} | ${fix(s.tflops, 3)} | ${torchCell(s, 'eager')} | ${torchCell(s, 'graph')} |`),
+    ...(r.steps.some((s) => s.torch) ? ['', `PyTorch ${r.steps.find((s) => s.torch)!.torch!.version}: float32, TF32 off, full steps (zero_grad, forward, loss, backward, optimizer step) on GPU-resident tensors, eager and replayed as a CUDA graph (bench/torch_ref.py, same machine, same call). × = PyTorch time / nn-arena time.`] : []),
     '',
     '### Memory (planned = sum by kind = header total; taken = measured)',
     '',

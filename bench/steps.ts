@@ -1,11 +1,20 @@
 // steps.ts: training step time as a user sees it: Trainer.fit over a data set resident in the
 // arena, steps per second over many steps (per-epoch stats reads and the final weight
 // download included).
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Arena, planLayout, Trainer, type BackendName, type Optimizer } from '../src/index.js';
 
 export interface StepRow {
   network: string; layers: number[]; batch: number; optimizer: Optimizer; backend: BackendName;
+  /** The kernel path that ran (fused, layers (cublas), layers (tiled), cpu). */
+  path?: string;
   steps: number; microsPerStep: number; samplesPerSecond: number; tflops: number;
+  /** PyTorch on the same machine in the same call (bench/torch_ref.py), where it ran. */
+  torch?: { eager: number; graph: number; version: string };
 }
 
 export const NETWORKS = [
@@ -40,12 +49,41 @@ export async function benchSteps(backend: BackendName, names: string[], minSteps
       const r = await t.fit(data, { epochs, shuffle: true });
       const us = (r.seconds * 1e6) / r.steps;
       const row: StepRow = {
-        network: net.name, layers: net.layers, batch: net.batch, optimizer, backend, steps: r.steps,
+        network: net.name, layers: net.layers, batch: net.batch, optimizer, backend, path: r.path, steps: r.steps,
         microsPerStep: us, samplesPerSecond: (net.batch * 1e6) / us, tflops: flopsPerStep(net.layers, net.batch) / us / 1e6,
       };
       rows.push(row);
-      log(`  ${net.name} ${net.layers.join('-')} batch ${net.batch} ${optimizer.padEnd(4)} ${backend}: ${us.toFixed(1).padStart(10)} us/step  ${Math.round(row.samplesPerSecond).toString().padStart(9)} samples/s  ${row.tflops.toFixed(3)} TFLOP/s  (${r.steps} steps)`);
+      log(`  ${net.name} ${net.layers.join('-')} batch ${net.batch} ${optimizer.padEnd(4)} ${backend}: ${us.toFixed(1).padStart(10)} us/step  ${Math.round(row.samplesPerSecond).toString().padStart(9)} samples/s  ${row.tflops.toFixed(3)} TFLOP/s  (${r.steps} steps, ${r.path})`);
     }
   }
   return rows;
+}
+
+export interface TorchReference { torch: string; cuda: string; device: string; rows: Array<{ network: string; optimizer: string; mode: 'eager' | 'graph'; microsPerStep: number }> }
+
+/** Runs bench/torch_ref.py (python3 with PyTorch and CUDA; the GPU machine has them) and returns
+ *  its rows, or why it could not run. */
+export function runTorchReference(names: string[], log: (s: string) => void): TorchReference | string {
+  const out = join(tmpdir(), `nn-arena-torch-${process.pid}.json`);
+  const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'bench', 'torch_ref.py');
+  try {
+    execFileSync('python3', [script, '--out', out, '--only', names.join(',')], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000, encoding: 'utf8' })
+      .split('\n').filter(Boolean).forEach((l) => log(`  ${l}`));
+    return JSON.parse(readFileSync(out, 'utf8')) as TorchReference;
+  } catch (e) {
+    const err = e as { stderr?: string; message: string };
+    return `PyTorch reference did not run: ${(err.stderr || err.message).trim().split('\n').pop()}`;
+  } finally {
+    rmSync(out, { force: true });
+  }
+}
+
+/** Adds the PyTorch figures of the same network and optimizer to each CUDA row. */
+export function attachTorch(rows: StepRow[], ref: TorchReference): void {
+  for (const r of rows) {
+    if (r.backend !== 'cuda') continue;
+    const pick = (mode: 'eager' | 'graph') => ref.rows.find((t) => t.network === r.network && t.optimizer === r.optimizer && t.mode === mode)?.microsPerStep;
+    const eager = pick('eager'), graph = pick('graph');
+    if (eager !== undefined && graph !== undefined) r.torch = { eager, graph, version: ref.torch };
+  }
 }

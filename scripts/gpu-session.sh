@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
-# PARTS: tests (the GPU suite), paths (the training tests on each CUDA path), steps (step
+# PARTS: sync (grid barrier cost), tests (the GPU suite), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -12,27 +12,37 @@ node -e "const i=require('./build/Release/nn_arena.node').cudaInfo(); console.lo
 for part in "$@"; do
   echo "=== $part ==="
   case $part in
-    tests) vitest run test/gpu 2>&1 | tee "$OUT/tests.log" | tail -40 ;;
+    tests) vitest run test/gpu > "$OUT/tests.log" 2>&1; grep -E "✓|✗|×|FAIL|Tests |cpu-vs-cuda" "$OUT/tests.log" | tail -40 ;;
     paths)
       for path in layers fused; do
-        NN_ARENA_STEP_PATH=$path vitest run test/gpu/train.gpu.test.ts 2>&1 | tail -12 | sed "s/^/[$path] /"
+        NN_ARENA_STEP_PATH=$path vitest run test/gpu/train.gpu.test.ts > "$OUT/path-$path.log" 2>&1
+        grep -E "cpu-vs-cuda|Tests |FAIL|AssertionError|expected" "$OUT/path-$path.log" | head -20 | sed "s/^/[$path] /"
       done
-      NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled vitest run test/gpu/train.gpu.test.ts 2>&1 | tail -6 | sed "s/^/[tiled] /" ;;
+      NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled vitest run test/gpu/train.gpu.test.ts > "$OUT/path-tiled.log" 2>&1
+      grep -E "cpu-vs-cuda|Tests |FAIL|AssertionError|expected" "$OUT/path-tiled.log" | head -20 | sed "s/^/[tiled] /" ;;
     steps)
       for net in S M; do for opt in sgd adam; do
         node bench/profile-step.mjs $net $opt 1000
         NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs $net $opt 1000
-        NN_ARENA_STEP_PATH=layers node bench/profile-step.mjs $net $opt 1000
+        NN_ARENA_STEP_PATH=${ALT_PATH:-layers} node bench/profile-step.mjs $net $opt 1000
       done; done
-      for opt in sgd adam; do
-        node bench/profile-step.mjs L $opt 50
-        NN_ARENA_GEMM=tiled node bench/profile-step.mjs L $opt 20
-      done ;;
+      for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
     torch) PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --out "$OUT/torch-ref.json" ;;
     bench) node dist/bench.js --only steps,memory --torch "$OUT/torch-ref.json" --out "$OUT/results" 2>&1 | tail -30 ;;
+    ncufused)
+      ncu --set full --import-source no -k regex:fusedRun --launch-skip 1 --launch-count 1 --page details node bench/profile-step.mjs S sgd 100 > "$OUT/ncu-fused-S.txt" 2>&1
+      grep -E "Duration|Registers|Local Memory|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issue Slot|Memory Throughput|L1/TEX Hit|L2 Hit|Compute \(SM\)" "$OUT/ncu-fused-S.txt" | head -40 ;;
     ncu)
       ncu --print-summary per-kernel node bench/profile-step.mjs S sgd 20 > "$OUT/ncu-S.txt" 2>&1; tail -30 "$OUT/ncu-S.txt"
       ncu --print-summary per-kernel node bench/profile-step.mjs M sgd 20 > "$OUT/ncu-M.txt" 2>&1; tail -30 "$OUT/ncu-M.txt" ;;
+    small)
+      for net in S; do for opt in sgd adam; do
+        node bench/profile-step.mjs $net $opt 1000
+        NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs $net $opt 1000
+      done; done
+      NN_ARENA_STEP_PATH=fused node bench/profile-step.mjs M sgd 1000
+      NN_ARENA_STEP_PATH=fused NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs M sgd 1000 ;;
+    sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     *) echo "unknown part $part" ;;
   esac
 done

@@ -22,8 +22,12 @@ export interface NativeHandle {
   probeBind(): BigUint64Array;
   deviceHeader(): DecodedHeader;
   /** One training / evaluation run (csrc/train/train.h RunParams); resolves when complete. */
-  run(params: Record<string, number | boolean>): Promise<void>;
+  run(params: Record<string, number | boolean>): Promise<RunPath>;
 }
+
+/** Which code ran a training run: the CPU backend, the fused CUDA kernel (one launch per run),
+ *  or the per-layer CUDA path with cuBLAS or nn-arena's tiled products. */
+export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
 
 export interface DecodedHeader {
   magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;

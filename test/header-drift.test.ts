@@ -22,6 +22,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.layerSize).toBe(H.LAYER_SIZE);
     expect(info.regionSize).toBe(H.REGION_SIZE);
     expect((info as unknown as { statsCount: number }).statsCount).toBe(H.STATS_COUNT);
+    expect((info as unknown as { statSlots: unknown }).statSlots).toEqual(H.STATS);
   });
 
   it('every header field offset', () => {

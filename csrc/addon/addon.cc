@@ -169,6 +169,10 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
   n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
   n(o, "statsCount", NNA_STATS_COUNT);
+  Napi::Object st = Napi::Object::New(env);
+  n(st, "loss", NNA_STAT_LOSS); n(st, "correct", NNA_STAT_CORRECT); n(st, "rows", NNA_STAT_ROWS);
+  n(st, "badStep", NNA_STAT_BAD_STEP); n(st, "lossFixed", NNA_STAT_LOSS_FIXED);
+  o.Set("statSlots", st);
   o.Set("enums", e);
   return o;
 }
@@ -232,7 +236,7 @@ class RunWorker : public Napi::AsyncWorker {
     try {
       std::lock_guard<std::mutex> lock(block_->mutex());  // dispose() waits for the run
       if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-      if (block_->options().cuda) nna::runCuda(block_->device(), block_->header(), p_);
+      if (block_->options().cuda) path_ = nna::runCuda(block_->device(), block_->header(), p_);
       else nna::runCpu(block_->device(), p_);
     } catch (const Failure& e) {
       code_ = e.code;
@@ -242,7 +246,7 @@ class RunWorker : public Napi::AsyncWorker {
       SetError(e.what());
     }
   }
-  void OnOK() override { deferred_.Resolve(Env().Undefined()); }
+  void OnOK() override { deferred_.Resolve(Napi::String::New(Env(), path_)); }
   void OnError(const Napi::Error& e) override {
     Napi::Error err = Napi::Error::New(Env(), e.Message());
     err.Set("code", Napi::String::New(Env(), code_));
@@ -254,6 +258,7 @@ class RunWorker : public Napi::AsyncWorker {
   nna::RunParams p_;
   Napi::Promise::Deferred deferred_;
   std::string code_;
+  std::string path_ = "cpu";  // which kernel path ran (resolved to JS)
 };
 
 // ---- ArenaHandle ---------------------------------------------------------------------------

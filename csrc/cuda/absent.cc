@@ -12,6 +12,6 @@ CudaInfo cudaInfo() {
 }
 std::unique_ptr<Backend> makeCudaBackend() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 void cudaProbeBind(void*, uint32_t, uint64_t*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
-void runCuda(void*, const void*, const RunParams&, LayerHooks*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+const char* runCuda(void*, const void*, const RunParams&, LayerHooks*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 
 }  // namespace nna

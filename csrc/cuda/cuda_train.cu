@@ -53,7 +53,8 @@ class LayerRun {
     blas_ = blas_ && h.batch <= INT_MAX;
   }
 
-  void run() {
+  // Returns whether the products went through cuBLAS.
+  bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
     if (p_.resetStats) { resetStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
@@ -65,7 +66,10 @@ class LayerRun {
         after(Phase::Forward, l);
       }
       before(Phase::Output, last_);
-      outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
+      if (L_[last_].units > 32)
+        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
+      else
+        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
       launched();
       after(Phase::Output, last_);
       if (grad) {
@@ -75,9 +79,10 @@ class LayerRun {
         // updating every layer at the end, with one pass less over each layer's memory.
         for (uint32_t l = last_; l >= 1; --l) {
           before(Phase::Backward, l);
-          backward(l, rows);
+          const bool folded = backward(l, rows, hp);
           if (p_.op == Op::Train) {
-            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
+            const uint64_t n = L_[l].units, elems = folded ? n : n * (L_[l].fan_in + 1);
+            updateKernel<T><<<blocksFor(elems), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, folded);
             launched();
           }
           after(Phase::Backward, l);
@@ -85,7 +90,9 @@ class LayerRun {
       }
       if (hooks_) hooks_->endStep(s, s_);
     }
+    if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
     CUDA_CHECK(cudaStreamSynchronize(s_));
+    return blas_;
   }
 
  private:
@@ -138,22 +145,30 @@ class LayerRun {
     launched();
   }
 
-  void backward(uint32_t l, uint64_t rows) {
+  // dw, db and d[l-1] of layer l. Returns true when the weights were already updated here:
+  // SGD training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1),
+  // which saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of
+  // the 4096-wide network); dw is then not written. d[l-1] is computed first, from the old w.
+  bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    if (blas_) {
-      // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)
-      blasGemm(lane_, false, true, int(m), int(n), int(rows), T(1), at(l - 1, NNA_Z), int(m), at(l, NNA_D), int(n), T(0), at(l, NNA_DW), int(m));
-    } else {
-      tiled<kWeightGrad>(l, rows, n, m);
-    }
     biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes), 0, s_>>>(base_, l, rows);
     launched();
-    if (l == 1) return;
-    if (!blas_) return tiled<kErrorPrev>(l, rows, rows, m);
-    // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
-    blasGemm(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), at(l, NNA_D), int(n), T(0), at(l - 1, NNA_D), int(m));
-    activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows);
-    launched();
+    if (!blas_) {
+      tiled<kWeightGrad>(l, rows, n, m);
+      if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
+      return false;
+    }
+    if (l > 1) {
+      // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
+      blasGemm(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), at(l, NNA_D), int(n), T(0), at(l - 1, NNA_D), int(m));
+      activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows);
+      launched();
+    }
+    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD;
+    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
+    blasGemm(lane_, false, true, int(m), int(n), int(rows), fold ? -hp.lr : T(1), at(l - 1, NNA_Z), int(m), at(l, NNA_D), int(n),
+             fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));
+    return fold;
   }
 
   void* base_;
@@ -170,22 +185,24 @@ class LayerRun {
 
 }  // namespace
 
-void runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
+const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
   checkRun(header, p);
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   LaneGuard lane;
-  if (!hooks && runFused(devBase, h, layers, p, *lane)) return;
+  if (!hooks && runFused(devBase, h, layers, p, *lane)) return "fused";
+  bool blas = false;
   try {
-    if (h.dtype == NNA_FLOAT64) LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
-    else LayerRun<float>(devBase, h, layers, p, *lane, hooks).run();
+    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
+    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks).run();
   } catch (...) {
     if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
     throw;
   }
   if (hooks) hooks->endRun(lane->stream);
+  return blas ? "layers (cublas)" : "layers (tiled)";
 }
 
 }  // namespace nna

@@ -3,19 +3,22 @@
 // networks those launches, not arithmetic, set the step time (76 us for 784-128-10, of which
 // under 1 us is arithmetic at the H100's FP32 rate). Here the grid stays resident for the whole
 // run and walks the phases of each step with a grid-wide barrier between them:
-//   forward l = 1..L     (layer 1 gathers its rows straight from the resident data set and
-//                         writes them to z[0]; the last layer, when it has <= 32 units, is
-//                         computed one warp per row together with softmax, loss and d)
-//   output               (only when the last layer was not fused with it)
-//   backward l = L..1    (dw and db of layer l, d[l-1], and the update of layer l+1, whose
-//                         weights nothing reads any more in this step; layer 1 updates in the
-//                         epilogue of its own dw tile)
-// so a step of an N-layer network is N + 1 + N barriers at most, N + N for small outputs.
-// The kernel gets the arena's base and binds every region from the header, like the others;
-// sums run in a fixed order, so a run is bit-identical to itself.
+//   forward l = 1..L   layer 1 gathers its rows straight from the resident data set (and
+//                      writes them to z[0]); when the last layer has <= 32 units it is done one
+//                      warp per row together with softmax, loss, d[L] and d[L-1];
+//   output             only when the last layer was not done that way;
+//   backward l         dw and db of layer l, d[l-1], and the update of every layer whose
+//                      weights nothing reads any more in this step (layer 1 and the last layer
+//                      update in the epilogue of their own dw tiles; others one phase later).
+// A 784-128-10 step is 3 phases, 784-1024-1024-10 is 5. Small products are latency-bound: their
+// tiles split the reduction over the block's 8 warps (all loads in flight at once) and add the
+// 8 partial sums in a fixed order; large ones use shared-memory tiles. Every kernel binds from
+// the header at the arena's base, and sums run in a fixed order, so a run is bit-identical to
+// itself (not to the per-layer path, whose sums are ordered differently).
 #include <cooperative_groups.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cmath>
 #include <cstdlib>
 #include <string>
@@ -38,19 +41,35 @@ struct FusedParams {
   uint32_t last, op, optimizer, mse, resident, resetStats, fuseOutput;
   uint64_t rows, samples, firstBatch, numBatches, permA, permC, stepBase;
   double lr, mu, beta1, beta2, eps;
-  uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16
+  uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
+  unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
 };
+
+constexpr int kTraceSlots = 64;
+
+// Block 0 notes the time at each barrier of the first steps (a profiling aid; off by default).
+__device__ __forceinline__ void traceMark(const FusedParams& p, int& slot) {
+  if (!p.trace || blockIdx.x != 0 || threadIdx.x != 0 || slot >= kTraceSlots) return;
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  p.trace[slot++] = t;
+}
 
 struct StepInfo {
   uint64_t rows, first;  // rows of this step; first row of the epoch (resident)
   bool train, grad;
 };
 
+constexpr int kWarps = 8;       // 256 threads
+constexpr int kFwdRows = 4, kFwdCols = 8, kDwRows = 8;  // output tiles of the latency-bound products
+static_assert(kFwdRows * kFwdCols == 32, "forwardSmall reduces one output per lane");
+
 template <typename T>
-struct Smem {
-  T a[BK][64];
-  T b[BK][64];
-  T part[kBiasStripes][kBiasCols];
+union Smem {
+  struct { T a[BK][64]; T b[BK][64]; } tile;           // shared-memory product tiles
+  T part[kWarps][kFwdRows * kFwdCols];                 // forward: per-warp partial sums
+  T dwPart[kWarps][kDwRows][32];                       // dw: per-warp partial sums
+  T bias[kBiasStripes][kBiasCols];                     // db: per-stripe partial sums
 };
 
 __device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
@@ -102,19 +121,19 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
           av = MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
         }
       }
-      sm.a[ak][ar] = av;
+      sm.tile.a[ak][ar] = av;
       const int bk = e / TILE, bc = e % TILE;
       const uint64_t kk = k0 + bk, j = bn + bc;
       T bv = T(0);
       if (kk < K && j < N) bv = MODE == kForward ? C.w[j * m + kk] : MODE == kWeightGrad ? P.z[kk * m + j] : C.w[kk * m + j];
-      sm.b[bk][bc] = bv;
+      sm.tile.b[bk][bc] = bv;
     }
     __syncthreads();
 #pragma unroll
     for (int k = 0; k < BK; ++k) {
       T a[TM], b[TM];
 #pragma unroll
-      for (int i = 0; i < TM; ++i) { a[i] = sm.a[k][ty * TM + i]; b[i] = sm.b[k][tx * TM + i]; }
+      for (int i = 0; i < TM; ++i) { a[i] = sm.tile.a[k][ty * TM + i]; b[i] = sm.tile.b[k][tx * TM + i]; }
 #pragma unroll
       for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -141,30 +160,163 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
   }
 }
 
+// ---- Latency-bound products: the reduction split over the block's warps --------------------
+
+// z[l] rows [r0, r0+4) x units [c0, c0+8): lanes walk k (both operands are contiguous along
+// k), warp w takes the 32-wide chunks w, w+8, ...; the 8 partial sums are added in warp order.
+// Index arithmetic is 32-bit: the fused path takes only layers whose regions have < 2^31
+// elements (runFused), and 64-bit products here cost as much as the multiply-adds.
+template <typename T>
+__device__ void forwardSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm) {
+  const nna_bound_layer<T> C = nna_bind<T>(p.base, l), P = nna_bind<T>(p.base, l - 1);
+  const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
+  const uint32_t tilesN = (n + kFwdCols - 1) / kFwdCols;
+  const uint32_t r0 = (ti / tilesN) * kFwdRows, c0 = (ti % tilesN) * kFwdCols;
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0;
+  const T* xr[kFwdRows];
+  const T* wr[kFwdCols];
+#pragma unroll
+  for (int i = 0; i < kFwdRows; ++i) {
+    const uint32_t r = r0 + i;
+    xr[i] = r >= rows ? nullptr : gatherRows ? P.xdata + permIndex(st.first + r, p.permA, p.permC, p.samples) * m : P.z + size_t(r) * m;
+  }
+#pragma unroll
+  for (int j = 0; j < kFwdCols; ++j) wr[j] = c0 + j < n ? C.w + size_t(c0 + j) * m : nullptr;
+  T acc[kFwdRows][kFwdCols] = {};
+  // Four 32-wide chunks per warp at a time, every load issued before the first use: the
+  // loads, not the multiply-adds, are what a small product waits on.
+  constexpr int kChunks = 4;
+  for (uint32_t k0 = warp * 32 + lane; k0 < m; k0 += 32 * kWarps * kChunks) {
+    T a[kChunks][kFwdRows], b[kChunks][kFwdCols];
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const uint32_t k = k0 + c * 32 * kWarps;
+#pragma unroll
+      for (int i = 0; i < kFwdRows; ++i) a[c][i] = xr[i] && k < m ? xr[i][k] : T(0);
+#pragma unroll
+      for (int j = 0; j < kFwdCols; ++j) b[c][j] = wr[j] && k < m ? wr[j][k] : T(0);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+#pragma unroll
+      for (int i = 0; i < kFwdRows; ++i)
+#pragma unroll
+        for (int j = 0; j < kFwdCols; ++j) acc[i][j] += a[c][i] * b[c][j];
+      const uint32_t k = k0 + c * 32 * kWarps;
+      if (writeRows && k < m)
+#pragma unroll
+        for (int i = 0; i < kFwdRows; ++i) if (xr[i]) P.z[size_t(r0 + i) * m + k] = a[c][i];
+    }
+  }
+  // Transposing reduction: 31 shuffles leave lane q with the warp's sum of output q (row
+  // q / 8, unit q % 8); at step s a lane keeps the half of its values whose bit s matches its
+  // own and adds the partner's copy of that half.
+  T v[kFwdRows * kFwdCols];
+#pragma unroll
+  for (int q = 0; q < kFwdRows * kFwdCols; ++q) v[q] = acc[q / kFwdCols][q % kFwdCols];
+#pragma unroll
+  for (int step = 16; step >= 1; step /= 2) {
+    const bool upper = lane & step;
+#pragma unroll
+    for (int q = 0; q < step; ++q) {
+      const T send = upper ? v[q] : v[q + step];
+      const T keep = upper ? v[q + step] : v[q];
+      v[q] = keep + __shfl_xor_sync(0xffffffffu, send, step);
+    }
+  }
+  sm.part[warp][lane] = v[0];
+  __syncthreads();
+  if (threadIdx.x < kFwdRows * kFwdCols) {
+    const uint32_t r = r0 + threadIdx.x / kFwdCols, c = c0 + threadIdx.x % kFwdCols;
+    T total = T(0);
+    for (int w = 0; w < kWarps; ++w) total += sm.part[w][threadIdx.x];
+    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
+  }
+  __syncthreads();
+}
+
+// dw[l] units [j0, j0+8) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
+template <typename T>
+__device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+  const nna_bound_layer<T> C = nna_bind<T>(p.base, l), P = nna_bind<T>(p.base, l - 1);
+  const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
+  const uint32_t tilesI = (m + 31) / 32;
+  const uint32_t j0 = (ti / tilesI) * kDwRows, i0 = (ti % tilesI) * 32;
+  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t i = i0 + lane;
+  const uint32_t jn = min(uint32_t(kDwRows), n - j0);  // units of this tile
+  T acc[kDwRows] = {};
+  constexpr int kBatch = 4;  // rows per warp whose loads are all issued before the first use
+  for (uint32_t r0 = warp; r0 < rows; r0 += kWarps * kBatch) {
+    T zi[kBatch], dv[kBatch][kDwRows];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const uint32_t r = r0 + q * kWarps;
+      zi[q] = r < rows && i < m ? P.z[r * m + i] : T(0);
+#pragma unroll
+      for (int jj = 0; jj < kDwRows; ++jj) dv[q][jj] = r < rows && jj < jn ? C.d[r * n + j0 + jj] : T(0);
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q)
+#pragma unroll
+      for (int jj = 0; jj < kDwRows; ++jj) acc[jj] += dv[q][jj] * zi[q];
+  }
+#pragma unroll
+  for (int jj = 0; jj < kDwRows; ++jj) sm.dwPart[warp][jj][lane] = acc[jj];
+  __syncthreads();
+  {
+    const uint32_t jj = threadIdx.x / 32, j = j0 + jj;
+    T total = T(0);
+    for (int w = 0; w < kWarps; ++w) total += sm.dwPart[w][jj][lane];
+    if (j < n && i < m) {
+      const uint32_t e = j * m + i;
+      C.dw[e] = total;
+      if (updateNow) updateParam<T>(p.optimizer, C.w + e, total, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+    }
+  }
+  __syncthreads();
+}
+
+// Tile kinds in FusedParams::tile: 64 / 32 / 16 = shared-memory tiles of that size; 0 = the
+// latency-bound routines above (forward and dw only).
+template <typename T>
+__device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64_t rows) {
+  const nna_layer* L = nna_layer_of(p.base, l);
+  const uint64_t n = L->units, m = L->fan_in;
+  const uint64_t M = mode == kWeightGrad ? n : rows, N = mode == kForward ? n : m;
+  const uint64_t t = p.tile[l][mode];
+  if (t == 0) return mode == kForward ? ceilDiv(rows, kFwdRows) * ceilDiv(n, kFwdCols) : ceilDiv(n, kDwRows) * ceilDiv(m, 32);
+  return ceilDiv(M, t) * ceilDiv(N, t);
+}
+
 template <typename T, int MODE>
-__device__ void gemmTileAny(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+__device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   switch (p.tile[l][MODE]) {
     case 64: gemmTile<T, MODE, 64>(p, st, l, ti, sm, hp, updateNow); break;
     case 32: gemmTile<T, MODE, 32>(p, st, l, ti, sm, hp, updateNow); break;
-    default: gemmTile<T, MODE, 16>(p, st, l, ti, sm, hp, updateNow); break;
+    case 16: gemmTile<T, MODE, 16>(p, st, l, ti, sm, hp, updateNow); break;
+    default:
+      if (MODE == kForward) forwardSmall<T>(p, st, l, ti, sm);
+      else if (MODE == kWeightGrad) weightGradSmall<T>(p, st, l, ti, sm, hp, updateNow);
+      break;
   }
-}
-
-__device__ __forceinline__ uint64_t tilesOf(const FusedParams& p, uint32_t l, int mode, uint64_t M, uint64_t N) {
-  const uint64_t t = p.tile[l][mode];
-  return ceilDiv(M, t) * ceilDiv(N, t);
 }
 
 // Copies row r's targets from ydata (resident runs) and finishes the row: softmax, loss, d,
 // and the stats accumulators (one thread per row).
 template <typename T>
-__device__ void finishRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s) {
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, p.mse, st.rows, st.grad);
+__device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
   if (p.op == uint32_t(Op::Forward)) return;
-  atomicAdd(O.stats + NNA_STAT_LOSS, T(res.loss));
+  addLossExact(O.stats, res.loss);
   atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
   if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(st.rows));
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(s);
+}
+
+template <typename T>
+__device__ void finishRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s) {
+  accumulateRow(p, st, O, r, s, outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, p.mse, st.rows, st.grad));
 }
 
 template <typename T>
@@ -174,41 +326,100 @@ __device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nn
   for (uint64_t j = lane; j < O.units; j += lanes) O.y[r * O.units + j] = O.ydata[k * O.units + j];
 }
 
-// The last layer (units <= 32) and the output, one warp per row: lane j ends up with z[r][j].
+// The last layer (units <= kFusedOutMax) and the output, one warp per row: lanes walk the
+// inputs and keep one partial sum per output unit (all loads in flight at once), a shuffle tree
+// gives lane j the value z[r][j]; lane 0 finishes the row (outputRow, the code the CPU backend
+// runs); then, when gradients are wanted, the warp computes the row's
+// d[L-1] = (d[L] w[L]) * act'(z[L-1]) with lanes over the inputs, so the backward pass starts
+// one phase later.
+constexpr int kFusedOutMax = 16;
+
+// outputRow (math.h) for a row of n <= 32 units held one per lane: softmax (z becomes the
+// probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
+// Same definitions; the sums run as shuffle trees.
 template <typename T>
-__device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint64_t r, uint64_t s) {
-  const nna_bound_layer<T> O = nna_bind<T>(p.base, p.last), P = nna_bind<T>(p.base, p.last - 1);
+__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, uint32_t act, bool mse, uint64_t rows) {
   const uint32_t lane = threadIdx.x % 32;
-  const uint64_t n = O.units, m = O.fan_in;
-  gatherTargets(p, st, O, r, lane, 32);
-  const T* zp = P.z + r * m;
-  T mine = T(0);
-  for (uint64_t j = 0; j < n; ++j) {
-    T part = T(0);
-    for (uint64_t k = lane; k < m; k += 32) part += zp[k] * O.w[j * m + k];
-#pragma unroll
-    for (int off = 16; off > 0; off /= 2) part += __shfl_xor_sync(0xffffffffu, part, off);
-    if (lane == j) mine = part;
+  RowResult res{0.0, false};
+  if (act == NNA_ACT_SOFTMAX) {
+    T mx = on ? z : -INFINITY;
+    uint64_t at = lane;
+    warpArgmax(mx, at);
+    const T lse = mx + nlog(warpSum(on ? nexp(z - mx) : T(0)));
+    res.loss = double(warpSum(on && y != T(0) ? -y * (z - lse) : T(0)));
+    if (on) z = nexp(z - lse);
   }
-  if (lane < n) O.z[r * n + lane] = activate<T>(O.activation, mine + O.b[lane]);
-  __syncwarp();
-  if (lane == 0) finishRow(p, st, O, r, s);
-  __syncwarp();
+  T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
+  uint64_t za = on ? lane : 32, ya = on ? lane : 32;
+  warpArgmax(zm, za);
+  warpArgmax(ym, ya);
+  res.correct = za == ya;
+  if (mse) res.loss = double(warpSum(on ? (z - y) * (z - y) : T(0))) / double(n);
+  return res;
 }
 
 template <typename T>
-__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t item, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+__device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
+  const nna_bound_layer<T> O = nna_bind<T>(p.base, p.last), P = nna_bind<T>(p.base, p.last - 1);
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t n = uint32_t(O.units), m = uint32_t(O.fan_in);
+  gatherTargets(p, st, O, r, lane, 32);
+  const T* zp = P.z + r * m;
+  T part[kFusedOutMax];
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j) part[j] = T(0);
+  for (uint32_t k = lane; k < m; k += 32) {
+    const T zk = zp[k];
+#pragma unroll
+    for (int j = 0; j < kFusedOutMax; ++j)
+      if (j < n) part[j] += zk * O.w[j * m + k];
+  }
+  T mine = T(0);
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j)
+    if (j < n) {
+      const T v = warpSum(part[j]);
+      if (lane == j) mine = v;
+    }
+  // The row's values stay in registers (lane j: unit j): a thread walking the row in global
+  // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
+  const bool on = lane < n;
+  const T y = on ? O.y[r * n + lane] : T(0);
+  T z = on ? activate<T>(O.activation, mine + O.b[lane]) : T(0);
+  const RowResult res = outputRowLanes<T>(z, y, on, n, O.activation, p.mse, st.rows);
+  if (on) O.z[r * n + lane] = z;
+  T dl = T(0);
+  if (st.grad && on) {
+    dl = p.mse ? T(2) / (T(st.rows) * T(n)) * (z - y) * activationGrad(O.activation, z) : T(1) / T(st.rows) * (z - y);  // as outputRow
+    O.d[r * n + lane] = dl;
+  }
+  if (lane == 0) accumulateRow(p, st, O, r, s, res);
+  if (!st.grad) return;
+  T dj[kFusedOutMax];
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j) dj[j] = __shfl_sync(0xffffffffu, dl, j);
+  for (uint32_t i = lane; i < m; i += 32) {
+    T acc = T(0);
+#pragma unroll
+    for (int j = 0; j < kFusedOutMax; ++j)
+      if (j < n) acc += dj[j] * O.w[j * m + i];
+    P.d[r * m + i] = acc * activationGrad<T>(P.activation, zp[i]);
+  }
+}
+
+template <typename T>
+__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   const nna_bound_layer<T> C = nna_bind<T>(p.base, l);
   const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
-  const uint64_t j = item * kBiasCols + col;
+  const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
   T s = T(0);
-  if (j < C.units)
-    for (uint64_t r = stripe; r < st.rows; r += kBiasStripes) s += C.d[r * C.units + j];
-  sm.part[stripe][col] = s;
+  if (j < n)
+    for (uint32_t r = stripe; r < rows; r += kBiasStripes) s += C.d[r * n + j];
+  sm.bias[stripe][col] = s;
   __syncthreads();
-  if (stripe == 0 && j < C.units) {
+  if (stripe == 0 && j < n) {
     T total = T(0);
-    for (int y = 0; y < kBiasStripes; ++y) total += sm.part[y][col];
+    for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
     if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
   }
@@ -216,21 +427,23 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 }
 
 template <typename T>
-__device__ void updateItem(const FusedParams& p, uint32_t l, uint64_t item, const Hyper<T>& hp) {
+__device__ void updateItem(const FusedParams& p, uint32_t l, uint32_t item, const Hyper<T>& hp) {
   const nna_bound_layer<T> C = nna_bind<T>(p.base, l);
-  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
-  const uint64_t end = min(total, (item + 1) * uint64_t(kUpdateChunk));
-  for (uint64_t e = item * kUpdateChunk + threadIdx.x; e < end; e += blockDim.x) {
+  const uint32_t nw = uint32_t(C.units * C.fan_in), total = nw + uint32_t(C.units);
+  const uint32_t end = min(total, (item + 1) * uint32_t(kUpdateChunk));
+  for (uint32_t e = item * kUpdateChunk + threadIdx.x; e < end; e += blockDim.x) {
     if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     else {
-      const uint64_t i = e - nw;
+      const uint32_t i = e - nw;
       updateParam<T>(p.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
     }
   }
 }
 
-template <typename T>
-__global__ void __launch_bounds__(256, 2) fusedRunKernel(FusedParams p) {
+// MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
+// some spilled; 1: no spills, half the warps). NN_ARENA_FUSED_BLOCKS_PER_SM picks (default 2).
+template <typename T, int MINB>
+__global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
   __shared__ Smem<T> sm;
   const uint32_t last = p.last;
@@ -240,58 +453,80 @@ __global__ void __launch_bounds__(256, 2) fusedRunKernel(FusedParams p) {
     out.stats[NNA_STAT_BAD_STEP] = T(-1);
   }
   grid.sync();
-  const uint64_t warpsInGrid = uint64_t(gridDim.x) * (blockDim.x / 32);
-  const uint64_t warp = uint64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  int slot = 0;
+  traceMark(p, slot);
+  const uint64_t warpsInGrid = uint64_t(gridDim.x) * kWarps;
+  const uint64_t warp = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const uint64_t batch = nna_header_of(p.base)->batch;
   for (uint64_t s = 0; s < p.numBatches; ++s) {
     StepInfo st;
     st.train = p.op == uint32_t(Op::Train);
     st.grad = st.train || p.op == uint32_t(Op::Grad);
-    st.first = (p.firstBatch + s) * nna_header_of(p.base)->batch;
-    st.rows = p.resident ? min(nna_header_of(p.base)->batch, p.samples - st.first) : p.rows;
+    st.first = (p.firstBatch + s) * batch;
+    st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     const Hyper<T> hp = hyperAt<T>(p, p.stepBase + s + 1);
 
-    // ---- forward ----
+    // ---- forward (and, for a small last layer, the output and d[L-1]) ----
     for (uint32_t l = 1; l <= last; ++l) {
       if (l == last && p.fuseOutput) {
-        for (uint64_t r = warp; r < st.rows; r += warpsInGrid) outputRowFused<T>(p, st, r, s);
+        for (uint64_t r = warp; r < st.rows; r += warpsInGrid) outputRowFused<T>(p, st, uint32_t(r), s);
       } else {
-        const nna_layer* L = nna_layer_of(p.base, l);
-        const uint64_t tiles = tilesOf(p, l, kForward, st.rows, L->units);
-        for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) gemmTileAny<T, kForward>(p, st, l, i, sm, hp, false);
+        const uint64_t tiles = tileCount<T>(p, l, kForward, st.rows);
+        for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) productTile<T, kForward>(p, st, l, i, sm, hp, false);
       }
       grid.sync();
+      traceMark(p, slot);
     }
-    if (!p.fuseOutput) {
-      for (uint64_t r = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; r < st.rows; r += uint64_t(gridDim.x) * blockDim.x) {
-        gatherTargets(p, st, out, r, 0, 1);
-        finishRow(p, st, out, r, s);
+    if (!p.fuseOutput) {  // one warp per row
+      for (uint64_t r = warp; r < st.rows; r += warpsInGrid) {
+        gatherTargets(p, st, out, r, threadIdx.x % 32, 32);
+        __syncwarp();
+        const RowResult res = outputRowWarp<T>(out.z + r * out.units, out.y + r * out.units, out.d + r * out.units, out.units, out.activation, p.mse, st.rows, st.grad);
+        if (threadIdx.x % 32 == 0) accumulateRow(p, st, out, r, s, res);
       }
       grid.sync();
+      traceMark(p, slot);
     }
     if (!st.grad) continue;
 
     // ---- backward, with the updates folded in ----
-    for (uint32_t l = last; l >= 1; --l) {
+    // With the fused output, d[L-1] exists already: the first phase is layer L-1's, and it also
+    // takes dw / db of the last layer (which update at once: w[L] has no reader left).
+    for (uint32_t l = p.fuseOutput ? last - 1 : last; l >= 1; --l) {
       const nna_layer* L = nna_layer_of(p.base, l);
-      const uint64_t n = L->units, m = L->fan_in;
+      const uint64_t n = L->units;
       const bool updateHere = st.train && l == 1;  // nothing reads w[1] after its dw
-      const uint64_t nW = tilesOf(p, l, kWeightGrad, n, m);
+      const bool withLast = p.fuseOutput && l == last - 1;
+      const uint64_t nW = tileCount<T>(p, l, kWeightGrad, st.rows);
       const uint64_t nB = ceilDiv(n, kBiasCols);
-      const uint64_t nE = l > 1 ? tilesOf(p, l, kErrorPrev, st.rows, m) : 0;
-      uint64_t nU = 0;
-      if (st.train && l < last) {
+      const uint64_t nE = l > 1 ? tileCount<T>(p, l, kErrorPrev, st.rows) : 0;
+      const uint64_t nWL = withLast ? tileCount<T>(p, last, kWeightGrad, st.rows) : 0;
+      const uint64_t nBL = withLast ? ceilDiv(nna_layer_of(p.base, last)->units, kBiasCols) : 0;
+      uint64_t nU = 0;  // the deferred update of layer l+1 (not the fused last layer)
+      if (st.train && l < last && !(p.fuseOutput && l + 1 == last)) {
         const nna_layer* U = nna_layer_of(p.base, l + 1);
         nU = ceilDiv(U->units * (U->fan_in + 1), kUpdateChunk);
       }
-      for (uint64_t i = blockIdx.x; i < nW + nB + nE + nU; i += gridDim.x) {
-        if (i < nW) gemmTileAny<T, kWeightGrad>(p, st, l, i, sm, hp, updateHere);
-        else if (i < nW + nB) biasGradItem<T>(p, st, l, i - nW, sm, hp, updateHere);
-        else if (i < nW + nB + nE) gemmTileAny<T, kErrorPrev>(p, st, l, i - nW - nB, sm, hp, false);
-        else updateItem<T>(p, l + 1, i - nW - nB - nE, hp);
+      const uint64_t total = nW + nB + nE + nWL + nBL + nU;
+      for (uint64_t i = blockIdx.x; i < total; i += gridDim.x) {
+        uint64_t k = i;
+        if (k < nW) { productTile<T, kWeightGrad>(p, st, l, k, sm, hp, updateHere); continue; }
+        k -= nW;
+        if (k < nWL) { productTile<T, kWeightGrad>(p, st, last, k, sm, hp, st.train); continue; }
+        k -= nWL;
+        if (k < nE) { productTile<T, kErrorPrev>(p, st, l, k, sm, hp, false); continue; }
+        k -= nE;
+        if (k < nB) { biasGradItem<T>(p, st, l, k, sm, hp, updateHere); continue; }
+        k -= nB;
+        if (k < nBL) { biasGradItem<T>(p, st, last, k, sm, hp, st.train); continue; }
+        k -= nBL;
+        updateItem<T>(p, l + 1, k, hp);
       }
       grid.sync();
+      traceMark(p, slot);
     }
   }
+  if (p.op != uint32_t(Op::Forward) && blockIdx.x == 0 && threadIdx.x == 0) foldLossExact(out.stats);
 }
 
 // ---- host side -----------------------------------------------------------------------------
@@ -319,15 +554,23 @@ const Device& device() {
   return d;
 }
 
+int blocksPerSm() {
+  static const int b = std::min(2, std::max(1, envInt("NN_ARENA_FUSED_BLOCKS_PER_SM", 2)));
+  return b;
+}
+
+template <typename T>
+const void* kernelFor(int perSm) {
+  return perSm == 1 ? reinterpret_cast<const void*>(fusedRunKernel<T, 1>) : reinterpret_cast<const void*>(fusedRunKernel<T, 2>);
+}
+
+// Every block must be resident at once (cooperative launch): the grid is what fits.
 template <typename T>
 int gridBlocks() {
   static const int g = [] {
-    int perSm = 0;
-    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, fusedRunKernel<T>, 256, 0));
-    // Two blocks per multiprocessor hide the latency of one block's loads behind the other's
-    // arithmetic; more make every grid barrier slower. NN_ARENA_FUSED_BLOCKS_PER_SM overrides.
-    const int want = std::max(1, envInt("NN_ARENA_FUSED_BLOCKS_PER_SM", 2));
-    return device().sms * std::min(perSm, want);
+    int fits = 0;
+    CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, kernelFor<T>(blocksPerSm()), 256, 0));
+    return device().sms * std::min(fits, blocksPerSm());
   }();
   return g;
 }
@@ -338,9 +581,14 @@ uint8_t tileFor(uint64_t M, uint64_t N, uint64_t grid) {
   return 16;
 }
 
+// Products with at most this many outputs are latency-bound: the split-reduction routines.
+constexpr uint64_t kSmallOutputs = uint64_t(1) << 17;
+
 // The largest product (rows x units x fan_in) a fused run takes: beyond it the per-layer path,
 // with its larger grids and cuBLAS, is faster than one block per tile in a persistent grid.
-constexpr uint64_t kFusedMaxWork = uint64_t(1) << 29;
+// (784-128-10 at batch 100: 2^23.3; 784-1024-1024-10 at batch 256: 2^28, where the per-layer
+// path with cuBLAS measured 190 us against 640 us fused on the H100.)
+constexpr uint64_t kFusedMaxWork = uint64_t(1) << 26;
 
 template <typename T>
 void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, const RunParams& rp, const Lane& lane) {
@@ -352,20 +600,33 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.mse = rp.loss == Loss::Mse;
   p.resident = rp.resident;
   p.resetStats = rp.resetStats;
-  p.fuseOutput = p.last >= 2 && L[p.last].units <= 32;
+  p.fuseOutput = p.last >= 2 && L[p.last].units <= kFusedOutMax;
   p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
   p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
   p.lr = rp.lr; p.mu = rp.momentum; p.beta1 = rp.beta1; p.beta2 = rp.beta2; p.eps = rp.eps;
   const int grid = gridBlocks<T>();
   for (uint32_t l = 1; l <= p.last; ++l) {
     const uint64_t n = L[l].units, m = L[l].fan_in, rows = h.batch;
-    p.tile[l][kForward] = tileFor(rows, n, grid);
-    p.tile[l][kWeightGrad] = tileFor(n, m, grid);
+    p.tile[l][kForward] = rows * n <= kSmallOutputs ? 0 : tileFor(rows, n, grid);
+    p.tile[l][kWeightGrad] = n * m <= kSmallOutputs ? 0 : tileFor(n, m, grid);
     p.tile[l][kErrorPrev] = tileFor(rows, m, grid);
   }
+  const bool tracing = std::getenv("NN_ARENA_FUSED_TRACE") != nullptr;
+  if (tracing) {
+    CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
+    CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
+  }
   void* args[] = {&p};
-  CUDA_CHECK(cudaLaunchCooperativeKernel(reinterpret_cast<const void*>(fusedRunKernel<T>), dim3(grid), dim3(256), args, 0, lane.stream));
+  CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
   CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  if (tracing) {
+    unsigned long long t[kTraceSlots];
+    CUDA_CHECK(cudaMemcpy(t, p.trace, sizeof t, cudaMemcpyDeviceToHost));
+    CUDA_CHECK(cudaFree(p.trace));
+    std::fprintf(stderr, "fused trace (grid %d, us between barriers):", grid);
+    for (int i = 1; i < kTraceSlots && t[i]; ++i) std::fprintf(stderr, " %.2f", double(t[i] - t[i - 1]) / 1000.0);
+    std::fprintf(stderr, "\n");
+  }
 }
 
 }  // namespace
@@ -374,9 +635,12 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   static const std::string path = [] { const char* e = std::getenv("NN_ARENA_STEP_PATH"); return std::string(e ? e : "auto"); }();
   if (path == "layers") return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
-  if (path != "fused")
-    for (uint32_t l = 1; l < h.num_layers; ++l)
-      if (h.batch * layers[l].units * layers[l].fan_in > kFusedMaxWork) return false;
+  const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits
+  for (uint32_t l = 1; l < h.num_layers; ++l) {
+    const uint64_t n = layers[l].units, m = layers[l].fan_in;
+    if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
+    if (path != "fused" && h.batch * n * m > kFusedMaxWork) return false;
+  }
   if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane);
   else launch<float>(devBase, h, layers, p, lane);
   return true;

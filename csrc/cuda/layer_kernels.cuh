@@ -4,6 +4,7 @@
 #pragma once
 #include "../include/nn_arena.h"
 #include "../train/math.h"
+#include "output_row.cuh"
 
 namespace nna {
 
@@ -20,6 +21,9 @@ __global__ void resetStatsKernel(void* base, uint32_t last) {
   for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
   s[NNA_STAT_BAD_STEP] = T(-1);
 }
+
+template <typename T>
+__global__ void foldStatsKernel(void* base, uint32_t last) { foldLossExact(nna_bind<T>(base, last).stats); }
 
 // Rows of one shuffled batch from the resident data set into z[0] and y.
 template <typename T>
@@ -116,10 +120,24 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
   if (r >= rows) return;
   const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
   if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
-  atomicAdd(O.stats + NNA_STAT_LOSS, T(res.loss));
+  addLossExact(O.stats, res.loss);
   atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
   if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
   // Steps run in order on one stream, so only this step's rows can race, all with one value.
+  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+}
+
+// Wide output layers (> 32 units): one warp per row.
+template <typename T>
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
+  if (r >= rows) return;  // whole warps leave together
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  if (!accumulate || threadIdx.x % 32 != 0) return;
+  addLossExact(O.stats, res.loss);
+  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
+  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
 }
 
@@ -143,11 +161,13 @@ __global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
   C.db[j] = total;
 }
 
+// The optimizer step of layer l: weights then biases (biasesOnly: the weights were updated by
+// the weight-gradient product itself, see LayerRun::backward).
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, bool biasesOnly) {
   const nna_bound_layer<T> C = nna_bind<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
-  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t e = (biasesOnly ? nw : 0) + blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     else {
       const uint64_t i = e - nw;

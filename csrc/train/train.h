@@ -34,7 +34,8 @@ void runCpu(void* base, const RunParams& p);
 // (csrc/cuda/layer_hooks.h) lets a memory scheduler act between the per-layer launches; a run
 // with hooks always takes the per-layer path.
 struct LayerHooks;
-void runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);  // csrc/cuda/cuda_train.cu, or absent.cc
+// Returns which path ran: "fused", "layers (cublas)" or "layers (tiled)".
+const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);  // csrc/cuda/cuda_train.cu, or absent.cc
 
 // Checks that do not depend on the backend (rows, batches, data set present).
 void checkRun(const void* header, const RunParams& p);

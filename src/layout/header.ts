@@ -12,7 +12,7 @@ export type Kind = (typeof KINDS)[number];
 export const KIND_INDEX: Readonly<Record<Kind, number>> = Object.fromEntries(KINDS.map((k, i) => [k, i])) as Record<Kind, number>;
 
 /** Slots of the stats region (enum nna_stat). */
-export const STATS = { loss: 0, correct: 1, rows: 2, badStep: 3 } as const;
+export const STATS = { loss: 0, correct: 1, rows: 2, badStep: 3, lossFixed: 4 } as const;
 export const STATS_COUNT = 8;
 
 export const DTYPES = { float32: 1, float64: 2 } as const;

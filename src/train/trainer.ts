@@ -8,7 +8,7 @@
 import { Arena, type View } from '../arena.js';
 import { ArenaError, DataError } from '../errors.js';
 import { STATS, type Kind } from '../layout/header.js';
-import { asArenaError } from '../native.js';
+import { asArenaError, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { checkData, type CheckedData, type Data } from './data.js';
@@ -51,6 +51,9 @@ export interface FitOptions {
 }
 
 export interface FitResult extends Metrics {
+  /** The code that ran the steps: 'cpu', 'fused' (one CUDA launch per run) or the per-layer
+   *  CUDA path with cuBLAS or nn-arena's tiled products. */
+  path: RunPath;
   epochs: number;
   steps: number;
   seconds: number;
@@ -162,12 +165,13 @@ export class Trainer {
     const rng = new Rng(seed);
     const t0 = performance.now();
     let last: Metrics = { loss: NaN, accuracy: NaN };
+    let path: RunPath = 'cpu';
     for (let epoch = 1; epoch <= epochs; epoch++) {
       const perm = shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
       const epochStart = performance.now();
       for (let first = 0; first < batches; first += chunk) {
         const n = Math.min(chunk, batches - first);
-        await this.#run({
+        path = await this.#run({
           op: OP.train, resident: true, samples: d.count, firstBatch: first, numBatches: n,
           permA: perm.a, permC: perm.c, stepBase: this.#steps, resetStats: first === 0,
         });
@@ -188,7 +192,7 @@ export class Trainer {
     }
     this.arena.toHost({ kinds: PARAM_KINDS });
     const seconds = (performance.now() - t0) / 1000;
-    return { ...last, epochs, steps: epochs * batches, seconds, samplesPerSecond: (epochs * d.count) / seconds };
+    return { ...last, path, epochs, steps: epochs * batches, seconds, samplesPerSecond: (epochs * d.count) / seconds };
   }
 
   /** Mean loss and accuracy over `data` (batch by batch through z[0]/y, or the resident set). */
@@ -285,11 +289,11 @@ export class Trainer {
     this.#deviceStale = this.#paramsStale = false;
   }
 
-  async #run(params: Record<string, number | boolean>): Promise<void> {
+  async #run(params: Record<string, number | boolean>): Promise<RunPath> {
     this.#syncDevice();
     const loss = this.loss === 'mse' ? 1 : 0;
     try {
-      await this.arena.native.run({ ...this.#hyper, loss, ...params });
+      return await this.arena.native.run({ ...this.#hyper, loss, ...params });
     } catch (e) {
       throw asArenaError(e);
     }

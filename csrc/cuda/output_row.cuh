@@ -1,0 +1,94 @@
+// output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units),
+// for wide output layers where one thread per row (math.h outputRow) walks thousands of values
+// serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
+// Same definition as outputRow: softmax + cross-entropy or MSE, first-maximum argmax for the
+// accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
+#pragma once
+#include "../train/math.h"
+
+namespace nna {
+
+template <typename T>
+__device__ __forceinline__ T warpSum(T v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Maximum over the warp with the smallest index among equal maxima (outputRow keeps the first).
+template <typename T>
+__device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    const T ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const uint64_t oa = __shfl_xor_sync(0xffffffffu, at, off);
+    if (ov > v || (ov == v && oa < at)) { v = ov; at = oa; }
+  }
+}
+
+// Adds one row's loss to the run's exact sum (NNA_STAT_LOSS_FIXED): 64.64 fixed point in two
+// 64-bit words, so the total does not depend on the order in which rows (warps, blocks) finish;
+// float atomics would make the reported loss differ from run to run. A value the fixed point
+// cannot hold (negative, >= 2^62, NaN, inf) goes to the NNA_STAT_LOSS slot directly.
+template <typename T>
+__device__ __forceinline__ void addLossExact(T* stats, double loss) {
+  if (!(loss >= 0.0 && loss < 4611686018427387904.0)) {
+    atomicAdd(stats + NNA_STAT_LOSS, T(loss));
+    return;
+  }
+  unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
+  const double whole = floor(loss);
+  const unsigned long long lo = static_cast<unsigned long long>((loss - whole) * 18446744073709551616.0);
+  const unsigned long long old = atomicAdd(w, lo);
+  atomicAdd(w + 1, static_cast<unsigned long long>(whole) + (old + lo < old ? 1ull : 0ull));
+}
+
+// End of a run: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
+template <typename T>
+__device__ __forceinline__ void foldLossExact(T* stats) {
+  unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
+  stats[NNA_STAT_LOSS] += T(double(w[1]) + double(w[0]) * 5.421010862427522e-20);  // 2^-64
+  w[0] = w[1] = 0;
+}
+
+template <typename T>
+__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad) {
+  const uint32_t lane = threadIdx.x % 32;
+  RowResult res{0.0, false};
+  if (act == NNA_ACT_SOFTMAX) {
+    T mx = z[0];
+    for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
+    uint64_t unused = 0;
+    warpArgmax(mx, unused);
+    T sum = T(0);
+    for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
+    const T lse = mx + nlog(warpSum(sum));
+    T loss = T(0);
+    for (uint64_t j = lane; j < n; j += 32) {
+      if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
+      z[j] = nexp(z[j] - lse);
+    }
+    res.loss = double(warpSum(loss));
+  }
+  T zMax = z[0], yMax = y[0];
+  uint64_t zArg = 0, yArg = 0;
+  for (uint64_t j = lane; j < n; j += 32) {
+    if (z[j] > zMax) { zMax = z[j]; zArg = j; }
+    if (y[j] > yMax) { yMax = y[j]; yArg = j; }
+  }
+  warpArgmax(zMax, zArg);
+  warpArgmax(yMax, yArg);
+  res.correct = zArg == yArg;
+  if (mse) {
+    T loss = T(0);
+    for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
+    res.loss = double(warpSum(loss)) / double(n);
+  }
+  if (wantGrad) {
+    const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
+    for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
+  }
+  return res;
+}
+
+}  // namespace nna
