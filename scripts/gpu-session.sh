@@ -28,13 +28,21 @@ for part in "$@"; do
       done; done
       for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
     torch) PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --out "$OUT/torch-ref.json" ;;
-    bench) node dist/bench.js --only steps,memory --torch "$OUT/torch-ref.json" --out "$OUT/results" 2>&1 | tail -30 ;;
+    bench) node dist/bench.js --only steps,memory 2>&1 | tee "$OUT/bench.log" | tail -40; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
+    sanitize)
+      for tool in memcheck racecheck; do
+        NN_ARENA_UNDER_SANITIZER=1 NN_ARENA_GRAD_CASES=2 compute-sanitizer --tool $tool --target-processes all --report-api-errors no \
+          vitest run test/gpu/train.gpu.test.ts > "$OUT/sanitize-$tool.log" 2>&1
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Tests " "$OUT/sanitize-$tool.log" | sed "s/^/[$tool] /"
+      done ;;
     ncufused)
       ncu --set full --import-source no -k regex:fusedRun --launch-skip 1 --launch-count 1 --page details node bench/profile-step.mjs S sgd 100 > "$OUT/ncu-fused-S.txt" 2>&1
       grep -E "Duration|Registers|Local Memory|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issue Slot|Memory Throughput|L1/TEX Hit|L2 Hit|Compute \(SM\)" "$OUT/ncu-fused-S.txt" | head -40 ;;
-    ncu)
-      ncu --print-summary per-kernel node bench/profile-step.mjs S sgd 20 > "$OUT/ncu-S.txt" 2>&1; tail -30 "$OUT/ncu-S.txt"
-      ncu --print-summary per-kernel node bench/profile-step.mjs M sgd 20 > "$OUT/ncu-M.txt" 2>&1; tail -30 "$OUT/ncu-M.txt" ;;
+    ncu)  # per-kernel time of the M and L steps (the per-layer path): where the step goes
+      for net in M L; do
+        ncu --print-summary per-kernel --metrics gpu__time_duration.sum node bench/profile-step.mjs $net sgd 10 > "$OUT/ncu-$net.txt" 2>&1
+        grep -E "^  [a-zA-Z_].*\(|gpu__time_duration.sum" "$OUT/ncu-$net.txt" | paste - - | awk '{print}' | cut -c1-220 | head -20
+      done ;;
     small)
       for net in S; do for opt in sgd adam; do
         node bench/profile-step.mjs $net $opt 1000

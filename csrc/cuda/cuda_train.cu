@@ -66,11 +66,13 @@ class LayerRun {
         after(Phase::Forward, l);
       }
       before(Phase::Output, last_);
+      const int frac = lossFracBits(h_.batch);
       if (L_[last_].units > 32)
-        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
+        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
       else
-        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s);
+        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
       launched();
+      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac); launched(); }
       after(Phase::Output, last_);
       if (grad) {
         const Hyper<T> hp = hyper(p_.stepBase + s + 1);
@@ -90,7 +92,6 @@ class LayerRun {
       }
       if (hooks_) hooks_->endStep(s, s_);
     }
-    if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return blas_;
   }

@@ -39,6 +39,7 @@ constexpr int kUpdateChunk = 256 * 8;     // parameters per update item
 struct FusedParams {
   void* base;
   uint32_t last, op, optimizer, mse, resident, resetStats, fuseOutput;
+  int lossFracBits;
   uint64_t rows, samples, firstBatch, numBatches, permA, permC, stepBase;
   double lr, mu, beta1, beta2, eps;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
@@ -61,18 +62,28 @@ struct StepInfo {
 };
 
 constexpr int kWarps = 8;       // 256 threads
-constexpr int kFwdRows = 4, kFwdCols = 8, kDwRows = 8;  // output tiles of the latency-bound products
-static_assert(kFwdRows * kFwdCols == 32, "forwardSmall reduces one output per lane");
+constexpr int kFwdRows = 4, kFwdCols = 8, kDwRows = 16;  // output tiles of the latency-bound products
+static_assert(kFwdRows * kFwdCols == 32, "forwardWarp leaves one output per lane");
 
 template <typename T>
 union Smem {
   struct { T a[BK][64]; T b[BK][64]; } tile;           // shared-memory product tiles
-  T part[kWarps][kFwdRows * kFwdCols];                 // forward: per-warp partial sums
   T dwPart[kWarps][kDwRows][32];                       // dw: per-warp partial sums
   T bias[kBiasStripes][kBiasCols];                     // db: per-stripe partial sums
 };
 
 __device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Every block binds all layers once, at the start of the run, from the header at the arena's
+// base (nna_bind, as every kernel does) into this table; the phases then read region pointers
+// from shared memory instead of re-reading the header from global memory for each tile.
+__shared__ __align__(16) unsigned char boundTable[(kMaxFusedLayers + 1) * sizeof(nna_bound_layer<double>)];
+static_assert(sizeof(nna_bound_layer<float>) == sizeof(nna_bound_layer<double>), "one table for both dtypes");
+
+template <typename T>
+__device__ __forceinline__ const nna_bound_layer<T>& bound(uint32_t l) {
+  return reinterpret_cast<const nna_bound_layer<T>*>(boundTable)[l];
+}
 
 template <typename T>
 __device__ Hyper<T> hyperAt(const FusedParams& p, uint64_t t) {
@@ -92,7 +103,8 @@ __device__ Hyper<T> hyperAt(const FusedParams& p, uint64_t t) {
 template <typename T, int MODE, int TILE>
 __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   constexpr int TM = TILE / 16;
-  const nna_bound_layer<T> C = nna_bind<T>(p.base, l), P = nna_bind<T>(p.base, l - 1);
+  const nna_bound_layer<T>& C = bound<T>(l);
+  const nna_bound_layer<T>& P = bound<T>(l - 1);
   const uint64_t n = C.units, m = C.fan_in, rows = st.rows;
   const uint64_t M = MODE == kWeightGrad ? n : rows;
   const uint64_t N = MODE == kForward ? n : m;
@@ -162,17 +174,19 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
 
 // ---- Latency-bound products: the reduction split over the block's warps --------------------
 
-// z[l] rows [r0, r0+4) x units [c0, c0+8): lanes walk k (both operands are contiguous along
-// k), warp w takes the 32-wide chunks w, w+8, ...; the 8 partial sums are added in warp order.
-// Index arithmetic is 32-bit: the fused path takes only layers whose regions have < 2^31
-// elements (runFused), and 64-bit products here cost as much as the multiply-adds.
+// z[l] rows [r0, r0+4) x units [c0, c0+8) by ONE warp: lanes walk k (both operands are
+// contiguous along k), four 32-wide chunks at a time with every load issued before the first
+// use; then a shuffle tree per output. No shared memory and no block barrier: the warps of a
+// block take different tiles. Index arithmetic is 32-bit: the fused path takes only layers
+// whose regions have < 2^31 elements (runFused).
 template <typename T>
-__device__ void forwardSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm) {
-  const nna_bound_layer<T> C = nna_bind<T>(p.base, l), P = nna_bind<T>(p.base, l - 1);
+__device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti) {
+  const nna_bound_layer<T>& C = bound<T>(l);
+  const nna_bound_layer<T>& P = bound<T>(l - 1);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
   const uint32_t tilesN = (n + kFwdCols - 1) / kFwdCols;
   const uint32_t r0 = (ti / tilesN) * kFwdRows, c0 = (ti % tilesN) * kFwdCols;
-  const uint32_t lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const uint32_t lane = threadIdx.x % 32;
   const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0;
   const T* xr[kFwdRows];
   const T* wr[kFwdCols];
@@ -183,15 +197,15 @@ __device__ void forwardSmall(const FusedParams& p, const StepInfo& st, uint32_t 
   }
 #pragma unroll
   for (int j = 0; j < kFwdCols; ++j) wr[j] = c0 + j < n ? C.w + size_t(c0 + j) * m : nullptr;
+  const uint32_t rOut = r0 + lane / kFwdCols, cOut = c0 + lane % kFwdCols;
+  const T bias = cOut < n ? C.b[cOut] : T(0);  // loaded now, used after the products
   T acc[kFwdRows][kFwdCols] = {};
-  // Four 32-wide chunks per warp at a time, every load issued before the first use: the
-  // loads, not the multiply-adds, are what a small product waits on.
   constexpr int kChunks = 4;
-  for (uint32_t k0 = warp * 32 + lane; k0 < m; k0 += 32 * kWarps * kChunks) {
+  for (uint32_t k0 = lane; k0 < m; k0 += 32 * kChunks) {
     T a[kChunks][kFwdRows], b[kChunks][kFwdCols];
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
-      const uint32_t k = k0 + c * 32 * kWarps;
+      const uint32_t k = k0 + c * 32;
 #pragma unroll
       for (int i = 0; i < kFwdRows; ++i) a[c][i] = xr[i] && k < m ? xr[i][k] : T(0);
 #pragma unroll
@@ -203,43 +217,28 @@ __device__ void forwardSmall(const FusedParams& p, const StepInfo& st, uint32_t 
       for (int i = 0; i < kFwdRows; ++i)
 #pragma unroll
         for (int j = 0; j < kFwdCols; ++j) acc[i][j] += a[c][i] * b[c][j];
-      const uint32_t k = k0 + c * 32 * kWarps;
+      const uint32_t k = k0 + c * 32;
       if (writeRows && k < m)
 #pragma unroll
         for (int i = 0; i < kFwdRows; ++i) if (xr[i]) P.z[size_t(r0 + i) * m + k] = a[c][i];
     }
   }
-  // Transposing reduction: 31 shuffles leave lane q with the warp's sum of output q (row
-  // q / 8, unit q % 8); at step s a lane keeps the half of its values whose bit s matches its
-  // own and adds the partner's copy of that half.
-  T v[kFwdRows * kFwdCols];
+  T mine = T(0);  // lane q: output (row q / 8, unit q % 8)
 #pragma unroll
-  for (int q = 0; q < kFwdRows * kFwdCols; ++q) v[q] = acc[q / kFwdCols][q % kFwdCols];
+  for (int i = 0; i < kFwdRows; ++i)
 #pragma unroll
-  for (int step = 16; step >= 1; step /= 2) {
-    const bool upper = lane & step;
-#pragma unroll
-    for (int q = 0; q < step; ++q) {
-      const T send = upper ? v[q] : v[q + step];
-      const T keep = upper ? v[q + step] : v[q];
-      v[q] = keep + __shfl_xor_sync(0xffffffffu, send, step);
+    for (int j = 0; j < kFwdCols; ++j) {
+      const T v = warpSum(acc[i][j]);
+      if (lane == i * kFwdCols + j) mine = v;
     }
-  }
-  sm.part[warp][lane] = v[0];
-  __syncthreads();
-  if (threadIdx.x < kFwdRows * kFwdCols) {
-    const uint32_t r = r0 + threadIdx.x / kFwdCols, c = c0 + threadIdx.x % kFwdCols;
-    T total = T(0);
-    for (int w = 0; w < kWarps; ++w) total += sm.part[w][threadIdx.x];
-    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
-  }
-  __syncthreads();
+  if (rOut < rows && cOut < n) C.z[size_t(rOut) * n + cOut] = activate<T>(C.activation, mine + bias);
 }
 
-// dw[l] units [j0, j0+8) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
+// dw[l] units [j0, j0+16) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
 template <typename T>
 __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
-  const nna_bound_layer<T> C = nna_bind<T>(p.base, l), P = nna_bind<T>(p.base, l - 1);
+  const nna_bound_layer<T>& C = bound<T>(l);
+  const nna_bound_layer<T>& P = bound<T>(l - 1);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
   const uint32_t tilesI = (m + 31) / 32;
   const uint32_t j0 = (ti / tilesI) * kDwRows, i0 = (ti % tilesI) * 32;
@@ -265,8 +264,8 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
 #pragma unroll
   for (int jj = 0; jj < kDwRows; ++jj) sm.dwPart[warp][jj][lane] = acc[jj];
   __syncthreads();
-  {
-    const uint32_t jj = threadIdx.x / 32, j = j0 + jj;
+  for (uint32_t jj = threadIdx.x / 32; jj < kDwRows; jj += kWarps) {
+    const uint32_t j = j0 + jj;
     T total = T(0);
     for (int w = 0; w < kWarps; ++w) total += sm.dwPart[w][jj][lane];
     if (j < n && i < m) {
@@ -297,8 +296,7 @@ __device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l
     case 32: gemmTile<T, MODE, 32>(p, st, l, ti, sm, hp, updateNow); break;
     case 16: gemmTile<T, MODE, 16>(p, st, l, ti, sm, hp, updateNow); break;
     default:
-      if (MODE == kForward) forwardSmall<T>(p, st, l, ti, sm);
-      else if (MODE == kWeightGrad) weightGradSmall<T>(p, st, l, ti, sm, hp, updateNow);
+      if (MODE == kWeightGrad) weightGradSmall<T>(p, st, l, ti, sm, hp, updateNow);
       break;
   }
 }
@@ -308,7 +306,7 @@ __device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l
 template <typename T>
 __device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
   if (p.op == uint32_t(Op::Forward)) return;
-  addLossExact(O.stats, res.loss);
+  addLossExact(O.stats, res.loss, p.lossFracBits);
   atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
   if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(st.rows));
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(s);
@@ -360,19 +358,38 @@ __device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, uint32_t act
 
 template <typename T>
 __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
-  const nna_bound_layer<T> O = nna_bind<T>(p.base, p.last), P = nna_bind<T>(p.base, p.last - 1);
+  const nna_bound_layer<T>& O = bound<T>(p.last);
+  const nna_bound_layer<T>& P = bound<T>(p.last - 1);
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t n = uint32_t(O.units), m = uint32_t(O.fan_in);
-  gatherTargets(p, st, O, r, lane, 32);
   const T* zp = P.z + r * m;
   T part[kFusedOutMax];
 #pragma unroll
   for (int j = 0; j < kFusedOutMax; ++j) part[j] = T(0);
-  for (uint32_t k = lane; k < m; k += 32) {
-    const T zk = zp[k];
+  const T bl = lane < n ? O.b[lane] : T(0);
+  T yl = T(0);  // the row's target: from the data set through the permutation (and kept in y)
+  if (lane < n) {
+    if (p.resident) {
+      yl = O.ydata[permIndex(st.first + r, p.permA, p.permC, p.samples) * n + lane];
+      O.y[r * n + lane] = yl;
+    } else {
+      yl = O.y[r * n + lane];
+    }
+  }
+  constexpr int kChunks = 2;  // 2 x 32 inputs per lane with every load in flight
+  for (uint32_t k0 = lane; k0 < m; k0 += 32 * kChunks) {
+    T zk[kChunks], wk[kChunks][kFusedOutMax];
 #pragma unroll
-    for (int j = 0; j < kFusedOutMax; ++j)
-      if (j < n) part[j] += zk * O.w[j * m + k];
+    for (int c = 0; c < kChunks; ++c) {
+      const uint32_t k = k0 + 32 * c;
+      zk[c] = k < m ? zp[k] : T(0);
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) wk[c][j] = j < n && k < m ? O.w[j * m + k] : T(0);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) part[j] += zk[c] * wk[c][j];
   }
   T mine = T(0);
 #pragma unroll
@@ -384,8 +401,8 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   // The row's values stay in registers (lane j: unit j): a thread walking the row in global
   // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
   const bool on = lane < n;
-  const T y = on ? O.y[r * n + lane] : T(0);
-  T z = on ? activate<T>(O.activation, mine + O.b[lane]) : T(0);
+  const T y = yl;
+  T z = on ? activate<T>(O.activation, mine + bl) : T(0);
   const RowResult res = outputRowLanes<T>(z, y, on, n, O.activation, p.mse, st.rows);
   if (on) O.z[r * n + lane] = z;
   T dl = T(0);
@@ -398,23 +415,40 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   T dj[kFusedOutMax];
 #pragma unroll
   for (int j = 0; j < kFusedOutMax; ++j) dj[j] = __shfl_sync(0xffffffffu, dl, j);
-  for (uint32_t i = lane; i < m; i += 32) {
-    T acc = T(0);
+  for (uint32_t i0 = lane; i0 < m; i0 += 32 * kChunks) {
+    T wi[kChunks][kFusedOutMax], zi[kChunks];
 #pragma unroll
-    for (int j = 0; j < kFusedOutMax; ++j)
-      if (j < n) acc += dj[j] * O.w[j * m + i];
-    P.d[r * m + i] = acc * activationGrad<T>(P.activation, zp[i]);
+    for (int c = 0; c < kChunks; ++c) {
+      const uint32_t i = i0 + 32 * c;
+      zi[c] = i < m ? zp[i] : T(0);
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) wi[c][j] = j < n && i < m ? O.w[j * m + i] : T(0);
+    }
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      T acc = T(0);
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];
+      const uint32_t i = i0 + 32 * c;
+      if (i < m) P.d[r * m + i] = acc * activationGrad<T>(P.activation, zi[c]);
+    }
   }
 }
 
 template <typename T>
 __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
-  const nna_bound_layer<T> C = nna_bind<T>(p.base, l);
+  const nna_bound_layer<T>& C = bound<T>(l);
   const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
   const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
   T s = T(0);
   if (j < n)
-    for (uint32_t r = stripe; r < rows; r += kBiasStripes) s += C.d[r * n + j];
+    for (uint32_t r0 = stripe; r0 < rows; r0 += kBiasStripes * 4) {  // 4 loads in flight, added in row order
+      T v[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = r0 + q * kBiasStripes < rows ? C.d[(r0 + q * kBiasStripes) * n + j] : T(0);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) if (r0 + q * kBiasStripes < rows) s += v[q];
+    }
   sm.bias[stripe][col] = s;
   __syncthreads();
   if (stripe == 0 && j < n) {
@@ -428,7 +462,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 
 template <typename T>
 __device__ void updateItem(const FusedParams& p, uint32_t l, uint32_t item, const Hyper<T>& hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(p.base, l);
+  const nna_bound_layer<T>& C = bound<T>(l);
   const uint32_t nw = uint32_t(C.units * C.fan_in), total = nw + uint32_t(C.units);
   const uint32_t end = min(total, (item + 1) * uint32_t(kUpdateChunk));
   for (uint32_t e = item * kUpdateChunk + threadIdx.x; e < end; e += blockDim.x) {
@@ -441,13 +475,17 @@ __device__ void updateItem(const FusedParams& p, uint32_t l, uint32_t item, cons
 }
 
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
-// some spilled; 1: no spills, half the warps). NN_ARENA_FUSED_BLOCKS_PER_SM picks (default 2).
+// some spilled, twice the warps; 1: up to 255, no spills). NN_ARENA_FUSED_BLOCKS_PER_SM picks
+// (default 2: 39.9 against 40.8 us for a 784-128-10 SGD step on the H100).
 template <typename T, int MINB>
 __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
   __shared__ Smem<T> sm;
   const uint32_t last = p.last;
-  const nna_bound_layer<T> out = nna_bind<T>(p.base, last);
+  for (uint32_t l = threadIdx.x; l <= last; l += blockDim.x)
+    reinterpret_cast<nna_bound_layer<T>*>(boundTable)[l] = nna_bind<T>(p.base, l);
+  __syncthreads();
+  const nna_bound_layer<T>& out = bound<T>(last);
   if (p.resetStats && blockIdx.x == 0 && threadIdx.x == 0) {
     for (int i = 0; i < NNA_STATS_COUNT; ++i) out.stats[i] = T(0);
     out.stats[NNA_STAT_BAD_STEP] = T(-1);
@@ -472,7 +510,11 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         for (uint64_t r = warp; r < st.rows; r += warpsInGrid) outputRowFused<T>(p, st, uint32_t(r), s);
       } else {
         const uint64_t tiles = tileCount<T>(p, l, kForward, st.rows);
-        for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) productTile<T, kForward>(p, st, l, i, sm, hp, false);
+        if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
+          for (uint64_t i = (threadIdx.x / 32) * uint64_t(gridDim.x) + blockIdx.x; i < tiles; i += warpsInGrid) forwardWarp<T>(p, st, l, uint32_t(i));
+        } else {
+          for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) productTile<T, kForward>(p, st, l, i, sm, hp, false);
+        }
       }
       grid.sync();
       traceMark(p, slot);
@@ -487,6 +529,8 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       grid.sync();
       traceMark(p, slot);
     }
+    // The step's loss joins the stats (the output phase is complete: a barrier has passed).
+    if (p.op != uint32_t(Op::Forward) && blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) foldLossExact(out.stats, p.lossFracBits);
     if (!st.grad) continue;
 
     // ---- backward, with the updates folded in ----
@@ -526,7 +570,6 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       traceMark(p, slot);
     }
   }
-  if (p.op != uint32_t(Op::Forward) && blockIdx.x == 0 && threadIdx.x == 0) foldLossExact(out.stats);
 }
 
 // ---- host side -----------------------------------------------------------------------------
@@ -601,6 +644,7 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.resident = rp.resident;
   p.resetStats = rp.resetStats;
   p.fuseOutput = p.last >= 2 && L[p.last].units <= kFusedOutMax;
+  p.lossFracBits = lossFracBits(h.batch);
   p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
   p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
   p.lr = rp.lr; p.mu = rp.momentum; p.beta1 = rp.beta1; p.beta2 = rp.beta2; p.eps = rp.eps;

@@ -10,6 +10,14 @@ namespace nna {
 
 constexpr int kThreads = 256;
 
+// Fraction bits of the fixed-point loss sum (output_row.cuh): 48, fewer for batches of 2^15
+// rows or more, so that a step's fractions (each < 2^fracBits) cannot overflow 64 bits.
+inline int lossFracBits(uint64_t batch) {
+  int bits = 0;
+  while (bits < 64 && (uint64_t(1) << bits) <= batch) ++bits;  // batch < 2^bits
+  return bits + 48 <= 63 ? 48 : 63 - bits;
+}
+
 inline unsigned blocksFor(uint64_t n) {
   const uint64_t b = (n + kThreads - 1) / kThreads;
   return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
@@ -23,7 +31,7 @@ __global__ void resetStatsKernel(void* base, uint32_t last) {
 }
 
 template <typename T>
-__global__ void foldStatsKernel(void* base, uint32_t last) { foldLossExact(nna_bind<T>(base, last).stats); }
+__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(nna_bind<T>(base, last).stats, fracBits); }
 
 // Rows of one shuffled batch from the resident data set into z[0] and y.
 template <typename T>
@@ -114,13 +122,13 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
 }
 
 template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
   const nna_bound_layer<T> O = nna_bind<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
   if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
-  addLossExact(O.stats, res.loss);
+  addLossExact(O.stats, res.loss, fracBits);
   atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
   if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
   // Steps run in order on one stream, so only this step's rows can race, all with one value.
@@ -129,13 +137,13 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
 
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
   const nna_bound_layer<T> O = nna_bind<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
   const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
   if (!accumulate || threadIdx.x % 32 != 0) return;
-  addLossExact(O.stats, res.loss);
+  addLossExact(O.stats, res.loss, fracBits);
   atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
   if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);

@@ -26,28 +26,29 @@ __device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
   }
 }
 
-// Adds one row's loss to the run's exact sum (NNA_STAT_LOSS_FIXED): 64.64 fixed point in two
-// 64-bit words, so the total does not depend on the order in which rows (warps, blocks) finish;
-// float atomics would make the reported loss differ from run to run. A value the fixed point
-// cannot hold (negative, >= 2^62, NaN, inf) goes to the NNA_STAT_LOSS slot directly.
+// Adds one row's loss to the step's exact sum (NNA_STAT_LOSS_FIXED): fixed point with
+// `fracBits` fraction bits in one 64-bit word and the whole part in another, both added with
+// fire-and-forget integer atomics, so the total does not depend on the order in which rows
+// (warps, blocks) finish; float atomics made the reported loss differ from run to run. The
+// fraction word cannot wrap: fracBits = lossFracBits(batch) leaves room for a batch of rows.
+// A value the format cannot hold (negative, >= 2^62, NaN, inf) goes to NNA_STAT_LOSS directly.
 template <typename T>
-__device__ __forceinline__ void addLossExact(T* stats, double loss) {
+__device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits) {
   if (!(loss >= 0.0 && loss < 4611686018427387904.0)) {
     atomicAdd(stats + NNA_STAT_LOSS, T(loss));
     return;
   }
   unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
   const double whole = floor(loss);
-  const unsigned long long lo = static_cast<unsigned long long>((loss - whole) * 18446744073709551616.0);
-  const unsigned long long old = atomicAdd(w, lo);
-  atomicAdd(w + 1, static_cast<unsigned long long>(whole) + (old + lo < old ? 1ull : 0ull));
+  atomicAdd(w, static_cast<unsigned long long>(ldexp(loss - whole, fracBits)));
+  atomicAdd(w + 1, static_cast<unsigned long long>(whole));
 }
 
-// End of a run: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
+// After a step: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
 template <typename T>
-__device__ __forceinline__ void foldLossExact(T* stats) {
+__device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
   unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
-  stats[NNA_STAT_LOSS] += T(double(w[1]) + double(w[0]) * 5.421010862427522e-20);  // 2^-64
+  stats[NNA_STAT_LOSS] += T(double(w[1]) + ldexp(double(w[0]), -fracBits));
   w[0] = w[1] = 0;
 }
 

@@ -76,10 +76,10 @@ enum nna_stat {
   NNA_STAT_CORRECT = 1,   /* rows whose argmax matches the target's argmax              */
   NNA_STAT_ROWS = 2,      /* rows accumulated                                           */
   NNA_STAT_BAD_STEP = 3,  /* first step (0-based in the run) with a non-finite loss, or -1 */
-  NNA_STAT_LOSS_FIXED = 4,/* CUDA runs: 16 bytes from this slot on hold the run's loss sum as
-                             64.64 fixed point (two uint64, low word first), added with integer
-                             atomics so the sum is exact whatever order rows finish in; folded
-                             into NNA_STAT_LOSS (and zeroed) at the end of each run */
+  NNA_STAT_LOSS_FIXED = 4,/* CUDA runs: 16 bytes from this slot on hold one step's loss sum in
+                             fixed point (two uint64: fraction bits, then the whole part), added
+                             with integer atomics so the sum is exact whatever order rows finish
+                             in; folded into NNA_STAT_LOSS (and zeroed) after every step */
   NNA_STATS_COUNT = 8
 };
 
