@@ -41,6 +41,8 @@ function section(r: Results): string {
     '',
     '### Memory (planned = sum by kind = header total; taken = measured)',
     '',
+    'Device taken is the drop in cudaMemGetInfo\'s free memory across Arena.create: the driver hands memory out in 2 MiB pages, so a small arena can land in a page it already holds (0 B).',
+    '',
     '| network | optimizer | planned bytes | exact | device taken | host RSS growth |',
     '|---|---|---:|---|---:|---:|',
     ...r.memory.map((x) => `| ${x.network} | ${x.optimizer} | ${int(x.plannedBytes)} | ${x.exact ? 'yes' : '**no**'} | ${x.deviceTakenBytes === null ? '—' : int(x.deviceTakenBytes)} | ${int(x.hostRssGrowthBytes)} |`),

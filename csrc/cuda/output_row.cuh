@@ -3,6 +3,8 @@
 // serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
 // Same definition as outputRow: softmax + cross-entropy or MSE, first-maximum argmax for the
 // accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
+// The lane loops are unrolled 8 deep so that each lane has 8 loads in flight: rolled, the
+// 4096-unit output of the L network took 190 us a step (ncu), one dependent load at a time.
 #pragma once
 #include "../train/math.h"
 
@@ -58,14 +60,20 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   RowResult res{0.0, false};
   if (act == NNA_ACT_SOFTMAX) {
     T mx = z[0];
-    for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
+#pragma unroll 8
+  #pragma unroll 8
+  for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
     uint64_t unused = 0;
     warpArgmax(mx, unused);
     T sum = T(0);
-    for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
+#pragma unroll 8
+  #pragma unroll 8
+  for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
     const T lse = mx + nlog(warpSum(sum));
     T loss = T(0);
-    for (uint64_t j = lane; j < n; j += 32) {
+#pragma unroll 8
+  #pragma unroll 8
+  for (uint64_t j = lane; j < n; j += 32) {
       if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
       z[j] = nexp(z[j] - lse);
     }
@@ -73,6 +81,7 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   }
   T zMax = z[0], yMax = y[0];
   uint64_t zArg = 0, yArg = 0;
+#pragma unroll 8
   for (uint64_t j = lane; j < n; j += 32) {
     if (z[j] > zMax) { zMax = z[j]; zArg = j; }
     if (y[j] > yMax) { yMax = y[j]; yArg = j; }
@@ -82,12 +91,16 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   res.correct = zArg == yArg;
   if (mse) {
     T loss = T(0);
-    for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
+#pragma unroll 8
+  #pragma unroll 8
+  for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
     res.loss = double(warpSum(loss)) / double(n);
   }
   if (wantGrad) {
     const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
-    for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
+#pragma unroll 8
+  #pragma unroll 8
+  for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
   }
   return res;
 }
