@@ -117,7 +117,7 @@ class LayerRun {
     const uint64_t first = (p_.firstBatch + s) * h_.batch;
     const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
     before(Phase::Gather, 0);
-    gatherKernel<T><<<blocksFor(rows * (L_[0].units + L_[last_].units)), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
+    gatherKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
     launched();
     after(Phase::Gather, 0);
     return rows;
@@ -142,7 +142,7 @@ class LayerRun {
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
     // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
     blasGemm(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), at(l - 1, NNA_Z), int(m), T(0), at(l, NNA_Z), int(n));
-    biasActivateKernel<T><<<blocksFor(rows * n), kThreads, 0, s_>>>(base_, l, rows);
+    biasActivateKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, l, rows);
     launched();
   }
 
