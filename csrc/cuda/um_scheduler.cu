@@ -1,0 +1,351 @@
+// um_scheduler.cu: the prefetch scheduler of a budgeted managed arena ("direct instruction" in
+// the seed study). The plan (csrc/train/residency.h) says, phase by phase, what to bring to the
+// device and what to send back; this file carries it out:
+//   - fetches: cudaMemPrefetchAsync to the device, or for a region its phase writes whole a
+//     discard + prefetch (pages made resident without copying dead bytes in);
+//   - evictions: prefetch to the host (which also makes the range the driver's first choice
+//     to evict), or for dead bytes a discard + prefetch to the host (nothing crosses the link);
+//   - the compute stream waits on an event of each fetch before the phase that needs it.
+// Prefetch calls may block their caller while the driver updates page tables, and an eviction
+// must wait for the kernels that last used the range: both movers are host threads of their
+// own (one stream each), so the compute thread only ever waits for a fetch it needs now.
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../core/failure.h"
+#include "check.cuh"
+#include "device_meter.h"
+#include "scheduled_run.h"
+
+namespace nna {
+
+static_assert(uint32_t(Phase::Gather) == uint32_t(Stage::Gather) && uint32_t(Phase::Forward) == uint32_t(Stage::Forward) &&
+                  uint32_t(Phase::Output) == uint32_t(Stage::Output) && uint32_t(Phase::Backward) == uint32_t(Stage::Backward),
+              "Stage (phases.h) mirrors Phase (layer_hooks.h)");
+
+namespace {
+
+// Discards cover whole 2 MiB blocks inside a region only: the blocks at its edges may hold
+// bytes of its neighbours (biases sit between activations and weights), which must survive.
+constexpr uintptr_t kDiscardBlock = uintptr_t(2) << 20;
+
+cudaMemLocation locationOf(bool device, int id) {
+  cudaMemLocation loc{};
+  loc.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  loc.id = device ? id : 0;
+  return loc;
+}
+
+std::string envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+// What the compute thread, the stream callbacks and the two movers tell each other.
+struct Progress {
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t phasesDone = 0;   // phases of the run whose kernels have ended
+  uint64_t evictedUpTo = 0;  // move number of the last eviction complete
+  uint64_t issuedUpTo = 0;   // move number of the last fetch issued (its event recorded)
+  bool failed = false;       // a mover failed: every wait gives up
+  template <class Pred>
+  void wait(Pred ready) {
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return failed || ready(); });
+  }
+  template <class F>
+  void update(F change) {
+    { std::lock_guard<std::mutex> l(m); change(); }
+    cv.notify_all();
+  }
+};
+
+void CUDART_CB phaseEnded(void* progress) {
+  static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] { p->phasesDone++; });
+}
+
+// One host thread issuing managed-memory operations on its own stream, in order.
+class Mover {
+ public:
+  Mover(int device, Progress& progress) : progress_(progress), thread_([this, device] { loop(device); }) {}
+  ~Mover() {
+    { std::lock_guard<std::mutex> l(m_); stop_ = true; }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::function<void(cudaStream_t)> op) {
+    { std::lock_guard<std::mutex> l(m_); ops_.push_back(std::move(op)); }
+    cv_.notify_all();
+  }
+  // Waits until every op pushed so far has run; rethrows the first failure.
+  void drain() {
+    std::unique_lock<std::mutex> l(m_);
+    cv_.wait(l, [&] { return ops_.empty() && !busy_; });
+    if (!code_.empty()) throw Failure(code_, message_);
+  }
+
+ private:
+  void loop(int device) {
+    cudaStream_t stream = nullptr;
+    run([&](cudaStream_t) {
+      CUDA_CHECK(cudaSetDevice(device));  // a new thread has no current device
+      CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    });
+    for (;;) {
+      std::function<void(cudaStream_t)> op;
+      {
+        std::unique_lock<std::mutex> l(m_);
+        cv_.wait(l, [&] { return stop_ || !ops_.empty(); });
+        if (ops_.empty()) break;
+        op = std::move(ops_.front());
+        ops_.pop_front();
+        busy_ = true;
+      }
+      run([&](cudaStream_t) { op(stream); });
+      { std::lock_guard<std::mutex> l(m_); busy_ = false; }
+      cv_.notify_all();
+    }
+    if (stream) cudaStreamDestroy(stream);  // thread exit: nothing left to report to
+  }
+  // Runs one op unless an earlier one failed; a failure is kept for drain() and releases
+  // everyone waiting on progress.
+  template <class F>
+  void run(F op) {
+    { std::lock_guard<std::mutex> l(m_); if (!code_.empty()) return; }
+    try {
+      op(nullptr);
+    } catch (const Failure& e) {
+      { std::lock_guard<std::mutex> l(m_); code_ = e.code; message_ = e.what(); }
+      progress_.update([&] { progress_.failed = true; });
+    }
+  }
+
+  Progress& progress_;
+  std::mutex m_;
+  std::condition_variable cv_;
+  std::deque<std::function<void(cudaStream_t)>> ops_;
+  bool stop_ = false, busy_ = false;
+  std::string code_, message_;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
+class UmScheduler final : public LayerHooks {
+ public:
+  UmScheduler(Block& block, const RunParams& p)
+      : block_(block), res_(*block.residency()), plan_(res_, p), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
+    CUDA_CHECK(cudaGetDevice(&device_));
+    // How dead bytes leave and how write-only regions arrive; the defaults move no dead byte
+    // over the link. The others exist to measure what the discards are worth (bench/um.ts).
+    evictDead_ = envOr("NN_ARENA_UM_EVICT_DEAD", "discard-host");
+    place_ = envOr("NN_ARENA_UM_PLACE", "discard-device");
+    if (evictDead_ != "discard-host" && evictDead_ != "discard" && evictDead_ != "host")
+      NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_EVICT_DEAD must be discard-host, discard or host, got '" + evictDead_ + "'");
+    if (place_ != "discard-device" && place_ != "device")
+      NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_PLACE must be discard-device or device, got '" + place_ + "'");
+    ready_.assign(regions_.size(), nullptr);
+    for (cudaEvent_t& e : ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    fetchSeq_.assign(regions_.size(), 0);
+    waitedSeq_.assign(regions_.size(), 0);
+    in_ = std::make_unique<Mover>(device_, progress_);
+    out_ = std::make_unique<Mover>(device_, progress_);
+  }
+
+  ~UmScheduler() override {
+    in_.reset();
+    out_.reset();
+    for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);  // a destructor cannot report
+  }
+
+  void beginRun(cudaStream_t s, uint64_t) override {
+    const nna_header& h = res_.model().header();
+    if (!res_.known()) {
+      // Start from a known state: the whole arena on the host. What the device then holds is
+      // the baseline the report measures the arena's peak against.
+      CUDA_CHECK(cudaMemPrefetchAsync(base_, h.total_bytes, locationOf(false, 0), 0, s));
+      CUDA_CHECK(cudaStreamSynchronize(s));
+      // The gather reads a batch of rows of the data set: mapped for the GPU and kept on the
+      // host, it is read in place over the link instead of migrating (and later evicting) the
+      // whole data set every step. The advice that measurably helps (bench/um.ts).
+      for (const RegionInfo& r : regions_) {
+        if (!r.remote) continue;
+        CUDA_CHECK(cudaMemAdvise(base_ + r.offset, r.bytes, cudaMemAdviseSetPreferredLocation, locationOf(false, 0)));
+        CUDA_CHECK(cudaMemAdvise(base_ + r.offset, r.bytes, cudaMemAdviseSetAccessedBy, locationOf(true, device_)));
+      }
+      res_.setKnown();
+      block_.meter().baseline = deviceBytesInUse();
+      block_.meter().hasBaseline = true;
+    }
+    // Every kernel binds from the header: it stays on the device (counted in the budget).
+    CUDA_CHECK(cudaMemPrefetchAsync(base_, h.header_bytes, locationOf(true, device_), 0, s));
+    meter_ = std::make_unique<MeterThread>(block_.meter());
+    moves_.clear();
+    plan_.start(moves_);
+    issue(moves_);
+  }
+
+  void before(Phase phase, uint32_t layer, cudaStream_t s) override {
+    const PhaseInfo& ph = expect(phase, layer);
+    moves_.clear();
+    plan_.before(t_, moves_);
+    issue(moves_);
+    for (const Use& u : ph.uses) {
+      const uint32_t r = u.region;
+      if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
+      const uint64_t seq = fetchSeq_[r];
+      progress_.wait([&] { return progress_.issuedUpTo >= seq; });
+      CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
+      waitedSeq_[r] = seq;
+    }
+  }
+
+  void after(Phase, uint32_t, cudaStream_t s) override {
+    CUDA_CHECK(cudaLaunchHostFunc(s, phaseEnded, &progress_));
+    moves_.clear();
+    plan_.after(t_, moves_);
+    issue(moves_);
+    ++t_;
+  }
+
+  void endRun(cudaStream_t) override {
+    // The compute stream is synchronised: every phase that will ever end has.
+    progress_.update([&] { progress_.phasesDone = UINT64_MAX; });
+    moves_.clear();
+    plan_.finish(moves_);
+    issue(moves_);
+    in_->drain();
+    out_->drain();
+    if (meter_) meter_->stop();
+  }
+
+ private:
+  const PhaseInfo& expect(Phase phase, uint32_t layer) {
+    if (t_ >= plan_.phases()) NNA_FAIL("INTERNAL", "scheduler: more phases than the plan of this run");
+    const PhaseInfo& ph = plan_.phase(t_);
+    if (uint32_t(ph.stage) != uint32_t(phase) || ph.layer != layer)
+      NNA_FAIL("INTERNAL", std::string("scheduler: the launches reached phase ") + stageName(Stage(uint32_t(phase))) + " of layer " +
+                               std::to_string(layer) + " where its plan (csrc/train/phases.cc) has " + stageName(ph.stage) + " of layer " +
+                               std::to_string(ph.layer));
+    return ph;
+  }
+
+  // The whole 2 MiB blocks inside region r, [begin, end) (empty when it has none).
+  std::pair<char*, char*> inner(uint32_t r) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(base_ + regions_[r].offset);
+    const uintptr_t begin = (a + kDiscardBlock - 1) / kDiscardBlock * kDiscardBlock;
+    const uintptr_t end = (a + regions_[r].bytes) / kDiscardBlock * kDiscardBlock;
+    if (end <= begin) return {nullptr, nullptr};
+    return {reinterpret_cast<char*>(begin), reinterpret_cast<char*>(end)};
+  }
+
+  // Moves region r to `to`: its inner blocks by discard (and, unless `stay`, prefetch without
+  // bytes), the rest by prefetch. Without a discard in the driver, all of it by prefetch.
+  void moveDead(uint32_t r, const cudaMemLocation& to, bool stay, cudaStream_t st) {
+    char* p = base_ + regions_[r].offset;
+    const size_t bytes = regions_[r].bytes;
+    const auto in = inner(r);
+    if (in.first && !noDiscard_.load()) {
+      void* ptr = in.first;
+      size_t size = size_t(in.second - in.first);
+      cudaMemLocation loc = to;
+      size_t first = 0;
+      const cudaError_t e = stay ? cudaMemDiscardBatchAsync(&ptr, &size, 1, 0, st)
+                                 : cudaMemDiscardAndPrefetchBatchAsync(&ptr, &size, 1, &loc, &first, 1, 0, st);
+      if (e == cudaErrorNotSupported || e == cudaErrorInvalidValue) {
+        (void)cudaGetLastError();  // not sticky: plain prefetches from now on
+        noDiscard_ = true;
+      } else {
+        CUDA_CHECK(e);
+        if (in.first > p) CUDA_CHECK(cudaMemPrefetchAsync(p, size_t(in.first - p), to, 0, st));
+        if (in.second < p + bytes) CUDA_CHECK(cudaMemPrefetchAsync(in.second, size_t(p + bytes - in.second), to, 0, st));
+        return;
+      }
+    }
+    CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, to, 0, st));
+  }
+
+  void issue(const std::vector<Move>& moves) {
+    for (const Move& m : moves) {
+      const uint64_t seq = ++seq_;
+      const uint32_t r = m.region;
+      char* p = base_ + regions_[r].offset;
+      const size_t bytes = regions_[r].bytes;
+      if (m.kind == Move::Fetch || m.kind == Move::Place) {
+        const bool place = m.kind == Move::Place && place_ == "discard-device";
+        const uint64_t needEvicted = lastEviction_;
+        fetchSeq_[r] = seq;
+        in_->push([=](cudaStream_t st) {
+          // Room first: the evictions planned before this fetch have left the device.
+          progress_.wait([&] { return progress_.evictedUpTo >= needEvicted; });
+          const cudaMemLocation dev = locationOf(true, device_);
+          if (place) moveDead(r, dev, false, st);
+          else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
+          CUDA_CHECK(cudaEventRecord(ready_[r], st));
+          progress_.update([&] { progress_.issuedUpTo = seq; });
+        });
+        continue;
+      }
+      if (m.kind == Move::Flush) continue;  // managed memory is coherent: nothing to copy out
+      lastEviction_ = seq;
+      const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];
+      const bool dead = m.kind == Move::Drop;
+      out_->push([=](cudaStream_t st) {
+        progress_.wait([&] { return progress_.phasesDone >= waitPhases && progress_.issuedUpTo >= needFetch; });
+        if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
+        const cudaMemLocation host = locationOf(false, 0);
+        if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
+        else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
+        CUDA_CHECK(cudaStreamSynchronize(st));
+        progress_.update([&] { progress_.evictedUpTo = seq; });
+      });
+    }
+  }
+
+  Block& block_;
+  Residency& res_;
+  Planner plan_;
+  char* base_;
+  const std::vector<RegionInfo>& regions_;
+  int device_ = 0;
+  std::string evictDead_, place_;
+  std::atomic<bool> noDiscard_{false};  // set by a mover on the driver's first refusal
+  Progress progress_;
+  std::vector<cudaEvent_t> ready_;
+  std::vector<uint64_t> fetchSeq_, waitedSeq_;
+  uint64_t seq_ = 0, lastEviction_ = 0, t_ = 0;
+  std::vector<Move> moves_;
+  std::unique_ptr<MeterThread> meter_;
+  std::unique_ptr<Mover> in_, out_;  // last: their threads stop first
+};
+
+// Managed memory without a scheduler: only the measurement, for the report.
+class MeterOnly final : public LayerHooks {
+ public:
+  explicit MeterOnly(Block& block) : block_(block) {}
+  void beginRun(cudaStream_t, uint64_t) override {
+    if (!block_.meter().hasBaseline) {  // the arena starts on the host (Block): nothing of it is resident yet
+      block_.meter().baseline = deviceBytesInUse();
+      block_.meter().hasBaseline = true;
+    }
+    meter_ = std::make_unique<MeterThread>(block_.meter());
+  }
+  void endRun(cudaStream_t) override { if (meter_) meter_->stop(); }
+
+ private:
+  Block& block_;
+  std::unique_ptr<MeterThread> meter_;
+};
+
+}  // namespace
+
+std::unique_ptr<LayerHooks> makeUmScheduler(Block& block, const RunParams& p) { return std::make_unique<UmScheduler>(block, p); }
+std::unique_ptr<LayerHooks> makeMeterOnly(Block& block) { return std::make_unique<MeterOnly>(block); }
+
+}  // namespace nna
