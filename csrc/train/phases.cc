@@ -28,18 +28,9 @@ StepModel::StepModel(const uint8_t* header) {
     }
 }
 
-uint64_t StepModel::rowsOfStep(const RunParams& p, uint64_t s) const {
-  if (!p.resident) return p.rows;
-  const uint64_t first = (p.firstBatch + s) * h_.batch;
-  return p.samples - first < h_.batch ? p.samples - first : h_.batch;
-}
-
-std::vector<PhaseInfo> StepModel::step(Op op, bool resident, uint64_t rows) const {
+std::vector<PhaseInfo> StepModel::step(Op op, bool resident) const {
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
-  // Batch-shaped regions are fully rewritten only by a full batch; a partial one keeps the
-  // rows past `rows`, which must survive as they would in a resident run.
-  const uint8_t rowsWrite = rows == h_.batch ? kWrite : kUpdate;
   std::vector<PhaseInfo> out;
   auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& { out.push_back({s, l, {}}); return out.back(); };
   auto use = [&](PhaseInfo& ph, uint32_t l, uint32_t kind, uint8_t access) {
@@ -53,21 +44,21 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, uint64_t rows) cons
     PhaseInfo& g = phase(Stage::Gather, 0);
     use(g, 0, NNA_XDATA, kRead);
     use(g, last, NNA_YDATA, kRead);
-    use(g, 0, NNA_Z, rowsWrite);
-    use(g, last, NNA_Y, rowsWrite);
+    use(g, 0, NNA_Z, kWrite);
+    use(g, last, NNA_Y, kWrite);
   }
   for (uint32_t l = 1; l <= last; ++l) {  // z[l] = act(z[l-1] w^T + b)
     PhaseInfo& f = phase(Stage::Forward, l);
     use(f, l - 1, NNA_Z, kRead);
     use(f, l, NNA_W, kRead);
     use(f, l, NNA_B, kRead);
-    use(f, l, NNA_Z, rowsWrite);
+    use(f, l, NNA_Z, kWrite);
   }
   {  // outputKernel: softmax in place, loss into stats, d of the last layer
     PhaseInfo& o = phase(Stage::Output, last);
     use(o, last, NNA_Z, kUpdate);
     use(o, last, NNA_Y, kRead);
-    if (grad) use(o, last, NNA_D, rowsWrite);
+    if (grad) use(o, last, NNA_D, kWrite);
     use(o, last, NNA_STATS, kUpdate);
   }
   if (grad)
@@ -79,7 +70,7 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, uint64_t rows) cons
       use(b, l, NNA_DB, kWrite);
       if (l > 1) {
         use(b, l, NNA_W, kRead);
-        use(b, l - 1, NNA_D, rowsWrite);
+        use(b, l - 1, NNA_D, kWrite);
       }
       if (op == Op::Train)
         for (uint32_t k : {NNA_W, NNA_B, NNA_MW, NNA_MB, NNA_VW, NNA_VB}) use(b, l, k, kUpdate);
@@ -104,7 +95,7 @@ uint64_t StepModel::phaseBytes(const PhaseInfo& ph, uint64_t granule) const {
 
 uint64_t StepModel::largestPhase(uint64_t granule, PhaseInfo* which) const {
   uint64_t best = 0;
-  for (const PhaseInfo& ph : step(Op::Train, h_.samples > 0, h_.batch)) {
+  for (const PhaseInfo& ph : step(Op::Train, h_.samples > 0)) {
     const uint64_t b = phaseBytes(ph, granule);
     if (b > best) { best = b; if (which) *which = ph; }
   }

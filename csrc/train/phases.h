@@ -17,8 +17,10 @@ namespace nna {
 enum class Stage : uint32_t { Gather = 0, Forward = 1, Output = 2, Backward = 3 };
 const char* stageName(Stage s);
 
-// How a phase uses a region. kWrite: every byte is written before any is read, so the bytes the
-// region held before the phase are dead (no copy in, and the previous value need not be kept).
+// How a phase uses a region. kWrite: the phase writes it before anything reads it, so the bytes
+// it held before are dead (no copy in; the previous value need not be kept). A partial batch
+// writes only its rows of z, d and y; the rows past it are never read (every kernel stops at
+// `rows`) and, being scratch, are not kept after a run either: still kWrite.
 enum Access : uint8_t { kRead = 1, kWrite = 2, kUpdate = 3 };
 
 struct RegionInfo {
@@ -50,14 +52,11 @@ class StepModel {
   const std::vector<RegionInfo>& regions() const { return regions_; }
   int32_t regionOf(uint32_t layer, uint32_t kind) const { return index_[size_t(layer) * NNA_KIND_COUNT + kind]; }
 
-  // The phases of one step in launch order, for a step of `rows` rows (z, d and y are fully
-  // written only when rows == batch).
-  std::vector<PhaseInfo> step(Op op, bool resident, uint64_t rows) const;
-  // Rows of step s of a run (resident runs end an epoch with a partial batch).
-  uint64_t rowsOfStep(const RunParams& p, uint64_t s) const;
+  // The phases of one step in launch order (the same for every step of a run).
+  std::vector<PhaseInfo> step(Op op, bool resident) const;
 
   // Bytes a phase needs on the device: each non-remote region it uses, rounded out to
-  // `granule` (the unit a scheduler places), plus `fixed` (what stays resident, e.g. the header).
+  // `granule` (the unit a scheduler places).
   uint64_t phaseBytes(const PhaseInfo& ph, uint64_t granule) const;
   // The largest phase of a resident training step (the largest phase of any run): the smallest
   // budget a scheduler can work in. `which` receives that phase.

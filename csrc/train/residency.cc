@@ -98,12 +98,8 @@ void Residency::forgetAll() {
 // ---- Planner -------------------------------------------------------------------------------
 
 Planner::Planner(Residency& res, const RunParams& p) : res_(res), p_(p) {
-  const StepModel& m = res.model();
-  fullRows_ = m.rowsOfStep(p, 0);
-  lastRows_ = m.rowsOfStep(p, p.numBatches - 1);
-  full_ = m.step(p.op, p.resident, p.resident ? m.header().batch : fullRows_);
-  last_ = m.step(p.op, p.resident, lastRows_);
-  perStep_ = full_.size();
+  step_ = res.model().step(p.op, p.resident);
+  perStep_ = step_.size();
   total_ = perStep_ * p.numBatches;
   for (Residency::State& s : res_.state_) s.lastUse = -1;  // the previous run ended synchronised
   res_.lastRun = ResidencyCounters{};
@@ -112,14 +108,12 @@ Planner::Planner(Residency& res, const RunParams& p) : res_(res), p_(p) {
   note();
 }
 
-const PhaseInfo& Planner::phase(uint64_t t) const {
-  return (t / perStep_ == p_.numBatches - 1 ? last_ : full_)[t % perStep_];
-}
+const PhaseInfo& Planner::phase(uint64_t t) const { return step_[t % perStep_]; }
 
 Planner::NextUse Planner::nextUse(uint32_t r, int64_t now) const {
-  // The step pattern repeats: a region not used within two steps is not used again this run.
+  // Every step has the same phases: a region not used within one step is not used again.
   const uint64_t from = uint64_t(now + 1);
-  const uint64_t end = std::min(total_, from + 2 * perStep_);
+  const uint64_t end = std::min(total_, from + perStep_);
   for (uint64_t t = from; t < end; ++t)
     for (const Use& u : phase(t).uses)
       if (u.region == r) return {t, u.access};

@@ -148,8 +148,7 @@ class Planner {
   Residency& res_;
   RunParams p_;
   uint64_t perStep_ = 0, total_ = 0;
-  uint64_t fullRows_ = 0, lastRows_ = 0;
-  std::vector<PhaseInfo> full_, last_;  // the phases of a full step, and of the run's last step
+  std::vector<PhaseInfo> step_;  // the phases of each step
 };
 
 }  // namespace nna

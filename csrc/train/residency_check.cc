@@ -78,6 +78,9 @@ class Replay {
     return "";
   }
 
+  // The host wrote region r's device side between runs (a transfer): its bytes are live there.
+  void hostWrote(uint32_t r) { copies_[r] = Copy{}; }
+
   // After a run: the bytes it leaves for the host (`kept`) are where the host can reach them.
   std::string end(const std::vector<bool>& kept) const {
     for (uint32_t r = 0; r < copies_.size(); ++r) {
@@ -133,6 +136,16 @@ ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint
     return why.empty();
   };
   for (size_t i = 0; i < runs.size() && out.error.empty(); ++i) {
+    if (!runs[i].resident) {  // the host stages the batch first (Trainer: toDevice of z[0] and y)
+      const uint32_t last = res.model().header().num_layers - 1;
+      for (const auto& lk : {std::make_pair(0u, uint32_t(NNA_Z)), std::make_pair(last, uint32_t(NNA_Y))}) {
+        const int32_t r = res.model().regionOf(lk.first, lk.second);
+        if (r < 0) continue;
+        const RegionInfo& ri = res.model().regions()[r];
+        res.forget(ri.offset, ri.bytes);
+        model.hostWrote(uint32_t(r));
+      }
+    }
     Planner plan(res, runs[i]);
     const std::string run = "run " + std::to_string(i);
     moves.clear();
