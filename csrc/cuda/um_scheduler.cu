@@ -10,6 +10,7 @@
 // must wait for the kernels that last used the range: both movers are host threads of their
 // own (one stream each), so the compute thread only ever waits for a fetch it needs now.
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
@@ -56,10 +57,14 @@ struct Progress {
   uint64_t evictedUpTo = 0;  // move number of the last eviction complete
   uint64_t issuedUpTo = 0;   // move number of the last fetch issued (its event recorded)
   bool failed = false;       // a mover failed: every wait gives up
+  // Waits for `ready`; a minute without progress is a scheduling bug, reported (STALLED) with
+  // the state of every counter rather than left to hang the run.
   template <class Pred>
-  void wait(Pred ready) {
+  void wait(Pred ready, const char* what) {
     std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return failed || ready(); });
+    if (cv.wait_for(l, std::chrono::seconds(60), [&] { return failed || ready(); })) return;
+    NNA_FAIL("STALLED", std::string("memory scheduler stalled waiting for ") + what + ": phases ended " + std::to_string(phasesDone) +
+                            ", evictions done up to move " + std::to_string(evictedUpTo) + ", fetches issued up to move " + std::to_string(issuedUpTo));
   }
   template <class F>
   void update(F change) {
@@ -69,7 +74,8 @@ struct Progress {
 };
 
 void CUDART_CB phaseEnded(void* progress) {
-  static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] { p->phasesDone++; });
+  // After endRun every phase counts as ended (UINT64_MAX): a late callback must not wrap it.
+  static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] { if (p->phasesDone != UINT64_MAX) p->phasesDone++; });
 }
 
 // One host thread issuing managed-memory operations on its own stream, in order.
@@ -123,9 +129,14 @@ class Mover {
     try {
       op(nullptr);
     } catch (const Failure& e) {
-      { std::lock_guard<std::mutex> l(m_); code_ = e.code; message_ = e.what(); }
-      progress_.update([&] { progress_.failed = true; });
+      fail(e.code, e.what());
+    } catch (const std::exception& e) {
+      fail("INTERNAL", e.what());
     }
+  }
+  void fail(const std::string& code, const std::string& message) {
+    { std::lock_guard<std::mutex> l(m_); code_ = code; message_ = message; }
+    progress_.update([&] { progress_.failed = true; });
   }
 
   Progress& progress_;
@@ -159,6 +170,8 @@ class UmScheduler final : public LayerHooks {
   }
 
   ~UmScheduler() override {
+    // Normally endRun drained both movers; after an earlier failure, release any op still waiting.
+    progress_.update([&] { progress_.failed = true; });
     in_.reset();
     out_.reset();
     for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);  // a destructor cannot report
@@ -200,7 +213,7 @@ class UmScheduler final : public LayerHooks {
       const uint32_t r = u.region;
       if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
       const uint64_t seq = fetchSeq_[r];
-      progress_.wait([&] { return progress_.issuedUpTo >= seq; });
+      progress_.wait([&] { return progress_.issuedUpTo >= seq; }, "a fetch the next phase needs");
       CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
       waitedSeq_[r] = seq;
     }
@@ -283,7 +296,7 @@ class UmScheduler final : public LayerHooks {
         fetchSeq_[r] = seq;
         in_->push([=](cudaStream_t st) {
           // Room first: the evictions planned before this fetch have left the device.
-          progress_.wait([&] { return progress_.evictedUpTo >= needEvicted; });
+          progress_.wait([&] { return progress_.evictedUpTo >= needEvicted; }, "the evictions that make room for a fetch");
           const cudaMemLocation dev = locationOf(true, device_);
           if (place) moveDead(r, dev, false, st);
           else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
@@ -297,7 +310,7 @@ class UmScheduler final : public LayerHooks {
       const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];
       const bool dead = m.kind == Move::Drop;
       out_->push([=](cudaStream_t st) {
-        progress_.wait([&] { return progress_.phasesDone >= waitPhases && progress_.issuedUpTo >= needFetch; });
+        progress_.wait([&] { return progress_.phasesDone >= waitPhases && progress_.issuedUpTo >= needFetch; }, "the last use of a region to evict");
         if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
         const cudaMemLocation host = locationOf(false, 0);
         if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
