@@ -21,6 +21,8 @@ export interface UmRow {
   /** Bytes the plan moved per step, host to device (fetched) and back (written back); null without a plan. */
   toDevicePerStep: number | null;
   toHostPerStep: number | null;
+  /** Last run (one epoch): µs the launching thread waited, and the managed movers spent in calls in / out. */
+  timing: { waitMicros: number; fetchMicros: number; evictMicros: number } | null;
 }
 
 export interface UmResults {
@@ -134,10 +136,12 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
         peakDeviceBytes: rep ? rep.peakDeviceBytes : plan.totalBytes,
         toDevicePerStep: rep && mode !== 'on-demand' ? rep.lastRun.fetchedBytes / rep.lastRun.steps : null,
         toHostPerStep: rep && mode !== 'on-demand' ? rep.lastRun.writtenBackBytes / rep.lastRun.steps : null,
+        timing: rep ? rep.timing : null,
       };
       rows.push(row);
       log(`  ${mode.padEnd(10)} ${variant.padEnd(48)} ${microsPerStep.toFixed(0).padStart(8)} us/step  peak ${MB(row.peakDeviceBytes)} MB` +
-        (row.toDevicePerStep !== null ? `  moved ${MB(row.toDevicePerStep)} MB in, ${MB(row.toHostPerStep!)} MB out per step` : ''));
+        (row.toDevicePerStep !== null ? `  moved ${MB(row.toDevicePerStep)} MB in, ${MB(row.toHostPerStep!)} MB out per step` : '') +
+        (row.timing ? `  last run: waited ${(row.timing.waitMicros / 1e3).toFixed(1)} ms, mover calls in ${(row.timing.fetchMicros / 1e3).toFixed(1)} ms, out ${(row.timing.evictMicros / 1e3).toFixed(1)} ms` : ''));
     }
   } finally {
     for (const k of ENV) delete process.env[k];

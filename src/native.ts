@@ -36,6 +36,7 @@ export interface ResidencyCounters {
 export interface NativeResidency {
   placement: 'scheduler' | 'on-demand' | 'staged'; budget: number; granule: number; measured: boolean;
   baselineDeviceBytes: number; peakDeviceInUse: number; peakDeviceBytes: number; samples: number; scheduledBytes: number;
+  waitMicros: number; fetchMicros: number; evictMicros: number;
   lastRun: ResidencyCounters; total: ResidencyCounters;
   regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
 }

@@ -74,6 +74,9 @@ export interface ResidencyReport {
   samples: number;
   /** Bytes the plan had placed on the device at its peak (its own count, in 64 KiB pages / aligned slots). */
   peakScheduledBytes: number;
+  /** Where the last run's time went (µs): the launching thread waiting (managed: for fetches it
+   *  needs now; staged: for the GPU to catch up), and the managed movers' calls in and out. */
+  timing: { waitMicros: number; fetchMicros: number; evictMicros: number };
   lastRun: ResidencyCounters;
   total: ResidencyCounters;
   layers: LayerResidency[];
@@ -102,6 +105,7 @@ export function residencyReport(n: NativeResidency): ResidencyReport {
     placement: n.placement, budget: n.budget, measured: n.measured,
     peakDeviceBytes: n.peakDeviceBytes, peakDeviceInUse: n.peakDeviceInUse, baselineDeviceBytes: n.baselineDeviceBytes, samples: n.samples,
     peakScheduledBytes: n.lastRun.peakScheduledBytes, lastRun: n.lastRun, total: n.total,
+    timing: { waitMicros: n.waitMicros, fetchMicros: n.fetchMicros, evictMicros: n.evictMicros },
     layers: [...layers.values()].sort((a, b) => a.layer - b.layer),
   };
 }

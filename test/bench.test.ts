@@ -67,7 +67,7 @@ describe('bench plumbing', () => {
   it('the device-budget part is skipped without a CUDA device, and renders its table when measured', async () => {
     if (native().cudaInfo().devices === 0) expect(await benchUm(true, () => {})).toBeNull();
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
-    const row = (mode: string, us: number) => ({ mode, variant: '', steps: 20, microsPerStep: us, peakDeviceBytes: 1e8, toDevicePerStep: 7e8, toHostPerStep: 6e8 });
+    const row = (mode: string, us: number) => ({ mode, variant: '', steps: 20, microsPerStep: us, peakDeviceBytes: 1e8, toDevicePerStep: 7e8, toHostPerStep: 6e8, timing: null });
     const link = { bytes: 1, copyToDevice: 50, copyToHost: 50, prefetchToDevice: 40, prefetchToHost: 13, discardToHost: 100, discardToDevice: 100, discardOnly: 200, discardFreedBytes: 0, discard: '' };
     writeResults(dir, {
       machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['um'], transfers: [], steps: [], memory: [],

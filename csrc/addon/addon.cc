@@ -569,6 +569,9 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
       // staged pool is allocated with the arena, so it is in the baseline's complement).
       num(o, "peakDeviceBytes", m.hasBaseline && m.peakInUse > m.baseline ? m.peakInUse - m.baseline : 0);
       num(o, "samples", m.samples);
+      num(o, "waitMicros", m.waitMicros);
+      num(o, "fetchMicros", m.fetchMicros);
+      num(o, "evictMicros", m.evictMicros);
       num(o, "scheduledBytes", res->used());
       o.Set("lastRun", countersObject(env, res->lastRun));
       o.Set("total", countersObject(env, res->total));

@@ -36,6 +36,10 @@ struct DeviceMeter {
   bool hasBaseline = false;
   uint64_t peakInUse = 0;      // device-wide bytes in use at the last run's peak
   uint64_t samples = 0;        // cudaMemGetInfo samples taken in the last run
+  // Where the last run's time went, to explain a slow run: the launching thread waiting for
+  // fetches (managed) or for the GPU to catch up (staged), and the movers' calls (managed:
+  // prefetches and discards in, and out with their synchronisation).
+  uint64_t waitMicros = 0, fetchMicros = 0, evictMicros = 0;
 };
 
 class Block {

@@ -17,6 +17,7 @@ MeterThread::MeterThread(DeviceMeter& meter) : meter_(meter) {
   CUDA_CHECK(cudaGetDevice(&device_));
   meter_.peakInUse = 0;
   meter_.samples = 0;
+  meter_.waitMicros = meter_.fetchMicros = meter_.evictMicros = 0;
   sample();
   thread_ = std::thread([this] {
     // A thread starts without a current device: use the run's. Errors end the sampling only

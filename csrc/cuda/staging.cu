@@ -11,6 +11,7 @@
 //   phase t: the compute stream waits on ready[r] of what it uses, then copies its shadow
 //            header into the pool (2 KiB, ordered after phase t-1's kernels on the same stream).
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -74,7 +75,9 @@ class Stager final : public LayerHooks {
     const PhaseInfo& ph = expect(phase, layer);
     if (t_ >= ring_ / 2) {
       const uint64_t old = t_ - ring_ / 2;
+      const auto t0 = std::chrono::steady_clock::now();
       CUDA_CHECK(cudaEventSynchronize(phaseDone_[old % ring_]));
+      block_.meter().waitMicros += uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
       completed_ = int64_t(old);
     }
     moves_.clear();

@@ -33,6 +33,10 @@ static_assert(uint32_t(Phase::Gather) == uint32_t(Stage::Gather) && uint32_t(Pha
 
 namespace {
 
+uint64_t microsSince(std::chrono::steady_clock::time_point t0) {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
 // Discards cover whole 2 MiB blocks inside a region only: the blocks at its edges may hold
 // bytes of its neighbours (biases sit between activations and weights), which must survive.
 constexpr uintptr_t kDiscardBlock = uintptr_t(2) << 20;
@@ -213,7 +217,9 @@ class UmScheduler final : public LayerHooks {
       const uint32_t r = u.region;
       if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
       const uint64_t seq = fetchSeq_[r];
+      const auto t0 = std::chrono::steady_clock::now();
       progress_.wait([&] { return progress_.issuedUpTo >= seq; }, "a fetch the next phase needs");
+      waitMicros_ += microsSince(t0);
       CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
       waitedSeq_[r] = seq;
     }
@@ -236,6 +242,9 @@ class UmScheduler final : public LayerHooks {
     in_->drain();
     out_->drain();
     if (meter_) meter_->stop();
+    block_.meter().waitMicros = waitMicros_;
+    block_.meter().fetchMicros = fetchMicros_.load();
+    block_.meter().evictMicros = evictMicros_.load();
   }
 
  private:
@@ -298,9 +307,11 @@ class UmScheduler final : public LayerHooks {
           // Room first: the evictions planned before this fetch have left the device.
           progress_.wait([&] { return progress_.evictedUpTo >= needEvicted; }, "the evictions that make room for a fetch");
           const cudaMemLocation dev = locationOf(true, device_);
+          const auto t0 = std::chrono::steady_clock::now();
           if (place) moveDead(r, dev, false, st);
           else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
           CUDA_CHECK(cudaEventRecord(ready_[r], st));
+          fetchMicros_ += microsSince(t0);
           progress_.update([&] { progress_.issuedUpTo = seq; });
         });
         continue;
@@ -313,9 +324,11 @@ class UmScheduler final : public LayerHooks {
         progress_.wait([&] { return progress_.phasesDone >= waitPhases && progress_.issuedUpTo >= needFetch; }, "the last use of a region to evict");
         if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
         const cudaMemLocation host = locationOf(false, 0);
+        const auto t0 = std::chrono::steady_clock::now();
         if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
         else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
+        evictMicros_ += microsSince(t0);
         progress_.update([&] { progress_.evictedUpTo = seq; });
       });
     }
@@ -333,6 +346,8 @@ class UmScheduler final : public LayerHooks {
   std::vector<cudaEvent_t> ready_;
   std::vector<uint64_t> fetchSeq_, waitedSeq_;
   uint64_t seq_ = 0, lastEviction_ = 0, t_ = 0;
+  uint64_t waitMicros_ = 0;
+  std::atomic<uint64_t> fetchMicros_{0}, evictMicros_{0};
   std::vector<Move> moves_;
   std::unique_ptr<MeterThread> meter_;
   std::unique_ptr<Mover> in_, out_;  // last: their threads stop first

@@ -96,7 +96,8 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
         expect(Math.abs(r.loss - resident.loss)).toBeLessThanOrEqual(1e-6 * Math.abs(resident.loss));
         const rep = r.arena.residency();
         console.log(`${name}: budget ${budget}, peak ${rep.peakDeviceBytes} B measured (${rep.samples} samples; in use ${rep.peakDeviceInUse}, baseline ${rep.baselineDeviceBytes}), ` +
-          `scheduled peak ${rep.peakScheduledBytes}; last run fetched ${rep.lastRun.fetchedBytes}, wrote back ${rep.lastRun.writtenBackBytes}, dropped ${rep.lastRun.droppedBytes}`);
+          `scheduled peak ${rep.peakScheduledBytes}; last run fetched ${rep.lastRun.fetchedBytes}, wrote back ${rep.lastRun.writtenBackBytes}, dropped ${rep.lastRun.droppedBytes}; ` +
+          `timing ${JSON.stringify(rep.timing)}`);
         expect(rep.measured).toBe(true);
         expect(rep.peakScheduledBytes).toBeLessThanOrEqual(budget);
         expect(rep.peakDeviceBytes).toBeGreaterThan(0);
