@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/gpu-um}
 mkdir -p "$OUT/results"
 export NN_ARENA_REQUIRE_GPU=1
-timeout 300 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts 2>&1 | tee "$OUT/um-test.log"
+timeout 240 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts 2>&1 | tee "$OUT/um-test.log"
 cp bench/results/*.json "$OUT/results/"
-timeout 240 bash .gpu/run.sh node dist/bench.js --only um --out "$OUT/results" 2>&1 | tee "$OUT/um-bench.log"
-[ "${SUITE:-1}" = 1 ] && timeout 200 bash .gpu/run.sh vitest run test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts 2>&1 | tail -40 > "$OUT/gpu-suite.log"
+timeout 200 bash .gpu/run.sh node dist/bench.js --only um --out "$OUT/results" 2>&1 | tee "$OUT/um-bench.log"
+[ "${SUITE:-1}" = 1 ] && timeout 110 bash .gpu/run.sh vitest run test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts 2>&1 | tail -40 > "$OUT/gpu-suite.log"
 exit 0
