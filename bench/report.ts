@@ -27,11 +27,13 @@ function umSection(u: UmResults | null | undefined): string[] {
     '',
     `Arena ${mb(u.arenaBytes)} MB, budget ${mb(u.budget)} MB, one layer's range ${mb(u.layerRangeBytes)} MB. ` +
       `Link (256 MiB, this run): pinned copy ${fix(u.link.copyToDevice)} / ${fix(u.link.copyToHost)} GB/s to device / host, ` +
-      `prefetch ${fix(u.link.prefetchToDevice)} / ${fix(u.link.prefetchToHost)} GB/s, discard + prefetch ${fix(u.link.discardToDevice)} / ${fix(u.link.discardToHost)} GB/s${u.link.discard ? ` (${u.link.discard})` : ''}.`,
+      `prefetch ${fix(u.link.prefetchToDevice)} / ${fix(u.link.prefetchToHost)} GB/s (to host on 4 threads ${fix(u.link.prefetchToHost4 ?? 0)} GB/s), ` +
+      `discard + prefetch ${fix(u.link.discardToDevice)} / ${fix(u.link.discardToHost)} GB/s${u.link.discard ? ` (${u.link.discard})` : ''}. ` +
+      `After a round trip to the device and back, ${mb(u.link.prefetchRetainedBytes ?? 0)} MB of device memory stayed taken for a 268.4 MB range; a discard freed ${mb(u.link.discardFreedBytes)} MB.`,
     '',
-    '| mode | variant | steps | ms/step | vs resident | device peak (MB) | moved in / out per step (MB) |',
-    '|---|---|---:|---:|---:|---:|---:|',
-    ...u.rows.map((r) => `| ${r.mode} | ${r.variant || '—'} | ${r.steps} | ${ms(r.microsPerStep)} | ${fix(r.microsPerStep / u.bounds.residentMicros, 3)} | ${mb(r.peakDeviceBytes)} | ${r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`} |`),
+    '| mode | variant | steps | ms/step | vs resident | device peak measured (MB) | planned peak (MB) | moved in / out per step (MB) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
+    ...u.rows.map((r) => `| ${r.mode} | ${r.variant || '—'} | ${r.steps} | ${ms(r.microsPerStep)} | ${fix(r.microsPerStep / u.bounds.residentMicros, 3)} | ${mb(r.peakDeviceBytes)} | ${r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes)} | ${r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`} |`),
     '',
     `Bounds: resident ${ms(u.bounds.residentMicros)} ms/step; at least ${mb(u.mustCross.toDevice)} MB in and ${mb(u.mustCross.toHost)} MB out must cross the link per step: ` +
       `${ms(u.bounds.linkMicrosCopy)} ms at the copy rates (${ms(u.bounds.linkMicrosPrefetch)} ms at the prefetch rates). ` +

@@ -18,6 +18,8 @@ export interface UmRow {
   microsPerStep: number;
   /** Device bytes of the arena at the peak: measured (residency report) for budgeted modes, the arena's size resident. */
   peakDeviceBytes: number;
+  /** The plan's own count of bytes it had placed on the device at its peak (budgeted, planned modes). */
+  scheduledPeakBytes: number | null;
   /** Bytes the plan moved per step, host to device (fetched) and back (written back); null without a plan. */
   toDevicePerStep: number | null;
   toHostPerStep: number | null;
@@ -83,7 +85,7 @@ function fillWeights(arena: Arena, seed: number): void {
   }
 }
 
-const ENV = ['NN_ARENA_UM_EVICT_DEAD', 'NN_ARENA_UM_PLACE'] as const;
+const ENV = ['NN_ARENA_UM_EVICT_DEAD', 'NN_ARENA_UM_PLACE', 'NN_ARENA_UM_MOVERS', 'NN_ARENA_UM_SLACK'] as const;
 
 export async function benchUm(quick: boolean, log: (s: string) => void): Promise<UmResults | null> {
   const info = native().cudaInfo();
@@ -95,7 +97,8 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
   const MB = (x: number) => (x / 1e6).toFixed(1);
   log(`  um: arena ${MB(plan.totalBytes)} MB, budget ${MB(budget)} MB (25%), one layer's range ${MB(layerRangeBytes)} MB`);
   const link = native().measureLink(256 * 2 ** 20);
-  log(`  link (256 MiB): copy ${link.copyToDevice.toFixed(1)} / ${link.copyToHost.toFixed(1)} GB/s, prefetch ${link.prefetchToDevice.toFixed(1)} / ${link.prefetchToHost.toFixed(1)} GB/s, ` +
+  log(`  link (256 MiB): copy ${link.copyToDevice.toFixed(1)} / ${link.copyToHost.toFixed(1)} GB/s, prefetch ${link.prefetchToDevice.toFixed(1)} / ${link.prefetchToHost.toFixed(1)} GB/s ` +
+    `(to host on 4 threads ${link.prefetchToHost4.toFixed(1)} GB/s; ${link.prefetchRetainedBytes} B still taken on the device once back on the host), ` +
     `discard+prefetch ${link.discardToDevice.toFixed(1)} / ${link.discardToHost.toFixed(1)} GB/s, discard ${link.discardOnly.toFixed(1)} GB/s freeing ${link.discardFreedBytes} B${link.discard ? ` (${link.discard})` : ''}`);
 
   const init = Arena.create(plan, { backend: 'cpu' });
@@ -107,12 +110,17 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
   const data = { x, labels: Int32Array.from({ length: spec.samples! }, (_, i) => (i * 7919) % outputs) };
   const epochs = quick ? 4 : 11;  // the first is not timed (uploads, first faults, caches)
 
+  // The scheduler as shipped, then without what each of its choices brings: one mover thread
+  // each way and no eviction in flight while fetching; dead pages moved to the host after
+  // their discard; dead bytes copied like live ones.
+  const managed: ArenaOptions = { backend: 'cuda', memory: 'managed', deviceBudget: budget };
   const modes: Array<[string, ArenaOptions, Record<string, string>]> = [
     ['resident', { backend: 'cuda' }, {}],
-    ['scheduler', { backend: 'cuda', memory: 'managed', deviceBudget: budget }, {}],
-    ['scheduler', { backend: 'cuda', memory: 'managed', deviceBudget: budget }, { NN_ARENA_UM_EVICT_DEAD: 'host', NN_ARENA_UM_PLACE: 'device' }],
-    ['scheduler', { backend: 'cuda', memory: 'managed', deviceBudget: budget }, { NN_ARENA_UM_EVICT_DEAD: 'discard' }],
-    ['on-demand', { backend: 'cuda', memory: 'managed', deviceBudget: budget, residency: 'on-demand' }, {}],
+    ['scheduler', managed, {}],
+    ['scheduler', managed, { NN_ARENA_UM_MOVERS: '1,1', NN_ARENA_UM_SLACK: '0' }],
+    ['scheduler', managed, { NN_ARENA_UM_EVICT_DEAD: 'discard-host' }],
+    ['scheduler', managed, { NN_ARENA_UM_EVICT_DEAD: 'host', NN_ARENA_UM_PLACE: 'device' }],
+    ['on-demand', { ...managed, residency: 'on-demand' }, {}],
     ['staged', { backend: 'cuda', memory: 'staged', deviceBudget: budget }, {}],
   ];
   const rows: UmRow[] = [];
@@ -120,7 +128,7 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
     for (const [mode, options, env] of modes) {
       for (const k of ENV) delete process.env[k];
       Object.assign(process.env, env);
-      const variant = mode === 'scheduler' ? `evict dead: ${env.NN_ARENA_UM_EVICT_DEAD ?? 'discard-host'}, place: ${env.NN_ARENA_UM_PLACE ?? 'discard-device'}` : '';
+      const variant = mode === 'scheduler' ? (Object.entries(env).map(([k, v]) => `${k.replace('NN_ARENA_UM_', '').toLowerCase()}=${v}`).join(' ') || 'as shipped') : '';
       using arena = Arena.create(plan, options);
       for (let l = 1; l < spec.layers.length; l++) arena.view(l, 'w').set(init.view(l, 'w'));
       const t = new Trainer(arena, { lr: 1e-3 });
@@ -134,12 +142,14 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
       const row: UmRow = {
         mode, variant, steps, microsPerStep,
         peakDeviceBytes: rep ? rep.peakDeviceBytes : plan.totalBytes,
+        scheduledPeakBytes: rep && mode !== 'on-demand' ? rep.peakScheduledBytes : null,
         toDevicePerStep: rep && mode !== 'on-demand' ? rep.lastRun.fetchedBytes / rep.lastRun.steps : null,
         toHostPerStep: rep && mode !== 'on-demand' ? rep.lastRun.writtenBackBytes / rep.lastRun.steps : null,
         timing: rep ? rep.timing : null,
       };
       rows.push(row);
-      log(`  ${mode.padEnd(10)} ${variant.padEnd(48)} ${microsPerStep.toFixed(0).padStart(8)} us/step  peak ${MB(row.peakDeviceBytes)} MB` +
+      log(`  ${mode.padEnd(10)} ${variant.padEnd(40)} ${microsPerStep.toFixed(0).padStart(8)} us/step  peak ${MB(row.peakDeviceBytes)} MB measured` +
+        (row.scheduledPeakBytes !== null ? ` (${MB(row.scheduledPeakBytes)} MB planned)` : '') +
         (row.toDevicePerStep !== null ? `  moved ${MB(row.toDevicePerStep)} MB in, ${MB(row.toHostPerStep!)} MB out per step` : '') +
         (row.timing ? `  last run: waited ${(row.timing.waitMicros / 1e3).toFixed(1)} ms, mover calls in ${(row.timing.fetchMicros / 1e3).toFixed(1)} ms, out ${(row.timing.evictMicros / 1e3).toFixed(1)} ms` : ''));
     }
@@ -157,7 +167,7 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
     largerMicros: 0,
   };
   bounds.largerMicros = Math.max(bounds.residentMicros, bounds.linkMicrosCopy);
-  const scheduler = rows.find((r) => r.mode === 'scheduler')!.microsPerStep;
+  const scheduler = rows.find((r) => r.mode === 'scheduler')!.microsPerStep;  // as shipped
   const staged = rows.find((r) => r.mode === 'staged')!.microsPerStep;
   const ratios = { schedulerToLargerBound: scheduler / bounds.largerMicros, schedulerToStaged: scheduler / staged };
   log(`  must cross per step >= ${MB(mustCross.toDevice)} MB in, ${MB(mustCross.toHost)} MB out: ${bounds.linkMicrosCopy.toFixed(0)} us at the copy rates, ` +

@@ -44,6 +44,10 @@ export interface NativeResidency {
 /** Host <-> device rates in GB/s (csrc/cuda/link_bench.cu). */
 export interface LinkRates {
   bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
+  /** The way back split over 4 threads and streams. */
+  prefetchToHost4: number;
+  /** Device memory still taken once the range is back on the host (the driver keeps GPU pages). */
+  prefetchRetainedBytes: number;
   discardToHost: number; discardToDevice: number; discardOnly: number; discardFreedBytes: number;
   /** '' when the driver discards; else why not. */
   discard: string;
@@ -75,7 +79,7 @@ export interface NativeAddon {
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: Array<Record<string, number | boolean>>): { error: string; phases: number; counters: ResidencyCounters };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: Array<Record<string, number | boolean>>, blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
   measureLink(bytes: number): LinkRates;
 }
 

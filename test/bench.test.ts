@@ -67,8 +67,8 @@ describe('bench plumbing', () => {
   it('the device-budget part is skipped without a CUDA device, and renders its table when measured', async () => {
     if (native().cudaInfo().devices === 0) expect(await benchUm(true, () => {})).toBeNull();
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
-    const row = (mode: string, us: number) => ({ mode, variant: '', steps: 20, microsPerStep: us, peakDeviceBytes: 1e8, toDevicePerStep: 7e8, toHostPerStep: 6e8, timing: null });
-    const link = { bytes: 1, copyToDevice: 50, copyToHost: 50, prefetchToDevice: 40, prefetchToHost: 13, discardToHost: 100, discardToDevice: 100, discardOnly: 200, discardFreedBytes: 0, discard: '' };
+    const row = (mode: string, us: number) => ({ mode, variant: '', steps: 20, microsPerStep: us, peakDeviceBytes: 1e8, scheduledPeakBytes: 9e7, toDevicePerStep: 7e8, toHostPerStep: 6e8, timing: null });
+    const link = { bytes: 1, copyToDevice: 50, copyToHost: 50, prefetchToDevice: 40, prefetchToHost: 13, prefetchToHost4: 30, prefetchRetainedBytes: 0, discardToHost: 100, discardToDevice: 100, discardOnly: 200, discardFreedBytes: 0, discard: '' };
     writeResults(dir, {
       machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['um'], transfers: [], steps: [], memory: [],
       um: {
@@ -80,7 +80,7 @@ describe('bench plumbing', () => {
     });
     const md = readFileSync(join(dir, 'README.md'), 'utf8');
     expect(md).toContain('### Device budget: L 6x4096');
-    expect(md).toMatch(/\| scheduler \| — \| 20 \| 60\.00 \| 1\.500 \|/);
+    expect(md).toMatch(/\| scheduler \| — \| 20 \| 60\.00 \| 1\.500 \| 100\.0 \| 90\.0 \| 700\.0 \/ 600\.0 \|/);
     expect(md).toContain('Scheduler / larger bound: 1.500 (**missed**)');
   });
 });

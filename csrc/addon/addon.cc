@@ -308,7 +308,7 @@ Napi::Object countersObject(Napi::Env env, const nna::ResidencyCounters& c) {
   return o;
 }
 
-// replayResidency(header, placement, budget, runs[]): the plan of those runs replayed against
+// replayResidency(header, placement, budget, runs[], blas?): the plan of those runs replayed against
 // a model of where every region's bytes are valid (csrc/train/residency_check.cc).
 Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -321,7 +321,7 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i).As<Napi::Object>()));
   return guarded(env, [&] {
     for (const nna::RunParams& p : runs) nna::checkRun(h, p);
-    const nna::ResidencyReplay r = nna::replayResidency(h, placement, budget, runs);
+    const nna::ResidencyReplay r = nna::replayResidency(h, placement, budget, runs, info.Length() > 4 && info[4].ToBoolean());
     Napi::Object o = Napi::Object::New(env);
     o.Set("error", Napi::String::New(env, r.error));
     o.Set("phases", Napi::Number::New(env, static_cast<double>(r.phases)));
@@ -339,7 +339,8 @@ Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
   auto n = [&](const char* k, double v) { o.Set(k, Napi::Number::New(env, v)); };
   n("bytes", double(bytes));
   n("copyToDevice", r.copyToDevice); n("copyToHost", r.copyToHost);
-  n("prefetchToDevice", r.prefetchToDevice); n("prefetchToHost", r.prefetchToHost);
+  n("prefetchToDevice", r.prefetchToDevice); n("prefetchToHost", r.prefetchToHost); n("prefetchToHost4", r.prefetchToHost4);
+  n("prefetchRetainedBytes", double(r.prefetchRetainedBytes));
   n("discardToHost", r.discardToHost); n("discardToDevice", r.discardToDevice); n("discardOnly", r.discardOnly);
   n("discardFreedBytes", double(r.discardFreedBytes));
   o.Set("discard", Napi::String::New(env, r.discard));

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../core/backend.h"
@@ -65,6 +66,7 @@ LinkRates measureLink(size_t bytes) {
     CUDA_CHECK(cudaFreeHost(host));
     host = nullptr;
 
+    const uint64_t before = deviceBytesInUse();
     CUDA_CHECK(cudaMallocManaged(&managed, bytes, cudaMemAttachGlobal));
     std::memset(managed, 1, bytes);  // pages populated on the host
     auto prefetch = [&](bool toDevice) {
@@ -87,6 +89,35 @@ LinkRates measureLink(size_t bytes) {
     std::sort(out.begin(), out.end());
     r.prefetchToDevice = gbps(bytes, in[1]);
     r.prefetchToHost = gbps(bytes, out[1]);
+    // Every page is on the host again: what the device still holds for the range is what the
+    // driver keeps of its GPU pages after they migrated away.
+    r.prefetchRetainedBytes = int64_t(deviceBytesInUse()) - int64_t(before);
+
+    // The way back split over 4 threads, each with its own stream: is it the driver's CPU
+    // work per call, or the link, that bounds it?
+    prefetch(true);
+    {
+      const auto a = std::chrono::steady_clock::now();
+      std::vector<std::thread> threads;
+      std::vector<std::string> errors(4);
+      for (int i = 0; i < 4; ++i)
+        threads.emplace_back([&, i] {
+          try {
+            CUDA_CHECK(cudaSetDevice(dev));
+            cudaStream_t st = nullptr;
+            CUDA_CHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+            const size_t part = bytes / 4;
+            CUDA_CHECK(cudaMemPrefetchAsync(static_cast<char*>(managed) + part * i, part, at(false, 0), 0, st));
+            CUDA_CHECK(cudaStreamSynchronize(st));
+            CUDA_CHECK(cudaStreamDestroy(st));
+          } catch (const Failure& e) {
+            errors[i] = e.what();
+          }
+        });
+      for (std::thread& t : threads) t.join();
+      for (const std::string& e : errors) if (!e.empty()) NNA_FAIL("CUDA_ERROR", e);
+      r.prefetchToHost4 = gbps(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
+    }
 
     // Discards: the bytes of a range are dead, so moving it needs no copy.
     void* ptr = managed;

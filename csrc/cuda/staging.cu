@@ -5,14 +5,16 @@
 // (csrc/train/residency.h) has made it resident, else its place in the image, which the GPU
 // reads in place (the gather's rows of the data set; nothing else a phase uses is ever there).
 // Regions move by cudaMemcpyAsync on two copy streams (in, out), ordered with events:
-//   fetch  : in waits for the evictions planned before it (its slot is free), copies, records ready[r];
+//   fetch  : in waits for the evictions of whatever held its slot's bytes before, copies,
+//            records ready[r];
 //   evict  : out waits for the phase that last used the region and for its fetch, copies out
-//            if the device copy is newer, records `evicted`;
+//            if the device copy is newer, records an event for the slot it frees;
 //   phase t: the compute stream waits on ready[r] of what it uses, then copies its shadow
 //            header into the pool (2 KiB, ordered after phase t-1's kernels on the same stream).
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -26,8 +28,8 @@ namespace {
 
 class Stager final : public LayerHooks {
  public:
-  Stager(Block& block, const RunParams& p)
-      : block_(block), res_(*block.residency()), plan_(res_, p), pool_(block.pool()), image_(block.device()),
+  Stager(Block& block, const RunParams& p, bool blas)
+      : block_(block), res_(*block.residency()), plan_(res_, p, blas), pool_(block.pool()), image_(block.device()),
         regions_(res_.model().regions()), headerBytes_(res_.model().header().header_bytes) {
     // A ring of phase events and shadow headers: the host runs at most half of it ahead of
     // the GPU, so an entry is never reused while a copy or a wait may still refer to it.
@@ -37,10 +39,12 @@ class Stager final : public LayerHooks {
     for (cudaEvent_t& e : phaseDone_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     ready_.assign(regions_.size(), nullptr);
     for (cudaEvent_t& e : ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    CUDA_CHECK(cudaEventCreateWithFlags(&evicted_, cudaEventDisableTiming));
+    freedEvents_.assign(kFreed, nullptr);
+    for (cudaEvent_t& e : freedEvents_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     CUDA_CHECK(cudaStreamCreateWithFlags(&in_, cudaStreamNonBlocking));
     CUDA_CHECK(cudaStreamCreateWithFlags(&out_, cudaStreamNonBlocking));
     fetched_.assign(regions_.size(), false);
+    lastEviction_.assign(regions_.size(), 0);
     unwaited_.assign(regions_.size(), false);
     table_.resize(res_.model().layers().size());
   }
@@ -50,7 +54,7 @@ class Stager final : public LayerHooks {
     if (out_) cudaStreamSynchronize(out_);
     for (cudaEvent_t e : phaseDone_) if (e) cudaEventDestroy(e);
     for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);
-    if (evicted_) cudaEventDestroy(evicted_);
+    for (cudaEvent_t e : freedEvents_) if (e) cudaEventDestroy(e);
     if (in_) cudaStreamDestroy(in_);
     if (out_) cudaStreamDestroy(out_);
     if (shadows_) cudaFreeHost(shadows_);
@@ -67,7 +71,13 @@ class Stager final : public LayerHooks {
     moves_.clear();
     plan_.start(moves_);
     issue(moves_);
-    // The kernels launched before the first phase (the stats reset) bind from this one.
+    // The stats region is resident for the whole run: the reset kernel comes next, and binds
+    // from this header.
+    for (uint32_t r = 0; r < regions_.size(); ++r)
+      if (unwaited_[r]) {
+        CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
+        unwaited_[r] = false;
+      }
     upload(ring_, s);
   }
 
@@ -151,7 +161,13 @@ class Stager final : public LayerHooks {
       uint8_t* slot = pool_ + m.slot;
       uint8_t* home = image_ + ri.offset;
       if (m.kind == Move::Fetch || m.kind == Move::Place) {
-        if (anyEviction_) CUDA_CHECK(cudaStreamWaitEvent(in_, evicted_, 0));
+        // The slot's bytes must have left (and their kernels ended) before new ones land.
+        const uint64_t end = m.slot + res_.cost(r);
+        for (const Freed& f : freed_)
+          if (f.begin < end && m.slot < f.end) CUDA_CHECK(cudaStreamWaitEvent(in_, freedEvents_[f.event], 0));
+        // And its own last write-back to the image must have ended before the image is read.
+        if (lastEviction_[r] && evictions_ - lastEviction_[r] < kFreed)
+          CUDA_CHECK(cudaStreamWaitEvent(in_, freedEvents_[(lastEviction_[r] - 1) % kFreed], 0));
         if (m.kind == Move::Fetch) CUDA_CHECK(cudaMemcpyAsync(slot, home, size_t(ri.bytes), cudaMemcpyHostToDevice, in_));
         CUDA_CHECK(cudaEventRecord(ready_[r], in_));
         fetched_[r] = unwaited_[r] = true;
@@ -161,9 +177,18 @@ class Stager final : public LayerHooks {
       if (m.lastUse > completed_) CUDA_CHECK(cudaStreamWaitEvent(out_, phaseDone_[uint64_t(m.lastUse) % ring_], 0));
       if (fetched_[r]) CUDA_CHECK(cudaStreamWaitEvent(out_, ready_[r], 0));
       if (m.kind != Move::Drop) CUDA_CHECK(cudaMemcpyAsync(home, slot, size_t(ri.bytes), cudaMemcpyDeviceToHost, out_));
-      CUDA_CHECK(cudaEventRecord(evicted_, out_));
-      anyEviction_ = true;
-      if (m.kind != Move::Flush) fetched_[r] = unwaited_[r] = false;
+      if (m.kind == Move::Flush) continue;
+      fetched_[r] = unwaited_[r] = false;
+      // Remember the freed slot with an event of its own. The oldest entry makes way: the in
+      // stream waits on it first, so no later fetch can overtake it once it is forgotten.
+      if (freed_.size() == kFreed) {
+        CUDA_CHECK(cudaStreamWaitEvent(in_, freedEvents_[freed_.front().event], 0));
+        freed_.pop_front();
+      }
+      const uint32_t e = uint32_t(evictions_++ % kFreed);
+      CUDA_CHECK(cudaEventRecord(freedEvents_[e], out_));
+      freed_.push_back({m.slot, m.slot + res_.cost(r), e});
+      lastEviction_[r] = evictions_;  // its number + 1 (0: none this run)
     }
   }
 
@@ -178,10 +203,14 @@ class Stager final : public LayerHooks {
   uint8_t* shadows_ = nullptr;  // pinned: ring_ entries + one for the start of the run
   std::vector<nna_layer> table_;  // the layer table of the last shadow header (for address())
   std::vector<cudaEvent_t> phaseDone_, ready_;
-  cudaEvent_t evicted_ = nullptr;
+  struct Freed { uint64_t begin, end; uint32_t event; };
+  static constexpr size_t kFreed = 256;
+  std::deque<Freed> freed_;            // the last kFreed slots evictions freed
+  std::vector<cudaEvent_t> freedEvents_;
+  uint64_t evictions_ = 0;
+  std::vector<uint64_t> lastEviction_;
   cudaStream_t in_ = nullptr, out_ = nullptr;
   std::vector<bool> fetched_, unwaited_;
-  bool anyEviction_ = false;
   int64_t completed_ = -1;
   uint64_t t_ = 0;
   std::vector<Move> moves_;
@@ -190,6 +219,6 @@ class Stager final : public LayerHooks {
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeStager(Block& block, const RunParams& p) { return std::make_unique<Stager>(block, p); }
+std::unique_ptr<LayerHooks> makeStager(Block& block, const RunParams& p, bool blas) { return std::make_unique<Stager>(block, p, blas); }
 
 }  // namespace nna

@@ -4,17 +4,21 @@
 //   - fetches: cudaMemPrefetchAsync to the device, or for a region its phase writes whole a
 //     discard + prefetch (pages made resident without copying dead bytes in);
 //   - evictions: prefetch to the host (which also makes the range the driver's first choice
-//     to evict), or for dead bytes a discard + prefetch to the host (nothing crosses the link);
+//     to evict), or for dead bytes a discard (nothing crosses the link);
 //   - the compute stream waits on an event of each fetch before the phase that needs it.
 // Prefetch calls may block their caller while the driver updates page tables, and an eviction
-// must wait for the kernels that last used the range: both movers are host threads of their
-// own (one stream each), so the compute thread only ever waits for a fetch it needs now.
+// must wait for the kernels that last used the range: the movers are host threads of their
+// own (a stream each; two fetching, four evicting), so the compute thread only ever waits for
+// a fetch it needs now.
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
 #include <functional>
+#include <map>
+#include <set>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -53,22 +57,25 @@ std::string envOr(const char* name, const char* fallback) {
   return v && *v ? v : fallback;
 }
 
-// What the compute thread, the stream callbacks and the two movers tell each other.
+// What the compute thread, the stream callbacks and the movers tell each other. Moves are
+// numbered in the order they are planned; a fetch is "unissued" until its prefetch is queued
+// and its event recorded, an eviction "evicting" until it has left the device.
 struct Progress {
   std::mutex m;
   std::condition_variable cv;
-  uint64_t phasesDone = 0;   // phases of the run whose kernels have ended
-  uint64_t evictedUpTo = 0;  // move number of the last eviction complete
-  uint64_t issuedUpTo = 0;   // move number of the last fetch issued (its event recorded)
-  bool failed = false;       // a mover failed: every wait gives up
+  uint64_t phasesDone = 0;                 // phases of the run whose kernels have ended
+  std::set<uint64_t> unissued;             // fetches not yet issued
+  std::map<uint64_t, uint64_t> evicting;   // evictions not yet complete -> their bytes
+  uint64_t evictingBytes = 0;
+  bool failed = false;                     // a mover failed: every wait gives up
   // Waits for `ready`; a minute without progress is a scheduling bug, reported (STALLED) with
-  // the state of every counter rather than left to hang the run.
+  // the state of the counters rather than left to hang the run.
   template <class Pred>
   void wait(Pred ready, const char* what) {
     std::unique_lock<std::mutex> l(m);
     if (cv.wait_for(l, std::chrono::seconds(60), [&] { return failed || ready(); })) return;
     NNA_FAIL("STALLED", std::string("memory scheduler stalled waiting for ") + what + ": phases ended " + std::to_string(phasesDone) +
-                            ", evictions done up to move " + std::to_string(evictedUpTo) + ", fetches issued up to move " + std::to_string(issuedUpTo));
+                            ", fetches unissued " + std::to_string(unissued.size()) + ", evictions in flight " + std::to_string(evicting.size()));
   }
   template <class F>
   void update(F change) {
@@ -82,14 +89,19 @@ void CUDART_CB phaseEnded(void* progress) {
   static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] { if (p->phasesDone != UINT64_MAX) p->phasesDone++; });
 }
 
-// One host thread issuing managed-memory operations on its own stream, in order.
-class Mover {
+// Host threads issuing managed-memory operations, each on a stream of its own, taking the
+// ops in the order they were pushed (they may end out of order: every op waits for what it
+// depends on through Progress). Several threads: one migration's driver work on the CPU does
+// not hold up the next.
+class Movers {
  public:
-  Mover(int device, Progress& progress) : progress_(progress), thread_([this, device] { loop(device); }) {}
-  ~Mover() {
+  Movers(int device, Progress& progress, int threads) : progress_(progress) {
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this, device] { loop(device); });
+  }
+  ~Movers() {
     { std::lock_guard<std::mutex> l(m_); stop_ = true; }
     cv_.notify_all();
-    thread_.join();
+    for (std::thread& t : threads_) t.join();
   }
   void push(std::function<void(cudaStream_t)> op) {
     { std::lock_guard<std::mutex> l(m_); ops_.push_back(std::move(op)); }
@@ -98,14 +110,14 @@ class Mover {
   // Waits until every op pushed so far has run; rethrows the first failure.
   void drain() {
     std::unique_lock<std::mutex> l(m_);
-    cv_.wait(l, [&] { return ops_.empty() && !busy_; });
+    cv_.wait(l, [&] { return ops_.empty() && busy_ == 0; });
     if (!code_.empty()) throw Failure(code_, message_);
   }
 
  private:
   void loop(int device) {
     cudaStream_t stream = nullptr;
-    run([&](cudaStream_t) {
+    run([&] {
       CUDA_CHECK(cudaSetDevice(device));  // a new thread has no current device
       CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
     });
@@ -117,10 +129,10 @@ class Mover {
         if (ops_.empty()) break;
         op = std::move(ops_.front());
         ops_.pop_front();
-        busy_ = true;
+        ++busy_;
       }
-      run([&](cudaStream_t) { op(stream); });
-      { std::lock_guard<std::mutex> l(m_); busy_ = false; }
+      run([&] { op(stream); });
+      { std::lock_guard<std::mutex> l(m_); --busy_; }
       cv_.notify_all();
     }
     if (stream) cudaStreamDestroy(stream);  // thread exit: nothing left to report to
@@ -131,7 +143,7 @@ class Mover {
   void run(F op) {
     { std::lock_guard<std::mutex> l(m_); if (!code_.empty()) return; }
     try {
-      op(nullptr);
+      op();
     } catch (const Failure& e) {
       fail(e.code, e.what());
     } catch (const std::exception& e) {
@@ -139,7 +151,7 @@ class Mover {
     }
   }
   void fail(const std::string& code, const std::string& message) {
-    { std::lock_guard<std::mutex> l(m_); code_ = code; message_ = message; }
+    { std::lock_guard<std::mutex> l(m_); if (code_.empty()) { code_ = code; message_ = message; } }
     progress_.update([&] { progress_.failed = true; });
   }
 
@@ -147,19 +159,32 @@ class Mover {
   std::mutex m_;
   std::condition_variable cv_;
   std::deque<std::function<void(cudaStream_t)>> ops_;
-  bool stop_ = false, busy_ = false;
+  bool stop_ = false;
+  int busy_ = 0;
   std::string code_, message_;
-  std::thread thread_;  // last: starts once the members above exist
+  std::vector<std::thread> threads_;  // last: started once the members above exist
 };
+
+int envInt(const char* name, int fallback, int lo, int hi) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  const long x = std::strtol(v, &end, 10);
+  if (*end || x < lo || x > hi) NNA_FAIL("BAD_OPTION", std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
+  return int(x);
+}
 
 class UmScheduler final : public LayerHooks {
  public:
-  UmScheduler(Block& block, const RunParams& p)
-      : block_(block), res_(*block.residency()), plan_(res_, p), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
+  UmScheduler(Block& block, const RunParams& p, bool blas)
+      : block_(block), res_(*block.residency()), plan_(res_, p, blas), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
     CUDA_CHECK(cudaGetDevice(&device_));
-    // How dead bytes leave and how write-only regions arrive; the defaults move no dead byte
-    // over the link. The others exist to measure what the discards are worth (bench/um.ts).
-    evictDead_ = envOr("NN_ARENA_UM_EVICT_DEAD", "discard-host");
+    // How dead bytes leave and how write-only regions arrive. By default no dead byte crosses
+    // the link: a discard drops it where it is (the driver may reuse those pages at once, with
+    // no copy back), and a region about to be written whole is made resident by a discard and
+    // prefetch, populating pages without copying. 'discard-host' also moves the discarded pages
+    // to the host, 'host' copies dead bytes like live ones (bench/um.ts measures both).
+    evictDead_ = envOr("NN_ARENA_UM_EVICT_DEAD", "discard");
     place_ = envOr("NN_ARENA_UM_PLACE", "discard-device");
     if (evictDead_ != "discard-host" && evictDead_ != "discard" && evictDead_ != "host")
       NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_EVICT_DEAD must be discard-host, discard or host, got '" + evictDead_ + "'");
@@ -169,8 +194,20 @@ class UmScheduler final : public LayerHooks {
     for (cudaEvent_t& e : ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     fetchSeq_.assign(regions_.size(), 0);
     waitedSeq_.assign(regions_.size(), 0);
-    in_ = std::make_unique<Mover>(device_, progress_);
-    out_ = std::make_unique<Mover>(device_, progress_);
+    evictSeq_.assign(regions_.size(), 0);
+    // Evictions may still be in flight while later fetches start, up to one layer's range
+    // (NN_ARENA_UM_SLACK bytes, 0: every fetch waits for the evictions planned before it):
+    // the link then carries both directions at once. The device holds at most budget + slack.
+    slack_ = uint64_t(envInt("NN_ARENA_UM_SLACK", -1, -1, INT32_MAX));
+    if (slack_ == uint64_t(-1)) slack_ = largestLayerRange();
+    // Two threads fetch, four evict (NN_ARENA_UM_MOVERS="in,out"): a prefetch to the host ran
+    // at a quarter of the link's copy rate on one thread (bench/um.ts, link rates).
+    const std::string movers = envOr("NN_ARENA_UM_MOVERS", "2,4");
+    const size_t comma = movers.find(',');
+    const int nIn = std::atoi(movers.substr(0, comma).c_str()), nOut = comma == std::string::npos ? 0 : std::atoi(movers.substr(comma + 1).c_str());
+    if (nIn < 1 || nOut < 1 || nIn > 16 || nOut > 16) NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_MOVERS must be \"in,out\" thread counts in [1, 16], got '" + movers + "'");
+    in_ = std::make_unique<Movers>(device_, progress_, nIn);
+    out_ = std::make_unique<Movers>(device_, progress_, nOut);
   }
 
   ~UmScheduler() override {
@@ -206,6 +243,25 @@ class UmScheduler final : public LayerHooks {
     moves_.clear();
     plan_.start(moves_);
     issue(moves_);
+    // The stats region, resident from here to the end of the run: the reset kernel comes next.
+    waitFetches(moves_, s);
+  }
+
+  void waitFetches(const std::vector<Move>& moves, cudaStream_t s) {
+    for (const Move& m : moves) {
+      const uint32_t r = m.region;
+      if ((m.kind != Move::Fetch && m.kind != Move::Place) || fetchSeq_[r] <= waitedSeq_[r]) continue;
+      const uint64_t seq = fetchSeq_[r];
+      progress_.wait([&] { return !progress_.unissued.count(seq); }, "the stats region");
+      CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
+      waitedSeq_[r] = seq;
+    }
+  }
+
+  uint64_t largestLayerRange() const {
+    std::vector<uint64_t> perLayer(res_.model().layers().size(), 0);
+    for (const RegionInfo& r : regions_) if (!r.remote) perLayer[r.layer] += r.bytes;
+    return *std::max_element(perLayer.begin(), perLayer.end());
   }
 
   void before(Phase phase, uint32_t layer, cudaStream_t s) override {
@@ -218,7 +274,7 @@ class UmScheduler final : public LayerHooks {
       if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
       const uint64_t seq = fetchSeq_[r];
       const auto t0 = std::chrono::steady_clock::now();
-      progress_.wait([&] { return progress_.issuedUpTo >= seq; }, "a fetch the next phase needs");
+      progress_.wait([&] { return !progress_.unissued.count(seq); }, "a fetch the next phase needs");
       waitMicros_ += microsSince(t0);
       CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
       waitedSeq_[r] = seq;
@@ -301,27 +357,35 @@ class UmScheduler final : public LayerHooks {
       const size_t bytes = regions_[r].bytes;
       if (m.kind == Move::Fetch || m.kind == Move::Place) {
         const bool place = m.kind == Move::Place && place_ == "discard-device";
-        const uint64_t needEvicted = lastEviction_;
+        const uint64_t needEvicted = lastEviction_, ownEviction = evictSeq_[r];
         fetchSeq_[r] = seq;
+        progress_.update([&] { progress_.unissued.insert(seq); });
         in_->push([=](cudaStream_t st) {
-          // Room first: the evictions planned before this fetch have left the device.
-          progress_.wait([&] { return progress_.evictedUpTo >= needEvicted; }, "the evictions that make room for a fetch");
+          // Room first: the evictions planned before this fetch have left the device, or what
+          // is still leaving is within the slack; and never while its own range is leaving.
+          progress_.wait([&] {
+            const auto& ev = progress_.evicting;
+            const bool room = ev.empty() || ev.begin()->first > needEvicted || progress_.evictingBytes <= slack_;
+            return room && !ev.count(ownEviction);
+          }, "the evictions that make room for a fetch");
           const cudaMemLocation dev = locationOf(true, device_);
           const auto t0 = std::chrono::steady_clock::now();
           if (place) moveDead(r, dev, false, st);
           else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
           CUDA_CHECK(cudaEventRecord(ready_[r], st));
           fetchMicros_ += microsSince(t0);
-          progress_.update([&] { progress_.issuedUpTo = seq; });
+          progress_.update([&] { progress_.unissued.erase(seq); });
         });
         continue;
       }
       if (m.kind == Move::Flush) continue;  // managed memory is coherent: nothing to copy out
       lastEviction_ = seq;
+      evictSeq_[r] = seq;
       const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];
       const bool dead = m.kind == Move::Drop;
+      progress_.update([&] { progress_.evicting[seq] = bytes; progress_.evictingBytes += bytes; });
       out_->push([=](cudaStream_t st) {
-        progress_.wait([&] { return progress_.phasesDone >= waitPhases && progress_.issuedUpTo >= needFetch; }, "the last use of a region to evict");
+        progress_.wait([&] { return progress_.phasesDone >= waitPhases && !progress_.unissued.count(needFetch); }, "the last use of a region to evict");
         if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
         const cudaMemLocation host = locationOf(false, 0);
         const auto t0 = std::chrono::steady_clock::now();
@@ -329,7 +393,7 @@ class UmScheduler final : public LayerHooks {
         else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
         evictMicros_ += microsSince(t0);
-        progress_.update([&] { progress_.evictedUpTo = seq; });
+        progress_.update([&] { progress_.evicting.erase(seq); progress_.evictingBytes -= bytes; });
       });
     }
   }
@@ -344,13 +408,14 @@ class UmScheduler final : public LayerHooks {
   std::atomic<bool> noDiscard_{false};  // set by a mover on the driver's first refusal
   Progress progress_;
   std::vector<cudaEvent_t> ready_;
-  std::vector<uint64_t> fetchSeq_, waitedSeq_;
+  std::vector<uint64_t> fetchSeq_, waitedSeq_, evictSeq_;
+  uint64_t slack_ = 0;
   uint64_t seq_ = 0, lastEviction_ = 0, t_ = 0;
   uint64_t waitMicros_ = 0;
   std::atomic<uint64_t> fetchMicros_{0}, evictMicros_{0};
   std::vector<Move> moves_;
   std::unique_ptr<MeterThread> meter_;
-  std::unique_ptr<Mover> in_, out_;  // last: their threads stop first
+  std::unique_ptr<Movers> in_, out_;  // last: their threads stop first
 };
 
 // Managed memory without a scheduler: only the measurement, for the report.
@@ -373,7 +438,7 @@ class MeterOnly final : public LayerHooks {
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeUmScheduler(Block& block, const RunParams& p) { return std::make_unique<UmScheduler>(block, p); }
+std::unique_ptr<LayerHooks> makeUmScheduler(Block& block, const RunParams& p, bool blas) { return std::make_unique<UmScheduler>(block, p, blas); }
 std::unique_ptr<LayerHooks> makeMeterOnly(Block& block) { return std::make_unique<MeterOnly>(block); }
 
 }  // namespace nna

@@ -28,9 +28,10 @@ StepModel::StepModel(const uint8_t* header) {
     }
 }
 
-std::vector<PhaseInfo> StepModel::step(Op op, bool resident) const {
+std::vector<PhaseInfo> StepModel::step(Op op, bool resident, bool blas) const {
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
+  const bool folded = blas && op == Op::Train && h_.optimizer == NNA_SGD;
   std::vector<PhaseInfo> out;
   auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& { out.push_back({s, l, {}}); return out.back(); };
   auto use = [&](PhaseInfo& ph, uint32_t l, uint32_t kind, uint8_t access) {
@@ -66,7 +67,7 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident) const {
       PhaseInfo& b = phase(Stage::Backward, l);
       use(b, l, NNA_D, kRead);
       use(b, l - 1, NNA_Z, kRead);
-      use(b, l, NNA_DW, kWrite);
+      if (!folded) use(b, l, NNA_DW, kWrite);
       use(b, l, NNA_DB, kWrite);
       if (l > 1) {
         use(b, l, NNA_W, kRead);
@@ -88,8 +89,15 @@ uint64_t StepModel::phaseBytes(const PhaseInfo& ph, uint64_t granule) const {
   uint64_t sum = 0;
   for (const Use& u : ph.uses) {
     const RegionInfo& r = regions_[u.region];
-    if (!r.remote) sum += rounded(r.offset, r.bytes, granule);
+    if (!r.remote && r.kind != NNA_STATS) sum += rounded(r.offset, r.bytes, granule);
   }
+  return sum;
+}
+
+uint64_t StepModel::runBytes(uint64_t granule) const {
+  uint64_t sum = rounded(0, h_.header_bytes, granule);
+  for (const RegionInfo& r : regions_)
+    if (r.kind == NNA_STATS) sum += rounded(r.offset, r.bytes, granule);
   return sum;
 }
 

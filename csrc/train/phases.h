@@ -52,12 +52,17 @@ class StepModel {
   const std::vector<RegionInfo>& regions() const { return regions_; }
   int32_t regionOf(uint32_t layer, uint32_t kind) const { return index_[size_t(layer) * NNA_KIND_COUNT + kind]; }
 
-  // The phases of one step in launch order (the same for every step of a run).
-  std::vector<PhaseInfo> step(Op op, bool resident) const;
+  // The phases of one step in launch order (the same for every step of a run). `blas`: the
+  // products go through cuBLAS, which folds an SGD training update into the weight-gradient
+  // product (w -= lr * z^T d, cuda_train.cu): dw is then never written.
+  std::vector<PhaseInfo> step(Op op, bool resident, bool blas = false) const;
 
-  // Bytes a phase needs on the device: each non-remote region it uses, rounded out to
-  // `granule` (the unit a scheduler places).
+  // Bytes a phase needs on the device besides runBytes(): each region it uses, rounded out to
+  // `granule` (the unit a scheduler places), but the data set (read in place) and the stats.
   uint64_t phaseBytes(const PhaseInfo& ph, uint64_t granule) const;
+  // Bytes on the device for the whole of a run: the header (every kernel binds from it) and
+  // the stats region (written before the first phase and after the last).
+  uint64_t runBytes(uint64_t granule) const;
   // The largest phase of a resident training step (the largest phase of any run): the smallest
   // budget a scheduler can work in. `which` receives that phase.
   uint64_t largestPhase(uint64_t granule, PhaseInfo* which = nullptr) const;

@@ -54,7 +54,7 @@ void SlotPool::give(uint64_t offset, uint64_t bytes) {
 
 uint64_t Residency::minBudget(const StepModel& m, Placement placement) {
   const uint64_t g = placement == Placement::Managed ? kManagedGranule : m.header().align;
-  return StepModel::rounded(0, m.header().header_bytes, g) + m.largestPhase(g);
+  return m.runBytes(g) + m.largestPhase(g);
 }
 
 Residency::Residency(const uint8_t* header, Placement placement, uint64_t budget)
@@ -62,7 +62,7 @@ Residency::Residency(const uint8_t* header, Placement placement, uint64_t budget
   granule_ = placement == Placement::Managed ? kManagedGranule : model_.header().align;
   fixed_ = StepModel::rounded(0, model_.header().header_bytes, granule_);
   PhaseInfo biggest{};
-  const uint64_t need = fixed_ + model_.largestPhase(granule_, &biggest);
+  const uint64_t need = model_.runBytes(granule_) + model_.largestPhase(granule_, &biggest);
   if (budget < need)
     NNA_FAIL("BUDGET_TOO_SMALL", "device budget of " + std::to_string(budget) + " bytes is below the " + std::to_string(need) +
                                      " bytes its largest phase needs (" + stageName(biggest.stage) + " of layer " + std::to_string(biggest.layer) + ")");
@@ -97,8 +97,8 @@ void Residency::forgetAll() {
 
 // ---- Planner -------------------------------------------------------------------------------
 
-Planner::Planner(Residency& res, const RunParams& p) : res_(res), p_(p) {
-  step_ = res.model().step(p.op, p.resident);
+Planner::Planner(Residency& res, const RunParams& p, bool blas) : res_(res), p_(p) {
+  step_ = res.model().step(p.op, p.resident, blas);
   perStep_ = step_.size();
   total_ = perStep_ * p.numBatches;
   for (Residency::State& s : res_.state_) s.lastUse = -1;  // the previous run ended synchronised
@@ -148,7 +148,7 @@ int32_t Planner::victim(int64_t now, uint64_t limit, const std::vector<uint32_t>
   uint64_t bestNext = 0;
   const auto& st = res_.state_;
   for (uint32_t r = 0; r < st.size(); ++r) {
-    if (!st[r].resident || has(pinned, r)) continue;
+    if (!st[r].resident || has(pinned, r) || this->pinned(r)) continue;
     const NextUse n = nextUse(r, now);
     if (n.t <= limit) continue;
     const bool d = n.t != kNever && n.access == kWrite;
@@ -226,7 +226,7 @@ bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::v
     for (const Occupied& o : occ) {
       if (o.end <= a || o.begin >= a + bytes) continue;
       const NextUse n = nextUse(o.region, now);
-      if (has(pinned, o.region) || n.t <= limit) { ok = false; break; }
+      if (has(pinned, o.region) || this->pinned(o.region) || n.t <= limit) { ok = false; break; }
       if (!dead(o.region, now)) { soonest = std::min(soonest, n.t); live += o.end - o.begin; }
       cover.push_back(o.region);
     }
@@ -242,7 +242,16 @@ bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::v
 
 void Planner::note() { res_.lastRun.peakScheduledBytes = std::max(res_.lastRun.peakScheduledBytes, res_.used_); }
 
-void Planner::start(std::vector<Move>&) {}
+bool Planner::pinned(uint32_t r) const { return res_.model().regions()[r].kind == NNA_STATS; }
+
+void Planner::start(std::vector<Move>& out) {
+  std::vector<uint32_t> none;
+  for (uint32_t r = 0; r < res_.state_.size(); ++r) {
+    if (!pinned(r) || res_.state_[r].resident) continue;
+    if (!makeRoom(r, -1, 0, none, out)) NNA_FAIL("INTERNAL", "residency: no room for the stats region");
+    fetch(r, kUpdate, out);
+  }
+}
 
 void Planner::before(uint64_t t, std::vector<Move>& out) {
   const PhaseInfo& ph = phase(t);
@@ -269,7 +278,7 @@ void Planner::compact(uint64_t t, std::vector<Move>& out) {
     NNA_FAIL("INTERNAL", "residency: phase " + std::to_string(t) + " does not fit a budget that passed the check");
   const int64_t now = int64_t(t) - 1;
   for (uint32_t r = 0; r < res_.state_.size(); ++r)
-    if (res_.state_[r].resident) evict(r, now, out);
+    if (res_.state_[r].resident && !pinned(r)) evict(r, now, out);
   std::vector<Use> uses;
   for (const Use& u : phase(t).uses)
     if (!res_.model().regions()[u.region].remote) uses.push_back(u);

@@ -84,7 +84,8 @@ class Residency {
   // Bytes always on the device: the header (the kernels bind from it).
   uint64_t fixedBytes() const { return fixed_; }
   uint64_t cost(uint32_t region) const;
-  // Smallest usable budget: fixedBytes() + the largest phase, in granules.
+  // Smallest usable budget: the header and stats (resident for a whole run) + the largest
+  // phase, in granules.
   static uint64_t minBudget(const StepModel& m, Placement placement);
 
   std::vector<State>& state() { return state_; }
@@ -117,10 +118,13 @@ class Residency {
 
 // The plan of one run over a Residency. Phases are numbered over the run:
 // t = step * phasesPerStep() + k. Calls: start, then before(t) / after(t) for each phase in
-// order, then finish. Each appends the moves to issue at that point, in order.
+// order, then finish. Each appends the moves to issue at that point, in order. The stats
+// region is made resident by start() and stays for the whole run: kernels outside any phase
+// (the reset before the first, the fold of the loss after the last) write it.
 class Planner {
  public:
-  Planner(Residency& res, const RunParams& p);
+  // `blas`: the run's products go through cuBLAS (phases.h: SGD then writes no dw).
+  Planner(Residency& res, const RunParams& p, bool blas = false);
   uint64_t phasesPerStep() const { return perStep_; }
   uint64_t phases() const { return total_; }
   const PhaseInfo& phase(uint64_t t) const;
@@ -131,6 +135,8 @@ class Planner {
   void finish(std::vector<Move>& out);
   // Whether the run leaves region r's bytes for the host (else they are scratch, dead at its end).
   bool keptAfterRun(uint32_t r) const;
+  // Regions resident from start() to the end of the run (the stats region).
+  bool pinned(uint32_t r) const;
 
  private:
   struct NextUse { uint64_t t; uint8_t access; };

@@ -126,7 +126,7 @@ class Replay {
 
 }  // namespace
 
-ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs) {
+ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs, bool blas) {
   ResidencyReplay out;
   Residency res(header, placement, budget);
   Replay model(res);
@@ -146,11 +146,13 @@ ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint
         model.hostWrote(uint32_t(r));
       }
     }
-    Planner plan(res, runs[i]);
+    Planner plan(res, runs[i], blas);
     const std::string run = "run " + std::to_string(i);
     moves.clear();
     plan.start(moves);
     if (!step(run + " start", model.apply(moves))) break;
+    for (uint32_t r = 0; r < res.model().regions().size(); ++r)
+      if (plan.pinned(r) && !res.state()[r].resident) step(run + " start", "the stats region is not resident");
     res.setKnown();
     for (uint64_t t = 0; t < plan.phases(); ++t) {
       const std::string at = run + " phase " + std::to_string(t);

@@ -11,6 +11,10 @@ import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type ArenaOption
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
+// A run with a scheduler takes the per-layer path; small networks would otherwise run their
+// resident baseline as the fused kernel, whose rounding differs. Read once per process, by the
+// first run: set before any.
+process.env.NN_ARENA_STEP_PATH = 'layers';
 
 /** Uniform weights in +-sqrt(3 / fanIn) (unit variance out) from a seed, written straight into
  *  the arena (Trainer.init's exact normal generator is too slow for 100M weights in a test). */
@@ -101,7 +105,22 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
         expect(rep.measured).toBe(true);
         expect(rep.peakScheduledBytes).toBeLessThanOrEqual(budget);
         expect(rep.peakDeviceBytes).toBeGreaterThan(0);
-        expect(rep.peakDeviceBytes).toBeLessThanOrEqual(budget + layerRange);
+        if (options.memory === 'staged') {
+          // The pool is the budget: the device never held more of the arena.
+          expect(rep.peakDeviceBytes).toBeLessThanOrEqual(budget + layerRange);
+        } else {
+          // Managed memory: cudaMemGetInfo counts the GPU pages the driver keeps for every range
+          // once resident, also after it migrated away (bench/um.ts measures it: link rates,
+          // "still taken"), so it cannot show the resident set. What it does bound: never more
+          // than the arena (the data set is read in place, so less). The driver's own record of
+          // where each range was last sent agrees with the plan on what is resident (a region
+          // placed by discard + prefetch may read 'none': not all of it went by plain prefetch).
+          expect(rep.peakDeviceBytes).toBeLessThanOrEqual(plan.totalBytes);
+          const resident = r.arena.native.residency().regions.filter((reg) => reg.resident);
+          expect(resident.length).toBeGreaterThan(0);
+          for (const reg of resident) expect(reg.lastPrefetch, `region ${reg.layer}:${reg.kind}`).not.toBe('host');
+          expect(resident.some((reg) => reg.lastPrefetch === 'device')).toBe(true);
+        }
         expect(rep.lastRun.steps).toBe(2);
         expect(rep.lastRun.fetchedBytes).toBeGreaterThan(0);
         // Where things are: the plan left some regions on the device for the next run. Managed:
