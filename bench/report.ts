@@ -33,7 +33,7 @@ function umSection(u: UmResults | null | undefined): string[] {
     '',
     '| mode | variant | steps | ms/step | vs resident | device peak measured (MB) | planned peak (MB) | moved in / out per step (MB) |',
     '|---|---|---:|---:|---:|---:|---:|---:|',
-    ...u.rows.map((r) => `| ${r.mode} | ${r.variant || '—'} | ${r.steps} | ${ms(r.microsPerStep)} | ${fix(r.microsPerStep / u.bounds.residentMicros, 3)} | ${mb(r.peakDeviceBytes)} | ${r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes)} | ${r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`} |`),
+    ...u.rows.map((r) => r.error ? `| ${r.mode} | ${r.variant || '—'} | failed: ${r.error.replace(/\|/g, '/')} | | | | | |` : `| ${r.mode} | ${r.variant || '—'} | ${r.steps} | ${ms(r.microsPerStep)} | ${fix(r.microsPerStep / u.bounds.residentMicros, 3)} | ${mb(r.peakDeviceBytes)} | ${r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes)} | ${r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`} |`),
     '',
     `Bounds: resident ${ms(u.bounds.residentMicros)} ms/step; at least ${mb(u.mustCross.toDevice)} MB in and ${mb(u.mustCross.toHost)} MB out must cross the link per step: ` +
       `${ms(u.bounds.linkMicrosCopy)} ms at the copy rates (${ms(u.bounds.linkMicrosPrefetch)} ms at the prefetch rates). ` +

@@ -195,6 +195,10 @@ class UmScheduler final : public LayerHooks {
     fetchSeq_.assign(regions_.size(), 0);
     waitedSeq_.assign(regions_.size(), 0);
     evictSeq_.assign(regions_.size(), 0);
+    shared_.assign(regions_.size(), false);
+    // NN_ARENA_UM_READ_DUP=1: weights fetched for a forward phase come as read-only duplicates
+    // (read-mostly advice), so the host copy stays valid and evicting them moves nothing back.
+    readDup_ = envOr("NN_ARENA_UM_READ_DUP", "0") == "1";
     // Evictions may still be in flight while later fetches start, up to one layer's range
     // (NN_ARENA_UM_SLACK bytes, 0: every fetch waits for the evictions planned before it):
     // the link then carries both directions at once. The device holds at most budget + slack.
@@ -269,6 +273,8 @@ class UmScheduler final : public LayerHooks {
     moves_.clear();
     plan_.before(t_, moves_);
     issue(moves_);
+    for (const Use& u : ph.uses)
+      if (u.access & kWrite && shared_[u.region]) unshare(u.region);
     for (const Use& u : ph.uses) {
       const uint32_t r = u.region;
       if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
@@ -297,6 +303,9 @@ class UmScheduler final : public LayerHooks {
     issue(moves_);
     in_->drain();
     out_->drain();
+    // No advice outlives the run: what is still a duplicate becomes a plain device copy.
+    for (uint32_t r = 0; r < regions_.size(); ++r)
+      if (shared_[r]) { collapse(r, true); shared_[r] = false; }
     if (meter_) meter_->stop();
     block_.meter().waitMicros = waitMicros_;
     block_.meter().fetchMicros = fetchMicros_.load();
@@ -312,6 +321,33 @@ class UmScheduler final : public LayerHooks {
                                std::to_string(layer) + " where its plan (csrc/train/phases.cc) has " + stageName(ph.stage) + " of layer " +
                                std::to_string(ph.layer));
     return ph;
+  }
+
+  // Ends region r's read duplication: the copy at `toDevice`'s side is kept (the preferred
+  // location decides where duplicates collapse), the other dropped; no bytes move.
+  void collapse(uint32_t r, bool toDevice) {
+    char* p = base_ + regions_[r].offset;
+    const size_t bytes = regions_[r].bytes;
+    CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, locationOf(toDevice, device_)));
+    CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseUnsetReadMostly, locationOf(true, device_)));
+    CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseUnsetPreferredLocation, locationOf(true, device_)));
+    CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));  // advice that the driver queued there
+  }
+
+  // A phase is about to write region r, resident as a read-only duplicate: once the phases
+  // reading it have ended, keep the device copy (like a fetch, the compute stream waits for it).
+  void unshare(uint32_t r) {
+    shared_[r] = false;
+    const uint64_t seq = ++seq_;
+    const uint64_t waitPhases = uint64_t(res_.state()[r].lastUse + 1);
+    fetchSeq_[r] = seq;
+    progress_.update([&] { progress_.unissued.insert(seq); });
+    in_->push([=](cudaStream_t st) {
+      progress_.wait([&] { return progress_.phasesDone >= waitPhases; }, "the reads of a duplicate before it is written");
+      collapse(r, true);
+      CUDA_CHECK(cudaEventRecord(ready_[r], st));
+      progress_.update([&] { progress_.unissued.erase(seq); });
+    });
   }
 
   // The whole 2 MiB blocks inside region r, [begin, end) (empty when it has none).
@@ -357,6 +393,9 @@ class UmScheduler final : public LayerHooks {
       const size_t bytes = regions_[r].bytes;
       if (m.kind == Move::Fetch || m.kind == Move::Place) {
         const bool place = m.kind == Move::Place && place_ == "discard-device";
+        const uint32_t kind = regions_[r].kind;
+        const bool dup = readDup_ && m.kind == Move::Fetch && plan_.phase(m.target).stage == Stage::Forward && (kind == NNA_W || kind == NNA_B);
+        shared_[r] = dup;
         const uint64_t needEvicted = lastEviction_, ownEviction = evictSeq_[r];
         fetchSeq_[r] = seq;
         progress_.update([&] { progress_.unissued.insert(seq); });
@@ -370,8 +409,15 @@ class UmScheduler final : public LayerHooks {
           }, "the evictions that make room for a fetch");
           const cudaMemLocation dev = locationOf(true, device_);
           const auto t0 = std::chrono::steady_clock::now();
+          if (dup) {
+            CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetPreferredLocation, locationOf(false, 0)));
+            CUDA_CHECK(cudaMemAdvise(p, bytes, cudaMemAdviseSetReadMostly, dev));
+            CUDA_CHECK(cudaStreamSynchronize(cudaStreamLegacy));
+          }
+          // A placed region's pages are already there after the discard: the plain prefetch
+          // moves nothing, it records the placement where cudaMemRangeGetAttribute reads it.
           if (place) moveDead(r, dev, false, st);
-          else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
+          CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
           CUDA_CHECK(cudaEventRecord(ready_[r], st));
           fetchMicros_ += microsSince(t0);
           progress_.update([&] { progress_.unissued.erase(seq); });
@@ -382,13 +428,17 @@ class UmScheduler final : public LayerHooks {
       lastEviction_ = seq;
       evictSeq_[r] = seq;
       const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];
-      const bool dead = m.kind == Move::Drop;
+      const bool dead = m.kind == Move::Drop, wasShared = shared_[r];
+      shared_[r] = false;
       progress_.update([&] { progress_.evicting[seq] = bytes; progress_.evictingBytes += bytes; });
       out_->push([=](cudaStream_t st) {
         progress_.wait([&] { return progress_.phasesDone >= waitPhases && !progress_.unissued.count(needFetch); }, "the last use of a region to evict");
         if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
         const cudaMemLocation host = locationOf(false, 0);
         const auto t0 = std::chrono::steady_clock::now();
+        // A duplicate: the host copy is current, drop the device's (the prefetch below then
+        // finds every page on the host and moves nothing).
+        if (wasShared) collapse(r, false);
         if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
         else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
         CUDA_CHECK(cudaStreamSynchronize(st));
@@ -410,6 +460,8 @@ class UmScheduler final : public LayerHooks {
   std::vector<cudaEvent_t> ready_;
   std::vector<uint64_t> fetchSeq_, waitedSeq_, evictSeq_;
   uint64_t slack_ = 0;
+  bool readDup_ = false;
+  std::vector<bool> shared_;  // resident as a read-only duplicate (read-mostly advice)
   uint64_t seq_ = 0, lastEviction_ = 0, t_ = 0;
   uint64_t waitMicros_ = 0;
   std::atomic<uint64_t> fetchMicros_{0}, evictMicros_{0};

@@ -170,7 +170,7 @@ void Planner::evict(uint32_t r, int64_t now, std::vector<Move>& out) {
   res_.release(r);
 }
 
-void Planner::fetch(uint32_t r, uint8_t access, std::vector<Move>& out) {
+void Planner::fetch(uint32_t r, uint8_t access, uint64_t target, std::vector<Move>& out) {
   Residency::State& s = res_.state_[r];
   const uint64_t c = res_.cost(r);
   if (res_.placement_ == Placement::Staged) s.slot = res_.pool_.take(c);
@@ -179,7 +179,7 @@ void Planner::fetch(uint32_t r, uint8_t access, std::vector<Move>& out) {
   res_.used_ += c;
   const uint64_t bytes = res_.model().regions()[r].bytes;
   const bool place = access == kWrite;
-  out.push_back({place ? Move::Place : Move::Fetch, r, s.slot, -1});
+  out.push_back({place ? Move::Place : Move::Fetch, r, s.slot, -1, target});
   res_.lastRun.fetches++;
   (place ? res_.lastRun.placedBytes : res_.lastRun.fetchedBytes) += bytes;
   note();
@@ -249,7 +249,7 @@ void Planner::start(std::vector<Move>& out) {
   for (uint32_t r = 0; r < res_.state_.size(); ++r) {
     if (!pinned(r) || res_.state_[r].resident) continue;
     if (!makeRoom(r, -1, 0, none, out)) NNA_FAIL("INTERNAL", "residency: no room for the stats region");
-    fetch(r, kUpdate, out);
+    fetch(r, kUpdate, 0, out);
   }
 }
 
@@ -264,7 +264,7 @@ void Planner::before(uint64_t t, std::vector<Move>& out) {
   for (uint32_t r : need) {
     if (res_.state_[r].resident) continue;
     if (!makeRoom(r, now, t, need, out)) { compact(t, out); break; }
-    for (const Use& u : ph.uses) if (u.region == r) fetch(r, u.access, out);
+    for (const Use& u : ph.uses) if (u.region == r) fetch(r, u.access, t, out);
   }
   for (const Use& u : ph.uses)
     if (u.access & kWrite && !res_.model().regions()[u.region].remote) res_.state_[u.region].dirty = true;
@@ -285,7 +285,7 @@ void Planner::compact(uint64_t t, std::vector<Move>& out) {
   std::sort(uses.begin(), uses.end(), [&](const Use& a, const Use& b) { return res_.cost(a.region) > res_.cost(b.region); });
   for (const Use& u : uses) {
     if (!res_.pool_.fits(res_.cost(u.region))) NNA_FAIL("INTERNAL", "residency: phase does not fit an empty pool");
-    fetch(u.region, u.access, out);
+    fetch(u.region, u.access, t, out);
   }
   res_.lastRun.compactions++;
 }
@@ -303,7 +303,7 @@ void Planner::after(uint64_t t, std::vector<Move>& out) {
       if (u.access == kWrite || res_.model().regions()[u.region].remote || res_.state_[u.region].resident) continue;
       if (nextUse(u.region, int64_t(t)).t != next) continue;  // written whole before this read: nothing to fetch
       if (!makeRoom(u.region, int64_t(t), next, {}, out)) return;
-      fetch(u.region, u.access, out);
+      fetch(u.region, u.access, next, out);
     }
 }
 

@@ -38,6 +38,7 @@ struct Move {
   uint32_t region;
   uint64_t slot;    // staged: offset of the region in the device pool
   int64_t lastUse;  // WriteBack, Drop, Flush: the run's phase whose kernels must end first (-1: none)
+  uint64_t target = 0;  // Fetch, Place: the run's phase it is for
 };
 
 struct ResidencyCounters {
@@ -147,7 +148,7 @@ class Planner {
   bool makeRoom(uint32_t r, int64_t now, uint64_t limit, const std::vector<uint32_t>& pinned, std::vector<Move>& out);
   bool makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::vector<uint32_t>& pinned, std::vector<Move>& out);
   void evict(uint32_t r, int64_t now, std::vector<Move>& out);
-  void fetch(uint32_t r, uint8_t access, std::vector<Move>& out);
+  void fetch(uint32_t r, uint8_t access, uint64_t target, std::vector<Move>& out);
   void compact(uint64_t t, std::vector<Move>& out);
   void note();
 
