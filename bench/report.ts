@@ -29,7 +29,7 @@ function umSection(u: UmResults | null | undefined): string[] {
       `Link (256 MiB, this run): pinned copy ${fix(u.link.copyToDevice)} / ${fix(u.link.copyToHost)} GB/s to device / host, ` +
       `prefetch ${fix(u.link.prefetchToDevice)} / ${fix(u.link.prefetchToHost)} GB/s (to host on 4 threads ${fix(u.link.prefetchToHost4 ?? 0)} GB/s), ` +
       `discard + prefetch ${fix(u.link.discardToDevice)} / ${fix(u.link.discardToHost)} GB/s${u.link.discard ? ` (${u.link.discard})` : ''}. ` +
-      `After a round trip to the device and back, ${mb(u.link.prefetchRetainedBytes ?? 0)} MB of device memory stayed taken for a 268.4 MB range; a discard freed ${mb(u.link.discardFreedBytes)} MB.`,
+      `After a round trip to the device and back, ${mb(u.link.prefetchRetainedBytes ?? 0)} MB of device memory stayed taken for a ${mb(u.link.bytes)} MB range; a discard freed ${mb(u.link.discardFreedBytes)} MB.`,
     '',
     '| mode | variant | steps | ms/step | vs resident | device peak measured (MB) | planned peak (MB) | moved in / out per step (MB) |',
     '|---|---|---:|---:|---:|---:|---:|---:|',

@@ -1,8 +1,9 @@
 // Device budgets on the GPU: an L-class network (6 weight layers of 4096 x 4096, float32,
 // batch 2048, a resident data set of 2 batches) trained with a budget of 25% of its arena, by
 // the managed-memory scheduler and by explicit staging, gives weights bit-identical to the fully
-// resident run; the device memory measured at the peak stays within the budget plus one
-// layer's range; the residency report says where things are. Smaller networks cover the other
+// resident run; staging's device memory measured at the peak stays within the budget plus one
+// layer's range, the managed plan's within the budget (the driver keeps GPU pages of migrated
+// ranges, so cudaMemGetInfo cannot show that one); the residency report says where things are. Smaller networks cover the other
 // optimizers, orders, ops and the on-demand mode. Run this file alone: the peak is measured
 // device-wide (cudaMemGetInfo), so another process's allocations would count.
 //   NN_ARENA_REQUIRE_GPU=1 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts
@@ -92,7 +93,7 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
     ['managed memory, scheduler', { backend: 'cuda', memory: 'managed', deviceBudget: budget }],
     ['explicit staging', { backend: 'cuda', memory: 'staged', deviceBudget: budget }],
   ] as Array<[string, ArenaOptions]>) {
-    it(`${name}: weights bit-identical to the resident run, peak within budget + one layer range`, async () => {
+    it(`${name}: weights bit-identical to the resident run, device peak within budget + one layer range`, async () => {
       const r = await train(spec, options, init, 2);
       try {
         expectSameBytes(resident.params, r.params, name);
@@ -111,23 +112,20 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
         } else {
           // Managed memory: cudaMemGetInfo counts the GPU pages the driver keeps for every range
           // once resident, also after it migrated away (bench/um.ts measures it: link rates,
-          // "still taken"), so it cannot show the resident set. What it does bound: never more
-          // than the arena (the data set is read in place, so less). The driver's own record of
-          // where each range was last sent agrees with the plan on what is resident (a region
-          // placed by discard + prefetch may read 'none': not all of it went by plain prefetch).
+          // "still taken"), so it cannot show the resident set; the plan's count above does.
+          // What it bounds: never more than the arena (the data set is read in place: less).
           expect(rep.peakDeviceBytes).toBeLessThanOrEqual(plan.totalBytes);
-          const resident = r.arena.native.residency().regions.filter((reg) => reg.resident);
-          expect(resident.length).toBeGreaterThan(0);
-          for (const reg of resident) expect(reg.lastPrefetch, `region ${reg.layer}:${reg.kind}`).not.toBe('host');
-          expect(resident.some((reg) => reg.lastPrefetch === 'device')).toBe(true);
         }
         expect(rep.lastRun.steps).toBe(2);
         expect(rep.lastRun.fetchedBytes).toBeGreaterThan(0);
-        // Where things are: the plan left some regions on the device for the next run. Managed:
-        // the trainer's download of the weights after fit() prefetched them to the host.
+        // Where things are. Staged: the plan left some regions in the pool for the next run.
+        // Managed: the driver's record (cudaMemRangeGetAttribute) says the trainer's download of
+        // the weights after fit() sent them to the host. That record is the driver's, not the
+        // plan's, and coarser: on the H100 (driver 580) a region the plan kept resident and last
+        // prefetched to the device (d of layer 1) read 'host' after the run.
         expect(rep.layers.map((l) => l.layer)).toEqual([0, 1, 2, 3, 4, 5, 6]);
         if (options.memory === 'managed') for (const l of rep.layers.slice(1)) expect(l.regions.w).toBe('host');
-        expect(rep.layers.some((l) => Object.values(l.regions).includes('device'))).toBe(true);
+        else expect(rep.layers.some((l) => Object.values(l.regions).includes('device'))).toBe(true);
         console.log(`${name}: ${rep.layers.map((l) => `layer ${l.layer} ${l.location} (${Object.entries(l.regions).map(([k, w]) => `${k}:${w}`).join(' ')})`).join('; ')}`);
         for (const l of rep.layers) expect(['device', 'host', 'mixed', 'none']).toContain(l.location);
       } finally {
