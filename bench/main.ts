@@ -1,4 +1,4 @@
-// main.ts: `npm run bench [-- --quick] [--machine NAME] [--only transfers,steps,memory]`.
+// main.ts: `npm run bench [-- --quick] [--machine NAME] [--only transfers,steps,memory,um]`.
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
@@ -9,12 +9,13 @@ import { benchMemory } from './memory.js';
 import { renderReadme, writeResults, type Results } from './report.js';
 import { attachTorch, benchSteps, runTorchReference } from './steps.js';
 import { benchTransfers } from './transfers.js';
+import { benchUm } from './um.js';
 
 const program = new Command()
   .name('nn-arena-bench')
   .option('--quick', 'fewer samples, smaller arenas, no L network on the CPU')
   .option('--machine <name>', 'results file name (default: from the GPU or CPU)')
-  .addOption(new Option('--only <parts>', 'comma-separated parts').default('transfers,steps,memory'))
+  .addOption(new Option('--only <parts>', 'comma-separated parts').default('transfers,steps,memory,um'))
   .option('--out <dir>', 'results folder', '')
   .option('--render', 'only rebuild results/README.md from the stored results files')
   .option('--no-torch', 'skip the PyTorch reference (python3 bench/torch_ref.py) on CUDA machines')
@@ -36,7 +37,7 @@ const info = cudaInfo();
 const backends: BackendName[] = info.built && info.devices > 0 ? ['cpu', 'cuda'] : ['cpu'];
 log(`machine ${machine.name}: ${machine.gpu ?? 'no GPU'}; backends ${backends.join(', ')}${quick ? ' (quick)' : ''}`);
 
-const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [] };
+const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory', 'um'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null };
 const main = backends.includes('cuda') ? 'cuda' : 'cpu';
 if (parts.has('transfers')) {
   log(`transfers (${main} backend)`);
@@ -59,5 +60,9 @@ if (parts.has('steps')) {
 if (parts.has('memory')) {
   log(`memory (${main} backend)`);
   results.memory = benchMemory(main, ['S', 'M', 'L'], log);
+}
+if (parts.has('um')) {
+  log('device budget: L-class network at 25% of its arena (cuda backend)');
+  results.um = await benchUm(quick, log);
 }
 log(`wrote ${writeResults(outDir, results)}`);

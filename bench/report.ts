@@ -6,12 +6,41 @@ import type { Machine } from './machine.js';
 import type { MemoryRow } from './memory.js';
 import type { StepRow } from './steps.js';
 import type { TransferRow } from './transfers.js';
+import type { UmResults } from './um.js';
 
 export interface Results {
   machine: Machine; date: string; quick: boolean; command: string;
   /** The parts measured in this run. */
-  parts: Array<'transfers' | 'steps' | 'memory'>;
+  parts: Array<'transfers' | 'steps' | 'memory' | 'um'>;
   transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
+  /** Training with a device budget (bench/um.ts); null where there is no CUDA device. */
+  um?: UmResults | null;
+}
+
+function umSection(u: UmResults | null | undefined): string[] {
+  if (!u) return [];
+  const mb = (n: number) => fix(n / 1e6, 1);
+  const ms = (us: number) => fix(us / 1000, 2);
+  const ok = (ratio: number, target: number) => `${fix(ratio, 3)} ${ratio <= target ? '(met)' : '(**missed**)'}`;
+  return [
+    `### Device budget: ${u.network}, batch ${u.batch}, ${u.optimizer}, budget 25% of the arena`,
+    '',
+    `Arena ${mb(u.arenaBytes)} MB, budget ${mb(u.budget)} MB, one layer's range ${mb(u.layerRangeBytes)} MB. ` +
+      `Link (256 MiB, this run): pinned copy ${fix(u.link.copyToDevice)} / ${fix(u.link.copyToHost)} GB/s to device / host, ` +
+      `prefetch ${fix(u.link.prefetchToDevice)} / ${fix(u.link.prefetchToHost)} GB/s (to host on 4 threads ${fix(u.link.prefetchToHost4 ?? 0)} GB/s), ` +
+      `discard + prefetch ${fix(u.link.discardToDevice)} / ${fix(u.link.discardToHost)} GB/s${u.link.discard ? ` (${u.link.discard})` : ''}. ` +
+      `After a round trip to the device and back, ${mb(u.link.prefetchRetainedBytes ?? 0)} MB of device memory stayed taken for a ${mb(u.link.bytes)} MB range; a discard freed ${mb(u.link.discardFreedBytes)} MB.`,
+    '',
+    '| mode | variant | steps | ms/step | vs resident | device peak measured (MB) | planned peak (MB) | moved in / out per step (MB) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|',
+    ...u.rows.map((r) => r.error ? `| ${r.mode} | ${r.variant || '—'} | failed: ${r.error.replace(/\|/g, '/')} | | | | | |` : `| ${r.mode} | ${r.variant || '—'} | ${r.steps} | ${ms(r.microsPerStep)} | ${fix(r.microsPerStep / u.bounds.residentMicros, 3)} | ${mb(r.peakDeviceBytes)} | ${r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes)} | ${r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`} |`),
+    '',
+    `Bounds: resident ${ms(u.bounds.residentMicros)} ms/step; at least ${mb(u.mustCross.toDevice)} MB in and ${mb(u.mustCross.toHost)} MB out must cross the link per step: ` +
+      `${ms(u.bounds.linkMicrosCopy)} ms at the copy rates (${ms(u.bounds.linkMicrosPrefetch)} ms at the prefetch rates). ` +
+      `Scheduler / larger bound: ${ok(u.ratios.schedulerToLargerBound, u.targets.schedulerToLargerBound)} (target <= ${u.targets.schedulerToLargerBound}); ` +
+      `scheduler / staging: ${ok(u.ratios.schedulerToStaged, u.targets.schedulerToStaged)} (target <= ${u.targets.schedulerToStaged}).`,
+    '',
+  ];
 }
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
@@ -47,6 +76,7 @@ function section(r: Results): string {
     '|---|---|---:|---|---:|---:|',
     ...r.memory.map((x) => `| ${x.network} | ${x.optimizer} | ${int(x.plannedBytes)} | ${x.exact ? 'yes' : '**no**'} | ${x.deviceTakenBytes === null ? '—' : int(x.deviceTakenBytes)} | ${int(x.hostRssGrowthBytes)} |`),
     '',
+    ...umSection(r.um),
   ];
   return out.join('\n');
 }
@@ -58,10 +88,10 @@ export function writeResults(dir: string, r: Results): string {
   let previous: Partial<Results> = {};
   try { previous = JSON.parse(readFileSync(file, 'utf8')) as Results; } catch { /* first run */ }
   const merged: Results = { ...r };
-  for (const part of ['transfers', 'steps', 'memory'] as const) {
+  for (const part of ['transfers', 'steps', 'memory', 'um'] as const) {
     if (!r.parts.includes(part) && previous[part]) (merged as unknown as Record<string, unknown>)[part] = previous[part];
   }
-  if (previous.date && previous.date !== r.date && r.parts.length < 3) merged.date = `${r.date} (${r.parts.join(', ')}); earlier parts ${previous.date}`;
+  if (previous.date && previous.date !== r.date && r.parts.length < 4) merged.date = `${r.date} (${r.parts.join(', ')}); earlier parts ${previous.date}`;
   writeFileSync(file, `${JSON.stringify(merged, null, 2)}\n`);
   renderReadme(dir);
   return file;

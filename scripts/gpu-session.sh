@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
-# PARTS: sync (grid barrier cost), tests (the GPU suite), paths (the training tests on each CUDA path), steps (step
+# PARTS: sync (grid barrier cost), tests (the GPU suite), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
@@ -12,7 +12,11 @@ node -e "const i=require('./build/Release/nn_arena.node').cudaInfo(); console.lo
 for part in "$@"; do
   echo "=== $part ==="
   case $part in
-    tests) vitest run test/gpu > "$OUT/tests.log" 2>&1; grep -E "✓|✗|×|FAIL|Tests |cpu-vs-cuda" "$OUT/tests.log" | tail -40 ;;
+    tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
+      vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
+      vitest run test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts > "$OUT/tests.log" 2>&1
+      grep -hE "✓|✗|×|FAIL|Tests |cpu-vs-cuda|: budget|AssertionError" "$OUT/tests-um.log" "$OUT/tests.log" | cut -c1-400 | tail -40 ;;
+    um) node dist/bench.js --only um 2>&1 | tee "$OUT/um-bench.log" | tail -30; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     paths)
       for path in layers fused; do
         NN_ARENA_STEP_PATH=$path vitest run test/gpu/train.gpu.test.ts > "$OUT/path-$path.log" 2>&1

@@ -7,19 +7,30 @@ import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, native, type NativeHandle, type NativeStats } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
+import { checkBudget, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 
 export type BackendName = 'cpu' | 'cuda';
-export type MemoryKind = 'device' | 'managed';
+export type MemoryKind = 'device' | 'managed' | 'staged';
 export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
 export type Location = 'device' | 'host';
 
 export interface ArenaOptions {
   /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
   backend?: 'auto' | BackendName;
-  /** Device side: cudaMalloc ('device', default) or cudaMallocManaged ('managed', CUDA only). */
+  /** Device side: cudaMalloc ('device', default), cudaMallocManaged ('managed'), or 'staged':
+   *  the device side in pinned host memory with a device pool of deviceBudget bytes that
+   *  regions are copied into as training needs them (CUDA only). */
   memory?: MemoryKind;
   /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
   pinned?: boolean;
+  /** Managed or staged memory: bytes of the arena the device may hold at once (at least what
+   *  the largest phase of a training step needs, see minDeviceBudget). Training then keeps the
+   *  device's share within it (README, "Device budgets"). */
+  deviceBudget?: number;
+  /** Managed memory with a budget: 'scheduler' (default) prefetches what each phase needs ahead
+   *  of it and evicts what is not needed soon; 'on-demand' leaves it to page faults, and the
+   *  budget is only measured against (arena.residency()). */
+  residency?: ResidencyMode;
 }
 
 export interface TransferResult { transfers: number; bytes: number }
@@ -42,16 +53,19 @@ export class Arena implements Disposable {
   readonly backend: BackendName;
   readonly memory: MemoryKind;
   readonly pinned: boolean;
+  /** Bytes of the arena the device may hold (managed or staged memory); undefined: no budget. */
+  readonly deviceBudget: number | undefined;
   #handle: NativeHandle;
   #views = new Map<string, View>();
   #disposed = false;
 
-  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean) {
+  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined) {
     this.plan = plan;
     this.#handle = handle;
     this.backend = backend;
     this.memory = memory;
     this.pinned = pinned;
+    this.deviceBudget = deviceBudget;
   }
 
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
@@ -59,14 +73,19 @@ export class Arena implements Disposable {
   static create(plan: Plan, options: ArenaOptions = {}): Arena {
     if (options === null || typeof options !== 'object') throw new ArenaError('BAD_OPTION', 'options must be an object');
     const memory = options.memory ?? 'device';
-    if (memory !== 'device' && memory !== 'managed') throw new ArenaError('BAD_OPTION', `options.memory must be 'device' or 'managed', got ${JSON.stringify(memory)}`);
+    if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
+      throw new ArenaError('BAD_OPTION', `options.memory must be 'device', 'managed' or 'staged', got ${JSON.stringify(memory)}`);
+    }
+    const { budget, scheduled } = checkBudget(plan, memory, options.deviceBudget, options.residency);
     const backend = resolveBackend(options.backend);
-    if (memory === 'managed' && backend !== 'cuda') {
-      throw new ArenaError('NOT_SUPPORTED', `managed memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
+    if (memory !== 'device' && backend !== 'cuda') {
+      throw new ArenaError('NOT_SUPPORTED', `${memory} memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
     }
     const pinned = backend === 'cuda' ? options.pinned ?? true : false;
-    const handle = call(() => new (native().ArenaHandle)(plan.header, { cuda: backend === 'cuda', pinned, managed: memory === 'managed' }));
-    return new Arena(plan, handle, backend, memory, pinned);
+    const handle = call(() => new (native().ArenaHandle)(plan.header, {
+      cuda: backend === 'cuda', pinned, managed: memory === 'managed', staged: memory === 'staged', budget: budget ?? 0, scheduled,
+    }));
+    return new Arena(plan, handle, backend, memory, pinned, budget);
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
@@ -140,6 +159,14 @@ export class Arena implements Disposable {
     }
     const ranges = selectRanges(this.plan, selector);
     call(() => h.advise(flatten(ranges), advice, options.location ?? 'device', options.unset ?? false));
+  }
+
+  /** Budgeted arenas (deviceBudget): per layer where its regions are (managed: where they were
+   *  last prefetched, from cudaMemRangeGetAttribute; staged: pool or host), what the last run
+   *  moved, and the device memory it took at its peak. */
+  residency(): ResidencyReport {
+    const h = this.#live();
+    return residencyReport(call(() => h.residency()));
   }
 
   /** Allocation and transfer counters, kept by the native layer (readable after dispose). */

@@ -7,6 +7,7 @@ export { type Selector, type SelectorKind, type ByteRange, selectRanges } from '
 export { NnArenaError, FieldError, LayoutError, ArenaError, DataError } from './errors.js';
 export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName } from './train/trainer.js';
 export { type Data } from './train/data.js';
-export { cudaInfo, type CudaInfo, type RunPath } from './native.js';
+export { cudaInfo, type CudaInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
+export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';

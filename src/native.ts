@@ -23,6 +23,34 @@ export interface NativeHandle {
   deviceHeader(): DecodedHeader;
   /** One training / evaluation run (csrc/train/train.h RunParams); resolves when complete. */
   run(params: Record<string, number | boolean>): Promise<RunPath>;
+  /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
+  residency(): NativeResidency;
+}
+
+export interface ResidencyCounters {
+  runs: number; steps: number; fetches: number; fetchedBytes: number; placedBytes: number;
+  writeBacks: number; writtenBackBytes: number; drops: number; droppedBytes: number;
+  compactions: number; peakScheduledBytes: number;
+}
+
+export interface NativeResidency {
+  placement: 'scheduler' | 'on-demand' | 'staged'; budget: number; granule: number; measured: boolean;
+  baselineDeviceBytes: number; peakDeviceInUse: number; peakDeviceBytes: number; samples: number; scheduledBytes: number;
+  waitMicros: number; fetchMicros: number; evictMicros: number;
+  lastRun: ResidencyCounters; total: ResidencyCounters;
+  regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
+}
+
+/** Host <-> device rates in GB/s (csrc/cuda/link_bench.cu). */
+export interface LinkRates {
+  bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
+  /** The way back split over 4 threads and streams. */
+  prefetchToHost4: number;
+  /** Device memory still taken once the range is back on the host (the driver keeps GPU pages). */
+  prefetchRetainedBytes: number;
+  discardToHost: number; discardToDevice: number; discardOnly: number; discardFreedBytes: number;
+  /** '' when the driver discards; else why not. */
+  discard: string;
 }
 
 /** Which code ran a training run: the CPU backend, the fused CUDA kernel (one launch per run),
@@ -43,13 +71,16 @@ export interface CudaInfo {
 }
 
 export interface NativeAddon {
-  ArenaHandle: new (header: Uint8Array, options: { cuda: boolean; pinned: boolean; managed: boolean }) => NativeHandle;
+  ArenaHandle: new (header: Uint8Array, options: { cuda: boolean; pinned: boolean; managed: boolean; staged?: boolean; budget?: number; scheduled?: boolean }) => NativeHandle;
   CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
+  minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: Array<Record<string, number | boolean>>, blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
+  measureLink(bytes: number): LinkRates;
 }
 
 let addon: NativeAddon | undefined;

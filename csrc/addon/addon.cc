@@ -15,6 +15,7 @@
 #include "../core/failure.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
+#include "../train/residency_check.h"
 #include "../train/train.h"
 
 namespace {
@@ -236,7 +237,8 @@ class RunWorker : public Napi::AsyncWorker {
     try {
       std::lock_guard<std::mutex> lock(block_->mutex());  // dispose() waits for the run
       if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-      if (block_->options().cuda) path_ = nna::runCuda(block_->device(), block_->header(), p_);
+      if (block_->options().cuda && block_->options().budget) path_ = nna::runBudgeted(*block_, p_);
+      else if (block_->options().cuda) path_ = nna::runCuda(block_->device(), block_->header(), p_);
       else nna::runCpu(block_->device(), p_);
     } catch (const Failure& e) {
       code_ = e.code;
@@ -261,6 +263,90 @@ class RunWorker : public Napi::AsyncWorker {
   std::string path_ = "cpu";  // which kernel path ran (resolved to JS)
 };
 
+// ---- Residency: the budget check and the plan replay (no GPU needed) ------------------------
+nna::Placement placementOf(Napi::Env env, const Napi::Value& v) {
+  const std::string s = v.ToString();
+  if (s == "managed") return nna::Placement::Managed;
+  if (s == "staged") return nna::Placement::Staged;
+  throwJs(env, "BAD_ARGUMENT", "placement must be 'managed' or 'staged', got '" + s + "'");
+}
+
+const uint8_t* validHeader(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsTypedArray()) throwJs(env, "BAD_ARGUMENT", "expected the header as a Uint8Array");
+  const Napi::Uint8Array u = v.As<Napi::Uint8Array>();
+  const std::string why = nna::validateHeader(u.Data(), u.ByteLength(), SIZE_MAX);
+  if (!why.empty()) throwJs(env, "BAD_HEADER", why);
+  return u.Data();
+}
+
+// minDeviceBudget(header, placement): { bytes, stage, layer } of the smallest usable budget.
+Napi::Value MinDeviceBudget(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint8_t* h = validHeader(env, info[0]);
+  const nna::Placement placement = placementOf(env, info[1]);
+  return guarded(env, [&] {
+    const nna::StepModel m(h);
+    const uint64_t g = placement == nna::Placement::Managed ? 64 * 1024 : m.header().align;
+    nna::PhaseInfo which{};
+    m.largestPhase(g, &which);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("bytes", Napi::Number::New(env, static_cast<double>(nna::Residency::minBudget(m, placement))));
+    o.Set("stage", Napi::String::New(env, nna::stageName(which.stage)));
+    o.Set("layer", Napi::Number::New(env, which.layer));
+    return o;
+  });
+}
+
+Napi::Object countersObject(Napi::Env env, const nna::ResidencyCounters& c) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  n("runs", c.runs); n("steps", c.steps);
+  n("fetches", c.fetches); n("fetchedBytes", c.fetchedBytes); n("placedBytes", c.placedBytes);
+  n("writeBacks", c.writeBacks); n("writtenBackBytes", c.writtenBackBytes);
+  n("drops", c.drops); n("droppedBytes", c.droppedBytes);
+  n("compactions", c.compactions); n("peakScheduledBytes", c.peakScheduledBytes);
+  return o;
+}
+
+// replayResidency(header, placement, budget, runs[], blas?): the plan of those runs replayed against
+// a model of where every region's bytes are valid (csrc/train/residency_check.cc).
+Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint8_t* h = validHeader(env, info[0]);
+  const nna::Placement placement = placementOf(env, info[1]);
+  const uint64_t budget = exactU64(env, info[2], "budget");
+  if (!info[3].IsArray()) throwJs(env, "BAD_ARGUMENT", "runs must be an array of run parameters");
+  const Napi::Array a = info[3].As<Napi::Array>();
+  std::vector<nna::RunParams> runs;
+  for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i).As<Napi::Object>()));
+  return guarded(env, [&] {
+    for (const nna::RunParams& p : runs) nna::checkRun(h, p);
+    const nna::ResidencyReplay r = nna::replayResidency(h, placement, budget, runs, info.Length() > 4 && info[4].ToBoolean());
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("error", Napi::String::New(env, r.error));
+    o.Set("phases", Napi::Number::New(env, static_cast<double>(r.phases)));
+    o.Set("counters", countersObject(env, r.counters));
+    return o;
+  });
+}
+
+// measureLink(bytes): host <-> device rates by method (bench/um.ts).
+Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t bytes = exactU64(env, info[0], "bytes");
+  const nna::LinkRates r = guarded(env, [&] { return nna::measureLink(size_t(bytes)); });
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, double v) { o.Set(k, Napi::Number::New(env, v)); };
+  n("bytes", double(bytes));
+  n("copyToDevice", r.copyToDevice); n("copyToHost", r.copyToHost);
+  n("prefetchToDevice", r.prefetchToDevice); n("prefetchToHost", r.prefetchToHost); n("prefetchToHost4", r.prefetchToHost4);
+  n("prefetchRetainedBytes", double(r.prefetchRetainedBytes));
+  n("discardToHost", r.discardToHost); n("discardToDevice", r.discardToDevice); n("discardOnly", r.discardOnly);
+  n("discardFreedBytes", double(r.discardFreedBytes));
+  o.Set("discard", Napi::String::New(env, r.discard));
+  return o;
+}
+
 // ---- ArenaHandle ---------------------------------------------------------------------------
 class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
  public:
@@ -276,7 +362,8 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
                         InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                         InstanceMethod<&ArenaHandle::ProbeBind>("probeBind"),
                         InstanceMethod<&ArenaHandle::DeviceHeader>("deviceHeader"),
-                        InstanceMethod<&ArenaHandle::Run>("run")});
+                        InstanceMethod<&ArenaHandle::Run>("run"),
+                        InstanceMethod<&ArenaHandle::Residency>("residency")});
   }
 
   // new ArenaHandle(header: Uint8Array, { cuda, pinned, managed })
@@ -292,7 +379,9 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     nna::BlockOptions o;
     o.cuda = opts.Get("cuda").ToBoolean();
     o.pinned = opts.Get("pinned").ToBoolean();
-    o.memory = opts.Get("managed").ToBoolean() ? nna::Memory::Managed : nna::Memory::Device;
+    o.memory = opts.Get("staged").ToBoolean() ? nna::Memory::Staged : opts.Get("managed").ToBoolean() ? nna::Memory::Managed : nna::Memory::Device;
+    if (opts.Has("budget")) o.budget = exactU64(env, opts.Get("budget"), "budget");
+    o.scheduled = !opts.Has("scheduled") || opts.Get("scheduled").ToBoolean();
     const size_t headerBytes = std::min<size_t>(header.ByteLength(), h.header_bytes);
     block_ = guarded(env, [&] { return std::make_shared<nna::Block>(h.total_bytes, header.Data(), headerBytes, o); });
     numLayers_ = h.num_layers;
@@ -458,6 +547,54 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     return promise;
   }
 
+  // residency(): where each region is (managed: where it was last prefetched, asked of the
+  // driver; staged: pool or host), the plan's counters and the device memory measured.
+  Napi::Value Residency(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    nna::Block& b = live(env);
+    const nna::Residency* res = b.residency();
+    if (!res) throwJs(env, "NOT_SUPPORTED", "a residency report needs an arena with a device budget (memory 'managed' or 'staged')");
+    Napi::Object o = Napi::Object::New(env);
+    auto num = [&](Napi::Object t, const char* k, uint64_t v) { t.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+    guarded(env, [&] {
+      std::lock_guard<std::mutex> lock(b.mutex());
+      const bool staged = b.options().memory == nna::Memory::Staged;
+      o.Set("placement", Napi::String::New(env, staged ? "staged" : b.options().scheduled ? "scheduler" : "on-demand"));
+      num(o, "budget", b.options().budget);
+      num(o, "granule", res->granule());
+      const nna::DeviceMeter& m = b.meter();
+      o.Set("measured", Napi::Boolean::New(env, m.hasBaseline && m.samples > 0));
+      num(o, "baselineDeviceBytes", m.baseline);
+      num(o, "peakDeviceInUse", m.peakInUse);
+      // The arena's share of the device at the peak: what was in use beyond the baseline (the
+      // staged pool is allocated with the arena, so it is in the baseline's complement).
+      num(o, "peakDeviceBytes", m.hasBaseline && m.peakInUse > m.baseline ? m.peakInUse - m.baseline : 0);
+      num(o, "samples", m.samples);
+      num(o, "waitMicros", m.waitMicros);
+      num(o, "fetchMicros", m.fetchMicros);
+      num(o, "evictMicros", m.evictMicros);
+      num(o, "scheduledBytes", res->used());
+      o.Set("lastRun", countersObject(env, res->lastRun));
+      o.Set("total", countersObject(env, res->total));
+      const auto& regions = res->model().regions();
+      Napi::Array list = Napi::Array::New(env, regions.size());
+      for (uint32_t r = 0; r < regions.size(); ++r) {
+        const nna::RegionInfo& ri = regions[r];
+        Napi::Object e = Napi::Object::New(env);
+        num(e, "layer", ri.layer);
+        num(e, "kind", ri.kind);
+        num(e, "offset", ri.offset);
+        num(e, "bytes", ri.bytes);
+        e.Set("resident", Napi::Boolean::New(env, res->state()[r].resident));
+        if (staged) e.Set("location", Napi::String::New(env, ri.remote ? "host (read in place)" : res->state()[r].resident ? "device" : "host"));
+        else e.Set("lastPrefetch", Napi::String::New(env, nna::managedLastPrefetch(b.device() + ri.offset, ri.bytes)));
+        list.Set(r, e);
+      }
+      o.Set("regions", list);
+    });
+    return o;
+  }
+
   std::shared_ptr<nna::Block> block_;
   nna::Stats finalStats_;
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
@@ -505,6 +642,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
   exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
   exports.Set("crc32c", Napi::Function::New(env, Crc32c));
+  exports.Set("minDeviceBudget", Napi::Function::New(env, MinDeviceBudget));
+  exports.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
+  exports.Set("measureLink", Napi::Function::New(env, MeasureLink));
   return exports;
 }
 

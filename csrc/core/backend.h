@@ -10,7 +10,9 @@
 
 namespace nna {
 
-enum class Memory { Device, Managed };
+// Staged: the device side of the arena lives in pinned host memory and only a pool of the
+// budget's size is on the device (csrc/cuda/staging.cu copies regions in and out of it).
+enum class Memory { Device, Managed, Staged };
 enum class Dir { ToDevice, ToHost };
 enum class Advice { ReadMostly, PreferredLocation, AccessedBy };
 enum class Where { Device, Host };
@@ -53,5 +55,26 @@ std::unique_ptr<Backend> makeCudaBackend();  // throws Failure NO_DEVICE when un
 // offsets it computed (layers x NNA_KIND_COUNT, ~0 for absent): proof that device code binds
 // from the base pointer alone. CPU-only builds throw NO_DEVICE.
 void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out);
+
+// Where [p, p + bytes) of a managed allocation was last prefetched (cudaMemRangeGetAttribute):
+// 'device', 'host', or 'none' (never prefetched, or not all of it to the same place).
+const char* managedLastPrefetch(const void* p, size_t bytes);
+
+// Device memory in use now (cudaMemGetInfo: total - free), device-wide.
+uint64_t deviceBytesInUse();
+
+// Host <-> device link rates measured on `bytes` (bench/um.ts): pinned cudaMemcpy each way,
+// managed-memory prefetch each way, and the discards a scheduler uses instead of copies.
+struct LinkRates {
+  double copyToDevice = 0, copyToHost = 0;            // GB/s, pinned cudaMemcpy
+  double prefetchToDevice = 0, prefetchToHost = 0;    // GB/s, cudaMemPrefetchAsync of resident pages
+  double prefetchToHost4 = 0;                         // GB/s, the same split over 4 threads and streams
+  int64_t prefetchRetainedBytes = 0;                  // device memory still taken after the range went back to the host
+  double discardToHost = 0, discardToDevice = 0;      // GB/s equivalent: discard + prefetch (no bytes to move)
+  double discardOnly = 0;                             // GB/s equivalent: discard of device-resident pages
+  int64_t discardFreedBytes = 0;                      // device memory freed by discard alone (cudaMemGetInfo)
+  std::string discard;                                // "" when supported, else why not
+};
+LinkRates measureLink(size_t bytes);
 
 }  // namespace nna

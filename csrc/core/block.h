@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "../train/residency.h"
 #include "backend.h"
 
 namespace nna {
@@ -23,6 +24,22 @@ struct BlockOptions {
   bool cuda = false;
   bool pinned = true;  // CUDA only: cudaMallocHost for the host side
   Memory memory = Memory::Device;
+  // Managed or staged: bytes of the arena the device may hold (0: no budget). Managed memory
+  // with a budget is scheduled (um_scheduler.cu) unless `scheduled` is false (faults only).
+  uint64_t budget = 0;
+  bool scheduled = true;
+};
+
+// What the device held during a budgeted arena's last run (filled by the CUDA side).
+struct DeviceMeter {
+  uint64_t baseline = 0;       // device bytes in use with nothing of the arena resident
+  bool hasBaseline = false;
+  uint64_t peakInUse = 0;      // device-wide bytes in use at the last run's peak
+  uint64_t samples = 0;        // cudaMemGetInfo samples taken in the last run
+  // Where the last run's time went, to explain a slow run: the launching thread waiting for
+  // fetches (managed) or for the GPU to catch up (staged), and the movers' calls (managed:
+  // prefetches and discards in, and out with their synchronisation).
+  uint64_t waitMicros = 0, fetchMicros = 0, evictMicros = 0;
 };
 
 class Block {
@@ -41,7 +58,14 @@ class Block {
 
   bool released() const { return host_ == nullptr; }
   uint8_t* host() const { return host_; }
+  // The device side: device or managed memory, or (staged) the pinned image the pool mirrors.
   uint8_t* device() const { return device_; }
+  // Staged: the device pool (budget bytes) regions are copied into.
+  uint8_t* pool() const { return pool_; }
+  uint64_t poolBytes() const { return poolBytes_; }
+  // Budgeted arenas: where regions are, kept across runs; null without a budget.
+  Residency* residency() const { return residency_.get(); }
+  DeviceMeter& meter() { return meter_; }
   uint64_t total() const { return total_; }
   // The header as validated at creation: launch geometry comes from here, never from memory
   // a user can write.
@@ -54,12 +78,17 @@ class Block {
 
  private:
   void checkRanges(const std::vector<Range>& ranges) const;
+  bool budgetedManaged() const { return options_.memory == Memory::Managed && options_.budget > 0; }
   std::unique_ptr<Backend> backend_;
   BlockOptions options_;
   uint64_t total_;
   std::vector<uint8_t> header_;
   uint8_t* host_ = nullptr;
   uint8_t* device_ = nullptr;
+  uint8_t* pool_ = nullptr;
+  uint64_t poolBytes_ = 0;
+  std::unique_ptr<Residency> residency_;
+  DeviceMeter meter_;
   Stats stats_;
   mutable std::mutex mutex_;
 };

@@ -23,6 +23,7 @@ struct CpuBackend final : Backend {
   void freeHost(void* p, bool) override { std::free(p); }
   void* allocDevice(size_t bytes, Memory memory) override {
     if (memory == Memory::Managed) NNA_FAIL("NOT_SUPPORTED", "managed memory needs the CUDA backend");
+    if (memory == Memory::Staged) NNA_FAIL("NOT_SUPPORTED", "staged memory needs the CUDA backend");
     return alignedHostAlloc(bytes, "stand-in device");
   }
   void freeDevice(void* p, Memory) override { std::free(p); }

@@ -13,5 +13,9 @@ CudaInfo cudaInfo() {
 std::unique_ptr<Backend> makeCudaBackend() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 void cudaProbeBind(void*, uint32_t, uint64_t*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 const char* runCuda(void*, const void*, const RunParams&, LayerHooks*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+const char* runBudgeted(Block&, const RunParams&) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+const char* managedLastPrefetch(const void*, size_t) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+uint64_t deviceBytesInUse() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
+LinkRates measureLink(size_t) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 
 }  // namespace nna

@@ -52,6 +52,12 @@ struct CudaBackend final : Backend {
       CUDA_CHECK(cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal));
       return p;
     }
+    // Staged: the device side is a pinned host image (copied to and from the device pool with
+    // cudaMemcpyAsync, which needs page-locked memory to be asynchronous).
+    if (memory == Memory::Staged) {
+      CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+      return p;
+    }
     const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: clear it so the process goes on
@@ -61,7 +67,10 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(e);
     return p;
   }
-  void freeDevice(void* p, Memory) override { CUDA_CHECK(cudaFree(p)); }
+  void freeDevice(void* p, Memory memory) override {
+    if (memory == Memory::Staged) CUDA_CHECK(cudaFreeHost(p));
+    else CUDA_CHECK(cudaFree(p));
+  }
   void zeroDevice(void* p, size_t bytes) override {
     CUDA_CHECK(cudaMemset(p, 0, bytes));
     CUDA_CHECK(cudaDeviceSynchronize());

@@ -103,7 +103,10 @@ class LayerRun {
 
   // Host-side address of a region on the device, from the validated header copy (cuBLAS takes
   // pointers; kernels bind the same offsets themselves).
-  T* at(uint32_t l, uint32_t kind) const { return reinterpret_cast<T*>(static_cast<char*>(base_) + L_[l].region[kind].offset); }
+  T* at(uint32_t l, uint32_t kind) const {
+    if (void* moved = hooks_ ? hooks_->address(l, kind) : nullptr) return static_cast<T*>(moved);
+    return reinterpret_cast<T*>(static_cast<char*>(base_) + L_[l].region[kind].offset);
+  }
 
   Hyper<T> hyper(uint64_t t) const {
     Hyper<T> hp;

@@ -141,16 +141,7 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
       sm.tile.b[bk][bc] = bv;
     }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      T a[TM], b[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) { a[i] = sm.tile.a[k][ty * TM + i]; b[i] = sm.tile.b[k][tx * TM + i]; }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
-    }
+    tileMultiply<T, TM, 64>(acc, sm.tile.a, sm.tile.b, tx, ty);
     __syncthreads();
   }
   for (int i = 0; i < TM; ++i) {

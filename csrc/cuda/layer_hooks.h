@@ -26,6 +26,10 @@ struct LayerHooks {
   virtual void endStep(uint64_t step, cudaStream_t stream) {}
   // Called once the run's work is complete (stream synchronised), also after a failure.
   virtual void endRun(cudaStream_t stream) {}
+  // Where region (layer, kind) is for the phase being launched, for launches that take
+  // pointers (cuBLAS); null: at its offset from the run's base. A stager that moves regions
+  // into a pool (staging.cu) rewrites the device header the kernels bind from, and says so here.
+  virtual void* address(uint32_t layer, uint32_t kind) { return nullptr; }
 };
 
 }  // namespace nna

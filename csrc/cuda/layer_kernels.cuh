@@ -54,6 +54,22 @@ inline unsigned rowBlocks(uint64_t rows) { return unsigned(rows < 65535 ? (rows 
 enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
 constexpr int BK = 16;
 
+// The multiply-adds of one BK-deep slice of a tile: thread (tx, ty) of 16 x 16 owns a TM x TM
+// block of the result. Shared by gemmKernel and the fused kernel's tiles (fused_step.cu).
+template <typename T, int TM, int LD>
+__device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD], const T (*Bs)[LD], int tx, int ty) {
+#pragma unroll
+  for (int k = 0; k < BK; ++k) {
+    T a[TM], b[TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
+  }
+}
+
 template <typename T, int MODE, int TILE>
 __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
   constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
@@ -83,16 +99,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
       Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
     }
     __syncthreads();
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      T a[TM], b[TM];
-#pragma unroll
-      for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
-#pragma unroll
-      for (int i = 0; i < TM; ++i)
-#pragma unroll
-        for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
-    }
+    tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
     __syncthreads();
   }
   for (int i = 0; i < TM; ++i) {
