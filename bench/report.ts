@@ -10,6 +10,8 @@ import type { UmResults } from './um.js';
 
 export interface Results {
   machine: Machine; date: string; quick: boolean; command: string;
+  /** When each part's figures were measured (a run of some parts keeps the others'). */
+  partDates?: Record<string, string>;
   /** The parts measured in this run. */
   parts: Array<'transfers' | 'steps' | 'memory' | 'um'>;
   transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
@@ -53,7 +55,7 @@ function section(r: Results): string {
     `## ${m.name}`,
     '',
     `${m.gpu ? `GPU ${m.gpu} (compute ${m.computeCapability}), driver ${m.driver}, CUDA runtime ${m.cudaRuntime} (driver API ${m.cudaDriverApi}); ` : 'no GPU (CPU backend); '}` +
-      `CPU ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB; Node ${m.node}. ${r.date}${r.quick ? ', quick mode' : ''}. \`${r.command}\``,
+      `CPU ${m.cpu}, ${m.cores} cores, ${m.memoryGiB} GiB; Node ${m.node}. ${r.partDates ? Object.entries(r.partDates).map(([p, d]) => `${p} ${d}`).join(', ') : r.date}${r.quick ? ', quick mode' : ''}. Last command: \`${r.command}\``,
     '',
     '### Transfers (mean of benny samples, from JS)',
     '',
@@ -91,7 +93,7 @@ export function writeResults(dir: string, r: Results): string {
   for (const part of ['transfers', 'steps', 'memory', 'um'] as const) {
     if (!r.parts.includes(part) && previous[part]) (merged as unknown as Record<string, unknown>)[part] = previous[part];
   }
-  if (previous.date && previous.date !== r.date && r.parts.length < 4) merged.date = `${r.date} (${r.parts.join(', ')}); earlier parts ${previous.date}`;
+  merged.partDates = { ...(previous.partDates ?? {}), ...Object.fromEntries(r.parts.map((p) => [p, r.date])) };
   writeFileSync(file, `${JSON.stringify(merged, null, 2)}\n`);
   renderReadme(dir);
   return file;
