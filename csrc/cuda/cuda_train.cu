@@ -82,9 +82,8 @@ class LayerRun {
         for (uint32_t l = last_; l >= 1; --l) {
           before(Phase::Backward, l);
           const bool folded = backward(l, rows, hp);
-          if (p_.op == Op::Train) {
-            const uint64_t n = L_[l].units, elems = folded ? n : n * (L_[l].fan_in + 1);
-            updateKernel<T><<<blocksFor(elems), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, folded);
+          if (p_.op == Op::Train && !folded) {
+            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
             launched();
           }
           after(Phase::Backward, l);
@@ -149,13 +148,15 @@ class LayerRun {
     launched();
   }
 
-  // dw, db and d[l-1] of layer l. Returns true when the weights were already updated here:
-  // SGD training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1),
-  // which saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of
-  // the 4096-wide network); dw is then not written. d[l-1] is computed first, from the old w.
+  // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
+  // training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1), which
+  // saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of the
+  // 4096-wide network; dw is then not written), and the bias step into the bias-gradient
+  // kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes), 0, s_>>>(base_, l, rows);
+    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD;
+    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
     launched();
     if (!blas_) {
       tiled<kWeightGrad>(l, rows, n, m);
@@ -168,7 +169,6 @@ class LayerRun {
       activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows);
       launched();
     }
-    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD;
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     blasGemm(lane_, false, true, int(m), int(n), int(rows), fold ? -hp.lr : T(1), at(l - 1, NNA_Z), int(m), at(l, NNA_D), int(n),
              fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));

@@ -165,8 +165,10 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool 
 // fixed-order reduction of the 8 partial sums, so the result is deterministic.
 constexpr int kBiasCols = 32, kBiasStripes = 8;
 
+// updateBias: also take the optimizer step of the biases here (when the weights' step was
+// folded into their gradient product, this saves the update kernel's launch).
 template <typename T>
-__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
+__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
   const nna_bound_layer<T> C = nna_bind<T>(base, l);
   __shared__ T part[kBiasStripes][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
@@ -180,15 +182,15 @@ __global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows) {
   T total = T(0);
   for (int y = 0; y < kBiasStripes; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
+  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
 }
 
-// The optimizer step of layer l: weights then biases (biasesOnly: the weights were updated by
-// the weight-gradient product itself, see LayerRun::backward).
+// The optimizer step of layer l: weights, then biases.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, bool biasesOnly) {
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
   const nna_bound_layer<T> C = nna_bind<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
-  for (uint64_t e = (biasesOnly ? nw : 0) + blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     else {
       const uint64_t i = e - nw;
