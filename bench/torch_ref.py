@@ -3,7 +3,8 @@
 cross-entropy, full steps (zero_grad, forward, loss, backward, optimizer step) on tensors
 already on the GPU, eager and as a captured CUDA graph, SGD and Adam.
 
-  python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L]
+  python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L] [--optimizers sgd,adam]
+                             [--modes eager,graph] [--steps N]
 
 Prints one line per row and writes JSON rows {network, optimizer, mode, steps, microsPerStep}.
 """
@@ -40,8 +41,9 @@ def time_steps(fn, steps):
     return start.elapsed_time(end) * 1000.0 / steps  # microseconds
 
 
-def bench(name, optimizer, mode):
+def bench(name, optimizer, mode, steps_override=0):
     layers, batch, steps = NETS[name]
+    steps = steps_override or steps
     torch.manual_seed(1)
     model = model_of(layers)
     lossf = torch.nn.CrossEntropyLoss()
@@ -86,15 +88,18 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
     ap.add_argument("--only", default="S,M,L")
+    ap.add_argument("--optimizers", default="sgd,adam")
+    ap.add_argument("--modes", default="eager,graph")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
     a = ap.parse_args()
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.set_float32_matmul_precision("highest")
     rows = []
     for name in a.only.split(","):
-        for optimizer in ("sgd", "adam"):
-            for mode in ("eager", "graph"):
-                r = bench(name, optimizer, mode)
+        for optimizer in a.optimizers.split(","):
+            for mode in a.modes.split(","):
+                r = bench(name, optimizer, mode, a.steps)
                 rows.append(r)
                 print(f"torch {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(0),

@@ -67,7 +67,9 @@ class LayerRun {
       }
       before(Phase::Output, last_);
       const int frac = lossFracBits(h_.batch);
-      if (L_[last_].units > 32)
+      if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
+      else if (L_[last_].units > 32)
         outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
       else
         outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
@@ -156,7 +158,7 @@ class LayerRun {
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD;
-    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripes), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
+    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
     launched();
     if (!blas_) {
       tiled<kWeightGrad>(l, rows, n, m);

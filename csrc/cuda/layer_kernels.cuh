@@ -161,26 +161,110 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool 
   if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
 }
 
+// Wide output layers: a block of 256 threads per row, each thread holding up to kOutPerThread
+// of the row's values in registers, so z and y are read once and z and d written once (a warp
+// per row walked the 4096-unit row of the L network five times: 190 us a step). Same
+// definitions as outputRow; sums in a fixed order.
+constexpr int kOutPerThread = 16;
+constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
+
+template <typename T>
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t n = O.units;
+  __shared__ T sv[8];
+  __shared__ uint64_t si[8];
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* z = O.z + r * n;
+    const T* y = O.y + r * n;
+    T zv[kOutPerThread], yv[kOutPerThread];
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q) {
+      const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+      zv[q] = j < n ? z[j] : T(0);
+      yv[q] = j < n ? y[j] : T(0);
+    }
+    auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
+    double loss = 0.0;
+    if (O.activation == NNA_ACT_SOFTMAX) {
+      T mx = -INFINITY;
+      uint64_t unused = 0;
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q) && zv[q] > mx) mx = zv[q];
+      blockArgmax(mx, unused, sv, si);
+      T sum = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) sum += nexp(zv[q] - mx);
+      const T lse = mx + nlog(blockSum(sum, sv));
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q)) {
+          if (yv[q] != T(0)) l -= yv[q] * (zv[q] - lse);
+          zv[q] = nexp(zv[q] - lse);
+        }
+      loss = double(blockSum(l, sv));
+    }
+    // First maxima of z and y: a thread walks its units in increasing order, the block keeps
+    // the smaller index among equal values.
+    T zMax = -INFINITY, yMax = -INFINITY;
+    uint64_t zArg = ~uint64_t(0), yArg = ~uint64_t(0);
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q)
+      if (on(q)) {
+        const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+        if (zArg == ~uint64_t(0) || zv[q] > zMax) { zMax = zv[q]; zArg = j; }
+        if (yArg == ~uint64_t(0) || yv[q] > yMax) { yMax = yv[q]; yArg = j; }
+      }
+    blockArgmax(zMax, zArg, sv, si);
+    blockArgmax(yMax, yArg, sv, si);
+    if (mse) {
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) l += (zv[q] - yv[q]) * (zv[q] - yv[q]);
+      loss = double(blockSum(l, sv)) / double(n);
+    }
+    T* d = O.d + r * n;
+    const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q)
+      if (on(q)) {
+        const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+        z[j] = zv[q];
+        if (grad) d[j] = mse ? scale * (zv[q] - yv[q]) * activationGrad(O.activation, zv[q]) : scale * (zv[q] - yv[q]);
+      }
+    if (accumulate && threadIdx.x == 0) {
+      addLossExact(O.stats, loss, fracBits);
+      atomicAdd(O.stats + NNA_STAT_CORRECT, T(zArg == yArg ? 1 : 0));
+      if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
+      if (!isfinite(loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+    }
+  }
+}
+
 // db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
 // fixed-order reduction of the 8 partial sums, so the result is deterministic.
 constexpr int kBiasCols = 32, kBiasStripes = 8;
 
 // updateBias: also take the optimizer step of the biases here (when the weights' step was
 // folded into their gradient product, this saves the update kernel's launch).
+// The launch uses 32 row stripes (1024 threads): with 8, each thread of the L network's bias
+// gradients walked 256 rows one dependent load at a time (36 us a layer).
+constexpr int kBiasStripesWide = 32;
+
 template <typename T>
-__global__ void biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
   const nna_bound_layer<T> C = nna_bind<T>(base, l);
-  __shared__ T part[kBiasStripes][kBiasCols];
+  __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
   if (j < C.units)
-#pragma unroll 8  // 8 loads in flight; the sum still runs in row order
-    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripes) s += C.d[r * C.units + j];
+    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripesWide) s += C.d[r * C.units + j];
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y != 0 || j >= C.units) return;
   T total = T(0);
-  for (int y = 0; y < kBiasStripes; ++y) total += part[y][threadIdx.x];
+  for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
   if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
 }

@@ -3,8 +3,7 @@
 // serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
 // Same definition as outputRow: softmax + cross-entropy or MSE, first-maximum argmax for the
 // accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
-// The lane loops are unrolled 8 deep so that each lane has 8 loads in flight: rolled, the
-// 4096-unit output of the L network took 190 us a step (ncu), one dependent load at a time.
+// (The layer path uses outputBlockKernel, a block per row, for rows up to 4096 units.)
 #pragma once
 #include "../train/math.h"
 
@@ -60,20 +59,14 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   RowResult res{0.0, false};
   if (act == NNA_ACT_SOFTMAX) {
     T mx = z[0];
-#pragma unroll 8
-  #pragma unroll 8
-  for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
+    for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
     uint64_t unused = 0;
     warpArgmax(mx, unused);
     T sum = T(0);
-#pragma unroll 8
-  #pragma unroll 8
-  for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
+    for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
     const T lse = mx + nlog(warpSum(sum));
     T loss = T(0);
-#pragma unroll 8
-  #pragma unroll 8
-  for (uint64_t j = lane; j < n; j += 32) {
+    for (uint64_t j = lane; j < n; j += 32) {
       if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
       z[j] = nexp(z[j] - lse);
     }
@@ -81,7 +74,6 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   }
   T zMax = z[0], yMax = y[0];
   uint64_t zArg = 0, yArg = 0;
-#pragma unroll 8
   for (uint64_t j = lane; j < n; j += 32) {
     if (z[j] > zMax) { zMax = z[j]; zArg = j; }
     if (y[j] > yMax) { yMax = y[j]; yArg = j; }
@@ -91,18 +83,44 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
   res.correct = zArg == yArg;
   if (mse) {
     T loss = T(0);
-#pragma unroll 8
-  #pragma unroll 8
-  for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
+    for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
     res.loss = double(warpSum(loss)) / double(n);
   }
   if (wantGrad) {
     const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
-#pragma unroll 8
-  #pragma unroll 8
-  for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
+    for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
   }
   return res;
+}
+
+}  // namespace nna
+
+namespace nna {
+
+// Block-wide reductions of 256 threads in a fixed order (warp trees, then warps in order), for
+// the block-per-row output kernel. `scratch` holds 8 values; every thread gets the result.
+template <typename T>
+__device__ T blockSum(T v, T* scratch) {
+  v = warpSum(v);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  T total = T(0);
+  for (int w = 0; w < 8; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+// Maximum with the smallest index among equal maxima (outputRow keeps the first maximum).
+template <typename T>
+__device__ void blockArgmax(T& v, uint64_t& at, T* sv, uint64_t* si) {
+  warpArgmax(v, at);
+  if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = at; }
+  __syncthreads();
+  v = sv[0];
+  at = si[0];
+  for (int w = 1; w < 8; ++w)
+    if (sv[w] > v || (sv[w] == v && si[w] < at)) { v = sv[w]; at = si[w]; }
+  __syncthreads();
 }
 
 }  // namespace nna

@@ -34,6 +34,30 @@ describe.skipIf(!hasGpu)('CUDA training', () => {
     expect(relDiff(a, b)).toBeLessThanOrEqual(1e-12);
   });
 
+  // Output layers wider than a warp take other code on the GPU (a block or a warp per row,
+  // with their own reductions): softmax + cross-entropy and sigmoid + mse, float64.
+  for (const [output, loss] of [['softmax', 'cross-entropy'], ['sigmoid', 'mse']] as const) {
+    it(`a 300-unit ${output} output layer (${loss}) trains, evaluates and predicts as on the CPU`, async () => {
+      const spec = { layers: [20, 40, 300], batch: 16, samples: 64, dtype: 'float64' as const, activations: ['tanh', output] as const };
+      const d = toyData(20, 300, 64, 4, loss === 'mse');
+      const data = loss === 'mse' ? { x: d.x, y: d.y! } : { x: d.x, labels: d.labels! };
+      const out = [];
+      for (const backend of ['cpu', 'cuda'] as const) {
+        using arena = Arena.create(planLayout({ ...spec, activations: [...spec.activations] }), { backend });
+        const t = new Trainer(arena, { lr: 0.05 });
+        t.init(2);
+        await t.fit(data, { epochs: 3, seed: 5 });
+        const m = await t.evaluate(data);
+        const params = Float64Array.from([...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, 'b')]);
+        out.push({ m, params, pred: Float64Array.from(await t.predict(d.x.subarray(0, 20 * 16))) });
+      }
+      expect(relDiff(out[0]!.params, out[1]!.params)).toBeLessThan(1e-10);
+      expect(relDiff(out[0]!.pred, out[1]!.pred)).toBeLessThan(1e-10);
+      expect(Math.abs(out[1]!.m.loss - out[0]!.m.loss)).toBeLessThan(1e-10 * Math.abs(out[0]!.m.loss));
+      expect(out[1]!.m.accuracy).toBe(out[0]!.m.accuracy);
+    });
+  }
+
   it('predict gives softmax rows; a larger network (tiled GEMM edges) matches the CPU', async () => {
     const spec = { layers: [100, 130, 70, 10], batch: 67, samples: 67 * 3, dtype: 'float64' as const };
     const d = toyData(100, 10, 67 * 3, 8, false);
