@@ -26,16 +26,6 @@
 namespace nna {
 namespace {
 
-int multiprocessors() {
-  static const int n = [] {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev));
-    return v;
-  }();
-  return n;
-}
-
 // NN_ARENA_GEMM=tiled keeps the per-layer products on nn-arena's own kernels even where cuBLAS
 // loaded (for comparisons); the default takes cuBLAS when it is there.
 bool useBlas(const Lane& lane) {
@@ -47,7 +37,7 @@ template <typename T>
 class LayerRun {
  public:
   LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
-      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()) {
+      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)) {
     blas_ = useBlas(lane);
     for (const nna_layer& l : layers) blas_ = blas_ && l.units <= INT_MAX && l.fan_in <= INT_MAX;
     blas_ = blas_ && h.batch <= INT_MAX;
@@ -66,15 +56,14 @@ class LayerRun {
         after(Phase::Forward, l);
       }
       before(Phase::Output, last_);
-      const int frac = lossFracBits(h_.batch);
       if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
+        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       else if (L_[last_].units > 32)
-        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
+        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       else
-        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac);
+        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       launched();
-      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac); launched(); }
+      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
       after(Phase::Output, last_);
       if (grad) {
         const Hyper<T> hp = hyper(p_.stepBase + s + 1);
@@ -186,6 +175,7 @@ class LayerRun {
   cudaStream_t s_;
   uint32_t last_;
   int sms_;
+  int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_ = false;
 };
 

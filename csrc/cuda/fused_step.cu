@@ -292,22 +292,13 @@ __device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l
   }
 }
 
-// Copies row r's targets from ydata (resident runs) and finishes the row: softmax, loss, d,
-// and the stats accumulators (one thread per row).
+// A finished row into the stats (not for Forward runs, which leave the stats alone).
 template <typename T>
 __device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
-  if (p.op == uint32_t(Op::Forward)) return;
-  addLossExact(O.stats, res.loss, p.lossFracBits);
-  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
-  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(st.rows));
-  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(s);
+  if (p.op != uint32_t(Op::Forward)) accumulateRowStats(O.stats, res.loss, res.correct, r, st.rows, s, p.lossFracBits);
 }
 
-template <typename T>
-__device__ void finishRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s) {
-  accumulateRow(p, st, O, r, s, outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, p.mse, st.rows, st.grad));
-}
-
+// Row r's targets from ydata through the permutation (resident runs), lanes striding the units.
 template <typename T>
 __device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint32_t lane, uint32_t lanes) {
   if (!p.resident) return;
@@ -587,6 +578,12 @@ const Device& device() {
   }();
   return d;
 }
+
+}  // namespace
+
+int multiprocessors() { return device().sms; }
+
+namespace {
 
 int blocksPerSm() {
   static const int b = std::min(2, std::max(1, envInt("NN_ARENA_FUSED_BLOCKS_PER_SM", 2)));

@@ -12,6 +12,9 @@ namespace nna {
 // Runs `p` with the fused kernel and returns true, or returns false (nothing launched) where
 // the fused path does not apply: a layer too large, a device without cooperative launch, or
 // NN_ARENA_STEP_PATH=layers.
+// Multiprocessors of the current device (read once); the per-layer path sizes its tiles by it.
+int multiprocessors();
+
 bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane);
 
 }  // namespace nna

@@ -139,12 +139,7 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
-  if (!accumulate) return;  // Forward: outputs only (softmax applied); y may be anything
-  addLossExact(O.stats, res.loss, fracBits);
-  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
-  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
-  // Steps run in order on one stream, so only this step's rows can race, all with one value.
-  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+  if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
 }
 
 // Wide output layers (> 32 units): one warp per row.
@@ -154,11 +149,7 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool 
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
   const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
-  if (!accumulate || threadIdx.x % 32 != 0) return;
-  addLossExact(O.stats, res.loss, fracBits);
-  atomicAdd(O.stats + NNA_STAT_CORRECT, T(res.correct ? 1 : 0));
-  if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
-  if (!isfinite(res.loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
+  if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
 // Wide output layers: a block of 256 threads per row, each thread holding up to kOutPerThread
@@ -233,12 +224,7 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
         z[j] = zv[q];
         if (grad) d[j] = mse ? scale * (zv[q] - yv[q]) * activationGrad(O.activation, zv[q]) : scale * (zv[q] - yv[q]);
       }
-    if (accumulate && threadIdx.x == 0) {
-      addLossExact(O.stats, loss, fracBits);
-      atomicAdd(O.stats + NNA_STAT_CORRECT, T(zArg == yArg ? 1 : 0));
-      if (r == 0) atomicAdd(O.stats + NNA_STAT_ROWS, T(rows));
-      if (!isfinite(loss) && O.stats[NNA_STAT_BAD_STEP] < T(0)) O.stats[NNA_STAT_BAD_STEP] = T(step);
-    }
+    if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, zArg == yArg, r, rows, step, fracBits);
   }
 }
 

@@ -45,6 +45,18 @@ __device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits
   atomicAdd(w + 1, static_cast<unsigned long long>(whole));
 }
 
+// One finished row into the stats region: its loss (exact sum), whether it was classified
+// correctly, the batch's row count (row 0 adds it) and the first step with a non-finite loss.
+// Steps run in order on one stream, so only this step's rows can race on BAD_STEP, all with one
+// value. Every output routine (thread, warp or block per row; fused or per layer) ends here.
+template <typename T>
+__device__ __forceinline__ void accumulateRowStats(T* stats, double loss, bool correct, uint64_t r, uint64_t rows, uint64_t step, int fracBits) {
+  addLossExact(stats, loss, fracBits);
+  atomicAdd(stats + NNA_STAT_CORRECT, T(correct ? 1 : 0));
+  if (r == 0) atomicAdd(stats + NNA_STAT_ROWS, T(rows));
+  if (!isfinite(loss) && stats[NNA_STAT_BAD_STEP] < T(0)) stats[NNA_STAT_BAD_STEP] = T(step);
+}
+
 // After a step: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
 template <typename T>
 __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
