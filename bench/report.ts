@@ -41,7 +41,31 @@ function umSection(u: UmResults | null | undefined): string[] {
       `${ms(u.bounds.linkMicrosCopy)} ms at the copy rates (${ms(u.bounds.linkMicrosPrefetch)} ms at the prefetch rates). ` +
       `Scheduler / larger bound: ${ok(u.ratios.schedulerToLargerBound, u.targets.schedulerToLargerBound)} (target <= ${u.targets.schedulerToLargerBound}); ` +
       `scheduler / staging: ${ok(u.ratios.schedulerToStaged, u.targets.schedulerToStaged)} (target <= ${u.targets.schedulerToStaged}).`,
+    ...evictionFloor(u),
     '',
+  ];
+}
+
+/** What eviction alone costs managed memory. It keeps no host copy of what it migrated, so in a
+ *  steady state every live byte that comes in (all but the data set's rows, read in place) went
+ *  out by a prefetch to the host before: weights between steps, activations between the forward
+ *  and the backward pass. That many bytes at the best prefetch-to-host rate measured is a floor
+ *  for any managed plan; the shipped scheduler's own write-backs, another. */
+function evictionFloor(u: UmResults): string[] {
+  const row = u.rows.find((r) => r.mode === 'scheduler' && r.variant === 'as shipped');
+  const rate = Math.max(u.link.prefetchToHost, u.link.prefetchToHost4 ?? 0);
+  if (!row || row.toHostPerStep === null || !(rate > 0)) return [];
+  const L = u.layers.length - 1;
+  const rows = u.samples > 0 ? u.batch * (u.layers[0]! + u.layers[L]!) * 4 : 0;  // float32 (UM_SPEC)
+  const mustLeave = Math.max(0, u.mustCross.toDevice - rows);
+  const ms = (bytes: number) => bytes / rate / 1e6;
+  const target = u.targets.schedulerToLargerBound * u.bounds.largerMicros / 1e3;
+  return [
+    '',
+    `Eviction floor of managed memory: at least ${fix(mustLeave / 1e6, 1)} MB per step must leave the device by prefetch (what must come in, less the rows read in place); ` +
+      `at the best prefetch-to-host rate above (${fix(rate)} GB/s) that is ${fix(ms(mustLeave), 2)} ms/step for any managed plan, against ${fix(target, 2)} ms for the target; ` +
+      `the scheduler's ${fix(row.toHostPerStep / 1e6, 1)} MB take ${fix(ms(row.toHostPerStep), 2)} ms. ` +
+      'The device memory the driver keeps for managed ranges after they went back to the host: bench/results/um-release-*.txt (bench/micro/um_release.cu).',
   ];
 }
 

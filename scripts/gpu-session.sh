@@ -2,7 +2,8 @@
 # gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
 # PARTS: sync (grid barrier cost), tests (the GPU suite), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
-# timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles).
+# timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
+# given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -39,6 +40,12 @@ for part in "$@"; do
           vitest run test/gpu/train.gpu.test.ts > "$OUT/sanitize-$tool.log" 2>&1
         grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Tests " "$OUT/sanitize-$tool.log" | sed "s/^/[$tool] /"
       done ;;
+    sanitize-budget)  # the budgeted paths on the small networks (the L-class arena is too slow under memcheck)
+      for tool in memcheck racecheck; do
+        compute-sanitizer --tool $tool --target-processes all --report-api-errors no \
+          vitest run test/gpu/um.gpu.test.ts -t "other optimizers|edits weights" > "$OUT/sanitize-budget-$tool.log" 2>&1
+        grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Tests " "$OUT/sanitize-budget-$tool.log" | sed "s/^/[$tool] /"
+      done ;;
     ncufused)
       ncu --set full --import-source no -k regex:fusedRun --launch-skip 1 --launch-count 1 --page details node bench/profile-step.mjs S sgd 100 > "$OUT/ncu-fused-S.txt" 2>&1
       grep -E "Duration|Registers|Local Memory|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issue Slot|Memory Throughput|L1/TEX Hit|L2 Hit|Compute \(SM\)" "$OUT/ncu-fused-S.txt" | head -40 ;;
@@ -55,6 +62,7 @@ for part in "$@"; do
       NN_ARENA_STEP_PATH=fused node bench/profile-step.mjs M sgd 1000
       NN_ARENA_STEP_PATH=fused NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs M sgd 1000 ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
+    release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;
   esac
 done

@@ -96,6 +96,7 @@ uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
       // CPU copies. Staged: the device side is the pinned image; the pool copies of the range
       // become stale when it is written.
       if (budgetedManaged()) backend_->prefetch(dev, r.bytes, Where::Host);
+      else flushPool(r.offset, r.bytes);
       if (dir == Dir::ToDevice) std::memcpy(dev, hst, r.bytes);
       else std::memcpy(hst, dev, r.bytes);
       if (budgetedManaged() || dir == Dir::ToDevice) residency_->forget(r.offset, r.bytes);
@@ -110,6 +111,16 @@ uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
     moved += r.bytes;
   }
   return moved;
+}
+
+// Staged: regions a run left newer in the pool than in the image go to the image first, so it
+// can be read or partly rewritten (residency.h, dirtyIn).
+void Block::flushPool(uint64_t offset, uint64_t bytes) {
+  for (uint32_t r : residency_->dirtyIn(offset, bytes)) {
+    const RegionInfo& ri = residency_->model().regions()[r];
+    backend_->copy(device_ + ri.offset, pool_ + residency_->state()[r].slot, size_t(ri.bytes), Dir::ToHost);
+    residency_->cleaned(r);
+  }
 }
 
 void Block::prefetch(const std::vector<Range>& ranges, Where where) {

@@ -79,6 +79,7 @@ class Block {
  private:
   void checkRanges(const std::vector<Range>& ranges) const;
   bool budgetedManaged() const { return options_.memory == Memory::Managed && options_.budget > 0; }
+  void flushPool(uint64_t offset, uint64_t bytes);  // staged: dirty pool regions to the image
   std::unique_ptr<Backend> backend_;
   BlockOptions options_;
   uint64_t total_;

@@ -424,7 +424,6 @@ class UmScheduler final : public LayerHooks {
         });
         continue;
       }
-      if (m.kind == Move::Flush) continue;  // managed memory is coherent: nothing to copy out
       lastEviction_ = seq;
       evictSeq_[r] = seq;
       const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];

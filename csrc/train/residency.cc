@@ -90,6 +90,20 @@ void Residency::forget(uint64_t offset, uint64_t bytes) {
     if (regions[r].offset < offset + bytes && offset < regions[r].offset + regions[r].bytes) release(r);
 }
 
+std::vector<uint32_t> Residency::dirtyIn(uint64_t offset, uint64_t bytes) const {
+  std::vector<uint32_t> out;
+  const auto& regions = model_.regions();
+  for (uint32_t r = 0; r < regions.size(); ++r)
+    if (state_[r].resident && state_[r].dirty && regions[r].offset < offset + bytes && offset < regions[r].offset + regions[r].bytes) out.push_back(r);
+  return out;
+}
+
+void Residency::cleaned(uint32_t r) {
+  state_[r].dirty = false;
+  total.writeBacks++;
+  total.writtenBackBytes += model_.regions()[r].bytes;
+}
+
 void Residency::forgetAll() {
   for (uint32_t r = 0; r < state_.size(); ++r) release(r);
   known_ = false;
@@ -197,9 +211,11 @@ bool Planner::makeRoom(uint32_t r, int64_t now, uint64_t limit, const std::vecto
 }
 
 // Staged: room is a contiguous hole. Of every window of `bytes` in the pool that only covers
-// evictable regions, take the one whose soonest needed region is needed latest (Belady over
-// windows), then the one evicting the fewest live bytes. Evicting victims one by one instead
-// fragments the pool and evicts regions that are fetched again a phase later.
+// evictable regions, take one that needs no copy out of a region the latest phase uses (that
+// copy cannot start before the phase ends, and the phase being prepared would wait for it:
+// 1.3 ms a step on the H100 for the L-class bench), then the one whose soonest needed region is
+// needed latest (Belady over windows), then the one evicting the fewest live bytes. Evicting
+// victims one by one instead fragments the pool and evicts regions fetched again a phase later.
 bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::vector<uint32_t>& pinned, std::vector<Move>& out) {
   if (res_.pool_.fits(bytes)) return true;
   struct Occupied { uint64_t begin, end; uint32_t region; };
@@ -215,24 +231,28 @@ bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::v
     starts.push_back(e);
     if (e >= lo + bytes) starts.push_back(e - bytes);
   }
-  bool found = false;
+  bool found = false, bestBlocking = false;
   uint64_t bestSoonest = 0, bestLive = 0;
   std::vector<uint32_t> best, cover;
   for (uint64_t a : starts) {
     if (a < lo || a + bytes > hi) continue;
     uint64_t soonest = kNever, live = 0;
-    bool ok = true;
+    bool ok = true, blocking = false;
     cover.clear();
     for (const Occupied& o : occ) {
       if (o.end <= a || o.begin >= a + bytes) continue;
       const NextUse n = nextUse(o.region, now);
       if (has(pinned, o.region) || this->pinned(o.region) || n.t <= limit) { ok = false; break; }
       if (!dead(o.region, now)) { soonest = std::min(soonest, n.t); live += o.end - o.begin; }
+      const Residency::State& st = res_.state_[o.region];
+      if (!dead(o.region, now) && st.dirty && now >= 0 && st.lastUse >= now) blocking = true;
       cover.push_back(o.region);
     }
     if (!ok) continue;
-    if (!found || soonest > bestSoonest || (soonest == bestSoonest && live < bestLive)) {
-      found = true; bestSoonest = soonest; bestLive = live; best = cover;
+    const bool better = !found || (!blocking && bestBlocking) ||
+                        (blocking == bestBlocking && (soonest > bestSoonest || (soonest == bestSoonest && live < bestLive)));
+    if (better) {
+      found = true; bestSoonest = soonest; bestLive = live; best = cover; bestBlocking = blocking;
     }
   }
   if (!found) return false;
@@ -307,17 +327,8 @@ void Planner::after(uint64_t t, std::vector<Move>& out) {
     }
 }
 
-void Planner::finish(std::vector<Move>& out) {
-  if (res_.placement_ == Placement::Staged)
-    for (uint32_t r = 0; r < res_.state_.size(); ++r) {
-      Residency::State& s = res_.state_[r];
-      if (!s.resident || !s.dirty) continue;
-      out.push_back({Move::Flush, r, s.slot, s.lastUse});
-      res_.lastRun.writeBacks++;
-      res_.lastRun.writtenBackBytes += res_.model().regions()[r].bytes;
-      s.dirty = false;
-    }
-  res_.total.add(res_.lastRun);
-}
+// Nothing moves at the end of a run: what stays resident stays for the next run, and staged
+// regions newer in the pool than in the image stay so until the image is read (dirtyIn).
+void Planner::finish(std::vector<Move>&) { res_.total.add(res_.lastRun); }
 
 }  // namespace nna

@@ -32,12 +32,11 @@ struct Move {
     Place,      // to the device, bytes dead (the phase it is for writes it whole): no copy in
     WriteBack,  // off the device, keeping its bytes (managed: prefetch to host; staged: copy out)
     Drop,       // off the device, no copy: bytes dead, or (staged) the host copy is current
-    Flush,      // staged: copy out, stays resident (end of run)
   };
   Kind kind;
   uint32_t region;
   uint64_t slot;    // staged: offset of the region in the device pool
-  int64_t lastUse;  // WriteBack, Drop, Flush: the run's phase whose kernels must end first (-1: none)
+  int64_t lastUse;  // WriteBack, Drop: the run's phase whose kernels must end first (-1: none)
   uint64_t target = 0;  // Fetch, Place: the run's phase it is for
 };
 
@@ -102,6 +101,12 @@ class Residency {
   void forget(uint64_t offset, uint64_t bytes);
   // Where regions are is no longer known (managed: an explicit prefetch or advice).
   void forgetAll();
+  // Staged: the regions overlapping [offset, offset + bytes) whose pool copy is newer than the
+  // image. A run leaves them so (copying every updated weight out at the end of each run cost
+  // 5 ms a run on the L-class bench); whoever reads or rewrites the image between runs copies
+  // them out first (Block::transfer) and calls cleaned().
+  std::vector<uint32_t> dirtyIn(uint64_t offset, uint64_t bytes) const;
+  void cleaned(uint32_t r);
 
   ResidencyCounters total, lastRun;
 

@@ -95,9 +95,10 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
           // The pool is the budget: the device never held more of the arena.
           expect(rep.peakDeviceBytes).toBeLessThanOrEqual(budget + layerRange);
         } else {
-          // Managed memory: cudaMemGetInfo counts the GPU pages the driver keeps for every range
-          // once resident, also after it migrated away (bench/um.ts measures it: link rates,
-          // "still taken"), so it cannot show the resident set; the plan's count above does.
+          // Managed memory: cudaMemGetInfo counts the GPU memory the driver keeps for every range
+          // once resident, also after it migrated away (bench/micro/um_release.cu: advice,
+          // discard and time give none of it back; bench/um.ts: "still taken"), so it cannot
+          // show the resident set; the plan's count above does.
           // What it bounds: never more than the arena (the data set is read in place: less).
           expect(rep.peakDeviceBytes).toBeLessThanOrEqual(plan.totalBytes);
         }
@@ -163,4 +164,36 @@ describe.skipIf(!hasGpu)('device budgets: other optimizers, orders and ops, at t
       }
     });
   }
+});
+
+describe.skipIf(!hasGpu)('device budgets: the host edits weights between runs', () => {
+  // A staged run leaves updated regions in the pool (newer than the pinned image) until a
+  // transfer needs the image: toHost copies them out first, and so does toDevice, before the
+  // host's bytes replace them (Block::flushPool).
+  it('fit, edit the weights on the host, fit again: staged and managed match the resident run bit for bit', async () => {
+    const spec: LayoutSpec = { layers: [300, 512, 256, 10], batch: 64, samples: 256, optimizer: 'momentum' };
+    const plan = planLayout(spec);
+    const init = Arena.create(plan, { backend: 'cpu' });
+    fillWeights(init, 11);
+    const data = dataFor(spec, 4);
+    const results: Uint8Array[][] = [];
+    for (const options of [
+      { backend: 'cuda' },
+      { backend: 'cuda', memory: 'staged', deviceBudget: minDeviceBudget(plan, 'staged').bytes },
+      { backend: 'cuda', memory: 'managed', deviceBudget: minDeviceBudget(plan, 'managed').bytes },
+    ] as ArenaOptions[]) {
+      const r = await train(spec, options, init, 2);
+      try {
+        const w = r.arena.view(2, 'w');
+        for (let i = 0; i < w.length; i += 3) w[i] = -w[i]!;
+        r.trainer.markHostChanged();
+        await r.trainer.fit(data, { epochs: 2, seed: 10 });
+        results.push(params(r.arena));
+      } finally {
+        r.arena.dispose();
+      }
+    }
+    init.dispose();
+    for (const r of results.slice(1)) expectSameBytes(results[0]!, r, 'after the host edit');
+  });
 });
