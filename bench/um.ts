@@ -124,6 +124,10 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
     ['resident', { backend: 'cuda' }, {}],
     ['scheduler', managed, {}],
     ['scheduler', managed, { NN_ARENA_UM_MOVERS: '1,1', NN_ARENA_UM_SLACK: '0' }],
+    // A prefetch to the host slows down by half while a prefetch to the device runs
+    // (bench/micro/um_release.cu, "both ways"): no eviction in flight while fetching, and fewer evicting threads.
+    ['scheduler', managed, { NN_ARENA_UM_SLACK: '0' }],
+    ['scheduler', managed, { NN_ARENA_UM_MOVERS: '2,1' }],
     ['scheduler', managed, { NN_ARENA_UM_EVICT_DEAD: 'discard-host' }],
     ['scheduler', managed, { NN_ARENA_UM_EVICT_DEAD: 'host', NN_ARENA_UM_PLACE: 'device' }],
     ['scheduler', managed, { NN_ARENA_UM_READ_DUP: '1' }],

@@ -187,6 +187,45 @@ int main() {
     std::printf("  for reference, cudaMemcpy of the device-resident managed range into pinned memory: %.1f\n", 4 * R / (now() - a) / 1e9);
     CK(cudaFreeHost(h));
   }
+  // Both directions at once, as a scheduler runs them (256 MiB each way, ranges 0..3 and 4..7):
+  // does a fetch slow down while an eviction runs, and the other way round?
+  {
+    std::printf("[both ways] 256 MiB to the device and 256 MiB (written by a kernel) to the host\n");
+    char* a = m;          // goes to the device
+    char* b = m + 4 * R;  // comes back to the host
+    for (size_t i = 0; i < N; ++i) {
+      advise(i, cudaMemAdviseUnsetReadMostly, false);
+      advise(i, cudaMemAdviseUnsetPreferredLocation, false);
+    }
+    auto setup = [&] {
+      CK(cudaMemPrefetchAsync(a, 4 * R, at(false), 0, s));
+      CK(cudaMemPrefetchAsync(b, 4 * R, at(true), 0, s));
+      fill<<<1024, 256, 0, s>>>(reinterpret_cast<float*>(b), 4 * R / 4, 6.f);
+      CK(cudaStreamSynchronize(s));
+    };
+    auto timed = [&](char* p, bool dev, double* out) {
+      cudaStream_t st;
+      CK(cudaSetDevice(0));
+      CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+      const double t0 = now();
+      CK(cudaMemPrefetchAsync(p, 4 * R, at(dev), 0, st));
+      CK(cudaStreamSynchronize(st));
+      *out = now() - t0;
+      CK(cudaStreamDestroy(st));
+    };
+    double tin = 0, tout = 0;
+    setup();
+    timed(a, true, &tin);
+    setup();
+    timed(b, false, &tout);
+    std::printf("  alone: in %.1f GB/s (%.1f ms), out %.1f GB/s (%.1f ms)\n", 4 * R / tin / 1e9, tin * 1e3, 4 * R / tout / 1e9, tout * 1e3);
+    setup();
+    const double t0 = now();
+    std::thread x([&] { timed(a, true, &tin); }), y([&] { timed(b, false, &tout); });
+    x.join();
+    y.join();
+    std::printf("  together: in %.1f ms, out %.1f ms, both done after %.1f ms\n", tin * 1e3, tout * 1e3, (now() - t0) * 1e3);
+  }
   {  // pinned copy for reference
     void *h = nullptr, *d = nullptr;
     CK(cudaMallocHost(&h, 4 * R));
