@@ -149,8 +149,9 @@ int main(int argc, char** argv) {
       // endRun synchronises every stream: the next run starts when the last copy has ended.
       const double end = std::max({tl.compute, tl.in, tl.out, tl.drop});
       tl.compute = tl.in = tl.out = tl.drop = end;
-      std::printf("run %llu: %.0f us per step (moved in %.1f MB, out %.1f MB per step)\n", (unsigned long long)run, (end - runStart) / steps,
-                  res.lastRun.fetchedBytes / 1e6 / steps, res.lastRun.writtenBackBytes / 1e6 / steps);
+      std::printf("run %llu: %.0f us per step (moved in %.1f MB, out %.1f MB per step; %llu B in, %llu B out in the run)\n", (unsigned long long)run,
+                  (end - runStart) / steps, res.lastRun.fetchedBytes / 1e6 / steps, res.lastRun.writtenBackBytes / 1e6 / steps,
+                  (unsigned long long)res.lastRun.fetchedBytes, (unsigned long long)res.lastRun.writtenBackBytes);
       runStart = end;
     }
     std::printf("compute alone %.0f us per step; the compute stream waited %.0f us for copies in all; link busy in %.0f us, out %.0f us\n",

@@ -11,7 +11,8 @@
 //            those evictions, so a placement never queues behind a fetch for a later phase;
 //   evict  : out waits for the phase that last used the region and for its fetch, copies out
 //            if the device copy is newer, records an event for the slot it frees. A drop (no
-//            copy) does the same on a stream of its own, not behind the write-backs;
+//            copy) frees its slot with the event of the phase that last used it (one fetched
+//            and not used yet waits for its fetch on a stream of its own);
 //   phase t: the compute stream waits on ready[r] of what it uses, then a one-block kernel
 //            copies its shadow header into the pool (ordered after phase t-1's kernels).
 // Keeping each stream free of waits that do not concern what follows on it is what lets the
