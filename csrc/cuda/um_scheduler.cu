@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -68,6 +69,9 @@ struct Progress {
   std::map<uint64_t, uint64_t> evicting;   // evictions not yet complete -> their bytes
   uint64_t evictingBytes = 0;
   bool failed = false;                     // a mover failed: every wait gives up
+  std::vector<double> phaseEnds;           // NN_ARENA_UM_TRACE: when each phase's callback ran (ms)
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  bool trace = false;
   // Waits for `ready`; a minute without progress is a scheduling bug, reported (STALLED) with
   // the state of the counters rather than left to hang the run.
   template <class Pred>
@@ -86,7 +90,10 @@ struct Progress {
 
 void CUDART_CB phaseEnded(void* progress) {
   // After endRun every phase counts as ended (UINT64_MAX): a late callback must not wrap it.
-  static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] { if (p->phasesDone != UINT64_MAX) p->phasesDone++; });
+  static_cast<Progress*>(progress)->update([p = static_cast<Progress*>(progress)] {
+    if (p->phasesDone != UINT64_MAX) p->phasesDone++;
+    if (p->trace) p->phaseEnds.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - p->t0).count());
+  });
 }
 
 // Host threads issuing managed-memory operations, each on a stream of its own, taking the
@@ -165,6 +172,35 @@ class Movers {
   std::vector<std::thread> threads_;  // last: started once the members above exist
 };
 
+// NN_ARENA_UM_TRACE=1: host-side times (ms from the run's start) of every mover op (waiting,
+// then in the driver) and of the compute thread's waits, printed when the run ends. Where the
+// managed step goes; bench/results/um-trace-*.txt.
+class UmTrace {
+ public:
+  explicit UmTrace(Progress& p) : on_(std::getenv("NN_ARENA_UM_TRACE") != nullptr), progress_(p) { progress_.trace = on_; }
+  bool on() const { return on_; }
+  double now() const { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - progress_.t0).count(); }
+  void add(const char* who, double a, double b, double c, std::string what) {
+    std::lock_guard<std::mutex> l(m_);
+    items_.push_back({a, b, c, who, std::move(what)});
+  }
+  void print() {
+    std::lock_guard<std::mutex> l(m_);
+    std::sort(items_.begin(), items_.end(), [](const Item& x, const Item& y) { return x.a < y.a; });
+    for (const Item& it : items_)
+      std::fprintf(stderr, "[um] %-7s %9.3f %9.3f %9.3f  %s\n", it.who, it.a, it.b, it.c, it.what.c_str());
+    std::lock_guard<std::mutex> p(progress_.m);
+    for (size_t i = 0; i < progress_.phaseEnds.size(); ++i) std::fprintf(stderr, "[um] phase %zu ended %9.3f\n", i, progress_.phaseEnds[i]);
+  }
+
+ private:
+  struct Item { double a, b, c; const char* who; std::string what; };
+  bool on_;
+  Progress& progress_;
+  std::mutex m_;
+  std::vector<Item> items_;
+};
+
 int envInt(const char* name, int fallback, int lo, int hi) {
   const char* v = std::getenv(name);
   if (!v || !*v) return fallback;
@@ -205,7 +241,9 @@ class UmScheduler final : public LayerHooks {
     slack_ = uint64_t(envInt("NN_ARENA_UM_SLACK", -1, -1, INT32_MAX));
     if (slack_ == uint64_t(-1)) slack_ = largestLayerRange();
     // Two threads fetch, four evict (NN_ARENA_UM_MOVERS="in,out"): a prefetch to the host ran
-    // at a quarter of the link's copy rate on one thread (bench/um.ts, link rates).
+    // at a quarter of the link's copy rate on one thread (bench/um.ts, link rates). A thread of
+    // its own for what the next phase needs now was tried: its fetches then waited as long for
+    // the evictions that make room for them (NN_ARENA_UM_TRACE; 75 against 71 ms a step).
     const std::string movers = envOr("NN_ARENA_UM_MOVERS", "2,4");
     const size_t comma = movers.find(',');
     const int nIn = std::atoi(movers.substr(0, comma).c_str()), nOut = comma == std::string::npos ? 0 : std::atoi(movers.substr(comma + 1).c_str());
@@ -280,8 +318,10 @@ class UmScheduler final : public LayerHooks {
       if (regions_[r].remote || fetchSeq_[r] <= waitedSeq_[r]) continue;
       const uint64_t seq = fetchSeq_[r];
       const auto t0 = std::chrono::steady_clock::now();
+      const double a = trace_.on() ? trace_.now() : 0;
       progress_.wait([&] { return !progress_.unissued.count(seq); }, "a fetch the next phase needs");
       waitMicros_ += microsSince(t0);
+      if (trace_.on()) trace_.add("compute", a, a, trace_.now(), "phase " + std::to_string(t_) + " waits for the fetch of " + describe(r));
       CUDA_CHECK(cudaStreamWaitEvent(s, ready_[r], 0));
       waitedSeq_[r] = seq;
     }
@@ -307,6 +347,7 @@ class UmScheduler final : public LayerHooks {
     for (uint32_t r = 0; r < regions_.size(); ++r)
       if (shared_[r]) { collapse(r, true); shared_[r] = false; }
     if (meter_) meter_->stop();
+    if (trace_.on()) trace_.print();
     block_.meter().waitMicros = waitMicros_;
     block_.meter().fetchMicros = fetchMicros_.load();
     block_.meter().evictMicros = evictMicros_.load();
@@ -400,6 +441,7 @@ class UmScheduler final : public LayerHooks {
         fetchSeq_[r] = seq;
         progress_.update([&] { progress_.unissued.insert(seq); });
         in_->push([=](cudaStream_t st) {
+          const double ta = trace_.on() ? trace_.now() : 0;
           // Room first: the evictions planned before this fetch have left the device, or what
           // is still leaving is within the slack; and never while its own range is leaving.
           progress_.wait([&] {
@@ -417,9 +459,11 @@ class UmScheduler final : public LayerHooks {
           // A placed region's pages are already there after the discard: the plain prefetch
           // moves nothing, it records the placement where cudaMemRangeGetAttribute reads it.
           if (place) moveDead(r, dev, false, st);
+          const double tb = trace_.on() ? trace_.now() : 0;
           CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, dev, 0, st));
           CUDA_CHECK(cudaEventRecord(ready_[r], st));
           fetchMicros_ += microsSince(t0);
+          if (trace_.on()) trace_.add("in", ta, tb, trace_.now(), std::string(place ? "place " : "fetch ") + describe(r) + " for phase " + std::to_string(m.target));
           progress_.update([&] { progress_.unissued.erase(seq); });
         });
         continue;
@@ -431,6 +475,7 @@ class UmScheduler final : public LayerHooks {
       shared_[r] = false;
       progress_.update([&] { progress_.evicting[seq] = bytes; progress_.evictingBytes += bytes; });
       out_->push([=](cudaStream_t st) {
+        const double ta = trace_.on() ? trace_.now() : 0;
         progress_.wait([&] { return progress_.phasesDone >= waitPhases && !progress_.unissued.count(needFetch); }, "the last use of a region to evict");
         if (needFetch) CUDA_CHECK(cudaEventSynchronize(ready_[r]));  // its migration in has ended
         const cudaMemLocation host = locationOf(false, 0);
@@ -440,11 +485,18 @@ class UmScheduler final : public LayerHooks {
         if (wasShared) collapse(r, false);
         if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
         else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
+        const double tb = trace_.on() ? std::chrono::duration<double, std::milli>(t0 - progress_.t0).count() : 0;
         CUDA_CHECK(cudaStreamSynchronize(st));
         evictMicros_ += microsSince(t0);
+        if (trace_.on()) trace_.add("out", ta, tb, trace_.now(), std::string(dead ? "drop " : "write-back ") + describe(r) + " after phase " + std::to_string(int64_t(waitPhases) - 1));
         progress_.update([&] { progress_.evicting.erase(seq); progress_.evictingBytes -= bytes; });
       });
     }
+  }
+
+  std::string describe(uint32_t r) const {
+    static const char* kinds[] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
+    return std::string(kinds[regions_[r].kind]) + "[" + std::to_string(regions_[r].layer) + "] (" + std::to_string(regions_[r].bytes >> 20) + " MiB)";
   }
 
   Block& block_;
@@ -456,6 +508,7 @@ class UmScheduler final : public LayerHooks {
   std::string evictDead_, place_;
   std::atomic<bool> noDiscard_{false};  // set by a mover on the driver's first refusal
   Progress progress_;
+  UmTrace trace_{progress_};
   std::vector<cudaEvent_t> ready_;
   std::vector<uint64_t> fetchSeq_, waitedSeq_, evictSeq_;
   uint64_t slack_ = 0;
