@@ -9,10 +9,7 @@ namespace {
 
 bool mulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-std::string at(uint32_t l, uint32_t k) {
-  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
-  return "layer " + std::to_string(l) + " region " + names[k];
-}
+std::string at(uint32_t l, uint32_t k) { return "layer " + std::to_string(l) + " region " + kindName(k); }
 
 // Expected element count of (layer, kind) from the header's shape fields; false on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {

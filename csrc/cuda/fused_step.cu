@@ -144,23 +144,9 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
     tileMultiply<T, TM, 64>(acc, sm.tile.a, sm.tile.b, tx, ty);
     __syncthreads();
   }
-  for (int i = 0; i < TM; ++i) {
-    const uint64_t r = bm + ty * TM + i;
-    if (r >= M) continue;
-    for (int j = 0; j < TM; ++j) {
-      const uint64_t c = bn + tx * TM + j;
-      if (c >= N) continue;
-      if (MODE == kForward) {
-        C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
-      } else if (MODE == kWeightGrad) {
-        const uint64_t e = r * m + c;
-        C.dw[e] = acc[i][j];
-        if (updateNow) updateParam<T>(p.optimizer, C.w + e, acc[i][j], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-      } else {
-        P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
-      }
-    }
-  }
+  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [&](uint64_t e, T g) {
+    if (updateNow) updateParam<T>(p.optimizer, C.w + e, g, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+  });
 }
 
 // ---- Latency-bound products: the reduction split over the block's warps --------------------
@@ -338,6 +324,23 @@ __device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, uint32_t act
   return res;
 }
 
+constexpr int kOutChunks = 2;  // 2 x 32 inputs per lane of the output row, every load in flight
+
+// One lane's loads for inputs k = k0 + 32c of the output row: z[k] of the layer below and
+// w[j][k] for each unit j (zero past m or n), issued before any is used. The forward product
+// and the error of the layer below walk the same inputs.
+template <typename T>
+__device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32_t n, uint32_t m, uint32_t k0, T (&zk)[kOutChunks],
+                                                 T (&wk)[kOutChunks][kFusedOutMax]) {
+#pragma unroll
+  for (int c = 0; c < kOutChunks; ++c) {
+    const uint32_t k = k0 + 32 * c;
+    zk[c] = k < m ? zp[k] : T(0);
+#pragma unroll
+    for (int j = 0; j < kFusedOutMax; ++j) wk[c][j] = j < n && k < m ? w[j * m + k] : T(0);
+  }
+}
+
 template <typename T>
 __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
   const nna_bound_layer<T>& O = bound<T>(p.last);
@@ -358,18 +361,11 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
       yl = O.y[r * n + lane];
     }
   }
-  constexpr int kChunks = 2;  // 2 x 32 inputs per lane with every load in flight
-  for (uint32_t k0 = lane; k0 < m; k0 += 32 * kChunks) {
-    T zk[kChunks], wk[kChunks][kFusedOutMax];
+  for (uint32_t k0 = lane; k0 < m; k0 += 32 * kOutChunks) {
+    T zk[kOutChunks], wk[kOutChunks][kFusedOutMax];
+    loadOutputChunks(zp, O.w, n, m, k0, zk, wk);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const uint32_t k = k0 + 32 * c;
-      zk[c] = k < m ? zp[k] : T(0);
-#pragma unroll
-      for (int j = 0; j < kFusedOutMax; ++j) wk[c][j] = j < n && k < m ? O.w[j * m + k] : T(0);
-    }
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c)
+    for (int c = 0; c < kOutChunks; ++c)
 #pragma unroll
       for (int j = 0; j < kFusedOutMax; ++j) part[j] += zk[c] * wk[c][j];
   }
@@ -397,17 +393,11 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   T dj[kFusedOutMax];
 #pragma unroll
   for (int j = 0; j < kFusedOutMax; ++j) dj[j] = __shfl_sync(0xffffffffu, dl, j);
-  for (uint32_t i0 = lane; i0 < m; i0 += 32 * kChunks) {
-    T wi[kChunks][kFusedOutMax], zi[kChunks];
+  for (uint32_t i0 = lane; i0 < m; i0 += 32 * kOutChunks) {
+    T wi[kOutChunks][kFusedOutMax], zi[kOutChunks];
+    loadOutputChunks(zp, O.w, n, m, i0, zi, wi);
 #pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
-      const uint32_t i = i0 + 32 * c;
-      zi[c] = i < m ? zp[i] : T(0);
-#pragma unroll
-      for (int j = 0; j < kFusedOutMax; ++j) wi[c][j] = j < n && i < m ? O.w[j * m + i] : T(0);
-    }
-#pragma unroll
-    for (int c = 0; c < kChunks; ++c) {
+    for (int c = 0; c < kOutChunks; ++c) {
       T acc = T(0);
 #pragma unroll
       for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];

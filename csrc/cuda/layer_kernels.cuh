@@ -70,6 +70,32 @@ __device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD]
   }
 }
 
+// Thread (tx, ty)'s TM x TM block of the tile at (bm, bn) of an M x N product of layer l (C)
+// and the one below (P), through its epilogue: z = act(sum + b); dw = sum, then `afterDw(e, sum)`
+// at element e (the fused kernel's in-place update); d[l-1] = sum * act'(z[l-1]). Shared by
+// gemmKernel and the fused kernel's tiles.
+template <int MODE, typename T, int TM, class AfterDw>
+__device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_bound_layer<T>& C, const nna_bound_layer<T>& P, uint64_t bm,
+                                          uint64_t bn, uint64_t M, uint64_t N, int tx, int ty, AfterDw afterDw) {
+  const uint64_t n = C.units, m = C.fan_in;
+  for (int i = 0; i < TM; ++i) {
+    const uint64_t r = bm + ty * TM + i;
+    if (r >= M) continue;
+    for (int j = 0; j < TM; ++j) {
+      const uint64_t c = bn + tx * TM + j;
+      if (c >= N) continue;
+      if (MODE == kForward) {
+        C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
+      } else if (MODE == kWeightGrad) {
+        C.dw[r * m + c] = acc[i][j];
+        afterDw(r * m + c, acc[i][j]);
+      } else {
+        P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
+      }
+    }
+  }
+}
+
 template <typename T, int MODE, int TILE>
 __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
   constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
@@ -102,17 +128,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
     tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
     __syncthreads();
   }
-  for (int i = 0; i < TM; ++i) {
-    const uint64_t r = bm + ty * TM + i;
-    if (r >= M) continue;
-    for (int j = 0; j < TM; ++j) {
-      const uint64_t c = bn + tx * TM + j;
-      if (c >= N) continue;
-      if (MODE == kForward) C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
-      else if (MODE == kWeightGrad) C.dw[r * m + c] = acc[i][j];
-      else P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
-    }
-  }
+  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [](uint64_t, T) {});
 }
 
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):

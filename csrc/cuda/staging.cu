@@ -143,7 +143,7 @@ class Stager final : public LayerHooks {
   }
 
   void before(Phase phase, uint32_t layer, cudaStream_t s) override {
-    const PhaseInfo& ph = expect(phase, layer);
+    const PhaseInfo& ph = plan_.launched(t_, Stage(uint32_t(phase)), layer, "stager");
     if (t_ >= ring_ / 2) {
       const uint64_t old = t_ - ring_ / 2;
       const auto t0 = std::chrono::steady_clock::now();
@@ -192,16 +192,6 @@ class Stager final : public LayerHooks {
   }
 
  private:
-  const PhaseInfo& expect(Phase phase, uint32_t layer) {
-    if (t_ >= plan_.phases()) NNA_FAIL("INTERNAL", "stager: more phases than the plan of this run");
-    const PhaseInfo& ph = plan_.phase(t_);
-    if (uint32_t(ph.stage) != uint32_t(phase) || ph.layer != layer)
-      NNA_FAIL("INTERNAL", std::string("stager: the launches reached phase ") + stageName(Stage(uint32_t(phase))) + " of layer " +
-                               std::to_string(layer) + " where its plan (csrc/train/phases.cc) has " + stageName(ph.stage) + " of layer " +
-                               std::to_string(ph.layer));
-    return ph;
-  }
-
   // The shadow header as residency stands now, written into ring entry `slot` and copied to
   // the pool's base on the compute stream. Offsets are relative to the pool: a slot's offset,
   // or the distance (mod 2^64) from the pool to the region's place in the image.
@@ -294,10 +284,7 @@ class Stager final : public LayerHooks {
     freed_.push_back(f);
   }
 
-  std::string describe(uint32_t r) const {
-    const RegionInfo& ri = regions_[r];
-    return "kind " + std::to_string(ri.kind) + " of layer " + std::to_string(ri.layer) + " (" + std::to_string(ri.bytes >> 20) + " MiB)";
-  }
+  std::string describe(uint32_t r) const { return regionLabel(regions_[r], true); }
 
   StageTrace trace_;
   Block& block_;

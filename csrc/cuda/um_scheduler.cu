@@ -307,7 +307,7 @@ class UmScheduler final : public LayerHooks {
   }
 
   void before(Phase phase, uint32_t layer, cudaStream_t s) override {
-    const PhaseInfo& ph = expect(phase, layer);
+    const PhaseInfo& ph = plan_.launched(t_, Stage(uint32_t(phase)), layer, "scheduler");
     moves_.clear();
     plan_.before(t_, moves_);
     issue(moves_);
@@ -354,16 +354,6 @@ class UmScheduler final : public LayerHooks {
   }
 
  private:
-  const PhaseInfo& expect(Phase phase, uint32_t layer) {
-    if (t_ >= plan_.phases()) NNA_FAIL("INTERNAL", "scheduler: more phases than the plan of this run");
-    const PhaseInfo& ph = plan_.phase(t_);
-    if (uint32_t(ph.stage) != uint32_t(phase) || ph.layer != layer)
-      NNA_FAIL("INTERNAL", std::string("scheduler: the launches reached phase ") + stageName(Stage(uint32_t(phase))) + " of layer " +
-                               std::to_string(layer) + " where its plan (csrc/train/phases.cc) has " + stageName(ph.stage) + " of layer " +
-                               std::to_string(ph.layer));
-    return ph;
-  }
-
   // Ends region r's read duplication: the copy at `toDevice`'s side is kept (the preferred
   // location decides where duplicates collapse), the other dropped; no bytes move.
   void collapse(uint32_t r, bool toDevice) {
@@ -494,10 +484,7 @@ class UmScheduler final : public LayerHooks {
     }
   }
 
-  std::string describe(uint32_t r) const {
-    static const char* kinds[] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
-    return std::string(kinds[regions_[r].kind]) + "[" + std::to_string(regions_[r].layer) + "] (" + std::to_string(regions_[r].bytes >> 20) + " MiB)";
-  }
+  std::string describe(uint32_t r) const { return regionLabel(regions_[r], true); }
 
   Block& block_;
   Residency& res_;

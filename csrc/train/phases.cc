@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "../core/validate.h"
+
 namespace nna {
 
 const char* stageName(Stage s) {
@@ -11,6 +13,11 @@ const char* stageName(Stage s) {
     case Stage::Output: return "output";
     default: return "backward";
   }
+}
+
+std::string regionLabel(const RegionInfo& r, bool size) {
+  std::string s = std::string(kindName(r.kind)) + "[" + std::to_string(r.layer) + "]";
+  return size ? s + " (" + std::to_string(r.bytes >> 20) + " MiB)" : s;
 }
 
 StepModel::StepModel(const uint8_t* header) {

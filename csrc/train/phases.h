@@ -5,6 +5,7 @@
 // order of the hook calls against it and stop a run whose phases differ.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "../include/nn_arena.h"
@@ -30,6 +31,9 @@ struct RegionInfo {
   // over the host link; it is never made device-resident by a scheduler.
   bool remote = false;
 };
+
+// "w[3]"; with `size`, "w[3] (64 MiB)" (traces of the schedulers).
+std::string regionLabel(const RegionInfo& r, bool size = false);
 
 struct Use {
   uint32_t region;

@@ -124,6 +124,15 @@ Planner::Planner(Residency& res, const RunParams& p, bool blas) : res_(res), p_(
 
 const PhaseInfo& Planner::phase(uint64_t t) const { return step_[t % perStep_]; }
 
+const PhaseInfo& Planner::launched(uint64_t t, Stage stage, uint32_t layer, const char* who) const {
+  if (t >= total_) NNA_FAIL("INTERNAL", std::string(who) + ": more phases than the plan of this run");
+  const PhaseInfo& ph = phase(t);
+  if (ph.stage != stage || ph.layer != layer)
+    NNA_FAIL("INTERNAL", std::string(who) + ": the launches reached phase " + stageName(stage) + " of layer " + std::to_string(layer) +
+                             " where its plan (csrc/train/phases.cc) has " + stageName(ph.stage) + " of layer " + std::to_string(ph.layer));
+  return ph;
+}
+
 Planner::NextUse Planner::nextUse(uint32_t r, int64_t now) const {
   // Every step has the same phases: a region not used within one step is not used again.
   const uint64_t from = uint64_t(now + 1);

@@ -134,6 +134,9 @@ class Planner {
   uint64_t phasesPerStep() const { return perStep_; }
   uint64_t phases() const { return total_; }
   const PhaseInfo& phase(uint64_t t) const;
+  // Phase t as the launches reached it (stage, layer): the plan's, or Failure INTERNAL naming
+  // `who` when the launches and the plan (phases.cc) differ.
+  const PhaseInfo& launched(uint64_t t, Stage stage, uint32_t layer, const char* who) const;
 
   void start(std::vector<Move>& out);
   void before(uint64_t t, std::vector<Move>& out);

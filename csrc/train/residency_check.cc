@@ -93,11 +93,7 @@ class Replay {
   }
 
  private:
-  std::string label(uint32_t r) const {
-    static const char* kinds[] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
-    const RegionInfo& ri = res_.model().regions()[r];
-    return std::string(kinds[ri.kind]) + "[" + std::to_string(ri.layer) + "]";
-  }
+  std::string label(uint32_t r) const { return regionLabel(res_.model().regions()[r]); }
 
   // The bookkeeping agrees with the model, stays within the budget, and slots do not overlap.
   std::string check() const {
