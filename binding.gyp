@@ -21,29 +21,28 @@
       "sources": [
         "csrc/addon/addon.cc",
         "csrc/core/block.cc",
-        "csrc/core/copy_bench.cc",
         "csrc/core/crc32c.cc",
-        "csrc/core/cpu_backend.cc",
         "csrc/core/validate.cc",
+        "csrc/cpu/cpu_backend.cc",
+        "csrc/cpu/cpu_train.cc",
         "csrc/train/check.cc",
-        "csrc/train/cpu_train.cc",
         "csrc/train/phases.cc",
-        "csrc/train/residency.cc",
-        "csrc/train/residency_check.cc"
+        "csrc/budget/residency.cc",
+        "csrc/budget/residency_check.cc",
+        "csrc/bench/copy_bench.cc"
       ],
       "conditions": [
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["NNA_WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
           "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc",
-                      "csrc/cuda/budget_run.cu", "csrc/cuda/um_scheduler.cu", "csrc/cuda/staging.cu", "csrc/cuda/device_meter.cu", "csrc/cuda/link_bench.cu"],
+                      "csrc/budget/budget_run.cu", "csrc/budget/um_scheduler.cu", "csrc/budget/staging.cu", "csrc/budget/device_meter.cu",
+                      "csrc/bench/link_bench.cu"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
             "extension": "cu",
-            "inputs": ["<(RULE_INPUT_PATH)", "csrc/include/nn_arena.h", "csrc/core/backend.h", "csrc/cuda/check.cuh", "csrc/train/math.h", "csrc/train/train.h",
-                       "csrc/cuda/layer_kernels.cuh", "csrc/cuda/layer_hooks.h", "csrc/cuda/fused_step.h", "csrc/cuda/cublas_loader.h", "csrc/cuda/output_row.cuh",
-                       "csrc/cuda/scheduled_run.h", "csrc/cuda/device_meter.h", "csrc/core/block.h", "csrc/train/residency.h", "csrc/train/phases.h"],
+            "inputs": ["<(RULE_INPUT_PATH)", "<!@(node scripts/find-nvcc.cjs headers)"],
             "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "action": ["sh", "-c", "<(nvcc) <(nvcc_flags) <(cuda_gencode) -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "message": "nvcc <(RULE_INPUT_PATH)",

@@ -1,9 +1,9 @@
 // um.ts: an L-class network (6 weight layers of 4096 x 4096, float32, batch 2048, a resident
 // data set of 2 batches) trained with a device budget of 25% of its arena, four ways:
 //   resident      - memory 'device': the whole arena on the device (no budget);
-//   scheduler     - memory 'managed' + the prefetch scheduler (csrc/cuda/um_scheduler.cu);
+//   scheduler     - memory 'managed' + the prefetch scheduler (csrc/budget/um_scheduler.cu);
 //   on-demand     - memory 'managed', no scheduler: pages fault in (the budget is not enforced);
-//   staged        - explicit staging through a pool of the budget's size (csrc/cuda/staging.cu);
+//   staged        - explicit staging through a pool of the budget's size (csrc/budget/staging.cu);
 // plus variants of the scheduler without its discards, and the host link measured in the same
 // run. Two bounds the scheduler cannot beat: the resident step time, and the bytes that must
 // cross the link per step (linkBytes below) over the link's measured rate.

@@ -41,7 +41,7 @@ export interface NativeResidency {
   regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
 }
 
-/** Host <-> device rates in GB/s (csrc/cuda/link_bench.cu). */
+/** Host <-> device rates in GB/s (csrc/bench/link_bench.cu). */
 export interface LinkRates {
   bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
   /** The way back split over 4 threads and streams. */

@@ -1,6 +1,6 @@
 // residency.ts: device budgets. Validation of the options that ask for one (before anything is
 // allocated), and the residency report of a budgeted arena. The plan itself is native
-// (csrc/train/residency.h): the smallest budget comes from the same phase table it plans from.
+// (csrc/budget/residency.h): the smallest budget comes from the same phase table it plans from.
 import { LayoutError } from './errors.js';
 import { KINDS, type Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';

@@ -1,5 +1,5 @@
 // bench/micro/stage_sim.cc predicts a staged run's timeline on the CPU from the same residency
-// plan the GPU executes (csrc/train/residency.cc). Built here with g++ so it cannot drift from the
+// plan the GPU executes (csrc/budget/residency.cc). Built here with g++ so it cannot drift from the
 // planner's API unnoticed; what it moves must be what the plan, replayed by the native module,
 // moves. Skipped where there is no g++.
 import { execFileSync } from 'node:child_process';
@@ -20,7 +20,7 @@ describe.skipIf(!hasGxx)('stage_sim (bench/micro): the staged timeline simulator
   it('builds, and moves exactly the bytes the replayed plan moves, run after run', () => {
     const sim = join(dir, 'sim');
     execFileSync('g++', ['-O1', '-std=c++17', `-I${join(root, 'csrc')}`, join(root, 'bench/micro/stage_sim.cc'),
-      join(root, 'csrc/train/phases.cc'), join(root, 'csrc/train/residency.cc'), '-o', sim], { stdio: 'pipe' });
+      join(root, 'csrc/train/phases.cc'), join(root, 'csrc/budget/residency.cc'), '-o', sim], { stdio: 'pipe' });
     const spec = { layers: [300, 512, 256, 10], batch: 64, samples: 256, optimizer: 'adam' as const };
     const plan = planLayout(spec);
     const header = join(dir, 'net.hdr');

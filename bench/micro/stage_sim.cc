@@ -1,10 +1,10 @@
 // stage_sim.cc: the timeline of budgeted runs as the GPU would execute them, without a GPU. It
-// replays the residency plan (csrc/train/residency.h) with the stream rules of the explicit
-// stager (csrc/cuda/staging.cu): an in stream and an out stream (FIFO, one copy engine each
+// replays the residency plan (csrc/budget/residency.h) with the stream rules of the explicit
+// stager (csrc/budget/staging.cu): an in stream and an out stream (FIFO, one copy engine each
 // way), the compute stream, and the events between them. Phase times come from
 // the products' FLOPs at a rate, copy times from bytes at link rates. It shows where the compute
 // stream waits for a copy, so a plan change can be judged before spending GPU time.
-//   g++ -O2 -std=c++17 -Icsrc bench/micro/stage_sim.cc csrc/train/phases.cc csrc/train/residency.cc -o /tmp/sim
+//   g++ -O2 -std=c++17 -Icsrc bench/micro/stage_sim.cc csrc/train/phases.cc csrc/budget/residency.cc -o /tmp/sim
 //   /tmp/sim HEADER_FILE BUDGET [RUNS=4] [STEPS_PER_RUN=2] [TFLOPS=55] [IN_GBPS=54.8] [OUT_GBPS=54.8]
 // HEADER_FILE: an arena header (Plan.header written to a file). SIM_MOVES=1 lists every move.
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "train/residency.h"
+#include "budget/residency.h"
 
 using namespace nna;
 

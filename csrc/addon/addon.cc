@@ -10,12 +10,12 @@
 #include <vector>
 
 #include "../core/block.h"
-#include "../core/copy_bench.h"
+#include "../bench/copy_bench.h"
 #include "../core/crc32c.h"
 #include "../core/failure.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
-#include "../train/residency_check.h"
+#include "../budget/residency_check.h"
 #include "../train/train.h"
 
 namespace {
@@ -309,7 +309,7 @@ Napi::Object countersObject(Napi::Env env, const nna::ResidencyCounters& c) {
 }
 
 // replayResidency(header, placement, budget, runs[], blas?): the plan of those runs replayed against
-// a model of where every region's bytes are valid (csrc/train/residency_check.cc).
+// a model of where every region's bytes are valid (csrc/budget/residency_check.cc).
 Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint8_t* h = validHeader(env, info[0]);

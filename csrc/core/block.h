@@ -8,7 +8,7 @@
 #include <mutex>
 #include <vector>
 
-#include "../train/residency.h"
+#include "../budget/residency.h"
 #include "backend.h"
 
 namespace nna {

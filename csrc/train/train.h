@@ -37,7 +37,7 @@ struct LayerHooks;
 // Returns which path ran: "fused", "layers (cublas)" or "layers (tiled)".
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);  // csrc/cuda/cuda_train.cu, or absent.cc
 // A run on an arena with a device budget: its memory scheduler (managed) or stager (staged)
-// keeps the device's share of it within the budget (csrc/cuda/budget_run.cu, or absent.cc).
+// keeps the device's share of it within the budget (csrc/budget/budget_run.cu, or absent.cc).
 class Block;
 const char* runBudgeted(Block& block, const RunParams& p);
 

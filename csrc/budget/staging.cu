@@ -2,7 +2,7 @@
 // scheduler is compared with. The arena lives in pinned host memory (the "image"); the device
 // holds one pool of the budget's size. The kernels bind from the pool's base, where a shadow
 // header says, phase by phase, where each region is: a slot of the pool when the plan
-// (csrc/train/residency.h) has made it resident, else its place in the image, which the GPU
+// (csrc/budget/residency.h) has made it resident, else its place in the image, which the GPU
 // reads in place (the gather's rows of the data set; nothing else a phase uses is ever there).
 // Regions move by cudaMemcpyAsync on two copy streams (in, out), ordered with events:
 //   fetch  : in waits for the evictions of whatever held its slot's bytes before, copies,
@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "../core/failure.h"
-#include "check.cuh"
+#include "../cuda/check.cuh"
 #include "device_meter.h"
 #include "scheduled_run.h"
 

@@ -6,7 +6,7 @@
 
 #include "../core/block.h"
 #include "../train/train.h"
-#include "layer_hooks.h"
+#include "../cuda/layer_hooks.h"
 
 namespace nna {
 

@@ -1,7 +1,7 @@
 // residency.h: which regions of an arena are on the device, and the plan that keeps them
 // within a byte budget while a run goes through its phases (phases.h). Pure bookkeeping, no
-// CUDA: the managed-memory scheduler (csrc/cuda/um_scheduler.cu) turns the moves into
-// prefetches and discards, the explicit stager (csrc/cuda/staging.cu) into copies; the CPU
+// CUDA: the managed-memory scheduler (csrc/budget/um_scheduler.cu) turns the moves into
+// prefetches and discards, the explicit stager (csrc/budget/staging.cu) into copies; the CPU
 // tests replay it with a model of where each region's valid bytes are (residency_check.cc).
 //
 // The policy ("direct instruction" in the seed study: the program, not the driver, decides):
@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "phases.h"
+#include "../train/phases.h"
 
 namespace nna {
 

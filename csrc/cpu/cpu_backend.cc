@@ -2,8 +2,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "backend.h"
-#include "failure.h"
+#include "../core/backend.h"
+#include "../core/failure.h"
 
 namespace nna {
 

@@ -1,5 +1,5 @@
 // um_scheduler.cu: the prefetch scheduler of a budgeted managed arena ("direct instruction" in
-// the seed study). The plan (csrc/train/residency.h) says, phase by phase, what to bring to the
+// the seed study). The plan (csrc/budget/residency.h) says, phase by phase, what to bring to the
 // device and what to send back; this file carries it out:
 //   - fetches: cudaMemPrefetchAsync to the device, or for a region its phase writes whole a
 //     discard + prefetch (pages made resident without copying dead bytes in);
@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "../core/failure.h"
-#include "check.cuh"
+#include "../cuda/check.cuh"
 #include "device_meter.h"
 #include "scheduled_run.h"
 

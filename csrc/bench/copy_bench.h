@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "backend.h"
+#include "../core/backend.h"
 
 namespace nna {
 

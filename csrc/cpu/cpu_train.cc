@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "../core/failure.h"
-#include "math.h"
-#include "train.h"
+#include "../train/math.h"
+#include "../train/train.h"
 
 namespace nna {
 namespace {

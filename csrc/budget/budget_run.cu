@@ -6,8 +6,8 @@
 
 #include "../core/block.h"
 #include "../train/train.h"
-#include "check.cuh"
-#include "cublas_loader.h"
+#include "../cuda/check.cuh"
+#include "../cuda/cublas_loader.h"
 #include "scheduled_run.h"
 
 namespace nna {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "check.cuh"
+#include "../cuda/check.cuh"
 
 namespace nna {
 

@@ -10,7 +10,7 @@
 
 #include "../core/backend.h"
 #include "../core/failure.h"
-#include "check.cuh"
+#include "../cuda/check.cuh"
 
 namespace nna {
 namespace {
