@@ -4,7 +4,7 @@
 import { ArenaError } from './errors.js';
 import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
-import { call, cudaInfo, native, type NativeHandle, type NativeStats } from './native.js';
+import { asArenaError, call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
 import { checkBudget, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
@@ -48,6 +48,26 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
   return b;
 }
 
+/** The native handle of each arena, for the modules of this package only (runArena below and
+ *  src/internal.ts); it is not part of the public API. */
+const handles = new WeakMap<Arena, NativeHandle>();
+
+/** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed). */
+export function handleOf(arena: Arena): NativeHandle {
+  if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+  return handles.get(arena)!;
+}
+
+/** Internal: one native run on `arena` (the Trainer's only way in). Every failure, also one in
+ *  converting the parameters, comes as a rejected promise with an ArenaError. */
+export async function runArena(arena: Arena, params: RunParams): Promise<RunPath> {
+  try {
+    return await handleOf(arena).run(params);
+  } catch (e) {
+    throw asArenaError(e);
+  }
+}
+
 export class Arena implements Disposable {
   readonly plan: Plan;
   readonly backend: BackendName;
@@ -83,9 +103,11 @@ export class Arena implements Disposable {
     }
     const pinned = backend === 'cuda' ? options.pinned ?? true : false;
     const handle = call(() => new (native().ArenaHandle)(plan.header, {
-      cuda: backend === 'cuda', pinned, managed: memory === 'managed', staged: memory === 'staged', budget: budget ?? 0, scheduled,
+      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], budget: budget ?? 0, scheduled,
     }));
-    return new Arena(plan, handle, backend, memory, pinned, budget);
+    const arena = new Arena(plan, handle, backend, memory, pinned, budget);
+    handles.set(arena, handle);
+    return arena;
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
@@ -177,9 +199,6 @@ export class Arena implements Disposable {
 
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
   get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
-
-  /** Internal: the native handle, for the trainer and tests. */
-  get native(): NativeHandle { return this.#live(); }
 
   /** Frees both allocations exactly once and detaches every view. Safe to call again. */
   dispose(): void {

@@ -21,8 +21,8 @@ export interface NativeHandle {
   addresses(): { host: bigint; device: bigint };
   probeBind(): BigUint64Array;
   deviceHeader(): DecodedHeader;
-  /** One training / evaluation run (csrc/train/train.h RunParams); resolves when complete. */
-  run(params: Record<string, number | boolean>): Promise<RunPath>;
+  /** One training / evaluation run; resolves when complete. */
+  run(params: RunParams): Promise<RunPath>;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
 }
@@ -53,6 +53,48 @@ export interface LinkRates {
   discard: string;
 }
 
+/** Numeric codes that cross to the native side (csrc/train/train.h Op and Loss; csrc/core/backend.h
+ *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
+export const OPS = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
+export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
+
+/** One run's parameters: the TS mirror of struct RunParams in csrc/train/train.h. The addon
+ *  converts every field before it touches the arena: an unknown key or a wrong type is
+ *  ArenaError BAD_ARGUMENT, never a silent default. Omitted fields take the struct's defaults. */
+export interface RunParams {
+  op: (typeof OPS)[keyof typeof OPS];
+  loss?: (typeof LOSSES)[keyof typeof LOSSES];
+  /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
+  resident?: boolean;
+  /** Zero the stats region first (default true). */
+  resetStats?: boolean;
+  rows?: number;
+  samples?: number;
+  firstBatch?: number;
+  numBatches?: number;
+  permA?: number;
+  permC?: number;
+  stepBase?: number;
+  lr?: number;
+  momentum?: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+}
+
+/** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
+ *  budget of csrc/budget/budgeted_block.h. */
+export interface NativeArenaOptions {
+  cuda: boolean;
+  pinned: boolean;
+  memory: (typeof MEMORY_KINDS)[keyof typeof MEMORY_KINDS];
+  /** Managed or staged memory: bytes of the arena the device may hold (0: no budget). */
+  budget: number;
+  /** Managed memory with a budget: run the prefetch scheduler (else pages fault in on demand). */
+  scheduled: boolean;
+}
+
 /** Which code ran a training run: the CPU backend, the fused CUDA kernel (one launch per run),
  *  or the per-layer CUDA path with cuBLAS or nn-arena's tiled products. */
 export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
@@ -71,7 +113,7 @@ export interface CudaInfo {
 }
 
 export interface NativeAddon {
-  ArenaHandle: new (header: Uint8Array, options: { cuda: boolean; pinned: boolean; managed: boolean; staged?: boolean; budget?: number; scheduled?: boolean }) => NativeHandle;
+  ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
   CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
@@ -79,7 +121,9 @@ export interface NativeAddon {
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: Array<Record<string, number | boolean>>, blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
+  /** The numeric codes above as the native side defines them. */
+  codes(): { ops: Record<string, number>; losses: Record<string, number>; memory: Record<string, number> };
   measureLink(bytes: number): LinkRates;
 }
 

@@ -6,6 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, type Plan } from '../src/index.js';
 import { HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
 import { native } from '../src/native.js';
+import { probeBind } from '../src/internal.js';
 
 const BASES: Plan[] = [
   planLayout({ layers: [6, 5, 4], batch: 3 }),
@@ -63,7 +64,7 @@ describe('hostile headers', () => {
       // Accepted: allocate it (the arena must be the size it claims) and bind every region.
       const total = Number(new DataView(bytes.buffer).getBigUint64(HEADER_FIELDS.total_bytes, true));
       using a = Arena.create({ ...plan, header: bytes }, { backend: 'cpu' });
-      const offsets = a.native.probeBind();
+      const offsets = probeBind(a);
       for (const o of offsets) if (o !== 0xffffffffffffffffn) expect(o < BigInt(total)).toBe(true);
       bound++;
     }), { numRuns: 100_000, seed: 42 });

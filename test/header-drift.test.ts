@@ -3,9 +3,10 @@
 // native decoder and validator.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { KINDS, planLayout } from '../src/index.js';
+import { Arena, KINDS, planLayout } from '../src/index.js';
+import { runArena } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
-import { native } from '../src/native.js';
+import { LOSSES, MEMORY_KINDS, native, OPS } from '../src/native.js';
 
 describe('header drift: TS constants == C struct', () => {
   const info = native().layoutInfo() as {
@@ -103,5 +104,22 @@ describe('header round trip: written by TS, read by C++', () => {
     expect(corrupt(wRegion, BigInt(plan.region(1, 'b')!.offset), 8)).toMatch(/overlaps/);
     expect(corrupt(wRegion, 8n, 8)).toMatch(/aligned|header/);
     expect(corrupt(wRegion + 8, 1n, 8)).toMatch(/count/);
+  });
+});
+
+describe('run contract: the numeric codes TS sends are the native ones', () => {
+  it('ops, losses and memory kinds match the addon', () => {
+    expect(native().codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, memory: { ...MEMORY_KINDS } });
+  });
+  it('an unknown run parameter or a wrong type is refused before the arena is touched', async () => {
+    const arena = Arena.create(planLayout({ layers: [3, 2], batch: 2, activations: ['softmax'] }), { backend: 'cpu' });
+    try {
+      for (const bad of [{ op: 0, rows: 1, lrr: 0.1 }, { op: 0, rows: 1, resident: 1 }, { op: 0, rows: '1' }, { op: 0, rows: 1, lr: '0.1' }]) {
+        await expect(runArena(arena, bad as never)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      }
+      expect(arena.stats.toDeviceTransfers).toBe(1);  // the header at creation, nothing since
+    } finally {
+      arena.dispose();
+    }
   });
 });

@@ -3,7 +3,7 @@
 // replayed against a model of where every region's bytes are (no GPU needed).
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, LayoutError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
-import { call, native } from '../src/native.js';
+import { call, native, OPS, type RunParams } from '../src/native.js';
 import { codeOf } from './support/errors.js';
 
 const L_SPEC: LayoutSpec = { layers: [4096, 4096, 4096, 4096, 4096, 4096, 4096], batch: 2048, samples: 4096 };
@@ -119,11 +119,11 @@ describe('device budget options', () => {
 
 // ---- The plan, replayed ------------------------------------------------------------------------
 
-type Run = Record<string, number | boolean>;
-const OP = { train: 0, grad: 1, eval: 2, forward: 3 };
+type Run = RunParams;
+const OP = OPS;
 
 /** An epoch of resident training in runs of `perRun` batches (the last batch partial when samples % batch). */
-function epoch(samples: number, batch: number, perRun: number, op = OP.train, loss = 1): Run[] {
+function epoch(samples: number, batch: number, perRun: number, op: RunParams['op'] = OP.train, loss: RunParams['loss'] = 1): Run[] {
   const batches = Math.ceil(samples / batch);
   const runs: Run[] = [];
   for (let first = 0; first < batches; first += perRun) {

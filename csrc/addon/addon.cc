@@ -178,6 +178,21 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   return o;
 }
 
+// The numeric codes of the run contract (src/native.ts OPS, LOSSES, MEMORY_KINDS mirror them).
+Napi::Value Codes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto table = [&](std::initializer_list<std::pair<const char*, uint32_t>> rows) {
+    Napi::Object t = Napi::Object::New(env);
+    for (const auto& r : rows) t.Set(r.first, Napi::Number::New(env, r.second));
+    return t;
+  };
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ops", table({{"train", uint32_t(nna::Op::Train)}, {"grad", uint32_t(nna::Op::Grad)}, {"eval", uint32_t(nna::Op::Eval)}, {"forward", uint32_t(nna::Op::Forward)}}));
+  o.Set("losses", table({{"cross-entropy", uint32_t(nna::Loss::CrossEntropy)}, {"mse", uint32_t(nna::Loss::Mse)}}));
+  o.Set("memory", table({{"device", uint32_t(nna::Memory::Device)}, {"managed", uint32_t(nna::Memory::Managed)}, {"staged", uint32_t(nna::Memory::Staged)}}));
+  return o;
+}
+
 // crc32c(bytes: Uint8Array, crc = 0): CRC-32C continued over bytes.
 Napi::Value Crc32c(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -206,24 +221,43 @@ Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
 
 
 // ---- Training runs: off the JS thread, resolved as a promise --------------------------------
-nna::RunParams runParamsOf(Napi::Env env, const Napi::Object o) {
+// Every key of a run's parameters is known and of the right type, or the call fails before it
+// touches the arena (src/native.ts RunParams mirrors this): a mistyped key never takes a default.
+nna::RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameters must be an object");
+  const Napi::Object o = v.As<Napi::Object>();
   nna::RunParams p;
-  auto u = [&](const char* k, uint64_t& dst) { if (o.Has(k)) dst = exactU64(env, o.Get(k), k); };
-  auto d = [&](const char* k, double& dst) {
-    if (!o.Has(k)) return;
-    if (!o.Get(k).IsNumber()) throwJs(env, "BAD_ARGUMENT", std::string(k) + " must be a number");
-    dst = o.Get(k).As<Napi::Number>().DoubleValue();
-  };
-  uint64_t op = 0, loss = 0;
-  u("op", op);
-  u("loss", loss);
-  p.op = static_cast<nna::Op>(op);
-  p.loss = static_cast<nna::Loss>(loss);
-  p.resident = o.Get("resident").ToBoolean();
-  p.resetStats = !o.Has("resetStats") || o.Get("resetStats").ToBoolean();
-  u("rows", p.rows); u("samples", p.samples); u("firstBatch", p.firstBatch); u("numBatches", p.numBatches);
-  u("permA", p.permA); u("permC", p.permC); u("stepBase", p.stepBase);
-  d("lr", p.lr); d("momentum", p.momentum); d("beta1", p.beta1); d("beta2", p.beta2); d("eps", p.eps);
+  const Napi::Array keys = o.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); ++i) {
+    const std::string k = keys.Get(i).ToString();
+    const Napi::Value x = o.Get(k);
+    auto u = [&](uint64_t& dst) { dst = exactU64(env, x, k.c_str()); };
+    auto d = [&](double& dst) {
+      if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter " + k + " must be a number");
+      dst = x.As<Napi::Number>().DoubleValue();
+    };
+    auto b = [&](bool& dst) {
+      if (!x.IsBoolean()) throwJs(env, "BAD_ARGUMENT", "run parameter " + k + " must be a boolean");
+      dst = x.As<Napi::Boolean>().Value();
+    };
+    if (k == "op") { uint64_t c; u(c); p.op = static_cast<nna::Op>(c); }
+    else if (k == "loss") { uint64_t c; u(c); p.loss = static_cast<nna::Loss>(c); }
+    else if (k == "resident") b(p.resident);
+    else if (k == "resetStats") b(p.resetStats);
+    else if (k == "rows") u(p.rows);
+    else if (k == "samples") u(p.samples);
+    else if (k == "firstBatch") u(p.firstBatch);
+    else if (k == "numBatches") u(p.numBatches);
+    else if (k == "permA") u(p.permA);
+    else if (k == "permC") u(p.permC);
+    else if (k == "stepBase") u(p.stepBase);
+    else if (k == "lr") d(p.lr);
+    else if (k == "momentum") d(p.momentum);
+    else if (k == "beta1") d(p.beta1);
+    else if (k == "beta2") d(p.beta2);
+    else if (k == "eps") d(p.eps);
+    else throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
+  }
   return p;
 }
 
@@ -318,7 +352,7 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   if (!info[3].IsArray()) throwJs(env, "BAD_ARGUMENT", "runs must be an array of run parameters");
   const Napi::Array a = info[3].As<Napi::Array>();
   std::vector<nna::RunParams> runs;
-  for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i).As<Napi::Object>()));
+  for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i)));
   return guarded(env, [&] {
     for (const nna::RunParams& p : runs) nna::checkRun(h, p);
     const nna::ResidencyReplay r = nna::replayResidency(h, placement, budget, runs, info.Length() > 4 && info[4].ToBoolean());
@@ -379,7 +413,9 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
     nna::BlockOptions o;
     o.cuda = opts.Get("cuda").ToBoolean();
     o.pinned = opts.Get("pinned").ToBoolean();
-    o.memory = opts.Get("staged").ToBoolean() ? nna::Memory::Staged : opts.Get("managed").ToBoolean() ? nna::Memory::Managed : nna::Memory::Device;
+    const uint64_t memory = exactU64(env, opts.Get("memory"), "memory");
+    if (memory > uint64_t(nna::Memory::Staged)) throwJs(env, "BAD_ARGUMENT", "memory code " + std::to_string(memory) + " is not device (0), managed (1) or staged (2)");
+    o.memory = static_cast<nna::Memory>(memory);
     if (opts.Has("budget")) o.budget = exactU64(env, opts.Get("budget"), "budget");
     o.scheduled = !opts.Has("scheduled") || opts.Get("scheduled").ToBoolean();
     const size_t headerBytes = std::min<size_t>(header.ByteLength(), h.header_bytes);
@@ -540,8 +576,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle> {
   Napi::Value Run(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     live(env);
-    if (!info[0].IsObject()) throwJs(env, "BAD_ARGUMENT", "run(params: object)");
-    auto* w = new RunWorker(env, block_, runParamsOf(env, info[0].As<Napi::Object>()));
+    auto* w = new RunWorker(env, block_, runParamsOf(env, info[0]));
     Napi::Promise promise = w->promise();
     w->Queue();
     return promise;
@@ -642,6 +677,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
   exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
   exports.Set("crc32c", Napi::Function::New(env, Crc32c));
+  exports.Set("codes", Napi::Function::New(env, Codes));
   exports.Set("minDeviceBudget", Napi::Function::New(env, MinDeviceBudget));
   exports.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
   exports.Set("measureLink", Napi::Function::New(env, MeasureLink));

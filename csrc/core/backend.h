@@ -12,7 +12,7 @@ namespace nna {
 
 // Staged: the device side of the arena lives in pinned host memory and only a pool of the
 // budget's size is on the device (csrc/budget/staging.cu copies regions in and out of it).
-enum class Memory { Device, Managed, Staged };
+enum class Memory : uint32_t { Device = 0, Managed = 1, Staged = 2 };
 enum class Dir { ToDevice, ToHost };
 enum class Advice { ReadMostly, PreferredLocation, AccessedBy };
 enum class Where { Device, Host };

@@ -5,10 +5,10 @@
 // Transfers: init() writes the host side; the first run uploads the whole arena once. fit()
 // uploads the data set once, reads 32-byte stats per report, and downloads the weights and
 // biases once at the end. Nothing else moves per step.
-import { Arena, type View } from '../arena.js';
+import { Arena, runArena, type View } from '../arena.js';
 import { ArenaError, DataError } from '../errors.js';
 import { STATS, type Kind } from '../layout/header.js';
-import { asArenaError, type RunPath } from '../native.js';
+import { LOSSES, OPS, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { checkData, type CheckedData, type Data } from './data.js';
@@ -60,7 +60,7 @@ export interface FitResult extends Metrics {
   samplesPerSecond: number;
 }
 
-const OP = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+const OP = OPS;
 
 /** Mean loss and accuracy from the accumulators of the stats region. */
 const metricsOf = (s: View): Metrics => ({ loss: s[STATS.loss]! / s[STATS.rows]!, accuracy: s[STATS.correct]! / s[STATS.rows]! });
@@ -289,14 +289,9 @@ export class Trainer {
     this.#deviceStale = this.#paramsStale = false;
   }
 
-  async #run(params: Record<string, number | boolean>): Promise<RunPath> {
+  async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
-    const loss = this.loss === 'mse' ? 1 : 0;
-    try {
-      return await this.arena.native.run({ ...this.#hyper, loss, ...params });
-    } catch (e) {
-      throw asArenaError(e);
-    }
+    return runArena(this.arena, { ...this.#hyper, loss: LOSSES[this.loss], ...params });
   }
 
   #stats(): View {

@@ -2,6 +2,7 @@
 // CUDA suite (test/gpu/) so both assert exactly the same things.
 import { expect } from 'vitest';
 import { Arena, KINDS, planLayout, type ArenaOptions, type LayoutSpec } from '../../src/index.js';
+import { deviceHeader, probeBind } from '../../src/internal.js';
 
 export const SPEC: LayoutSpec = { layers: [784, 128, 10], batch: 100, dtype: 'float32', optimizer: 'adam' };
 
@@ -69,7 +70,7 @@ export function checkSelectiveTransfer(options: ArenaOptions): void {
 export function checkDeviceBinding(options: ArenaOptions): void {
   const plan = planLayout({ ...SPEC, samples: 64, order: 'kind-major' });
   using arena = Arena.create(plan, options);
-  const offsets = arena.native.probeBind();
+  const offsets = probeBind(arena);
   const L = plan.spec.layers.length;
   for (let l = 0; l < L; l++) {
     KINDS.forEach((k, i) => {
@@ -77,7 +78,7 @@ export function checkDeviceBinding(options: ArenaOptions): void {
       expect(offsets[l * KINDS.length + i], `layer ${l} ${k}`).toBe(r ? BigInt(r.offset) : 0xffffffffffffffffn);
     });
   }
-  const h = arena.native.deviceHeader();
+  const h = deviceHeader(arena);
   expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
   expect(h.numLayers).toBe(L);
 }
