@@ -15,18 +15,27 @@
     {
       "target_name": "nn_arena",
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
-      "defines": ["NAPI_VERSION=8"],
+      "defines": ["NAPI_VERSION=8", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
       "cflags_cc": ["-std=c++17", "-O3", "-fopenmp-simd", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
-      "cflags_cc!": ["-fno-exceptions", "-std=gnu++17"],
+      "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
       "sources": [
         "csrc/addon/addon.cc",
+        "csrc/addon/arena_handle.cc",
+        "csrc/addon/convert.cc",
+        "csrc/addon/functions.cc",
+        "csrc/addon/internal.cc",
+        "csrc/addon/js_error.cc",
+        "csrc/addon/run_worker.cc",
         "csrc/core/block.cc",
         "csrc/core/crc32c.cc",
+        "csrc/core/env.cc",
+        "csrc/core/host_memory.cc",
         "csrc/core/validate.cc",
         "csrc/cpu/cpu_backend.cc",
         "csrc/cpu/cpu_train.cc",
         "csrc/train/check.cc",
         "csrc/train/phases.cc",
+        "csrc/budget/budgeted_block.cc",
         "csrc/budget/residency.cc",
         "csrc/budget/residency_check.cc",
         "csrc/bench/copy_bench.cc"
@@ -49,7 +58,7 @@
             "process_outputs_as_sources": 1
           }]
         }, {
-          "sources": ["csrc/cuda/absent.cc"]
+          "sources": ["csrc/cuda/absent.cc", "csrc/budget/absent.cc", "csrc/bench/absent.cc"]
         }]
       ]
     }

@@ -21,7 +21,7 @@ export function benchMemory(backend: BackendName, names: string[], log: (s: stri
       using arena = Arena.create(plan, { backend });
       const taken = backend === 'cuda' ? freeBefore - cudaInfo().freeBytes : null;
       const rss = process.memoryUsage().rss - rssBefore;
-      const headerTotal = Number(native().decodeHeader(arena.bytes(0, plan.headerBytes)).totalBytes);
+      const headerTotal = Number(native().internal.decodeHeader(arena.bytes(0, plan.headerBytes)).totalBytes);
       const row: MemoryRow = {
         network: net.name, optimizer, backend, plannedBytes: plan.totalBytes, headerTotalBytes: headerTotal, byKind: { ...byKind },
         deviceTakenBytes: taken, hostRssGrowthBytes: rss, exact: sum === plan.totalBytes && headerTotal === plan.totalBytes,

@@ -75,7 +75,7 @@ export async function benchTransfers(backend: BackendName, sizesMiB: number[], q
 }
 
 function copyBench(cuda: boolean, sizes: number[], pinned: boolean, dir: 'toDevice' | 'toHost') {
-  const cb = new (native().CopyBench)(cuda, sizes, pinned);
+  const cb = new (native().internal.CopyBench)(cuda, sizes, pinned);
   return { run: () => cb.run(dir), dispose: () => cb.dispose() };
 }
 

@@ -1,13 +1,13 @@
 // arena.ts: one network's memory as exactly one host allocation and one device allocation.
 // The plan decides every offset; this class only allocates, moves byte ranges and hands out
 // zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
-import { ArenaError } from './errors.js';
+import { ArenaError, fromNative, OptionError } from './errors.js';
 import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
-import { asArenaError, call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
+import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
-import { checkBudget, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
+import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 
 export type BackendName = 'cpu' | 'cuda';
 export type MemoryKind = 'device' | 'managed' | 'staged';
@@ -44,7 +44,7 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
     const info = cudaInfo();
     return info.built && info.devices > 0 ? 'cuda' : 'cpu';
   }
-  if (b !== 'cpu' && b !== 'cuda') throw new ArenaError('BAD_OPTION', `options.backend must be 'auto', 'cpu' or 'cuda', got ${JSON.stringify(b)}`);
+  if (b !== 'cpu' && b !== 'cuda') throw new OptionError('BAD_OPTION', 'backend', b, "must be 'auto', 'cpu' or 'cuda'");
   return b;
 }
 
@@ -64,7 +64,7 @@ export async function runArena(arena: Arena, params: RunParams): Promise<RunPath
   try {
     return await handleOf(arena).run(params);
   } catch (e) {
-    throw asArenaError(e);
+    throw fromNative(e);
   }
 }
 
@@ -91,20 +91,25 @@ export class Arena implements Disposable {
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
    *  header written at offset 0 of both (the device copy is one counted transfer). */
   static create(plan: Plan, options: ArenaOptions = {}): Arena {
-    if (options === null || typeof options !== 'object') throw new ArenaError('BAD_OPTION', 'options must be an object');
+    if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
     const memory = options.memory ?? 'device';
     if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
-      throw new ArenaError('BAD_OPTION', `options.memory must be 'device', 'managed' or 'staged', got ${JSON.stringify(memory)}`);
+      throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'device', 'managed' or 'staged'");
     }
-    const { budget, scheduled } = checkBudget(plan, memory, options.deviceBudget, options.residency);
+    const budget = options.deviceBudget;
+    // A budget (or staged memory, which needs one) is checked before the backend is chosen, so a
+    // bad one is reported alike on every machine; the rules themselves are native, in one place.
+    if (budget !== undefined || memory === 'staged') call(() => native().checkDeviceBudget(plan.header, MEMORY_KINDS[memory], budget as number | undefined), { deviceBudget: budget });
+    const scheduled = residencyOption(memory, budget, options.residency);
     const backend = resolveBackend(options.backend);
     if (memory !== 'device' && backend !== 'cuda') {
       throw new ArenaError('NOT_SUPPORTED', `${memory} memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
     }
     const pinned = backend === 'cuda' ? options.pinned ?? true : false;
+    // The device budget is checked once, natively, before anything is allocated.
     const handle = call(() => new (native().ArenaHandle)(plan.header, {
-      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], budget: budget ?? 0, scheduled,
-    }));
+      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled,
+    }), { deviceBudget: budget });
     const arena = new Arena(plan, handle, backend, memory, pinned, budget);
     handles.set(arena, handle);
     return arena;
@@ -113,7 +118,7 @@ export class Arena implements Disposable {
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
    *  anything is allocated; the arena then goes to the device in one transfer. */
   static load(path: string, options: ArenaOptions = {}): Arena {
-    return loadArena(path, options).arena;
+    return loadArena(path, (plan) => Arena.create(plan, options)).arena;
   }
 
   /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
@@ -168,7 +173,7 @@ export class Arena implements Disposable {
   /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
   prefetch(selector: Selector | undefined, location: Location): void {
     const h = this.#live();
-    if (location !== 'device' && location !== 'host') throw new ArenaError('BAD_OPTION', `location must be 'device' or 'host', got ${JSON.stringify(location)}`);
+    if (location !== 'device' && location !== 'host') throw new OptionError('BAD_OPTION', 'location', location, "must be 'device' or 'host'");
     const ranges = selectRanges(this.plan, selector);
     call(() => h.prefetch(flatten(ranges), location));
   }
@@ -177,7 +182,7 @@ export class Arena implements Disposable {
   advise(selector: Selector | undefined, advice: Advice, options: { location?: Location; unset?: boolean } = {}): void {
     const h = this.#live();
     if (!['readMostly', 'preferredLocation', 'accessedBy'].includes(advice)) {
-      throw new ArenaError('BAD_OPTION', `advice must be 'readMostly', 'preferredLocation' or 'accessedBy', got ${JSON.stringify(advice)}`);
+      throw new OptionError('BAD_OPTION', 'advice', advice, "must be 'readMostly', 'preferredLocation' or 'accessedBy'");
     }
     const ranges = selectRanges(this.plan, selector);
     call(() => h.advise(flatten(ranges), advice, options.location ?? 'device', options.unset ?? false));

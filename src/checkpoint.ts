@@ -13,8 +13,7 @@
 // arena to the device in one transfer.
 import { closeSync, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writevSync } from 'node:fs';
 import { totalmem } from 'node:os';
-import { Arena, type ArenaOptions } from './arena.js';
-import { ArenaError } from './errors.js';
+import { ArenaError, OptionError } from './errors.js';
 import { decodeSpec } from './layout/decode.js';
 import { KINDS, KIND_INDEX, type Kind } from './layout/header.js';
 import { planLayout, type Plan, type Region } from './layout/plan.js';
@@ -44,11 +43,20 @@ function savedRegions(plan: Plan, mask: number): Region[] {
   return plan.regions.filter((r) => mask & (1 << KIND_INDEX[r.kind]));
 }
 
-export function saveArena(arena: Arena, path: string, options: SaveOptions = {}): number {
+/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (Structural, so
+ *  this module never imports the Arena class: arena.ts imports it.) */
+export interface ArenaBytes {
+  readonly plan: Plan;
+  bytes(offset: number, bytes: number): Uint8Array;
+  toDevice(): unknown;
+  dispose(): void;
+}
+
+export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): number {
   const kinds = options.kinds ?? KINDS;
-  for (const k of kinds) if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) throw new ArenaError('BAD_OPTION', `save: unknown kind '${String(k)}'`);
+  for (const k of kinds) if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) throw new OptionError('BAD_OPTION', 'kinds', k, `is not a region kind (expected ${KINDS.join(', ')})`);
   const steps = options.steps ?? 0;
-  if (!Number.isSafeInteger(steps) || steps < 0) throw new ArenaError('BAD_OPTION', `save: steps must be a non-negative integer, got ${steps}`);
+  if (!Number.isSafeInteger(steps) || steps < 0) throw new OptionError('BAD_OPTION', 'steps', steps, 'must be a non-negative safe integer');
   const plan = arena.plan;
   const mask = kinds.reduce((m, k) => m | (1 << KIND_INDEX[k]), 0);
   const parts = [arena.bytes(0, plan.headerBytes), ...savedRegions(plan, mask).map((r) => arena.bytes(r.offset, r.bytes))];
@@ -159,10 +167,11 @@ function inspectOpen(fd: number, path: string): CheckpointInfo {
   return { path, version, arenaBytes: Number(arenaBytes), payloadBytes: Number(payloadBytes), steps: Number(steps), kinds: KINDS.filter((k) => mask & (1 << KIND_INDEX[k])), plan };
 }
 
-/** A checked checkpoint as a new arena, sent to the device in one transfer. */
-export function loadArena(path: string, options: ArenaOptions = {}): { arena: Arena; info: CheckpointInfo } {
+/** A checked checkpoint as a new arena (made by `create` from the saved plan), sent to the
+ *  device in one transfer. */
+export function loadArena<A extends ArenaBytes>(path: string, create: (plan: Plan) => A): { arena: A; info: CheckpointInfo } {
   const info = inspectCheckpoint(path);
-  const arena = Arena.create(info.plan, options);
+  const arena = create(info.plan);
   try {
     const fd = openSync(path, 'r');
     try {

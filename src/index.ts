@@ -4,7 +4,7 @@ export { type LayoutSpec, type NormalizedSpec, DEFAULT_ALIGN } from './layout/sp
 export { KINDS, type Kind, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
 export { Arena, type ArenaOptions, type ArenaStats, type TransferResult, type View, type BackendName, type MemoryKind, type Advice, type Location } from './arena.js';
 export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './selector.js';
-export { NnArenaError, FieldError, LayoutError, ArenaError, DataError } from './errors.js';
+export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './errors.js';
 export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName } from './train/trainer.js';
 export { type Data } from './train/data.js';
 export { cudaInfo, type CudaInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';

@@ -1,9 +1,9 @@
-// native.ts: loads build/Release/nn_arena.node and turns its coded errors into ArenaError.
-// Only this file touches the addon; the planner works without it.
+// native.ts: loads build/Release/nn_arena.node and turns its coded errors into the class of their
+// code (src/errors.ts). Only this file touches the addon; the planner works without it.
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArenaError } from './errors.js';
+import { ArenaError, fromNative } from './errors.js';
 
 export interface NativeStats {
   hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
@@ -19,8 +19,6 @@ export interface NativeHandle {
   stats(): NativeStats;
   dispose(): boolean;
   addresses(): { host: bigint; device: bigint };
-  probeBind(): BigUint64Array;
-  deviceHeader(): DecodedHeader;
   /** One training / evaluation run; resolves when complete. */
   run(params: RunParams): Promise<RunPath>;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
@@ -89,8 +87,9 @@ export interface NativeArenaOptions {
   cuda: boolean;
   pinned: boolean;
   memory: (typeof MEMORY_KINDS)[keyof typeof MEMORY_KINDS];
-  /** Managed or staged memory: bytes of the arena the device may hold (0: no budget). */
-  budget: number;
+  /** Managed or staged memory: bytes of the arena the device may hold; absent: no budget. The
+   *  native side is the one place a budget is checked (csrc/budget/budgeted_block.cc). */
+  budget?: number;
   /** Managed memory with a budget: run the prefetch scheduler (else pages fault in on demand). */
   scheduled: boolean;
 }
@@ -114,17 +113,26 @@ export interface CudaInfo {
 
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
-  CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
-  decodeHeader(bytes: Uint8Array): DecodedHeader;
-  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
-  layoutInfo(): Record<string, unknown>;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
-  /** The numeric codes above as the native side defines them. */
+  /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
+  checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;
+  /** Test- and bench-only functions (csrc/addon/internal.cc): not library API. */
+  internal: NativeInternal;
+}
+
+export interface NativeInternal {
+  decodeHeader(bytes: Uint8Array): DecodedHeader;
+  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
+  layoutInfo(): Record<string, unknown>;
+  /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
   codes(): { ops: Record<string, number>; losses: Record<string, number>; memory: Record<string, number> };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
   measureLink(bytes: number): LinkRates;
+  probeBind(handle: NativeHandle): BigUint64Array;
+  deviceHeader(handle: NativeHandle): DecodedHeader;
+  CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
 }
 
 let addon: NativeAddon | undefined;
@@ -150,21 +158,14 @@ export function native(): NativeAddon {
   throw new ArenaError('NO_ADDON', `the native module could not be loaded (run \`npm install\` or \`npm run build\`): ${(loadError as Error).message}`, { cause: loadError });
 }
 
-/** Calls into the addon, rethrowing its coded errors as ArenaError. */
-export function call<T>(f: () => T): T {
+/** Calls into the addon, rethrowing its coded errors as the class of their code; `values` are
+ *  the call's inputs, by field name, for the error's `value`. */
+export function call<T>(f: () => T, values?: Record<string, unknown>): T {
   try {
     return f();
   } catch (e) {
-    throw asArenaError(e);
+    throw fromNative(e, values);
   }
-}
-
-export function asArenaError(e: unknown): unknown {
-  if (e instanceof ArenaError) return e;
-  if (e instanceof Error && typeof (e as { code?: unknown }).code === 'string') {
-    return new ArenaError((e as Error & { code: string }).code, e.message, { cause: e });
-  }
-  return e;
 }
 
 /** What the CUDA side of this build can do here (never throws for a missing GPU). */

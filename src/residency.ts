@@ -1,45 +1,22 @@
 // residency.ts: device budgets. Validation of the options that ask for one (before anything is
 // allocated), and the residency report of a budgeted arena. The plan itself is native
 // (csrc/budget/residency.h): the smallest budget comes from the same phase table it plans from.
-import { LayoutError } from './errors.js';
+import { OptionError } from './errors.js';
 import { KINDS, type Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, native, type NativeResidency, type ResidencyCounters } from './native.js';
 
 export type ResidencyMode = 'scheduler' | 'on-demand';
 
-export interface BudgetChoice {
-  /** Bytes of the arena the device may hold; undefined: no budget. */
-  budget: number | undefined;
-  /** Managed memory with a budget: whether the scheduler runs (else pages fault in on demand). */
-  scheduled: boolean;
-}
-
-/** Checks deviceBudget / residency against the memory kind and the plan; throws LayoutError
- *  naming the field. The smallest budget is what the largest phase of a training step needs on
- *  the device at once, plus the header (minDeviceBudget). */
-export function checkBudget(plan: Plan, memory: string, deviceBudget: unknown, residency: unknown): BudgetChoice {
-  if (deviceBudget === undefined) {
-    if (memory === 'staged') throw new LayoutError('BUDGET_REQUIRED', 'deviceBudget', deviceBudget, "staged memory needs a device budget in bytes");
-    if (residency !== undefined) throw new LayoutError('BAD_OPTION', 'residency', residency, 'applies to managed memory with a deviceBudget');
-    return { budget: undefined, scheduled: false };
-  }
-  if (typeof deviceBudget !== 'number' || !Number.isSafeInteger(deviceBudget) || deviceBudget <= 0) {
-    throw new LayoutError('BAD_BUDGET', 'deviceBudget', deviceBudget, 'must be a positive safe integer (bytes)');
-  }
-  if (memory !== 'managed' && memory !== 'staged') {
-    throw new LayoutError('BUDGET_NEEDS_MANAGED', 'deviceBudget', deviceBudget, `applies to memory 'managed' or 'staged', not '${memory}'`);
-  }
-  if (residency !== undefined && residency !== 'scheduler' && residency !== 'on-demand') {
-    throw new LayoutError('BAD_OPTION', 'residency', residency, "must be 'scheduler' or 'on-demand'");
-  }
-  if (residency !== undefined && memory !== 'managed') throw new LayoutError('BAD_OPTION', 'residency', residency, "applies to memory 'managed' (staged memory is always scheduled)");
-  const min = minDeviceBudget(plan, memory);
-  if (deviceBudget < min.bytes) {
-    throw new LayoutError('BUDGET_TOO_SMALL', 'deviceBudget', deviceBudget,
-      `must be at least ${min.bytes} bytes: the ${min.stage} phase of layer ${min.layer} needs that much of the arena on the device at once (header included)`);
-  }
-  return { budget: deviceBudget, scheduled: residency !== 'on-demand' };
+/** Checks the `residency` option against the memory kind and returns whether the managed
+ *  scheduler runs (else pages fault in on demand). The budget itself is checked once, natively,
+ *  when the arena is made (csrc/budget/budgeted_block.cc): OptionError BAD_BUDGET,
+ *  BUDGET_TOO_SMALL, BUDGET_NEEDS_MANAGED, BUDGET_REQUIRED with field 'deviceBudget'. */
+export function residencyOption(memory: string, deviceBudget: unknown, residency: unknown): boolean {
+  if (residency === undefined) return true;
+  if (residency !== 'scheduler' && residency !== 'on-demand') throw new OptionError('BAD_OPTION', 'residency', residency, "must be 'scheduler' or 'on-demand'");
+  if (memory !== 'managed' || deviceBudget === undefined) throw new OptionError('BAD_OPTION', 'residency', residency, "applies to memory 'managed' with a deviceBudget");
+  return residency === 'scheduler';
 }
 
 /** The smallest device budget for `plan` ('managed' rounds regions to 64 KiB pages, 'staged' to the plan's alignment). */

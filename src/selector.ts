@@ -1,5 +1,5 @@
 // selector.ts: which regions a transfer, prefetch or advice touches, as the fewest byte ranges.
-import { ArenaError } from './errors.js';
+import { OptionError } from './errors.js';
 import { KINDS, KIND_INDEX, type Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 
@@ -15,15 +15,15 @@ export interface Selector {
 export interface ByteRange { offset: number; bytes: number }
 
 function checkSelector(plan: Plan, sel: Selector): void {
-  if (sel === null || typeof sel !== 'object') throw new ArenaError('BAD_SELECTOR', `selector must be an object { kinds?, layers? }, got ${String(sel)}`);
+  if (sel === null || typeof sel !== 'object') throw new OptionError('BAD_SELECTOR', 'selector', sel, 'must be an object { kinds?, layers? }');
   for (const k of sel.kinds ?? []) {
     if (k !== 'header' && !Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) {
-      throw new ArenaError('BAD_SELECTOR', `selector.kinds: unknown kind '${String(k)}' (expected header, ${KINDS.join(', ')})`);
+      throw new OptionError('BAD_SELECTOR', 'selector.kinds', k, `is not a kind (expected header, ${KINDS.join(', ')})`);
     }
   }
   const L = plan.spec.layers.length;
   for (const l of sel.layers ?? []) {
-    if (!Number.isInteger(l) || l < 0 || l >= L) throw new ArenaError('BAD_SELECTOR', `selector.layers: ${String(l)} is not a layer index in [0, ${L - 1}]`);
+    if (!Number.isInteger(l) || l < 0 || l >= L) throw new OptionError('BAD_SELECTOR', 'selector.layers', l, `is not a layer index in [0, ${L - 1}]`);
   }
 }
 

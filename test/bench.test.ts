@@ -28,7 +28,7 @@ describe('bench plumbing', () => {
   });
 
   it('the fragmented baseline makes one copy per buffer', () => {
-    const cb = new (native().CopyBench)(false, [100, 200, 300], true);
+    const cb = new (native().internal.CopyBench)(false, [100, 200, 300], true);
     expect(cb.run('toDevice')).toBe(3);
     expect(cb.run('toHost')).toBe(3);
     cb.dispose();

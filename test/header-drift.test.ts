@@ -9,7 +9,7 @@ import * as H from '../src/layout/header.js';
 import { LOSSES, MEMORY_KINDS, native, OPS } from '../src/native.js';
 
 describe('header drift: TS constants == C struct', () => {
-  const info = native().layoutInfo() as {
+  const info = native().internal.layoutInfo() as {
     magic: number; version: number; maxLayers: number; kindCount: number; headerSize: number; layerSize: number; regionSize: number;
     header: Record<string, number>; layer: Record<string, number>; enums: Record<string, number>;
   };
@@ -56,8 +56,8 @@ describe('header round trip: written by TS, read by C++', () => {
   it('decodes to the plan, and the native validator accepts it', () => {
     fc.assert(fc.property(spec, (s) => {
       const plan = planLayout(s);
-      expect(native().validateHeader(plan.header, plan.totalBytes)).toBe('');
-      const h = native().decodeHeader(plan.header);
+      expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
+      const h = native().internal.decodeHeader(plan.header);
       expect(h.magic).toBe(H.MAGIC);
       expect(h.dtype).toBe(H.DTYPES[s.dtype]);
       expect(h.order).toBe(H.ORDERS[s.order]);
@@ -80,7 +80,7 @@ describe('header round trip: written by TS, read by C++', () => {
 
   it('the validator rejects a header claiming more bytes than available', () => {
     const plan = planLayout({ layers: [4, 3, 2], batch: 2 });
-    expect(native().validateHeader(plan.header, plan.totalBytes - 1)).toMatch(/claims/);
+    expect(native().internal.validateHeader(plan.header, plan.totalBytes - 1)).toMatch(/claims/);
   });
 
   it('the validator rejects single-field corruptions with a reason', () => {
@@ -89,7 +89,7 @@ describe('header round trip: written by TS, read by C++', () => {
       const b = plan.header.slice();
       const v = new DataView(b.buffer);
       if (width === 4) v.setUint32(at, Number(value), true); else v.setBigUint64(at, value, true);
-      return native().validateHeader(b, plan.totalBytes);
+      return native().internal.validateHeader(b, plan.totalBytes);
     };
     const F = H.HEADER_FIELDS;
     const layer1 = H.HEADER_SIZE + H.LAYER_SIZE;
@@ -109,7 +109,7 @@ describe('header round trip: written by TS, read by C++', () => {
 
 describe('run contract: the numeric codes TS sends are the native ones', () => {
   it('ops, losses and memory kinds match the addon', () => {
-    expect(native().codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, memory: { ...MEMORY_KINDS } });
+    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, memory: { ...MEMORY_KINDS } });
   });
   it('an unknown run parameter or a wrong type is refused before the arena is touched', async () => {
     const arena = Arena.create(planLayout({ layers: [3, 2], batch: 2, activations: ['softmax'] }), { backend: 'cpu' });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { LayoutError } from '../src/index.js';
+import { OptionError } from '../src/index.js';
 import { loadMnist, loadMnistAll, splitIndices } from '../src/data/mnist.js';
 
 describe('MNIST digits from the mnist package', () => {
@@ -33,8 +33,8 @@ describe('MNIST digits from the mnist package', () => {
     expect(a.test.labels[5]).toBe(all.labels[test[5]!]);
   });
 
-  it('bad options give LayoutError naming the field', () => {
-    const code = (f: () => unknown) => { try { f(); } catch (e) { expect(e).toBeInstanceOf(LayoutError); return [(e as LayoutError).code, (e as LayoutError).field]; } return undefined; };
+  it('bad options give OptionError naming the field', () => {
+    const code = (f: () => unknown) => { try { f(); } catch (e) { expect(e).toBeInstanceOf(OptionError); return [(e as OptionError).code, (e as OptionError).field]; } return undefined; };
     expect(code(() => loadMnist({ seed: 1.5 }))).toEqual(['BAD_SEED', 'seed']);
     expect(code(() => loadMnist({ trainCount: -1 }))).toEqual(['BAD_COUNT', 'trainCount']);
     expect(code(() => loadMnist({ trainCount: 9000, testCount: 2000 }))).toEqual(['BAD_COUNT', 'trainCount']);

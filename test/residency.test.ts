@@ -2,19 +2,19 @@
 // smallest budget against the phase table restated here, and the native residency plan
 // replayed against a model of where every region's bytes are (no GPU needed).
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, LayoutError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
+import { Arena, ArenaError, OptionError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
 import { call, native, OPS, type RunParams } from '../src/native.js';
 import { codeOf } from './support/errors.js';
 
 const L_SPEC: LayoutSpec = { layers: [4096, 4096, 4096, 4096, 4096, 4096, 4096], batch: 2048, samples: 4096 };
 const SMALL: LayoutSpec = { layers: [50, 40, 30, 10], batch: 16, samples: 40, optimizer: 'adam' };
 
-function layoutError(f: () => unknown): LayoutError {
+function optionError(f: () => unknown): OptionError {
   try { f(); } catch (e) {
-    expect(e).toBeInstanceOf(LayoutError);
-    return e as LayoutError;
+    expect(e).toBeInstanceOf(OptionError);
+    return e as OptionError;
   }
-  throw new Error('expected a LayoutError');
+  throw new Error('expected an OptionError');
 }
 
 /** The smallest budget, restated from the kernels' point of view (csrc/train/phases.cc
@@ -60,7 +60,7 @@ describe('device budget options', () => {
 
   it('a budget that is not a positive safe integer is refused, naming the field and value', () => {
     for (const bad of [0, -1, 1.5, '1000000', Number.NaN, 2 ** 53, null]) {
-      const e = layoutError(() => Arena.create(plan, { memory: 'managed', deviceBudget: bad as number }));
+      const e = optionError(() => Arena.create(plan, { memory: 'managed', deviceBudget: bad as number }));
       expect(e.code).toBe('BAD_BUDGET');
       expect(e.field).toBe('deviceBudget');
       expect(Object.is(e.value, bad)).toBe(true);
@@ -70,7 +70,7 @@ describe('device budget options', () => {
   it('a budget below what the largest phase needs is refused before anything is allocated', () => {
     for (const memory of ['managed', 'staged'] as const) {
       const need = minDeviceBudget(plan, memory).bytes;
-      const e = layoutError(() => Arena.create(plan, { memory, deviceBudget: need - 1 }));
+      const e = optionError(() => Arena.create(plan, { memory, deviceBudget: need - 1 }));
       expect(e.code).toBe('BUDGET_TOO_SMALL');
       expect(e.value).toBe(need - 1);
       expect(e.message).toContain(`at least ${need} bytes`);
@@ -79,9 +79,9 @@ describe('device budget options', () => {
   });
 
   it('the budget applies to managed or staged memory only, and staged memory needs one', () => {
-    expect(layoutError(() => Arena.create(plan, { deviceBudget: min })).code).toBe('BUDGET_NEEDS_MANAGED');
-    expect(layoutError(() => Arena.create(plan, { memory: 'device', deviceBudget: min })).field).toBe('deviceBudget');
-    const staged = layoutError(() => Arena.create(plan, { memory: 'staged' }));
+    expect(optionError(() => Arena.create(plan, { deviceBudget: min })).code).toBe('BUDGET_NEEDS_MANAGED');
+    expect(optionError(() => Arena.create(plan, { memory: 'device', deviceBudget: min })).field).toBe('deviceBudget');
+    const staged = optionError(() => Arena.create(plan, { memory: 'staged' }));
     expect([staged.code, staged.field]).toEqual(['BUDGET_REQUIRED', 'deviceBudget']);
   });
 
@@ -92,7 +92,7 @@ describe('device budget options', () => {
       [{ memory: 'staged', deviceBudget: min * 2, residency: 'on-demand' }, 'BAD_OPTION'],
     ];
     for (const [options, code] of cases) {
-      const e = layoutError(() => Arena.create(plan, options));
+      const e = optionError(() => Arena.create(plan, options));
       expect([e.code, e.field]).toEqual([code, 'residency']);
     }
   });
@@ -134,7 +134,7 @@ function epoch(samples: number, batch: number, perRun: number, op: RunParams['op
 
 function replay(spec: LayoutSpec, placement: 'managed' | 'staged', budget: number, runs: Run[], blas = false) {
   const plan = planLayout(spec);
-  return native().replayResidency(plan.header, placement, budget, runs, blas);
+  return native().internal.replayResidency(plan.header, placement, budget, runs, blas);
 }
 
 describe('residency plan (replayed without a GPU)', () => {
@@ -217,6 +217,6 @@ describe('residency plan (replayed without a GPU)', () => {
   it('refuses a budget below the largest phase', () => {
     const plan = planLayout(SMALL);
     const min = minDeviceBudget(plan, 'staged').bytes;
-    expect(codeOf(() => call(() => native().replayResidency(plan.header, 'staged', min - 1, epoch(40, 16, 1, OP.train, 0))))).toBe('BUDGET_TOO_SMALL');
+    expect(codeOf(() => call(() => native().internal.replayResidency(plan.header, 'staged', min - 1, epoch(40, 16, 1, OP.train, 0))))).toBe('BUDGET_TOO_SMALL');
   });
 });

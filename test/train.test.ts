@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, DataError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
+import { Arena, ArenaError, errorClassOf, FieldError, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
 import { GRAD_CASES, gradientCheck, toyData, trainedParams } from './support/train-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
@@ -100,9 +100,10 @@ describe('Trainer on the CPU backend', () => {
     const fails = async (f: () => Promise<unknown>, code: string, field: RegExp) => {
       let err: unknown;
       try { await f(); } catch (e) { err = e; }
-      expect(err).toBeInstanceOf(DataError);
+      expect(err).toBeInstanceOf(FieldError);
       expect(codeOf(err)).toBe(code);
-      expect((err as DataError).field).toMatch(field);
+      expect((err as FieldError).name).toBe(errorClassOf(code));  // DataError for data, OptionError for options
+      expect((err as FieldError).field).toMatch(field);
     };
     await fails(() => t.step(new Float32Array(61), { labels }), 'BAD_DATA_WIDTH', /x\.length/);
     await fails(() => t.step(x, { labels: new Uint8Array(9) }), 'BAD_DATA', /labels\.length/);
@@ -114,7 +115,7 @@ describe('Trainer on the CPU backend', () => {
     await fails(() => t.fit({ x: new Float32Array(6 * 201), labels: new Uint8Array(201) }, { epochs: 1 }), 'DATA_TOO_LARGE', /x\.length/);
     await fails(() => t.step(new Float32Array(66), { labels: new Uint8Array(11) }), 'BAD_DATA', /x\.length/);
     await fails(() => t.fit({ x, labels }, { epochs: 0 }), 'BAD_OPTION', /epochs/);
-    expect(() => new Trainer(arena, { lr: -1 })).toThrow(DataError);
+    expect(() => new Trainer(arena, { lr: -1 })).toThrow(OptionError);
     expect(() => new Trainer(arena, { loss: 'mse' })).toThrow(/softmax/);
   });
 

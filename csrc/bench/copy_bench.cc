@@ -22,8 +22,8 @@ CopyBench::CopyBench(bool cuda, const std::vector<size_t>& sizes, bool pinned)
 CopyBench::~CopyBench() { release(); }
 
 void CopyBench::release() {
-  for (void* p : device_) try { backend_->freeDevice(p, Memory::Device); } catch (...) {}
-  for (void* p : host_) try { backend_->freeHost(p, pinned_); } catch (...) {}
+  for (size_t i = 0; i < device_.size(); ++i) try { backend_->freeDevice(device_[i], sizes_[i], Memory::Device); } catch (...) {}
+  for (size_t i = 0; i < host_.size(); ++i) try { backend_->freeHost(host_[i], sizes_[i], pinned_); } catch (...) {}
   device_.clear();
   host_.clear();
 }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/backend.h"
+#include "link_bench.h"
 #include "../core/failure.h"
 #include "../cuda/check.cuh"
 

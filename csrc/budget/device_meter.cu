@@ -7,12 +7,6 @@
 
 namespace nna {
 
-uint64_t deviceBytesInUse() {
-  size_t freeB = 0, totalB = 0;
-  CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
-  return uint64_t(totalB - freeB);
-}
-
 MeterThread::MeterThread(DeviceMeter& meter) : meter_(meter) {
   CUDA_CHECK(cudaGetDevice(&device_));
   meter_.peakInUse = 0;

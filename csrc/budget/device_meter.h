@@ -5,7 +5,7 @@
 #include <atomic>
 #include <thread>
 
-#include "../core/block.h"
+#include "budgeted_block.h"
 
 namespace nna {
 

@@ -9,7 +9,6 @@ namespace nna {
 
 namespace {
 constexpr uint64_t kNever = UINT64_MAX;
-constexpr uint64_t kManagedGranule = 64 * 1024;  // GPU page of managed memory
 constexpr uint64_t kLookahead = 2;                // phases fetched ahead
 bool has(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
@@ -52,20 +51,24 @@ void SlotPool::give(uint64_t offset, uint64_t bytes) {
 
 // ---- Residency -----------------------------------------------------------------------------
 
-uint64_t Residency::minBudget(const StepModel& m, Placement placement) {
-  const uint64_t g = placement == Placement::Managed ? kManagedGranule : m.header().align;
-  return m.runBytes(g) + m.largestPhase(g);
+uint64_t Residency::granuleOf(const StepModel& m, Placement placement) {
+  return placement == Placement::Managed ? kManagedGranule : m.header().align;
+}
+
+uint64_t Residency::minBudget(const StepModel& m, Placement placement, PhaseInfo* largest) {
+  const uint64_t g = granuleOf(m, placement);
+  return m.runBytes(g) + m.largestPhase(g, largest);
 }
 
 Residency::Residency(const uint8_t* header, Placement placement, uint64_t budget)
     : model_(header), placement_(placement), budget_(budget) {
-  granule_ = placement == Placement::Managed ? kManagedGranule : model_.header().align;
+  granule_ = granuleOf(model_, placement);
   fixed_ = StepModel::rounded(0, model_.header().header_bytes, granule_);
   PhaseInfo biggest{};
-  const uint64_t need = model_.runBytes(granule_) + model_.largestPhase(granule_, &biggest);
+  const uint64_t need = minBudget(model_, placement, &biggest);
   if (budget < need)
-    NNA_FAIL("BUDGET_TOO_SMALL", "device budget of " + std::to_string(budget) + " bytes is below the " + std::to_string(need) +
-                                     " bytes its largest phase needs (" + stageName(biggest.stage) + " of layer " + std::to_string(biggest.layer) + ")");
+    NNA_FAIL_FIELD("BUDGET_TOO_SMALL", "deviceBudget", "must be at least " + std::to_string(need) + " bytes: the " + stageName(biggest.stage) + " phase of layer " +
+                                                              std::to_string(biggest.layer) + " needs that much of the arena on the device at once (header included)");
   state_.resize(model_.regions().size());
   used_ = fixed_;
   pool_.reset(fixed_, budget_);

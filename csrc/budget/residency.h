@@ -21,6 +21,9 @@
 
 namespace nna {
 
+// Managed memory migrates in pages of this size on the GPU: the unit a managed plan places.
+constexpr uint64_t kManagedGranule = 64 * 1024;
+
 enum class Placement : uint32_t {
   Managed = 0,  // one cudaMallocManaged arena, made resident by prefetch, evicted by prefetch to host / discard
   Staged = 1,   // the arena in pinned host memory, regions copied into slots of a device pool
@@ -84,9 +87,11 @@ class Residency {
   // Bytes always on the device: the header (the kernels bind from it).
   uint64_t fixedBytes() const { return fixed_; }
   uint64_t cost(uint32_t region) const;
+  // The unit of `placement` for this model (kManagedGranule, or the arena's alignment).
+  static uint64_t granuleOf(const StepModel& m, Placement placement);
   // Smallest usable budget: the header and stats (resident for a whole run) + the largest
-  // phase, in granules.
-  static uint64_t minBudget(const StepModel& m, Placement placement);
+  // phase, in granules; `largest` receives that phase.
+  static uint64_t minBudget(const StepModel& m, Placement placement, PhaseInfo* largest = nullptr);
 
   std::vector<State>& state() { return state_; }
   const std::vector<State>& state() const { return state_; }

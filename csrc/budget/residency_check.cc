@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "../core/failure.h"
+#include "../core/env.h"
 
 namespace nna {
 namespace {
@@ -23,7 +24,7 @@ class Replay {
   Replay(Residency& res) : res_(res), copies_(res.model().regions().size()) {}
 
   std::string apply(const std::vector<Move>& moves) {
-    static const bool trace = std::getenv("NN_ARENA_RESIDENCY_TRACE") != nullptr;
+    static const bool trace = knobOn(Knob::ResidencyTrace);
     static const char* names[] = {"fetch", "place", "writeback", "drop"};
     if (trace) for (const Move& m : moves) std::fprintf(stderr, "  %s %s (after %lld)\n", names[m.kind], label(m.region).c_str(), (long long)m.lastUse);
     const bool staged = res_.placement() == Placement::Staged;
@@ -61,7 +62,7 @@ class Replay {
   }
 
   std::string use(const PhaseInfo& ph) {
-    if (std::getenv("NN_ARENA_RESIDENCY_TRACE")) std::fprintf(stderr, "%s %u   used %llu MiB\n", stageName(ph.stage), ph.layer, (unsigned long long)(res_.used() >> 20));
+    if (knobOn(Knob::ResidencyTrace)) std::fprintf(stderr, "%s %u   used %llu MiB\n", stageName(ph.stage), ph.layer, (unsigned long long)(res_.used() >> 20));
     const bool staged = res_.placement() == Placement::Staged;
     for (const Use& u : ph.uses) {
       if (res_.model().regions()[u.region].remote) continue;

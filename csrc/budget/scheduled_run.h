@@ -4,7 +4,7 @@
 #pragma once
 #include <memory>
 
-#include "../core/block.h"
+#include "budgeted_block.h"
 #include "../train/train.h"
 #include "../cuda/layer_hooks.h"
 
@@ -15,14 +15,14 @@ namespace nna {
 
 // Managed memory: prefetches ahead of need and evicts (prefetch to host, discard) on host
 // threads of its own, keeping the device-resident part within the budget (um_scheduler.cu).
-std::unique_ptr<LayerHooks> makeUmScheduler(Block& block, const RunParams& p, bool blas);
+std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p, bool blas);
 
 // Staged memory: copies regions between the pinned image and the device pool with
 // cudaMemcpyAsync, double-buffered with events (staging.cu).
-std::unique_ptr<LayerHooks> makeStager(Block& block, const RunParams& p, bool blas);
+std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p, bool blas);
 
 // Managed memory without a scheduler (residency 'on-demand'): pages fault in as kernels touch
 // them; only the device memory in use is measured, for the report (um_scheduler.cu).
-std::unique_ptr<LayerHooks> makeMeterOnly(Block& block);
+std::unique_ptr<LayerHooks> makeMeterOnly(BudgetedBlock& block);
 
 }  // namespace nna

@@ -30,6 +30,7 @@
 #include "../cuda/check.cuh"
 #include "device_meter.h"
 #include "scheduled_run.h"
+#include "../core/env.h"
 
 namespace nna {
 namespace {
@@ -46,7 +47,7 @@ __global__ void headerCopyKernel(uint8_t* __restrict__ dst, const uint8_t* __res
 // with what bench/micro/stage_sim.cc predicts from the same plan.
 class StageTrace {
  public:
-  StageTrace() : on_(std::getenv("NN_ARENA_STAGE_TRACE") != nullptr), born_(std::chrono::steady_clock::now()) {}
+  StageTrace() : on_(knobOn(Knob::StageTrace)), born_(std::chrono::steady_clock::now()) {}
   bool on() const { return on_; }
   // Starts an item on `s`; end() closes the last one started.
   void begin(cudaStream_t s, std::string what) {
@@ -85,8 +86,8 @@ class StageTrace {
 
 class Stager final : public LayerHooks {
  public:
-  Stager(Block& block, const RunParams& p, bool blas)
-      : block_(block), res_(*block.residency()), plan_(res_, p, blas), pool_(block.pool()), image_(block.device()),
+  Stager(BudgetedBlock& block, const RunParams& p, bool blas)
+      : block_(block), res_(block.residency()), plan_(res_, p, blas), pool_(block.pool()), image_(block.device()),
         regions_(res_.model().regions()), headerBytes_(res_.model().header().header_bytes) {
     // A ring of phase events and shadow headers: the host runs at most half of it ahead of
     // the GPU, so an entry is never reused while a copy or a wait may still refer to it.
@@ -142,8 +143,8 @@ class Stager final : public LayerHooks {
     upload(ring_, s);
   }
 
-  void before(Phase phase, uint32_t layer, cudaStream_t s) override {
-    const PhaseInfo& ph = plan_.launched(t_, Stage(uint32_t(phase)), layer, "stager");
+  void before(Stage phase, uint32_t layer, cudaStream_t s) override {
+    const PhaseInfo& ph = plan_.launched(t_, phase, layer, "stager");
     if (t_ >= ring_ / 2) {
       const uint64_t old = t_ - ring_ / 2;
       const auto t0 = std::chrono::steady_clock::now();
@@ -163,7 +164,7 @@ class Stager final : public LayerHooks {
     if (trace_.on()) trace_.begin(s, std::string(stageName(ph.stage)) + " " + std::to_string(layer) + " (phase " + std::to_string(t_) + ")");
   }
 
-  void after(Phase, uint32_t, cudaStream_t s) override {
+  void after(Stage, uint32_t, cudaStream_t s) override {
     if (trace_.on()) trace_.end();
     CUDA_CHECK(cudaEventRecord(phaseDone_[t_ % ring_], s));
     moves_.clear();
@@ -287,7 +288,7 @@ class Stager final : public LayerHooks {
   std::string describe(uint32_t r) const { return regionLabel(regions_[r], true); }
 
   StageTrace trace_;
-  Block& block_;
+  BudgetedBlock& block_;
   Residency& res_;
   Planner plan_;
   uint8_t* pool_;
@@ -314,6 +315,6 @@ class Stager final : public LayerHooks {
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeStager(Block& block, const RunParams& p, bool blas) { return std::make_unique<Stager>(block, p, blas); }
+std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p, bool blas) { return std::make_unique<Stager>(block, p, blas); }
 
 }  // namespace nna

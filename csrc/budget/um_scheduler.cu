@@ -29,12 +29,9 @@
 #include "../cuda/check.cuh"
 #include "device_meter.h"
 #include "scheduled_run.h"
+#include "../core/env.h"
 
 namespace nna {
-
-static_assert(uint32_t(Phase::Gather) == uint32_t(Stage::Gather) && uint32_t(Phase::Forward) == uint32_t(Stage::Forward) &&
-                  uint32_t(Phase::Output) == uint32_t(Stage::Output) && uint32_t(Phase::Backward) == uint32_t(Stage::Backward),
-              "Stage (phases.h) mirrors Phase (layer_hooks.h)");
 
 namespace {
 
@@ -51,11 +48,6 @@ cudaMemLocation locationOf(bool device, int id) {
   loc.type = device ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
   loc.id = device ? id : 0;
   return loc;
-}
-
-std::string envOr(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v && *v ? v : fallback;
 }
 
 // What the compute thread, the stream callbacks and the movers tell each other. Moves are
@@ -177,7 +169,7 @@ class Movers {
 // managed step goes; bench/results/um-trace-*.txt.
 class UmTrace {
  public:
-  explicit UmTrace(Progress& p) : on_(std::getenv("NN_ARENA_UM_TRACE") != nullptr), progress_(p) { progress_.trace = on_; }
+  explicit UmTrace(Progress& p) : on_(knobOn(Knob::UmTrace)), progress_(p) { progress_.trace = on_; }
   bool on() const { return on_; }
   double now() const { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - progress_.t0).count(); }
   void add(const char* who, double a, double b, double c, std::string what) {
@@ -201,27 +193,18 @@ class UmTrace {
   std::vector<Item> items_;
 };
 
-int envInt(const char* name, int fallback, int lo, int hi) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  if (*end || x < lo || x > hi) NNA_FAIL("BAD_OPTION", std::string(name) + " must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" + v + "'");
-  return int(x);
-}
-
 class UmScheduler final : public LayerHooks {
  public:
-  UmScheduler(Block& block, const RunParams& p, bool blas)
-      : block_(block), res_(*block.residency()), plan_(res_, p, blas), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
+  UmScheduler(BudgetedBlock& block, const RunParams& p, bool blas)
+      : block_(block), res_(block.residency()), plan_(res_, p, blas), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
     CUDA_CHECK(cudaGetDevice(&device_));
     // How dead bytes leave and how write-only regions arrive. By default no dead byte crosses
     // the link: a discard drops it where it is (the driver may reuse those pages at once, with
     // no copy back), and a region about to be written whole is made resident by a discard and
     // prefetch, populating pages without copying. 'discard-host' also moves the discarded pages
     // to the host, 'host' copies dead bytes like live ones (bench/um.ts measures both).
-    evictDead_ = envOr("NN_ARENA_UM_EVICT_DEAD", "discard");
-    place_ = envOr("NN_ARENA_UM_PLACE", "discard-device");
+    evictDead_ = knob(Knob::UmEvictDead, "discard");
+    place_ = knob(Knob::UmPlace, "discard-device");
     if (evictDead_ != "discard-host" && evictDead_ != "discard" && evictDead_ != "host")
       NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_EVICT_DEAD must be discard-host, discard or host, got '" + evictDead_ + "'");
     if (place_ != "discard-device" && place_ != "device")
@@ -234,17 +217,17 @@ class UmScheduler final : public LayerHooks {
     shared_.assign(regions_.size(), false);
     // NN_ARENA_UM_READ_DUP=1: weights fetched for a forward phase come as read-only duplicates
     // (read-mostly advice), so the host copy stays valid and evicting them moves nothing back.
-    readDup_ = envOr("NN_ARENA_UM_READ_DUP", "0") == "1";
+    readDup_ = knob(Knob::UmReadDup) == "1";
     // Evictions may still be in flight while later fetches start, up to one layer's range
     // (NN_ARENA_UM_SLACK bytes, 0: every fetch waits for the evictions planned before it):
     // the link then carries both directions at once. The device holds at most budget + slack.
-    slack_ = uint64_t(envInt("NN_ARENA_UM_SLACK", -1, -1, INT32_MAX));
+    slack_ = uint64_t(knobInt(Knob::UmSlack, -1, -1, INT32_MAX));
     if (slack_ == uint64_t(-1)) slack_ = largestLayerRange();
     // Two threads fetch, four evict (NN_ARENA_UM_MOVERS="in,out"): a prefetch to the host ran
     // at a quarter of the link's copy rate on one thread (bench/um.ts, link rates). A thread of
     // its own for what the next phase needs now was tried: its fetches then waited as long for
     // the evictions that make room for them (NN_ARENA_UM_TRACE; 75 against 71 ms a step).
-    const std::string movers = envOr("NN_ARENA_UM_MOVERS", "2,4");
+    const std::string movers = knob(Knob::UmMovers, "2,4");
     const size_t comma = movers.find(',');
     const int nIn = std::atoi(movers.substr(0, comma).c_str()), nOut = comma == std::string::npos ? 0 : std::atoi(movers.substr(comma + 1).c_str());
     if (nIn < 1 || nOut < 1 || nIn > 16 || nOut > 16) NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_MOVERS must be \"in,out\" thread counts in [1, 16], got '" + movers + "'");
@@ -306,8 +289,8 @@ class UmScheduler final : public LayerHooks {
     return *std::max_element(perLayer.begin(), perLayer.end());
   }
 
-  void before(Phase phase, uint32_t layer, cudaStream_t s) override {
-    const PhaseInfo& ph = plan_.launched(t_, Stage(uint32_t(phase)), layer, "scheduler");
+  void before(Stage phase, uint32_t layer, cudaStream_t s) override {
+    const PhaseInfo& ph = plan_.launched(t_, phase, layer, "scheduler");
     moves_.clear();
     plan_.before(t_, moves_);
     issue(moves_);
@@ -327,7 +310,7 @@ class UmScheduler final : public LayerHooks {
     }
   }
 
-  void after(Phase, uint32_t, cudaStream_t s) override {
+  void after(Stage, uint32_t, cudaStream_t s) override {
     CUDA_CHECK(cudaLaunchHostFunc(s, phaseEnded, &progress_));
     moves_.clear();
     plan_.after(t_, moves_);
@@ -486,7 +469,7 @@ class UmScheduler final : public LayerHooks {
 
   std::string describe(uint32_t r) const { return regionLabel(regions_[r], true); }
 
-  Block& block_;
+  BudgetedBlock& block_;
   Residency& res_;
   Planner plan_;
   char* base_;
@@ -512,7 +495,7 @@ class UmScheduler final : public LayerHooks {
 // Managed memory without a scheduler: only the measurement, for the report.
 class MeterOnly final : public LayerHooks {
  public:
-  explicit MeterOnly(Block& block) : block_(block) {}
+  explicit MeterOnly(BudgetedBlock& block) : block_(block) {}
   void beginRun(cudaStream_t, uint64_t) override {
     if (!block_.meter().hasBaseline) {  // the arena starts on the host (Block): nothing of it is resident yet
       block_.meter().baseline = deviceBytesInUse();
@@ -523,13 +506,13 @@ class MeterOnly final : public LayerHooks {
   void endRun(cudaStream_t) override { if (meter_) meter_->stop(); }
 
  private:
-  Block& block_;
+  BudgetedBlock& block_;
   std::unique_ptr<MeterThread> meter_;
 };
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeUmScheduler(Block& block, const RunParams& p, bool blas) { return std::make_unique<UmScheduler>(block, p, blas); }
-std::unique_ptr<LayerHooks> makeMeterOnly(Block& block) { return std::make_unique<MeterOnly>(block); }
+std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p, bool blas) { return std::make_unique<UmScheduler>(block, p, blas); }
+std::unique_ptr<LayerHooks> makeMeterOnly(BudgetedBlock& block) { return std::make_unique<MeterOnly>(block); }
 
 }  // namespace nna

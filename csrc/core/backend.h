@@ -21,9 +21,9 @@ struct Backend {
   virtual ~Backend() = default;
   virtual const char* name() const = 0;
   virtual void* allocHost(size_t bytes, bool pinned) = 0;
-  virtual void freeHost(void* p, bool pinned) = 0;
+  virtual void freeHost(void* p, size_t bytes, bool pinned) = 0;
   virtual void* allocDevice(size_t bytes, Memory memory) = 0;
-  virtual void freeDevice(void* p, Memory memory) = 0;
+  virtual void freeDevice(void* p, size_t bytes, Memory memory) = 0;
   virtual void zeroDevice(void* p, size_t bytes) = 0;
   // One real transfer (cudaMemcpy or memcpy); the caller counts it.
   virtual void copy(void* dst, const void* src, size_t bytes, Dir dir) = 0;
@@ -33,10 +33,6 @@ struct Backend {
 };
 
 std::unique_ptr<Backend> makeCpuBackend();
-
-// Page-aligned (4 KiB) host memory from posix_memalign, freed with std::free; throws HOST_OOM.
-// The CPU backend's both sides and the CUDA backend's pageable host side use it.
-void* alignedHostAlloc(size_t bytes, const char* what);
 
 // --- CUDA: defined in csrc/cuda/*.cu, or in csrc/cuda/absent.cc for a CPU-only build ---------
 struct CudaInfo {
@@ -51,30 +47,12 @@ struct CudaInfo {
 CudaInfo cudaInfo();
 std::unique_ptr<Backend> makeCudaBackend();  // throws Failure NO_DEVICE when unusable
 
+// Device memory in use now (cudaMemGetInfo: total - free), device-wide.
+uint64_t deviceBytesInUse();
+
 // Runs nna_bind for every (layer, kind) of the arena at devBase in a kernel and returns the
 // offsets it computed (layers x NNA_KIND_COUNT, ~0 for absent): proof that device code binds
 // from the base pointer alone. CPU-only builds throw NO_DEVICE.
 void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out);
-
-// Where [p, p + bytes) of a managed allocation was last prefetched (cudaMemRangeGetAttribute):
-// 'device', 'host', or 'none' (never prefetched, or not all of it to the same place).
-const char* managedLastPrefetch(const void* p, size_t bytes);
-
-// Device memory in use now (cudaMemGetInfo: total - free), device-wide.
-uint64_t deviceBytesInUse();
-
-// Host <-> device link rates measured on `bytes` (bench/um.ts): pinned cudaMemcpy each way,
-// managed-memory prefetch each way, and the discards a scheduler uses instead of copies.
-struct LinkRates {
-  double copyToDevice = 0, copyToHost = 0;            // GB/s, pinned cudaMemcpy
-  double prefetchToDevice = 0, prefetchToHost = 0;    // GB/s, cudaMemPrefetchAsync of resident pages
-  double prefetchToHost4 = 0;                         // GB/s, the same split over 4 threads and streams
-  int64_t prefetchRetainedBytes = 0;                  // device memory still taken after the range went back to the host
-  double discardToHost = 0, discardToDevice = 0;      // GB/s equivalent: discard + prefetch (no bytes to move)
-  double discardOnly = 0;                             // GB/s equivalent: discard of device-resident pages
-  int64_t discardFreedBytes = 0;                      // device memory freed by discard alone (cudaMemGetInfo)
-  std::string discard;                                // "" when supported, else why not
-};
-LinkRates measureLink(size_t bytes);
 
 }  // namespace nna

@@ -1,14 +1,16 @@
 // block.h: one arena's memory: exactly one host allocation and one device allocation, and the
 // counters of every real transfer between them. Views and the JS wrapper share ownership
 // through shared_ptr, so a forgotten arena is freed only once nothing can reach its memory;
-// dispose() frees at once and the addon detaches every view first.
+// dispose() frees at once (or, while a run holds the block, as soon as it ends).
+// A block knows nothing of training or budgets: csrc/budget/budgeted_block.h derives from it
+// for arenas whose device side is scheduled within a byte budget.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <vector>
 
-#include "../budget/residency.h"
 #include "backend.h"
 
 namespace nna {
@@ -24,29 +26,18 @@ struct BlockOptions {
   bool cuda = false;
   bool pinned = true;  // CUDA only: cudaMallocHost for the host side
   Memory memory = Memory::Device;
-  // Managed or staged: bytes of the arena the device may hold (0: no budget). Managed memory
-  // with a budget is scheduled (um_scheduler.cu) unless `scheduled` is false (faults only).
-  uint64_t budget = 0;
-  bool scheduled = true;
-};
-
-// What the device held during a budgeted arena's last run (filled by the CUDA side).
-struct DeviceMeter {
-  uint64_t baseline = 0;       // device bytes in use with nothing of the arena resident
-  bool hasBaseline = false;
-  uint64_t peakInUse = 0;      // device-wide bytes in use at the last run's peak
-  uint64_t samples = 0;        // cudaMemGetInfo samples taken in the last run
-  // Where the last run's time went, to explain a slow run: the launching thread waiting for
-  // fetches (managed) or for the GPU to catch up (staged), and the movers' calls (managed:
-  // prefetches and discards in, and out with their synchronisation).
-  uint64_t waitMicros = 0, fetchMicros = 0, evictMicros = 0;
+  // The device side is initialised by the CPU (managed pages then start on the host); always so
+  // for staged memory, whose device side is a pinned host image.
+  bool initOnHost = false;
 };
 
 class Block {
  public:
-  // Allocates total bytes on both sides (zeroed), copies `header` to offset 0 of the host side.
-  Block(uint64_t total, const uint8_t* header, size_t headerBytes, const BlockOptions& options);
-  ~Block();
+  // `header`: the validated copy (launch geometry comes from it, never from memory a user can
+  // write). Allocates header's total_bytes on both sides, zeroed, with the header at offset 0
+  // of both (the device copy is one counted transfer).
+  Block(std::vector<uint8_t> header, const BlockOptions& options);
+  virtual ~Block();
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
@@ -54,43 +45,47 @@ class Block {
   uint64_t transfer(const std::vector<Range>& ranges, Dir dir);
   void prefetch(const std::vector<Range>& ranges, Where where);
   void advise(const std::vector<Range>& ranges, Advice advice, Where where, bool unset);
-  void release();  // frees both allocations once; later calls do nothing
+  // Frees both allocations once; later calls do nothing. Waits for a run that holds the block.
+  void release();
+  // Frees now if nothing holds the block, else as soon as the holder lets go (releaseIfAsked).
+  void releaseSoon();
+  // Called by whoever holds mutex(): completes a releaseSoon() that found the block busy.
+  void releaseIfAsked();
 
   bool released() const { return host_ == nullptr; }
   uint8_t* host() const { return host_; }
   // The device side: device or managed memory, or (staged) the pinned image the pool mirrors.
   uint8_t* device() const { return device_; }
-  // Staged: the device pool (budget bytes) regions are copied into.
-  uint8_t* pool() const { return pool_; }
-  uint64_t poolBytes() const { return poolBytes_; }
-  // Budgeted arenas: where regions are, kept across runs; null without a budget.
-  Residency* residency() const { return residency_.get(); }
-  DeviceMeter& meter() { return meter_; }
   uint64_t total() const { return total_; }
-  // The header as validated at creation: launch geometry comes from here, never from memory
-  // a user can write.
   const uint8_t* header() const { return header_.data(); }
+  size_t headerBytes() const { return header_.size(); }
   Backend& backend() { return *backend_; }
   const BlockOptions& options() const { return options_; }
+  // Never waits for a run: the counters have a lock of their own.
   Stats stats() const;
-  // Serialises users of the memory (transfers, kernels) against release().
+  // Serialises users of the memory (transfers, runs) against release().
   std::mutex& mutex() { return mutex_; }
+
+ protected:
+  // One range of a transfer, with mutex() held. A budgeted block moves its memory its own way.
+  virtual void copyRange(uint64_t offset, uint64_t bytes, Dir dir);
+  // An explicit prefetch moved pages behind the back of whoever tracks them.
+  virtual void placementChanged() {}
+  // Frees what a derived block allocated, with mutex() held, before the two allocations go.
+  virtual void releaseExtra() {}
+  void releaseLocked();
 
  private:
   void checkRanges(const std::vector<Range>& ranges) const;
-  bool budgetedManaged() const { return options_.memory == Memory::Managed && options_.budget > 0; }
-  void flushPool(uint64_t offset, uint64_t bytes);  // staged: dirty pool regions to the image
   std::unique_ptr<Backend> backend_;
   BlockOptions options_;
-  uint64_t total_;
   std::vector<uint8_t> header_;
+  uint64_t total_;
   uint8_t* host_ = nullptr;
   uint8_t* device_ = nullptr;
-  uint8_t* pool_ = nullptr;
-  uint64_t poolBytes_ = 0;
-  std::unique_ptr<Residency> residency_;
-  DeviceMeter meter_;
+  std::atomic<bool> releaseAsked_{false};
   Stats stats_;
+  mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;
 };
 

@@ -12,6 +12,7 @@
 #include "../core/failure.h"
 #include "../train/math.h"
 #include "../train/train.h"
+#include "../core/env.h"
 
 namespace nna {
 namespace {
@@ -43,10 +44,8 @@ NNA_CLONES void axpy(double* y, double a, const double* x, uint64_t n) { axpyT(y
 // ---- Work splitting ------------------------------------------------------------------------
 unsigned threadCount() {
   static const unsigned n = [] {
-    const char* env = std::getenv("NN_ARENA_THREADS");
-    const long v = env ? std::strtol(env, nullptr, 10) : 0;
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    return v > 0 ? unsigned(std::min<long>(v, 256)) : hw;
+    return unsigned(knobInt(Knob::Threads, hw, 1, 256));
   }();
   return n;
 }
@@ -178,10 +177,7 @@ class CpuRun {
   }
 
   void update(uint64_t t) {
-    Hyper<T> hp;
-    hp.lr = T(p_.lr); hp.mu = T(p_.momentum); hp.b1 = T(p_.beta1); hp.b2 = T(p_.beta2); hp.eps = T(p_.eps);
-    hp.bc1 = T(1.0 - std::pow(p_.beta1, double(t)));
-    hp.bc2 = T(1.0 - std::pow(p_.beta2, double(t)));
+    const Hyper<T> hp = hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t);
     const uint32_t opt = h_.optimizer;
     for (uint32_t l = 1; l < h_.num_layers; ++l) {
       const nna_bound_layer<T>& C = L_[l];

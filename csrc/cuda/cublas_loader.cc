@@ -11,6 +11,7 @@
 
 #include "../core/failure.h"
 #include "check.cuh"
+#include "../core/env.h"
 
 namespace nna {
 namespace {
@@ -34,10 +35,10 @@ struct Api {
 const Api& api() {
   static const Api a = [] {
     Api r;
-    const char* env = std::getenv("NN_ARENA_CUBLAS");
-    if (env && std::string(env) == "0") { r.status = "disabled (NN_ARENA_CUBLAS=0)"; return r; }
+    const std::string env = knob(Knob::Cublas);
+    if (env == "0") { r.status = "disabled (NN_ARENA_CUBLAS=0)"; return r; }
     std::vector<std::string> names;
-    if (env && *env && std::string(env) != "1") names.push_back(env);
+    if (!env.empty() && env != "1") names.push_back(env);
     for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) names.push_back(n);
     for (const char* var : {"CUDA_PATH", "CUDA_HOME"})
       if (const char* root = std::getenv(var)) names.push_back(std::string(root) + "/lib64/libcublas.so");

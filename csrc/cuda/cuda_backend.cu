@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "../core/backend.h"
+#include "../core/host_memory.h"
 #include "../include/nn_arena.h"
 #include "check.cuh"
 #include "cublas_loader.h"
@@ -34,11 +35,11 @@ struct CudaBackend final : Backend {
       CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
       return p;
     }
-    return alignedHostAlloc(bytes, "host");
+    return hostAlloc(bytes, "host");
   }
-  void freeHost(void* p, bool pinned) override {
+  void freeHost(void* p, size_t bytes, bool pinned) override {
     if (pinned) CUDA_CHECK(cudaFreeHost(p));
-    else std::free(p);
+    else hostFree(p, bytes);
   }
 
   void* allocDevice(size_t bytes, Memory memory) override {
@@ -67,7 +68,7 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(e);
     return p;
   }
-  void freeDevice(void* p, Memory memory) override {
+  void freeDevice(void* p, size_t, Memory memory) override {
     if (memory == Memory::Staged) CUDA_CHECK(cudaFreeHost(p));
     else CUDA_CHECK(cudaFree(p));
   }
@@ -138,6 +139,12 @@ std::unique_ptr<Backend> makeCudaBackend() {
   const CudaInfo i = cudaInfo();
   if (i.devices == 0) NNA_FAIL("NO_DEVICE", i.why);
   return std::make_unique<CudaBackend>();
+}
+
+uint64_t deviceBytesInUse() {
+  size_t freeB = 0, totalB = 0;
+  CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  return uint64_t(totalB - freeB);
 }
 
 void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out) {

@@ -17,7 +17,9 @@
 #include "../core/failure.h"
 #include "../include/nn_arena.h"
 #include "../train/train.h"
+#include "../core/env.h"
 #include "check.cuh"
+#include "cuda_train.h"
 #include "cublas_loader.h"
 #include "fused_step.h"
 #include "layer_hooks.h"
@@ -26,22 +28,12 @@
 namespace nna {
 namespace {
 
-// NN_ARENA_GEMM=tiled keeps the per-layer products on nn-arena's own kernels even where cuBLAS
-// loaded (for comparisons); the default takes cuBLAS when it is there.
-bool useBlas(const Lane& lane) {
-  static const bool tiledOnly = [] { const char* e = std::getenv("NN_ARENA_GEMM"); return e && std::string(e) == "tiled"; }();
-  return lane.blas && !tiledOnly;
-}
-
 template <typename T>
 class LayerRun {
  public:
   LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
-      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)) {
-    blas_ = useBlas(lane);
-    for (const nna_layer& l : layers) blas_ = blas_ && l.units <= INT_MAX && l.fan_in <= INT_MAX;
-    blas_ = blas_ && h.batch <= INT_MAX;
-  }
+      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
+        blas_(lane.blas && productsUseBlas(h, layers)) {}
 
   // Returns whether the products went through cuBLAS.
   bool run() {
@@ -51,11 +43,11 @@ class LayerRun {
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
       const uint64_t rows = p_.resident ? gather(s) : p_.rows;
       for (uint32_t l = 1; l <= last_; ++l) {
-        before(Phase::Forward, l);
+        before(Stage::Forward, l);
         forward(l, rows);
-        after(Phase::Forward, l);
+        after(Stage::Forward, l);
       }
-      before(Phase::Output, last_);
+      before(Stage::Output, last_);
       if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
         outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       else if (L_[last_].units > 32)
@@ -64,20 +56,20 @@ class LayerRun {
         outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       launched();
       if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
-      after(Phase::Output, last_);
+      after(Stage::Output, last_);
       if (grad) {
         const Hyper<T> hp = hyper(p_.stepBase + s + 1);
         // Layer l's update right after its backward pass: d[l-1] has been computed with the old
         // w[l] by then, and nothing later reads w[l], so the order gives the same values as
         // updating every layer at the end, with one pass less over each layer's memory.
         for (uint32_t l = last_; l >= 1; --l) {
-          before(Phase::Backward, l);
+          before(Stage::Backward, l);
           const bool folded = backward(l, rows, hp);
           if (p_.op == Op::Train && !folded) {
             updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
             launched();
           }
-          after(Phase::Backward, l);
+          after(Stage::Backward, l);
         }
       }
       if (hooks_) hooks_->endStep(s, s_);
@@ -88,8 +80,8 @@ class LayerRun {
 
  private:
   void launched() { CUDA_CHECK(cudaGetLastError()); }
-  void before(Phase ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
-  void after(Phase ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
+  void before(Stage ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
+  void after(Stage ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
 
   // Host-side address of a region on the device, from the validated header copy (cuBLAS takes
   // pointers; kernels bind the same offsets themselves).
@@ -98,21 +90,15 @@ class LayerRun {
     return reinterpret_cast<T*>(static_cast<char*>(base_) + L_[l].region[kind].offset);
   }
 
-  Hyper<T> hyper(uint64_t t) const {
-    Hyper<T> hp;
-    hp.lr = T(p_.lr); hp.mu = T(p_.momentum); hp.b1 = T(p_.beta1); hp.b2 = T(p_.beta2); hp.eps = T(p_.eps);
-    hp.bc1 = T(1.0 - std::pow(p_.beta1, double(t)));
-    hp.bc2 = T(1.0 - std::pow(p_.beta2, double(t)));
-    return hp;
-  }
+  Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
   uint64_t gather(uint64_t s) {
     const uint64_t first = (p_.firstBatch + s) * h_.batch;
     const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
-    before(Phase::Gather, 0);
+    before(Stage::Gather, 0);
     gatherKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
     launched();
-    after(Phase::Gather, 0);
+    after(Stage::Gather, 0);
     return rows;
   }
 
@@ -176,10 +162,19 @@ class LayerRun {
   uint32_t last_;
   int sms_;
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
-  bool blas_ = false;
+  bool blas_;
 };
 
 }  // namespace
+
+bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) {
+  // NN_ARENA_GEMM=tiled keeps the products on nn-arena's own kernels even where cuBLAS loaded.
+  static const bool tiledOnly = knob(Knob::Gemm) == "tiled";
+  if (!cublasAvailable() || tiledOnly || h.batch > INT_MAX) return false;
+  for (const nna_layer& l : layers)
+    if (l.units > INT_MAX || l.fan_in > INT_MAX) return false;
+  return true;
+}
 
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
   checkRun(header, p);

@@ -27,6 +27,7 @@
 #include "check.cuh"
 #include "fused_step.h"
 #include "layer_kernels.cuh"
+#include "../core/env.h"
 
 namespace cg = cooperative_groups;
 
@@ -85,17 +86,6 @@ __device__ __forceinline__ const nna_bound_layer<T>& bound(uint32_t l) {
   return reinterpret_cast<const nna_bound_layer<T>*>(boundTable)[l];
 }
 
-template <typename T>
-__device__ Hyper<T> hyperAt(const FusedParams& p, uint64_t t) {
-  Hyper<T> hp;
-  hp.lr = T(p.lr); hp.mu = T(p.mu); hp.b1 = T(p.beta1); hp.b2 = T(p.beta2); hp.eps = T(p.eps);
-  hp.bc1 = hp.bc2 = T(1);
-  if (p.optimizer == NNA_ADAM) {  // the same expressions as the host computes for the other path
-    hp.bc1 = T(1.0 - pow(p.beta1, double(t)));
-    hp.bc2 = T(1.0 - pow(p.beta2, double(t)));
-  }
-  return hp;
-}
 
 // One TILE x TILE tile of a layer's product (the tiled kernel of layer_kernels.cuh, as a device
 // function over tile index `ti`). Forward of layer 1 on resident data reads its rows from xdata
@@ -474,7 +464,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     st.grad = st.train || p.op == uint32_t(Op::Grad);
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
-    const Hyper<T> hp = hyperAt<T>(p, p.stepBase + s + 1);
+    const Hyper<T> hp = hyperAt<T>(p.lr, p.mu, p.beta1, p.beta2, p.eps, p.stepBase + s + 1);
 
     // ---- forward (and, for a small last layer, the output and d[L-1]) ----
     for (uint32_t l = 1; l <= last; ++l) {
@@ -546,11 +536,6 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
 
 // ---- host side -----------------------------------------------------------------------------
 
-int envInt(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : fallback;
-}
-
 struct Device {
   int id = 0, sms = 0;
   bool cooperative = false;
@@ -576,7 +561,7 @@ int multiprocessors() { return device().sms; }
 namespace {
 
 int blocksPerSm() {
-  static const int b = std::min(2, std::max(1, envInt("NN_ARENA_FUSED_BLOCKS_PER_SM", 2)));
+  static const int b = int(knobInt(Knob::FusedBlocksPerSm, 2, 1, 2));
   return b;
 }
 
@@ -633,7 +618,7 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
     p.tile[l][kWeightGrad] = n * m <= kSmallOutputs ? 0 : tileFor(n, m, grid);
     p.tile[l][kErrorPrev] = tileFor(rows, m, grid);
   }
-  const bool tracing = std::getenv("NN_ARENA_FUSED_TRACE") != nullptr;
+  const bool tracing = knobOn(Knob::FusedTrace);
   if (tracing) {
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
@@ -654,7 +639,7 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
 }  // namespace
 
 bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane) {
-  static const std::string path = [] { const char* e = std::getenv("NN_ARENA_STEP_PATH"); return std::string(e ? e : "auto"); }();
+  static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
   const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits

@@ -8,21 +8,15 @@
 
 #include <cstdint>
 
-namespace nna {
+#include "../train/stage.h"
 
-enum class Phase : uint32_t {
-  Gather = 0,    // z[0] and y of the output layer from xdata / ydata (layer 0 and the last)
-  Forward = 1,   // layer l: reads z[l-1], w[l], b[l]; writes z[l]
-  Output = 2,    // last layer: reads z, y; writes z (softmax), d, stats
-  Backward = 3,  // layer l: reads d[l], z[l-1], w[l] (and z[l-1] for d[l-1]); writes dw, db,
-                 // d[l-1]; then the update of layer l (w, b and its optimizer state)
-};
+namespace nna {
 
 struct LayerHooks {
   virtual ~LayerHooks() = default;
   virtual void beginRun(cudaStream_t stream, uint64_t steps) {}
-  virtual void before(Phase phase, uint32_t layer, cudaStream_t stream) {}
-  virtual void after(Phase phase, uint32_t layer, cudaStream_t stream) {}
+  virtual void before(Stage phase, uint32_t layer, cudaStream_t stream) {}
+  virtual void after(Stage phase, uint32_t layer, cudaStream_t stream) {}
   virtual void endStep(uint64_t step, cudaStream_t stream) {}
   // Called once the run's work is complete (stream synchronised), also after a failure.
   virtual void endRun(cudaStream_t stream) {}

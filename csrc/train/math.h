@@ -53,6 +53,17 @@ struct Hyper {
   T lr, mu, b1, b2, eps, bc1, bc2;  // bc = 1 - beta^t (Adam bias corrections)
 };
 
+// The hyperparameters of optimizer step t (1-based): the one definition every path uses (CPU,
+// per-layer CUDA on the host, the fused kernel on the device), so all round alike.
+template <typename T>
+NNA_FN Hyper<T> hyperAt(double lr, double momentum, double beta1, double beta2, double eps, uint64_t t) {
+  Hyper<T> hp;
+  hp.lr = T(lr); hp.mu = T(momentum); hp.b1 = T(beta1); hp.b2 = T(beta2); hp.eps = T(eps);
+  hp.bc1 = T(1.0 - pow(beta1, double(t)));
+  hp.bc2 = T(1.0 - pow(beta2, double(t)));
+  return hp;
+}
+
 // One parameter's update from its gradient g; m and v are its optimizer state (unused by SGD).
 template <typename T>
 NNA_FN void updateParam(uint32_t optimizer, T* w, T g, T* m, T* v, const Hyper<T>& h) {

@@ -9,14 +9,11 @@
 #include <vector>
 
 #include "../include/nn_arena.h"
+#include "stage.h"
 #include "train.h"
 
 namespace nna {
 
-// The values of Phase in csrc/cuda/layer_hooks.h, which cannot be included here: that header
-// needs cuda_runtime.h and this file builds without CUDA (the budget check runs everywhere).
-enum class Stage : uint32_t { Gather = 0, Forward = 1, Output = 2, Backward = 3 };
-const char* stageName(Stage s);
 
 // How a phase uses a region. kWrite: the phase writes it before anything reads it, so the bytes
 // it held before are dead (no copy in; the previous value need not be kept). A partial batch

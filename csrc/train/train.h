@@ -28,20 +28,8 @@ struct RunParams {
   double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
 };
 
-// Each throws Failure on bad parameters; the header was validated when the arena was created.
-void runCpu(void* base, const RunParams& p);
-// `header` is the validated host copy (launch geometry); kernels bind from devBase. `hooks`
-// (csrc/cuda/layer_hooks.h) lets a memory scheduler act between the per-layer launches; a run
-// with hooks always takes the per-layer path.
-struct LayerHooks;
-// Returns which path ran: "fused", "layers (cublas)" or "layers (tiled)".
-const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);  // csrc/cuda/cuda_train.cu, or absent.cc
-// A run on an arena with a device budget: its memory scheduler (managed) or stager (staged)
-// keeps the device's share of it within the budget (csrc/budget/budget_run.cu, or absent.cc).
-class Block;
-const char* runBudgeted(Block& block, const RunParams& p);
-
-// Checks that do not depend on the backend (rows, batches, data set present).
+// Checks that do not depend on the backend (rows, batches, data set present). The runs
+// themselves: csrc/cpu/cpu_train.h, csrc/cuda/cuda_train.h, csrc/budget/budgeted_block.h.
 void checkRun(const void* header, const RunParams& p);
 
 }  // namespace nna

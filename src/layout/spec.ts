@@ -1,6 +1,6 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
-import { LayoutError } from '../errors.js';
+import { LayoutError, type LayoutCode } from '../errors.js';
 import { ACTIVATIONS, DTYPES, MAX_LAYERS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type Optimizer, type Order } from './header.js';
 
 export interface LayoutSpec {
@@ -35,7 +35,7 @@ const MAX_ALIGN = 2 ** 30;
 
 function positiveInt(field: string, v: unknown, allowZero = false): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (allowZero ? 0 : 1)) {
-    throw new LayoutError(`BAD_${field.replace(/\[.*$/, '').toUpperCase()}`, field, v,
+    throw new LayoutError(`BAD_${field.replace(/\[.*$/, '').toUpperCase()}` as LayoutCode, field, v,
       `must be a ${allowZero ? 'non-negative' : 'positive'} safe integer`);
   }
   return v;
@@ -44,7 +44,7 @@ function positiveInt(field: string, v: unknown, allowZero = false): number {
 function oneOf<T extends string>(field: string, v: unknown, table: Record<T, number>, fallback: T): T {
   if (v === undefined) return fallback;
   if (typeof v !== 'string' || !Object.prototype.hasOwnProperty.call(table, v)) {
-    throw new LayoutError(`BAD_${field.toUpperCase()}`, field, v, `must be one of ${Object.keys(table).map((k) => `'${k}'`).join(', ')}`);
+    throw new LayoutError(`BAD_${field.toUpperCase()}` as LayoutCode, field, v, `must be one of ${Object.keys(table).map((k) => `'${k}'`).join(', ')}`);
   }
   return v as T;
 }

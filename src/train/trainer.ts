@@ -6,7 +6,7 @@
 // uploads the data set once, reads 32-byte stats per report, and downloads the weights and
 // biases once at the end. Nothing else moves per step.
 import { Arena, runArena, type View } from '../arena.js';
-import { ArenaError, DataError } from '../errors.js';
+import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Kind } from '../layout/header.js';
 import { LOSSES, OPS, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
@@ -87,9 +87,9 @@ export class Trainer {
     this.outputs = s.layers[s.layers.length - 1]!;
     const softmax = s.activations[s.activations.length - 1] === 'softmax';
     this.loss = options.loss ?? (softmax ? 'cross-entropy' : 'mse');
-    if (this.loss !== 'cross-entropy' && this.loss !== 'mse') throw new DataError('BAD_LOSS', 'loss', this.loss, "must be 'cross-entropy' or 'mse'");
+    if (this.loss !== 'cross-entropy' && this.loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', this.loss, "must be 'cross-entropy' or 'mse'");
     if ((this.loss === 'cross-entropy') !== softmax) {
-      throw new DataError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
+      throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
     }
     const defaults = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
     this.#hyper = { ...defaults };
@@ -97,7 +97,7 @@ export class Trainer {
       const v = options[k];
       if (v === undefined) continue;
       if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || (k === 'lr' && v === 0)) {
-        throw new DataError('BAD_OPTION', k, v, k === 'lr' ? 'must be a positive finite number' : 'must be a finite number >= 0');
+        throw new OptionError('BAD_OPTION', k, v, k === 'lr' ? 'must be a positive finite number' : 'must be a finite number >= 0');
       }
       this.#hyper[k] = v;
     }
@@ -115,7 +115,7 @@ export class Trainer {
   /** Resumes from save(): same weights, optimizer state and step count, so further steps give
    *  the same result as if training had never stopped. */
   static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer {
-    const { arena, info } = loadArena(path, arenaOptions);
+    const { arena, info } = loadArena(path, (plan) => Arena.create(plan, arenaOptions));
     const t = new Trainer(arena, options);
     t.#steps = info.steps;
     t.#deviceStale = false;  // loadArena sent the whole arena up
@@ -125,7 +125,7 @@ export class Trainer {
   /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
    *  optimizer state; on the host, identical on every backend. */
   init(seed: number): void {
-    if (!Number.isSafeInteger(seed)) throw new DataError('BAD_SEED', 'seed', seed, 'must be a safe integer');
+    if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
     const { layers, activations } = this.arena.plan.spec;
     const rng = new Rng(seed);
     for (let l = 1; l < layers.length; l++) {
@@ -155,9 +155,9 @@ export class Trainer {
   /** Trains `epochs` passes over `data`, resident in the arena's data regions. */
   async fit(data: Data, options: FitOptions): Promise<FitResult> {
     const { epochs, shuffle = true, seed = 0, onProgress } = options;
-    if (!Number.isSafeInteger(epochs) || epochs < 1) throw new DataError('BAD_OPTION', 'epochs', epochs, 'must be a positive integer');
+    if (!Number.isSafeInteger(epochs) || epochs < 1) throw new OptionError('BAD_OPTION', 'epochs', epochs, 'must be a positive integer');
     const reports = options.reportsPerEpoch ?? 1;
-    if (!Number.isSafeInteger(reports) || reports < 1) throw new DataError('BAD_OPTION', 'reportsPerEpoch', reports, 'must be a positive integer');
+    if (!Number.isSafeInteger(reports) || reports < 1) throw new OptionError('BAD_OPTION', 'reportsPerEpoch', reports, 'must be a positive integer');
     const d = this.#makeResident(data);
     const batch = this.arena.plan.spec.batch;
     const batches = Math.ceil(d.count / batch);

@@ -1,0 +1,50 @@
+// arena_handle.h: the JS object behind an Arena (src/arena.ts). It owns the block through a
+// shared_ptr that views and runs share, so memory is never freed under a view or a run; it
+// refuses transfers while a run holds the block (BUSY) instead of blocking the JS thread, and
+// dispose() returns at once (a run in flight frees the memory as it ends).
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <vector>
+
+#include "../core/block.h"
+#include "run_worker.h"
+
+namespace nna::addon {
+
+class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  // new ArenaHandle(header: Uint8Array, options: NativeArenaOptions)
+  explicit ArenaHandle(const Napi::CallbackInfo& info);
+  void Finalize(Napi::Env env) override;
+  void runEnded() override { --runsInFlight_; }
+
+  // The block, for a call whose arguments are all converted: DISPOSED once disposed; with
+  // `idle`, BUSY while a run holds it.
+  std::shared_ptr<Block> live(Napi::Env env, bool idle) const;
+  uint32_t numLayers() const { return numLayers_; }
+
+ private:
+  Napi::Value Transfer(const Napi::CallbackInfo& info);
+  Napi::Value TransferAll(const Napi::CallbackInfo& info);
+  Napi::Value Prefetch(const Napi::CallbackInfo& info);
+  Napi::Value Advise(const Napi::CallbackInfo& info);
+  Napi::Value View(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value Dispose(const Napi::CallbackInfo& info);
+  Napi::Value Addresses(const Napi::CallbackInfo& info);
+  Napi::Value Run(const Napi::CallbackInfo& info);
+  Napi::Value Residency(const Napi::CallbackInfo& info);
+  void releaseExternal(Napi::Env env);
+
+  std::shared_ptr<Block> block_;
+  nna::Stats finalStats_;  // after dispose(): the counters it ended with
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
+  uint32_t numLayers_ = 0;
+  uint32_t runsInFlight_ = 0;
+  int64_t external_ = 0;
+};
+
+}  // namespace nna::addon

@@ -1,0 +1,12 @@
+// functions.h: registration of the addon's plain functions (functions.cc) and of its internal,
+// test- and bench-only ones (internal.cc).
+#pragma once
+#include <napi.h>
+
+namespace nna::addon {
+
+void registerFunctions(Napi::Env env, Napi::Object exports);
+// Under exports.internal: not part of the library's API (src/internal.ts, tests, bench/).
+void registerInternal(Napi::Env env, Napi::Object exports);
+
+}  // namespace nna::addon
