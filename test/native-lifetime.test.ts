@@ -62,28 +62,29 @@ describe('a header changed by another thread while it is read', () => {
     const sab = new SharedArrayBuffer(SMALL.header.byteLength);
     const shared = new Uint8Array(sab);
     shared.set(SMALL.header);
-    // The other thread flips total_bytes between the real size and 16 GiB as fast as it can.
+    // The other thread flips total_bytes between the real size and one too small for the
+    // regions (read after validation, it would size an allocation the regions overrun).
     const flipper = new Worker(`
       const { workerData } = require('node:worker_threads');
       const v = new DataView(workerData.sab);
-      const at = workerData.at, real = BigInt(workerData.total);
-      for (let i = 0; i < 5e7; i++) v.setBigUint64(at, (i & 1) ? (1n << 34n) : real, true);
-    `, { eval: true, workerData: { sab, at: HEADER_FIELDS.total_bytes, total: SMALL.totalBytes } });
+      const at = workerData.at, real = BigInt(workerData.total), small = BigInt(workerData.small);
+      for (let i = 0; i < 5e7; i++) v.setBigUint64(at, (i & 1) ? small : real, true);
+    `, { eval: true, workerData: { sab, at: HEADER_FIELDS.total_bytes, total: SMALL.totalBytes, small: SMALL.headerBytes } });
     let made = 0, refused = 0;
     try {
       for (let i = 0; i < 2000; i++) {
         let h;
-        try { h = new (native().ArenaHandle)(shared, cpuOptions); } catch (e) { expect((e as { code?: string }).code).toMatch(/BAD_HEADER|HOST_OOM/); refused++; continue; }
+        try { h = new (native().ArenaHandle)(shared, cpuOptions); } catch (e) { expect((e as { code?: string }).code).toBe('BAD_HEADER'); refused++; continue; }
         made++;
         // The block is exactly the size its validated header gave: one transfer of all of it.
-        const moved = h.transferAll('toHost');
-        expect([SMALL.totalBytes, 2 ** 34]).toContain(moved);
+        expect(h.transferAll('toHost')).toBe(SMALL.totalBytes);
         h.dispose();
       }
     } finally {
       await flipper.terminate();
     }
     expect(made + refused).toBe(2000);
+    expect(made).toBeGreaterThan(0);
   });
 });
 
