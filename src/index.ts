@@ -12,3 +12,4 @@ export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerRe
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
 export { planToSVG, arenaSpans, KIND_COLORS, type SvgOptions } from './report/svg.js';
+export { estimatePytorchMemory, arenaBytesByStage, TORCH_STAGES, type TorchStage, type PytorchEstimate, type TorchStageEstimate, type TorchTensor, type PytorchOptions, type ArenaStageBytes } from './report/pytorch.js';

@@ -31,8 +31,10 @@ interface Span { kind: Kind | 'header' | 'padding'; layer: number; offset: numbe
 
 /** Header, regions and the padding gaps between them, in offset order, covering [0, totalBytes). */
 export function arenaSpans(plan: Plan): Span[] {
-  const out: Span[] = [{ kind: 'header', layer: -1, offset: 0, bytes: plan.headerBytes }];
-  let cursor = plan.headerBytes;
+  // The header struct and layer table; the padding after it up to headerBytes is shown as padding.
+  const header = plan.bytesByKind().header;
+  const out: Span[] = [{ kind: 'header', layer: -1, offset: 0, bytes: header }];
+  let cursor = header;
   const push = (r: Region) => {
     if (r.offset > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: r.offset - cursor });
     out.push({ kind: r.kind, layer: r.layer, offset: r.offset, bytes: r.bytes });
@@ -138,12 +140,12 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
 
   // Legend: every kind present, with its bytes.
   const byKind = plan.bytesByKind();
-  const legend = (['header', ...KINDS, 'padding'] as const).filter((k) => (k === 'header' ? plan.headerBytes : byKind[k]) > 0);
+  const legend = (['header', ...KINDS, 'padding'] as const).filter((k) => byKind[k] > 0);
   const colW = 230;
   const perRow = Math.max(1, Math.floor((width - 20) / colW));
   legend.forEach((k, i) => {
     const lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;
-    const b = k === 'header' ? plan.headerBytes : byKind[k];
+    const b = byKind[k];
     parts.push(`<g class="nna-legend" data-kind="${k}" data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${k === 'padding' ? 'url(#nna-hatch)' : KIND_COLORS[k]}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${KIND_NAMES[k]}: ${int(b)} B`)}</text></g>`);
   });
   y += Math.ceil(legend.length / perRow) * 18 + 6;
