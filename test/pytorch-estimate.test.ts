@@ -1,5 +1,8 @@
 // The PyTorch estimate (caching allocator model) against measured figures, and its allocator rules.
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { LayoutError, estimatePytorchMemory, arenaBytesByStage, planLayout } from '../src/index.js';
 import { CachingAllocatorModel, roundSize } from '../src/report/caching-allocator.js';
@@ -133,5 +136,29 @@ describe('arenaBytesByStage and plan --vs-pytorch', () => {
     const j = JSON.parse(spawnSync(process.execPath, ['dist/cli.js', 'plan', '--layers', '784,10', '--vs-pytorch', '--json', '--optimizer', 'adam'], { encoding: 'utf8' }).stdout);
     expect(j.vsPytorch.pytorch.stages.at(-1).allocatedBytes).toBe(SEED.adamStep);
     expect(j.vsPytorch.arena.totalBytes).toBe(j.totalBytes);
+  });
+});
+
+describe('bench/torch-memory-compare.mjs', () => {
+  const md = join(mkdtempSync(join(tmpdir(), 'nna-cmp-')), 'table.md');
+  const compare = (file: string) => spawnSync(process.execPath, ['bench/torch-memory-compare.mjs', file, '--md', md], { encoding: 'utf8' });
+
+  it("agrees with seed002's measurements (in torch_memory.py's JSON shape) and writes the table", () => {
+    const r = compare('test/fixtures/seed002-memory.json');
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/\| seed 784-10 b100 \| adam \| float32 \| step \| 448,512 \| 448,512 \| \+0\.00% \|/);
+    expect(r.stdout).toContain('2 runs, largest difference 0.00%, 0 stage(s) beyond 1.0%.');
+    expect(readFileSync(md, 'utf8')).toContain(r.stdout.trim());
+  });
+
+  it('fails and marks a stage that is off by more than 1%', () => {
+    const j = JSON.parse(readFileSync('test/fixtures/seed002-memory.json', 'utf8'));
+    j.rows[0].stages[4].allocated = Math.round(384_000 * 1.02);
+    const file = join(mkdtempSync(join(tmpdir(), 'nna-cmp-')), 'm.json');
+    writeFileSync(file, JSON.stringify(j));
+    const r = compare(file);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/\| backward \| 391,680 \| 384,000 \| -1\.96% ✗ \|/);
+    expect(r.stdout).toContain('1 stage(s) beyond 1.0%');
   });
 });
