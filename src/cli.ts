@@ -51,11 +51,12 @@ program
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
   .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
+  .option('--report <file>', 'write a self-contained HTML training report (charts, memory map, transfers, machine, settings)')
   .action(async (o) => {
     await train({
       backend: o.backend, layers: parseList(o.layers, 'layers'), epochs: parseNumber(o.epochs, 'epochs'), batch: parseNumber(o.batch, 'batch'),
       lr: o.lr === undefined ? undefined : parseNumber(o.lr, 'lr'), optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype,
-      seed: parseNumber(o.seed, 'seed'), save: o.save, json: Boolean(o.json),
+      seed: parseNumber(o.seed, 'seed'), save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 
