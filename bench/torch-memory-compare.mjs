@@ -21,8 +21,8 @@ const pct = (est, got) => (got === 0 ? (est === 0 ? 0 : Infinity) : (est - got) 
 const lines = [
   `PyTorch ${measured.torch}, CUDA ${measured.cuda}, ${measured.device}; measured ${measured.date}; cuBLAS workspaces ${int(measured.workspaceBytes ?? 0)} B (baseline, subtracted). Tolerance ${(tolerance * 100).toFixed(1)}%.`,
   '',
-  '| network | optimizer | dtype | stage | measured allocated | estimate | diff | measured peak | estimate | diff | nn-arena arena |',
-  '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|',
+  '| network | optimizer | dtype | stage | measured allocated | estimate | diff | measured peak | estimate | diff | reserved measured / estimate | nn-arena arena |',
+  '|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|',
 ];
 let worst = 0;
 let failures = 0;
@@ -40,9 +40,9 @@ for (const row of measured.rows) {
     if (bad) failures++;
     worst = Math.max(worst, Math.abs(dA), Math.abs(dP));
     const f = (d) => `${d >= 0 ? '+' : ''}${(d * 100).toFixed(2)}%${Math.abs(d) > tolerance ? ' ✗' : ''}`;
-    lines.push(`| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${row.dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${m.stage === 'step' ? int(arena) : ''} |`);
+    lines.push(`| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${row.dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${typeof m.reserved === 'number' ? int(m.reserved) : '—'} / ${int(e.reservedBytes)} | ${m.stage === 'step' ? int(arena) : ''} |`);
   }
-  if (row.leftoverAfter) lines.push(`| ${row.network} | ${row.optimizer} | ${row.dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | |`);
+  if (row.leftoverAfter) lines.push(`| ${row.network} | ${row.optimizer} | ${row.dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | | |`);
 }
 lines.push('', `${measured.rows.length} runs, largest difference ${(worst * 100).toFixed(2)}%, ${failures} stage(s) beyond ${(tolerance * 100).toFixed(1)}%.`);
 const md = lines.join('\n');

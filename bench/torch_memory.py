@@ -76,15 +76,28 @@ def one_step(layers, batch, optimizer, dtype, device, mark=lambda stage: None):
     return [model, opt, x, labels, output, loss]
 
 
+SMALL_SIZE = 1 << 20  # requests up to 1 MiB come from the small pool
+
+
 def fill_free_blocks(device):
-    """Takes every cached free block with a tensor of its size, so that nothing cached is reused."""
+    """Takes every cached free block with tensors, so that nothing cached is reused by the measured
+    step. A request of at most 1 MiB goes to the small pool and one above it to the large pool, so
+    a small-pool block is filled 1 MiB at a time, and a large-pool block of 1 MiB or less (which no
+    large request can use) is left alone. Repeated until nothing eligible is left."""
     fillers = []
-    for seg in torch.cuda.memory_snapshot():
-        if seg.get("device", 0) != device.index:
-            continue
-        for b in seg["blocks"]:
-            if b["state"] == "inactive":
-                fillers.append(torch.empty(b["size"], dtype=torch.uint8, device=device))
+    for _ in range(64):
+        todo = []
+        for seg in torch.cuda.memory_snapshot():
+            if seg.get("device", 0) != device.index:
+                continue
+            small = seg["segment_type"] == "small"
+            for b in seg["blocks"]:
+                if b["state"] == "inactive" and (small or b["size"] > SMALL_SIZE):
+                    todo.append(min(b["size"], SMALL_SIZE) if small else b["size"])
+        if not todo:
+            break
+        for size in todo:
+            fillers.append(torch.empty(size, dtype=torch.uint8, device=device))
     return fillers
 
 
@@ -100,6 +113,7 @@ def measure(layers, batch, optimizer, dtype_name, device, keep):
     torch.cuda.synchronize()
     base = torch.cuda.memory_allocated(device)
     base_reserved = torch.cuda.memory_reserved(device)
+    # What is still cached and free (only large-pool blocks of 1 MiB or less should remain).
     cached_free = sum(b["size"] for s in torch.cuda.memory_snapshot() for b in s["blocks"] if b["state"] == "inactive")
     torch.cuda.reset_peak_memory_stats(device)
     stages = []
