@@ -1,3 +1,4 @@
+/// <reference lib="dom" />
 // The training report opened in a real headless Chromium (Debian's `chromium`, driven by
 // playwright-core): the charts render with one point per progress report, the memory map and the
 // transfer table are there, and the page makes no network request.
