@@ -1,4 +1,3 @@
-/// <reference lib="dom" />
 // The training report opened in a real headless Chromium (Debian's `chromium`, driven by
 // playwright-core): the charts render with one point per progress report, the memory map and the
 // transfer table are there, and the page makes no network request.
@@ -8,6 +7,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { planLayout, selectRanges } from '../src/index.js';
+
+// page.evaluate callbacks run in the page; this Node project has no DOM types (lib dom would
+// apply to every file), so the page's document is typed loosely here.
+declare const document: any;  // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const CHROMIUM = process.env.NN_ARENA_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
@@ -47,14 +50,14 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
       const reports = epochs * 4;  // the CLI asks for 4 progress reports per epoch
       for (const id of ['loss-chart', 'accuracy-chart']) {
         const chart = await page.evaluate((id) => {
-          const svg = document.getElementById(id) as unknown as SVGSVGElement;
+          const svg = document.getElementById(id);
           const box = svg.getBoundingClientRect();
           const path = svg.querySelector('path.c-line')!;
           const pts = [...svg.querySelectorAll('circle.c-pt')].map((c) => {
             const b = c.getBoundingClientRect();
             return { value: Number(c.getAttribute('data-value')), cy: b.top + b.height / 2 - box.top, w: b.width };
           });
-          return { width: box.width, height: box.height, vertices: (path.getAttribute('d')!.match(/[ML]/g) ?? []).length, pathLength: (path as SVGPathElement).getTotalLength(), pts };
+          return { width: box.width, height: box.height, vertices: (path.getAttribute('d')!.match(/[ML]/g) ?? []).length, pathLength: path.getTotalLength(), pts };
         }, id);
         expect(chart.width, id).toBeGreaterThan(200);
         expect(chart.height, id).toBeGreaterThan(100);
