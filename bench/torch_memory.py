@@ -85,6 +85,7 @@ def fill_free_blocks(device):
     a small-pool block is filled 1 MiB at a time, and a large-pool block of 1 MiB or less (which no
     large request can use) is left alone. Repeated until nothing eligible is left."""
     fillers = []
+    left = None
     for _ in range(64):
         todo = []
         for seg in torch.cuda.memory_snapshot():
@@ -94,8 +95,9 @@ def fill_free_blocks(device):
             for b in seg["blocks"]:
                 if b["state"] == "inactive" and (small or b["size"] > SMALL_SIZE):
                     todo.append(min(b["size"], SMALL_SIZE) if small else b["size"])
-        if not todo:
-            break
+        if not todo or (left is not None and sum(todo) >= left):
+            break  # done, or no progress (then baselineCachedFree in the JSON says what is left)
+        left = sum(todo)
         for size in todo:
             fillers.append(torch.empty(size, dtype=torch.uint8, device=device))
     return fillers
