@@ -4,7 +4,8 @@ import { NnArenaError } from './errors.js';
 import { planLayout } from './layout/plan.js';
 import type { Dtype, Optimizer, Order } from './layout/header.js';
 import { parseList, parseNumber } from './cli/format.js';
-import { planJson, planSummary, regionTable } from './cli/plan.js';
+import { planJson, planSummary } from './cli/plan.js';
+import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
 import { inspectCheckpoint } from './checkpoint.js';
 
@@ -22,6 +23,8 @@ program
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
   .option('--json', 'print the plan as JSON')
+  .option('--svg <file>', 'also write the memory map (SVG) to <file>')
+  .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
   .action((o) => {
     const plan = planLayout({
       layers: parseList(o.layers, 'layers'),
@@ -32,8 +35,7 @@ program
       align: parseNumber(o.align, 'align'),
       samples: parseNumber(o.samples, 'samples'),
     });
-    if (o.json) console.log(JSON.stringify(planJson(plan), null, 2));
-    else console.log(`${planSummary(plan)}\n\n${regionTable(plan)}`);
+    console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch }));
   });
 
 program
@@ -49,11 +51,12 @@ program
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
   .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
+  .option('--report <file>', 'write a self-contained HTML training report (charts, memory map, transfers, machine, settings)')
   .action(async (o) => {
     await train({
       backend: o.backend, layers: parseList(o.layers, 'layers'), epochs: parseNumber(o.epochs, 'epochs'), batch: parseNumber(o.batch, 'batch'),
       lr: o.lr === undefined ? undefined : parseNumber(o.lr, 'lr'), optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype,
-      seed: parseNumber(o.seed, 'seed'), save: o.save, json: Boolean(o.json),
+      seed: parseNumber(o.seed, 'seed'), save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 

@@ -11,3 +11,8 @@ export { cudaInfo, type CudaInfo, type RunPath, type ResidencyCounters, type Lin
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
+export { planToSVG, arenaSpans, KIND_COLORS, type SvgOptions } from './report/svg.js';
+export { estimatePytorchMemory, arenaBytesByStage, TORCH_STAGES, type TorchStage, type PytorchEstimate, type TorchStageEstimate, type TorchTensor, type PytorchOptions, type ArenaStageBytes } from './report/pytorch.js';
+export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './report/html.js';
+export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
+export { machineInfo, type MachineInfo } from './report/machine.js';

@@ -8,6 +8,7 @@ import { planLayout } from '../layout/plan.js';
 import { cudaInfo } from '../native.js';
 import { Trainer } from '../train/trainer.js';
 import { planSummary } from './plan.js';
+import { ReportCollector } from './train-report.js';
 
 export interface TrainOptions {
   backend: 'auto' | BackendName;
@@ -19,6 +20,8 @@ export interface TrainOptions {
   dtype: Dtype;
   seed: number;
   save?: string;
+  /** Write the HTML training report here. */
+  report?: string;
   json: boolean;
 }
 
@@ -32,6 +35,7 @@ export async function train(o: TrainOptions): Promise<void> {
   }
   const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count });
   using arena = Arena.create(plan, { backend: o.backend });
+  const report = o.report ? new ReportCollector(arena) : undefined;
   const info = arena.backend === 'cuda' ? cudaInfo() : undefined;
   log(planSummary(plan));
   log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
@@ -51,9 +55,12 @@ export async function train(o: TrainOptions): Promise<void> {
   try {
     fit = await trainer.fit(trainSet, {
       epochs: o.epochs, seed: o.seed, reportsPerEpoch: 4,
-      onProgress: (p) => bar.update((p.epoch - 1) * batches + p.batch, {
-        epoch: p.epoch, epochs: p.epochs, loss: p.loss.toFixed(4), acc: `${(p.accuracy * 100).toFixed(2)}%`, speed: Math.round(p.samplesPerSecond),
-      }),
+      onProgress: (p) => {
+        report?.onProgress(p);
+        bar.update((p.epoch - 1) * batches + p.batch, {
+          epoch: p.epoch, epochs: p.epochs, loss: p.loss.toFixed(4), acc: `${(p.accuracy * 100).toFixed(2)}%`, speed: Math.round(p.samplesPerSecond),
+        });
+      },
     });
   } finally {
     bar.stop();
@@ -61,6 +68,13 @@ export async function train(o: TrainOptions): Promise<void> {
   const test = await trainer.evaluate(testSet);
   const seconds = (performance.now() - started) / 1000;
   if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
+  const reportPath = report?.write(o.report!, {
+    plan, backend: arena.backend, path: fit.path, seconds,
+    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    test: { ...test, count: testSet.count },
+    train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
+  });
+  if (reportPath) log(`training report written to ${reportPath}`);
   const s = arena.stats;
   const summary = {
     accuracy: test.accuracy, loss: test.loss, trainAccuracy: fit.accuracy, trainLoss: fit.loss,
@@ -72,6 +86,7 @@ export async function train(o: TrainOptions): Promise<void> {
       toHost: { transfers: s.toHostTransfers, bytes: s.toHostBytes },
     },
     allocations: { host: s.hostAllocs, device: s.deviceAllocs },
+    ...(reportPath ? { report: reportPath } : {}),
   };
   if (o.json) {
     console.log(JSON.stringify(summary, null, 2));
