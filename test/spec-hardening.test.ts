@@ -24,7 +24,7 @@ describe('item 8: specs are read once into a snapshot', () => {
   });
 
   it('an activation that changes between reads is used as first read (and checked)', () => {
-    const activations = changing(['relu', 'softmax'], 0, 'relu', 'softmax');
+    const activations = changing(['relu', 'softmax'] as Array<'relu' | 'softmax'>, 0, 'relu', 'softmax');
     const plan = planLayout({ layers: [4, 8, 2], batch: 1, activations });
     expect(plan.spec.activations).toEqual(['relu', 'softmax']);
     // The other way round: a hidden softmax read first is refused, whatever a later read says.

@@ -144,6 +144,24 @@ describe('item 12: a data set changed in place never gives a stale answer', () =
     expect(arena.stats.toDeviceTransfers).toBe(s0 + 1);
   });
 
+  it('fit on a data set changed in place trains on the new contents', async () => {
+    const copy = (d: { x: Float32Array; labels: Uint8Array }) => ({ x: Float32Array.from(d.x), labels: Uint8Array.from(d.labels) });
+    const d = toy(100, 3);
+    const before = copy(d);
+    const { arena: a1, t: t1 } = setup();
+    using _a1 = a1;
+    await t1.fit(d, { epochs: 1 });
+    for (let i = 0; i < d.labels.length; i++) d.labels[i] = (d.labels[i]! + 2) % 3;
+    d.x[5] = -d.x[5]!;
+    const inPlace = await t1.fit(d, { epochs: 3 });
+    const { arena: a2, t: t2 } = setup();
+    using _a2 = a2;
+    await t2.fit(before, { epochs: 1 });
+    const fresh = await t2.fit(copy(d), { epochs: 3 });
+    expect(inPlace.loss).toBe(fresh.loss);
+    expect(Array.from(a1.view(1, 'w'))).toEqual(Array.from(a2.view(1, 'w')));
+  });
+
   it('an edit of the host copy of xdata that was not uploaded is detected', async () => {
     const { arena, t } = setup();
     using _a = arena;
