@@ -30,6 +30,8 @@ const VERSION = 1;
 const BOM = 0x01020304;
 const FILE_HEADER = 64;
 const CHUNK = 16 * 2 ** 20;
+/** One read() call stays below the 2 GiB that a single read may move. */
+const MAX_READ = 2 ** 30;
 
 export interface SaveOptions {
   /** Regions to save (default: every kind). The header is always saved. */
@@ -159,7 +161,7 @@ class Reader {
     let done = 0;
     while (done < into.length) {
       let n: number;
-      try { n = readSync(this.fd, into, done, into.length - done, this.at + done); } catch (e) { throw bad(this.path, fsMessage(e)); }
+      try { n = readSync(this.fd, into, done, Math.min(into.length - done, MAX_READ), this.at + done); } catch (e) { throw bad(this.path, fsMessage(e)); }
       if (n === 0) throw bad(this.path, `truncated: ended at byte ${this.at + done}`);
       done += n;
     }

@@ -419,15 +419,15 @@ export class Trainer {
     if (!yKeep) { hostY.set(d.y!); ranges.push(yr.offset, d.y!.byteLength); }
     // x rows that reach the end of xdata and the ydata rows after it: one range (only
     // alignment padding lies between).
-    if (ranges.length === 4 && xr.offset + ranges[1]! === xr.offset + xr.bytes) ranges.splice(1, 3, yr.offset + ranges[3]! - xr.offset);
-    // The record is dropped first: a failed transfer must not leave a stale claim.
-    const prev = st.resident;
+    if (ranges.length === 4 && d.x.byteLength === xr.bytes) ranges.splice(1, 3, yr.offset + ranges[3]! - xr.offset);
+    // The record is dropped first: a failed transfer must not leave a stale claim. Inputs alone
+    // (predict) leave the ydata rows unclaimed: they belong to another data set.
     st.resident = undefined;
     call(() => handleOf(this.arena).transfer('toDevice', ranges));
     st.resident = {
       count: d.count,
       xCrc: native().crc32c(bytesOf(hostX)) >>> 0,
-      yCrc: d.y === undefined ? (xKeep && prev?.count === d.count ? prev.yCrc : undefined) : native().crc32c(bytesOf(hostY)) >>> 0,
+      yCrc: d.y === undefined ? undefined : native().crc32c(bytesOf(hostY)) >>> 0,
     };
   }
 
