@@ -44,7 +44,10 @@ export function checkBudget(plan: Plan, memory: string, deviceBudget: unknown, r
 
 /** The smallest device budget for `plan` ('managed' rounds regions to 64 KiB pages, 'staged' to the plan's alignment). */
 export function minDeviceBudget(plan: Plan, memory: 'managed' | 'staged'): { bytes: number; stage: string; layer: number } {
-  return call(() => native().minDeviceBudget(plan.header, memory));
+  if (memory !== 'managed' && memory !== 'staged') throw new LayoutError('BAD_OPTION', 'memory', memory, "must be 'managed' or 'staged'");
+  const header: unknown = plan !== null && typeof plan === 'object' ? plan.header : undefined;
+  if (!(header instanceof Uint8Array)) throw new LayoutError('BAD_PLAN', 'plan', typeof plan, 'must be a plan from planLayout');
+  return call(() => native().minDeviceBudget(header, memory));
 }
 
 export type Where = 'device' | 'host' | 'none';

@@ -1,7 +1,7 @@
 // spec-hardening.test.ts: issue 14 items 8 and 9 (specs and selectors): sparse arrays, values
 // that change between reads, wrong types, each a typed error naming the field.
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, LayoutError, planLayout, type LayoutSpec } from '../src/index.js';
+import { Arena, ArenaError, LayoutError, minDeviceBudget, planLayout, type LayoutSpec } from '../src/index.js';
 
 const layoutFailure = (spec: unknown) => {
   try { planLayout(spec as LayoutSpec); } catch (e) { expect(e).toBeInstanceOf(LayoutError); return [(e as LayoutError).code, (e as LayoutError).field]; }
@@ -61,3 +61,18 @@ describe('item 9: selectors', () => {
     expect(arena.toDevice({ layers })).toEqual(arena.toDevice({ layers: [1] }));
   });
 });
+
+describe('item 9: minDeviceBudget arguments', () => {
+  it('a missing plan or an unknown memory kind is a LayoutError naming the field', () => {
+    const plan = planLayout({ layers: [4, 3], batch: 2 });
+    for (const [p, m, code, f] of [[null, 'managed', 'BAD_PLAN', 'plan'], [{}, 'staged', 'BAD_PLAN', 'plan'], [plan, 'device', 'BAD_OPTION', 'memory'], [plan, 5, 'BAD_OPTION', 'memory']] as const) {
+      expect(layoutFailure2(() => minDeviceBudget(p as never, m as never))).toEqual([code, f]);
+    }
+    expect(minDeviceBudget(plan, 'staged').bytes).toBeGreaterThan(0);
+  });
+});
+
+function layoutFailure2(f: () => unknown) {
+  try { f(); } catch (e) { expect(e).toBeInstanceOf(LayoutError); return [(e as LayoutError).code, (e as LayoutError).field]; }
+  throw new Error('accepted');
+}
