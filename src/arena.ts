@@ -7,31 +7,10 @@ import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
-import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
+import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
+import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 
-export type BackendName = 'cpu' | 'cuda';
-export type MemoryKind = 'device' | 'managed' | 'staged';
-export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
-export type Location = 'device' | 'host';
-
-export interface ArenaOptions {
-  /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
-  backend?: 'auto' | BackendName;
-  /** Device side: cudaMalloc ('device', default), cudaMallocManaged ('managed'), or 'staged':
-   *  the device side in pinned host memory with a device pool of deviceBudget bytes that
-   *  regions are copied into as training needs them (CUDA only). */
-  memory?: MemoryKind;
-  /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
-  pinned?: boolean;
-  /** Managed or staged memory: bytes of the arena the device may hold at once (at least what
-   *  the largest phase of a training step needs, see minDeviceBudget). Training then keeps the
-   *  device's share within it (README, "Device budgets"). */
-  deviceBudget?: number;
-  /** Managed memory with a budget: 'scheduler' (default) prefetches what each phase needs ahead
-   *  of it and evicts what is not needed soon; 'on-demand' leaves it to page faults, and the
-   *  budget is only measured against (arena.residency()). */
-  residency?: ResidencyMode;
-}
+export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 
 export interface TransferResult { transfers: number; bytes: number }
 
@@ -56,6 +35,31 @@ const handles = new WeakMap<Arena, NativeHandle>();
 export function handleOf(arena: Arena): NativeHandle {
   if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
   return handles.get(arena)!;
+}
+
+/** One transfer call as observers see it: `regions` selects what the bytes belong to. */
+export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
+const observers = new WeakMap<Arena, (e: TransferEvent) => void>();
+
+function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
+  observers.get(arena)?.({ dir, regions, ...r });
+  return r;
+}
+
+/** Internal: calls `fn` after every transfer of `arena` (the training report's accounting by
+ *  purpose); returns the function that stops it. */
+export function observeTransfers(arena: Arena, fn: (e: TransferEvent) => void): () => void {
+  observers.set(arena, fn);
+  return () => observers.delete(arena);
+}
+
+/** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
+ *  Trainer uploads only the rows of a data set that is smaller than its regions). */
+export function transferRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
+  const bytes = call(() => handleOf(arena).transfer(dir, [...ranges]));
+  let transfers = 0;
+  for (let i = 1; i < ranges.length; i += 2) if (ranges[i]! > 0) transfers++;
+  return notify(arena, dir, regions, { transfers, bytes });
 }
 
 /** Internal: one native run on `arena` (the Trainer's only way in). Every failure, also one in
@@ -118,7 +122,7 @@ export class Arena implements Disposable {
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
    *  anything is allocated; the arena then goes to the device in one transfer. */
   static load(path: string, options: ArenaOptions = {}): Arena {
-    return loadArena(path, (plan) => Arena.create(plan, options)).arena;
+    return loadArena(path, options, (plan, o) => Arena.create(plan, o)).arena;
   }
 
   /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
@@ -158,10 +162,10 @@ export class Arena implements Disposable {
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
     const h = this.#live();
-    if (sel === undefined) return { transfers: 1, bytes: call(() => h.transferAll(dir)) };
+    if (sel === undefined) return notify(this, dir, sel, { transfers: 1, bytes: call(() => h.transferAll(dir)) });
     const ranges = selectRanges(this.plan, sel);
     const bytes = call(() => h.transfer(dir, flatten(ranges)));
-    return { transfers: ranges.filter((r) => r.bytes > 0).length, bytes };
+    return notify(this, dir, sel, { transfers: ranges.filter((r) => r.bytes > 0).length, bytes });
   }
 
   /** Host -> device. No selector: the whole arena in one transfer. */

@@ -1,7 +1,7 @@
 // residency.ts: device budgets. Validation of the options that ask for one (before anything is
 // allocated), and the residency report of a budgeted arena. The plan itself is native
 // (csrc/budget/residency.h): the smallest budget comes from the same phase table it plans from.
-import { OptionError } from './errors.js';
+import { LayoutError, OptionError } from './errors.js';
 import { KINDS, type Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, native, type NativeResidency, type ResidencyCounters } from './native.js';
@@ -21,7 +21,10 @@ export function residencyOption(memory: string, deviceBudget: unknown, residency
 
 /** The smallest device budget for `plan` ('managed' rounds regions to 64 KiB pages, 'staged' to the plan's alignment). */
 export function minDeviceBudget(plan: Plan, memory: 'managed' | 'staged'): { bytes: number; stage: string; layer: number } {
-  return call(() => native().minDeviceBudget(plan.header, memory));
+  if (memory !== 'managed' && memory !== 'staged') throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'managed' or 'staged'");
+  const header: unknown = plan !== null && typeof plan === 'object' ? plan.header : undefined;
+  if (!(header instanceof Uint8Array)) throw new LayoutError('BAD_PLAN', 'plan', typeof plan, 'must be a plan from planLayout');
+  return call(() => native().minDeviceBudget(header, memory));
 }
 
 export type Where = 'device' | 'host' | 'none';

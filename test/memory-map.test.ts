@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LayoutError, planLayout, planToSVG, type Plan } from '../src/index.js';
+import { OptionError, planLayout, planToSVG, type Plan } from '../src/index.js';
 
 interface Drawn { view: string; kind: string; layer: number; offset: number; bytes: number; x: number; width: number; widened: boolean }
 
@@ -74,10 +74,10 @@ describe('planToSVG', () => {
     });
   }
 
-  it('refuses bad options with a LayoutError naming the field', () => {
+  it('refuses bad options with an OptionError naming the field', () => {
     const plan = planLayout({ layers: [4, 3, 2], batch: 2 });
-    expect(() => planToSVG(plan, { width: 100 })).toThrow(LayoutError);
-    try { planToSVG(plan, { minRegionWidth: 0 }); } catch (e) { expect((e as LayoutError).code).toBe('BAD_OPTION'); expect((e as LayoutError).field).toBe('minRegionWidth'); }
+    expect(() => planToSVG(plan, { width: 100 })).toThrow(OptionError);
+    try { planToSVG(plan, { minRegionWidth: 0 }); } catch (e) { expect((e as OptionError).code).toBe('BAD_OPTION'); expect((e as OptionError).field).toBe('minRegionWidth'); }
     expect(() => planToSVG(plan, { minRegionWidth: 0 })).toThrow(/minRegionWidth/);
   });
 

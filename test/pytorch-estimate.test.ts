@@ -70,7 +70,7 @@ describe('estimatePytorchMemory', () => {
       expect.unreachable();
     } catch (e) {
       expect(e).toBeInstanceOf(LayoutError);
-      expect((e as LayoutError).code).toBe('NOT_SUPPORTED');
+      expect((e as LayoutError).code).toBe('BAD_ACTIVATIONS');
       expect((e as LayoutError).field).toBe('activations[1]');
     }
     expect(() => estimatePytorchMemory({ layers: [4, 2], batch: 2 }, { optimizer: 'lamb' as never })).toThrow(LayoutError);

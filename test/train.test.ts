@@ -46,15 +46,15 @@ describe('Trainer on the CPU backend', () => {
       const plan = planLayout({ ...spec, order });
       using arena = Arena.create(plan, cpu);
       const t = new Trainer(arena);
+      const s0 = arena.stats;
       t.init(2);
       const d = toyData(6, 3, 200, 1, false);
       const data = { x: d.x, labels: d.labels! };
-      const s0 = arena.stats;
       const epochs = 4;
       await t.fit(data, { epochs });
       const s1 = arena.stats;
       const xdata = plan.region(0, 'xdata')!, ydata = plan.region(2, 'ydata')!;
-      // Up: the whole arena (after init) and the data set (xdata, ydata adjacent: one range).
+      // Up: the whole arena (by init) and the data set (xdata, ydata adjacent: one range).
       expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(2);
       expect(s1.toDeviceBytes - s0.toDeviceBytes).toBe(plan.totalBytes + (ydata.offset + ydata.bytes - xdata.offset));
       // Down: the stats region once per epoch, then w and b once (one range per layer in

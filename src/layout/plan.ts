@@ -71,7 +71,7 @@ function placementOrder(s: NormalizedSpec): Array<[number, Kind]> {
 
 const alignUp = (x: bigint, a: bigint) => ((x + a - 1n) / a) * a;
 
-function exact(x: bigint, what: string, spec: LayoutSpec): number {
+function exact(x: bigint, what: string, spec: NormalizedSpec): number {
   if (x > BigInt(Number.MAX_SAFE_INTEGER)) {
     throw new LayoutError('TOO_LARGE', 'layers', spec.layers, `${what} of ${x} bytes exceeds 2^53 - 1, the largest exact size`);
   }
@@ -90,10 +90,10 @@ export function planLayout(input: LayoutSpec): Plan {
     const length = regionCount(s, layer, kind);
     if (length === 0n) continue;
     const bytes = length * elem;
-    regions.push({ layer, kind, offset: exact(cursor, 'a region offset', input), bytes: exact(bytes, `region ${kind} of layer ${layer}`, input), length: exact(length, 'a region length', input) });
+    regions.push({ layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s) });
     cursor = alignUp(cursor + bytes, align);
   }
-  const totalBytes = exact(cursor, 'the arena', input);
+  const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
   const header = encodeHeader({

@@ -49,29 +49,44 @@ function oneOf<T extends string>(field: string, v: unknown, table: Record<T, num
   return v as T;
 }
 
+/** Reads an array field once: its length, then each element once (holes read as undefined,
+ *  so a sparse array is refused like any other missing value). */
+function readArray(field: string, code: LayoutCode, v: unknown, max: number, what: string): unknown[] {
+  if (!Array.isArray(v)) throw new LayoutError(code, field, v, `must be an array of ${what}`);
+  const n: unknown = v.length;
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || n > max) {
+    throw new LayoutError(code, field, n, `must have at most ${max} entries`);
+  }
+  const out: unknown[] = [];
+  for (let i = 0; i < n; i++) out.push(v[i]);
+  return out;
+}
+
+/** Every field of the spec is read exactly once, into a plain snapshot that is validated and
+ *  then used alone: a getter or Proxy that answers differently on a second read cannot make
+ *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers } = spec;
-  if (!Array.isArray(layers)) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'must be an array of unit counts');
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples } = spec;
+  const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
-  if (layers.length > MAX_LAYERS) throw new LayoutError('BAD_LAYERS', 'layers', layers, `allows at most ${MAX_LAYERS} layers`);
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
-  const batch = positiveInt('batch', spec.batch);
-  const samples = spec.samples === undefined ? 0 : positiveInt('samples', spec.samples, true);
-  const dtype = oneOf<Dtype>('dtype', spec.dtype, DTYPES, 'float32');
-  const optimizer = oneOf<Optimizer>('optimizer', spec.optimizer, OPTIMIZERS, 'sgd');
-  const order = oneOf<Order>('order', spec.order, ORDERS, 'layer-major');
+  const batch = positiveInt('batch', rawBatch);
+  const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
+  const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
+  const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
+  const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
 
-  const align = spec.align === undefined ? DEFAULT_ALIGN : spec.align;
+  const align = rawAlign === undefined ? DEFAULT_ALIGN : rawAlign;
   if (typeof align !== 'number' || !Number.isInteger(align) || align < 8 || align > MAX_ALIGN || (align & (align - 1)) !== 0) {
     throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [8, 2^30]`);
   }
 
   const n = units.length - 1;
-  const activations = spec.activations === undefined
+  const activations = rawActivations === undefined
     ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
-    : spec.activations;
-  if (!Array.isArray(activations) || activations.length !== n) {
+    : readArray('activations', 'BAD_ACTIVATIONS', rawActivations, MAX_LAYERS, 'activation names');
+  if (activations.length !== n) {
     throw new LayoutError('BAD_ACTIVATIONS', 'activations', activations, `must list one activation per non-input layer (${n})`);
   }
   activations.forEach((a, i) => {
@@ -82,5 +97,5 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
       throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
     }
   });
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze([...activations]), optimizer, order, align, samples });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples });
 }

@@ -98,7 +98,7 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   }
   const L = s.layers.length - 1;
   if (s.activations[L - 1] !== 'softmax') {
-    throw new LayoutError('NOT_SUPPORTED', `activations[${L - 1}]`, s.activations[L - 1], 'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax');
+    throw new LayoutError('BAD_ACTIVATIONS', `activations[${L - 1}]`, s.activations[L - 1], 'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax');
   }
   const e = DTYPE_BYTES[s.dtype];
   const n = s.layers;

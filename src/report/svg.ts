@@ -2,7 +2,7 @@
 // scale (padding shows as hatching between regions), one row per layer on the same axis (so a
 // layer-major plan is a staircase, a kind-major one columns), and every region and gap in offset
 // order on a log scale, so that a 40-byte bias beside a 3 MiB weight matrix stays visible.
-import { LayoutError } from '../errors.js';
+import { OptionError } from '../errors.js';
 import { KINDS, type Kind } from '../layout/header.js';
 import type { Plan, Region } from '../layout/plan.js';
 import { bytesText, esc, int } from './text.js';
@@ -66,9 +66,9 @@ const marker = (x: number, y: number) => `<path class="nna-widened" d="M${f(x - 
 
 export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const width = options.width ?? 960;
-  if (typeof width !== 'number' || !Number.isFinite(width) || width < 320) throw new LayoutError('BAD_OPTION', 'width', width, 'must be a number >= 320 (px)');
+  if (typeof width !== 'number' || !Number.isFinite(width) || width < 320) throw new OptionError('BAD_OPTION', 'width', width, 'must be a number >= 320 (px)');
   const minW = options.minRegionWidth ?? 3;
-  if (typeof minW !== 'number' || !Number.isFinite(minW) || minW < 1 || minW > 20) throw new LayoutError('BAD_OPTION', 'minRegionWidth', minW, 'must be a number in [1, 20] (px)');
+  if (typeof minW !== 'number' || !Number.isFinite(minW) || minW < 1 || minW > 20) throw new OptionError('BAD_OPTION', 'minRegionWidth', minW, 'must be a number in [1, 20] (px)');
   const s = plan.spec;
   const total = plan.totalBytes;
   const spans = arenaSpans(plan);

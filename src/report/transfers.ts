@@ -1,8 +1,8 @@
 // transfers.ts: transfers by purpose. The arena counts transfers only in total; this recorder
-// wraps one arena's toDevice / toHost so that each call's counters (read from arena.stats before
-// and after, so the figures are the native layer's own) are filed under what the call was for,
-// judged from its selector. The one transfer before recording starts is Arena.create's header.
-import type { Arena } from '../arena.js';
+// observes one arena's transfer calls (observeTransfers: each call's transfers and bytes as the
+// native layer counted them) and files each under what it was for, judged from the regions it
+// selected. The one transfer before recording starts is Arena.create's header.
+import { observeTransfers, type Arena } from '../arena.js';
 import type { Selector, SelectorKind } from '../selector.js';
 
 export const PURPOSES = ['header', 'network', 'data', 'stats', 'weights back', 'other'] as const;
@@ -62,27 +62,12 @@ export function recordTransfers(arena: Arena): TransferRecorder {
   if (s0.toDeviceTransfers > 0) add('header', 'to device', s0.toDeviceTransfers, s0.toDeviceBytes, 'header at Arena.create');
   if (s0.toHostTransfers > 0) add('other', 'to host', s0.toHostTransfers, s0.toHostBytes, 'before recording');
 
-  const wrap = (dir: 'toDevice' | 'toHost') => {
-    const original = arena[dir];
-    const wrapped = (sel?: Selector) => {
-      const before = arena.stats;
-      const result = original.call(arena, sel);
-      const after = arena.stats;
-      const transfers = dir === 'toDevice' ? after.toDeviceTransfers - before.toDeviceTransfers : after.toHostTransfers - before.toHostTransfers;
-      const bytes = dir === 'toDevice' ? after.toDeviceBytes - before.toDeviceBytes : after.toHostBytes - before.toHostBytes;
-      add(purposeOf(dir, sel), dir === 'toDevice' ? 'to device' : 'to host', transfers, bytes, describeSel(sel));
-      return result;
-    };
-    Object.defineProperty(arena, dir, { value: wrapped, configurable: true, writable: true });
-  };
-  wrap('toDevice');
-  wrap('toHost');
+  const stop = observeTransfers(arena, (e) => {
+    add(purposeOf(e.dir, e.regions), e.dir === 'toDevice' ? 'to device' : 'to host', e.transfers, e.bytes, describeSel(e.regions));
+  });
 
   return {
     byPurpose: () => [...totals.values()].sort((a, b) => PURPOSES.indexOf(a.purpose) - PURPOSES.indexOf(b.purpose) || a.direction.localeCompare(b.direction)).map((t) => ({ ...t, what: [...t.what] })),
-    stop: () => {
-      delete (arena as unknown as Record<string, unknown>).toDevice;
-      delete (arena as unknown as Record<string, unknown>).toHost;
-    },
+    stop,
   };
 }

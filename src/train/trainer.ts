@@ -2,16 +2,29 @@
 // state, the batch and (for fit) the whole data set live in the arena; steps run natively off
 // the JS thread and read back only the few bytes of the stats region.
 //
-// Transfers: init() writes the host side; the first run uploads the whole arena once. fit()
-// uploads the data set once, reads 32-byte stats per report, and downloads the weights and
-// biases once at the end. Nothing else moves per step.
-import { Arena, runArena, type View } from '../arena.js';
+// Transfers: init() writes the host side and uploads the whole arena (one transfer). fit()
+// uploads the data set once (again only when its contents change), reads 32-byte stats per
+// report, and downloads the weights and biases once at the end. evaluate() and predict()
+// upload a data set that fits the data regions once and run over it resident. Nothing else
+// moves per step.
+//
+// Which side is current: after init(), markHostChanged() and fit(), host and device hold the
+// same weights and biases. After step() and gradients() the device is current (gradients()
+// also brings dw/db back); syncToHost() brings everything back. Until a Trainer first runs on
+// (or initialises) an arena, its host side is taken as current and goes up whole before the
+// first run.
+//
+// Runs on one arena are queued in call order (src/train/queue.ts), across Trainers too: each
+// async method holds the queue from its first transfer to its last read-back. Arguments are
+// read once, at the call, into checked snapshots (src/train/data.ts).
+import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
-import { STATS, type Kind } from '../layout/header.js';
-import { LOSSES, OPS, type RunParams, type RunPath } from '../native.js';
+import { STATS, type Dtype, type Kind } from '../layout/header.js';
+import { call, LOSSES, native, OPS, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
-import { checkData, type CheckedData, type Data } from './data.js';
+import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
+import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
 
 export type LossName = 'cross-entropy' | 'mse';
@@ -65,67 +78,133 @@ const OP = OPS;
 /** Mean loss and accuracy from the accumulators of the stats region. */
 const metricsOf = (s: View): Metrics => ({ loss: s[STATS.loss]! / s[STATS.rows]!, accuracy: s[STATS.correct]! / s[STATS.rows]! });
 const PARAM_KINDS: Kind[] = ['w', 'b'];
+const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
+type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
+
+// Brand check: the getter throws for anything that is not a real Arena (a Proxy included,
+// whose private fields are out of reach).
+const disposedOf = Object.getOwnPropertyDescriptor(Arena.prototype, 'disposed')!.get!;
+function checkArena(arena: unknown): Arena {
+  let disposed: unknown;
+  try { disposed = disposedOf.call(arena); } catch {
+    throw new OptionError('BAD_OPTION', 'arena', typeof arena === 'object' ? Object.prototype.toString.call(arena) : arena, 'must be an Arena');
+  }
+  if (disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+  return arena as Arena;
+}
+
+/** An options argument: undefined (defaults) or a plain object, read once per key. */
+function optionsObject(v: unknown, field: string): Record<string, unknown> {
+  if (v === undefined) return {};
+  if (v === null || typeof v !== 'object') throw new OptionError('BAD_OPTION', field, v, 'must be an object');
+  return v as Record<string, unknown>;
+}
+
+const round = (dtype: Dtype, v: number) => (dtype === 'float32' ? Math.fround(v) : v);
+
+/** Hyper-parameters as the arena's dtype will hold them: a learning rate of 1e-50 is 0 in
+ *  float32 (no weight would change), a momentum of 0.999999999 is 1 (no decay). */
+function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', k, v, 'must be a finite number');
+  const r = round(dtype, v);
+  if (k === 'lr' || k === 'eps') {
+    if (!(r > 0) || !Number.isFinite(r)) throw new OptionError('BAD_OPTION', k, v, `must be > 0 and finite as a ${dtype} (it is ${r})`);
+  } else if (!(r >= 0 && r < 1)) {
+    throw new OptionError('BAD_OPTION', k, v, `must be in [0, 1) as a ${dtype} (it is ${r})`);
+  }
+  return v;
+}
+
+function checkSeed(seed: unknown, field = 'seed'): number {
+  if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', field, seed, 'must be a safe integer');
+  return seed;
+}
+
+function positiveInt(field: string, v: unknown): number {
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw new OptionError('BAD_OPTION', field, v, 'must be a positive integer');
+  return v;
+}
+
+/** A target argument of step() / gradients(): { labels } or { y }, read once. */
+function targetOf(target: unknown): { labels?: ArrayLike<number>; y?: ArrayLike<number> } {
+  if (target === null || typeof target !== 'object') throw new DataError('BAD_DATA', 'target', target, 'must be an object { labels } or { y }');
+  const { labels, y } = target as { labels?: ArrayLike<number>; y?: ArrayLike<number> };
+  return { labels, y };
+}
+
+interface FitPlan { epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number }
 
 export class Trainer {
   readonly arena: Arena;
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
-  #hyper: Required<Omit<TrainerOptions, 'loss'>>;
-  /** Optimizer steps taken (Adam's t). */
-  #steps = 0;
-  /** The whole arena must go up (after init); or only the parameters (after host edits). */
-  #deviceStale = true;
-  #paramsStale = false;
-  /** The data set now in xdata/ydata (by identity) and its checked form. */
-  #resident: { data: Data; checked: CheckedData } | undefined;
+  #hyper: Hyper;
+  // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
+  #dtype: Dtype;
+  #batch: number;
+  #samples: number;
+  #last: number;
+  #state: ArenaState;
 
   constructor(arena: Arena, options: TrainerOptions = {}) {
-    this.arena = arena;
+    this.arena = checkArena(arena);
+    const o = optionsObject(options, 'options');
     const s = arena.plan.spec;
+    this.#dtype = s.dtype;
+    this.#batch = s.batch;
+    this.#samples = s.samples;
+    this.#last = s.layers.length - 1;
     this.inputs = s.layers[0]!;
-    this.outputs = s.layers[s.layers.length - 1]!;
+    this.outputs = s.layers[this.#last]!;
     const softmax = s.activations[s.activations.length - 1] === 'softmax';
-    this.loss = options.loss ?? (softmax ? 'cross-entropy' : 'mse');
-    if (this.loss !== 'cross-entropy' && this.loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', this.loss, "must be 'cross-entropy' or 'mse'");
+    const loss = o.loss;
+    this.loss = (loss ?? (softmax ? 'cross-entropy' : 'mse')) as LossName;
+    if (this.loss !== 'cross-entropy' && this.loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', loss, "must be 'cross-entropy' or 'mse'");
     if ((this.loss === 'cross-entropy') !== softmax) {
       throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
     }
-    const defaults = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
-    this.#hyper = { ...defaults };
-    for (const k of Object.keys(defaults) as Array<keyof typeof defaults>) {
-      const v = options[k];
-      if (v === undefined) continue;
-      if (typeof v !== 'number' || !Number.isFinite(v) || v < 0 || (k === 'lr' && v === 0)) {
-        throw new OptionError('BAD_OPTION', k, v, k === 'lr' ? 'must be a positive finite number' : 'must be a finite number >= 0');
-      }
-      this.#hyper[k] = v;
+    this.#hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
+    for (const k of HYPER_KEYS) {
+      const v = o[k];
+      if (v !== undefined) this.#hyper[k] = checkHyper(k, v, this.#dtype);
     }
+    this.#state = stateOf(arena);
   }
 
-  get steps(): number { return this.#steps; }
+  /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
+  get steps(): number { return this.#state.steps; }
 
   /** Saves everything needed to resume: the whole arena (brought back from the device first)
-   *  and the optimizer step count. */
+   *  and the optimizer step count. BUSY while a run is queued or in flight. */
   save(path: string): number {
+    assertIdle(this.arena, 'save');
     this.arena.toHost();
-    return this.arena.save(path, { steps: this.#steps });
+    return this.arena.save(path, { steps: this.#state.steps });
   }
 
   /** Resumes from save(): same weights, optimizer state and step count, so further steps give
    *  the same result as if training had never stopped. */
   static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer {
-    const { arena, info } = loadArena(path, (plan) => Arena.create(plan, arenaOptions));
-    const t = new Trainer(arena, options);
-    t.#steps = info.steps;
-    t.#deviceStale = false;  // loadArena sent the whole arena up
-    return t;
+    const { arena, info } = loadArena(path, arenaOptions, (plan, o) => Arena.create(plan, o));
+    try {
+      const t = new Trainer(arena, options);
+      t.#state.steps = info.steps;
+      t.#state.deviceStale = false;  // loadArena sent the whole arena up
+      return t;
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
   }
 
   /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
-   *  optimizer state; on the host, identical on every backend. */
+   *  optimizer state; written on the host (identical on every backend) and uploaded with the
+   *  whole arena in one transfer, so both sides hold them when init() returns. BUSY while a
+   *  run is queued or in flight. */
   init(seed: number): void {
-    if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
+    checkSeed(seed);
+    assertIdle(this.arena, 'init');
     const { layers, activations } = this.arena.plan.spec;
     const rng = new Rng(seed);
     for (let l = 1; l < layers.length; l++) {
@@ -136,47 +215,67 @@ export class Trainer {
       this.arena.view(l, 'b').fill(0);
       for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k).fill(0);
     }
-    this.#steps = 0;
-    this.#deviceStale = true;
-    this.#resident = undefined;
+    this.arena.toDevice();
+    this.#state.steps = 0;
+    this.#state.deviceStale = false;
   }
 
   /** One step on one batch given by the caller (rows <= the plan's batch). */
   async step(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
-    const d = checkData({ x, ...target }, this.inputs, this.outputs, 'step');
-    const rows = this.#stageBatch(d, 0, d.count);
-    await this.#run({ op: OP.train, rows, stepBase: this.#steps });
-    this.#steps++;
-    const m = this.#readStats();
-    if (!Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${this.#steps - 1}`);
-    return m;
+    const d = this.#snapshotBatch(x, target, 'step');
+    return enqueue(this.arena, async () => {
+      this.#stageBatch(d, 0, d.count);
+      const stepBase = this.#state.steps;
+      this.#checkSteps(stepBase, 1);
+      await this.#run({ op: OP.train, rows: d.count, stepBase });
+      this.#state.steps++;
+      const m = this.#readStats();
+      if (!Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
+      return m;
+    });
   }
 
   /** Trains `epochs` passes over `data`, resident in the arena's data regions. */
   async fit(data: Data, options: FitOptions): Promise<FitResult> {
-    const { epochs, shuffle = true, seed = 0, onProgress } = options;
-    if (!Number.isSafeInteger(epochs) || epochs < 1) throw new OptionError('BAD_OPTION', 'epochs', epochs, 'must be a positive integer');
-    const reports = options.reportsPerEpoch ?? 1;
-    if (!Number.isSafeInteger(reports) || reports < 1) throw new OptionError('BAD_OPTION', 'reportsPerEpoch', reports, 'must be a positive integer');
-    const d = this.#makeResident(data);
-    const batch = this.arena.plan.spec.batch;
+    if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
+    const { epochs, shuffle, seed, onProgress, reportsPerEpoch } = options as FitOptions;
+    const o: FitPlan = {
+      epochs: positiveInt('epochs', epochs),
+      shuffle: shuffle === undefined ? true : shuffle as boolean,
+      seed: seed === undefined ? 0 : checkSeed(seed),
+      onProgress,
+      reports: reportsPerEpoch === undefined ? 1 : positiveInt('reportsPerEpoch', reportsPerEpoch),
+    };
+    if (typeof o.shuffle !== 'boolean') throw new OptionError('BAD_OPTION', 'shuffle', shuffle, 'must be a boolean');
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
+    const d = this.#snapshot(data, 'data');
+    if (d.count > this.#samples) {
+      throw new DataError('DATA_TOO_LARGE', 'data.x.length', d.x.length, `holds ${d.count} samples; the arena's data regions hold ${this.#samples} (plan with samples >= ${d.count})`);
+    }
+    return enqueue(this.arena, () => this.#fit(d, o));
+  }
+
+  async #fit(d: Snapshot, o: FitPlan): Promise<FitResult> {
+    this.#makeResident(d);
+    const batch = this.#batch;
     const batches = Math.ceil(d.count / batch);
-    const chunk = Math.ceil(batches / Math.min(reports, batches));
-    const rng = new Rng(seed);
+    const chunk = Math.ceil(batches / Math.min(o.reports, batches));
+    this.#checkSteps(this.#state.steps, o.epochs * batches);
+    const rng = new Rng(o.seed);
     const t0 = performance.now();
     let last: Metrics = { loss: NaN, accuracy: NaN };
     let path: RunPath = 'cpu';
-    for (let epoch = 1; epoch <= epochs; epoch++) {
-      const perm = shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
+    for (let epoch = 1; epoch <= o.epochs; epoch++) {
+      const perm = o.shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
       const epochStart = performance.now();
       for (let first = 0; first < batches; first += chunk) {
         const n = Math.min(chunk, batches - first);
+        const stepBase = this.#state.steps;
         path = await this.#run({
           op: OP.train, resident: true, samples: d.count, firstBatch: first, numBatches: n,
-          permA: perm.a, permC: perm.c, stepBase: this.#steps, resetStats: first === 0,
+          permA: perm.a, permC: perm.c, stepBase, resetStats: first === 0,
         });
-        const stepBase = this.#steps;
-        this.#steps += n;
+        this.#state.steps += n;
         const stats = this.#stats();
         if (stats[STATS.badStep]! >= 0) {
           const badStep = stepBase + stats[STATS.badStep]!;
@@ -184,109 +283,160 @@ export class Trainer {
         }
         last = metricsOf(stats);
         const done = first + n;
-        onProgress?.({
-          ...last, epoch, epochs, batch: done, batches, step: this.#steps,
+        o.onProgress?.({
+          ...last, epoch, epochs: o.epochs, batch: done, batches, step: this.#state.steps,
           samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
         });
       }
     }
     this.arena.toHost({ kinds: PARAM_KINDS });
     const seconds = (performance.now() - t0) / 1000;
-    return { ...last, path, epochs, steps: epochs * batches, seconds, samplesPerSecond: (epochs * d.count) / seconds };
+    return { ...last, path, epochs: o.epochs, steps: o.epochs * batches, seconds, samplesPerSecond: (o.epochs * d.count) / seconds };
   }
 
-  /** Mean loss and accuracy over `data` (batch by batch through z[0]/y, or the resident set). */
+  /** Mean loss and accuracy over `data`. A set that fits the data regions (count <= the plan's
+   *  samples) is made resident (uploaded once, replacing the resident set, and again only when
+   *  its contents change) and evaluated in one run; a larger one batch by batch. */
   async evaluate(data: Data): Promise<Metrics> {
-    if (data === this.#resident?.data) {
-      const d = this.#resident.checked;
-      await this.#run({ op: OP.eval, resident: true, samples: d.count, numBatches: Math.ceil(d.count / this.arena.plan.spec.batch) });
+    const d = this.#snapshot(data, 'data');
+    return enqueue(this.arena, async () => {
+      if (d.count <= this.#samples) {
+        this.#makeResident(d);
+        await this.#run({ op: OP.eval, resident: true, samples: d.count, numBatches: Math.ceil(d.count / this.#batch) });
+        return this.#readStats();
+      }
+      for (let first = 0; first < d.count; first += this.#batch) {
+        const rows = this.#stageBatch(d, first, Math.min(this.#batch, d.count - first));
+        await this.#run({ op: OP.eval, rows, resetStats: first === 0 });
+      }
       return this.#readStats();
-    }
-    const d = checkData(data, this.inputs, this.outputs, 'evaluate');
-    const batch = this.arena.plan.spec.batch;
-    for (let first = 0; first < d.count; first += batch) {
-      const rows = this.#stageBatch(d, first, Math.min(batch, d.count - first));
-      await this.#run({ op: OP.eval, rows, resetStats: first === 0 });
-    }
-    return this.#readStats();
+    });
   }
 
-  /** Outputs of the network for x (count x outputs values). */
+  /** Outputs of the network for x (count x outputs values). Inputs that fit the data regions
+   *  go up once (resident) and run one batch per run, each batch's outputs read back from z
+   *  (a forward run leaves only its last batch there); larger ones go batch by batch. */
   async predict(x: ArrayLike<number>): Promise<View> {
-    const count = x.length / this.inputs;
-    const d = checkData({ x, y: new Float64Array(count * this.outputs) }, this.inputs, this.outputs, 'predict');
-    const batch = this.arena.plan.spec.batch;
-    const L = this.arena.plan.spec.layers.length - 1;
-    const out = this.arena.plan.spec.dtype === 'float64' ? new Float64Array(d.count * this.outputs) : new Float32Array(d.count * this.outputs);
-    for (let first = 0; first < d.count; first += batch) {
-      const rows = this.#stageBatch(d, first, Math.min(batch, d.count - first));
-      await this.#run({ op: OP.forward, rows, resetStats: false });
-      this.arena.toHost({ layers: [L], kinds: ['z'] });
-      out.set(this.arena.view(L, 'z').subarray(0, rows * this.outputs), first * this.outputs);
-    }
-    return out;
+    const d = snapshotData({ x }, this.inputs, this.outputs, this.#dtype, 'predict', false);
+    return enqueue(this.arena, async () => {
+      const batch = this.#batch;
+      const L = this.#last;
+      const out = this.#dtype === 'float64' ? new Float64Array(d.count * this.outputs) : new Float32Array(d.count * this.outputs);
+      const resident = d.count <= this.#samples;
+      if (resident) this.#makeResident(d);
+      for (let first = 0, b = 0; first < d.count; first += batch, b++) {
+        const rows = Math.min(batch, d.count - first);
+        if (resident) await this.#run({ op: OP.forward, resident: true, samples: d.count, firstBatch: b, numBatches: 1, resetStats: false });
+        else await this.#run({ op: OP.forward, rows: this.#stageBatch(d, first, rows), resetStats: false });
+        this.arena.toHost({ layers: [L], kinds: ['z'] });
+        out.set(this.arena.view(L, 'z').subarray(0, rows * this.outputs), first * this.outputs);
+      }
+      return out;
+    });
   }
 
-  /** Gradients of the mean loss over one batch, left in the dw/db regions (weights untouched). */
+  /** Gradients of the mean loss over one batch, left in the dw/db regions (weights untouched)
+   *  on both sides. */
   async gradients(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
-    const d = checkData({ x, ...target }, this.inputs, this.outputs, 'gradients');
-    const rows = this.#stageBatch(d, 0, d.count);
-    await this.#run({ op: OP.grad, rows });
-    this.arena.toHost({ kinds: ['dw', 'db'] });
-    return this.#readStats();
+    const d = this.#snapshotBatch(x, target, 'gradients');
+    return enqueue(this.arena, async () => {
+      const rows = this.#stageBatch(d, 0, d.count);
+      await this.#run({ op: OP.grad, rows });
+      this.arena.toHost({ kinds: ['dw', 'db'] });
+      return this.#readStats();
+    });
   }
 
-  /** Brings every region back to the host (weights, gradients, optimizer state). */
-  syncToHost(): void { this.arena.toHost(); }
+  /** Brings every region back to the host (weights, gradients, optimizer state). BUSY while a
+   *  run is queued or in flight. */
+  syncToHost(): void {
+    assertIdle(this.arena, 'syncToHost');
+    this.arena.toHost();
+  }
 
-  /** Marks host-side edits of the weights and biases for upload before the next run (only
-   *  w and b go up: optimizer state on the device is never overwritten by a stale host copy). */
-  markHostChanged(): void { this.#paramsStale = true; }
+  /** Sends host-side edits of the weights and biases to the device now (only w and b go up:
+   *  optimizer state on the device is never overwritten by a stale host copy). BUSY while a run
+   *  is queued or in flight. */
+  markHostChanged(): void {
+    assertIdle(this.arena, 'markHostChanged');
+    this.#syncDevice();
+    this.arena.toDevice({ kinds: PARAM_KINDS });
+  }
 
   // ---- internals ----------------------------------------------------------------------------
 
-  /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
-  #stageBatch(d: CheckedData, first: number, rows: number): number {
-    const batch = this.arena.plan.spec.batch;
-    if (rows > batch) throw new DataError('BAD_DATA', 'x.length', d.x.length, `holds ${rows} samples, more than the batch of ${batch}`);
-    this.#syncDevice();
-    const z0 = this.arena.view(0, 'z');
-    const L = this.arena.plan.spec.layers.length - 1;
-    const y = this.arena.view(L, 'y');
-    const xs = d.x;
-    for (let i = 0; i < rows * this.inputs; i++) z0[i] = xs[first * this.inputs + i]!;
-    for (let r = 0; r < rows; r++) d.target(first + r, y, r * this.outputs);
-    this.arena.toDevice({ layers: [0], kinds: ['z'] });
-    this.arena.toDevice({ layers: [L], kinds: ['y'] });
-    return rows;
+  #snapshot(data: unknown, field: string): Snapshot {
+    return snapshotData(data, this.inputs, this.outputs, this.#dtype, field);
   }
 
-  #makeResident(data: Data): CheckedData {
-    if (this.#resident?.data === data) {
-      this.#syncDevice();
-      return this.#resident.checked;
-    }
-    const d = checkData(data, this.inputs, this.outputs);
-    const samples = this.arena.plan.spec.samples;
-    if (d.count > samples) {
-      throw new DataError('DATA_TOO_LARGE', 'data.x.length', d.x.length, `holds ${d.count} samples; the arena's data regions hold ${samples} (plan with samples >= ${d.count})`);
-    }
-    this.#syncDevice();
-    const L = this.arena.plan.spec.layers.length - 1;
-    const xd = this.arena.view(0, 'xdata');
-    const yd = this.arena.view(L, 'ydata');
-    if (ArrayBuffer.isView(d.x)) xd.set(d.x as unknown as ArrayLike<number>);
-    else for (let i = 0; i < d.x.length; i++) xd[i] = d.x[i]!;
-    for (let i = 0; i < d.count; i++) d.target(i, yd, i * this.outputs);
-    this.arena.toDevice({ kinds: ['xdata', 'ydata'] });
-    this.#resident = { data, checked: d };
+  #snapshotBatch(x: unknown, target: unknown, field: string): Snapshot {
+    const { labels, y } = targetOf(target);
+    const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.#dtype, field);
+    if (d.count > this.#batch) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
     return d;
   }
 
+  /** Step counts cross to the native side as exact integers. */
+  #checkSteps(base: number, n: number): void {
+    if (!Number.isSafeInteger(base + n)) throw new ArenaError('TOO_MANY_STEPS', `the step count ${base} + ${n} exceeds 2^53 - 1`);
+  }
+
+  /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
+  #stageBatch(d: Snapshot, first: number, rows: number): number {
+    this.#syncDevice();
+    const L = this.#last;
+    this.arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
+    this.arena.toDevice({ layers: [0], kinds: ['z'] });
+    if (d.y) {
+      this.arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
+      this.arena.toDevice({ layers: [L], kinds: ['y'] });
+    }
+    return rows;
+  }
+
+  /** Makes d the resident data set (rows [0, count) of xdata, and of ydata when d has targets).
+   *  The device holds what is resident as long as the host bytes of those rows are unchanged:
+   *  a part goes up again unless its snapshot equals the host bytes byte for byte and those
+   *  bytes still have the checksum they had at upload (an edit of the host copy that was not
+   *  uploaded). Object identity plays no part: a data set changed in place goes up again. */
+  #makeResident(d: Snapshot): void {
+    this.#syncDevice();
+    const st = this.#state;
+    const L = this.#last;
+    const plan = this.arena.plan;
+    const xr = plan.region(0, 'xdata')!, yr = plan.region(L, 'ydata')!;
+    const bytesOf = (v: Values) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+    const hostX = this.arena.view(0, 'xdata').subarray(0, d.x.length);
+    const hostY = this.arena.view(L, 'ydata').subarray(0, d.count * this.outputs);
+    const same = (snap: Values, host: Values, crc: number | undefined) =>
+      crc !== undefined && st.resident?.count === d.count && Buffer.compare(bytesOf(snap), bytesOf(host)) === 0 &&
+      (native().crc32c(bytesOf(host)) >>> 0) === crc;
+    const xKeep = same(d.x, hostX, st.resident?.xCrc);
+    const yKeep = d.y === undefined || same(d.y, hostY, st.resident?.yCrc);
+    if (xKeep && yKeep) return;
+    const ranges: number[] = [];
+    if (!xKeep) { hostX.set(d.x); ranges.push(xr.offset, d.x.byteLength); }
+    if (!yKeep) { hostY.set(d.y!); ranges.push(yr.offset, d.y!.byteLength); }
+    // x rows that reach the end of xdata and the ydata rows after it: one range (only
+    // alignment padding lies between).
+    if (ranges.length === 4 && d.x.byteLength === xr.bytes) ranges.splice(1, 3, yr.offset + ranges[3]! - xr.offset);
+    // The record is dropped first: a failed transfer must not leave a stale claim. Inputs alone
+    // (predict) leave the ydata rows unclaimed: they belong to another data set.
+    st.resident = undefined;
+    transferRanges(this.arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
+    st.resident = {
+      count: d.count,
+      xCrc: native().crc32c(bytesOf(hostX)) >>> 0,
+      yCrc: d.y === undefined ? undefined : native().crc32c(bytesOf(hostY)) >>> 0,
+    };
+  }
+
+  /** Before the first run of any Trainer on this arena, the host side goes up whole. */
   #syncDevice(): void {
-    if (this.#deviceStale) this.arena.toDevice();
-    else if (this.#paramsStale) this.arena.toDevice({ kinds: PARAM_KINDS });
-    this.#deviceStale = this.#paramsStale = false;
+    if (this.#state.deviceStale) {
+      this.arena.toDevice();
+      this.#state.deviceStale = false;
+    }
   }
 
   async #run(params: RunParams): Promise<RunPath> {
@@ -295,7 +445,7 @@ export class Trainer {
   }
 
   #stats(): View {
-    const L = this.arena.plan.spec.layers.length - 1;
+    const L = this.#last;
     this.arena.toHost({ layers: [L], kinds: ['stats'] });
     return this.arena.view(L, 'stats');
   }
