@@ -15,7 +15,7 @@
     {
       "target_name": "nn_arena",
       "dependencies": ["<!(node -p \"require('node-addon-api').targets\"):node_addon_api_except"],
-      "defines": ["NAPI_VERSION=8", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
+      "defines": ["NAPI_EXPERIMENTAL", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
       "cflags_cc": ["-std=c++17", "-O3", "-fopenmp-simd", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
       "sources": [

@@ -3,6 +3,7 @@
 // Conversions live in convert.h, runs in run_worker.h, error shaping in js_error.h.
 #include <napi.h>
 
+#include "addon_data.h"
 #include "arena_handle.h"
 #include "functions.h"
 
@@ -10,8 +11,7 @@ namespace {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Function arena = nna::addon::ArenaHandle::Define(env);
-  // internal.cc recognises handles by their class.
-  env.SetInstanceData(new Napi::FunctionReference(Napi::Persistent(arena)));
+  env.SetInstanceData(new nna::addon::AddonData{Napi::Persistent(arena), Napi::Persistent(Napi::Symbol::New(env, "nn-arena arena"))});
   exports.Set("ArenaHandle", arena);
   nna::addon::registerFunctions(env, exports);
   nna::addon::registerInternal(env, exports);

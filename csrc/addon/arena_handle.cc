@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "../budget/budgeted_block.h"
+#include "addon_data.h"
 #include "convert.h"
 #include "js_error.h"
 
@@ -37,12 +38,20 @@ ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Aren
   Napi::MemoryManagement::AdjustExternalMemory(env, external_);
 }
 
-void ArenaHandle::Finalize(Napi::Env env) { releaseExternal(env); }
+void ArenaHandle::Finalize(Napi::BasicEnv env) {
+  block_.reset();  // freed now unless a run still holds it
+  releaseExternal(env);
+}
 
-void ArenaHandle::releaseExternal(Napi::Env env) {
+void ArenaHandle::Finalize(Napi::Env) {}
+
+void ArenaHandle::releaseExternal(Napi::BasicEnv env) {
   if (external_) Napi::MemoryManagement::AdjustExternalMemory(env, -external_);
   external_ = 0;
 }
+
+// The symbol under which a view holds its handle (one per environment: addon_data.h).
+Napi::Symbol ArenaHandle::owner(Napi::Env env) { return env.GetInstanceData<AddonData>()->viewOwner.Value(); }
 
 std::shared_ptr<Block> ArenaHandle::live(Napi::Env env, bool idle) const {
   if (!block_ || block_->released()) throwJs(env, "DISPOSED", "the arena was disposed");
@@ -87,9 +96,10 @@ Napi::Value ArenaHandle::Advise(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// An ArrayBuffer over [offset, offset+bytes) of the host allocation. It shares ownership of
-// the block (a forgotten arena is not freed under a live view) and is detached by dispose().
-// Allowed during a run: runs never write the host side.
+// An ArrayBuffer over [offset, offset+bytes) of the host allocation, detached by dispose(). It
+// keeps this handle reachable (a hidden property), so a live view keeps the memory: the handle's
+// finalizer, which frees it, runs only once no view can reach it either. Allowed during a run:
+// runs never write the host side.
 Napi::Value ArenaHandle::View(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint64_t offset = exactU64(env, info[0], "offset"), bytes = exactU64(env, info[1], "bytes");
@@ -97,10 +107,8 @@ Napi::Value ArenaHandle::View(const Napi::CallbackInfo& info) {
   if (offset > b->total() || bytes > b->total() - offset) throwJs(env, "OUT_OF_RANGE", "view outside the arena");
   if (bytes > (uint64_t(1) << 32) - 1)
     throwJs(env, "VIEW_TOO_LARGE", "a view of " + std::to_string(bytes) + " bytes exceeds the 4 GiB limit of one ArrayBuffer; view a smaller region");
-  auto* hint = new std::shared_ptr<Block>(b);
-  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(
-      env, b->host() + offset, static_cast<size_t>(bytes),
-      [](Napi::Env, void*, std::shared_ptr<Block>* h) { delete h; }, hint);
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, b->host() + offset, static_cast<size_t>(bytes), [](Napi::Env, void*) {});
+  ab.Set(owner(env), Value());
   // Drop references to views the GC already collected, then remember this one (weakly).
   std::vector<Napi::Reference<Napi::ArrayBuffer>> alive;
   for (auto& r : views_) if (!r.Value().IsEmpty()) alive.push_back(std::move(r));

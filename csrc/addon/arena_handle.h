@@ -18,6 +18,11 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   static Napi::Function Define(Napi::Env env);
   // new ArenaHandle(header: Uint8Array, options: NativeArenaOptions)
   explicit ArenaHandle(const Napi::CallbackInfo& info);
+  // During garbage collection itself (a pure finalizer: no JS): drops the handle's share of the
+  // block, so a forgotten arena's memory goes back even while a synchronous loop never yields.
+  void Finalize(Napi::BasicEnv env) override;
+  // Later, on the event loop: nothing more to do, but defining it defers the deletion of this
+  // object (and of its JS references) out of the collection.
   void Finalize(Napi::Env env) override;
   void runEnded() override { --runsInFlight_; }
 
@@ -37,7 +42,8 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value Addresses(const Napi::CallbackInfo& info);
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value Residency(const Napi::CallbackInfo& info);
-  void releaseExternal(Napi::Env env);
+  void releaseExternal(Napi::BasicEnv env);
+  static Napi::Symbol owner(Napi::Env env);
 
   std::shared_ptr<Block> block_;
   nna::Stats finalStats_;  // after dispose(): the counters it ended with

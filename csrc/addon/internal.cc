@@ -10,6 +10,7 @@
 #include "../budget/residency_check.h"
 #include "../core/validate.h"
 #include "../include/nn_arena.h"
+#include "addon_data.h"
 #include "arena_handle.h"
 #include "convert.h"
 #include "functions.h"
@@ -169,7 +170,7 @@ Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
 }
 
 ArenaHandle* handleOf(Napi::Env env, const Napi::Value& v) {
-  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<Napi::FunctionReference>()->Value()))
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
     throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
   return ArenaHandle::Unwrap(v.As<Napi::Object>());
 }
