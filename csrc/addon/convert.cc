@@ -58,33 +58,27 @@ std::vector<Range> rangesOf(Napi::Env env, const Napi::Value& v) {
   return out;
 }
 
-Dir dirOf(Napi::Env env, const Napi::Value& v) {
-  const std::string d = string(env, v, "direction");
-  if (d == "toDevice") return Dir::ToDevice;
-  if (d == "toHost") return Dir::ToHost;
-  throwJs(env, "BAD_ARGUMENT", "direction must be 'toDevice' or 'toHost', got '" + d + "'");
+namespace {
+// One of a few strings, by name: BAD_ARGUMENT listing the accepted ones otherwise.
+template <typename E>
+E choiceOf(Napi::Env env, const Napi::Value& v, const char* what, std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string s = string(env, v, what);
+  std::string accepted;
+  for (const auto& c : choices) {
+    if (s == c.first) return c.second;
+    accepted += (accepted.empty() ? "'" : ", '") + std::string(c.first) + "'";
+  }
+  throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be one of " + accepted + ", got '" + s + "'");
 }
+}  // namespace
 
-Where whereOf(Napi::Env env, const Napi::Value& v) {
-  const std::string w = string(env, v, "location");
-  if (w == "device") return Where::Device;
-  if (w == "host") return Where::Host;
-  throwJs(env, "BAD_ARGUMENT", "location must be 'device' or 'host', got '" + w + "'");
-}
-
+Dir dirOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Dir>(env, v, "direction", {{"toDevice", Dir::ToDevice}, {"toHost", Dir::ToHost}}); }
+Where whereOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Where>(env, v, "location", {{"device", Where::Device}, {"host", Where::Host}}); }
 Advice adviceOf(Napi::Env env, const Napi::Value& v) {
-  const std::string a = string(env, v, "advice");
-  if (a == "readMostly") return Advice::ReadMostly;
-  if (a == "preferredLocation") return Advice::PreferredLocation;
-  if (a == "accessedBy") return Advice::AccessedBy;
-  throwJs(env, "BAD_ARGUMENT", "unknown advice '" + a + "'");
+  return choiceOf<Advice>(env, v, "advice", {{"readMostly", Advice::ReadMostly}, {"preferredLocation", Advice::PreferredLocation}, {"accessedBy", Advice::AccessedBy}});
 }
-
 Placement placementOf(Napi::Env env, const Napi::Value& v) {
-  const std::string s = string(env, v, "placement");
-  if (s == "managed") return Placement::Managed;
-  if (s == "staged") return Placement::Staged;
-  throwJs(env, "BAD_ARGUMENT", "placement must be 'managed' or 'staged', got '" + s + "'");
+  return choiceOf<Placement>(env, v, "placement", {{"managed", Placement::Managed}, {"staged", Placement::Staged}});
 }
 
 // Every key of a run's parameters is known and of the right type, or the call fails before it
