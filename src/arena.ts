@@ -90,6 +90,7 @@ export class Arena implements Disposable {
     this.memory = memory;
     this.pinned = pinned;
     this.deviceBudget = deviceBudget;
+    Object.freeze(this);  // plan, backend and the rest cannot be swapped under the views
   }
 
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the

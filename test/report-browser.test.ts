@@ -35,6 +35,8 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
     const context = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
+      // The browser is not ours: under npm run test:asan it must not inherit the sanitizer preload.
+      env: { ...process.env, LD_PRELOAD: '' },
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     try {

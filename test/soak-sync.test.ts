@@ -5,6 +5,9 @@ import { describe, expect, it } from 'vitest';
 import { Arena, planLayout } from '../src/index.js';
 
 const MiB = 2 ** 20;
+// Under AddressSanitizer (npm run test:asan) freed memory sits in its quarantine: the loops still
+// run (and are checked for memory errors), but resident-memory bounds mean nothing there.
+const asan = (process.env.LD_PRELOAD ?? '').includes('libasan');
 
 describe('synchronous loops', () => {
   it('300 forgotten arenas of ~9 MiB a side, never yielding, stay far below their 5.6 GiB sum', () => {
@@ -19,7 +22,7 @@ describe('synchronous loops', () => {
     }
     const growth = peak - start;
     console.log(`forgotten arenas: peak RSS growth ${(growth / MiB).toFixed(0)} MiB for ${((300 * 2 * plan.totalBytes) / MiB).toFixed(0)} MiB allocated`);
-    expect(growth).toBeLessThan(1024 * MiB);
+    if (!asan) expect(growth).toBeLessThan(1024 * MiB);
   });
 
   it('a view kept alive keeps its memory, after its arena is forgotten', () => {
@@ -43,6 +46,6 @@ describe('synchronous loops', () => {
     for (let i = 0; i < 20_000; i++) cycle();
     const growth = process.memoryUsage().rss - before;
     console.log(`20,000 cycles of ${(plan.totalBytes / MiB).toFixed(2)} MiB: RSS growth ${(growth / MiB).toFixed(1)} MiB`);
-    expect(growth).toBeLessThan(64 * MiB);
+    if (!asan) expect(growth).toBeLessThan(64 * MiB);
   });
 });

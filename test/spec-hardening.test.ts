@@ -76,3 +76,17 @@ function layoutFailure2(f: () => unknown) {
   try { f(); } catch (e) { expect(e).toBeInstanceOf(FieldError); expect((e as FieldError).name).toBe(errorClassOf((e as FieldError).code)); return [(e as FieldError).code, (e as FieldError).field]; }
   throw new Error('accepted');
 }
+
+describe('arena and plan are not reassignable', () => {
+  it('a resident data set of 2^32 rows or more is refused by the planner, not at the first run', () => {
+    let err: unknown;
+    try { planLayout({ layers: [1, 1], batch: 1, samples: 2 ** 32 }); } catch (e) { err = e; }
+    expect(err).toBeInstanceOf(LayoutError);
+    expect([(err as LayoutError).code, (err as LayoutError).field]).toEqual(['BAD_SAMPLES', 'samples']);
+  });
+  it("an arena's plan cannot be replaced to redirect its views", () => {
+    using arena = Arena.create(planLayout({ layers: [4, 3], batch: 2 }), { backend: 'cpu' });
+    expect(() => { (arena as { plan: unknown }).plan = planLayout({ layers: [400, 300], batch: 2 }); }).toThrow(TypeError);
+    expect(arena.view(1, 'w').length).toBe(12);
+  });
+});

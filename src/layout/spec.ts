@@ -73,6 +73,8 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
   const batch = positiveInt('batch', rawBatch);
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
+  // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
+  if (samples >= 2 ** 32) throw new LayoutError('BAD_SAMPLES', 'samples', samples, 'must be below 2^32 (rows of a resident data set)');
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
   const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
