@@ -2,6 +2,7 @@
 // ISA this CPU runs, float and double, every transpose, alpha/beta, odd shapes and each epilogue;
 // then bit-identity across repeats and thread counts. Built and run by test/cpu-gemm.test.ts.
 // Prints one line per case and "ok N" or "FAIL ..." lines; exit status 1 on any failure.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -75,10 +76,10 @@ static void check(Isa isa, bool ta, bool tb, size_t m, size_t n, size_t k, T alp
   g.ep.kind = epi; g.ep.act = act; g.ep.bias = bias.data(); g.ep.z = Z.data(); g.ep.ldz = n;
   auto W = randomVec<T>(m * g.ldc, rng), M1 = randomVec<T>(m * g.ldc, rng), V1 = randomVec<T>(m * g.ldc, rng);
   for (auto& x : V1) x = x * x;
-  g.ep.optimizer = NNA_ADAM; g.ep.lr = T(0.01); g.ep.b1 = T(0.9); g.ep.b2 = T(0.999); g.ep.eps = T(1e-8); g.ep.bc1 = T(0.1); g.ep.bc2 = T(0.001);
+  g.ep.optimizer = epi == Epi::Update ? act : 0; g.ep.mu = T(0.9); g.ep.lr = T(0.01); g.ep.b1 = T(0.9); g.ep.b2 = T(0.999); g.ep.eps = T(1e-8); g.ep.bc1 = T(0.1); g.ep.bc2 = T(0.001);
   auto Wr = W, Mr = M1, Vr = V1;
-  const auto want = reference(g, C, &Wr, &Mr, &Vr);
-  g.ep.w = W.data(); g.ep.m = M1.data(); g.ep.v = V1.data();
+  const auto want = reference(g, C, &Wr, &Mr, act == NNA_ADAM ? &Vr : nullptr);
+  g.ep.w = W.data(); g.ep.m = M1.data(); g.ep.v = act == NNA_ADAM ? V1.data() : nullptr;
   std::vector<T> got(C);
   g.c = got.data();
   gemm(g, isa);
@@ -86,7 +87,10 @@ static void check(Isa isa, bool ta, bool tb, size_t m, size_t n, size_t k, T alp
   const double eps = sizeof(T) == 4 ? 1.2e-7 : 2.3e-16;
   const double scale = std::max<double>(1.0, double(k) * std::fabs(double(alpha)) + std::fabs(double(beta)));
   double err = maxRelErr(got, want, scale);
-  if (epi == Epi::Update) err = std::max(err, maxRelErr(W, Wr, 1.0));
+  if (epi == Epi::Update) {
+    err = std::max({err, maxRelErr(W, Wr, 1.0), maxRelErr(M1, Mr, 1.0)});
+    if (act == NNA_ADAM) err = std::max(err, maxRelErr(V1, Vr, 1.0));
+  }
   const bool ok = err <= 8 * eps * std::sqrt(double(std::max<size_t>(k, 1)));
   char what[200];
   std::snprintf(what, sizeof what, "%s %s ta=%d tb=%d m=%zu n=%zu k=%zu alpha=%g beta=%g epi=%u act=%u", isaName(isa),
@@ -144,8 +148,10 @@ int main() {
         check<float>(isa, false, false, m, 41, 50, 1.0f, 0.0f, Epi::ActGrad, act, rng);
         check<double>(isa, false, false, m, 41, 50, 1.0, 0.0, Epi::ActGrad, act, rng);
       }
-      check<float>(isa, true, false, m, 29, 333, 1.0f, 0.0f, Epi::Update, 0, rng);
-      check<double>(isa, true, false, m, 29, 333, 1.0, 0.0, Epi::Update, 0, rng);
+      for (uint32_t opt : {uint32_t(NNA_MOMENTUM), uint32_t(NNA_ADAM)}) {  // `act` carries the optimizer here
+        check<float>(isa, true, false, m, 29, 333, 1.0f, 0.0f, Epi::Update, opt, rng);
+        check<double>(isa, true, false, m, 29, 333, 1.0, 0.0, Epi::Update, opt, rng);
+      }
     }
     determinism<float>(isa, rng);
     determinism<double>(isa, rng);

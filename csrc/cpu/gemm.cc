@@ -25,6 +25,13 @@ struct PortableK {
   static V set1(T x) { return V{} + x; }
   static V fma(V a, V b, V c) { return a * b + c; }
   static V mul(V a, V b) { return a * b; }
+  static V add(V a, V b) { return a + b; }
+  static V sub(V a, V b) { return a - b; }
+  static V div(V a, V b) { return a / b; }
+  static V sqrt(V a) {
+    for (size_t i = 0; i < L; ++i) a[i] = nsqrt(a[i]);
+    return a;
+  }
   static T fmaS(T a, T b, T c) {
     // Same rounding as the vector form: one multiply, then one add.
     volatile T prod = a * b;

@@ -21,6 +21,8 @@ struct Driver {
   // K block (c not read when beta == 0), c = alpha * acc + c on later ones.
   static inline void micro(size_t kc, const T* __restrict a, const T* __restrict b, T* c, size_t ldc, T alpha, T beta, bool first) {
     V acc[MR][NV];
+    // C's tile is read at the end; start bringing it in now (it is often in L3 only).
+    for (size_t i = 0; i < MR; ++i) { __builtin_prefetch(c + i * ldc, 1, 3); __builtin_prefetch(c + i * ldc + NR - 1, 1, 3); }
 #pragma GCC unroll 32
     for (size_t i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -146,20 +148,39 @@ struct Driver {
           for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j]);
       } else if (e.kind == Epi::Update) {
         const size_t off = (i0 + i) * g.ldc + j0;
-        Hyper<T> h;
-        h.lr = e.lr; h.mu = e.mu; h.b1 = e.b1; h.b2 = e.b2; h.eps = e.eps; h.bc1 = e.bc1; h.bc2 = e.bc2;
-        T* w = e.w + off;
-        if (e.optimizer == NNA_ADAM) {
-          T* m = e.m + off; T* v = e.v + off;
-          for (size_t j = 0; j < nr; ++j) updateParam<T>(NNA_ADAM, w + j, c[j], m + j, v + j, h);
-        } else if (e.optimizer == NNA_MOMENTUM) {
-          T* m = e.m + off;
-          for (size_t j = 0; j < nr; ++j) updateParam<T>(NNA_MOMENTUM, w + j, c[j], m + j, nullptr, h);
-        } else {
-          for (size_t j = 0; j < nr; ++j) updateParam<T>(NNA_SGD, w + j, c[j], nullptr, nullptr, h);
-        }
+        update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, c, nr);
       }
     }
+  }
+
+  // The optimizer step of n parameters from their gradients g, in vectors, with the same
+  // operations in the same order as updateParam (math.h), which takes the tail.
+  static void update(const Epilogue<T>& e, T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g, size_t n) {
+    Hyper<T> h;
+    h.lr = e.lr; h.mu = e.mu; h.b1 = e.b1; h.b2 = e.b2; h.eps = e.eps; h.bc1 = e.bc1; h.bc2 = e.bc2;
+    const V lr = K::set1(h.lr);
+    size_t j = 0;
+    if (e.optimizer == NNA_ADAM) {
+      const V b1 = K::set1(h.b1), nb1 = K::set1(T(1) - h.b1), b2 = K::set1(h.b2), nb2 = K::set1(T(1) - h.b2);
+      const V bc1 = K::set1(h.bc1), bc2 = K::set1(h.bc2), eps = K::set1(h.eps);
+      for (; j + L <= n; j += L) {
+        const V gj = K::loadu(g + j);
+        const V m1 = K::add(K::mul(b1, K::loadu(m + j)), K::mul(nb1, gj));
+        const V v1 = K::add(K::mul(b2, K::loadu(v + j)), K::mul(K::mul(nb2, gj), gj));
+        K::storeu(m + j, m1);
+        K::storeu(v + j, v1);
+        const V step = K::div(K::mul(lr, K::div(m1, bc1)), K::add(K::sqrt(K::div(v1, bc2)), eps));
+        K::storeu(w + j, K::sub(K::loadu(w + j), step));
+      }
+    } else if (e.optimizer == NNA_MOMENTUM) {
+      const V mu = K::set1(h.mu);
+      for (; j + L <= n; j += L) {
+        const V vel = K::add(K::mul(mu, K::loadu(m + j)), K::loadu(g + j));
+        K::storeu(m + j, vel);
+        K::storeu(w + j, K::sub(K::loadu(w + j), K::mul(lr, vel)));
+      }
+    }
+    for (; j < n; ++j) updateParam<T>(e.optimizer, w + j, g[j], m ? m + j : nullptr, v ? v + j : nullptr, h);
   }
 
   struct Buffers {
