@@ -221,21 +221,25 @@ struct Driver {
     }
   }
 
-  // Splits C into bands of whole micro-tiles (columns when C is wide, else rows), up to four
-  // per thread so a thread slowed by another process is made up for by the others; each band
-  // runs all of K in the same block order, so the split never changes a result.
+  // Splits C into bands of whole micro-tiles. Every band packs all of the operand it shares
+  // with the others, so the split is across the larger operand's panels (columns of C when A is
+  // the smaller one) and into more bands than threads (up to four per thread, so a thread slowed
+  // by another process is made up for by the others) only while that repacking stays under ~2%
+  // of the work. Each band runs all of K in the same block order: the split never changes a result.
   static void run(const Gemm<T>& g, unsigned threads) {
     if (g.m == 0 || g.n == 0) return;
     const unsigned pool = poolThreads();
-    const unsigned t = threads == 0 ? pool : std::min(threads, pool);
+    const size_t t = threads == 0 ? pool : std::min(threads, pool);
     const double macs = double(g.m) * double(g.n) * double(g.k);
     const size_t pn = (g.n + NR - 1) / NR, pm = (g.m + MR - 1) / MR;
-    const bool byCols = pn >= pm;
+    const bool byCols = g.m <= g.n ? pn >= t || pn >= pm : pm < t && pn > pm;
     const size_t panels = byCols ? pn : pm;
-    // A band of under ~1M multiply-adds (~10 us) costs more to hand over than it saves.
-    const size_t worth = size_t(macs / 1048576.0);
-    const size_t tasks = std::min<size_t>({panels, size_t(t) * 4, std::max<size_t>(worth, 1)});
-    if (t <= 1 || tasks <= 1) { block(g, 0, g.m, 0, g.n); return; }
+    const double repack = double(g.k) * double(byCols ? g.m : g.n);
+    size_t tasks = std::min(panels, t);
+    while (tasks < 4 * t && tasks * 2 <= panels && repack * double(tasks * 2) * 50 <= macs) tasks *= 2;
+    // Under ~1M multiply-adds (~10 us) a product costs more to hand over than it saves.
+    if (macs < 1048576.0) tasks = 1;
+    if (tasks <= 1) { block(g, 0, g.m, 0, g.n); return; }
     parallel(unsigned(tasks), [&](unsigned i) {
       const size_t p0 = panels * i / tasks, p1 = panels * (i + 1) / tasks;
       if (byCols) block(g, 0, g.m, p0 * NR, std::min(g.n, p1 * NR));

@@ -48,7 +48,12 @@ class Pool {
     }
     cv_.notify_all();
     drain(job);
-    while (done_.load(std::memory_order_acquire) != tasks) NNA_PAUSE();
+    // A worker still in a task may have been descheduled by another process: after a short
+    // spin, give the core up so it can finish.
+    for (int s = 0; done_.load(std::memory_order_acquire) != tasks; ++s) {
+      if (s < 1000) NNA_PAUSE();
+      else std::this_thread::yield();
+    }
   }
 
  private:
