@@ -35,7 +35,8 @@ function cpuSection(c: CpuResults | null | undefined): string[] {
   return [
     '### CPU backend against the machine (GEMM, FMA peak, PyTorch CPU)',
     '',
-    `${c.threads} threads; ${c.torch}. Load average ${fix(c.load[0], 2)} at the start, ${fix(c.load[1], 2)} at the end (other processes share these cores: figures measured under load are lower bounds).`,
+    `${c.threads} threads; ${c.torch}. Load average ${fix(c.load[0], 2)} at the start, ${fix(c.load[1], 2)} at the end (other processes share these cores: figures measured under load are lower bounds). ` +
+      'Where a target is missed, bench/results/cpu-profile-*.txt has the profile (perf stat: CPUs the run got; perf record: where its time went).',
     '',
     ...gemm,
     '',
