@@ -18,6 +18,7 @@ struct PortableK {
   using T = TT;
   typedef T V __attribute__((vector_size(sizeof(T) * Lanes)));
   static constexpr size_t L = Lanes, MR = 4, NV = 2, KC = 256, MC = 128, NC = 2048;
+  static constexpr bool kT16 = false;
   static V zero() { return V{}; }
   static V load(const T* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
   static V loadu(const T* p) { return load(p); }

@@ -34,6 +34,7 @@ struct Avx2F {
   static V div(V a, V b) { return _mm256_div_ps(a, b); }
   static V sqrt(V a) { return _mm256_sqrt_ps(a); }
   static T fmaS(T a, T b, T c) { return __builtin_fmaf(a, b, c); }
+  static constexpr bool kT16 = false;
 };
 struct Avx2D {
   using T = double;
@@ -51,6 +52,7 @@ struct Avx2D {
   static V div(V a, V b) { return _mm256_div_pd(a, b); }
   static V sqrt(V a) { return _mm256_sqrt_pd(a); }
   static T fmaS(T a, T b, T c) { return __builtin_fma(a, b, c); }
+  static constexpr bool kT16 = false;
 };
 
 }  // namespace

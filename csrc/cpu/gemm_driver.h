@@ -94,10 +94,13 @@ struct Driver {
       const size_t mr = std::min(MR, mc - ir);
       T* d = dst + ir * kc;
       if (!g.transA) {
+        size_t p16 = 0;
+        if constexpr (K::kT16 && MR <= 16)
+          for (; p16 + 16 <= kc; p16 += 16) K::transpose16(g.a + (i0 + ir) * g.lda + p0 + p16, g.lda, mr, d + p16 * MR, MR);
         for (size_t i = 0; i < mr; ++i) {
           const T* src = g.a + (i0 + ir + i) * g.lda + p0;
-          prefetchRow(src + g.lda, kc);
-          for (size_t p = 0; p < kc; ++p) d[p * MR + i] = src[p];
+          if (p16 == 0) prefetchRow(src + g.lda, kc);
+          for (size_t p = p16; p < kc; ++p) d[p * MR + i] = src[p];
         }
       } else {
         for (size_t p = 0; p < kc; ++p) {
@@ -124,10 +127,15 @@ struct Driver {
           for (size_t j = nr; j < NR; ++j) o[j] = T(0);
         }
       } else {
+        size_t p16 = 0;
+        if constexpr (K::kT16 && NR % 16 == 0)
+          if (nr == NR)
+            for (; p16 + 16 <= kc; p16 += 16)
+              for (size_t jb = 0; jb < NR; jb += 16) K::transpose16(g.b + (j0 + jr + jb) * g.ldb + p0 + p16, g.ldb, 16, d + p16 * NR + jb, NR);
         for (size_t j = 0; j < nr; ++j) {
           const T* src = g.b + (j0 + jr + j) * g.ldb + p0;
-          prefetchRow(src + g.ldb, kc);
-          for (size_t p = 0; p < kc; ++p) d[p * NR + j] = src[p];
+          if (p16 == 0) prefetchRow(src + g.ldb, kc);
+          for (size_t p = p16; p < kc; ++p) d[p * NR + j] = src[p];
         }
         if (nr < NR)
           for (size_t p = 0; p < kc; ++p)
