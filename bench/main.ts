@@ -1,9 +1,10 @@
-// main.ts: `npm run bench [-- --quick] [--machine NAME] [--only transfers,steps,memory,um]`.
+// main.ts: `npm run bench [-- --quick] [--machine NAME] [--only transfers,steps,memory,um,cpu]`.
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
 import { cudaInfo } from '../src/native.js';
 import type { BackendName } from '../src/index.js';
+import { benchCpu } from './cpu.js';
 import { describeMachine } from './machine.js';
 import { benchMemory } from './memory.js';
 import { renderReadme, writeResults, type Results } from './report.js';
@@ -37,7 +38,7 @@ const info = cudaInfo();
 const backends: BackendName[] = info.built && info.devices > 0 ? ['cpu', 'cuda'] : ['cpu'];
 log(`machine ${machine.name}: ${machine.gpu ?? 'no GPU'}; backends ${backends.join(', ')}${quick ? ' (quick)' : ''}`);
 
-const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory', 'um'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null };
+const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory', 'um', 'cpu'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null, cpu: null };
 const main = backends.includes('cuda') ? 'cuda' : 'cpu';
 if (parts.has('transfers')) {
   log(`transfers (${main} backend)`);
@@ -64,5 +65,9 @@ if (parts.has('memory')) {
 if (parts.has('um')) {
   log('device budget: L-class network at 25% of its arena (cuda backend)');
   results.um = await benchUm(quick, log);
+}
+if (parts.has('cpu')) {
+  log('CPU backend at the machine\'s limit: GEMM, FMA peak, steps, PyTorch CPU (issue 16)');
+  results.cpu = await benchCpu(quick, log);
 }
 log(`wrote ${writeResults(outDir, results)}`);

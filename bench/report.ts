@@ -2,6 +2,7 @@
 // results file so the tables of all machines stand side by side.
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { CpuResults } from './cpu.js';
 import type { Machine } from './machine.js';
 import type { MemoryRow } from './memory.js';
 import type { StepRow } from './steps.js';
@@ -13,10 +14,41 @@ export interface Results {
   /** When each part's figures were measured (a run of some parts keeps the others'). */
   partDates?: Record<string, string>;
   /** The parts measured in this run. */
-  parts: Array<'transfers' | 'steps' | 'memory' | 'um'>;
+  parts: Array<'transfers' | 'steps' | 'memory' | 'um' | 'cpu'>;
   transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
   /** Training with a device budget (bench/um.ts); null where there is no CUDA device. */
   um?: UmResults | null;
+  /** The CPU backend against the FMA peak, a system BLAS and PyTorch CPU (bench/cpu.ts). */
+  cpu?: CpuResults | null;
+}
+
+function cpuSection(c: CpuResults | null | undefined): string[] {
+  if (!c) return [];
+  const g = c.gemm;
+  const gemm = typeof g === 'string' ? [g] : [
+    `FMA peak measured in the same run (float32, ${g.isa === 'avx512' ? 'AVX-512' : 'AVX2'} FMA loop): ${fix(g.fmaPeak)} GFLOP/s on ${g.threads} threads, ${fix(g.fmaPeak1)} on one. GEMM kernels: ${g.isa}. Best of repeats (median in brackets), float32, ${g.threads} threads.`,
+    '',
+    `| network | product | m x n x k | GFLOP/s | % of FMA peak | ${g.blas ?? 'system BLAS'} GFLOP/s |`,
+    '|---|---|---|---:|---:|---:|',
+    ...g.rows.map((r) => `| ${r.network} | ${r.product} | ${r.m} x ${r.n} x ${r.k} | ${fix(r.gflops)} (${fix(r.gflopsMedian)}) | ${fix((100 * r.gflops) / g.fmaPeak, 0)}% | ${r.blasGflops === null ? '—' : `${fix(r.blasGflops)} (${fix(r.blasGflopsMedian!)})`} |`),
+  ];
+  return [
+    '### CPU backend against the machine (GEMM, FMA peak, PyTorch CPU)',
+    '',
+    `${c.threads} threads; ${c.torch}. Load average ${fix(c.load[0], 2)} at the start, ${fix(c.load[1], 2)} at the end (other processes share these cores: figures measured under load are lower bounds). ` +
+      'Where a target is missed, bench/results/cpu-profile-*.txt has the profile (perf stat: CPUs the run got; perf record: where its time went).',
+    '',
+    ...gemm,
+    '',
+    '| network | batch | optimizer | steps | ms/step | GFLOP/s | PyTorch CPU ms/step | × (PyTorch / nn-arena) |',
+    '|---|---:|---|---:|---:|---:|---:|---:|',
+    ...c.steps.map((s) => `| ${s.network} ${s.layers.join('-')} | ${s.batch} | ${s.optimizer} | ${s.steps} | ${fix(s.microsPerStep / 1e3, 3)} | ${fix(s.tflops * 1e3)} | ${s.torch ? fix(s.torch.eager / 1e3, 3) : '—'} | ${s.torch ? fix(s.torch.eager / s.microsPerStep, 2) : '—'} |`),
+    '',
+    '| target (issue 16) | figure | |',
+    '|---|---|---|',
+    ...c.targets.map((t) => `| ${t.target} | ${t.figure} | ${t.met ? 'met' : '**missed**'} |`),
+    '',
+  ];
 }
 
 function umSection(u: UmResults | null | undefined): string[] {
@@ -71,7 +103,7 @@ function evictionFloor(u: UmResults): string[] {
 
 const int = (n: number) => Math.round(n).toLocaleString('en-US');
 const fix = (n: number, d = 1) => n.toFixed(d);
-const torchCell = (s: StepRow, mode: 'eager' | 'graph') => (s.torch ? `${fix(s.torch[mode])} (${fix(s.torch[mode] / s.microsPerStep, 2)}×)` : '—');
+const torchCell = (s: StepRow, mode: 'eager' | 'graph') => { const t = s.torch?.[mode]; return t === undefined ? '—' : `${fix(t)} (${fix(t / s.microsPerStep, 2)}×)`; };
 
 function section(r: Results): string {
   const m = r.machine;
@@ -103,6 +135,7 @@ function section(r: Results): string {
     ...r.memory.map((x) => `| ${x.network} | ${x.optimizer} | ${int(x.plannedBytes)} | ${x.exact ? 'yes' : '**no**'} | ${x.deviceTakenBytes === null ? '—' : int(x.deviceTakenBytes)} | ${int(x.hostRssGrowthBytes)} |`),
     '',
     ...umSection(r.um),
+    ...cpuSection(r.cpu),
   ];
   return out.join('\n');
 }
@@ -114,7 +147,7 @@ export function writeResults(dir: string, r: Results): string {
   let previous: Partial<Results> = {};
   try { previous = JSON.parse(readFileSync(file, 'utf8')) as Results; } catch { /* first run */ }
   const merged: Results = { ...r };
-  for (const part of ['transfers', 'steps', 'memory', 'um'] as const) {
+  for (const part of ['transfers', 'steps', 'memory', 'um', 'cpu'] as const) {
     if (!r.parts.includes(part) && previous[part]) (merged as unknown as Record<string, unknown>)[part] = previous[part];
   }
   merged.partDates = { ...(previous.partDates ?? {}), ...Object.fromEntries(r.parts.map((p) => [p, r.date])) };

@@ -14,7 +14,7 @@ export interface StepRow {
   path?: string;
   steps: number; microsPerStep: number; samplesPerSecond: number; tflops: number;
   /** PyTorch on the same machine in the same call (bench/torch_ref.py), where it ran. */
-  torch?: { eager: number; graph: number; version: string };
+  torch?: { eager: number; graph?: number; version: string };
 }
 
 export const NETWORKS = [
@@ -61,13 +61,25 @@ export async function benchSteps(backend: BackendName, names: string[], minSteps
 
 export interface TorchReference { torch: string; cuda: string; device: string; rows: Array<{ network: string; optimizer: string; mode: 'eager' | 'graph'; microsPerStep: number }> }
 
-/** Runs bench/torch_ref.py (python3 with PyTorch and CUDA; the GPU machine has them) and returns
- *  its rows, or why it could not run. */
-export function runTorchReference(names: string[], log: (s: string) => void): TorchReference | string {
+/** The python3 that imports torch: NN_ARENA_PYTHON, else python3 on PATH, else /usr/bin/python3
+ *  (Debian's python3-torch; PATH may lead to another python without it). */
+export function torchPython(): string | null {
+  for (const py of [process.env.NN_ARENA_PYTHON, 'python3', '/usr/bin/python3']) {
+    if (!py) continue;
+    try { execFileSync(py, ['-c', 'import torch'], { stdio: 'ignore', timeout: 60_000 }); return py; } catch { /* next */ }
+  }
+  return null;
+}
+
+/** Runs bench/torch_ref.py (on the GPU machine: PyTorch with CUDA; `extra` ['--device', 'cpu']:
+ *  the CPU reference) and returns its rows, or why it could not run. */
+export function runTorchReference(names: string[], log: (s: string) => void, extra: string[] = []): TorchReference | string {
   const out = join(tmpdir(), `nn-arena-torch-${process.pid}.json`);
   const script = join(dirname(fileURLToPath(import.meta.url)), '..', 'bench', 'torch_ref.py');
+  const py = torchPython();
+  if (!py) return 'PyTorch reference did not run: no python3 with torch (apt-get install python3-torch libopenblas0-pthread)';
   try {
-    execFileSync('python3', [script, '--out', out, '--only', names.join(',')], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000, encoding: 'utf8' })
+    execFileSync(py, [script, '--out', out, '--only', names.join(','), ...extra], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000, encoding: 'utf8' })
       .split('\n').filter(Boolean).forEach((l) => log(`  ${l}`));
     return JSON.parse(readFileSync(out, 'utf8')) as TorchReference;
   } catch (e) {
@@ -78,12 +90,12 @@ export function runTorchReference(names: string[], log: (s: string) => void): To
   }
 }
 
-/** Adds the PyTorch figures of the same network and optimizer to each CUDA row. */
-export function attachTorch(rows: StepRow[], ref: TorchReference): void {
+/** Adds the PyTorch figures of the same network and optimizer to each row of `backend`. */
+export function attachTorch(rows: StepRow[], ref: TorchReference, backend: BackendName = 'cuda'): void {
   for (const r of rows) {
-    if (r.backend !== 'cuda') continue;
+    if (r.backend !== backend) continue;
     const pick = (mode: 'eager' | 'graph') => ref.rows.find((t) => t.network === r.network && t.optimizer === r.optimizer && t.mode === mode)?.microsPerStep;
     const eager = pick('eager'), graph = pick('graph');
-    if (eager !== undefined && graph !== undefined) r.torch = { eager, graph, version: ref.torch };
+    if (eager !== undefined && (graph !== undefined || backend === 'cpu')) r.torch = { eager, ...(graph !== undefined ? { graph } : {}), version: ref.torch };
   }
 }

@@ -3,7 +3,9 @@
 // one list of names, accepted values and defaults.
 //
 // Run time (native, this file):
-//   NN_ARENA_THREADS              CPU backend: cap on its threads (default: every core)
+//   NN_ARENA_THREADS              CPU backend: its thread pool's size (default: every core)
+//   NN_ARENA_CPU_ISA              CPU backend: portable | avx2 | avx512 caps the GEMM kernels used
+//                                 (default: the best the CPU has)
 //   NN_ARENA_STEP_PATH            CUDA: fused | layers | auto (default) — force a training path
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
@@ -29,7 +31,7 @@
 namespace nna {
 
 enum class Knob : uint32_t {
-  Threads, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
+  Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
   UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace,
   Count
 };

@@ -1,71 +1,49 @@
 // cpu_train.cc: the CPU backend's training step over one arena. Every tensor is bound from
-// the base pointer through nn_arena.h; inner loops run over contiguous rows so the compiler
-// vectorises them (AVX2/FMA clones where the CPU has them), and rows or output units are
-// split across the cores.
+// the base pointer through nn_arena.h; the three products of each layer go through the blocked
+// GEMM (gemm.h) with bias + activation, act' and the optimizer step fused into its epilogues,
+// and all parallel work runs on the one persistent pool (thread_pool.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <vector>
 
 #include "../core/failure.h"
 #include "../train/math.h"
 #include "../train/train.h"
-#include "../core/env.h"
+#include "gemm.h"
+#include "thread_pool.h"
 
 namespace nna {
 namespace {
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define NNA_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define NNA_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=haswell", "default")))
 #else
 #define NNA_CLONES
 #endif
 
-// ---- Vector primitives (the hot loops) -----------------------------------------------------
+// Column sums of d (rows x n), row after row: the same order whatever the thread count.
 template <typename T>
-inline T dotT(const T* a, const T* b, uint64_t n) {
-  T acc = T(0);
-#pragma omp simd reduction(+ : acc)
-  for (uint64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
-}
-template <typename T>
-inline void axpyT(T* y, T a, const T* x, uint64_t n) {
+inline void colSumT(const T* d, uint64_t rows, uint64_t n, T* out) {
+  std::fill(out, out + n, T(0));
+  for (uint64_t r = 0; r < rows; ++r) {
+    const T* row = d + r * n;
 #pragma omp simd
-  for (uint64_t i = 0; i < n; ++i) y[i] += a * x[i];
+    for (uint64_t j = 0; j < n; ++j) out[j] += row[j];
+  }
 }
-NNA_CLONES float dot(const float* a, const float* b, uint64_t n) { return dotT(a, b, n); }
-NNA_CLONES double dot(const double* a, const double* b, uint64_t n) { return dotT(a, b, n); }
-NNA_CLONES void axpy(float* y, float a, const float* x, uint64_t n) { axpyT(y, a, x, n); }
-NNA_CLONES void axpy(double* y, double a, const double* x, uint64_t n) { axpyT(y, a, x, n); }
+NNA_CLONES void colSum(const float* d, uint64_t rows, uint64_t n, float* out) { colSumT(d, rows, n, out); }
+NNA_CLONES void colSum(const double* d, uint64_t rows, uint64_t n, double* out) { colSumT(d, rows, n, out); }
 
-// ---- Work splitting ------------------------------------------------------------------------
-unsigned threadCount() {
-  static const unsigned n = [] {
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    return unsigned(knobInt(Knob::Threads, hw, 1, 256));
-  }();
-  return n;
-}
-
-// Runs f(begin, end) over [0, count) in contiguous chunks, one per thread, when the work
-// (count * costPerItem multiply-adds) is worth a thread; otherwise inline.
+// Runs f(begin, end) over [0, count) in one contiguous chunk per pool thread when the work
+// (count * costPerItem) is worth waking them; otherwise inline.
 template <typename F>
 void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
   const uint64_t work = count * std::max<uint64_t>(costPerItem, 1);
-  const unsigned t = unsigned(std::min<uint64_t>({threadCount(), count, std::max<uint64_t>(work / 200000, 1)}));
+  const unsigned t = unsigned(std::min<uint64_t>({cpu::poolThreads(), count, std::max<uint64_t>(work / 200000, 1)}));
   if (t <= 1) { f(uint64_t(0), count); return; }
-  std::vector<std::thread> pool;
-  pool.reserve(t - 1);
-  const uint64_t chunk = (count + t - 1) / t;
-  for (unsigned i = 1; i < t; ++i) {
-    const uint64_t b = i * chunk, e = std::min(count, b + chunk);
-    if (b < e) pool.emplace_back([&f, b, e] { f(b, e); });
-  }
-  f(0, std::min(count, chunk));
-  for (auto& th : pool) th.join();
+  cpu::parallel(t, [&](unsigned i) { f(count * i / t, count * (i + 1) / t); });
 }
 
 // ---- One run -------------------------------------------------------------------------------
@@ -88,9 +66,8 @@ class CpuRun {
       for (uint32_t l = 1; l < h_.num_layers; ++l) forward(l, rows);
       output(rows, s);
       if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
-      for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(l, rows);
+      for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(l, rows, p_.stepBase + s + 1);
       if (p_.op == Op::Grad) continue;
-      update(p_.stepBase + s + 1);
       if (stats_[NNA_STAT_BAD_STEP] >= T(0)) break;  // diverged: the weights are no longer finite
     }
   }
@@ -112,87 +89,96 @@ class CpuRun {
     return rows;
   }
 
-  // z_l = act(z_{l-1} W_l^T + b_l), row by row (softmax is finished in output()).
+  // z_l = act(z_{l-1} W_l^T + b_l) (softmax is finished in output()).
   void forward(uint32_t l, uint64_t rows) {
     const nna_bound_layer<T>& P = L_[l - 1];
     const nna_bound_layer<T>& C = L_[l];
-    const uint64_t n = C.units, m = C.fan_in;
-    parallelFor(rows, n * m, [&](uint64_t b, uint64_t e) {
-      for (uint64_t r = b; r < e; ++r) {
-        const T* a = P.z + r * m;
-        T* z = C.z + r * n;
-        for (uint64_t j = 0; j < n; ++j) z[j] = activate<T>(C.activation, C.b[j] + dot(a, C.w + j * m, m));
-      }
-    });
+    cpu::Gemm<T> g;
+    g.transB = true;
+    g.m = rows; g.n = C.units; g.k = C.fan_in;
+    g.a = P.z; g.lda = C.fan_in;
+    g.b = C.w; g.ldb = C.fan_in;
+    g.c = C.z; g.ldc = C.units;
+    g.ep.kind = cpu::Epi::BiasAct;
+    g.ep.act = C.activation;
+    g.ep.bias = C.b;
+    cpu::gemm(g);
   }
 
   void output(uint64_t rows, uint64_t step) {
     const nna_bound_layer<T>& O = L_.back();
     const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad;
+    res_.resize(rows);
+    parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
+      for (uint64_t r = b; r < e; ++r)
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+    });
+    if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
     bool bad = false;
-    for (uint64_t r = 0; r < rows; ++r) {
-      const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
-      if (p_.op == Op::Forward) continue;  // outputs only (softmax applied); y may be anything
-      loss += res.loss;
-      correct += res.correct;
-      bad |= !std::isfinite(res.loss);
+    for (uint64_t r = 0; r < rows; ++r) {  // in row order, so the sum never depends on threads
+      loss += res_[r].loss;
+      correct += res_[r].correct;
+      bad |= !std::isfinite(res_[r].loss);
     }
-    if (p_.op == Op::Forward) return;
     stats_[NNA_STAT_LOSS] += T(loss);
     stats_[NNA_STAT_CORRECT] += T(correct);
     stats_[NNA_STAT_ROWS] += T(rows);
     if (bad && stats_[NNA_STAT_BAD_STEP] < T(0)) stats_[NNA_STAT_BAD_STEP] = T(step);
   }
 
-  // dW_l = d_l^T z_{l-1}, db_l = column sums of d_l, d_{l-1} = (d_l W_l) * act'(z_{l-1}).
-  void backward(uint32_t l, uint64_t rows) {
+  // d_{l-1} = (d_l W_l) * act'(z_{l-1}) first, while W_l is unchanged; then db_l = column sums
+  // of d_l and dW_l = d_l^T z_{l-1}. Training updates W_l in the same product: SGD as
+  // W_l -= lr d_l^T z_{l-1} (alpha = -lr, beta = 1; dw is not written, as on CUDA), momentum and
+  // Adam in the epilogue of each finished dW tile.
+  void backward(uint32_t l, uint64_t rows, uint64_t t) {
     const nna_bound_layer<T>& P = L_[l - 1];
     const nna_bound_layer<T>& C = L_[l];
     const uint64_t n = C.units, m = C.fan_in;
-    parallelFor(n, rows * m, [&](uint64_t b, uint64_t e) {
-      for (uint64_t j = b; j < e; ++j) {
-        T* dw = C.dw + j * m;
-        std::fill(dw, dw + m, T(0));
-        T db = T(0);
-        for (uint64_t r = 0; r < rows; ++r) {
-          const T g = C.d[r * n + j];
-          db += g;
-          if (g != T(0)) axpy(dw, g, P.z + r * m, m);
-        }
-        C.db[j] = db;
-      }
-    });
-    if (l == 1) return;
-    parallelFor(rows, n * m, [&](uint64_t b, uint64_t e) {
-      for (uint64_t r = b; r < e; ++r) {
-        T* dp = P.d + r * m;
-        std::fill(dp, dp + m, T(0));
-        const T* dr = C.d + r * n;
-        for (uint64_t j = 0; j < n; ++j) if (dr[j] != T(0)) axpy(dp, dr[j], C.w + j * m, m);
-        const T* zp = P.z + r * m;
-        for (uint64_t i = 0; i < m; ++i) dp[i] *= activationGrad<T>(P.activation, zp[i]);
-      }
-    });
+    if (l > 1) {
+      cpu::Gemm<T> g;
+      g.m = rows; g.n = m; g.k = n;
+      g.a = C.d; g.lda = n;
+      g.b = C.w; g.ldb = m;
+      g.c = P.d; g.ldc = m;
+      g.ep.kind = cpu::Epi::ActGrad;
+      g.ep.act = P.activation;
+      g.ep.z = P.z;
+      g.ep.ldz = m;
+      cpu::gemm(g);
+    }
+    colSum(C.d, rows, n, C.db);
+    const bool train = p_.op == Op::Train;
+    const Hyper<T> hp = hyper(t);
+    cpu::Gemm<T> g;
+    g.transA = true;
+    g.m = n; g.n = m; g.k = rows;
+    g.a = C.d; g.lda = n;
+    g.b = P.z; g.ldb = m;
+    g.ldc = m;
+    g.c = C.dw;
+    if (train && h_.optimizer == NNA_SGD) {
+      g.c = C.w;
+      g.alpha = -hp.lr;
+      g.beta = T(1);
+    } else if (train) {
+      g.ep.kind = cpu::Epi::Update;
+      g.ep.optimizer = h_.optimizer;
+      g.ep.w = C.w; g.ep.m = C.mw; g.ep.v = C.vw;
+      g.ep.lr = hp.lr; g.ep.mu = hp.mu; g.ep.b1 = hp.b1; g.ep.b2 = hp.b2; g.ep.eps = hp.eps; g.ep.bc1 = hp.bc1; g.ep.bc2 = hp.bc2;
+    }
+    cpu::gemm(g);
+    if (train)
+      for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
   }
 
-  void update(uint64_t t) {
-    const Hyper<T> hp = hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t);
-    const uint32_t opt = h_.optimizer;
-    for (uint32_t l = 1; l < h_.num_layers; ++l) {
-      const nna_bound_layer<T>& C = L_[l];
-      const uint64_t nw = C.units * C.fan_in;
-      parallelFor(nw, 8, [&](uint64_t b, uint64_t e) {
-        for (uint64_t i = b; i < e; ++i) updateParam<T>(opt, C.w + i, C.dw[i], C.mw ? C.mw + i : nullptr, C.vw ? C.vw + i : nullptr, hp);
-      });
-      for (uint64_t i = 0; i < C.units; ++i) updateParam<T>(opt, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
-    }
-  }
+  Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
   RunParams p_;
   nna_header h_;
   std::vector<nna_bound_layer<T>> L_;
   T* stats_ = nullptr;
+  std::vector<RowResult> res_;
 };
 
 }  // namespace
