@@ -1,9 +1,7 @@
-// native.ts: loads build/Release/nn_arena.node and turns its coded errors into ArenaError.
+// native.ts: the addon (loaded by src/loader.ts) and turns its coded errors into ArenaError.
 // Only this file touches the addon; the planner works without it.
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { ArenaError } from './errors.js';
+import { loadAddon } from './loader.js';
 
 export interface NativeStats {
   hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
@@ -68,6 +66,10 @@ export interface CudaInfo {
   computeCapability: string; freeBytes: number; totalBytes: number;
   /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
   gemm: string;
+  /** The architectures the binary holds, e.g. 'sm_75 sm_80 … compute_120' ('' without CUDA). */
+  archs?: string;
+  /** A GPU is present but the binary has no kernels for it (devices is 0; why says how to rebuild). */
+  noKernelImage?: boolean;
 }
 
 export interface NativeAddon {
@@ -83,27 +85,9 @@ export interface NativeAddon {
   measureLink(bytes: number): LinkRates;
 }
 
-let addon: NativeAddon | undefined;
-let loadError: unknown;
-
-/** src/ and dist/ both sit one level below the package root, next to build/. */
-function addonPath(): string {
-  const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-  return join(here, '..', 'build', 'Release', 'nn_arena.node');
-}
-
+/** The addon: a local build (build/Release) or the package's prebuilt binary (src/loader.ts). */
 export function native(): NativeAddon {
-  if (addon) return addon;
-  if (loadError === undefined) {
-    try {
-      const path = addonPath();
-      addon = createRequire(path)(path) as NativeAddon;
-      return addon;
-    } catch (e) {
-      loadError = e;
-    }
-  }
-  throw new ArenaError('NO_ADDON', `the native module could not be loaded (run \`npm install\` or \`npm run build\`): ${(loadError as Error).message}`, { cause: loadError });
+  return loadAddon<NativeAddon>().addon;
 }
 
 /** Calls into the addon, rethrowing its coded errors as ArenaError. */
