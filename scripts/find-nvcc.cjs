@@ -3,7 +3,8 @@
 //   cudalib  the folder holding libcudart_static.a
 //   cudainc  the folder holding cuda_runtime.h
 //   gencode  -gencode flags: SASS for each architecture of archPlan() plus PTX of the newest, and
-//            NNA_CUDA_ARCHS / NNA_CUDA_PTX defines recording them (cudaInfo().archs)
+//            NNA_CUDA_PTX recording the PTX one (cudaInfo().archs; the SASS ones are nvcc's
+//            __CUDA_ARCH_LIST__; -D values must not hold commas: nvcc splits them)
 //   headers  every project header that any .cu under csrc/ includes, as nvcc -M reports them: the
 //            nvcc rule's inputs, so editing any of them rebuilds the CUDA objects (no hand-kept list)
 // NN_ARENA_CUDA=0 forces a CPU-only build. nvcc is searched in CUDA_PATH, CUDA_HOME, PATH and
@@ -78,9 +79,8 @@ function archPlan(nvcc) {
 function gencode(nvcc) {
   const { archs } = archPlan(nvcc);
   const top = archs.reduce((a, b) => (parseInt(b, 10) > parseInt(a, 10) ? b : a));
-  const nums = archs.map((a) => parseInt(a, 10));
   return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`), `-gencode=arch=compute_${top},code=compute_${top}`,
-    `-DNNA_CUDA_ARCHS=${nums.join(',')}`, `-DNNA_CUDA_PTX=${parseInt(top, 10)}`].join(' ');
+    `-DNNA_CUDA_PTX=${parseInt(top, 10)}`].join(' ');
 }
 
 // nvcc -M of each .cu, reduced to the project's own headers (relative, '/'-separated).

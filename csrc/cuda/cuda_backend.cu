@@ -108,16 +108,18 @@ __global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
   }
 }
 
-// The architectures this binary was compiled for (scripts/find-nvcc.cjs gencode defines them).
-#ifndef NNA_CUDA_ARCHS
-#define NNA_CUDA_ARCHS 0
+// The architectures this binary holds code for: nvcc's __CUDA_ARCH_LIST__ (the virtual
+// architectures compiled, 750 for sm_75; each gets SASS) and the PTX one that
+// scripts/find-nvcc.cjs records in NNA_CUDA_PTX.
+#ifndef __CUDA_ARCH_LIST__
+#define __CUDA_ARCH_LIST__ 0
 #endif
 #ifndef NNA_CUDA_PTX
 #define NNA_CUDA_PTX 0
 #endif
 std::string compiledArchs() {
   std::string s;
-  for (int a : {NNA_CUDA_ARCHS}) if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a);
+  for (int a : {__CUDA_ARCH_LIST__}) if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a / 10);
   if (NNA_CUDA_PTX) s += (s.empty() ? "compute_" : " compute_") + std::to_string(NNA_CUDA_PTX);
   return s;
 }
