@@ -73,7 +73,7 @@ function find(): LoadedAddon {
   if (rel(first).startsWith('build/')) {
     const addon = load(first);
     const flavor = addon.cudaInfo().built ? 'cuda' : 'cpu';
-    return { addon, variant: 'local', flavor, path: rel(first), reason: `built here from source (${flavor === 'cuda' ? 'with CUDA' : 'CPU only'})` };
+    return { addon, variant: 'local', flavor, path: rel(first), reason: `built here from source, ${flavor === 'cuda' ? 'with CUDA' : 'CPU only'}` };
   }
   const env = process.env.NN_ARENA_VARIANT;
   if (env !== undefined && env !== '' && env !== 'cpu' && env !== 'cuda') {
