@@ -3,7 +3,7 @@ import { Arena, loadMnist, planLayout, Trainer } from 'nn-arena';
 
 // 1. Plan: every region's offset and size, exact, before anything is allocated.
 const plan = planLayout({ layers: [784, 128, 10], batch: 50, optimizer: 'momentum', samples: 8000 });
-console.log(`arena: ${plan.totalBytes} bytes in ${plan.regions.length} regions`, plan.bytesByKind());
+console.log(`arena: ${plan.totalBytes} bytes in ${plan.regions.length} regions`, JSON.stringify(plan.bytesByKind()));
 
 // 2. Allocate: one host and one device allocation ('auto': CUDA when a usable GPU is here, else CPU).
 const arena = Arena.create(plan);
@@ -29,5 +29,5 @@ try {
   const s = arena.stats;
   console.log(`allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device; transfers: ${s.toDeviceTransfers} to the device (${s.toDeviceBytes} bytes), ${s.toHostTransfers} to the host (${s.toHostBytes} bytes)`);
 } finally {
-  arena.dispose();                                   // frees both allocations (Node 22+/TypeScript: `using arena = ...`)
+  arena.dispose();                                   // frees both allocations (Node 24+ or TypeScript: `using arena = ...`)
 }

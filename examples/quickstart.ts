@@ -1,5 +1,5 @@
 // quickstart.ts: the README's quick start in TypeScript, with `using` (TypeScript 5.2+ compiles it
-// for Node 20; plain JavaScript needs Node 24 for `using`). Run: npm run examples (compiles it
+// for Node 20; plain JavaScript needs Node 24+ for `using`). Run: npm run examples (compiles it
 // with the TypeScript compiler first), or with any TypeScript runner (tsx, ts-node, Node 23.6+).
 import { Arena, ArenaError, loadMnist, planLayout, Trainer, type Plan } from 'nn-arena';
 

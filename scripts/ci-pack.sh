@@ -17,8 +17,9 @@ tarball="$(ls "$tmp"/out/*.tgz)"
 echo "ci-pack: $(basename "$tarball"): $(du -k "$tarball" | cut -f1) KiB ($flavors)"
 tar -tzf "$tarball" | grep 'prebuilds/' | sed 's/^/ci-pack:   /'
 
-# Only node, npm and npx on PATH.
-for t in node npm npx; do ln -s "$(readlink -f "$(command -v $t)")" "$tmp/bin/$t"; done
+# Only node, npm and npx on PATH,
+# and sh, which npm runs scripts with.
+for t in node npm npx sh; do ln -s "$(readlink -f "$(command -v $t)")" "$tmp/bin/$t"; done
 echo '{ "name": "app", "private": true, "type": "module" }' > "$tmp/app/package.json"
 run() { (cd "$tmp/app" && env -i HOME="$HOME" PATH="$tmp/bin" "$@"); }
 if run sh -c 'command -v cc || command -v gcc || command -v g++ || command -v make || command -v python3 || command -v nvcc' >/dev/null 2>&1; then

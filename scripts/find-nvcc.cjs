@@ -79,8 +79,12 @@ function archPlan(nvcc) {
 function gencode(nvcc) {
   const { archs } = archPlan(nvcc);
   const top = archs.reduce((a, b) => (parseInt(b, 10) > parseInt(a, 10) ? b : a));
-  return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`), `-gencode=arch=compute_${top},code=compute_${top}`,
-    `-DNNA_CUDA_PTX=${parseInt(top, 10)}`].join(' ');
+  // NN_ARENA_CUDA_PTX=0: SASS only (a binary that cannot JIT for newer GPUs: for testing the
+  // no-kernel fallback on a GPU newer than the architectures built).
+  const ptx = process.env.NN_ARENA_CUDA_PTX !== '0';
+  return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
+    ...(ptx ? [`-gencode=arch=compute_${top},code=compute_${top}`] : []),
+    `-DNNA_CUDA_PTX=${ptx ? parseInt(top, 10) : 0}`].join(' ');
 }
 
 // nvcc -M of each .cu, reduced to the project's own headers (relative, '/'-separated).

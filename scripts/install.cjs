@@ -47,7 +47,8 @@ function main() {
   if (found) {
     const plan = archPlan(found.nvcc);
     env.NN_ARENA_CUDA_ARCH = plan.archs.join(';');
-    what = `building from source with CUDA for sm_${plan.archs.join(', sm_')} (${plan.why}); NN_ARENA_CUDA_ARCH overrides, NN_ARENA_CUDA=0 builds CPU-only`;
+    const ptx = process.env.NN_ARENA_CUDA_PTX === '0' ? ', no PTX' : '';
+    what = `building from source with CUDA for sm_${plan.archs.join(', sm_')}${ptx} (${plan.why}); NN_ARENA_CUDA_ARCH overrides, NN_ARENA_CUDA=0 builds CPU-only`;
   } else if (process.env.NN_ARENA_CUDA === '0') {
     what = 'NN_ARENA_CUDA=0: building from source, CPU-only';
   } else {

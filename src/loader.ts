@@ -70,10 +70,10 @@ function find(): LoadedAddon {
       throw new ArenaError('NO_ADDON', `the nn-arena binary ${rel(file)} could not be loaded: ${(e as Error).message.split('\n')[0]}; rebuild it with \`npm rebuild nn-arena\``, { cause: e });
     }
   };
-  if (rel(first).startsWith('build/')) {
+  if (/[\\/]build[\\/](Release|Debug)[\\/][^\\/]+$/.test(first)) {
     const addon = load(first);
     const flavor = addon.cudaInfo().built ? 'cuda' : 'cpu';
-    return { addon, variant: 'local', flavor, path: rel(first), reason: `built here from source, ${flavor === 'cuda' ? 'with CUDA' : 'CPU only'}` };
+    return { addon, variant: 'local', flavor, path: rel(first), reason: `built from source, ${flavor === 'cuda' ? 'with CUDA' : 'CPU only'}` };
   }
   const env = process.env.NN_ARENA_VARIANT;
   if (env !== undefined && env !== '' && env !== 'cpu' && env !== 'cuda') {
