@@ -11,6 +11,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"; parts="${*:-prebuilt suite nokernel}"; fail=0
 [ -d build ] && { echo "build/ is here: it would win over the prebuilds; run without it" >&2; exit 1; }
+[ -d prebuilds ] || xz -dc .gpu-check/prebuilds.tar.xz | tar -xf -
 check() { if "$@"; then echo "PASS: $*"; else echo "FAIL: $*"; fail=1; fi; }
 
 for part in $parts; do case "$part" in
