@@ -12,26 +12,26 @@ cd "$(dirname "$0")/.."
 out="${OUT:-/tmp}"; parts="${*:-prebuilt suite nokernel}"; fail=0
 [ -d build ] && { echo "build/ is here: it would win over the prebuilds; run without it" >&2; exit 1; }
 [ -d prebuilds ] || xz -dc .gpu-check/prebuilds.tar.xz | tar -xf -
-check() { if "$@"; then echo "PASS: $*"; else echo "FAIL: $*"; fail=1; fi; }
+check() { local label=$1; shift; if "$@"; then echo "PASS: $label"; else echo "FAIL: $label"; fail=1; fi; }
 
 for part in $parts; do case "$part" in
 prebuilt)
   node dist/cli.js doctor | tee "$out/doctor-prebuilt.txt"
   node dist/cli.js doctor --json > "$out/doctor-prebuilt.json"
-  check node -e '
+  check 'doctor: the prebuilt CUDA binary, kernels for this GPU, auto picks cuda' node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
     const ok = r.binary.variant === "prebuilt" && r.binary.flavor === "cuda" && r.gpu && r.gpu.covered === true && r.auto.backend === "cuda";
     if (!ok) { console.error(JSON.stringify(r, null, 2)); process.exit(1); }' "$out/doctor-prebuilt.json"
   ;;
 suite)
   NN_ARENA_REQUIRE_GPU=1 vitest run --no-file-parallelism test/gpu 2>&1 | tee "$out/gpu-suite-prebuilt.txt"
-  check test "${PIPESTATUS[0]}" = 0
+  check "GPU suite on the prebuilt CUDA binary" test "${PIPESTATUS[0]}" = 0
   ;;
 nokernel)
   export NN_ARENA_PREBUILD="$PWD/.gpu-check/sm80"
   node dist/cli.js doctor | tee "$out/doctor-sm80.txt"
   node dist/cli.js doctor --json > "$out/doctor-sm80.json"
-  check node --input-type=module -e '
+  check "sm_80-only binary: doctor, cudaInfo().why, auto -> cpu (trains), cuda -> NO_KERNEL_IMAGE" node --input-type=module -e '
     import { readFileSync } from "node:fs";
     import { Arena, ArenaError, cudaInfo, planLayout, Trainer, loadMnist } from "./dist/index.js";
     const r = JSON.parse(readFileSync(process.argv[1], "utf8"));
@@ -55,8 +55,8 @@ nokernel)
     }' "$out/doctor-sm80.json"
   node dist/cli.js train --backend cuda --epochs 1 > "$out/cli-sm80.txt" 2>&1; rc=$?
   cat "$out/cli-sm80.txt"
-  check test "$rc" = 1
-  check grep -q '^nn-arena: NO_KERNEL_IMAGE: ' "$out/cli-sm80.txt"
+  check "CLI train --backend cuda exits 1" test "$rc" = 1
+  check "CLI prints nn-arena: NO_KERNEL_IMAGE: ..." grep -q '^nn-arena: NO_KERNEL_IMAGE: ' "$out/cli-sm80.txt"
   unset NN_ARENA_PREBUILD
   ;;
 *) echo "unknown part $part" >&2; exit 2 ;;

@@ -22,5 +22,5 @@ describe('examples', () => {
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
-  });
+  }, 600_000);
 });
