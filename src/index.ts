@@ -11,3 +11,4 @@ export { cudaInfo, type CudaInfo, type RunPath, type ResidencyCounters, type Lin
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
+export { doctor, type DoctorReport } from './doctor.js';
