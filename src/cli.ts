@@ -103,7 +103,8 @@ program
 /** Messages from the native layer end with their source location; that goes to `detail`. */
 function split(e: { message: string; detail?: unknown }): { message: string; detail?: string } {
   const m = /^(.*?)\s*\(([^()\s]+\.(?:cc|cu|cuh|h|cpp|ts):\d+)\)\s*$/s.exec(e.message);
-  const detail = typeof e.detail === 'string' && e.detail ? e.detail : m?.[2]?.replace(/^(\.\.\/)+/, '');
+  // Relative to the package root: the build machine's own folders stay out of reports.
+  const detail = typeof e.detail === 'string' && e.detail ? e.detail : m?.[2]?.replace(/^.*?(?=(?:csrc|src)\/)/, '');
   return { message: m ? m[1]! : e.message, ...(detail ? { detail } : {}) };
 }
 
