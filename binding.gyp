@@ -2,14 +2,17 @@
 # PATH, /usr/local/cuda) the csrc/cuda/*.cu sources compile with nvcc and the CUDA runtime links
 # statically, so the addon needs only the driver at run time and still loads without one.
 # Without nvcc (or with NN_ARENA_CUDA=0) csrc/cuda/absent.cc replaces them: a CPU-only build.
-# Architectures: NN_ARENA_CUDA_ARCH="80;90" (default "90": sm_90 SASS + compute_90 PTX).
+# Architectures (scripts/find-nvcc.cjs archPlan): NN_ARENA_CUDA_ARCH="80;90" or "all", else the
+# GPUs nvidia-smi shows, else every one from sm_75 to sm_120; SASS for each plus PTX of the newest.
+# nvcc --threads 0 compiles the architectures of one file in parallel. Usually run through
+# scripts/install.cjs (npm install / npm run build:native), which says what it builds and why.
 {
   "variables": {
     "nvcc%": "<!(node scripts/find-nvcc.cjs nvcc)",
     "cuda_lib%": "<!(node scripts/find-nvcc.cjs cudalib)",
     "cuda_inc%": "<!(node scripts/find-nvcc.cjs cudainc)",
     "cuda_gencode%": "<!(node scripts/find-nvcc.cjs gencode)",
-    "nvcc_flags%": "-O3 -std=c++17 --expt-relaxed-constexpr -Xcompiler -fPIC -Xcompiler -fexceptions"
+    "nvcc_flags%": "-O3 -std=c++17 --threads 0 --expt-relaxed-constexpr -Xcompiler -fPIC -Xcompiler -fexceptions"
   },
   "targets": [
     {

@@ -2,7 +2,9 @@
 //   nvcc     the nvcc to use, or nothing for a CPU-only build
 //   cudalib  the folder holding libcudart_static.a
 //   cudainc  the folder holding cuda_runtime.h
-//   gencode  -gencode flags: SASS for each of NN_ARENA_CUDA_ARCH (default "90") plus PTX of the last
+//   gencode  -gencode flags: SASS for each architecture of archPlan() plus PTX of the newest, and
+//            NNA_CUDA_PTX recording the PTX one (cudaInfo().archs; the SASS ones are nvcc's
+//            __CUDA_ARCH_LIST__; -D values must not hold commas: nvcc splits them)
 //   headers  every project header that any .cu under csrc/ includes, as nvcc -M reports them: the
 //            nvcc rule's inputs, so editing any of them rebuilds the CUDA objects (no hand-kept list)
 // NN_ARENA_CUDA=0 forces a CPU-only build. nvcc is searched in CUDA_PATH, CUDA_HOME, PATH and
@@ -36,11 +38,53 @@ function locate() {
   return null;
 }
 
-function gencode() {
-  const archs = (process.env.NN_ARENA_CUDA_ARCH || '90').split(/[;, ]+/).filter(Boolean);
-  for (const a of archs) if (!/^\d+a?$/.test(a)) throw new Error(`NN_ARENA_CUDA_ARCH: bad architecture '${a}'`);
-  const top = archs[archs.length - 1];
-  return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`), `-gencode=arch=compute_${top},code=compute_${top}`].join(' ');
+// Every architecture the prebuilt CUDA binary covers: all that nvcc lists from sm_75 (the oldest
+// CUDA 13 supports) to sm_120, SASS for each plus PTX of the newest (which newer GPUs JIT).
+const FULL = ['75', '80', '86', '87', '88', '89', '90', '100', '103', '110', '120'];
+
+function listed(nvcc) {
+  try {
+    const out = require('node:child_process').execFileSync(nvcc, ['--list-gpu-code'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+    return out.split(/\s+/).map((c) => /^sm_(\d+a?)$/.exec(c)?.[1]).filter(Boolean);
+  } catch { return []; }
+}
+
+// Compute capabilities of the GPUs visible here ('90' for an H100), or [] without nvidia-smi/GPU.
+function localGpus() {
+  try {
+    const out = require('node:child_process').execFileSync('nvidia-smi', ['--query-gpu=compute_cap', '--format=csv,noheader'],
+      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10000 });
+    return [...new Set(out.split(/\s+/).filter((c) => /^\d+\.\d+$/.test(c)).map((c) => c.replace('.', '')))];
+  } catch { return []; }
+}
+
+// Which architectures to build and why: NN_ARENA_CUDA_ARCH ("80;90", or "all"), else the GPUs
+// visible here, else the full list.
+function archPlan(nvcc) {
+  const known = nvcc ? listed(nvcc) : [];
+  const full = known.length ? FULL.filter((a) => known.includes(a)) : FULL;
+  const env = (process.env.NN_ARENA_CUDA_ARCH || '').trim();
+  if (env && env !== 'all') {
+    const archs = env.split(/[;, ]+/).filter(Boolean).map((a) => a.replace(/^(sm_|compute_)/, '').replace('.', ''));
+    for (const a of archs) if (!/^\d+a?$/.test(a)) throw new Error(`NN_ARENA_CUDA_ARCH: bad architecture '${a}' (write e.g. 80 or 80;90 or all)`);
+    return { archs, why: 'NN_ARENA_CUDA_ARCH' };
+  }
+  if (env === 'all') return { archs: full, why: 'NN_ARENA_CUDA_ARCH=all' };
+  const gpus = localGpus();
+  const ok = gpus.filter((a) => !known.length || known.includes(a));
+  if (gpus.length && ok.length === gpus.length) return { archs: ok, why: 'the GPU found here' };
+  return { archs: full, why: gpus.length ? `this nvcc cannot build for the GPU found here (sm_${gpus.join(', sm_')})` : 'no GPU visible here: every architecture' };
+}
+
+function gencode(nvcc) {
+  const { archs } = archPlan(nvcc);
+  const top = archs.reduce((a, b) => (parseInt(b, 10) > parseInt(a, 10) ? b : a));
+  // NN_ARENA_CUDA_PTX=0: SASS only (a binary that cannot JIT for newer GPUs: for testing the
+  // no-kernel fallback on a GPU newer than the architectures built).
+  const ptx = process.env.NN_ARENA_CUDA_PTX !== '0';
+  return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
+    ...(ptx ? [`-gencode=arch=compute_${top},code=compute_${top}`] : []),
+    `-DNNA_CUDA_PTX=${ptx ? parseInt(top, 10) : 0}`].join(' ');
 }
 
 // nvcc -M of each .cu, reduced to the project's own headers (relative, '/'-separated).
@@ -67,8 +111,12 @@ function headers(found) {
   return [...out].sort().join(' ');
 }
 
-const found = locate();
-const what = process.argv[2] || 'nvcc';
-const out = what === 'headers' ? (found ? headers(found) : '')
-  : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode() : '' }[what];
-process.stdout.write(out || '');
+module.exports = { locate, archPlan, FULL };
+
+if (require.main === module) {
+  const found = locate();
+  const what = process.argv[2] || 'nvcc';
+  const out = what === 'headers' ? (found ? headers(found) : '')
+    : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode(found.nvcc) : '' }[what];
+  process.stdout.write(out || '');
+}

@@ -9,13 +9,13 @@ set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 export NN_ARENA_REQUIRE_GPU=1
-node -e "const i=require('./build/Release/nn_arena.node').cudaInfo(); console.log(JSON.stringify(i))"
+node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.cudaInfo())))"
 for part in "$@"; do
   echo "=== $part ==="
   case $part in
     tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
-      vitest run test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts > "$OUT/tests.log" 2>&1
+      vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts > "$OUT/tests.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |cpu-vs-cuda|: budget|AssertionError" "$OUT/tests-um.log" "$OUT/tests.log" | cut -c1-400 | tail -40 ;;
     um) node dist/bench.js --only um 2>&1 | tee "$OUT/um-bench.log" | tail -30; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     paths)

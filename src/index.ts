@@ -16,3 +16,4 @@ export { estimatePytorchMemory, arenaBytesByStage, TORCH_STAGES, type TorchStage
 export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './report/html.js';
 export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
 export { machineInfo, type MachineInfo } from './report/machine.js';
+export { doctor, type DoctorReport } from './doctor.js';

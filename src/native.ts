@@ -1,9 +1,8 @@
-// native.ts: loads build/Release/nn_arena.node and turns its coded errors into the class of their
-// code (src/errors.ts). Only this file touches the addon; the planner works without it.
-import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+// native.ts: the addon (loaded by src/loader.ts: a local build or the package's prebuilt binary)
+// and its coded errors, turned into the class of their code (src/errors.ts). Only this file
+// touches the addon; the planner works without it.
 import { ArenaError, fromNative } from './errors.js';
+import { loadAddon } from './loader.js';
 
 export interface NativeStats {
   hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
@@ -109,6 +108,10 @@ export interface CudaInfo {
   computeCapability: string; freeBytes: number; totalBytes: number;
   /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
   gemm: string;
+  /** The architectures the binary holds, e.g. 'sm_75 sm_80 … compute_120' ('' without CUDA). */
+  archs?: string;
+  /** A GPU is present but the binary has no kernels for it (devices is 0; why says how to rebuild). */
+  noKernelImage?: boolean;
 }
 
 export interface NativeAddon {
@@ -135,27 +138,9 @@ export interface NativeInternal {
   CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
 }
 
-let addon: NativeAddon | undefined;
-let loadError: unknown;
-
-/** src/ and dist/ both sit one level below the package root, next to build/. */
-function addonPath(): string {
-  const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-  return join(here, '..', 'build', 'Release', 'nn_arena.node');
-}
-
+/** The addon: a local build (build/Release) or the package's prebuilt binary (src/loader.ts). */
 export function native(): NativeAddon {
-  if (addon) return addon;
-  if (loadError === undefined) {
-    try {
-      const path = addonPath();
-      addon = createRequire(path)(path) as NativeAddon;
-      return addon;
-    } catch (e) {
-      loadError = e;
-    }
-  }
-  throw new ArenaError('NO_ADDON', `the native module could not be loaded (run \`npm install\` or \`npm run build\`): ${(loadError as Error).message}`, { cause: loadError });
+  return loadAddon<NativeAddon>().addon;
 }
 
 /** Calls into the addon, rethrowing its coded errors as the class of their code; `values` are

@@ -1,9 +1,9 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { planLayout } from '../src/index.js';
+import { Arena, planLayout } from '../src/index.js';
 
 const CLI = 'dist/cli.js';
 const run = (...args: string[]) => spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8' });
@@ -98,5 +98,69 @@ describe('nn-arena train --save and nn-arena inspect', () => {
     const b = run('inspect', join(dir, 'bad.nna'));
     expect(b.status).toBe(1);
     expect(b.stderr).toMatch(/BAD_CHECKPOINT: .*not an nn-arena checkpoint/);
+  });
+});
+
+describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
+  it('--version prints the package version', () => {
+    const r = run('--version');
+    expect(r.status).toBe(0);
+    expect(r.stdout.trim()).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+  });
+
+  it('every option is checked before any work: nothing printed but one error line', () => {
+    for (const args of [['--epochs', '0'], ['--batch', '2.5'], ['--lr', '-1'], ['--seed', 'x'], ['--layers', '784,0,10'], ['--save', '/no/such/folder/x.nna']]) {
+      const r = run('train', '--backend', 'cpu', ...args);
+      expect(r.status, args.join(' ')).toBe(1);
+      expect(r.stdout, args.join(' ')).toBe('');
+      expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^nn-arena: BAD_ARGUMENT: --/);
+    }
+  });
+
+  it("one error style for the argument parser's errors and the library's", () => {
+    expect(run('train', '--bogus').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: unknown option '--bogus'/);
+    expect(run('nothing').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: unknown command 'nothing'/);
+    expect(run('plan', '--dtype', 'f16').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: option '--dtype <dtype>' argument 'f16' is invalid/);
+    expect(run('plan', '--layers', '784,0,10').stderr).toMatch(/^nn-arena: BAD_LAYERS: /);
+  });
+
+  it('no source paths in messages; --verbose prints them as detail', () => {
+    const r = run('train', '--backend', 'cuda', '--epochs', '1');
+    if (r.status === 0) return;  // a usable GPU here
+    expect(r.stderr).toMatch(/^nn-arena: (NO_DEVICE|NO_KERNEL_IMAGE): /);
+    expect(r.stderr).not.toMatch(/csrc\/|\.cc:|\.cu:/);
+    const v = run('--verbose', 'train', '--backend', 'cuda', '--epochs', '1');
+    expect(v.stderr).toMatch(/^detail: csrc\/\S+:\d+$/m);
+  });
+
+  it('inspect lists only the kinds the file holds', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'nn-arena-cli-'));
+    const file = join(dir, 'wb.nna');
+    const arena = Arena.create(planLayout({ layers: [4, 3, 2], batch: 2, optimizer: 'adam' }), { backend: 'cpu' });
+    try { arena.save(file, { kinds: ['w', 'b'] }); } finally { arena.dispose(); }
+    const t = run('inspect', file);
+    expect(t.status, t.stderr).toBe(0);
+    expect(t.stdout).toMatch(/^w\s/m);
+    expect(t.stdout).toMatch(/^b\s/m);
+    for (const k of ['z', 'd', 'dw', 'mw', 'vw']) expect(t.stdout).not.toMatch(new RegExp(`^${k}\\s`, 'm'));
+    const j = JSON.parse(run('inspect', file, '--json').stdout);
+    expect(Object.keys(j.bytesByKind).sort()).toEqual(['b', 'w']);
+  });
+
+  it('doctor reports the binary, the CPU and what auto picks', () => {
+    const r = run('doctor', '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    expect(j.version).toBe(JSON.parse(readFileSync('package.json', 'utf8')).version);
+    expect(j.binary.loaded).toBe(true);
+    expect(['local', 'prebuilt']).toContain(j.binary.variant);
+    expect(j.cpu.threads).toBeGreaterThan(0);
+    expect(typeof j.cpu.avx2).toBe('boolean');
+    expect(['cpu', 'cuda']).toContain(j.auto.backend);
+    expect(j.auto.why.length).toBeGreaterThan(0);
+    const t = run('doctor');
+    expect(t.stdout).toMatch(/^binary\s+(local|prebuilt) /m);
+    expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
   });
 });

@@ -7,7 +7,7 @@ namespace nna {
 
 CudaInfo cudaInfo() {
   CudaInfo i;
-  i.why = "nn-arena was built without CUDA (nvcc not found at install time)";
+  i.why = "this nn-arena binary was built without CUDA (CPU only)";
   return i;
 }
 std::unique_ptr<Backend> makeCudaBackend() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }

@@ -109,11 +109,28 @@ __global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
   }
 }
 
+// The architectures this binary holds code for: nvcc's __CUDA_ARCH_LIST__ (the virtual
+// architectures compiled, 750 for sm_75; each gets SASS) and the PTX one that
+// scripts/find-nvcc.cjs records in NNA_CUDA_PTX.
+#ifndef __CUDA_ARCH_LIST__
+#define __CUDA_ARCH_LIST__ 0
+#endif
+#ifndef NNA_CUDA_PTX
+#define NNA_CUDA_PTX 0
+#endif
+std::string compiledArchs() {
+  std::string s;
+  for (int a : {__CUDA_ARCH_LIST__}) if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a / 10);
+  if (NNA_CUDA_PTX) s += (s.empty() ? "compute_" : " compute_") + std::to_string(NNA_CUDA_PTX);
+  return s;
+}
+
 }  // namespace
 
 CudaInfo cudaInfo() {
   CudaInfo i;
   i.built = true;
+  i.archs = compiledArchs();
   cudaRuntimeGetVersion(&i.runtimeVersion);
   cudaDriverGetVersion(&i.driverVersion);
   const cudaError_t e = cudaGetDeviceCount(&i.devices);
@@ -130,6 +147,21 @@ CudaInfo cudaInfo() {
     i.ccMajor = prop.major;
     i.ccMinor = prop.minor;
   }
+  // A GPU the binary holds no SASS (and no PTX it can JIT) for: unusable, and say why.
+  cudaFuncAttributes attr;
+  const cudaError_t k = cudaFuncGetAttributes(&attr, probeBindKernel);
+  if (k != cudaSuccess) {
+    (void)cudaGetLastError();
+    const std::string cc = "sm_" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor);
+    i.devices = 0;
+    i.noKernelImage = k == cudaErrorNoKernelImageForDevice || k == cudaErrorInvalidDeviceFunction || k == cudaErrorUnsupportedPtxVersion;
+    i.why = i.noKernelImage
+        ? "the GPU " + i.name + " (" + cc + ") has no kernels in this nn-arena binary (built for " + i.archs +
+              "); rebuild for it: NN_ARENA_CUDA_ARCH=" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor) +
+              " npm rebuild nn-arena (see the README, Install)"
+        : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
+    return i;
+  }
   cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
   i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
   return i;
@@ -137,7 +169,7 @@ CudaInfo cudaInfo() {
 
 std::unique_ptr<Backend> makeCudaBackend() {
   const CudaInfo i = cudaInfo();
-  if (i.devices == 0) NNA_FAIL("NO_DEVICE", i.why);
+  if (i.devices == 0) NNA_FAIL(i.noKernelImage ? "NO_KERNEL_IMAGE" : "NO_DEVICE", i.why);
   return std::make_unique<CudaBackend>();
 }
 

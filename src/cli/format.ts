@@ -1,4 +1,8 @@
-// format.ts: small printing helpers shared by the CLI commands.
+// format.ts: small printing and argument helpers shared by the CLI commands.
+import { ArenaError } from '../errors.js';
+
+/** A bad command-line argument: printed as `nn-arena: BAD_ARGUMENT: ...`. */
+export const usage = (message: string) => new ArenaError('BAD_ARGUMENT', message);
 export function bytes(n: number): string {
   if (n < 1024) return `${n} B`;
   const units = ['KiB', 'MiB', 'GiB', 'TiB'];
@@ -19,13 +23,20 @@ export function parseList(value: string, field: string): number[] {
   const parts = value.split(',').map((s) => s.trim());
   return parts.map((p) => {
     const n = Number(p);
-    if (p === '' || !Number.isFinite(n)) throw new Error(`--${field}: '${p}' is not a number (in '${value}')`);
+    if (p === '' || !Number.isFinite(n)) throw usage(`--${field}: '${p}' is not a number (in '${value}')`);
     return n;
   });
 }
 
 export function parseNumber(value: string, field: string): number {
   const n = Number(value);
-  if (value.trim() === '' || Number.isNaN(n)) throw new Error(`--${field}: '${value}' is not a number`);
+  if (value.trim() === '' || Number.isNaN(n)) throw usage(`--${field}: '${value}' is not a number`);
+  return n;
+}
+
+/** A whole number of at least `min`. */
+export function parseInteger(value: string, field: string, min: number): number {
+  const n = parseNumber(value, field);
+  if (!Number.isSafeInteger(n) || n < min) throw usage(`--${field}: must be a whole number of at least ${min}, got '${value}'`);
   return n;
 }

@@ -2,10 +2,11 @@
 import type { Plan } from '../layout/plan.js';
 import { bytes, int, table } from './format.js';
 
-export function planSummary(plan: Plan): string {
+/** The plan's totals by kind; with `only` (a checkpoint's saved kinds), just those. */
+export function planSummary(plan: Plan, only?: readonly string[]): string {
   const s = plan.spec;
   const totals = plan.bytesByKind();
-  const kinds = Object.entries(totals).filter(([, b]) => b > 0);
+  const kinds = Object.entries(totals).filter(([k, b]) => b > 0 && (!only || only.includes(k)));
   return [
     `network ${s.layers.join('-')}  batch ${s.batch}  ${s.dtype}  ${s.optimizer}  ${s.order}  align ${s.align}${s.samples ? `  samples ${s.samples}` : ''}`,
     `arena ${int(plan.totalBytes)} bytes (${bytes(plan.totalBytes)}) in ${plan.regions.length} regions`,
@@ -20,12 +21,13 @@ export function regionTable(plan: Plan): string {
   );
 }
 
-export function planJson(plan: Plan): object {
+export function planJson(plan: Plan, only?: readonly string[]): object {
+  const byKind = Object.fromEntries(Object.entries(plan.bytesByKind()).filter(([k]) => !only || only.includes(k)));
   return {
     spec: plan.spec,
     totalBytes: plan.totalBytes,
     headerBytes: plan.headerBytes,
-    bytesByKind: plan.bytesByKind(),
+    bytesByKind: byKind,
     regions: plan.regions,
   };
 }

@@ -5,6 +5,7 @@ import { Arena, type BackendName } from '../arena.js';
 import { loadMnist } from '../data/mnist.js';
 import type { Dtype, Optimizer } from '../layout/header.js';
 import { planLayout } from '../layout/plan.js';
+import { NnArenaError } from '../errors.js';
 import { cudaInfo } from '../native.js';
 import { Trainer } from '../train/trainer.js';
 import { planSummary } from './plan.js';
@@ -31,7 +32,7 @@ export async function train(o: TrainOptions): Promise<void> {
   const { train: trainSet, test: testSet } = loadMnist({ seed: o.seed });
   const inputs = trainSet.inputs;
   if (o.layers[0] !== inputs || o.layers[o.layers.length - 1] !== trainSet.classes) {
-    throw new Error(`--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
+    throw new NnArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
   }
   const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count });
   using arena = Arena.create(plan, { backend: o.backend });
