@@ -3,7 +3,8 @@
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
 # PARTS: sync (grid barrier cost), tests (the GPU suite), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
-# given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer).
+# given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
+# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -33,6 +34,11 @@ for part in "$@"; do
       done; done
       for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
     torch) PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --out "$OUT/torch-ref.json" ;;
+    torchmem)  # PyTorch's memory per training stage, to compare with src/report/pytorch.ts (bench/torch-memory-compare.mjs)
+      PYTHONUNBUFFERED=1 python3 bench/torch_memory.py --out "$OUT/torch-memory.json" 2>&1 | tail -30 ;;
+    stepslite)  # one profile run of each network and optimizer: step times against bench/results
+      for net in S M; do for opt in sgd adam; do node bench/profile-step.mjs $net $opt 1000; done; done
+      for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
     bench) node dist/bench.js --only steps,memory 2>&1 | tee "$OUT/bench.log" | tail -40; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     sanitize)
       for tool in memcheck racecheck; do
