@@ -10,6 +10,7 @@ import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
 import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
+import { stateOf } from './train/queue.js';
 
 export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 
@@ -210,10 +211,13 @@ export class Arena implements Disposable {
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
   get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
 
-  /** Resolves once no run or kernel launch is in flight on this arena; nn-arena then leaves no
-   *  device work queued, so your own code may use the memory (docs/embedding.md). Also after
-   *  dispose(), until a run in flight has ended. */
-  synchronize(): Promise<void> { return this.#handle.synchronize(); }
+  /** Resolves once nothing is queued or in flight on this arena (Trainer runs, kernel launches);
+   *  nn-arena then leaves no device work pending, so your own code may use the memory
+   *  (docs/embedding.md). Also after dispose(), until a run in flight has ended. */
+  async synchronize(): Promise<void> {
+    for (let s = stateOf(this); s.pending > 0; ) await s.tail;
+    await this.#handle.synchronize();
+  }
 
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
    *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { ArenaError, fromNative, OptionError } from './errors.js';
 import { call, native } from './native.js';
 import { handleOf, type Arena } from './arena.js';
+import { enqueue } from './train/queue.js';
 
 /** Parameter types after the base pointer: f32 float, f64 double, i32 int, u32 unsigned int,
  *  i64 long long, u64 unsigned long long. */
@@ -75,8 +76,8 @@ export class Kernel {
   }
 
   /** Launches with the arena's device base first, then `args`; resolves once the kernel has
-   *  completed. It is a run of the arena: transfers are BUSY and runs wait while it is in
-   *  flight, and it starts only after the run before it ended. */
+   *  completed. Queued with the arena's runs in call order (after a Trainer step called before
+   *  it, before one called after it); while it runs, transfers are BUSY. */
   async launch(config: LaunchConfig, ...args: KernelArg[]): Promise<void> {
     if (config === null || typeof config !== 'object') throw new OptionError('BAD_OPTION', 'config', config, 'must be { grid, block, sharedBytes? }');
     const grid = dims(config.grid, 'grid'), block = dims(config.block, 'block');
@@ -86,11 +87,14 @@ export class Kernel {
       throw new OptionError('BAD_OPTION', 'args', args, `kernel '${this.name}' takes ${this.params.length} argument(s) after the base pointer (${this.params.join(', ') || 'none'})`);
     }
     const checked = this.params.map((p, i) => checkArg(p, args[i], i));
-    try {
-      await native().jitLaunch(handleOf(this.#arena), this.#id, grid, block, shared, checked);
-    } catch (e) {
-      throw fromNative(e);
-    }
+    handleOf(this.#arena);  // DISPOSED now rather than when its turn comes
+    return enqueue(this.#arena, async () => {
+      try {
+        await native().jitLaunch(handleOf(this.#arena), this.#id, grid, block, shared, checked);
+      } catch (e) {
+        throw fromNative(e);
+      }
+    });
   }
 }
 

@@ -156,8 +156,12 @@ void jitLaunch(uint32_t id, void* deviceBase, JitDims grid, JitDims block, uint3
   ptrs.push_back(&deviceBase);
   for (const JitValue& a : args) ptrs.push_back(const_cast<void*>(static_cast<const void*>(&a.f32)));  // the union's first byte
   LaneGuard lane;
-  CUDA_CHECK(cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z),
-                              ptrs.data(), sharedBytes, lane->stream));
+  const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(grid.x, grid.y, grid.z),
+                                         dim3(block.x, block.y, block.z), ptrs.data(), sharedBytes, lane->stream);
+  // A refused launch (bad dimensions, too much shared memory) is not sticky: clear it from this
+  // thread's last error so that a later check of another call does not report it.
+  if (e != cudaSuccess) (void)cudaGetLastError();
+  cudaCheck(e, "cudaLaunchKernel", __FILE__, __LINE__);
   CUDA_CHECK(cudaStreamSynchronize(lane->stream));
 }
 
