@@ -115,9 +115,10 @@ uint32_t jitKernel(const std::string& source, const std::string& name, const std
                            const std::string& header) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
-  cudaDeviceProp prop;
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-  const std::string arch = "sm_" + std::to_string(prop.major) + std::to_string(prop.minor);
+  int major = 0, minor = 0;  // attributes, not cudaGetDeviceProperties: a cache hit stays cheap
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  const std::string arch = "sm_" + std::to_string(major) + std::to_string(minor);
   std::string key = arch + '\0' + std::to_string(device) + '\0' + name + '\0';
   for (JitType t : params) key += char('0' + int(t));
   key += '\0' + header + '\0' + source;
