@@ -2,7 +2,7 @@
 // arena, checked against JS; compile errors carry the log; the cache; ordering with the runs.
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/jit.gpu.test.ts
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, cudaInfo, planLayout, Trainer } from '../../src/index.js';
+import { Arena, ArenaError, cudaInfo, minDeviceBudget, planLayout, Trainer } from '../../src/index.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -86,7 +86,6 @@ describe.skipIf(!hasGpu)(`JIT kernels on ${info.name || 'no device'}`, () => {
     const copy = a.compileKernel(SRC, 'affine', ['u32', 'f32', 'f64']);
     const step = t.step(x, { labels });
     const launched = copy.launch({ grid: 8, block: 256 }, 1, 1, 0);
-    expect(() => a.toHost()).toThrow(/BUSY|in flight/);
     await Promise.all([step, launched]);
     await a.synchronize();
     a.toHost();
@@ -94,7 +93,7 @@ describe.skipIf(!hasGpu)(`JIT kernels on ${info.name || 'no device'}`, () => {
   });
 
   it('staged memory is NOT_SUPPORTED', () => {
-    using a = Arena.create(plan(), { backend: 'cuda', memory: 'staged', deviceBudget: plan().totalBytes });
+    using a = Arena.create(plan(), { backend: 'cuda', memory: 'staged', deviceBudget: minDeviceBudget(plan(), 'staged').bytes });
     expect(() => a.compileKernel(SRC, 'affine', ['u32', 'f32', 'f64'])).toThrow(/staged memory/);
   });
 });
