@@ -112,7 +112,7 @@ size_t jitCompileOnly(const std::string& source, const std::string& name, const 
 }
 
 uint32_t jitKernel(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                           const std::string& header) {
+                   const std::string& header) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   int major = 0, minor = 0;  // attributes, not cudaGetDeviceProperties: a cache hit stays cheap
