@@ -4,7 +4,8 @@
 // device. test/gpu/jit.gpu.test.ts launches them.
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, cudaInfo, planLayout, Trainer } from '../src/index.js';
-import { compileOnly, kernelKey } from '../src/internal.js';
+import { compileOnly, kernelKey, runArena } from '../src/internal.js';
+import { OPS } from '../src/native.js';
 import { codeOf } from './support/errors.js';
 
 const SPEC = { layers: [6, 5, 3], batch: 4 } as const;
@@ -83,6 +84,18 @@ describe('arena.synchronize()', () => {
     expect(order).toEqual(['step 1', 'step 2', 'step 3', 'synchronized']);
     // Idle: transfers are allowed again.
     expect(a.toHost().transfers).toBe(1);
+  });
+
+  it('waits natively for a run started outside any queue, which makes transfers BUSY meanwhile', async () => {
+    using a = Arena.create(planLayout({ layers: [256, 256, 256, 3], batch: 256 }), { backend: 'cpu' });
+    let ended = false;
+    const run = runArena(a, { op: OPS.forward, rows: 256 }).then(() => { ended = true; });
+    expect(codeOf(() => a.toHost())).toBe('BUSY');
+    await a.synchronize();
+    // The run has ended natively (its promise's callbacks may still be queued): transfers work.
+    expect(a.toHost().transfers).toBe(1);
+    await run;
+    expect(ended).toBe(true);
   });
 });
 
