@@ -27,6 +27,7 @@
         "csrc/addon/convert.cc",
         "csrc/addon/functions.cc",
         "csrc/addon/internal.cc",
+        "csrc/addon/jit.cc",
         "csrc/addon/js_error.cc",
         "csrc/addon/run_worker.cc",
         "csrc/core/block.cc",
@@ -51,7 +52,7 @@
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["NNA_WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
-          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc",
+          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc", "csrc/cuda/nvrtc_loader.cc", "csrc/cuda/jit.cc",
                       "csrc/budget/budget_run.cu", "csrc/budget/um_scheduler.cu", "csrc/budget/staging.cu", "csrc/budget/device_meter.cu",
                       "csrc/bench/link_bench.cu"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],

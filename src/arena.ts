@@ -9,6 +9,8 @@ import { flatten, selectRanges, type Selector } from './selector.js';
 import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
 import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+import { compileKernel, type Kernel, type KernelParam } from './jit.js';
+import { stateOf } from './train/queue.js';
 
 export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 
@@ -209,6 +211,18 @@ export class Arena implements Disposable {
 
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
   get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
+
+  /** Resolves once nothing is queued or in flight on this arena (Trainer runs, kernel launches);
+   *  nn-arena then leaves no device work pending, so your own code may use the memory
+   *  (docs/embedding.md). Also after dispose(), until a run in flight has ended. */
+  async synchronize(): Promise<void> {
+    for (let s = stateOf(this); s.pending > 0; ) await s.tail;
+    await this.#handle.synchronize();
+  }
+
+  /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
+   *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
+  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel { return compileKernel(this, source, name, params); }
 
   /** Frees both allocations exactly once and detaches every view. Safe to call again. */
   dispose(): void {

@@ -3,6 +3,7 @@ export { planLayout, type Plan, type Region, type BytesByKind } from './layout/p
 export { type LayoutSpec, type NormalizedSpec, DEFAULT_ALIGN } from './layout/spec.js';
 export { KINDS, type Kind, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
 export { Arena, type ArenaOptions, type ArenaStats, type TransferResult, type View, type BackendName, type MemoryKind, type Advice, type Location } from './arena.js';
+export { Kernel, type KernelParam, type KernelArg, type LaunchConfig, type Dims } from './jit.js';
 export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './selector.js';
 export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './errors.js';
 export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName } from './train/trainer.js';

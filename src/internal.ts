@@ -16,3 +16,5 @@ export function probeBind(arena: Arena): BigUint64Array {
 export function deviceHeader(arena: Arena): DecodedHeader {
   return call(() => native().internal.deviceHeader(handleOf(arena)));
 }
+
+export { compileOnly, kernelKey } from './jit.js';

@@ -22,6 +22,8 @@ export interface NativeHandle {
   run(params: RunParams): Promise<RunPath>;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
+  /** Resolves once no run or JIT launch is in flight on this arena. */
+  synchronize(): Promise<void>;
 }
 
 export interface ResidencyCounters {
@@ -121,6 +123,10 @@ export interface NativeAddon {
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
   /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
   checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;
+  /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */
+  jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
+  /** Resolves once the kernel completed; a run of the arena while in flight. */
+  jitLaunch(handle: NativeHandle, id: number, grid: number[], block: number[], sharedBytes: number, args: Array<number | bigint>): Promise<void>;
   /** Test- and bench-only functions (csrc/addon/internal.cc): not library API. */
   internal: NativeInternal;
 }
@@ -135,6 +141,8 @@ export interface NativeInternal {
   measureLink(bytes: number): LinkRates;
   probeBind(handle: NativeHandle): BigUint64Array;
   deviceHeader(handle: NativeHandle): DecodedHeader;
+  /** Compiles a JIT kernel for `arch` without a device: the CUBIN's size. */
+  jitCompileOnly(source: string, name: string, params: string[], header: string, arch: string): number;
   CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
 }
 

@@ -1,5 +1,5 @@
 // addon.cc: the Node-API entry point. It only registers: the arena handle (arena_handle.h), the
-// library's functions (functions.cc) and, apart, the test- and bench-only ones (internal.cc).
+// library's functions (functions.cc), JIT kernels (jit.cc) and, apart, the test- and bench-only ones (internal.cc).
 // Conversions live in convert.h, runs in run_worker.h, error shaping in js_error.h.
 #include <napi.h>
 
@@ -14,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new nna::addon::AddonData{Napi::Persistent(arena), Napi::Persistent(Napi::Symbol::New(env, "nn-arena arena"))});
   exports.Set("ArenaHandle", arena);
   nna::addon::registerFunctions(env, exports);
+  nna::addon::registerJit(env, exports);
   nna::addon::registerInternal(env, exports);
   return exports;
 }

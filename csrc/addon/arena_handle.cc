@@ -21,7 +21,8 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Dispose>("dispose"),
                       InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                       InstanceMethod<&ArenaHandle::Run>("run"),
-                      InstanceMethod<&ArenaHandle::Residency>("residency")});
+                      InstanceMethod<&ArenaHandle::Residency>("residency"),
+                      InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
 ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ArenaHandle>(info) {
@@ -52,6 +53,31 @@ void ArenaHandle::releaseExternal(Napi::BasicEnv env) {
 
 // The symbol under which a view holds its handle (one per environment: addon_data.h).
 Napi::Symbol ArenaHandle::owner(Napi::Env env) { return env.GetInstanceData<AddonData>()->viewOwner.Value(); }
+
+// On the JS thread, from a run's (or launch's) OnOK / OnError.
+void ArenaHandle::runEnded() {
+  if (--runsInFlight_ || idleWaiters_.empty()) return;
+  std::vector<Napi::Promise::Deferred> waiters = std::move(idleWaiters_);
+  idleWaiters_.clear();
+  for (auto& d : waiters) {
+    try {
+      d.Resolve(d.Env().Undefined());
+    } catch (...) {  // the environment is shutting down
+    }
+  }
+}
+
+// synchronize(): a promise resolved once no run or launch is in flight on this arena. Nothing
+// else can be pending then: a run drains its stream before it resolves and transfers are
+// synchronous, so the arena leaves no device work queued behind an idle handle. Waiting is
+// allowed after dispose() (the run in flight still ends); nothing in flight resolves at once.
+Napi::Value ArenaHandle::Synchronize(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
+  if (runsInFlight_ == 0) d.Resolve(env.Undefined());
+  else idleWaiters_.push_back(d);
+  return d.Promise();
+}
 
 std::shared_ptr<Block> ArenaHandle::live(Napi::Env env, bool idle) const {
   if (!block_ || block_->released()) throwJs(env, "DISPOSED", "the arena was disposed");

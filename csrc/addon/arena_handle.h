@@ -24,7 +24,10 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   // Later, on the event loop: nothing more to do, but defining it defers the deletion of this
   // object (and of its JS references) out of the collection.
   void Finalize(Napi::Env env) override;
-  void runEnded() override { --runsInFlight_; }
+  void runEnded() override;
+  // Another run-like job (a JIT launch, addon/jit.cc) was queued on this arena: transfers are
+  // BUSY and synchronize() waits until it ends too.
+  void runStarted() { ++runsInFlight_; }
 
   // The block, for a call whose arguments are all converted: DISPOSED once disposed; with
   // `idle`, BUSY while a run holds it.
@@ -42,6 +45,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value Addresses(const Napi::CallbackInfo& info);
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value Residency(const Napi::CallbackInfo& info);
+  Napi::Value Synchronize(const Napi::CallbackInfo& info);
   void releaseExternal(Napi::BasicEnv env);
   static Napi::Symbol owner(Napi::Env env);
 
@@ -50,6 +54,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
   uint32_t numLayers_ = 0;
   uint32_t runsInFlight_ = 0;
+  std::vector<Napi::Promise::Deferred> idleWaiters_;  // synchronize() calls, resolved at idle
   int64_t external_ = 0;
 };
 

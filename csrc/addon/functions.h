@@ -8,5 +8,9 @@ namespace nna::addon {
 void registerFunctions(Napi::Env env, Napi::Object exports);
 // Under exports.internal: not part of the library's API (src/internal.ts, tests, bench/).
 void registerInternal(Napi::Env env, Napi::Object exports);
+// JIT kernels (jit.cc): jitCompile, jitLaunch.
+void registerJit(Napi::Env env, Napi::Object exports);
+// internal.jitCompileOnly (jit.cc): a compile without a device, for tests.
+Napi::Value JitCompileOnly(const Napi::CallbackInfo& info);
 
 }  // namespace nna::addon

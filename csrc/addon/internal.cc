@@ -256,6 +256,7 @@ void registerInternal(Napi::Env env, Napi::Object exports) {
   o.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
   o.Set("measureLink", Napi::Function::New(env, MeasureLink));
   o.Set("probeBind", Napi::Function::New(env, ProbeBind));
+  o.Set("jitCompileOnly", Napi::Function::New(env, JitCompileOnly));
   o.Set("deviceHeader", Napi::Function::New(env, DeviceHeader));
   o.Set("CopyBench", CopyBenchHandle::Define(env));
   exports.Set("internal", o);

@@ -9,6 +9,7 @@
 //   NN_ARENA_STEP_PATH            CUDA: fused | layers | auto (default) — force a training path
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
+//   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
 //   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid
 //   NN_ARENA_FUSED_TRACE          CUDA: print the times between the fused kernel's barriers
 //   NN_ARENA_STAGE_TRACE          staged memory: print every copy and phase of a run
@@ -32,7 +33,7 @@ namespace nna {
 
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
-  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace,
+  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc,
   Count
 };
 
