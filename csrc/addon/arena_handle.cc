@@ -149,7 +149,7 @@ Napi::Value ArenaHandle::Stats(const Napi::CallbackInfo& info) {
 }
 
 // Detaches every view and frees both allocations, at once; while a run holds the block, as
-// soon as it ends (RunWorker). Returns at once either way.
+// soon as it ends (BlockWorker). Returns at once either way.
 Napi::Value ArenaHandle::Dispose(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!block_ || block_->released()) return Napi::Boolean::New(env, false);
@@ -183,11 +183,7 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const RunParams p = runParamsOf(env, info[0]);
   const std::shared_ptr<Block> b = live(env, true);
-  auto* w = new RunWorker(env, b, p, this, Value());
-  Napi::Promise promise = w->promise();
-  ++runsInFlight_;
-  w->Queue();
-  return promise;
+  return startRun(env, b, p, this, Value());
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

@@ -27,7 +27,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   void runEnded() override;
   // Another run-like job (a JIT launch, addon/jit.cc) was queued on this arena: transfers are
   // BUSY and synchronize() waits until it ends too.
-  void runStarted() { ++runsInFlight_; }
+  void runStarted() override { ++runsInFlight_; }
 
   // The block, for a call whose arguments are all converted: DISPOSED once disposed; with
   // `idle`, BUSY while a run holds it.

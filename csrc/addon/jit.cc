@@ -111,55 +111,6 @@ JitDims dimsOf(Napi::Env env, const Napi::Value& v, const char* what) {
   return JitDims{d[0], d[1], d[2]};
 }
 
-// One launch off the JS thread, under the arena's mutex (so never beside a run).
-class LaunchWorker : public Napi::AsyncWorker {
- public:
-  LaunchWorker(Napi::Env env, std::shared_ptr<Block> b, ArenaHandle* owner, Napi::Object self, uint32_t id, JitDims grid, JitDims block,
-               uint32_t shared, std::vector<JitValue> args)
-      : Napi::AsyncWorker(env, "nn-arena:launch"), block_(std::move(b)), owner_(owner), self_(Napi::Persistent(self)),
-        deferred_(Napi::Promise::Deferred::New(env)), id_(id), grid_(grid), blockDims_(block), shared_(shared), args_(std::move(args)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-
-  void Execute() override {
-    try {
-      std::lock_guard<std::mutex> lock(block_->mutex());
-      if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-      try {
-        jitLaunch(id_, block_->device(), grid_, blockDims_, shared_, args_);
-      } catch (...) {
-        block_->releaseIfAsked();
-        throw;
-      }
-      block_->releaseIfAsked();
-    } catch (const Failure& e) {
-      failure_ = e;
-      SetError(e.what());
-    } catch (const std::exception& e) {
-      failure_ = Failure("INTERNAL", e.what());
-      SetError(e.what());
-    }
-  }
-  void OnOK() override {
-    owner_->runEnded();
-    try { deferred_.Resolve(Env().Undefined()); } catch (...) {}
-  }
-  void OnError(const Napi::Error&) override {
-    owner_->runEnded();
-    try { deferred_.Reject(jsError(Env(), failure_).Value()); } catch (...) {}
-  }
-
- private:
-  std::shared_ptr<Block> block_;
-  ArenaHandle* owner_;
-  Napi::ObjectReference self_;  // keeps the handle (and so owner_) alive until the end
-  Napi::Promise::Deferred deferred_;
-  uint32_t id_;
-  JitDims grid_, blockDims_;
-  uint32_t shared_;
-  std::vector<JitValue> args_;
-  Failure failure_{"", ""};
-};
-
 // jitCompile(handle, source, name, params, header): the kernel's id (compiled or cached).
 Napi::Value JitCompile(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -183,11 +134,13 @@ Napi::Value JitLaunch(const Napi::CallbackInfo& info) {
   if (shared > 0xffffffffu) throwJs(env, "BAD_ARGUMENT", "sharedBytes is too large");
   std::vector<JitValue> args = argsOf(env, info[5], *types);
   std::shared_ptr<Block> b = jitArena(env, h, true);
-  auto* w = new LaunchWorker(env, std::move(b), h, info[0].As<Napi::Object>(), uint32_t(id), grid, block, uint32_t(shared), std::move(args));
-  Napi::Promise p = w->promise();
-  h->runStarted();
-  w->Queue();
-  return p;
+  // Off the JS thread, under the arena's mutex (so never beside a run).
+  auto* w = new BlockWorker(env, "nn-arena:launch", std::move(b), h, info[0].As<Napi::Object>(),
+                            [id = uint32_t(id), grid, block, shared = uint32_t(shared), args = std::move(args)](Block& blk) {
+                              jitLaunch(id, blk.device(), grid, block, shared, args);
+                              return std::string();
+                            });
+  return w->start();
 }
 
 }  // namespace

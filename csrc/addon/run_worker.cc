@@ -9,24 +9,28 @@
 
 namespace nna::addon {
 
-RunWorker::RunWorker(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self)
-    : Napi::AsyncWorker(env, "nn-arena:run"), block_(std::move(block)), p_(p), owner_(owner),
-      self_(Napi::Persistent(self)), deferred_(Napi::Promise::Deferred::New(env)) {}
+BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work)
+    : Napi::AsyncWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)),
+      deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)) {}
 
-// The run dispatch: a budgeted arena's scheduler, the CUDA paths, or the CPU backend.
-void RunWorker::Execute() {
+Napi::Promise BlockWorker::start() {
+  Napi::Promise p = deferred_.Promise();
+  owner_->runStarted();
+  Queue();
+  return p;
+}
+
+void BlockWorker::Execute() {
   try {
     std::lock_guard<std::mutex> lock(block_->mutex());
     if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
     try {
-      if (auto* budgeted = dynamic_cast<BudgetedBlock*>(block_.get())) path_ = runBudgeted(*budgeted, p_);
-      else if (block_->options().cuda) path_ = runCuda(block_->device(), block_->header(), p_);
-      else runCpu(block_->device(), p_);
+      result_ = work_(*block_);
     } catch (...) {
       block_->releaseIfAsked();
       throw;
     }
-    block_->releaseIfAsked();  // dispose() during the run: the memory goes now
+    block_->releaseIfAsked();  // dispose() during the work: the memory goes now
   } catch (const Failure& e) {
     failure_ = e;
     SetError(e.what());
@@ -38,20 +42,31 @@ void RunWorker::Execute() {
 
 // Both ends run on the JS thread, which may be shutting down (worker.terminate() during a run):
 // then every call into JS fails, and such a failure must end here, not abort the process.
-void RunWorker::OnOK() {
+void BlockWorker::OnOK() {
   owner_->runEnded();
   try {
-    deferred_.Resolve(Napi::String::New(Env(), path_));
+    deferred_.Resolve(result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_));
   } catch (...) {
   }
 }
 
-void RunWorker::OnError(const Napi::Error&) {
+void BlockWorker::OnError(const Napi::Error&) {
   owner_->runEnded();
   try {
     deferred_.Reject(jsError(Env(), failure_).Value());
   } catch (...) {
   }
+}
+
+// The run dispatch: a budgeted arena's scheduler, the CUDA paths, or the CPU backend.
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self) {
+  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self, [p](Block& b) -> std::string {
+    if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
+    if (b.options().cuda) return runCuda(b.device(), b.header(), p);
+    runCpu(b.device(), p);
+    return "cpu";
+  });
+  return w->start();
 }
 
 }  // namespace nna::addon

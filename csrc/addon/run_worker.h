@@ -1,9 +1,12 @@
-// run_worker.h: one training / evaluation run off the JS thread, resolved as a promise. The
-// worker shares ownership of the block, so the arena's memory outlives a dispose() or a
-// forgotten handle until the run ends; it reports its end to `owner` on the JS thread.
+// run_worker.h: work on an arena's memory off the JS thread (a training run, a JIT launch),
+// resolved as a promise. The worker shares ownership of the block, so the arena's memory
+// outlives a dispose() or a forgotten handle until the work ends; it holds the block's mutex
+// while it works (never beside another run or a transfer) and reports its end to `owner` on
+// the JS thread.
 #pragma once
 #include <napi.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -13,17 +16,22 @@
 
 namespace nna::addon {
 
-// What a run reports back to: the arena handle that queued it (arena_handle.h).
+// What work reports back to: the arena handle that queued it (arena_handle.h).
 struct RunOwner {
   virtual ~RunOwner() = default;
+  virtual void runStarted() = 0;
   virtual void runEnded() = 0;
 };
 
-class RunWorker : public Napi::AsyncWorker {
+class BlockWorker : public Napi::AsyncWorker {
  public:
-  // `self`: the owner's JS object, kept alive until the run has reported its end.
-  RunWorker(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self);
-  Napi::Promise promise() { return deferred_.Promise(); }
+  // `work` runs off the JS thread with the block's mutex held; a non-empty string it returns
+  // resolves the promise (else undefined). `self`: the owner's JS object, kept alive until the
+  // work has reported its end.
+  using Work = std::function<std::string(Block&)>;
+  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work);
+  // Queues the work and returns its promise.
+  Napi::Promise start();
 
   void Execute() override;
   void OnOK() override;
@@ -31,12 +39,15 @@ class RunWorker : public Napi::AsyncWorker {
 
  private:
   std::shared_ptr<Block> block_;
-  RunParams p_;
   RunOwner* owner_;
   Napi::ObjectReference self_;
   Napi::Promise::Deferred deferred_;
+  Work work_;
   Failure failure_{"", ""};
-  std::string path_ = "cpu";  // which kernel path ran (resolved to JS)
+  std::string result_;
 };
+
+// One training / evaluation run: resolves with the path that ran ("cpu", "fused", ...).
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self);
 
 }  // namespace nna::addon

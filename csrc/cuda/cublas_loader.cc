@@ -11,6 +11,7 @@
 
 #include "../core/failure.h"
 #include "check.cuh"
+#include "library_search.h"
 #include "../core/env.h"
 
 namespace nna {
@@ -37,19 +38,8 @@ const Api& api() {
     Api r;
     const std::string env = knob(Knob::Cublas);
     if (env == "0") { r.status = "disabled (NN_ARENA_CUBLAS=0)"; return r; }
-    std::vector<std::string> names;
-    if (!env.empty() && env != "1") names.push_back(env);
-    for (const char* n : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) names.push_back(n);
-    for (const char* var : {"CUDA_PATH", "CUDA_HOME"})
-      if (const char* root = std::getenv(var)) names.push_back(std::string(root) + "/lib64/libcublas.so");
-    names.push_back("/usr/local/cuda/lib64/libcublas.so");
-    void* lib = nullptr;
     std::string tried;
-    for (const std::string& n : names) {
-      lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib) break;
-      tried += (tried.empty() ? "" : ", ") + n;
-    }
+    void* lib = openCudaLibrary(env == "1" ? "" : env, {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, "libcublas.so", &tried);
     if (!lib) { r.status = "libcublas not found (tried " + tried + ")"; return r; }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.create = reinterpret_cast<decltype(r.create)>(sym("cublasCreate_v2"));

@@ -8,6 +8,7 @@
 
 #include "../core/env.h"
 #include "../core/failure.h"
+#include "library_search.h"
 
 namespace nna {
 namespace {
@@ -33,19 +34,8 @@ const Api& api() {
   static const Api a = [] {
     Api r;
     const std::string env = knob(Knob::Nvrtc);
-    std::vector<std::string> names;
-    if (!env.empty()) names.push_back(env);
-    for (const char* n : {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}) names.push_back(n);
-    for (const char* var : {"CUDA_PATH", "CUDA_HOME"})
-      if (const char* root = std::getenv(var)) names.push_back(std::string(root) + "/lib64/libnvrtc.so");
-    names.push_back("/usr/local/cuda/lib64/libnvrtc.so");
-    void* lib = nullptr;
     std::string tried;
-    for (const std::string& n : names) {
-      lib = dlopen(n.c_str(), RTLD_NOW | RTLD_LOCAL);
-      if (lib) break;
-      tried += (tried.empty() ? "" : ", ") + n;
-    }
+    void* lib = openCudaLibrary(env, {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "libnvrtc.so", &tried);
     if (!lib) { r.status = "NVRTC (libnvrtc) was not found (tried " + tried + "); install the CUDA toolkit's NVRTC or set NN_ARENA_NVRTC"; return r; }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.create = reinterpret_cast<decltype(r.create)>(sym("nvrtcCreateProgram"));
