@@ -158,7 +158,9 @@ export function writeResults(dir: string, r: Results): string {
 
 /** Rebuilds README.md from every results file in `dir`. */
 export function renderReadme(dir: string): void {
-  const all = readdirSync(dir).filter((f) => f.endsWith('.json')).sort().map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Results);
+  // Other JSON here (e.g. torch-memory-*.json, the PyTorch per-stage measurement) is not a machine's results.
+  const all = readdirSync(dir).filter((f) => f.endsWith('.json')).sort().map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')) as Results)
+    .filter((r) => r !== null && typeof r === 'object' && typeof (r as { machine?: { name?: unknown } }).machine?.name === 'string');
   writeFileSync(join(dir, 'README.md'), [
     '# Benchmark results',
     '',
