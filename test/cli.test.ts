@@ -54,6 +54,13 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     expect(j.transfers.toDevice.transfers).toBe(5);
     // Down: stats 4x per epoch, w+b once (2 layer ranges), stats after testing.
     expect(j.transfers.toHost.transfers).toBe(4 * 10 + 2 + 1);
+    // The same, by purpose; the parts add up to the native counters.
+    const up = (purpose: string) => j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to device');
+    const down = (purpose: string) => j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to host');
+    expect([up('header')?.transfers, up('network')?.transfers, up('data')?.transfers]).toEqual([1, 1, 3]);
+    expect([down('stats')?.transfers, down('weights back')?.transfers]).toEqual([4 * 10 + 1, 2]);
+    const sum = (dir: string) => j.transfers.byPurpose.filter((p: { direction: string }) => p.direction === dir).reduce((a: number, p: { bytes: number }) => a + p.bytes, 0);
+    expect([sum('to device'), sum('to host')]).toEqual([j.transfers.toDevice.bytes, j.transfers.toHost.bytes]);
     expect(r.stderr).toMatch(/epoch 10\/10/);
   });
 

@@ -5,11 +5,13 @@ import { Arena, type BackendName } from '../arena.js';
 import { loadMnist } from '../data/mnist.js';
 import type { Dtype, Optimizer } from '../layout/header.js';
 import { planLayout } from '../layout/plan.js';
-import { NnArenaError } from '../errors.js';
+import { ArenaError } from '../errors.js';
 import { cudaInfo } from '../native.js';
 import { Trainer } from '../train/trainer.js';
 import { planSummary } from './plan.js';
 import { ReportCollector } from './train-report.js';
+import { recordTransfers } from '../report/transfers.js';
+import { bytes } from './format.js';
 
 export interface TrainOptions {
   backend: 'auto' | BackendName;
@@ -32,11 +34,13 @@ export async function train(o: TrainOptions): Promise<void> {
   const { train: trainSet, test: testSet } = loadMnist({ seed: o.seed });
   const inputs = trainSet.inputs;
   if (o.layers[0] !== inputs || o.layers[o.layers.length - 1] !== trainSet.classes) {
-    throw new NnArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
+    throw new ArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
   }
   const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count });
   using arena = Arena.create(plan, { backend: o.backend });
-  const report = o.report ? new ReportCollector(arena) : undefined;
+  // Every transfer filed by what it was for (header, network, data, stats, weights back).
+  const transfers = recordTransfers(arena);
+  const report = o.report ? new ReportCollector(transfers) : undefined;
   const info = arena.backend === 'cuda' ? cudaInfo() : undefined;
   log(planSummary(plan));
   log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
@@ -77,6 +81,8 @@ export async function train(o: TrainOptions): Promise<void> {
   });
   if (reportPath) log(`training report written to ${reportPath}`);
   const s = arena.stats;
+  const byPurpose = transfers.byPurpose();
+  transfers.stop();
   const summary = {
     accuracy: test.accuracy, loss: test.loss, trainAccuracy: fit.accuracy, trainLoss: fit.loss,
     epochs: o.epochs, seconds, trainSeconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond,
@@ -85,6 +91,7 @@ export async function train(o: TrainOptions): Promise<void> {
     transfers: {
       toDevice: { transfers: s.toDeviceTransfers, bytes: s.toDeviceBytes },
       toHost: { transfers: s.toHostTransfers, bytes: s.toHostBytes },
+      byPurpose: byPurpose.map(({ purpose, direction, transfers: n, bytes: b }) => ({ purpose, direction, transfers: n, bytes: b })),
     },
     allocations: { host: s.hostAllocs, device: s.deviceAllocs },
     ...(reportPath ? { report: reportPath } : {}),
@@ -96,4 +103,5 @@ export async function train(o: TrainOptions): Promise<void> {
   log(`test accuracy ${(test.accuracy * 100).toFixed(2)}% (loss ${test.loss.toFixed(4)}) on ${testSet.count} held-out digits; train accuracy ${(fit.accuracy * 100).toFixed(2)}%`);
   log(`wall time ${seconds.toFixed(2)} s (training ${fit.seconds.toFixed(2)} s, ${Math.round(fit.samplesPerSecond)} samples/s)`);
   log(`transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`);
+  log(`  by purpose: ${byPurpose.map((p) => `${p.purpose} ${p.transfers} ${p.direction === 'to device' ? 'up' : 'down'} (${bytes(p.bytes)})`).join(', ')}`);
 }
