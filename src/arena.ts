@@ -29,15 +29,10 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
   return b;
 }
 
-/** The native handle of each arena, for the modules of this package only (runArena below and
- *  src/internal.ts); it is not part of the public API. */
-const handles = new WeakMap<Arena, NativeHandle>();
-
-/** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed). */
-export function handleOf(arena: Arena): NativeHandle {
-  if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
-  return handles.get(arena)!;
-}
+/** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed), for the
+ *  modules of this package only (runArena below, src/internal.ts); not part of the public API.
+ *  Set by the class's static block: it is the class's own #live(). */
+export let handleOf: (arena: Arena) => NativeHandle;
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
 export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
@@ -117,9 +112,7 @@ export class Arena implements Disposable {
     const handle = call(() => new (native().ArenaHandle)(plan.header, {
       cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled,
     }), { deviceBudget: budget });
-    const arena = new Arena(plan, handle, backend, memory, pinned, budget);
-    handles.set(arena, handle);
-    return arena;
+    return new Arena(plan, handle, backend, memory, pinned, budget);
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
@@ -140,6 +133,10 @@ export class Arena implements Disposable {
   #live(): NativeHandle {
     if (this.#disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
     return this.#handle;
+  }
+
+  static {
+    handleOf = (arena) => arena.#live();
   }
 
   /** A typed array over region (layer, kind) of the host allocation: writes go straight into

@@ -1,7 +1,7 @@
 // native.ts: the addon (loaded by src/loader.ts: a local build or the package's prebuilt binary)
 // and its coded errors, turned into the class of their code (src/errors.ts). Only this file
 // touches the addon; the planner works without it.
-import { ArenaError, fromNative } from './errors.js';
+import { fromNative } from './errors.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {

@@ -20,7 +20,7 @@
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
-import { call, LOSSES, native, OPS, type RunParams, type RunPath } from '../native.js';
+import { LOSSES, native, OPS, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
