@@ -62,7 +62,13 @@ class CpuRun {
       stats_[NNA_STAT_BAD_STEP] = T(-1);
     }
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      const uint64_t rows = p_.resident ? gather(p_.firstBatch + s) : p_.rows;
+      const StepRows sr = stepRows(h_.batch, p_, s);
+      const uint64_t rows = p_.resident ? gather(sr) : sr.rows;
+      scale_ = sr.scale;
+      if (rows == 0) {  // a replica's empty shard: zero gradients (and a step with them)
+        if (p_.op == Op::Train || p_.op == Op::Grad) emptyStep(p_.stepBase + s + 1);
+        continue;
+      }
       for (uint32_t l = 1; l < h_.num_layers; ++l) forward(l, rows);
       output(rows, s);
       if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
@@ -73,12 +79,27 @@ class CpuRun {
   }
 
  private:
-  // Copies batch `batch` of the shuffled epoch from the resident data set into z[0] and y.
-  uint64_t gather(uint64_t batch) {
+  // A step without rows: gradients are zero; training still takes the optimizer step (momentum
+  // and Adam state move on, as on the replicas that had rows).
+  void emptyStep(uint64_t t) {
+    const Hyper<T> hp = hyper(t);
+    for (uint32_t l = 1; l < h_.num_layers; ++l) {
+      const nna_bound_layer<T>& C = L_[l];
+      const uint64_t n = C.units, nw = C.units * C.fan_in;
+      std::fill(C.db, C.db + n, T(0));
+      std::fill(C.dw, C.dw + nw, T(0));
+      if (p_.op != Op::Train) continue;
+      for (uint64_t i = 0; i < nw; ++i) updateParam<T>(h_.optimizer, C.w + i, T(0), C.mw ? C.mw + i : nullptr, C.vw ? C.vw + i : nullptr, hp);
+      for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, T(0), C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    }
+  }
+
+  // Copies the step's rows of the shuffled epoch from the resident data set into z[0] and y.
+  uint64_t gather(const StepRows& sr) {
     const nna_bound_layer<T>& in = L_.front();
     const nna_bound_layer<T>& out = L_.back();
-    const uint64_t first = batch * h_.batch;
-    const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
+    const uint64_t first = sr.first;
+    const uint64_t rows = sr.rows;
     parallelFor(rows, in.units, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r) {
         const uint64_t k = permIndex(first + r, p_.permA, p_.permC, p_.samples);
@@ -111,7 +132,7 @@ class CpuRun {
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r)
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scale_, grad);
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -175,6 +196,7 @@ class CpuRun {
   Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
   RunParams p_;
+  uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;
   std::vector<nna_bound_layer<T>> L_;
   T* stats_ = nullptr;
@@ -185,6 +207,7 @@ class CpuRun {
 
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
+  if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
   if (dtype == NNA_FLOAT64) CpuRun<double>(base, p).run();
   else CpuRun<float>(base, p).run();

@@ -22,6 +22,7 @@
 #include "cuda_train.h"
 #include "cublas_loader.h"
 #include "fused_step.h"
+#include "grad_sync.h"
 #include "layer_hooks.h"
 #include "layer_kernels.cuh"
 
@@ -31,49 +32,64 @@ namespace {
 template <typename T>
 class LayerRun {
  public:
-  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
-      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
+      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
         blas_(lane.blas && productsUseBlas(h, layers)) {}
 
   // Returns whether the products went through cuBLAS.
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
     if (p_.resetStats) { resetStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
+    if (sync_) sync_->beginRun(s_, p_.resetStats);
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
-    for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      const uint64_t rows = p_.resident ? gather(s) : p_.rows;
-      for (uint32_t l = 1; l <= last_; ++l) {
-        before(Stage::Forward, l);
-        forward(l, rows);
-        after(Stage::Forward, l);
-      }
-      before(Stage::Output, last_);
-      if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else if (L_[last_].units > 32)
-        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else
-        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+    const GradSync::Update update = [this](uint32_t l, cudaStream_t stream) {
+      const Hyper<T> hp = hyper(stepNow_);
+      updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp);
       launched();
-      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
-      after(Stage::Output, last_);
+    };
+    for (uint64_t s = 0; s < p_.numBatches; ++s) {
+      const StepRows sr = stepRows(h_.batch, p_, s);
+      // A data-parallel replica may have no rows of the group's last step: it contributes zero
+      // gradients to the reduction and still takes the step.
+      const uint64_t rows = sr.rows;
+      if (rows) {
+        if (p_.resident) gather(sr);
+        for (uint32_t l = 1; l <= last_; ++l) {
+          before(Stage::Forward, l);
+          forward(l, rows);
+          after(Stage::Forward, l);
+        }
+        before(Stage::Output, last_);
+        if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+          outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, sr.scale, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        else if (L_[last_].units > 32)
+          outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, sr.scale, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        else
+          outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, sr.scale, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        launched();
+        if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
+        after(Stage::Output, last_);
+      }
       if (grad) {
-        const Hyper<T> hp = hyper(p_.stepBase + s + 1);
+        stepNow_ = p_.stepBase + s + 1;
+        const Hyper<T> hp = hyper(stepNow_);
         // Layer l's update right after its backward pass: d[l-1] has been computed with the old
         // w[l] by then, and nothing later reads w[l], so the order gives the same values as
         // updating every layer at the end, with one pass less over each layer's memory.
         for (uint32_t l = last_; l >= 1; --l) {
           before(Stage::Backward, l);
-          const bool folded = backward(l, rows, hp);
-          if (p_.op == Op::Train && !folded) {
-            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
-            launched();
-          }
+          bool folded = false;
+          if (rows) folded = backward(l, rows, hp);
+          else zeroGradients(l);
+          if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train ? update : GradSync::Update());
+          else if (p_.op == Op::Train && !folded) update(l, s_);
           after(Stage::Backward, l);
         }
+        if (sync_) sync_->endStep(s_);
       }
       if (hooks_) hooks_->endStep(s, s_);
     }
+    if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return blas_;
   }
@@ -92,14 +108,17 @@ class LayerRun {
 
   Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
-  uint64_t gather(uint64_t s) {
-    const uint64_t first = (p_.firstBatch + s) * h_.batch;
-    const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
+  void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
-    gatherKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
+    gatherKernel<T><<<rowBlocks(sr.rows), kThreads, 0, s_>>>(base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples);
     launched();
     after(Stage::Gather, 0);
-    return rows;
+  }
+
+  // No rows this step: the layer's gradients are zero (db and dw, one memset each).
+  void zeroGradients(uint32_t l) {
+    CUDA_CHECK(cudaMemsetAsync(at(l, NNA_DB), 0, L_[l].region[NNA_DB].count * sizeof(T), s_));
+    CUDA_CHECK(cudaMemsetAsync(at(l, NNA_DW), 0, L_[l].region[NNA_DW].count * sizeof(T), s_));
   }
 
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
@@ -132,7 +151,8 @@ class LayerRun {
   // kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD;
+    // Not in a data-parallel group: the step must use the group's gradient, not this replica's.
+    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && !sync_;
     biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
     launched();
     if (!blas_) {
@@ -158,6 +178,8 @@ class LayerRun {
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
+  GradSync* sync_;
+  uint64_t stepNow_ = 0;  // the optimizer step being taken (Adam's t), for `update`
   cudaStream_t s_;
   uint32_t last_;
   int sms_;
@@ -176,19 +198,25 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
   return true;
 }
 
-const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
+const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks, GradSync* sync) {
   checkRun(header, p);
+  if (p.reduce && !sync) NNA_FAIL("NOT_SUPPORTED", "reduce needs an arena in a data-parallel group (a communicator)");
+  if (!p.reduce) sync = nullptr;
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   LaneGuard lane;
-  if (!hooks && runFused(devBase, h, layers, p, *lane)) return "fused";
+  // The fused kernel knows nothing of groups: shards, a group's loss rows or a reduction take
+  // the per-layer path.
+  const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
+  if (!hooks && own && runFused(devBase, h, layers, p, *lane)) return "fused";
   bool blas = false;
   try {
-    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
-    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks).run();
+    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
+    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks, sync).run();
   } catch (...) {
+    if (sync) sync->abort();
     if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
     throw;
   }

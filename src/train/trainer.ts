@@ -17,6 +17,11 @@
 // Runs on one arena are queued in call order (src/train/queue.ts), across Trainers too: each
 // async method holds the queue from its first transfer to its last read-back. Arguments are
 // read once, at the call, into checked snapshots (src/train/data.ts).
+//
+// Data parallel (a DataParallel group instead of an arena): step(), gradients() and fit() split
+// every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
+// native run all-reduces gradients and stats; the other methods use the first replica of this
+// process (its weights are every replica's). `arena` is that replica.
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
@@ -26,6 +31,7 @@ import type { ArenaOptions } from '../arena.js';
 import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
 import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
+import { DataParallel, runGroup } from '../parallel/data-parallel.js';
 
 export type LossName = 'cross-entropy' | 'mse';
 
@@ -135,7 +141,10 @@ function targetOf(target: unknown): { labels?: ArrayLike<number>; y?: ArrayLike<
 interface FitPlan { epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number }
 
 export class Trainer {
+  /** The arena trained (a data-parallel group: this process's first replica). */
   readonly arena: Arena;
+  /** The data-parallel group, when the Trainer was made for one. */
+  readonly group: DataParallel | undefined;
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
@@ -146,8 +155,24 @@ export class Trainer {
   #samples: number;
   #last: number;
   #state: ArenaState;
+  #replicas: readonly Arena[];
+  #firstRank: number;  // global rank of #replicas[0]
+  #world: number;
 
-  constructor(arena: Arena, options: TrainerOptions = {}) {
+  constructor(arena: Arena | DataParallel, options: TrainerOptions = {}) {
+    if (arena instanceof DataParallel) {
+      if (arena.disposed) throw new ArenaError('DISPOSED', 'the data-parallel group was disposed');
+      this.group = arena;
+      this.#replicas = arena.replicas.map((a) => checkArena(a));
+      this.#firstRank = arena.rank;
+      this.#world = arena.world;
+      arena = arena.replicas[0]!;
+    } else {
+      this.group = undefined;
+      this.#replicas = [checkArena(arena)];
+      this.#firstRank = 0;
+      this.#world = 1;
+    }
     this.arena = checkArena(arena);
     const o = optionsObject(options, 'options');
     const s = arena.plan.spec;
@@ -174,6 +199,9 @@ export class Trainer {
 
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
   get steps(): number { return this.#state.steps; }
+
+  /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
+  get globalBatch(): number { return this.#batch * this.#world; }
 
   /** Saves everything needed to resume: the whole arena (brought back from the device first)
    *  and the optimizer step count. BUSY while a run is queued or in flight. */
@@ -204,7 +232,7 @@ export class Trainer {
    *  run is queued or in flight. */
   init(seed: number): void {
     checkSeed(seed);
-    assertIdle(this.arena, 'init');
+    for (const a of this.#replicas) assertIdle(a, 'init');
     const { layers, activations } = this.arena.plan.spec;
     const rng = new Rng(seed);
     for (let l = 1; l < layers.length; l++) {
@@ -215,20 +243,24 @@ export class Trainer {
       this.arena.view(l, 'b').fill(0);
       for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k).fill(0);
     }
-    this.arena.toDevice();
-    this.#state.steps = 0;
-    this.#state.deviceStale = false;
+    // The other replicas of this process: the same bytes (other processes draw the same numbers).
+    for (const a of this.#replicas) {
+      if (a !== this.arena) this.#copyParams(a, ['w', 'b', 'mw', 'mb', 'vw', 'vb']);
+      a.toDevice();
+      const st = stateOf(a);
+      st.steps = 0;
+      st.deviceStale = false;
+    }
   }
 
   /** One step on one batch given by the caller (rows <= the plan's batch). */
   async step(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
     const d = this.#snapshotBatch(x, target, 'step');
     return enqueue(this.arena, async () => {
-      this.#stageBatch(d, 0, d.count);
       const stepBase = this.#state.steps;
       this.#checkSteps(stepBase, 1);
-      await this.#run({ op: OP.train, rows: d.count, stepBase });
-      this.#state.steps++;
+      await this.#runShards(d, { op: OP.train, stepBase });
+      this.#addSteps(1);
       const m = this.#readStats();
       if (!Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
       return m;
@@ -256,8 +288,8 @@ export class Trainer {
   }
 
   async #fit(d: Snapshot, o: FitPlan): Promise<FitResult> {
-    this.#makeResident(d);
-    const batch = this.#batch;
+    for (const a of this.#replicas) this.#makeResident(d, a);
+    const batch = this.globalBatch;
     const batches = Math.ceil(d.count / batch);
     const chunk = Math.ceil(batches / Math.min(o.reports, batches));
     this.#checkSteps(this.#state.steps, o.epochs * batches);
@@ -271,11 +303,12 @@ export class Trainer {
       for (let first = 0; first < batches; first += chunk) {
         const n = Math.min(chunk, batches - first);
         const stepBase = this.#state.steps;
-        path = await this.#run({
+        path = await this.#runGroup((rank) => ({
           op: OP.train, resident: true, samples: d.count, firstBatch: first, numBatches: n,
           permA: perm.a, permC: perm.c, stepBase, resetStats: first === 0,
-        });
-        this.#state.steps += n;
+          ...(this.#world > 1 ? { globalBatch: batch, shardOffset: rank * this.#batch, reduce: true } : {}),
+        }));
+        this.#addSteps(n);
         const stats = this.#stats();
         if (stats[STATS.badStep]! >= 0) {
           const badStep = stepBase + stats[STATS.badStep]!;
@@ -340,8 +373,7 @@ export class Trainer {
   async gradients(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
     const d = this.#snapshotBatch(x, target, 'gradients');
     return enqueue(this.arena, async () => {
-      const rows = this.#stageBatch(d, 0, d.count);
-      await this.#run({ op: OP.grad, rows });
+      await this.#runShards(d, { op: OP.grad });
       this.arena.toHost({ kinds: ['dw', 'db'] });
       return this.#readStats();
     });
@@ -358,9 +390,12 @@ export class Trainer {
    *  optimizer state on the device is never overwritten by a stale host copy). BUSY while a run
    *  is queued or in flight. */
   markHostChanged(): void {
-    assertIdle(this.arena, 'markHostChanged');
-    this.#syncDevice();
-    this.arena.toDevice({ kinds: PARAM_KINDS });
+    for (const a of this.#replicas) assertIdle(a, 'markHostChanged');
+    for (const a of this.#replicas) {
+      this.#syncDevice(a);
+      if (a !== this.arena) this.#copyParams(a, PARAM_KINDS);
+      a.toDevice({ kinds: PARAM_KINDS });
+    }
   }
 
   // ---- internals ----------------------------------------------------------------------------
@@ -372,7 +407,8 @@ export class Trainer {
   #snapshotBatch(x: unknown, target: unknown, field: string): Snapshot {
     const { labels, y } = targetOf(target);
     const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.#dtype, field);
-    if (d.count > this.#batch) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
+    const limit = this.globalBatch;
+    if (d.count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the ${this.#world > 1 ? 'global ' : ''}batch of ${limit}`);
     return d;
   }
 
@@ -382,16 +418,37 @@ export class Trainer {
   }
 
   /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
-  #stageBatch(d: Snapshot, first: number, rows: number): number {
-    this.#syncDevice();
+  #stageBatch(d: Snapshot, first: number, rows: number, arena: Arena = this.arena): number {
+    this.#syncDevice(arena);
+    if (rows === 0) return 0;
     const L = this.#last;
-    this.arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
-    this.arena.toDevice({ layers: [0], kinds: ['z'] });
+    arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
+    arena.toDevice({ layers: [0], kinds: ['z'] });
     if (d.y) {
-      this.arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
-      this.arena.toDevice({ layers: [L], kinds: ['y'] });
+      arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
+      arena.toDevice({ layers: [L], kinds: ['y'] });
     }
     return rows;
+  }
+
+  /** One step on the caller's batch d: each replica takes its shard (rank r: rows
+   *  [r * batch, (r + 1) * batch), possibly none), and the loss mean is over all d.count rows. */
+  async #runShards(d: Snapshot, params: RunParams): Promise<RunPath> {
+    const rows = this.#replicas.map((a, i) => {
+      const first = (this.#firstRank + i) * this.#batch;
+      return this.#stageBatch(d, first, Math.max(0, Math.min(this.#batch, d.count - first)), a);
+    });
+    return this.#runGroup((rank, i) => ({ ...params, rows: rows[i]!, ...(this.#world > 1 ? { lossRows: d.count, reduce: true } : {}) }));
+  }
+
+  /** Copies region kinds `kinds` of every layer from this.arena's host side to `to`'s. */
+  #copyParams(to: Arena, kinds: readonly Kind[]): void {
+    const plan = this.arena.plan;
+    for (let l = 1; l <= this.#last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
+  }
+
+  #addSteps(n: number): void {
+    for (const a of this.#replicas) stateOf(a).steps += n;
   }
 
   /** Makes d the resident data set (rows [0, count) of xdata, and of ydata when d has targets).
@@ -399,15 +456,15 @@ export class Trainer {
    *  a part goes up again unless its snapshot equals the host bytes byte for byte and those
    *  bytes still have the checksum they had at upload (an edit of the host copy that was not
    *  uploaded). Object identity plays no part: a data set changed in place goes up again. */
-  #makeResident(d: Snapshot): void {
-    this.#syncDevice();
-    const st = this.#state;
+  #makeResident(d: Snapshot, arena: Arena = this.arena): void {
+    this.#syncDevice(arena);
+    const st = stateOf(arena);
     const L = this.#last;
-    const plan = this.arena.plan;
+    const plan = arena.plan;
     const xr = plan.region(0, 'xdata')!, yr = plan.region(L, 'ydata')!;
     const bytesOf = (v: Values) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-    const hostX = this.arena.view(0, 'xdata').subarray(0, d.x.length);
-    const hostY = this.arena.view(L, 'ydata').subarray(0, d.count * this.outputs);
+    const hostX = arena.view(0, 'xdata').subarray(0, d.x.length);
+    const hostY = arena.view(L, 'ydata').subarray(0, d.count * this.outputs);
     const same = (snap: Values, host: Values, crc: number | undefined) =>
       crc !== undefined && st.resident?.count === d.count && Buffer.compare(bytesOf(snap), bytesOf(host)) === 0 &&
       (native().crc32c(bytesOf(host)) >>> 0) === crc;
@@ -423,7 +480,7 @@ export class Trainer {
     // The record is dropped first: a failed transfer must not leave a stale claim. Inputs alone
     // (predict) leave the ydata rows unclaimed: they belong to another data set.
     st.resident = undefined;
-    transferRanges(this.arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
+    transferRanges(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
     st.resident = {
       count: d.count,
       xCrc: native().crc32c(bytesOf(hostX)) >>> 0,
@@ -432,16 +489,26 @@ export class Trainer {
   }
 
   /** Before the first run of any Trainer on this arena, the host side goes up whole. */
-  #syncDevice(): void {
-    if (this.#state.deviceStale) {
-      this.arena.toDevice();
-      this.#state.deviceStale = false;
+  #syncDevice(arena: Arena = this.arena): void {
+    const st = stateOf(arena);
+    if (st.deviceStale) {
+      arena.toDevice();
+      st.deviceStale = false;
     }
   }
 
+  /** A run of this.arena alone (evaluate, predict: no shards, no reduction). */
   async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
     return runArena(this.arena, { ...this.#hyper, loss: LOSSES[this.loss], ...params });
+  }
+
+  /** One run of every replica of this process; `params(rank, i)` for global rank `rank`. */
+  async #runGroup(params: (rank: number, i: number) => RunParams): Promise<RunPath> {
+    for (const a of this.#replicas) this.#syncDevice(a);
+    const all = this.#replicas.map((_, i) => ({ ...this.#hyper, loss: LOSSES[this.loss], ...params(this.#firstRank + i, i) }));
+    if (!this.group) return runArena(this.arena, all[0]!);
+    return runGroup(this.group, all);
   }
 
   #stats(): View {
