@@ -4,7 +4,8 @@
 # PARTS: sync (grid barrier cost), tests (the GPU suite), embed (JIT kernels and the custom-kernel example), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
-# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer).
+# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer),
+# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data-parallel.mjs on every GPU).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -71,6 +72,14 @@ for part in "$@"; do
       done; done
       NN_ARENA_STEP_PATH=fused node bench/profile-step.mjs M sgd 1000
       NN_ARENA_STEP_PATH=fused NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs M sgd 1000 ;;
+    nccl)  # issue 20: 2+ GPUs and libnccl.so.2 (NCCL 2.28 in the system library path)
+      nvidia-smi topo -m 2>&1 | head -12 > "$OUT/nccl-topo.txt"
+      ls /usr/lib/x86_64-linux-gnu/libnccl* /usr/local/lib/libnccl* 2>/dev/null | head -3
+      node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.ncclInfo())))"
+      vitest run test/gpu/nccl.gpu.test.ts > "$OUT/nccl-tests.log" 2>&1
+      grep -hE "✓|✗|×|FAIL|Tests |nccl |skipped|AssertionError|Error" "$OUT/nccl-tests.log" | cut -c1-400 | tail -40
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --out "$OUT" 2>&1 | tee "$OUT/nccl-bench.log" | tail -30
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --order kind-major --nets L --out "$OUT/kind-major" 2>&1 | tail -8 ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

@@ -182,13 +182,13 @@ class ReplicasWorker : public Napi::AsyncWorker {
       }
       // A replica that failed before its sync existed (a disposed arena, a bad parameter) must
       // still release the peers that wait for it.
-      if (!failures[i].code.empty() && r.comm) r.comm->abort("replica " + std::to_string(i) + " failed: " + failures[i].what());
+      if (!failures[i].code.empty() && r.comm) r.comm->fail("replica " + std::to_string(i) + " failed: " + failures[i].what());
     };
     std::vector<std::thread> threads;
     try {
       for (size_t i = 1; i < rs_.size(); ++i) threads.emplace_back(one, i);
     } catch (const std::exception& e) {  // no thread: nothing can run; the started ones are released
-      for (Replica& r : rs_) if (r.comm) r.comm->abort("could not start a replica thread");
+      for (Replica& r : rs_) if (r.comm) r.comm->fail("could not start a replica thread");
       for (std::thread& t : threads) t.join();
       failure_ = Failure("INTERNAL", std::string("could not start a replica thread: ") + e.what());
       SetError(failure_.what());

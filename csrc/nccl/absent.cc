@@ -18,7 +18,11 @@ std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::ve
 std::shared_ptr<Communicator> Communicator::createRank(const NcclId&, int, int, int) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
 Communicator::~Communicator() = default;
 const char* Communicator::run(void*, const void*, const RunParams&) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
-void Communicator::abort(const std::string&) {}
+void Communicator::fail(const std::string&) {}
+void Communicator::runStarting() {}
+void Communicator::runEnded() {}
+void Communicator::park() {}
+void Communicator::parkAndThrow() { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
 std::string Communicator::brokenWhy() const { return kWhy; }
 
 }  // namespace nna

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <thread>
 
@@ -25,13 +26,34 @@
 
 namespace nna {
 
-// The ranks of one in-process group: a failure of one marks the group, and every rank's thread
-// aborts its own communicator when it sees the mark (never another thread's: no rank is ever
-// freed under a thread using it).
+// The ranks of one group in this process (one rank for a multi-process group). NCCL's abort
+// and destroy are intra-node collectives: the ranks one thread drives must be grouped, and no
+// rank may be inside another NCCL call meanwhile. So a failed run only marks the group; each
+// rank's thread parks (in its wait for the device) or ends its run, and the last one to go
+// quiet aborts every rank in one grouped call. Destruction is grouped the same way: the last
+// rank released destroys them all.
 struct CommGroup {
-  std::atomic<bool> failed{false};
   std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Communicator*> members;
+  std::vector<void*> comms;   // by rank within the process; null once aborted or destroyed
+  std::vector<bool> quiet;    // by member: parked or done with the current run
+  std::vector<bool> released; // by member: destructor ran
+  bool failed = false, aborted = false;
   std::string why;
+
+  size_t indexOf(const Communicator* c) const { return size_t(std::find(members.begin(), members.end(), c) - members.begin()); }
+
+  // With the mutex held: once failed and every member quiet, abort every rank at once.
+  void abortIfQuiet() {
+    if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
+    const nccl::Api& a = nccl::api();
+    a.groupStart();
+    for (void*& c : comms) if (c) { a.commAbort(static_cast<nccl::Comm>(c)); c = nullptr; }
+    a.groupEnd();
+    aborted = true;
+    cv.notify_all();
+  }
 };
 
 NcclInfo ncclInfo() {
@@ -84,7 +106,11 @@ std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::ve
     out.emplace_back(new Communicator(i, n, devices[size_t(i)]));
     out.back()->comm_ = comms[size_t(i)];
     out.back()->group_ = group;
+    group->members.push_back(out.back().get());
+    group->comms.push_back(comms[size_t(i)]);
   }
+  group->quiet.assign(size_t(n), true);
+  group->released.assign(size_t(n), false);
   for (auto& c : out) c->setUp();
   return out;
 }
@@ -100,6 +126,10 @@ std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int wor
   std::shared_ptr<Communicator> c(new Communicator(rank, world, device));
   c->comm_ = comm;
   c->group_ = std::make_shared<CommGroup>();
+  c->group_->members.push_back(c.get());
+  c->group_->comms.push_back(comm);
+  c->group_->quiet.assign(1, true);
+  c->group_->released.assign(1, false);
   c->setUp();
   return c;
 }
@@ -108,12 +138,17 @@ Communicator::~Communicator() {
   int previous = -1;
   if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
   cudaSetDevice(device_);
-  const nccl::Api& a = nccl::api();
-  if (comm_) {
-    // A communicator whose last run did not finish cleanly is aborted, never destroyed (destroy
-    // waits for operations that may never complete).
-    if (broken_.empty()) a.commDestroy(static_cast<nccl::Comm>(comm_));
-    else a.commAbort(static_cast<nccl::Comm>(comm_));
+  if (group_) {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    const size_t i = group_->indexOf(this);
+    if (i < group_->released.size()) group_->released[i] = true;
+    // The last rank of the group released: destroy every rank's communicator in one group.
+    if (std::find(group_->released.begin(), group_->released.end(), false) == group_->released.end()) {
+      const nccl::Api& a = nccl::api();
+      a.groupStart();
+      for (void*& c : group_->comms) if (c) { a.commDestroy(static_cast<nccl::Comm>(c)); c = nullptr; }
+      a.groupEnd();
+    }
   }
   if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
   for (void* d : done_) if (d) cudaEventDestroy(static_cast<cudaEvent_t>(d));
@@ -122,21 +157,39 @@ Communicator::~Communicator() {
   if (previous >= 0) cudaSetDevice(previous);
 }
 
-void Communicator::abort(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(group_->mutex);
-    if (!group_->failed.exchange(true)) group_->why = why;
-  }
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!broken_.empty()) return;
-  broken_ = why;
-  if (comm_) nccl::api().commAbort(static_cast<nccl::Comm>(comm_));
-  comm_ = nullptr;
+void Communicator::runStarting() {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = false;
+}
+
+void Communicator::runEnded() {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = true;
+  group_->abortIfQuiet();
+}
+
+void Communicator::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  if (!group_->failed) { group_->failed = true; group_->why = why; }
+  group_->cv.notify_all();
+  group_->abortIfQuiet();
+}
+
+void Communicator::park() {
+  std::unique_lock<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = true;
+  group_->abortIfQuiet();
+  group_->cv.wait(lock, [&] { return group_->aborted; });
+}
+
+void Communicator::parkAndThrow() {
+  park();
+  NNA_FAIL("NCCL_ERROR", "run stopped: " + brokenWhy());
 }
 
 std::string Communicator::brokenWhy() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return broken_;
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  return group_->failed ? group_->why : std::string();
 }
 
 // ---- the sync of one run --------------------------------------------------------------------
@@ -243,7 +296,11 @@ class NcclSync final : public GradSync {
     wait(done(0));
   }
 
-  void abort() override { c_.abort("replica " + std::to_string(c_.rank()) + " of the group failed during a run"); }
+  // Before the run's stream is drained: its NCCL work completes only once the group is aborted.
+  void abort() override {
+    c_.fail("replica " + std::to_string(c_.rank()) + " of the group failed during a run");
+    c_.park();
+  }
 
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(c_.stream_); }
@@ -278,25 +335,20 @@ class NcclSync final : public GradSync {
   }
 
   // Waits for `event`, polling: a peer in this process that failed marks the group, a peer in
-  // another process shows as the communicator's asynchronous error; either aborts this rank.
+  // another process shows as the communicator's asynchronous error; either parks this rank
+  // until the group is aborted, then fails the run.
   void wait(cudaEvent_t event) {
     for (uint32_t spin = 0;; ++spin) {
       const cudaError_t e = cudaEventQuery(event);
       if (e == cudaSuccess) return;
       if (e != cudaErrorNotReady) CUDA_CHECK(e);
-      if (c_.group_->failed) {
-        std::string why;
-        { std::lock_guard<std::mutex> lock(c_.group_->mutex); why = c_.group_->why; }
-        c_.abort(why);
-        NNA_FAIL("NCCL_ERROR", "run stopped: " + why);
-      }
+      if (!c_.brokenWhy().empty()) c_.parkAndThrow();
       if (spin % 64 == 63) {
         nccl::Result async = nccl::kSuccess;
         nccl::check(nccl::api().commGetAsyncError(comm(), &async), "ncclCommGetAsyncError");
         if (async != nccl::kSuccess && async != nccl::kInProgress) {
-          const std::string why = std::string("NCCL reported an asynchronous error: ") + nccl::api().getErrorString(async) + " (a peer was lost?)";
-          c_.abort(why);
-          NNA_FAIL("NCCL_ERROR", why);
+          c_.fail(std::string("NCCL reported an asynchronous error: ") + nccl::api().getErrorString(async) + " (a peer was lost?)");
+          c_.parkAndThrow();
         }
         std::this_thread::sleep_for(std::chrono::microseconds(20));
       } else {
@@ -316,6 +368,11 @@ class NcclSync final : public GradSync {
 };
 
 const char* Communicator::run(void* devBase, const void* header, const RunParams& p) {
+  struct Running {  // this rank is not quiet while its run may call NCCL
+    Communicator& c;
+    explicit Running(Communicator& x) : c(x) { c.runStarting(); }
+    ~Running() { c.runEnded(); }
+  } running(*this);
   if (!p.reduce) return runCuda(devBase, header, p);
   NcclSync sync(*this, devBase, header);
   return runCuda(devBase, header, p, nullptr, &sync);

@@ -5,7 +5,6 @@
 // A CPU-only build links absent.cc: every entry fails with NCCL_UNAVAILABLE.
 #pragma once
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -27,7 +26,7 @@ using NcclId = std::array<uint8_t, 128>;
 // ncclGetUniqueId on rank 0 (initialises the network bootstrap; the id names its address).
 NcclId ncclUniqueId();
 
-struct CommGroup;  // the in-process ranks of a group, aborted together after a failure
+struct CommGroup;  // the in-process ranks of a group: destroyed and aborted together
 
 class Communicator {
  public:
@@ -45,25 +44,31 @@ class Communicator {
   // One run of the arena at devBase (its validated header) as this rank: runCuda with the
   // group's gradient sync when p.reduce. The caller has made this rank's device current.
   const char* run(void* devBase, const void* header, const RunParams& p);
-  // Aborts this rank and, in one process, every rank of its group: runs waiting on a peer fail
-  // instead of hanging; the communicator cannot be used again.
-  void abort(const std::string& why);
+  // A run of this rank failed: the group is marked, and once every rank of this process is
+  // quiet (parked in a wait for its peers, or done with its run) all of them are aborted in
+  // one grouped call (ncclCommAbort and ncclCommDestroy are intra-node collectives: ranks
+  // driven by one thread must be grouped). The communicators cannot be used again.
+  void fail(const std::string& why);
+  // Starts a run of every rank of the in-process group (runReplicas) / one rank's run ended.
+  void runStarting();
+  void runEnded();
   // "" while usable, else why not.
   std::string brokenWhy() const;
 
  private:
   Communicator(int rank, int world, int device);
   void setUp();
+  // The group failed: this rank is quiet until every rank is aborted (then, throws).
+  void park();
+  [[noreturn]] void parkAndThrow();
   friend class NcclSync;
   int rank_, world_, device_;
-  void* comm_ = nullptr;  // ncclComm_t
+  void* comm_ = nullptr;  // ncclComm_t (the group frees it: destroyed or aborted with its peers)
   void* stream_ = nullptr;  // cudaStream_t: reductions and updates
   void* ready_ = nullptr;   // cudaEvent_t: compute -> stream
   void* done_[2] = {nullptr, nullptr};  // cudaEvent_t: stream -> compute, even and odd steps
   double* saved_ = nullptr; // device scratch: the stats before a run (8 values)
   std::shared_ptr<CommGroup> group_;
-  mutable std::mutex mutex_;
-  std::string broken_;
 };
 
 }  // namespace nna

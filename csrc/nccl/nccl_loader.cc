@@ -31,8 +31,10 @@ const Api& api() {
     r.commAbort = reinterpret_cast<decltype(r.commAbort)>(sym("ncclCommAbort"));
     r.commGetAsyncError = reinterpret_cast<decltype(r.commGetAsyncError)>(sym("ncclCommGetAsyncError"));
     r.getErrorString = reinterpret_cast<decltype(r.getErrorString)>(sym("ncclGetErrorString"));
+    r.groupStart = reinterpret_cast<decltype(r.groupStart)>(sym("ncclGroupStart"));
+    r.groupEnd = reinterpret_cast<decltype(r.groupEnd)>(sym("ncclGroupEnd"));
     if (!r.getVersion || !r.getUniqueId || !r.commInitRank || !r.commInitAll || !r.allReduce || !r.commDestroy || !r.commAbort ||
-        !r.commGetAsyncError || !r.getErrorString) {
+        !r.commGetAsyncError || !r.getErrorString || !r.groupStart || !r.groupEnd) {
       r.status = "libnccl loaded but an entry point is missing (NCCL 2.4 or later is needed)";
       return r;
     }

@@ -27,6 +27,8 @@ struct Api {
   Result (*commDestroy)(Comm) = nullptr;
   Result (*commAbort)(Comm) = nullptr;
   Result (*commGetAsyncError)(Comm, Result*) = nullptr;
+  Result (*groupStart)() = nullptr;
+  Result (*groupEnd)() = nullptr;
   const char* (*getErrorString)(Result) = nullptr;
   int version = 0;          // e.g. 22805 for 2.28.5
   std::string status = "";  // "" when loaded; else why not
