@@ -179,7 +179,10 @@ CudaInfo cudaInfo() {
         : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
     return i;
   }
-  cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  {
+    DeviceScope scope(0);  // device 0's memory, whatever device this thread last used
+    cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  }
   i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
   return i;
 }

@@ -86,7 +86,10 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
           for (const r of reps.slice(1)) expect(identical(reps[0]!, r)).toBe(true);
           const rel = maxRel(reps[0]!, params(one));
           console.log(`nccl ${order} ${optimizer}: group vs one GPU max rel ${rel.toExponential(2)}, loss ${rg.loss} vs ${r1.loss}`);
-          expect(rel).toBeLessThanOrEqual(1e-9);
+          // Adam's step is about lr whatever the gradient's size: rounding noise in a near-zero
+          // gradient moves a weight further than under SGD.
+          const tol = optimizer === 'adam' ? 1e-6 : 1e-9;
+          expect(rel).toBeLessThanOrEqual(tol);
           expect(rg.loss).toBeCloseTo(r1.loss, 9);
           expect(rg.accuracy).toBe(r1.accuracy);
           // Further steps on a caller's global batch (fewer rows than the global batch).
@@ -95,7 +98,7 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
           expect(mg.loss).toBeCloseTo(m1.loss, 9);
           const after = group.replicas.map(params);
           for (const r of after.slice(1)) expect(identical(after[0]!, r)).toBe(true);
-          expect(maxRel(after[0]!, params(one))).toBeLessThanOrEqual(1e-9);
+          expect(maxRel(after[0]!, params(one))).toBeLessThanOrEqual(tol);
           // gradients(): the group's gradient of the mean loss is the one-GPU gradient.
           await tg.gradients(d.x, { labels: d.labels });
           await t1.gradients(d.x, { labels: d.labels });
@@ -121,11 +124,11 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
       await t1.fit({ x, labels }, { epochs: 2, seed: 4 });
       const bytes = (a: Arena) => { a.toHost(); return Buffer.from(a.bytes(a.plan.region(1, 'w')!.offset, a.plan.region(1, 'w')!.bytes)); };
       for (const r of group.replicas.slice(1)) expect(Buffer.compare(bytes(group.replicas[0]!), bytes(r))).toBe(0);
-      const a = new Float32Array(bytes(group.replicas[0]!).buffer.slice(0)), b = group.replicas[0]!.view(1, 'w');
+      const b = group.replicas[0]!.view(1, 'w');
       one.toHost();
       const w1 = one.view(1, 'w');
       let m = 0;
-      for (let i = 0; i < a.length; i++) m = Math.max(m, Math.abs(b[i]! - w1[i]!));
+      for (let i = 0; i < b.length; i++) m = Math.max(m, Math.abs(b[i]! - w1[i]!));
       expect(m).toBeLessThanOrEqual(1e-4);
     } finally {
       group.dispose();
