@@ -45,6 +45,7 @@ struct FusedParams {
   double lr, mu, beta1, beta2, eps;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
   unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
+  uint32_t emptyPhases;                  // NN_ARENA_FUSED_TRACE=2: an empty phase after each (barrier cost in place)
 };
 
 constexpr int kTraceSlots = 64;
@@ -65,15 +66,21 @@ struct StepInfo {
 constexpr int kWarps = 8;       // 256 threads
 constexpr int kFwdRows = 4, kFwdCols = 8, kDwRows = 16;  // output tiles of the latency-bound products
 static_assert(kFwdRows * kFwdCols == 32, "forwardWarp leaves one output per lane");
+// forwardBlock: an 8 x 8 output tile per block, the reduction in 256-wide slices held in shared
+// memory, split over 4 parts of 64 (64 outputs x 4 parts = the block's 256 threads).
+constexpr int kFbTile = 8, kFbSlice = 256, kFbParts = 4;
+static_assert(kFbTile * kFbTile * kFbParts == 256, "forwardBlock: one output part per thread");
+static_assert(2 * kFbTile * kFbSlice == 16 * 256, "forwardBlock: 16 loads per thread per slice");
 
 template <typename T>
 union Smem {
   struct { T a[BK][64]; T b[BK][64]; } tile;           // shared-memory product tiles
   T dwPart[kWarps][kDwRows][32];                       // dw: per-warp partial sums
   T bias[kBiasStripes][kBiasCols];                     // db: per-stripe partial sums
+  struct { T x[kFbTile][kFbSlice + 1]; T w[kFbTile][kFbSlice + 1]; T part[kFbParts][kFbTile * kFbTile]; } fwd;  // forwardBlock
 };
 
-__device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Every block binds all layers once, at the start of the run, from the header at the arena's
 // base (nna_bind, as every kernel does) into this table; the phases then read region pointers
@@ -201,6 +208,66 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
   if (rOut < rows && cOut < n) C.z[size_t(rOut) * n + cOut] = activate<T>(C.activation, mine + bias);
 }
 
+// z[l] rows [r0, r0+8) x units [c0, c0+8) by ONE block, when the tiles fit the grid in one
+// round: each slice of 256 inputs of the 16 operand rows is loaded with one coalesced load per
+// row and thread (all 16 in flight), the next slice's loads are issued before this slice's
+// multiply-adds, and 4 parts of each slice are summed apart and added in a fixed order. The
+// warp routine (forwardWarp) walks the reduction in 7 dependent rounds for 784 inputs; this
+// takes 4, and its loads are 8-wide reuse of each operand row instead of 4- and 8-wide.
+template <typename T>
+__device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm) {
+  const nna_bound_layer<T>& C = bound<T>(l);
+  const nna_bound_layer<T>& P = bound<T>(l - 1);
+  const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
+  const uint32_t tilesN = (n + kFbTile - 1) / kFbTile;
+  const uint32_t r0 = uint32_t(ti / tilesN) * kFbTile, c0 = uint32_t(ti % tilesN) * kFbTile;
+  const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0;
+  const uint32_t kk = threadIdx.x;  // this thread loads input kk of every slice, for all 16 rows
+  const T* src[2 * kFbTile];
+#pragma unroll
+  for (int q = 0; q < kFbTile; ++q) {
+    const uint32_t r = r0 + q, c = c0 + q;
+    src[q] = r >= rows ? nullptr : gatherRows ? P.xdata + permIndex(st.first + r, p.permA, p.permC, p.samples) * m : P.z + size_t(r) * m;
+    src[kFbTile + q] = c < n ? C.w + size_t(c) * m : nullptr;
+  }
+  T reg[2 * kFbTile];
+  auto load = [&](uint32_t k0) {
+    const uint32_t k = k0 + kk;
+#pragma unroll
+    for (int q = 0; q < 2 * kFbTile; ++q) reg[q] = src[q] && k < m ? src[q][k] : T(0);
+  };
+  const uint32_t o = threadIdx.x % (kFbTile * kFbTile), part = threadIdx.x / (kFbTile * kFbTile);
+  const uint32_t orow = o / kFbTile, ocol = o % kFbTile;
+  constexpr uint32_t kPart = kFbSlice / kFbParts;
+  T acc[4] = {};  // four chains in flight: one chain waits on each shared load and FMA in turn
+  load(0);
+  for (uint32_t k0 = 0; k0 < m; k0 += kFbSlice) {
+#pragma unroll
+    for (int q = 0; q < kFbTile; ++q) {
+      sm.fwd.x[q][kk] = reg[q];
+      sm.fwd.w[q][kk] = reg[kFbTile + q];
+      if (writeRows && src[q] && k0 + kk < m) P.z[size_t(r0 + q) * m + k0 + kk] = reg[q];
+    }
+    __syncthreads();
+    if (k0 + kFbSlice < m) load(k0 + kFbSlice);
+#pragma unroll 4
+    for (uint32_t k = part * kPart; k < (part + 1) * kPart; k += 4)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[c] += sm.fwd.x[orow][k + c] * sm.fwd.w[ocol][k + c];
+    __syncthreads();
+  }
+  sm.fwd.part[part][o] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  __syncthreads();
+  if (threadIdx.x < kFbTile * kFbTile) {
+    T total = T(0);
+#pragma unroll
+    for (int q = 0; q < kFbParts; ++q) total += sm.fwd.part[q][o];
+    const uint32_t r = r0 + orow, c = c0 + ocol;
+    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
+  }
+  __syncthreads();
+}
+
 // dw[l] units [j0, j0+16) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
 template <typename T>
 __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
@@ -245,13 +312,15 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
 }
 
 // Tile kinds in FusedParams::tile: 64 / 32 / 16 = shared-memory tiles of that size; 0 = the
-// latency-bound routines above (forward and dw only).
+// latency-bound routines above (forward and dw only); kTileBlock = forwardBlock (forward only).
+constexpr uint8_t kTileBlock = 1;
 template <typename T>
 __device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64_t rows) {
   const nna_layer* L = nna_layer_of(p.base, l);
   const uint64_t n = L->units, m = L->fan_in;
   const uint64_t M = mode == kWeightGrad ? n : rows, N = mode == kForward ? n : m;
   const uint64_t t = p.tile[l][mode];
+  if (t == kTileBlock) return ceilDiv(rows, kFbTile) * ceilDiv(n, kFbTile);
   if (t == 0) return mode == kForward ? ceilDiv(rows, kFwdRows) * ceilDiv(n, kFwdCols) : ceilDiv(n, kDwRows) * ceilDiv(m, 32);
   return ceilDiv(M, t) * ceilDiv(N, t);
 }
@@ -472,7 +541,9 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         for (uint64_t r = warp; r < st.rows; r += warpsInGrid) outputRowFused<T>(p, st, uint32_t(r), s);
       } else {
         const uint64_t tiles = tileCount<T>(p, l, kForward, st.rows);
-        if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
+        if (p.tile[l][kForward] == kTileBlock) {
+          for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) forwardBlock<T>(p, st, l, i, sm);
+        } else if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
           for (uint64_t i = (threadIdx.x / 32) * uint64_t(gridDim.x) + blockIdx.x; i < tiles; i += warpsInGrid) forwardWarp<T>(p, st, l, uint32_t(i));
         } else {
           for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) productTile<T, kForward>(p, st, l, i, sm, hp, false);
@@ -480,6 +551,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       }
       grid.sync();
       traceMark(p, slot);
+      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
     if (!p.fuseOutput) {  // one warp per row
       for (uint64_t r = warp; r < st.rows; r += warpsInGrid) {
@@ -530,6 +602,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       }
       grid.sync();
       traceMark(p, slot);
+      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
   }
 }
@@ -614,11 +687,13 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   const int grid = gridBlocks<T>();
   for (uint32_t l = 1; l <= p.last; ++l) {
     const uint64_t n = L[l].units, m = L[l].fan_in, rows = h.batch;
-    p.tile[l][kForward] = rows * n <= kSmallOutputs ? 0 : tileFor(rows, n, grid);
+    const bool blockFits = ceilDiv(rows, kFbTile) * ceilDiv(n, kFbTile) <= uint64_t(grid) && knob(Knob::FusedForward, "block") != "warp";
+    p.tile[l][kForward] = rows * n <= kSmallOutputs ? (blockFits ? kTileBlock : 0) : tileFor(rows, n, grid);
     p.tile[l][kWeightGrad] = n * m <= kSmallOutputs ? 0 : tileFor(n, m, grid);
     p.tile[l][kErrorPrev] = tileFor(rows, m, grid);
   }
   const bool tracing = knobOn(Knob::FusedTrace);
+  p.emptyPhases = knob(Knob::FusedTrace) == "2";
   if (tracing) {
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
