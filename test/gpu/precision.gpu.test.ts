@@ -77,7 +77,7 @@ async function trained(mode: Mode, dtype: 'float32' | 'float64', optimizer: 'sgd
       t.markHostChanged();
     }
     const data = toyData(96, 10, batch * steps, 5, false);
-    const r = await t.fit({ x: data.x, labels: data.labels! }, { epochs: 1, seed: 9 });
+    const r = await t.fit({ x: Float32Array.from(data.x), labels: data.labels! }, { epochs: 1, seed: 9 });  // the same inputs in both dtypes
     const w: number[] = [];
     for (let l = 1; l < 4; l++) w.push(...arena.view(l, 'w'), ...arena.view(l, 'b'));
     return { w: Float64Array.from(w), path: r.path, loss: r.loss };
