@@ -1,13 +1,16 @@
 """PyTorch reference for the step benchmark (issue 5), run on the GPU machine beside
-`npm run bench`: the same networks as bench/steps.ts, float32 with TF32 off, ReLU + softmax
+`npm run bench`: the same networks as bench/steps.ts, float32 (TF32 off unless --precisions
+includes tf32: torch.backends.cuda.matmul.allow_tf32; PyTorch has no 3xTF32, so its 'fp32' rows
+are the counterpart of nn-arena's tf32x3), ReLU + softmax
 cross-entropy, full steps (zero_grad, forward, loss, backward, optimizer step) on tensors
 already on the GPU, eager and as a captured CUDA graph, SGD and Adam. With --device cpu (issue
 16): eager steps on the CPU with --threads threads (bench/cpu.ts runs it beside the CPU backend).
 
   python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L] [--optimizers sgd,adam]
                              [--modes eager,graph] [--steps N] [--device cuda|cpu] [--threads N]
+                             [--precisions fp32,tf32]
 
-Prints one line per row and writes JSON rows {network, optimizer, mode, steps, microsPerStep}.
+Prints one line per row and writes JSON rows {network, optimizer, mode, precision, steps, microsPerStep}.
 """
 import argparse
 import json
@@ -128,22 +131,31 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off) and/or tf32 (TF32 matmuls), comma-separated")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
     if DEVICE == "cpu":
         torch.set_num_threads(a.threads or os.cpu_count())
         a.modes = "eager"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    precisions = a.precisions.split(",")
+    if any(p not in ("fp32", "tf32") for p in precisions):
+        ap.error("--precisions takes fp32 and tf32 (PyTorch has no 3xTF32)")
+    if DEVICE == "cpu":
+        precisions = ["fp32"]
     rows = []
-    for name in a.only.split(","):
-        for optimizer in a.optimizers.split(","):
-            for mode in a.modes.split(","):
-                r = bench(name, optimizer, mode, a.steps)
-                rows.append(r)
-                print(f"torch {DEVICE} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+    for precision in precisions:
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        for name in a.only.split(","):
+            for optimizer in a.optimizers.split(","):
+                for mode in a.modes.split(","):
+                    r = bench(name, optimizer, mode, a.steps)
+                    r["precision"] = precision
+                    rows.append(r)
+                    print(f"torch {DEVICE} {precision} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"cpu, {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}

@@ -99,6 +99,7 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     };
     if (k == "op") p.op = static_cast<Op>(exactU64(env, x, "op"));
     else if (k == "loss") p.loss = static_cast<Loss>(exactU64(env, x, "loss"));
+    else if (k == "precision") p.precision = static_cast<Precision>(exactU64(env, x, "precision"));
     else if (k == "resident") p.resident = boolean(env, x, "resident");
     else if (k == "resetStats") p.resetStats = boolean(env, x, "resetStats");
     else if (k == "rows") p.rows = exactU64(env, x, "rows");

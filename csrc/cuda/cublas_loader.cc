@@ -21,6 +21,9 @@ using Handle = void*;
 using Status = int;  // cublasStatus_t: 0 = CUBLAS_STATUS_SUCCESS
 constexpr int kOpN = 0, kOpT = 1;          // cublasOperation_t
 constexpr int kDefaultMath = 0;            // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
+constexpr int kR32F = 0;                   // cudaDataType_t CUDA_R_32F
+constexpr int kComputeFastTf32 = 77;       // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
+constexpr int kGemmDefault = -1;           // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
 struct Api {
   Status (*create)(Handle*) = nullptr;
@@ -29,6 +32,8 @@ struct Api {
   Status (*setMathMode)(Handle, int) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*, int) = nullptr;
   Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*, double*, int) = nullptr;
+  // cublasGemmEx (cuBLAS 8+): the TF32 products.
+  Status (*gemmEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
   std::string status = "not loaded";
   bool ok = false;
 };
@@ -48,7 +53,8 @@ const Api& api() {
     r.setMathMode = reinterpret_cast<decltype(r.setMathMode)>(sym("cublasSetMathMode"));
     r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
     r.dgemm = reinterpret_cast<decltype(r.dgemm)>(sym("cublasDgemm_v2"));
-    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm) {
+    r.gemmEx = reinterpret_cast<decltype(r.gemmEx)>(sym("cublasGemmEx"));
+    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
       r.status = "libcublas loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
     }
@@ -110,6 +116,12 @@ void releaseLane(const Lane& lane) {
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
               float beta, float* C, int ldc) {
   blasCheck(api().sgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm");
+}
+void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                  float beta, float* C, int ldc) {
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR32F, lda, B, kR32F, ldb, &beta, C, kR32F, ldc,
+                         kComputeFastTf32, kGemmDefault),
+            "cublasGemmEx (TF32)");
 }
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc) {

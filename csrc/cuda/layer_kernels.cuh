@@ -96,39 +96,52 @@ __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_boun
   }
 }
 
-template <typename T, int MODE, int TILE>
-__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
-  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
-  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
-  const uint64_t n = C.units, m = C.fan_in;
-  const uint64_t M = MODE == kWeightGrad ? n : rows;
-  const uint64_t N = MODE == kForward ? n : m;
-  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
-  auto A = [&](uint64_t i, uint64_t k) -> T {
-    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
-  };
-  auto B = [&](uint64_t k, uint64_t j) -> T {
-    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
-  };
-  __shared__ T As[BK][BM];
-  __shared__ T Bs[BK][BN];
-  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  T acc[TM][TM] = {};
-  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
+// The product of layer l in MODE: its sizes (C = op(A) op(B) is M x N, K deep) and its operands
+// by index, shared by gemmKernel and the tensor-core kernels (tf32_kernels.cuh).
+template <typename T, int MODE>
+struct LayerProduct {
+  nna_bound_layer<T> C, P;
+  uint64_t n, m, M, N, K;
+  __device__ LayerProduct(void* base, uint32_t l, uint64_t rows) : C(nna_bind<T>(base, l)), P(nna_bind<T>(base, l - 1)) {
+    n = C.units;
+    m = C.fan_in;
+    M = MODE == kWeightGrad ? n : rows;
+    N = MODE == kForward ? n : m;
+    K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
+  }
+  __device__ T A(uint64_t i, uint64_t k) const { return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k]; }
+  __device__ T B(uint64_t k, uint64_t j) const { return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j]; }
+  // The BK-deep slices at k0 of the BM-row block at bm and the BN-column block at bn, zero
+  // outside the product, into As[k][row] and Bs[k][col] (256 threads).
+  template <int BM, int BN, int LD>
+  __device__ void loadSlices(T (*As)[LD], T (*Bs)[LD], uint64_t bm, uint64_t bn, uint64_t k0) const {
 #pragma unroll
-    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
+    for (int q = 0; q < BM / 16; ++q) {  // BM * BK = 256 * (BM / 16) elements of each tile
       const int e = threadIdx.x + 256 * q;
       const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
       As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
       const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
       Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
     }
+  }
+};
+
+template <typename T, int MODE, int TILE>
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
+  const LayerProduct<T, MODE> g(base, l, rows);
+  __shared__ T As[BK][BM];
+  __shared__ T Bs[BK][BN];
+  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[TM][TM] = {};
+  for (uint64_t k0 = 0; k0 < g.K; k0 += BK) {
+    g.template loadSlices<BM, BN, BM>(As, Bs, bm, bn, k0);
     __syncthreads();
     tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
     __syncthreads();
   }
-  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [](uint64_t, T) {});
+  storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, [](uint64_t, T) {});
 }
 
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):

@@ -20,7 +20,7 @@
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
-import { LOSSES, native, OPS, type RunParams, type RunPath } from '../native.js';
+import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
@@ -39,6 +39,13 @@ export interface TrainerOptions {
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** How the matrix products are computed; weights and activations stay float32. 'fp32'
+   *  (default); 'tf32x3': each product as three TF32 tensor-core products of the operands split
+   *  into big and small parts (FP32-level accuracy, faster on large layers); 'tf32': one TF32
+   *  product (about 3 significant digits per operand: less accurate). The TF32 modes need the
+   *  CUDA backend, a float32 arena and a GPU of compute capability 8.0+; 'tf32x3' also a device
+   *  workspace beside the arena, so not a deviceBudget. */
+  precision?: PrecisionName;
 }
 
 export interface Metrics { loss: number; accuracy: number }
@@ -115,6 +122,20 @@ function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype): number {
   return v;
 }
 
+/** The products' precision: known, and one this arena can run (the native side checks the GPU). */
+function checkPrecision(v: unknown, arena: Arena): PrecisionName {
+  if (v === undefined) return 'fp32';
+  if (typeof v !== 'string' || !Object.hasOwn(PRECISIONS, v)) throw new OptionError('BAD_OPTION', 'precision', v, "must be 'fp32', 'tf32' or 'tf32x3'");
+  const p = v as PrecisionName;
+  if (p === 'fp32') return p;
+  if (arena.plan.spec.dtype !== 'float32') throw new OptionError('BAD_OPTION', 'precision', v, `applies to float32 arenas; this one is ${arena.plan.spec.dtype}`);
+  if (arena.backend !== 'cuda') throw new OptionError('BAD_OPTION', 'precision', v, 'needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32');
+  if (p === 'tf32x3' && arena.deviceBudget !== undefined) {
+    throw new OptionError('BAD_OPTION', 'precision', v, 'needs a device workspace beside the arena, which a deviceBudget does not allow; use \'tf32\' or \'fp32\'');
+  }
+  return p;
+}
+
 function checkSeed(seed: unknown, field = 'seed'): number {
   if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', field, seed, 'must be a safe integer');
   return seed;
@@ -139,6 +160,7 @@ export class Trainer {
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
+  readonly precision: PrecisionName;
   #hyper: Hyper;
   // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
   #dtype: Dtype;
@@ -169,6 +191,7 @@ export class Trainer {
       const v = o[k];
       if (v !== undefined) this.#hyper[k] = checkHyper(k, v, this.#dtype);
     }
+    this.precision = checkPrecision(o.precision, arena);
     this.#state = stateOf(arena);
   }
 
@@ -441,7 +464,7 @@ export class Trainer {
 
   async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
-    return runArena(this.arena, { ...this.#hyper, loss: LOSSES[this.loss], ...params });
+    return runArena(this.arena, { ...this.#hyper, loss: LOSSES[this.loss], precision: PRECISIONS[this.precision], ...params });
   }
 
   #stats(): View {
