@@ -23,6 +23,11 @@ void checkRun(const void* header, const RunParams& p) {
                                  : "cross-entropy needs a softmax output layer; use mse for other output activations");
   for (double x : {p.lr, p.momentum, p.beta1, p.beta2, p.eps})
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
+  const uint64_t models = nna_models(&h);
+  if (!p.lrs.empty() && p.lrs.size() != models)
+    NNA_FAIL("BAD_ARGUMENT", "lrs has " + std::to_string(p.lrs.size()) + " entries; the arena holds " + std::to_string(models) + " models");
+  for (double x : p.lrs)
+    if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
   if (!p.resident) {
     if (p.rows == 0 || p.rows > h.batch)
