@@ -85,6 +85,8 @@ export interface RunParams {
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
+  lrs?: number[];
 }
 
 /** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
@@ -107,6 +109,8 @@ export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
 export interface DecodedHeader {
   magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
   batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
+  /** Networks in the arena; 0 (one model) in older headers and one-model plans. */
+  models: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
 }
 

@@ -18,6 +18,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.magic).toBe(H.MAGIC);
     expect(info.version).toBe(H.VERSION);
     expect(info.maxLayers).toBe(H.MAX_LAYERS);
+    expect((info as unknown as { maxModels: number }).maxModels).toBe(H.MAX_MODELS);
     expect(info.kindCount).toBe(H.KINDS.length);
     expect(info.headerSize).toBe(H.HEADER_SIZE);
     expect(info.layerSize).toBe(H.LAYER_SIZE);
@@ -68,6 +69,7 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.models).toBe(0n);  // one model: the version-1 meaning
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));
         KINDS.forEach((k, i) => {

@@ -34,6 +34,12 @@ struct Api {
   Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*, double*, int) = nullptr;
   // cublasGemmEx (cuBLAS 8+): the TF32 products.
   Status (*gemmEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
+  // Strided batched products (K-model arenas: one call for every model's product; cuBLAS 8+).
+  // Optional: without them the batch runs as one call per model.
+  Status (*sgemmBatched)(Handle, int, int, int, int, int, const float*, const float*, int, long long, const float*, int, long long,
+                         const float*, float*, int, long long, int) = nullptr;
+  Status (*dgemmBatched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*, int, long long,
+                         const double*, double*, int, long long, int) = nullptr;
   std::string status = "not loaded";
   bool ok = false;
 };
@@ -54,6 +60,8 @@ const Api& api() {
     r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
     r.dgemm = reinterpret_cast<decltype(r.dgemm)>(sym("cublasDgemm_v2"));
     r.gemmEx = reinterpret_cast<decltype(r.gemmEx)>(sym("cublasGemmEx"));
+    r.sgemmBatched = reinterpret_cast<decltype(r.sgemmBatched)>(sym("cublasSgemmStridedBatched"));
+    r.dgemmBatched = reinterpret_cast<decltype(r.dgemmBatched)>(sym("cublasDgemmStridedBatched"));
     if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
       r.status = "libcublas loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
@@ -126,6 +134,30 @@ void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc) {
   blasCheck(api().dgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasDgemm");
+}
+
+namespace {
+template <typename T, typename F, typename G>
+void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA,
+             const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, int count, const char* what) {
+  if (count == 1) return single(lane, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (batchedFn) {
+    blasCheck(batchedFn(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, count), what);
+    return;
+  }
+  for (int i = 0; i < count; ++i) single(lane, tA, tB, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+}
+}  // namespace
+
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, long long sA, const float* B,
+                     int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count) {
+  batched<float>(lane, api().sgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
+                 "cublasSgemmStridedBatched");
+}
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, long long sA, const double* B,
+                     int ldb, long long sB, double beta, double* C, int ldc, long long sC, int count) {
+  batched<double>(lane, api().dgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
+                  "cublasDgemmStridedBatched");
 }
 
 }  // namespace nna

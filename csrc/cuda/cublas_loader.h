@@ -56,4 +56,11 @@ void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int 
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
               const double* B, int ldb, double beta, double* C, int ldc);
 
+// `count` products at once (strides in elements between one product's operands and the next;
+// 0 = the same operand for all): K-model arenas, one call for every model. count 1 is blasGemm.
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, long long strideA,
+                     const float* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count);
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda, long long strideA,
+                     const double* B, int ldb, long long strideB, double beta, double* C, int ldc, long long strideC, int count);
+
 }  // namespace nna

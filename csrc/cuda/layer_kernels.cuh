@@ -10,6 +10,12 @@ namespace nna {
 
 constexpr int kThreads = 256;
 
+// K-model arenas: every kernel below but the gather runs over grid z = models and binds model
+// blockIdx.z's copies (nna_bind_model; shared regions are the one copy). One model's blocks do
+// exactly what a one-model launch does, so each model's results are a one-model run's.
+template <typename T>
+__device__ __forceinline__ nna_bound_layer<T> bindModel(void* base, uint32_t l) { return nna_bind_model<T>(base, l, blockIdx.z); }
+
 // Fraction bits of the fixed-point loss sum (output_row.cuh): 48, fewer for batches of 2^15
 // rows or more, so that a step's fractions (each < 2^fracBits) cannot overflow 64 bits.
 inline int lossFracBits(uint64_t batch) {
@@ -25,13 +31,13 @@ inline unsigned blocksFor(uint64_t n) {
 
 template <typename T>
 __global__ void resetStatsKernel(void* base, uint32_t last) {
-  T* s = nna_bind<T>(base, last).stats;
+  T* s = bindModel<T>(base, last).stats;
   for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
   s[NNA_STAT_BAD_STEP] = T(-1);
 }
 
 template <typename T>
-__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(nna_bind<T>(base, last).stats, fracBits); }
+__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(bindModel<T>(base, last).stats, fracBits); }
 
 // Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
 // the permutation is computed once a row and no element needs a 64-bit division (the
@@ -102,7 +108,7 @@ template <typename T, int MODE>
 struct LayerProduct {
   nna_bound_layer<T> C, P;
   uint64_t n, m, M, N, K;
-  __device__ LayerProduct(void* base, uint32_t l, uint64_t rows) : C(nna_bind<T>(base, l)), P(nna_bind<T>(base, l - 1)) {
+  __device__ LayerProduct(void* base, uint32_t l, uint64_t rows) : C(bindModel<T>(base, l)), P(bindModel<T>(base, l - 1)) {
     n = C.units;
     m = C.fan_in;
     M = MODE == kWeightGrad ? n : rows;
@@ -149,7 +155,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // (A block per row: no per-element 64-bit modulo to find the unit.)
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     T* z = C.z + r * C.units;
     for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) z[j] = activate<T>(C.activation, z[j] + C.b[j]);
@@ -157,14 +163,14 @@ __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
-  const nna_bound_layer<T> P = nna_bind<T>(base, l - 1);
+  const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
     P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
 }
 
 template <typename T>
 __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
@@ -174,7 +180,7 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
   const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
@@ -190,7 +196,7 @@ constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
 template <typename T>
 __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
   __shared__ uint64_t si[8];
@@ -268,8 +274,9 @@ constexpr int kBiasCols = 32, kBiasStripes = 8;
 constexpr int kBiasStripesWide = 32;
 
 template <typename T>
-__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp.lr = T(lrs[blockIdx.z]);  // model_lrs.cuh
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
@@ -286,8 +293,9 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
 
 // The optimizer step of layer l: weights, then biases.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp.lr = T(lrs[blockIdx.z]);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);

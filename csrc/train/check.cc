@@ -27,6 +27,9 @@ void checkRun(const void* header, const RunParams& p) {
   if (uint32_t(p.op) > uint32_t(Op::Forward)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
   if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
   if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
+  if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
+                   std::to_string(nna_models(&h)) + " (models: use 'fp32')");
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
   const bool softmax = out.activation == NNA_ACT_SOFTMAX;
@@ -34,6 +37,11 @@ void checkRun(const void* header, const RunParams& p) {
     NNA_FAIL("BAD_LOSS", softmax ? "a softmax output layer trains with cross-entropy, not mse"
                                  : "cross-entropy needs a softmax output layer; use mse for other output activations");
   for (double x : {p.lr, p.momentum, p.beta1, p.beta2, p.eps})
+    if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
+  const uint64_t models = nna_models(&h);
+  if (!p.lrs.empty() && p.lrs.size() != models)
+    NNA_FAIL("BAD_ARGUMENT", "lrs has " + std::to_string(p.lrs.size()) + " entries; the arena holds " + std::to_string(models) + " models");
+  for (double x : p.lrs)
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
   if (!p.resident) {

@@ -3,6 +3,7 @@
 // resident data set (xdata/ydata, through a seeded permutation) or from z[0]/y as they stand.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace nna {
 
@@ -32,6 +33,10 @@ struct RunParams {
   uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
   Precision precision = Precision::Fp32;
   double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // K-model arenas (nna_header.models): model m's learning rate, or empty for `lr` everywhere.
+  // A run argument, not arena state: it belongs to the Trainer's options, like `lr`.
+  std::vector<double> lrs;
+  double lrOf(uint64_t m) const { return lrs.empty() ? lr : lrs[m]; }
 };
 
 // Checks that do not depend on the backend (rows, batches, data set present). The runs
