@@ -1,6 +1,6 @@
 // tf32_kernels.cuh: the TF32 modes of the per-layer path's products (RunParams::precision).
 //   - tf32Round / splitKernel: x = big + small with big = x rounded to TF32 (10 mantissa bits,
-//     nearest, ties away: what cvt.rna.tf32.f32 gives) and small = x - big, exact in FP32. With
+//     nearest, ties away: what cvt.rna.tf32.f32 gives) and small = (x - big) rounded to TF32. With
 //     cuBLAS, tf32x3 runs A.B as As.Bb + Ab.Bs + Ab.Bb, three TF32 products of split copies (the
 //     dropped As.Bs is below 2^-22 of |A||B|: FP32-level, as CUTLASS's 3xTF32).
 //   - tcGemmKernel: nn-arena's own tensor-core product (mma.sync m16n8k8 TF32), for the TF32
@@ -26,12 +26,12 @@ __host__ __device__ inline float tf32Round(float x) {
   return r;
 }
 
-// big[i] = tf32Round(x[i]), small[i] = x[i] - big[i] (exact), i < n.
+// big[i] = tf32Round(x[i]), small[i] = tf32Round(x[i] - big[i]), i < n (as the mma kernel splits in registers).
 static __global__ void splitKernel(const float* x, float* big, float* small, uint64_t n) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
     const float v = x[i], b = tf32Round(v);
     big[i] = b;
-    small[i] = v - b;
+    small[i] = tf32Round(v - b);  // rounded here: the tensor cores would truncate it (a bias that training accumulates)
   }
 }
 
