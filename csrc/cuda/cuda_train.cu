@@ -185,7 +185,9 @@ class LayerRun {
   // kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && sameLr_;
+    // tf32x3 does not fold: three products adding -lr * (a part) into w each round it to w's ulp
+    // (40 SGD steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied.
+    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && sameLr_ && prec_ != Precision::Tf32x3;
     biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {

@@ -771,7 +771,7 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;
     if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
-    if (path != "fused" && h.batch * n * m > kFusedMaxWork) return false;
+    if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;  // K models: K times the work (8 S models: per-layer 110 us, fused 156)
   }
   if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane);
   else launch<float>(devBase, h, layers, p, lane);

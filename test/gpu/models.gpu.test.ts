@@ -16,7 +16,7 @@ const knobs = `${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA
 const lrsOf = (K: number, lo: number, hi: number) => Array.from({ length: K }, (_, m) => lo + ((hi - lo) * m) / Math.max(K - 1, 1));
 const seedsOf = (K: number) => Array.from({ length: K }, (_, m) => 100 + 7 * m);
 
-describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas', () => {
+describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas (fused, tiled; cuBLAS batched: to rounding)', () => {
   const S: LayoutSpec = { layers: [784, 128, 10], batch: 100, samples: 300 };
   const cases: Array<[string, LayoutSpec, number[], number]> = [
     ['S sgd K=4, per-model lrs', S, lrsOf(4, 0.01, 0.1), 2],
@@ -32,6 +32,14 @@ describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas'
     console.log(`models [${knobs}] ${name}: path ${r.path}, ${r.regionsCompared} regions compared, ${r.mismatches.length} differ${r.mismatches.length ? ` (${r.mismatches.slice(0, 4).join('; ')})` : ''}`);
     if (process.env.NN_ARENA_STEP_PATH === 'fused') expect(r.path).toBe('fused');
     if (process.env.NN_ARENA_STEP_PATH === 'layers') expect(r.path).toMatch(/^layers/);
+    if (r.path === 'layers (cublas)') {
+      // cuBLAS picks its kernels by the batch count: a strided batched product of K models is not
+      // the one-model call's kernel, so the sums may be ordered differently (rounding, not more).
+      console.log(`models [${knobs}] ${name}: cuBLAS batched vs alone, largest relative weight difference ${r.maxRelWeights.toExponential(3)}`);
+      expect(r.maxRelWeights).toBeLessThan(spec.dtype === 'float64' ? 1e-12 : 1e-5);
+      for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) expect(Math.abs(a - b)).toBeLessThan(1e-4 * Math.abs(b));
+      return;
+    }
     expect(r.mismatches).toEqual([]);
     for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) {
       expect(Number.isFinite(b)).toBe(true);

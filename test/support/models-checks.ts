@@ -23,6 +23,8 @@ export interface ModelsOutcome {
   evals: Array<[number, number]>;
   path: string;
   regionsCompared: number;
+  /** Largest |multi - alone| / max(1, |alone|) over the weights and biases (0 when bit-identical). */
+  maxRelWeights: number;
 }
 
 const bytesOf = (v: Float32Array | Float64Array) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
@@ -59,7 +61,7 @@ export async function compareModels(c: ModelsCase, options: ArenaOptions): Promi
     tm.init(c.seeds);
     const rm = await train(multi, tm);
     const per = (m: Metrics, k: number, f: 'losses' | 'accuracies') => (K === 1 ? (f === 'losses' ? m.loss : m.accuracy) : m[f]![k]!);
-    const out: ModelsOutcome = { mismatches: [], fits: [], steps: [], evals: [], path: rm.fit.path, regionsCompared: 0 };
+    const out: ModelsOutcome = { mismatches: [], fits: [], steps: [], evals: [], path: rm.fit.path, regionsCompared: 0, maxRelWeights: 0 };
     for (let m = 0; m < K; m++) {
       const a = Arena.create(planLayout(c.spec), options);
       alone.push(a);
@@ -74,6 +76,10 @@ export async function compareModels(c: ModelsCase, options: ArenaOptions): Promi
           if (!a.plan.region(l, k) || !perModel(l, k)) continue;
           out.regionsCompared++;
           if (!equalBytes(bytesOf(multi.view(l, k, m)), bytesOf(a.view(l, k)))) out.mismatches.push(`model ${m} layer ${l} ${k}`);
+          if (k === 'w' || k === 'b') {
+            const x = multi.view(l, k, m) as ArrayLike<number>, y = a.view(l, k) as ArrayLike<number>;
+            for (let i = 0; i < y.length; i++) out.maxRelWeights = Math.max(out.maxRelWeights, Math.abs(x[i]! - y[i]!) / Math.max(1, Math.abs(y[i]!)));
+          }
         }
       }
     }
