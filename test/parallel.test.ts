@@ -215,6 +215,54 @@ describe('shards of a global batch (CPU backend)', () => {
   });
 });
 
+describe('data parallelism and K models', () => {
+  it('a plan of K models makes no group (NOT_SUPPORTED naming models); reduce on one is refused natively, naming models', async () => {
+    const plan = planLayout({ layers: [4, 6, 3], batch: 4, samples: 8, models: 2 });
+    const err = (() => { try { DataParallel.create(plan, { devices: [0], backend: 'cpu' }); } catch (e) { return e; } return undefined; })();
+    expect(err).toBeInstanceOf(ArenaError);
+    expect(err).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
+    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
+    const a = Arena.create(plan, { backend: 'cpu' });
+    try {
+      await expect(runArena(a, { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('shard runs of a K-model arena: each model\'s shards add up to its whole step', async () => {
+    const spec = (batch: number): LayoutSpec => ({ layers: [6, 5, 3], batch, samples: 10, activations: ['tanh', 'softmax'], dtype: 'float64', models: 2 });
+    const mk = (batch: number): Arena => {
+      const a = Arena.create(planLayout(spec(batch)), { backend: 'cpu' });
+      for (let m = 0; m < 2; m++) for (let l = 1; l < 3; l++) {
+        const w = a.view(l, 'w', m);
+        for (let i = 0; i < w.length; i++) w[i] = Math.cos(i * 1.3 + l + 5 * m);
+      }
+      a.view(0, 'xdata').set(Float64Array.from({ length: 60 }, (_, i) => Math.sin(i * 0.7)));
+      a.view(2, 'ydata').set(Float64Array.from({ length: 30 }, (_, i) => (i % 3 === Math.floor(i / 3) % 3 ? 1 : 0)));
+      a.toDevice();
+      return a;
+    };
+    const grads = (a: Arena, m: number) => { a.toHost(); return [...a.view(1, 'dw', m), ...a.view(2, 'db', m)]; };
+    const base = { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, samples: 10, permA: 7, permC: 3, firstBatch: 1 };
+    const whole = mk(8), shards = [mk(4), mk(4)];
+    try {
+      await runArena(whole, base);
+      for (const [r, a] of shards.entries()) await runArena(a, { ...base, globalBatch: 8, shardOffset: 4 * r });
+      for (let m = 0; m < 2; m++) {
+        const g = grads(whole, m), g0 = grads(shards[0]!, m), g1 = grads(shards[1]!, m);
+        for (let i = 0; i < g.length; i++) expect(g0[i]! + g1[i]!).toBeCloseTo(g[i]!, 12);
+        expect(g.some((v) => Math.abs(v) > 1e-3)).toBe(true);
+        expect(g1.every((v) => v === 0)).toBe(true);  // rows 8, 9 of 10: shard 1 is empty, for every model
+      }
+      expect(grads(whole, 0)).not.toEqual(grads(whole, 1));
+    } finally {
+      whole.dispose();
+      for (const a of shards) a.dispose();
+    }
+  });
+});
+
 describe('DataParallel without NCCL', () => {
   const spec: LayoutSpec = { layers: [4, 8, 3], batch: 5, samples: 23, activations: ['relu', 'softmax'], optimizer: 'adam' };
   const x = Float32Array.from({ length: 23 * 4 }, (_, i) => Math.sin(i));

@@ -4,6 +4,7 @@
 //     Adam, with an uneven last global batch (one replica's shard empty);
 //   - across processes (2 node processes, RANK etc., the TCP rendezvous, ncclCommInitRank):
 //     both ranks end bit-identical and equal to the in-process group;
+//   - float32 with precision tf32x3 / tf32 (a workspace per replica, on its device);
 //   - a failing replica rejects the run with its cause instead of hanging its peers.
 // Runs on the GPU machine: bash .gpu/run.sh bash scripts/gpu-session.sh nccl
 import { spawn } from 'node:child_process';
@@ -133,6 +134,32 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     } finally {
       group.dispose();
       one.dispose();
+    }
+  }, 120_000);
+
+  // precision on a group: every replica's run allocates its tf32x3 workspace on its own device
+  // (cudaMallocAsync on the replica's stream); the products differ from fp32 (the option reaches
+  // every replica) and the replicas stay bit-identical, close to one GPU in the same precision.
+  it.each([['tf32x3', 1e-4], ['tf32', 1e-3]] as const)('float32, precision %s: replicas bit-identical, close to one GPU', async (precision, tol) => {
+    const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'sgd'), dtype: 'float32' });
+    const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
+    const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
+    const fp32 = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
+    try {
+      const tg = new Trainer(group, { lr: 0.02, precision }), t1 = new Trainer(one, { lr: 0.02, precision }), tf = new Trainer(fp32, { lr: 0.02 });
+      tg.init(2); t1.init(2); tf.init(2);
+      const x = Float32Array.from(data(PER_GPU * world * 4).x), labels = data(PER_GPU * world * 4).labels;
+      for (const t of [tg, t1, tf]) await t.fit({ x, labels }, { epochs: 2, seed: 4 });
+      const w = (a: Arena) => { a.toHost(); return Float32Array.from(a.view(1, 'w')); };
+      const w0 = w(group.replicas[0]!);
+      for (const r of group.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
+      const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+      expect(diff(w0, w(one))).toBeLessThanOrEqual(tol);
+      expect(diff(w(one), w(fp32))).toBeGreaterThan(0);  // the precision took effect
+    } finally {
+      group.dispose();
+      one.dispose();
+      fp32.dispose();
     }
   }, 120_000);
 
