@@ -24,6 +24,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.regionSize).toBe(H.REGION_SIZE);
     expect((info as unknown as { statsCount: number }).statsCount).toBe(H.STATS_COUNT);
     expect((info as unknown as { statSlots: unknown }).statSlots).toEqual(H.STATS);
+    expect((info as unknown as { flags: unknown }).flags).toEqual(H.FLAGS);
   });
 
   it('every header field offset', () => {
@@ -51,6 +52,7 @@ describe('header round trip: written by TS, read by C++', () => {
     order: fc.constantFrom('layer-major' as const, 'kind-major' as const),
     align: fc.constantFrom(8, 64, 256, 4096),
     samples: fc.integer({ min: 0, max: 500 }),
+    compact: fc.boolean(),
   });
 
   it('decodes to the plan, and the native validator accepts it', () => {
@@ -68,6 +70,7 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.flags).toBe(s.compact ? BigInt(H.FLAGS.compact) : 0n);
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));
         KINDS.forEach((k, i) => {

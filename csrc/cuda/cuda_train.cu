@@ -105,12 +105,12 @@ class LayerRun {
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
   // at least one block per multiprocessor (64, then 32, then 16).
   template <int MODE>
-  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N) {
+  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold = false, const Hyper<T>& hp = {}) {
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile)); };
-    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows);
-    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows);
-    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows);
+    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows, fold, hp);
+    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows, fold, hp);
+    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows, fold, hp);
     launched();
   }
 
@@ -126,19 +126,19 @@ class LayerRun {
   }
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
-  // training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1), which
-  // saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of the
-  // 4096-wide network; dw is then not written), and the bias step into the bias-gradient
-  // kernel. d[l-1] is computed first, from the old w.
+  // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
+  // epilogue), which saves writing dw and a read-modify-write pass over w and dw (about 2% of a
+  // step of the 4096-wide network; dw is then not written, and a compact SGD plan has none),
+  // and the bias step into the bias-gradient kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD;
+    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD;
     biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
     launched();
     if (!blas_) {
-      tiled<kWeightGrad>(l, rows, n, m);
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
-      return false;
+      tiled<kWeightGrad>(l, rows, n, m, fold, hp);
+      return fold;
     }
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])

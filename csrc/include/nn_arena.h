@@ -112,8 +112,18 @@ typedef struct nna_header {
   uint64_t header_bytes; /* header + layer table + padding: where the first region may start */
   uint64_t total_bytes;  /* size of the whole arena */
   uint64_t layers_offset;/* offset of the nna_layer table (== sizeof(nna_header)) */
-  uint64_t reserved[6];
+  uint64_t reserved[2];  /* zero (owned by a later format change) */
+  uint64_t flags;        /* NNA_FLAG_*; 0: today's plan (every region has bytes of its own) */
+  uint64_t reserved2[3]; /* zero */
 } nna_header;
+
+/* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
+ * SGD arena has no dw regions (every training path folds the update into the weight-gradient
+ * product). Which regions may share is decided by the phase table of a step and replayed
+ * natively (csrc/train/aliasing.cc) before such a header is used. Shared regions hold scratch
+ * between runs; gradient runs (Op::Grad) are refused. */
+#define NNA_FLAG_COMPACT 1u
+#define NNA_FLAGS_KNOWN 1u
 
 /* Sizes are part of the format: a change here must change NNA_VERSION and the TS encoder. */
 #if defined(__cplusplus)

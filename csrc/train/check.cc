@@ -17,6 +17,8 @@ void checkRun(const void* header, const RunParams& p) {
   std::memcpy(&out, static_cast<const char*>(header) + h.layers_offset + size_t(h.num_layers - 1) * sizeof(nna_layer), sizeof out);
   if (uint32_t(p.op) > uint32_t(Op::Forward)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
   if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
+  if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
+    NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
   const bool softmax = out.activation == NNA_ACT_SOFTMAX;
   if (softmax != (p.loss == Loss::CrossEntropy))
     NNA_FAIL("BAD_LOSS", softmax ? "a softmax output layer trains with cross-entropy, not mse"

@@ -2,7 +2,8 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
+import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
 
 export interface Region {
@@ -15,15 +16,19 @@ export interface Region {
   readonly length: number;
 }
 
-export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>>;
+/** Bytes by kind, the header and padding. `shared`: bytes counted under more than one region (a
+ *  compact plan), so that the kinds + header + padding - shared = totalBytes. */
+export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>>;
 
 export interface Plan {
   readonly spec: NormalizedSpec;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
-  /** Every region in offset order. */
+  /** Every region in offset order (in a compact plan, regions that share bytes overlap). */
   readonly regions: readonly Region[];
+  /** Regions of a compact plan that share bytes with another, each with the ones it shares with. */
+  readonly shared: ReadonlyArray<{ readonly region: Region; readonly with: readonly Region[] }>;
   /** The encoded header: exactly what the arena holds at offset 0. */
   readonly header: Uint8Array;
   region(layer: number, kind: Kind): Region | undefined;
@@ -44,7 +49,9 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
     case 'd': return hidden ? BigInt(s.batch) * units : 0n;
     case 'y': return last ? BigInt(s.batch) * units : 0n;
     case 'b': case 'db': return hidden ? units : 0n;
-    case 'w': case 'dw': return hidden ? units * fanIn : 0n;
+    case 'w': return hidden ? units * fanIn : 0n;
+    // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
+    case 'dw': return hidden && !(s.compact && s.optimizer === 'sgd') ? units * fanIn : 0n;
     case 'mb': return hidden && opt1 ? units : 0n;
     case 'mw': return hidden && opt1 ? units * fanIn : 0n;
     case 'vb': return hidden && opt2 ? units : 0n;
@@ -78,25 +85,92 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
   return Number(x);
 }
 
+// Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
+const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
+
+/** Live intervals of every region in every run a compact arena can make (the native replay walks
+ *  the same runs): per region, [first, last] phase index per run (-1 when unused), or null when
+ *  the region must keep its bytes (a kept kind, the outputs, or read before it is written). */
+function liveness(s: NormalizedSpec, keys: readonly string[], present: (l: number, k: Kind) => boolean): Map<string, Int32Array | null> {
+  const runs: Array<[StepOp, boolean, StepPath]> = [];
+  for (const op of ['train', 'eval', 'forward'] as const)
+    for (const resident of s.samples > 0 ? [false, true] : [false])
+      for (const path of ['layers', 'fused'] as const) runs.push([op, resident, path]);
+  const last = s.layers.length - 1;
+  const live = new Map<string, Int32Array | null>();
+  for (const key of keys) {
+    const [l, k] = key.split(':') as [string, Kind];
+    live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
+  }
+  runs.forEach(([op, resident, path], r) => {
+    stepPhases(s, present, op, resident, path).forEach((ph, i) => {
+      for (const u of ph.uses) {
+        const key = `${u.layer}:${u.kind}`;
+        const iv = live.get(key);
+        if (!iv) continue;
+        if (iv[2 * r]! < 0) {
+          if (u.access & ACCESS.read) { live.set(key, null); continue; }  // its value comes from before the run
+          iv[2 * r] = i;
+        }
+        iv[2 * r + 1] = i;
+      }
+    });
+  });
+  return live;
+}
+
+const overlapsInTime = (a: Int32Array, b: Int32Array) => {
+  for (let r = 0; r < a.length; r += 2) if (a[r]! >= 0 && b[r]! >= 0 && a[r]! <= b[r + 1]! && b[r]! <= a[r + 1]!) return true;
+  return false;
+};
+
 export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
   const headerBytes = alignUp(BigInt(HEADER_SIZE + s.layers.length * LAYER_SIZE), align);
 
+  const order = placementOrder(s).filter(([l, k]) => regionCount(s, l, k) > 0n);
+  const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
+  // Compact: regions with a live interval are placed after the kept ones, sharing bytes.
+  const live = s.compact ? liveness(s, order.map(([l, k]) => `${l}:${k}`), present) : null;
+  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; rank: number; live: Int32Array | null }
+  const placed: Placed[] = [];
+  const shareable: Placed[] = [];
   let cursor = headerBytes;
-  const regions: Region[] = [];
-  for (const [layer, kind] of placementOrder(s)) {
+  order.forEach(([layer, kind], rank) => {
     const length = regionCount(s, layer, kind);
-    if (length === 0n) continue;
-    const bytes = length * elem;
-    regions.push({ layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s) });
-    cursor = alignUp(cursor + bytes, align);
+    const r: Placed = { layer, kind, offset: cursor, bytes: length * elem, length, rank, live: live?.get(`${layer}:${kind}`) ?? null };
+    if (r.live) { shareable.push(r); return; }
+    placed.push(r);
+    cursor = alignUp(cursor + r.bytes, align);
+  });
+  // Largest first, each at the lowest aligned offset past the kept regions where it overlaps no
+  // region live at the same time in any run (first fit over those, in offset order).
+  const base = cursor;
+  const pool: Placed[] = [];
+  shareable.sort((a, b) => (a.bytes === b.bytes ? a.rank - b.rank : a.bytes > b.bytes ? -1 : 1));
+  for (const r of shareable) {
+    const busy = pool.filter((q) => overlapsInTime(q.live!, r.live!)).sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0));
+    let at = base;
+    for (const q of busy) {
+      if (q.offset >= at + r.bytes) break;
+      if (q.offset + q.bytes > at) at = alignUp(q.offset + q.bytes, align);
+    }
+    r.offset = at;
+    pool.push(r);
+    placed.push(r);
+    if (alignUp(at + r.bytes, align) > cursor) cursor = alignUp(at + r.bytes, align);
   }
+  placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
+  const regions: Region[] = placed.map((r) => ({
+    layer: r.layer, kind: r.kind, offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
+  }));
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
   const header = encodeHeader({
+    flags: s.compact ? FLAGS.compact : 0,
     dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
@@ -106,10 +180,23 @@ export function planLayout(input: LayoutSpec): Plan {
     })),
   });
 
-  const byKind = Object.fromEntries([...KINDS, 'header', 'padding'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding', number>;
+  const byKind = Object.fromEntries([...KINDS, 'header', 'padding', 'shared'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding' | 'shared', number>;
   for (const r of regions) byKind[r.kind] += r.bytes;
+  // Bytes covered by some region (regions are in offset order) and who shares with whom.
+  let covered = 0, reach = 0;
+  const partners = new Map<Region, Region[]>();
+  regions.forEach((r, i) => {
+    covered += Math.max(0, r.offset + r.bytes - Math.max(r.offset, reach));
+    reach = Math.max(reach, r.offset + r.bytes);
+    for (let j = i + 1; j < regions.length && regions[j]!.offset < r.offset + r.bytes; j++) {
+      const q = regions[j]!;
+      partners.set(r, [...(partners.get(r) ?? []), q]);
+      partners.set(q, [...(partners.get(q) ?? []), r]);
+    }
+  });
   byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
-  byKind.padding = totalBytes - regions.reduce((a, r) => a + r.bytes, 0) - byKind.header;
+  byKind.shared = regions.reduce((a, r) => a + r.bytes, 0) - covered;
+  byKind.padding = totalBytes - covered - byKind.header;
   Object.freeze(byKind);
 
   return Object.freeze({
@@ -117,6 +204,7 @@ export function planLayout(input: LayoutSpec): Plan {
     totalBytes,
     headerBytes: Number(headerBytes),
     regions: Object.freeze(regions),
+    shared: Object.freeze(regions.filter((r) => partners.has(r)).map((r) => Object.freeze({ region: r, with: Object.freeze(partners.get(r)!) }))),
     header,
     region: (layer: number, kind: Kind) => {
       if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind)) throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${KINDS.join(', ')}`);

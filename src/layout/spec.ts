@@ -17,6 +17,9 @@ export interface LayoutSpec {
   align?: number;
   /** Rows of a resident data set (xdata / ydata regions); default 0 = none. */
   samples?: number;
+  /** Regions never live at the same time share bytes, and an SGD plan has no dw (default false).
+   *  Shared regions hold scratch between runs; gradients cannot be read (trainer.gradients()). */
+  compact?: boolean;
 }
 
 export interface NormalizedSpec {
@@ -28,6 +31,7 @@ export interface NormalizedSpec {
   readonly order: Order;
   readonly align: number;
   readonly samples: number;
+  readonly compact: boolean;
 }
 
 export const DEFAULT_ALIGN = 256;
@@ -67,7 +71,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -84,6 +88,9 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [8, 2^30]`);
   }
 
+  if (rawCompact !== undefined && typeof rawCompact !== 'boolean') throw new LayoutError('BAD_SPEC', 'compact', rawCompact, 'must be true or false');
+  const compact = rawCompact === true;
+
   const n = units.length - 1;
   const activations = rawActivations === undefined
     ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
@@ -99,5 +106,5 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
       throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
     }
   });
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact });
 }
