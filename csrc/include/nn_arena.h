@@ -11,7 +11,8 @@
  *
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][padding to align]  <- header_bytes
- *   regions at the offsets recorded in each nna_layer.region[kind]
+ *   regions at the offsets recorded in each nna_layer.region[kind] (disjoint, except in a compact
+ *   plan: flags & NNA_FLAG_COMPACT, where regions never live at the same time share bytes)
  * All offsets are bytes from the arena base; all counts are elements of the arena's dtype.
  * Every multi-byte field is little-endian (the magic reads wrong on a big-endian host).
  */

@@ -134,33 +134,42 @@ export function planLayout(input: LayoutSpec): Plan {
   const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
   // Compact: regions with a live interval are placed after the kept ones, sharing bytes.
   const live = s.compact ? liveness(s, order.map(([l, k]) => `${l}:${k}`), present) : null;
-  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; rank: number; live: Int32Array | null }
+  // hull: the smallest and largest phase index of any run it is live in: two regions live at the
+  // same phase of a run have hulls that meet, so the hulls are a cheap first test.
+  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
   const placed: Placed[] = [];
   const shareable: Placed[] = [];
   let cursor = headerBytes;
   order.forEach(([layer, kind], rank) => {
     const length = regionCount(s, layer, kind);
-    const r: Placed = { layer, kind, offset: cursor, bytes: length * elem, length, rank, live: live?.get(`${layer}:${kind}`) ?? null };
+    const iv = live?.get(`${layer}:${kind}`) ?? null;
+    let lo = Infinity, hi = -1;
+    for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
+    const r: Placed = { layer, kind, offset: cursor, bytes: length * elem, length, rank, live: iv, lo, hi };
     if (r.live) { shareable.push(r); return; }
     placed.push(r);
     cursor = alignUp(cursor + r.bytes, align);
   });
   // Largest first, each at the lowest aligned offset past the kept regions where it overlaps no
   // region live at the same time in any run (first fit over those, in offset order).
-  const base = cursor;
-  const pool: Placed[] = [];
+  // In exact numbers: none of it can pass the end of an unshared layout, checked first.
+  exact(shareable.reduce((a, r) => alignUp(a + r.bytes, align), cursor), 'the arena', s);
+  const base = Number(cursor), al = Number(align);
+  const up = (x: number) => Math.ceil(x / al) * al;
+  const pool: Array<{ r: Placed; at: number; end: number }> = [];
   shareable.sort((a, b) => (a.bytes === b.bytes ? a.rank - b.rank : a.bytes > b.bytes ? -1 : 1));
   for (const r of shareable) {
-    const busy = pool.filter((q) => overlapsInTime(q.live!, r.live!)).sort((a, b) => (a.offset < b.offset ? -1 : a.offset > b.offset ? 1 : 0));
+    const bytes = Number(r.bytes);
+    const busy = pool.filter((q) => q.r.lo <= r.hi && r.lo <= q.r.hi && overlapsInTime(q.r.live!, r.live!)).sort((a, b) => a.at - b.at);
     let at = base;
     for (const q of busy) {
-      if (q.offset >= at + r.bytes) break;
-      if (q.offset + q.bytes > at) at = alignUp(q.offset + q.bytes, align);
+      if (q.at >= at + bytes) break;
+      if (q.end > at) at = up(q.end);
     }
-    r.offset = at;
-    pool.push(r);
+    r.offset = BigInt(at);
+    pool.push({ r, at, end: at + bytes });
     placed.push(r);
-    if (alignUp(at + r.bytes, align) > cursor) cursor = alignUp(at + r.bytes, align);
+    if (BigInt(up(at + bytes)) > cursor) cursor = BigInt(up(at + bytes));
   }
   placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
   const regions: Region[] = placed.map((r) => ({
@@ -190,8 +199,10 @@ export function planLayout(input: LayoutSpec): Plan {
     reach = Math.max(reach, r.offset + r.bytes);
     for (let j = i + 1; j < regions.length && regions[j]!.offset < r.offset + r.bytes; j++) {
       const q = regions[j]!;
-      partners.set(r, [...(partners.get(r) ?? []), q]);
-      partners.set(q, [...(partners.get(q) ?? []), r]);
+      for (const [a, b] of [[r, q], [q, r]] as const) {
+        const list = partners.get(a);
+        if (list) list.push(b); else partners.set(a, [b]);
+      }
     }
   });
   byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
