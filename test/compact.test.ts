@@ -6,7 +6,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, ArenaError, inspectCheckpoint, KINDS, minDeviceBudget, planLayout, planToSVG, Trainer, type Kind, type LayoutSpec } from '../src/index.js';
+import { Arena, ArenaError, inspectCheckpoint, KINDS, minDeviceBudget, planLayout, planToSVG, selectRanges, Trainer, type Kind, type LayoutSpec } from '../src/index.js';
 import { runArena } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
 import { stepPhases, type StepOp, type StepPath } from '../src/layout/phases.js';
@@ -62,6 +62,24 @@ describe('compact plan: sizes', () => {
     // The 3-hidden-layer SGD net: errors of layers 1 and 4 share bytes (never live together).
     const c = planLayout({ ...DEEP, compact: true });
     expect(c.shared.find((s) => s.region.kind === 'd' && s.region.layer === 1)!.with.map((r) => `${r.kind}${r.layer}`)).toContain('d4');
+  });
+
+  it('selectors over overlapping regions: every selected byte once, no unselected region beyond an overlap', () => {
+    const plan = planLayout({ ...DEEP, compact: true, optimizer: 'adam' });
+    for (const kinds of [['d'], ['dw', 'db'], ['z'], ['d', 'z', 'dw']] as Kind[][]) {
+      const ranges = selectRanges(plan, { kinds });
+      for (let i = 1; i < ranges.length; i++) expect(ranges[i]!.offset).toBeGreaterThanOrEqual(ranges[i - 1]!.offset + ranges[i - 1]!.bytes);
+      for (const r of plan.regions.filter((x) => kinds.includes(x.kind))) {
+        // covered by the ranges, byte for byte
+        let at = r.offset;
+        for (const g of ranges) if (g.offset <= at && at < g.offset + g.bytes) at = g.offset + g.bytes;
+        expect(at, `${r.kind}[${r.layer}]`).toBeGreaterThanOrEqual(r.offset + r.bytes);
+      }
+      // an unselected region that starts past every selected one it overlaps is not sent whole
+      for (const u of plan.regions.filter((x) => !kinds.includes(x.kind) && ['w', 'b', 'mw', 'vw'].includes(x.kind))) {
+        for (const g of ranges) expect(g.offset < u.offset + u.bytes && u.offset < g.offset + g.bytes, `${u.kind}[${u.layer}]`).toBe(false);
+      }
+    }
   });
 
   it('compact: a boolean; the default plan is unchanged (flags 0)', () => {
