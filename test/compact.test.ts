@@ -185,6 +185,17 @@ describe('compact plan: what it refuses', () => {
     }
   });
 
+  it('K models: a compact plan holds one (LayoutError naming compact; the native validator refuses such a header)', () => {
+    expect(() => planLayout({ ...S, compact: true, models: 2 })).toThrow(expect.objectContaining({ name: 'LayoutError', code: 'BAD_SPEC', field: 'compact', message: expect.stringMatching(/holds one model.*models: 2/) }));
+    expect(planLayout({ ...S, compact: true, models: 1 }).header).toEqual(planLayout({ ...S, compact: true }).header);
+    expect(planLayout({ ...S, compact: false, models: 3 }).spec.models).toBe(3);
+    const plan = planLayout({ ...S, compact: true });
+    const b = plan.header.slice();
+    new DataView(b.buffer).setBigUint64(H.HEADER_FIELDS.models, 2n, true);
+    expect(native().internal.validateHeader(b, plan.totalBytes)).toMatch(/compact plan \(flags bit 0\) holds one model, this header has models 2/);
+    expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
+  });
+
   it('device budgets: NOT_SUPPORTED (the schedulers do not model shared bytes)', () => {
     const plan = planLayout({ ...S, compact: true });
     expect(() => minDeviceBudget(plan, 'managed')).toThrow(ArenaError);

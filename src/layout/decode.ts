@@ -36,5 +36,6 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
       activations.push(a);
     }
   }
-  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(flags ? { compact: true } : {}) };
+  const models = u64(F.models);
+  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(flags ? { compact: true } : {}), ...(models > 1 ? { models } : {}) };
 }

@@ -2,7 +2,7 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, perModel, type Kind } from './header.js';
 import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
 
@@ -12,8 +12,12 @@ export interface Region {
   /** Bytes from the arena base; a multiple of the plan's align. */
   readonly offset: number;
   readonly bytes: number;
-  /** Elements of the plan's dtype. */
+  /** Elements of the plan's dtype, of ONE model's copy (the header's count). */
   readonly length: number;
+  /** Copies: the plan's models for a per-model region, 1 for a shared one (z[0], y, data). */
+  readonly models: number;
+  /** Bytes from one model's copy to the next (0 with one copy); `bytes` spans every copy. */
+  readonly stride: number;
 }
 
 /** Bytes by kind, the header and padding. `shared`: bytes counted under more than one region (a
@@ -136,7 +140,7 @@ export function planLayout(input: LayoutSpec): Plan {
   const live = s.compact ? liveness(s, order.map(([l, k]) => `${l}:${k}`), present) : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
-  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
+  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
   const placed: Placed[] = [];
   const shareable: Placed[] = [];
   let cursor = headerBytes;
@@ -145,7 +149,11 @@ export function planLayout(input: LayoutSpec): Plan {
     const iv = live?.get(`${layer}:${kind}`) ?? null;
     let lo = Infinity, hi = -1;
     for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
-    const r: Placed = { layer, kind, offset: cursor, bytes: length * elem, length, rank, live: iv, lo, hi };
+    // K models: a per-model region holds K copies back to back, each starting aligned
+    // (nna_region_stride in nn_arena.h); shared regions one copy. (Compact plans hold one model.)
+    const copies = s.models > 1 && perModel(layer, kind) ? BigInt(s.models) : 1n;
+    const stride = copies > 1n ? alignUp(length * elem, align) : 0n;
+    const r: Placed = { layer, kind, offset: cursor, bytes: (copies - 1n) * stride + length * elem, length, copies, stride, rank, live: iv, lo, hi };
     if (r.live) { shareable.push(r); return; }
     placed.push(r);
     cursor = alignUp(cursor + r.bytes, align);
@@ -174,13 +182,14 @@ export function planLayout(input: LayoutSpec): Plan {
   placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
   const regions: Region[] = placed.map((r) => ({
     layer: r.layer, kind: r.kind, offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
+    models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
   }));
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
   const header = encodeHeader({
     flags: s.compact ? FLAGS.compact : 0,
-    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align,
+    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
@@ -190,8 +199,9 @@ export function planLayout(input: LayoutSpec): Plan {
   });
 
   const byKind = Object.fromEntries([...KINDS, 'header', 'padding', 'shared'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding' | 'shared', number>;
-  for (const r of regions) byKind[r.kind] += r.bytes;
-  // Bytes covered by some region (regions are in offset order) and who shares with whom.
+  const held = (r: Region) => r.models * r.length * DTYPE_BYTES[s.dtype];  // padding between copies is padding
+  for (const r of regions) byKind[r.kind] += held(r);
+  // Bytes covered by some region's span (regions are in offset order) and who shares with whom.
   let covered = 0, reach = 0;
   const partners = new Map<Region, Region[]>();
   regions.forEach((r, i) => {
@@ -206,8 +216,10 @@ export function planLayout(input: LayoutSpec): Plan {
     }
   });
   byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
-  byKind.shared = regions.reduce((a, r) => a + r.bytes, 0) - covered;
-  byKind.padding = totalBytes - covered - byKind.header;
+  const spans = regions.reduce((a, r) => a + r.bytes, 0);
+  byKind.shared = spans - covered;
+  // Padding: outside every span, plus the gaps between one model's copy and the next.
+  byKind.padding = totalBytes - covered - byKind.header + spans - regions.reduce((a, r) => a + held(r), 0);
   Object.freeze(byKind);
 
   return Object.freeze({

@@ -31,3 +31,26 @@ describe.skipIf(!hasGpu)(`compact == full on CUDA (${wanted})`, () => {
     }
   }
 });
+
+// The TF32 precisions run on the per-layer path (cuBLAS TF32 / 3xTF32 products, or nn-arena's
+// tensor-core kernels under NN_ARENA_GEMM=tiled): both fold SGD into the weight-gradient
+// product, so a compact SGD plan (no dw) trains exactly as the full one there too.
+const tcPath = process.env.NN_ARENA_GEMM === 'tiled' ? 'layers (tiled)' : 'layers (cublas)';
+const tf32 = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8;
+describe.skipIf(!tf32)(`compact == full on CUDA with a TF32 precision (${tcPath})`, () => {
+  for (const precision of ['tf32', 'tf32x3'] as const) {
+    for (const optimizer of ['sgd', 'adam'] as const) {
+      for (const [name, spec] of NETS) {
+        it(`${precision}, ${optimizer}, ${name}`, async () => {
+          const { full, compact } = await compactVsFull({ ...spec, optimizer, dtype: 'float32' }, cuda, optimizer === 'adam' ? 0.01 : 0.05, { precision });
+          console.log(`compact ${tcPath} ${precision} ${optimizer} ${name}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`);
+          expect(full.path).toBe(tcPath);
+          expect(compact.path).toBe(tcPath);
+          expect(compact.metrics).toEqual(full.metrics);
+          expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+          expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+        });
+      }
+    }
+  }
+});

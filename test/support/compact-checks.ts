@@ -1,6 +1,6 @@
 // compact-checks.ts: the same training on a full plan and on a compact one, shared by the CPU
 // suite (test/compact.test.ts) and the CUDA suite (test/gpu/compact.gpu.test.ts).
-import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec } from '../../src/index.js';
+import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec, type TrainerOptions } from '../../src/index.js';
 import { toyData } from './train-checks.js';
 
 export interface Trained {
@@ -18,11 +18,11 @@ const bytesOf = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v
 
 /** Steps on caller-given batches, then a fit over a resident data set (several epochs), an
  *  evaluation and a prediction, all from one seed. */
-export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: number): Promise<Trained> {
+export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: number, trainer: TrainerOptions = {}): Promise<Trained> {
   const plan = planLayout(spec);
   const arena = Arena.create(plan, options);
   try {
-    const t = new Trainer(arena, { lr });
+    const t = new Trainer(arena, { ...trainer, lr });
     t.init(5);
     const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
     const data = toyData(inputs, outputs, spec.samples ?? 64, 3, false);
@@ -50,9 +50,9 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
 }
 
 /** The same training on the full plan and on the compact one. */
-export async function compactVsFull(spec: LayoutSpec, options: ArenaOptions, lr = 0.05): Promise<{ full: Trained; compact: Trained }> {
-  const full = await trainOn({ ...spec, compact: false }, options, lr);
-  const compact = await trainOn({ ...spec, compact: true }, options, lr);
+export async function compactVsFull(spec: LayoutSpec, options: ArenaOptions, lr = 0.05, trainer: TrainerOptions = {}): Promise<{ full: Trained; compact: Trained }> {
+  const full = await trainOn({ ...spec, compact: false }, options, lr, trainer);
+  const compact = await trainOn({ ...spec, compact: true }, options, lr, trainer);
   return { full, compact };
 }
 
