@@ -16,14 +16,11 @@ const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
   std::unique_ptr<LayerHooks> hooks;
   void* base = block.device();
-  // The plan must know whether SGD folds its update into a cuBLAS product (phases.h).
-  const StepModel& m = block.residency().model();
-  const bool blas = productsUseBlas(m.header(), m.layers());
   if (block.options().memory == Memory::Staged) {
-    hooks = makeStager(block, p, blas);
+    hooks = makeStager(block, p);
     base = block.pool();  // the kernels bind from the shadow header at the pool's base
   } else if (block.budget().scheduled) {
-    hooks = makeUmScheduler(block, p, blas);
+    hooks = makeUmScheduler(block, p);
   } else {
     hooks = makeMeterOnly(block);
   }

@@ -147,18 +147,20 @@ class LayerRun {
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
   // at least one block per multiprocessor (64, then 32, then 16).
   template <int MODE>
-  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N) {
-    if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
-      const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-      if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows);
-      else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows);
-      return launched();
+  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold = false, const Hyper<T>& hp = {}) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
+        const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
+        if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
+        else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
+        return launched();
+      }
     }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows);
-    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows);
-    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows);
+    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
+    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
+    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
     launched();
   }
 
@@ -179,21 +181,25 @@ class LayerRun {
   }
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
-  // training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1), which
-  // saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of the
-  // 4096-wide network; dw is then not written), and the bias step into the bias-gradient
-  // kernel. d[l-1] is computed first, from the old w.
+  // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
+  // epilogue), which saves writing dw and a read-modify-write pass over w and dw (about 2% of a
+  // step of the 4096-wide network; dw is then not written, and a compact SGD plan has none),
+  // and the bias step into the bias-gradient kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    // tf32x3 does not fold: three products adding -lr * (a part) into w each round it to w's ulp
-    // (40 SGD steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied.
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && sameLr_ && prec_ != Precision::Tf32x3;
+    // The tiled kernels fold with each model's own lr (lrs[blockIdx.z]); a batched cuBLAS product
+    // has one alpha for every model, so it folds only where the rates are equal. A compact SGD
+    // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
+    // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (40 SGD
+    // steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied (a
+    // compact SGD arena refuses tf32x3: check.cc).
+    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD && (!blas_ || (sameLr_ && prec_ != Precision::Tf32x3));
     biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {
-      tiled<kWeightGrad>(l, rows, n, m);
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
-      return false;
+      tiled<kWeightGrad>(l, rows, n, m, fold, hp);
+      return fold;
     }
     const Split d = split(1, at(l, NNA_D), rows * n);  // used by both products
     if (l > 1) {

@@ -418,8 +418,11 @@ export class Trainer {
   }
 
   /** Gradients of the mean loss over one batch, left in the dw/db regions (weights untouched)
-   *  on both sides. */
+   *  on both sides. NOT_SUPPORTED on a compact plan. */
   async gradients(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
+    if (this.arena.plan.spec.compact) {
+      throw new ArenaError('NOT_SUPPORTED', 'gradients() needs a plan without compact: a compact arena keeps no gradients after a run (dw and db share bytes, and an SGD plan has no dw)');
+    }
     const d = this.#snapshotBatch(x, target, 'gradients');
     return enqueue(this.arena, async () => {
       const rows = this.#stageBatch(d, 0, d.count);
