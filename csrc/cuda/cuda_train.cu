@@ -39,46 +39,79 @@ class LayerRun {
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
     if (p_.resetStats) { resetStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
-    const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
-    for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      const uint64_t rows = p_.resident ? gather(s) : p_.rows;
-      for (uint32_t l = 1; l <= last_; ++l) {
-        before(Stage::Forward, l);
-        forward(l, rows);
-        after(Stage::Forward, l);
-      }
-      before(Stage::Output, last_);
-      if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else if (L_[last_].units > 32)
-        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else
-        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      launched();
-      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
-      after(Stage::Output, last_);
-      if (grad) {
-        const Hyper<T> hp = hyper(p_.stepBase + s + 1);
-        // Layer l's update right after its backward pass: d[l-1] has been computed with the old
-        // w[l] by then, and nothing later reads w[l], so the order gives the same values as
-        // updating every layer at the end, with one pass less over each layer's memory.
-        for (uint32_t l = last_; l >= 1; --l) {
-          before(Stage::Backward, l);
-          const bool folded = backward(l, rows, hp);
-          if (p_.op == Op::Train && !folded) {
-            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
-            launched();
-          }
-          after(Stage::Backward, l);
+    if (isPrimitive(p_.op)) {
+      primitive();
+    } else {
+      const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
+      for (uint64_t s = 0; s < p_.numBatches; ++s) {
+        const uint64_t rows = p_.resident ? gather(s) : p_.rows;
+        for (uint32_t l = 1; l <= last_; ++l) {
+          before(Stage::Forward, l);
+          forward(l, rows);
+          after(Stage::Forward, l);
         }
+        before(Stage::Output, last_);
+        output(rows, s, grad, false);
+        after(Stage::Output, last_);
+        if (grad) {
+          const Hyper<T> hp = hyper(p_.stepBase + s + 1);
+          // Layer l's update right after its backward pass: d[l-1] has been computed with the old
+          // w[l] by then, and nothing later reads w[l], so the order gives the same values as
+          // updating every layer at the end, with one pass less over each layer's memory.
+          for (uint32_t l = last_; l >= 1; --l) {
+            before(Stage::Backward, l);
+            const bool folded = backward(l, rows, hp);
+            if (p_.op == Op::Train && !folded) update(l, hp);
+            after(Stage::Backward, l);
+          }
+        }
+        if (hooks_) hooks_->endStep(s, s_);
       }
-      if (hooks_) hooks_->endStep(s, s_);
     }
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return blas_;
   }
 
  private:
+  // Backward, BackwardFromOutput, Update: the launches of one Train step split in three runs
+  // (a Forward run first), the same kernels on the same data, so that they give a Train run's
+  // values (bit for bit but for SGD through cuBLAS, whose Train run folds the update into the
+  // weight-gradient product). Never with hooks: budgeted arenas refuse these ops (phases.h).
+  void primitive() {
+    const Hyper<T> hp = hyper(p_.stepBase + 1);
+    if (p_.op == Op::Update) {
+      for (uint32_t l = last_; l >= 1; --l) update(l, hp);
+      return;
+    }
+    if (p_.op == Op::Backward) {
+      output(p_.rows, 0, true, true);
+    } else {
+      outputGradKernel<T><<<blocksFor(p_.rows), kThreads, 0, s_>>>(base_, last_, p_.rows);
+      launched();
+    }
+    for (uint32_t l = last_; l >= 1; --l) backward(l, p_.rows, hp);  // not Train: never folds
+  }
+
+  // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
+  // `activated`: z holds a Forward run's outputs (Backward runs).
+  void output(uint64_t rows, uint64_t s, bool grad, bool activated) {
+    const bool mse = p_.loss == Loss::Mse, stats = p_.op != Op::Forward;
+    if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+      outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    else if (L_[last_].units > 32)
+      outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    else
+      outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    launched();
+    if (stats) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
+  }
+
+  // The optimizer step of layer l from its dw and db.
+  void update(uint32_t l, const Hyper<T>& hp) {
+    updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
+    launched();
+  }
+
   void launched() { CUDA_CHECK(cudaGetLastError()); }
   void before(Stage ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
   void after(Stage ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
@@ -183,7 +216,8 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   LaneGuard lane;
-  if (!hooks && runFused(devBase, h, layers, p, *lane)) return "fused";
+  // The fused kernel runs whole steps; the trainer primitives take the per-layer path.
+  if (!hooks && !isPrimitive(p.op) && runFused(devBase, h, layers, p, *lane)) return "fused";
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
