@@ -140,15 +140,23 @@ export class Arena implements Disposable {
   }
 
   /** A typed array over region (layer, kind) of the host allocation: writes go straight into
-   *  the arena. Detached (length 0) once the arena is disposed. */
-  view(layer: number, kind: Kind): View {
+   *  the arena. Detached (length 0) once the arena is disposed. With `models: K` in the plan,
+   *  `model` picks one model's copy of a per-model region (shared regions have one copy, model
+   *  0, whichever model is asked); without it the view spans every copy (model m's at m * stride / element bytes). */
+  view(layer: number, kind: Kind, model?: number): View {
     const h = this.#live();
-    const key = `${layer}:${kind}`;
+    const key = `${layer}:${kind}:${model ?? ''}`;
     const cached = this.#views.get(key);
     if (cached) return cached;
     const r = this.plan.region(layer, kind);
     if (!r) throw new ArenaError('NO_REGION', `layer ${layer} has no region '${kind}' in this plan`);
-    const buf = call(() => h.view(r.offset, r.bytes));
+    const models = this.plan.spec.models;
+    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
+      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
+    }
+    const elem = this.plan.spec.dtype === 'float64' ? 8 : 4;
+    const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
+    const buf = call(() => h.view(offset, bytes));
     const v = this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
     this.#views.set(key, v);
     return v;

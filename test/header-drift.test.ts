@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, KINDS, planLayout } from '../src/index.js';
 import { runArena } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
-import { LOSSES, MEMORY_KINDS, native, OPS } from '../src/native.js';
+import { LOSSES, MEMORY_KINDS, native, OPS, PRECISIONS } from '../src/native.js';
 
 describe('header drift: TS constants == C struct', () => {
   const info = native().internal.layoutInfo() as {
@@ -18,6 +18,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.magic).toBe(H.MAGIC);
     expect(info.version).toBe(H.VERSION);
     expect(info.maxLayers).toBe(H.MAX_LAYERS);
+    expect((info as unknown as { maxModels: number }).maxModels).toBe(H.MAX_MODELS);
     expect(info.kindCount).toBe(H.KINDS.length);
     expect(info.headerSize).toBe(H.HEADER_SIZE);
     expect(info.layerSize).toBe(H.LAYER_SIZE);
@@ -68,6 +69,7 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.models).toBe(0n);  // one model: the version-1 meaning
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));
         KINDS.forEach((k, i) => {
@@ -109,12 +111,12 @@ describe('header round trip: written by TS, read by C++', () => {
 
 describe('run contract: the numeric codes TS sends are the native ones', () => {
   it('ops, losses and memory kinds match the addon', () => {
-    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, memory: { ...MEMORY_KINDS } });
+    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, precisions: { ...PRECISIONS }, memory: { ...MEMORY_KINDS } });
   });
   it('an unknown run parameter or a wrong type is refused before the arena is touched', async () => {
     const arena = Arena.create(planLayout({ layers: [3, 2], batch: 2, activations: ['softmax'] }), { backend: 'cpu' });
     try {
-      for (const bad of [{ op: 0, rows: 1, lrr: 0.1 }, { op: 0, rows: 1, resident: 1 }, { op: 0, rows: '1' }, { op: 0, rows: 1, lr: '0.1' }]) {
+      for (const bad of [{ op: 0, rows: 1, lrr: 0.1 }, { op: 0, rows: 1, resident: 1 }, { op: 0, rows: '1' }, { op: 0, rows: 1, lr: '0.1' }, { op: 0, rows: 1, precision: 'tf32' }, { op: 0, rows: 1, precision: 3 }, { op: 0, rows: 1, precision: 1.5 }]) {
         await expect(runArena(arena, bad as never)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
       }
       expect(arena.stats.toDeviceTransfers).toBe(1);  // the header at creation, nothing since

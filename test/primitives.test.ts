@@ -7,7 +7,7 @@ import { Arena, planLayout, Trainer, type Activation, type View } from '../src/i
 import { runArena } from '../src/arena.js';
 import { OPS, native, call } from '../src/native.js';
 import { toyData } from './support/train-checks.js';
-import { firstDiff, twins } from './support/primitives-checks.js';
+import { firstDiff, modelTwins, twins } from './support/primitives-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
 
@@ -240,6 +240,35 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
       }
     }
     expect(firstDiff(out[0]!, out[1]!)).toBe(-1);
+  });
+});
+
+// ---- K models ----------------------------------------------------------------------------
+describe('K models: the native runs cover every model; the Trainer refuses its primitives', () => {
+  for (const [dtype, optimizer] of [['float32', 'sgd'], ['float64', 'momentum'], ['float32', 'adam']] as const) {
+    it(`Forward + Backward + Update runs == Train runs, each model bit for bit (${optimizer}, ${dtype}, 3 models, own lrs)`, async () => {
+      const lrs = optimizer === 'adam' ? [0.01, 0.003, 0.02] : [0.1, 0.05, 0.2];
+      const r = await modelTwins(cpu, dtype, optimizer, lrs);
+      for (let m = 0; m < 3; m++) expect(firstDiff(r.step[m]!, r.primitives[m]!), `model ${m}`).toBe(-1);
+      expect(firstDiff(r.step[0]!, r.step[1]!)).not.toBe(-1);  // the models did train apart
+    });
+  }
+
+  it('forward / backward / update on an arena of 2 models: ArenaError NOT_SUPPORTED naming models', async () => {
+    const arena = Arena.create(planLayout({ layers: [4, 5, 3], batch: 4, models: 2 }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(1);
+      const x = toyData(4, 3, 2, 9, false).x;
+      for (const call of [() => t.forward(x), () => t.backward({ labels: [0, 1] }), () => t.update()]) {
+        await expect(call()).rejects.toMatchObject({ name: 'ArenaError', code: 'NOT_SUPPORTED', message: expect.stringMatching(/models: 2/) });
+      }
+      expect(t.steps).toBe(0);
+      await t.step(x, { labels: [0, 1] });  // the trainer still works
+      expect(t.steps).toBe(1);
+    } finally {
+      arena.dispose();
+    }
   });
 });
 

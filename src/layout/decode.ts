@@ -34,5 +34,6 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
       activations.push(a);
     }
   }
-  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples) };
+  const models = u64(F.models);
+  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(models > 1 ? { models } : {}) };
 }

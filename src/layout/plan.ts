@@ -2,7 +2,7 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, perModel, type Kind } from './header.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
 
 export interface Region {
@@ -11,8 +11,12 @@ export interface Region {
   /** Bytes from the arena base; a multiple of the plan's align. */
   readonly offset: number;
   readonly bytes: number;
-  /** Elements of the plan's dtype. */
+  /** Elements of the plan's dtype, of ONE model's copy (the header's count). */
   readonly length: number;
+  /** Copies: the plan's models for a per-model region, 1 for a shared one (z[0], y, data). */
+  readonly models: number;
+  /** Bytes from one model's copy to the next (0 with one copy); `bytes` spans every copy. */
+  readonly stride: number;
 }
 
 export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>>;
@@ -89,15 +93,22 @@ export function planLayout(input: LayoutSpec): Plan {
   for (const [layer, kind] of placementOrder(s)) {
     const length = regionCount(s, layer, kind);
     if (length === 0n) continue;
-    const bytes = length * elem;
-    regions.push({ layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s) });
+    // K models: a per-model region holds K copies back to back, each starting aligned
+    // (nna_region_stride in nn_arena.h); shared regions one copy.
+    const copies = s.models > 1 && perModel(layer, kind) ? BigInt(s.models) : 1n;
+    const stride = copies > 1n ? alignUp(length * elem, align) : 0n;
+    const bytes = (copies - 1n) * stride + length * elem;
+    regions.push({
+      layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s),
+      models: Number(copies), stride: exact(stride, 'a model stride', s),
+    });
     cursor = alignUp(cursor + bytes, align);
   }
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
   const header = encodeHeader({
-    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align,
+    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
@@ -107,9 +118,10 @@ export function planLayout(input: LayoutSpec): Plan {
   });
 
   const byKind = Object.fromEntries([...KINDS, 'header', 'padding'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding', number>;
-  for (const r of regions) byKind[r.kind] += r.bytes;
+  const held = (r: Region) => r.models * r.length * DTYPE_BYTES[s.dtype];  // padding between copies is padding
+  for (const r of regions) byKind[r.kind] += held(r);
   byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
-  byKind.padding = totalBytes - regions.reduce((a, r) => a + r.bytes, 0) - byKind.header;
+  byKind.padding = totalBytes - regions.reduce((a, r) => a + held(r), 0) - byKind.header;
   Object.freeze(byKind);
 
   return Object.freeze({

@@ -1,7 +1,7 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
-import { ACTIVATIONS, DTYPES, MAX_LAYERS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type Optimizer, type Order } from './header.js';
+import { ACTIVATIONS, DTYPES, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type Optimizer, type Order } from './header.js';
 
 export interface LayoutSpec {
   /** Units per layer, input layer first (at least 2 layers). */
@@ -17,6 +17,9 @@ export interface LayoutSpec {
   align?: number;
   /** Rows of a resident data set (xdata / ydata regions); default 0 = none. */
   samples?: number;
+  /** Independent networks of this shape in the arena (default 1, at most 65535): every
+   *  per-model region holds K copies; the batch, targets and data set are shared. */
+  models?: number;
 }
 
 export interface NormalizedSpec {
@@ -28,6 +31,7 @@ export interface NormalizedSpec {
   readonly order: Order;
   readonly align: number;
   readonly samples: number;
+  readonly models: number;
 }
 
 export const DEFAULT_ALIGN = 256;
@@ -67,7 +71,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, models: rawModels } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -75,6 +79,8 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
   // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
   if (samples >= 2 ** 32) throw new LayoutError('BAD_SAMPLES', 'samples', samples, 'must be below 2^32 (rows of a resident data set)');
+  const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
+  if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
   const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
@@ -99,5 +105,5 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
       throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
     }
   });
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, models });
 }

@@ -3,7 +3,7 @@
 // GPU machine: bash .gpu/run.sh bash scripts/gpu-session.sh primitives
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer } from '../../src/index.js';
-import { firstDiff, twins } from '../support/primitives-checks.js';
+import { firstDiff, modelTwins, twins } from '../support/primitives-checks.js';
 import { relDiff, toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();
@@ -34,6 +34,36 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
         for (let i = 0; i < r.stepLoss.length; i++) expect(Math.abs(r.primitiveLoss[i]! - r.stepLoss[i]!)).toBeLessThan((dtype === 'float32' ? 1e-5 : 1e-12) * r.stepLoss[i]!);
       });
     }
+  }
+
+  // The TF32 precisions: step and the primitives both take the per-layer path (the fused kernel
+  // is fp32 only) with the same products (cuBLAS TF32 / 3xTF32, or the mma kernels when tiled).
+  for (const precision of ['tf32', 'tf32x3'] as const) {
+    for (const optimizer of ['sgd', 'adam'] as const) {
+      const exact = !(blas && optimizer === 'sgd');
+      it(`precision ${precision}, ${optimizer}, float32: ${exact ? 'bit for bit' : 'to rounding (cuBLAS SGD fold)'}`, async () => {
+        const r = await twins(cuda, 'float32', optimizer, { ...big, precision });
+        const rel = relDiff(asF64(r.step, 'float32'), asF64(r.primitives, 'float32'));
+        console.log(`primitives-vs-step ${precision} ${optimizer}: first differing byte ${firstDiff(r.step, r.primitives)}, rel ${rel.toExponential(3)}`);
+        if (exact) expect(firstDiff(r.step, r.primitives)).toBe(-1);
+        else expect(rel).toBeLessThan(1e-3);
+      });
+    }
+  }
+
+  // K models: the native runs over grid z = K and batched products, per-model lrs (which differ,
+  // so SGD's step does not fold either: exact on the per-layer path).
+  for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
+    it(`3 models, ${optimizer}, float32, native Forward + Backward + Update runs: ${forcedFused ? 'to rounding (fused step)' : 'bit for bit'} with Train runs`, async () => {
+      const lrs = optimizer === 'adam' ? [0.01, 0.003, 0.02] : [0.1, 0.05, 0.2];
+      const r = await modelTwins(cuda, 'float32', optimizer, lrs, big);
+      for (let m = 0; m < 3; m++) {
+        const rel = relDiff(asF64(r.step[m]!, 'float32'), asF64(r.primitives[m]!, 'float32'));
+        console.log(`primitives-vs-step models m=${m} ${optimizer}: first differing byte ${firstDiff(r.step[m]!, r.primitives[m]!)}, rel ${rel.toExponential(3)}`);
+        if (forcedFused) expect(rel, `model ${m}`).toBeLessThan(1e-4);
+        else expect(firstDiff(r.step[m]!, r.primitives[m]!), `model ${m}`).toBe(-1);
+      }
+    });
   }
 
   it('wide outputs (block and warp output kernels): sigmoid + mse and softmax + cross-entropy, adam', async () => {
