@@ -54,7 +54,7 @@ export interface LinkRates {
 
 /** Numeric codes that cross to the native side (csrc/train/train.h Op, Loss and Precision; csrc/core/backend.h
  *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
-export const OPS = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
 export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
 /** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
 export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;

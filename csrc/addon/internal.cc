@@ -132,7 +132,8 @@ Napi::Value Codes(const Napi::CallbackInfo& info) {
     return t;
   };
   Napi::Object o = Napi::Object::New(env);
-  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)}}));
+  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)},
+                          {"backward", uint32_t(Op::Backward)}, {"backwardFromOutput", uint32_t(Op::BackwardFromOutput)}, {"update", uint32_t(Op::Update)}}));
   o.Set("losses", table({{"cross-entropy", uint32_t(Loss::CrossEntropy)}, {"mse", uint32_t(Loss::Mse)}}));
   o.Set("precisions", table({{"fp32", uint32_t(Precision::Fp32)}, {"tf32", uint32_t(Precision::Tf32)}, {"tf32x3", uint32_t(Precision::Tf32x3)}}));
   o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));

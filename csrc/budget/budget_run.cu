@@ -1,6 +1,7 @@
 // budget_run.cu: a run on a budgeted arena (the scheduler or stager of its memory kind as the
 // per-layer path's hooks), and where a managed range was last prefetched, for the report.
 #include "budgeted_block.h"
+#include "../train/phases.h"
 #include "../train/train.h"
 #include "../cuda/check.cuh"
 #include "../cuda/cuda_train.h"
@@ -10,6 +11,7 @@ namespace nna {
 
 const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
   checkRun(block.header(), p);  // before a plan is made from them
+  requireScheduled(p.op);       // the trainer primitives: not on budgeted arenas (phases.h)
   // tf32x3 through cuBLAS takes a device workspace beside the arena (cuda_train.cu), which a
   // budget does not allow for.
   if (p.precision == Precision::Tf32x3)

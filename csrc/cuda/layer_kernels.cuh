@@ -176,21 +176,21 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
 }
 
 template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
   if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
 }
 
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
-  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
   if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
@@ -201,8 +201,9 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool 
 constexpr int kOutPerThread = 16;
 constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
+// `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
-__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -219,7 +220,13 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
     }
     auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
     double loss = 0.0;
-    if (O.activation == NNA_ACT_SOFTMAX) {
+    if (O.activation == NNA_ACT_SOFTMAX && activated) {
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q) && yv[q] != T(0)) l -= yv[q] * logProb(zv[q]);
+      loss = double(blockSum(l, sv));
+    } else if (O.activation == NNA_ACT_SOFTMAX) {
       T mx = -INFINITY;
       uint64_t unused = 0;
 #pragma unroll
@@ -268,6 +275,15 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       }
     if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, zArg == yArg, r, rows, step, fracBits);
   }
+}
+
+// BackwardFromOutput: d of the output layer holds the caller's dL/dz; make it dL/d(pre-activation)
+// (outputGradRow), a thread per row.
+template <typename T>
+__global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r < rows) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
 }
 
 // db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a

@@ -40,7 +40,13 @@ StepModel::StepModel(const uint8_t* header) {
     }
 }
 
+void requireScheduled(Op op) {
+  if (isPrimitive(op))
+    NNA_FAIL("NOT_SUPPORTED", "forward / backward / update as separate runs are not supported on an arena with a device budget; use step() or fit()");
+}
+
 std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
+  requireScheduled(op);
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
   const bool folded = op == Op::Train && h_.optimizer == NNA_SGD;

@@ -54,6 +54,11 @@ struct PhaseInfo {
   std::vector<Use> uses;  // each region once
 };
 
+// The trainer primitives (Op::Backward, BackwardFromOutput, Update) have no phases in this
+// table: their runs need what earlier runs left on the device (every layer's z, then dw / db),
+// which a scheduler drops as scratch between runs. Budgeted arenas refuse them: NOT_SUPPORTED.
+void requireScheduled(Op op);
+
 class StepModel {
  public:
   // `header`: a validated header (its layer table follows it).
