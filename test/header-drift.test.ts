@@ -25,6 +25,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.regionSize).toBe(H.REGION_SIZE);
     expect((info as unknown as { statsCount: number }).statsCount).toBe(H.STATS_COUNT);
     expect((info as unknown as { statSlots: unknown }).statSlots).toEqual(H.STATS);
+    expect((info as unknown as { flags: unknown }).flags).toEqual(H.FLAGS);
   });
 
   it('every header field offset', () => {
@@ -52,6 +53,7 @@ describe('header round trip: written by TS, read by C++', () => {
     order: fc.constantFrom('layer-major' as const, 'kind-major' as const),
     align: fc.constantFrom(8, 64, 256, 4096),
     samples: fc.integer({ min: 0, max: 500 }),
+    compact: fc.boolean(),
   });
 
   it('decodes to the plan, and the native validator accepts it', () => {
@@ -69,6 +71,7 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.flags).toBe(s.compact ? BigInt(H.FLAGS.compact) : 0n);
       expect(h.models).toBe(0n);  // one model: the version-1 meaning
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));

@@ -263,6 +263,62 @@ describe('data parallelism and K models', () => {
   });
 });
 
+describe('data parallelism, compact plans and the trainer primitives', () => {
+  const spec: LayoutSpec = { layers: [4, 6, 3], batch: 4, samples: 8, activations: ['relu', 'softmax'] };
+
+  it.each(['sgd', 'adam'] as const)('a compact %s plan makes no group (NOT_SUPPORTED naming compact); reduce on one is refused natively, naming compact', async (optimizer) => {
+    const plan = planLayout({ ...spec, optimizer, compact: true });
+    const err = (() => { try { DataParallel.create(plan, { devices: [0], backend: 'cpu' }); } catch (e) { return e; } return undefined; })();
+    expect(err).toBeInstanceOf(ArenaError);
+    expect(err).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
+    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
+    // The same plan without compact makes a group.
+    DataParallel.create(planLayout({ ...spec, optimizer }), { devices: [0], backend: 'cpu' }).dispose();
+    const a = Arena.create(plan, { backend: 'cpu' });
+    try {
+      // checkRun (both backends) names compact before the CPU backend's own refusal of reduce.
+      await expect(runArena(a, { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
+    } finally {
+      a.dispose();
+    }
+  });
+
+  it('forward / backward / update on a group are refused (NOT_SUPPORTED naming the group); step() on it still trains', async () => {
+    const group = DataParallel.create(planLayout(spec), { devices: [0], backend: 'cpu' });
+    try {
+      const t = new Trainer(group, { lr: 0.1 });
+      t.init(1);
+      const x = Float32Array.from({ length: 16 }, (_, i) => Math.cos(i));
+      for (const call of [() => t.forward(x), () => t.backward({ labels: [0, 1, 2, 0] }), () => t.update()]) {
+        const e = await (async () => { try { await call(); } catch (err) { return err; } return undefined; })();
+        expect(e).toBeInstanceOf(ArenaError);
+        expect(e).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/data-parallel group/) });
+      }
+      const before = Array.from(group.replicas[0]!.view(1, 'w'));
+      const m = await t.step(x, { labels: [0, 1, 2, 0] });
+      expect(Number.isFinite(m.loss)).toBe(true);
+      t.syncToHost();
+      expect(Array.from(group.replicas[0]!.view(1, 'w'))).not.toEqual(before);
+    } finally {
+      group.dispose();
+    }
+  });
+
+  it('backward and update runs take none of a group\'s run parameters (BAD_ARGUMENT)', async () => {
+    const a = Arena.create(planLayout(spec), { backend: 'cpu' });
+    try {
+      const ce = LOSSES['cross-entropy'];
+      await runArena(a, { op: OPS.forward, loss: ce, rows: 4 });
+      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, lossRows: 8 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/lossRows/) });
+      await expect(runArena(a, { op: OPS.update, loss: ce, lossRows: 8 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/lossRows/) });
+      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, reduce: true })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/reduce/) });
+      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4 })).resolves.toBeDefined();
+    } finally {
+      a.dispose();
+    }
+  });
+});
+
 describe('DataParallel without NCCL', () => {
   const spec: LayoutSpec = { layers: [4, 8, 3], batch: 5, samples: 23, activations: ['relu', 'softmax'], optimizer: 'adam' };
   const x = Float32Array.from({ length: 23 * 4 }, (_, i) => Math.sin(i));

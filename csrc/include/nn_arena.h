@@ -11,7 +11,8 @@
  *
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][padding to align]  <- header_bytes
- *   regions at the offsets recorded in each nna_layer.region[kind]
+ *   regions at the offsets recorded in each nna_layer.region[kind] (disjoint, except in a compact
+ *   plan: flags & NNA_FLAG_COMPACT, where regions never live at the same time share bytes)
  * An arena may hold K = nna_models(h) networks of one shape (header field `models`; 0 = 1).
  * A region's count is then ONE model's elements; a per-model region holds its K copies back to
  * back, model m's at offset + m * nna_region_stride() (each copy starts aligned). The input
@@ -118,10 +119,19 @@ typedef struct nna_header {
   uint64_t header_bytes; /* header + layer table + padding: where the first region may start */
   uint64_t total_bytes;  /* size of the whole arena */
   uint64_t layers_offset;/* offset of the nna_layer table (== sizeof(nna_header)) */
-  uint64_t reserved[3];
+  uint64_t reserved[2];  /* zero (owned by a later format change) */
+  uint64_t flags;        /* NNA_FLAG_*; 0: today's plan (every region has bytes of its own) */
   uint64_t models;       /* networks of this shape in the arena; 0 (older headers) means 1 */
-  uint64_t reserved_tail[2];
+  uint64_t reserved_tail[2]; /* zero */
 } nna_header;
+
+/* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
+ * SGD arena has no dw regions (every training path folds the update into the weight-gradient
+ * product). Which regions may share is decided by the phase table of a step and replayed
+ * natively (csrc/train/aliasing.cc) before such a header is used. Shared regions hold scratch
+ * between runs; gradient runs (Op::Grad) are refused. */
+#define NNA_FLAG_COMPACT 1u
+#define NNA_FLAGS_KNOWN 1u
 
 /* Sizes are part of the format: a change here must change NNA_VERSION and the TS encoder. */
 #if defined(__cplusplus)

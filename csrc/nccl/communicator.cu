@@ -22,6 +22,7 @@
 #include "../cuda/cuda_train.h"
 #include "../cuda/grad_sync.h"
 #include "../include/nn_arena.h"
+#include "../train/train.h"
 #include "nccl_loader.h"
 
 namespace nna {
@@ -374,6 +375,7 @@ const char* Communicator::run(void* devBase, const void* header, const RunParams
     ~Running() { c.runEnded(); }
   } running(*this);
   if (!p.reduce) return runCuda(devBase, header, p);
+  checkRun(header, p);  // before the sync reads the gradient ranges (a compact arena has none to reduce)
   NcclSync sync(*this, devBase, header);
   return runCuda(devBase, header, p, nullptr, &sync);
 }

@@ -1,6 +1,6 @@
 // decode.ts: the spec an encoded header describes, so a saved arena can be re-planned and its
 // header compared byte for byte with what the planner would write (see checkpoint.ts).
-import { ACTIVATIONS, DTYPES, HEADER_FIELDS, HEADER_SIZE, LAYER_FIELDS, LAYER_SIZE, MAGIC, OPTIMIZERS, ORDERS, type Activation } from './header.js';
+import { ACTIVATIONS, DTYPES, FLAGS, HEADER_FIELDS, HEADER_SIZE, LAYER_FIELDS, LAYER_SIZE, MAGIC, OPTIMIZERS, ORDERS, type Activation } from './header.js';
 import type { LayoutSpec } from './spec.js';
 
 const keyOf = <T extends Record<string, number>>(table: T, v: number): keyof T | undefined =>
@@ -23,6 +23,8 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const order = keyOf(ORDERS, u32(F.order));
   const optimizer = keyOf(OPTIMIZERS, u32(F.optimizer));
   if (!dtype || !order || !optimizer) return 'unknown dtype, order or optimizer code';
+  const flags = v.getBigUint64(F.flags, true);
+  if (flags & ~BigInt(FLAGS.compact)) return `unknown flags ${flags}`;
   const units: number[] = [];
   const activations: Activation[] = [];
   for (let l = 0; l < layers; l++) {
@@ -35,5 +37,5 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
     }
   }
   const models = u64(F.models);
-  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(models > 1 ? { models } : {}) };
+  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(flags ? { compact: true } : {}), ...(models > 1 ? { models } : {}) };
 }

@@ -2,7 +2,8 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, perModel, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, perModel, type Kind } from './header.js';
+import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
 
 export interface Region {
@@ -19,15 +20,19 @@ export interface Region {
   readonly stride: number;
 }
 
-export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>>;
+/** Bytes by kind, the header and padding. `shared`: bytes counted under more than one region (a
+ *  compact plan), so that the kinds + header + padding - shared = totalBytes. */
+export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>>;
 
 export interface Plan {
   readonly spec: NormalizedSpec;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
-  /** Every region in offset order. */
+  /** Every region in offset order (in a compact plan, regions that share bytes overlap). */
   readonly regions: readonly Region[];
+  /** Regions of a compact plan that share bytes with another, each with the ones it shares with. */
+  readonly shared: ReadonlyArray<{ readonly region: Region; readonly with: readonly Region[] }>;
   /** The encoded header: exactly what the arena holds at offset 0. */
   readonly header: Uint8Array;
   region(layer: number, kind: Kind): Region | undefined;
@@ -48,7 +53,9 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
     case 'd': return hidden ? BigInt(s.batch) * units : 0n;
     case 'y': return last ? BigInt(s.batch) * units : 0n;
     case 'b': case 'db': return hidden ? units : 0n;
-    case 'w': case 'dw': return hidden ? units * fanIn : 0n;
+    case 'w': return hidden ? units * fanIn : 0n;
+    // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
+    case 'dw': return hidden && !(s.compact && s.optimizer === 'sgd') ? units * fanIn : 0n;
     case 'mb': return hidden && opt1 ? units : 0n;
     case 'mw': return hidden && opt1 ? units * fanIn : 0n;
     case 'vb': return hidden && opt2 ? units : 0n;
@@ -82,32 +89,106 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
   return Number(x);
 }
 
+// Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
+const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
+
+/** Live intervals of every region in every run a compact arena can make (the native replay walks
+ *  the same runs): per region, [first, last] phase index per run (-1 when unused), or null when
+ *  the region must keep its bytes (a kept kind, the outputs, or read before it is written). */
+function liveness(s: NormalizedSpec, keys: readonly string[], present: (l: number, k: Kind) => boolean): Map<string, Int32Array | null> {
+  const runs: Array<[StepOp, boolean, StepPath]> = [];
+  for (const op of ['train', 'eval', 'forward'] as const)
+    for (const resident of s.samples > 0 ? [false, true] : [false])
+      for (const path of ['layers', 'fused'] as const) runs.push([op, resident, path]);
+  const last = s.layers.length - 1;
+  const live = new Map<string, Int32Array | null>();
+  for (const key of keys) {
+    const [l, k] = key.split(':') as [string, Kind];
+    live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
+  }
+  runs.forEach(([op, resident, path], r) => {
+    stepPhases(s, present, op, resident, path).forEach((ph, i) => {
+      for (const u of ph.uses) {
+        const key = `${u.layer}:${u.kind}`;
+        const iv = live.get(key);
+        if (!iv) continue;
+        if (iv[2 * r]! < 0) {
+          if (u.access & ACCESS.read) { live.set(key, null); continue; }  // its value comes from before the run
+          iv[2 * r] = i;
+        }
+        iv[2 * r + 1] = i;
+      }
+    });
+  });
+  return live;
+}
+
+const overlapsInTime = (a: Int32Array, b: Int32Array) => {
+  for (let r = 0; r < a.length; r += 2) if (a[r]! >= 0 && b[r]! >= 0 && a[r]! <= b[r + 1]! && b[r]! <= a[r + 1]!) return true;
+  return false;
+};
+
 export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
   const headerBytes = alignUp(BigInt(HEADER_SIZE + s.layers.length * LAYER_SIZE), align);
 
+  const order = placementOrder(s).filter(([l, k]) => regionCount(s, l, k) > 0n);
+  const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
+  // Compact: regions with a live interval are placed after the kept ones, sharing bytes.
+  const live = s.compact ? liveness(s, order.map(([l, k]) => `${l}:${k}`), present) : null;
+  // hull: the smallest and largest phase index of any run it is live in: two regions live at the
+  // same phase of a run have hulls that meet, so the hulls are a cheap first test.
+  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
+  const placed: Placed[] = [];
+  const shareable: Placed[] = [];
   let cursor = headerBytes;
-  const regions: Region[] = [];
-  for (const [layer, kind] of placementOrder(s)) {
+  order.forEach(([layer, kind], rank) => {
     const length = regionCount(s, layer, kind);
-    if (length === 0n) continue;
+    const iv = live?.get(`${layer}:${kind}`) ?? null;
+    let lo = Infinity, hi = -1;
+    for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
     // K models: a per-model region holds K copies back to back, each starting aligned
-    // (nna_region_stride in nn_arena.h); shared regions one copy.
+    // (nna_region_stride in nn_arena.h); shared regions one copy. (Compact plans hold one model.)
     const copies = s.models > 1 && perModel(layer, kind) ? BigInt(s.models) : 1n;
     const stride = copies > 1n ? alignUp(length * elem, align) : 0n;
-    const bytes = (copies - 1n) * stride + length * elem;
-    regions.push({
-      layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s),
-      models: Number(copies), stride: exact(stride, 'a model stride', s),
-    });
-    cursor = alignUp(cursor + bytes, align);
+    const r: Placed = { layer, kind, offset: cursor, bytes: (copies - 1n) * stride + length * elem, length, copies, stride, rank, live: iv, lo, hi };
+    if (r.live) { shareable.push(r); return; }
+    placed.push(r);
+    cursor = alignUp(cursor + r.bytes, align);
+  });
+  // Largest first, each at the lowest aligned offset past the kept regions where it overlaps no
+  // region live at the same time in any run (first fit over those, in offset order).
+  // In exact numbers: none of it can pass the end of an unshared layout, checked first.
+  exact(shareable.reduce((a, r) => alignUp(a + r.bytes, align), cursor), 'the arena', s);
+  const base = Number(cursor), al = Number(align);
+  const up = (x: number) => Math.ceil(x / al) * al;
+  const pool: Array<{ r: Placed; at: number; end: number }> = [];
+  shareable.sort((a, b) => (a.bytes === b.bytes ? a.rank - b.rank : a.bytes > b.bytes ? -1 : 1));
+  for (const r of shareable) {
+    const bytes = Number(r.bytes);
+    const busy = pool.filter((q) => q.r.lo <= r.hi && r.lo <= q.r.hi && overlapsInTime(q.r.live!, r.live!)).sort((a, b) => a.at - b.at);
+    let at = base;
+    for (const q of busy) {
+      if (q.at >= at + bytes) break;
+      if (q.end > at) at = up(q.end);
+    }
+    r.offset = BigInt(at);
+    pool.push({ r, at, end: at + bytes });
+    placed.push(r);
+    if (BigInt(up(at + bytes)) > cursor) cursor = BigInt(up(at + bytes));
   }
+  placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
+  const regions: Region[] = placed.map((r) => ({
+    layer: r.layer, kind: r.kind, offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
+    models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
+  }));
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
   const header = encodeHeader({
+    flags: s.compact ? FLAGS.compact : 0,
     dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
@@ -117,11 +198,28 @@ export function planLayout(input: LayoutSpec): Plan {
     })),
   });
 
-  const byKind = Object.fromEntries([...KINDS, 'header', 'padding'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding', number>;
+  const byKind = Object.fromEntries([...KINDS, 'header', 'padding', 'shared'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding' | 'shared', number>;
   const held = (r: Region) => r.models * r.length * DTYPE_BYTES[s.dtype];  // padding between copies is padding
   for (const r of regions) byKind[r.kind] += held(r);
+  // Bytes covered by some region's span (regions are in offset order) and who shares with whom.
+  let covered = 0, reach = 0;
+  const partners = new Map<Region, Region[]>();
+  regions.forEach((r, i) => {
+    covered += Math.max(0, r.offset + r.bytes - Math.max(r.offset, reach));
+    reach = Math.max(reach, r.offset + r.bytes);
+    for (let j = i + 1; j < regions.length && regions[j]!.offset < r.offset + r.bytes; j++) {
+      const q = regions[j]!;
+      for (const [a, b] of [[r, q], [q, r]] as const) {
+        const list = partners.get(a);
+        if (list) list.push(b); else partners.set(a, [b]);
+      }
+    }
+  });
   byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
-  byKind.padding = totalBytes - regions.reduce((a, r) => a + held(r), 0) - byKind.header;
+  const spans = regions.reduce((a, r) => a + r.bytes, 0);
+  byKind.shared = spans - covered;
+  // Padding: outside every span, plus the gaps between one model's copy and the next.
+  byKind.padding = totalBytes - covered - byKind.header + spans - regions.reduce((a, r) => a + held(r), 0);
   Object.freeze(byKind);
 
   return Object.freeze({
@@ -129,6 +227,7 @@ export function planLayout(input: LayoutSpec): Plan {
     totalBytes,
     headerBytes: Number(headerBytes),
     regions: Object.freeze(regions),
+    shared: Object.freeze(regions.filter((r) => partners.has(r)).map((r) => Object.freeze({ region: r, with: Object.freeze(partners.get(r)!) }))),
     header,
     region: (layer: number, kind: Kind) => {
       if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind)) throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${KINDS.join(', ')}`);

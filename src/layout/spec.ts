@@ -17,6 +17,9 @@ export interface LayoutSpec {
   align?: number;
   /** Rows of a resident data set (xdata / ydata regions); default 0 = none. */
   samples?: number;
+  /** Regions never live at the same time share bytes, and an SGD plan has no dw (default false).
+   *  Shared regions hold scratch between runs; gradients cannot be read (trainer.gradients()). */
+  compact?: boolean;
   /** Independent networks of this shape in the arena (default 1, at most 65535): every
    *  per-model region holds K copies; the batch, targets and data set are shared. */
   models?: number;
@@ -31,6 +34,7 @@ export interface NormalizedSpec {
   readonly order: Order;
   readonly align: number;
   readonly samples: number;
+  readonly compact: boolean;
   readonly models: number;
 }
 
@@ -71,7 +75,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, models: rawModels } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -90,6 +94,12 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [8, 2^30]`);
   }
 
+  if (rawCompact !== undefined && typeof rawCompact !== 'boolean') throw new LayoutError('BAD_SPEC', 'compact', rawCompact, 'must be true or false');
+  const compact = rawCompact === true;
+  // The compact planner and its native replay place one copy of every region; K models' strided
+  // copies would need every pair of copies replayed, so the pair is refused.
+  if (compact && models > 1) throw new LayoutError('BAD_SPEC', 'compact', rawCompact, `a compact plan holds one model; this spec has models: ${models} (plan it without compact, or with models: 1)`);
+
   const n = units.length - 1;
   const activations = rawActivations === undefined
     ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
@@ -105,5 +115,5 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
       throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
     }
   });
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, models });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact, models });
 }

@@ -45,12 +45,17 @@ function requireNccl(): void {
   if (!n.available) throw new ArenaError('NCCL_UNAVAILABLE', `data parallelism over several GPUs needs NCCL: ${n.why}`);
 }
 
-/** The all-reduce covers one model's gradients (the ranges of csrc/nccl/grad_sync.h): a plan of
- *  K models (planLayout `models`) is refused before any arena or communicator exists. */
-function requireOneModel(plan: Plan): void {
+/** The plans a group trains, refused before any arena or communicator exists: the all-reduce
+ *  covers one model's gradients (the ranges of csrc/nccl/grad_sync.h), so not a plan of K models
+ *  (planLayout `models`), and it needs every layer's dw and db intact until the update, which a
+ *  compact plan does not keep (gradient bytes shared; an SGD plan has no dw at all). */
+function requireGroupPlan(plan: Plan): void {
   const models = plan?.spec?.models ?? 1;
   if (models > 1) {
     throw new ArenaError('NOT_SUPPORTED', `data parallelism trains one model per replica; this plan holds ${models} (models: plan it with models 1)`);
+  }
+  if (plan?.spec?.compact) {
+    throw new ArenaError('NOT_SUPPORTED', 'data parallelism all-reduces every layer\'s dw and db, which a compact plan does not keep (compact: plan it without compact)');
   }
 }
 
@@ -89,7 +94,7 @@ export class DataParallel {
       if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must hold CUDA device indices (integers >= 0)');
     }
     if (new Set(devices).size !== devices.length) throw new OptionError('BAD_OPTION', 'devices', devices, 'lists a device twice (one replica per device)');
-    requireOneModel(plan);
+    requireGroupPlan(plan);
     const base = { backend: options.backend, pinned: options.pinned };
     if (devices.length === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: devices[0] })], 0, 1);
     if (options.backend === 'cpu' || cudaInfo().devices === 0) {
@@ -115,7 +120,7 @@ export class DataParallel {
   static async join(plan: Plan, options: JoinOptions = {}): Promise<DataParallel> {
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
     const env = readParallelEnv(options.env ?? process.env);
-    requireOneModel(plan);
+    requireGroupPlan(plan);
     const base = { backend: options.backend, pinned: options.pinned };
     if (env.world === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: env.localRank })], 0, 1);
     if (options.backend === 'cpu' || cudaInfo().devices === 0) {
