@@ -28,6 +28,7 @@
         "csrc/addon/functions.cc",
         "csrc/addon/internal.cc",
         "csrc/addon/jit.cc",
+        "csrc/addon/nccl.cc",
         "csrc/addon/js_error.cc",
         "csrc/addon/run_worker.cc",
         "csrc/core/block.cc",
@@ -55,7 +56,7 @@
           "include_dirs": ["<(cuda_inc)"],
           "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc", "csrc/cuda/nvrtc_loader.cc", "csrc/cuda/jit.cc",
                       "csrc/budget/budget_run.cu", "csrc/budget/um_scheduler.cu", "csrc/budget/staging.cu", "csrc/budget/device_meter.cu",
-                      "csrc/bench/link_bench.cu"],
+                      "csrc/bench/link_bench.cu", "csrc/nccl/communicator.cu", "csrc/nccl/nccl_loader.cc"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
@@ -67,7 +68,7 @@
             "process_outputs_as_sources": 1
           }]
         }, {
-          "sources": ["csrc/cuda/absent.cc", "csrc/budget/absent.cc", "csrc/bench/absent.cc"]
+          "sources": ["csrc/cuda/absent.cc", "csrc/budget/absent.cc", "csrc/bench/absent.cc", "csrc/nccl/absent.cc"]
         }]
       ]
     }

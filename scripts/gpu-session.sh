@@ -9,6 +9,7 @@
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
+# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data-parallel.mjs on every GPU).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -109,6 +110,14 @@ for part in "$@"; do
       NN_ARENA_STEP_PATH=fused node bench/models.mjs --no-torch --out "$OUT/models-fused.json"
       NN_ARENA_STEP_PATH=layers node bench/models.mjs --no-torch --out "$OUT/models-layers.json"
       node bench/models.mjs --out "$OUT/models-auto.json" ;;  # auto path, and torch.func in the same call
+    nccl)  # issue 20: 2+ GPUs and libnccl.so.2 (NCCL 2.28 in the system library path)
+      nvidia-smi topo -m 2>&1 | head -12 > "$OUT/nccl-topo.txt"
+      ls /usr/lib/x86_64-linux-gnu/libnccl* /usr/local/lib/libnccl* 2>/dev/null | head -3
+      node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.ncclInfo())))"
+      vitest run test/gpu/nccl.gpu.test.ts > "$OUT/nccl-tests.log" 2>&1
+      grep -hE "✓|✗|×|FAIL|Tests |nccl |skipped|AssertionError|Error" "$OUT/nccl-tests.log" | cut -c1-400 | tail -40
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --out "$OUT" 2>&1 | tee "$OUT/nccl-bench.log" | tail -30
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --order kind-major --nets L --out "$OUT/kind-major" 2>&1 | tail -8 ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

@@ -14,6 +14,9 @@ export interface ArenaOptions {
    *  the device side in pinned host memory with a device pool of deviceBudget bytes that
    *  regions are copied into as training needs them (CUDA only). */
   memory?: MemoryKind;
+  /** CUDA only: the device index (default 0); every allocation, transfer and run of the arena
+   *  happens on it. */
+  device?: number;
   /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
   pinned?: boolean;
   /** Managed or staged memory: bytes of the arena the device may hold at once (at least what

@@ -76,12 +76,15 @@ export class Arena implements Disposable {
   readonly pinned: boolean;
   /** Bytes of the arena the device may hold (managed or staged memory); undefined: no budget. */
   readonly deviceBudget: number | undefined;
+  /** The CUDA device the arena lives on (0 on the CPU backend). */
+  readonly device: number;
   #handle: NativeHandle;
   #views = new Map<string, View>();
   #disposed = false;
 
-  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined) {
+  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
     this.plan = plan;
+    this.device = device;
     this.#handle = handle;
     this.backend = backend;
     this.memory = memory;
@@ -107,12 +110,15 @@ export class Arena implements Disposable {
     if (memory !== 'device' && backend !== 'cuda') {
       throw new ArenaError('NOT_SUPPORTED', `${memory} memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
     }
+    const device = options.device ?? 0;
+    if (typeof device !== 'number' || !Number.isSafeInteger(device) || device < 0) throw new OptionError('BAD_OPTION', 'device', device, 'must be a CUDA device index (an integer >= 0)');
+    if (device !== 0 && backend !== 'cuda') throw new OptionError('BAD_OPTION', 'device', device, `the CPU backend has only device 0 (${cudaInfo().why || 'backend: cpu'})`);
     const pinned = backend === 'cuda' ? options.pinned ?? true : false;
     // The device budget is checked once, natively, before anything is allocated.
     const handle = call(() => new (native().ArenaHandle)(plan.header, {
-      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled,
-    }), { deviceBudget: budget });
-    return new Arena(plan, handle, backend, memory, pinned, budget);
+      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled, device,
+    }), { deviceBudget: budget, device });
+    return new Arena(plan, handle, backend, memory, pinned, budget, device);
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before

@@ -8,7 +8,10 @@ export { type Selector, type SelectorKind, type ByteRange, selectRanges } from '
 export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './errors.js';
 export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName, type BackwardTarget } from './train/trainer.js';
 export { type Data } from './train/data.js';
-export { cudaInfo, type CudaInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
+export { DataParallel, ncclInfo, type DataParallelOptions, type JoinOptions } from './parallel/data-parallel.js';
+export { readParallelEnv, type ParallelEnv } from './parallel/env.js';
+export { rendezvous, type RendezvousOptions } from './parallel/rendezvous.js';
+export { cudaInfo, type CudaInfo, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
 export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';

@@ -85,6 +85,14 @@ export interface RunParams {
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** Data parallelism (one replica of a group): resident runs read rows
+   *  [shardOffset, shardOffset + batch) of every global batch of globalBatch rows, and the loss
+   *  mean divides by the group's rows; runs on z[0]/y divide by lossRows. */
+  globalBatch?: number;
+  shardOffset?: number;
+  lossRows?: number;
+  /** All-reduce gradients and stats over the arena's group (CUDA + NCCL). */
+  reduce?: boolean;
   /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
   lrs?: number[];
 }
@@ -100,6 +108,15 @@ export interface NativeArenaOptions {
   budget?: number;
   /** Managed memory with a budget: run the prefetch scheduler (else pages fault in on demand). */
   scheduled: boolean;
+  /** CUDA device index (default 0). */
+  device?: number;
+}
+
+export interface NcclInfo {
+  available: boolean;
+  /** NCCL_VERSION_CODE of the library found (22805 is 2.28.5); 0 when none. */
+  version: number;
+  why: string;
 }
 
 /** Which code ran a training run: the CPU backend, the fused CUDA kernel (one launch per run),
@@ -136,6 +153,14 @@ export interface NativeAddon {
   jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
   /** Resolves once the kernel completed; a run of the arena while in flight. */
   jitLaunch(handle: NativeHandle, id: number, grid: number[], block: number[], sharedBytes: number, args: Array<number | bigint>): Promise<void>;
+  /** Data parallelism (csrc/addon/nccl.cc). */
+  ncclInfo(): NcclInfo;
+  ncclUniqueId(): Uint8Array;
+  ncclInitAll(handles: NativeHandle[]): void;
+  ncclInitRank(handle: NativeHandle, id: Uint8Array, rank: number, world: number): Promise<void>;
+  ncclLeave(handle: NativeHandle): void;
+  runReplicas(handles: NativeHandle[], params: RunParams[]): Promise<RunPath>;
+  groupInfo(handle: NativeHandle): { rank: number; world: number; device: number } | undefined;
   /** Test- and bench-only functions (csrc/addon/internal.cc): not library API. */
   internal: NativeInternal;
 }

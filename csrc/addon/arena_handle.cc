@@ -41,6 +41,7 @@ ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Aren
 
 void ArenaHandle::Finalize(Napi::BasicEnv env) {
   block_.reset();  // freed now unless a run still holds it
+  comm_.reset();
   releaseExternal(env);
 }
 
@@ -164,6 +165,7 @@ Napi::Value ArenaHandle::Dispose(const Napi::CallbackInfo& info) {
   finalStats_ = block_->stats();
   if (finalStats_.hostFrees == 0) { finalStats_.hostFrees++; finalStats_.deviceFrees++; }
   block_.reset();
+  comm_.reset();  // the communicator goes once no run holds it
   return Napi::Boolean::New(env, true);
 }
 
@@ -183,7 +185,7 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const RunParams p = runParamsOf(env, info[0]);
   const std::shared_ptr<Block> b = live(env, true);
-  return startRun(env, b, p, this, Value());
+  return startRun(env, b, comm_, p, this, Value());
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../core/block.h"
+#include "../nccl/communicator.h"
 #include "run_worker.h"
 
 namespace nna::addon {
@@ -33,6 +34,10 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   // `idle`, BUSY while a run holds it.
   std::shared_ptr<Block> live(Napi::Env env, bool idle) const;
   uint32_t numLayers() const { return numLayers_; }
+  // The data-parallel group this arena is a rank of (nccl.cc); null when none.
+  const std::shared_ptr<Communicator>& comm() const { return comm_; }
+  void setComm(std::shared_ptr<Communicator> c) { comm_ = std::move(c); }
+  bool busy() const { return runsInFlight_ > 0; }
 
  private:
   Napi::Value Transfer(const Napi::CallbackInfo& info);
@@ -50,6 +55,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   static Napi::Symbol owner(Napi::Env env);
 
   std::shared_ptr<Block> block_;
+  std::shared_ptr<Communicator> comm_;  // runs in flight hold it too
   nna::Stats finalStats_;  // after dispose(): the counters it ended with
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
   uint32_t numLayers_ = 0;

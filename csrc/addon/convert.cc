@@ -114,6 +114,10 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     else if (k == "beta1") d(p.beta1);
     else if (k == "beta2") d(p.beta2);
     else if (k == "eps") d(p.eps);
+    else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
+    else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
+    else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");
+    else if (k == "reduce") p.reduce = boolean(env, x, "reduce");
     else if (k == "lrs") {  // one learning rate per model (K-model arenas); checkRun checks the count
       if (!x.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameter lrs must be an array of numbers");
       const Napi::Array a = x.As<Napi::Array>();
@@ -137,6 +141,12 @@ void arenaOptionsOf(Napi::Env env, const Napi::Value& v, BlockOptions* options, 
   options->cuda = boolean(env, o.Get("cuda"), "cuda");
   options->pinned = boolean(env, o.Get("pinned"), "pinned");
   options->memory = memoryOf(env, o.Get("memory"));
+  const Napi::Value device = o.Get("device");
+  if (!device.IsUndefined()) {
+    const uint64_t d = exactU64(env, device, "device");
+    if (d > 1023) throw jsError(env, "BAD_OPTION", "device must be a CUDA device index", "", "device");
+    options->device = int(d);
+  }
   *budget = budgetOf(env, o.Get("budget"), o.Get("scheduled"));
 }
 

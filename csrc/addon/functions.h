@@ -10,6 +10,9 @@ void registerFunctions(Napi::Env env, Napi::Object exports);
 void registerInternal(Napi::Env env, Napi::Object exports);
 // JIT kernels (jit.cc): jitCompile, jitLaunch.
 void registerJit(Napi::Env env, Napi::Object exports);
+// Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
+// runReplicas, groupInfo.
+void registerNccl(Napi::Env env, Napi::Object exports);
 // internal.jitCompileOnly (jit.cc): a compile without a device, for tests.
 Napi::Value JitCompileOnly(const Napi::CallbackInfo& info);
 

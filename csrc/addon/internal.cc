@@ -225,7 +225,7 @@ Napi::Value ProbeBind(const Napi::CallbackInfo& info) {
   Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(layers) * NNA_KIND_COUNT);
   guarded(env, [&] {
     std::lock_guard<std::mutex> lock(b->mutex());
-    if (b->options().cuda) return cudaProbeBind(b->device(), layers, out.Data());
+    if (b->options().cuda) { b->backend().activate(); return cudaProbeBind(b->device(), layers, out.Data()); }
     for (uint32_t l = 0; l < layers; ++l) {
       const nna_bound_layer<float> p = nna_bind<float>(b->device(), l);
       float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata, p.stats};

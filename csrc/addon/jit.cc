@@ -118,8 +118,9 @@ Napi::Value JitCompile(const Napi::CallbackInfo& info) {
   const std::string source = string(env, info[1], "source"), name = string(env, info[2], "name");
   const std::vector<JitType> params = typesOf(env, info[3]);
   const std::string header = string(env, info[4], "header");
-  jitArena(env, h, false);
-  return Napi::Number::New(env, guarded(env, [&] { return jitKernel(source, name, params, header); }));
+  const std::shared_ptr<Block> b = jitArena(env, h, false);
+  // Compiled for, and loaded on, the arena's device (jitKernel reads the current one).
+  return Napi::Number::New(env, guarded(env, [&] { b->backend().activate(); return jitKernel(source, name, params, header); }));
 }
 
 // jitLaunch(handle, id, grid, block, sharedBytes, args): resolves once the kernel completed.

@@ -25,6 +25,7 @@ void BlockWorker::Execute() {
     std::lock_guard<std::mutex> lock(block_->mutex());
     if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
     try {
+      block_->backend().activate();  // a libuv worker thread: the arena's device, every time
       result_ = work_(*block_);
     } catch (...) {
       block_->releaseIfAsked();
@@ -58,14 +59,19 @@ void BlockWorker::OnError(const Napi::Error&) {
   }
 }
 
-// The run dispatch: a budgeted arena's scheduler, the CUDA paths, or the CPU backend.
-Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self) {
-  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self, [p](Block& b) -> std::string {
-    if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
-    if (b.options().cuda) return runCuda(b.device(), b.header(), p);
-    runCpu(b.device(), p);
-    return "cpu";
-  });
+// The run dispatch: a budgeted arena's scheduler, a data-parallel rank, the CUDA paths, or the
+// CPU backend.
+std::string runReplica(Block& b, Communicator* comm, const RunParams& p) {
+  if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
+  if (comm) return comm->run(b.device(), b.header(), p);
+  if (b.options().cuda) return runCuda(b.device(), b.header(), p);
+  runCpu(b.device(), p);
+  return "cpu";
+}
+
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self) {
+  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self,
+                            [p, comm](Block& b) -> std::string { return runReplica(b, comm.get(), p); });
   return w->start();
 }
 

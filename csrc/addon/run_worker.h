@@ -12,6 +12,7 @@
 
 #include "../core/block.h"
 #include "../core/failure.h"
+#include "../nccl/communicator.h"
 #include "../train/train.h"
 
 namespace nna::addon {
@@ -47,7 +48,10 @@ class BlockWorker : public Napi::AsyncWorker {
   std::string result_;
 };
 
-// One training / evaluation run: resolves with the path that ran ("cpu", "fused", ...).
-Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, const RunParams& p, RunOwner* owner, Napi::Object self);
+// One training / evaluation run: resolves with the path that ran ("cpu", "fused", ...). `comm`:
+// the arena's data-parallel group, or null.
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self);
+// The run of one replica, on the calling thread (block mutex held, device current).
+std::string runReplica(Block& b, Communicator* comm, const RunParams& p);
 
 }  // namespace nna::addon

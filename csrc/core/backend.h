@@ -30,6 +30,11 @@ struct Backend {
   virtual void prefetch(void* p, size_t bytes, Where where) = 0;
   virtual void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) = 0;
   virtual void synchronize() = 0;
+  // Makes this backend's device current on the calling thread (CUDA: cudaSetDevice). Every
+  // thread that launches work for an arena (a libuv worker, a replica's thread) calls it first.
+  virtual void activate() {}
+  // The CUDA device index (0 on the CPU backend).
+  virtual int device() const { return 0; }
 };
 
 std::unique_ptr<Backend> makeCpuBackend();
@@ -47,7 +52,8 @@ struct CudaInfo {
   bool noKernelImage = false;  // a GPU is present but the binary has no code for it (devices == 0)
 };
 CudaInfo cudaInfo();
-std::unique_ptr<Backend> makeCudaBackend();  // throws Failure NO_DEVICE when unusable
+// Throws Failure NO_DEVICE when unusable, BAD_OPTION (field "device") for an index out of range.
+std::unique_ptr<Backend> makeCudaBackend(int device = 0);
 
 // Device memory in use now (cudaMemGetInfo: total - free), device-wide.
 uint64_t deviceBytesInUse();

@@ -20,7 +20,7 @@ uint64_t totalOf(const std::vector<uint8_t>& header) {
 }  // namespace
 
 Block::Block(std::vector<uint8_t> header, const BlockOptions& options)
-    : backend_(options.cuda ? makeCudaBackend() : makeCpuBackend()), options_(options), header_(std::move(header)), total_(totalOf(header_)) {
+    : backend_(options.cuda ? makeCudaBackend(options.device) : makeCpuBackend()), options_(options), header_(std::move(header)), total_(totalOf(header_)) {
   const size_t headerBytes = header_.size();
   host_ = static_cast<uint8_t*>(backend_->allocHost(total_, options.pinned));
   try {

@@ -29,6 +29,7 @@ struct BlockOptions {
   // The device side is initialised by the CPU (managed pages then start on the host); always so
   // for staged memory, whose device side is a pinned host image.
   bool initOnHost = false;
+  int device = 0;  // CUDA only: the device index both allocations and every run use
 };
 
 class Block {

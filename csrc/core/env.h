@@ -10,6 +10,7 @@
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
 //   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
+//   NN_ARENA_NCCL                 CUDA: 0 turns NCCL off; a path picks libnccl (data parallelism)
 //   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid
 //   NN_ARENA_FUSED_TRACE          CUDA: print the times between the fused kernel's barriers (2: and
 //                                 add an empty phase after each, the barrier's cost in place)
@@ -24,6 +25,8 @@
 //   NN_ARENA_UM_READ_DUP          managed scheduler: 1 = forward weights as read-only duplicates
 //   NN_ARENA_RESIDENCY_TRACE      residency replay (tests): print each phase's device bytes
 // Build time (scripts/find-nvcc.cjs): NN_ARENA_CUDA=0 (CPU-only build), NN_ARENA_CUDA_ARCH.
+// Not NN_ARENA_* but read by nn-arena: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+// (multi-process data parallelism, read in TS by src/parallel/env.ts only).
 // Tests only (test/gpu): NN_ARENA_REQUIRE_GPU, NN_ARENA_UNDER_SANITIZER, NN_ARENA_GRAD_CASES,
 // NN_ARENA_SOAK_CYCLES.
 // Knobs are read when used: the per-run ones (the managed scheduler's) at every run, the others
@@ -36,7 +39,7 @@ namespace nna {
 
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
-  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, FusedForward,
+  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward,
   Count
 };
 

@@ -74,12 +74,18 @@ class CpuRun {
     }
     std::vector<bool> stopped(models_, false);  // a diverged model stops, as a run of it alone would
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      const uint64_t rows = p_.resident ? gather(p_.firstBatch + s) : p_.rows;
+      const StepRows sr = stepRows(h_.batch, p_, s);
+      const uint64_t rows = p_.resident ? gather(sr) : sr.rows;
+      scale_ = sr.scale;
       bool any = false;
       for (uint64_t m = 0; m < models_; ++m) {
         if (stopped[m]) continue;
         any = true;
         const std::vector<nna_bound_layer<T>>& L = L_[m];
+        if (rows == 0) {  // a replica's empty shard: zero gradients (and a step with them)
+          if (p_.op == Op::Train || p_.op == Op::Grad) emptyStep(L, p_.stepBase + s + 1, p_.lrOf(m));
+          continue;
+        }
         for (uint32_t l = 1; l < h_.num_layers; ++l) forward(L, l, rows);
         output(L, rows, s);
         if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
@@ -92,12 +98,28 @@ class CpuRun {
   }
 
  private:
+  // A step without rows: gradients are zero; training still takes the optimizer step (momentum
+  // and Adam state move on, as on the replicas that had rows).
+  void emptyStep(const std::vector<nna_bound_layer<T>>& L, uint64_t t, double lr) {
+    const Hyper<T> hp = hyper(lr, t);
+    for (uint32_t l = 1; l < h_.num_layers; ++l) {
+      const nna_bound_layer<T>& C = L[l];
+      const uint64_t n = C.units, nw = C.units * C.fan_in;
+      std::fill(C.db, C.db + n, T(0));
+      std::fill(C.dw, C.dw + nw, T(0));
+      if (p_.op != Op::Train) continue;
+      for (uint64_t i = 0; i < nw; ++i) updateParam<T>(h_.optimizer, C.w + i, T(0), C.mw ? C.mw + i : nullptr, C.vw ? C.vw + i : nullptr, hp);
+      for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, T(0), C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    }
+  }
+
   // Backward, BackwardFromOutput, Update for one model: a Train step split in three runs (a
   // Forward run first) through the same code, so together they give a Train run's bits: the
   // weights' update goes through the GEMM's own update code with its tiling (cpu::update), the
   // biases' as in backward().
   void primitive(const std::vector<nna_bound_layer<T>>& L, double lr) {
     const uint64_t rows = p_.rows;
+    scale_ = stepRows(h_.batch, p_, 0).scale;
     if (p_.op == Op::Update) {
       const Hyper<T> hp = hyper(lr, p_.stepBase + 1);
       for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
@@ -120,13 +142,13 @@ class CpuRun {
 
   Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
-  // Copies batch `batch` of the shuffled epoch from the resident data set into z[0] and y
+  // Copies the step's rows of the shuffled epoch from the resident data set into z[0] and y
   // (shared by every model).
-  uint64_t gather(uint64_t batch) {
+  uint64_t gather(const StepRows& sr) {
     const nna_bound_layer<T>& in = L_[0].front();
     const nna_bound_layer<T>& out = L_[0].back();
-    const uint64_t first = batch * h_.batch;
-    const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
+    const uint64_t first = sr.first;
+    const uint64_t rows = sr.rows;
     parallelFor(rows, in.units, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r) {
         const uint64_t k = permIndex(first + r, p_.permA, p_.permC, p_.samples);
@@ -161,7 +183,7 @@ class CpuRun {
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r)
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scale_, grad, activated);
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -231,6 +253,7 @@ class CpuRun {
   }
 
   RunParams p_;
+  uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;
   uint64_t models_ = 1;
   std::vector<std::vector<nna_bound_layer<T>>> L_;  // [model][layer]
@@ -245,6 +268,7 @@ class CpuRun {
 
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
+  if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
   // TF32 is a tensor-core format: the CPU backend computes in FP32 only, and says so rather
   // than run a mode it does not have.
   if (p.precision != Precision::Fp32)

@@ -25,3 +25,24 @@ inline void cudaCheck(cudaError_t e, const char* what, const char* file, int lin
 }  // namespace nna
 
 #define CUDA_CHECK(call) ::nna::cudaCheck((call), #call, __FILE__, __LINE__)
+
+namespace nna {
+
+// Makes `device` current for one call on the calling thread and puts the previous one back,
+// so that an arena on device 1 leaves the JS thread's current device as it was.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    CUDA_CHECK(cudaGetDevice(&previous_));
+    if (previous_ != device) CUDA_CHECK(cudaSetDevice(device));
+    else previous_ = -1;
+  }
+  ~DeviceScope() { if (previous_ >= 0) cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace nna

@@ -89,15 +89,20 @@ bool cublasAvailable() { return api().ok; }
 const std::string& cublasStatus() { return api().status; }
 
 Lane acquireLane() {
+  int device = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
   {
     std::lock_guard<std::mutex> lock(poolMutex);
-    if (!pool().empty()) {
-      Lane l = pool().back();
-      pool().pop_back();
+    std::vector<Lane>& p = pool();
+    for (size_t i = p.size(); i-- > 0;) {
+      if (p[i].device != device) continue;
+      Lane l = p[i];
+      p.erase(p.begin() + long(i));
       return l;
     }
   }
   Lane l;
+  l.device = device;
   CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
   if (cublasAvailable()) {
     const Api& a = api();

@@ -16,8 +16,10 @@ namespace nna {
 struct Lane {
   cudaStream_t stream = nullptr;
   void* blas = nullptr;  // cublasHandle_t, or null without cuBLAS
+  int device = 0;        // the device the stream and handle belong to
 };
 
+// A lane of the calling thread's current device (one pool per device).
 Lane acquireLane();
 void releaseLane(const Lane& lane);
 
@@ -27,6 +29,7 @@ class LaneGuard {
   LaneGuard() : lane_(acquireLane()) {}
   // A run that failed part-way may have left work queued: drain it before the next run.
   ~LaneGuard() {
+    cudaSetDevice(lane_.device);  // a lane goes back from its own device
     cudaStreamSynchronize(lane_.stream);
     releaseLane(lane_);
   }

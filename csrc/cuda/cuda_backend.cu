@@ -27,9 +27,13 @@ cudaMemLocation locationOf(Where where) {
 }
 
 struct CudaBackend final : Backend {
+  explicit CudaBackend(int device) : device_(device) {}
   const char* name() const override { return "cuda"; }
+  int device() const override { return device_; }
+  void activate() override { CUDA_CHECK(cudaSetDevice(device_)); }
 
   void* allocHost(size_t bytes, bool pinned) override {
+    DeviceScope scope(device_);
     void* p = nullptr;
     if (pinned) {
       CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
@@ -38,11 +42,13 @@ struct CudaBackend final : Backend {
     return hostAlloc(bytes, "host");
   }
   void freeHost(void* p, size_t bytes, bool pinned) override {
+    DeviceScope scope(device_);
     if (pinned) CUDA_CHECK(cudaFreeHost(p));
     else hostFree(p, bytes);
   }
 
   void* allocDevice(size_t bytes, Memory memory) override {
+    DeviceScope scope(device_);
     size_t freeB = 0, totalB = 0;
     CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
     void* p = nullptr;
@@ -69,24 +75,29 @@ struct CudaBackend final : Backend {
     return p;
   }
   void freeDevice(void* p, size_t, Memory memory) override {
+    DeviceScope scope(device_);
     if (memory == Memory::Staged) CUDA_CHECK(cudaFreeHost(p));
     else CUDA_CHECK(cudaFree(p));
   }
   void zeroDevice(void* p, size_t bytes) override {
+    DeviceScope scope(device_);
     CUDA_CHECK(cudaMemset(p, 0, bytes));
     CUDA_CHECK(cudaDeviceSynchronize());
   }
 
   void copy(void* dst, const void* src, size_t bytes, Dir dir) override {
+    DeviceScope scope(device_);
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   }
 
   void prefetch(void* p, size_t bytes, Where where) override {
+    DeviceScope scope(device_);
     CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, locationOf(where), 0, 0));
     CUDA_CHECK(cudaStreamSynchronize(0));
   }
 
   void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) override {
+    DeviceScope scope(device_);
     cudaMemoryAdvise a;
     switch (advice) {
       case Advice::ReadMostly: a = unset ? cudaMemAdviseUnsetReadMostly : cudaMemAdviseSetReadMostly; break;
@@ -96,7 +107,13 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(cudaMemAdvise(p, bytes, a, locationOf(where)));
   }
 
-  void synchronize() override { CUDA_CHECK(cudaDeviceSynchronize()); }
+  void synchronize() override {
+    DeviceScope scope(device_);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+ private:
+  int device_;
 };
 
 __global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
@@ -162,15 +179,20 @@ CudaInfo cudaInfo() {
         : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
     return i;
   }
-  cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  {
+    DeviceScope scope(0);  // device 0's memory, whatever device this thread last used
+    cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  }
   i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
   return i;
 }
 
-std::unique_ptr<Backend> makeCudaBackend() {
+std::unique_ptr<Backend> makeCudaBackend(int device) {
   const CudaInfo i = cudaInfo();
   if (i.devices == 0) NNA_FAIL(i.noKernelImage ? "NO_KERNEL_IMAGE" : "NO_DEVICE", i.why);
-  return std::make_unique<CudaBackend>();
+  if (device < 0 || device >= i.devices)
+    NNA_FAIL_FIELD("BAD_OPTION", "device", "device " + std::to_string(device) + " does not exist: this machine has " + std::to_string(i.devices) + " CUDA device(s), 0 to " + std::to_string(i.devices - 1));
+  return std::make_unique<CudaBackend>(device);
 }
 
 uint64_t deviceBytesInUse() {

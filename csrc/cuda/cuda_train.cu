@@ -23,6 +23,7 @@
 #include "cuda_train.h"
 #include "cublas_loader.h"
 #include "fused_step.h"
+#include "grad_sync.h"
 #include "layer_hooks.h"
 #include "layer_kernels.cuh"
 #include "tf32_kernels.cuh"
@@ -62,9 +63,12 @@ class Tf32x3Workspace {
 template <typename T>
 class LayerRun {
  public:
-  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
-      : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
-        blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
+  // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
+  // the lane's device current anyway, so that the run's own allocations (the tf32x3 workspace,
+  // the per-model lrs) are made and freed on the arena's device.
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
+      : device_(lane.device), base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()),
+        frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
     if (blas_ && prec_ == Precision::Tf32x3 && p.op != Op::Update) work_.allocate(h, layers, s_);  // Update: no products
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
@@ -76,35 +80,50 @@ class LayerRun {
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
     if (p_.resetStats) { resetStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_); launched(); }
+    if (sync_) sync_->beginRun(s_, p_.resetStats);
     if (isPrimitive(p_.op)) {
-      primitive();
+      primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
     } else {
       const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
+      // The group's update of layer l, once its gradients are reduced (on the sync's stream).
+      const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(stepNow_), stream); };
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        const uint64_t rows = p_.resident ? gather(s) : p_.rows;
-        for (uint32_t l = 1; l <= last_; ++l) {
-          before(Stage::Forward, l);
-          forward(l, rows);
-          after(Stage::Forward, l);
+        const StepRows sr = stepRows(h_.batch, p_, s);
+        // A data-parallel replica may have no rows of the group's last step: it contributes zero
+        // gradients to the reduction and still takes the step.
+        const uint64_t rows = sr.rows;
+        if (rows) {
+          if (p_.resident) gather(sr);
+          for (uint32_t l = 1; l <= last_; ++l) {
+            before(Stage::Forward, l);
+            forward(l, rows);
+            after(Stage::Forward, l);
+          }
+          before(Stage::Output, last_);
+          output(rows, sr.scale, s, grad, false);
+          after(Stage::Output, last_);
         }
-        before(Stage::Output, last_);
-        output(rows, s, grad, false);
-        after(Stage::Output, last_);
         if (grad) {
-          const Hyper<T> hp = hyper(p_.stepBase + s + 1);
+          stepNow_ = p_.stepBase + s + 1;
+          const Hyper<T> hp = hyper(stepNow_);
           // Layer l's update right after its backward pass: d[l-1] has been computed with the old
           // w[l] by then, and nothing later reads w[l], so the order gives the same values as
           // updating every layer at the end, with one pass less over each layer's memory.
           for (uint32_t l = last_; l >= 1; --l) {
             before(Stage::Backward, l);
-            const bool folded = backward(l, rows, hp);
-            if (p_.op == Op::Train && !folded) update(l, hp);
+            bool folded = false;
+            if (rows) folded = backward(l, rows, hp);
+            else zeroGradients(l);
+            if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train ? syncedUpdate : GradSync::Update());
+            else if (p_.op == Op::Train && !folded) update(l, hp, s_);
             after(Stage::Backward, l);
           }
+          if (sync_) sync_->endStep(s_);
         }
         if (hooks_) hooks_->endStep(s, s_);
       }
     }
+    if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return blas_;
   }
@@ -119,11 +138,11 @@ class LayerRun {
   void primitive() {
     const Hyper<T> hp = hyper(p_.stepBase + 1);
     if (p_.op == Op::Update) {
-      for (uint32_t l = last_; l >= 1; --l) update(l, hp);
+      for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_);
       return;
     }
     if (p_.op == Op::Backward) {
-      output(p_.rows, 0, true, true);
+      output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, true);
     } else {
       outputGradKernel<T><<<dim3(blocksFor(p_.rows), 1, K_), kThreads, 0, s_>>>(base_, last_, p_.rows);
       launched();
@@ -133,21 +152,21 @@ class LayerRun {
 
   // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
   // `activated`: z holds a Forward run's outputs (Backward runs).
-  void output(uint64_t rows, uint64_t s, bool grad, bool activated) {
+  void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad, bool activated) {
     const bool mse = p_.loss == Loss::Mse, stats = p_.op != Op::Forward;
     if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
     else if (L_[last_].units > 32)
-      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
     else
-      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
     launched();
     if (stats) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
   }
 
-  // The optimizer step of layer l from its dw and db.
-  void update(uint32_t l, const Hyper<T>& hp) {
-    updateKernel<T><<<dim3(blocksFor(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, lrs_.get());
+  // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream) {
+    updateKernel<T><<<dim3(blocksFor(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp, lrs_.get());
     launched();
   }
 
@@ -169,14 +188,18 @@ class LayerRun {
 
   Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
-  uint64_t gather(uint64_t s) {
-    const uint64_t first = (p_.firstBatch + s) * h_.batch;
-    const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
+  void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
-    gatherKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, last_, first, rows, p_.permA, p_.permC, p_.samples);
+    gatherKernel<T><<<rowBlocks(sr.rows), kThreads, 0, s_>>>(base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples);
     launched();
     after(Stage::Gather, 0);
-    return rows;
+  }
+
+  // No rows this step: the layer's gradients are zero (db and dw of every model, one memset each).
+  void zeroGradients(uint32_t l) {
+    for (unsigned m = 0; m < K_; ++m)
+      for (uint32_t kind : {uint32_t(NNA_DB), uint32_t(NNA_DW)})
+        CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
   }
 
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
@@ -227,8 +250,9 @@ class LayerRun {
     // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
     // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (40 SGD
     // steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied (a
-    // compact SGD arena refuses tf32x3: check.cc).
-    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD && (!blas_ || (sameLr_ && prec_ != Precision::Tf32x3));
+    // compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
+    // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
+    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD && (!blas_ || (sameLr_ && prec_ != Precision::Tf32x3)) && !sync_;
     biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {
@@ -294,12 +318,15 @@ class LayerRun {
     blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
   }
 
+  DeviceScope device_;  // first: current through every member's construction and destruction
   void* base_;
   const nna_header& h_;
   const std::vector<nna_layer>& L_;
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
+  GradSync* sync_;
+  uint64_t stepNow_ = 0;  // the optimizer step being taken (Adam's t), for `update`
   cudaStream_t s_;
   uint32_t last_;
   int sms_;
@@ -323,7 +350,8 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
   return true;
 }
 
-// TF32 tensor cores: compute capability 8.0 or newer.
+// TF32 tensor cores: compute capability 8.0 or newer (of the current device: the arena's, made
+// current by Backend::activate on the run's thread).
 static void requireTf32Device(Precision p) {
   int device = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -334,22 +362,27 @@ static void requireTf32Device(Precision p) {
                                                   std::to_string(major) + "." + std::to_string(minor));
 }
 
-const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
+const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks, GradSync* sync) {
   checkRun(header, p);
+  if (p.reduce && !sync) NNA_FAIL("NOT_SUPPORTED", "reduce needs an arena in a data-parallel group (a communicator)");
+  if (!p.reduce) sync = nullptr;
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   if (p.precision != Precision::Fp32) requireTf32Device(p.precision);
   LaneGuard lane;
-  // The fused kernel runs whole steps in FP32 only: the trainer primitives and the TF32
-  // precisions take the per-layer path.
-  if (!hooks && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
+  // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
+  // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
+  // the per-layer path.
+  const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
+  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
   bool blas = false;
   try {
-    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();
-    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks).run();
+    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
+    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks, sync).run();
   } catch (...) {
+    if (sync) sync->abort();
     if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
     throw;
   }

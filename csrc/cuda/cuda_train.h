@@ -9,11 +9,14 @@
 namespace nna {
 
 struct LayerHooks;  // layer_hooks.h
+struct GradSync;    // grad_sync.h
 
 // `header` is the validated host copy (launch geometry); kernels bind from devBase. `hooks`
 // let a memory scheduler act between the per-layer launches; a run with hooks always takes the
-// per-layer path. Returns which path ran: "fused", "layers (cublas)" or "layers (tiled)".
-const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr);
+// per-layer path. `sync` (a data-parallel replica's group, p.reduce) reduces the gradients
+// between backward and update. Returns which path ran: "fused", "layers (cublas)" or
+// "layers (tiled)".
+const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks = nullptr, GradSync* sync = nullptr);
 
 // Whether the per-layer path runs its products through cuBLAS: the library loaded at run time,
 // NN_ARENA_GEMM not 'tiled', and every size within cuBLAS's int. SGD training then folds its

@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstdlib>
+#include <mutex>
 #include <string>
 
 #include "../train/math.h"
@@ -641,17 +642,24 @@ struct Device {
   bool cooperative = false;
 };
 
+// The current device's properties, read once per device (an arena may live on any device).
 const Device& device() {
-  static const Device d = [] {
+  constexpr int kMaxDevices = 64;
+  static Device cache[kMaxDevices];
+  static std::once_flag once[kMaxDevices];
+  int id = 0;
+  CUDA_CHECK(cudaGetDevice(&id));
+  if (id < 0 || id >= kMaxDevices) NNA_FAIL("NOT_SUPPORTED", "device index " + std::to_string(id) + " is beyond the " + std::to_string(kMaxDevices) + " devices nn-arena supports");
+  std::call_once(once[id], [id] {
     Device r;
     int v = 0;
-    CUDA_CHECK(cudaGetDevice(&r.id));
+    r.id = id;
     CUDA_CHECK(cudaDeviceGetAttribute(&r.sms, cudaDevAttrMultiProcessorCount, r.id));
     CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrCooperativeLaunch, r.id));
     r.cooperative = v != 0;
-    return r;
-  }();
-  return d;
+    cache[id] = r;
+  });
+  return cache[id];
 }
 
 }  // namespace

@@ -175,22 +175,24 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
     P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
 }
 
+// The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
+// `scaleRows` (rows, or a data-parallel group's rows of the step).
 template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad, activated);
   if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
 }
 
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
-  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad, activated);
   if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
@@ -203,7 +205,7 @@ constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
 // `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
-__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -265,7 +267,7 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       loss = double(blockSum(l, sv)) / double(n);
     }
     T* d = O.d + r * n;
-    const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
+    const T scale = mse ? T(2) / (T(scaleRows) * T(n)) : T(1) / T(scaleRows);
 #pragma unroll
     for (int q = 0; q < kOutPerThread; ++q)
       if (on(q)) {

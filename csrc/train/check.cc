@@ -49,21 +49,39 @@ void checkRun(const void* header, const RunParams& p) {
   for (double x : p.lrs)
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
+  if (p.reduce && p.op != Op::Train && p.op != Op::Grad) NNA_FAIL("BAD_ARGUMENT", "reduce applies to train and grad runs");
+  // The all-reduce ranges (grad_sync.h) cover one model's gradients; K-model arenas train alone.
+  if (p.reduce && models > 1)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "models", "data parallelism trains one model; this arena holds " + std::to_string(models) + " (models)");
+  // A compact arena shares gradient bytes with other regions (an SGD plan has no dw at all),
+  // while a group's all-reduce needs each layer's dw and db intact until its update.
+  if (p.reduce && (h.flags & NNA_FLAG_COMPACT))
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact arena does not keep (compact); plan it without compact");
   if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step
     if (p.resident) NNA_FAIL("BAD_ARGUMENT", "backward and update runs work on the rows a forward run left, not on the resident data set");
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "backward and update runs are one step");
+    // A data-parallel group's knobs: a group's trainer refuses the primitives (data_parallel.ts).
+    if (p.lossRows || p.globalBatch || p.shardOffset) NNA_FAIL("BAD_ARGUMENT", "backward and update runs take no lossRows, globalBatch or shardOffset");
     if (p.op == Op::Update) return;  // every parameter, whatever the rows
   }
   if (!p.resident) {
-    if (p.rows == 0 || p.rows > h.batch)
+    if (p.globalBatch || p.shardOffset) NNA_FAIL("BAD_ARGUMENT", "globalBatch and shardOffset apply to resident runs; use lossRows");
+    // A replica may have no rows of a group's step (lossRows says the group has some).
+    if ((p.rows == 0 && p.lossRows == 0) || p.rows > h.batch)
       NNA_FAIL("BAD_ARGUMENT", "rows " + std::to_string(p.rows) + " outside [1, batch " + std::to_string(h.batch) + "]");
+    if (p.lossRows && p.lossRows < p.rows)
+      NNA_FAIL("BAD_ARGUMENT", "lossRows " + std::to_string(p.lossRows) + " is below rows " + std::to_string(p.rows));
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "a run on z[0]/y as they stand is one step");
     return;
   }
   if (h.samples == 0) NNA_FAIL("NO_DATA", "the arena holds no resident data set (plan it with samples > 0)");
   if (p.samples == 0 || p.samples > h.samples || p.samples >= (uint64_t(1) << 32))
     NNA_FAIL("BAD_ARGUMENT", "samples " + std::to_string(p.samples) + " outside [1, " + std::to_string(h.samples) + "]");
-  const uint64_t batches = (p.samples + h.batch - 1) / h.batch;
+  if (p.lossRows) NNA_FAIL("BAD_ARGUMENT", "lossRows applies to runs on z[0]/y; a resident run takes the group's rows from globalBatch");
+  const uint64_t global = p.globalBatch ? p.globalBatch : h.batch;
+  if (global < h.batch || global >= (uint64_t(1) << 40) || p.shardOffset > global - h.batch)
+    NNA_FAIL("BAD_ARGUMENT", "shard [" + std::to_string(p.shardOffset) + ", +" + std::to_string(h.batch) + ") outside the global batch of " + std::to_string(global));
+  const uint64_t batches = (p.samples + global - 1) / global;
   if (p.firstBatch >= batches || p.numBatches > batches - p.firstBatch)
     NNA_FAIL("BAD_ARGUMENT", "batches [" + std::to_string(p.firstBatch) + ", +" + std::to_string(p.numBatches) + ") outside the epoch of " + std::to_string(batches));
   if (p.permA == 0 || p.permA >= p.samples + (p.samples == 1) || p.permC >= p.samples || std::gcd(p.permA, p.samples) != 1)

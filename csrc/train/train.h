@@ -39,11 +39,36 @@ struct RunParams {
   uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
   Precision precision = Precision::Fp32;
   double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // Data parallelism (one replica of a group; 0 / false: a run of its own, as before):
+  uint64_t globalBatch = 0;  // resident: rows one step of the whole group takes (>= batch)
+  uint64_t shardOffset = 0;  // resident: this replica's first row within each global batch
+  uint64_t lossRows = 0;     // z[0]/y runs: rows the loss mean divides by (the group's rows)
+  bool reduce = false;       // all-reduce gradients and stats over the arena's communicator
   // K-model arenas (nna_header.models): model m's learning rate, or empty for `lr` everywhere.
   // A run argument, not arena state: it belongs to the Trainer's options, like `lr`.
   std::vector<double> lrs;
   double lrOf(uint64_t m) const { return lrs.empty() ? lr : lrs[m]; }
 };
+
+// The rows of step `s` of a run: which rows of the epoch it reads (resident), how many (0 for a
+// replica whose shard of the last global batch is empty) and what the mean loss divides by
+// (the rows of the whole group's step, so that summed gradients are the group's mean).
+struct StepRows { uint64_t first = 0, rows = 0, scale = 0; };
+inline StepRows stepRows(uint64_t batch, const RunParams& p, uint64_t s) {
+  StepRows r;
+  if (!p.resident) {
+    r.rows = p.rows;
+    r.scale = p.lossRows ? p.lossRows : p.rows;
+    return r;
+  }
+  const uint64_t global = p.globalBatch ? p.globalBatch : batch;
+  const uint64_t groupFirst = (p.firstBatch + s) * global;
+  r.scale = global < p.samples - groupFirst ? global : p.samples - groupFirst;
+  r.first = groupFirst + p.shardOffset;
+  const uint64_t left = r.first < groupFirst + r.scale ? groupFirst + r.scale - r.first : 0;
+  r.rows = left < batch ? left : batch;
+  return r;
+}
 
 // Checks that do not depend on the backend (rows, batches, data set present). The runs
 // themselves: csrc/cpu/cpu_train.h, csrc/cuda/cuda_train.h, csrc/budget/budgeted_block.h.

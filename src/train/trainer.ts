@@ -17,6 +17,11 @@
 // Runs on one arena are queued in call order (src/train/queue.ts), across Trainers too: each
 // async method holds the queue from its first transfer to its last read-back. Arguments are
 // read once, at the call, into checked snapshots (src/train/data.ts).
+//
+// Data parallel (a DataParallel group instead of an arena): step(), gradients() and fit() split
+// every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
+// native run all-reduces gradients and stats; the other methods use the first replica of this
+// process (its weights are every replica's). `arena` is that replica.
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
@@ -26,6 +31,7 @@ import type { ArenaOptions } from '../arena.js';
 import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } from './data.js';
 import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
+import { DataParallel, runGroup } from '../parallel/data-parallel.js';
 
 export type LossName = 'cross-entropy' | 'mse';
 
@@ -181,7 +187,10 @@ function targetOf(target: unknown): { labels?: ArrayLike<number>; y?: ArrayLike<
 interface FitPlan { epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number }
 
 export class Trainer {
+  /** The arena trained (a data-parallel group: this process's first replica). */
   readonly arena: Arena;
+  /** The data-parallel group, when the Trainer was made for one. */
+  readonly group: DataParallel | undefined;
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
@@ -196,8 +205,24 @@ export class Trainer {
   #samples: number;
   #last: number;
   #state: ArenaState;
+  #replicas: readonly Arena[];
+  #firstRank: number;  // global rank of #replicas[0]
+  #world: number;
 
-  constructor(arena: Arena, options: TrainerOptions = {}) {
+  constructor(arena: Arena | DataParallel, options: TrainerOptions = {}) {
+    if (arena instanceof DataParallel) {
+      if (arena.disposed) throw new ArenaError('DISPOSED', 'the data-parallel group was disposed');
+      this.group = arena;
+      this.#replicas = arena.replicas.map((a) => checkArena(a));
+      this.#firstRank = arena.rank;
+      this.#world = arena.world;
+      arena = arena.replicas[0]!;
+    } else {
+      this.group = undefined;
+      this.#replicas = [checkArena(arena)];
+      this.#firstRank = 0;
+      this.#world = 1;
+    }
     this.arena = checkArena(arena);
     const o = optionsObject(options, 'options');
     const s = arena.plan.spec;
@@ -236,6 +261,9 @@ export class Trainer {
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
   get steps(): number { return this.#state.steps; }
 
+  /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
+  get globalBatch(): number { return this.#batch * this.#world; }
+
   /** Saves everything needed to resume: the whole arena (brought back from the device first)
    *  and the optimizer step count. BUSY while a run is queued or in flight. */
   save(path: string): number {
@@ -266,7 +294,7 @@ export class Trainer {
    *  of K seeds; either way the weights a one-model arena gets from that seed. */
   init(seed: number | readonly number[]): void {
     const seeds = this.#seeds(seed);
-    assertIdle(this.arena, 'init');
+    for (const a of this.#replicas) assertIdle(a, 'init');
     const { layers, activations } = this.arena.plan.spec;
     seeds.forEach((sm, m) => {
       const rng = new Rng(sm);
@@ -279,11 +307,17 @@ export class Trainer {
         for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k, m).fill(0);
       }
     });
-    this.arena.toDevice();
-    this.#state.steps = 0;
-    this.#state.deviceStale = false;
-    this.#state.forwardRows = undefined;  // new weights: no activations or gradients of them yet
-    this.#state.gradients = false;
+    // The other replicas of this process (groups hold one model): the same bytes (other
+    // processes draw the same numbers).
+    for (const a of this.#replicas) {
+      if (a !== this.arena) this.#copyParams(a, ['w', 'b', 'mw', 'mb', 'vw', 'vb']);
+      a.toDevice();
+      const st = stateOf(a);
+      st.steps = 0;
+      st.deviceStale = false;
+      st.forwardRows = undefined;  // new weights: no activations or gradients of them yet
+      st.gradients = false;
+    }
   }
 
   /** Model m's seed: seed + m, or the array's entry. */
@@ -305,11 +339,10 @@ export class Trainer {
   async step(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
     const d = this.#snapshotBatch(x, target, 'step');
     return enqueue(this.arena, async () => {
-      this.#stageBatch(d, 0, d.count);
       const stepBase = this.#state.steps;
       this.#checkSteps(stepBase, 1);
-      await this.#run({ op: OP.train, rows: d.count, stepBase });
-      this.#state.steps++;
+      await this.#runShards(d, { op: OP.train, stepBase });
+      this.#addSteps(1);
       const m = this.#readStats();
       if (this.#models === 1 && !Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
       return m;
@@ -322,14 +355,15 @@ export class Trainer {
   // rows of x and downloads the output rows it returns, backward() uploads its targets or
   // dOutput rows, update() moves nothing. One model per arena: on an arena of K models the
   // native runs would cover every model, but forward()'s outputs and backward()'s dOutput are
-  // one model's rows, so the Trainer refuses (#oneModel) rather than answer for model 0 only.
+  // one model's rows, so the Trainer refuses (#primitiveArena) rather than answer for model 0
+  // only; a data-parallel group too (no reduction between backward() and update()).
 
   /** Runs the network on x (at most the plan's batch of rows) and returns its outputs (rows x
    *  outputs, softmax applied): a view over the arena's host side, valid until the next run or
    *  transfer on this arena (copy it with slice() to keep it). Leaves every layer's activations
    *  for backward(). */
   async forward(x: ArrayLike<number>): Promise<View> {
-    this.#oneModel('forward');
+    this.#primitiveArena('forward');
     const d = snapshotData({ x }, this.inputs, this.outputs, this.#dtype, 'forward', false);
     if (d.count > this.#batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
     return enqueue(this.arena, async () => {
@@ -355,7 +389,7 @@ export class Trainer {
    *  mean; for softmax, with respect to the probabilities). ArenaError NO_FORWARD when no
    *  forward() output is in the arena (any other run since replaced it). */
   async backward(target: BackwardTarget): Promise<void> {
-    this.#oneModel('backward');
+    this.#primitiveArena('backward');
     const t = this.#snapshotTarget(target);
     return enqueue(this.arena, async () => {
       const rows = this.#state.forwardRows;
@@ -381,7 +415,7 @@ export class Trainer {
    *  one step (Adam's t) as step() does. ArenaError NO_GRADIENTS when there are none to apply
    *  (each set is applied once). */
   async update(): Promise<void> {
-    this.#oneModel('update');
+    this.#primitiveArena('update');
     return enqueue(this.arena, async () => {
       if (!this.#state.gradients) throw new ArenaError('NO_GRADIENTS', 'update: no gradients to apply; call backward() (or gradients()) first, once per update()');
       const stepBase = this.#state.steps;
@@ -391,8 +425,13 @@ export class Trainer {
     });
   }
 
-  /** The primitives take arenas of one model: ArenaError NOT_SUPPORTED naming `models`. */
-  #oneModel(method: string): void {
+  /** The primitives take one arena of one model: ArenaError NOT_SUPPORTED naming the
+   *  data-parallel group (its replicas' gradients would need a reduction between backward()
+   *  and update(), which the native primitive runs do not do), or `models`. */
+  #primitiveArena(method: string): void {
+    if (this.group) {
+      throw new ArenaError('NOT_SUPPORTED', `${method}: forward / backward / update take one arena, not a data-parallel group (use step() or fit() on the group, or a Trainer on one arena)`);
+    }
     if (this.#models !== 1) {
       throw new ArenaError('NOT_SUPPORTED', `${method}: forward / backward / update take an arena of one model; this one holds models: ${this.#models} (use step() or fit(), or one arena per model)`);
     }
@@ -425,8 +464,8 @@ export class Trainer {
   }
 
   async #fit(d: Snapshot, o: FitPlan): Promise<FitResult> {
-    this.#makeResident(d);
-    const batch = this.#batch;
+    for (const a of this.#replicas) this.#makeResident(d, a);
+    const batch = this.globalBatch;
     const batches = Math.ceil(d.count / batch);
     const chunk = Math.ceil(batches / Math.min(o.reports, batches));
     this.#checkSteps(this.#state.steps, o.epochs * batches);
@@ -441,11 +480,12 @@ export class Trainer {
       for (let first = 0; first < batches; first += chunk) {
         const n = Math.min(chunk, batches - first);
         const stepBase = this.#state.steps;
-        path = await this.#run({
+        path = await this.#runGroup((rank) => ({
           op: OP.train, resident: true, samples: d.count, firstBatch: first, numBatches: n,
           permA: perm.a, permC: perm.c, stepBase, resetStats: first === 0,
-        });
-        this.#state.steps += n;
+          ...(this.#world > 1 ? { globalBatch: batch, shardOffset: rank * this.#batch, reduce: true } : {}),
+        }));
+        this.#addSteps(n);
         const stats = this.#stats();
         if (this.#models === 1 && stats[0]![STATS.badStep]! >= 0) {
           const badStep = stepBase + stats[0]![STATS.badStep]!;
@@ -520,8 +560,7 @@ export class Trainer {
     }
     const d = this.#snapshotBatch(x, target, 'gradients');
     return enqueue(this.arena, async () => {
-      const rows = this.#stageBatch(d, 0, d.count);
-      await this.#run({ op: OP.grad, rows });
+      await this.#runShards(d, { op: OP.grad });
       this.arena.toHost({ kinds: ['dw', 'db'] });
       return this.#readStats();
     });
@@ -538,9 +577,12 @@ export class Trainer {
    *  optimizer state on the device is never overwritten by a stale host copy). BUSY while a run
    *  is queued or in flight. */
   markHostChanged(): void {
-    assertIdle(this.arena, 'markHostChanged');
-    this.#syncDevice();
-    this.arena.toDevice({ kinds: PARAM_KINDS });
+    for (const a of this.#replicas) assertIdle(a, 'markHostChanged');
+    for (const a of this.#replicas) {
+      this.#syncDevice(a);
+      if (a !== this.arena) this.#copyParams(a, PARAM_KINDS);
+      a.toDevice({ kinds: PARAM_KINDS });
+    }
   }
 
   // ---- internals ----------------------------------------------------------------------------
@@ -552,7 +594,8 @@ export class Trainer {
   #snapshotBatch(x: unknown, target: unknown, field: string): Snapshot {
     const { labels, y } = targetOf(target);
     const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.#dtype, field);
-    if (d.count > this.#batch) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
+    const limit = this.globalBatch;
+    if (d.count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the ${this.#world > 1 ? 'global ' : ''}batch of ${limit}`);
     return d;
   }
 
@@ -589,16 +632,37 @@ export class Trainer {
   }
 
   /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
-  #stageBatch(d: Snapshot, first: number, rows: number): number {
-    this.#syncDevice();
+  #stageBatch(d: Snapshot, first: number, rows: number, arena: Arena = this.arena): number {
+    this.#syncDevice(arena);
+    if (rows === 0) return 0;
     const L = this.#last;
-    this.arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
-    this.arena.toDevice({ layers: [0], kinds: ['z'] });
+    arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
+    arena.toDevice({ layers: [0], kinds: ['z'] });
     if (d.y) {
-      this.arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
-      this.arena.toDevice({ layers: [L], kinds: ['y'] });
+      arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
+      arena.toDevice({ layers: [L], kinds: ['y'] });
     }
     return rows;
+  }
+
+  /** One step on the caller's batch d: each replica takes its shard (rank r: rows
+   *  [r * batch, (r + 1) * batch), possibly none), and the loss mean is over all d.count rows. */
+  async #runShards(d: Snapshot, params: RunParams): Promise<RunPath> {
+    const rows = this.#replicas.map((a, i) => {
+      const first = (this.#firstRank + i) * this.#batch;
+      return this.#stageBatch(d, first, Math.max(0, Math.min(this.#batch, d.count - first)), a);
+    });
+    return this.#runGroup((rank, i) => ({ ...params, rows: rows[i]!, ...(this.#world > 1 ? { lossRows: d.count, reduce: true } : {}) }));
+  }
+
+  /** Copies region kinds `kinds` of every layer from this.arena's host side to `to`'s. */
+  #copyParams(to: Arena, kinds: readonly Kind[]): void {
+    const plan = this.arena.plan;
+    for (let l = 1; l <= this.#last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
+  }
+
+  #addSteps(n: number): void {
+    for (const a of this.#replicas) stateOf(a).steps += n;
   }
 
   /** Makes d the resident data set (rows [0, count) of xdata, and of ydata when d has targets).
@@ -606,15 +670,15 @@ export class Trainer {
    *  a part goes up again unless its snapshot equals the host bytes byte for byte and those
    *  bytes still have the checksum they had at upload (an edit of the host copy that was not
    *  uploaded). Object identity plays no part: a data set changed in place goes up again. */
-  #makeResident(d: Snapshot): void {
-    this.#syncDevice();
-    const st = this.#state;
+  #makeResident(d: Snapshot, arena: Arena = this.arena): void {
+    this.#syncDevice(arena);
+    const st = stateOf(arena);
     const L = this.#last;
-    const plan = this.arena.plan;
+    const plan = arena.plan;
     const xr = plan.region(0, 'xdata')!, yr = plan.region(L, 'ydata')!;
     const bytesOf = (v: Values) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
-    const hostX = this.arena.view(0, 'xdata').subarray(0, d.x.length);
-    const hostY = this.arena.view(L, 'ydata').subarray(0, d.count * this.outputs);
+    const hostX = arena.view(0, 'xdata').subarray(0, d.x.length);
+    const hostY = arena.view(L, 'ydata').subarray(0, d.count * this.outputs);
     const same = (snap: Values, host: Values, crc: number | undefined) =>
       crc !== undefined && st.resident?.count === d.count && Buffer.compare(bytesOf(snap), bytesOf(host)) === 0 &&
       (native().crc32c(bytesOf(host)) >>> 0) === crc;
@@ -630,7 +694,7 @@ export class Trainer {
     // The record is dropped first: a failed transfer must not leave a stale claim. Inputs alone
     // (predict) leave the ydata rows unclaimed: they belong to another data set.
     st.resident = undefined;
-    transferRanges(this.arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
+    transferRanges(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
     st.resident = {
       count: d.count,
       xCrc: native().crc32c(bytesOf(hostX)) >>> 0,
@@ -639,24 +703,45 @@ export class Trainer {
   }
 
   /** Before the first run of any Trainer on this arena, the host side goes up whole. */
-  #syncDevice(): void {
-    if (this.#state.deviceStale) {
-      this.arena.toDevice();
-      this.#state.deviceStale = false;
+  #syncDevice(arena: Arena = this.arena): void {
+    const st = stateOf(arena);
+    if (st.deviceStale) {
+      arena.toDevice();
+      st.deviceStale = false;
     }
   }
 
+  /** A run of this.arena alone (evaluate, predict: no shards, no reduction). */
   async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
-    // What the primitives may still use afterwards: a run with a forward pass replaces the
-    // activations (so does an update, by changing the weights); training runs overwrite dw/db
-    // (a Train step leaves them applied already), update consumes them.
-    const st = this.#state;
-    if (params.op !== OP.backward && params.op !== OP.backwardFromOutput) st.forwardRows = undefined;
-    if (params.op !== OP.forward && params.op !== OP.eval) st.gradients = false;
-    const path = await runArena(this.arena, { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision], ...params });
-    if (params.op === OP.grad) st.gradients = true;
+    return this.#tracked([this.arena], params.op, () => runArena(this.arena, { ...this.#baseParams(), ...params }));
+  }
+
+  /** One run of every replica of this process; `params(rank, i)` for global rank `rank`. */
+  async #runGroup(params: (rank: number, i: number) => RunParams): Promise<RunPath> {
+    for (const a of this.#replicas) this.#syncDevice(a);
+    const all = this.#replicas.map((_, i) => ({ ...this.#baseParams(), ...params(this.#firstRank + i, i) }));
+    return this.#tracked(this.#replicas, all[0]!.op, () => (this.group ? runGroup(this.group, all) : runArena(this.arena, all[0]!)));
+  }
+
+  /** Runs `run` (of `op` on `arenas`) and records what the primitives may still use afterwards:
+   *  a run with a forward pass replaces the activations (so does an update, by changing the
+   *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
+   *  consumes them. */
+  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>): Promise<RunPath> {
+    for (const a of arenas) {
+      const st = stateOf(a);
+      if (op !== OP.backward && op !== OP.backwardFromOutput) st.forwardRows = undefined;
+      if (op !== OP.forward && op !== OP.eval) st.gradients = false;
+    }
+    const path = await run();
+    if (op === OP.grad) for (const a of arenas) stateOf(a).gradients = true;
     return path;
+  }
+
+  /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
+  #baseParams(): Omit<RunParams, 'op'> {
+    return { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision] };
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */
