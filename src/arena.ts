@@ -77,7 +77,7 @@ export class Arena implements Disposable {
   /** Bytes of the arena the device may hold (managed or staged memory); undefined: no budget. */
   readonly deviceBudget: number | undefined;
   #handle: NativeHandle;
-  #views = new Map<string, View>();
+  #views = new Map<string, View | Uint8Array>();
   #disposed = false;
 
   private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined) {
@@ -139,17 +139,30 @@ export class Arena implements Disposable {
     handleOf = (arena) => arena.#live();
   }
 
-  /** A typed array over region (layer, kind) of the host allocation: writes go straight into
-   *  the arena. Detached (length 0) once the arena is disposed. */
-  view(layer: number, kind: Kind): View {
+  /** A typed array over a region of the host allocation: writes go straight into the arena.
+   *  `view(layer, kind)` for a built-in kind or a per-layer user region; `view(name, layer?)` by
+   *  name (a global user region: no layer). A user region of raw bytes is a Uint8Array.
+   *  Detached (length 0) once the arena is disposed. */
+  view(layer: number, kind: Kind): View;
+  view(layer: number, kind: string): View | Uint8Array;
+  view(name: string, layer?: number): View | Uint8Array;
+  view(a: number | string, b?: number | string): View | Uint8Array {
     const h = this.#live();
+    const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
+    if (typeof kind !== 'string') throw new OptionError('BAD_OPTION', 'kind', kind, 'must be a region kind or a user region name');
+    if (typeof layer !== 'number' || !Number.isInteger(layer)) throw new OptionError('BAD_OPTION', 'layer', layer, 'must be a layer index');
     const key = `${layer}:${kind}`;
     const cached = this.#views.get(key);
     if (cached) return cached;
     const r = this.plan.region(layer, kind);
-    if (!r) throw new ArenaError('NO_REGION', `layer ${layer} has no region '${kind}' in this plan`);
+    if (!r) {
+      const global = this.plan.spec.extra.some((e) => e.name === kind && e.bytes !== undefined);
+      throw new ArenaError('NO_REGION', global ? `'${kind}' is a global user region: view('${kind}') takes no layer`
+        : layer === -1 ? `'${kind}' has a region per layer: view('${kind}', layer)` : `layer ${layer} has no region '${kind}' in this plan`);
+    }
     const buf = call(() => h.view(r.offset, r.bytes));
-    const v = this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
+    const v = raw ? new Uint8Array(buf) : this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
     this.#views.set(key, v);
     return v;
   }

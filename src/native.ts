@@ -103,6 +103,8 @@ export interface DecodedHeader {
   magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
   batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
+  /** The kind table, read through nna_extra_* of the public header; `found` is nna_extra_find of the name. */
+  extras: Array<{ name: string; found: number; rule: number; like: number; elemBytes: number; regions: Array<[bigint, bigint]> }>;
 }
 
 export interface CudaInfo {

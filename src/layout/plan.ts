@@ -2,31 +2,53 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, type Kind } from './header.js';
-import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
+import { ACTIVATIONS, DTYPE_BYTES, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, type Kind } from './header.js';
+import { normalizeSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
-export interface Region {
-  readonly layer: number;
-  readonly kind: Kind;
+interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
   readonly offset: number;
   readonly bytes: number;
-  /** Elements of the plan's dtype. */
+  /** Elements of the plan's dtype (bytes for a user region of raw bytes). */
   readonly length: number;
 }
 
-export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>>;
+/** A region of a built-in kind. */
+export interface KindRegion extends RegionBase {
+  readonly layer: number;
+  readonly kind: Kind;
+  readonly extra?: undefined;
+}
+
+/** A region of a user region (spec.extra[extra]); `kind` is its name. */
+export interface ExtraRegion extends RegionBase {
+  /** -1 for a global region (raw bytes), which belongs to no layer. */
+  readonly layer: number;
+  readonly kind: string;
+  /** Index of the user region in spec.extra (and in the header's kind table). */
+  readonly extra: number;
+}
+
+export type Region = KindRegion | ExtraRegion;
+
+/** Bytes per built-in kind, 'header' (struct, layer table, kind table), 'padding', and per user
+ *  region name. */
+export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>> & Readonly<Record<string, number>>;
 
 export interface Plan {
   readonly spec: NormalizedSpec;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
-  /** Every region in offset order. */
+  /** Every region in offset order (built-in kinds and user regions). */
   readonly regions: readonly Region[];
   /** The encoded header: exactly what the arena holds at offset 0. */
   readonly header: Uint8Array;
-  region(layer: number, kind: Kind): Region | undefined;
+  /** Region (layer, kind) of a built-in kind or a per-layer user region; undefined where that
+   *  layer has none. A global user region: layer -1 (or find(name)). */
+  region(layer: number, kind: string): Region | undefined;
+  /** The regions of a built-in kind or a user region, by name, in layer order ([] for an unknown name). */
+  find(name: string): readonly Region[];
   bytesByKind(): BytesByKind;
 }
 
@@ -55,18 +77,31 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
   }
 }
 
+/** Count of user region `e` in layer l (-1: a global one): the count of the kind it is shaped
+ *  like where it is planned, else 0. Mirrors checkExtras in validate.cc. */
+function extraCount(s: NormalizedSpec, e: NormalizedExtra, l: number): bigint {
+  if (e.like === undefined) return l === -1 ? BigInt(e.bytes) : 0n;
+  return l >= 0 && e.layers.includes(l) ? regionCount(s, l, e.like) : 0n;
+}
+
 const DATA_KINDS: readonly Kind[] = ['xdata', 'ydata'];
 const NETWORK_KINDS = KINDS.filter((k) => !DATA_KINDS.includes(k));
 
-/** Placement order: layer-major keeps each layer's regions together (one range per layer);
- *  kind-major keeps each kind together (all weights one range). The resident data set goes
- *  last in both, so it never splits a layer's range. */
-function placementOrder(s: NormalizedSpec): Array<[number, Kind]> {
+/** A slot of the placement order: a built-in kind, or user region `extra` (layer -1: global). */
+type Slot = readonly [layer: number, kind: Kind, extra?: undefined] | readonly [layer: number, kind: undefined, extra: number];
+
+/** Placement order: layer-major keeps each layer's regions together (one range per layer, its
+ *  user regions after its built-in ones); kind-major keeps each kind together (all weights one
+ *  range; user regions after the built-in kinds). Global user regions follow the network, and the
+ *  resident data set goes last in both, so it never splits a layer's range. */
+function placementOrder(s: NormalizedSpec): Slot[] {
   const layers = s.layers.map((_, l) => l);
-  const network: Array<[number, Kind]> = s.order === 'layer-major'
-    ? layers.flatMap((l) => NETWORK_KINDS.map((k): [number, Kind] => [l, k]))
-    : NETWORK_KINDS.flatMap((k) => layers.map((l): [number, Kind] => [l, k]));
-  return [...network, ...DATA_KINDS.flatMap((k) => layers.map((l): [number, Kind] => [l, k]))];
+  const perLayer = s.extra.flatMap((e, i) => (e.like === undefined ? [] : [i]));
+  const global = s.extra.flatMap((e, i) => (e.like === undefined ? [i] : []));
+  const network: Slot[] = s.order === 'layer-major'
+    ? layers.flatMap((l) => [...NETWORK_KINDS.map((k): Slot => [l, k]), ...perLayer.map((i): Slot => [l, undefined, i])])
+    : [...NETWORK_KINDS.flatMap((k) => layers.map((l): Slot => [l, k])), ...perLayer.flatMap((i) => layers.map((l): Slot => [l, undefined, i]))];
+  return [...network, ...global.map((i): Slot => [-1, undefined, i]), ...DATA_KINDS.flatMap((k) => layers.map((l): Slot => [l, k]))];
 }
 
 const alignUp = (x: bigint, a: bigint) => ((x + a - 1n) / a) * a;
@@ -82,33 +117,45 @@ export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
-  const headerBytes = alignUp(BigInt(HEADER_SIZE + s.layers.length * LAYER_SIZE), align);
+  const tableBytes = headerTableBytes(s.layers.length, s.extra);
+  const headerBytes = alignUp(BigInt(tableBytes), align);
 
   let cursor = headerBytes;
   const regions: Region[] = [];
-  for (const [layer, kind] of placementOrder(s)) {
-    const length = regionCount(s, layer, kind);
+  for (const [layer, kind, extra] of placementOrder(s)) {
+    const e = extra === undefined ? undefined : s.extra[extra]!;
+    const length = e ? extraCount(s, e, layer) : regionCount(s, layer, kind!);
     if (length === 0n) continue;
-    const bytes = length * elem;
-    regions.push({ layer, kind, offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${kind} of layer ${layer}`, s), length: exact(length, 'a region length', s) });
+    const bytes = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
+    const name = e ? e.name : kind!;
+    const at = { offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${name} of layer ${layer}`, s), length: exact(length, 'a region length', s) };
+    regions.push(e ? { layer, kind: e.name, extra: extra!, ...at } : { layer, kind: kind!, ...at });
     cursor = alignUp(cursor + bytes, align);
   }
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
+  const byName = new Map<string, Region[]>();
+  for (const r of [...regions].sort((a, b) => a.layer - b.layer)) byName.set(r.kind, [...(byName.get(r.kind) ?? []), byKey.get(`${r.layer}:${r.kind}`)!]);
+  for (const list of byName.values()) Object.freeze(list);
+  const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
     dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
       activation: l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!],
-      regions: KINDS.map((k) => { const r = byKey.get(`${l}:${k}`); return [r?.offset ?? 0, r?.length ?? 0] as const; }),
+      regions: KINDS.map((k) => entry(l, k)),
+    })),
+    extras: s.extra.map((e) => ({
+      name: e.name, like: e.like, elemBytes: e.like === undefined ? 1 : DTYPE_BYTES[s.dtype],
+      regions: e.like === undefined ? [entry(-1, e.name)] : s.layers.map((_, l) => entry(l, e.name)),
     })),
   });
 
-  const byKind = Object.fromEntries([...KINDS, 'header', 'padding'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding', number>;
-  for (const r of regions) byKind[r.kind] += r.bytes;
-  byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
+  const byKind: Record<string, number> = Object.fromEntries([...KINDS, 'header', 'padding', ...s.extra.map((e) => e.name)].map((k) => [k, 0]));
+  for (const r of regions) byKind[r.kind]! += r.bytes;
+  byKind.header = tableBytes;
   byKind.padding = totalBytes - regions.reduce((a, r) => a + r.bytes, 0) - byKind.header;
   Object.freeze(byKind);
 
@@ -118,10 +165,13 @@ export function planLayout(input: LayoutSpec): Plan {
     headerBytes: Number(headerBytes),
     regions: Object.freeze(regions),
     header,
-    region: (layer: number, kind: Kind) => {
-      if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind)) throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${KINDS.join(', ')}`);
+    region: (layer: number, kind: string) => {
+      if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind) && !s.extra.some((e) => e.name === kind)) {
+        throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${[...KINDS, ...s.extra.map((e) => e.name)].join(', ')}`);
+      }
       return byKey.get(`${layer}:${kind}`);
     },
-    bytesByKind: () => byKind,
+    find: (name: string) => byName.get(name) ?? [],
+    bytesByKind: () => byKind as BytesByKind,
   });
 }
