@@ -105,7 +105,7 @@ describe('header round trip: written by TS, read by C++', () => {
         expect(e.elemBytes).toBe('bytes' in x ? 1 : H.DTYPE_BYTES[s.dtype]);
         if ('bytes' in x) {
           const r = plan.region(-1, x.name)!;
-          expect(e.regions).toEqual([[BigInt(r.offset), BigInt(x.bytes)]]);
+          expect(e.regions).toEqual([[BigInt(r.offset), BigInt(x.bytes!)]]);
         } else {
           expect(e.like).toBe(H.KIND_INDEX[x.like]);
           expect(e.regions).toEqual(s.layers.map((_, l) => {
