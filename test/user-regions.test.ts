@@ -3,7 +3,7 @@
 // name, checkpointed, never touched by training, shown by the CLI and the memory map; and
 // checkpoints of the version-1 format still load.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -227,6 +227,30 @@ describe('checkpoints with user regions', () => {
       expect([...c.view('w', 2)]).toEqual(Array(12).fill(4));
       expect([...c.view('rng')]).toEqual(Array(1000).fill(0));
     }
+  });
+
+  it('a saved-regions mask beyond the kind table, or one in a version-1 file, is BAD_CHECKPOINT', () => {
+    const f = join(dir, 'mask.nna');
+    {
+      using a = Arena.create(planLayout(SPEC), cpu);
+      a.save(f, { kinds: ['w', 'ema'] });
+    }
+    const patched = (from: string, edit: (b: Buffer) => void) => {
+      const b = Buffer.from(readFileSync(from));
+      edit(b);
+      b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60);  // the file header's own checksum
+      const out = join(dir, `patched-${Math.random().toString(36).slice(2)}.nna`);
+      writeFileSync(out, b);
+      return out;
+    };
+    expect(inspectCheckpoint(f).extras).toEqual(['ema']);
+    const beyond = patched(f, (b) => b.writeBigUInt64LE(1n | (1n << 3n), 48));
+    expect(codeOf(() => inspectCheckpoint(beyond))).toBe('BAD_CHECKPOINT');
+    expect(() => inspectCheckpoint(beyond)).toThrow(/unknown user regions in the saved mask 0x9/);
+    const v1 = patched(resolve(__dirname, 'fixtures', 'v1-adam-kind-major.nnackpt'), (b) => b.writeBigUInt64LE(1n, 48));
+    expect(() => inspectCheckpoint(v1)).toThrow(/reserved header bytes are not zero/);
+    const v3 = patched(f, (b) => b.writeUInt32LE(3, 8));
+    expect(() => inspectCheckpoint(v3)).toThrow(/unsupported checkpoint version 3/);
   });
 
   it('version-1 checkpoints (committed fixtures) still load, with every saved value', () => {
