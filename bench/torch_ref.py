@@ -1,15 +1,24 @@
 """PyTorch reference for the step benchmark (issue 5), run on the GPU machine beside
-`npm run bench`: the same networks as bench/steps.ts, float32 with TF32 off, ReLU + softmax
+`npm run bench`: the same networks as bench/steps.ts, float32 (TF32 off unless --precisions
+includes tf32: torch.backends.cuda.matmul.allow_tf32; PyTorch has no 3xTF32, so its 'fp32' rows
+are the counterpart of nn-arena's tf32x3), ReLU + softmax
 cross-entropy, full steps (zero_grad, forward, loss, backward, optimizer step) on tensors
 already on the GPU, eager and as a captured CUDA graph, SGD and Adam. With --device cpu (issue
 16): eager steps on the CPU with --threads threads (bench/cpu.ts runs it beside the CPU backend).
 
   python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L] [--optimizers sgd,adam]
                              [--modes eager,graph] [--steps N] [--device cuda|cpu] [--threads N]
+                             [--precisions fp32,tf32]
+  python3 bench/torch_ref.py --models 1,8,64,256 [--modes graph] [--out FILE.json]
 
-Prints one line per row and writes JSON rows {network, optimizer, mode, steps, microsPerStep}.
+--models (issue 19, bench/models.mjs): K independent S networks trained together with
+torch.func (stack_module_state, vmap over grad of functional_call), the full SGD step with one
+learning rate per model, rows {models, mode, steps, microsPerStep}.
+
+Prints one line per row and writes JSON rows {network, optimizer, mode, precision, steps, microsPerStep}.
 """
 import argparse
+import copy
 import json
 import os
 import sys
@@ -119,6 +128,56 @@ def bench(name, optimizer, mode, steps_override=0):
             "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
 
 
+def bench_models(K, mode, steps_override=0):
+    """K S networks, one torch.func step for all of them: grads by vmap(grad(functional_call)),
+    then params -= lr[m] * grads (SGD, one learning rate per model), on tensors already on the GPU."""
+    from torch.func import functional_call, grad, stack_module_state, vmap
+    layers, batch, steps = NETS["S"]
+    steps = steps_override or steps
+    torch.manual_seed(1)
+    models = [model_of(layers) for _ in range(K)]
+    params, buffers = stack_module_state(models)
+    params = {k: v.detach() for k, v in params.items()}
+    base = copy.deepcopy(models[0]).to("meta")
+
+    def loss_of(p, b, x, y):
+        return torch.nn.functional.cross_entropy(functional_call(base, (p, b), (x,)), y)
+
+    grads_of = vmap(grad(loss_of), in_dims=(0, 0, None, None))
+    lrs = torch.linspace(1e-3, 1e-2, K, device="cuda")
+    shaped = {k: lrs.view(-1, *([1] * (v.dim() - 1))) for k, v in params.items()}
+    x = torch.rand(batch, layers[0], device="cuda")
+    y = torch.randint(0, layers[-1], (batch,), device="cuda")
+
+    def step():
+        g = grads_of(params, buffers, x, y)
+        with torch.no_grad():
+            for k, v in params.items():
+                v.sub_(shaped[k] * g[k])
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    if mode == "graph":
+        gr = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(gr):
+            step()
+        run = gr.replay
+    else:
+        run = step
+    for _ in range(20):
+        run()
+    torch.cuda.synchronize()
+    us = time_steps(run, steps)
+    return {"network": "S", "layers": layers, "batch": batch, "optimizer": "sgd", "models": K, "mode": mode,
+            "steps": steps, "microsPerStep": us,
+            "tflops": 6 * batch * K * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="")
@@ -128,22 +187,39 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off) and/or tf32 (TF32 matmuls), comma-separated")
+    ap.add_argument("--models", default="", help="K list: the torch.func reference of K S networks (bench/models.mjs)")
     a = ap.parse_args()
     global DEVICE
     DEVICE = a.device
     if DEVICE == "cpu":
         torch.set_num_threads(a.threads or os.cpu_count())
         a.modes = "eager"
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
+    precisions = a.precisions.split(",")
+    if any(p not in ("fp32", "tf32") for p in precisions):
+        ap.error("--precisions takes fp32 and tf32 (PyTorch has no 3xTF32)")
+    if DEVICE == "cpu":
+        precisions = ["fp32"]
     rows = []
-    for name in a.only.split(","):
-        for optimizer in a.optimizers.split(","):
-            for mode in a.modes.split(","):
-                r = bench(name, optimizer, mode, a.steps)
+    if a.models:
+        for K in [int(k) for k in a.models.split(",")]:
+            for mode in (a.modes if a.modes != "eager,graph" else "graph").split(","):
+                r = bench_models(K, mode, a.steps)
                 rows.append(r)
-                print(f"torch {DEVICE} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+                print(f"torch.func cuda S x{K} sgd {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+        a.only = ""
+    for precision in precisions:
+        tf32 = precision == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.set_float32_matmul_precision("high" if tf32 else "highest")
+        for name in filter(None, a.only.split(",")):
+            for optimizer in a.optimizers.split(","):
+                for mode in a.modes.split(","):
+                    r = bench(name, optimizer, mode, a.steps)
+                    r["precision"] = precision
+                    rows.append(r)
+                    print(f"torch {DEVICE} {precision} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda,
             "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"cpu, {torch.get_num_threads()} threads",
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}

@@ -4,7 +4,11 @@
 # PARTS: sync (grid barrier cost), tests (the GPU suite), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
-# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer).
+# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer),
+# precision (issue 19: the precision tests through cuBLAS and the tiled tensor-core kernels, then
+# M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
+# models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
+# the torch.func reference, JSON under $OUT).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -74,6 +78,27 @@ for part in "$@"; do
       done; done
       NN_ARENA_STEP_PATH=fused node bench/profile-step.mjs M sgd 1000
       NN_ARENA_STEP_PATH=fused NN_ARENA_FUSED_BLOCKS_PER_SM=1 node bench/profile-step.mjs M sgd 1000 ;;
+    precision)  # issue 19: accuracy of each precision (cuBLAS, then nn-arena's mma kernels), then timings
+      vitest run test/gpu/precision.gpu.test.ts > "$OUT/precision-cublas.log" 2>&1
+      NN_ARENA_GEMM=tiled vitest run test/gpu/precision.gpu.test.ts > "$OUT/precision-tiled.log" 2>&1
+      grep -hE "✓|✗|×|FAIL|Tests |precision (products|sgd|adam)|AssertionError|Error" "$OUT/precision-cublas.log" "$OUT/precision-tiled.log" | cut -c1-600 | tail -40
+      rm -f "$OUT/precision-steps.jsonl"
+      for prec in fp32 tf32x3 tf32; do
+        for opt in sgd adam; do node bench/profile-step.mjs M $opt 1000 cuda $prec --json "$OUT/precision-steps.jsonl"; done
+        node bench/profile-step.mjs L sgd 50 cuda $prec --json "$OUT/precision-steps.jsonl"
+      done
+      NN_ARENA_GEMM=tiled node bench/profile-step.mjs M sgd 200 cuda tf32x3
+      PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --only M,L --optimizers sgd --precisions fp32,tf32 --out "$OUT/precision-torch.json" ;;
+    models)  # K models in one arena: the GPU test on each path, then K=1,8,64,256 S SGD steps per path and torch.func
+      for path in fused layers; do
+        NN_ARENA_STEP_PATH=$path vitest run test/gpu/models.gpu.test.ts > "$OUT/models-$path.log" 2>&1
+        grep -E "models \[|Tests |FAIL|AssertionError|expected" "$OUT/models-$path.log" | cut -c1-300 | head -20 | sed "s/^/[$path] /"
+      done
+      NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled vitest run test/gpu/models.gpu.test.ts > "$OUT/models-tiled.log" 2>&1
+      grep -E "models \[|Tests |FAIL|AssertionError|expected" "$OUT/models-tiled.log" | cut -c1-300 | head -20 | sed "s/^/[tiled] /"
+      NN_ARENA_STEP_PATH=fused node bench/models.mjs --no-torch --out "$OUT/models-fused.json"
+      NN_ARENA_STEP_PATH=layers node bench/models.mjs --no-torch --out "$OUT/models-layers.json"
+      node bench/models.mjs --out "$OUT/models-auto.json" ;;  # auto path, and torch.func in the same call
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

@@ -52,10 +52,13 @@ export interface LinkRates {
   discard: string;
 }
 
-/** Numeric codes that cross to the native side (csrc/train/train.h Op and Loss; csrc/core/backend.h
+/** Numeric codes that cross to the native side (csrc/train/train.h Op, Loss and Precision; csrc/core/backend.h
  *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
 export const OPS = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
 export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
+/** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
+export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;
+export type PrecisionName = keyof typeof PRECISIONS;
 export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
 
 /** One run's parameters: the TS mirror of struct RunParams in csrc/train/train.h. The addon
@@ -64,6 +67,8 @@ export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
 export interface RunParams {
   op: (typeof OPS)[keyof typeof OPS];
   loss?: (typeof LOSSES)[keyof typeof LOSSES];
+  /** Products in FP32 (default), TF32 or 3xTF32 (CUDA, float32 arenas only). */
+  precision?: (typeof PRECISIONS)[PrecisionName];
   /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
   resident?: boolean;
   /** Zero the stats region first (default true). */
@@ -80,6 +85,8 @@ export interface RunParams {
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
+  lrs?: number[];
 }
 
 /** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
@@ -102,6 +109,8 @@ export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
 export interface DecodedHeader {
   magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
   batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
+  /** Networks in the arena; 0 (one model) in older headers and one-model plans. */
+  models: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
   /** The kind table, read through nna_extra_* of the public header; `found` is nna_extra_find of the name. */
   extras: Array<{ name: string; found: number; rule: number; like: number; elemBytes: number; regions: Array<[bigint, bigint]> }>;
@@ -138,7 +147,7 @@ export interface NativeInternal {
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;
   /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
-  codes(): { ops: Record<string, number>; losses: Record<string, number>; memory: Record<string, number> };
+  codes(): { ops: Record<string, number>; losses: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
   replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
   measureLink(bytes: number): LinkRates;
   probeBind(handle: NativeHandle): BigUint64Array;

@@ -5,8 +5,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, KINDS, planLayout } from '../src/index.js';
 import { runArena } from '../src/internal.js';
+import { decodeSpec } from '../src/layout/decode.js';
 import * as H from '../src/layout/header.js';
-import { LOSSES, MEMORY_KINDS, native, OPS } from '../src/native.js';
+import { LOSSES, MEMORY_KINDS, native, OPS, PRECISIONS } from '../src/native.js';
 
 describe('header drift: TS constants == C struct', () => {
   const info = native().internal.layoutInfo() as {
@@ -19,6 +20,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.magic).toBe(H.MAGIC);
     expect(info.version).toBe(H.VERSION);
     expect(info.maxLayers).toBe(H.MAX_LAYERS);
+    expect((info as unknown as { maxModels: number }).maxModels).toBe(H.MAX_MODELS);
     expect(info.kindCount).toBe(H.KINDS.length);
     expect(info.headerSize).toBe(H.HEADER_SIZE);
     expect(info.layerSize).toBe(H.LAYER_SIZE);
@@ -63,6 +65,7 @@ describe('header round trip: written by TS, read by C++', () => {
       fc.record({ like: fc.constantFrom('z' as const, 'b' as const, 'w' as const), pick: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }) }),
       fc.record({ bytes: fc.integer({ min: 1, max: 5000 }) }),
     ), { maxLength: 4 }),
+    models: fc.constantFrom(1, 1, 2, 5),
   });
   /** The arbitrary's extras as a spec: names e0, e1, ...; `pick` chooses a subset of the layers
    *  that have the kind (all of them when it picks none). */
@@ -75,7 +78,8 @@ describe('header round trip: written by TS, read by C++', () => {
 
   it('decodes to the plan, and the native validator accepts it', () => {
     fc.assert(fc.property(spec, (raw) => {
-      const s = { ...raw, extra: extrasOf(raw.layers.length, raw.extra) };
+      // User regions need models 1 (BAD_EXTRA otherwise): models > 1 drops them.
+      const s = { ...raw, extra: raw.models > 1 ? [] : extrasOf(raw.layers.length, raw.extra) };
       const plan = planLayout(s);
       expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
       const h = native().internal.decodeHeader(plan.header);
@@ -89,6 +93,8 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.models).toBe(s.models > 1 ? BigInt(s.models) : 0n);  // one model: 0, the version-1 meaning
+      expect((decodeSpec(plan.header) as { models?: number }).models).toBe(s.models > 1 ? s.models : undefined);
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));
         KINDS.forEach((k, i) => {
@@ -192,12 +198,12 @@ describe('header round trip: written by TS, read by C++', () => {
 
 describe('run contract: the numeric codes TS sends are the native ones', () => {
   it('ops, losses and memory kinds match the addon', () => {
-    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, memory: { ...MEMORY_KINDS } });
+    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, losses: { ...LOSSES }, precisions: { ...PRECISIONS }, memory: { ...MEMORY_KINDS } });
   });
   it('an unknown run parameter or a wrong type is refused before the arena is touched', async () => {
     const arena = Arena.create(planLayout({ layers: [3, 2], batch: 2, activations: ['softmax'] }), { backend: 'cpu' });
     try {
-      for (const bad of [{ op: 0, rows: 1, lrr: 0.1 }, { op: 0, rows: 1, resident: 1 }, { op: 0, rows: '1' }, { op: 0, rows: 1, lr: '0.1' }]) {
+      for (const bad of [{ op: 0, rows: 1, lrr: 0.1 }, { op: 0, rows: 1, resident: 1 }, { op: 0, rows: '1' }, { op: 0, rows: 1, lr: '0.1' }, { op: 0, rows: 1, precision: 'tf32' }, { op: 0, rows: 1, precision: 3 }, { op: 0, rows: 1, precision: 1.5 }]) {
         await expect(runArena(arena, bad as never)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
       }
       expect(arena.stats.toDeviceTransfers).toBe(1);  // the header at creation, nothing since

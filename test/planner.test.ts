@@ -57,7 +57,7 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
   it('places the header first and every region 256-aligned', () => {
     expect(k.header).toBe(128 + 3 * 248);
     expect(plan.headerBytes).toBe(1024);
-    expect(plan.regions[0]).toEqual({ layer: 0, kind: 'z', offset: 1024, bytes: 313_600, length: 78_400 });
+    expect(plan.regions[0]).toEqual({ layer: 0, kind: 'z', offset: 1024, bytes: 313_600, length: 78_400, models: 1, stride: 0 });
     checkPlanInvariants(plan);
   });
 

@@ -329,3 +329,54 @@ describe('memory map and CLI', () => {
     expect(Object.keys(j.bytesByKind)).toEqual(['w', 'rng']);
   });
 });
+
+describe('user regions and K models (models > 1)', () => {
+  it('planLayout refuses extra with models > 1: a LayoutError BAD_EXTRA naming the field', () => {
+    for (const models of [2, 7]) {
+      const e = (() => { try { planLayout({ ...SPEC, models }); } catch (x) { return x; } return undefined; })();
+      expect(e).toBeInstanceOf(LayoutError);
+      expect(e).toMatchObject({ code: 'BAD_EXTRA', field: 'extra', value: ['ema', 'mask', 'rng'] });
+      expect((e as Error).message).toMatch(new RegExp(`models: ${models}`));
+    }
+    // models: 1 (or none) with extra, and models > 1 without extra, still plan.
+    expect(planLayout({ ...SPEC, models: 1 }).header).toEqual(planLayout(SPEC).header);
+    expect(planLayout({ ...SPEC, extra: [], models: 3 }).spec.models).toBe(3);
+  });
+
+  it('the native validator refuses a header whose kind table meets models > 1', () => {
+    const p = planLayout(SPEC);
+    const h = p.header.slice();
+    new DataView(h.buffer).setBigUint64(HEADER_FIELDS.models, 2n, true);
+    expect(native().internal.validateHeader(h, p.totalBytes * 4)).toMatch(/user regions with models 2/);
+    new DataView(h.buffer).setBigUint64(HEADER_FIELDS.models, 1n, true);  // 1 and 0 both mean one model
+    expect(native().internal.validateHeader(h, p.totalBytes)).toBe('');
+  });
+
+  it('a version-1 header of K models (models in reserved[3]) validates, decodes and loads from a version-1 checkpoint', () => {
+    const spec: LayoutSpec = { layers: [4, 6, 3], batch: 2, samples: 4, models: 3, optimizer: 'momentum' };
+    const p = planLayout(spec);
+    const v1 = p.header.slice();
+    new DataView(v1.buffer).setUint32(HEADER_FIELDS.version, 1, true);
+    expect(native().internal.validateHeader(v1, p.totalBytes)).toBe('');
+    expect(native().internal.decodeHeader(v1).models).toBe(3n);
+    // A checkpoint as the version-1 code with K models wrote it: file version 1, arena header version 1.
+    const f = join(dir, 'k-models.nna');
+    {
+      using a = Arena.create(p, cpu);
+      for (let m = 0; m < 3; m++) a.view(1, 'w', m).fill(m + 0.5);
+      a.save(f);
+    }
+    const b = Buffer.from(readFileSync(f));
+    b.writeUInt32LE(1, 8);
+    b.writeUInt32LE(1, 64 + HEADER_FIELDS.version);
+    b.writeUInt32LE(native().crc32c(b.subarray(64)) >>> 0, 44);
+    b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60);
+    const old = join(dir, 'k-models-v1.nna');
+    writeFileSync(old, b);
+    expect(inspectCheckpoint(old)).toMatchObject({ version: 1, extras: [] });
+    expect(inspectCheckpoint(old).plan.spec.models).toBe(3);
+    using back = Arena.load(old, cpu);
+    expect(back.plan.spec.models).toBe(3);
+    for (let m = 0; m < 3; m++) expect([...back.view(1, 'w', m)]).toEqual(Array(24).fill(m + 0.5));
+  });
+});

@@ -99,6 +99,7 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     };
     if (k == "op") p.op = static_cast<Op>(exactU64(env, x, "op"));
     else if (k == "loss") p.loss = static_cast<Loss>(exactU64(env, x, "loss"));
+    else if (k == "precision") p.precision = static_cast<Precision>(exactU64(env, x, "precision"));
     else if (k == "resident") p.resident = boolean(env, x, "resident");
     else if (k == "resetStats") p.resetStats = boolean(env, x, "resetStats");
     else if (k == "rows") p.rows = exactU64(env, x, "rows");
@@ -113,6 +114,18 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     else if (k == "beta1") d(p.beta1);
     else if (k == "beta2") d(p.beta2);
     else if (k == "eps") d(p.eps);
+    else if (k == "lrs") {  // one learning rate per model (K-model arenas); checkRun checks the count
+      if (!x.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameter lrs must be an array of numbers");
+      const Napi::Array a = x.As<Napi::Array>();
+      const uint32_t n = a.Length();
+      if (n > NNA_MAX_MODELS) throwJs(env, "BAD_ARGUMENT", "run parameter lrs has " + std::to_string(n) + " entries, more than " + std::to_string(NNA_MAX_MODELS) + " models");
+      p.lrs.resize(n);
+      for (uint32_t j = 0; j < n; ++j) {
+        const Napi::Value e = a.Get(j);
+        if (!e.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter lrs[" + std::to_string(j) + "] must be a number");
+        p.lrs[j] = e.As<Napi::Number>().DoubleValue();
+      }
+    }
     else throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
   }
   return p;

@@ -38,6 +38,7 @@ Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
   o.Set("align", big(h.align));
   o.Set("headerBytes", big(h.header_bytes));
   o.Set("totalBytes", big(h.total_bytes));
+  o.Set("models", big(h.models));
   Napi::Array layers = Napi::Array::New(env, h.num_layers);
   for (uint32_t l = 0; l < h.num_layers; ++l) {
     nna_layer L;
@@ -103,6 +104,7 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(o, "magic", NNA_MAGIC);
   n(o, "version", NNA_VERSION);
   n(o, "maxLayers", NNA_MAX_LAYERS);
+  n(o, "maxModels", NNA_MAX_MODELS);
   n(o, "kindCount", NNA_KIND_COUNT);
   n(o, "headerSize", sizeof(nna_header));
   n(o, "layerSize", sizeof(nna_layer));
@@ -111,7 +113,7 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
 #define F(name) n(h, #name, offsetof(nna_header, name))
   F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
   F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
-  F(extras_offset); F(num_extras); F(extra_size);
+  F(extras_offset); F(num_extras); F(extra_size); F(models);
 #undef F
   o.Set("header", h);
   n(o, "maxExtras", NNA_MAX_EXTRAS);
@@ -159,6 +161,7 @@ Napi::Value Codes(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)}}));
   o.Set("losses", table({{"cross-entropy", uint32_t(Loss::CrossEntropy)}, {"mse", uint32_t(Loss::Mse)}}));
+  o.Set("precisions", table({{"fp32", uint32_t(Precision::Fp32)}, {"tf32", uint32_t(Precision::Tf32)}, {"tf32x3", uint32_t(Precision::Tf32x3)}}));
   o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
   return o;
 }

@@ -10,6 +10,10 @@ namespace nna {
 
 const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
   checkRun(block.header(), p);  // before a plan is made from them
+  // tf32x3 through cuBLAS takes a device workspace beside the arena (cuda_train.cu), which a
+  // budget does not allow for.
+  if (p.precision == Precision::Tf32x3)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
   std::unique_ptr<LayerHooks> hooks;
   void* base = block.device();
   // The plan must know whether SGD folds its update into a cuBLAS product (phases.h).

@@ -11,7 +11,10 @@
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
 //   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
 //   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid
-//   NN_ARENA_FUSED_TRACE          CUDA: print the times between the fused kernel's barriers
+//   NN_ARENA_FUSED_TRACE          CUDA: print the times between the fused kernel's barriers (2: and
+//                                 add an empty phase after each, the barrier's cost in place)
+//   NN_ARENA_FUSED_FORWARD        CUDA: warp keeps small forward products on the one-warp tiles
+//                                 (default block: one block a tile where the tiles fit the grid)
 //   NN_ARENA_STAGE_TRACE          staged memory: print every copy and phase of a run
 //   NN_ARENA_UM_TRACE             managed scheduler: print every mover op and compute wait
 //   NN_ARENA_UM_EVICT_DEAD        managed scheduler: discard (default) | discard-host | host
@@ -33,7 +36,7 @@ namespace nna {
 
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
-  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc,
+  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, FusedForward,
   Count
 };
 

@@ -1,6 +1,7 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -134,6 +135,8 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
   if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";
+  if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
+  const uint64_t models = nna_models(&h);
   if (h.layers_offset != sizeof(nna_header)) return "layers_offset " + std::to_string(h.layers_offset) + " != " + std::to_string(sizeof(nna_header));
   const uint64_t tableEnd = sizeof(nna_header) + uint64_t(h.num_layers) * sizeof(nna_layer);  // <= 128 + 4096*232: no overflow
   if (h.header_bytes < tableEnd) return "header_bytes " + std::to_string(h.header_bytes) + " < end of layer table " + std::to_string(tableEnd);
@@ -147,6 +150,9 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.num_extras == 0 && (h.extras_offset || h.extra_size)) return "no user regions, but extras_offset or extra_size is not 0";
   if (h.num_extras && h.extra_size != sizeof(nna_extra)) return "extra_size " + std::to_string(h.extra_size) + " != " + std::to_string(sizeof(nna_extra));
   if (h.num_extras && h.extras_offset != tableEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of layer table " + std::to_string(tableEnd);
+  // User regions have one copy (no per-model strides in the kind table): the planner refuses
+  // `extra` with models > 1, so such a header is not nn-arena's.
+  if (h.num_extras && models > 1) return "user regions with models " + std::to_string(models) + " (user regions need models 1)";
 
   struct Span { uint64_t begin, end; std::string what; };
   std::vector<Span> spans;
@@ -167,6 +173,13 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       if (r.count != want) return at(l, k) + " has count " + std::to_string(r.count) + ", its shape needs " + std::to_string(want);
       if (!r.count) { if (r.offset) return at(l, k) + " is absent but has offset " + std::to_string(r.offset); continue; }
       if (mulOverflows(r.count, elem, &bytes)) return at(l, k) + ": byte size overflows 64 bits";
+      if (models > 1 && nna_kind_per_model(&h, l, k)) {  // K copies, each starting aligned
+        uint64_t rest;
+        if (bytes > UINT64_MAX - h.align || mulOverflows((bytes + h.align - 1) / h.align * h.align, models - 1, &rest) ||
+            rest > UINT64_MAX - bytes)
+          return at(l, k) + ": the copies of " + std::to_string(models) + " models overflow 64 bits";
+        bytes += rest;
+      }
       if (r.offset % h.align) return at(l, k) + " offset " + std::to_string(r.offset) + " is not aligned to " + std::to_string(h.align);
       if (r.offset < h.header_bytes) return at(l, k) + " starts inside the header";
       if (r.offset > h.total_bytes || bytes > h.total_bytes - r.offset) return at(l, k) + " ends beyond total_bytes";

@@ -47,36 +47,52 @@ void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
 }
 
 // ---- One run -------------------------------------------------------------------------------
+// K-model arenas (nna_header.models): each step gathers the shared batch once, then runs every
+// model's forward, output and backward pass in turn on its own copies of the regions, with its
+// own learning rate and stats; each model's arithmetic is exactly a one-model run's.
 template <typename T>
 class CpuRun {
  public:
   CpuRun(void* base, const RunParams& p) : p_(p) {
     std::memcpy(&h_, base, sizeof h_);
-    for (uint32_t l = 0; l < h_.num_layers; ++l) L_.push_back(nna_bind<T>(base, l));
-    stats_ = L_.back().stats;
+    models_ = nna_models(&h_);
+    L_.resize(models_);
+    for (uint64_t m = 0; m < models_; ++m)
+      for (uint32_t l = 0; l < h_.num_layers; ++l) L_[m].push_back(nna_bind_model<T>(base, l, m));
   }
 
   void run() {
-    if (p_.resetStats) {
-      std::fill(stats_, stats_ + NNA_STATS_COUNT, T(0));
-      stats_[NNA_STAT_BAD_STEP] = T(-1);
-    }
+    if (p_.resetStats)
+      for (uint64_t m = 0; m < models_; ++m) {
+        T* stats = L_[m].back().stats;
+        std::fill(stats, stats + NNA_STATS_COUNT, T(0));
+        stats[NNA_STAT_BAD_STEP] = T(-1);
+      }
+    std::vector<bool> stopped(models_, false);  // a diverged model stops, as a run of it alone would
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
       const uint64_t rows = p_.resident ? gather(p_.firstBatch + s) : p_.rows;
-      for (uint32_t l = 1; l < h_.num_layers; ++l) forward(l, rows);
-      output(rows, s);
-      if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
-      for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(l, rows, p_.stepBase + s + 1);
-      if (p_.op == Op::Grad) continue;
-      if (stats_[NNA_STAT_BAD_STEP] >= T(0)) break;  // diverged: the weights are no longer finite
+      bool any = false;
+      for (uint64_t m = 0; m < models_; ++m) {
+        if (stopped[m]) continue;
+        any = true;
+        const std::vector<nna_bound_layer<T>>& L = L_[m];
+        for (uint32_t l = 1; l < h_.num_layers; ++l) forward(L, l, rows);
+        output(L, rows, s);
+        if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
+        for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + s + 1, p_.lrOf(m));
+        if (p_.op == Op::Grad) continue;
+        if (L.back().stats[NNA_STAT_BAD_STEP] >= T(0)) stopped[m] = true;  // diverged: the weights are no longer finite
+      }
+      if (!any) break;
     }
   }
 
  private:
-  // Copies batch `batch` of the shuffled epoch from the resident data set into z[0] and y.
+  // Copies batch `batch` of the shuffled epoch from the resident data set into z[0] and y
+  // (shared by every model).
   uint64_t gather(uint64_t batch) {
-    const nna_bound_layer<T>& in = L_.front();
-    const nna_bound_layer<T>& out = L_.back();
+    const nna_bound_layer<T>& in = L_[0].front();
+    const nna_bound_layer<T>& out = L_[0].back();
     const uint64_t first = batch * h_.batch;
     const uint64_t rows = std::min<uint64_t>(h_.batch, p_.samples - first);
     parallelFor(rows, in.units, [&](uint64_t b, uint64_t e) {
@@ -90,9 +106,9 @@ class CpuRun {
   }
 
   // z_l = act(z_{l-1} W_l^T + b_l) (softmax is finished in output()).
-  void forward(uint32_t l, uint64_t rows) {
-    const nna_bound_layer<T>& P = L_[l - 1];
-    const nna_bound_layer<T>& C = L_[l];
+  void forward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows) {
+    const nna_bound_layer<T>& P = L[l - 1];
+    const nna_bound_layer<T>& C = L[l];
     cpu::Gemm<T> g;
     g.transB = true;
     g.m = rows; g.n = C.units; g.k = C.fan_in;
@@ -105,8 +121,9 @@ class CpuRun {
     cpu::gemm(g);
   }
 
-  void output(uint64_t rows, uint64_t step) {
-    const nna_bound_layer<T>& O = L_.back();
+  void output(const std::vector<nna_bound_layer<T>>& L, uint64_t rows, uint64_t step) {
+    const nna_bound_layer<T>& O = L.back();
+    T* stats = O.stats;
     const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad;
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
@@ -121,19 +138,19 @@ class CpuRun {
       correct += res_[r].correct;
       bad |= !std::isfinite(res_[r].loss);
     }
-    stats_[NNA_STAT_LOSS] += T(loss);
-    stats_[NNA_STAT_CORRECT] += T(correct);
-    stats_[NNA_STAT_ROWS] += T(rows);
-    if (bad && stats_[NNA_STAT_BAD_STEP] < T(0)) stats_[NNA_STAT_BAD_STEP] = T(step);
+    stats[NNA_STAT_LOSS] += T(loss);
+    stats[NNA_STAT_CORRECT] += T(correct);
+    stats[NNA_STAT_ROWS] += T(rows);
+    if (bad && stats[NNA_STAT_BAD_STEP] < T(0)) stats[NNA_STAT_BAD_STEP] = T(step);
   }
 
   // d_{l-1} = (d_l W_l) * act'(z_{l-1}) first, while W_l is unchanged; then db_l = column sums
   // of d_l and dW_l = d_l^T z_{l-1}. Training updates W_l in the same product: SGD as
   // W_l -= lr d_l^T z_{l-1} (alpha = -lr, beta = 1; dw is not written, as on CUDA), momentum and
   // Adam in the epilogue of each finished dW tile.
-  void backward(uint32_t l, uint64_t rows, uint64_t t) {
-    const nna_bound_layer<T>& P = L_[l - 1];
-    const nna_bound_layer<T>& C = L_[l];
+  void backward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, uint64_t t, double lr) {
+    const nna_bound_layer<T>& P = L[l - 1];
+    const nna_bound_layer<T>& C = L[l];
     const uint64_t n = C.units, m = C.fan_in;
     if (l > 1) {
       cpu::Gemm<T> g;
@@ -149,7 +166,7 @@ class CpuRun {
     }
     colSum(C.d, rows, n, C.db);
     const bool train = p_.op == Op::Train;
-    const Hyper<T> hp = hyper(t);
+    const Hyper<T> hp = hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t);
     cpu::Gemm<T> g;
     g.transA = true;
     g.m = n; g.n = m; g.k = rows;
@@ -172,12 +189,10 @@ class CpuRun {
       for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
   }
 
-  Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
-
   RunParams p_;
   nna_header h_;
-  std::vector<nna_bound_layer<T>> L_;
-  T* stats_ = nullptr;
+  uint64_t models_ = 1;
+  std::vector<std::vector<nna_bound_layer<T>>> L_;  // [model][layer]
   std::vector<RowResult> res_;
 };
 
@@ -185,6 +200,10 @@ class CpuRun {
 
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
+  // TF32 is a tensor-core format: the CPU backend computes in FP32 only, and says so rather
+  // than run a mode it does not have.
+  if (p.precision != Precision::Fp32)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32");
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
   if (dtype == NNA_FLOAT64) CpuRun<double>(base, p).run();
   else CpuRun<float>(base, p).run();

@@ -21,6 +21,9 @@ using Handle = void*;
 using Status = int;  // cublasStatus_t: 0 = CUBLAS_STATUS_SUCCESS
 constexpr int kOpN = 0, kOpT = 1;          // cublasOperation_t
 constexpr int kDefaultMath = 0;            // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
+constexpr int kR32F = 0;                   // cudaDataType_t CUDA_R_32F
+constexpr int kComputeFastTf32 = 77;       // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
+constexpr int kGemmDefault = -1;           // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
 struct Api {
   Status (*create)(Handle*) = nullptr;
@@ -29,6 +32,14 @@ struct Api {
   Status (*setMathMode)(Handle, int) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*, int) = nullptr;
   Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*, double*, int) = nullptr;
+  // cublasGemmEx (cuBLAS 8+): the TF32 products.
+  Status (*gemmEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
+  // Strided batched products (K-model arenas: one call for every model's product; cuBLAS 8+).
+  // Optional: without them the batch runs as one call per model.
+  Status (*sgemmBatched)(Handle, int, int, int, int, int, const float*, const float*, int, long long, const float*, int, long long,
+                         const float*, float*, int, long long, int) = nullptr;
+  Status (*dgemmBatched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*, int, long long,
+                         const double*, double*, int, long long, int) = nullptr;
   std::string status = "not loaded";
   bool ok = false;
 };
@@ -48,7 +59,10 @@ const Api& api() {
     r.setMathMode = reinterpret_cast<decltype(r.setMathMode)>(sym("cublasSetMathMode"));
     r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
     r.dgemm = reinterpret_cast<decltype(r.dgemm)>(sym("cublasDgemm_v2"));
-    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm) {
+    r.gemmEx = reinterpret_cast<decltype(r.gemmEx)>(sym("cublasGemmEx"));
+    r.sgemmBatched = reinterpret_cast<decltype(r.sgemmBatched)>(sym("cublasSgemmStridedBatched"));
+    r.dgemmBatched = reinterpret_cast<decltype(r.dgemmBatched)>(sym("cublasDgemmStridedBatched"));
+    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
       r.status = "libcublas loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
     }
@@ -111,9 +125,39 @@ void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alp
               float beta, float* C, int ldc) {
   blasCheck(api().sgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm");
 }
+void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
+                  float beta, float* C, int ldc) {
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR32F, lda, B, kR32F, ldb, &beta, C, kR32F, ldc,
+                         kComputeFastTf32, kGemmDefault),
+            "cublasGemmEx (TF32)");
+}
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc) {
   blasCheck(api().dgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasDgemm");
+}
+
+namespace {
+template <typename T, typename F, typename G>
+void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA,
+             const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, int count, const char* what) {
+  if (count == 1) return single(lane, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  if (batchedFn) {
+    blasCheck(batchedFn(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, count), what);
+    return;
+  }
+  for (int i = 0; i < count; ++i) single(lane, tA, tB, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+}
+}  // namespace
+
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, long long sA, const float* B,
+                     int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count) {
+  batched<float>(lane, api().sgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
+                 "cublasSgemmStridedBatched");
+}
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, long long sA, const double* B,
+                     int ldb, long long sB, double beta, double* C, int ldc, long long sC, int count) {
+  batched<double>(lane, api().dgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
+                  "cublasDgemmStridedBatched");
 }
 
 }  // namespace nna

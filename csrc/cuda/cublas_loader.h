@@ -1,7 +1,8 @@
 // cublas_loader.h: cuBLAS found at run time, never needed by the build. The development and CI
 // machines have only nvcc and the CUDA runtime; a normal toolkit install (and the GPU machine)
 // has libcublas. When it loads, large products of the per-layer path go to cublasSgemm /
-// cublasDgemm in FP32/FP64 (no TF32: default math); otherwise the tiled kernels run them.
+// cublasDgemm in FP32/FP64 (default math: no TF32), or to cublasGemmEx with TF32 compute for the
+// TF32 precisions; otherwise the tiled kernels run them.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -43,11 +44,23 @@ class LaneGuard {
 bool cublasAvailable();
 const std::string& cublasStatus();
 
+
 // Column-major C = alpha op(A) op(B) + beta C on lane.stream (cuBLAS conventions, host scalars).
 // Throws Failure CUBLAS_ERROR on a failed call.
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
               const float* B, int ldb, float beta, float* C, int ldc);
+// The same product with TF32 tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32): FP32
+// storage and accumulation, the operands rounded to TF32 by cuBLAS.
+void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
+                  const float* B, int ldb, float beta, float* C, int ldc);
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
               const double* B, int ldb, double beta, double* C, int ldc);
+
+// `count` products at once (strides in elements between one product's operands and the next;
+// 0 = the same operand for all): K-model arenas, one call for every model. count 1 is blasGemm.
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, long long strideA,
+                     const float* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count);
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda, long long strideA,
+                     const double* B, int ldb, long long strideB, double beta, double* C, int ldc, long long strideC, int count);
 
 }  // namespace nna

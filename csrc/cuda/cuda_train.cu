@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../core/failure.h"
@@ -24,21 +25,57 @@
 #include "fused_step.h"
 #include "layer_hooks.h"
 #include "layer_kernels.cuh"
+#include "tf32_kernels.cuh"
+#include "model_lrs.cuh"
 
 namespace nna {
 namespace {
+
+// The workspace of tf32x3 through cuBLAS: the big and small parts of two operands (slot 0: a
+// weight matrix or z[l-1]; slot 1: z[l-1] or d[l]), sized for the largest of the network at its
+// batch. It lies outside the arena on purpose: it depends on a run parameter, not on the
+// layout (an arena or checkpoint is the same whichever precision trains it), and it lives only
+// for the run (stream-ordered: cudaMallocAsync / cudaFreeAsync on the run's stream).
+class Tf32x3Workspace {
+ public:
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, cudaStream_t s) {
+    for (uint32_t l = 1; l < h.num_layers; ++l) {
+      const uint64_t n = layers[l].units, m = layers[l].fan_in;
+      elements_[0] = std::max({elements_[0], n * m, h.batch * m});
+      elements_[1] = std::max({elements_[1], h.batch * m, h.batch * n});
+    }
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), 2 * (elements_[0] + elements_[1]) * sizeof(float), s));
+  }
+  ~Tf32x3Workspace() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
+  uint64_t slotElements(int i) const { return elements_[i]; }
+
+ private:
+  float* base_ = nullptr;
+  uint64_t elements_[2] = {0, 0};
+  cudaStream_t stream_ = nullptr;
+};
 
 template <typename T>
 class LayerRun {
  public:
   LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks)
       : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
-        blas_(lane.blas && productsUseBlas(h, layers)) {}
+        blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
+        K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
+    if (blas_ && prec_ == Precision::Tf32x3) work_.allocate(h, layers, s_);
+    // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
+    sameLr_ = true;
+    for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
+  }
 
   // Returns whether the products went through cuBLAS.
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
-    if (p_.resetStats) { resetStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_); launched(); }
+    if (p_.resetStats) { resetStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_); launched(); }
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
       const uint64_t rows = p_.resident ? gather(s) : p_.rows;
@@ -49,13 +86,13 @@ class LayerRun {
       }
       before(Stage::Output, last_);
       if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-        outputBlockKernel<T><<<rowBlocks(rows), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       else if (L_[last_].units > 32)
-        outputWarpKernel<T><<<blocksFor(rows * 32), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       else
-        outputKernel<T><<<blocksFor(rows), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
+        outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
       launched();
-      if (p_.op != Op::Forward) { foldStatsKernel<T><<<1, 1, 0, s_>>>(base_, last_, frac_); launched(); }
+      if (p_.op != Op::Forward) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
       after(Stage::Output, last_);
       if (grad) {
         const Hyper<T> hp = hyper(p_.stepBase + s + 1);
@@ -66,7 +103,7 @@ class LayerRun {
           before(Stage::Backward, l);
           const bool folded = backward(l, rows, hp);
           if (p_.op == Op::Train && !folded) {
-            updateKernel<T><<<blocksFor(L_[l].units * (L_[l].fan_in + 1)), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp);
+            updateKernel<T><<<dim3(blocksFor(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, lrs_.get());
             launched();
           }
           after(Stage::Backward, l);
@@ -90,6 +127,11 @@ class LayerRun {
     return reinterpret_cast<T*>(static_cast<char*>(base_) + L_[l].region[kind].offset);
   }
 
+  // Elements from one model's copy of region (l, kind) to the next (0: shared, or one model).
+  long long stride(uint32_t l, uint32_t kind) const {
+    return static_cast<long long>(nna_region_stride(&h_, l, L_[l].region[kind].count, kind) / sizeof(T));
+  }
+
   Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
 
   uint64_t gather(uint64_t s) {
@@ -106,8 +148,14 @@ class LayerRun {
   // at least one block per multiprocessor (64, then 32, then 16).
   template <int MODE>
   void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N) {
+    if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
+      const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
+      if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows);
+      else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows);
+      return launched();
+    }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
-    auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile)); };
+    auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
     if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows);
     else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows);
     else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows);
@@ -119,9 +167,14 @@ class LayerRun {
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
-    // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
-    blasGemm(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), at(l - 1, NNA_Z), int(m), T(0), at(l, NNA_Z), int(n));
-    biasActivateKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, l, rows);
+    if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
+      blasGemmBatched(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z),
+                      T(0), at(l, NNA_Z), int(n), stride(l, NNA_Z), int(K_));
+    } else {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
+      const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
+      product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
+    }
+    biasActivateKernel<T><<<dim3(rowBlocks(rows), 1, K_), kThreads, 0, s_>>>(base_, l, rows);
     launched();
   }
 
@@ -132,24 +185,72 @@ class LayerRun {
   // kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD;
-    biasGradKernel<T><<<unsigned((n + kBiasCols - 1) / kBiasCols), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp);
+    // tf32x3 does not fold: three products adding -lr * (a part) into w each round it to w's ulp
+    // (40 SGD steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied.
+    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && sameLr_ && prec_ != Precision::Tf32x3;
+    biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {
       tiled<kWeightGrad>(l, rows, n, m);
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       return false;
     }
+    const Split d = split(1, at(l, NNA_D), rows * n);  // used by both products
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
-      blasGemm(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), at(l, NNA_D), int(n), T(0), at(l - 1, NNA_D), int(m));
-      activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows);
+      if (K_ > 1)
+        blasGemmBatched(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D),
+                        T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D), int(K_));
+      else
+        product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
+      activationGradKernel<T><<<dim3(blocksFor(rows * m), 1, K_), kThreads, 0, s_>>>(base_, l, rows);
       launched();
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
-    blasGemm(lane_, false, true, int(m), int(n), int(rows), fold ? -hp.lr : T(1), at(l - 1, NNA_Z), int(m), at(l, NNA_D), int(n),
-             fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));
+    // (all models share one alpha: with per-model learning rates that differ, no fold)
+    const T alpha = fold ? -(p_.lrs.empty() ? hp.lr : T(p_.lrs.front())) : T(1);
+    if (K_ > 1)
+      blasGemmBatched(lane_, false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
+                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), int(K_));
+    else
+      product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
+              at(l, fold ? NNA_W : NNA_DW), int(m));
     return fold;
+  }
+
+  // An operand of a cuBLAS product: the matrix itself, and for tf32x3 its big and small TF32
+  // parts (workspace copies of the same shape).
+  struct Split {
+    const T* x;
+    const T* big = nullptr;
+    const T* small = nullptr;
+  };
+
+  // Operand x (n elements) as a Split; tf32x3 splits it into workspace slot 0 or 1 first.
+  Split split(int slot, const T* x, uint64_t n) {
+    if (prec_ != Precision::Tf32x3) return {x};
+    if constexpr (std::is_same_v<T, float>) {
+      float* big = work_.slot(slot);
+      float* small = big + work_.slotElements(slot);
+      splitKernel<<<blocksFor(n), kThreads, 0, s_>>>(x, big, small, n);
+      launched();
+      return {x, big, small};
+    }
+    return {x};
+  }
+
+  // Column-major C = alpha op(A) op(B) + beta C through cuBLAS in the run's precision. tf32x3:
+  // three TF32 products accumulated in C, the small terms first.
+  void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
+      if (prec_ == Precision::Tf32x3) {
+        blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
+        blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
+        return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.big, ldb, 1.0f, C, ldc);
+      }
+    }
+    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
   }
 
   void* base_;
@@ -163,6 +264,11 @@ class LayerRun {
   int sms_;
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
+  Precision prec_;
+  Tf32x3Workspace work_;
+  unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;     // per-model learning rates on the device, or none
+  bool sameLr_ = true;
 };
 
 }  // namespace
@@ -176,14 +282,27 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
   return true;
 }
 
+// TF32 tensor cores: compute capability 8.0 or newer.
+static void requireTf32Device(Precision p) {
+  int device = 0, major = 0, minor = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  if (major < 8)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p) + "' needs TF32 tensor cores (compute capability 8.0 or newer); this GPU is " +
+                                                  std::to_string(major) + "." + std::to_string(minor));
+}
+
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks) {
   checkRun(header, p);
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
+  if (p.precision != Precision::Fp32) requireTf32Device(p.precision);
   LaneGuard lane;
-  if (!hooks && runFused(devBase, h, layers, p, *lane)) return "fused";
+  // The fused kernel computes in FP32 only: the TF32 precisions take the per-layer path.
+  if (!hooks && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();

@@ -27,6 +27,7 @@
 #include "check.cuh"
 #include "fused_step.h"
 #include "layer_kernels.cuh"
+#include "model_lrs.cuh"
 #include "../core/env.h"
 
 namespace cg = cooperative_groups;
@@ -40,11 +41,14 @@ constexpr int kUpdateChunk = 256 * 8;     // parameters per update item
 struct FusedParams {
   void* base;
   uint32_t last, op, optimizer, mse, resident, resetStats, fuseOutput;
+  uint32_t models;           // K networks of one shape (nna_models): every phase's items x K
+  const double* lrs;         // device copy of RunParams::lrs (model m's lr), or null: lr for all
   int lossFracBits;
   uint64_t rows, samples, firstBatch, numBatches, permA, permC, stepBase;
   double lr, mu, beta1, beta2, eps;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
   unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
+  uint32_t emptyPhases;                  // NN_ARENA_FUSED_TRACE=2: an empty phase after each (barrier cost in place)
 };
 
 constexpr int kTraceSlots = 64;
@@ -60,20 +64,27 @@ __device__ __forceinline__ void traceMark(const FusedParams& p, int& slot) {
 struct StepInfo {
   uint64_t rows, first;  // rows of this step; first row of the epoch (resident)
   bool train, grad;
+  uint32_t model;        // the model whose copies this item works on
 };
 
 constexpr int kWarps = 8;       // 256 threads
 constexpr int kFwdRows = 4, kFwdCols = 8, kDwRows = 16;  // output tiles of the latency-bound products
 static_assert(kFwdRows * kFwdCols == 32, "forwardWarp leaves one output per lane");
+// forwardBlock: an 8 x 8 output tile per block, the reduction in 256-wide slices held in shared
+// memory, split over 4 parts of 64 (64 outputs x 4 parts = the block's 256 threads).
+constexpr int kFbTile = 8, kFbSlice = 256, kFbParts = 4;
+static_assert(kFbTile * kFbTile * kFbParts == 256, "forwardBlock: one output part per thread");
+static_assert(2 * kFbTile * kFbSlice == 16 * 256, "forwardBlock: 16 loads per thread per slice");
 
 template <typename T>
 union Smem {
   struct { T a[BK][64]; T b[BK][64]; } tile;           // shared-memory product tiles
   T dwPart[kWarps][kDwRows][32];                       // dw: per-warp partial sums
   T bias[kBiasStripes][kBiasCols];                     // db: per-stripe partial sums
+  struct { T x[kFbTile][kFbSlice + 1]; T w[kFbTile][kFbSlice + 1]; T part[kFbParts][kFbTile * kFbTile]; } fwd;  // forwardBlock
 };
 
-__device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+__host__ __device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
 // Every block binds all layers once, at the start of the run, from the header at the arena's
 // base (nna_bind, as every kernel does) into this table; the phases then read region pointers
@@ -81,9 +92,31 @@ __device__ __forceinline__ uint64_t ceilDiv(uint64_t a, uint64_t b) { return (a 
 __shared__ __align__(16) unsigned char boundTable[(kMaxFusedLayers + 1) * sizeof(nna_bound_layer<double>)];
 static_assert(sizeof(nna_bound_layer<float>) == sizeof(nna_bound_layer<double>), "one table for both dtypes");
 
+// Bytes from one model's copy of each region to the next (nna_region_stride; 0 for shared
+// regions), beside the table, so that model m's pointers are model 0's plus m strides.
+__shared__ uint64_t strideTable[kMaxFusedLayers + 1][NNA_KIND_COUNT];
+
+// Model m's pointers of layer l. Each work item of a phase belongs to one model, and its
+// arithmetic is that of a one-model run whichever block takes it: K models are bit-identical
+// to K runs alone.
 template <typename T>
-__device__ __forceinline__ const nna_bound_layer<T>& bound(uint32_t l) {
-  return reinterpret_cast<const nna_bound_layer<T>*>(boundTable)[l];
+__device__ __forceinline__ nna_bound_layer<T> bound(uint32_t l, uint32_t m) {
+  nna_bound_layer<T> r = reinterpret_cast<const nna_bound_layer<T>*>(boundTable)[l];
+  if (m == 0) return r;
+  const uint64_t* st = strideTable[l];
+  auto at = [&](T* q, uint32_t k) { return q ? reinterpret_cast<T*>(reinterpret_cast<char*>(q) + m * st[k]) : q; };
+  r.z = at(r.z, NNA_Z); r.b = at(r.b, NNA_B); r.w = at(r.w, NNA_W); r.d = at(r.d, NNA_D); r.db = at(r.db, NNA_DB);
+  r.dw = at(r.dw, NNA_DW); r.mw = at(r.mw, NNA_MW); r.mb = at(r.mb, NNA_MB); r.vw = at(r.vw, NNA_VW); r.vb = at(r.vb, NNA_VB);
+  r.stats = at(r.stats, NNA_STATS);  // y, xdata, ydata: shared
+  return r;
+}
+
+// Model m's hyperparameters: the step's, with its own learning rate (converted as hyperAt does).
+template <typename T>
+__device__ __forceinline__ Hyper<T> hyperOf(const FusedParams& p, const Hyper<T>& hp, uint32_t m) {
+  Hyper<T> h = hp;
+  if (p.lrs) h.lr = T(p.lrs[m]);
+  return h;
 }
 
 
@@ -93,8 +126,8 @@ __device__ __forceinline__ const nna_bound_layer<T>& bound(uint32_t l) {
 template <typename T, int MODE, int TILE>
 __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   constexpr int TM = TILE / 16;
-  const nna_bound_layer<T>& C = bound<T>(l);
-  const nna_bound_layer<T>& P = bound<T>(l - 1);
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
+  const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint64_t n = C.units, m = C.fan_in, rows = st.rows;
   const uint64_t M = MODE == kWeightGrad ? n : rows;
   const uint64_t N = MODE == kForward ? n : m;
@@ -115,7 +148,7 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
         if (MODE == kForward) {
           if (gatherRows) {
             av = P.xdata[permIndex(st.first + i, p.permA, p.permC, p.samples) * m + k];
-            if (bn == 0) P.z[i * m + k] = av;
+            if (bn == 0 && st.model == 0) P.z[i * m + k] = av;  // z[0] is shared: model 0 writes it
           } else {
             av = P.z[i * m + k];
           }
@@ -148,13 +181,13 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
 // whose regions have < 2^31 elements (runFused).
 template <typename T>
 __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti) {
-  const nna_bound_layer<T>& C = bound<T>(l);
-  const nna_bound_layer<T>& P = bound<T>(l - 1);
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
+  const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
   const uint32_t tilesN = (n + kFwdCols - 1) / kFwdCols;
   const uint32_t r0 = (ti / tilesN) * kFwdRows, c0 = (ti % tilesN) * kFwdCols;
   const uint32_t lane = threadIdx.x % 32;
-  const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0;
+  const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0 && st.model == 0;  // z[0]: shared
   const T* xr[kFwdRows];
   const T* wr[kFwdCols];
 #pragma unroll
@@ -201,11 +234,71 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
   if (rOut < rows && cOut < n) C.z[size_t(rOut) * n + cOut] = activate<T>(C.activation, mine + bias);
 }
 
+// z[l] rows [r0, r0+8) x units [c0, c0+8) by ONE block, when the tiles fit the grid in one
+// round: each slice of 256 inputs of the 16 operand rows is loaded with one coalesced load per
+// row and thread (all 16 in flight), the next slice's loads are issued before this slice's
+// multiply-adds, and 4 parts of each slice are summed apart and added in a fixed order. The
+// warp routine (forwardWarp) walks the reduction in 7 dependent rounds for 784 inputs; this
+// takes 4, and its loads are 8-wide reuse of each operand row instead of 4- and 8-wide.
+template <typename T>
+__device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm) {
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
+  const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
+  const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
+  const uint32_t tilesN = (n + kFbTile - 1) / kFbTile;
+  const uint32_t r0 = uint32_t(ti / tilesN) * kFbTile, c0 = uint32_t(ti % tilesN) * kFbTile;
+  const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0 && st.model == 0;  // z[0]: shared
+  const uint32_t kk = threadIdx.x;  // this thread loads input kk of every slice, for all 16 rows
+  const T* src[2 * kFbTile];
+#pragma unroll
+  for (int q = 0; q < kFbTile; ++q) {
+    const uint32_t r = r0 + q, c = c0 + q;
+    src[q] = r >= rows ? nullptr : gatherRows ? P.xdata + permIndex(st.first + r, p.permA, p.permC, p.samples) * m : P.z + size_t(r) * m;
+    src[kFbTile + q] = c < n ? C.w + size_t(c) * m : nullptr;
+  }
+  T reg[2 * kFbTile];
+  auto load = [&](uint32_t k0) {
+    const uint32_t k = k0 + kk;
+#pragma unroll
+    for (int q = 0; q < 2 * kFbTile; ++q) reg[q] = src[q] && k < m ? src[q][k] : T(0);
+  };
+  const uint32_t o = threadIdx.x % (kFbTile * kFbTile), part = threadIdx.x / (kFbTile * kFbTile);
+  const uint32_t orow = o / kFbTile, ocol = o % kFbTile;
+  constexpr uint32_t kPart = kFbSlice / kFbParts;
+  T acc[4] = {};  // four chains in flight: one chain waits on each shared load and FMA in turn
+  load(0);
+  for (uint32_t k0 = 0; k0 < m; k0 += kFbSlice) {
+#pragma unroll
+    for (int q = 0; q < kFbTile; ++q) {
+      sm.fwd.x[q][kk] = reg[q];
+      sm.fwd.w[q][kk] = reg[kFbTile + q];
+      if (writeRows && src[q] && k0 + kk < m) P.z[size_t(r0 + q) * m + k0 + kk] = reg[q];
+    }
+    __syncthreads();
+    if (k0 + kFbSlice < m) load(k0 + kFbSlice);
+#pragma unroll 4
+    for (uint32_t k = part * kPart; k < (part + 1) * kPart; k += 4)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[c] += sm.fwd.x[orow][k + c] * sm.fwd.w[ocol][k + c];
+    __syncthreads();
+  }
+  sm.fwd.part[part][o] = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  __syncthreads();
+  if (threadIdx.x < kFbTile * kFbTile) {
+    T total = T(0);
+#pragma unroll
+    for (int q = 0; q < kFbParts; ++q) total += sm.fwd.part[q][o];
+    const uint32_t r = r0 + orow, c = c0 + ocol;
+    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
+  }
+  __syncthreads();
+}
+
 // dw[l] units [j0, j0+16) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
 template <typename T>
 __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
-  const nna_bound_layer<T>& C = bound<T>(l);
-  const nna_bound_layer<T>& P = bound<T>(l - 1);
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
+  const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
   const uint32_t tilesI = (m + 31) / 32;
   const uint32_t j0 = (ti / tilesI) * kDwRows, i0 = (ti % tilesI) * 32;
@@ -245,13 +338,15 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
 }
 
 // Tile kinds in FusedParams::tile: 64 / 32 / 16 = shared-memory tiles of that size; 0 = the
-// latency-bound routines above (forward and dw only).
+// latency-bound routines above (forward and dw only); kTileBlock = forwardBlock (forward only).
+constexpr uint8_t kTileBlock = 1;
 template <typename T>
 __device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64_t rows) {
   const nna_layer* L = nna_layer_of(p.base, l);
   const uint64_t n = L->units, m = L->fan_in;
   const uint64_t M = mode == kWeightGrad ? n : rows, N = mode == kForward ? n : m;
   const uint64_t t = p.tile[l][mode];
+  if (t == kTileBlock) return ceilDiv(rows, kFbTile) * ceilDiv(n, kFbTile);
   if (t == 0) return mode == kForward ? ceilDiv(rows, kFwdRows) * ceilDiv(n, kFwdCols) : ceilDiv(n, kDwRows) * ceilDiv(m, 32);
   return ceilDiv(M, t) * ceilDiv(N, t);
 }
@@ -333,8 +428,8 @@ __device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32
 
 template <typename T>
 __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
-  const nna_bound_layer<T>& O = bound<T>(p.last);
-  const nna_bound_layer<T>& P = bound<T>(p.last - 1);
+  const nna_bound_layer<T> O = bound<T>(p.last, st.model);
+  const nna_bound_layer<T> P = bound<T>(p.last - 1, st.model);
   const uint32_t lane = threadIdx.x % 32;
   const uint32_t n = uint32_t(O.units), m = uint32_t(O.fan_in);
   const T* zp = P.z + r * m;
@@ -346,7 +441,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   if (lane < n) {
     if (p.resident) {
       yl = O.ydata[permIndex(st.first + r, p.permA, p.permC, p.samples) * n + lane];
-      O.y[r * n + lane] = yl;
+      if (st.model == 0) O.y[r * n + lane] = yl;  // y is shared: model 0 writes it
     } else {
       yl = O.y[r * n + lane];
     }
@@ -399,7 +494,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
 
 template <typename T>
 __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
-  const nna_bound_layer<T>& C = bound<T>(l);
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
   const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
   const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
   T s = T(0);
@@ -423,8 +518,8 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 }
 
 template <typename T>
-__device__ void updateItem(const FusedParams& p, uint32_t l, uint32_t item, const Hyper<T>& hp) {
-  const nna_bound_layer<T>& C = bound<T>(l);
+__device__ void updateItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, const Hyper<T>& hp) {
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
   const uint32_t nw = uint32_t(C.units * C.fan_in), total = nw + uint32_t(C.units);
   const uint32_t end = min(total, (item + 1) * uint32_t(kUpdateChunk));
   for (uint32_t e = item * kUpdateChunk + threadIdx.x; e < end; e += blockDim.x) {
@@ -444,14 +539,19 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
   __shared__ Smem<T> sm;
   const uint32_t last = p.last;
-  for (uint32_t l = threadIdx.x; l <= last; l += blockDim.x)
+  const nna_header* hd = nna_header_of(p.base);
+  for (uint32_t l = threadIdx.x; l <= last; l += blockDim.x) {
     reinterpret_cast<nna_bound_layer<T>*>(boundTable)[l] = nna_bind<T>(p.base, l);
-  __syncthreads();
-  const nna_bound_layer<T>& out = bound<T>(last);
-  if (p.resetStats && blockIdx.x == 0 && threadIdx.x == 0) {
-    for (int i = 0; i < NNA_STATS_COUNT; ++i) out.stats[i] = T(0);
-    out.stats[NNA_STAT_BAD_STEP] = T(-1);
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) strideTable[l][k] = nna_region_stride(hd, l, nna_layer_of(p.base, l)->region[k].count, k);
   }
+  __syncthreads();
+  const uint32_t K = p.models;
+  if (p.resetStats && blockIdx.x == 0)
+    for (uint32_t m = threadIdx.x; m < K; m += blockDim.x) {
+      T* stats = bound<T>(last, m).stats;
+      for (int i = 0; i < NNA_STATS_COUNT; ++i) stats[i] = T(0);
+      stats[NNA_STAT_BAD_STEP] = T(-1);
+    }
   grid.sync();
   int slot = 0;
   traceMark(p, slot);
@@ -464,35 +564,49 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     st.grad = st.train || p.op == uint32_t(Op::Grad);
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
-    const Hyper<T> hp = hyperAt<T>(p.lr, p.mu, p.beta1, p.beta2, p.eps, p.stepBase + s + 1);
+    st.model = 0;
+    const Hyper<T> hp0 = hyperAt<T>(p.lr, p.mu, p.beta1, p.beta2, p.eps, p.stepBase + s + 1);
+    // Item i of a phase with n items per model is item i % n of model i / n.
+    auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
 
     // ---- forward (and, for a small last layer, the output and d[L-1]) ----
     for (uint32_t l = 1; l <= last; ++l) {
       if (l == last && p.fuseOutput) {
-        for (uint64_t r = warp; r < st.rows; r += warpsInGrid) outputRowFused<T>(p, st, uint32_t(r), s);
+        for (uint64_t r = warp; r < st.rows * K; r += warpsInGrid) outputRowFused<T>(p, forModel(uint32_t(r / st.rows)), uint32_t(r % st.rows), s);
       } else {
         const uint64_t tiles = tileCount<T>(p, l, kForward, st.rows);
-        if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
-          for (uint64_t i = (threadIdx.x / 32) * uint64_t(gridDim.x) + blockIdx.x; i < tiles; i += warpsInGrid) forwardWarp<T>(p, st, l, uint32_t(i));
+        if (p.tile[l][kForward] == kTileBlock) {
+          for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) forwardBlock<T>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm);
+        } else if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
+          for (uint64_t i = (threadIdx.x / 32) * uint64_t(gridDim.x) + blockIdx.x; i < tiles * K; i += warpsInGrid)
+            forwardWarp<T>(p, forModel(uint32_t(i / tiles)), l, uint32_t(i % tiles));
         } else {
-          for (uint64_t i = blockIdx.x; i < tiles; i += gridDim.x) productTile<T, kForward>(p, st, l, i, sm, hp, false);
+          for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) productTile<T, kForward>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm, hp0, false);
         }
       }
       grid.sync();
       traceMark(p, slot);
+      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
     if (!p.fuseOutput) {  // one warp per row
-      for (uint64_t r = warp; r < st.rows; r += warpsInGrid) {
-        gatherTargets(p, st, out, r, threadIdx.x % 32, 32);
+      for (uint64_t i = warp; i < st.rows * K; i += warpsInGrid) {
+        const StepInfo sm1 = forModel(uint32_t(i / st.rows));
+        const uint64_t r = i % st.rows;
+        const nna_bound_layer<T> out = bound<T>(last, sm1.model);
+        // y is shared: model 0's warp of the row writes it; every model reads the row's targets
+        // where they come from (ydata through the permutation, or y as staged), the same values.
+        if (sm1.model == 0) gatherTargets(p, sm1, out, r, threadIdx.x % 32, 32);
         __syncwarp();
-        const RowResult res = outputRowWarp<T>(out.z + r * out.units, out.y + r * out.units, out.d + r * out.units, out.units, out.activation, p.mse, st.rows, st.grad);
-        if (threadIdx.x % 32 == 0) accumulateRow(p, st, out, r, s, res);
+        const T* yRow = p.resident ? out.ydata + permIndex(st.first + r, p.permA, p.permC, p.samples) * out.units : out.y + r * out.units;
+        const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, out.activation, p.mse, st.rows, st.grad);
+        if (threadIdx.x % 32 == 0) accumulateRow(p, sm1, out, r, s, res);
       }
       grid.sync();
       traceMark(p, slot);
     }
     // The step's loss joins the stats (the output phase is complete: a barrier has passed).
-    if (p.op != uint32_t(Op::Forward) && blockIdx.x == gridDim.x - 1 && threadIdx.x == 0) foldLossExact(out.stats, p.lossFracBits);
+    if (p.op != uint32_t(Op::Forward) && blockIdx.x == gridDim.x - 1)
+      for (uint32_t m = threadIdx.x; m < K; m += blockDim.x) foldLossExact(bound<T>(last, m).stats, p.lossFracBits);
     if (!st.grad) continue;
 
     // ---- backward, with the updates folded in ----
@@ -514,22 +628,26 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         nU = ceilDiv(U->units * (U->fan_in + 1), kUpdateChunk);
       }
       const uint64_t total = nW + nB + nE + nWL + nBL + nU;
-      for (uint64_t i = blockIdx.x; i < total; i += gridDim.x) {
-        uint64_t k = i;
-        if (k < nW) { productTile<T, kWeightGrad>(p, st, l, k, sm, hp, updateHere); continue; }
+      for (uint64_t i = blockIdx.x; i < total * K; i += gridDim.x) {
+        const uint32_t m = uint32_t(i / total);
+        const StepInfo sti = forModel(m);
+        const Hyper<T> hp = hyperOf<T>(p, hp0, m);
+        uint64_t k = i % total;
+        if (k < nW) { productTile<T, kWeightGrad>(p, sti, l, k, sm, hp, updateHere); continue; }
         k -= nW;
-        if (k < nWL) { productTile<T, kWeightGrad>(p, st, last, k, sm, hp, st.train); continue; }
+        if (k < nWL) { productTile<T, kWeightGrad>(p, sti, last, k, sm, hp, st.train); continue; }
         k -= nWL;
-        if (k < nE) { productTile<T, kErrorPrev>(p, st, l, k, sm, hp, false); continue; }
+        if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, st, l, k, sm, hp, updateHere); continue; }
+        if (k < nB) { biasGradItem<T>(p, sti, l, k, sm, hp, updateHere); continue; }
         k -= nB;
-        if (k < nBL) { biasGradItem<T>(p, st, last, k, sm, hp, st.train); continue; }
+        if (k < nBL) { biasGradItem<T>(p, sti, last, k, sm, hp, st.train); continue; }
         k -= nBL;
-        updateItem<T>(p, l + 1, k, hp);
+        updateItem<T>(p, sti, l + 1, k, hp);
       }
       grid.sync();
       traceMark(p, slot);
+      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
   }
 }
@@ -611,14 +729,21 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
   p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
   p.lr = rp.lr; p.mu = rp.momentum; p.beta1 = rp.beta1; p.beta2 = rp.beta2; p.eps = rp.eps;
+  p.models = uint32_t(nna_models(&h));
+  const DeviceLrs lrs(rp.lrs, lane.stream);
+  p.lrs = lrs.get();
+  // Tiles are chosen for one model, as a one-model run chooses them (the grid does not change
+  // with K): a model's sums then run in the order they would alone.
   const int grid = gridBlocks<T>();
   for (uint32_t l = 1; l <= p.last; ++l) {
     const uint64_t n = L[l].units, m = L[l].fan_in, rows = h.batch;
-    p.tile[l][kForward] = rows * n <= kSmallOutputs ? 0 : tileFor(rows, n, grid);
+    const bool blockFits = ceilDiv(rows, kFbTile) * ceilDiv(n, kFbTile) <= uint64_t(grid) && knob(Knob::FusedForward, "block") != "warp";
+    p.tile[l][kForward] = rows * n <= kSmallOutputs ? (blockFits ? kTileBlock : 0) : tileFor(rows, n, grid);
     p.tile[l][kWeightGrad] = n * m <= kSmallOutputs ? 0 : tileFor(n, m, grid);
     p.tile[l][kErrorPrev] = tileFor(rows, m, grid);
   }
   const bool tracing = knobOn(Knob::FusedTrace);
+  p.emptyPhases = knob(Knob::FusedTrace) == "2";
   if (tracing) {
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
@@ -646,7 +771,7 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;
     if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
-    if (path != "fused" && h.batch * n * m > kFusedMaxWork) return false;
+    if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;  // K models: K times the work (8 S models: per-layer 110 us, fused 156)
   }
   if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane);
   else launch<float>(devBase, h, layers, p, lane);

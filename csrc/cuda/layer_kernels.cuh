@@ -10,6 +10,12 @@ namespace nna {
 
 constexpr int kThreads = 256;
 
+// K-model arenas: every kernel below but the gather runs over grid z = models and binds model
+// blockIdx.z's copies (nna_bind_model; shared regions are the one copy). One model's blocks do
+// exactly what a one-model launch does, so each model's results are a one-model run's.
+template <typename T>
+__device__ __forceinline__ nna_bound_layer<T> bindModel(void* base, uint32_t l) { return nna_bind_model<T>(base, l, blockIdx.z); }
+
 // Fraction bits of the fixed-point loss sum (output_row.cuh): 48, fewer for batches of 2^15
 // rows or more, so that a step's fractions (each < 2^fracBits) cannot overflow 64 bits.
 inline int lossFracBits(uint64_t batch) {
@@ -25,13 +31,13 @@ inline unsigned blocksFor(uint64_t n) {
 
 template <typename T>
 __global__ void resetStatsKernel(void* base, uint32_t last) {
-  T* s = nna_bind<T>(base, last).stats;
+  T* s = bindModel<T>(base, last).stats;
   for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
   s[NNA_STAT_BAD_STEP] = T(-1);
 }
 
 template <typename T>
-__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(nna_bind<T>(base, last).stats, fracBits); }
+__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(bindModel<T>(base, last).stats, fracBits); }
 
 // Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
 // the permutation is computed once a row and no element needs a 64-bit division (the
@@ -96,39 +102,52 @@ __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_boun
   }
 }
 
-template <typename T, int MODE, int TILE>
-__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
-  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
-  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
-  const uint64_t n = C.units, m = C.fan_in;
-  const uint64_t M = MODE == kWeightGrad ? n : rows;
-  const uint64_t N = MODE == kForward ? n : m;
-  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
-  auto A = [&](uint64_t i, uint64_t k) -> T {
-    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
-  };
-  auto B = [&](uint64_t k, uint64_t j) -> T {
-    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
-  };
-  __shared__ T As[BK][BM];
-  __shared__ T Bs[BK][BN];
-  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
-  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
-  T acc[TM][TM] = {};
-  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
+// The product of layer l in MODE: its sizes (C = op(A) op(B) is M x N, K deep) and its operands
+// by index, shared by gemmKernel and the tensor-core kernels (tf32_kernels.cuh).
+template <typename T, int MODE>
+struct LayerProduct {
+  nna_bound_layer<T> C, P;
+  uint64_t n, m, M, N, K;
+  __device__ LayerProduct(void* base, uint32_t l, uint64_t rows) : C(bindModel<T>(base, l)), P(bindModel<T>(base, l - 1)) {
+    n = C.units;
+    m = C.fan_in;
+    M = MODE == kWeightGrad ? n : rows;
+    N = MODE == kForward ? n : m;
+    K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
+  }
+  __device__ T A(uint64_t i, uint64_t k) const { return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k]; }
+  __device__ T B(uint64_t k, uint64_t j) const { return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j]; }
+  // The BK-deep slices at k0 of the BM-row block at bm and the BN-column block at bn, zero
+  // outside the product, into As[k][row] and Bs[k][col] (256 threads).
+  template <int BM, int BN, int LD>
+  __device__ void loadSlices(T (*As)[LD], T (*Bs)[LD], uint64_t bm, uint64_t bn, uint64_t k0) const {
 #pragma unroll
-    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
+    for (int q = 0; q < BM / 16; ++q) {  // BM * BK = 256 * (BM / 16) elements of each tile
       const int e = threadIdx.x + 256 * q;
       const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
       As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
       const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
       Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
     }
+  }
+};
+
+template <typename T, int MODE, int TILE>
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
+  const LayerProduct<T, MODE> g(base, l, rows);
+  __shared__ T As[BK][BM];
+  __shared__ T Bs[BK][BN];
+  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[TM][TM] = {};
+  for (uint64_t k0 = 0; k0 < g.K; k0 += BK) {
+    g.template loadSlices<BM, BN, BM>(As, Bs, bm, bn, k0);
     __syncthreads();
     tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
     __syncthreads();
   }
-  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [](uint64_t, T) {});
+  storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, [](uint64_t, T) {});
 }
 
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
@@ -136,7 +155,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // (A block per row: no per-element 64-bit modulo to find the unit.)
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     T* z = C.z + r * C.units;
     for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) z[j] = activate<T>(C.activation, z[j] + C.b[j]);
@@ -144,14 +163,14 @@ __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
-  const nna_bound_layer<T> P = nna_bind<T>(base, l - 1);
+  const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
     P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
 }
 
 template <typename T>
 __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
@@ -161,7 +180,7 @@ __global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse,
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
   const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
@@ -177,7 +196,7 @@ constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
 template <typename T>
 __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
-  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
   __shared__ uint64_t si[8];
@@ -255,8 +274,9 @@ constexpr int kBiasCols = 32, kBiasStripes = 8;
 constexpr int kBiasStripesWide = 32;
 
 template <typename T>
-__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp.lr = T(lrs[blockIdx.z]);  // model_lrs.cuh
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
@@ -273,8 +293,9 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
 
 // The optimizer step of layer l: weights, then biases.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
-  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp.lr = T(lrs[blockIdx.z]);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);

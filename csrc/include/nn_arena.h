@@ -12,6 +12,12 @@
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][kind table of user regions][padding to align]  <- header_bytes
  *   regions at the offsets recorded in each nna_layer.region[kind] and in the kind table
+ * An arena may hold K = nna_models(h) networks of one shape (header field `models`; 0 = 1).
+ * A region's count is then ONE model's elements; a per-model region holds its K copies back to
+ * back, model m's at offset + m * nna_region_stride() (each copy starts aligned). The input
+ * batch z[0], the targets y and the resident data set (xdata, ydata) are held once and shared:
+ * every model sees the same rows. nna_model_ptr() binds model m's copy. User regions and
+ * models > 1 do not go together (yet): such a header is refused.
  * All offsets are bytes from the arena base; all counts are elements of the arena's dtype
  * (a user region's count is in units of its elem_bytes: 1 for a region of raw bytes).
  * Every multi-byte field is little-endian (the magic reads wrong on a big-endian host).
@@ -36,6 +42,7 @@
 #define NNA_MAX_LAYERS 4096u
 #define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
 #define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
+#define NNA_MAX_MODELS 65535u     /* networks of one shape in one arena (nna_header.models) */
 
 /* Element type of every region. */
 enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
@@ -121,7 +128,9 @@ typedef struct nna_header {
   uint64_t extras_offset;/* offset of the kind table (right after the layer table); 0: no extras */
   uint32_t num_extras;   /* user regions in the kind table (<= NNA_MAX_EXTRAS) */
   uint32_t extra_size;   /* sizeof(nna_extra) when written; 0 when num_extras is 0 */
-  uint64_t reserved[4];  /* version 1's reserved[2..5] */
+  uint64_t reserved[1];  /* version 1's reserved[2] (kept zero) */
+  uint64_t models;       /* version 1's reserved[3]: networks of this shape; 0 (older headers) means 1 */
+  uint64_t reserved_tail[2]; /* version 1's reserved[4..5] */
 } nna_header;
 
 /* ---- The kind table: user regions (planLayout's `extra`) --------------------------------------
@@ -231,6 +240,32 @@ NNA_HD uint64_t nna_extra_elems(const void* base, uint32_t i, uint32_t l) {
   return r ? r->count : 0u;
 }
 
+/* ---- K models in one arena ------------------------------------------------------------------ */
+
+NNA_HD uint64_t nna_models(const nna_header* h) { return h->models ? h->models : 1; }
+
+/* Whether region `kind` of layer `l` has one copy per model (else one, shared by all models). */
+NNA_HD int nna_kind_per_model(const nna_header* h, uint32_t l, uint32_t kind) {
+  (void)h;
+  return !(kind == NNA_XDATA || kind == NNA_YDATA || kind == NNA_Y || (kind == NNA_Z && l == 0));
+}
+
+/* Bytes from one model's copy of a region to the next: its size rounded up to the alignment
+ * (0 for shared regions and single-model arenas). */
+NNA_HD uint64_t nna_region_stride(const nna_header* h, uint32_t l, uint64_t count, uint32_t kind) {
+  if (nna_models(h) <= 1 || !nna_kind_per_model(h, l, kind)) return 0;
+  const uint64_t bytes = count * (h->dtype == NNA_FLOAT64 ? 8u : 4u);
+  return (bytes + h->align - 1) / h->align * h->align;
+}
+
+/* Model m's copy of region `kind` of layer `l` (the shared copy for shared kinds), or NULL
+ * where the layer has none. m < nna_models(); model 0's copy is nna_region_ptr's. */
+NNA_HD void* nna_model_ptr(void* base, uint32_t l, uint32_t kind, uint64_t m) {
+  const nna_region r = nna_layer_of(base, l)->region[kind];
+  if (!r.count) return (void*)0;
+  return (void*)((char*)base + r.offset + m * nna_region_stride(nna_header_of(base), l, r.count, kind));
+}
+
 #if defined(__cplusplus)
 /* Typed pointers of one layer, the C++ analogue of the seed design's re-binding function. */
 template <typename T>
@@ -256,6 +291,24 @@ nna_bound_layer<T> nna_bind(void* base, uint32_t l) {
   r.dw = p[NNA_DW]; r.mw = p[NNA_MW]; r.mb = p[NNA_MB]; r.vw = p[NNA_VW]; r.vb = p[NNA_VB];
   r.y = p[NNA_Y]; r.xdata = p[NNA_XDATA]; r.ydata = p[NNA_YDATA]; r.stats = p[NNA_STATS];
   r.units = L->units; r.fan_in = L->fan_in; r.activation = L->activation;
+  return r;
+}
+
+/* Model m's pointers of layer l (shared regions: the one copy). nna_bind is model 0's. */
+template <typename T>
+#if defined(__CUDACC__)
+__host__ __device__ __forceinline__
+#else
+inline
+#endif
+nna_bound_layer<T> nna_bind_model(void* base, uint32_t l, uint64_t m) {
+  nna_bound_layer<T> r = nna_bind<T>(base, l);
+  if (m == 0) return r;
+  const nna_header* h = nna_header_of(base);
+  const nna_layer* L = nna_layer_of(base, l);
+  T** p[NNA_KIND_COUNT] = {&r.z, &r.b, &r.w, &r.d, &r.db, &r.dw, &r.mw, &r.mb, &r.vw, &r.vb, &r.y, &r.xdata, &r.ydata, &r.stats};
+  for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+    if (*p[k]) *p[k] = (T*)((char*)*p[k] + m * nna_region_stride(h, l, L->region[k].count, k));
   return r;
 }
 #endif

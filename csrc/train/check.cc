@@ -10,6 +10,15 @@
 
 namespace nna {
 
+const char* precisionName(Precision p) {
+  switch (p) {
+    case Precision::Fp32: return "fp32";
+    case Precision::Tf32: return "tf32";
+    case Precision::Tf32x3: return "tf32x3";
+  }
+  return "unknown";
+}
+
 void checkRun(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
@@ -17,11 +26,22 @@ void checkRun(const void* header, const RunParams& p) {
   std::memcpy(&out, static_cast<const char*>(header) + h.layers_offset + size_t(h.num_layers - 1) * sizeof(nna_layer), sizeof out);
   if (uint32_t(p.op) > uint32_t(Op::Forward)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
   if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
+  if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
+  if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
+                   std::to_string(nna_models(&h)) + " (models: use 'fp32')");
+  if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
   const bool softmax = out.activation == NNA_ACT_SOFTMAX;
   if (softmax != (p.loss == Loss::CrossEntropy))
     NNA_FAIL("BAD_LOSS", softmax ? "a softmax output layer trains with cross-entropy, not mse"
                                  : "cross-entropy needs a softmax output layer; use mse for other output activations");
   for (double x : {p.lr, p.momentum, p.beta1, p.beta2, p.eps})
+    if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
+  const uint64_t models = nna_models(&h);
+  if (!p.lrs.empty() && p.lrs.size() != models)
+    NNA_FAIL("BAD_ARGUMENT", "lrs has " + std::to_string(p.lrs.size()) + " entries; the arena holds " + std::to_string(models) + " models");
+  for (double x : p.lrs)
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
   if (!p.resident) {

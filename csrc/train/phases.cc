@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "../core/failure.h"
 #include "../core/validate.h"
 
 namespace nna {
@@ -22,6 +23,10 @@ std::string regionLabel(const RegionInfo& r, bool size) {
 
 StepModel::StepModel(const uint8_t* header) {
   std::memcpy(&h_, header, sizeof h_);
+  // The residency plan walks one network's regions; a K-model arena is not planned for.
+  if (nna_models(&h_) > 1)
+    NNA_FAIL("NOT_SUPPORTED", "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " +
+                                  std::to_string(nna_models(&h_)) + " (models)");
   layers_.resize(h_.num_layers);
   std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
   index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);

@@ -3,6 +3,7 @@
 // resident data set (xdata/ydata, through a seeded permutation) or from z[0]/y as they stand.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace nna {
 
@@ -13,6 +14,11 @@ enum class Op : uint32_t {
   Forward = 3,  // forward only (outputs in z of the last layer)
 };
 enum class Loss : uint32_t { CrossEntropy = 0, Mse = 1 };
+// How the matrix products of a float32 run are computed (storage stays float32): in FP32
+// (default), as one TF32 tensor-core product (about 3 decimal digits per operand), or as three
+// TF32 products of the operands split into big + small parts (3xTF32: FP32-level accuracy).
+// Only the CUDA backend on a TF32-capable GPU (compute capability 8.0+) runs the TF32 modes.
+enum class Precision : uint32_t { Fp32 = 0, Tf32 = 1, Tf32x3 = 2 };
 
 struct RunParams {
   Op op = Op::Train;
@@ -25,11 +31,19 @@ struct RunParams {
   uint64_t numBatches = 1;  // steps in this run
   uint64_t permA = 1, permC = 0;  // resident row k of the epoch is sample (permA * k + permC) % samples
   uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
+  Precision precision = Precision::Fp32;
   double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  // K-model arenas (nna_header.models): model m's learning rate, or empty for `lr` everywhere.
+  // A run argument, not arena state: it belongs to the Trainer's options, like `lr`.
+  std::vector<double> lrs;
+  double lrOf(uint64_t m) const { return lrs.empty() ? lr : lrs[m]; }
 };
 
 // Checks that do not depend on the backend (rows, batches, data set present). The runs
 // themselves: csrc/cpu/cpu_train.h, csrc/cuda/cuda_train.h, csrc/budget/budgeted_block.h.
 void checkRun(const void* header, const RunParams& p);
+
+// The name of a precision ("fp32", "tf32", "tf32x3"), for messages.
+const char* precisionName(Precision p);
 
 }  // namespace nna

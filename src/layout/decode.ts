@@ -41,7 +41,13 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   }
   const extra = decodeExtras(bytes, v, layers);
   if (typeof extra === 'string') return extra;
-  return { layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples), ...(extra.length ? { extra } : {}) };
+  // models: version 1's reserved[3], which older writers left 0 (one model) and K-model writers
+  // of version 1 already filled; read in both versions.
+  const models = u64(F.models);
+  return {
+    layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples),
+    ...(models > 1 || Number.isNaN(models) ? { models } : {}), ...(extra.length ? { extra } : {}),
+  };
 }
 
 /** Bytes the header's tables take (struct, layer table, kind table), read from the header itself

@@ -9,6 +9,8 @@ export const MAX_LAYERS = 4096;
 /** User regions per arena (nna_extra entries), and the bytes of a name field (NUL-padded). */
 export const MAX_EXTRAS = 64;
 export const EXTRA_NAME_BYTES = 32;
+/** Networks of one shape in one arena (nna_header.models; NNA_MAX_MODELS). */
+export const MAX_MODELS = 65535;
 
 /** Region kinds in enum order (nna_kind); kind-major placement follows this order. */
 export const KINDS = ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata', 'stats'] as const;
@@ -36,7 +38,7 @@ export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
 export const HEADER_FIELDS = {
   magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
   batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
-  extras_offset: 80, num_extras: 88, extra_size: 92,
+  extras_offset: 80, num_extras: 88, extra_size: 92, models: 104,
 } as const;
 export const HEADER_SIZE = 128;
 
@@ -79,6 +81,8 @@ export interface HeaderFields {
   align: number;
   headerBytes: number;
   totalBytes: number;
+  /** Networks of this shape in the arena; 1 is written as 0 (the version-1 meaning). */
+  models: number;
   layers: readonly HeaderLayer[];
   extras: readonly HeaderExtra[];
 }
@@ -87,6 +91,12 @@ export interface HeaderFields {
 export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>): number {
   const entries = extras.reduce((a, e) => a + (e.like === undefined ? 1 : layers), 0);
   return HEADER_SIZE + layers * LAYER_SIZE + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
+}
+
+/** Whether region `kind` of layer `l` has one copy per model (nna_kind_per_model): all but the
+ *  input batch z[0], the targets y and the resident data set, which every model shares. */
+export function perModel(layer: number, kind: Kind): boolean {
+  return !(kind === 'xdata' || kind === 'ydata' || kind === 'y' || (kind === 'z' && layer === 0));
 }
 
 /** Encodes the bytes at offset 0 of the arena (header, layer table, zero padding). */
@@ -110,6 +120,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   u64(F.header_bytes, h.headerBytes);
   u64(F.total_bytes, h.totalBytes);
   u64(F.layers_offset, HEADER_SIZE);
+  u64(F.models, h.models === 1 ? 0 : h.models);
   h.layers.forEach((L, l) => {
     const at = HEADER_SIZE + l * LAYER_SIZE;
     u64(at + LAYER_FIELDS.units, L.units);

@@ -2,15 +2,20 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Kind } from './header.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
   readonly offset: number;
   readonly bytes: number;
-  /** Elements of the plan's dtype (bytes for a user region of raw bytes). */
+  /** Elements of the plan's dtype of ONE model's copy (the header's count); bytes for a user
+   *  region of raw bytes. */
   readonly length: number;
+  /** Copies: the plan's models for a per-model region, 1 for a shared one (z[0], y, data). */
+  readonly models: number;
+  /** Bytes from one model's copy to the next (0 with one copy); `bytes` spans every copy. */
+  readonly stride: number;
 }
 
 /** A region of a built-in kind. */
@@ -126,9 +131,18 @@ export function planLayout(input: LayoutSpec): Plan {
     const e = extra === undefined ? undefined : s.extra[extra]!;
     const length = e ? extraCount(s, e, layer) : regionCount(s, layer, kind!);
     if (length === 0n) continue;
-    const bytes = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
+    // K models: a per-model region holds K copies back to back, each starting aligned
+    // (nna_region_stride in nn_arena.h); shared regions one copy. User regions are refused with
+    // models > 1 (spec.ts), so they always have one copy.
+    const copies = !e && s.models > 1 && perModel(layer, kind!) ? BigInt(s.models) : 1n;
+    const one = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
+    const stride = copies > 1n ? alignUp(one, align) : 0n;
+    const bytes = (copies - 1n) * stride + one;
     const name = e ? e.name : kind!;
-    const at = { offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${name} of layer ${layer}`, s), length: exact(length, 'a region length', s) };
+    const at = {
+      offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${name} of layer ${layer}`, s), length: exact(length, 'a region length', s),
+      models: Number(copies), stride: exact(stride, 'a model stride', s),
+    };
     regions.push(e ? { layer, kind: e.name, extra: extra!, ...at } : { layer, kind: kind!, ...at });
     cursor = alignUp(cursor + bytes, align);
   }
@@ -140,7 +154,7 @@ export function planLayout(input: LayoutSpec): Plan {
   for (const list of byName.values()) Object.freeze(list);
   const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
-    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align,
+    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
@@ -154,9 +168,11 @@ export function planLayout(input: LayoutSpec): Plan {
   });
 
   const byKind: Record<string, number> = Object.fromEntries([...KINDS, 'header', 'padding', ...s.extra.map((e) => e.name)].map((k) => [k, 0]));
-  for (const r of regions) byKind[r.kind]! += r.bytes;
+  // Bytes held by the copies; padding between one model's copy and the next counts as padding.
+  const held = (r: Region) => (r.models === 1 ? r.bytes : r.models * r.length * DTYPE_BYTES[s.dtype]);
+  for (const r of regions) byKind[r.kind]! += held(r);
   byKind.header = tableBytes;
-  byKind.padding = totalBytes - regions.reduce((a, r) => a + r.bytes, 0) - byKind.header;
+  byKind.padding = totalBytes - regions.reduce((a, r) => a + held(r), 0) - byKind.header;
   Object.freeze(byKind);
 
   return Object.freeze({

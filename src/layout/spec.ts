@@ -1,7 +1,7 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
-import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -39,6 +39,9 @@ export interface LayoutSpec {
   /** User regions (at most 64): planned, viewed, transferred and saved like built-in kinds,
    *  never touched by nn-arena's training (docs/embedding.md). */
   extra?: readonly ExtraSpec[];
+  /** Independent networks of this shape in the arena (default 1, at most 65535): every
+   *  per-model region holds K copies; the batch, targets and data set are shared. */
+  models?: number;
 }
 
 export interface NormalizedSpec {
@@ -51,6 +54,7 @@ export interface NormalizedSpec {
   readonly align: number;
   readonly samples: number;
   readonly extra: readonly NormalizedExtra[];
+  readonly models: number;
 }
 
 export const DEFAULT_ALIGN = 256;
@@ -90,7 +94,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, extra: rawExtra } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, models: rawModels, extra: rawExtra } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -98,6 +102,8 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
   // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
   if (samples >= 2 ** 32) throw new LayoutError('BAD_SAMPLES', 'samples', samples, 'must be below 2^32 (rows of a resident data set)');
+  const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
+  if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
   const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
@@ -123,7 +129,9 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     }
   });
   const extra = normalizeExtras(rawExtra, units.length);
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, extra });
+  // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
+  if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, models, extra });
 }
 
 const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding'];

@@ -20,7 +20,7 @@
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
-import { LOSSES, native, OPS, type RunParams, type RunPath } from '../native.js';
+import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
@@ -32,16 +32,35 @@ export type LossName = 'cross-entropy' | 'mse';
 export interface TrainerOptions {
   /** Default: cross-entropy for a softmax output layer, mse otherwise. */
   loss?: LossName;
-  lr?: number;
+  /** Learning rate; on an arena of K models (planLayout `models`) also one per model: an array
+   *  of K (model m trains with lr[m]). */
+  lr?: number | readonly number[];
   /** SGD with momentum: velocity decay (default 0.9). */
   momentum?: number;
   /** Adam (defaults 0.9, 0.999, 1e-8). */
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** How the matrix products are computed; weights and activations stay float32. 'fp32'
+   *  (default); 'tf32x3': each product as three TF32 tensor-core products of the operands split
+   *  into big and small parts (FP32-level accuracy, faster on large layers); 'tf32': one TF32
+   *  product (about 3 significant digits per operand: less accurate). The TF32 modes need the
+   *  CUDA backend, a float32 arena and a GPU of compute capability 8.0+; 'tf32x3' also a device
+   *  workspace beside the arena, so not a deviceBudget. */
+  precision?: PrecisionName;
 }
 
-export interface Metrics { loss: number; accuracy: number }
+export interface Metrics {
+  /** One model: its mean loss and accuracy. K models: the mean of the models' values. */
+  loss: number;
+  accuracy: number;
+  /** K-model arenas only: model m's mean loss and accuracy (NaN loss once it diverged). */
+  losses?: number[];
+  accuracies?: number[];
+  /** K-model arenas only: whether model m diverged (a non-finite loss; its training stopped
+   *  at that step, as a run of it alone would). One model throws DIVERGED instead. */
+  diverged?: boolean[];
+}
 
 export interface Progress extends Metrics {
   epoch: number;
@@ -75,11 +94,19 @@ export interface FitResult extends Metrics {
 
 const OP = OPS;
 
-/** Mean loss and accuracy from the accumulators of the stats region. */
+/** Mean loss and accuracy from the accumulators of one stats region. */
 const metricsOf = (s: View): Metrics => ({ loss: s[STATS.loss]! / s[STATS.rows]!, accuracy: s[STATS.correct]! / s[STATS.rows]! });
+
+/** One model's metrics as they are; K models' as the mean plus per-model arrays. */
+function combine(per: Metrics[], diverged: boolean[]): Metrics {
+  if (per.length === 1) return per[0]!;
+  const mean = (f: (m: Metrics) => number) => per.reduce((a, m) => a + f(m), 0) / per.length;
+  return { loss: mean((m) => m.loss), accuracy: mean((m) => m.accuracy), losses: per.map((m) => m.loss), accuracies: per.map((m) => m.accuracy), diverged };
+}
 const PARAM_KINDS: Kind[] = ['w', 'b'];
 const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
 type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
+const MAX_SEED = Number.MAX_SAFE_INTEGER;
 
 // Brand check: the getter throws for anything that is not a real Arena (a Proxy included,
 // whose private fields are out of reach).
@@ -104,15 +131,29 @@ const round = (dtype: Dtype, v: number) => (dtype === 'float32' ? Math.fround(v)
 
 /** Hyper-parameters as the arena's dtype will hold them: a learning rate of 1e-50 is 0 in
  *  float32 (no weight would change), a momentum of 0.999999999 is 1 (no decay). */
-function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', k, v, 'must be a finite number');
+function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype, field: string = k): number {
+  if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', field, v, 'must be a finite number');
   const r = round(dtype, v);
   if (k === 'lr' || k === 'eps') {
-    if (!(r > 0) || !Number.isFinite(r)) throw new OptionError('BAD_OPTION', k, v, `must be > 0 and finite as a ${dtype} (it is ${r})`);
+    if (!(r > 0) || !Number.isFinite(r)) throw new OptionError('BAD_OPTION', field, v, `must be > 0 and finite as a ${dtype} (it is ${r})`);
   } else if (!(r >= 0 && r < 1)) {
-    throw new OptionError('BAD_OPTION', k, v, `must be in [0, 1) as a ${dtype} (it is ${r})`);
+    throw new OptionError('BAD_OPTION', field, v, `must be in [0, 1) as a ${dtype} (it is ${r})`);
   }
   return v;
+}
+
+/** The products' precision: known, and one this arena can run (the native side checks the GPU). */
+function checkPrecision(v: unknown, arena: Arena): PrecisionName {
+  if (v === undefined) return 'fp32';
+  if (typeof v !== 'string' || !Object.hasOwn(PRECISIONS, v)) throw new OptionError('BAD_OPTION', 'precision', v, "must be 'fp32', 'tf32' or 'tf32x3'");
+  const p = v as PrecisionName;
+  if (p === 'fp32') return p;
+  if (arena.plan.spec.dtype !== 'float32') throw new OptionError('BAD_OPTION', 'precision', v, `applies to float32 arenas; this one is ${arena.plan.spec.dtype}`);
+  if (arena.backend !== 'cuda') throw new OptionError('BAD_OPTION', 'precision', v, 'needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32');
+  if (p === 'tf32x3' && arena.deviceBudget !== undefined) {
+    throw new OptionError('BAD_OPTION', 'precision', v, 'needs a device workspace beside the arena, which a deviceBudget does not allow; use \'tf32\' or \'fp32\'');
+  }
+  return p;
 }
 
 function checkSeed(seed: unknown, field = 'seed'): number {
@@ -139,7 +180,11 @@ export class Trainer {
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
+  readonly precision: PrecisionName;
   #hyper: Hyper;
+  /** K models with an lr array: one per model (else #hyper.lr for every model). */
+  #lrs: number[] | undefined;
+  #models: number;
   // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
   #dtype: Dtype;
   #batch: number;
@@ -164,11 +209,22 @@ export class Trainer {
     if ((this.loss === 'cross-entropy') !== softmax) {
       throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
     }
+    this.#models = s.models;
     this.#hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
     for (const k of HYPER_KEYS) {
       const v = o[k];
-      if (v !== undefined) this.#hyper[k] = checkHyper(k, v, this.#dtype);
+      if (k === 'lr' && Array.isArray(v)) {
+        const n: unknown = v.length;
+        if (n !== this.#models) throw new OptionError('BAD_OPTION', 'lr.length', n, `must equal the arena's ${this.#models} models (one learning rate per model)`);
+        const lrs: number[] = [];
+        for (let m = 0; m < this.#models; m++) lrs.push(checkHyper('lr', v[m], this.#dtype, `lr[${m}]`));
+        this.#lrs = lrs;
+        this.#hyper.lr = lrs[0]!;
+      } else if (v !== undefined) {
+        this.#hyper[k] = checkHyper(k, v, this.#dtype);
+      }
     }
+    this.precision = checkPrecision(o.precision, arena);
     this.#state = stateOf(arena);
   }
 
@@ -201,24 +257,42 @@ export class Trainer {
   /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
    *  optimizer state; written on the host (identical on every backend) and uploaded with the
    *  whole arena in one transfer, so both sides hold them when init() returns. BUSY while a
-   *  run is queued or in flight. */
-  init(seed: number): void {
-    checkSeed(seed);
+   *  run is queued or in flight. K models: model m takes seed + m, or seed[m] from an array
+   *  of K seeds; either way the weights a one-model arena gets from that seed. */
+  init(seed: number | readonly number[]): void {
+    const seeds = this.#seeds(seed);
     assertIdle(this.arena, 'init');
     const { layers, activations } = this.arena.plan.spec;
-    const rng = new Rng(seed);
-    for (let l = 1; l < layers.length; l++) {
-      const fanIn = layers[l - 1]!, fanOut = layers[l]!;
-      const std = activations[l - 1] === 'relu' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
-      const w = this.arena.view(l, 'w');
-      for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
-      this.arena.view(l, 'b').fill(0);
-      for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k).fill(0);
-    }
+    seeds.forEach((sm, m) => {
+      const rng = new Rng(sm);
+      for (let l = 1; l < layers.length; l++) {
+        const fanIn = layers[l - 1]!, fanOut = layers[l]!;
+        const std = activations[l - 1] === 'relu' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
+        const w = this.arena.view(l, 'w', m);
+        for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
+        this.arena.view(l, 'b', m).fill(0);
+        for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k, m).fill(0);
+      }
+    });
     this.arena.toDevice();
     this.#state.steps = 0;
     this.#state.deviceStale = false;
   }
+
+  /** Model m's seed: seed + m, or the array's entry. */
+  #seeds(seed: unknown): number[] {
+    const K = this.#models;
+    if (Array.isArray(seed)) {
+      if (seed.length !== K) throw new OptionError('BAD_SEED', 'seed.length', seed.length, `must equal the arena's ${K} models (one seed per model)`);
+      return Array.from({ length: K }, (_, m) => checkSeed(seed[m], `seed[${m}]`));
+    }
+    const s = checkSeed(seed);
+    if (s + (K - 1) > MAX_SEED) throw new OptionError('BAD_SEED', 'seed', seed, `model ${K - 1} takes seed + ${K - 1}, which must stay a safe integer`);
+    return Array.from({ length: K }, (_, m) => s + m);
+  }
+
+  /** Arenas of K models: the number of models (planLayout `models`); 1 otherwise. */
+  get models(): number { return this.#models; }
 
   /** One step on one batch given by the caller (rows <= the plan's batch). */
   async step(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
@@ -230,7 +304,7 @@ export class Trainer {
       await this.#run({ op: OP.train, rows: d.count, stepBase });
       this.#state.steps++;
       const m = this.#readStats();
-      if (!Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
+      if (this.#models === 1 && !Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
       return m;
     });
   }
@@ -264,6 +338,7 @@ export class Trainer {
     const rng = new Rng(o.seed);
     const t0 = performance.now();
     let last: Metrics = { loss: NaN, accuracy: NaN };
+    const diverged: boolean[] = Array<boolean>(this.#models).fill(false);
     let path: RunPath = 'cpu';
     for (let epoch = 1; epoch <= o.epochs; epoch++) {
       const perm = o.shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
@@ -277,11 +352,13 @@ export class Trainer {
         });
         this.#state.steps += n;
         const stats = this.#stats();
-        if (stats[STATS.badStep]! >= 0) {
-          const badStep = stepBase + stats[STATS.badStep]!;
+        if (this.#models === 1 && stats[0]![STATS.badStep]! >= 0) {
+          const badStep = stepBase + stats[0]![STATS.badStep]!;
           throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
         }
-        last = metricsOf(stats);
+        // K models: a model that diverged stopped (natively) and stays marked; the others go on.
+        stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
+        last = combine(stats.map(metricsOf), [...diverged]);
         const done = first + n;
         o.onProgress?.({
           ...last, epoch, epochs: o.epochs, batch: done, batches, step: this.#state.steps,
@@ -313,10 +390,15 @@ export class Trainer {
     });
   }
 
-  /** Outputs of the network for x (count x outputs values). Inputs that fit the data regions
+  /** Outputs of the network (K models: of model `options.model`, default 0) for x (count x outputs values). Inputs that fit the data regions
    *  go up once (resident) and run one batch per run, each batch's outputs read back from z
    *  (a forward run leaves only its last batch there); larger ones go batch by batch. */
-  async predict(x: ArrayLike<number>): Promise<View> {
+  async predict(x: ArrayLike<number>, options: { model?: number } = {}): Promise<View> {
+    const o = optionsObject(options, 'options');
+    const model = o.model === undefined ? 0 : o.model;
+    if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= this.#models) {
+      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${this.#models - 1}]`);
+    }
     const d = snapshotData({ x }, this.inputs, this.outputs, this.#dtype, 'predict', false);
     return enqueue(this.arena, async () => {
       const batch = this.#batch;
@@ -329,7 +411,7 @@ export class Trainer {
         if (resident) await this.#run({ op: OP.forward, resident: true, samples: d.count, firstBatch: b, numBatches: 1, resetStats: false });
         else await this.#run({ op: OP.forward, rows: this.#stageBatch(d, first, rows), resetStats: false });
         this.arena.toHost({ layers: [L], kinds: ['z'] });
-        out.set(this.arena.view(L, 'z').subarray(0, rows * this.outputs), first * this.outputs);
+        out.set(this.arena.view(L, 'z', model).subarray(0, rows * this.outputs), first * this.outputs);
       }
       return out;
     });
@@ -441,14 +523,18 @@ export class Trainer {
 
   async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
-    return runArena(this.arena, { ...this.#hyper, loss: LOSSES[this.loss], ...params });
+    return runArena(this.arena, { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision], ...params });
   }
 
-  #stats(): View {
+  /** Every model's stats region (one transfer: the K copies are one range). */
+  #stats(): View[] {
     const L = this.#last;
     this.arena.toHost({ layers: [L], kinds: ['stats'] });
-    return this.arena.view(L, 'stats');
+    return Array.from({ length: this.#models }, (_, m) => this.arena.view(L, 'stats', m));
   }
 
-  #readStats(): Metrics { return metricsOf(this.#stats()); }
+  #readStats(): Metrics {
+    const stats = this.#stats();
+    return combine(stats.map(metricsOf), stats.map((s) => s[STATS.badStep]! >= 0));
+  }
 }

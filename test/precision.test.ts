@@ -1,0 +1,105 @@
+// The `precision` option off the GPU: it is checked when the Trainer is made (a typed
+// OptionError naming `precision`), the CPU backend refuses the TF32 modes natively too (a run
+// that bypasses the Trainer), and 'fp32' is today's behaviour. The GPU side:
+// test/gpu/precision.gpu.test.ts.
+import { describe, expect, it } from 'vitest';
+import { Arena, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
+import { runArena } from '../src/arena.js';
+import { OPS, PRECISIONS } from '../src/native.js';
+import { toyData } from './support/train-checks.js';
+
+const spec = (dtype: 'float32' | 'float64' = 'float32'): LayoutSpec => ({ layers: [6, 8, 3], batch: 4, dtype, activations: ['tanh', 'softmax'] });
+
+function withArena<R>(dtype: 'float32' | 'float64', f: (a: Arena) => R): R {
+  const arena = Arena.create(planLayout(spec(dtype)), { backend: 'cpu' });
+  try {
+    return f(arena);
+  } finally {
+    arena.dispose();
+  }
+}
+
+describe('Trainer precision option', () => {
+  it("defaults to 'fp32'; 'fp32' given explicitly trains bit-identically", async () => {
+    const { x, labels } = toyData(6, 3, 4, 1, false);
+    const weights = [];
+    for (const options of [{}, { precision: 'fp32' as const }]) {
+      const arena = Arena.create(planLayout(spec()), { backend: 'cpu' });
+      try {
+        const t = new Trainer(arena, options);
+        expect(t.precision).toBe('fp32');
+        t.init(4);
+        const start = Float32Array.from(arena.view(1, 'w'));
+        await t.step(x, { labels: labels! });
+        await t.step(x, { labels: labels! });
+        t.syncToHost();
+        weights.push(Float32Array.from(arena.view(1, 'w')));
+        expect(weights.at(-1)).not.toEqual(start);
+      } finally {
+        arena.dispose();
+      }
+    }
+    expect(weights[0]).toEqual(weights[1]);
+  });
+
+  it.each([['TF32'], ['fp16'], [1], [null], [{}], ['']])('refuses %j with BAD_OPTION naming precision', (bad) => {
+    withArena('float32', (a) => {
+      let err: unknown;
+      try { new Trainer(a, { precision: bad as never }); } catch (e) { err = e; }
+      expect(err).toBeInstanceOf(OptionError);
+      expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'precision', value: bad });
+      expect((err as Error).message).toContain("'tf32x3'");
+    });
+  });
+
+  it.each([['tf32'], ['tf32x3']])("%s on the CPU backend is a typed error (the CPU computes in fp32)", (mode) => {
+    withArena('float32', (a) => {
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(OptionError);
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(/needs the CUDA backend/);
+    });
+  });
+
+  it('a float64 arena refuses the TF32 modes (they apply to float32 products)', () => {
+    withArena('float64', (a) => {
+      expect(() => new Trainer(a, { precision: 'tf32x3' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }));
+      expect(new Trainer(a, { precision: 'fp32' }).precision).toBe('fp32');
+    });
+  });
+});
+
+describe('precision in the run contract (native checks)', () => {
+  it('the CPU backend refuses a TF32 run natively, before touching the arena', async () => {
+    const arena = Arena.create(planLayout(spec()), { backend: 'cpu' });
+    try {
+      arena.view(1, 'w').fill(0.5);
+      const before = Float32Array.from(arena.view(2, 'w').fill(0.5));
+      arena.view(0, 'z').fill(1);  // one row that trains: input ones, class 0
+      arena.view(2, 'y').set([1, 0, 0]);
+      arena.toDevice();
+      for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3]) {
+        const run = runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision });
+        await expect(run).rejects.toBeInstanceOf(OptionError);
+        await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('CUDA backend') });
+      }
+      arena.toHost();
+      expect(arena.view(2, 'w')).toEqual(before);
+      await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision: PRECISIONS.fp32 })).resolves.toBe('cpu');
+      arena.toHost();
+      expect(arena.view(2, 'w')).not.toEqual(before);  // the fp32 run did train
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('an unknown precision code is BAD_ARGUMENT; a float64 arena with a TF32 code is BAD_OPTION', async () => {
+    const f32 = Arena.create(planLayout(spec()), { backend: 'cpu' });
+    const f64 = Arena.create(planLayout(spec('float64')), { backend: 'cpu' });
+    try {
+      await expect(runArena(f32, { op: OPS.eval, rows: 1, loss: 0, precision: 3 as never })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('precision 3') });
+      await expect(runArena(f64, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.tf32 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float64') });
+    } finally {
+      f32.dispose();
+      f64.dispose();
+    }
+  });
+});
