@@ -41,6 +41,7 @@
         "csrc/cpu/gemm_avx2.cc",
         "csrc/cpu/gemm_avx512.cc",
         "csrc/cpu/thread_pool.cc",
+        "csrc/train/aliasing.cc",
         "csrc/train/check.cc",
         "csrc/train/phases.cc",
         "csrc/budget/budgeted_block.cc",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
-# PARTS: sync (grid barrier cost), tests (the GPU suite), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
+# PARTS: sync (grid barrier cost), tests (the GPU suite), compact (compact == full plan on each CUDA path), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), primitives (Trainer.forward/backward/update vs step, every CUDA path), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
 # torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer),
@@ -20,8 +20,21 @@ for part in "$@"; do
   case $part in
     tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
-      vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts > "$OUT/tests.log" 2>&1
+      vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/primitives.gpu.test.ts > "$OUT/tests.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |cpu-vs-cuda|: budget|AssertionError" "$OUT/tests-um.log" "$OUT/tests.log" | cut -c1-400 | tail -40 ;;
+    compact)  # issue 18 part 4: compact plans bit-identical to full ones on the fused, cuBLAS and tiled paths (and with the TF32 precisions: cuBLAS, tensor-core kernels)
+      for path in fused layers tiled; do
+        if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
+        env $env vitest run test/gpu/compact.gpu.test.ts > "$OUT/compact-$path.log" 2>&1
+        grep -E "Tests |FAIL|AssertionError|expected|compact .* -> " "$OUT/compact-$path.log" | head -60 | cut -c1-300 | sed "s/^/[$path] /"
+      done ;;
+    primitives)  # issue 17: Trainer.forward / backward / update against step, on each CUDA path (auto, tiled products, fused steps)
+      vitest run test/gpu/primitives.gpu.test.ts > "$OUT/primitives.log" 2>&1
+      NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled vitest run test/gpu/primitives.gpu.test.ts > "$OUT/primitives-tiled.log" 2>&1
+      NN_ARENA_STEP_PATH=fused vitest run test/gpu/primitives.gpu.test.ts > "$OUT/primitives-fused.log" 2>&1
+      for f in primitives primitives-tiled primitives-fused; do
+        grep -hE "✓|✗|×|FAIL|Tests |primitives-vs-step|AssertionError" "$OUT/$f.log" | cut -c1-300 | sed "s/^/[$f] /" | tail -30
+      done ;;
     embed)  # issue 17: JIT kernels (NVRTC found at run time) and examples/custom-kernel (built here with nvcc: carry its build/)
       ls /usr/local/cuda/lib64/libnvrtc* 2>&1 | head -3
       vitest run test/gpu/jit.gpu.test.ts test/gpu/custom-kernel.gpu.test.ts > "$OUT/embed.log" 2>&1

@@ -34,6 +34,7 @@ program
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
   .option('--extra <spec>', 'a user region (repeatable): NAME:KIND (z, b or w: one per layer shaped like it), NAME:KIND:LAYERS (1,2) or NAME:BYTES (global)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+  .option('--compact', 'regions never live at the same time share bytes (an SGD plan has no dw); gradients cannot be read')
   .option('--json', 'print the plan as JSON')
   .option('--svg <file>', 'also write the memory map (SVG) to <file>')
   .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
@@ -47,6 +48,7 @@ program
       align: parseInteger(o.align, 'align', 1),
       samples: parseInteger(o.samples, 'samples', 0),
       extra: parseExtras(o.extra) as LayoutSpec['extra'],
+      compact: Boolean(o.compact),
     });
     console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch }));
   });
@@ -62,6 +64,7 @@ program
   .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
+  .option('--compact', 'train on a compact plan (regions never live at the same time share bytes; SGD keeps no dw)')
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
   .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
   .option('--report <file>', 'write a self-contained HTML training report (charts, memory map, transfers, machine, settings)')
@@ -82,7 +85,7 @@ program
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`${flag}: the folder ${dir} does not exist`);
     }
     await train({
-      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, seed, save: o.save, report: o.report, json: Boolean(o.json),
+      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed, save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 

@@ -54,7 +54,7 @@ export interface LinkRates {
 
 /** Numeric codes that cross to the native side (csrc/train/train.h Op, Loss and Precision; csrc/core/backend.h
  *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
-export const OPS = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
 export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
 /** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
 export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;
@@ -108,7 +108,7 @@ export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
 
 export interface DecodedHeader {
   magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
-  batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
+  batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint; flags: bigint;
   /** Networks in the arena; 0 (one model) in older headers and one-model plans. */
   models: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
@@ -148,7 +148,9 @@ export interface NativeInternal {
   layoutInfo(): Record<string, unknown>;
   /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
   codes(): { ops: Record<string, number>; losses: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
+  /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
+  stepPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;
   measureLink(bytes: number): LinkRates;
   probeBind(handle: NativeHandle): BigUint64Array;
   deviceHeader(handle: NativeHandle): DecodedHeader;

@@ -51,7 +51,8 @@ function readSelector(plan: Plan, sel: unknown): SelectorSnapshot {
 /**
  * Byte ranges covering the selected regions. No selector: the whole arena, one range.
  * Regions that follow each other with no unselected region between them merge into one range
- * (the alignment padding between them is copied along; it belongs to no region).
+ * (the alignment padding between them is copied along; it belongs to no region). In a compact
+ * plan a selected region's bytes go even where another region shares them.
  */
 export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
   if (sel === undefined) return [{ offset: 0, bytes: plan.totalBytes }];
@@ -63,12 +64,20 @@ export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
       selected: r.layer < 0 ? (kinds ? kinds.has(r.kind) : !layers) : (!kinds || kinds.has(r.kind)) && (!layers || layers.has(r.layer)),
     })),
   ];
+  // In a compact plan regions overlap: a range grows over what it already covers, an unselected
+  // region that reaches past it closes it, and a new range starts past the bytes already sent.
   const out: ByteRange[] = [];
   let open: ByteRange | undefined;
+  let reach = 0;  // end of the ranges so far
   for (const r of all) {
-    if (!r.selected) { open = undefined; continue; }
-    if (open) open.bytes = r.offset + r.bytes - open.offset;
-    else out.push((open = { offset: r.offset, bytes: r.bytes }));
+    const end = r.offset + r.bytes;
+    if (!r.selected) {
+      if (!open || end > open.offset + open.bytes) open = undefined;
+      continue;
+    }
+    if (open) open.bytes = Math.max(open.bytes, end - open.offset);
+    else if (end > reach) out.push((open = { offset: Math.max(r.offset, reach), bytes: end - Math.max(r.offset, reach) }));
+    reach = Math.max(reach, end);
   }
   return out;
 }

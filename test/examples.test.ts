@@ -15,6 +15,12 @@ describe('examples', () => {
     expect(readme.includes('```js\n' + example + '```')).toBe(true);
   });
 
+  it('the README shows examples/custom-loss.mjs verbatim', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const example = readFileSync(join(root, 'examples', 'custom-loss.mjs'), 'utf8');
+    expect(readme.includes('```js\n' + example + '```')).toBe(true);
+  });
+
   it('the README shows examples/user-regions.mjs verbatim', () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const example = readFileSync(join(root, 'examples', 'user-regions.mjs'), 'utf8');
@@ -26,6 +32,7 @@ describe('examples', () => {
     const r = spawnSync(process.execPath, [join(root, 'scripts', 'run-examples.mjs')], { cwd: root, encoding: 'utf8' });
     expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.mjs/);
+    expect(r.stdout).toMatch(/ok {3}examples\/custom-loss\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
     expect(r.stdout).toMatch(/ok {3}examples\/user-regions\.mjs[^\n]*\n\s+ema of layer 1: 32 values at byte \d+\n\s+ema of layer 2: 24 values/);

@@ -139,7 +139,7 @@ describe('fuzz of the public API: no crash, every failure typed', () => {
   it('trainer options, fit options, data, steps and predictions: 3,000 cases', async () => {
     const hyper = fc.double({ min: 1e-6, max: 0.5, noNaN: true });
     await fc.assert(fc.asyncProperty(
-      fc.constantFrom('ctor', 'fit', 'evaluate', 'predict', 'step', 'gradients', 'init'),
+      fc.constantFrom('ctor', 'fit', 'evaluate', 'predict', 'step', 'gradients', 'init', 'primitives'),
       fc.tuple(field(fc.constantFrom('cross-entropy', 'mse')), field(hyper), field(hyper), field(hyper), field(hyper), field(hyper)),
       fc.tuple(field(fc.integer({ min: 1, max: 2 }), false), field(fc.boolean()), field(fc.integer({ min: -5, max: 5 })), field(fc.constant(() => undefined)), field(fc.integer({ min: 1, max: 9 }))),
       dataFields, maybeProxy, maybeProxy,
@@ -164,6 +164,13 @@ describe('fuzz of the public API: no crash, every failure typed', () => {
           } else if (method === 'step' || method === 'gradients') {
             const target = build(w, [['labels', ...df[1]], ['y', ...df[2]]], p2);
             await settle(() => t[method](data.x as never, target as never));
+          } else if (method === 'primitives') {  // forward, backward from labels / y / dOutput, update
+            const target = build(w, [['labels', ...df[1]], ['y', ...df[2]], ['dOutput', ...df[2]]], p2);
+            await settle(async () => {
+              await t.forward(data.x as never);
+              await t.backward(target as never);
+              await t.update();
+            });
           } else {
             await settle(() => t.init(fo[2][0] as number));
           }

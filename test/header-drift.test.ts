@@ -30,6 +30,7 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.maxExtras).toBe(H.MAX_EXTRAS);
     expect(info.extraNameBytes).toBe(H.EXTRA_NAME_BYTES);
     expect(info.extraSize).toBe(H.EXTRA_SIZE);
+    expect((info as unknown as { flags: unknown }).flags).toEqual(H.FLAGS);
   });
 
   it('every kind-table (nna_extra) field offset', () => {
@@ -66,6 +67,7 @@ describe('header round trip: written by TS, read by C++', () => {
       fc.record({ bytes: fc.integer({ min: 1, max: 5000 }) }),
     ), { maxLength: 4 }),
     models: fc.constantFrom(1, 1, 2, 5),
+    compact: fc.boolean(),
   });
   /** The arbitrary's extras as a spec: names e0, e1, ...; `pick` chooses a subset of the layers
    *  that have the kind (all of them when it picks none). */
@@ -78,8 +80,9 @@ describe('header round trip: written by TS, read by C++', () => {
 
   it('decodes to the plan, and the native validator accepts it', () => {
     fc.assert(fc.property(spec, (raw) => {
-      // User regions need models 1 (BAD_EXTRA otherwise): models > 1 drops them.
-      const s = { ...raw, extra: raw.models > 1 ? [] : extrasOf(raw.layers.length, raw.extra) };
+      // User regions and compact plans need models 1 (refused otherwise): models > 1 drops them.
+      // Compact with user regions is kept: the validator and the aliasing replay must accept it.
+      const s = { ...raw, extra: raw.models > 1 ? [] : extrasOf(raw.layers.length, raw.extra), compact: raw.models > 1 ? false : raw.compact };
       const plan = planLayout(s);
       expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
       const h = native().internal.decodeHeader(plan.header);
@@ -93,6 +96,7 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.align).toBe(BigInt(s.align));
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
+      expect(h.flags).toBe(s.compact ? BigInt(H.FLAGS.compact) : 0n);
       expect(h.models).toBe(s.models > 1 ? BigInt(s.models) : 0n);  // one model: 0, the version-1 meaning
       expect((decodeSpec(plan.header) as { models?: number }).models).toBe(s.models > 1 ? s.models : undefined);
       h.layers.forEach((L, l) => {

@@ -32,7 +32,7 @@ describe.skipIf(!hasGxx)('stage_sim (bench/micro): the staged timeline simulator
     const compute = Number(/compute alone (\d+) us per step/.exec(out)![1]);
     for (const r of runs) expect(Number(r[2])).toBeGreaterThanOrEqual(compute);  // copies only ever add waiting
     const replay = native().internal.replayResidency(plan.header, 'staged', budget,
-      Array.from({ length: 3 }, () => ({ op: 0, loss: 0, resident: true, samples: 256, firstBatch: 0, numBatches: 4, permA: 1, permC: 0 })), true);
+      Array.from({ length: 3 }, () => ({ op: 0, loss: 0, resident: true, samples: 256, firstBatch: 0, numBatches: 4, permA: 1, permC: 0 })));
     expect(replay.error).toBe('');
     expect(runs.reduce((a, r) => a + Number(r[3]), 0)).toBe(replay.counters.fetchedBytes);
     expect(runs.reduce((a, r) => a + Number(r[4]), 0)).toBe(replay.counters.writtenBackBytes);

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
       p.resident = m.header().samples > 0;
       p.samples = m.header().samples;
       p.numBatches = steps;
-      Planner plan(res, p, true);
+      Planner plan(res, p);
       const size_t base = tl.phaseDone.size();
       tl.phaseDone.resize(base + plan.phases(), 0);
       std::vector<Move> moves;

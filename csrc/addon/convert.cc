@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "../core/validate.h"
+#include "../train/aliasing.h"
 #include "js_error.h"
 
 namespace nna::addon {
@@ -40,7 +40,7 @@ std::vector<uint8_t> bytesOf(Napi::Env env, const Napi::Value& v, const char* wh
 
 std::vector<uint8_t> validatedHeader(Napi::Env env, const Napi::Value& v) {
   std::vector<uint8_t> h = bytesOf(env, v, "header");
-  const std::string why = validateHeader(h.data(), h.size(), SIZE_MAX);
+  const std::string why = validateArena(h.data(), h.size(), SIZE_MAX);
   if (!why.empty()) throwJs(env, "BAD_HEADER", why);
   nna_header head;
   std::memcpy(&head, h.data(), sizeof head);

@@ -9,6 +9,8 @@
 #include "../bench/link_bench.h"
 #include "../budget/residency_check.h"
 #include "../core/validate.h"
+#include "../train/aliasing.h"
+#include "../train/phases.h"
 #include "../include/nn_arena.h"
 #include "addon_data.h"
 #include "arena_handle.h"
@@ -21,7 +23,7 @@ namespace nna::addon {
 namespace {
 
 Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
-  const std::string why = validateHeader(p, readable, SIZE_MAX);
+  const std::string why = validateArena(p, readable, SIZE_MAX);
   if (!why.empty()) throwJs(env, "BAD_HEADER", why);
   nna_header h;
   std::memcpy(&h, p, sizeof h);
@@ -38,6 +40,7 @@ Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
   o.Set("align", big(h.align));
   o.Set("headerBytes", big(h.header_bytes));
   o.Set("totalBytes", big(h.total_bytes));
+  o.Set("flags", big(h.flags));
   o.Set("models", big(h.models));
   Napi::Array layers = Napi::Array::New(env, h.num_layers);
   for (uint32_t l = 0; l < h.num_layers; ++l) {
@@ -94,7 +97,7 @@ Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> bytes = bytesOf(env, info[0], "header");
   const uint64_t available = info.Length() > 1 ? exactU64(env, info[1], "available") : bytes.size();
-  return Napi::String::New(env, validateHeader(bytes.data(), bytes.size(), available));
+  return Napi::String::New(env, validateArena(bytes.data(), bytes.size(), available));
 }
 
 Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
@@ -113,7 +116,7 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
 #define F(name) n(h, #name, offsetof(nna_header, name))
   F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
   F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
-  F(extras_offset); F(num_extras); F(extra_size); F(models);
+  F(extras_offset); F(num_extras); F(extra_size); F(flags); F(models);
 #undef F
   o.Set("header", h);
   n(o, "maxExtras", NNA_MAX_EXTRAS);
@@ -143,6 +146,9 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
   n(e, "perLayer", NNA_EXTRA_PER_LAYER); n(e, "bytes", NNA_EXTRA_BYTES);
   n(o, "statsCount", NNA_STATS_COUNT);
+  Napi::Object fl = Napi::Object::New(env);
+  n(fl, "compact", NNA_FLAG_COMPACT);
+  o.Set("flags", fl);
   Napi::Object st = Napi::Object::New(env);
   n(st, "loss", NNA_STAT_LOSS); n(st, "correct", NNA_STAT_CORRECT); n(st, "rows", NNA_STAT_ROWS);
   n(st, "badStep", NNA_STAT_BAD_STEP); n(st, "lossFixed", NNA_STAT_LOSS_FIXED);
@@ -159,14 +165,15 @@ Napi::Value Codes(const Napi::CallbackInfo& info) {
     return t;
   };
   Napi::Object o = Napi::Object::New(env);
-  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)}}));
+  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)},
+                          {"backward", uint32_t(Op::Backward)}, {"backwardFromOutput", uint32_t(Op::BackwardFromOutput)}, {"update", uint32_t(Op::Update)}}));
   o.Set("losses", table({{"cross-entropy", uint32_t(Loss::CrossEntropy)}, {"mse", uint32_t(Loss::Mse)}}));
   o.Set("precisions", table({{"fp32", uint32_t(Precision::Fp32)}, {"tf32", uint32_t(Precision::Tf32)}, {"tf32x3", uint32_t(Precision::Tf32x3)}}));
   o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
   return o;
 }
 
-// replayResidency(header, placement, budget, runs[], blas?): the plan of those runs replayed against
+// replayResidency(header, placement, budget, runs[]): the plan of those runs replayed against
 // a model of where every region's bytes are valid (csrc/budget/residency_check.cc).
 Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -177,16 +184,46 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   const Napi::Array a = info[3].As<Napi::Array>();
   std::vector<RunParams> runs;
   for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i)));
-  const bool blas = info.Length() > 4 && !info[4].IsUndefined() && boolean(env, info[4], "blas");
   return guarded(env, [&] {
     for (const RunParams& p : runs) checkRun(h.data(), p);
-    const ResidencyReplay r = replayResidency(h.data(), placement, budget, runs, blas);
+    const ResidencyReplay r = replayResidency(h.data(), placement, budget, runs);
     Napi::Object o = Napi::Object::New(env);
     o.Set("error", Napi::String::New(env, r.error));
     o.Set("phases", Napi::Number::New(env, static_cast<double>(r.phases)));
     o.Set("counters", countersObject(env, r.counters));
     return o;
   });
+}
+
+// stepPhases(header, op, resident, fused): the native phase table (phases.h), for the drift test
+// of its TS mirror (src/layout/phases.ts): [{ stage, layer, uses: [[layer, kind, access], ...] }].
+Napi::Value StepPhases(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  const uint64_t op = exactU64(env, info[1], "op");
+  if (op > uint64_t(Op::Forward)) throwJs(env, "BAD_ARGUMENT", "unknown op " + std::to_string(op));
+  const bool resident = boolean(env, info[2], "resident");
+  const Path path = boolean(env, info[3], "fused") ? Path::Fused : Path::Layers;
+  const StepModel m(h.data());
+  const std::vector<PhaseInfo> phases = m.step(Op(op), resident, path);
+  Napi::Array out = Napi::Array::New(env, phases.size());
+  for (uint32_t i = 0; i < phases.size(); ++i) {
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("stage", Napi::String::New(env, stageName(phases[i].stage)));
+    o.Set("layer", Napi::Number::New(env, phases[i].layer));
+    Napi::Array uses = Napi::Array::New(env, phases[i].uses.size());
+    for (uint32_t j = 0; j < phases[i].uses.size(); ++j) {
+      const RegionInfo& r = m.regions()[phases[i].uses[j].region];
+      Napi::Array u = Napi::Array::New(env, 3);
+      u.Set(0u, Napi::Number::New(env, r.layer));
+      u.Set(1u, Napi::String::New(env, kindName(r.kind)));
+      u.Set(2u, Napi::Number::New(env, phases[i].uses[j].access));
+      uses.Set(j, u);
+    }
+    o.Set("uses", uses);
+    out.Set(i, o);
+  }
+  return out;
 }
 
 Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
@@ -291,6 +328,7 @@ void registerInternal(Napi::Env env, Napi::Object exports) {
   o.Set("codes", Napi::Function::New(env, Codes));
   o.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
   o.Set("measureLink", Napi::Function::New(env, MeasureLink));
+  o.Set("stepPhases", Napi::Function::New(env, StepPhases));
   o.Set("probeBind", Napi::Function::New(env, ProbeBind));
   o.Set("jitCompileOnly", Napi::Function::New(env, JitCompileOnly));
   o.Set("deviceHeader", Napi::Function::New(env, DeviceHeader));

@@ -1,6 +1,7 @@
 // budget_run.cu: a run on a budgeted arena (the scheduler or stager of its memory kind as the
 // per-layer path's hooks), and where a managed range was last prefetched, for the report.
 #include "budgeted_block.h"
+#include "../train/phases.h"
 #include "../train/train.h"
 #include "../cuda/check.cuh"
 #include "../cuda/cuda_train.h"
@@ -10,20 +11,18 @@ namespace nna {
 
 const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
   checkRun(block.header(), p);  // before a plan is made from them
+  requireScheduled(p.op);       // the trainer primitives: not on budgeted arenas (phases.h)
   // tf32x3 through cuBLAS takes a device workspace beside the arena (cuda_train.cu), which a
   // budget does not allow for.
   if (p.precision == Precision::Tf32x3)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
   std::unique_ptr<LayerHooks> hooks;
   void* base = block.device();
-  // The plan must know whether SGD folds its update into a cuBLAS product (phases.h).
-  const StepModel& m = block.residency().model();
-  const bool blas = productsUseBlas(m.header(), m.layers());
   if (block.options().memory == Memory::Staged) {
-    hooks = makeStager(block, p, blas);
+    hooks = makeStager(block, p);
     base = block.pool();  // the kernels bind from the shadow header at the pool's base
   } else if (block.budget().scheduled) {
-    hooks = makeUmScheduler(block, p, blas);
+    hooks = makeUmScheduler(block, p);
   } else {
     hooks = makeMeterOnly(block);
   }

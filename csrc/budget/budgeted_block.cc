@@ -16,6 +16,7 @@ std::unique_ptr<Residency> BudgetedBlock::check(const uint8_t* header, Memory me
   }
   if (memory == Memory::Device)
     NNA_FAIL_FIELD("BUDGET_NEEDS_MANAGED", "deviceBudget", "applies to memory 'managed' or 'staged', not 'device'");
+  refuseCompact(header);
   // Residency's constructor checks the budget against the plan (BUDGET_TOO_SMALL).
   return std::make_unique<Residency>(header, staged ? Placement::Staged : Placement::Managed, budget.bytes);
 }

@@ -1,6 +1,7 @@
 #include "residency.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "../core/failure.h"
@@ -55,7 +56,15 @@ uint64_t Residency::granuleOf(const StepModel& m, Placement placement) {
   return placement == Placement::Managed ? kManagedGranule : m.header().align;
 }
 
+void refuseCompact(const uint8_t* header) {
+  nna_header h;
+  std::memcpy(&h, header, sizeof h);
+  // The schedulers move regions one by one and know nothing of shared bytes.
+  if (h.flags & NNA_FLAG_COMPACT) NNA_FAIL("NOT_SUPPORTED", "a device budget cannot schedule a compact plan (regions share bytes); plan it without compact");
+}
+
 uint64_t Residency::minBudget(const StepModel& m, Placement placement, PhaseInfo* largest) {
+  refuseCompact(reinterpret_cast<const uint8_t*>(&m.header()));
   const uint64_t g = granuleOf(m, placement);
   return m.runBytes(g) + m.largestPhase(g, largest);
 }
@@ -114,8 +123,8 @@ void Residency::forgetAll() {
 
 // ---- Planner -------------------------------------------------------------------------------
 
-Planner::Planner(Residency& res, const RunParams& p, bool blas) : res_(res), p_(p) {
-  step_ = res.model().step(p.op, p.resident, blas);
+Planner::Planner(Residency& res, const RunParams& p) : res_(res), p_(p) {
+  step_ = res.model().step(p.op, p.resident);
   perStep_ = step_.size();
   total_ = perStep_ * p.numBatches;
   for (Residency::State& s : res_.state_) s.lastUse = -1;  // the previous run ended synchronised

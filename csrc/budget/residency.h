@@ -66,6 +66,10 @@ class SlotPool {
 };
 
 // One arena's residency, kept across runs (owned by its Block).
+// NOT_SUPPORTED for a compact plan (NNA_FLAG_COMPACT): its regions share bytes, which the
+// residency plan does not model.
+void refuseCompact(const uint8_t* header);
+
 class Residency {
  public:
   // Throws Failure BUDGET_TOO_SMALL when `budget` is below minBudget().
@@ -134,8 +138,7 @@ class Residency {
 // (the reset before the first, the fold of the loss after the last) write it.
 class Planner {
  public:
-  // `blas`: the run's products go through cuBLAS (phases.h: SGD then writes no dw).
-  Planner(Residency& res, const RunParams& p, bool blas = false);
+  Planner(Residency& res, const RunParams& p);
   uint64_t phasesPerStep() const { return perStep_; }
   uint64_t phases() const { return total_; }
   const PhaseInfo& phase(uint64_t t) const;

@@ -125,7 +125,7 @@ class Replay {
 
 }  // namespace
 
-ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs, bool blas) {
+ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs) {
   ResidencyReplay out;
   Residency res(header, placement, budget);
   Replay model(res);
@@ -145,7 +145,7 @@ ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint
         model.hostWrote(uint32_t(r));
       }
     }
-    Planner plan(res, runs[i], blas);
+    Planner plan(res, runs[i]);
     const std::string run = "run " + std::to_string(i);
     moves.clear();
     plan.start(moves);

@@ -18,7 +18,6 @@ struct ResidencyReplay {
   uint64_t phases = 0;          // phases replayed
 };
 
-// `blas`: plan as for runs whose products go through cuBLAS (SGD training then writes no dw).
-ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs, bool blas);
+ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs);
 
 }  // namespace nna

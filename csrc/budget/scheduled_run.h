@@ -10,16 +10,13 @@
 
 namespace nna {
 
-// `blas`: the run's products go through cuBLAS (phases.h: an SGD update is then folded into the
-// weight-gradient product and dw is never written).
-
 // Managed memory: prefetches ahead of need and evicts (prefetch to host, discard) on host
 // threads of its own, keeping the device-resident part within the budget (um_scheduler.cu).
-std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p, bool blas);
+std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p);
 
 // Staged memory: copies regions between the pinned image and the device pool with
 // cudaMemcpyAsync, double-buffered with events (staging.cu).
-std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p, bool blas);
+std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p);
 
 // Managed memory without a scheduler (residency 'on-demand'): pages fault in as kernels touch
 // them; only the device memory in use is measured, for the report (um_scheduler.cu).

@@ -86,8 +86,8 @@ class StageTrace {
 
 class Stager final : public LayerHooks {
  public:
-  Stager(BudgetedBlock& block, const RunParams& p, bool blas)
-      : block_(block), res_(block.residency()), plan_(res_, p, blas), pool_(block.pool()), image_(block.device()),
+  Stager(BudgetedBlock& block, const RunParams& p)
+      : block_(block), res_(block.residency()), plan_(res_, p), pool_(block.pool()), image_(block.device()),
         regions_(res_.model().regions()), headerBytes_(res_.model().header().header_bytes) {
     // A ring of phase events and shadow headers: the host runs at most half of it ahead of
     // the GPU, so an entry is never reused while a copy or a wait may still refer to it.
@@ -315,6 +315,6 @@ class Stager final : public LayerHooks {
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p, bool blas) { return std::make_unique<Stager>(block, p, blas); }
+std::unique_ptr<LayerHooks> makeStager(BudgetedBlock& block, const RunParams& p) { return std::make_unique<Stager>(block, p); }
 
 }  // namespace nna

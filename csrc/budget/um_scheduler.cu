@@ -195,8 +195,8 @@ class UmTrace {
 
 class UmScheduler final : public LayerHooks {
  public:
-  UmScheduler(BudgetedBlock& block, const RunParams& p, bool blas)
-      : block_(block), res_(block.residency()), plan_(res_, p, blas), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
+  UmScheduler(BudgetedBlock& block, const RunParams& p)
+      : block_(block), res_(block.residency()), plan_(res_, p), base_(reinterpret_cast<char*>(block.device())), regions_(res_.model().regions()) {
     CUDA_CHECK(cudaGetDevice(&device_));
     // How dead bytes leave and how write-only regions arrive. By default no dead byte crosses
     // the link: a discard drops it where it is (the driver may reuse those pages at once, with
@@ -512,7 +512,7 @@ class MeterOnly final : public LayerHooks {
 
 }  // namespace
 
-std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p, bool blas) { return std::make_unique<UmScheduler>(block, p, blas); }
+std::unique_ptr<LayerHooks> makeUmScheduler(BudgetedBlock& block, const RunParams& p) { return std::make_unique<UmScheduler>(block, p); }
 std::unique_ptr<LayerHooks> makeMeterOnly(BudgetedBlock& block) { return std::make_unique<MeterOnly>(block); }
 
 }  // namespace nna

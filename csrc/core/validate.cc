@@ -13,7 +13,7 @@ bool mulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_
 std::string at(uint32_t l, uint32_t k) { return "layer " + std::to_string(l) + " region " + kindName(k); }
 
 // A user region's name: [A-Za-z_][A-Za-z0-9_]*, NUL-terminated within the field and NUL-padded,
-// not a built-in kind's name nor "header" / "padding" (the names of the other spans of a plan).
+// not a built-in kind's name nor "header" / "padding" / "shared" (names of the other entries of a plan's byte counts).
 std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
   size_t n = 0;
   while (n < NNA_EXTRA_NAME_BYTES && name[n]) ++n;
@@ -27,7 +27,7 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
     if (!letter && !(i > 0 && c >= '0' && c <= '9')) return "has a character outside [A-Za-z0-9_] (or starts with a digit)";
   }
   const std::string s(name, n);
-  if (s == "header" || s == "padding") return "is reserved";
+  if (s == "header" || s == "padding" || s == "shared") return "is reserved";
   for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
     if (s == kindName(k)) return "is a built-in kind's name";
   return "";
@@ -37,6 +37,8 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
   const bool opt1 = h.optimizer == NNA_MOMENTUM || h.optimizer == NNA_ADAM, opt2 = h.optimizer == NNA_ADAM;
+  // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
+  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || h.optimizer != NNA_SGD;
   *out = 0;
   switch (k) {
     case NNA_Z: return !mulOverflows(h.batch, L.units, out);
@@ -47,7 +49,7 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
     case NNA_MB: *out = hidden && opt1 ? L.units : 0; return true;
     case NNA_VB: *out = hidden && opt2 ? L.units : 0; return true;
     case NNA_W: case NNA_DW: case NNA_MW: case NNA_VW: {
-      const bool present = hidden && (k == NNA_W || k == NNA_DW || (k == NNA_MW && opt1) || (k == NNA_VW && opt2));
+      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || (k == NNA_MW && opt1) || (k == NNA_VW && opt2));
       if (present) return !mulOverflows(L.units, L.fan_in, out);
       return true;
     }
@@ -135,8 +137,12 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
   if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";
+  if (h.flags & ~uint64_t(NNA_FLAGS_KNOWN)) return "unknown flags " + std::to_string(h.flags);
   if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
   const uint64_t models = nna_models(&h);
+  // Compact plans hold one model: the aliasing replay (csrc/train/aliasing.cc) places one copy
+  // of every region; K copies with their strides are not replayed, so the pair is refused.
+  if ((h.flags & NNA_FLAG_COMPACT) && models > 1) return "a compact plan (flags bit 0) holds one model, this header has models " + std::to_string(models);
   if (h.layers_offset != sizeof(nna_header)) return "layers_offset " + std::to_string(h.layers_offset) + " != " + std::to_string(sizeof(nna_header));
   const uint64_t tableEnd = sizeof(nna_header) + uint64_t(h.num_layers) * sizeof(nna_layer);  // <= 128 + 4096*232: no overflow
   if (h.header_bytes < tableEnd) return "header_bytes " + std::to_string(h.header_bytes) + " < end of layer table " + std::to_string(tableEnd);
@@ -186,9 +192,25 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       spans.push_back({r.offset, r.offset + bytes, at(l, k)});
     }
   }
-  const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { spans.push_back({b, e, std::move(what)}); });
+  std::vector<Span> user;  // user regions: never share bytes with anything, compact or not
+  const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
   if (!why.empty()) return why;
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  auto byBegin = [](const Span& a, const Span& b) { return a.begin < b.begin; };
+  if (h.flags & NNA_FLAG_COMPACT) {
+    // A compact plan shares bytes between built-in regions on purpose: which may is for the
+    // replay of its phases to decide (csrc/train/aliasing.cc, validateArena). User regions are
+    // checked here: disjoint among themselves and from every built-in region.
+    std::sort(user.begin(), user.end(), byBegin);
+    for (size_t i = 1; i < user.size(); ++i)
+      if (user[i].begin < user[i - 1].end) return user[i].what + " overlaps " + user[i - 1].what;
+    for (const Span& s : spans) {  // disjoint and sorted: the first user span ending after s.begin is the only candidate
+      const auto it = std::upper_bound(user.begin(), user.end(), s.begin, [](uint64_t v, const Span& u) { return v < u.end; });
+      if (it != user.end() && it->begin < s.end) return it->what + " overlaps " + s.what;
+    }
+    return "";
+  }
+  spans.insert(spans.end(), user.begin(), user.end());
+  std::sort(spans.begin(), spans.end(), byBegin);
   for (size_t i = 1; i < spans.size(); ++i)
     if (spans[i].begin < spans[i - 1].end) return spans[i].what + " overlaps " + spans[i - 1].what;
   return "";

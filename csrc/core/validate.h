@@ -9,7 +9,9 @@
 namespace nna {
 
 // Returns an empty string when the header at `base` is sound for an arena of `available`
-// bytes (only the first `readable` bytes of base may be read), else what is wrong.
+// bytes (only the first `readable` bytes of base may be read), else what is wrong. Regions
+// must not overlap, except in a compact plan, whose overlaps csrc/train/aliasing.h replays
+// (validateArena there runs both: use it for any header from outside).
 std::string validateHeader(const void* base, size_t readable, size_t available);
 
 // The name of a region kind, as the TS API spells it ("w", "db", ...); "?" when out of range.

@@ -68,6 +68,10 @@ class CpuRun {
         std::fill(stats, stats + NNA_STATS_COUNT, T(0));
         stats[NNA_STAT_BAD_STEP] = T(-1);
       }
+    if (isPrimitive(p_.op)) {
+      for (uint64_t m = 0; m < models_; ++m) primitive(L_[m], p_.lrOf(m));
+      return;
+    }
     std::vector<bool> stopped(models_, false);  // a diverged model stops, as a run of it alone would
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
       const uint64_t rows = p_.resident ? gather(p_.firstBatch + s) : p_.rows;
@@ -88,6 +92,34 @@ class CpuRun {
   }
 
  private:
+  // Backward, BackwardFromOutput, Update for one model: a Train step split in three runs (a
+  // Forward run first) through the same code, so together they give a Train run's bits: the
+  // weights' update goes through the GEMM's own update code with its tiling (cpu::update), the
+  // biases' as in backward().
+  void primitive(const std::vector<nna_bound_layer<T>>& L, double lr) {
+    const uint64_t rows = p_.rows;
+    if (p_.op == Op::Update) {
+      const Hyper<T> hp = hyper(lr, p_.stepBase + 1);
+      for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
+        const nna_bound_layer<T>& C = L[l];
+        cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
+        updateBiases(C, hp);
+      }
+      return;
+    }
+    if (p_.op == Op::Backward) {
+      output(L, rows, 0);
+    } else {
+      const nna_bound_layer<T>& O = L.back();
+      parallelFor(rows, O.units * 4, [&](uint64_t b, uint64_t e) {
+        for (uint64_t r = b; r < e; ++r) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
+      });
+    }
+    for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + 1, lr);
+  }
+
+  Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
+
   // Copies batch `batch` of the shuffled epoch from the resident data set into z[0] and y
   // (shared by every model).
   uint64_t gather(uint64_t batch) {
@@ -124,11 +156,12 @@ class CpuRun {
   void output(const std::vector<nna_bound_layer<T>>& L, uint64_t rows, uint64_t step) {
     const nna_bound_layer<T>& O = L.back();
     T* stats = O.stats;
-    const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad;
+    const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
+    const bool activated = p_.op == Op::Backward;  // z holds a Forward run's outputs
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r)
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -145,9 +178,9 @@ class CpuRun {
   }
 
   // d_{l-1} = (d_l W_l) * act'(z_{l-1}) first, while W_l is unchanged; then db_l = column sums
-  // of d_l and dW_l = d_l^T z_{l-1}. Training updates W_l in the same product: SGD as
-  // W_l -= lr d_l^T z_{l-1} (alpha = -lr, beta = 1; dw is not written, as on CUDA), momentum and
-  // Adam in the epilogue of each finished dW tile.
+  // of d_l and dW_l = d_l^T z_{l-1}. Training updates W_l in the same product, in the epilogue
+  // of each finished dW tile (every optimizer; SGD is not folded into the product as on CUDA,
+  // so that an Update run from dw gives the same bits, cpu::update).
   void backward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, uint64_t t, double lr) {
     const nna_bound_layer<T>& P = L[l - 1];
     const nna_bound_layer<T>& C = L[l];
@@ -174,19 +207,27 @@ class CpuRun {
     g.b = P.z; g.ldb = m;
     g.ldc = m;
     g.c = C.dw;
-    if (train && h_.optimizer == NNA_SGD) {
-      g.c = C.w;
-      g.alpha = -hp.lr;
-      g.beta = T(1);
-    } else if (train) {
-      g.ep.kind = cpu::Epi::Update;
-      g.ep.optimizer = h_.optimizer;
-      g.ep.w = C.w; g.ep.m = C.mw; g.ep.v = C.vw;
-      g.ep.lr = hp.lr; g.ep.mu = hp.mu; g.ep.b1 = hp.b1; g.ep.b2 = hp.b2; g.ep.eps = hp.eps; g.ep.bc1 = hp.bc1; g.ep.bc2 = hp.bc2;
+    if (!g.c) {  // a compact SGD arena has no dw: the same product and epilogue through a scratch (gradScratch_)
+      if (gradScratch_.size() < n * m) gradScratch_.resize(n * m);
+      g.c = gradScratch_.data();
     }
+    if (train) g.ep = updateEpilogue(C, hp);
     cpu::gemm(g);
-    if (train)
-      for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    if (train) updateBiases(C, hp);
+  }
+
+  // The optimizer step of C's weights, as the dW product's epilogue or cpu::update runs it.
+  cpu::Epilogue<T> updateEpilogue(const nna_bound_layer<T>& C, const Hyper<T>& hp) const {
+    cpu::Epilogue<T> e;
+    e.kind = cpu::Epi::Update;
+    e.optimizer = h_.optimizer;
+    e.w = C.w; e.m = C.mw; e.v = C.vw;
+    e.lr = hp.lr; e.mu = hp.mu; e.b1 = hp.b1; e.b2 = hp.b2; e.eps = hp.eps; e.bc1 = hp.bc1; e.bc2 = hp.bc2;
+    return e;
+  }
+
+  void updateBiases(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
+    for (uint64_t i = 0; i < C.units; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
   }
 
   RunParams p_;
@@ -194,6 +235,10 @@ class CpuRun {
   uint64_t models_ = 1;
   std::vector<std::vector<nna_bound_layer<T>>> L_;  // [model][layer]
   std::vector<RowResult> res_;
+  // The weight gradient of a layer whose arena has no dw (a compact SGD plan): the dW product
+  // and its update epilogue run as on a full plan (the same bits), into these transient bytes
+  // outside the arena, like the GEMM's packing buffers. Sized for the largest layer once.
+  std::vector<T> gradScratch_;
 };
 
 }  // namespace

@@ -55,6 +55,8 @@ namespace cpu {
 
 void gemmPortable(const Gemm<float>& g, unsigned threads) { Driver<PortableK<float, 4>>::run(g, threads); }
 void gemmPortable(const Gemm<double>& g, unsigned threads) { Driver<PortableK<double, 2>>::run(g, threads); }
+void updatePortable(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<PortableK<float, 4>>::updateMatrix(e, g, rows, cols); }
+void updatePortable(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<PortableK<double, 2>>::updateMatrix(e, g, rows, cols); }
 
 Isa detectedIsa() {
 #if defined(NNA_X86_KERNELS)
@@ -105,6 +107,20 @@ static void dispatch(const Gemm<T>& g, Isa isa, unsigned threads) {
 
 void gemm(const Gemm<float>& g, Isa isa, unsigned threads) { dispatch(g, isa, threads); }
 void gemm(const Gemm<double>& g, Isa isa, unsigned threads) { dispatch(g, isa, threads); }
+
+template <typename T>
+static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t cols) {
+  const Isa isa = std::min(activeIsa(), detectedIsa());  // the ISA gemm(g) runs, so its epilogue's bits
+#if defined(NNA_X86_KERNELS)
+  if (isa == Isa::Avx512) return updateAvx512(e, g, rows, cols);
+  if (isa == Isa::Avx2) return updateAvx2(e, g, rows, cols);
+#endif
+  (void)isa;
+  updatePortable(e, g, rows, cols);
+}
+
+void update(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
+void update(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
 
 }  // namespace cpu
 }  // namespace nna

@@ -13,7 +13,7 @@ enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2 };
 // What happens to a tile of C once its last K block is in (the tile is then in L1):
 //   BiasAct:  c = act(c + bias[j])                      (forward: z = act(x W^T + b))
 //   ActGrad:  c *= act'(z[i * ldz + j])                 (backward: d_{l-1} = (d W) * act'(z_{l-1}))
-//   Update:   optimizer step of w, m, v at c's index from the gradient c (momentum, Adam)
+//   Update:   optimizer step of w, m, v at c's index from the gradient c (any optimizer)
 enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3 };
 
 template <typename T>
@@ -58,6 +58,13 @@ void gemm(const Gemm<float>& g, Isa isa, unsigned threads = 0);
 void gemm(const Gemm<double>& g, Isa isa, unsigned threads = 0);
 template <typename T>
 void gemm(const Gemm<T>& g) { gemm(g, activeIsa(), 0); }
+
+// The optimizer step of a rows x cols parameter matrix (row-major, leading dimension cols) from
+// its gradient g, with e.w / e.m / e.v and the hyper-parameters of e (kind Update): the code and
+// column tiling of the Update epilogue of the active ISA, so that it gives the bits a training
+// product's epilogue gives from the same gradient. Rows are split over the pool.
+void update(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
+void update(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
 
 }  // namespace cpu
 }  // namespace nna

@@ -65,6 +65,8 @@ namespace nna {
 namespace cpu {
 void gemmAvx2(const Gemm<float>& g, unsigned threads) { Driver<Avx2F>::run(g, threads); }
 void gemmAvx2(const Gemm<double>& g, unsigned threads) { Driver<Avx2D>::run(g, threads); }
+void updateAvx2(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<Avx2F>::updateMatrix(e, g, rows, cols); }
+void updateAvx2(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<Avx2D>::updateMatrix(e, g, rows, cols); }
 }  // namespace cpu
 }  // namespace nna
 

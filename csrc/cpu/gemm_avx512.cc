@@ -93,6 +93,8 @@ namespace nna {
 namespace cpu {
 void gemmAvx512(const Gemm<float>& g, unsigned threads) { Driver<Avx512F>::run(g, threads); }
 void gemmAvx512(const Gemm<double>& g, unsigned threads) { Driver<Avx512D>::run(g, threads); }
+void updateAvx512(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<Avx512F>::updateMatrix(e, g, rows, cols); }
+void updateAvx512(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<Avx512D>::updateMatrix(e, g, rows, cols); }
 }  // namespace cpu
 }  // namespace nna
 

@@ -196,8 +196,26 @@ struct Driver {
         K::storeu(m + j, vel);
         K::storeu(w + j, K::sub(K::loadu(w + j), K::mul(lr, vel)));
       }
+    } else {
+      for (; j + L <= n; j += L) K::storeu(w + j, K::sub(K::loadu(w + j), K::mul(lr, K::loadu(g + j))));
     }
     for (; j < n; ++j) updateParam<T>(e.optimizer, w + j, g[j], m ? m + j : nullptr, v ? v + j : nullptr, h);
+  }
+
+  // update() over a whole rows x cols matrix in the epilogue's pieces: each row in tiles of NR
+  // columns from column 0 (the micro-tiles of a product are NR-aligned: bands and NC blocks
+  // are whole tiles), so every element takes the same vector or scalar code as in a product.
+  static void updateMatrix(const Epilogue<T>& e, const T* g, size_t rows, size_t cols) {
+    auto rowsIn = [&](size_t i0, size_t i1) {
+      for (size_t i = i0; i < i1; ++i)
+        for (size_t j = 0; j < cols; j += NR) {
+          const size_t off = i * cols + j;
+          update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, g + off, std::min(NR, cols - j));
+        }
+    };
+    const size_t t = std::min<size_t>({poolThreads(), rows, std::max<size_t>(rows * cols / 65536, 1)});
+    if (t <= 1) { rowsIn(0, rows); return; }
+    parallel(unsigned(t), [&](unsigned k) { rowsIn(rows * k / t, rows * (k + 1) / t); });
   }
 
   struct Buffers {

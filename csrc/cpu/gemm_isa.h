@@ -7,12 +7,18 @@ namespace cpu {
 
 void gemmPortable(const Gemm<float>& g, unsigned threads);
 void gemmPortable(const Gemm<double>& g, unsigned threads);
+void updatePortable(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
+void updatePortable(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
 #if defined(__x86_64__) && defined(__GNUC__)
 #define NNA_X86_KERNELS 1
 void gemmAvx2(const Gemm<float>& g, unsigned threads);
 void gemmAvx2(const Gemm<double>& g, unsigned threads);
 void gemmAvx512(const Gemm<float>& g, unsigned threads);
 void gemmAvx512(const Gemm<double>& g, unsigned threads);
+void updateAvx2(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
+void updateAvx2(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
+void updateAvx512(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
+void updateAvx512(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
 #endif
 
 }  // namespace cpu

@@ -66,7 +66,7 @@ class LayerRun {
       : base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)),
         blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
-    if (blas_ && prec_ == Precision::Tf32x3) work_.allocate(h, layers, s_);
+    if (blas_ && prec_ == Precision::Tf32x3 && p.op != Op::Update) work_.allocate(h, layers, s_);  // Update: no products
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
@@ -76,46 +76,81 @@ class LayerRun {
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
     if (p_.resetStats) { resetStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_); launched(); }
-    const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
-    for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      const uint64_t rows = p_.resident ? gather(s) : p_.rows;
-      for (uint32_t l = 1; l <= last_; ++l) {
-        before(Stage::Forward, l);
-        forward(l, rows);
-        after(Stage::Forward, l);
-      }
-      before(Stage::Output, last_);
-      if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-        outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else if (L_[last_].units > 32)
-        outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      else
-        outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, p_.loss == Loss::Mse, grad, p_.op != Op::Forward, s, frac_);
-      launched();
-      if (p_.op != Op::Forward) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
-      after(Stage::Output, last_);
-      if (grad) {
-        const Hyper<T> hp = hyper(p_.stepBase + s + 1);
-        // Layer l's update right after its backward pass: d[l-1] has been computed with the old
-        // w[l] by then, and nothing later reads w[l], so the order gives the same values as
-        // updating every layer at the end, with one pass less over each layer's memory.
-        for (uint32_t l = last_; l >= 1; --l) {
-          before(Stage::Backward, l);
-          const bool folded = backward(l, rows, hp);
-          if (p_.op == Op::Train && !folded) {
-            updateKernel<T><<<dim3(blocksFor(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, lrs_.get());
-            launched();
-          }
-          after(Stage::Backward, l);
+    if (isPrimitive(p_.op)) {
+      primitive();
+    } else {
+      const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
+      for (uint64_t s = 0; s < p_.numBatches; ++s) {
+        const uint64_t rows = p_.resident ? gather(s) : p_.rows;
+        for (uint32_t l = 1; l <= last_; ++l) {
+          before(Stage::Forward, l);
+          forward(l, rows);
+          after(Stage::Forward, l);
         }
+        before(Stage::Output, last_);
+        output(rows, s, grad, false);
+        after(Stage::Output, last_);
+        if (grad) {
+          const Hyper<T> hp = hyper(p_.stepBase + s + 1);
+          // Layer l's update right after its backward pass: d[l-1] has been computed with the old
+          // w[l] by then, and nothing later reads w[l], so the order gives the same values as
+          // updating every layer at the end, with one pass less over each layer's memory.
+          for (uint32_t l = last_; l >= 1; --l) {
+            before(Stage::Backward, l);
+            const bool folded = backward(l, rows, hp);
+            if (p_.op == Op::Train && !folded) update(l, hp);
+            after(Stage::Backward, l);
+          }
+        }
+        if (hooks_) hooks_->endStep(s, s_);
       }
-      if (hooks_) hooks_->endStep(s, s_);
     }
     CUDA_CHECK(cudaStreamSynchronize(s_));
     return blas_;
   }
 
  private:
+  // Backward, BackwardFromOutput, Update: the launches of one Train step split in three runs
+  // (a Forward run first), the same kernels on the same data, so that they give a Train run's
+  // values (bit for bit but for SGD through cuBLAS, whose Train run folds the update into the
+  // weight-gradient product). Never with hooks: budgeted arenas refuse these ops (phases.h).
+  // Every launch covers the K models (grid z, batched products; per-model lrs in updateKernel),
+  // and the products go through the run's precision like a Train run's.
+  void primitive() {
+    const Hyper<T> hp = hyper(p_.stepBase + 1);
+    if (p_.op == Op::Update) {
+      for (uint32_t l = last_; l >= 1; --l) update(l, hp);
+      return;
+    }
+    if (p_.op == Op::Backward) {
+      output(p_.rows, 0, true, true);
+    } else {
+      outputGradKernel<T><<<dim3(blocksFor(p_.rows), 1, K_), kThreads, 0, s_>>>(base_, last_, p_.rows);
+      launched();
+    }
+    for (uint32_t l = last_; l >= 1; --l) backward(l, p_.rows, hp);  // not Train: never folds
+  }
+
+  // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
+  // `activated`: z holds a Forward run's outputs (Backward runs).
+  void output(uint64_t rows, uint64_t s, bool grad, bool activated) {
+    const bool mse = p_.loss == Loss::Mse, stats = p_.op != Op::Forward;
+    if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    else if (L_[last_].units > 32)
+      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    else
+      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, mse, grad, stats, s, frac_, activated);
+    launched();
+    if (stats) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
+  }
+
+  // The optimizer step of layer l from its dw and db.
+  void update(uint32_t l, const Hyper<T>& hp) {
+    updateKernel<T><<<dim3(blocksFor(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, 0, s_>>>(base_, l, h_.optimizer, hp, lrs_.get());
+    launched();
+  }
+
   void launched() { CUDA_CHECK(cudaGetLastError()); }
   void before(Stage ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
   void after(Stage ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
@@ -147,18 +182,20 @@ class LayerRun {
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
   // at least one block per multiprocessor (64, then 32, then 16).
   template <int MODE>
-  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N) {
-    if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
-      const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-      if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows);
-      else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows);
-      return launched();
+  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold = false, const Hyper<T>& hp = {}) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
+        const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
+        if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
+        else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
+        return launched();
+      }
     }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows);
-    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows);
-    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows);
+    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
+    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
+    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
     launched();
   }
 
@@ -179,21 +216,25 @@ class LayerRun {
   }
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
-  // training through cuBLAS folds w -= lr * dw into the product (alpha = -lr, beta = 1), which
-  // saves writing dw and a read-modify-write pass over w and dw (about 2% of a step of the
-  // 4096-wide network; dw is then not written), and the bias step into the bias-gradient
-  // kernel. d[l-1] is computed first, from the old w.
+  // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
+  // epilogue), which saves writing dw and a read-modify-write pass over w and dw (about 2% of a
+  // step of the 4096-wide network; dw is then not written, and a compact SGD plan has none),
+  // and the bias step into the bias-gradient kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    // tf32x3 does not fold: three products adding -lr * (a part) into w each round it to w's ulp
-    // (40 SGD steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied.
-    const bool fold = blas_ && p_.op == Op::Train && h_.optimizer == NNA_SGD && sameLr_ && prec_ != Precision::Tf32x3;
+    // The tiled kernels fold with each model's own lr (lrs[blockIdx.z]); a batched cuBLAS product
+    // has one alpha for every model, so it folds only where the rates are equal. A compact SGD
+    // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
+    // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (40 SGD
+    // steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied (a
+    // compact SGD arena refuses tf32x3: check.cc).
+    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD && (!blas_ || (sameLr_ && prec_ != Precision::Tf32x3));
     biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {
-      tiled<kWeightGrad>(l, rows, n, m);
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
-      return false;
+      tiled<kWeightGrad>(l, rows, n, m, fold, hp);
+      return fold;
     }
     const Split d = split(1, at(l, NNA_D), rows * n);  // used by both products
     if (l > 1) {
@@ -301,8 +342,9 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   if (p.precision != Precision::Fp32) requireTf32Device(p.precision);
   LaneGuard lane;
-  // The fused kernel computes in FP32 only: the TF32 precisions take the per-layer path.
-  if (!hooks && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
+  // The fused kernel runs whole steps in FP32 only: the trainer primitives and the TF32
+  // precisions take the per-layer path.
+  if (!hooks && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks).run();

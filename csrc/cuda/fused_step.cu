@@ -7,9 +7,11 @@
 //                      writes them to z[0]); when the last layer has <= 32 units it is done one
 //                      warp per row together with softmax, loss, d[L] and d[L-1];
 //   output             only when the last layer was not done that way;
-//   backward l         dw and db of layer l, d[l-1], and the update of every layer whose
-//                      weights nothing reads any more in this step (layer 1 and the last layer
-//                      update in the epilogue of their own dw tiles; others one phase later).
+//   backward l         d[l-1] from the old w[l], and dw / db of layer l+1 (whose weights
+//                      nothing reads any more) with its update in the epilogue of its own dw
+//                      tiles; the last phase also takes layer 1. No pass reads dw back, so an
+//                      SGD step writes none (a compact SGD plan has none): the phase table of
+//                      this order is StepModel::step(..., Path::Fused) (csrc/train/phases.cc).
 // A 784-128-10 step is 3 phases, 784-1024-1024-10 is 5. Small products are latency-bound: their
 // tiles split the reduction over the block's 8 warps (all loads in flight at once) and add the
 // 8 partial sums in a fixed order; large ones use shared-memory tiles. Every kernel binds from
@@ -24,6 +26,7 @@
 #include <string>
 
 #include "../train/math.h"
+#include "../train/phases.h"
 #include "check.cuh"
 #include "fused_step.h"
 #include "layer_kernels.cuh"
@@ -36,7 +39,6 @@ namespace nna {
 namespace {
 
 constexpr uint32_t kMaxFusedLayers = 32;  // weight layers
-constexpr int kUpdateChunk = 256 * 8;     // parameters per update item
 
 struct FusedParams {
   void* base;
@@ -64,6 +66,7 @@ __device__ __forceinline__ void traceMark(const FusedParams& p, int& slot) {
 struct StepInfo {
   uint64_t rows, first;  // rows of this step; first row of the epoch (resident)
   bool train, grad;
+  bool keepDw;           // write dw: not for SGD training, whose update is folded (no dw is read)
   uint32_t model;        // the model whose copies this item works on
 };
 
@@ -167,7 +170,7 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
     tileMultiply<T, TM, 64>(acc, sm.tile.a, sm.tile.b, tx, ty);
     __syncthreads();
   }
-  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [&](uint64_t e, T g) {
+  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, st.keepDw && C.dw, [&](uint64_t e, T g) {
     if (updateNow) updateParam<T>(p.optimizer, C.w + e, g, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
   });
 }
@@ -330,7 +333,7 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
     for (int w = 0; w < kWarps; ++w) total += sm.dwPart[w][jj][lane];
     if (j < n && i < m) {
       const uint32_t e = j * m + i;
-      C.dw[e] = total;
+      if (st.keepDw && C.dw) C.dw[e] = total;
       if (updateNow) updateParam<T>(p.optimizer, C.w + e, total, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     }
   }
@@ -383,7 +386,7 @@ __device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nn
 // runs); then, when gradients are wanted, the warp computes the row's
 // d[L-1] = (d[L] w[L]) * act'(z[L-1]) with lanes over the inputs, so the backward pass starts
 // one phase later.
-constexpr int kFusedOutMax = 16;
+constexpr int kFusedOutMax = int(kFusedOutputMaxUnits);  // phases.h: the table knows this order
 
 // outputRow (math.h) for a row of n <= 32 units held one per lane: softmax (z becomes the
 // probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
@@ -517,20 +520,6 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
   __syncthreads();
 }
 
-template <typename T>
-__device__ void updateItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, const Hyper<T>& hp) {
-  const nna_bound_layer<T> C = bound<T>(l, st.model);
-  const uint32_t nw = uint32_t(C.units * C.fan_in), total = nw + uint32_t(C.units);
-  const uint32_t end = min(total, (item + 1) * uint32_t(kUpdateChunk));
-  for (uint32_t e = item * kUpdateChunk + threadIdx.x; e < end; e += blockDim.x) {
-    if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-    else {
-      const uint32_t i = e - nw;
-      updateParam<T>(p.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
-    }
-  }
-}
-
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
 // some spilled, twice the warps; 1: up to 255, no spills). NN_ARENA_FUSED_BLOCKS_PER_SM picks
 // (default 2: 39.9 against 40.8 us for a 784-128-10 SGD step on the H100).
@@ -562,6 +551,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     StepInfo st;
     st.train = p.op == uint32_t(Op::Train);
     st.grad = st.train || p.op == uint32_t(Op::Grad);
+    st.keepDw = !(st.train && p.optimizer == NNA_SGD);
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     st.model = 0;
@@ -610,40 +600,32 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     if (!st.grad) continue;
 
     // ---- backward, with the updates folded in ----
-    // With the fused output, d[L-1] exists already: the first phase is layer L-1's, and it also
-    // takes dw / db of the last layer (which update at once: w[L] has no reader left).
+    // Phase l computes d[l-1] from the old w[l], and dw / db of layer l+1, whose weights have no
+    // reader left (d[l] was computed one phase earlier, or with the fused output), updating them
+    // in the epilogue of its own tiles; the last phase also takes layer 1. With the fused output,
+    // d[L-1] exists already: the first phase is layer L-1's.
     for (uint32_t l = p.fuseOutput ? last - 1 : last; l >= 1; --l) {
-      const nna_layer* L = nna_layer_of(p.base, l);
-      const uint64_t n = L->units;
-      const bool updateHere = st.train && l == 1;  // nothing reads w[1] after its dw
-      const bool withLast = p.fuseOutput && l == last - 1;
-      const uint64_t nW = tileCount<T>(p, l, kWeightGrad, st.rows);
-      const uint64_t nB = ceilDiv(n, kBiasCols);
+      const uint32_t up = l + 1 <= last ? l + 1 : 0;  // the layer whose gradients this phase takes
+      const uint64_t nW = up ? tileCount<T>(p, up, kWeightGrad, st.rows) : 0;
+      const uint64_t nW1 = l == 1 ? tileCount<T>(p, 1, kWeightGrad, st.rows) : 0;
       const uint64_t nE = l > 1 ? tileCount<T>(p, l, kErrorPrev, st.rows) : 0;
-      const uint64_t nWL = withLast ? tileCount<T>(p, last, kWeightGrad, st.rows) : 0;
-      const uint64_t nBL = withLast ? ceilDiv(nna_layer_of(p.base, last)->units, kBiasCols) : 0;
-      uint64_t nU = 0;  // the deferred update of layer l+1 (not the fused last layer)
-      if (st.train && l < last && !(p.fuseOutput && l + 1 == last)) {
-        const nna_layer* U = nna_layer_of(p.base, l + 1);
-        nU = ceilDiv(U->units * (U->fan_in + 1), kUpdateChunk);
-      }
-      const uint64_t total = nW + nB + nE + nWL + nBL + nU;
+      const uint64_t nB = up ? ceilDiv(nna_layer_of(p.base, up)->units, kBiasCols) : 0;
+      const uint64_t nB1 = l == 1 ? ceilDiv(nna_layer_of(p.base, 1)->units, kBiasCols) : 0;
+      const uint64_t total = nW + nW1 + nE + nB + nB1;
       for (uint64_t i = blockIdx.x; i < total * K; i += gridDim.x) {
-        const uint32_t m = uint32_t(i / total);
+        const uint32_t m = uint32_t(i / total);  // item i % total of model i / total
         const StepInfo sti = forModel(m);
         const Hyper<T> hp = hyperOf<T>(p, hp0, m);
         uint64_t k = i % total;
-        if (k < nW) { productTile<T, kWeightGrad>(p, sti, l, k, sm, hp, updateHere); continue; }
+        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train); continue; }
         k -= nW;
-        if (k < nWL) { productTile<T, kWeightGrad>(p, sti, last, k, sm, hp, st.train); continue; }
-        k -= nWL;
+        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train); continue; }
+        k -= nW1;
         if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, sti, l, k, sm, hp, updateHere); continue; }
+        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train); continue; }
         k -= nB;
-        if (k < nBL) { biasGradItem<T>(p, sti, last, k, sm, hp, st.train); continue; }
-        k -= nBL;
-        updateItem<T>(p, sti, l + 1, k, hp);
+        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train);
       }
       grid.sync();
       traceMark(p, slot);

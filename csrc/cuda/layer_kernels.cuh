@@ -77,12 +77,12 @@ __device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD]
 }
 
 // Thread (tx, ty)'s TM x TM block of the tile at (bm, bn) of an M x N product of layer l (C)
-// and the one below (P), through its epilogue: z = act(sum + b); dw = sum, then `afterDw(e, sum)`
-// at element e (the fused kernel's in-place update); d[l-1] = sum * act'(z[l-1]). Shared by
-// gemmKernel and the fused kernel's tiles.
+// and the one below (P), through its epilogue: z = act(sum + b); dw = sum (unless `keepDw` is
+// false: a folded SGD step writes no dw), then `afterDw(e, sum)` at element e (the in-place
+// update); d[l-1] = sum * act'(z[l-1]). Shared by gemmKernel and the fused kernel's tiles.
 template <int MODE, typename T, int TM, class AfterDw>
 __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_bound_layer<T>& C, const nna_bound_layer<T>& P, uint64_t bm,
-                                          uint64_t bn, uint64_t M, uint64_t N, int tx, int ty, AfterDw afterDw) {
+                                          uint64_t bn, uint64_t M, uint64_t N, int tx, int ty, bool keepDw, AfterDw afterDw) {
   const uint64_t n = C.units, m = C.fan_in;
   for (int i = 0; i < TM; ++i) {
     const uint64_t r = bm + ty * TM + i;
@@ -93,7 +93,7 @@ __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_boun
       if (MODE == kForward) {
         C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
       } else if (MODE == kWeightGrad) {
-        C.dw[r * m + c] = acc[i][j];
+        if (keepDw) C.dw[r * m + c] = acc[i][j];
         afterDw(r * m + c, acc[i][j]);
       } else {
         P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
@@ -132,8 +132,10 @@ struct LayerProduct {
   }
 };
 
+// `fold` (weight gradients of SGD training): w -= lr * sum in the epilogue instead of writing dw,
+// as the cuBLAS product and the CPU backend do; the caller computes d[l-1] from the old w first.
 template <typename T, int MODE, int TILE>
-__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<T> hp, const double* lrs) {
   constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
   const LayerProduct<T, MODE> g(base, l, rows);
   __shared__ T As[BK][BM];
@@ -147,7 +149,12 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
     tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
     __syncthreads();
   }
-  storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, [](uint64_t, T) {});
+  // `fold`: w -= lr * sum in the epilogue instead of writing dw (model blockIdx.z's lr: lrs[z]
+  // where the run has per-model rates, model_lrs.cuh).
+  if (fold && lrs) hp.lr = T(lrs[blockIdx.z]);
+  storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, !fold, [&](uint64_t e, T v) {
+    if (fold) updateParam<T>(NNA_SGD, g.C.w + e, v, nullptr, nullptr, hp);
+  });
 }
 
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
@@ -169,21 +176,21 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
 }
 
 template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
   if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
 }
 
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
-  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad);
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, rows, grad, activated);
   if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
@@ -194,8 +201,9 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, bool 
 constexpr int kOutPerThread = 16;
 constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
+// `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
-__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -212,7 +220,13 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
     }
     auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
     double loss = 0.0;
-    if (O.activation == NNA_ACT_SOFTMAX) {
+    if (O.activation == NNA_ACT_SOFTMAX && activated) {
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q) && yv[q] != T(0)) l -= yv[q] * logProb(zv[q]);
+      loss = double(blockSum(l, sv));
+    } else if (O.activation == NNA_ACT_SOFTMAX) {
       T mx = -INFINITY;
       uint64_t unused = 0;
 #pragma unroll
@@ -261,6 +275,15 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       }
     if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, zArg == yArg, r, rows, step, fracBits);
   }
+}
+
+// BackwardFromOutput: d of the output layer holds the caller's dL/dz; make it dL/d(pre-activation)
+// (outputGradRow), a thread per row.
+template <typename T>
+__global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r < rows) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
 }
 
 // db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a

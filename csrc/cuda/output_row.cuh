@@ -66,10 +66,15 @@ __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
 }
 
 template <typename T>
-__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad) {
+__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad, bool activated = false) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX) {
+  if (act == NNA_ACT_SOFTMAX && activated) {  // z holds a Forward run's outputs (outputRow)
+    T loss = T(0);
+    for (uint64_t j = lane; j < n; j += 32)
+      if (y[j] != T(0)) loss -= y[j] * logProb(z[j]);
+    res.loss = double(warpSum(loss));
+  } else if (act == NNA_ACT_SOFTMAX) {
     T mx = z[0];
     for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
     uint64_t unused = 0;

@@ -57,11 +57,13 @@ __device__ __forceinline__ void splitBits(float x, uint32_t& big, uint32_t& smal
 // owning rows 16 * (w / 2) .. +16 and columns 32 * (w % 2) .. +32 (four m16n8 tiles). X3: each
 // operand split into big + small in registers and As.Bb + Ab.Bs + Ab.Bb accumulated (small
 // terms first); else one TF32 product. The accumulators go through shared memory into
-// gemmKernel's thread layout, so that storeTile (the same epilogue) writes them.
+// gemmKernel's thread layout, so that storeTile (the same epilogue, SGD fold included) writes them.
 constexpr int kTcTile = 64;
 
+// `fold` (SGD training, kWeightGrad): w -= lr * sum in the epilogue and no dw written, as
+// gemmKernel (a compact SGD arena has no dw). One model only (check.cc refuses TF32 for K > 1).
 template <int MODE, bool X3>
-__global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint64_t rows) {
+__global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<float> hp) {
   constexpr int T = kTcTile, LD = T + 8;  // +8: the fragment loads hit 32 different banks
   constexpr int TM = T / 16;
   const LayerProduct<float, MODE> g(base, l, rows);
@@ -114,7 +116,9 @@ __global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint
   for (int i = 0; i < TM; ++i)
 #pragma unroll
     for (int j = 0; j < TM; ++j) out[i][j] = Cs[ty * TM + i][tx * TM + j];
-  storeTile<MODE>(out, g.C, g.P, bm, bn, g.M, g.N, tx, ty, [](uint64_t, float) {});
+  storeTile<MODE>(out, g.C, g.P, bm, bn, g.M, g.N, tx, ty, !fold, [&](uint64_t e, float v) {
+    if (fold) updateParam<float>(NNA_SGD, g.C.w + e, v, nullptr, nullptr, hp);
+  });
 }
 
 }  // namespace nna

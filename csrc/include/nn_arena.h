@@ -12,6 +12,8 @@
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][kind table of user regions][padding to align]  <- header_bytes
  *   regions at the offsets recorded in each nna_layer.region[kind] and in the kind table
+ *   (disjoint, except in a compact plan: flags & NNA_FLAG_COMPACT, where built-in regions that
+ *   never live at the same time share bytes; a user region never shares bytes with anything)
  * An arena may hold K = nna_models(h) networks of one shape (header field `models`; 0 = 1).
  * A region's count is then ONE model's elements; a per-model region holds its K copies back to
  * back, model m's at offset + m * nna_region_stride() (each copy starts aligned). The input
@@ -128,10 +130,19 @@ typedef struct nna_header {
   uint64_t extras_offset;/* offset of the kind table (right after the layer table); 0: no extras */
   uint32_t num_extras;   /* user regions in the kind table (<= NNA_MAX_EXTRAS) */
   uint32_t extra_size;   /* sizeof(nna_extra) when written; 0 when num_extras is 0 */
-  uint64_t reserved[1];  /* version 1's reserved[2] (kept zero) */
+  uint64_t flags;        /* version 1's reserved[2]: NNA_FLAG_*; 0: every region has bytes of its own */
   uint64_t models;       /* version 1's reserved[3]: networks of this shape; 0 (older headers) means 1 */
   uint64_t reserved_tail[2]; /* version 1's reserved[4..5] */
 } nna_header;
+
+/* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
+ * SGD arena has no dw regions (every training path folds the update into the weight-gradient
+ * product). Which regions may share is decided by the phase table of a step and replayed
+ * natively (csrc/train/aliasing.cc) before such a header is used. Shared regions hold scratch
+ * between runs; gradient runs (Op::Grad) are refused. User regions (the kind table below) are
+ * the user's data: they never share bytes with anything, compact or not. */
+#define NNA_FLAG_COMPACT 1u
+#define NNA_FLAGS_KNOWN 1u
 
 /* ---- The kind table: user regions (planLayout's `extra`) --------------------------------------
  *   [nna_extra x num_extras][nna_region x (sum of entries)]   at extras_offset, inside header_bytes

@@ -24,12 +24,17 @@ void checkRun(const void* header, const RunParams& p) {
   std::memcpy(&h, header, sizeof h);
   nna_layer out;
   std::memcpy(&out, static_cast<const char*>(header) + h.layers_offset + size_t(h.num_layers - 1) * sizeof(nna_layer), sizeof out);
-  if (uint32_t(p.op) > uint32_t(Op::Forward)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
+  if (uint32_t(p.op) > uint32_t(Op::Update)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
   if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
+  if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
+    NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
   if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
   if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
                    std::to_string(nna_models(&h)) + " (models: use 'fp32')");
+  if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && h.optimizer == NNA_SGD && p.op == Op::Train)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
+                   "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
   const bool softmax = out.activation == NNA_ACT_SOFTMAX;
@@ -44,6 +49,11 @@ void checkRun(const void* header, const RunParams& p) {
   for (double x : p.lrs)
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
+  if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step
+    if (p.resident) NNA_FAIL("BAD_ARGUMENT", "backward and update runs work on the rows a forward run left, not on the resident data set");
+    if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "backward and update runs are one step");
+    if (p.op == Op::Update) return;  // every parameter, whatever the rows
+  }
   if (!p.resident) {
     if (p.rows == 0 || p.rows > h.batch)
       NNA_FAIL("BAD_ARGUMENT", "rows " + std::to_string(p.rows) + " outside [1, batch " + std::to_string(h.batch) + "]");

@@ -91,13 +91,29 @@ struct RowResult {
   bool correct;
 };
 
+// log(p) of a probability a Forward run left in z (Backward runs, which no longer have the
+// logits): an underflowed p counts as the smallest normal, so a confident miss is a large finite
+// loss (at most about 87 in float32, 708 in float64) as in a Train run, not a divergence.
+template <typename T>
+NNA_FN T logProb(T p) {
+  const T tiny = sizeof(T) == 4 ? T(1.17549435e-38f) : T(2.2250738585072014e-308);
+  return nlog(p < tiny ? tiny : p);  // NaN stays NaN
+}
+
 // The output layer for one row: softmax (when the layer's activation is softmax), the row's
 // loss, whether its argmax matches the target's, and (wantGrad) the error d of the mean loss
 // over `rows` rows. Cross-entropy goes with softmax, MSE with any other output activation.
+// `activated`: z already holds the outputs of a Forward run (softmax applied); the loss comes
+// from them and d is the same as a Train run's (it is computed from those very values).
 template <typename T>
-NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad) {
+NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad, bool activated = false) {
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX) {
+  if (act == NNA_ACT_SOFTMAX && activated) {
+    T loss = T(0);
+    for (uint64_t j = 0; j < n; ++j)
+      if (y[j] != T(0)) loss -= y[j] * logProb(z[j]);
+    res.loss = double(loss);
+  } else if (act == NNA_ACT_SOFTMAX) {
     T mx = z[0];
     for (uint64_t j = 1; j < n; ++j) mx = z[j] > mx ? z[j] : mx;
     T sum = T(0);
@@ -131,6 +147,20 @@ NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, uint32_t act, boo
     }
   }
   return res;
+}
+
+// BackwardFromOutput, one row: d holds the caller's dL/dz (z: the outputs of the Forward run)
+// and becomes dL/d(pre-activation), the D kind: times act'(z), or for softmax the Jacobian's
+// product d_j = z_j (g_j - sum_k g_k z_k).
+template <typename T>
+NNA_FN void outputGradRow(const T* z, T* d, uint64_t n, uint32_t act) {
+  if (act == NNA_ACT_SOFTMAX) {
+    T dot = T(0);
+    for (uint64_t j = 0; j < n; ++j) dot += d[j] * z[j];
+    for (uint64_t j = 0; j < n; ++j) d[j] = z[j] * (d[j] - dot);
+  } else {
+    for (uint64_t j = 0; j < n; ++j) d[j] *= activationGrad(act, z[j]);
+  }
 }
 
 }  // namespace nna

@@ -40,20 +40,53 @@ StepModel::StepModel(const uint8_t* header) {
     }
 }
 
-std::vector<PhaseInfo> StepModel::step(Op op, bool resident, bool blas) const {
+void requireScheduled(Op op) {
+  if (isPrimitive(op))
+    NNA_FAIL("NOT_SUPPORTED", "forward / backward / update as separate runs are not supported on an arena with a device budget; use step() or fit()");
+}
+
+std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
+  requireScheduled(op);
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
-  const bool folded = blas && op == Op::Train && h_.optimizer == NNA_SGD;
+  const bool folded = op == Op::Train && h_.optimizer == NNA_SGD;
+  const bool fused = path == Path::Fused;
+  const bool fuseOutput = fused && last >= 2 && layers_[last].units <= kFusedOutputMaxUnits;
   std::vector<PhaseInfo> out;
   auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& { out.push_back({s, l, {}}); return out.back(); };
+  // A region used twice in a phase: read then written is an update; written then read stays a
+  // write (the old bytes are still dead).
   auto use = [&](PhaseInfo& ph, uint32_t l, uint32_t kind, uint8_t access) {
     const int32_t r = regionOf(l, kind);
     if (r < 0) return;
     for (Use& u : ph.uses)
-      if (u.region == uint32_t(r)) { u.access |= access; return; }  // read + write -> update
+      if (u.region == uint32_t(r)) { if (u.access != kWrite) u.access |= access; return; }
     ph.uses.push_back({uint32_t(r), access});
   };
-  if (resident) {  // gatherKernel: rows of xdata / ydata into z[0] and y
+  // The target rows: copied from ydata in a resident run, else y as it stands.
+  auto targets = [&](PhaseInfo& ph) {
+    if (resident) { use(ph, last, NNA_YDATA, kRead); use(ph, last, NNA_Y, kWrite); }
+    else use(ph, last, NNA_Y, kRead);
+  };
+  // dw, db of layer l; then its update when training.
+  auto gradients = [&](PhaseInfo& ph, uint32_t l) {
+    use(ph, l, NNA_D, kRead);
+    use(ph, l - 1, NNA_Z, kRead);
+    if (!folded) use(ph, l, NNA_DW, kWrite);
+    use(ph, l, NNA_DB, kWrite);
+  };
+  auto update = [&](PhaseInfo& ph, uint32_t l) {
+    if (op == Op::Train)
+      for (uint32_t k : {NNA_W, NNA_B, NNA_MW, NNA_MB, NNA_VW, NNA_VB}) use(ph, l, k, kUpdate);
+  };
+  // d[l-1] = (d[l] w[l]) * act'(z[l-1]), from the old w[l].
+  auto errorPrev = [&](PhaseInfo& ph, uint32_t l) {
+    use(ph, l, NNA_D, kRead);
+    use(ph, l, NNA_W, kRead);
+    use(ph, l - 1, NNA_Z, kRead);
+    use(ph, l - 1, NNA_D, kWrite);
+  };
+  if (resident && !fused) {  // gatherKernel: rows of xdata / ydata into z[0] and y
     PhaseInfo& g = phase(Stage::Gather, 0);
     use(g, 0, NNA_XDATA, kRead);
     use(g, last, NNA_YDATA, kRead);
@@ -62,32 +95,47 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, bool blas) const {
   }
   for (uint32_t l = 1; l <= last; ++l) {  // z[l] = act(z[l-1] w^T + b)
     PhaseInfo& f = phase(Stage::Forward, l);
-    use(f, l - 1, NNA_Z, kRead);
+    if (l == 1 && resident && fused) {  // the fused layer 1 reads its rows from xdata, keeps them in z[0]
+      use(f, 0, NNA_XDATA, kRead);
+      use(f, 0, NNA_Z, kWrite);
+    } else {
+      use(f, l - 1, NNA_Z, kRead);
+    }
     use(f, l, NNA_W, kRead);
     use(f, l, NNA_B, kRead);
-    use(f, l, NNA_Z, kWrite);
+    if (l == last && fuseOutput) {  // with the output: softmax, loss, d[L] and d[L-1] in registers
+      targets(f);
+      use(f, l, NNA_Z, kWrite);
+      if (grad) { use(f, l, NNA_D, kWrite); use(f, l - 1, NNA_D, kWrite); }
+      use(f, last, NNA_STATS, kUpdate);
+    } else {
+      use(f, l, NNA_Z, kWrite);
+    }
   }
-  {  // outputKernel: softmax in place, loss into stats, d of the last layer
+  if (!fuseOutput) {  // outputKernel: softmax in place, loss into stats, d of the last layer
     PhaseInfo& o = phase(Stage::Output, last);
+    if (fused && resident) targets(o);
     use(o, last, NNA_Z, kUpdate);
     use(o, last, NNA_Y, kRead);
     if (grad) use(o, last, NNA_D, kWrite);
     use(o, last, NNA_STATS, kUpdate);
   }
-  if (grad)
+  if (!grad) return out;
+  if (!fused) {
     for (uint32_t l = last; l >= 1; --l) {  // dw, db, d[l-1]; then the update of layer l
       PhaseInfo& b = phase(Stage::Backward, l);
-      use(b, l, NNA_D, kRead);
-      use(b, l - 1, NNA_Z, kRead);
-      if (!folded) use(b, l, NNA_DW, kWrite);
-      use(b, l, NNA_DB, kWrite);
-      if (l > 1) {
-        use(b, l, NNA_W, kRead);
-        use(b, l - 1, NNA_D, kWrite);
-      }
-      if (op == Op::Train)
-        for (uint32_t k : {NNA_W, NNA_B, NNA_MW, NNA_MB, NNA_VW, NNA_VB}) use(b, l, k, kUpdate);
+      gradients(b, l);
+      if (l > 1) { use(b, l, NNA_W, kRead); use(b, l - 1, NNA_D, kWrite); }
+      update(b, l);
     }
+    return out;
+  }
+  for (uint32_t l = fuseOutput ? last - 1 : last; l >= 1; --l) {  // d[l-1]; dw, db of l + 1 (and 1)
+    PhaseInfo& b = phase(Stage::Backward, l);
+    if (l > 1) errorPrev(b, l);
+    for (uint32_t k : {l + 1, l == 1 ? 1u : 0u})
+      if (k >= 1 && k <= last) { gradients(b, k); update(b, k); }
+  }
   return out;
 }
 

@@ -37,11 +37,27 @@ struct Use {
   uint8_t access;
 };
 
+// Whose launch order a step follows. Layers: the per-layer CUDA path and the CPU backend (the
+// order the schedulers check); Fused: the one-kernel CUDA path (fused_step.cu), whose backward
+// phase l computes d[l-1] and takes dw / db and the update of layer l + 1 (and of layer 1 in
+// the last phase), and which does the output of a last layer of at most 16 units together
+// with its forward pass. A compact plan must be safe under both (csrc/train/aliasing.cc).
+enum class Path : uint8_t { Layers = 0, Fused = 1 };
+
+// The fused path takes the last layer with the output (and d[L-1]) when it has at most this
+// many units and there is a hidden layer (fused_step.cu, kFusedOutMax).
+constexpr uint64_t kFusedOutputMaxUnits = 16;
+
 struct PhaseInfo {
   Stage stage;
   uint32_t layer;
   std::vector<Use> uses;  // each region once
 };
+
+// The trainer primitives (Op::Backward, BackwardFromOutput, Update) have no phases in this
+// table: their runs need what earlier runs left on the device (every layer's z, then dw / db),
+// which a scheduler drops as scratch between runs. Budgeted arenas refuse them: NOT_SUPPORTED.
+void requireScheduled(Op op);
 
 class StepModel {
  public:
@@ -53,10 +69,10 @@ class StepModel {
   const std::vector<RegionInfo>& regions() const { return regions_; }
   int32_t regionOf(uint32_t layer, uint32_t kind) const { return index_[size_t(layer) * NNA_KIND_COUNT + kind]; }
 
-  // The phases of one step in launch order (the same for every step of a run). `blas`: the
-  // products go through cuBLAS, which folds an SGD training update into the weight-gradient
-  // product (w -= lr * z^T d, cuda_train.cu): dw is then never written.
-  std::vector<PhaseInfo> step(Op op, bool resident, bool blas = false) const;
+  // The phases of one step in launch order (the same for every step of a run). SGD training
+  // folds its update into the weight-gradient product on every path (w -= lr * z^T d): dw is
+  // then never written (a compact SGD plan has none).
+  std::vector<PhaseInfo> step(Op op, bool resident, Path path = Path::Layers) const;
 
   // Bytes a phase needs on the device besides runBytes(): each region it uses, rounded out to
   // `granule` (the unit a scheduler places), but the data set (read in place) and the stats.

@@ -12,6 +12,12 @@ enum class Op : uint32_t {
   Grad = 1,     // forward, loss, backward (gradients left in dw/db; weights untouched)
   Eval = 2,     // forward and loss only (stats accumulate)
   Forward = 3,  // forward only (outputs in z of the last layer)
+  // The trainer primitives (Trainer.forward / backward / update): a step split in three runs
+  // that together give what one Train run gives. Non-resident, one step, never fused.
+  Backward = 4,            // loss (from the outputs a Forward run left in z) and backward: dw, db
+  BackwardFromOutput = 5,  // backward from dL/dz of the output layer, which the caller left in
+                           // its d region (no loss): d becomes dL/d(pre-activation), then dw, db
+  Update = 6,              // the optimizer step from dw / db (Adam's t = stepBase + 1); rows unused
 };
 enum class Loss : uint32_t { CrossEntropy = 0, Mse = 1 };
 // How the matrix products of a float32 run are computed (storage stays float32): in FP32
@@ -25,7 +31,7 @@ struct RunParams {
   Loss loss = Loss::CrossEntropy;
   bool resident = false;    // rows from xdata/ydata (else z[0]/y as they are)
   bool resetStats = true;   // zero the stats region first (BAD_STEP = -1)
-  uint64_t rows = 0;        // non-resident: rows of z[0]/y to use (1..batch)
+  uint64_t rows = 0;        // non-resident: rows of z[0]/y to use (1..batch); Update: ignored
   uint64_t samples = 0;     // resident: samples in the data set (<= header samples)
   uint64_t firstBatch = 0;  // resident: first batch of the epoch to run
   uint64_t numBatches = 1;  // steps in this run
@@ -42,6 +48,9 @@ struct RunParams {
 // Checks that do not depend on the backend (rows, batches, data set present). The runs
 // themselves: csrc/cpu/cpu_train.h, csrc/cuda/cuda_train.h, csrc/budget/budgeted_block.h.
 void checkRun(const void* header, const RunParams& p);
+
+// What a run of `op` does besides the forward pass, for the backends' loops.
+inline bool isPrimitive(Op op) { return op == Op::Backward || op == Op::BackwardFromOutput || op == Op::Update; }
 
 // The name of a precision ("fp32", "tf32", "tf32x3"), for messages.
 const char* precisionName(Precision p);

@@ -21,6 +21,8 @@ export interface TrainOptions {
   lr?: number;
   optimizer: Optimizer;
   dtype: Dtype;
+  /** Plan with compact: true (regions never live together share bytes). */
+  compact?: boolean;
   seed: number;
   save?: string;
   /** Write the HTML training report here. */
@@ -36,7 +38,7 @@ export async function train(o: TrainOptions): Promise<void> {
   if (o.layers[0] !== inputs || o.layers[o.layers.length - 1] !== trainSet.classes) {
     throw new ArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
   }
-  const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count });
+  const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count, compact: o.compact === true });
   using arena = Arena.create(plan, { backend: o.backend });
   // Every transfer filed by what it was for (header, network, data, stats, weights back).
   const transfers = recordTransfers(arena);

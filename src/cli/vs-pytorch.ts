@@ -1,7 +1,7 @@
 // vs-pytorch.ts (CLI): `nn-arena plan --vs-pytorch`: PyTorch's caching allocator, stage by stage,
 // beside the arena's exact regions for the same work.
 import type { Plan } from '../layout/plan.js';
-import { arenaBytesByStage, estimatePytorchMemory, type TorchStage } from '../report/pytorch.js';
+import { arenaBytesByStage, estimatePytorchMemory, fullAndCompact, type TorchStage } from '../report/pytorch.js';
 import { bytes, int, table } from './format.js';
 
 const WHAT: Record<TorchStage, string> = {
@@ -37,7 +37,9 @@ export function vsPytorchText(plan: Plan): string {
   });
   if (arena.extras) rows.push(['', '', '', '', '', '|', 'user regions', int(arena.extras)]);
   rows.push(['', '', '', '', '', '|', 'header + padding', int(arena.headerAndPadding)]);
+  if (arena.shared) rows.push(['', '', '', '', '', '|', 'shared (counted twice above)', `-${int(arena.shared)}`]);
   const ratio = plan.totalBytes / est.peakBytes;
+  const { full, compact } = fullAndCompact(plan);
   const lines = [
     `PyTorch estimate: caching allocator model (one block per tensor, 512-byte rounding, 2 / 20 MiB segments), first training step of ${moduleText(plan)} + CrossEntropyLoss, ${est.optimizer} (foreach), ${plan.spec.dtype}, int64 labels, batch ${plan.spec.batch}`,
     '',
@@ -46,6 +48,7 @@ export function vsPytorchText(plan: Plan): string {
     `peak: PyTorch ${int(est.peakBytes)} B (${bytes(est.peakBytes)}, max_memory_allocated, during ${est.peakStage}); nn-arena ${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once) = ${ratio.toFixed(2)}x PyTorch's peak`,
     `PyTorch holds ${int(est.stages[est.stages.length - 1]!.allocatedBytes)} B after the step (${int(est.tensorBytes)} B of tensor elements); it reserves ${int(est.stages[est.stages.length - 1]!.reservedBytes)} B of segments`,
   ];
+  lines.push(`plans: full ${int(full.totalBytes)} B = ${(full.totalBytes / est.peakBytes).toFixed(2)}x; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${(compact.totalBytes / est.peakBytes).toFixed(2)}x PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
   lines.push('', 'PyTorch tensors per stage (allocated +, freed -):');
   for (const st of est.stages) {
     if (st.allocated.length || st.freed.length) lines.push(`  ${st.stage}: + ${names(st.allocated) || 'nothing'}${st.freed.length ? `; - ${names(st.freed)}` : ''}`);
@@ -55,5 +58,6 @@ export function vsPytorchText(plan: Plan): string {
 
 export function vsPytorchJson(plan: Plan): object {
   const est = estimatePytorchMemory(plan.spec);
-  return { pytorch: est, arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes } };
+  const { full, compact } = fullAndCompact(plan);
+  return { pytorch: est, arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes } };
 }

@@ -1,8 +1,8 @@
 // decode.ts: the spec an encoded header describes, so a saved arena can be re-planned and its
 // header compared byte for byte with what the planner would write (see checkpoint.ts).
 import {
-  ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_LIKE, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE,
-  MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, type Activation,
+  ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_LIKE, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, FLAGS, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS,
+  LAYER_SIZE, MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, type Activation,
 } from './header.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';
 
@@ -28,6 +28,8 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const order = keyOf(ORDERS, u32(F.order));
   const optimizer = keyOf(OPTIMIZERS, u32(F.optimizer));
   if (!dtype || !order || !optimizer) return 'unknown dtype, order or optimizer code';
+  const flags = v.getBigUint64(F.flags, true);
+  if (flags & ~BigInt(FLAGS.compact)) return `unknown flags ${flags}`;
   const units: number[] = [];
   const activations: Activation[] = [];
   for (let l = 0; l < layers; l++) {
@@ -46,7 +48,7 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const models = u64(F.models);
   return {
     layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples),
-    ...(models > 1 || Number.isNaN(models) ? { models } : {}), ...(extra.length ? { extra } : {}),
+    ...(flags ? { compact: true } : {}), ...(models > 1 || Number.isNaN(models) ? { models } : {}), ...(extra.length ? { extra } : {}),
   };
 }
 

@@ -38,8 +38,11 @@ export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
 export const HEADER_FIELDS = {
   magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
   batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
-  extras_offset: 80, num_extras: 88, extra_size: 92, models: 104,
+  extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104,
 } as const;
+
+/** Bits of nna_header.flags (NNA_FLAG_*). compact: regions share bytes (plan.ts, compact). */
+export const FLAGS = { compact: 1 } as const;
 export const HEADER_SIZE = 128;
 
 /** Byte offsets inside struct nna_layer and struct nna_region. */
@@ -73,6 +76,8 @@ export interface HeaderLayer {
 }
 
 export interface HeaderFields {
+  /** NNA_FLAG_* bits; 0 = a plan where every region has bytes of its own. */
+  flags: number;
   dtype: Dtype;
   order: Order;
   optimizer: Optimizer;
@@ -120,6 +125,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   u64(F.header_bytes, h.headerBytes);
   u64(F.total_bytes, h.totalBytes);
   u64(F.layers_offset, HEADER_SIZE);
+  u64(F.flags, h.flags);
   u64(F.models, h.models === 1 ? 0 : h.models);
   h.layers.forEach((L, l) => {
     const at = HEADER_SIZE + l * LAYER_SIZE;

@@ -2,7 +2,8 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Kind } from './header.js';
+import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
@@ -36,17 +37,21 @@ export interface ExtraRegion extends RegionBase {
 
 export type Region = KindRegion | ExtraRegion;
 
-/** Bytes per built-in kind, 'header' (struct, layer table, kind table), 'padding', and per user
- *  region name. */
-export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding', number>> & Readonly<Record<string, number>>;
+/** Bytes per built-in kind, 'header' (struct, layer table, kind table), 'padding', per user
+ *  region name, and 'shared': bytes counted under more than one region (a compact plan), so that
+ *  the kinds + user regions + header + padding - shared = totalBytes. */
+export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>> & Readonly<Record<string, number>>;
 
 export interface Plan {
   readonly spec: NormalizedSpec;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
-  /** Every region in offset order (built-in kinds and user regions). */
+  /** Every region in offset order (built-in kinds and user regions; in a compact plan, built-in
+   *  regions that share bytes overlap: a user region never does). */
   readonly regions: readonly Region[];
+  /** Regions of a compact plan that share bytes with another, each with the ones it shares with. */
+  readonly shared: ReadonlyArray<{ readonly region: Region; readonly with: readonly Region[] }>;
   /** The encoded header: exactly what the arena holds at offset 0. */
   readonly header: Uint8Array;
   /** Region (layer, kind) of a built-in kind or a per-layer user region; undefined where that
@@ -71,7 +76,9 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
     case 'd': return hidden ? BigInt(s.batch) * units : 0n;
     case 'y': return last ? BigInt(s.batch) * units : 0n;
     case 'b': case 'db': return hidden ? units : 0n;
-    case 'w': case 'dw': return hidden ? units * fanIn : 0n;
+    case 'w': return hidden ? units * fanIn : 0n;
+    // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
+    case 'dw': return hidden && !(s.compact && s.optimizer === 'sgd') ? units * fanIn : 0n;
     case 'mb': return hidden && opt1 ? units : 0n;
     case 'mw': return hidden && opt1 ? units * fanIn : 0n;
     case 'vb': return hidden && opt2 ? units : 0n;
@@ -118,6 +125,45 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
   return Number(x);
 }
 
+// Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
+const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
+
+/** Live intervals of every region in every run a compact arena can make (the native replay walks
+ *  the same runs): per region, [first, last] phase index per run (-1 when unused), or null when
+ *  the region must keep its bytes (a kept kind, the outputs, or read before it is written). */
+function liveness(s: NormalizedSpec, keys: readonly string[], present: (l: number, k: Kind) => boolean): Map<string, Int32Array | null> {
+  const runs: Array<[StepOp, boolean, StepPath]> = [];
+  for (const op of ['train', 'eval', 'forward'] as const)
+    for (const resident of s.samples > 0 ? [false, true] : [false])
+      for (const path of ['layers', 'fused'] as const) runs.push([op, resident, path]);
+  const last = s.layers.length - 1;
+  const live = new Map<string, Int32Array | null>();
+  for (const key of keys) {
+    const [l, k] = key.split(':') as [string, Kind];
+    live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
+  }
+  runs.forEach(([op, resident, path], r) => {
+    stepPhases(s, present, op, resident, path).forEach((ph, i) => {
+      for (const u of ph.uses) {
+        const key = `${u.layer}:${u.kind}`;
+        const iv = live.get(key);
+        if (!iv) continue;
+        if (iv[2 * r]! < 0) {
+          if (u.access & ACCESS.read) { live.set(key, null); continue; }  // its value comes from before the run
+          iv[2 * r] = i;
+        }
+        iv[2 * r + 1] = i;
+      }
+    });
+  });
+  return live;
+}
+
+const overlapsInTime = (a: Int32Array, b: Int32Array) => {
+  for (let r = 0; r < a.length; r += 2) if (a[r]! >= 0 && b[r]! >= 0 && a[r]! <= b[r + 1]! && b[r]! <= a[r + 1]!) return true;
+  return false;
+};
+
 export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
@@ -125,27 +171,64 @@ export function planLayout(input: LayoutSpec): Plan {
   const tableBytes = headerTableBytes(s.layers.length, s.extra);
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
+  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(s, l, k!) : extraCount(s, s.extra[x]!, l)) > 0n);
+  const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
+  // Compact: regions with a live interval are placed after the kept ones (and the user regions),
+  // sharing bytes.
+  const live = s.compact ? liveness(s, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : [])), present) : null;
+  // hull: the smallest and largest phase index of any run it is live in: two regions live at the
+  // same phase of a run have hulls that meet, so the hulls are a cheap first test.
+  interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
+  const placed: Placed[] = [];
+  const shareable: Placed[] = [];
   let cursor = headerBytes;
-  const regions: Region[] = [];
-  for (const [layer, kind, extra] of placementOrder(s)) {
+  order.forEach(([layer, kind, extra], rank) => {
     const e = extra === undefined ? undefined : s.extra[extra]!;
     const length = e ? extraCount(s, e, layer) : regionCount(s, layer, kind!);
-    if (length === 0n) continue;
+    // User regions are the user's data: never shared (no live interval), like the kept kinds.
+    const iv = e ? null : live?.get(`${layer}:${kind}`) ?? null;
+    let lo = Infinity, hi = -1;
+    for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
     // K models: a per-model region holds K copies back to back, each starting aligned
-    // (nna_region_stride in nn_arena.h); shared regions one copy. User regions are refused with
-    // models > 1 (spec.ts), so they always have one copy.
+    // (nna_region_stride in nn_arena.h); shared regions one copy. User regions and compact plans
+    // are refused with models > 1 (spec.ts), so they always have one copy.
     const copies = !e && s.models > 1 && perModel(layer, kind!) ? BigInt(s.models) : 1n;
     const one = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
     const stride = copies > 1n ? alignUp(one, align) : 0n;
-    const bytes = (copies - 1n) * stride + one;
-    const name = e ? e.name : kind!;
-    const at = {
-      offset: exact(cursor, 'a region offset', s), bytes: exact(bytes, `region ${name} of layer ${layer}`, s), length: exact(length, 'a region length', s),
-      models: Number(copies), stride: exact(stride, 'a model stride', s),
-    };
-    regions.push(e ? { layer, kind: e.name, extra: extra!, ...at } : { layer, kind: kind!, ...at });
-    cursor = alignUp(cursor + bytes, align);
+    const r: Placed = { layer, kind: e ? e.name : kind!, extra, offset: cursor, bytes: (copies - 1n) * stride + one, length, copies, stride, rank, live: iv, lo, hi };
+    if (r.live) { shareable.push(r); return; }
+    placed.push(r);
+    cursor = alignUp(cursor + r.bytes, align);
+  });
+  // Largest first, each at the lowest aligned offset past the kept regions where it overlaps no
+  // region live at the same time in any run (first fit over those, in offset order).
+  // In exact numbers: none of it can pass the end of an unshared layout, checked first.
+  exact(shareable.reduce((a, r) => alignUp(a + r.bytes, align), cursor), 'the arena', s);
+  const base = Number(cursor), al = Number(align);
+  const up = (x: number) => Math.ceil(x / al) * al;
+  const pool: Array<{ r: Placed; at: number; end: number }> = [];
+  shareable.sort((a, b) => (a.bytes === b.bytes ? a.rank - b.rank : a.bytes > b.bytes ? -1 : 1));
+  for (const r of shareable) {
+    const bytes = Number(r.bytes);
+    const busy = pool.filter((q) => q.r.lo <= r.hi && r.lo <= q.r.hi && overlapsInTime(q.r.live!, r.live!)).sort((a, b) => a.at - b.at);
+    let at = base;
+    for (const q of busy) {
+      if (q.at >= at + bytes) break;
+      if (q.end > at) at = up(q.end);
+    }
+    r.offset = BigInt(at);
+    pool.push({ r, at, end: at + bytes });
+    placed.push(r);
+    if (BigInt(up(at + bytes)) > cursor) cursor = BigInt(up(at + bytes));
   }
+  placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
+  const regions: Region[] = placed.map((r) => {
+    const at = {
+      offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
+      models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
+    };
+    return r.extra === undefined ? { layer: r.layer, kind: r.kind as Kind, ...at } : { layer: r.layer, kind: r.kind, extra: r.extra, ...at };
+  });
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
@@ -154,6 +237,7 @@ export function planLayout(input: LayoutSpec): Plan {
   for (const list of byName.values()) Object.freeze(list);
   const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
+    flags: s.compact ? FLAGS.compact : 0,
     dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
@@ -167,12 +251,29 @@ export function planLayout(input: LayoutSpec): Plan {
     })),
   });
 
-  const byKind: Record<string, number> = Object.fromEntries([...KINDS, 'header', 'padding', ...s.extra.map((e) => e.name)].map((k) => [k, 0]));
+  const byKind: Record<string, number> = Object.fromEntries([...KINDS, 'header', 'padding', 'shared', ...s.extra.map((e) => e.name)].map((k) => [k, 0]));
   // Bytes held by the copies; padding between one model's copy and the next counts as padding.
   const held = (r: Region) => (r.models === 1 ? r.bytes : r.models * r.length * DTYPE_BYTES[s.dtype]);
   for (const r of regions) byKind[r.kind]! += held(r);
+  // Bytes covered by some region's span (regions are in offset order) and who shares with whom.
+  let covered = 0, reach = 0;
+  const partners = new Map<Region, Region[]>();
+  regions.forEach((r, i) => {
+    covered += Math.max(0, r.offset + r.bytes - Math.max(r.offset, reach));
+    reach = Math.max(reach, r.offset + r.bytes);
+    for (let j = i + 1; j < regions.length && regions[j]!.offset < r.offset + r.bytes; j++) {
+      const q = regions[j]!;
+      for (const [a, b] of [[r, q], [q, r]] as const) {
+        const list = partners.get(a);
+        if (list) list.push(b); else partners.set(a, [b]);
+      }
+    }
+  });
   byKind.header = tableBytes;
-  byKind.padding = totalBytes - regions.reduce((a, r) => a + held(r), 0) - byKind.header;
+  const spans = regions.reduce((a, r) => a + r.bytes, 0);
+  byKind.shared = spans - covered;
+  // Padding: outside every span, plus the gaps between one model's copy and the next.
+  byKind.padding = totalBytes - covered - byKind.header + spans - regions.reduce((a, r) => a + held(r), 0);
   Object.freeze(byKind);
 
   return Object.freeze({
@@ -180,6 +281,7 @@ export function planLayout(input: LayoutSpec): Plan {
     totalBytes,
     headerBytes: Number(headerBytes),
     regions: Object.freeze(regions),
+    shared: Object.freeze(regions.filter((r) => partners.has(r)).map((r) => Object.freeze({ region: r, with: Object.freeze(partners.get(r)!) }))),
     header,
     region: (layer: number, kind: string) => {
       if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind) && !s.extra.some((e) => e.name === kind)) {

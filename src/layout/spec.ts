@@ -39,6 +39,9 @@ export interface LayoutSpec {
   /** User regions (at most 64): planned, viewed, transferred and saved like built-in kinds,
    *  never touched by nn-arena's training (docs/embedding.md). */
   extra?: readonly ExtraSpec[];
+  /** Regions never live at the same time share bytes, and an SGD plan has no dw (default false).
+   *  Shared regions hold scratch between runs; gradients cannot be read (trainer.gradients()). */
+  compact?: boolean;
   /** Independent networks of this shape in the arena (default 1, at most 65535): every
    *  per-model region holds K copies; the batch, targets and data set are shared. */
   models?: number;
@@ -54,6 +57,7 @@ export interface NormalizedSpec {
   readonly align: number;
   readonly samples: number;
   readonly extra: readonly NormalizedExtra[];
+  readonly compact: boolean;
   readonly models: number;
 }
 
@@ -94,7 +98,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, models: rawModels, extra: rawExtra } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -112,6 +116,12 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (typeof align !== 'number' || !Number.isInteger(align) || align < 8 || align > MAX_ALIGN || (align & (align - 1)) !== 0) {
     throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [8, 2^30]`);
   }
+
+  if (rawCompact !== undefined && typeof rawCompact !== 'boolean') throw new LayoutError('BAD_SPEC', 'compact', rawCompact, 'must be true or false');
+  const compact = rawCompact === true;
+  // The compact planner and its native replay place one copy of every region; K models' strided
+  // copies would need every pair of copies replayed, so the pair is refused.
+  if (compact && models > 1) throw new LayoutError('BAD_SPEC', 'compact', rawCompact, `a compact plan holds one model; this spec has models: ${models} (plan it without compact, or with models: 1)`);
 
   const n = units.length - 1;
   const activations = rawActivations === undefined
@@ -131,10 +141,10 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const extra = normalizeExtras(rawExtra, units.length);
   // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
   if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, models, extra });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact, models, extra });
 }
 
-const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding'];
+const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];
 const NAME = new RegExp(`^[A-Za-z_][A-Za-z0-9_]{0,${EXTRA_NAME_BYTES - 2}}$`);
 
 /** Which layers have a region of kind `like` (z: every layer; b, w: every layer but the input). */

@@ -3,7 +3,7 @@
 import type { Plan } from '../layout/plan.js';
 import { lineChart } from './chart.js';
 import type { MachineInfo } from './machine.js';
-import { estimatePytorchMemory, arenaBytesByStage } from './pytorch.js';
+import { estimatePytorchMemory, arenaBytesByStage, fullAndCompact } from './pytorch.js';
 import { planToSVG, networkText } from './svg.js';
 import { bytesText, esc, int } from './text.js';
 import type { PurposeTotals } from './transfers.js';
@@ -44,9 +44,11 @@ function pytorchTable(plan: Plan): string {
   const arena = arenaBytesByStage(plan);
   const k = plan.bytesByKind();
   const resident = k.xdata + k.ydata;
+  const { full, compact } = fullAndCompact(plan);
   const body = est.stages.map((s, i) => [esc(s.stage), int(s.allocatedBytes), int(s.peakBytes), int(arena.stages[i]!.bytes)]);
   return `<table id="pytorch"><thead><tr><th>stage</th><th>PyTorch allocated after</th><th>PyTorch peak in stage</th><th>nn-arena regions (exact)</th></tr></thead><tbody>${rows(body, [false, true, true, true])}</tbody></table>
-<p>Peak: PyTorch ${int(est.peakBytes)} B (estimated, first step, during ${esc(est.peakStage)}); nn-arena ${int(plan.totalBytes)} B, the whole arena allocated once${resident ? `, of which ${int(resident)} B hold the resident training set (${int(plan.spec.samples)} samples; PyTorch's figures hold one batch): ${int(plan.totalBytes - resident)} B without it` : ''}. Estimate: <code>nn-arena plan --vs-pytorch</code>.</p>`;
+<p>Peak: PyTorch ${int(est.peakBytes)} B (estimated, first step, during ${esc(est.peakStage)}); nn-arena ${int(plan.totalBytes)} B${plan.spec.compact ? ' (compact plan)' : ''}, the whole arena allocated once${resident ? `, of which ${int(resident)} B hold the resident training set (${int(plan.spec.samples)} samples; PyTorch's figures hold one batch): ${int(plan.totalBytes - resident)} B without it` : ''}.</p>
+<p id="plans">Without the data set: the full plan ${int(full.totalBytes - resident)} B = ${(( full.totalBytes - resident) / est.peakBytes).toFixed(2)}x, the compact plan (regions never live together share bytes) ${int(compact.totalBytes - resident)} B = ${((compact.totalBytes - resident) / est.peakBytes).toFixed(2)}x PyTorch's peak. Estimate: <code>nn-arena plan --vs-pytorch</code>.</p>`;
 }
 
 export function trainingReportHtml(r: TrainingReport): string {

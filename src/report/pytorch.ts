@@ -7,7 +7,7 @@
 // bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
 import { LayoutError } from '../errors.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
-import type { Plan } from '../layout/plan.js';
+import { planLayout, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { CachingAllocatorModel, roundSize } from './caching-allocator.js';
 
@@ -221,8 +221,9 @@ export const STAGE_KINDS: Readonly<Record<TorchStage, readonly Kind[]>> = {
 export interface ArenaStageBytes { stage: TorchStage; regions: number; bytes: number }
 
 /** Exact bytes of the plan's regions per stage; with the user regions (no PyTorch stage: they are
- *  the user's), the header and padding they sum to totalBytes. */
-export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extras: number; headerAndPadding: number } {
+ *  the user's), the header and padding, less the bytes that regions of a compact plan share
+ *  (counted under each of them), they sum to totalBytes. */
+export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extras: number; headerAndPadding: number; shared: number } {
   const stageOf = (layer: number, kind: Kind): TorchStage => {
     if (kind === 'z') return layer === 0 ? 'inputs' : 'forward';
     return TORCH_STAGES.find((st) => st !== 'forward' && STAGE_KINDS[st].includes(kind))!;
@@ -235,7 +236,15 @@ export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extr
     row.regions++;
     row.bytes += r.bytes;
   }
-  return { stages, extras, headerAndPadding: plan.totalBytes - extras - stages.reduce((a, st) => a + st.bytes, 0) };
+  const shared = plan.bytesByKind().shared;
+  return { stages, extras, headerAndPadding: plan.totalBytes - extras - stages.reduce((a, st) => a + st.bytes, 0) + shared, shared };
+}
+
+/** The plan and its other variant (compact if it is full, full if compact), for reports that
+ *  show both beside PyTorch's peak. */
+export function fullAndCompact(plan: Plan): { full: Plan; compact: Plan } {
+  const other = planLayout({ ...plan.spec, compact: !plan.spec.compact });
+  return plan.spec.compact ? { full: other, compact: plan } : { full: plan, compact: other };
 }
 
 export { roundSize };

@@ -37,7 +37,8 @@ interface Span { kind: string; layer: number; offset: number; bytes: number; ext
 const colorOf = (s: { kind: string; extra?: number }) =>
   s.extra !== undefined ? EXTRA_COLORS[s.extra % EXTRA_COLORS.length]! : KIND_COLORS[s.kind as Kind | 'header' | 'padding'];
 
-/** Header, regions and the padding gaps between them, in offset order, covering [0, totalBytes). */
+/** Header, regions and the padding gaps between them, in offset order, covering [0, totalBytes)
+ *  (in a compact plan, regions that share bytes overlap). */
 export function arenaSpans(plan: Plan): Span[] {
   // The header struct and layer table; the padding after it up to headerBytes is shown as padding.
   const header = plan.bytesByKind().header;
@@ -46,7 +47,7 @@ export function arenaSpans(plan: Plan): Span[] {
   const push = (r: Region) => {
     if (r.offset > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: r.offset - cursor });
     out.push({ kind: r.kind, layer: r.layer, offset: r.offset, bytes: r.bytes, ...(r.extra !== undefined ? { extra: r.extra } : {}) });
-    cursor = r.offset + r.bytes;
+    cursor = Math.max(cursor, r.offset + r.bytes);  // a compact plan's regions overlap
   };
   plan.regions.forEach(push);
   if (plan.totalBytes > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: plan.totalBytes - cursor });
@@ -86,7 +87,7 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const scale = (b: number) => (b / total) * plotW;
   const parts: string[] = [];
   let y = 24;
-  parts.push(`<text x="10" y="16" class="nna-title">${esc(`${networkText(s.layers)}  batch ${s.batch}  ${s.dtype}  ${s.optimizer}  ${s.order}  align ${s.align}${s.samples ? `  samples ${s.samples}` : ''}: ${int(total)} bytes (${bytesText(total)}), ${plan.regions.length} regions`)}</text>`);
+  parts.push(`<text x="10" y="16" class="nna-title">${esc(`${networkText(s.layers)}  batch ${s.batch}  ${s.dtype}  ${s.optimizer}  ${s.order}  align ${s.align}${s.samples ? `  samples ${s.samples}` : ''}: ${int(total)} bytes (${bytesText(total)}), ${plan.regions.length} regions${s.compact ? `, compact: ${int(plan.bytesByKind().shared)} bytes shared` : ''}`)}</text>`);
 
   // 1. The whole arena to scale; hatching behind it is the padding between regions.
   y += 14;
@@ -96,6 +97,15 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
     if (sp.kind === 'padding') continue;
     const w = scale(sp.bytes);
     parts.push(rect('scale', sp, x0 + scale(sp.offset), y, Math.max(w, 0.5), 22, false));
+  }
+  // A compact plan: a black band under the bytes that two regions share (never live together).
+  const index = new Map(plan.regions.map((r, i) => [r, i]));
+  for (const { region: r, with: others } of plan.shared) {
+    for (const q of others) {
+      if (index.get(q)! < index.get(r)!) continue;  // each pair once
+      const from = Math.max(r.offset, q.offset), to = Math.min(r.offset + r.bytes, q.offset + q.bytes);
+      parts.push(`<rect class="nna-shared" data-offset="${from}" data-bytes="${to - from}" x="${f(x0 + scale(from))}" y="${y + 22}" width="${f(Math.max(scale(to - from), 0.5))}" height="3" fill="#111"><title>${esc(`${int(to - from)} bytes shared by layer ${r.layer} ${r.kind} and layer ${q.layer} ${q.kind} (never live at the same time)`)}</title></rect>`);
+    }
   }
   y += 22;
   for (const t of [0, 0.25, 0.5, 0.75, 1]) {
@@ -161,7 +171,11 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
     const b = byKind[k]!;
     parts.push(`<g class="nna-legend" data-kind="${k}"${extra} data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${fill}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${name}: ${int(b)} B`)}</text></g>`);
   });
-  y += Math.ceil(legend.length / perRow) * 18 + 6;
+  if (byKind.shared > 0) {
+    const i = legend.length, lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;
+    parts.push(`<g class="nna-legend" data-kind="shared" data-bytes="${byKind.shared}"><rect x="${lx}" y="${ly + 4}" width="12" height="3" fill="#111"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`shared (never live together): ${int(byKind.shared)} B`)}</text></g>`);
+  }
+  y += Math.ceil((legend.length + (byKind.shared > 0 ? 1 : 0)) / perRow) * 18 + 6;
 
   const defs = '<defs><pattern id="nna-hatch" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="4" height="4" fill="#f3f4f6"/><line x1="0" y1="0" x2="0" y2="4" stroke="#9ca3af" stroke-width="1.5"/></pattern></defs>';
   const style = '<style>.nna-title{font:600 13px sans-serif}.nna-section{font:600 11px sans-serif;fill:#333}.nna-label{font:11px sans-serif;fill:#222}.nna-small{font-size:8px}.nna-tick{font:10px sans-serif;fill:#555}.nna-in{font:9px sans-serif;fill:#fff;pointer-events:none}</style>';

@@ -24,13 +24,18 @@ export interface ArenaState {
   /** Optimizer steps taken on this arena's parameters (Adam's t). */
   steps: number;
   resident: ResidentRows | undefined;
+  /** Rows of the last forward() whose activations are still in the arena (backward() goes
+   *  back from them); undefined once another run replaced them or update() changed the weights. */
+  forwardRows: number | undefined;
+  /** dw/db on the device hold gradients (backward(), gradients()) that update() has not applied. */
+  gradients: boolean;
 }
 
 const states = new WeakMap<Arena, ArenaState>();
 
 export function stateOf(arena: Arena): ArenaState {
   let s = states.get(arena);
-  if (!s) states.set(arena, (s = { tail: Promise.resolve(), pending: 0, deviceStale: true, steps: 0, resident: undefined }));
+  if (!s) states.set(arena, (s = { tail: Promise.resolve(), pending: 0, deviceStale: true, steps: 0, resident: undefined, forwardRows: undefined, gradients: false }));
   return s;
 }
 

@@ -23,11 +23,16 @@ import { STATS, type Dtype, type Kind } from '../layout/header.js';
 import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
-import { snapshotData, type Data, type Snapshot, type Values } from './data.js';
+import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } from './data.js';
 import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
 
 export type LossName = 'cross-entropy' | 'mse';
+
+/** What backward() goes back from: the built-in loss with integer labels or target rows, or the
+ *  gradient of your own loss with respect to the outputs forward() returned (rows x outputs
+ *  values, dL/dz of the output layer: nn-arena applies the output activation's derivative). */
+export type BackwardTarget = { labels: ArrayLike<number> } | { y: ArrayLike<number> } | { dOutput: ArrayLike<number> };
 
 export interface TrainerOptions {
   /** Default: cross-entropy for a softmax output layer, mse otherwise. */
@@ -277,6 +282,8 @@ export class Trainer {
     this.arena.toDevice();
     this.#state.steps = 0;
     this.#state.deviceStale = false;
+    this.#state.forwardRows = undefined;  // new weights: no activations or gradients of them yet
+    this.#state.gradients = false;
   }
 
   /** Model m's seed: seed + m, or the array's entry. */
@@ -307,6 +314,94 @@ export class Trainer {
       if (this.#models === 1 && !Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
       return m;
     });
+  }
+
+  // ---- primitives: a step as forward(), backward(), update() -------------------------------
+  // Each is one native run (queued like step); together they give step()'s weights and
+  // optimizer state (bit for bit on the CPU; see the README). Transfers: forward() uploads the
+  // rows of x and downloads the output rows it returns, backward() uploads its targets or
+  // dOutput rows, update() moves nothing. One model per arena: on an arena of K models the
+  // native runs would cover every model, but forward()'s outputs and backward()'s dOutput are
+  // one model's rows, so the Trainer refuses (#oneModel) rather than answer for model 0 only.
+
+  /** Runs the network on x (at most the plan's batch of rows) and returns its outputs (rows x
+   *  outputs, softmax applied): a view over the arena's host side, valid until the next run or
+   *  transfer on this arena (copy it with slice() to keep it). Leaves every layer's activations
+   *  for backward(). */
+  async forward(x: ArrayLike<number>): Promise<View> {
+    this.#oneModel('forward');
+    const d = snapshotData({ x }, this.inputs, this.outputs, this.#dtype, 'forward', false);
+    if (d.count > this.#batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
+    return enqueue(this.arena, async () => {
+      this.#syncDevice();
+      const rows = d.count;
+      this.arena.view(0, 'z').set(d.x);
+      this.#rowsTransfer('toDevice', 0, 'z', d.x.byteLength);
+      await this.#run({ op: OP.forward, rows, resetStats: false });
+      this.#state.forwardRows = rows;
+      const L = this.#last;
+      const out = this.arena.view(L, 'z').subarray(0, rows * this.outputs);
+      this.#rowsTransfer('toHost', L, 'z', out.byteLength);
+      return out;
+    });
+  }
+
+  /** Gradients of the loss over the rows of the last forward(), left in the dw / db regions on
+   *  the device (weights untouched; update() applies them, or bring them to the host with
+   *  arena.toHost({ kinds: ['dw', 'db'] }) for an optimizer of your own). `{ labels }` / `{ y }`:
+   *  the trainer's loss (its mean loss and accuracy go to the stats region: metrics());
+   *  `{ dOutput }`: dL/dz of the output layer for your own loss, rows x outputs values (the
+   *  derivative with respect to the outputs forward() returned, including any 1/rows of a
+   *  mean; for softmax, with respect to the probabilities). ArenaError NO_FORWARD when no
+   *  forward() output is in the arena (any other run since replaced it). */
+  async backward(target: BackwardTarget): Promise<void> {
+    this.#oneModel('backward');
+    const t = this.#snapshotTarget(target);
+    return enqueue(this.arena, async () => {
+      const rows = this.#state.forwardRows;
+      if (rows === undefined) {
+        throw new ArenaError('NO_FORWARD', 'backward: no forward(x) to go back from; call forward(x) first (step, fit, evaluate, predict, gradients and update replace its activations)');
+      }
+      const n = rows * this.outputs;
+      if (t.values.length !== n) {
+        throw new DataError('BAD_DATA_WIDTH', `backward.${t.field}.length`, t.field === 'labels' ? t.values.length / this.outputs : t.values.length,
+          t.field === 'labels' ? `must equal the ${rows} rows of the last forward()` : `must be the ${rows} rows of the last forward() x ${this.outputs} outputs = ${n}`);
+      }
+      const kind = t.field === 'dOutput' ? 'd' : 'y';
+      this.arena.view(this.#last, kind).set(t.values);
+      this.#rowsTransfer('toDevice', this.#last, kind, t.values.byteLength);
+      const own = t.field === 'dOutput';
+      await this.#run({ op: own ? OP.backwardFromOutput : OP.backward, rows, resetStats: !own });
+      this.#state.gradients = true;
+    });
+  }
+
+  /** The built-in optimizer step (the arena's sgd, momentum or adam, this Trainer's
+   *  hyper-parameters) from the gradients of backward() or gradients(), on the device; counts
+   *  one step (Adam's t) as step() does. ArenaError NO_GRADIENTS when there are none to apply
+   *  (each set is applied once). */
+  async update(): Promise<void> {
+    this.#oneModel('update');
+    return enqueue(this.arena, async () => {
+      if (!this.#state.gradients) throw new ArenaError('NO_GRADIENTS', 'update: no gradients to apply; call backward() (or gradients()) first, once per update()');
+      const stepBase = this.#state.steps;
+      this.#checkSteps(stepBase, 1);
+      await this.#run({ op: OP.update, stepBase });
+      this.#state.steps++;
+    });
+  }
+
+  /** The primitives take arenas of one model: ArenaError NOT_SUPPORTED naming `models`. */
+  #oneModel(method: string): void {
+    if (this.#models !== 1) {
+      throw new ArenaError('NOT_SUPPORTED', `${method}: forward / backward / update take an arena of one model; this one holds models: ${this.#models} (use step() or fit(), or one arena per model)`);
+    }
+  }
+
+  /** Mean loss and accuracy in the stats region: of the last backward() with labels or y,
+   *  step(), gradients() or evaluate() (one 32-byte read). */
+  async metrics(): Promise<Metrics> {
+    return enqueue(this.arena, async () => this.#readStats());
   }
 
   /** Trains `epochs` passes over `data`, resident in the arena's data regions. */
@@ -418,8 +513,11 @@ export class Trainer {
   }
 
   /** Gradients of the mean loss over one batch, left in the dw/db regions (weights untouched)
-   *  on both sides. */
+   *  on both sides. NOT_SUPPORTED on a compact plan. */
   async gradients(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
+    if (this.arena.plan.spec.compact) {
+      throw new ArenaError('NOT_SUPPORTED', 'gradients() needs a plan without compact: a compact arena keeps no gradients after a run (dw and db share bytes, and an SGD plan has no dw)');
+    }
     const d = this.#snapshotBatch(x, target, 'gradients');
     return enqueue(this.arena, async () => {
       const rows = this.#stageBatch(d, 0, d.count);
@@ -456,6 +554,33 @@ export class Trainer {
     const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.#dtype, field);
     if (d.count > this.#batch) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the batch of ${this.#batch}`);
     return d;
+  }
+
+  /** backward()'s target, read once: exactly one of labels, y, dOutput, as rows of the
+   *  arena's dtype (labels one-hot); the row count is checked when the run is due. */
+  #snapshotTarget(target: unknown): { field: 'labels' | 'y' | 'dOutput'; values: Values } {
+    if (target === null || typeof target !== 'object') throw new DataError('BAD_DATA', 'target', target, 'must be an object { labels }, { y } or { dOutput }');
+    const { labels, y, dOutput } = target as { labels?: unknown; y?: unknown; dOutput?: unknown };
+    const given = [labels, y, dOutput].filter((v) => v !== undefined).length;
+    if (given !== 1) throw new DataError('BAD_DATA', 'target', given ? 'several' : 'none', 'needs exactly one of labels, y or dOutput');
+    const rowsOf = (field: string) => (n: number) => {
+      if (n === 0 || n % this.outputs !== 0) throw new DataError('BAD_DATA_WIDTH', `backward.${field}.length`, n, `is not a positive multiple of the output layer's ${this.outputs} units`);
+    };
+    if (dOutput !== undefined) return { field: 'dOutput', values: snapshotNumbers(dOutput, 'backward.dOutput', this.#dtype, rowsOf('dOutput')) };
+    if (y !== undefined) return { field: 'y', values: snapshotNumbers(y, 'backward.y', this.#dtype, rowsOf('y')) };
+    const ls = snapshotNumbers(labels, 'backward.labels', 'float64');
+    const ys = this.#dtype === 'float64' ? new Float64Array(ls.length * this.outputs) : new Float32Array(ls.length * this.outputs);
+    for (let i = 0; i < ls.length; i++) {
+      const v = ls[i]!;
+      if (!Number.isInteger(v) || v < 0 || v >= this.outputs) throw new DataError('BAD_LABEL', `backward.labels[${i}]`, v, `is not a class in [0, ${this.outputs - 1}]`);
+      ys[i * this.outputs + v] = 1;
+    }
+    return { field: 'labels', values: ys };
+  }
+
+  /** Moves the first `bytes` of region (layer, kind): the rows a primitive uses, no more. */
+  #rowsTransfer(dir: 'toDevice' | 'toHost', layer: number, kind: Kind, bytes: number): void {
+    transferRanges(this.arena, dir, { layers: [layer], kinds: [kind] }, [this.arena.plan.region(layer, kind)!.offset, bytes]);
   }
 
   /** Step counts cross to the native side as exact integers. */
@@ -523,7 +648,15 @@ export class Trainer {
 
   async #run(params: RunParams): Promise<RunPath> {
     this.#syncDevice();
-    return runArena(this.arena, { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision], ...params });
+    // What the primitives may still use afterwards: a run with a forward pass replaces the
+    // activations (so does an update, by changing the weights); training runs overwrite dw/db
+    // (a Train step leaves them applied already), update consumes them.
+    const st = this.#state;
+    if (params.op !== OP.backward && params.op !== OP.backwardFromOutput) st.forwardRows = undefined;
+    if (params.op !== OP.forward && params.op !== OP.eval) st.gradients = false;
+    const path = await runArena(this.arena, { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision], ...params });
+    if (params.op === OP.grad) st.gradients = true;
+    return path;
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */

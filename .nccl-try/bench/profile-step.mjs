@@ -1,0 +1,27 @@
+// profile-step.mjs: one network's training step as Trainer.fit over a resident data set, short
+// enough for a profiler, e.g. on the GPU machine:
+//   ncu --print-summary per-kernel node bench/profile-step.mjs S sgd 20
+// Arguments: network (S | M | L), optimizer, steps, backend. Uses the built package (dist/).
+// Environment knobs of the CUDA backend apply (NN_ARENA_STEP_PATH=fused|layers,
+// NN_ARENA_GEMM=tiled, NN_ARENA_CUBLAS=0, NN_ARENA_FUSED_BLOCKS_PER_SM=n).
+import { Arena, planLayout, Trainer } from '../dist/index.js';
+
+const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
+const [net = 'S', optimizer = 'sgd', stepsArg = '20', backend = 'cuda'] = process.argv.slice(2);
+const [layers, batch] = NETS[net];
+const steps = Number(stepsArg);
+const perEpoch = Math.min(steps, net === 'L' ? 10 : 100);
+const samples = batch * perEpoch;
+const plan = planLayout({ layers, batch, optimizer, samples });
+const arena = Arena.create(plan, { backend });
+const t = new Trainer(arena, { lr: optimizer === 'adam' ? 1e-4 : 1e-3 });
+t.init(1);
+const x = new Float32Array(samples * layers[0]);
+for (let i = 0; i < x.length; i++) x[i] = (i % 251) / 251;
+const labels = Uint8Array.from({ length: samples }, (_, i) => i % layers[layers.length - 1]);
+await t.fit({ x, labels }, { epochs: 1 });  // warm-up
+const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / perEpoch) });
+const us = (r.seconds * 1e6) / r.steps;
+const flops = 6 * batch * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
+console.log(`${net} ${optimizer} ${backend} [${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM ? ` bps=${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM}` : ''}]: ${r.steps} steps, ${us.toFixed(1)} us/step, ${(flops / us / 1e6).toFixed(2)} TFLOP/s, loss ${r.loss.toFixed(4)}`);
+arena.dispose();

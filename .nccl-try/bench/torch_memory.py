@@ -1,0 +1,185 @@
+"""PyTorch's GPU memory per training stage (issue 18, part 3), measured to compare with
+src/report/pytorch.ts (`nn-arena plan --vs-pytorch`): the first training step of each network,
+run exactly as the estimate models it.
+
+  python3 bench/torch_memory.py --out FILE.json [--only seed,S,M] [--optimizers sgd,momentum,adam]
+                                [--dtypes float32,float64]
+
+Per network, optimizer and dtype, in one process: the model is built on the CPU and moved with
+.to('cuda'); a float batch and int64 labels are moved to the device; then
+zero_grad(set_to_none=True), output = model(x), loss = CrossEntropyLoss()(output, labels),
+loss.backward(), optimizer.step() (foreach implementations). After each stage it records
+torch.cuda.memory_allocated() (allocated), max_memory_allocated() since the previous stage
+(peak) and memory_reserved() (reserved), relative to a baseline.
+
+The baseline: a warm-up step creates the cuBLAS / cuBLASLt workspaces (allocated once through the
+caching allocator and kept), then every free cached block is filled with a tensor of its exact
+size, so the measured step starts from an allocator with nothing cached, as the estimate does.
+Compare with: node bench/torch-memory-compare.mjs FILE.json [--md OUT.md]
+"""
+import argparse
+import gc
+import json
+import sys
+import time
+
+import torch
+
+NETS = {
+    "seed": ([784, 10], 100),
+    "S": ([784, 128, 10], 100),
+    "M": ([784, 1024, 1024, 10], 256),
+}
+DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def build(layers, dtype):
+    mods = []
+    for i in range(1, len(layers)):
+        mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
+        if i < len(layers) - 1:
+            mods.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*mods).to(dtype)
+
+
+def make_optimizer(name, params):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=0.01, foreach=True)
+    if name == "momentum":
+        return torch.optim.SGD(params, lr=0.01, momentum=0.9, foreach=True)
+    if name == "adam":
+        return torch.optim.Adam(params, lr=1e-3, foreach=True)
+    raise SystemExit(f"unknown optimizer {name!r} (sgd, momentum, adam)")
+
+
+def one_step(layers, batch, optimizer, dtype, device, mark=lambda stage: None):
+    """The step both the measurement and the warm-up run. Variables stay alive as in a training loop."""
+    model_cpu = build(layers, dtype)
+    x_cpu = torch.rand(batch, layers[0], dtype=dtype)
+    labels_cpu = torch.randint(0, layers[-1], (batch,))  # int64, as MNIST loaders give
+    model = model_cpu.to(device)
+    mark("model")
+    opt = make_optimizer(optimizer, model.parameters())
+    criterion = torch.nn.CrossEntropyLoss()
+    x = x_cpu.to(device)
+    labels = labels_cpu.to(device)
+    mark("inputs")
+    opt.zero_grad(set_to_none=True)
+    output = model(x)
+    mark("forward")
+    loss = criterion(output, labels)
+    mark("loss")
+    loss.backward()
+    mark("backward")
+    opt.step()
+    mark("step")
+    return [model, opt, x, labels, output, loss]
+
+
+SMALL_SIZE = 1 << 20  # requests up to 1 MiB come from the small pool
+
+
+def fill_free_blocks(device):
+    """Takes every cached free block with tensors, so that nothing cached is reused by the measured
+    step. A request of at most 1 MiB goes to the small pool and one above it to the large pool, so
+    a small-pool block is filled 1 MiB at a time, and a large-pool block of 1 MiB or less (which no
+    large request can use) is left alone. Repeated until nothing eligible is left."""
+    fillers = []
+    left = None
+    for _ in range(64):
+        todo = []
+        for seg in torch.cuda.memory_snapshot():
+            if seg.get("device", 0) != device.index:
+                continue
+            small = seg["segment_type"] == "small"
+            for b in seg["blocks"]:
+                if b["state"] == "inactive" and (small or b["size"] > SMALL_SIZE):
+                    todo.append(min(b["size"], SMALL_SIZE) if small else b["size"])
+        if not todo or (left is not None and sum(todo) >= left):
+            break  # done, or no progress (then baselineCachedFree in the JSON says what is left)
+        left = sum(todo)
+        for size in todo:
+            fillers.append(torch.empty(size, dtype=torch.uint8, device=device))
+    return fillers
+
+
+def settle():
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+
+
+def measure(layers, batch, optimizer, dtype_name, device, keep):
+    settle()
+    keep.extend(fill_free_blocks(device))
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated(device)
+    base_reserved = torch.cuda.memory_reserved(device)
+    # What is still cached and free (only large-pool blocks of 1 MiB or less should remain).
+    cached_free = sum(b["size"] for s in torch.cuda.memory_snapshot() for b in s["blocks"] if b["state"] == "inactive")
+    torch.cuda.reset_peak_memory_stats(device)
+    stages = []
+
+    def mark(stage):
+        torch.cuda.synchronize()
+        stages.append({
+            "stage": stage,
+            "allocated": torch.cuda.memory_allocated(device) - base,
+            "peak": torch.cuda.max_memory_allocated(device) - base,
+            "reserved": torch.cuda.memory_reserved(device) - base_reserved,
+        })
+        torch.cuda.reset_peak_memory_stats(device)
+
+    torch.manual_seed(1)
+    held = one_step(layers, batch, optimizer, DTYPES[dtype_name], device, mark)
+    del held
+    settle()
+    leftover = torch.cuda.memory_allocated(device) - base
+    return {"layers": layers, "batch": batch, "optimizer": optimizer, "dtype": dtype_name,
+            "baselineAllocated": base, "baselineCachedFree": cached_free, "leftoverAfter": leftover,
+            "stages": stages}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--only", default="seed,S,M")
+    ap.add_argument("--optimizers", default="sgd,momentum,adam")
+    ap.add_argument("--dtypes", default="float32")
+    a = ap.parse_args()
+    if not torch.cuda.is_available():
+        print("torch_memory.py: no CUDA device; it measures torch.cuda.memory_allocated()", file=sys.stderr)
+        return 2
+    device = torch.device("cuda", torch.cuda.current_device())
+    torch.backends.cuda.matmul.allow_tf32 = False
+    dtypes = a.dtypes.split(",")
+    optimizers = a.optimizers.split(",")
+    # Warm-up: every kernel, handle and workspace the measured steps use, on this stream.
+    for d in dtypes:
+        for o in optimizers:
+            warm = one_step([32, 16, 8], 4, o, DTYPES[d], device)
+            del warm
+    settle()
+    workspace = torch.cuda.memory_allocated(device)
+    keep = []
+    rows = []
+    for name in a.only.split(","):
+        layers, batch = NETS[name]
+        for d in dtypes:
+            for o in optimizers:
+                r = measure(layers, batch, o, d, device, keep)
+                r["network"] = name
+                rows.append(r)
+                print(f"{name:4} {'-'.join(map(str, layers)):18} {o:8} {d}: " +
+                      "  ".join(f"{s['stage']} {s['allocated']:,}/{s['peak']:,}" for s in r["stages"]) +
+                      (f"  LEFTOVER {r['leftoverAfter']:,}" if r["leftoverAfter"] else ""), flush=True)
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(device),
+            "workspaceBytes": workspace, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
+    with open(a.out, "w") as f:
+        json.dump(info, f, indent=2)
+    print(f"wrote {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

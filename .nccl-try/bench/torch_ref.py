@@ -1,0 +1,157 @@
+"""PyTorch reference for the step benchmark (issue 5), run on the GPU machine beside
+`npm run bench`: the same networks as bench/steps.ts, float32 with TF32 off, ReLU + softmax
+cross-entropy, full steps (zero_grad, forward, loss, backward, optimizer step) on tensors
+already on the GPU, eager and as a captured CUDA graph, SGD and Adam. With --device cpu (issue
+16): eager steps on the CPU with --threads threads (bench/cpu.ts runs it beside the CPU backend).
+
+  python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L] [--optimizers sgd,adam]
+                             [--modes eager,graph] [--steps N] [--device cuda|cpu] [--threads N]
+
+Prints one line per row and writes JSON rows {network, optimizer, mode, steps, microsPerStep}.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+import torch
+
+NETS = {
+    "S": ([784, 128, 10], 100, 1000),
+    "M": ([784, 1024, 1024, 10], 256, 1000),
+    "L": ([4096, 4096, 4096, 4096], 2048, 50),
+}
+
+
+DEVICE = "cuda"
+CPU_STEPS = {"S": 1000, "M": 100, "L": 3}
+
+
+def model_of(layers):
+    mods = []
+    for i in range(1, len(layers)):
+        mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
+        if i < len(layers) - 1:
+            mods.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*mods).to(DEVICE)
+
+
+def time_steps(fn, steps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(steps):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1000.0 / steps  # microseconds
+
+
+def bench_cpu(name, optimizer, steps_override=0):
+    layers, batch, _ = NETS[name]
+    steps = steps_override or CPU_STEPS[name]
+    torch.manual_seed(1)
+    model = model_of(layers)
+    lossf = torch.nn.CrossEntropyLoss()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3) if optimizer == "sgd" else torch.optim.Adam(model.parameters(), lr=1e-4)
+    x = torch.rand(batch, layers[0])
+    y = torch.randint(0, layers[-1], (batch,))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+
+    for _ in range(1 if name == "L" else 10):
+        step()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    us = (time.perf_counter() - start) * 1e6 / steps
+    return {"network": name, "layers": layers, "batch": batch, "optimizer": optimizer, "mode": "eager",
+            "steps": steps, "microsPerStep": us,
+            "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
+
+
+def bench(name, optimizer, mode, steps_override=0):
+    if DEVICE == "cpu":
+        return bench_cpu(name, optimizer, steps_override)
+    layers, batch, steps = NETS[name]
+    steps = steps_override or steps
+    torch.manual_seed(1)
+    model = model_of(layers)
+    lossf = torch.nn.CrossEntropyLoss()
+    capturable = mode == "graph"
+    opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-4, capturable=capturable))
+    x = torch.rand(batch, layers[0], device="cuda")
+    y = torch.randint(0, layers[-1], (batch,), device="cuda")
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = lossf(model(x), y)
+        loss.backward()
+        opt.step()
+
+    # Warm-up on a side stream (required before capture; also loads kernels and cuBLAS).
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    if mode == "graph":
+        g = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(g):
+            step()
+        run = g.replay
+    else:
+        run = step
+    for _ in range(3 if name == "L" else 20):
+        run()
+    torch.cuda.synchronize()
+    us = time_steps(run, steps)
+    return {"network": name, "layers": layers, "batch": batch, "optimizer": optimizer, "mode": mode,
+            "steps": steps, "microsPerStep": us,
+            "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default="")
+    ap.add_argument("--only", default="S,M,L")
+    ap.add_argument("--optimizers", default="sgd,adam")
+    ap.add_argument("--modes", default="eager,graph")
+    ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
+    a = ap.parse_args()
+    global DEVICE
+    DEVICE = a.device
+    if DEVICE == "cpu":
+        torch.set_num_threads(a.threads or os.cpu_count())
+        a.modes = "eager"
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    rows = []
+    for name in a.only.split(","):
+        for optimizer in a.optimizers.split(","):
+            for mode in a.modes.split(","):
+                r = bench(name, optimizer, mode, a.steps)
+                rows.append(r)
+                print(f"torch {DEVICE} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+    info = {"torch": torch.__version__, "cuda": torch.version.cuda,
+            "device": torch.cuda.get_device_name(0) if DEVICE == "cuda" else f"cpu, {torch.get_num_threads()} threads",
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
+    if a.out:
+        with open(a.out, "w") as f:
+            json.dump(info, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

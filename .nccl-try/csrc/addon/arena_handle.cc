@@ -1,0 +1,240 @@
+#include "arena_handle.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "../budget/budgeted_block.h"
+#include "addon_data.h"
+#include "convert.h"
+#include "js_error.h"
+
+namespace nna::addon {
+
+Napi::Function ArenaHandle::Define(Napi::Env env) {
+  return DefineClass(env, "ArenaHandle",
+                     {InstanceMethod<&ArenaHandle::Transfer>("transfer"),
+                      InstanceMethod<&ArenaHandle::TransferAll>("transferAll"),
+                      InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
+                      InstanceMethod<&ArenaHandle::Advise>("advise"),
+                      InstanceMethod<&ArenaHandle::View>("view"),
+                      InstanceMethod<&ArenaHandle::Stats>("stats"),
+                      InstanceMethod<&ArenaHandle::Dispose>("dispose"),
+                      InstanceMethod<&ArenaHandle::Addresses>("addresses"),
+                      InstanceMethod<&ArenaHandle::Run>("run"),
+                      InstanceMethod<&ArenaHandle::Residency>("residency"),
+                      InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
+}
+
+ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ArenaHandle>(info) {
+  Napi::Env env = info.Env();
+  std::vector<uint8_t> header = validatedHeader(env, info[0]);
+  BlockOptions options;
+  Budget budget;
+  arenaOptionsOf(env, info[1], &options, &budget);
+  nna_header h;
+  std::memcpy(&h, header.data(), sizeof h);
+  block_ = guarded(env, [&] { return BudgetedBlock::create(std::move(header), options, budget); });
+  numLayers_ = h.num_layers;
+  external_ = static_cast<int64_t>(h.total_bytes);
+  Napi::MemoryManagement::AdjustExternalMemory(env, external_);
+}
+
+void ArenaHandle::Finalize(Napi::BasicEnv env) {
+  block_.reset();  // freed now unless a run still holds it
+  comm_.reset();
+  releaseExternal(env);
+}
+
+void ArenaHandle::Finalize(Napi::Env) {}
+
+void ArenaHandle::releaseExternal(Napi::BasicEnv env) {
+  if (external_) Napi::MemoryManagement::AdjustExternalMemory(env, -external_);
+  external_ = 0;
+}
+
+// The symbol under which a view holds its handle (one per environment: addon_data.h).
+Napi::Symbol ArenaHandle::owner(Napi::Env env) { return env.GetInstanceData<AddonData>()->viewOwner.Value(); }
+
+// On the JS thread, from a run's (or launch's) OnOK / OnError.
+void ArenaHandle::runEnded() {
+  if (--runsInFlight_ || idleWaiters_.empty()) return;
+  std::vector<Napi::Promise::Deferred> waiters = std::move(idleWaiters_);
+  idleWaiters_.clear();
+  for (auto& d : waiters) {
+    try {
+      d.Resolve(d.Env().Undefined());
+    } catch (...) {  // the environment is shutting down
+    }
+  }
+}
+
+// synchronize(): a promise resolved once no run or launch is in flight on this arena. Nothing
+// else can be pending then: a run drains its stream before it resolves and transfers are
+// synchronous, so the arena leaves no device work queued behind an idle handle. Waiting is
+// allowed after dispose() (the run in flight still ends); nothing in flight resolves at once.
+Napi::Value ArenaHandle::Synchronize(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
+  if (runsInFlight_ == 0) d.Resolve(env.Undefined());
+  else idleWaiters_.push_back(d);
+  return d.Promise();
+}
+
+std::shared_ptr<Block> ArenaHandle::live(Napi::Env env, bool idle) const {
+  if (!block_ || block_->released()) throwJs(env, "DISPOSED", "the arena was disposed");
+  if (idle && runsInFlight_) throwJs(env, "BUSY", "a run is in flight on this arena; await it before transferring or inspecting");
+  return block_;
+}
+
+Napi::Value ArenaHandle::Transfer(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Dir dir = dirOf(env, info[0]);
+  const std::vector<Range> ranges = rangesOf(env, info[1]);
+  const std::shared_ptr<Block> b = live(env, true);
+  return Napi::Number::New(env, static_cast<double>(guarded(env, [&] { return b->transfer(ranges, dir); })));
+}
+
+// transferAll(dir): the whole arena as one transfer, without marshalling a range list.
+Napi::Value ArenaHandle::TransferAll(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const Dir dir = dirOf(env, info[0]);
+  const std::shared_ptr<Block> b = live(env, true);
+  const std::vector<Range> all{{0, b->total()}};
+  return Napi::Number::New(env, static_cast<double>(guarded(env, [&] { return b->transfer(all, dir); })));
+}
+
+Napi::Value ArenaHandle::Prefetch(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<Range> ranges = rangesOf(env, info[0]);
+  const Where where = whereOf(env, info[1]);
+  const std::shared_ptr<Block> b = live(env, true);
+  guarded(env, [&] { b->prefetch(ranges, where); });
+  return env.Undefined();
+}
+
+Napi::Value ArenaHandle::Advise(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<Range> ranges = rangesOf(env, info[0]);
+  const Advice advice = adviceOf(env, info[1]);
+  const Where where = whereOf(env, info[2]);
+  const bool unset = boolean(env, info[3], "unset");
+  const std::shared_ptr<Block> b = live(env, true);
+  guarded(env, [&] { b->advise(ranges, advice, where, unset); });
+  return env.Undefined();
+}
+
+// An ArrayBuffer over [offset, offset+bytes) of the host allocation, detached by dispose(). It
+// keeps this handle reachable (a hidden property), so a live view keeps the memory: the handle's
+// finalizer, which frees it, runs only once no view can reach it either. Allowed during a run:
+// runs never write the host side.
+Napi::Value ArenaHandle::View(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t offset = exactU64(env, info[0], "offset"), bytes = exactU64(env, info[1], "bytes");
+  const std::shared_ptr<Block> b = live(env, false);
+  if (offset > b->total() || bytes > b->total() - offset) throwJs(env, "OUT_OF_RANGE", "view outside the arena");
+  if (bytes > (uint64_t(1) << 32) - 1)
+    throwJs(env, "VIEW_TOO_LARGE", "a view of " + std::to_string(bytes) + " bytes exceeds the 4 GiB limit of one ArrayBuffer; view a smaller region");
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, b->host() + offset, static_cast<size_t>(bytes), [](Napi::Env, void*) {});
+  ab.Set(owner(env), Value());
+  // Drop references to views the GC already collected, then remember this one (weakly).
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> alive;
+  for (auto& r : views_) if (!r.Value().IsEmpty()) alive.push_back(std::move(r));
+  views_ = std::move(alive);
+  views_.push_back(Napi::Reference<Napi::ArrayBuffer>::New(ab, 0));
+  return ab;
+}
+
+// Never waits: the counters have a lock of their own, apart from the one a run holds.
+Napi::Value ArenaHandle::Stats(const Napi::CallbackInfo& info) {
+  return statsObject(info.Env(), block_ ? block_->stats() : finalStats_);
+}
+
+// Detaches every view and frees both allocations, at once; while a run holds the block, as
+// soon as it ends (BlockWorker). Returns at once either way.
+Napi::Value ArenaHandle::Dispose(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!block_ || block_->released()) return Napi::Boolean::New(env, false);
+  for (auto& r : views_) {
+    Napi::Value v = r.Value();
+    if (!v.IsEmpty() && v.IsArrayBuffer() && !v.As<Napi::ArrayBuffer>().IsDetached()) v.As<Napi::ArrayBuffer>().Detach();
+  }
+  views_.clear();
+  guarded(env, [&] { block_->releaseSoon(); });
+  releaseExternal(env);
+  // The counters as they will stand once the memory is freed (a run in flight frees it later).
+  finalStats_ = block_->stats();
+  if (finalStats_.hostFrees == 0) { finalStats_.hostFrees++; finalStats_.deviceFrees++; }
+  block_.reset();
+  comm_.reset();  // the communicator goes once no run holds it
+  return Napi::Boolean::New(env, true);
+}
+
+Napi::Value ArenaHandle::Addresses(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::shared_ptr<Block> b = live(env, false);
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("host", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b->host()))));
+  o.Set("device", Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(b->device()))));
+  return o;
+}
+
+// run(params): one training / evaluation run; resolves when the device work is complete.
+// Runs on one arena never overlap: a second while one is in flight is BUSY (the Trainer
+// queues its runs in call order, src/train/).
+Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const RunParams p = runParamsOf(env, info[0]);
+  const std::shared_ptr<Block> b = live(env, true);
+  return startRun(env, b, comm_, p, this, Value());
+}
+
+// residency(): where each region is (managed: where it was last prefetched, asked of the
+// driver; staged: pool or host), the plan's counters and the device memory measured.
+Napi::Value ArenaHandle::Residency(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::shared_ptr<Block> held = live(env, true);
+  auto* b = dynamic_cast<BudgetedBlock*>(held.get());
+  if (!b) throwJs(env, "NOT_SUPPORTED", "a residency report needs an arena with a device budget (memory 'managed' or 'staged')");
+  Napi::Object o = Napi::Object::New(env);
+  auto num = [&](Napi::Object t, const char* k, uint64_t v) { t.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  guarded(env, [&] {
+    std::lock_guard<std::mutex> lock(b->mutex());
+    const nna::Residency& res = b->residency();
+    const bool staged = b->options().memory == Memory::Staged;
+    o.Set("placement", Napi::String::New(env, staged ? "staged" : b->budget().scheduled ? "scheduler" : "on-demand"));
+    num(o, "budget", b->budget().bytes);
+    num(o, "granule", res.granule());
+    const DeviceMeter& m = b->meter();
+    o.Set("measured", Napi::Boolean::New(env, m.hasBaseline && m.samples > 0));
+    num(o, "baselineDeviceBytes", m.baseline);
+    num(o, "peakDeviceInUse", m.peakInUse);
+    // The arena's share of the device at the peak: what was in use beyond the baseline (the
+    // staged pool is allocated with the arena, so it is in the baseline's complement).
+    num(o, "peakDeviceBytes", m.hasBaseline && m.peakInUse > m.baseline ? m.peakInUse - m.baseline : 0);
+    num(o, "samples", m.samples);
+    num(o, "waitMicros", m.waitMicros);
+    num(o, "fetchMicros", m.fetchMicros);
+    num(o, "evictMicros", m.evictMicros);
+    num(o, "scheduledBytes", res.used());
+    o.Set("lastRun", countersObject(env, res.lastRun));
+    o.Set("total", countersObject(env, res.total));
+    const auto& regions = res.model().regions();
+    Napi::Array list = Napi::Array::New(env, regions.size());
+    for (uint32_t r = 0; r < regions.size(); ++r) {
+      const RegionInfo& ri = regions[r];
+      Napi::Object e = Napi::Object::New(env);
+      num(e, "layer", ri.layer);
+      num(e, "kind", ri.kind);
+      num(e, "offset", ri.offset);
+      num(e, "bytes", ri.bytes);
+      e.Set("resident", Napi::Boolean::New(env, res.state()[r].resident));
+      if (staged) e.Set("location", Napi::String::New(env, ri.remote ? "host (read in place)" : res.state()[r].resident ? "device" : "host"));
+      else e.Set("lastPrefetch", Napi::String::New(env, managedLastPrefetch(b->device() + ri.offset, ri.bytes)));
+      list.Set(r, e);
+    }
+    o.Set("regions", list);
+  });
+  return o;
+}
+
+}  // namespace nna::addon

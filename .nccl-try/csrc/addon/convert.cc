@@ -1,0 +1,183 @@
+#include "convert.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "../core/validate.h"
+#include "js_error.h"
+
+namespace nna::addon {
+
+uint64_t exactU64(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (v.IsBigInt()) {
+    bool lossless = false;
+    const uint64_t x = v.As<Napi::BigInt>().Uint64Value(&lossless);
+    if (!lossless) throwJs(env, "BAD_ARGUMENT", std::string(what) + " is not a 64-bit unsigned integer");
+    return x;
+  }
+  if (!v.IsNumber()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a number");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= 0) || d > 9007199254740991.0 || std::floor(d) != d)
+    throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be an integer in [0, 2^53), got " + std::to_string(d));
+  return static_cast<uint64_t>(d);
+}
+
+bool boolean(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsBoolean()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a boolean");
+  return v.As<Napi::Boolean>().Value();
+}
+
+std::string string(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsString()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a string");
+  return v.As<Napi::String>().Utf8Value();
+}
+
+std::vector<uint8_t> bytesOf(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Uint8Array");
+  const Napi::Uint8Array u = v.As<Napi::Uint8Array>();
+  return std::vector<uint8_t>(u.Data(), u.Data() + u.ByteLength());
+}
+
+std::vector<uint8_t> validatedHeader(Napi::Env env, const Napi::Value& v) {
+  std::vector<uint8_t> h = bytesOf(env, v, "header");
+  const std::string why = validateHeader(h.data(), h.size(), SIZE_MAX);
+  if (!why.empty()) throwJs(env, "BAD_HEADER", why);
+  nna_header head;
+  std::memcpy(&head, h.data(), sizeof head);
+  if (h.size() > head.header_bytes) h.resize(size_t(head.header_bytes));
+  return h;
+}
+
+std::vector<Range> rangesOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsArray()) throwJs(env, "BAD_ARGUMENT", "ranges must be an array [offset, bytes, ...]");
+  const Napi::Array a = v.As<Napi::Array>();
+  const uint32_t n = a.Length();
+  if (n % 2) throwJs(env, "BAD_ARGUMENT", "ranges must hold offset/bytes pairs");
+  std::vector<Range> out(n / 2);
+  for (uint32_t i = 0; i < n; i += 2) out[i / 2] = {exactU64(env, a.Get(i), "range offset"), exactU64(env, a.Get(i + 1), "range bytes")};
+  return out;
+}
+
+namespace {
+// One of a few strings, by name: BAD_ARGUMENT listing the accepted ones otherwise.
+template <typename E>
+E choiceOf(Napi::Env env, const Napi::Value& v, const char* what, std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string s = string(env, v, what);
+  std::string accepted;
+  for (const auto& c : choices) {
+    if (s == c.first) return c.second;
+    accepted += (accepted.empty() ? "'" : ", '") + std::string(c.first) + "'";
+  }
+  throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be one of " + accepted + ", got '" + s + "'");
+}
+}  // namespace
+
+Dir dirOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Dir>(env, v, "direction", {{"toDevice", Dir::ToDevice}, {"toHost", Dir::ToHost}}); }
+Where whereOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Where>(env, v, "location", {{"device", Where::Device}, {"host", Where::Host}}); }
+Advice adviceOf(Napi::Env env, const Napi::Value& v) {
+  return choiceOf<Advice>(env, v, "advice", {{"readMostly", Advice::ReadMostly}, {"preferredLocation", Advice::PreferredLocation}, {"accessedBy", Advice::AccessedBy}});
+}
+Placement placementOf(Napi::Env env, const Napi::Value& v) {
+  return choiceOf<Placement>(env, v, "placement", {{"managed", Placement::Managed}, {"staged", Placement::Staged}});
+}
+
+// Every key of a run's parameters is known and of the right type, or the call fails before it
+// touches the arena: a mistyped key never takes a default.
+RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameters must be an object");
+  const Napi::Object o = v.As<Napi::Object>();
+  RunParams p;
+  const Napi::Array keys = o.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); ++i) {
+    const Napi::Value key = keys.Get(i);
+    if (!key.IsString()) throwJs(env, "BAD_ARGUMENT", "run parameter names must be strings");
+    const std::string k = key.As<Napi::String>().Utf8Value();
+    const Napi::Value x = o.Get(k);
+    auto d = [&](double& dst) {
+      if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter " + k + " must be a number");
+      dst = x.As<Napi::Number>().DoubleValue();
+    };
+    if (k == "op") p.op = static_cast<Op>(exactU64(env, x, "op"));
+    else if (k == "loss") p.loss = static_cast<Loss>(exactU64(env, x, "loss"));
+    else if (k == "resident") p.resident = boolean(env, x, "resident");
+    else if (k == "resetStats") p.resetStats = boolean(env, x, "resetStats");
+    else if (k == "rows") p.rows = exactU64(env, x, "rows");
+    else if (k == "samples") p.samples = exactU64(env, x, "samples");
+    else if (k == "firstBatch") p.firstBatch = exactU64(env, x, "firstBatch");
+    else if (k == "numBatches") p.numBatches = exactU64(env, x, "numBatches");
+    else if (k == "permA") p.permA = exactU64(env, x, "permA");
+    else if (k == "permC") p.permC = exactU64(env, x, "permC");
+    else if (k == "stepBase") p.stepBase = exactU64(env, x, "stepBase");
+    else if (k == "lr") d(p.lr);
+    else if (k == "momentum") d(p.momentum);
+    else if (k == "beta1") d(p.beta1);
+    else if (k == "beta2") d(p.beta2);
+    else if (k == "eps") d(p.eps);
+    else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
+    else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
+    else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");
+    else if (k == "reduce") p.reduce = boolean(env, x, "reduce");
+    else throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
+  }
+  return p;
+}
+
+void arenaOptionsOf(Napi::Env env, const Napi::Value& v, BlockOptions* options, Budget* budget) {
+  if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "arena options must be an object");
+  const Napi::Object o = v.As<Napi::Object>();
+  options->cuda = boolean(env, o.Get("cuda"), "cuda");
+  options->pinned = boolean(env, o.Get("pinned"), "pinned");
+  options->memory = memoryOf(env, o.Get("memory"));
+  const Napi::Value device = o.Get("device");
+  if (!device.IsUndefined()) {
+    const uint64_t d = exactU64(env, device, "device");
+    if (d > 1023) throw jsError(env, "BAD_OPTION", "device must be a CUDA device index", "", "device");
+    options->device = int(d);
+  }
+  *budget = budgetOf(env, o.Get("budget"), o.Get("scheduled"));
+}
+
+Memory memoryOf(Napi::Env env, const Napi::Value& v) {
+  const uint64_t memory = exactU64(env, v, "memory");
+  if (memory > uint64_t(Memory::Staged)) throwJs(env, "BAD_ARGUMENT", "memory code " + std::to_string(memory) + " is not device (0), managed (1) or staged (2)");
+  return static_cast<Memory>(memory);
+}
+
+Budget budgetOf(Napi::Env env, const Napi::Value& bytes, const Napi::Value& scheduled) {
+  Budget b;
+  if (!bytes.IsUndefined()) {
+    const double d = bytes.IsNumber() ? bytes.As<Napi::Number>().DoubleValue() : -1;
+    if (!(d >= 1) || d > 9007199254740991.0 || std::floor(d) != d)
+      throw jsError(env, "BAD_BUDGET", "must be a positive safe integer (bytes)", "", "deviceBudget");
+    b.bytes = uint64_t(d);
+  }
+  b.scheduled = boolean(env, scheduled, "scheduled");
+  return b;
+}
+
+Napi::Object statsObject(Napi::Env env, const Stats& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  n("hostAllocs", s.hostAllocs);
+  n("deviceAllocs", s.deviceAllocs);
+  n("hostFrees", s.hostFrees);
+  n("deviceFrees", s.deviceFrees);
+  n("toDeviceTransfers", s.toDeviceTransfers);
+  n("toDeviceBytes", s.toDeviceBytes);
+  n("toHostTransfers", s.toHostTransfers);
+  n("toHostBytes", s.toHostBytes);
+  return o;
+}
+
+Napi::Object countersObject(Napi::Env env, const ResidencyCounters& c) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
+  n("runs", c.runs); n("steps", c.steps);
+  n("fetches", c.fetches); n("fetchedBytes", c.fetchedBytes); n("placedBytes", c.placedBytes);
+  n("writeBacks", c.writeBacks); n("writtenBackBytes", c.writtenBackBytes);
+  n("drops", c.drops); n("droppedBytes", c.droppedBytes);
+  n("compactions", c.compactions); n("peakScheduledBytes", c.peakScheduledBytes);
+  return o;
+}
+
+}  // namespace nna::addon

@@ -1,0 +1,47 @@
+// convert.h: JS values to the core's types, and back. Every native entry converts ALL of its
+// arguments with these before it touches an arena: a conversion may run user JS (a getter, a
+// Proxy), and that JS may dispose the arena, so nothing may be held across it. Conversions are
+// strict: a wrong type is BAD_ARGUMENT, never coerced (coercion would call toString/valueOf).
+#pragma once
+#include <napi.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../budget/budgeted_block.h"
+#include "../budget/residency.h"
+#include "../core/backend.h"
+#include "../core/block.h"
+#include "../train/train.h"
+
+namespace nna::addon {
+
+// An exact integer in [0, 2^53) (or a lossless BigInt), else BAD_ARGUMENT naming `what`.
+uint64_t exactU64(Napi::Env env, const Napi::Value& v, const char* what);
+bool boolean(Napi::Env env, const Napi::Value& v, const char* what);
+std::string string(Napi::Env env, const Napi::Value& v, const char* what);
+// A copy of a Uint8Array's bytes, taken once: a SharedArrayBuffer another thread writes can
+// change under a second read, so validation and use both work on this copy.
+std::vector<uint8_t> bytesOf(Napi::Env env, const Napi::Value& v, const char* what);
+// The copy of a header, validated (BAD_HEADER otherwise), cut to its header_bytes.
+std::vector<uint8_t> validatedHeader(Napi::Env env, const Napi::Value& v);
+
+std::vector<Range> rangesOf(Napi::Env env, const Napi::Value& v);
+Dir dirOf(Napi::Env env, const Napi::Value& v);
+Where whereOf(Napi::Env env, const Napi::Value& v);
+Advice adviceOf(Napi::Env env, const Napi::Value& v);
+Placement placementOf(Napi::Env env, const Napi::Value& v);
+// src/native.ts RunParams: every key known, every value of its type.
+RunParams runParamsOf(Napi::Env env, const Napi::Value& v);
+// A device budget in bytes: undefined is none, else a positive safe integer (BAD_BUDGET, field
+// deviceBudget).
+Budget budgetOf(Napi::Env env, const Napi::Value& bytes, const Napi::Value& scheduled);
+Memory memoryOf(Napi::Env env, const Napi::Value& v);
+// src/native.ts NativeArenaOptions.
+void arenaOptionsOf(Napi::Env env, const Napi::Value& v, BlockOptions* options, Budget* budget);
+
+Napi::Object statsObject(Napi::Env env, const Stats& s);
+Napi::Object countersObject(Napi::Env env, const ResidencyCounters& c);
+
+}  // namespace nna::addon

@@ -1,0 +1,82 @@
+// functions.cc: the addon's plain functions that the library itself calls: what the CUDA side
+// can do here, CRC-32C for checkpoints, and the smallest device budget of a plan.
+#include "functions.h"
+
+#include "../budget/budgeted_block.h"
+#include "../budget/residency.h"
+#include "../core/backend.h"
+#include "../core/crc32c.h"
+#include "convert.h"
+#include "js_error.h"
+
+namespace nna::addon {
+
+namespace {
+
+Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const nna::CudaInfo c = nna::cudaInfo();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("built", Napi::Boolean::New(env, c.built));
+  o.Set("devices", Napi::Number::New(env, c.devices));
+  o.Set("why", Napi::String::New(env, c.why));
+  o.Set("name", Napi::String::New(env, c.name));
+  o.Set("runtimeVersion", Napi::Number::New(env, c.runtimeVersion));
+  o.Set("driverVersion", Napi::Number::New(env, c.driverVersion));
+  o.Set("computeCapability", Napi::String::New(env, std::to_string(c.ccMajor) + "." + std::to_string(c.ccMinor)));
+  o.Set("freeBytes", Napi::Number::New(env, static_cast<double>(c.freeBytes)));
+  o.Set("totalBytes", Napi::Number::New(env, static_cast<double>(c.totalBytes)));
+  o.Set("gemm", Napi::String::New(env, c.gemm));
+  o.Set("archs", Napi::String::New(env, c.archs));
+  o.Set("noKernelImage", Napi::Boolean::New(env, c.noKernelImage));
+  return o;
+}
+
+// crc32c(bytes: Uint8Array, crc = 0): CRC-32C continued over bytes.
+Napi::Value Crc32c(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t crc = info.Length() > 1 ? exactU64(env, info[1], "crc") : 0;
+  if (crc > 0xffffffffu) throwJs(env, "BAD_ARGUMENT", "crc must be a 32-bit value");
+  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", "crc32c expects a Uint8Array");
+  const Napi::Uint8Array u = info[0].As<Napi::Uint8Array>();
+  return Napi::Number::New(env, crc32c(uint32_t(crc), u.Data(), u.ByteLength()));
+}
+
+// minDeviceBudget(header, placement): { bytes, stage, layer } of the smallest usable budget.
+Napi::Value MinDeviceBudget(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  const Placement placement = placementOf(env, info[1]);
+  return guarded(env, [&] {
+    const StepModel m(h.data());
+    PhaseInfo which{};
+    const uint64_t bytes = Residency::minBudget(m, placement, &which);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("bytes", Napi::Number::New(env, static_cast<double>(bytes)));
+    o.Set("stage", Napi::String::New(env, stageName(which.stage)));
+    o.Set("layer", Napi::Number::New(env, which.layer));
+    return o;
+  });
+}
+
+// checkDeviceBudget(header, memory, budget?): the budget rules (BudgetedBlock::check) before any
+// allocation or backend choice, so a bad budget is reported the same on every machine.
+Napi::Value CheckDeviceBudget(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  const Memory memory = memoryOf(env, info[1]);
+  const Budget budget = budgetOf(env, info[2], Napi::Boolean::New(env, true));
+  guarded(env, [&] { BudgetedBlock::check(h.data(), memory, budget); });
+  return env.Undefined();
+}
+
+}  // namespace
+
+void registerFunctions(Napi::Env env, Napi::Object exports) {
+  exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
+  exports.Set("crc32c", Napi::Function::New(env, Crc32c));
+  exports.Set("minDeviceBudget", Napi::Function::New(env, MinDeviceBudget));
+  exports.Set("checkDeviceBudget", Napi::Function::New(env, CheckDeviceBudget));
+}
+
+}  // namespace nna::addon

@@ -1,0 +1,265 @@
+// internal.cc: native functions that only tests and benchmarks call, registered apart under
+// `exports.internal` (src/native.ts types them as NativeInternal): the header's layout for the
+// drift test, the native decoder and validator, the run contract's codes, the residency replay,
+// probes of where device code binds, and the bench baselines (csrc/bench/). Not library API.
+#include <cstring>
+#include <mutex>
+
+#include "../bench/copy_bench.h"
+#include "../bench/link_bench.h"
+#include "../budget/residency_check.h"
+#include "../core/validate.h"
+#include "../include/nn_arena.h"
+#include "addon_data.h"
+#include "arena_handle.h"
+#include "convert.h"
+#include "functions.h"
+#include "js_error.h"
+
+namespace nna::addon {
+
+namespace {
+
+Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
+  const std::string why = validateHeader(p, readable, SIZE_MAX);
+  if (!why.empty()) throwJs(env, "BAD_HEADER", why);
+  nna_header h;
+  std::memcpy(&h, p, sizeof h);
+  Napi::Object o = Napi::Object::New(env);
+  auto big = [&](uint64_t v) { return Napi::BigInt::New(env, v); };
+  o.Set("magic", Napi::Number::New(env, h.magic));
+  o.Set("version", Napi::Number::New(env, h.version));
+  o.Set("dtype", Napi::Number::New(env, h.dtype));
+  o.Set("order", Napi::Number::New(env, h.order));
+  o.Set("optimizer", Napi::Number::New(env, h.optimizer));
+  o.Set("numLayers", Napi::Number::New(env, h.num_layers));
+  o.Set("batch", big(h.batch));
+  o.Set("samples", big(h.samples));
+  o.Set("align", big(h.align));
+  o.Set("headerBytes", big(h.header_bytes));
+  o.Set("totalBytes", big(h.total_bytes));
+  Napi::Array layers = Napi::Array::New(env, h.num_layers);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    nna_layer L;
+    std::memcpy(&L, p + h.layers_offset + size_t(l) * sizeof(nna_layer), sizeof L);
+    Napi::Object lo = Napi::Object::New(env);
+    lo.Set("units", big(L.units));
+    lo.Set("fanIn", big(L.fan_in));
+    lo.Set("activation", Napi::Number::New(env, L.activation));
+    Napi::Array regions = Napi::Array::New(env, NNA_KIND_COUNT);
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+      Napi::Array r = Napi::Array::New(env, 2);
+      r.Set(0u, big(L.region[k].offset));
+      r.Set(1u, big(L.region[k].count));
+      regions.Set(k, r);
+    }
+    lo.Set("regions", regions);
+    layers.Set(l, lo);
+  }
+  o.Set("layers", layers);
+  return o;
+}
+
+Napi::Value DecodeHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> bytes = bytesOf(env, info[0], "header");
+  return decodeHeaderAt(env, bytes.data(), bytes.size());
+}
+
+Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> bytes = bytesOf(env, info[0], "header");
+  const uint64_t available = info.Length() > 1 ? exactU64(env, info[1], "available") : bytes.size();
+  return Napi::String::New(env, validateHeader(bytes.data(), bytes.size(), available));
+}
+
+Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](Napi::Object t, const char* k, double v) { t.Set(k, Napi::Number::New(env, v)); };
+  n(o, "magic", NNA_MAGIC);
+  n(o, "version", NNA_VERSION);
+  n(o, "maxLayers", NNA_MAX_LAYERS);
+  n(o, "kindCount", NNA_KIND_COUNT);
+  n(o, "headerSize", sizeof(nna_header));
+  n(o, "layerSize", sizeof(nna_layer));
+  n(o, "regionSize", sizeof(nna_region));
+  Napi::Object h = Napi::Object::New(env);
+#define F(name) n(h, #name, offsetof(nna_header, name))
+  F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
+  F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
+#undef F
+  o.Set("header", h);
+  Napi::Object l = Napi::Object::New(env);
+  n(l, "units", offsetof(nna_layer, units));
+  n(l, "fan_in", offsetof(nna_layer, fan_in));
+  n(l, "activation", offsetof(nna_layer, activation));
+  n(l, "region", offsetof(nna_layer, region));
+  n(l, "region_offset", offsetof(nna_region, offset));
+  n(l, "region_count", offsetof(nna_region, count));
+  o.Set("layer", l);
+  Napi::Object e = Napi::Object::New(env);
+  n(e, "float32", NNA_FLOAT32); n(e, "float64", NNA_FLOAT64);
+  n(e, "layerMajor", NNA_LAYER_MAJOR); n(e, "kindMajor", NNA_KIND_MAJOR);
+  n(e, "sgd", NNA_SGD); n(e, "momentum", NNA_MOMENTUM); n(e, "adam", NNA_ADAM);
+  n(e, "input", NNA_ACT_INPUT); n(e, "identity", NNA_ACT_IDENTITY); n(e, "relu", NNA_ACT_RELU);
+  n(e, "sigmoid", NNA_ACT_SIGMOID); n(e, "tanh", NNA_ACT_TANH); n(e, "softmax", NNA_ACT_SOFTMAX);
+  n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
+  n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
+  n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
+  n(o, "statsCount", NNA_STATS_COUNT);
+  Napi::Object st = Napi::Object::New(env);
+  n(st, "loss", NNA_STAT_LOSS); n(st, "correct", NNA_STAT_CORRECT); n(st, "rows", NNA_STAT_ROWS);
+  n(st, "badStep", NNA_STAT_BAD_STEP); n(st, "lossFixed", NNA_STAT_LOSS_FIXED);
+  o.Set("statSlots", st);
+  o.Set("enums", e);
+  return o;
+}
+
+Napi::Value Codes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  auto table = [&](std::initializer_list<std::pair<const char*, uint32_t>> rows) {
+    Napi::Object t = Napi::Object::New(env);
+    for (const auto& r : rows) t.Set(r.first, Napi::Number::New(env, r.second));
+    return t;
+  };
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)}}));
+  o.Set("losses", table({{"cross-entropy", uint32_t(Loss::CrossEntropy)}, {"mse", uint32_t(Loss::Mse)}}));
+  o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
+  return o;
+}
+
+// replayResidency(header, placement, budget, runs[], blas?): the plan of those runs replayed against
+// a model of where every region's bytes are valid (csrc/budget/residency_check.cc).
+Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  const Placement placement = placementOf(env, info[1]);
+  const uint64_t budget = exactU64(env, info[2], "budget");
+  if (!info[3].IsArray()) throwJs(env, "BAD_ARGUMENT", "runs must be an array of run parameters");
+  const Napi::Array a = info[3].As<Napi::Array>();
+  std::vector<RunParams> runs;
+  for (uint32_t i = 0; i < a.Length(); ++i) runs.push_back(runParamsOf(env, a.Get(i)));
+  const bool blas = info.Length() > 4 && !info[4].IsUndefined() && boolean(env, info[4], "blas");
+  return guarded(env, [&] {
+    for (const RunParams& p : runs) checkRun(h.data(), p);
+    const ResidencyReplay r = replayResidency(h.data(), placement, budget, runs, blas);
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("error", Napi::String::New(env, r.error));
+    o.Set("phases", Napi::Number::New(env, static_cast<double>(r.phases)));
+    o.Set("counters", countersObject(env, r.counters));
+    return o;
+  });
+}
+
+Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint64_t bytes = exactU64(env, info[0], "bytes");
+  const LinkRates r = guarded(env, [&] { return measureLink(size_t(bytes)); });
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* k, double v) { o.Set(k, Napi::Number::New(env, v)); };
+  n("bytes", double(bytes));
+  n("copyToDevice", r.copyToDevice); n("copyToHost", r.copyToHost);
+  n("prefetchToDevice", r.prefetchToDevice); n("prefetchToHost", r.prefetchToHost); n("prefetchToHost4", r.prefetchToHost4);
+  n("prefetchRetainedBytes", double(r.prefetchRetainedBytes));
+  n("discardToHost", r.discardToHost); n("discardToDevice", r.discardToDevice); n("discardOnly", r.discardOnly);
+  n("discardFreedBytes", double(r.discardFreedBytes));
+  o.Set("discard", Napi::String::New(env, r.discard));
+  return o;
+}
+
+ArenaHandle* handleOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
+    throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
+  return ArenaHandle::Unwrap(v.As<Napi::Object>());
+}
+
+// probeBind(handle): the offsets that binding code computes from the device-side base alone (a
+// kernel on CUDA, the same inline function on the CPU backend's stand-in device buffer).
+Napi::Value ProbeBind(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  ArenaHandle* handle = handleOf(env, info[0]);
+  const std::shared_ptr<Block> b = handle->live(env, true);
+  const uint32_t layers = handle->numLayers();
+  Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(layers) * NNA_KIND_COUNT);
+  guarded(env, [&] {
+    std::lock_guard<std::mutex> lock(b->mutex());
+    if (b->options().cuda) { b->backend().activate(); return cudaProbeBind(b->device(), layers, out.Data()); }
+    for (uint32_t l = 0; l < layers; ++l) {
+      const nna_bound_layer<float> p = nna_bind<float>(b->device(), l);
+      float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata, p.stats};
+      for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+        out.Data()[l * NNA_KIND_COUNT + k] = ptrs[k] ? uint64_t(reinterpret_cast<char*>(ptrs[k]) - reinterpret_cast<char*>(b->device())) : ~uint64_t(0);
+    }
+  });
+  return out;
+}
+
+// deviceHeader(handle): the header as it stands in device memory (copied back without touching
+// the host allocation or the counters), decoded: proof the device holds what the TS encoder wrote.
+Napi::Value DeviceHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::shared_ptr<Block> b = handleOf(env, info[0])->live(env, true);
+  std::vector<uint8_t> bytes;
+  guarded(env, [&] {
+    std::lock_guard<std::mutex> lock(b->mutex());
+    nna_header h;
+    b->backend().copy(&h, b->device(), sizeof h, Dir::ToHost);
+    if (h.header_bytes > b->total() || h.header_bytes < sizeof h) NNA_FAIL("BAD_HEADER", "device header is not initialised (call toDevice first)");
+    bytes.resize(size_t(h.header_bytes));
+    b->backend().copy(bytes.data(), b->device(), bytes.size(), Dir::ToHost);
+  });
+  return decodeHeaderAt(env, bytes.data(), bytes.size());
+}
+
+// ---- CopyBenchHandle: baselines for bench/transfers.ts --------------------------------------
+class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "CopyBench", {InstanceMethod<&CopyBenchHandle::Run>("run"), InstanceMethod<&CopyBenchHandle::Dispose>("dispose")});
+  }
+  // new CopyBench(cuda: boolean, sizes: number[], pinned: boolean)
+  CopyBenchHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<CopyBenchHandle>(info) {
+    Napi::Env env = info.Env();
+    if (!info[1].IsArray()) throwJs(env, "BAD_ARGUMENT", "CopyBench(cuda, sizes[], pinned)");
+    const Napi::Array a = info[1].As<Napi::Array>();
+    std::vector<size_t> sizes;
+    for (uint32_t i = 0; i < a.Length(); ++i) sizes.push_back(static_cast<size_t>(exactU64(env, a.Get(i), "size")));
+    const bool cuda = boolean(env, info[0], "cuda"), pinned = boolean(env, info[2], "pinned");
+    bench_ = guarded(env, [&] { return std::make_unique<CopyBench>(cuda, sizes, pinned); });
+  }
+
+ private:
+  Napi::Value Run(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (!bench_) throwJs(env, "DISPOSED", "the copy bench was disposed");
+    const Dir dir = dirOf(env, info[0]);
+    return Napi::Number::New(env, static_cast<double>(guarded(env, [&] { return bench_->run(dir); })));
+  }
+  Napi::Value Dispose(const Napi::CallbackInfo& info) {
+    bench_.reset();
+    return info.Env().Undefined();
+  }
+  std::unique_ptr<CopyBench> bench_;
+};
+
+
+}  // namespace
+
+void registerInternal(Napi::Env env, Napi::Object exports) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("decodeHeader", Napi::Function::New(env, DecodeHeader));
+  o.Set("validateHeader", Napi::Function::New(env, ValidateHeader));
+  o.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
+  o.Set("codes", Napi::Function::New(env, Codes));
+  o.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
+  o.Set("measureLink", Napi::Function::New(env, MeasureLink));
+  o.Set("probeBind", Napi::Function::New(env, ProbeBind));
+  o.Set("jitCompileOnly", Napi::Function::New(env, JitCompileOnly));
+  o.Set("deviceHeader", Napi::Function::New(env, DeviceHeader));
+  o.Set("CopyBench", CopyBenchHandle::Define(env));
+  exports.Set("internal", o);
+}
+
+}  // namespace nna::addon

@@ -1,0 +1,78 @@
+#include "run_worker.h"
+
+#include <mutex>
+
+#include "../budget/budgeted_block.h"
+#include "../cpu/cpu_train.h"
+#include "../cuda/cuda_train.h"
+#include "js_error.h"
+
+namespace nna::addon {
+
+BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work)
+    : Napi::AsyncWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)),
+      deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)) {}
+
+Napi::Promise BlockWorker::start() {
+  Napi::Promise p = deferred_.Promise();
+  owner_->runStarted();
+  Queue();
+  return p;
+}
+
+void BlockWorker::Execute() {
+  try {
+    std::lock_guard<std::mutex> lock(block_->mutex());
+    if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
+    try {
+      block_->backend().activate();  // a libuv worker thread: the arena's device, every time
+      result_ = work_(*block_);
+    } catch (...) {
+      block_->releaseIfAsked();
+      throw;
+    }
+    block_->releaseIfAsked();  // dispose() during the work: the memory goes now
+  } catch (const Failure& e) {
+    failure_ = e;
+    SetError(e.what());
+  } catch (const std::exception& e) {
+    failure_ = Failure("INTERNAL", e.what());
+    SetError(e.what());
+  }
+}
+
+// Both ends run on the JS thread, which may be shutting down (worker.terminate() during a run):
+// then every call into JS fails, and such a failure must end here, not abort the process.
+void BlockWorker::OnOK() {
+  owner_->runEnded();
+  try {
+    deferred_.Resolve(result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_));
+  } catch (...) {
+  }
+}
+
+void BlockWorker::OnError(const Napi::Error&) {
+  owner_->runEnded();
+  try {
+    deferred_.Reject(jsError(Env(), failure_).Value());
+  } catch (...) {
+  }
+}
+
+// The run dispatch: a budgeted arena's scheduler, a data-parallel rank, the CUDA paths, or the
+// CPU backend.
+std::string runReplica(Block& b, Communicator* comm, const RunParams& p) {
+  if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
+  if (comm) return comm->run(b.device(), b.header(), p);
+  if (b.options().cuda) return runCuda(b.device(), b.header(), p);
+  runCpu(b.device(), p);
+  return "cpu";
+}
+
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self) {
+  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self,
+                            [p, comm](Block& b) -> std::string { return runReplica(b, comm.get(), p); });
+  return w->start();
+}
+
+}  // namespace nna::addon

@@ -1,0 +1,57 @@
+// run_worker.h: work on an arena's memory off the JS thread (a training run, a JIT launch),
+// resolved as a promise. The worker shares ownership of the block, so the arena's memory
+// outlives a dispose() or a forgotten handle until the work ends; it holds the block's mutex
+// while it works (never beside another run or a transfer) and reports its end to `owner` on
+// the JS thread.
+#pragma once
+#include <napi.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "../core/block.h"
+#include "../core/failure.h"
+#include "../nccl/communicator.h"
+#include "../train/train.h"
+
+namespace nna::addon {
+
+// What work reports back to: the arena handle that queued it (arena_handle.h).
+struct RunOwner {
+  virtual ~RunOwner() = default;
+  virtual void runStarted() = 0;
+  virtual void runEnded() = 0;
+};
+
+class BlockWorker : public Napi::AsyncWorker {
+ public:
+  // `work` runs off the JS thread with the block's mutex held; a non-empty string it returns
+  // resolves the promise (else undefined). `self`: the owner's JS object, kept alive until the
+  // work has reported its end.
+  using Work = std::function<std::string(Block&)>;
+  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work);
+  // Queues the work and returns its promise.
+  Napi::Promise start();
+
+  void Execute() override;
+  void OnOK() override;
+  void OnError(const Napi::Error& e) override;
+
+ private:
+  std::shared_ptr<Block> block_;
+  RunOwner* owner_;
+  Napi::ObjectReference self_;
+  Napi::Promise::Deferred deferred_;
+  Work work_;
+  Failure failure_{"", ""};
+  std::string result_;
+};
+
+// One training / evaluation run: resolves with the path that ran ("cpu", "fused", ...). `comm`:
+// the arena's data-parallel group, or null.
+Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self);
+// The run of one replica, on the calling thread (block mutex held, device current).
+std::string runReplica(Block& b, Communicator* comm, const RunParams& p);
+
+}  // namespace nna::addon

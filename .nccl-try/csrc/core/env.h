@@ -1,0 +1,52 @@
+// env.h: every NN_ARENA_* environment knob, documented once, here. The native code reads its
+// knobs only through these functions (no NN_ARENA_* getenv elsewhere); the table in env.cc is the
+// one list of names, accepted values and defaults.
+//
+// Run time (native, this file):
+//   NN_ARENA_THREADS              CPU backend: its thread pool's size (default: every core)
+//   NN_ARENA_CPU_ISA              CPU backend: portable | avx2 | avx512 caps the GEMM kernels used
+//                                 (default: the best the CPU has)
+//   NN_ARENA_STEP_PATH            CUDA: fused | layers | auto (default) — force a training path
+//   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
+//   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
+//   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
+//   NN_ARENA_NCCL                 CUDA: 0 turns NCCL off; a path picks libnccl (data parallelism)
+//   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid
+//   NN_ARENA_FUSED_TRACE          CUDA: print the times between the fused kernel's barriers
+//   NN_ARENA_STAGE_TRACE          staged memory: print every copy and phase of a run
+//   NN_ARENA_UM_TRACE             managed scheduler: print every mover op and compute wait
+//   NN_ARENA_UM_EVICT_DEAD        managed scheduler: discard (default) | discard-host | host
+//   NN_ARENA_UM_PLACE             managed scheduler: discard-device (default) | device
+//   NN_ARENA_UM_MOVERS            managed scheduler: "in,out" mover threads (default 2,4)
+//   NN_ARENA_UM_SLACK             managed scheduler: bytes of evictions in flight while fetching
+//   NN_ARENA_UM_READ_DUP          managed scheduler: 1 = forward weights as read-only duplicates
+//   NN_ARENA_RESIDENCY_TRACE      residency replay (tests): print each phase's device bytes
+// Build time (scripts/find-nvcc.cjs): NN_ARENA_CUDA=0 (CPU-only build), NN_ARENA_CUDA_ARCH.
+// Not NN_ARENA_* but read by nn-arena: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+// (multi-process data parallelism, read in TS by src/parallel/env.ts only).
+// Tests only (test/gpu): NN_ARENA_REQUIRE_GPU, NN_ARENA_UNDER_SANITIZER, NN_ARENA_GRAD_CASES,
+// NN_ARENA_SOAK_CYCLES.
+// Knobs are read when used: the per-run ones (the managed scheduler's) at every run, the others
+// once per process by the code that caches them.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace nna {
+
+enum class Knob : uint32_t {
+  Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
+  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl,
+  Count
+};
+
+// The knob's name ("NN_ARENA_THREADS").
+const char* knobName(Knob k);
+// Its value, or `fallback` where it is unset or empty.
+std::string knob(Knob k, const char* fallback = "");
+// Set to anything but "" or "0".
+bool knobOn(Knob k);
+// An integer in [lo, hi], `fallback` where unset; Failure BAD_OPTION naming the knob otherwise.
+long knobInt(Knob k, long fallback, long lo, long hi);
+
+}  // namespace nna

@@ -1,0 +1,24 @@
+// validate.h: checks a header that did not come from the planner before anything binds it.
+// Device kernels trust the header, so every count, offset and size is checked here, with
+// overflow-safe arithmetic, against the bytes actually available.
+#pragma once
+#include <cstddef>
+#include <string>
+#include "../include/nn_arena.h"
+
+namespace nna {
+
+// Returns an empty string when the header at `base` is sound for an arena of `available`
+// bytes (only the first `readable` bytes of base may be read), else what is wrong.
+std::string validateHeader(const void* base, size_t readable, size_t available);
+
+// The name of a region kind, as the TS API spells it ("w", "db", ...); "?" when out of range.
+inline const char* kindName(uint32_t kind) {
+  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
+  return kind < NNA_KIND_COUNT ? names[kind] : "?";
+}
+
+// Element size of a dtype code, 0 when unknown.
+inline size_t dtypeBytes(uint32_t dtype) { return dtype == NNA_FLOAT32 ? 4 : dtype == NNA_FLOAT64 ? 8 : 0; }
+
+}  // namespace nna

@@ -1,0 +1,37 @@
+// cpu_backend.cc: the arena on host memory only; the "device" is a second host buffer.
+#include <cstdlib>
+#include <cstring>
+
+#include "../core/backend.h"
+#include "../core/failure.h"
+#include "../core/host_memory.h"
+
+namespace nna {
+namespace {
+
+struct CpuBackend final : Backend {
+  const char* name() const override { return "cpu"; }
+  void* allocHost(size_t bytes, bool) override { return hostAlloc(bytes, "host"); }
+  void freeHost(void* p, size_t bytes, bool) override { hostFree(p, bytes); }
+  void* allocDevice(size_t bytes, Memory memory) override {
+    if (memory == Memory::Managed) NNA_FAIL("NOT_SUPPORTED", "managed memory needs the CUDA backend");
+    if (memory == Memory::Staged) NNA_FAIL("NOT_SUPPORTED", "staged memory needs the CUDA backend");
+    return hostAlloc(bytes, "stand-in device");
+  }
+  void freeDevice(void* p, size_t bytes, Memory) override { hostFree(p, bytes); }
+  void zeroDevice(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  void copy(void* dst, const void* src, size_t bytes, Dir) override { std::memcpy(dst, src, bytes); }
+  void prefetch(void*, size_t, Where) override {
+    NNA_FAIL("NOT_SUPPORTED", "prefetch applies to managed memory on the CUDA backend; this arena is on the CPU backend");
+  }
+  void advise(void*, size_t, Advice, Where, bool) override {
+    NNA_FAIL("NOT_SUPPORTED", "advise applies to managed memory on the CUDA backend; this arena is on the CPU backend");
+  }
+  void synchronize() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> makeCpuBackend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace nna

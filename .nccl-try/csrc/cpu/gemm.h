@@ -1,0 +1,63 @@
+// gemm.h: C = alpha * op(A) op(B) + beta * C for the CPU backend (row-major, float and double),
+// packed and cache-blocked with register-blocked micro-kernels picked at run time by CPU
+// features. Independent of Node, so bench/cpu and the tests link it alone.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace nna {
+namespace cpu {
+
+enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2 };
+
+// What happens to a tile of C once its last K block is in (the tile is then in L1):
+//   BiasAct:  c = act(c + bias[j])                      (forward: z = act(x W^T + b))
+//   ActGrad:  c *= act'(z[i * ldz + j])                 (backward: d_{l-1} = (d W) * act'(z_{l-1}))
+//   Update:   optimizer step of w, m, v at c's index from the gradient c (momentum, Adam)
+enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3 };
+
+template <typename T>
+struct Epilogue {
+  Epi kind = Epi::None;
+  uint32_t act = 0;          // nna_activation (BiasAct, ActGrad)
+  const T* bias = nullptr;   // BiasAct
+  const T* z = nullptr;      // ActGrad
+  size_t ldz = 0;
+  uint32_t optimizer = 0;    // Update: nna_optimizer
+  T* w = nullptr;            // Update: parameters, same shape and leading dimension as C
+  T* m = nullptr;
+  T* v = nullptr;
+  T lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, bc1 = 1, bc2 = 1;
+};
+
+template <typename T>
+struct Gemm {
+  bool transA = false, transB = false;  // op(A) is m x k: A[i*lda+p], or A[p*lda+i] when transA
+  size_t m = 0, n = 0, k = 0;           // op(B) is k x n: B[p*ldb+j], or B[j*ldb+p] when transB
+  T alpha = 1;
+  const T* a = nullptr;
+  size_t lda = 0;
+  const T* b = nullptr;
+  size_t ldb = 0;
+  T beta = 0;                           // 0: C is not read (may hold anything)
+  T* c = nullptr;
+  size_t ldc = 0;
+  Epilogue<T> ep;
+};
+
+// The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512 lowers
+// it (never above what the CPU has).
+Isa detectedIsa();
+Isa activeIsa();
+const char* isaName(Isa isa);
+
+// Runs g on up to `threads` threads of the shared pool (0: all of it). The K dimension is never
+// split and every element sums its K blocks in one fixed order, so the result does not depend
+// on the thread count or timing; it does depend on the ISA (FMA vs separate multiply and add).
+void gemm(const Gemm<float>& g, Isa isa, unsigned threads = 0);
+void gemm(const Gemm<double>& g, Isa isa, unsigned threads = 0);
+template <typename T>
+void gemm(const Gemm<T>& g) { gemm(g, activeIsa(), 0); }
+
+}  // namespace cpu
+}  // namespace nna

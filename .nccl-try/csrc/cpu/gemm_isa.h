@@ -1,0 +1,19 @@
+// gemm_isa.h: the per-ISA entry points behind gemm() (gemm.cc dispatches between them).
+#pragma once
+#include "gemm.h"
+
+namespace nna {
+namespace cpu {
+
+void gemmPortable(const Gemm<float>& g, unsigned threads);
+void gemmPortable(const Gemm<double>& g, unsigned threads);
+#if defined(__x86_64__) && defined(__GNUC__)
+#define NNA_X86_KERNELS 1
+void gemmAvx2(const Gemm<float>& g, unsigned threads);
+void gemmAvx2(const Gemm<double>& g, unsigned threads);
+void gemmAvx512(const Gemm<float>& g, unsigned threads);
+void gemmAvx512(const Gemm<double>& g, unsigned threads);
+#endif
+
+}  // namespace cpu
+}  // namespace nna

@@ -1,0 +1,56 @@
+// cublas_loader.h: cuBLAS found at run time, never needed by the build. The development and CI
+// machines have only nvcc and the CUDA runtime; a normal toolkit install (and the GPU machine)
+// has libcublas. When it loads, large products of the per-layer path go to cublasSgemm /
+// cublasDgemm in FP32/FP64 (no TF32: default math); otherwise the tiled kernels run them.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <string>
+
+namespace nna {
+
+// One stream and (when cuBLAS loaded) one cuBLAS handle bound to it, taken from a pool for the
+// length of a run: cuBLAS handles must not be shared by concurrent runs.
+struct Lane {
+  cudaStream_t stream = nullptr;
+  void* blas = nullptr;  // cublasHandle_t, or null without cuBLAS
+  int device = 0;        // the device the stream and handle belong to
+};
+
+// A lane of the calling thread's current device (one pool per device).
+Lane acquireLane();
+void releaseLane(const Lane& lane);
+
+// RAII holder of a lane for one run.
+class LaneGuard {
+ public:
+  LaneGuard() : lane_(acquireLane()) {}
+  // A run that failed part-way may have left work queued: drain it before the next run.
+  ~LaneGuard() {
+    cudaSetDevice(lane_.device);  // a lane goes back from its own device
+    cudaStreamSynchronize(lane_.stream);
+    releaseLane(lane_);
+  }
+  LaneGuard(const LaneGuard&) = delete;
+  LaneGuard& operator=(const LaneGuard&) = delete;
+  const Lane& operator*() const { return lane_; }
+  const Lane* operator->() const { return &lane_; }
+
+ private:
+  Lane lane_;
+};
+
+// Whether cuBLAS was found ("" when it was; else why not). NN_ARENA_CUBLAS=0 turns it off,
+// NN_ARENA_CUBLAS=/path/to/libcublas.so picks the library.
+bool cublasAvailable();
+const std::string& cublasStatus();
+
+// Column-major C = alpha op(A) op(B) + beta C on lane.stream (cuBLAS conventions, host scalars).
+// Throws Failure CUBLAS_ERROR on a failed call.
+void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc);
+void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
+              const double* B, int ldb, double beta, double* C, int ldc);
+
+}  // namespace nna

@@ -1,0 +1,219 @@
+// cuda_backend.cu: the arena's allocations and transfers on a CUDA device.
+// Pinned host memory (cudaMallocHost) by default, device memory from cudaMalloc or, for
+// 'managed', cudaMallocManaged: never more than 90% of the free device memory, because
+// oversubscribed managed memory can stall the whole GPU for every process on it.
+#include <cstdlib>
+#include <cstring>
+
+#include "../core/backend.h"
+#include "../core/host_memory.h"
+#include "../include/nn_arena.h"
+#include "check.cuh"
+#include "cublas_loader.h"
+
+namespace nna {
+namespace {
+
+cudaMemLocation locationOf(Where where) {
+  cudaMemLocation loc{};
+  if (where == Where::Device) {
+    loc.type = cudaMemLocationTypeDevice;
+    CUDA_CHECK(cudaGetDevice(&loc.id));
+  } else {
+    loc.type = cudaMemLocationTypeHost;
+    loc.id = 0;
+  }
+  return loc;
+}
+
+struct CudaBackend final : Backend {
+  explicit CudaBackend(int device) : device_(device) {}
+  const char* name() const override { return "cuda"; }
+  int device() const override { return device_; }
+  void activate() override { CUDA_CHECK(cudaSetDevice(device_)); }
+
+  void* allocHost(size_t bytes, bool pinned) override {
+    DeviceScope scope(device_);
+    void* p = nullptr;
+    if (pinned) {
+      CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+      return p;
+    }
+    return hostAlloc(bytes, "host");
+  }
+  void freeHost(void* p, size_t bytes, bool pinned) override {
+    DeviceScope scope(device_);
+    if (pinned) CUDA_CHECK(cudaFreeHost(p));
+    else hostFree(p, bytes);
+  }
+
+  void* allocDevice(size_t bytes, Memory memory) override {
+    DeviceScope scope(device_);
+    size_t freeB = 0, totalB = 0;
+    CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+    void* p = nullptr;
+    if (memory == Memory::Managed) {
+      if (bytes > freeB / 10 * 9)
+        NNA_FAIL("MANAGED_LIMIT", "managed allocation of " + std::to_string(bytes) + " bytes refused: above 90% of the " +
+                                      std::to_string(freeB) + " bytes of free device memory");
+      CUDA_CHECK(cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal));
+      return p;
+    }
+    // Staged: the device side is a pinned host image (copied to and from the device pool with
+    // cudaMemcpyAsync, which needs page-locked memory to be asynchronous).
+    if (memory == Memory::Staged) {
+      CUDA_CHECK(cudaMallocHost(&p, bytes ? bytes : 1));
+      return p;
+    }
+    const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();  // not sticky: clear it so the process goes on
+      NNA_FAIL("CUDA_OOM", "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + std::to_string(freeB) +
+                               " of " + std::to_string(totalB) + " bytes free on the device");
+    }
+    CUDA_CHECK(e);
+    return p;
+  }
+  void freeDevice(void* p, size_t, Memory memory) override {
+    DeviceScope scope(device_);
+    if (memory == Memory::Staged) CUDA_CHECK(cudaFreeHost(p));
+    else CUDA_CHECK(cudaFree(p));
+  }
+  void zeroDevice(void* p, size_t bytes) override {
+    DeviceScope scope(device_);
+    CUDA_CHECK(cudaMemset(p, 0, bytes));
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+  void copy(void* dst, const void* src, size_t bytes, Dir dir) override {
+    DeviceScope scope(device_);
+    CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
+  }
+
+  void prefetch(void* p, size_t bytes, Where where) override {
+    DeviceScope scope(device_);
+    CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, locationOf(where), 0, 0));
+    CUDA_CHECK(cudaStreamSynchronize(0));
+  }
+
+  void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) override {
+    DeviceScope scope(device_);
+    cudaMemoryAdvise a;
+    switch (advice) {
+      case Advice::ReadMostly: a = unset ? cudaMemAdviseUnsetReadMostly : cudaMemAdviseSetReadMostly; break;
+      case Advice::PreferredLocation: a = unset ? cudaMemAdviseUnsetPreferredLocation : cudaMemAdviseSetPreferredLocation; break;
+      default: a = unset ? cudaMemAdviseUnsetAccessedBy : cudaMemAdviseSetAccessedBy; break;
+    }
+    CUDA_CHECK(cudaMemAdvise(p, bytes, a, locationOf(where)));
+  }
+
+  void synchronize() override {
+    DeviceScope scope(device_);
+    CUDA_CHECK(cudaDeviceSynchronize());
+  }
+
+ private:
+  int device_;
+};
+
+__global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  for (uint32_t l = 0; l < numLayers; ++l) {
+    const nna_bound_layer<float> b = nna_bind<float>(base, l);
+    float* p[NNA_KIND_COUNT] = {b.z, b.b, b.w, b.d, b.db, b.dw, b.mw, b.mb, b.vw, b.vb, b.y, b.xdata, b.ydata, b.stats};
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+      out[l * NNA_KIND_COUNT + k] = p[k] ? (uint64_t)((char*)p[k] - (char*)base) : ~0ull;
+  }
+}
+
+// The architectures this binary holds code for: nvcc's __CUDA_ARCH_LIST__ (the virtual
+// architectures compiled, 750 for sm_75; each gets SASS) and the PTX one that
+// scripts/find-nvcc.cjs records in NNA_CUDA_PTX.
+#ifndef __CUDA_ARCH_LIST__
+#define __CUDA_ARCH_LIST__ 0
+#endif
+#ifndef NNA_CUDA_PTX
+#define NNA_CUDA_PTX 0
+#endif
+std::string compiledArchs() {
+  std::string s;
+  for (int a : {__CUDA_ARCH_LIST__}) if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a / 10);
+  if (NNA_CUDA_PTX) s += (s.empty() ? "compute_" : " compute_") + std::to_string(NNA_CUDA_PTX);
+  return s;
+}
+
+}  // namespace
+
+CudaInfo cudaInfo() {
+  CudaInfo i;
+  i.built = true;
+  i.archs = compiledArchs();
+  cudaRuntimeGetVersion(&i.runtimeVersion);
+  cudaDriverGetVersion(&i.driverVersion);
+  const cudaError_t e = cudaGetDeviceCount(&i.devices);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    i.devices = 0;
+    i.why = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
+    return i;
+  }
+  if (i.devices == 0) { i.why = "no CUDA device present"; return i; }
+  cudaDeviceProp prop;
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    i.name = prop.name;
+    i.ccMajor = prop.major;
+    i.ccMinor = prop.minor;
+  }
+  // A GPU the binary holds no SASS (and no PTX it can JIT) for: unusable, and say why.
+  cudaFuncAttributes attr;
+  const cudaError_t k = cudaFuncGetAttributes(&attr, probeBindKernel);
+  if (k != cudaSuccess) {
+    (void)cudaGetLastError();
+    const std::string cc = "sm_" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor);
+    i.devices = 0;
+    i.noKernelImage = k == cudaErrorNoKernelImageForDevice || k == cudaErrorInvalidDeviceFunction || k == cudaErrorUnsupportedPtxVersion;
+    i.why = i.noKernelImage
+        ? "the GPU " + i.name + " (" + cc + ") has no kernels in this nn-arena binary (built for " + i.archs +
+              "); rebuild for it: NN_ARENA_CUDA_ARCH=" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor) +
+              " npm rebuild nn-arena (see the README, Install)"
+        : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
+    return i;
+  }
+  {
+    DeviceScope scope(0);  // device 0's memory, whatever device this thread last used
+    cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
+  }
+  i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
+  return i;
+}
+
+std::unique_ptr<Backend> makeCudaBackend(int device) {
+  const CudaInfo i = cudaInfo();
+  if (i.devices == 0) NNA_FAIL(i.noKernelImage ? "NO_KERNEL_IMAGE" : "NO_DEVICE", i.why);
+  if (device < 0 || device >= i.devices)
+    NNA_FAIL_FIELD("BAD_OPTION", "device", "device " + std::to_string(device) + " does not exist: this machine has " + std::to_string(i.devices) + " CUDA device(s), 0 to " + std::to_string(i.devices - 1));
+  return std::make_unique<CudaBackend>(device);
+}
+
+uint64_t deviceBytesInUse() {
+  size_t freeB = 0, totalB = 0;
+  CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
+  return uint64_t(totalB - freeB);
+}
+
+void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out) {
+  const size_t n = size_t(numLayers) * NNA_KIND_COUNT * sizeof(uint64_t);
+  uint64_t* dOut = nullptr;
+  CUDA_CHECK(cudaMalloc(&dOut, n));
+  try {
+    probeBindKernel<<<1, 1>>>(devBase, numLayers, dOut);
+    CUDA_CHECK(cudaGetLastError());
+    CUDA_CHECK(cudaMemcpy(out, dOut, n, cudaMemcpyDeviceToHost));
+  } catch (...) {
+    cudaFree(dOut);
+    throw;
+  }
+  CUDA_CHECK(cudaFree(dOut));
+}
+
+}  // namespace nna

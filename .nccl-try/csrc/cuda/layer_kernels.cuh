@@ -1,0 +1,290 @@
+// layer_kernels.cuh: the kernels of the per-layer path (one launch per product or pass). Each
+// takes the arena's device base and binds what it needs from the header with nna_bind. The
+// per-element math is csrc/train/math.h, shared with the CPU backend and the fused step.
+#pragma once
+#include "../include/nn_arena.h"
+#include "../train/math.h"
+#include "output_row.cuh"
+
+namespace nna {
+
+constexpr int kThreads = 256;
+
+// Fraction bits of the fixed-point loss sum (output_row.cuh): 48, fewer for batches of 2^15
+// rows or more, so that a step's fractions (each < 2^fracBits) cannot overflow 64 bits.
+inline int lossFracBits(uint64_t batch) {
+  int bits = 0;
+  while (bits < 64 && (uint64_t(1) << bits) <= batch) ++bits;  // batch < 2^bits
+  return bits + 48 <= 63 ? 48 : 63 - bits;
+}
+
+inline unsigned blocksFor(uint64_t n) {
+  const uint64_t b = (n + kThreads - 1) / kThreads;
+  return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
+}
+
+template <typename T>
+__global__ void resetStatsKernel(void* base, uint32_t last) {
+  T* s = nna_bind<T>(base, last).stats;
+  for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
+  s[NNA_STAT_BAD_STEP] = T(-1);
+}
+
+template <typename T>
+__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(nna_bind<T>(base, last).stats, fracBits); }
+
+// Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
+// the permutation is computed once a row and no element needs a 64-bit division (the
+// element-indexed version spent 145 us a step of the L network on them).
+template <typename T>
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples) {
+  const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const uint64_t k = permIndex(first + r, a, c, samples);
+    for (uint64_t j = threadIdx.x; j < in.units; j += blockDim.x) in.z[r * in.units + j] = in.xdata[k * in.units + j];
+    for (uint64_t j = threadIdx.x; j < out.units; j += blockDim.x) out.y[r * out.units + j] = out.ydata[k * out.units + j];
+  }
+}
+
+inline unsigned rowBlocks(uint64_t rows) { return unsigned(rows < 65535 ? (rows ? rows : 1) : 65535); }
+
+// C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
+// of C, (TILE/16)^2 outputs each. Small layers get smaller tiles (see the launcher) so that
+// the grid still covers the GPU: with 64x64 tiles the S network's first layer ran on 4 blocks.
+enum GemmMode { kForward = 0, kWeightGrad = 1, kErrorPrev = 2 };
+constexpr int BK = 16;
+
+// The multiply-adds of one BK-deep slice of a tile: thread (tx, ty) of 16 x 16 owns a TM x TM
+// block of the result. Shared by gemmKernel and the fused kernel's tiles (fused_step.cu).
+template <typename T, int TM, int LD>
+__device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD], const T (*Bs)[LD], int tx, int ty) {
+#pragma unroll
+  for (int k = 0; k < BK; ++k) {
+    T a[TM], b[TM];
+#pragma unroll
+    for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TM; ++j) acc[i][j] += a[i] * b[j];
+  }
+}
+
+// Thread (tx, ty)'s TM x TM block of the tile at (bm, bn) of an M x N product of layer l (C)
+// and the one below (P), through its epilogue: z = act(sum + b); dw = sum, then `afterDw(e, sum)`
+// at element e (the fused kernel's in-place update); d[l-1] = sum * act'(z[l-1]). Shared by
+// gemmKernel and the fused kernel's tiles.
+template <int MODE, typename T, int TM, class AfterDw>
+__device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_bound_layer<T>& C, const nna_bound_layer<T>& P, uint64_t bm,
+                                          uint64_t bn, uint64_t M, uint64_t N, int tx, int ty, AfterDw afterDw) {
+  const uint64_t n = C.units, m = C.fan_in;
+  for (int i = 0; i < TM; ++i) {
+    const uint64_t r = bm + ty * TM + i;
+    if (r >= M) continue;
+    for (int j = 0; j < TM; ++j) {
+      const uint64_t c = bn + tx * TM + j;
+      if (c >= N) continue;
+      if (MODE == kForward) {
+        C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
+      } else if (MODE == kWeightGrad) {
+        C.dw[r * m + c] = acc[i][j];
+        afterDw(r * m + c, acc[i][j]);
+      } else {
+        P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
+      }
+    }
+  }
+}
+
+template <typename T, int MODE, int TILE>
+__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows) {
+  constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
+  const nna_bound_layer<T> C = nna_bind<T>(base, l), P = nna_bind<T>(base, l - 1);
+  const uint64_t n = C.units, m = C.fan_in;
+  const uint64_t M = MODE == kWeightGrad ? n : rows;
+  const uint64_t N = MODE == kForward ? n : m;
+  const uint64_t K = MODE == kForward ? m : MODE == kWeightGrad ? rows : n;
+  auto A = [&](uint64_t i, uint64_t k) -> T {
+    return MODE == kForward ? P.z[i * m + k] : MODE == kWeightGrad ? C.d[k * n + i] : C.d[i * n + k];
+  };
+  auto B = [&](uint64_t k, uint64_t j) -> T {
+    return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j];
+  };
+  __shared__ T As[BK][BM];
+  __shared__ T Bs[BK][BN];
+  const uint64_t bm = uint64_t(blockIdx.y) * BM, bn = uint64_t(blockIdx.x) * BN;
+  const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
+  T acc[TM][TM] = {};
+  for (uint64_t k0 = 0; k0 < K; k0 += BK) {
+#pragma unroll
+    for (int q = 0; q < TM; ++q) {  // BM * BK = 256 * TM elements of each tile
+      const int e = threadIdx.x + 256 * q;
+      const int ar = e / BK, ak = e % BK;  // A: consecutive threads walk k
+      As[ak][ar] = (bm + ar < M && k0 + ak < K) ? A(bm + ar, k0 + ak) : T(0);
+      const int bk = e / BN, bc = e % BN;  // B: consecutive threads walk j
+      Bs[bk][bc] = (k0 + bk < K && bn + bc < N) ? B(k0 + bk, bn + bc) : T(0);
+    }
+    __syncthreads();
+    tileMultiply<T, TM, BM>(acc, As, Bs, tx, ty);
+    __syncthreads();
+  }
+  storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, [](uint64_t, T) {});
+}
+
+// The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
+// z_l = act(z_l + b_l) after the forward product, d_{l-1} *= act'(z_{l-1}) after the error one.
+// (A block per row: no per-element 64-bit modulo to find the unit.)
+template <typename T>
+__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* z = C.z + r * C.units;
+    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) z[j] = activate<T>(C.activation, z[j] + C.b[j]);
+  }
+}
+template <typename T>
+__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
+  const nna_bound_layer<T> P = nna_bind<T>(base, l - 1);
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
+    P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
+}
+
+// The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
+// `scaleRows` (rows, or a data-parallel group's rows of the step).
+template <typename T>
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad);
+  if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
+}
+
+// Wide output layers (> 32 units): one warp per row.
+template <typename T>
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
+  if (r >= rows) return;  // whole warps leave together
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad);
+  if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
+}
+
+// Wide output layers: a block of 256 threads per row, each thread holding up to kOutPerThread
+// of the row's values in registers, so z and y are read once and z and d written once (a warp
+// per row walked the 4096-unit row of the L network five times: 190 us a step). Same
+// definitions as outputRow; sums in a fixed order.
+constexpr int kOutPerThread = 16;
+constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
+
+template <typename T>
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits) {
+  const nna_bound_layer<T> O = nna_bind<T>(base, last);
+  const uint64_t n = O.units;
+  __shared__ T sv[8];
+  __shared__ uint64_t si[8];
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* z = O.z + r * n;
+    const T* y = O.y + r * n;
+    T zv[kOutPerThread], yv[kOutPerThread];
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q) {
+      const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+      zv[q] = j < n ? z[j] : T(0);
+      yv[q] = j < n ? y[j] : T(0);
+    }
+    auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
+    double loss = 0.0;
+    if (O.activation == NNA_ACT_SOFTMAX) {
+      T mx = -INFINITY;
+      uint64_t unused = 0;
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q) && zv[q] > mx) mx = zv[q];
+      blockArgmax(mx, unused, sv, si);
+      T sum = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) sum += nexp(zv[q] - mx);
+      const T lse = mx + nlog(blockSum(sum, sv));
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q)) {
+          if (yv[q] != T(0)) l -= yv[q] * (zv[q] - lse);
+          zv[q] = nexp(zv[q] - lse);
+        }
+      loss = double(blockSum(l, sv));
+    }
+    // First maxima of z and y: a thread walks its units in increasing order, the block keeps
+    // the smaller index among equal values.
+    T zMax = -INFINITY, yMax = -INFINITY;
+    uint64_t zArg = ~uint64_t(0), yArg = ~uint64_t(0);
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q)
+      if (on(q)) {
+        const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+        if (zArg == ~uint64_t(0) || zv[q] > zMax) { zMax = zv[q]; zArg = j; }
+        if (yArg == ~uint64_t(0) || yv[q] > yMax) { yMax = yv[q]; yArg = j; }
+      }
+    blockArgmax(zMax, zArg, sv, si);
+    blockArgmax(yMax, yArg, sv, si);
+    if (mse) {
+      T l = T(0);
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) l += (zv[q] - yv[q]) * (zv[q] - yv[q]);
+      loss = double(blockSum(l, sv)) / double(n);
+    }
+    T* d = O.d + r * n;
+    const T scale = mse ? T(2) / (T(scaleRows) * T(n)) : T(1) / T(scaleRows);
+#pragma unroll
+    for (int q = 0; q < kOutPerThread; ++q)
+      if (on(q)) {
+        const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+        z[j] = zv[q];
+        if (grad) d[j] = mse ? scale * (zv[q] - yv[q]) * activationGrad(O.activation, zv[q]) : scale * (zv[q] - yv[q]);
+      }
+    if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, zArg == yArg, r, rows, step, fracBits);
+  }
+}
+
+// db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
+// fixed-order reduction of the 8 partial sums, so the result is deterministic.
+constexpr int kBiasCols = 32, kBiasStripes = 8;
+
+// updateBias: also take the optimizer step of the biases here (when the weights' step was
+// folded into their gradient product, this saves the update kernel's launch).
+// The launch uses 32 row stripes (1024 threads): with 8, each thread of the L network's bias
+// gradients walked 256 rows one dependent load at a time (36 us a layer).
+constexpr int kBiasStripesWide = 32;
+
+template <typename T>
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  __shared__ T part[kBiasStripesWide][kBiasCols];
+  const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
+  T s = T(0);
+  if (j < C.units)
+    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripesWide) s += C.d[r * C.units + j];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= C.units) return;
+  T total = T(0);
+  for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
+  C.db[j] = total;
+  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
+}
+
+// The optimizer step of layer l: weights, then biases.
+template <typename T>
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp) {
+  const nna_bound_layer<T> C = nna_bind<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+    else {
+      const uint64_t i = e - nw;
+      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    }
+  }
+}
+
+}  // namespace nna

@@ -1,0 +1,138 @@
+// output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units),
+// for wide output layers where one thread per row (math.h outputRow) walks thousands of values
+// serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
+// Same definition as outputRow: softmax + cross-entropy or MSE, first-maximum argmax for the
+// accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
+// (The layer path uses outputBlockKernel, a block per row, for rows up to 4096 units.)
+#pragma once
+#include "../train/math.h"
+
+namespace nna {
+
+template <typename T>
+__device__ __forceinline__ T warpSum(T v) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
+
+// Maximum over the warp with the smallest index among equal maxima (outputRow keeps the first).
+template <typename T>
+__device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
+#pragma unroll
+  for (int off = 16; off > 0; off /= 2) {
+    const T ov = __shfl_xor_sync(0xffffffffu, v, off);
+    const uint64_t oa = __shfl_xor_sync(0xffffffffu, at, off);
+    if (ov > v || (ov == v && oa < at)) { v = ov; at = oa; }
+  }
+}
+
+// Adds one row's loss to the step's exact sum (NNA_STAT_LOSS_FIXED): fixed point with
+// `fracBits` fraction bits in one 64-bit word and the whole part in another, both added with
+// fire-and-forget integer atomics, so the total does not depend on the order in which rows
+// (warps, blocks) finish; float atomics made the reported loss differ from run to run. The
+// fraction word cannot wrap: fracBits = lossFracBits(batch) leaves room for a batch of rows.
+// A value the format cannot hold (negative, >= 2^62, NaN, inf) goes to NNA_STAT_LOSS directly.
+template <typename T>
+__device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits) {
+  if (!(loss >= 0.0 && loss < 4611686018427387904.0)) {
+    atomicAdd(stats + NNA_STAT_LOSS, T(loss));
+    return;
+  }
+  unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
+  const double whole = floor(loss);
+  atomicAdd(w, static_cast<unsigned long long>(ldexp(loss - whole, fracBits)));
+  atomicAdd(w + 1, static_cast<unsigned long long>(whole));
+}
+
+// One finished row into the stats region: its loss (exact sum), whether it was classified
+// correctly, the batch's row count (row 0 adds it) and the first step with a non-finite loss.
+// Steps run in order on one stream, so only this step's rows can race on BAD_STEP, all with one
+// value. Every output routine (thread, warp or block per row; fused or per layer) ends here.
+template <typename T>
+__device__ __forceinline__ void accumulateRowStats(T* stats, double loss, bool correct, uint64_t r, uint64_t rows, uint64_t step, int fracBits) {
+  addLossExact(stats, loss, fracBits);
+  atomicAdd(stats + NNA_STAT_CORRECT, T(correct ? 1 : 0));
+  if (r == 0) atomicAdd(stats + NNA_STAT_ROWS, T(rows));
+  if (!isfinite(loss) && stats[NNA_STAT_BAD_STEP] < T(0)) stats[NNA_STAT_BAD_STEP] = T(step);
+}
+
+// After a step: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
+template <typename T>
+__device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
+  unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
+  stats[NNA_STAT_LOSS] += T(double(w[1]) + ldexp(double(w[0]), -fracBits));
+  w[0] = w[1] = 0;
+}
+
+template <typename T>
+__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad) {
+  const uint32_t lane = threadIdx.x % 32;
+  RowResult res{0.0, false};
+  if (act == NNA_ACT_SOFTMAX) {
+    T mx = z[0];
+    for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
+    uint64_t unused = 0;
+    warpArgmax(mx, unused);
+    T sum = T(0);
+    for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
+    const T lse = mx + nlog(warpSum(sum));
+    T loss = T(0);
+    for (uint64_t j = lane; j < n; j += 32) {
+      if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
+      z[j] = nexp(z[j] - lse);
+    }
+    res.loss = double(warpSum(loss));
+  }
+  T zMax = z[0], yMax = y[0];
+  uint64_t zArg = 0, yArg = 0;
+  for (uint64_t j = lane; j < n; j += 32) {
+    if (z[j] > zMax) { zMax = z[j]; zArg = j; }
+    if (y[j] > yMax) { yMax = y[j]; yArg = j; }
+  }
+  warpArgmax(zMax, zArg);
+  warpArgmax(yMax, yArg);
+  res.correct = zArg == yArg;
+  if (mse) {
+    T loss = T(0);
+    for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
+    res.loss = double(warpSum(loss)) / double(n);
+  }
+  if (wantGrad) {
+    const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
+    for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
+  }
+  return res;
+}
+
+}  // namespace nna
+
+namespace nna {
+
+// Block-wide reductions of 256 threads in a fixed order (warp trees, then warps in order), for
+// the block-per-row output kernel. `scratch` holds 8 values; every thread gets the result.
+template <typename T>
+__device__ T blockSum(T v, T* scratch) {
+  v = warpSum(v);
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  T total = T(0);
+  for (int w = 0; w < 8; ++w) total += scratch[w];
+  __syncthreads();
+  return total;
+}
+
+// Maximum with the smallest index among equal maxima (outputRow keeps the first maximum).
+template <typename T>
+__device__ void blockArgmax(T& v, uint64_t& at, T* sv, uint64_t* si) {
+  warpArgmax(v, at);
+  if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = at; }
+  __syncthreads();
+  v = sv[0];
+  at = si[0];
+  for (int w = 1; w < 8; ++w)
+    if (sv[w] > v || (sv[w] == v && si[w] < at)) { v = sv[w]; at = si[w]; }
+  __syncthreads();
+}
+
+}  // namespace nna

@@ -1,0 +1,381 @@
+// communicator.cu: NCCL communicators (one per rank and device) and the gradient sync of a run
+// (csrc/cuda/grad_sync.h). What one step reduces: every db and dw region, merged into as few
+// ranges as the layout allows: two gradient regions are one range when nothing but alignment
+// padding lies between them (padding is zero on every replica, so summing it changes nothing).
+// Kind-major arenas keep every db and dw adjacent: one all-reduce per step, issued once the
+// backward of layer 1 is queued. Layer-major arenas keep each layer's db and dw adjacent: one
+// all-reduce per layer, issued as soon as that layer's backward is queued, on the
+// communicator's stream, so it overlaps the backward of the layers below; the layer's optimizer
+// step follows its all-reduce on that stream.
+#include "communicator.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+
+#include "../core/failure.h"
+#include "../cuda/check.cuh"
+#include "../cuda/cuda_train.h"
+#include "../cuda/grad_sync.h"
+#include "../include/nn_arena.h"
+#include "nccl_loader.h"
+
+namespace nna {
+
+// The ranks of one group in this process (one rank for a multi-process group). NCCL's abort
+// and destroy are intra-node collectives: the ranks one thread drives must be grouped, and no
+// rank may be inside another NCCL call meanwhile. So a failed run only marks the group; each
+// rank's thread parks (in its wait for the device) or ends its run, and the last one to go
+// quiet aborts every rank in one grouped call. Destruction is grouped the same way: the last
+// rank released destroys them all.
+struct CommGroup {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::vector<Communicator*> members;
+  std::vector<void*> comms;   // by rank within the process; null once aborted or destroyed
+  std::vector<bool> quiet;    // by member: parked or done with the current run
+  std::vector<bool> released; // by member: destructor ran
+  bool failed = false, aborted = false;
+  std::string why;
+
+  size_t indexOf(const Communicator* c) const { return size_t(std::find(members.begin(), members.end(), c) - members.begin()); }
+
+  // With the mutex held: once failed and every member quiet, abort every rank at once.
+  void abortIfQuiet() {
+    if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
+    const nccl::Api& a = nccl::api();
+    a.groupStart();
+    for (void*& c : comms) if (c) { a.commAbort(static_cast<nccl::Comm>(c)); c = nullptr; }
+    a.groupEnd();
+    aborted = true;
+    cv.notify_all();
+  }
+};
+
+NcclInfo ncclInfo() {
+  NcclInfo i;
+  const nccl::Api& a = nccl::api();
+  i.available = a.status.empty();
+  i.version = a.version;
+  i.why = a.status;
+  return i;
+}
+
+NcclId ncclUniqueId() {
+  const nccl::Api& a = nccl::require();
+  nccl::UniqueId id;
+  nccl::check(a.getUniqueId(&id), "ncclGetUniqueId");
+  NcclId out;
+  std::memcpy(out.data(), id.internal, out.size());
+  return out;
+}
+
+Communicator::Communicator(int rank, int world, int device) : rank_(rank), world_(world), device_(device) {}
+
+void Communicator::setUp() {
+  DeviceScope scope(device_);
+  cudaStream_t s = nullptr;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  cudaEvent_t e = nullptr;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  ready_ = e;
+  for (void*& d : done_) {
+    CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    d = e;
+  }
+  CUDA_CHECK(cudaMalloc(&saved_, 8 * sizeof(double)));
+}
+
+std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::vector<int>& devices) {
+  const nccl::Api& a = nccl::require();
+  const int n = int(devices.size());
+  if (n < 1) NNA_FAIL_FIELD("BAD_OPTION", "devices", "a group needs at least one device");
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < i; ++j)
+      if (devices[i] == devices[j]) NNA_FAIL_FIELD("BAD_OPTION", "devices", "device " + std::to_string(devices[i]) + " is listed twice");
+  std::vector<nccl::Comm> comms(size_t(n), nullptr);
+  nccl::check(a.commInitAll(comms.data(), n, devices.data()), "ncclCommInitAll");
+  auto group = std::make_shared<CommGroup>();
+  std::vector<std::shared_ptr<Communicator>> out;
+  for (int i = 0; i < n; ++i) {  // owned at once, so that a failure below destroys them all
+    out.emplace_back(new Communicator(i, n, devices[size_t(i)]));
+    out.back()->comm_ = comms[size_t(i)];
+    out.back()->group_ = group;
+    group->members.push_back(out.back().get());
+    group->comms.push_back(comms[size_t(i)]);
+  }
+  group->quiet.assign(size_t(n), true);
+  group->released.assign(size_t(n), false);
+  for (auto& c : out) c->setUp();
+  return out;
+}
+
+std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int world, int rank, int device) {
+  const nccl::Api& a = nccl::require();
+  if (world < 1 || rank < 0 || rank >= world) NNA_FAIL_FIELD("BAD_OPTION", "rank", "rank " + std::to_string(rank) + " outside [0, " + std::to_string(world) + ")");
+  DeviceScope scope(device);
+  nccl::UniqueId u;
+  std::memcpy(u.internal, id.data(), id.size());
+  nccl::Comm comm = nullptr;
+  nccl::check(a.commInitRank(&comm, world, u, rank), "ncclCommInitRank");
+  std::shared_ptr<Communicator> c(new Communicator(rank, world, device));
+  c->comm_ = comm;
+  c->group_ = std::make_shared<CommGroup>();
+  c->group_->members.push_back(c.get());
+  c->group_->comms.push_back(comm);
+  c->group_->quiet.assign(1, true);
+  c->group_->released.assign(1, false);
+  c->setUp();
+  return c;
+}
+
+Communicator::~Communicator() {
+  int previous = -1;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+  cudaSetDevice(device_);
+  if (group_) {
+    std::lock_guard<std::mutex> lock(group_->mutex);
+    const size_t i = group_->indexOf(this);
+    if (i < group_->released.size()) group_->released[i] = true;
+    // The last rank of the group released: destroy every rank's communicator in one group.
+    if (std::find(group_->released.begin(), group_->released.end(), false) == group_->released.end()) {
+      const nccl::Api& a = nccl::api();
+      a.groupStart();
+      for (void*& c : group_->comms) if (c) { a.commDestroy(static_cast<nccl::Comm>(c)); c = nullptr; }
+      a.groupEnd();
+    }
+  }
+  if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
+  for (void* d : done_) if (d) cudaEventDestroy(static_cast<cudaEvent_t>(d));
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (saved_) cudaFree(saved_);
+  if (previous >= 0) cudaSetDevice(previous);
+}
+
+void Communicator::runStarting() {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = false;
+}
+
+void Communicator::runEnded() {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = true;
+  group_->abortIfQuiet();
+}
+
+void Communicator::fail(const std::string& why) {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  if (!group_->failed) { group_->failed = true; group_->why = why; }
+  group_->cv.notify_all();
+  group_->abortIfQuiet();
+}
+
+void Communicator::park() {
+  std::unique_lock<std::mutex> lock(group_->mutex);
+  group_->quiet[group_->indexOf(this)] = true;
+  group_->abortIfQuiet();
+  group_->cv.wait(lock, [&] { return group_->aborted; });
+}
+
+void Communicator::parkAndThrow() {
+  park();
+  NNA_FAIL("NCCL_ERROR", "run stopped: " + brokenWhy());
+}
+
+std::string Communicator::brokenWhy() const {
+  std::lock_guard<std::mutex> lock(group_->mutex);
+  return group_->failed ? group_->why : std::string();
+}
+
+// ---- the sync of one run --------------------------------------------------------------------
+
+namespace {
+
+constexpr double kNoBadStep = 1e30;  // BAD_STEP -1 ("none") while the group takes the minimum
+
+// Stats slots LOSS, CORRECT and ROWS become the group's sums of what this run added (the slots
+// may hold earlier runs' group totals: those are saved first and added back once); BAD_STEP
+// becomes the group's first bad step.
+template <typename T>
+__global__ void statsKernel(T* stats, double* saved, int phase) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  if (phase == 0) {
+    for (int i = 0; i < NNA_STAT_BAD_STEP; ++i) saved[i] = double(stats[i]);
+  } else if (phase == 1) {
+    for (int i = 0; i < NNA_STAT_BAD_STEP; ++i) stats[i] -= T(saved[i]);
+    if (stats[NNA_STAT_BAD_STEP] < T(0)) stats[NNA_STAT_BAD_STEP] = T(kNoBadStep);
+  } else {
+    for (int i = 0; i < NNA_STAT_BAD_STEP; ++i) stats[i] += T(saved[i]);
+    if (stats[NNA_STAT_BAD_STEP] >= T(kNoBadStep)) stats[NNA_STAT_BAD_STEP] = T(-1);
+  }
+}
+
+struct Piece {
+  uint64_t offset, bytes;
+  std::vector<uint32_t> layers;  // hidden layers with a gradient region in the range
+  uint32_t waiting = 0;          // of those, layers whose backward is not queued yet this step
+};
+
+}  // namespace
+
+class NcclSync final : public GradSync {
+ public:
+  NcclSync(Communicator& c, void* base, const void* header) : c_(c), base_(static_cast<char*>(base)) {
+    std::memcpy(&h_, header, sizeof h_);
+    std::vector<nna_layer> L(h_.num_layers);
+    std::memcpy(L.data(), static_cast<const char*>(header) + h_.layers_offset, L.size() * sizeof(nna_layer));
+    elem_ = h_.dtype == NNA_FLOAT64 ? 8 : 4;
+    stats_ = base_ + L.back().region[NNA_STATS].offset;
+    struct Span { uint64_t offset, end; uint32_t layer; bool grad; };
+    std::vector<Span> spans;
+    for (uint32_t l = 0; l < h_.num_layers; ++l)
+      for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+        const nna_region r = L[l].region[k];
+        if (r.count) spans.push_back({r.offset, r.offset + r.count * elem_, l, k == NNA_DB || k == NNA_DW});
+      }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.offset < b.offset; });
+    // Adjacent gradient regions in offset order (with only padding between) are one range.
+    bool open = false;
+    for (const Span& s : spans) {
+      if (!s.grad) { open = false; continue; }
+      if (!open) pieces_.push_back({s.offset, 0, {}, 0});
+      Piece& p = pieces_.back();
+      p.bytes = s.end - p.offset;
+      if (std::find(p.layers.begin(), p.layers.end(), s.layer) == p.layers.end()) p.layers.push_back(s.layer);
+      open = true;
+    }
+    piecesOfLayer_.assign(h_.num_layers, 0);
+    for (const Piece& p : pieces_) for (uint32_t l : p.layers) piecesOfLayer_[l]++;
+    resetStep();
+  }
+
+  void beginRun(cudaStream_t compute, bool) override {
+    live();
+    handOver(compute);
+    launchStats(0);
+  }
+
+  void gradientsReady(uint32_t layer, cudaStream_t compute, const Update& update) override {
+    bool waited = false;
+    for (Piece& p : pieces_) {
+      if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end() || --p.waiting) continue;
+      if (!waited) { handOver(compute); waited = true; }
+      const uint64_t count = p.bytes / elem_;
+      nccl::check(nccl::api().allReduce(base_ + p.offset, base_ + p.offset, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum,
+                                        comm(), stream()), "ncclAllReduce (gradients)");
+      for (uint32_t l : p.layers)
+        if (--layerWaiting_[l] == 0 && update) update(l, stream());
+    }
+  }
+
+  void endStep(cudaStream_t compute) override {
+    // The next step's forward reads the updated weights; its backward rewrites the gradients
+    // the reductions read.
+    CUDA_CHECK(cudaEventRecord(done(step_ & 1), stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(compute, done(step_ & 1), 0));
+    // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
+    // launch queue and block a launch, out of reach of the checks in wait()).
+    if (step_) wait(done((step_ - 1) & 1));
+    ++step_;
+    resetStep();
+  }
+
+  void endRun(cudaStream_t compute) override {
+    handOver(compute);
+    launchStats(1);
+    reduceStats(stats_, NNA_STAT_BAD_STEP, nccl::kSum, "ncclAllReduce (stats)");
+    reduceStats(stats_ + NNA_STAT_BAD_STEP * elem_, 1, nccl::kMin, "ncclAllReduce (first bad step)");
+    launchStats(2);
+    CUDA_CHECK(cudaEventRecord(done(0), stream()));
+    CUDA_CHECK(cudaStreamWaitEvent(compute, done(0), 0));
+    wait(done(0));
+  }
+
+  // Before the run's stream is drained: its NCCL work completes only once the group is aborted.
+  void abort() override {
+    c_.fail("replica " + std::to_string(c_.rank()) + " of the group failed during a run");
+    c_.park();
+  }
+
+ private:
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(c_.stream_); }
+  cudaEvent_t done(uint64_t i) const { return static_cast<cudaEvent_t>(c_.done_[i]); }
+  nccl::Comm comm() const { return static_cast<nccl::Comm>(c_.comm_); }
+
+  void live() const {
+    const std::string why = c_.brokenWhy();
+    if (!why.empty()) NNA_FAIL("NCCL_ERROR", "the data-parallel group can no longer run (" + why + "); create it again");
+  }
+
+  void resetStep() {
+    for (Piece& p : pieces_) p.waiting = uint32_t(p.layers.size());
+    layerWaiting_ = piecesOfLayer_;
+  }
+
+  // The communicator's stream waits for what is queued on `compute` so far.
+  void handOver(cudaStream_t compute) {
+    cudaEvent_t ready = static_cast<cudaEvent_t>(c_.ready_);
+    CUDA_CHECK(cudaEventRecord(ready, compute));
+    CUDA_CHECK(cudaStreamWaitEvent(stream(), ready, 0));
+  }
+
+  void launchStats(int phase) {
+    if (elem_ == 8) statsKernel<double><<<1, 1, 0, stream()>>>(reinterpret_cast<double*>(stats_), c_.saved_, phase);
+    else statsKernel<float><<<1, 1, 0, stream()>>>(reinterpret_cast<float*>(stats_), c_.saved_, phase);
+    CUDA_CHECK(cudaGetLastError());
+  }
+
+  void reduceStats(char* p, size_t count, int op, const char* what) {
+    nccl::check(nccl::api().allReduce(p, p, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, op, comm(), stream()), what);
+  }
+
+  // Waits for `event`, polling: a peer in this process that failed marks the group, a peer in
+  // another process shows as the communicator's asynchronous error; either parks this rank
+  // until the group is aborted, then fails the run.
+  void wait(cudaEvent_t event) {
+    for (uint32_t spin = 0;; ++spin) {
+      const cudaError_t e = cudaEventQuery(event);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) CUDA_CHECK(e);
+      if (!c_.brokenWhy().empty()) c_.parkAndThrow();
+      if (spin % 64 == 63) {
+        nccl::Result async = nccl::kSuccess;
+        nccl::check(nccl::api().commGetAsyncError(comm(), &async), "ncclCommGetAsyncError");
+        if (async != nccl::kSuccess && async != nccl::kInProgress) {
+          c_.fail(std::string("NCCL reported an asynchronous error: ") + nccl::api().getErrorString(async) + " (a peer was lost?)");
+          c_.parkAndThrow();
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+  Communicator& c_;
+  char* base_;
+  nna_header h_;
+  uint64_t elem_ = 4;
+  char* stats_ = nullptr;
+  std::vector<Piece> pieces_;
+  std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
+  uint64_t step_ = 0;
+};
+
+const char* Communicator::run(void* devBase, const void* header, const RunParams& p) {
+  struct Running {  // this rank is not quiet while its run may call NCCL
+    Communicator& c;
+    explicit Running(Communicator& x) : c(x) { c.runStarting(); }
+    ~Running() { c.runEnded(); }
+  } running(*this);
+  if (!p.reduce) return runCuda(devBase, header, p);
+  NcclSync sync(*this, devBase, header);
+  return runCuda(devBase, header, p, nullptr, &sync);
+}
+
+}  // namespace nna

@@ -1,0 +1,120 @@
+#include "phases.h"
+
+#include <cstring>
+
+#include "../core/validate.h"
+
+namespace nna {
+
+const char* stageName(Stage s) {
+  switch (s) {
+    case Stage::Gather: return "gather";
+    case Stage::Forward: return "forward";
+    case Stage::Output: return "output";
+    default: return "backward";
+  }
+}
+
+std::string regionLabel(const RegionInfo& r, bool size) {
+  std::string s = std::string(kindName(r.kind)) + "[" + std::to_string(r.layer) + "]";
+  return size ? s + " (" + std::to_string(r.bytes >> 20) + " MiB)" : s;
+}
+
+StepModel::StepModel(const uint8_t* header) {
+  std::memcpy(&h_, header, sizeof h_);
+  layers_.resize(h_.num_layers);
+  std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
+  index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);
+  const uint64_t elem = h_.dtype == NNA_FLOAT64 ? 8 : 4;
+  for (uint32_t l = 0; l < h_.num_layers; ++l)
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+      const nna_region& r = layers_[l].region[k];
+      if (!r.count) continue;
+      index_[size_t(l) * NNA_KIND_COUNT + k] = int32_t(regions_.size());
+      regions_.push_back({l, k, r.offset, r.count * elem, k == NNA_XDATA || k == NNA_YDATA});
+    }
+}
+
+std::vector<PhaseInfo> StepModel::step(Op op, bool resident, bool blas) const {
+  const uint32_t last = h_.num_layers - 1;
+  const bool grad = op == Op::Train || op == Op::Grad;
+  const bool folded = blas && op == Op::Train && h_.optimizer == NNA_SGD;
+  std::vector<PhaseInfo> out;
+  auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& { out.push_back({s, l, {}}); return out.back(); };
+  auto use = [&](PhaseInfo& ph, uint32_t l, uint32_t kind, uint8_t access) {
+    const int32_t r = regionOf(l, kind);
+    if (r < 0) return;
+    for (Use& u : ph.uses)
+      if (u.region == uint32_t(r)) { u.access |= access; return; }  // read + write -> update
+    ph.uses.push_back({uint32_t(r), access});
+  };
+  if (resident) {  // gatherKernel: rows of xdata / ydata into z[0] and y
+    PhaseInfo& g = phase(Stage::Gather, 0);
+    use(g, 0, NNA_XDATA, kRead);
+    use(g, last, NNA_YDATA, kRead);
+    use(g, 0, NNA_Z, kWrite);
+    use(g, last, NNA_Y, kWrite);
+  }
+  for (uint32_t l = 1; l <= last; ++l) {  // z[l] = act(z[l-1] w^T + b)
+    PhaseInfo& f = phase(Stage::Forward, l);
+    use(f, l - 1, NNA_Z, kRead);
+    use(f, l, NNA_W, kRead);
+    use(f, l, NNA_B, kRead);
+    use(f, l, NNA_Z, kWrite);
+  }
+  {  // outputKernel: softmax in place, loss into stats, d of the last layer
+    PhaseInfo& o = phase(Stage::Output, last);
+    use(o, last, NNA_Z, kUpdate);
+    use(o, last, NNA_Y, kRead);
+    if (grad) use(o, last, NNA_D, kWrite);
+    use(o, last, NNA_STATS, kUpdate);
+  }
+  if (grad)
+    for (uint32_t l = last; l >= 1; --l) {  // dw, db, d[l-1]; then the update of layer l
+      PhaseInfo& b = phase(Stage::Backward, l);
+      use(b, l, NNA_D, kRead);
+      use(b, l - 1, NNA_Z, kRead);
+      if (!folded) use(b, l, NNA_DW, kWrite);
+      use(b, l, NNA_DB, kWrite);
+      if (l > 1) {
+        use(b, l, NNA_W, kRead);
+        use(b, l - 1, NNA_D, kWrite);
+      }
+      if (op == Op::Train)
+        for (uint32_t k : {NNA_W, NNA_B, NNA_MW, NNA_MB, NNA_VW, NNA_VB}) use(b, l, k, kUpdate);
+    }
+  return out;
+}
+
+uint64_t StepModel::rounded(uint64_t offset, uint64_t bytes, uint64_t granule) {
+  const uint64_t start = offset / granule * granule;
+  const uint64_t end = (offset + bytes + granule - 1) / granule * granule;
+  return end - start;
+}
+
+uint64_t StepModel::phaseBytes(const PhaseInfo& ph, uint64_t granule) const {
+  uint64_t sum = 0;
+  for (const Use& u : ph.uses) {
+    const RegionInfo& r = regions_[u.region];
+    if (!r.remote && r.kind != NNA_STATS) sum += rounded(r.offset, r.bytes, granule);
+  }
+  return sum;
+}
+
+uint64_t StepModel::runBytes(uint64_t granule) const {
+  uint64_t sum = rounded(0, h_.header_bytes, granule);
+  for (const RegionInfo& r : regions_)
+    if (r.kind == NNA_STATS) sum += rounded(r.offset, r.bytes, granule);
+  return sum;
+}
+
+uint64_t StepModel::largestPhase(uint64_t granule, PhaseInfo* which) const {
+  uint64_t best = 0;
+  for (const PhaseInfo& ph : step(Op::Train, h_.samples > 0)) {
+    const uint64_t b = phaseBytes(ph, granule);
+    if (b > best) { best = b; if (which) *which = ph; }
+  }
+  return best;
+}
+
+}  // namespace nna

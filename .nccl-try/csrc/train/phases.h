@@ -1,0 +1,80 @@
+// phases.h: what each phase of a training step touches, region by region. A memory scheduler
+// (csrc/budget/residency.h, executed by csrc/budget/um_scheduler.cu and staging.cu) plans from
+// this table, and the smallest usable device budget is its largest phase. It must follow the
+// launches of the per-layer CUDA path (cuda_train.cu, LayerRun): the schedulers check the
+// order of the hook calls against it and stop a run whose phases differ.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../include/nn_arena.h"
+#include "stage.h"
+#include "train.h"
+
+namespace nna {
+
+
+// How a phase uses a region. kWrite: the phase writes it before anything reads it, so the bytes
+// it held before are dead (no copy in; the previous value need not be kept). A partial batch
+// writes only its rows of z, d and y; the rows past it are never read (every kernel stops at
+// `rows`) and, being scratch, are not kept after a run either: still kWrite.
+enum Access : uint8_t { kRead = 1, kWrite = 2, kUpdate = 3 };
+
+struct RegionInfo {
+  uint32_t layer = 0, kind = 0;
+  uint64_t offset = 0, bytes = 0;
+  // The resident data set (xdata, ydata): the gather reads a batch of rows from it in place,
+  // over the host link; it is never made device-resident by a scheduler.
+  bool remote = false;
+};
+
+// "w[3]"; with `size`, "w[3] (64 MiB)" (traces of the schedulers).
+std::string regionLabel(const RegionInfo& r, bool size = false);
+
+struct Use {
+  uint32_t region;
+  uint8_t access;
+};
+
+struct PhaseInfo {
+  Stage stage;
+  uint32_t layer;
+  std::vector<Use> uses;  // each region once
+};
+
+class StepModel {
+ public:
+  // `header`: a validated header (its layer table follows it).
+  explicit StepModel(const uint8_t* header);
+
+  const nna_header& header() const { return h_; }
+  const std::vector<nna_layer>& layers() const { return layers_; }
+  const std::vector<RegionInfo>& regions() const { return regions_; }
+  int32_t regionOf(uint32_t layer, uint32_t kind) const { return index_[size_t(layer) * NNA_KIND_COUNT + kind]; }
+
+  // The phases of one step in launch order (the same for every step of a run). `blas`: the
+  // products go through cuBLAS, which folds an SGD training update into the weight-gradient
+  // product (w -= lr * z^T d, cuda_train.cu): dw is then never written.
+  std::vector<PhaseInfo> step(Op op, bool resident, bool blas = false) const;
+
+  // Bytes a phase needs on the device besides runBytes(): each region it uses, rounded out to
+  // `granule` (the unit a scheduler places), but the data set (read in place) and the stats.
+  uint64_t phaseBytes(const PhaseInfo& ph, uint64_t granule) const;
+  // Bytes on the device for the whole of a run: the header (every kernel binds from it) and
+  // the stats region (written before the first phase and after the last).
+  uint64_t runBytes(uint64_t granule) const;
+  // The largest phase of a resident training step (the largest phase of any run): the smallest
+  // budget a scheduler can work in. `which` receives that phase.
+  uint64_t largestPhase(uint64_t granule, PhaseInfo* which = nullptr) const;
+  // Bytes of [offset, offset + bytes) rounded out to `granule` boundaries.
+  static uint64_t rounded(uint64_t offset, uint64_t bytes, uint64_t granule);
+
+ private:
+  nna_header h_;
+  std::vector<nna_layer> layers_;
+  std::vector<RegionInfo> regions_;
+  std::vector<int32_t> index_;
+};
+
+}  // namespace nna

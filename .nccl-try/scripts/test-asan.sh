@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# npm run test:asan: the CPU test suite against an addon built with AddressSanitizer and
+# UndefinedBehaviorSanitizer (CPU-only build: nvcc objects cannot be instrumented). Node itself
+# is not instrumented, so the runtime is preloaded; leak detection is off because V8 keeps
+# memory until exit by design. The normal build is restored afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+restore() { echo "test:asan: restoring the normal build"; npx node-gyp rebuild >/dev/null; }
+trap restore EXIT
+export CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+export CXXFLAGS="$CFLAGS" LDFLAGS="-fsanitize=address,undefined"
+NN_ARENA_CUDA=0 npx node-gyp rebuild >/dev/null
+unset CFLAGS CXXFLAGS LDFLAGS
+LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
+ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:allocator_may_return_null=1" \
+UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1" \
+  npx vitest run --exclude 'test/gpu/**' "$@"

@@ -1,0 +1,239 @@
+// arena.ts: one network's memory as exactly one host allocation and one device allocation.
+// The plan decides every offset; this class only allocates, moves byte ranges and hands out
+// zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
+import { ArenaError, fromNative, OptionError } from './errors.js';
+import type { Kind } from './layout/header.js';
+import type { Plan } from './layout/plan.js';
+import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
+import { flatten, selectRanges, type Selector } from './selector.js';
+import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
+import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
+import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+import { compileKernel, type Kernel, type KernelParam } from './jit.js';
+import { stateOf } from './train/queue.js';
+
+export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+
+export interface TransferResult { transfers: number; bytes: number }
+
+export interface ArenaStats extends NativeStats {}
+
+export type View = Float32Array | Float64Array;
+
+function resolveBackend(b: ArenaOptions['backend']): BackendName {
+  if (b === undefined || b === 'auto') {
+    const info = cudaInfo();
+    return info.built && info.devices > 0 ? 'cuda' : 'cpu';
+  }
+  if (b !== 'cpu' && b !== 'cuda') throw new OptionError('BAD_OPTION', 'backend', b, "must be 'auto', 'cpu' or 'cuda'");
+  return b;
+}
+
+/** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed), for the
+ *  modules of this package only (runArena below, src/internal.ts); not part of the public API.
+ *  Set by the class's static block: it is the class's own #live(). */
+export let handleOf: (arena: Arena) => NativeHandle;
+
+/** One transfer call as observers see it: `regions` selects what the bytes belong to. */
+export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
+const observers = new WeakMap<Arena, (e: TransferEvent) => void>();
+
+function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
+  observers.get(arena)?.({ dir, regions, ...r });
+  return r;
+}
+
+/** Internal: calls `fn` after every transfer of `arena` (the training report's accounting by
+ *  purpose); returns the function that stops it. */
+export function observeTransfers(arena: Arena, fn: (e: TransferEvent) => void): () => void {
+  observers.set(arena, fn);
+  return () => observers.delete(arena);
+}
+
+/** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
+ *  Trainer uploads only the rows of a data set that is smaller than its regions). */
+export function transferRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
+  const bytes = call(() => handleOf(arena).transfer(dir, [...ranges]));
+  let transfers = 0;
+  for (let i = 1; i < ranges.length; i += 2) if (ranges[i]! > 0) transfers++;
+  return notify(arena, dir, regions, { transfers, bytes });
+}
+
+/** Internal: one native run on `arena` (the Trainer's only way in). Every failure, also one in
+ *  converting the parameters, comes as a rejected promise with an ArenaError. */
+export async function runArena(arena: Arena, params: RunParams): Promise<RunPath> {
+  try {
+    return await handleOf(arena).run(params);
+  } catch (e) {
+    throw fromNative(e);
+  }
+}
+
+export class Arena implements Disposable {
+  readonly plan: Plan;
+  readonly backend: BackendName;
+  readonly memory: MemoryKind;
+  readonly pinned: boolean;
+  /** Bytes of the arena the device may hold (managed or staged memory); undefined: no budget. */
+  readonly deviceBudget: number | undefined;
+  /** The CUDA device the arena lives on (0 on the CPU backend). */
+  readonly device: number;
+  #handle: NativeHandle;
+  #views = new Map<string, View>();
+  #disposed = false;
+
+  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
+    this.plan = plan;
+    this.device = device;
+    this.#handle = handle;
+    this.backend = backend;
+    this.memory = memory;
+    this.pinned = pinned;
+    this.deviceBudget = deviceBudget;
+    Object.freeze(this);  // plan, backend and the rest cannot be swapped under the views
+  }
+
+  /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
+   *  header written at offset 0 of both (the device copy is one counted transfer). */
+  static create(plan: Plan, options: ArenaOptions = {}): Arena {
+    if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
+    const memory = options.memory ?? 'device';
+    if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
+      throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'device', 'managed' or 'staged'");
+    }
+    const budget = options.deviceBudget;
+    // A budget (or staged memory, which needs one) is checked before the backend is chosen, so a
+    // bad one is reported alike on every machine; the rules themselves are native, in one place.
+    if (budget !== undefined || memory === 'staged') call(() => native().checkDeviceBudget(plan.header, MEMORY_KINDS[memory], budget as number | undefined), { deviceBudget: budget });
+    const scheduled = residencyOption(memory, budget, options.residency);
+    const backend = resolveBackend(options.backend);
+    if (memory !== 'device' && backend !== 'cuda') {
+      throw new ArenaError('NOT_SUPPORTED', `${memory} memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
+    }
+    const device = options.device ?? 0;
+    if (typeof device !== 'number' || !Number.isSafeInteger(device) || device < 0) throw new OptionError('BAD_OPTION', 'device', device, 'must be a CUDA device index (an integer >= 0)');
+    if (device !== 0 && backend !== 'cuda') throw new OptionError('BAD_OPTION', 'device', device, `the CPU backend has only device 0 (${cudaInfo().why || 'backend: cpu'})`);
+    const pinned = backend === 'cuda' ? options.pinned ?? true : false;
+    // The device budget is checked once, natively, before anything is allocated.
+    const handle = call(() => new (native().ArenaHandle)(plan.header, {
+      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled, device,
+    }), { deviceBudget: budget, device });
+    return new Arena(plan, handle, backend, memory, pinned, budget, device);
+  }
+
+  /** Opens a checkpoint written by save(): every header and the checksum are checked before
+   *  anything is allocated; the arena then goes to the device in one transfer. */
+  static load(path: string, options: ArenaOptions = {}): Arena {
+    return loadArena(path, options, (plan, o) => Arena.create(plan, o)).arena;
+  }
+
+  /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
+   *  written to a temporary name and renamed. Call toHost() first for device-side results. */
+  save(path: string, options: SaveOptions = {}): number {
+    this.#live();
+    return saveArena(this, path, options);
+  }
+
+  get disposed(): boolean { return this.#disposed; }
+
+  #live(): NativeHandle {
+    if (this.#disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+    return this.#handle;
+  }
+
+  static {
+    handleOf = (arena) => arena.#live();
+  }
+
+  /** A typed array over region (layer, kind) of the host allocation: writes go straight into
+   *  the arena. Detached (length 0) once the arena is disposed. */
+  view(layer: number, kind: Kind): View {
+    const h = this.#live();
+    const key = `${layer}:${kind}`;
+    const cached = this.#views.get(key);
+    if (cached) return cached;
+    const r = this.plan.region(layer, kind);
+    if (!r) throw new ArenaError('NO_REGION', `layer ${layer} has no region '${kind}' in this plan`);
+    const buf = call(() => h.view(r.offset, r.bytes));
+    const v = this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    this.#views.set(key, v);
+    return v;
+  }
+
+  /** Raw bytes of [offset, offset + bytes) of the host allocation (header included). */
+  bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
+    const h = this.#live();
+    return new Uint8Array(call(() => h.view(offset, bytes)));
+  }
+
+  #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
+    const h = this.#live();
+    if (sel === undefined) return notify(this, dir, sel, { transfers: 1, bytes: call(() => h.transferAll(dir)) });
+    const ranges = selectRanges(this.plan, sel);
+    const bytes = call(() => h.transfer(dir, flatten(ranges)));
+    return notify(this, dir, sel, { transfers: ranges.filter((r) => r.bytes > 0).length, bytes });
+  }
+
+  /** Host -> device. No selector: the whole arena in one transfer. */
+  toDevice(selector?: Selector): TransferResult { return this.#transfer('toDevice', selector); }
+
+  /** Device -> host. No selector: the whole arena in one transfer. */
+  toHost(selector?: Selector): TransferResult { return this.#transfer('toHost', selector); }
+
+  /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
+  prefetch(selector: Selector | undefined, location: Location): void {
+    const h = this.#live();
+    if (location !== 'device' && location !== 'host') throw new OptionError('BAD_OPTION', 'location', location, "must be 'device' or 'host'");
+    const ranges = selectRanges(this.plan, selector);
+    call(() => h.prefetch(flatten(ranges), location));
+  }
+
+  /** Managed memory only: cudaMemAdvise on the selected ranges. */
+  advise(selector: Selector | undefined, advice: Advice, options: { location?: Location; unset?: boolean } = {}): void {
+    const h = this.#live();
+    if (!['readMostly', 'preferredLocation', 'accessedBy'].includes(advice)) {
+      throw new OptionError('BAD_OPTION', 'advice', advice, "must be 'readMostly', 'preferredLocation' or 'accessedBy'");
+    }
+    const ranges = selectRanges(this.plan, selector);
+    call(() => h.advise(flatten(ranges), advice, options.location ?? 'device', options.unset ?? false));
+  }
+
+  /** Budgeted arenas (deviceBudget): per layer where its regions are (managed: where they were
+   *  last prefetched, from cudaMemRangeGetAttribute; staged: pool or host), what the last run
+   *  moved, and the device memory it took at its peak. */
+  residency(): ResidencyReport {
+    const h = this.#live();
+    return residencyReport(call(() => h.residency()));
+  }
+
+  /** Allocation and transfer counters, kept by the native layer (readable after dispose). */
+  get stats(): ArenaStats { return this.#handle.stats(); }
+
+  /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
+  get hostAddress(): bigint { return call(() => this.#live().addresses().host); }
+
+  /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
+  get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
+
+  /** Resolves once nothing is queued or in flight on this arena (Trainer runs, kernel launches);
+   *  nn-arena then leaves no device work pending, so your own code may use the memory
+   *  (docs/embedding.md). Also after dispose(), until a run in flight has ended. */
+  async synchronize(): Promise<void> {
+    for (let s = stateOf(this); s.pending > 0; ) await s.tail;
+    await this.#handle.synchronize();
+  }
+
+  /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
+   *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
+  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel { return compileKernel(this, source, name, params); }
+
+  /** Frees both allocations exactly once and detaches every view. Safe to call again. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    this.#views.clear();
+    call(() => this.#handle.dispose());
+  }
+
+  [Symbol.dispose](): void { this.dispose(); }
+}

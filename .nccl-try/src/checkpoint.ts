@@ -1,0 +1,308 @@
+// checkpoint.ts: an arena on disk. One file: a 64-byte file header, then the arena header and
+// the saved regions back to back, all covered by CRC-32C.
+//
+//   0  magic "NNACKPT\0"      8  version u32      12 byte-order mark u32 (0x01020304)
+//   16 arena total bytes u64  24 payload bytes u64 32 trainer steps u64
+//   40 kinds saved (bit per KINDS index) u32      44 payload CRC-32C u32
+//   48 reserved (12 bytes)    60 CRC-32C of bytes 0..59 u32
+//
+// Saving writes a temporary file (created exclusively under an unpredictable name, never
+// through a symlink) in one writev, fsyncs it, renames it over the target and fsyncs the
+// directory: a crash leaves the old file or the new one, whole, and concurrent saves to one
+// path leave one complete file. Loading opens the file once and reads it in one pass: the
+// headers are checked (the arena header re-planned from its own description must match byte
+// for byte, and the memory it needs must be available) before anything is allocated, then the
+// regions are read straight into the host side while the checksum runs, and only a verified
+// arena goes to the device (in one transfer).
+import { randomBytes } from 'node:crypto';
+import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writevSync } from 'node:fs';
+import { freemem, totalmem } from 'node:os';
+import { dirname } from 'node:path';
+import type { ArenaOptions } from './arena-options.js';
+import { ArenaError, OptionError } from './errors.js';
+import { decodeSpec } from './layout/decode.js';
+import { HEADER_FIELDS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, MAX_LAYERS, type Kind } from './layout/header.js';
+import { planLayout, type Plan, type Region } from './layout/plan.js';
+import { cudaInfo, native } from './native.js';
+
+const MAGIC = Buffer.from('NNACKPT\0', 'latin1');
+const VERSION = 1;
+const BOM = 0x01020304;
+const FILE_HEADER = 64;
+const CHUNK = 16 * 2 ** 20;
+/** One read() call stays below the 2 GiB that a single read may move. */
+const MAX_READ = 2 ** 30;
+
+export interface SaveOptions {
+  /** Regions to save (default: every kind). The header is always saved. */
+  kinds?: readonly Kind[];
+  /** Trainer steps so far (Adam's t), restored by Trainer.load. */
+  steps?: number;
+}
+
+export interface CheckpointInfo {
+  path: string; version: number; arenaBytes: number; payloadBytes: number; steps: number;
+  kinds: Kind[]; plan: Plan;
+}
+
+const bad = (path: string, why: string) => new ArenaError('BAD_CHECKPOINT', `${path}: ${why}`);
+const fsMessage = (e: unknown) => (e as Error)?.message ?? String(e);
+
+function savedRegions(plan: Plan, mask: number): Region[] {
+  return plan.regions.filter((r) => mask & (1 << KIND_INDEX[r.kind]));
+}
+
+/** A file path argument: a non-empty string without NUL bytes. */
+function checkPath(path: unknown): string {
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) {
+    throw new OptionError('BAD_PATH', 'path', path, 'must be a non-empty file path string');
+  }
+  return path;
+}
+
+/** Save options read once: kinds an array of known kinds, steps a safe integer >= 0. */
+function saveOptions(options: unknown): { mask: number; steps: number } {
+  if (options === undefined) return { mask: (1 << KINDS.length) - 1, steps: 0 };
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { kinds?, steps? }');
+  const { kinds, steps = 0 } = options as SaveOptions;
+  let mask = (1 << KINDS.length) - 1;
+  if (kinds !== undefined) {
+    if (!Array.isArray(kinds)) throw new OptionError('BAD_OPTION', 'kinds', kinds, `must be an array of kinds (${KINDS.join(', ')})`);
+    const n = kinds.length;
+    if (!Number.isSafeInteger(n) || n > 64) throw new OptionError('BAD_OPTION', 'kinds.length', n, 'must be at most 64');
+    mask = 0;
+    for (let i = 0; i < n; i++) {
+      const k: unknown = kinds[i];
+      if (typeof k !== 'string' || !Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) {
+        throw new OptionError('BAD_OPTION', `kinds[${i}]`, k, `is not a kind (${KINDS.join(', ')})`);
+      }
+      mask |= 1 << KIND_INDEX[k as Kind];
+    }
+  }
+  if (typeof steps !== 'number' || !Number.isSafeInteger(steps) || steps < 0) throw new OptionError('BAD_OPTION', 'steps', steps, 'must be a non-negative safe integer');
+  return { mask, steps };
+}
+
+/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (Structural, so
+ *  this module never imports the Arena class: arena.ts imports this module.) */
+export interface ArenaBytes {
+  readonly plan: Plan;
+  bytes(offset: number, bytes: number): Uint8Array;
+  toDevice(): unknown;
+  dispose(): void;
+}
+
+export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): number {
+  checkPath(path);
+  const { mask, steps } = saveOptions(options);
+  const plan = arena.plan;
+  const parts = [arena.bytes(0, plan.headerBytes), ...savedRegions(plan, mask).map((r) => arena.bytes(r.offset, r.bytes))];
+  const payloadBytes = parts.reduce((a, p) => a + p.length, 0);
+  const crc = parts.reduce((c, p) => native().crc32c(p, c), 0);
+  const head = Buffer.alloc(FILE_HEADER);
+  MAGIC.copy(head, 0);
+  head.writeUInt32LE(VERSION, 8);
+  head.writeUInt32LE(BOM, 12);
+  head.writeBigUInt64LE(BigInt(plan.totalBytes), 16);
+  head.writeBigUInt64LE(BigInt(payloadBytes), 24);
+  head.writeBigUInt64LE(BigInt(steps), 32);
+  head.writeUInt32LE(mask, 40);
+  head.writeUInt32LE(crc >>> 0, 44);
+  head.writeUInt32LE(native().crc32c(head.subarray(0, 60)) >>> 0, 60);
+  const failed = (e: unknown) => new ArenaError('SAVE_FAILED', `${path}: ${fsMessage(e)}`, { cause: e });
+  // Exclusive creation of a name nobody can guess: an existing file or a planted symlink at
+  // that name makes the open fail instead of being written through.
+  const tmp = `${path}.tmp-${randomBytes(12).toString('hex')}`;
+  let fd: number;
+  try {
+    fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o666);
+  } catch (e) { throw failed(e); }
+  try {
+    try {
+      writeAll(fd, [head, ...parts]);
+      fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, path);
+  } catch (e) {
+    try { unlinkSync(tmp); } catch { /* already gone */ }
+    throw failed(e);
+  }
+  syncDirectory(dirname(path), failed);
+  return FILE_HEADER + payloadBytes;
+}
+
+/** Makes the rename durable. Filesystems that cannot fsync a directory say so with EINVAL;
+ *  there the rename is as durable as that filesystem makes it. */
+function syncDirectory(dir: string, failed: (e: unknown) => Error): void {
+  let fd: number;
+  try { fd = openSync(dir, constants.O_RDONLY | constants.O_DIRECTORY); } catch (e) { throw failed(e); }
+  try { fsyncSync(fd); } catch (e) {
+    const code = (e as { code?: string }).code;
+    if (code !== 'EINVAL' && code !== 'ENOTSUP' && code !== 'EOPNOTSUPP') throw failed(e);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** One writev for the whole file; a short write (possible for very large payloads) continues
+ *  where it stopped. */
+function writeAll(fd: number, parts: Uint8Array[]): void {
+  const pending = parts.filter((p) => p.length > 0);
+  while (pending.length > 0) {
+    let n = writevSync(fd, pending);
+    while (n > 0) {
+      const first = pending[0]!;
+      if (n >= first.length) { n -= first.length; pending.shift(); }
+      else { pending[0] = first.subarray(n); n = 0; }
+    }
+  }
+}
+
+/** One open file read front to back, the payload's CRC-32C running over what is read. */
+class Reader {
+  at = 0;
+  crc = 0;
+  constructor(readonly fd: number, readonly path: string) {}
+
+  read(into: Uint8Array, payload = true): Uint8Array {
+    let done = 0;
+    while (done < into.length) {
+      let n: number;
+      try { n = readSync(this.fd, into, done, Math.min(into.length - done, MAX_READ), this.at + done); } catch (e) { throw bad(this.path, fsMessage(e)); }
+      if (n === 0) throw bad(this.path, `truncated: ended at byte ${this.at + done}`);
+      done += n;
+    }
+    this.at += into.length;
+    if (payload) this.crc = native().crc32c(into, this.crc);
+    return into;
+  }
+}
+
+interface Opened { reader: Reader; info: CheckpointInfo; mask: number; payloadCrc: number }
+
+/** Reads and checks the file header and the arena header (the payload's first headerBytes);
+ *  allocates nothing larger than the header. */
+function openCheckpoint(fd: number, path: string): Opened {
+  let st;
+  try { st = fstatSync(fd); } catch (e) { throw bad(path, fsMessage(e)); }
+  if (!st.isFile()) throw bad(path, 'not a regular file');
+  const size = st.size;
+  if (size < FILE_HEADER) throw bad(path, `truncated: ${size} bytes, a checkpoint starts with a ${FILE_HEADER}-byte header`);
+  const reader = new Reader(fd, path);
+  const head = Buffer.from(reader.read(new Uint8Array(FILE_HEADER), false));
+  if (!head.subarray(0, 8).equals(MAGIC)) throw bad(path, 'not an nn-arena checkpoint (bad magic)');
+  if (head.readUInt32LE(12) !== BOM) throw bad(path, 'written with another byte order');
+  if ((native().crc32c(head.subarray(0, 60)) >>> 0) !== head.readUInt32LE(60)) throw bad(path, 'file header checksum mismatch (corrupted)');
+  const version = head.readUInt32LE(8);
+  if (version !== VERSION) throw bad(path, `unsupported checkpoint version ${version} (this build reads ${VERSION})`);
+  const big = (at: number) => head.readBigUInt64LE(at);
+  const arenaBytes = big(16), payloadBytes = big(24), steps = big(32);
+  const MAX = BigInt(Number.MAX_SAFE_INTEGER);
+  if (arenaBytes > MAX || payloadBytes > arenaBytes) throw bad(path, `impossible sizes (arena ${arenaBytes}, payload ${payloadBytes})`);
+  // Steps cross to the native side as exact integers and keep counting from there.
+  if (steps > MAX) throw bad(path, `a step count of ${steps} is beyond 2^53 - 1`);
+  if (!head.subarray(48, 60).every((b) => b === 0)) throw bad(path, 'reserved header bytes are not zero');
+  if (Number(arenaBytes) > totalmem()) throw bad(path, `claims an arena of ${arenaBytes} bytes, more than this machine's ${totalmem()} bytes of memory`);
+  if (BigInt(size) !== BigInt(FILE_HEADER) + payloadBytes) throw bad(path, `the header says ${FILE_HEADER + Number(payloadBytes)} bytes, the file has ${size}${BigInt(size) < BigInt(FILE_HEADER) + payloadBytes ? ' (truncated)' : ''}`);
+  const mask = head.readUInt32LE(40);
+  if (mask >>> KINDS.length) throw bad(path, `unknown kinds in the saved-kinds mask 0x${mask.toString(16)}`);
+  const payload = Number(payloadBytes);
+
+  // The arena header: its fixed part gives the number of layers, the layer table follows; its
+  // length is read from the file, never assumed (an align of 2^20 gives a 1 MiB header).
+  if (payload < HEADER_SIZE) throw bad(path, `payload of ${payload} bytes is shorter than an arena header`);
+  const fixed = reader.read(new Uint8Array(HEADER_SIZE));
+  const layers = new DataView(fixed.buffer).getUint32(HEADER_FIELDS.num_layers, true);
+  if (layers < 2 || layers > MAX_LAYERS) throw bad(path, `arena header: ${layers} layers (2 to ${MAX_LAYERS})`);
+  const tableBytes = HEADER_SIZE + layers * LAYER_SIZE;
+  if (tableBytes > payload) throw bad(path, `arena header: the layer table of ${layers} layers is longer than the payload`);
+  const table = new Uint8Array(tableBytes);
+  table.set(fixed);
+  reader.read(table.subarray(HEADER_SIZE));
+  const spec = decodeSpec(table);
+  if (typeof spec === 'string') throw bad(path, `arena header: ${spec}`);
+  let plan: Plan;
+  try { plan = planLayout(spec); } catch (e) { throw bad(path, `arena header describes no valid layout: ${fsMessage(e)}`); }
+  if (plan.totalBytes !== Number(arenaBytes)) throw bad(path, `arena header gives ${plan.totalBytes} bytes, the file header ${arenaBytes}`);
+  const expected = plan.headerBytes + savedRegions(plan, mask).reduce((a, r) => a + r.bytes, 0);
+  if (expected !== payload) throw bad(path, `payload of ${payloadBytes} bytes, the saved regions need ${expected}`);
+  const differs = () => bad(path, 'arena header differs from the layout it describes');
+  if (!Buffer.from(table).equals(Buffer.from(plan.header.subarray(0, tableBytes)))) throw differs();
+  // The padding up to the first region, in bounded chunks.
+  for (let at = tableBytes; at < plan.headerBytes;) {
+    const part = reader.read(new Uint8Array(Math.min(CHUNK, plan.headerBytes - at)));
+    if (!Buffer.from(part).equals(Buffer.from(plan.header.subarray(at, at + part.length)))) throw differs();
+    at += part.length;
+  }
+  const info: CheckpointInfo = { path, version, arenaBytes: Number(arenaBytes), payloadBytes: payload, steps: Number(steps), kinds: KINDS.filter((k) => mask & (1 << KIND_INDEX[k])), plan };
+  return { reader, info, mask, payloadCrc: head.readUInt32LE(44) };
+}
+
+function withOpen<T>(path: string, f: (fd: number) => T): T {
+  checkPath(path);
+  let fd: number;
+  try { fd = openSync(path, 'r'); } catch (e) { throw bad(path, fsMessage(e)); }
+  try {
+    return f(fd);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** Reads and checks a checkpoint's headers and checksum; allocates no arena. */
+export function inspectCheckpoint(path: string): CheckpointInfo {
+  return withOpen(path, (fd) => {
+    const { reader, info, payloadCrc } = openCheckpoint(fd, path);
+    const chunk = new Uint8Array(Math.min(CHUNK, Math.max(1, info.payloadBytes - reader.at + FILE_HEADER)));
+    while (reader.at < FILE_HEADER + info.payloadBytes) reader.read(chunk.subarray(0, Math.min(chunk.length, FILE_HEADER + info.payloadBytes - reader.at)));
+    if ((reader.crc >>> 0) !== payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+    return info;
+  });
+}
+
+/** What loading allocates, against what this machine has now: the host side, and the device
+ *  side, which the CPU backend also keeps in host memory. os.freemem() is the kernel's
+ *  MemAvailable (free plus reclaimable cache), the memory that can be had without swapping or
+ *  the OOM killer. */
+function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
+  const backend = options.backend;
+  const info = backend === 'cpu' ? undefined : cudaInfo();
+  const cuda = backend === 'cuda' || (backend !== 'cpu' && !!info?.built && (info?.devices ?? 0) > 0);
+  const host = cuda ? plan.totalBytes : 2 * plan.totalBytes;
+  const free = freemem();
+  if (host > free) {
+    throw new ArenaError('HOST_OOM', `${path}: the arena needs ${host} bytes of host memory (${cuda ? 'its host side' : 'host and device side: the CPU backend keeps both in host memory'}); ${free} bytes are available`);
+  }
+  if (cuda && (options.memory ?? 'device') === 'device' && info && info.devices > 0 && plan.totalBytes > info.freeBytes) {
+    throw new ArenaError('DEVICE_OOM', `${path}: the arena needs ${plan.totalBytes} bytes of device memory; ${info.freeBytes} bytes are free`);
+  }
+}
+
+/** A checked checkpoint as a new arena: one open and one pass over the file, the regions read
+ *  straight into the host side while the checksum runs; only a verified arena is sent to the
+ *  device (one transfer). The file replaced or changed during the load cannot mix in: the one
+ *  open file is what is read and verified. */
+export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOptions, create: (plan: Plan, options: ArenaOptions) => A): { arena: A; info: CheckpointInfo } {
+  return withOpen(path, (fd) => {
+    const { reader, info, mask, payloadCrc } = openCheckpoint(fd, path);
+    // One read of the options: the memory check and the allocation see the same backend.
+    let o = options;
+    if (options !== null && typeof options === 'object') {
+      const { backend, memory, pinned, deviceBudget, residency } = options;
+      o = { backend, memory, pinned, deviceBudget, residency };
+      checkMemory(path, info.plan, o);
+    }
+    const arena = create(info.plan, o);
+    try {
+      for (const r of savedRegions(info.plan, mask)) reader.read(arena.bytes(r.offset, r.bytes));
+      if ((reader.crc >>> 0) !== payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+      arena.toDevice();
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return { arena, info };
+  });
+}

@@ -1,0 +1,133 @@
+// cli.ts: the `nn-arena` command. Every option is checked before any work starts; every error,
+// the argument parser's and the library's, prints as one line `nn-arena: CODE: message` (exit
+// status 1); --verbose adds the error's detail (where in the native code it was raised).
+import { existsSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { Command, CommanderError, Option } from 'commander';
+import { NnArenaError } from './errors.js';
+import { packageVersion } from './doctor.js';
+import { runDoctor } from './cli/doctor.js';
+import { planLayout } from './layout/plan.js';
+import type { Dtype, Optimizer, Order } from './layout/header.js';
+import { parseInteger, parseList, parseNumber, usage } from './cli/format.js';
+import { planJson, planSummary } from './cli/plan.js';
+import { planOutput } from './cli/plan-output.js';
+import { train } from './cli/train.js';
+import { inspectCheckpoint } from './checkpoint.js';
+
+const program = new Command();
+program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
+  .version(packageVersion(), '-V, --version', 'print the version of nn-arena')
+  .option('--verbose', 'on an error, also print its detail (for bug reports)')
+  .exitOverride()
+  .configureOutput({ outputError: () => {} });
+
+program
+  .command('plan')
+  .description('print the arena layout of a network: every region (layer, kind, offset, bytes) and totals by kind')
+  .option('--layers <list>', 'units per layer, input first', '784,128,10')
+  .option('--batch <n>', 'batch size', '100')
+  .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .addOption(new Option('--optimizer <name>', 'optimizer (sets the state regions)').choices(['sgd', 'momentum', 'adam']).default('sgd'))
+  .addOption(new Option('--order <order>', 'region order').choices(['layer-major', 'kind-major']).default('layer-major'))
+  .option('--align <bytes>', 'alignment of every region start', '256')
+  .option('--samples <n>', 'rows of a resident data set', '0')
+  .option('--json', 'print the plan as JSON')
+  .option('--svg <file>', 'also write the memory map (SVG) to <file>')
+  .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
+  .action((o) => {
+    const plan = planLayout({
+      layers: parseList(o.layers, 'layers'),
+      batch: parseInteger(o.batch, 'batch', 1),
+      dtype: o.dtype as Dtype,
+      optimizer: o.optimizer as Optimizer,
+      order: o.order as Order,
+      align: parseInteger(o.align, 'align', 1),
+      samples: parseInteger(o.samples, 'samples', 0),
+    });
+    console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch }));
+  });
+
+program
+  .command('train', { isDefault: false })
+  .description('train an MLP on the MNIST digits shipped with the `mnist` package (8,000 train / 2,000 held out) and test it')
+  .addOption(new Option('--backend <backend>', 'where to train').choices(['auto', 'cpu', 'cuda']).default('auto'))
+  .option('--layers <list>', 'units per layer, input first', '784,128,10')
+  .option('--epochs <n>', 'passes over the training digits', '10')
+  .option('--batch <n>', 'batch size', '50')
+  .option('--lr <rate>', 'learning rate (default: 0.001 for adam, 0.05 otherwise)')
+  .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
+  .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
+  .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
+  .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
+  .option('--report <file>', 'write a self-contained HTML training report (charts, memory map, transfers, machine, settings)')
+  .action(async (o) => {
+    // All of them checked here, before the data is read or anything printed.
+    const layers = parseList(o.layers, 'layers');
+    if (layers.length < 2 || layers[0] !== 784 || layers[layers.length - 1] !== 10 || layers.some((n) => !Number.isInteger(n) || n < 1)) {
+      throw usage(`--layers: MNIST needs 784 inputs, 10 outputs and whole numbers of units, got '${o.layers}'`);
+    }
+    const epochs = parseInteger(o.epochs, 'epochs', 1);
+    const batch = parseInteger(o.batch, 'batch', 1);
+    const lr = o.lr === undefined ? undefined : parseNumber(o.lr, 'lr');
+    if (lr !== undefined && !(lr > 0 && Number.isFinite(lr))) throw usage(`--lr: must be a positive number, got '${o.lr}'`);
+    const seed = parseInteger(o.seed, 'seed', 0);
+    for (const [flag, file] of [['--save', o.save], ['--report', o.report]] as const) {
+      if (file === undefined) continue;
+      const dir = dirname(resolve(file));
+      if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`${flag}: the folder ${dir} does not exist`);
+    }
+    await train({
+      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, seed, save: o.save, report: o.report, json: Boolean(o.json),
+    });
+  });
+
+program
+  .command('inspect')
+  .argument('<file>', 'a checkpoint written by Arena.save / Trainer.save / train --save')
+  .description('check a saved arena (headers, sizes, checksum) and print its layout and totals')
+  .option('--json', 'print as JSON')
+  .action((file: string, o) => {
+    const info = inspectCheckpoint(file);
+    if (o.json) {
+      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, ...planJson(info.plan, info.kinds) }, null, 2));
+      return;
+    }
+    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}; trainer steps ${info.steps}`);
+    console.log(planSummary(info.plan, info.kinds));
+  });
+
+program
+  .command('doctor')
+  .description('what this installation can do here: binary (prebuilt or local, CPU or CUDA, architectures), CPU, GPU, driver, cuBLAS, and the backend \'auto\' picks')
+  .option('--json', 'print as JSON')
+  .action((o) => runDoctor(Boolean(o.json)));
+
+/** Messages from the native layer end with their source location; that goes to `detail`. */
+function split(e: { message: string; detail?: unknown }): { message: string; detail?: string } {
+  const m = /^(.*?)\s*\(([^()\s]+\.(?:cc|cu|cuh|h|cpp|ts):\d+)\)\s*$/s.exec(e.message);
+  // Relative to the package root: the build machine's own folders stay out of reports.
+  const detail = typeof e.detail === 'string' && e.detail ? e.detail : m?.[2]?.replace(/^.*?(?=(?:csrc|src)\/)/, '');
+  return { message: m ? m[1]! : e.message, ...(detail ? { detail } : {}) };
+}
+
+program.parseAsync(process.argv).catch((e: unknown) => {
+  if (e instanceof CommanderError) {
+    if (e.exitCode === 0 || e.code === 'commander.help' || e.code === 'commander.helpDisplayed' || e.code === 'commander.version') {
+      process.exitCode = e.exitCode;
+      return;
+    }
+    console.error(`nn-arena: BAD_ARGUMENT: ${e.message.replace(/^error: /, '')} (see nn-arena --help)`);
+  } else {
+    const err = e as Error & { code?: unknown; detail?: unknown };
+    const code = e instanceof NnArenaError ? e.code : typeof err?.code === 'string' ? err.code : 'ERROR';
+    const { message, detail } = split({ message: String(err?.message ?? e), detail: err?.detail });
+    console.error(`nn-arena: ${code}: ${message}`);
+    if (program.opts().verbose) {
+      if (detail) console.error(`detail: ${detail}`);
+      if (err?.stack) console.error(err.stack);
+    }
+  }
+  process.exitCode = 1;
+});

@@ -1,0 +1,25 @@
+// doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/doctor.ts as text or JSON.
+import { doctor } from '../doctor.js';
+
+export function runDoctor(json: boolean): void {
+  const r = doctor();
+  if (json) {
+    console.log(JSON.stringify(r, null, 2));
+    return;
+  }
+  const yes = (b: boolean) => (b ? 'yes' : 'no');
+  const b = r.binary;
+  const rows: Array<[string, string]> = [
+    ['nn-arena', `${r.version} (Node ${r.node}, ${r.platform})`],
+    ['binary', b.loaded ? `${b.variant} ${b.flavor === 'cuda' ? 'CUDA' : 'CPU-only'}: ${b.path} (${b.reason})` : `none: ${b.code}: ${b.message}`],
+  ];
+  if (b.loaded && b.flavor === 'cuda') rows.push(['CUDA', `runtime ${b.cudaRuntime}; kernels for ${b.archs.join(' ')}`]);
+  rows.push(['CPU', `${r.cpu.model}; ${r.cpu.threads} threads; AVX2 ${yes(r.cpu.avx2)}, AVX-512 ${yes(r.cpu.avx512)}, FMA ${yes(r.cpu.fma)}`]);
+  rows.push(['GPU', r.gpu
+    ? `${r.gpu.name}, compute capability ${r.gpu.computeCapability}, driver ${r.gpu.driver ?? 'unknown'}; ${r.gpu.covered === null ? 'not usable by a CPU-only binary' : r.gpu.covered ? 'the binary has kernels for it' : 'the binary has NO kernels for it'}`
+    : 'none found']);
+  rows.push(['cuBLAS', r.cublas === null ? 'not checked (no usable GPU)' : r.cublas === 'cublas' ? 'found' : `not used: ${r.cublas}`]);
+  rows.push(["backend 'auto'", `${r.auto.backend}: ${r.auto.why}`]);
+  const w = Math.max(...rows.map(([k]) => k.length));
+  console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));
+}

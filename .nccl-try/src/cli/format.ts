@@ -1,0 +1,42 @@
+// format.ts: small printing and argument helpers shared by the CLI commands.
+import { ArenaError } from '../errors.js';
+
+/** A bad command-line argument: printed as `nn-arena: BAD_ARGUMENT: ...`. */
+export const usage = (message: string) => new ArenaError('BAD_ARGUMENT', message);
+export function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let v = n / 1024;
+  let i = 0;
+  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
+}
+
+export const int = (n: number): string => n.toLocaleString('en-US');
+
+export function table(rows: string[][], rightAlign: boolean[] = []): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows.map((r) => r.map((cell, c) => (rightAlign[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd()).join('\n');
+}
+
+export function parseList(value: string, field: string): number[] {
+  const parts = value.split(',').map((s) => s.trim());
+  return parts.map((p) => {
+    const n = Number(p);
+    if (p === '' || !Number.isFinite(n)) throw usage(`--${field}: '${p}' is not a number (in '${value}')`);
+    return n;
+  });
+}
+
+export function parseNumber(value: string, field: string): number {
+  const n = Number(value);
+  if (value.trim() === '' || Number.isNaN(n)) throw usage(`--${field}: '${value}' is not a number`);
+  return n;
+}
+
+/** A whole number of at least `min`. */
+export function parseInteger(value: string, field: string, min: number): number {
+  const n = parseNumber(value, field);
+  if (!Number.isSafeInteger(n) || n < min) throw usage(`--${field}: must be a whole number of at least ${min}, got '${value}'`);
+  return n;
+}

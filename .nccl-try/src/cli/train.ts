@@ -1,0 +1,107 @@
+// train.ts (CLI): `nn-arena train`, the main job: an MLP on the MNIST digits shipped by the
+// `mnist` package, trained in one arena, tested on held-out digits.
+import cliProgress from 'cli-progress';
+import { Arena, type BackendName } from '../arena.js';
+import { loadMnist } from '../data/mnist.js';
+import type { Dtype, Optimizer } from '../layout/header.js';
+import { planLayout } from '../layout/plan.js';
+import { ArenaError } from '../errors.js';
+import { cudaInfo } from '../native.js';
+import { Trainer } from '../train/trainer.js';
+import { planSummary } from './plan.js';
+import { ReportCollector } from './train-report.js';
+import { recordTransfers } from '../report/transfers.js';
+import { bytes } from './format.js';
+
+export interface TrainOptions {
+  backend: 'auto' | BackendName;
+  layers: number[];
+  epochs: number;
+  batch: number;
+  lr?: number;
+  optimizer: Optimizer;
+  dtype: Dtype;
+  seed: number;
+  save?: string;
+  /** Write the HTML training report here. */
+  report?: string;
+  json: boolean;
+}
+
+export async function train(o: TrainOptions): Promise<void> {
+  const log = o.json ? (s: string) => process.stderr.write(`${s}\n`) : (s: string) => console.log(s);
+  const started = performance.now();
+  const { train: trainSet, test: testSet } = loadMnist({ seed: o.seed });
+  const inputs = trainSet.inputs;
+  if (o.layers[0] !== inputs || o.layers[o.layers.length - 1] !== trainSet.classes) {
+    throw new ArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
+  }
+  const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count });
+  using arena = Arena.create(plan, { backend: o.backend });
+  // Every transfer filed by what it was for (header, network, data, stats, weights back).
+  const transfers = recordTransfers(arena);
+  const report = o.report ? new ReportCollector(transfers) : undefined;
+  const info = arena.backend === 'cuda' ? cudaInfo() : undefined;
+  log(planSummary(plan));
+  log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
+
+  const trainer = new Trainer(arena, o.lr === undefined ? {} : { lr: o.lr });
+  trainer.init(o.seed);
+  const bar = new cliProgress.SingleBar({
+    format: 'epoch {epoch}/{epochs} |{bar}| {percentage}% loss {loss} acc {acc} {speed} samples/s',
+    stream: process.stderr,
+    hideCursor: true,
+    noTTYOutput: !process.stderr.isTTY,
+    notTTYSchedule: 5000,
+  }, cliProgress.Presets.shades_classic);
+  const batches = Math.ceil(trainSet.count / o.batch);
+  bar.start(o.epochs * batches, 0, { epoch: 1, epochs: o.epochs, loss: '-', acc: '-', speed: '-' });
+  let fit;
+  try {
+    fit = await trainer.fit(trainSet, {
+      epochs: o.epochs, seed: o.seed, reportsPerEpoch: 4,
+      onProgress: (p) => {
+        report?.onProgress(p);
+        bar.update((p.epoch - 1) * batches + p.batch, {
+          epoch: p.epoch, epochs: p.epochs, loss: p.loss.toFixed(4), acc: `${(p.accuracy * 100).toFixed(2)}%`, speed: Math.round(p.samplesPerSecond),
+        });
+      },
+    });
+  } finally {
+    bar.stop();
+  }
+  const test = await trainer.evaluate(testSet);
+  const seconds = (performance.now() - started) / 1000;
+  if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
+  const reportPath = report?.write(o.report!, {
+    plan, backend: arena.backend, path: fit.path, seconds,
+    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    test: { ...test, count: testSet.count },
+    train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
+  });
+  if (reportPath) log(`training report written to ${reportPath}`);
+  const s = arena.stats;
+  const byPurpose = transfers.byPurpose();
+  transfers.stop();
+  const summary = {
+    accuracy: test.accuracy, loss: test.loss, trainAccuracy: fit.accuracy, trainLoss: fit.loss,
+    epochs: o.epochs, seconds, trainSeconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond,
+    backend: arena.backend, device: info?.name ?? null, layers: o.layers, batch: o.batch, optimizer: o.optimizer, dtype: o.dtype,
+    arenaBytes: plan.totalBytes,
+    transfers: {
+      toDevice: { transfers: s.toDeviceTransfers, bytes: s.toDeviceBytes },
+      toHost: { transfers: s.toHostTransfers, bytes: s.toHostBytes },
+      byPurpose: byPurpose.map(({ purpose, direction, transfers: n, bytes: b }) => ({ purpose, direction, transfers: n, bytes: b })),
+    },
+    allocations: { host: s.hostAllocs, device: s.deviceAllocs },
+    ...(reportPath ? { report: reportPath } : {}),
+  };
+  if (o.json) {
+    console.log(JSON.stringify(summary, null, 2));
+    return;
+  }
+  log(`test accuracy ${(test.accuracy * 100).toFixed(2)}% (loss ${test.loss.toFixed(4)}) on ${testSet.count} held-out digits; train accuracy ${(fit.accuracy * 100).toFixed(2)}%`);
+  log(`wall time ${seconds.toFixed(2)} s (training ${fit.seconds.toFixed(2)} s, ${Math.round(fit.samplesPerSecond)} samples/s)`);
+  log(`transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`);
+  log(`  by purpose: ${byPurpose.map((p) => `${p.purpose} ${p.transfers} ${p.direction === 'to device' ? 'up' : 'down'} (${bytes(p.bytes)})`).join(', ')}`);
+}

@@ -1,0 +1,96 @@
+// header.ts: the TypeScript mirror of csrc/include/nn_arena.h, the one definition of the
+// arena header. Every constant below is compared with the native module's sizeof/offsetof and
+// enum values by test/header-drift.test.ts, so the two sides cannot drift silently.
+
+export const MAGIC = 0x414e4e41;
+export const VERSION = 1;
+export const MAX_LAYERS = 4096;
+
+/** Region kinds in enum order (nna_kind); kind-major placement follows this order. */
+export const KINDS = ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata', 'stats'] as const;
+export type Kind = (typeof KINDS)[number];
+export const KIND_INDEX: Readonly<Record<Kind, number>> = Object.fromEntries(KINDS.map((k, i) => [k, i])) as Record<Kind, number>;
+
+/** Slots of the stats region (enum nna_stat). */
+export const STATS = { loss: 0, correct: 1, rows: 2, badStep: 3, lossFixed: 4 } as const;
+export const STATS_COUNT = 8;
+
+export const DTYPES = { float32: 1, float64: 2 } as const;
+export const DTYPE_BYTES = { float32: 4, float64: 8 } as const;
+export type Dtype = keyof typeof DTYPES;
+
+export const ORDERS = { 'layer-major': 0, 'kind-major': 1 } as const;
+export type Order = keyof typeof ORDERS;
+
+export const OPTIMIZERS = { sgd: 0, momentum: 1, adam: 2 } as const;
+export type Optimizer = keyof typeof OPTIMIZERS;
+
+export const ACTIVATIONS = { input: 0, identity: 1, relu: 2, sigmoid: 3, tanh: 4, softmax: 5 } as const;
+export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
+
+/** Byte offsets of struct nna_header's fields. */
+export const HEADER_FIELDS = {
+  magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
+  batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
+} as const;
+export const HEADER_SIZE = 128;
+
+/** Byte offsets inside struct nna_layer and struct nna_region. */
+export const LAYER_FIELDS = { units: 0, fan_in: 8, activation: 16, region: 24, region_offset: 0, region_count: 8 } as const;
+export const REGION_SIZE = 16;
+export const LAYER_SIZE = LAYER_FIELDS.region + REGION_SIZE * KINDS.length;
+
+export interface HeaderLayer {
+  units: number;
+  fanIn: number;
+  activation: number;
+  /** [offset, count] per kind in KINDS order; count 0 = absent. */
+  regions: ReadonlyArray<readonly [offset: number, count: number]>;
+}
+
+export interface HeaderFields {
+  dtype: Dtype;
+  order: Order;
+  optimizer: Optimizer;
+  batch: number;
+  samples: number;
+  align: number;
+  headerBytes: number;
+  totalBytes: number;
+  layers: readonly HeaderLayer[];
+}
+
+/** Encodes the bytes at offset 0 of the arena (header, layer table, zero padding). */
+export function encodeHeader(h: HeaderFields): Uint8Array {
+  const bytes = new Uint8Array(h.headerBytes);
+  const v = new DataView(bytes.buffer);
+  const u32 = (at: number, x: number) => v.setUint32(at, x, true);
+  const u64 = (at: number, x: number) => v.setBigUint64(at, BigInt(x), true);
+  const F = HEADER_FIELDS;
+  u32(F.magic, MAGIC);
+  u32(F.version, VERSION);
+  u32(F.dtype, DTYPES[h.dtype]);
+  u32(F.order, ORDERS[h.order]);
+  u32(F.optimizer, OPTIMIZERS[h.optimizer]);
+  u32(F.num_layers, h.layers.length);
+  u32(F.num_kinds, KINDS.length);
+  u32(F.layer_size, LAYER_SIZE);
+  u64(F.batch, h.batch);
+  u64(F.samples, h.samples);
+  u64(F.align, h.align);
+  u64(F.header_bytes, h.headerBytes);
+  u64(F.total_bytes, h.totalBytes);
+  u64(F.layers_offset, HEADER_SIZE);
+  h.layers.forEach((L, l) => {
+    const at = HEADER_SIZE + l * LAYER_SIZE;
+    u64(at + LAYER_FIELDS.units, L.units);
+    u64(at + LAYER_FIELDS.fan_in, L.fanIn);
+    u32(at + LAYER_FIELDS.activation, L.activation);
+    L.regions.forEach(([offset, count], k) => {
+      const r = at + LAYER_FIELDS.region + k * REGION_SIZE;
+      u64(r + LAYER_FIELDS.region_offset, offset);
+      u64(r + LAYER_FIELDS.region_count, count);
+    });
+  });
+  return bytes;
+}

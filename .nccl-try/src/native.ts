@@ -1,0 +1,192 @@
+// native.ts: the addon (loaded by src/loader.ts: a local build or the package's prebuilt binary)
+// and its coded errors, turned into the class of their code (src/errors.ts). Only this file
+// touches the addon; the planner works without it.
+import { fromNative } from './errors.js';
+import { loadAddon } from './loader.js';
+
+export interface NativeStats {
+  hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
+  toDeviceTransfers: number; toDeviceBytes: number; toHostTransfers: number; toHostBytes: number;
+}
+
+export interface NativeHandle {
+  transfer(dir: 'toDevice' | 'toHost', ranges: number[]): number;
+  transferAll(dir: 'toDevice' | 'toHost'): number;
+  prefetch(ranges: number[], where: 'device' | 'host'): void;
+  advise(ranges: number[], advice: string, where: 'device' | 'host', unset: boolean): void;
+  view(offset: number, bytes: number): ArrayBuffer;
+  stats(): NativeStats;
+  dispose(): boolean;
+  addresses(): { host: bigint; device: bigint };
+  /** One training / evaluation run; resolves when complete. */
+  run(params: RunParams): Promise<RunPath>;
+  /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
+  residency(): NativeResidency;
+  /** Resolves once no run or JIT launch is in flight on this arena. */
+  synchronize(): Promise<void>;
+}
+
+export interface ResidencyCounters {
+  runs: number; steps: number; fetches: number; fetchedBytes: number; placedBytes: number;
+  writeBacks: number; writtenBackBytes: number; drops: number; droppedBytes: number;
+  compactions: number; peakScheduledBytes: number;
+}
+
+export interface NativeResidency {
+  placement: 'scheduler' | 'on-demand' | 'staged'; budget: number; granule: number; measured: boolean;
+  baselineDeviceBytes: number; peakDeviceInUse: number; peakDeviceBytes: number; samples: number; scheduledBytes: number;
+  waitMicros: number; fetchMicros: number; evictMicros: number;
+  lastRun: ResidencyCounters; total: ResidencyCounters;
+  regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
+}
+
+/** Host <-> device rates in GB/s (csrc/bench/link_bench.cu). */
+export interface LinkRates {
+  bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
+  /** The way back split over 4 threads and streams. */
+  prefetchToHost4: number;
+  /** Device memory still taken once the range is back on the host (the driver keeps GPU pages). */
+  prefetchRetainedBytes: number;
+  discardToHost: number; discardToDevice: number; discardOnly: number; discardFreedBytes: number;
+  /** '' when the driver discards; else why not. */
+  discard: string;
+}
+
+/** Numeric codes that cross to the native side (csrc/train/train.h Op and Loss; csrc/core/backend.h
+ *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
+export const OPS = { train: 0, grad: 1, eval: 2, forward: 3 } as const;
+export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
+export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
+
+/** One run's parameters: the TS mirror of struct RunParams in csrc/train/train.h. The addon
+ *  converts every field before it touches the arena: an unknown key or a wrong type is
+ *  ArenaError BAD_ARGUMENT, never a silent default. Omitted fields take the struct's defaults. */
+export interface RunParams {
+  op: (typeof OPS)[keyof typeof OPS];
+  loss?: (typeof LOSSES)[keyof typeof LOSSES];
+  /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
+  resident?: boolean;
+  /** Zero the stats region first (default true). */
+  resetStats?: boolean;
+  rows?: number;
+  samples?: number;
+  firstBatch?: number;
+  numBatches?: number;
+  permA?: number;
+  permC?: number;
+  stepBase?: number;
+  lr?: number;
+  momentum?: number;
+  beta1?: number;
+  beta2?: number;
+  eps?: number;
+  /** Data parallelism (one replica of a group): resident runs read rows
+   *  [shardOffset, shardOffset + batch) of every global batch of globalBatch rows, and the loss
+   *  mean divides by the group's rows; runs on z[0]/y divide by lossRows. */
+  globalBatch?: number;
+  shardOffset?: number;
+  lossRows?: number;
+  /** All-reduce gradients and stats over the arena's group (CUDA + NCCL). */
+  reduce?: boolean;
+}
+
+/** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
+ *  budget of csrc/budget/budgeted_block.h. */
+export interface NativeArenaOptions {
+  cuda: boolean;
+  pinned: boolean;
+  memory: (typeof MEMORY_KINDS)[keyof typeof MEMORY_KINDS];
+  /** Managed or staged memory: bytes of the arena the device may hold; absent: no budget. The
+   *  native side is the one place a budget is checked (csrc/budget/budgeted_block.cc). */
+  budget?: number;
+  /** Managed memory with a budget: run the prefetch scheduler (else pages fault in on demand). */
+  scheduled: boolean;
+  /** CUDA device index (default 0). */
+  device?: number;
+}
+
+export interface NcclInfo {
+  available: boolean;
+  /** NCCL_VERSION_CODE of the library found (22805 is 2.28.5); 0 when none. */
+  version: number;
+  why: string;
+}
+
+/** Which code ran a training run: the CPU backend, the fused CUDA kernel (one launch per run),
+ *  or the per-layer CUDA path with cuBLAS or nn-arena's tiled products. */
+export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
+
+export interface DecodedHeader {
+  magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
+  batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint;
+  layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
+}
+
+export interface CudaInfo {
+  built: boolean; devices: number; why: string; name: string; runtimeVersion: number; driverVersion: number;
+  computeCapability: string; freeBytes: number; totalBytes: number;
+  /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
+  gemm: string;
+  /** The architectures the binary holds, e.g. 'sm_75 sm_80 … compute_120' ('' without CUDA). */
+  archs?: string;
+  /** A GPU is present but the binary has no kernels for it (devices is 0; why says how to rebuild). */
+  noKernelImage?: boolean;
+}
+
+export interface NativeAddon {
+  ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
+  cudaInfo(): CudaInfo;
+  crc32c(bytes: Uint8Array, crc?: number): number;
+  minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
+  /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
+  checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;
+  /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */
+  jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
+  /** Resolves once the kernel completed; a run of the arena while in flight. */
+  jitLaunch(handle: NativeHandle, id: number, grid: number[], block: number[], sharedBytes: number, args: Array<number | bigint>): Promise<void>;
+  /** Data parallelism (csrc/addon/nccl.cc). */
+  ncclInfo(): NcclInfo;
+  ncclUniqueId(): Uint8Array;
+  ncclInitAll(handles: NativeHandle[]): void;
+  ncclInitRank(handle: NativeHandle, id: Uint8Array, rank: number, world: number): Promise<void>;
+  ncclLeave(handle: NativeHandle): void;
+  runReplicas(handles: NativeHandle[], params: RunParams[]): Promise<RunPath>;
+  groupInfo(handle: NativeHandle): { rank: number; world: number; device: number } | undefined;
+  /** Test- and bench-only functions (csrc/addon/internal.cc): not library API. */
+  internal: NativeInternal;
+}
+
+export interface NativeInternal {
+  decodeHeader(bytes: Uint8Array): DecodedHeader;
+  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
+  layoutInfo(): Record<string, unknown>;
+  /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
+  codes(): { ops: Record<string, number>; losses: Record<string, number>; memory: Record<string, number> };
+  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[], blas?: boolean): { error: string; phases: number; counters: ResidencyCounters };
+  measureLink(bytes: number): LinkRates;
+  probeBind(handle: NativeHandle): BigUint64Array;
+  deviceHeader(handle: NativeHandle): DecodedHeader;
+  /** Compiles a JIT kernel for `arch` without a device: the CUBIN's size. */
+  jitCompileOnly(source: string, name: string, params: string[], header: string, arch: string): number;
+  CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
+}
+
+/** The addon: a local build (build/Release) or the package's prebuilt binary (src/loader.ts). */
+export function native(): NativeAddon {
+  return loadAddon<NativeAddon>().addon;
+}
+
+/** Calls into the addon, rethrowing its coded errors as the class of their code; `values` are
+ *  the call's inputs, by field name, for the error's `value`. */
+export function call<T>(f: () => T, values?: Record<string, unknown>): T {
+  try {
+    return f();
+  } catch (e) {
+    throw fromNative(e, values);
+  }
+}
+
+/** What the CUDA side of this build can do here (never throws for a missing GPU). */
+export function cudaInfo(): CudaInfo {
+  return call(() => native().cudaInfo());
+}

@@ -1,0 +1,151 @@
+// data-parallel.ts: one plan on several GPUs, trained as one network. Each replica is an
+// ordinary Arena (one per device) holding the same weights; a step splits the global batch
+// across them (replica r takes rows [r * batch, (r + 1) * batch)), and after the backward pass
+// NCCL all-reduces the gradients, which the contiguous arena keeps in as few ranges as the order
+// allows (kind-major: one; layer-major: one per layer, overlapped with the backward of the
+// layers below): every replica then takes the same optimizer step and stays bit-identical.
+//
+//   DataParallel.create(plan, { devices: [0, 1] })   every replica in this process
+//   await DataParallel.join(plan)                    one replica per process: RANK, WORLD_SIZE,
+//                                                    LOCAL_RANK, MASTER_ADDR, MASTER_PORT
+//
+// A group of one (one device, or WORLD_SIZE=1) is a pass-through: no NCCL, any backend.
+import { Arena, handleOf, runArena, type BackendName } from '../arena.js';
+import { ArenaError, fromNative, OptionError } from '../errors.js';
+import type { Plan } from '../layout/plan.js';
+import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native.js';
+import { readParallelEnv } from './env.js';
+import { rendezvous } from './rendezvous.js';
+
+export interface DataParallelOptions {
+  /** The CUDA devices of the replicas in this process, one replica each (distinct indices). */
+  devices: readonly number[];
+  /** 'auto' (default) or 'cuda'; 'cpu' only for a group of one (a pass-through). */
+  backend?: 'auto' | BackendName;
+  /** Page-locked host memory for every replica (default true). */
+  pinned?: boolean;
+}
+
+export interface JoinOptions {
+  /** The environment to read RANK etc. from (default process.env). */
+  env?: Record<string, string | undefined>;
+  /** The rendezvous with the other ranks, in milliseconds (default 60,000). */
+  timeoutMs?: number;
+  backend?: 'auto' | BackendName;
+  pinned?: boolean;
+}
+
+/** Whether NCCL was found (libnccl.so.2), its version, and why not. */
+export function ncclInfo(): NcclInfo {
+  return call(() => native().ncclInfo());
+}
+
+function requireNccl(): void {
+  const n = ncclInfo();
+  if (!n.available) throw new ArenaError('NCCL_UNAVAILABLE', `data parallelism over several GPUs needs NCCL: ${n.why}`);
+}
+
+export class DataParallel {
+  readonly plan: Plan;
+  /** This process's replicas: one per device (in-process), or this rank's one. */
+  readonly replicas: readonly Arena[];
+  /** The global rank of replicas[0] (0 in one process). */
+  readonly rank: number;
+  /** Replicas in the whole group. */
+  readonly world: number;
+  #disposed = false;
+
+  private constructor(plan: Plan, replicas: Arena[], rank: number, world: number) {
+    this.plan = plan;
+    this.replicas = Object.freeze(replicas);
+    this.rank = rank;
+    this.world = world;
+    Object.freeze(this);
+  }
+
+  /** Rows of one step of the whole group: the plan's batch on every replica. */
+  get globalBatch(): number { return this.plan.spec.batch * this.world; }
+
+  /** Whether steps all-reduce over NCCL (false for a group of one). */
+  get reduces(): boolean { return this.world > 1; }
+
+  get disposed(): boolean { return this.#disposed; }
+
+  /** Every replica in this process, one per device of `devices`. */
+  static create(plan: Plan, options: DataParallelOptions): DataParallel {
+    if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { devices }');
+    const devices = options.devices;
+    if (!Array.isArray(devices) || devices.length === 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must be a non-empty array of CUDA device indices');
+    for (const d of devices) {
+      if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must hold CUDA device indices (integers >= 0)');
+    }
+    if (new Set(devices).size !== devices.length) throw new OptionError('BAD_OPTION', 'devices', devices, 'lists a device twice (one replica per device)');
+    const base = { backend: options.backend, pinned: options.pinned };
+    if (devices.length === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: devices[0] })], 0, 1);
+    if (options.backend === 'cpu' || cudaInfo().devices === 0) {
+      throw new ArenaError('NOT_SUPPORTED', `data parallelism over ${devices.length} devices needs the CUDA backend (${cudaInfo().why || 'backend: cpu'})`);
+    }
+    const have = cudaInfo().devices;
+    const absent = devices.filter((d) => d >= have);
+    if (absent.length) throw new OptionError('BAD_OPTION', 'devices', devices, `device ${absent[0]} does not exist: this machine has ${have} CUDA device(s)`);
+    requireNccl();
+    const replicas: Arena[] = [];
+    try {
+      for (const d of devices) replicas.push(Arena.create(plan, { ...base, backend: 'cuda', device: d }));
+      call(() => native().ncclInitAll(replicas.map((a) => handleOf(a))));
+    } catch (e) {
+      for (const a of replicas) a.dispose();
+      throw e;
+    }
+    return new DataParallel(plan, replicas, 0, devices.length);
+  }
+
+  /** This process's rank of a multi-process group: the environment says which (RANK,
+   *  WORLD_SIZE, LOCAL_RANK: its device; MASTER_ADDR, MASTER_PORT: rank 0's rendezvous). */
+  static async join(plan: Plan, options: JoinOptions = {}): Promise<DataParallel> {
+    if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
+    const env = readParallelEnv(options.env ?? process.env);
+    const base = { backend: options.backend, pinned: options.pinned };
+    if (env.world === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: env.localRank })], 0, 1);
+    if (options.backend === 'cpu' || cudaInfo().devices === 0) {
+      throw new ArenaError('NOT_SUPPORTED', `a data-parallel rank (WORLD_SIZE=${env.world}) needs the CUDA backend (${cudaInfo().why || 'backend: cpu'})`);
+    }
+    requireNccl();
+    const arena = Arena.create(plan, { ...base, backend: 'cuda', device: env.localRank });
+    try {
+      const id = await rendezvous({
+        rank: env.rank, world: env.world, addr: env.masterAddr, port: env.masterPort, timeoutMs: options.timeoutMs,
+        ...(env.rank === 0 ? { id: call(() => native().ncclUniqueId()) } : {}),
+      });
+      try {
+        await native().ncclInitRank(handleOf(arena), id, env.rank, env.world);
+      } catch (e) {
+        throw fromNative(e);
+      }
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return new DataParallel(plan, [arena], env.rank, env.world);
+  }
+
+  /** Frees every replica (and its communicator). */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    for (const a of this.replicas) a.dispose();
+  }
+
+  [Symbol.dispose](): void { this.dispose(); }
+}
+
+/** Internal: one run of every replica of `group` (params per replica), each on its own thread
+ *  (csrc/addon/nccl.cc); resolves once all have ended. */
+export async function runGroup(group: DataParallel, params: RunParams[]): Promise<RunPath> {
+  if (group.replicas.length === 1) return runArena(group.replicas[0]!, params[0]!);
+  try {
+    return await native().runReplicas(group.replicas.map((a) => handleOf(a)), params);
+  } catch (e) {
+    throw fromNative(e);
+  }
+}

@@ -1,0 +1,74 @@
+// The CPU backend's GEMM (csrc/cpu/gemm.h): bench/cpu/gemm_check.cc, built here with g++ from
+// the addon's own sources, checks every ISA this CPU runs against a long-double reference on
+// odd shapes; training through the addon is bit-identical run after run and whatever the thread
+// count (NN_ARENA_THREADS is read once per process, so each run is a child process).
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const hasGxx = (() => { try { execFileSync('g++', ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } })();
+const root = join(import.meta.dirname, '..');
+
+describe.skipIf(!hasGxx)('CPU GEMM kernels (bench/cpu/gemm_check.cc)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('match a long-double reference on every ISA, float and double, odd shapes, epilogues; repeat and thread counts bit-identical', () => {
+    const exe = join(dir, 'gemm_check');
+    const src = ['bench/cpu/gemm_check.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'].map((f) => join(root, f));
+    execFileSync('g++', ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', `-I${join(root, 'csrc')}`, ...src, '-o', exe], { stdio: 'pipe' });
+    const r = spawnSync(exe, [], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' } });
+    expect(r.stdout).not.toMatch(/FAIL/);
+    expect(r.status).toBe(0);
+    const detected = /^detected (\w+)/m.exec(r.stdout)![1]!;
+    const isas = ['portable', 'avx2', 'avx512'];
+    for (const isa of isas.slice(0, isas.indexOf(detected) + 1)) expect(r.stdout).toContain(`isa ${isa} checked`);
+    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(1000);
+  });
+});
+
+// Trains a small network with odd widths on the CPU backend in a child process and prints a
+// digest of every weight and bias and the final loss.
+const script = `
+import { createHash } from 'node:crypto';
+import { Arena, planLayout, Trainer } from ${JSON.stringify(join(root, 'dist/index.js'))};
+const [dtype, optimizer] = process.argv.slice(1);
+// Products of 2-5M multiply-adds: past the GEMM's threshold for splitting across threads.
+const layers = [300, 257, 130, 10];
+const plan = planLayout({ layers, batch: 70, optimizer, dtype, samples: 420 });
+const arena = Arena.create(plan, { backend: 'cpu' });
+const t = new Trainer(arena, { lr: optimizer === 'adam' ? 1e-3 : 0.02 });
+t.init(3);
+const labels = Uint8Array.from({ length: 420 }, (_, i) => (i * 7) % 10);
+const x = new Float32Array(420 * 300).map((_, i) => Math.sin((labels[Math.floor(i / 300)] + 1) * (i % 300 + 1) * 0.1) + 0.2 * Math.sin(i * 0.37));
+const r = await t.fit({ x, labels }, { epochs: 3, shuffle: true });
+const h = createHash('sha256');
+for (let l = 1; l < layers.length; l++) for (const k of ['w', 'b']) h.update(new Uint8Array(arena.view(l, k).slice().buffer));
+console.log(h.digest('hex'), r.loss);
+`;
+const train = (threads: string, dtype: string, optimizer: string, isa = '') => {
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, dtype, optimizer], {
+    encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: threads, NN_ARENA_CPU_ISA: isa },
+  });
+  expect(r.stderr).toBe('');
+  const [digest, loss] = r.stdout.trim().split(' ');
+  return { digest: digest!, loss: Number(loss) };
+};
+
+describe('CPU training through the GEMM', () => {
+  for (const [dtype, optimizer] of [['float32', 'sgd'], ['float32', 'adam'], ['float64', 'momentum']] as const) {
+    it(`${dtype} ${optimizer}: bit-identical on repeat and with 1, 2 or 3 threads; learns`, () => {
+      const first = train('2', dtype, optimizer);
+      expect(first.digest).toMatch(/^[0-9a-f]{64}$/);
+      expect(first.loss).toBeLessThan(Math.log(10));  // below chance after three epochs
+      for (const threads of ['2', '1', '3']) expect(train(threads, dtype, optimizer).digest).toBe(first.digest);
+    });
+  }
+
+  it('the portable kernels train to the same loss (other rounding, so not the same bits)', () => {
+    const best = train('2', 'float64', 'sgd'), portable = train('2', 'float64', 'sgd', 'portable');
+    expect(Math.abs(portable.loss - best.loss)).toBeLessThan(1e-9);
+  });
+});

@@ -1,0 +1,26 @@
+// examples.test.ts: the README's examples run as written (examples/*.mjs, *.cjs, *.ts through
+// scripts/run-examples.mjs, as `npm run examples` does), and the README shows the quick start
+// exactly as examples/quickstart.mjs holds it.
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const root = join(__dirname, '..');
+
+describe('examples', () => {
+  it('the README shows examples/quickstart.mjs verbatim', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const example = readFileSync(join(root, 'examples', 'quickstart.mjs'), 'utf8');
+    expect(readme.includes('```js\n' + example + '```')).toBe(true);
+  });
+
+  it('every example runs (needs dist/: npm install or npx tsup)', () => {
+    expect(existsSync(join(root, 'dist', 'index.js')), 'dist/ missing: run npx tsup').toBe(true);
+    const r = spawnSync(process.execPath, [join(root, 'scripts', 'run-examples.mjs')], { cwd: root, encoding: 'utf8' });
+    expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
+    expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.mjs/);
+    expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
+    expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
+  }, 600_000);
+});

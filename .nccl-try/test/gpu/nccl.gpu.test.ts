@@ -1,0 +1,194 @@
+// Data parallelism on 2+ GPUs over NCCL (skips with fewer GPUs or without libnccl):
+//   - in one process (DataParallel.create): replicas bit-identical after every fit / step, and
+//     equal to one GPU on the global batch within rounding (float64), for both orders, SGD and
+//     Adam, with an uneven last global batch (one replica's shard empty);
+//   - across processes (2 node processes, RANK etc., the TCP rendezvous, ncclCommInitRank):
+//     both ranks end bit-identical and equal to the in-process group;
+//   - a failing replica rejects the run with its cause instead of hanging its peers.
+// Runs on the GPU machine: bash .gpu/run.sh bash scripts/gpu-session.sh nccl
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
+import { runGroup } from '../../src/parallel/data-parallel.js';
+import { LOSSES, OPS } from '../../src/native.js';
+
+const info = cudaInfo();
+const nccl = info.built && info.devices > 0 ? ncclInfo() : { available: false, why: 'no GPU', version: 0 };
+const ready = info.built && info.devices >= 2 && nccl.available;
+if (!ready && process.env.NN_ARENA_REQUIRE_GPU === '1') console.log(`nccl.gpu: skipped (${info.devices} GPU(s); NCCL: ${nccl.why || 'ok'})`);
+
+const PER_GPU = 16;
+const spec = (batch: number, samples: number, order: Order, optimizer: Optimizer): LayoutSpec =>
+  ({ layers: [20, 48, 32, 5], batch, samples, activations: ['relu', 'tanh', 'softmax'], dtype: 'float64', order, optimizer });
+
+function data(samples: number) {
+  const x = Float64Array.from({ length: samples * 20 }, (_, i) => Math.sin(i * 0.37));
+  const labels = Int32Array.from({ length: samples }, (_, i) => (i * 7) % 5);
+  return { x, labels };
+}
+
+/** Every parameter and optimizer state region of `a`, from the device. */
+function params(a: Arena): Float64Array[] {
+  a.toHost();
+  const out: Float64Array[] = [];
+  for (let l = 1; l < a.plan.spec.layers.length; l++)
+    for (const k of ['w', 'b', 'mw', 'mb', 'vw', 'vb'] as const) if (a.plan.region(l, k)) out.push(Float64Array.from(a.view(l, k)));
+  return out;
+}
+
+function maxRel(a: Float64Array[], b: Float64Array[]): number {
+  let m = 0;
+  a.forEach((x, i) => x.forEach((v, j) => { m = Math.max(m, Math.abs(v - b[i]![j]!) / Math.max(1e-3, Math.abs(v))); }));
+  return m;
+}
+
+const identical = (a: Float64Array[], b: Float64Array[]) => a.every((x, i) => Buffer.compare(Buffer.from(x.buffer), Buffer.from(b[i]!.buffer)) === 0);
+
+describe.skipIf(!ready)('data parallelism over NCCL', () => {
+  const world = Math.min(info.devices, 8);
+  const devices = Array.from({ length: world }, (_, i) => i);
+
+  it('an arena on device 1 trains exactly as one on device 0', async () => {
+    const plan = planLayout(spec(PER_GPU, 64, 'layer-major', 'adam'));
+    const a = Arena.create(plan, { backend: 'cuda', device: 0 }), b = Arena.create(plan, { backend: 'cuda', device: 1 });
+    try {
+      expect(b.device).toBe(1);
+      for (const arena of [a, b]) {
+        const t = new Trainer(arena, { lr: 0.01 });
+        t.init(3);
+        await t.fit(data(64), { epochs: 2, seed: 1 });
+      }
+      expect(identical(params(a), params(b))).toBe(true);
+    } finally {
+      a.dispose();
+      b.dispose();
+    }
+  });
+
+  for (const order of ['layer-major', 'kind-major'] as const) {
+    for (const optimizer of ['sgd', 'adam'] as const) {
+      it(`${world} GPUs, ${order}, ${optimizer}: fit keeps replicas bit-identical and equals one GPU on the global batch`, async () => {
+        // Uneven: the last global batch has fewer rows than one replica's batch, so the other
+        // replicas' shards are empty in that step.
+        const samples = PER_GPU * world * 3 + 5;
+        const group = DataParallel.create(planLayout(spec(PER_GPU, samples, order, optimizer)), { devices });
+        const one = Arena.create(planLayout(spec(PER_GPU * world, samples, order, optimizer)), { backend: 'cuda' });
+        try {
+          expect(group).toMatchObject({ world, reduces: true, globalBatch: PER_GPU * world });
+          const tg = new Trainer(group, { lr: 0.02 }), t1 = new Trainer(one, { lr: 0.02 });
+          tg.init(5); t1.init(5);
+          const rg = await tg.fit(data(samples), { epochs: 3, seed: 9, reportsPerEpoch: 2 });
+          const r1 = await t1.fit(data(samples), { epochs: 3, seed: 9, reportsPerEpoch: 2 });
+          expect(rg.steps).toBe(r1.steps);
+          expect(rg.path).toMatch(/^layers/);
+          const reps = group.replicas.map(params);
+          for (const r of reps.slice(1)) expect(identical(reps[0]!, r)).toBe(true);
+          const rel = maxRel(reps[0]!, params(one));
+          console.log(`nccl ${order} ${optimizer}: group vs one GPU max rel ${rel.toExponential(2)}, loss ${rg.loss} vs ${r1.loss}`);
+          // Adam's step is about lr whatever the gradient's size: rounding noise in a near-zero
+          // gradient moves a weight further than under SGD.
+          const tol = optimizer === 'adam' ? 1e-6 : 1e-9;
+          expect(rel).toBeLessThanOrEqual(tol);
+          expect(rg.loss).toBeCloseTo(r1.loss, 9);
+          expect(rg.accuracy).toBe(r1.accuracy);
+          // Further steps on a caller's global batch (fewer rows than the global batch).
+          const d = data(PER_GPU * world - 3);
+          const mg = await tg.step(d.x, { labels: d.labels }), m1 = await t1.step(d.x, { labels: d.labels });
+          expect(mg.loss).toBeCloseTo(m1.loss, 9);
+          const after = group.replicas.map(params);
+          for (const r of after.slice(1)) expect(identical(after[0]!, r)).toBe(true);
+          expect(maxRel(after[0]!, params(one))).toBeLessThanOrEqual(tol);
+          // gradients(): the group's gradient of the mean loss is the one-GPU gradient.
+          await tg.gradients(d.x, { labels: d.labels });
+          await t1.gradients(d.x, { labels: d.labels });
+          const g = (a: Arena) => [Float64Array.from(a.view(1, 'dw')), Float64Array.from(a.view(3, 'db'))];
+          expect(maxRel(g(group.replicas[0]!), g(one))).toBeLessThanOrEqual(1e-9);
+        } finally {
+          group.dispose();
+          one.dispose();
+        }
+      }, 120_000);
+    }
+  }
+
+  it('float32: replicas stay bit-identical and close to one GPU', async () => {
+    const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'momentum'), dtype: 'float32' });
+    const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
+    const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
+    try {
+      const tg = new Trainer(group, { lr: 0.02 }), t1 = new Trainer(one, { lr: 0.02 });
+      tg.init(2); t1.init(2);
+      const x = Float32Array.from(data(PER_GPU * world * 4).x), labels = data(PER_GPU * world * 4).labels;
+      await tg.fit({ x, labels }, { epochs: 2, seed: 4 });
+      await t1.fit({ x, labels }, { epochs: 2, seed: 4 });
+      const bytes = (a: Arena) => { a.toHost(); return Buffer.from(a.bytes(a.plan.region(1, 'w')!.offset, a.plan.region(1, 'w')!.bytes)); };
+      for (const r of group.replicas.slice(1)) expect(Buffer.compare(bytes(group.replicas[0]!), bytes(r))).toBe(0);
+      const b = group.replicas[0]!.view(1, 'w');
+      one.toHost();
+      const w1 = one.view(1, 'w');
+      let m = 0;
+      for (let i = 0; i < b.length; i++) m = Math.max(m, Math.abs(b[i]! - w1[i]!));
+      expect(m).toBeLessThanOrEqual(1e-4);
+    } finally {
+      group.dispose();
+      one.dispose();
+    }
+  }, 120_000);
+
+  it('two processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT) end bit-identical and equal to the in-process group', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+    });
+    const samples = PER_GPU * 2 * 4 + 3;
+    const sp = spec(PER_GPU, samples, 'kind-major', 'adam');
+    const run = { samples, epochs: 2, seed: 6, lr: 0.01 };
+    const rank = (r: number) => new Promise<{ rank: number; weights?: string; loss?: number; code?: string; message?: string }>((resolve, reject) => {
+      const p = spawn(process.execPath, ['test/fixtures/nccl-rank.mjs'], {
+        env: { ...process.env, RANK: String(r), LOCAL_RANK: String(r), WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), DP_SPEC: JSON.stringify(sp), DP_RUN: JSON.stringify(run) },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      });
+      let out = '';
+      p.stdout.on('data', (c) => { out += c; });
+      p.on('error', reject);
+      p.on('close', () => { try { resolve(JSON.parse(out.trim().split('\n').pop()!)); } catch { reject(new Error(`rank ${r}: ${out}`)); } });
+    });
+    const [r0, r1] = await Promise.all([rank(0), rank(1)]);
+    expect(r0.code, r0.message).toBeUndefined();
+    expect(r1.code, r1.message).toBeUndefined();
+    expect(r0.weights).toBe(r1.weights);
+    expect(r0.loss).toBe(r1.loss);
+    // The same training in one process.
+    const group = DataParallel.create(planLayout(sp), { devices: [0, 1] });
+    try {
+      const t = new Trainer(group, { lr: run.lr });
+      t.init(run.seed);
+      const d = data(samples);
+      const r = await t.fit(d, { epochs: run.epochs, seed: run.seed });
+      const a = group.replicas[0]!;
+      a.toHost();
+      const mine: Buffer[] = [];
+      for (let l = 1; l < sp.layers.length; l++) for (const k of ['w', 'b'] as const) mine.push(Buffer.from(Float64Array.from(a.view(l, k)).buffer));
+      expect(Buffer.concat(mine).toString('base64')).toBe(r0.weights);
+      expect(r.loss).toBe(r0.loss);
+    } finally {
+      group.dispose();
+    }
+  }, 180_000);
+
+  it('a failing replica rejects the run with its cause; the group then refuses to run', async () => {
+    const group = DataParallel.create(planLayout(spec(PER_GPU, 64, 'layer-major', 'sgd')), { devices });
+    try {
+      const t = new Trainer(group);
+      t.init(1);
+      await t.fit(data(64), { epochs: 1 });  // connections up
+      const base = { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 64, reduce: true, globalBatch: PER_GPU * world };
+      const params = devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU }));
+      params[world - 1] = { ...params[world - 1]!, shardOffset: PER_GPU * world };  // outside the global batch
+      await expect(runGroup(group, params)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(runGroup(group, devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU })))).rejects.toMatchObject({ code: 'NCCL_ERROR' });
+    } finally {
+      group.dispose();
+    }
+  }, 60_000);
+});

@@ -1,0 +1,69 @@
+// Compact plans on CUDA: training is bit-identical to the full plan on the same path. The path is
+// whatever NN_ARENA_STEP_PATH / NN_ARENA_GEMM pick (scripts/gpu-session.sh part `compact` runs
+// this file on the fused path, the per-layer path with cuBLAS and with the tiled products).
+import { describe, expect, it } from 'vitest';
+import { Arena, cudaInfo, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
+import { compactVsFull, COMPACT_NETS } from '../support/compact-checks.js';
+
+const info = cudaInfo();
+const hasGpu = info.built && info.devices > 0;
+const cuda = { backend: 'cuda' } as const;
+
+/** The path this process's knobs ask for ('auto' leaves small networks on the fused path). */
+const wanted = process.env.NN_ARENA_STEP_PATH === 'layers' ? (process.env.NN_ARENA_GEMM === 'tiled' ? 'layers (tiled)' : 'layers (cublas)') : 'fused';
+
+const NETS: Array<[string, LayoutSpec]> = [['S 784-128-10 batch 100', { layers: [784, 128, 10], batch: 100, samples: 300 }], ...COMPACT_NETS];
+
+describe.skipIf(!hasGpu)(`compact == full on CUDA (${wanted})`, () => {
+  for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
+    for (const [name, spec] of NETS) {
+      for (const dtype of ['float32', 'float64'] as const) {
+        it(`${optimizer}, ${name}, ${dtype}`, async () => {
+          const { full, compact } = await compactVsFull({ ...spec, optimizer, dtype }, cuda, optimizer === 'adam' ? 0.01 : 0.05);
+          console.log(`compact ${wanted} ${optimizer} ${name} ${dtype}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`);
+          expect(full.path).toBe(wanted);
+          expect(compact.path).toBe(wanted);
+          expect(compact.metrics).toEqual(full.metrics);
+          expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+          expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+        });
+      }
+    }
+  }
+});
+
+// The TF32 precisions run on the per-layer path (cuBLAS TF32 / 3xTF32 products, or nn-arena's
+// tensor-core kernels under NN_ARENA_GEMM=tiled): both fold SGD into the weight-gradient
+// product, so a compact SGD plan (no dw) trains exactly as the full one there too.
+const tcPath = process.env.NN_ARENA_GEMM === 'tiled' ? 'layers (tiled)' : 'layers (cublas)';
+const tf32 = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8;
+describe.skipIf(!tf32)(`compact == full on CUDA with a TF32 precision (${tcPath})`, () => {
+  for (const precision of ['tf32', 'tf32x3'] as const) {
+    for (const optimizer of ['sgd', 'adam'] as const) {
+      for (const [name, spec] of NETS) {
+        it(`${precision}, ${optimizer}, ${name}`, async () => {
+          if (precision === 'tf32x3' && optimizer === 'sgd') {
+            // tf32x3 sums dw before applying it (no fold: check.cc); a compact SGD arena has none
+            const plan = planLayout({ ...spec, optimizer, dtype: 'float32', compact: true });
+            const arena = Arena.create(plan, cuda);
+            try {
+              const t = new Trainer(arena, { precision });
+              t.init(1);
+              await expect(t.step(new Float32Array(spec.batch * spec.layers[0]!), { labels: new Uint8Array(spec.batch) })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision' });
+            } finally {
+              arena.dispose();
+            }
+            return;
+          }
+          const { full, compact } = await compactVsFull({ ...spec, optimizer, dtype: 'float32' }, cuda, optimizer === 'adam' ? 0.01 : 0.05, { precision });
+          console.log(`compact ${tcPath} ${precision} ${optimizer} ${name}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`);
+          expect(full.path).toBe(tcPath);
+          expect(compact.path).toBe(tcPath);
+          expect(compact.metrics).toEqual(full.metrics);
+          expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+          expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+        });
+      }
+    }
+  }
+});

@@ -1,0 +1,414 @@
+// primitives.test.ts: Trainer.forward / backward / update (issue 17): a custom loss (Huber) through
+// dOutput matches finite differences and trains, a custom optimizer over the views matches a TS
+// reference, forward + backward + update == step bit for bit, the transfers each one makes, and
+// the refusals.
+import { describe, expect, it } from 'vitest';
+import { Arena, planLayout, Trainer, type Activation, type View } from '../src/index.js';
+import { runArena } from '../src/arena.js';
+import { OPS, native, call } from '../src/native.js';
+import { toyData } from './support/train-checks.js';
+import { firstDiff, modelTwins, twins } from './support/primitives-checks.js';
+
+const cpu = { backend: 'cpu' } as const;
+
+// ---- Huber loss in TS ------------------------------------------------------------------------
+const huber = (r: number, delta: number) => (Math.abs(r) <= delta ? 0.5 * r * r : delta * (Math.abs(r) - delta / 2));
+const huberGrad = (r: number, delta: number) => Math.max(-delta, Math.min(delta, r));
+/** Mean over rows of the summed Huber loss, and its gradient with respect to the outputs. */
+function huberLoss(out: ArrayLike<number>, y: ArrayLike<number>, rows: number, delta: number) {
+  let loss = 0;
+  const dOutput = new Float64Array(out.length);
+  for (let i = 0; i < out.length; i++) {
+    loss += huber(out[i]! - y[i]!, delta) / rows;
+    dOutput[i] = huberGrad(out[i]! - y[i]!, delta) / rows;
+  }
+  return { loss, dOutput };
+}
+
+describe('Huber loss through backward({ dOutput })', () => {
+  for (const output of ['identity', 'sigmoid', 'tanh', 'softmax'] as const) {
+    it(`gradients match finite differences (${output} output, float64)`, async () => {
+      const arena = Arena.create(planLayout({ layers: [5, 6, 4, 3], batch: 4, dtype: 'float64', activations: ['tanh', 'sigmoid', output] }), cpu);
+      try {
+        const t = new Trainer(arena);
+        t.init(7);
+        for (let l = 1; l < 4; l++) arena.view(l, 'b').forEach((_, i, b) => { b[i] = 0.05 * Math.sin(3 * l + 7 * i + 1); });
+        t.markHostChanged();
+        const { x } = toyData(5, 3, 4, 11, true);
+        const y = Float64Array.from({ length: 12 }, (_, i) => (output === 'softmax' ? (i % 3 === 1 ? 1 : 0) : Math.sin(i)));
+        const out = Float64Array.from(await t.forward(x));
+        // delta between two residuals, far from every one: no residual crosses the kink.
+        const res = Array.from(out, (o, i) => Math.abs(o - y[i]!)).sort((a, b) => a - b);
+        let k = 5;
+        for (let i = 4; i < 8; i++) if (res[i + 1]! - res[i]! > res[k + 1]! - res[k]!) k = i;
+        const delta = (res[k]! + res[k + 1]!) / 2;
+        expect(res.some((r) => r < delta) && res.some((r) => r > delta)).toBe(true);  // both branches
+        await t.backward({ dOutput: huberLoss(out, y, 4, delta).dOutput });
+        arena.toHost({ kinds: ['dw', 'db'] });
+        const loss = async () => huberLoss(await t.forward(x), y, 4, delta).loss;
+        let maxRel = 0, where = '';
+        const h = 1e-4;
+        for (let l = 1; l < 4; l++) {
+          for (const [kind, gkind] of [['w', 'dw'], ['b', 'db']] as const) {
+            const p = arena.view(l, kind);
+            const g = Float64Array.from(arena.view(l, gkind));
+            for (let i = 0; i < p.length; i++) {
+              const orig = p[i]!;
+              const central = async (step: number) => {
+                p[i] = orig + step; t.markHostChanged();
+                const up = await loss();
+                p[i] = orig - step; t.markHostChanged();
+                const down = await loss();
+                p[i] = orig; t.markHostChanged();
+                return (up - down) / (2 * step);
+              };
+              const numeric = (4 * (await central(h / 2)) - (await central(h))) / 3;
+              const rel = Math.abs(numeric - g[i]!) / Math.max(Math.abs(numeric), Math.abs(g[i]!), 1e-7);
+              if (rel > maxRel) { maxRel = rel; where = `layer ${l} ${kind}[${i}]: analytic ${g[i]}, numeric ${numeric}`; }
+            }
+          }
+        }
+        expect(maxRel, where).toBeLessThanOrEqual(1e-6);
+      } finally {
+        arena.dispose();
+      }
+    });
+  }
+
+  it('trains: forward, Huber in TS, backward({ dOutput }), update() lowers the loss', async () => {
+    const arena = Arena.create(planLayout({ layers: [6, 16, 2], batch: 32, optimizer: 'momentum', activations: ['tanh', 'identity'] }), cpu);
+    try {
+      const t = new Trainer(arena, { lr: 0.05 });
+      t.init(3);
+      const { x } = toyData(6, 2, 32, 5, true);
+      const y = Float32Array.from({ length: 64 }, (_, i) => 2 * x[(i >> 1) * 6]! - x[(i >> 1) * 6 + 1 + (i & 1)]!);
+      const losses: number[] = [];
+      for (let s = 0; s < 60; s++) {
+        const { loss, dOutput } = huberLoss(await t.forward(x), y, 32, 0.5);
+        losses.push(loss);
+        await t.backward({ dOutput });
+        await t.update();
+      }
+      expect(t.steps).toBe(60);
+      expect(losses.every(Number.isFinite)).toBe(true);
+      expect(losses[59]!).toBeLessThan(0.2 * losses[0]!);
+    } finally {
+      arena.dispose();
+    }
+  });
+});
+
+// ---- a custom optimizer over the views, against a TS reference MLP ---------------------------
+const act = (a: Activation, v: number) => (a === 'tanh' ? Math.tanh(v) : a === 'relu' ? Math.max(v, 0) : a === 'sigmoid' ? 1 / (1 + Math.exp(-v)) : v);
+const actGrad = (a: Activation, z: number) => (a === 'tanh' ? 1 - z * z : a === 'relu' ? (z > 0 ? 1 : 0) : a === 'sigmoid' ? z * (1 - z) : 1);
+
+/** Float64 forward and cross-entropy backward of an MLP with a softmax output (mean over rows). */
+function reference(W: Float64Array[], B: Float64Array[], layers: number[], acts: Activation[], x: Float64Array, y: Float64Array, rows: number) {
+  const z: Float64Array[] = [x];
+  for (let l = 1; l < layers.length; l++) {
+    const n = layers[l]!, m = layers[l - 1]!;
+    const out = new Float64Array(rows * n);
+    for (let r = 0; r < rows; r++) {
+      for (let j = 0; j < n; j++) {
+        let s = B[l]![j]!;
+        for (let i = 0; i < m; i++) s += z[l - 1]![r * m + i]! * W[l]![j * m + i]!;
+        out[r * n + j] = acts[l - 1] === 'softmax' ? s : act(acts[l - 1]!, s);
+      }
+      if (acts[l - 1] === 'softmax') {
+        const row = out.subarray(r * n, (r + 1) * n);
+        const mx = Math.max(...row);
+        const sum = row.reduce((a, v) => a + Math.exp(v - mx), 0);
+        row.forEach((v, j) => { row[j] = Math.exp(v - mx) / sum; });
+      }
+    }
+    z.push(out);
+  }
+  const L = layers.length - 1;
+  let d = z[L]!.map((p, i) => (p - y[i]!) / rows);
+  const dW: Float64Array[] = [], dB: Float64Array[] = [];
+  for (let l = L; l >= 1; l--) {
+    const n = layers[l]!, m = layers[l - 1]!;
+    const gw = (dW[l] = new Float64Array(n * m));
+    const gb = (dB[l] = new Float64Array(n));
+    for (let r = 0; r < rows; r++)
+      for (let j = 0; j < n; j++) {
+        gb[j] = gb[j]! + d[r * n + j]!;
+        for (let i = 0; i < m; i++) gw[j * m + i] = gw[j * m + i]! + d[r * n + j]! * z[l - 1]![r * m + i]!;
+      }
+    if (l > 1) {
+      const prev = new Float64Array(rows * m);
+      for (let r = 0; r < rows; r++)
+        for (let i = 0; i < m; i++) {
+          let s = 0;
+          for (let j = 0; j < n; j++) s += d[r * n + j]! * W[l]![j * m + i]!;
+          prev[r * m + i] = s * actGrad(acts[l - 2]!, z[l - 1]![r * m + i]!);
+        }
+      d = prev;
+    }
+  }
+  return { out: z[L]!, dW, dB };
+}
+
+describe('a custom optimizer written over the views', () => {
+  it('SGD with weight decay from backward()\'s dw / db matches a TS reference (float64)', async () => {
+    const layers = [7, 9, 5, 4], acts: Activation[] = ['tanh', 'relu', 'softmax'];
+    const arena = Arena.create(planLayout({ layers, batch: 6, dtype: 'float64', activations: acts }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(2);
+      const W = layers.map((_, l) => (l ? Float64Array.from(arena.view(l, 'w')) : new Float64Array()));
+      const B = layers.map((_, l) => (l ? Float64Array.from(arena.view(l, 'b')) : new Float64Array()));
+      const data = toyData(7, 4, 6 * 4, 3, false);
+      const lr = 0.2, wd = 0.01;
+      const sgdWd = (w: View | Float64Array, g: ArrayLike<number>) => { for (let i = 0; i < w.length; i++) w[i] = w[i]! - lr * (g[i]! + wd * w[i]!); };
+      for (let s = 0; s < 4; s++) {
+        const x = data.x.subarray(s * 6 * 7, (s + 1) * 6 * 7);
+        const labels = data.labels!.subarray(s * 6, (s + 1) * 6);
+        const y = new Float64Array(6 * 4);
+        labels.forEach((c, r) => { y[r * 4 + c] = 1; });
+        const out = await t.forward(x);
+        const ref = reference(W, B, layers, acts, Float64Array.from(x), y, 6);
+        for (let i = 0; i < out.length; i++) expect(out[i]).toBeCloseTo(ref.out[i]!, 12);
+        await t.backward({ labels });
+        arena.toHost({ kinds: ['dw', 'db'] });
+        for (let l = 1; l < layers.length; l++) {
+          sgdWd(arena.view(l, 'w'), arena.view(l, 'dw'));
+          sgdWd(arena.view(l, 'b'), arena.view(l, 'db'));
+          sgdWd(W[l]!, ref.dW[l]!);
+          sgdWd(B[l]!, ref.dB[l]!);
+        }
+        t.markHostChanged();
+      }
+      let worst = 0;
+      for (let l = 1; l < layers.length; l++) {
+        for (const [kind, mine] of [['w', W[l]!], ['b', B[l]!]] as const) {
+          const v = arena.view(l, kind);
+          for (let i = 0; i < v.length; i++) worst = Math.max(worst, Math.abs(v[i]! - mine[i]!) / Math.max(1, Math.abs(mine[i]!)));
+        }
+      }
+      expect(worst).toBeLessThan(1e-12);
+      expect(t.steps).toBe(0);  // the built-in optimizer never ran
+    } finally {
+      arena.dispose();
+    }
+  });
+});
+
+// ---- forward + backward + update == step -----------------------------------------------------
+describe('forward + backward + update is step, bit for bit (CPU)', () => {
+  for (const dtype of ['float32', 'float64'] as const) {
+    for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
+      it(`${optimizer}, ${dtype}, softmax + cross-entropy with labels`, async () => {
+        const r = await twins(cpu, dtype, optimizer);
+        expect(firstDiff(r.step, r.primitives)).toBe(-1);
+        expect(firstDiff(new Uint8Array(r.stepOut.buffer), new Uint8Array(r.primitiveOut.buffer))).toBe(-1);
+        // The loss comes from the probabilities forward() left (log p), step's from the logits.
+        for (let i = 0; i < r.stepLoss.length; i++) expect(Math.abs(r.primitiveLoss[i]! - r.stepLoss[i]!)).toBeLessThan((dtype === 'float32' ? 1e-5 : 1e-12) * r.stepLoss[i]!);
+      });
+    }
+  }
+
+  it('adam, float32, a wide network (GEMM tiles and edges, several threads), sigmoid + mse with y', async () => {
+    const r = await twins(cpu, 'float32', 'adam', { layers: [300, 520, 70], batch: 64, output: 'sigmoid', steps: 3 });
+    expect(firstDiff(r.step, r.primitives)).toBe(-1);
+    expect(r.primitiveLoss).toEqual(r.stepLoss);  // mse: the same loss code on the same outputs
+  });
+
+  it('sgd, float32, a batch deeper than one GEMM K block (300 rows)', async () => {
+    const r = await twins(cpu, 'float32', 'sgd', { layers: [20, 40, 5], batch: 300, steps: 2 });
+    expect(firstDiff(r.step, r.primitives)).toBe(-1);
+  });
+
+  it('gradients() then update() is a step too', async () => {
+    const spec = { layers: [10, 12, 3], batch: 8, optimizer: 'adam' as const };
+    const data = toyData(10, 3, 8, 1, false);
+    const out: Uint8Array[] = [];
+    for (const way of [0, 1]) {
+      const arena = Arena.create(planLayout(spec), cpu);
+      try {
+        const t = new Trainer(arena, { lr: 0.01 });
+        t.init(1);
+        for (let s = 0; s < 3; s++) {
+          if (way === 0) await t.step(data.x, { labels: data.labels! });
+          else { await t.gradients(data.x, { labels: data.labels! }); await t.update(); }
+        }
+        t.syncToHost();
+        out.push(new Uint8Array([...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, 'vb')].flatMap((v) => [...new Uint8Array(Float32Array.of(v).buffer)])));
+        expect(t.steps).toBe(3);
+      } finally {
+        arena.dispose();
+      }
+    }
+    expect(firstDiff(out[0]!, out[1]!)).toBe(-1);
+  });
+});
+
+// ---- K models ----------------------------------------------------------------------------
+describe('K models: the native runs cover every model; the Trainer refuses its primitives', () => {
+  for (const [dtype, optimizer] of [['float32', 'sgd'], ['float64', 'momentum'], ['float32', 'adam']] as const) {
+    it(`Forward + Backward + Update runs == Train runs, each model bit for bit (${optimizer}, ${dtype}, 3 models, own lrs)`, async () => {
+      const lrs = optimizer === 'adam' ? [0.01, 0.003, 0.02] : [0.1, 0.05, 0.2];
+      const r = await modelTwins(cpu, dtype, optimizer, lrs);
+      for (let m = 0; m < 3; m++) expect(firstDiff(r.step[m]!, r.primitives[m]!), `model ${m}`).toBe(-1);
+      expect(firstDiff(r.step[0]!, r.step[1]!)).not.toBe(-1);  // the models did train apart
+    });
+  }
+
+  it('forward / backward / update on an arena of 2 models: ArenaError NOT_SUPPORTED naming models', async () => {
+    const arena = Arena.create(planLayout({ layers: [4, 5, 3], batch: 4, models: 2 }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(1);
+      const x = toyData(4, 3, 2, 9, false).x;
+      for (const call of [() => t.forward(x), () => t.backward({ labels: [0, 1] }), () => t.update()]) {
+        await expect(call()).rejects.toMatchObject({ name: 'ArenaError', code: 'NOT_SUPPORTED', message: expect.stringMatching(/models: 2/) });
+      }
+      expect(t.steps).toBe(0);
+      await t.step(x, { labels: [0, 1] });  // the trainer still works
+      expect(t.steps).toBe(1);
+    } finally {
+      arena.dispose();
+    }
+  });
+});
+
+// ---- transfers -------------------------------------------------------------------------------
+describe('what each primitive moves', () => {
+  it('forward: x rows up, output rows down; backward: target or dOutput rows up; update: nothing', async () => {
+    const arena = Arena.create(planLayout({ layers: [8, 16, 4], batch: 10, optimizer: 'adam' }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(1);
+      const rows = 6;
+      const { x, labels } = toyData(8, 4, rows, 2, false);
+      const delta = async (f: () => Promise<unknown>) => {
+        const a = arena.stats;
+        await f();
+        const b = arena.stats;
+        return [b.toDeviceTransfers - a.toDeviceTransfers, b.toDeviceBytes - a.toDeviceBytes, b.toHostTransfers - a.toHostTransfers, b.toHostBytes - a.toHostBytes];
+      };
+      expect(await delta(() => t.forward(x))).toEqual([1, rows * 8 * 4, 1, rows * 4 * 4]);
+      expect(await delta(() => t.backward({ labels: labels! }))).toEqual([1, rows * 4 * 4, 0, 0]);
+      expect(await delta(() => t.update())).toEqual([0, 0, 0, 0]);
+      expect(await delta(() => t.forward(x))).toEqual([1, rows * 8 * 4, 1, rows * 4 * 4]);
+      expect(await delta(() => t.backward({ dOutput: new Float32Array(rows * 4).fill(0.01) }))).toEqual([1, rows * 4 * 4, 0, 0]);
+      expect(await delta(() => t.update())).toEqual([0, 0, 0, 0]);
+      expect(await delta(() => t.metrics())).toEqual([0, 0, 1, 32]);
+      expect(t.steps).toBe(2);
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('forward returns the output rows as a view (softmax rows sum to 1)', async () => {
+    const arena = Arena.create(planLayout({ layers: [8, 16, 4], batch: 10 }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(1);
+      const out = await t.forward(toyData(8, 4, 3, 2, false).x);
+      expect(out.length).toBe(12);
+      expect(out.buffer).toBe(arena.view(2, 'z').buffer);
+      for (let r = 0; r < 3; r++) expect(out[r * 4]! + out[r * 4 + 1]! + out[r * 4 + 2]! + out[r * 4 + 3]!).toBeCloseTo(1, 6);
+      const predicted = await t.predict(toyData(8, 4, 3, 2, false).x);
+      expect(Array.from(predicted)).toEqual(Array.from(out));
+    } finally {
+      arena.dispose();
+    }
+  });
+});
+
+// ---- refusals --------------------------------------------------------------------------------
+describe('primitives: typed refusals', () => {
+  const setup = () => {
+    const arena = Arena.create(planLayout({ layers: [4, 5, 3], batch: 4, optimizer: 'momentum' }), cpu);
+    const t = new Trainer(arena);
+    t.init(1);
+    return { arena, t, x: toyData(4, 3, 2, 9, false).x };
+  };
+
+  it('backward before forward, or after another run replaced its activations: NO_FORWARD', async () => {
+    const { arena, t, x } = setup();
+    try {
+      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ name: 'ArenaError', code: 'NO_FORWARD' });
+      await t.forward(x);
+      await t.step(x, { labels: [0, 1] });
+      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' });
+      await t.forward(x);
+      await t.evaluate({ x, labels: [0, 1] });
+      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' });
+      await t.forward(x);
+      await t.backward({ labels: [0, 1] });
+      await t.backward({ labels: [1, 2] });  // again from the same activations: allowed
+      await t.update();
+      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' });  // the weights changed
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('update without gradients, or twice: NO_GRADIENTS; the step count stays', async () => {
+    const { arena, t, x } = setup();
+    try {
+      await expect(t.update()).rejects.toMatchObject({ name: 'ArenaError', code: 'NO_GRADIENTS' });
+      await t.forward(x);
+      await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
+      await t.backward({ labels: [0, 1] });
+      await t.update();
+      await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
+      await t.forward(x);
+      await t.backward({ labels: [0, 1] });
+      await t.step(x, { labels: [0, 1] });  // a step overwrites dw / db with gradients it applied
+      await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
+      expect(t.steps).toBe(2);
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('bad targets: wrong lengths, NaN, several or no targets, bad labels, too many rows', async () => {
+    const { arena, t, x } = setup();
+    try {
+      const before = arena.stats;
+      await expect(t.forward(new Float32Array(4 * 5))).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'forward.x.length' });
+      await expect(t.forward([1, 2, 3])).rejects.toMatchObject({ code: 'BAD_DATA_WIDTH', field: 'forward.x.length' });
+      await t.forward(x);  // 2 rows
+      await expect(t.backward({ dOutput: new Float32Array(9) })).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA_WIDTH', field: 'backward.dOutput.length', value: 9 });
+      await expect(t.backward({ dOutput: [0.1, 0, 0, 0, 0, NaN] })).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'backward.dOutput[5]' });
+      await expect(t.backward({ dOutput: [0.1, 0, 0, 0, 0, Infinity] })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'backward.dOutput[5]' });
+      await expect(t.backward({ dOutput: [1e39, 0, 0, 0, 0, 0] })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'backward.dOutput[0]' });  // Infinity in float32
+      await expect(t.backward({ labels: [0, 1], dOutput: new Float32Array(6) } as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target', value: 'several' });
+      await expect(t.backward({} as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target', value: 'none' });
+      await expect(t.backward(null as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target' });
+      await expect(t.backward({ labels: [0, 3] })).rejects.toMatchObject({ code: 'BAD_LABEL', field: 'backward.labels[1]' });
+      await expect(t.backward({ labels: [0, 1, 2] })).rejects.toMatchObject({ code: 'BAD_DATA_WIDTH', field: 'backward.labels.length', value: 3 });
+      await expect(t.backward({ y: new Float32Array(3) })).rejects.toMatchObject({ code: 'BAD_DATA_WIDTH', field: 'backward.y.length', value: 3 });
+      // The refusals moved nothing but the forward's rows, and the forward is still usable.
+      const after = arena.stats;
+      expect(after.toDeviceTransfers - before.toDeviceTransfers).toBe(1);
+      await t.backward({ dOutput: new Float32Array(6).fill(0.1) });
+      await t.update();
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('the run contract: backward / update runs are one non-resident step; unknown ops refused', async () => {
+    const arena = Arena.create(planLayout({ layers: [4, 3], batch: 2, samples: 4, activations: ['softmax'] }), cpu);
+    try {
+      await expect(runArena(arena, { op: OPS.backward, resident: true, samples: 4 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(runArena(arena, { op: OPS.backward, rows: 2, numBatches: 2 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(runArena(arena, { op: OPS.backwardFromOutput, rows: 3 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(runArena(arena, { op: 7 as never, rows: 1 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+      await expect(runArena(arena, { op: OPS.update })).resolves.toBe('cpu');  // rows unused
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('budgeted arenas refuse the primitives (NOT_SUPPORTED): the phase table has none for them', () => {
+    const plan = planLayout({ layers: [4, 8, 3], batch: 2 });
+    const replay = (op: number) => call(() => native().internal.replayResidency(plan.header, 'staged', plan.totalBytes * 2, [{ op: op as never, rows: 2 }]));
+    expect(replay(OPS.forward).error).toBe('');
+    for (const op of [OPS.backward, OPS.backwardFromOutput, OPS.update]) expect(() => replay(op)).toThrow(expect.objectContaining({ code: 'NOT_SUPPORTED' }));
+  });
+});
