@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # gpu-session.sh: what one call of the GPU machine runs (it has no Node.js: ../shared/gpu):
 #   bash .gpu/run.sh bash scripts/gpu-session.sh PART...
-# PARTS: sync (grid barrier cost), tests (the GPU suite), compact (compact == full plan on each CUDA path), embed (JIT kernels and the custom-kernel example), primitives (Trainer.forward/backward/update vs step, every CUDA path), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
+# PARTS: sync (grid barrier cost), tests (the GPU suite), compact (compact == full plan on each CUDA path), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), primitives (Trainer.forward/backward/update vs step, every CUDA path), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
 # torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer),
@@ -40,6 +40,9 @@ for part in "$@"; do
       ls /usr/local/cuda/lib64/libnvrtc* 2>&1 | head -3
       vitest run test/gpu/jit.gpu.test.ts test/gpu/custom-kernel.gpu.test.ts > "$OUT/embed.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |AssertionError|Error" "$OUT/embed.log" | cut -c1-400 | tail -40 ;;
+    regions)  # issue 17 part 1: user regions in every memory mode; a JIT kernel and the example's CUDA EMA find them by name (carry examples/custom-kernel/build)
+      vitest run --no-file-parallelism test/gpu/regions.gpu.test.ts test/gpu/jit.gpu.test.ts test/gpu/custom-kernel.gpu.test.ts > "$OUT/regions.log" 2>&1
+      grep -hE "✓|✗|×|FAIL|Tests |AssertionError|Error" "$OUT/regions.log" | cut -c1-400 | tail -40 ;;
     um) node dist/bench.js --only um 2>&1 | tee "$OUT/um-bench.log" | tail -30; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     paths)
       for path in layers fused; do

@@ -79,7 +79,7 @@ export class Arena implements Disposable {
   /** The CUDA device the arena lives on (0 on the CPU backend). */
   readonly device: number;
   #handle: NativeHandle;
-  #views = new Map<string, View>();
+  #views = new Map<string, View | Uint8Array>();
   #disposed = false;
 
   private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
@@ -145,25 +145,38 @@ export class Arena implements Disposable {
     handleOf = (arena) => arena.#live();
   }
 
-  /** A typed array over region (layer, kind) of the host allocation: writes go straight into
-   *  the arena. Detached (length 0) once the arena is disposed. With `models: K` in the plan,
-   *  `model` picks one model's copy of a per-model region (shared regions have one copy, model
-   *  0, whichever model is asked); without it the view spans every copy (model m's at m * stride / element bytes). */
-  view(layer: number, kind: Kind, model?: number): View {
+  /** A typed array over a region of the host allocation: writes go straight into the arena.
+   *  `view(layer, kind)` for a built-in kind or a per-layer user region; `view(name, layer?)` by
+   *  name (a global user region: no layer). A user region of raw bytes is a Uint8Array.
+   *  With `models: K` in the plan, `model` picks one model's copy of a per-model region (shared
+   *  regions have one copy, model 0, whichever model is asked); without it the view spans every
+   *  copy (model m's at m * stride / element bytes). Detached (length 0) once the arena is disposed. */
+  view(layer: number, kind: Kind, model?: number): View;
+  view(layer: number, kind: string, model?: number): View | Uint8Array;
+  view(name: string, layer?: number, model?: number): View | Uint8Array;
+  view(a: number | string, b?: number | string, model?: number): View | Uint8Array {
     const h = this.#live();
+    const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
+    if (typeof kind !== 'string') throw new OptionError('BAD_OPTION', 'kind', kind, 'must be a region kind or a user region name');
+    if (typeof layer !== 'number' || !Number.isInteger(layer)) throw new OptionError('BAD_OPTION', 'layer', layer, 'must be a layer index');
     const key = `${layer}:${kind}:${model ?? ''}`;
     const cached = this.#views.get(key);
     if (cached) return cached;
     const r = this.plan.region(layer, kind);
-    if (!r) throw new ArenaError('NO_REGION', `layer ${layer} has no region '${kind}' in this plan`);
+    if (!r) {
+      const global = this.plan.spec.extra.some((e) => e.name === kind && e.bytes !== undefined);
+      throw new ArenaError('NO_REGION', global ? `'${kind}' is a global user region: view('${kind}') takes no layer`
+        : layer === -1 ? `'${kind}' has a region per layer: view('${kind}', layer)` : `layer ${layer} has no region '${kind}' in this plan`);
+    }
     const models = this.plan.spec.models;
     if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
       throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
     }
-    const elem = this.plan.spec.dtype === 'float64' ? 8 : 4;
+    const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
+    const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
     const buf = call(() => h.view(offset, bytes));
-    const v = this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    const v = raw ? new Uint8Array(buf) : this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
     this.#views.set(key, v);
     return v;
   }

@@ -4,7 +4,11 @@
 //   0  magic "NNACKPT\0"      8  version u32      12 byte-order mark u32 (0x01020304)
 //   16 arena total bytes u64  24 payload bytes u64 32 trainer steps u64
 //   40 kinds saved (bit per KINDS index) u32      44 payload CRC-32C u32
-//   48 reserved (12 bytes)    60 CRC-32C of bytes 0..59 u32
+//   48 user regions saved (bit per kind-table index) u64 (version 2; version 1: reserved, zero)
+//   56 reserved (4 bytes)     60 CRC-32C of bytes 0..59 u32
+//
+// Version 2 (user regions) reads version-1 files: their arena header is version 1, the same
+// bytes as version 2 with no kind table; the arena is created with the version-2 header.
 //
 // Saving writes a temporary file (created exclusively under an unpredictable name, never
 // through a symlink) in one writev, fsyncs it, renames it over the target and fsyncs the
@@ -20,13 +24,13 @@ import { freemem, totalmem } from 'node:os';
 import { dirname } from 'node:path';
 import type { ArenaOptions } from './arena-options.js';
 import { ArenaError, OptionError } from './errors.js';
-import { decodeSpec } from './layout/decode.js';
-import { HEADER_FIELDS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, MAX_LAYERS, type Kind } from './layout/header.js';
+import { decodeSpec, tableBytes } from './layout/decode.js';
+import { HEADER_FIELDS, HEADER_SIZE, KINDS, KIND_INDEX, MAX_LAYERS, type Kind } from './layout/header.js';
 import { planLayout, type Plan, type Region } from './layout/plan.js';
 import { cudaInfo, native } from './native.js';
 
 const MAGIC = Buffer.from('NNACKPT\0', 'latin1');
-const VERSION = 1;
+const VERSION = 2;
 const BOM = 0x01020304;
 const FILE_HEADER = 64;
 const CHUNK = 16 * 2 ** 20;
@@ -34,23 +38,33 @@ const CHUNK = 16 * 2 ** 20;
 const MAX_READ = 2 ** 30;
 
 export interface SaveOptions {
-  /** Regions to save (default: every kind). The header is always saved. */
-  kinds?: readonly Kind[];
+  /** Regions to save, built-in kinds and user regions by name (default: all). The header is
+   *  always saved. */
+  kinds?: readonly string[];
   /** Trainer steps so far (Adam's t), restored by Trainer.load. */
   steps?: number;
 }
 
 export interface CheckpointInfo {
   path: string; version: number; arenaBytes: number; payloadBytes: number; steps: number;
-  kinds: Kind[]; plan: Plan;
+  /** Built-in kinds saved. */
+  kinds: Kind[];
+  /** User regions saved, by name. */
+  extras: string[];
+  plan: Plan;
 }
+
+/** What a checkpoint holds: a bit per built-in kind, a bit per user region (kind-table index). */
+interface Saved { mask: number; extras: bigint }
 
 const bad = (path: string, why: string) => new ArenaError('BAD_CHECKPOINT', `${path}: ${why}`);
 const fsMessage = (e: unknown) => (e as Error)?.message ?? String(e);
 
-function savedRegions(plan: Plan, mask: number): Region[] {
-  return plan.regions.filter((r) => mask & (1 << KIND_INDEX[r.kind]));
+function savedRegions(plan: Plan, saved: Saved): Region[] {
+  return plan.regions.filter((r) => (r.extra === undefined ? saved.mask & (1 << KIND_INDEX[r.kind]) : saved.extras & (1n << BigInt(r.extra))));
 }
+
+const ALL_EXTRAS = (plan: Plan) => (1n << BigInt(plan.spec.extra.length)) - 1n;
 
 /** A file path argument: a non-empty string without NUL bytes. */
 function checkPath(path: unknown): string {
@@ -60,27 +74,31 @@ function checkPath(path: unknown): string {
   return path;
 }
 
-/** Save options read once: kinds an array of known kinds, steps a safe integer >= 0. */
-function saveOptions(options: unknown): { mask: number; steps: number } {
-  if (options === undefined) return { mask: (1 << KINDS.length) - 1, steps: 0 };
+/** Save options read once: kinds an array of known kinds and user region names, steps a safe
+ *  integer >= 0. */
+function saveOptions(plan: Plan, options: unknown): Saved & { steps: number } {
+  const all = { mask: (1 << KINDS.length) - 1, extras: ALL_EXTRAS(plan) };
+  if (options === undefined) return { ...all, steps: 0 };
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { kinds?, steps? }');
   const { kinds, steps = 0 } = options as SaveOptions;
-  let mask = (1 << KINDS.length) - 1;
+  const names = plan.spec.extra.map((e) => e.name);
+  const known = [...KINDS, ...names].join(', ');
+  let saved = all;
   if (kinds !== undefined) {
-    if (!Array.isArray(kinds)) throw new OptionError('BAD_OPTION', 'kinds', kinds, `must be an array of kinds (${KINDS.join(', ')})`);
+    if (!Array.isArray(kinds)) throw new OptionError('BAD_OPTION', 'kinds', kinds, `must be an array of kinds (${known})`);
     const n = kinds.length;
-    if (!Number.isSafeInteger(n) || n > 64) throw new OptionError('BAD_OPTION', 'kinds.length', n, 'must be at most 64');
-    mask = 0;
+    if (!Number.isSafeInteger(n) || n > 128) throw new OptionError('BAD_OPTION', 'kinds.length', n, 'must be at most 128');
+    saved = { mask: 0, extras: 0n };
     for (let i = 0; i < n; i++) {
       const k: unknown = kinds[i];
-      if (typeof k !== 'string' || !Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) {
-        throw new OptionError('BAD_OPTION', `kinds[${i}]`, k, `is not a kind (${KINDS.join(', ')})`);
-      }
-      mask |= 1 << KIND_INDEX[k as Kind];
+      const extra = typeof k === 'string' ? names.indexOf(k) : -1;
+      if (extra >= 0) saved.extras |= 1n << BigInt(extra);
+      else if (typeof k === 'string' && Object.prototype.hasOwnProperty.call(KIND_INDEX, k)) saved.mask |= 1 << KIND_INDEX[k as Kind];
+      else throw new OptionError('BAD_OPTION', `kinds[${i}]`, k, `is not a kind (${known})`);
     }
   }
   if (typeof steps !== 'number' || !Number.isSafeInteger(steps) || steps < 0) throw new OptionError('BAD_OPTION', 'steps', steps, 'must be a non-negative safe integer');
-  return { mask, steps };
+  return { ...saved, steps };
 }
 
 /** What a checkpoint reads from and writes into: an arena's plan and host bytes. (Structural, so
@@ -94,9 +112,9 @@ export interface ArenaBytes {
 
 export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): number {
   checkPath(path);
-  const { mask, steps } = saveOptions(options);
   const plan = arena.plan;
-  const parts = [arena.bytes(0, plan.headerBytes), ...savedRegions(plan, mask).map((r) => arena.bytes(r.offset, r.bytes))];
+  const { mask, extras, steps } = saveOptions(plan, options);
+  const parts = [arena.bytes(0, plan.headerBytes), ...savedRegions(plan, { mask, extras }).map((r) => arena.bytes(r.offset, r.bytes))];
   const payloadBytes = parts.reduce((a, p) => a + p.length, 0);
   const crc = parts.reduce((c, p) => native().crc32c(p, c), 0);
   const head = Buffer.alloc(FILE_HEADER);
@@ -108,6 +126,7 @@ export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: strin
   head.writeBigUInt64LE(BigInt(steps), 32);
   head.writeUInt32LE(mask, 40);
   head.writeUInt32LE(crc >>> 0, 44);
+  head.writeBigUInt64LE(extras, 48);
   head.writeUInt32LE(native().crc32c(head.subarray(0, 60)) >>> 0, 60);
   const failed = (e: unknown) => new ArenaError('SAVE_FAILED', `${path}: ${fsMessage(e)}`, { cause: e });
   // Exclusive creation of a name nobody can guess: an existing file or a planted symlink at
@@ -180,7 +199,7 @@ class Reader {
   }
 }
 
-interface Opened { reader: Reader; info: CheckpointInfo; mask: number; payloadCrc: number }
+interface Opened { reader: Reader; info: CheckpointInfo; saved: Saved; payloadCrc: number }
 
 /** Reads and checks the file header and the arena header (the payload's first headerBytes);
  *  allocates nothing larger than the header. */
@@ -196,14 +215,14 @@ function openCheckpoint(fd: number, path: string): Opened {
   if (head.readUInt32LE(12) !== BOM) throw bad(path, 'written with another byte order');
   if ((native().crc32c(head.subarray(0, 60)) >>> 0) !== head.readUInt32LE(60)) throw bad(path, 'file header checksum mismatch (corrupted)');
   const version = head.readUInt32LE(8);
-  if (version !== VERSION) throw bad(path, `unsupported checkpoint version ${version} (this build reads ${VERSION})`);
+  if (version !== 1 && version !== VERSION) throw bad(path, `unsupported checkpoint version ${version} (this build reads 1 and ${VERSION})`);
   const big = (at: number) => head.readBigUInt64LE(at);
   const arenaBytes = big(16), payloadBytes = big(24), steps = big(32);
   const MAX = BigInt(Number.MAX_SAFE_INTEGER);
   if (arenaBytes > MAX || payloadBytes > arenaBytes) throw bad(path, `impossible sizes (arena ${arenaBytes}, payload ${payloadBytes})`);
   // Steps cross to the native side as exact integers and keep counting from there.
   if (steps > MAX) throw bad(path, `a step count of ${steps} is beyond 2^53 - 1`);
-  if (!head.subarray(48, 60).every((b) => b === 0)) throw bad(path, 'reserved header bytes are not zero');
+  if (!head.subarray(version === 1 ? 48 : 56, 60).every((b) => b === 0)) throw bad(path, 'reserved header bytes are not zero');
   if (Number(arenaBytes) > totalmem()) throw bad(path, `claims an arena of ${arenaBytes} bytes, more than this machine's ${totalmem()} bytes of memory`);
   if (BigInt(size) !== BigInt(FILE_HEADER) + payloadBytes) throw bad(path, `the header says ${FILE_HEADER + Number(payloadBytes)} bytes, the file has ${size}${BigInt(size) < BigInt(FILE_HEADER) + payloadBytes ? ' (truncated)' : ''}`);
   const mask = head.readUInt32LE(40);
@@ -216,28 +235,46 @@ function openCheckpoint(fd: number, path: string): Opened {
   const fixed = reader.read(new Uint8Array(HEADER_SIZE));
   const layers = new DataView(fixed.buffer).getUint32(HEADER_FIELDS.num_layers, true);
   if (layers < 2 || layers > MAX_LAYERS) throw bad(path, `arena header: ${layers} layers (2 to ${MAX_LAYERS})`);
-  const tableBytes = HEADER_SIZE + layers * LAYER_SIZE;
-  if (tableBytes > payload) throw bad(path, `arena header: the layer table of ${layers} layers is longer than the payload`);
-  const table = new Uint8Array(tableBytes);
-  table.set(fixed);
-  reader.read(table.subarray(HEADER_SIZE));
+  // The tables' length comes from the tables: the layer table, then the kind table's structs,
+  // then its entries (each step bounded by the payload and by MAX_LAYERS / MAX_EXTRAS).
+  let table: Uint8Array = fixed;
+  for (;;) {
+    const want = tableBytes(table);
+    if (typeof want === 'string') throw bad(path, `arena header: ${want}`);
+    if (want <= table.length) break;
+    if (want > payload) throw bad(path, `arena header: its tables (${want} bytes) are longer than the payload`);
+    const longer = new Uint8Array(want);
+    longer.set(table);
+    reader.read(longer.subarray(table.length));
+    table = longer;
+  }
   const spec = decodeSpec(table);
   if (typeof spec === 'string') throw bad(path, `arena header: ${spec}`);
   let plan: Plan;
   try { plan = planLayout(spec); } catch (e) { throw bad(path, `arena header describes no valid layout: ${fsMessage(e)}`); }
   if (plan.totalBytes !== Number(arenaBytes)) throw bad(path, `arena header gives ${plan.totalBytes} bytes, the file header ${arenaBytes}`);
-  const expected = plan.headerBytes + savedRegions(plan, mask).reduce((a, r) => a + r.bytes, 0);
+  const extrasMask = version === 1 ? 0n : head.readBigUInt64LE(48);
+  if (extrasMask >> BigInt(plan.spec.extra.length)) throw bad(path, `unknown user regions in the saved mask 0x${extrasMask.toString(16)}`);
+  const saved = { mask, extras: extrasMask };
+  const expected = plan.headerBytes + savedRegions(plan, saved).reduce((a, r) => a + r.bytes, 0);
   if (expected !== payload) throw bad(path, `payload of ${payloadBytes} bytes, the saved regions need ${expected}`);
   const differs = () => bad(path, 'arena header differs from the layout it describes');
-  if (!Buffer.from(table).equals(Buffer.from(plan.header.subarray(0, tableBytes)))) throw differs();
+  // A version-1 arena header is the planner's version-2 header (no kind table) with version 1.
+  const planned = plan.header.slice(0, table.length);
+  const headerVersion = new DataView(table.buffer, table.byteOffset).getUint32(HEADER_FIELDS.version, true);
+  if (headerVersion === 1 && plan.spec.extra.length === 0) new DataView(planned.buffer).setUint32(HEADER_FIELDS.version, 1, true);
+  if (!Buffer.from(table).equals(Buffer.from(planned))) throw differs();
   // The padding up to the first region, in bounded chunks.
-  for (let at = tableBytes; at < plan.headerBytes;) {
+  for (let at = table.length; at < plan.headerBytes;) {
     const part = reader.read(new Uint8Array(Math.min(CHUNK, plan.headerBytes - at)));
     if (!Buffer.from(part).equals(Buffer.from(plan.header.subarray(at, at + part.length)))) throw differs();
     at += part.length;
   }
-  const info: CheckpointInfo = { path, version, arenaBytes: Number(arenaBytes), payloadBytes: payload, steps: Number(steps), kinds: KINDS.filter((k) => mask & (1 << KIND_INDEX[k])), plan };
-  return { reader, info, mask, payloadCrc: head.readUInt32LE(44) };
+  const info: CheckpointInfo = {
+    path, version, arenaBytes: Number(arenaBytes), payloadBytes: payload, steps: Number(steps), kinds: KINDS.filter((k) => mask & (1 << KIND_INDEX[k])),
+    extras: plan.spec.extra.filter((_, i) => extrasMask & (1n << BigInt(i))).map((e) => e.name), plan,
+  };
+  return { reader, info, saved, payloadCrc: head.readUInt32LE(44) };
 }
 
 function withOpen<T>(path: string, f: (fd: number) => T): T {
@@ -286,7 +323,7 @@ function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
  *  open file is what is read and verified. */
 export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOptions, create: (plan: Plan, options: ArenaOptions) => A): { arena: A; info: CheckpointInfo } {
   return withOpen(path, (fd) => {
-    const { reader, info, mask, payloadCrc } = openCheckpoint(fd, path);
+    const { reader, info, saved, payloadCrc } = openCheckpoint(fd, path);
     // One read of the options: the memory check and the allocation see the same backend.
     let o = options;
     if (options !== null && typeof options === 'object') {
@@ -296,7 +333,7 @@ export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOpti
     }
     const arena = create(info.plan, o);
     try {
-      for (const r of savedRegions(info.plan, mask)) reader.read(arena.bytes(r.offset, r.bytes));
+      for (const r of savedRegions(info.plan, saved)) reader.read(arena.bytes(r.offset, r.bytes));
       if ((reader.crc >>> 0) !== payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
       arena.toDevice();
     } catch (e) {

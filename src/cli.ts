@@ -9,7 +9,8 @@ import { packageVersion } from './doctor.js';
 import { runDoctor } from './cli/doctor.js';
 import { planLayout } from './layout/plan.js';
 import type { Dtype, Optimizer, Order } from './layout/header.js';
-import { parseInteger, parseList, parseNumber, usage } from './cli/format.js';
+import type { LayoutSpec } from './layout/spec.js';
+import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/format.js';
 import { planJson, planSummary } from './cli/plan.js';
 import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
@@ -32,6 +33,7 @@ program
   .addOption(new Option('--order <order>', 'region order').choices(['layer-major', 'kind-major']).default('layer-major'))
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
+  .option('--extra <spec>', 'a user region (repeatable): NAME:KIND (z, b or w: one per layer shaped like it), NAME:KIND:LAYERS (1,2) or NAME:BYTES (global)', (v: string, prev: string[]) => [...prev, v], [] as string[])
   .option('--compact', 'regions never live at the same time share bytes (an SGD plan has no dw); gradients cannot be read')
   .option('--json', 'print the plan as JSON')
   .option('--svg <file>', 'also write the memory map (SVG) to <file>')
@@ -45,6 +47,7 @@ program
       order: o.order as Order,
       align: parseInteger(o.align, 'align', 1),
       samples: parseInteger(o.samples, 'samples', 0),
+      extra: parseExtras(o.extra) as LayoutSpec['extra'],
       compact: Boolean(o.compact),
     });
     console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch }));
@@ -94,11 +97,12 @@ program
   .action((file: string, o) => {
     const info = inspectCheckpoint(file);
     if (o.json) {
-      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, ...planJson(info.plan, info.kinds) }, null, 2));
+      const saved = [...info.kinds, ...info.extras];
+      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, ...planJson(info.plan, saved) }, null, 2));
       return;
     }
-    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}; trainer steps ${info.steps}`);
-    console.log(planSummary(info.plan, info.kinds));
+    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; trainer steps ${info.steps}`);
+    console.log(planSummary(info.plan, [...info.kinds, ...info.extras]));
   });
 
 program

@@ -6,7 +6,7 @@
 /** Every code nn-arena throws, grouped by the class it always comes as. */
 export const ERROR_CODES = {
   /** A network description that cannot be laid out. */
-  LayoutError: ['BAD_SPEC', 'BAD_LAYERS', 'BAD_BATCH', 'BAD_SAMPLES', 'BAD_MODELS', 'BAD_DTYPE', 'BAD_OPTIMIZER', 'BAD_ORDER', 'BAD_ALIGN', 'BAD_ACTIVATIONS', 'TOO_LARGE', 'BAD_KIND', 'BAD_PLAN'],
+  LayoutError: ['BAD_SPEC', 'BAD_LAYERS', 'BAD_BATCH', 'BAD_SAMPLES', 'BAD_MODELS', 'BAD_DTYPE', 'BAD_OPTIMIZER', 'BAD_ORDER', 'BAD_ALIGN', 'BAD_ACTIVATIONS', 'TOO_LARGE', 'BAD_KIND', 'BAD_PLAN', 'BAD_EXTRA'],
   /** An option or argument of a call (arena, trainer, fit, save, selector, budget) refused. */
   OptionError: ['BAD_OPTION', 'BAD_SEED', 'BAD_LOSS', 'BAD_COUNT', 'BAD_PATH', 'BAD_SELECTOR', 'BAD_BUDGET', 'BUDGET_TOO_SMALL', 'BUDGET_NEEDS_MANAGED', 'BUDGET_REQUIRED', 'BAD_ENV'],
   /** Training data or targets that cannot be used with this network. */

@@ -129,6 +129,8 @@ export interface DecodedHeader {
   /** Networks in the arena; 0 (one model) in older headers and one-model plans. */
   models: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
+  /** The kind table, read through nna_extra_* of the public header; `found` is nna_extra_find of the name. */
+  extras: Array<{ name: string; found: number; rule: number; like: number; elemBytes: number; regions: Array<[bigint, bigint]> }>;
 }
 
 export interface CudaInfo {

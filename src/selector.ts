@@ -3,12 +3,14 @@ import { OptionError } from './errors.js';
 import { KINDS, KIND_INDEX, type Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 
-export type SelectorKind = Kind | 'header';
+/** A built-in kind, 'header', or the name of a user region of the plan. */
+export type SelectorKind = Kind | 'header' | (string & {});
 
 export interface Selector {
-  /** Kinds to include ('header' = the header bytes). Default: every kind. */
+  /** Kinds to include ('header' = the header bytes; user regions by name). Default: every kind. */
   kinds?: readonly SelectorKind[];
-  /** Layers to include. Default: every layer. */
+  /** Layers to include. Default: every layer. A global user region, like the header, belongs to
+   *  no layer: it is selected by naming it in `kinds` (or by a selector of neither). */
   layers?: readonly number[];
 }
 
@@ -33,9 +35,10 @@ function readSelector(plan: Plan, sel: unknown): SelectorSnapshot {
   const { kinds: rawKinds, layers: rawLayers } = sel as Selector;
   const kinds = readList('kinds', rawKinds);
   const layers = readList('layers', rawLayers);
+  const extras = plan.spec.extra.map((e) => e.name);
   for (const k of kinds ?? []) {
-    if (k !== 'header' && (typeof k !== 'string' || !Object.prototype.hasOwnProperty.call(KIND_INDEX, k))) {
-      throw new OptionError('BAD_SELECTOR', 'selector.kinds', k, `is not a kind (expected header, ${KINDS.join(', ')})`);
+    if (k !== 'header' && (typeof k !== 'string' || (!Object.prototype.hasOwnProperty.call(KIND_INDEX, k) && !extras.includes(k)))) {
+      throw new OptionError('BAD_SELECTOR', 'selector.kinds', k, `is not a kind (expected header, ${[...KINDS, ...extras].join(', ')})`);
     }
   }
   const L = plan.spec.layers.length;
@@ -56,7 +59,10 @@ export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
   const { kinds, layers } = readSelector(plan, sel);
   const all = [
     { offset: 0, bytes: plan.headerBytes, selected: kinds ? kinds.has('header') : !layers },
-    ...plan.regions.map((r) => ({ offset: r.offset, bytes: r.bytes, selected: (!kinds || kinds.has(r.kind)) && (!layers || layers.has(r.layer)) })),
+    ...plan.regions.map((r) => ({
+      offset: r.offset, bytes: r.bytes,
+      selected: r.layer < 0 ? (kinds ? kinds.has(r.kind) : !layers) : (!kinds || kinds.has(r.kind)) && (!layers || layers.has(r.layer)),
+    })),
   ];
   // In a compact plan regions overlap: a range grows over what it already covers, an unselected
   // region that reaches past it closes it, and a new range starts past the bytes already sent.

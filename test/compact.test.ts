@@ -11,6 +11,7 @@ import { runArena } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
 import { stepPhases, type StepOp, type StepPath } from '../src/layout/phases.js';
 import { native } from '../src/native.js';
+import { toyData } from './support/train-checks.js';
 import { compactVsFull, COMPACT_NETS } from './support/compact-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
@@ -69,14 +70,14 @@ describe('compact plan: sizes', () => {
     for (const kinds of [['d'], ['dw', 'db'], ['z'], ['d', 'z', 'dw']] as Kind[][]) {
       const ranges = selectRanges(plan, { kinds });
       for (let i = 1; i < ranges.length; i++) expect(ranges[i]!.offset).toBeGreaterThanOrEqual(ranges[i - 1]!.offset + ranges[i - 1]!.bytes);
-      for (const r of plan.regions.filter((x) => kinds.includes(x.kind))) {
+      for (const r of plan.regions.filter((x) => (kinds as readonly string[]).includes(x.kind))) {
         // covered by the ranges, byte for byte
         let at = r.offset;
         for (const g of ranges) if (g.offset <= at && at < g.offset + g.bytes) at = g.offset + g.bytes;
         expect(at, `${r.kind}[${r.layer}]`).toBeGreaterThanOrEqual(r.offset + r.bytes);
       }
       // an unselected region that starts past every selected one it overlaps is not sent whole
-      for (const u of plan.regions.filter((x) => !kinds.includes(x.kind) && ['w', 'b', 'mw', 'vw'].includes(x.kind))) {
+      for (const u of plan.regions.filter((x) => !(kinds as readonly string[]).includes(x.kind) && ['w', 'b', 'mw', 'vw'].includes(x.kind))) {
         for (const g of ranges) expect(g.offset < u.offset + u.bytes && u.offset < g.offset + g.bytes, `${u.kind}[${u.layer}]`).toBe(false);
       }
     }
@@ -286,5 +287,93 @@ describe('compact plan: checkpoints, plan output and the memory map', () => {
     expect(i.status, i.stderr).toBe(0);
     expect(i.stdout).toMatch(/compact/);
     expect(i.stdout).toContain(`arena ${compact.totalBytes.toLocaleString('en-US')} bytes`);
+  });
+});
+
+describe('compact plan with user regions: the user data keeps its bytes', () => {
+  const EXTRA = [{ name: 'ema', like: 'w' }, { name: 'mask', like: 'z', layers: [1, 2] }, { name: 'rng', bytes: 1000 }] as const;
+  const spec: LayoutSpec = { ...COMPACT_NETS[1]![1], extra: EXTRA };
+  const isExtra = (r: { extra?: number }) => r.extra !== undefined;
+  /** A copy of a header with entry `entry` of the kind table moved to `offset`. */
+  const movedExtra = (header: Uint8Array, layers: number, entry: number, offset: number) => {
+    const b = header.slice();
+    const at = H.HEADER_SIZE + layers * H.LAYER_SIZE + EXTRA.length * H.EXTRA_SIZE + entry * H.REGION_SIZE + H.LAYER_FIELDS.region_offset;
+    new DataView(b.buffer).setBigUint64(at, BigInt(offset), true);
+    return b;
+  };
+
+  it('the bytes still shrink; user regions share bytes with nothing; the native checks accept it', () => {
+    for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
+      const full = planLayout({ ...spec, optimizer });
+      const c = planLayout({ ...spec, optimizer, compact: true });
+      expect(c.totalBytes).toBeLessThan(full.totalBytes);
+      expect(c.headerBytes).toBe(full.headerBytes);  // the same kind table
+      expect(c.shared.length).toBeGreaterThan(0);
+      const extras = c.regions.filter(isExtra);
+      expect(extras.map((r) => `${r.kind}${r.layer}`)).toEqual(full.regions.filter(isExtra).map((r) => `${r.kind}${r.layer}`));
+      for (const x of extras) {
+        expect(c.shared.some((s) => s.region === x || s.with.includes(x))).toBe(false);
+        for (const r of c.regions) if (r !== x) expect(r.offset >= x.offset + x.bytes || r.offset + r.bytes <= x.offset, `${x.kind}[${x.layer}] vs ${r.kind}[${r.layer}]`).toBe(true);
+      }
+      const k = c.bytesByKind();
+      const sum = [...KINDS, 'header', 'padding', ...EXTRA.map((e) => e.name)].reduce((a, n) => a + k[n]!, 0);
+      expect(sum - k.shared).toBe(c.totalBytes);
+      expect(k.ema).toBe(full.bytesByKind().ema);
+      expect(native().internal.validateHeader(c.header, c.totalBytes)).toBe('');
+    }
+  });
+
+  it('the validator refuses any overlap with a user region, in a compact header too', () => {
+    const c = planLayout({ ...spec, compact: true });
+    const L = c.spec.layers.length;
+    const check = (h: Uint8Array) => native().internal.validateHeader(h, c.totalBytes);
+    const ema1 = c.region(1, 'ema')!, rng = c.find('rng')[0]!;
+    // a scratch region (d[1], which shares bytes with others) moved onto a user region
+    expect(check(moved(c.header, 1, 'd', ema1.offset))).toMatch(/^user region 'ema' of layer 1 overlaps layer 1 region d$/);
+    // a kept region moved onto one
+    expect(check(moved(c.header, 2, 'b', rng.offset))).toMatch(/^user region 'rng' overlaps layer 2 region b$/);
+    // a user region moved onto a scratch region, and onto another user region
+    const rngEntry = L * 2;  // ema and mask have one entry per layer before it
+    expect(check(movedExtra(c.header, L, rngEntry, c.region(2, 'd')!.offset))).toMatch(/^user region 'rng' overlaps layer 2 region d$/);
+    expect(check(movedExtra(c.header, L, rngEntry, ema1.offset))).toMatch(/user region 'rng' overlaps user region 'ema' of layer 1|user region 'ema' of layer 1 overlaps user region 'rng'/);
+    expect(() => Arena.create({ ...c, header: moved(c.header, 1, 'd', ema1.offset) }, cpu)).toThrow(expect.objectContaining({ code: 'BAD_HEADER' }));
+  });
+
+  for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
+    it(`${optimizer}: CPU training is bit-identical to the full plan with the same user regions`, async () => {
+      const { full, compact } = await compactVsFull({ ...spec, optimizer }, cpu, optimizer === 'adam' ? 0.01 : 0.05);
+      expect(compact.totalBytes).toBeLessThan(full.totalBytes);
+      expect(compact.metrics).toEqual(full.metrics);
+      expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+      expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+    });
+  }
+
+  it('training, evaluation, prediction and the primitives leave every user region bit for bit', async () => {
+    const p = planLayout({ ...spec, compact: true, optimizer: 'adam' });
+    const a = Arena.create(p, cpu);
+    try {
+      const t = new Trainer(a, { lr: 0.01 });
+      t.init(2);
+      const pattern = (r: { extra?: number; layer: number; length: number }) => Float64Array.from({ length: r.length }, (_, i) => (r.extra! + 1) * 1000 + r.layer * 100 + i);
+      for (const r of p.regions) if (isExtra(r)) a.view(r.layer, r.kind).set(pattern(r));
+      const want = p.regions.filter(isExtra).map((r) => a.bytes(r.offset, r.bytes).slice());
+      a.toDevice();
+      const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+      const data = toyData(inputs, outputs, 60, 3, false);
+      const w1 = [...a.view('w', 1)];
+      await t.fit({ x: data.x, labels: data.labels! }, { epochs: 2, seed: 3 });
+      await t.evaluate({ x: data.x, labels: data.labels! });
+      await t.predict(data.x.subarray(0, inputs * 4));
+      const x = data.x.subarray(0, inputs * 4);
+      await t.forward(x);
+      await t.backward({ labels: data.labels!.subarray(0, 4) });
+      await t.update();
+      t.syncToHost();
+      expect([...a.view('w', 1)]).not.toEqual(w1);
+      p.regions.filter(isExtra).forEach((r, i) => expect(Buffer.from(a.bytes(r.offset, r.bytes)).equals(Buffer.from(want[i]!)), `${r.kind}[${r.layer}]`).toBe(true));
+    } finally {
+      a.dispose();
+    }
   });
 });

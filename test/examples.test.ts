@@ -21,6 +21,12 @@ describe('examples', () => {
     expect(readme.includes('```js\n' + example + '```')).toBe(true);
   });
 
+  it('the README shows examples/user-regions.mjs verbatim', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const example = readFileSync(join(root, 'examples', 'user-regions.mjs'), 'utf8');
+    expect(readme.includes('```js\n' + example + '```')).toBe(true);
+  });
+
   it('every example runs (needs dist/: npm install or npx tsup)', () => {
     expect(existsSync(join(root, 'dist', 'index.js')), 'dist/ missing: run npx tsup').toBe(true);
     const r = spawnSync(process.execPath, [join(root, 'scripts', 'run-examples.mjs')], { cwd: root, encoding: 'utf8' });
@@ -29,5 +35,6 @@ describe('examples', () => {
     expect(r.stdout).toMatch(/ok {3}examples\/custom-loss\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
+    expect(r.stdout).toMatch(/ok {3}examples\/user-regions\.mjs[^\n]*\n\s+ema of layer 1: 32 values at byte \d+\n\s+ema of layer 2: 24 values/);
   }, 600_000);
 });

@@ -4,7 +4,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, type Plan } from '../src/index.js';
-import { HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
+import { EXTRA_FIELDS, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
 import { native } from '../src/native.js';
 import { probeBind } from '../src/internal.js';
 
@@ -12,13 +12,25 @@ const BASES: Plan[] = [
   planLayout({ layers: [6, 5, 4], batch: 3 }),
   planLayout({ layers: [7, 9, 3, 2], batch: 5, optimizer: 'adam', order: 'kind-major', samples: 11 }),
   planLayout({ layers: [3, 2], batch: 1, dtype: 'float64', optimizer: 'momentum', align: 8, samples: 2 }),
+  planLayout({ layers: [5, 4, 3], batch: 2, optimizer: 'adam', extra: [{ name: 'ema', like: 'w' }, { name: 'mask', per: 'z', layers: [1] }, { name: 'rng', bytes: 40 }] }),
+  planLayout({ layers: [4, 3], batch: 2, order: 'kind-major', align: 8, extra: [{ name: 'g', bytes: 9 }, { name: 'bb', like: 'b' }] }),
 ];
 
 const interesting = [0n, 1n, 2n, 7n, 8n, 255n, 256n, 4096n, 2n ** 31n, 2n ** 32n - 1n, 2n ** 32n, 2n ** 53n, 2n ** 63n, 2n ** 64n - 1n];
 
-/** Byte offsets of every 8-byte field of the layer table (units, fan_in, offsets, counts). */
+/** Byte offsets and widths of every field of the header, the layer table and the kind table. */
 function fieldOffsets(plan: Plan): Array<[number, 4 | 8]> {
-  const out: Array<[number, 4 | 8]> = Object.entries(HEADER_FIELDS).map(([, at]) => [at, at < 32 ? 4 : 8]);
+  const u32 = (at: number) => at < 32 || at === HEADER_FIELDS.num_extras || at === HEADER_FIELDS.extra_size;
+  const out: Array<[number, 4 | 8]> = Object.entries(HEADER_FIELDS).map(([, at]) => [at, u32(at) ? 4 : 8]);
+  const table = HEADER_SIZE + plan.spec.layers.length * LAYER_SIZE;
+  plan.spec.extra.forEach((_, i) => {
+    for (const at of Object.values(EXTRA_FIELDS)) out.push([table + i * EXTRA_SIZE + at, 4]);
+  });
+  const entries = plan.spec.extra.reduce((a, e) => a + (e.bytes === undefined ? plan.spec.layers.length : 1), 0);
+  for (let j = 0; j < entries; j++) {
+    const at = table + plan.spec.extra.length * EXTRA_SIZE + j * REGION_SIZE;
+    out.push([at, 8], [at + 8, 8]);
+  }
   for (let l = 0; l < plan.spec.layers.length; l++) {
     const at = HEADER_SIZE + l * LAYER_SIZE;
     out.push([at + LAYER_FIELDS.units, 8], [at + LAYER_FIELDS.fan_in, 8], [at + LAYER_FIELDS.activation, 4]);
@@ -66,6 +78,10 @@ describe('hostile headers', () => {
       using a = Arena.create({ ...plan, header: bytes }, { backend: 'cpu' });
       const offsets = probeBind(a);
       for (const o of offsets) if (o !== 0xffffffffffffffffn) expect(o < BigInt(total)).toBe(true);
+      // User regions, found through the public header's nna_extra_* functions: inside the arena.
+      for (const e of native().internal.decodeHeader(bytes).extras) {
+        for (const [offset, count] of e.regions) if (count > 0n) expect(offset + count * BigInt(e.elemBytes) <= BigInt(total)).toBe(true);
+      }
       bound++;
     }), { numRuns: 100_000, seed: 42 });
     // The mutations must not all be rejected for one trivial reason: some keep a valid header.

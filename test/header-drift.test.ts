@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, KINDS, planLayout } from '../src/index.js';
 import { runArena } from '../src/internal.js';
+import { decodeSpec } from '../src/layout/decode.js';
 import * as H from '../src/layout/header.js';
 import { LOSSES, MEMORY_KINDS, native, OPS, PRECISIONS } from '../src/native.js';
 
@@ -12,6 +13,7 @@ describe('header drift: TS constants == C struct', () => {
   const info = native().internal.layoutInfo() as {
     magic: number; version: number; maxLayers: number; kindCount: number; headerSize: number; layerSize: number; regionSize: number;
     header: Record<string, number>; layer: Record<string, number>; enums: Record<string, number>;
+    maxExtras: number; extraNameBytes: number; extraSize: number; extra: Record<string, number>;
   };
 
   it('sizes and constants', () => {
@@ -25,7 +27,14 @@ describe('header drift: TS constants == C struct', () => {
     expect(info.regionSize).toBe(H.REGION_SIZE);
     expect((info as unknown as { statsCount: number }).statsCount).toBe(H.STATS_COUNT);
     expect((info as unknown as { statSlots: unknown }).statSlots).toEqual(H.STATS);
+    expect(info.maxExtras).toBe(H.MAX_EXTRAS);
+    expect(info.extraNameBytes).toBe(H.EXTRA_NAME_BYTES);
+    expect(info.extraSize).toBe(H.EXTRA_SIZE);
     expect((info as unknown as { flags: unknown }).flags).toEqual(H.FLAGS);
+  });
+
+  it('every kind-table (nna_extra) field offset', () => {
+    expect(info.extra).toEqual(H.EXTRA_FIELDS);
   });
 
   it('every header field offset', () => {
@@ -38,7 +47,7 @@ describe('header drift: TS constants == C struct', () => {
 
   it('every enum value', () => {
     const ts: Record<string, number> = {
-      ...H.DTYPES, layerMajor: H.ORDERS['layer-major'], kindMajor: H.ORDERS['kind-major'], ...H.OPTIMIZERS, ...H.ACTIVATIONS, ...H.KIND_INDEX,
+      ...H.DTYPES, layerMajor: H.ORDERS['layer-major'], kindMajor: H.ORDERS['kind-major'], ...H.OPTIMIZERS, ...H.ACTIVATIONS, ...H.KIND_INDEX, ...H.EXTRA_RULES,
     };
     expect(info.enums).toEqual(ts);
   });
@@ -53,11 +62,27 @@ describe('header round trip: written by TS, read by C++', () => {
     order: fc.constantFrom('layer-major' as const, 'kind-major' as const),
     align: fc.constantFrom(8, 64, 256, 4096),
     samples: fc.integer({ min: 0, max: 500 }),
+    extra: fc.array(fc.oneof(
+      fc.record({ like: fc.constantFrom('z' as const, 'b' as const, 'w' as const), pick: fc.array(fc.boolean(), { minLength: 6, maxLength: 6 }) }),
+      fc.record({ bytes: fc.integer({ min: 1, max: 5000 }) }),
+    ), { maxLength: 4 }),
+    models: fc.constantFrom(1, 1, 2, 5),
     compact: fc.boolean(),
+  });
+  /** The arbitrary's extras as a spec: names e0, e1, ...; `pick` chooses a subset of the layers
+   *  that have the kind (all of them when it picks none). */
+  const extrasOf = (layers: number, extra: ReadonlyArray<{ like: 'z' | 'b' | 'w'; pick: boolean[] } | { bytes: number }>) => extra.map((e, i) => {
+    if ('bytes' in e) return { name: `e${i}`, bytes: e.bytes };
+    const has = Array.from({ length: layers }, (_, l) => l).filter((l) => e.like === 'z' || l > 0);
+    const picked = has.filter((l) => e.pick[l]);
+    return { name: `e${i}`, like: e.like, ...(picked.length ? { layers: picked } : {}) };
   });
 
   it('decodes to the plan, and the native validator accepts it', () => {
-    fc.assert(fc.property(spec, (s) => {
+    fc.assert(fc.property(spec, (raw) => {
+      // User regions and compact plans need models 1 (refused otherwise): models > 1 drops them.
+      // Compact with user regions is kept: the validator and the aliasing replay must accept it.
+      const s = { ...raw, extra: raw.models > 1 ? [] : extrasOf(raw.layers.length, raw.extra), compact: raw.models > 1 ? false : raw.compact };
       const plan = planLayout(s);
       expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
       const h = native().internal.decodeHeader(plan.header);
@@ -72,7 +97,8 @@ describe('header round trip: written by TS, read by C++', () => {
       expect(h.headerBytes).toBe(BigInt(plan.headerBytes));
       expect(h.totalBytes).toBe(BigInt(plan.totalBytes));
       expect(h.flags).toBe(s.compact ? BigInt(H.FLAGS.compact) : 0n);
-      expect(h.models).toBe(0n);  // one model: the version-1 meaning
+      expect(h.models).toBe(s.models > 1 ? BigInt(s.models) : 0n);  // one model: 0, the version-1 meaning
+      expect((decodeSpec(plan.header) as { models?: number }).models).toBe(s.models > 1 ? s.models : undefined);
       h.layers.forEach((L, l) => {
         expect(L.units).toBe(BigInt(s.layers[l]!));
         KINDS.forEach((k, i) => {
@@ -80,7 +106,69 @@ describe('header round trip: written by TS, read by C++', () => {
           expect(L.regions[i]).toEqual(r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n]);
         });
       });
+      // The kind table, read back through nna_extra_count / _name / _find / _region / _elems.
+      expect(h.extras.map((e) => e.name)).toEqual(s.extra.map((e) => e.name));
+      h.extras.forEach((e, i) => {
+        const x = s.extra[i]!;
+        expect(e.found).toBe(i);
+        expect(e.rule).toBe('bytes' in x ? H.EXTRA_RULES.bytes : H.EXTRA_RULES.perLayer);
+        expect(e.elemBytes).toBe('bytes' in x ? 1 : H.DTYPE_BYTES[s.dtype]);
+        if ('bytes' in x) {
+          const r = plan.region(-1, x.name)!;
+          expect(e.regions).toEqual([[BigInt(r.offset), BigInt(x.bytes!)]]);
+        } else {
+          expect(e.like).toBe(H.KIND_INDEX[x.like]);
+          expect(e.regions).toEqual(s.layers.map((_, l) => {
+            const r = plan.region(l, x.name);
+            return r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n];
+          }));
+        }
+      });
     }), { numRuns: 400 });
+  });
+
+  it('a version-1 header (no kind table) still validates; one with kind-table fields does not', () => {
+    const plan = planLayout({ layers: [4, 3, 2], batch: 2, optimizer: 'momentum' });
+    const v1 = plan.header.slice();
+    const dv = new DataView(v1.buffer);
+    dv.setUint32(H.HEADER_FIELDS.version, 1, true);
+    expect(native().internal.validateHeader(v1, plan.totalBytes)).toBe('');
+    expect(native().internal.decodeHeader(v1).extras).toEqual([]);
+    dv.setUint32(H.HEADER_FIELDS.num_extras, 1, true);
+    expect(native().internal.validateHeader(v1, plan.totalBytes)).toMatch(/version-1 header with a kind table/);
+  });
+
+  it('the validator checks the kind table like the layer table', () => {
+    const plan = planLayout({ layers: [4, 3, 2], batch: 2, extra: [{ name: 'ema', like: 'w' }, { name: 'rng', bytes: 100 }] });
+    expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
+    const table = H.HEADER_SIZE + 3 * H.LAYER_SIZE;
+    const entries = table + 2 * H.EXTRA_SIZE;  // ema: entries 0..2 (layers 0, 1, 2), rng: entry 3
+    const corrupt = (edit: (v: DataView, b: Uint8Array) => void) => {
+      const b = plan.header.slice();
+      edit(new DataView(b.buffer), b);
+      return native().internal.validateHeader(b, plan.totalBytes);
+    };
+    const F = H.HEADER_FIELDS, X = H.EXTRA_FIELDS;
+    const entry = (i: number) => entries + i * H.REGION_SIZE;
+    expect(corrupt((v) => v.setUint32(F.num_extras, 65, true))).toMatch(/num_extras/);
+    expect(corrupt((v) => v.setUint32(F.extra_size, 32, true))).toMatch(/extra_size/);
+    expect(corrupt((v) => v.setBigUint64(F.extras_offset, BigInt(table + 8), true))).toMatch(/extras_offset/);
+    expect(corrupt((_, b) => { b[table + 1] = 0x2d; })).toMatch(/user region 0 name has a character/);  // 'e-a'
+    expect(corrupt((_, b) => { b.set([0x77, 0, 0], table); })).toMatch(/built-in kind/);  // 'w'
+    expect(corrupt((_, b) => { b.set([0x65, 0x6d, 0x61, 0], table + H.EXTRA_SIZE); })).toMatch(/repeats user region 0/);  // 'ema' twice
+    expect(corrupt((_, b) => { b[table + 31] = 0x41; })).toMatch(/not NUL-padded/);
+    expect(corrupt((v) => v.setUint32(table + X.rule, 7, true))).toMatch(/unknown rule/);
+    expect(corrupt((v) => v.setUint32(table + X.like, H.KIND_INDEX.d, true))).toMatch(/must be z, b or w/);
+    expect(corrupt((v) => v.setUint32(table + X.elem_bytes, 8, true))).toMatch(/elem_bytes/);
+    expect(corrupt((v) => v.setUint32(table + H.EXTRA_SIZE + X.first, 2, true))).toMatch(/first entry/);
+    expect(corrupt((v) => v.setBigUint64(entry(1) + 8, 13n, true))).toMatch(/its shape \(like w\) needs 12/);
+    expect(corrupt((v) => v.setBigUint64(entry(0) + 8, 1n, true))).toMatch(/layer 0 has count 1, its shape \(like w\) needs 0/);
+    expect(corrupt((v) => v.setBigUint64(entry(1), BigInt(plan.region(1, 'w')!.offset), true))).toMatch(/overlaps/);
+    expect(corrupt((v) => v.setBigUint64(entry(3), BigInt(plan.totalBytes), true))).toMatch(/beyond total_bytes/);
+    expect(corrupt((v) => v.setBigUint64(entry(3), 8n, true))).toMatch(/aligned|header/);
+    expect(corrupt((v) => { v.setBigUint64(entry(3), 0n, true); v.setBigUint64(entry(3) + 8, 0n, true); })).toMatch(/'rng' has no region/);
+    expect(corrupt((v) => { v.setBigUint64(entry(1) + 8, 0n, true); v.setBigUint64(entry(2) + 8, 0n, true); })).toMatch(/absent but has offset/);
+    expect(corrupt((v) => v.setBigUint64(F.header_bytes, BigInt(entries), true))).toMatch(/kind table ends beyond header_bytes|starts inside/);
   });
 
   it('the validator rejects a header claiming more bytes than available', () => {

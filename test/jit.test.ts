@@ -7,6 +7,7 @@ import { Arena, ArenaError, cudaInfo, planLayout, Trainer } from '../src/index.j
 import { compileOnly, kernelKey, runArena } from '../src/internal.js';
 import { OPS } from '../src/native.js';
 import { codeOf } from './support/errors.js';
+import { EXTRA_SRC } from './support/jit-extras.js';
 
 const SPEC = { layers: [6, 5, 3], batch: 4 } as const;
 const SRC = `#include <nn_arena.h>
@@ -128,6 +129,10 @@ describe.skipIf(!nvrtc())('NVRTC without a device', () => {
       expect(err.detail).toMatch(/error/);
       expect(err.message).toContain(err.detail!);
     }
+  });
+
+  it('compiles a kernel that finds user regions by name in device code (nna_extra_*)', () => {
+    expect(compileOnly(EXTRA_SRC, 'scaleRows', ['u32'], 'sm_90')).toBeGreaterThan(0);
   });
 
   it('a signature that does not match the kernel is a compile error naming the expected one', () => {

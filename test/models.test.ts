@@ -22,7 +22,7 @@ describe('layout of K models', () => {
     for (const r of three.regions) {
       const r1 = one.region(r.layer, r.kind)!;
       expect(r.length).toBe(r1.length);  // the header's count: one model's elements
-      if (H.perModel(r.layer, r.kind)) {
+      if (H.perModel(r.layer, r.kind as H.Kind)) {
         expect(r.models).toBe(3);
         expect(r.stride).toBe(Math.ceil((r.length * 4) / 64) * 64);
         expect(r.bytes).toBe(2 * r.stride + r.length * 4);
@@ -30,7 +30,7 @@ describe('layout of K models', () => {
         expect([r.models, r.stride, r.bytes]).toEqual([1, 0, r1.bytes]);
       }
     }
-    const shared = three.regions.filter((r) => !H.perModel(r.layer, r.kind)).map((r) => `${r.layer}${r.kind}`).sort();
+    const shared = three.regions.filter((r) => !H.perModel(r.layer, r.kind as H.Kind)).map((r) => `${r.layer}${r.kind}`).sort();
     expect(shared).toEqual(['0xdata', '0z', '2y', '2ydata']);
     // One model: the plan and header of today (models written as 0).
     expect(one.regions.every((r) => r.models === 1 && r.stride === 0)).toBe(true);

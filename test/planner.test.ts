@@ -77,7 +77,7 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
   it('orders layer-major with each layer contiguous, kind-major with each kind contiguous', () => {
     const lm = planLayout({ layers: [5, 4, 3, 2], batch: 2 }).regions.map((r) => r.layer);
     expect(lm).toEqual([...lm].sort((a, b) => a - b));
-    const km = planLayout({ layers: [5, 4, 3, 2], batch: 2, order: 'kind-major' }).regions.map((r) => KINDS.indexOf(r.kind));
+    const km = planLayout({ layers: [5, 4, 3, 2], batch: 2, order: 'kind-major' }).regions.map((r) => (KINDS as readonly string[]).indexOf(r.kind));
     expect(km).toEqual([...km].sort((a, b) => a - b));
   });
 

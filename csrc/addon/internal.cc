@@ -61,6 +61,29 @@ Napi::Value decodeHeaderAt(Napi::Env env, const uint8_t* p, size_t readable) {
     layers.Set(l, lo);
   }
   o.Set("layers", layers);
+  // The kind table, read through the public header's functions (what a user's module calls).
+  const uint32_t n = nna_extra_count(p);
+  Napi::Array extras = Napi::Array::New(env, n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const nna_extra* e = nna_extra_at(p, i);
+    Napi::Object eo = Napi::Object::New(env);
+    eo.Set("name", Napi::String::New(env, nna_extra_name(p, i)));
+    eo.Set("found", Napi::Number::New(env, nna_extra_find(p, nna_extra_name(p, i))));
+    eo.Set("rule", Napi::Number::New(env, e->rule));
+    eo.Set("like", Napi::Number::New(env, e->like));
+    eo.Set("elemBytes", Napi::Number::New(env, e->elem_bytes));
+    Napi::Array regions = Napi::Array::New(env, e->entries);
+    for (uint32_t l = 0; l < e->entries; ++l) {
+      const nna_region* r = nna_extra_region(p, i, l);
+      Napi::Array ra = Napi::Array::New(env, 2);
+      ra.Set(0u, big(r->offset));
+      ra.Set(1u, big(nna_extra_elems(p, i, l)));
+      regions.Set(l, ra);
+    }
+    eo.Set("regions", regions);
+    extras.Set(i, eo);
+  }
+  o.Set("extras", extras);
   return o;
 }
 
@@ -92,9 +115,18 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   Napi::Object h = Napi::Object::New(env);
 #define F(name) n(h, #name, offsetof(nna_header, name))
   F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
-  F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset); F(flags); F(models);
+  F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
+  F(extras_offset); F(num_extras); F(extra_size); F(flags); F(models);
 #undef F
   o.Set("header", h);
+  n(o, "maxExtras", NNA_MAX_EXTRAS);
+  n(o, "extraNameBytes", NNA_EXTRA_NAME_BYTES);
+  n(o, "extraSize", sizeof(nna_extra));
+  Napi::Object x = Napi::Object::New(env);
+#define F(name) n(x, #name, offsetof(nna_extra, name))
+  F(name); F(rule); F(like); F(elem_bytes); F(entries); F(first);
+#undef F
+  o.Set("extra", x);
   Napi::Object l = Napi::Object::New(env);
   n(l, "units", offsetof(nna_layer, units));
   n(l, "fan_in", offsetof(nna_layer, fan_in));
@@ -112,6 +144,7 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
   n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
   n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
+  n(e, "perLayer", NNA_EXTRA_PER_LAYER); n(e, "bytes", NNA_EXTRA_BYTES);
   n(o, "statsCount", NNA_STATS_COUNT);
   Napi::Object fl = Napi::Object::New(env);
   n(fl, "compact", NNA_FLAG_COMPACT);

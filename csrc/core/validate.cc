@@ -12,6 +12,27 @@ bool mulOverflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_
 
 std::string at(uint32_t l, uint32_t k) { return "layer " + std::to_string(l) + " region " + kindName(k); }
 
+// A user region's name: [A-Za-z_][A-Za-z0-9_]*, NUL-terminated within the field and NUL-padded,
+// not a built-in kind's name nor "header" / "padding" / "shared" (names of the other entries of a plan's byte counts).
+std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
+  size_t n = 0;
+  while (n < NNA_EXTRA_NAME_BYTES && name[n]) ++n;
+  if (n == 0) return "is empty";
+  if (n == NNA_EXTRA_NAME_BYTES) return "is not NUL-terminated";
+  for (size_t i = n; i < NNA_EXTRA_NAME_BYTES; ++i)
+    if (name[i]) return "is not NUL-padded";
+  for (size_t i = 0; i < n; ++i) {
+    const char c = name[i];
+    const bool letter = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!letter && !(i > 0 && c >= '0' && c <= '9')) return "has a character outside [A-Za-z0-9_] (or starts with a digit)";
+  }
+  const std::string s(name, n);
+  if (s == "header" || s == "padding" || s == "shared") return "is reserved";
+  for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+    if (s == kindName(k)) return "is a built-in kind's name";
+  return "";
+}
+
 // Expected element count of (layer, kind) from the header's shape fields; false on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
@@ -39,6 +60,66 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   return false;
 }
 
+// The kind table (version 2): every entry's name, rule and counts against the shapes, every
+// region in bounds and aligned (added to the spans for the overlap check by `span`).
+template <typename AddSpan>
+std::string checkExtras(const void* base, size_t readable, const nna_header& h, const std::vector<nna_layer>& layers, size_t elem, AddSpan span) {
+  if (!h.num_extras) return "";
+  const char* p = static_cast<const char*>(base);
+  const uint64_t structsEnd = h.extras_offset + uint64_t(h.num_extras) * sizeof(nna_extra);  // small: no overflow
+  if (structsEnd > h.header_bytes) return "kind table ends beyond header_bytes";
+  if (structsEnd > readable) return "kind table ends at " + std::to_string(structsEnd) + ", only " + std::to_string(readable) + " bytes readable";
+  std::vector<nna_extra> extras(h.num_extras);
+  std::memcpy(extras.data(), p + h.extras_offset, extras.size() * sizeof(nna_extra));
+  uint64_t entries = 0;
+  for (uint32_t i = 0; i < h.num_extras; ++i) {
+    const nna_extra& e = extras[i];
+    const std::string who = "user region " + std::to_string(i);
+    const std::string bad = nameProblem(e.name);
+    if (!bad.empty()) return who + " name " + bad;
+    for (uint32_t j = 0; j < i; ++j)
+      if (std::strncmp(extras[j].name, e.name, NNA_EXTRA_NAME_BYTES) == 0) return who + " name '" + e.name + "' repeats user region " + std::to_string(j);
+    if (e.reserved0 || e.reserved1) return who + " '" + e.name + "' has non-zero reserved fields";
+    if (e.rule == NNA_EXTRA_PER_LAYER) {
+      if (e.like != NNA_Z && e.like != NNA_B && e.like != NNA_W) return who + " '" + e.name + "' is shaped like kind " + std::to_string(e.like) + " (must be z, b or w)";
+      if (e.elem_bytes != elem) return who + " '" + e.name + "' elem_bytes " + std::to_string(e.elem_bytes) + " != the dtype's " + std::to_string(elem);
+      if (e.entries != h.num_layers) return who + " '" + e.name + "' has " + std::to_string(e.entries) + " entries, not one per layer";
+    } else if (e.rule == NNA_EXTRA_BYTES) {
+      if (e.like || e.elem_bytes != 1 || e.entries != 1) return who + " '" + e.name + "' (raw bytes) must have like 0, elem_bytes 1 and 1 entry";
+    } else {
+      return who + " '" + e.name + "' has unknown rule " + std::to_string(e.rule);
+    }
+    if (e.first != entries) return who + " '" + e.name + "' first entry " + std::to_string(e.first) + " != " + std::to_string(entries);
+    entries += e.entries;
+  }
+  const uint64_t end = structsEnd + entries * sizeof(nna_region);  // entries <= 64 * 4096
+  if (end > h.header_bytes) return "kind table ends beyond header_bytes";
+  if (end > readable) return "kind table ends at " + std::to_string(end) + ", only " + std::to_string(readable) + " bytes readable";
+  std::vector<nna_region> table(entries);
+  std::memcpy(table.data(), p + structsEnd, table.size() * sizeof(nna_region));
+  for (uint32_t i = 0; i < h.num_extras; ++i) {
+    const nna_extra& e = extras[i];
+    uint64_t present = 0;
+    for (uint32_t l = 0; l < e.entries; ++l) {
+      const nna_region r = table[e.first + l];
+      const std::string who = std::string("user region '") + e.name + "'" + (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(l));
+      uint64_t want = 0, bytes;
+      if (e.rule == NNA_EXTRA_PER_LAYER && !expectedCount(h, layers[l], l, e.like, &want)) return who + ": size overflows 64 bits";
+      if (!r.count) { if (r.offset) return who + " is absent but has offset " + std::to_string(r.offset); continue; }
+      // A layer has this region or not (count 0); where it has it, the shape decides the count.
+      if (e.rule == NNA_EXTRA_PER_LAYER && r.count != want) return who + " has count " + std::to_string(r.count) + ", its shape (like " + kindName(e.like) + ") needs " + std::to_string(want);
+      if (mulOverflows(r.count, e.elem_bytes, &bytes)) return who + ": byte size overflows 64 bits";
+      if (r.offset % h.align) return who + " offset " + std::to_string(r.offset) + " is not aligned to " + std::to_string(h.align);
+      if (r.offset < h.header_bytes) return who + " starts inside the header";
+      if (r.offset > h.total_bytes || bytes > h.total_bytes - r.offset) return who + " ends beyond total_bytes";
+      span(r.offset, r.offset + bytes, who);
+      ++present;
+    }
+    if (!present) return std::string("user region '") + e.name + "' has no region in any layer";
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string validateHeader(const void* base, size_t readable, size_t available) {
@@ -46,7 +127,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   nna_header h;
   std::memcpy(&h, base, sizeof h);  // no alignment assumption on a user buffer
   if (h.magic != NNA_MAGIC) return "bad magic (not an nn-arena header, or written with another byte order)";
-  if (h.version != NNA_VERSION) return "unsupported header version " + std::to_string(h.version);
+  if (h.version != 1 && h.version != NNA_VERSION) return "unsupported header version " + std::to_string(h.version);
   if (h.num_kinds != NNA_KIND_COUNT) return "num_kinds " + std::to_string(h.num_kinds) + " != " + std::to_string(NNA_KIND_COUNT);
   if (h.layer_size != sizeof(nna_layer)) return "layer_size " + std::to_string(h.layer_size) + " != " + std::to_string(sizeof(nna_layer));
   const size_t elem = dtypeBytes(h.dtype);
@@ -69,11 +150,22 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.total_bytes > available) return "header claims " + std::to_string(h.total_bytes) + " bytes, only " + std::to_string(available) + " available";
   if (tableEnd > readable) return "layer table ends at " + std::to_string(tableEnd) + ", only " + std::to_string(readable) + " bytes readable";
 
-  struct Span { uint64_t begin, end; uint32_t l, k; };
+  // Version 1 had no kind table: its three fields were reserved (zero).
+  if (h.version == 1 && (h.extras_offset || h.num_extras || h.extra_size)) return "version-1 header with a kind table";
+  if (h.num_extras > NNA_MAX_EXTRAS) return "num_extras " + std::to_string(h.num_extras) + " > " + std::to_string(NNA_MAX_EXTRAS);
+  if (h.num_extras == 0 && (h.extras_offset || h.extra_size)) return "no user regions, but extras_offset or extra_size is not 0";
+  if (h.num_extras && h.extra_size != sizeof(nna_extra)) return "extra_size " + std::to_string(h.extra_size) + " != " + std::to_string(sizeof(nna_extra));
+  if (h.num_extras && h.extras_offset != tableEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of layer table " + std::to_string(tableEnd);
+  // User regions have one copy (no per-model strides in the kind table): the planner refuses
+  // `extra` with models > 1, so such a header is not nn-arena's.
+  if (h.num_extras && models > 1) return "user regions with models " + std::to_string(models) + " (user regions need models 1)";
+
+  struct Span { uint64_t begin, end; std::string what; };
   std::vector<Span> spans;
+  std::vector<nna_layer> layers(h.num_layers);
   uint64_t prevUnits = 0;
   for (uint32_t l = 0; l < h.num_layers; ++l) {
-    nna_layer L;
+    nna_layer& L = layers[l];
     std::memcpy(&L, static_cast<const char*>(base) + h.layers_offset + uint64_t(l) * sizeof(nna_layer), sizeof L);
     if (L.units == 0) return "layer " + std::to_string(l) + " has 0 units";
     if (L.fan_in != prevUnits) return "layer " + std::to_string(l) + " fan_in " + std::to_string(L.fan_in) + " != units of the layer before (" + std::to_string(prevUnits) + ")";
@@ -97,15 +189,30 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       if (r.offset % h.align) return at(l, k) + " offset " + std::to_string(r.offset) + " is not aligned to " + std::to_string(h.align);
       if (r.offset < h.header_bytes) return at(l, k) + " starts inside the header";
       if (r.offset > h.total_bytes || bytes > h.total_bytes - r.offset) return at(l, k) + " ends beyond total_bytes";
-      spans.push_back({r.offset, r.offset + bytes, l, k});
+      spans.push_back({r.offset, r.offset + bytes, at(l, k)});
     }
   }
-  // A compact plan shares bytes between regions on purpose: which may is for the replay of its
-  // phases to decide (csrc/train/aliasing.cc, validateArena), not for this layer.
-  if (h.flags & NNA_FLAG_COMPACT) return "";
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  std::vector<Span> user;  // user regions: never share bytes with anything, compact or not
+  const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
+  if (!why.empty()) return why;
+  auto byBegin = [](const Span& a, const Span& b) { return a.begin < b.begin; };
+  if (h.flags & NNA_FLAG_COMPACT) {
+    // A compact plan shares bytes between built-in regions on purpose: which may is for the
+    // replay of its phases to decide (csrc/train/aliasing.cc, validateArena). User regions are
+    // checked here: disjoint among themselves and from every built-in region.
+    std::sort(user.begin(), user.end(), byBegin);
+    for (size_t i = 1; i < user.size(); ++i)
+      if (user[i].begin < user[i - 1].end) return user[i].what + " overlaps " + user[i - 1].what;
+    for (const Span& s : spans) {  // disjoint and sorted: the first user span ending after s.begin is the only candidate
+      const auto it = std::upper_bound(user.begin(), user.end(), s.begin, [](uint64_t v, const Span& u) { return v < u.end; });
+      if (it != user.end() && it->begin < s.end) return it->what + " overlaps " + s.what;
+    }
+    return "";
+  }
+  spans.insert(spans.end(), user.begin(), user.end());
+  std::sort(spans.begin(), spans.end(), byBegin);
   for (size_t i = 1; i < spans.size(); ++i)
-    if (spans[i].begin < spans[i - 1].end) return at(spans[i].l, spans[i].k) + " overlaps " + at(spans[i - 1].l, spans[i - 1].k);
+    if (spans[i].begin < spans[i - 1].end) return spans[i].what + " overlaps " + spans[i - 1].what;
   return "";
 }
 

@@ -10,16 +10,22 @@
  * TS constants) and by a round trip through the native decoder.
  *
  * Layout of an arena:
- *   [nna_header][nna_layer x num_layers][padding to align]  <- header_bytes
- *   regions at the offsets recorded in each nna_layer.region[kind] (disjoint, except in a compact
- *   plan: flags & NNA_FLAG_COMPACT, where regions never live at the same time share bytes)
+ *   [nna_header][nna_layer x num_layers][kind table of user regions][padding to align]  <- header_bytes
+ *   regions at the offsets recorded in each nna_layer.region[kind] and in the kind table
+ *   (disjoint, except in a compact plan: flags & NNA_FLAG_COMPACT, where built-in regions that
+ *   never live at the same time share bytes; a user region never shares bytes with anything)
  * An arena may hold K = nna_models(h) networks of one shape (header field `models`; 0 = 1).
  * A region's count is then ONE model's elements; a per-model region holds its K copies back to
  * back, model m's at offset + m * nna_region_stride() (each copy starts aligned). The input
  * batch z[0], the targets y and the resident data set (xdata, ydata) are held once and shared:
- * every model sees the same rows. nna_model_ptr() binds model m's copy.
- * All offsets are bytes from the arena base; all counts are elements of the arena's dtype.
+ * every model sees the same rows. nna_model_ptr() binds model m's copy. User regions and
+ * models > 1 do not go together (yet): such a header is refused.
+ * All offsets are bytes from the arena base; all counts are elements of the arena's dtype
+ * (a user region's count is in units of its elem_bytes: 1 for a region of raw bytes).
  * Every multi-byte field is little-endian (the magic reads wrong on a big-endian host).
+ *
+ * Version 2 added user regions (the kind table, nna_extra_*); a version-1 header is a version-2
+ * header with no user regions (extras_offset, num_extras and extra_size are 0 in both).
  */
 #ifndef NN_ARENA_H
 #define NN_ARENA_H
@@ -34,9 +40,11 @@
 #endif
 
 #define NNA_MAGIC 0x414E4E41u /* bytes "ANNA" in memory order */
-#define NNA_VERSION 1u
+#define NNA_VERSION 2u
 #define NNA_MAX_LAYERS 4096u
-#define NNA_MAX_MODELS 65535u /* networks of one shape in one arena (nna_header.models) */
+#define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
+#define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
+#define NNA_MAX_MODELS 65535u     /* networks of one shape in one arena (nna_header.models) */
 
 /* Element type of every region. */
 enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
@@ -119,29 +127,55 @@ typedef struct nna_header {
   uint64_t header_bytes; /* header + layer table + padding: where the first region may start */
   uint64_t total_bytes;  /* size of the whole arena */
   uint64_t layers_offset;/* offset of the nna_layer table (== sizeof(nna_header)) */
-  uint64_t reserved[2];  /* zero (owned by a later format change) */
-  uint64_t flags;        /* NNA_FLAG_*; 0: today's plan (every region has bytes of its own) */
-  uint64_t models;       /* networks of this shape in the arena; 0 (older headers) means 1 */
-  uint64_t reserved_tail[2]; /* zero */
+  uint64_t extras_offset;/* offset of the kind table (right after the layer table); 0: no extras */
+  uint32_t num_extras;   /* user regions in the kind table (<= NNA_MAX_EXTRAS) */
+  uint32_t extra_size;   /* sizeof(nna_extra) when written; 0 when num_extras is 0 */
+  uint64_t flags;        /* version 1's reserved[2]: NNA_FLAG_*; 0: every region has bytes of its own */
+  uint64_t models;       /* version 1's reserved[3]: networks of this shape; 0 (older headers) means 1 */
+  uint64_t reserved_tail[2]; /* version 1's reserved[4..5] */
 } nna_header;
 
 /* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
  * SGD arena has no dw regions (every training path folds the update into the weight-gradient
  * product). Which regions may share is decided by the phase table of a step and replayed
  * natively (csrc/train/aliasing.cc) before such a header is used. Shared regions hold scratch
- * between runs; gradient runs (Op::Grad) are refused. */
+ * between runs; gradient runs (Op::Grad) are refused. User regions (the kind table below) are
+ * the user's data: they never share bytes with anything, compact or not. */
 #define NNA_FLAG_COMPACT 1u
 #define NNA_FLAGS_KNOWN 1u
+
+/* ---- The kind table: user regions (planLayout's `extra`) --------------------------------------
+ *   [nna_extra x num_extras][nna_region x (sum of entries)]   at extras_offset, inside header_bytes
+ * Extra i owns the nna_region entries [first, first + entries) of the array after the structs:
+ *   NNA_EXTRA_PER_LAYER  one entry per layer (entries == num_layers); entry l has the count of
+ *                        region `like` of layer l (elements of the dtype), or 0 where layer l has
+ *                        none of this extra (count 0: offset 0, as for built-in kinds);
+ *   NNA_EXTRA_BYTES      one entry (entries == 1): a global region of `count` raw bytes.
+ * nn-arena's own training never reads or writes user regions: they are yours. */
+enum nna_extra_rule { NNA_EXTRA_PER_LAYER = 1, NNA_EXTRA_BYTES = 2 };
+
+typedef struct nna_extra {
+  char name[NNA_EXTRA_NAME_BYTES]; /* [A-Za-z_][A-Za-z0-9_]*, NUL-padded; not a built-in kind's name */
+  uint32_t rule;                   /* enum nna_extra_rule */
+  uint32_t like;                   /* NNA_EXTRA_PER_LAYER: NNA_Z, NNA_B or NNA_W; else 0 */
+  uint32_t elem_bytes;             /* bytes per counted element: the dtype's size, or 1 (NNA_EXTRA_BYTES) */
+  uint32_t entries;                /* nna_region entries it owns: num_layers, or 1 */
+  uint32_t first;                  /* index of its first entry (the sum of the entries before it) */
+  uint32_t reserved0;
+  uint64_t reserved1;
+} nna_extra;
 
 /* Sizes are part of the format: a change here must change NNA_VERSION and the TS encoder. */
 #if defined(__cplusplus)
 static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");
 static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
+static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
 #else
 _Static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 _Static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");
 _Static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
+_Static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
 #endif
 
 /* ---- Binding: from a base address alone, on host or device --------------------------------- */
@@ -157,6 +191,64 @@ NNA_HD const nna_layer* nna_layer_of(const void* base, uint32_t l) {
 NNA_HD void* nna_region_ptr(void* base, uint32_t l, uint32_t kind) {
   const nna_region r = nna_layer_of(base, l)->region[kind];
   return r.count ? (void*)((char*)base + r.offset) : (void*)0;
+}
+
+/* ---- User regions, by name or index (the header must have passed nn-arena's validation, as
+ * every arena's has) ------------------------------------------------------------------------ */
+
+/* Number of user regions (0 for a version-1 header). */
+NNA_HD uint32_t nna_extra_count(const void* base) {
+  const nna_header* h = (const nna_header*)base;
+  return h->version >= 2u ? h->num_extras : 0u;
+}
+
+/* Kind-table entry i, or NULL when i >= nna_extra_count(base). */
+NNA_HD const nna_extra* nna_extra_at(const void* base, uint32_t i) {
+  const nna_header* h = (const nna_header*)base;
+  return i < nna_extra_count(base) ? (const nna_extra*)((const char*)base + h->extras_offset) + i : (const nna_extra*)0;
+}
+
+/* Name of user region i (NUL-terminated), or NULL. */
+NNA_HD const char* nna_extra_name(const void* base, uint32_t i) {
+  const nna_extra* e = nna_extra_at(base, i);
+  return e ? e->name : (const char*)0;
+}
+
+/* Index of the user region called `name`, or -1. */
+NNA_HD int32_t nna_extra_find(const void* base, const char* name) {
+  const uint32_t n = nna_extra_count(base);
+  for (uint32_t i = 0; i < n; ++i) {
+    const char* a = nna_extra_at(base, i)->name;
+    uint32_t c = 0;
+    while (c < NNA_EXTRA_NAME_BYTES && a[c] == name[c] && a[c] != 0) ++c;
+    if (c < NNA_EXTRA_NAME_BYTES && a[c] == name[c]) return (int32_t)i;
+  }
+  return -1;
+}
+
+/* Region entry of user region i in layer l (a global region: its one entry, whatever l is), or
+ * NULL when i or l is out of range. */
+NNA_HD const nna_region* nna_extra_region(const void* base, uint32_t i, uint32_t l) {
+  const nna_header* h = (const nna_header*)base;
+  const nna_extra* e = nna_extra_at(base, i);
+  if (!e) return (const nna_region*)0;
+  if (e->rule == NNA_EXTRA_BYTES) l = 0;
+  else if (l >= h->num_layers) return (const nna_region*)0;
+  const nna_region* table = (const nna_region*)((const char*)base + h->extras_offset + (uint64_t)h->num_extras * sizeof(nna_extra));
+  return table + e->first + l;
+}
+
+/* Pointer to user region i of layer l (global regions: l is ignored), or NULL where there is none. */
+NNA_HD void* nna_extra_ptr(void* base, uint32_t i, uint32_t l) {
+  const nna_region* r = nna_extra_region(base, i, l);
+  return r && r->count ? (void*)((char*)base + r->offset) : (void*)0;
+}
+
+/* Count of user region i of layer l: elements of the dtype (NNA_EXTRA_PER_LAYER) or bytes
+ * (NNA_EXTRA_BYTES); 0 where there is none. */
+NNA_HD uint64_t nna_extra_elems(const void* base, uint32_t i, uint32_t l) {
+  const nna_region* r = nna_extra_region(base, i, l);
+  return r ? r->count : 0u;
 }
 
 /* ---- K models in one arena ------------------------------------------------------------------ */

@@ -46,6 +46,28 @@ bool kept(uint32_t kind) {
   }
 }
 
+// The user regions of a validated header (the kind table): the user's data, persistent like the
+// kept kinds. validateHeader already refused any overlap with them; the replay holds them too, so
+// that no run may write over their bytes whatever validated the header.
+struct UserSpan { uint64_t begin, end; std::string name; };
+std::vector<UserSpan> userSpans(const uint8_t* header, const nna_header& h) {
+  std::vector<UserSpan> out;
+  if (!h.num_extras) return out;
+  std::vector<nna_extra> extras(h.num_extras);
+  std::memcpy(extras.data(), header + h.extras_offset, extras.size() * sizeof(nna_extra));
+  const uint8_t* table = header + h.extras_offset + extras.size() * sizeof(nna_extra);
+  for (const nna_extra& e : extras)
+    for (uint32_t i = 0; i < e.entries; ++i) {
+      nna_region r;
+      std::memcpy(&r, table + uint64_t(e.first + i) * sizeof(nna_region), sizeof r);
+      if (!r.count) continue;
+      const std::string name = std::string("user region '") + std::string(e.name, strnlen(e.name, NNA_EXTRA_NAME_BYTES)) + "'" +
+                               (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(i));
+      out.push_back({r.offset, r.offset + r.count * e.elem_bytes, name});
+    }
+  return out;
+}
+
 const char* opName(Op op) { return op == Op::Train ? "train" : op == Op::Eval ? "eval" : "forward"; }
 
 }  // namespace
@@ -71,7 +93,12 @@ std::string checkAliasing(const uint8_t* header) {
     }
     reach = std::max(reach, r.offset + r.bytes);
   }
-  auto label = [&](int32_t r) { return r < 0 ? std::string("nothing") : regionLabel(regions[size_t(r)]); };
+  // User regions take owner ids after the built-in ones.
+  const std::vector<UserSpan> user = userSpans(header, h);
+  const int32_t firstUser = int32_t(regions.size());
+  auto label = [&](int32_t r) {
+    return r < 0 ? std::string("nothing") : r >= firstUser ? user[size_t(r - firstUser)].name : regionLabel(regions[size_t(r)]);
+  };
 
   for (const Op op : {Op::Train, Op::Eval, Op::Forward})
     for (const bool resident : {false, true}) {
@@ -81,6 +108,7 @@ std::string checkAliasing(const uint8_t* header) {
         Owners owners(h.total_bytes);
         for (uint32_t r = 0; r < regions.size(); ++r)
           if (!shared[r]) owners.assign(regions[r].offset, regions[r].offset + regions[r].bytes, int32_t(r));
+        for (size_t u = 0; u < user.size(); ++u) owners.assign(user[u].begin, user[u].end, firstUser + int32_t(u));
         const std::vector<PhaseInfo> phases = m.step(op, resident, path);
         for (int s = 0; s < 2; ++s)
           for (const PhaseInfo& ph : phases) {
@@ -109,6 +137,10 @@ std::string checkAliasing(const uint8_t* header) {
           if (!kept(ri.kind) && !(ri.kind == NNA_Z && ri.layer == last)) continue;
           const int32_t other = owners.intruder(ri.offset, ri.offset + ri.bytes, int32_t(r));
           if (other != int32_t(r)) return label(int32_t(r)) + " must outlive a run (" + run + ") but " + (other < 0 ? "shares bytes that no phase gives it" : label(other) + " wrote over its bytes");
+        }
+        for (size_t u = 0; u < user.size(); ++u) {
+          const int32_t other = owners.intruder(user[u].begin, user[u].end, firstUser + int32_t(u));
+          if (other != firstUser + int32_t(u)) return user[u].name + " is the user's data but " + label(other) + " wrote over its bytes (" + run + ")";
         }
       }
     }

@@ -5,7 +5,8 @@
 // steps each, tracking which region last wrote every byte, and refuses the header when a phase
 // reads a region whose bytes another region wrote since, when two regions that share bytes are
 // used in one phase, or when a run ends with a kept region (weights, biases, optimizer state,
-// the data set, stats, the outputs) overwritten.
+// the data set, stats, the outputs) or a user region (the kind table: the user's data, which
+// validateHeader already keeps clear of every other region) overwritten.
 #pragma once
 #include <cstddef>
 #include <cstdint>

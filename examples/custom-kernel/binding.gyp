@@ -20,12 +20,12 @@
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
-          "sources": ["src/decay.cu"],
+          "sources": ["src/decay.cu", "src/ema.cu"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
             "extension": "cu",
-            "inputs": ["<(RULE_INPUT_PATH)", "src/decay.h"],
+            "inputs": ["<(RULE_INPUT_PATH)", "src/decay.h", "src/ema.h"],
             "outputs": ["<(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "action": ["sh", "-c", "<(nvcc) -O2 -std=c++17 -Xcompiler -fPIC -DWITH_CUDA=1 -I<(nna_include) -gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90 -c <(RULE_INPUT_PATH) -o <(INTERMEDIATE_DIR)/<(RULE_INPUT_ROOT).o"],
             "message": "nvcc <(RULE_INPUT_PATH)",

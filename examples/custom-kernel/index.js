@@ -1,4 +1,5 @@
-// The example's JS side: decoupled weight decay on an nn-arena arena, between its runs.
+// The example's JS side: decoupled weight decay, and an EMA of the weights kept in a user region
+// of the arena (found by name), on an nn-arena arena between its runs.
 //
 // Ordering contract (docs/embedding.md): nn-arena's runs and transfers leave no device work
 // queued once they have returned or resolved, and `await arena.synchronize()` waits for a run
@@ -29,4 +30,19 @@ exports.decayHostSide = function decayHostSide(arena, rate) {
 exports.decayDeviceSide = function decayDeviceSide(arena, rate) {
   if (!addon.cudaBuilt) throw new Error('nn-arena-custom-kernel was built without nvcc: no CUDA kernel');
   return addon.decayDevice(arena.deviceAddress, rate);
+};
+
+/** ema <- decay * ema + (1 - decay) * w in every layer, into the user region `name` (default
+ *  'ema'; plan it with `extra: [{ name: 'ema', like: 'w' }]`), found by name through the header;
+ *  where the arena's runs work, like decayWeights. Returns the elements updated. */
+exports.updateEma = async function updateEma(arena, decay, name = 'ema') {
+  await arena.synchronize();
+  if (arena.backend === 'cpu') return addon.emaHost(arena.deviceAddress, name, decay);
+  if (!addon.cudaBuilt) throw new Error('nn-arena-custom-kernel was built without nvcc: no CUDA kernel');
+  return addon.emaDevice(arena.deviceAddress, name, decay);
+};
+
+/** The CPU EMA on the arena's host side (after arena.toHost()). */
+exports.updateEmaHostSide = function updateEmaHostSide(arena, decay, name = 'ema') {
+  return addon.emaHost(arena.hostAddress, name, decay);
 };

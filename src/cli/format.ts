@@ -40,3 +40,19 @@ export function parseInteger(value: string, field: string, min: number): number 
   if (!Number.isSafeInteger(n) || n < min) throw usage(`--${field}: must be a whole number of at least ${min}, got '${value}'`);
   return n;
 }
+
+/** `--extra` values: NAME:KIND (z, b or w, every layer that has it), NAME:KIND:L1,L2 (those
+ *  layers) or NAME:BYTES (a global region of raw bytes). The names and kinds themselves are
+ *  checked by planLayout (LayoutError naming the field). */
+export function parseExtras(values: readonly string[]): Array<{ name: string; like?: string; layers?: number[]; bytes?: number }> {
+  return values.map((value) => {
+    const parts = value.split(':');
+    const [name = '', second = '', third] = parts;
+    if (parts.length < 2 || parts.length > 3 || second === '') throw usage(`--extra: '${value}' is not NAME:KIND[:LAYERS] or NAME:BYTES`);
+    if (/^[0-9]+$/.test(second)) {
+      if (third !== undefined) throw usage(`--extra: '${value}': a region of raw bytes (NAME:BYTES) takes no layers`);
+      return { name, bytes: parseInteger(second, 'extra', 1) };
+    }
+    return { name, like: second, ...(third === undefined ? {} : { layers: parseList(third, 'extra') }) };
+  });
+}

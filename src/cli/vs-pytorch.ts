@@ -35,6 +35,7 @@ export function vsPytorchText(plan: Plan): string {
     const a = arena.stages[i]!;
     rows.push([st.stage, WHAT[st.stage], int(st.allocatedBytes), int(st.peakBytes), int(st.reservedBytes), '|', ARENA[st.stage], int(a.bytes)]);
   });
+  if (arena.extras) rows.push(['', '', '', '', '', '|', 'user regions', int(arena.extras)]);
   rows.push(['', '', '', '', '', '|', 'header + padding', int(arena.headerAndPadding)]);
   if (arena.shared) rows.push(['', '', '', '', '', '|', 'shared (counted twice above)', `-${int(arena.shared)}`]);
   const ratio = plan.totalBytes / est.peakBytes;

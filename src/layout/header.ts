@@ -3,8 +3,12 @@
 // enum values by test/header-drift.test.ts, so the two sides cannot drift silently.
 
 export const MAGIC = 0x414e4e41;
-export const VERSION = 1;
+/** Version written; version 1 (no kind table) is still read. */
+export const VERSION = 2;
 export const MAX_LAYERS = 4096;
+/** User regions per arena (nna_extra entries), and the bytes of a name field (NUL-padded). */
+export const MAX_EXTRAS = 64;
+export const EXTRA_NAME_BYTES = 32;
 /** Networks of one shape in one arena (nna_header.models; NNA_MAX_MODELS). */
 export const MAX_MODELS = 65535;
 
@@ -33,7 +37,8 @@ export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
 /** Byte offsets of struct nna_header's fields. */
 export const HEADER_FIELDS = {
   magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
-  batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72, flags: 96, models: 104,
+  batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
+  extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104,
 } as const;
 
 /** Bits of nna_header.flags (NNA_FLAG_*). compact: regions share bytes (plan.ts, compact). */
@@ -44,6 +49,23 @@ export const HEADER_SIZE = 128;
 export const LAYER_FIELDS = { units: 0, fan_in: 8, activation: 16, region: 24, region_offset: 0, region_count: 8 } as const;
 export const REGION_SIZE = 16;
 export const LAYER_SIZE = LAYER_FIELDS.region + REGION_SIZE * KINDS.length;
+
+/** Byte offsets inside struct nna_extra (an entry of the kind table), its size, its rules. */
+export const EXTRA_FIELDS = { name: 0, rule: 32, like: 36, elem_bytes: 40, entries: 44, first: 48 } as const;
+export const EXTRA_SIZE = 64;
+export const EXTRA_RULES = { perLayer: 1, bytes: 2 } as const;
+/** Built-in kinds a per-layer user region may be shaped like. */
+export const EXTRA_LIKE = ['z', 'b', 'w'] as const;
+export type ExtraLike = (typeof EXTRA_LIKE)[number];
+
+export interface HeaderExtra {
+  name: string;
+  /** A per-layer region shaped like this kind (one entry per layer), or undefined: raw bytes (one entry). */
+  like: ExtraLike | undefined;
+  elemBytes: number;
+  /** [offset, count] per entry; count 0 = absent. */
+  regions: ReadonlyArray<readonly [offset: number, count: number]>;
+}
 
 export interface HeaderLayer {
   units: number;
@@ -67,6 +89,13 @@ export interface HeaderFields {
   /** Networks of this shape in the arena; 1 is written as 0 (the version-1 meaning). */
   models: number;
   layers: readonly HeaderLayer[];
+  extras: readonly HeaderExtra[];
+}
+
+/** Bytes of the header struct, the layer table and the kind table (before alignment padding). */
+export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>): number {
+  const entries = extras.reduce((a, e) => a + (e.like === undefined ? 1 : layers), 0);
+  return HEADER_SIZE + layers * LAYER_SIZE + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
 }
 
 /** Whether region `kind` of layer `l` has one copy per model (nna_kind_per_model): all but the
@@ -109,5 +138,29 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
       u64(r + LAYER_FIELDS.region_count, count);
     });
   });
+  if (h.extras.length) {
+    // The kind table right after the layer table: the structs, then every extra's entries.
+    const at = HEADER_SIZE + h.layers.length * LAYER_SIZE;
+    u64(F.extras_offset, at);
+    u32(F.num_extras, h.extras.length);
+    u32(F.extra_size, EXTRA_SIZE);
+    let entry = at + h.extras.length * EXTRA_SIZE;
+    let first = 0;
+    h.extras.forEach((e, i) => {
+      const x = at + i * EXTRA_SIZE;
+      for (let c = 0; c < e.name.length; c++) bytes[x + EXTRA_FIELDS.name + c] = e.name.charCodeAt(c);
+      u32(x + EXTRA_FIELDS.rule, e.like === undefined ? EXTRA_RULES.bytes : EXTRA_RULES.perLayer);
+      u32(x + EXTRA_FIELDS.like, e.like === undefined ? 0 : KIND_INDEX[e.like]);
+      u32(x + EXTRA_FIELDS.elem_bytes, e.elemBytes);
+      u32(x + EXTRA_FIELDS.entries, e.regions.length);
+      u32(x + EXTRA_FIELDS.first, first);
+      first += e.regions.length;
+      for (const [offset, count] of e.regions) {
+        u64(entry + LAYER_FIELDS.region_offset, offset);
+        u64(entry + LAYER_FIELDS.region_count, count);
+        entry += REGION_SIZE;
+      }
+    });
+  }
   return bytes;
 }

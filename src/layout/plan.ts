@@ -2,17 +2,16 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, HEADER_SIZE, KINDS, KIND_INDEX, LAYER_SIZE, STATS_COUNT, encodeHeader, perModel, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Kind } from './header.js';
 import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
-import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from './spec.js';
+import { normalizeSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
-export interface Region {
-  readonly layer: number;
-  readonly kind: Kind;
+interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
   readonly offset: number;
   readonly bytes: number;
-  /** Elements of the plan's dtype, of ONE model's copy (the header's count). */
+  /** Elements of the plan's dtype of ONE model's copy (the header's count); bytes for a user
+   *  region of raw bytes. */
   readonly length: number;
   /** Copies: the plan's models for a per-model region, 1 for a shared one (z[0], y, data). */
   readonly models: number;
@@ -20,22 +19,46 @@ export interface Region {
   readonly stride: number;
 }
 
-/** Bytes by kind, the header and padding. `shared`: bytes counted under more than one region (a
- *  compact plan), so that the kinds + header + padding - shared = totalBytes. */
-export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>>;
+/** A region of a built-in kind. */
+export interface KindRegion extends RegionBase {
+  readonly layer: number;
+  readonly kind: Kind;
+  readonly extra?: undefined;
+}
+
+/** A region of a user region (spec.extra[extra]); `kind` is its name. */
+export interface ExtraRegion extends RegionBase {
+  /** -1 for a global region (raw bytes), which belongs to no layer. */
+  readonly layer: number;
+  readonly kind: string;
+  /** Index of the user region in spec.extra (and in the header's kind table). */
+  readonly extra: number;
+}
+
+export type Region = KindRegion | ExtraRegion;
+
+/** Bytes per built-in kind, 'header' (struct, layer table, kind table), 'padding', per user
+ *  region name, and 'shared': bytes counted under more than one region (a compact plan), so that
+ *  the kinds + user regions + header + padding - shared = totalBytes. */
+export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>> & Readonly<Record<string, number>>;
 
 export interface Plan {
   readonly spec: NormalizedSpec;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
-  /** Every region in offset order (in a compact plan, regions that share bytes overlap). */
+  /** Every region in offset order (built-in kinds and user regions; in a compact plan, built-in
+   *  regions that share bytes overlap: a user region never does). */
   readonly regions: readonly Region[];
   /** Regions of a compact plan that share bytes with another, each with the ones it shares with. */
   readonly shared: ReadonlyArray<{ readonly region: Region; readonly with: readonly Region[] }>;
   /** The encoded header: exactly what the arena holds at offset 0. */
   readonly header: Uint8Array;
-  region(layer: number, kind: Kind): Region | undefined;
+  /** Region (layer, kind) of a built-in kind or a per-layer user region; undefined where that
+   *  layer has none. A global user region: layer -1 (or find(name)). */
+  region(layer: number, kind: string): Region | undefined;
+  /** The regions of a built-in kind or a user region, by name, in layer order ([] for an unknown name). */
+  find(name: string): readonly Region[];
   bytesByKind(): BytesByKind;
 }
 
@@ -66,18 +89,31 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
   }
 }
 
+/** Count of user region `e` in layer l (-1: a global one): the count of the kind it is shaped
+ *  like where it is planned, else 0. Mirrors checkExtras in validate.cc. */
+function extraCount(s: NormalizedSpec, e: NormalizedExtra, l: number): bigint {
+  if (e.like === undefined) return l === -1 ? BigInt(e.bytes) : 0n;
+  return l >= 0 && e.layers.includes(l) ? regionCount(s, l, e.like) : 0n;
+}
+
 const DATA_KINDS: readonly Kind[] = ['xdata', 'ydata'];
 const NETWORK_KINDS = KINDS.filter((k) => !DATA_KINDS.includes(k));
 
-/** Placement order: layer-major keeps each layer's regions together (one range per layer);
- *  kind-major keeps each kind together (all weights one range). The resident data set goes
- *  last in both, so it never splits a layer's range. */
-function placementOrder(s: NormalizedSpec): Array<[number, Kind]> {
+/** A slot of the placement order: a built-in kind, or user region `extra` (layer -1: global). */
+type Slot = readonly [layer: number, kind: Kind, extra?: undefined] | readonly [layer: number, kind: undefined, extra: number];
+
+/** Placement order: layer-major keeps each layer's regions together (one range per layer, its
+ *  user regions after its built-in ones); kind-major keeps each kind together (all weights one
+ *  range; user regions after the built-in kinds). Global user regions follow the network, and the
+ *  resident data set goes last in both, so it never splits a layer's range. */
+function placementOrder(s: NormalizedSpec): Slot[] {
   const layers = s.layers.map((_, l) => l);
-  const network: Array<[number, Kind]> = s.order === 'layer-major'
-    ? layers.flatMap((l) => NETWORK_KINDS.map((k): [number, Kind] => [l, k]))
-    : NETWORK_KINDS.flatMap((k) => layers.map((l): [number, Kind] => [l, k]));
-  return [...network, ...DATA_KINDS.flatMap((k) => layers.map((l): [number, Kind] => [l, k]))];
+  const perLayer = s.extra.flatMap((e, i) => (e.like === undefined ? [] : [i]));
+  const global = s.extra.flatMap((e, i) => (e.like === undefined ? [i] : []));
+  const network: Slot[] = s.order === 'layer-major'
+    ? layers.flatMap((l) => [...NETWORK_KINDS.map((k): Slot => [l, k]), ...perLayer.map((i): Slot => [l, undefined, i])])
+    : [...NETWORK_KINDS.flatMap((k) => layers.map((l): Slot => [l, k])), ...perLayer.flatMap((i) => layers.map((l): Slot => [l, undefined, i]))];
+  return [...network, ...global.map((i): Slot => [-1, undefined, i]), ...DATA_KINDS.flatMap((k) => layers.map((l): Slot => [l, k]))];
 }
 
 const alignUp = (x: bigint, a: bigint) => ((x + a - 1n) / a) * a;
@@ -132,28 +168,34 @@ export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
-  const headerBytes = alignUp(BigInt(HEADER_SIZE + s.layers.length * LAYER_SIZE), align);
+  const tableBytes = headerTableBytes(s.layers.length, s.extra);
+  const headerBytes = alignUp(BigInt(tableBytes), align);
 
-  const order = placementOrder(s).filter(([l, k]) => regionCount(s, l, k) > 0n);
+  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(s, l, k!) : extraCount(s, s.extra[x]!, l)) > 0n);
   const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
-  // Compact: regions with a live interval are placed after the kept ones, sharing bytes.
-  const live = s.compact ? liveness(s, order.map(([l, k]) => `${l}:${k}`), present) : null;
+  // Compact: regions with a live interval are placed after the kept ones (and the user regions),
+  // sharing bytes.
+  const live = s.compact ? liveness(s, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : [])), present) : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
-  interface Placed { layer: number; kind: Kind; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
+  interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
   const placed: Placed[] = [];
   const shareable: Placed[] = [];
   let cursor = headerBytes;
-  order.forEach(([layer, kind], rank) => {
-    const length = regionCount(s, layer, kind);
-    const iv = live?.get(`${layer}:${kind}`) ?? null;
+  order.forEach(([layer, kind, extra], rank) => {
+    const e = extra === undefined ? undefined : s.extra[extra]!;
+    const length = e ? extraCount(s, e, layer) : regionCount(s, layer, kind!);
+    // User regions are the user's data: never shared (no live interval), like the kept kinds.
+    const iv = e ? null : live?.get(`${layer}:${kind}`) ?? null;
     let lo = Infinity, hi = -1;
     for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
     // K models: a per-model region holds K copies back to back, each starting aligned
-    // (nna_region_stride in nn_arena.h); shared regions one copy. (Compact plans hold one model.)
-    const copies = s.models > 1 && perModel(layer, kind) ? BigInt(s.models) : 1n;
-    const stride = copies > 1n ? alignUp(length * elem, align) : 0n;
-    const r: Placed = { layer, kind, offset: cursor, bytes: (copies - 1n) * stride + length * elem, length, copies, stride, rank, live: iv, lo, hi };
+    // (nna_region_stride in nn_arena.h); shared regions one copy. User regions and compact plans
+    // are refused with models > 1 (spec.ts), so they always have one copy.
+    const copies = !e && s.models > 1 && perModel(layer, kind!) ? BigInt(s.models) : 1n;
+    const one = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
+    const stride = copies > 1n ? alignUp(one, align) : 0n;
+    const r: Placed = { layer, kind: e ? e.name : kind!, extra, offset: cursor, bytes: (copies - 1n) * stride + one, length, copies, stride, rank, live: iv, lo, hi };
     if (r.live) { shareable.push(r); return; }
     placed.push(r);
     cursor = alignUp(cursor + r.bytes, align);
@@ -180,13 +222,20 @@ export function planLayout(input: LayoutSpec): Plan {
     if (BigInt(up(at + bytes)) > cursor) cursor = BigInt(up(at + bytes));
   }
   placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
-  const regions: Region[] = placed.map((r) => ({
-    layer: r.layer, kind: r.kind, offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
-    models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
-  }));
+  const regions: Region[] = placed.map((r) => {
+    const at = {
+      offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
+      models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
+    };
+    return r.extra === undefined ? { layer: r.layer, kind: r.kind as Kind, ...at } : { layer: r.layer, kind: r.kind, extra: r.extra, ...at };
+  });
   const totalBytes = exact(cursor, 'the arena', s);
 
   const byKey = new Map(regions.map((r) => [`${r.layer}:${r.kind}`, Object.freeze(r)]));
+  const byName = new Map<string, Region[]>();
+  for (const r of [...regions].sort((a, b) => a.layer - b.layer)) byName.set(r.kind, [...(byName.get(r.kind) ?? []), byKey.get(`${r.layer}:${r.kind}`)!]);
+  for (const list of byName.values()) Object.freeze(list);
+  const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
     flags: s.compact ? FLAGS.compact : 0,
     dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
@@ -194,13 +243,18 @@ export function planLayout(input: LayoutSpec): Plan {
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
       activation: l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!],
-      regions: KINDS.map((k) => { const r = byKey.get(`${l}:${k}`); return [r?.offset ?? 0, r?.length ?? 0] as const; }),
+      regions: KINDS.map((k) => entry(l, k)),
+    })),
+    extras: s.extra.map((e) => ({
+      name: e.name, like: e.like, elemBytes: e.like === undefined ? 1 : DTYPE_BYTES[s.dtype],
+      regions: e.like === undefined ? [entry(-1, e.name)] : s.layers.map((_, l) => entry(l, e.name)),
     })),
   });
 
-  const byKind = Object.fromEntries([...KINDS, 'header', 'padding', 'shared'].map((k) => [k, 0])) as Record<Kind | 'header' | 'padding' | 'shared', number>;
-  const held = (r: Region) => r.models * r.length * DTYPE_BYTES[s.dtype];  // padding between copies is padding
-  for (const r of regions) byKind[r.kind] += held(r);
+  const byKind: Record<string, number> = Object.fromEntries([...KINDS, 'header', 'padding', 'shared', ...s.extra.map((e) => e.name)].map((k) => [k, 0]));
+  // Bytes held by the copies; padding between one model's copy and the next counts as padding.
+  const held = (r: Region) => (r.models === 1 ? r.bytes : r.models * r.length * DTYPE_BYTES[s.dtype]);
+  for (const r of regions) byKind[r.kind]! += held(r);
   // Bytes covered by some region's span (regions are in offset order) and who shares with whom.
   let covered = 0, reach = 0;
   const partners = new Map<Region, Region[]>();
@@ -215,7 +269,7 @@ export function planLayout(input: LayoutSpec): Plan {
       }
     }
   });
-  byKind.header = HEADER_SIZE + s.layers.length * LAYER_SIZE;
+  byKind.header = tableBytes;
   const spans = regions.reduce((a, r) => a + r.bytes, 0);
   byKind.shared = spans - covered;
   // Padding: outside every span, plus the gaps between one model's copy and the next.
@@ -229,10 +283,13 @@ export function planLayout(input: LayoutSpec): Plan {
     regions: Object.freeze(regions),
     shared: Object.freeze(regions.filter((r) => partners.has(r)).map((r) => Object.freeze({ region: r, with: Object.freeze(partners.get(r)!) }))),
     header,
-    region: (layer: number, kind: Kind) => {
-      if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind)) throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${KINDS.join(', ')}`);
+    region: (layer: number, kind: string) => {
+      if (!Object.prototype.hasOwnProperty.call(KIND_INDEX, kind) && !s.extra.some((e) => e.name === kind)) {
+        throw new LayoutError('BAD_KIND', 'kind', kind, `must be one of ${[...KINDS, ...s.extra.map((e) => e.name)].join(', ')}`);
+      }
       return byKey.get(`${layer}:${kind}`);
     },
-    bytesByKind: () => byKind,
+    find: (name: string) => byName.get(name) ?? [],
+    bytesByKind: () => byKind as BytesByKind,
   });
 }

@@ -1,7 +1,26 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
-import { ACTIVATIONS, DTYPES, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type Optimizer, type Order } from './header.js';
+import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+
+/** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
+ *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
+export interface ExtraSpec {
+  /** [A-Za-z_][A-Za-z0-9_]*, at most 31 characters, not a built-in kind nor 'header' / 'padding'. */
+  name: string;
+  like?: ExtraLike;
+  /** The same as `like` (give one of them). */
+  per?: ExtraLike;
+  /** With like / per: the layers that get one (default: every layer that has that kind). */
+  layers?: readonly number[];
+  /** A global region of this many bytes (instead of like / per). */
+  bytes?: number;
+}
+
+/** An ExtraSpec as planned: per-layer (like, sorted layers) or global raw bytes. */
+export type NormalizedExtra =
+  | { readonly name: string; readonly like: ExtraLike; readonly layers: readonly number[]; readonly bytes?: undefined }
+  | { readonly name: string; readonly like?: undefined; readonly layers?: undefined; readonly bytes: number };
 
 export interface LayoutSpec {
   /** Units per layer, input layer first (at least 2 layers). */
@@ -17,6 +36,9 @@ export interface LayoutSpec {
   align?: number;
   /** Rows of a resident data set (xdata / ydata regions); default 0 = none. */
   samples?: number;
+  /** User regions (at most 64): planned, viewed, transferred and saved like built-in kinds,
+   *  never touched by nn-arena's training (docs/embedding.md). */
+  extra?: readonly ExtraSpec[];
   /** Regions never live at the same time share bytes, and an SGD plan has no dw (default false).
    *  Shared regions hold scratch between runs; gradients cannot be read (trainer.gradients()). */
   compact?: boolean;
@@ -34,6 +56,7 @@ export interface NormalizedSpec {
   readonly order: Order;
   readonly align: number;
   readonly samples: number;
+  readonly extra: readonly NormalizedExtra[];
   readonly compact: boolean;
   readonly models: number;
 }
@@ -75,7 +98,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -115,5 +138,53 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
       throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
     }
   });
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact, models });
+  const extra = normalizeExtras(rawExtra, units.length);
+  // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
+  if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact, models, extra });
+}
+
+const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];
+const NAME = new RegExp(`^[A-Za-z_][A-Za-z0-9_]{0,${EXTRA_NAME_BYTES - 2}}$`);
+
+/** Which layers have a region of kind `like` (z: every layer; b, w: every layer but the input). */
+const layersWith = (like: ExtraLike, L: number): number[] => Array.from({ length: L }, (_, l) => l).filter((l) => like === 'z' || l > 0);
+
+function normalizeExtras(raw: unknown, L: number): readonly NormalizedExtra[] {
+  if (raw === undefined) return Object.freeze([]);
+  const list = readArray('extra', 'BAD_EXTRA', raw, MAX_EXTRAS, 'user regions ({ name, like | per, layers? } or { name, bytes })');
+  const seen = new Set<string>();
+  return Object.freeze(list.map((e, i): NormalizedExtra => {
+    const at = `extra[${i}]`;
+    if (e === null || typeof e !== 'object' || Array.isArray(e)) throw new LayoutError('BAD_EXTRA', at, e, 'must be an object { name, like | per, layers? } or { name, bytes }');
+    const { name, like: rawLike, per, layers: rawLayers, bytes } = e as ExtraSpec;
+    if (typeof name !== 'string' || !NAME.test(name)) {
+      throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `must match [A-Za-z_][A-Za-z0-9_]* and be at most ${EXTRA_NAME_BYTES - 1} characters`);
+    }
+    if (RESERVED_NAMES.includes(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `is reserved (${RESERVED_NAMES.join(', ')})`);
+    if (seen.has(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, 'repeats the name of an earlier user region');
+    seen.add(name);
+    if (rawLike !== undefined && per !== undefined) throw new LayoutError('BAD_EXTRA', `${at}.per`, per, "give 'like' or 'per' (the same thing), not both");
+    const like: unknown = rawLike ?? per;
+    const likeField = rawLike !== undefined ? 'like' : 'per';
+    if (bytes !== undefined) {
+      if (like !== undefined || rawLayers !== undefined) throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, "a region of raw bytes is global: no 'like', 'per' or 'layers'");
+      if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 1) throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, 'must be a positive safe integer');
+      return Object.freeze({ name, bytes });
+    }
+    if (like === undefined) throw new LayoutError('BAD_EXTRA', at, e, "needs 'like' (or 'per': z, b or w) or 'bytes'");
+    if (typeof like !== 'string' || !(EXTRA_LIKE as readonly string[]).includes(like)) {
+      throw new LayoutError('BAD_EXTRA', `${at}.${likeField}`, like, `must be one of ${EXTRA_LIKE.map((k) => `'${k}'`).join(', ')}`);
+    }
+    const has = layersWith(like as ExtraLike, L);
+    if (rawLayers === undefined) return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze(has) });
+    const layers = readArray(`${at}.layers`, 'BAD_EXTRA', rawLayers, L, 'layer indices');
+    if (layers.length === 0) throw new LayoutError('BAD_EXTRA', `${at}.layers`, layers, 'must name at least one layer');
+    layers.forEach((l, j) => {
+      if (typeof l !== 'number' || !Number.isInteger(l) || l < 0 || l >= L) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `must be a layer index in [0, ${L - 1}]`);
+      if (!has.includes(l)) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `layer ${l} has no '${like}' to shape the region like`);
+      if (layers.indexOf(l) !== j) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, 'repeats a layer');
+    });
+    return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze((layers as number[]).sort((a, b) => a - b)) });
+  }));
 }

@@ -220,21 +220,24 @@ export const STAGE_KINDS: Readonly<Record<TorchStage, readonly Kind[]>> = {
 
 export interface ArenaStageBytes { stage: TorchStage; regions: number; bytes: number }
 
-/** Exact bytes of the plan's regions per stage; with the header and padding, less the bytes that
- *  regions of a compact plan share (counted under each of them), they sum to totalBytes. */
-export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; headerAndPadding: number; shared: number } {
+/** Exact bytes of the plan's regions per stage; with the user regions (no PyTorch stage: they are
+ *  the user's), the header and padding, less the bytes that regions of a compact plan share
+ *  (counted under each of them), they sum to totalBytes. */
+export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extras: number; headerAndPadding: number; shared: number } {
   const stageOf = (layer: number, kind: Kind): TorchStage => {
     if (kind === 'z') return layer === 0 ? 'inputs' : 'forward';
     return TORCH_STAGES.find((st) => st !== 'forward' && STAGE_KINDS[st].includes(kind))!;
   };
   const stages = TORCH_STAGES.map((stage): ArenaStageBytes => ({ stage, regions: 0, bytes: 0 }));
+  let extras = 0;
   for (const r of plan.regions) {
+    if (r.extra !== undefined) { extras += r.bytes; continue; }
     const row = stages[TORCH_STAGES.indexOf(stageOf(r.layer, r.kind))]!;
     row.regions++;
     row.bytes += r.bytes;
   }
   const shared = plan.bytesByKind().shared;
-  return { stages, headerAndPadding: plan.totalBytes - stages.reduce((a, st) => a + st.bytes, 0) + shared, shared };
+  return { stages, extras, headerAndPadding: plan.totalBytes - extras - stages.reduce((a, st) => a + st.bytes, 0) + shared, shared };
 }
 
 /** The plan and its other variant (compact if it is full, full if compact), for reports that

@@ -27,7 +27,15 @@ const KIND_NAMES: Readonly<Record<Kind | 'header' | 'padding', string>> = {
   y: 'targets (y)', xdata: 'resident inputs', ydata: 'resident targets', stats: 'loss / accuracy stats', padding: 'padding (alignment)',
 };
 
-interface Span { kind: Kind | 'header' | 'padding'; layer: number; offset: number; bytes: number }
+/** User regions (planLayout's `extra`), by their index in the kind table: pinks, ambers, limes
+ *  and cyans, none of them a built-in kind's colour. */
+export const EXTRA_COLORS: readonly string[] = ['#db2777', '#d97706', '#65a30d', '#0891b2', '#c026d3', '#a16207', '#059669', '#be123c'];
+
+/** A built-in kind, 'header' or 'padding', or a user region (its name, with `extra` its index). */
+interface Span { kind: string; layer: number; offset: number; bytes: number; extra?: number }
+
+const colorOf = (s: { kind: string; extra?: number }) =>
+  s.extra !== undefined ? EXTRA_COLORS[s.extra % EXTRA_COLORS.length]! : KIND_COLORS[s.kind as Kind | 'header' | 'padding'];
 
 /** Header, regions and the padding gaps between them, in offset order, covering [0, totalBytes)
  *  (in a compact plan, regions that share bytes overlap). */
@@ -38,7 +46,7 @@ export function arenaSpans(plan: Plan): Span[] {
   let cursor = header;
   const push = (r: Region) => {
     if (r.offset > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: r.offset - cursor });
-    out.push({ kind: r.kind, layer: r.layer, offset: r.offset, bytes: r.bytes });
+    out.push({ kind: r.kind, layer: r.layer, offset: r.offset, bytes: r.bytes, ...(r.extra !== undefined ? { extra: r.extra } : {}) });
     cursor = Math.max(cursor, r.offset + r.bytes);  // a compact plan's regions overlap
   };
   plan.regions.forEach(push);
@@ -53,13 +61,14 @@ export const networkText = (layers: readonly number[]): string =>
 const f = (x: number) => (Math.round(x * 100) / 100).toString();
 
 function spanTitle(s: Span): string {
-  const who = s.layer >= 0 ? `layer ${s.layer} ${s.kind}` : KIND_NAMES[s.kind];
+  const who = s.extra !== undefined ? `user region ${s.kind}${s.layer >= 0 ? ` of layer ${s.layer}` : ' (global)'}`
+    : s.layer >= 0 ? `layer ${s.layer} ${s.kind}` : KIND_NAMES[s.kind as Kind | 'header' | 'padding'];
   return `${who}: offset ${int(s.offset)}, ${int(s.bytes)} bytes (${bytesText(s.bytes)}), ends at ${int(s.offset + s.bytes)}`;
 }
 
 function rect(view: string, s: Span, x: number, y: number, w: number, h: number, widened: boolean): string {
-  const fill = s.kind === 'padding' ? 'url(#nna-hatch)' : KIND_COLORS[s.kind];
-  return `<rect class="nna-span" data-view="${view}" data-kind="${s.kind}" data-layer="${s.layer}" data-offset="${s.offset}" data-bytes="${s.bytes}"${widened ? ' data-widened="1"' : ''} x="${f(x)}" y="${f(y)}" width="${f(w)}" height="${f(h)}" fill="${fill}"><title>${esc(spanTitle(s))}${widened ? ' (drawn wider than to scale)' : ''}</title></rect>`;
+  const fill = s.kind === 'padding' ? 'url(#nna-hatch)' : colorOf(s);
+  return `<rect class="nna-span" data-view="${view}" data-kind="${s.kind}"${s.extra !== undefined ? ` data-extra="${s.extra}"` : ''} data-layer="${s.layer}" data-offset="${s.offset}" data-bytes="${s.bytes}"${widened ? ' data-widened="1"' : ''} x="${f(x)}" y="${f(y)}" width="${f(w)}" height="${f(h)}" fill="${fill}"><title>${esc(spanTitle(s))}${widened ? ' (drawn wider than to scale)' : ''}</title></rect>`;
 }
 
 /** A small downward triangle above a region drawn wider than its true size. */
@@ -112,6 +121,8 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const gap = s.layers.length > 20 ? 3 : 5;
   const rows: Array<{ label: string; spans: Span[] }> = [{ label: 'header', spans: spans.filter((p) => p.kind === 'header') }];
   s.layers.forEach((units, l) => rows.push({ label: `layer ${l} (${units})`, spans: spans.filter((p) => p.layer === l) }));
+  const global = spans.filter((p) => p.extra !== undefined && p.layer < 0);
+  if (global.length) rows.push({ label: 'global (user)', spans: global });
   for (const row of rows) {
     const bytes = row.spans.reduce((a, p) => a + p.bytes, 0);
     parts.push(`<g class="nna-row" data-row="${esc(row.label)}" data-bytes="${bytes}"><text x="10" y="${y + rowH - 2}" class="nna-label${rowH < 12 ? ' nna-small' : ''}">${esc(row.label)}</text>`);
@@ -143,20 +154,22 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
     if (x + w > 10 + lineW + 0.01) { x = 10; y += logH + 4; }
     w = Math.min(w, lineW);
     parts.push(rect('log', sp, x, y, w, logH, false));
-    if (w >= 24 && sp.kind !== 'padding') parts.push(`<text x="${f(x + w / 2)}" y="${y + 12}" class="nna-in" text-anchor="middle">${sp.layer >= 0 ? `${sp.kind}${sp.layer}` : 'hdr'}</text>`);
+    if (w >= 24 && sp.kind !== 'padding') parts.push(`<text x="${f(x + w / 2)}" y="${y + 12}" class="nna-in" text-anchor="middle">${esc(sp.layer >= 0 ? `${sp.kind}${sp.layer}` : sp.extra !== undefined ? sp.kind : 'hdr')}</text>`);
     x += w;
   }
   y += logH + 16;
 
-  // Legend: every kind present, with its bytes.
+  // Legend: every kind present, with its bytes; then the user regions.
   const byKind = plan.bytesByKind();
-  const legend = (['header', ...KINDS, 'padding'] as const).filter((k) => byKind[k] > 0);
+  const legend = (['header', ...KINDS, 'padding'] as const).filter((k) => byKind[k] > 0)
+    .map((k) => ({ k, name: KIND_NAMES[k], fill: k === 'padding' ? 'url(#nna-hatch)' : KIND_COLORS[k], extra: '' }))
+    .concat(s.extra.map((e, i) => ({ k: e.name as never, name: `user region ${e.name}`, fill: colorOf({ kind: e.name, extra: i }), extra: ` data-extra="${i}"` })));
   const colW = 230;
   const perRow = Math.max(1, Math.floor((width - 20) / colW));
-  legend.forEach((k, i) => {
+  legend.forEach(({ k, name, fill, extra }, i) => {
     const lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;
-    const b = byKind[k];
-    parts.push(`<g class="nna-legend" data-kind="${k}" data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${k === 'padding' ? 'url(#nna-hatch)' : KIND_COLORS[k]}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${KIND_NAMES[k]}: ${int(b)} B`)}</text></g>`);
+    const b = byKind[k]!;
+    parts.push(`<g class="nna-legend" data-kind="${k}"${extra} data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${fill}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${name}: ${int(b)} B`)}</text></g>`);
   });
   if (byKind.shared > 0) {
     const i = legend.length, lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;

@@ -2,7 +2,8 @@
 // arena, checked against JS; compile errors carry the log; the cache; ordering with the runs.
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/jit.gpu.test.ts
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, cudaInfo, minDeviceBudget, planLayout, Trainer } from '../../src/index.js';
+import { Arena, ArenaError, cudaInfo, minDeviceBudget, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
+import { EXTRA_SPEC, EXTRA_SRC } from '../support/jit-extras.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -34,6 +35,31 @@ describe.skipIf(!hasGpu)(`JIT kernels on ${info.name || 'no device'}`, () => {
     // Layer 2's mw untouched.
     a.toHost();
     expect(a.view(2, 'mw').every((x) => x === 0)).toBe(true);
+  });
+
+  it('a kernel finds user regions by name in device code: reads one (and w), writes another', async () => {
+    using a = Arena.create(planLayout(EXTRA_SPEC as LayoutSpec), { backend: 'cuda' });
+    for (const l of [1, 2, 3]) {
+      const w = a.view(l, 'w') as Float32Array;
+      for (let i = 0; i < w.length; i++) w[i] = Math.sin(i + l) * 3;
+      const sc = a.view('scale', l) as Float32Array;
+      for (let j = 0; j < sc.length; j++) sc[j] = 0.5 + j / 8 + l;
+    }
+    a.toDevice();
+    const k = a.compileKernel(EXTRA_SRC, 'scaleRows', ['u32']);
+    await k.launch({ grid: 8, block: 128 }, 1);  // 'flags' is entry 1 of the kind table
+    for (const l of [1, 3]) a.view('scaled', l).fill(-1);
+    a.toHost({ kinds: ['scaled', 'flags'] });
+    for (const l of [1, 3]) {
+      const w = a.view(l, 'w'), sc = a.view('scale', l), fanIn = EXTRA_SPEC.layers[l - 1]!;
+      expect(Array.from(a.view('scaled', l))).toEqual(Array.from(w, (x, i) => Math.fround(sc[Math.floor(i / fanIn)]! * x)));
+    }
+    expect(a.plan.region(2, 'scaled')).toBeUndefined();
+    expect(Array.from(a.view('flags'))).toEqual([0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 's'.charCodeAt(0), 3]);
+    // Nothing else was written: the whole device side matches the host but for what the kernel wrote.
+    a.toHost();
+    expect(a.view(2, 'mw').every((x) => x === 0)).toBe(true);
+    expect(a.view('scale', 2)[0]).toBe(2.5);
   });
 
   it('the cache returns the same kernel for the same source, name and signature', () => {

@@ -10,7 +10,7 @@ export const SPEC: LayoutSpec = { layers: [784, 128, 10], batch: 100, dtype: 'fl
 export function fillPattern(arena: Arena, salt: number): void {
   for (const r of arena.plan.regions) {
     const v = arena.view(r.layer, r.kind);
-    const k = KINDS.indexOf(r.kind);
+    const k = (KINDS as readonly string[]).indexOf(r.kind);
     for (let i = 0; i < v.length; i++) v[i] = salt + r.layer * 1000 + k * 100 + (i % 97) * 0.25;
   }
 }
@@ -18,7 +18,7 @@ export function fillPattern(arena: Arena, salt: number): void {
 export function expectPattern(arena: Arena, salt: number): void {
   for (const r of arena.plan.regions) {
     const v = arena.view(r.layer, r.kind);
-    const k = KINDS.indexOf(r.kind);
+    const k = (KINDS as readonly string[]).indexOf(r.kind);
     for (let i = 0; i < v.length; i += Math.max(1, Math.floor(v.length / 257))) {
       if (v[i] !== salt + r.layer * 1000 + k * 100 + (i % 97) * 0.25) {
         throw new Error(`layer ${r.layer} ${r.kind}[${i}] = ${v[i]}, expected ${salt + r.layer * 1000 + k * 100 + (i % 97) * 0.25}`);
@@ -60,7 +60,7 @@ export function checkSelectiveTransfer(options: ArenaOptions): void {
   expect(r.transfers).toBe(2); // one per layer that has weights
   for (const reg of plan.regions) {
     const v = arena.view(reg.layer, reg.kind);
-    const k = KINDS.indexOf(reg.kind);
+    const k = (KINDS as readonly string[]).indexOf(reg.kind);
     const salt = reg.kind === 'w' ? 1 : 7000;
     expect(v[3]).toBe(salt + reg.layer * 1000 + k * 100 + 0.75);
   }

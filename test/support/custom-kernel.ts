@@ -15,6 +15,8 @@ export interface CustomKernel {
   decayWeights(arena: unknown, rate: number): Promise<number>;
   decayHostSide(arena: unknown, rate: number): number;
   decayDeviceSide(arena: unknown, rate: number): number;
+  updateEma(arena: unknown, decay: number, name?: string): Promise<number>;
+  updateEmaHostSide(arena: unknown, decay: number, name?: string): number;
 }
 
 /** Copies, builds (node-gyp of this repository; `cuda: false` forces a CPU-only module) and loads. */
