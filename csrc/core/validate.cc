@@ -37,7 +37,8 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
   const bool opt1 = h.optimizer == NNA_MOMENTUM || h.optimizer == NNA_ADAM, opt2 = h.optimizer == NNA_ADAM;
-  // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
+  // A compact SGD plan has no dw: CUDA folds the update into the weight-gradient product, the CPU
+  // keeps that product in a transient buffer, and what needs dw (tf32x3, gradients()) is refused.
   const bool dw = !(h.flags & NNA_FLAG_COMPACT) || h.optimizer != NNA_SGD;
   *out = 0;
   switch (k) {

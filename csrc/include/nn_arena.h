@@ -136,8 +136,8 @@ typedef struct nna_header {
 } nna_header;
 
 /* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
- * SGD arena has no dw regions (every training path folds the update into the weight-gradient
- * product). Which regions may share is decided by the phase table of a step and replayed
+ * SGD arena has no dw regions (the CUDA paths fold the update into the weight-gradient product;
+ * the CPU keeps that product in a transient buffer; tf32x3, which needs dw, is refused). Which regions may share is decided by the phase table of a step and replayed
  * natively (csrc/train/aliasing.cc) before such a header is used. Shared regions hold scratch
  * between runs; gradient runs (Op::Grad) are refused. User regions (the kind table below) are
  * the user's data: they never share bytes with anything, compact or not. */

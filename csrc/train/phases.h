@@ -70,8 +70,9 @@ class StepModel {
   int32_t regionOf(uint32_t layer, uint32_t kind) const { return index_[size_t(layer) * NNA_KIND_COUNT + kind]; }
 
   // The phases of one step in launch order (the same for every step of a run). SGD training
-  // folds its update into the weight-gradient product on every path (w -= lr * z^T d): dw is
-  // then never written (a compact SGD plan has none).
+  // never writes dw here: the runs that follow this table (device budgets, compact plans) fold
+  // the update into the weight-gradient product (w -= lr * z^T d), a compact SGD plan has no dw,
+  // and what would write it (tf32x3, K models, data parallelism) is refused on those arenas.
   std::vector<PhaseInfo> step(Op op, bool resident, Path path = Path::Layers) const;
 
   // Bytes a phase needs on the device besides runBytes(): each region it uses, rounded out to
