@@ -16,7 +16,7 @@ describe('soak', () => {
     };
     // Let the GC run the wrappers' finalizers (they run after a collection, on the event loop).
     const settle = async () => { for (let i = 0; i < 3; i++) { gc(); await new Promise((r) => setTimeout(r, 5)); } };
-    for (let i = 0; i < 1000; i++) cycle(i);  // warm up allocators and JIT
+    for (let i = 0; i < 3000; i++) cycle(i);  // warm up allocators, JIT and the test runner
     await settle();
     const before = process.memoryUsage().rss;
     for (let i = 0; i < 10_000; i++) {
