@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, Trainer, type Activation, type View } from '../src/index.js';
 import { runArena } from '../src/arena.js';
 import { OPS, native, call } from '../src/native.js';
-import { toyData } from './support/train-checks.js';
+import { finiteDifferenceError, toyData } from './support/train-checks.js';
 import { firstDiff, modelTwins, twins } from './support/primitives-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
@@ -46,28 +46,7 @@ describe('Huber loss through backward({ dOutput })', () => {
         await t.backward({ dOutput: huberLoss(out, y, 4, delta).dOutput });
         arena.toHost({ kinds: ['dw', 'db'] });
         const loss = async () => huberLoss(await t.forward(x), y, 4, delta).loss;
-        let maxRel = 0, where = '';
-        const h = 1e-4;
-        for (let l = 1; l < 4; l++) {
-          for (const [kind, gkind] of [['w', 'dw'], ['b', 'db']] as const) {
-            const p = arena.view(l, kind);
-            const g = Float64Array.from(arena.view(l, gkind));
-            for (let i = 0; i < p.length; i++) {
-              const orig = p[i]!;
-              const central = async (step: number) => {
-                p[i] = orig + step; t.markHostChanged();
-                const up = await loss();
-                p[i] = orig - step; t.markHostChanged();
-                const down = await loss();
-                p[i] = orig; t.markHostChanged();
-                return (up - down) / (2 * step);
-              };
-              const numeric = (4 * (await central(h / 2)) - (await central(h))) / 3;
-              const rel = Math.abs(numeric - g[i]!) / Math.max(Math.abs(numeric), Math.abs(g[i]!), 1e-7);
-              if (rel > maxRel) { maxRel = rel; where = `layer ${l} ${kind}[${i}]: analytic ${g[i]}, numeric ${numeric}`; }
-            }
-          }
-        }
+        const { maxRel, where } = await finiteDifferenceError(arena, t, loss);
         expect(maxRel, where).toBeLessThanOrEqual(1e-6);
       } finally {
         arena.dispose();

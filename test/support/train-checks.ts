@@ -33,10 +33,15 @@ export async function gradientCheck(c: GradCase, options: ArenaOptions): Promise
   const data = toyData(5, 3, 4, 11, mse);
   const target = mse ? { y: data.y! } : { labels: data.labels! };
   await t.gradients(data.x, target);
+  return await finiteDifferenceError(arena, t, async () => (await t.evaluate({ x: data.x, ...target })).loss);  // await: `using` disposes the arena on return
+}
+
+/** Largest relative error between the gradients in dw, db of layers 1-3 (as they stand on the
+ *  host) and central finite differences of `loss` over every weight and bias. */
+export async function finiteDifferenceError(arena: Arena, t: Trainer, loss: () => Promise<number>): Promise<{ maxRel: number; where: string }> {
   let maxRel = 0;
   let where = '';
   const h = 1e-4;
-  const loss = async () => (await t.evaluate({ x: data.x, ...target })).loss;
   for (let l = 1; l < 4; l++) {
     for (const [kind, gkind] of [['w', 'dw'], ['b', 'db']] as const) {
       const p = arena.view(l, kind);
