@@ -83,6 +83,30 @@ def bench_cpu(name, optimizer, steps_override=0):
             "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
 
 
+def time_step(step, mode, steps, warm, before_capture=None):
+    """Microseconds per call of `step`: warmed up on a side stream (required before capture; also
+    loads kernels and cuBLAS), captured as a CUDA graph in mode "graph", `warm` more runs, then timed."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(5):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    run = step
+    if mode == "graph":
+        if before_capture:
+            before_capture()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step()
+        run = g.replay
+    for _ in range(warm):
+        run()
+    torch.cuda.synchronize()
+    return time_steps(run, steps)
+
+
 def bench(name, optimizer, mode, steps_override=0):
     if DEVICE == "cpu":
         return bench_cpu(name, optimizer, steps_override)
@@ -103,26 +127,7 @@ def bench(name, optimizer, mode, steps_override=0):
         loss.backward()
         opt.step()
 
-    # Warm-up on a side stream (required before capture; also loads kernels and cuBLAS).
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(5):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    if mode == "graph":
-        g = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(g):
-            step()
-        run = g.replay
-    else:
-        run = step
-    for _ in range(3 if name == "L" else 20):
-        run()
-    torch.cuda.synchronize()
-    us = time_steps(run, steps)
+    us = time_step(step, mode, steps, 3 if name == "L" else 20, before_capture=lambda: opt.zero_grad(set_to_none=True))
     return {"network": name, "layers": layers, "batch": batch, "optimizer": optimizer, "mode": mode,
             "steps": steps, "microsPerStep": us,
             "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
@@ -155,24 +160,7 @@ def bench_models(K, mode, steps_override=0):
             for k, v in params.items():
                 v.sub_(shaped[k] * g[k])
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(5):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    if mode == "graph":
-        gr = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(gr):
-            step()
-        run = gr.replay
-    else:
-        run = step
-    for _ in range(20):
-        run()
-    torch.cuda.synchronize()
-    us = time_steps(run, steps)
+    us = time_step(step, mode, steps, 20)
     return {"network": "S", "layers": layers, "batch": batch, "optimizer": "sgd", "models": K, "mode": mode,
             "steps": steps, "microsPerStep": us,
             "tflops": 6 * batch * K * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
