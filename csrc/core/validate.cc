@@ -5,6 +5,8 @@
 #include <cstring>
 #include <vector>
 
+#include "../descriptors/optimizers.h"
+
 namespace nna {
 namespace {
 
@@ -36,10 +38,11 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
 // Expected element count of (layer, kind) from the header's shape fields; false on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
-  const bool opt1 = h.optimizer == NNA_MOMENTUM || h.optimizer == NNA_ADAM, opt2 = h.optimizer == NNA_ADAM;
-  // A compact SGD plan has no dw: CUDA folds the update into the weight-gradient product, the CPU
-  // keeps that product in a transient buffer, and what needs dw (tf32x3, gradients()) is refused.
-  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || h.optimizer != NNA_SGD;
+  // A compact plan of an optimizer without state (SGD) has no dw: CUDA folds the update into the
+  // weight-gradient product, the CPU keeps that product in a transient buffer, and what needs
+  // dw (tf32x3, gradients(), clipping) is refused.
+  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || !optimizerFolds(h.optimizer);
+  const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
   switch (k) {
     case NNA_Z: return !mulOverflows(h.batch, L.units, out);
@@ -47,10 +50,9 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
       if (k == NNA_D ? hidden : last) return !mulOverflows(h.batch, L.units, out);
       return true;
     case NNA_B: case NNA_DB: *out = hidden ? L.units : 0; return true;
-    case NNA_MB: *out = hidden && opt1 ? L.units : 0; return true;
-    case NNA_VB: *out = hidden && opt2 ? L.units : 0; return true;
+    case NNA_MB: case NNA_VB: *out = hidden && keeps ? L.units : 0; return true;
     case NNA_W: case NNA_DW: case NNA_MW: case NNA_VW: {
-      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || (k == NNA_MW && opt1) || (k == NNA_VW && opt2));
+      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || keeps);
       if (present) return !mulOverflows(L.units, L.fan_in, out);
       return true;
     }
@@ -134,7 +136,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   const size_t elem = dtypeBytes(h.dtype);
   if (!elem) return "unknown dtype " + std::to_string(h.dtype);
   if (h.order > NNA_KIND_MAJOR) return "unknown order " + std::to_string(h.order);
-  if (h.optimizer > NNA_ADAM) return "unknown optimizer " + std::to_string(h.optimizer);
+  if (!optimizerInfo(h.optimizer)) return "unknown optimizer " + std::to_string(h.optimizer);
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
   if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";

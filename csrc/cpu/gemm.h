@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../descriptors/optimizers.h"
+
 namespace nna {
 namespace cpu {
 
@@ -27,7 +29,7 @@ struct Epilogue {
   T* w = nullptr;            // Update: parameters, same shape and leading dimension as C
   T* m = nullptr;
   T* v = nullptr;
-  T lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, bc1 = 1, bc2 = 1;
+  Hyper<T> h{};              // Update: the step's hyperparameters (optimizers.h)
 };
 
 template <typename T>

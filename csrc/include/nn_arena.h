@@ -53,7 +53,9 @@ enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
  * kind-major: all regions of one kind are one range (all weights in one transfer). */
 enum nna_order { NNA_LAYER_MAJOR = 0, NNA_KIND_MAJOR = 1 };
 
-enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2 };
+/* Optimizer codes. Each optimizer's state kinds, hyperparameters and element update: its
+ * descriptor in csrc/train/optimizers.h (the one table; the addon hands it to TypeScript). */
+enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2, NNA_ADAMW = 3 };
 
 /* Per-layer activation; the input layer has NNA_ACT_INPUT. */
 enum nna_activation {
@@ -95,6 +97,8 @@ enum nna_stat {
                              fixed point (two uint64: fraction bits, then the whole part), added
                              with integer atomics so the sum is exact whatever order rows finish
                              in; folded into NNA_STAT_LOSS (and zeroed) after every step */
+  NNA_STAT_GRAD_NORM = 6, /* runs that clip gradients: the global gradient norm (before clipping)
+                             of the run's last step */
   NNA_STATS_COUNT = 8
 };
 

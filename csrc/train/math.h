@@ -1,10 +1,11 @@
-// math.h: the per-element math of training, one definition compiled for the host (CPU
+// math.h: the per-element math of training (the optimizers' updates: optimizers.h), one definition compiled for the host (CPU
 // backend) and the device (CUDA kernels), so both backends compute the same thing.
 #pragma once
 #include <math.h>
 #include <stdint.h>
 
 #include "../include/nn_arena.h"
+#include "../descriptors/optimizers.h"  // the optimizers' element updates and hyperparameters (Hyper, hyperAt)
 
 #if defined(__CUDACC__)
 #define NNA_FN __host__ __device__ __forceinline__
@@ -20,8 +21,6 @@ NNA_FN float nlog(float x) { return logf(x); }
 NNA_FN double nlog(double x) { return log(x); }
 NNA_FN float ntanh(float x) { return tanhf(x); }
 NNA_FN double ntanh(double x) { return tanh(x); }
-NNA_FN float nsqrt(float x) { return sqrtf(x); }
-NNA_FN double nsqrt(double x) { return sqrt(x); }
 
 // Hidden or output activation (softmax is applied per row elsewhere; here it passes through).
 template <typename T>
@@ -47,40 +46,6 @@ NNA_FN T activationGrad(uint32_t act, T z) {
 
 // Row k of a shuffled epoch. a is coprime to n and both are < 2^32, so a * k cannot overflow.
 NNA_FN uint64_t permIndex(uint64_t k, uint64_t a, uint64_t c, uint64_t n) { return (a * (k % n) + c) % n; }
-
-template <typename T>
-struct Hyper {
-  T lr, mu, b1, b2, eps, bc1, bc2;  // bc = 1 - beta^t (Adam bias corrections)
-};
-
-// The hyperparameters of optimizer step t (1-based): the one definition every path uses (CPU,
-// per-layer CUDA on the host, the fused kernel on the device), so all round alike.
-template <typename T>
-NNA_FN Hyper<T> hyperAt(double lr, double momentum, double beta1, double beta2, double eps, uint64_t t) {
-  Hyper<T> hp;
-  hp.lr = T(lr); hp.mu = T(momentum); hp.b1 = T(beta1); hp.b2 = T(beta2); hp.eps = T(eps);
-  hp.bc1 = T(1.0 - pow(beta1, double(t)));
-  hp.bc2 = T(1.0 - pow(beta2, double(t)));
-  return hp;
-}
-
-// One parameter's update from its gradient g; m and v are its optimizer state (unused by SGD).
-template <typename T>
-NNA_FN void updateParam(uint32_t optimizer, T* w, T g, T* m, T* v, const Hyper<T>& h) {
-  if (optimizer == NNA_SGD) {
-    *w -= h.lr * g;
-  } else if (optimizer == NNA_MOMENTUM) {
-    const T vel = h.mu * *m + g;
-    *m = vel;
-    *w -= h.lr * vel;
-  } else {
-    const T m1 = h.b1 * *m + (T(1) - h.b1) * g;
-    const T v1 = h.b2 * *v + (T(1) - h.b2) * g * g;
-    *m = m1;
-    *v = v1;
-    *w -= h.lr * (m1 / h.bc1) / (nsqrt(v1 / h.bc2) + h.eps);
-  }
-}
 
 }  // namespace nna
 

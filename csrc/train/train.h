@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "../descriptors/optimizers.h"
+
 namespace nna {
 
 enum class Op : uint32_t {
@@ -38,7 +40,8 @@ struct RunParams {
   uint64_t permA = 1, permC = 0;  // resident row k of the epoch is sample (permA * k + permC) % samples
   uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
   Precision precision = Precision::Fp32;
-  double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double lr = 0.01;          // base learning rate (scheduled per step: opt.schedule)
+  OptimizerParams opt;       // the other hyperparameters, the schedule, clipping (optimizers.h)
   // Data parallelism (one replica of a group; 0 / false: a run of its own, as before):
   uint64_t globalBatch = 0;  // resident: rows one step of the whole group takes (>= batch)
   uint64_t shardOffset = 0;  // resident: this replica's first row within each global batch
@@ -48,7 +51,17 @@ struct RunParams {
   // A run argument, not arena state: it belongs to the Trainer's options, like `lr`.
   std::vector<double> lrs;
   double lrOf(uint64_t m) const { return lrs.empty() ? lr : lrs[m]; }
+  // Where a clipping run records the global gradient norm of each step (step s, model m at
+  // s * models + m; set by the dispatch to the arena's Block), or null.
+  std::vector<double>* gradNorms = nullptr;
+  bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
+
+// torch.nn.utils.clip_grad_norm_'s factor for a global norm: min(1, max / (norm + 1e-6)).
+inline double clipScale(double maxNorm, double norm) {
+  const double c = maxNorm / (norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
 
 // The rows of step `s` of a run: which rows of the epoch it reads (resident), how many (0 for a
 // replica whose shard of the last global batch is empty) and what the mean loss divides by
