@@ -25,6 +25,7 @@
         "csrc/addon/addon.cc",
         "csrc/addon/arena_handle.cc",
         "csrc/addon/convert.cc",
+        "csrc/addon/descriptors.cc",
         "csrc/addon/functions.cc",
         "csrc/addon/internal.cc",
         "csrc/addon/jit.cc",

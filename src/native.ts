@@ -20,6 +20,8 @@ export interface NativeHandle {
   addresses(): { host: bigint; device: bigint };
   /** One training / evaluation run; resolves when complete. */
   run(params: RunParams): Promise<RunPath>;
+  /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
+  gradNorms(): Float64Array;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
   /** Resolves once no run or JIT launch is in flight on this arena. */
@@ -81,10 +83,12 @@ export interface RunParams {
   permC?: number;
   stepBase?: number;
   lr?: number;
-  momentum?: number;
-  beta1?: number;
-  beta2?: number;
-  eps?: number;
+  /** The optimizers' other hyperparameters, by their names in the optimizer table
+   *  (src/layout/optimizers.ts): momentum, nesterov, beta1, beta2, eps, weightDecay,
+   *  decayBiases; and clipGradNorm. */
+  [hyper: string]: number | boolean | number[] | ScheduleParams | undefined;
+  /** The learning rate of step t: a schedule of the table, evaluated natively per step. */
+  schedule?: ScheduleParams;
   /** Data parallelism (one replica of a group): resident runs read rows
    *  [shardOffset, shardOffset + batch) of every global batch of globalBatch rows, and the loss
    *  mean divides by the group's rows; runs on z[0]/y divide by lossRows. */
@@ -96,6 +100,9 @@ export interface RunParams {
   /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
   lrs?: number[];
 }
+
+/** A learning-rate schedule: its type and parameters, by their names in the schedule table. */
+export interface ScheduleParams { type: string; [param: string]: number | string }
 
 /** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
  *  budget of csrc/budget/budgeted_block.h. */
@@ -151,6 +158,12 @@ export interface NativeAddon {
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
   /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
   checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;
+  /** The optimizer and schedule tables (csrc/addon/descriptors.cc; read by src/layout/optimizers.ts). */
+  descriptors(): unknown;
+  /** The learning rate of 0-based step `step` under `schedule` from base rate lr (csrc/descriptors/schedules.h). */
+  lrAt(schedule: ScheduleParams, lr: number, step: number): number;
+  /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
+  checkRun(header: Uint8Array, params: RunParams): void;
   /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */
   jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
   /** Resolves once the kernel completed; a run of the arena while in flight. */

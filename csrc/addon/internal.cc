@@ -138,7 +138,6 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   Napi::Object e = Napi::Object::New(env);
   n(e, "float32", NNA_FLOAT32); n(e, "float64", NNA_FLOAT64);
   n(e, "layerMajor", NNA_LAYER_MAJOR); n(e, "kindMajor", NNA_KIND_MAJOR);
-  n(e, "sgd", NNA_SGD); n(e, "momentum", NNA_MOMENTUM); n(e, "adam", NNA_ADAM);
   n(e, "input", NNA_ACT_INPUT); n(e, "identity", NNA_ACT_IDENTITY); n(e, "relu", NNA_ACT_RELU);
   n(e, "sigmoid", NNA_ACT_SIGMOID); n(e, "tanh", NNA_ACT_TANH); n(e, "softmax", NNA_ACT_SOFTMAX);
   n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);

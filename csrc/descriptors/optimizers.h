@@ -41,9 +41,9 @@ struct OptimizerParams {
 // (scheduled) learning rate: withLr gives a K-model arena's model m its own.
 template <typename T>
 struct Hyper {
-  T lr, mu, b1, b2, eps, bc1, bc2;  // bc = 1 - beta^t (Adam's bias corrections)
+  T lr, mu, b2, eps;
   T nb1, nb2;                       // 1 - beta, rounded from double (as PyTorch's Python floats)
-  T sqrtBc2, stepSize;              // sqrt(bc2); lr / bc1 (AdamW, PyTorch's order)
+  T sqrtBc2, stepSize;              // sqrt(1 - beta2^t); lr / (1 - beta1^t): Adam's bias corrections
   T wd, decay;                      // this parameter's weight decay; 1 - lr * wd (AdamW)
   T gs;                             // gradient scale (clipping by global norm; 1 otherwise)
   bool nesterov;
@@ -69,11 +69,11 @@ NNA_FN Hyper<T> withLr(Hyper<T> h, double baseLr) {
 template <typename T>
 NNA_FN Hyper<T> hyperAt(const OptimizerParams& o, double lr, uint64_t t) {
   Hyper<T> h;
-  h.mu = T(o.momentum); h.b1 = T(o.beta1); h.b2 = T(o.beta2); h.eps = T(o.eps);
+  h.mu = T(o.momentum); h.b2 = T(o.beta2); h.eps = T(o.eps);
   h.nb1 = T(1.0 - o.beta1); h.nb2 = T(1.0 - o.beta2);
   h.bc1d = 1.0 - pow(o.beta1, double(t));
   const double bc2 = 1.0 - pow(o.beta2, double(t));
-  h.bc1 = T(h.bc1d); h.bc2 = T(bc2); h.sqrtBc2 = T(sqrt(bc2));
+  h.sqrtBc2 = T(sqrt(bc2));
   h.wdd = o.weightDecay; h.wdB = o.decayBiases != 0 ? o.weightDecay : 0.0;
   h.wd = T(h.wdd);
   h.gs = T(1);
@@ -140,7 +140,17 @@ struct Momentum {
   }
 };
 
-// Adam as nn-arena has always computed it (torch.optim.Adam up to rounding; weight_decay: L2).
+// Adam's moments and step from gradient g, in torch.optim.Adam / AdamW's operations and order:
+// m = lerp(m, g, 1 - b1); v = v * b2 + (1 - b2) * g * g; w += -(lr / bc1) * (m / (sqrt(v) /
+// sqrt(bc2) + eps)), the factors rounded from double as PyTorch's Python floats are.
+template <typename N, typename T>
+NNA_ELEM void adamStep(N& w, N g, N& m, N& v, const Hyper<T>& h) {
+  m = m + N(h.nb1) * (g - m);
+  v = v * N(h.b2) + N(h.nb2) * g * g;
+  w = w + N(-h.stepSize) * (m / (nsqrt(v) / N(h.sqrtBc2) + N(h.eps)));
+}
+
+// torch.optim.Adam (weight_decay: L2 added to the gradient).
 struct Adam {
   static constexpr uint32_t code = NNA_ADAM;
   static constexpr const char* name = "adam";
@@ -148,18 +158,10 @@ struct Adam {
   static constexpr uint32_t states = (1u << NNA_MW) | (1u << NNA_MB) | (1u << NNA_VW) | (1u << NNA_VB);
   static constexpr HyperSpec hypers[] = {NNA_HYPER_LR(0.001), NNA_HYPER_BETAS, NNA_HYPER_WD(0, "L2 penalty added to the gradient"), NNA_HYPER_DECAY_BIASES};
   template <typename N, typename T>
-  NNA_ELEM static void step(N& w, N g, N& m, N& v, const Hyper<T>& h) {
-    const N d = gradOf(w, g, h);
-    const N m1 = N(h.b1) * m + N(T(1) - h.b1) * d;
-    const N v1 = N(h.b2) * v + N(T(1) - h.b2) * d * d;
-    m = m1;
-    v = v1;
-    w = w - N(h.lr) * (m1 / N(h.bc1)) / (nsqrt(v1 / N(h.bc2)) + N(h.eps));
-  }
+  NNA_ELEM static void step(N& w, N g, N& m, N& v, const Hyper<T>& h) { adamStep(w, gradOf(w, g, h), m, v, h); }
 };
 
-// torch.optim.AdamW, in its operations' order: w *= 1 - lr * wd; m = lerp(m, g, 1 - b1);
-// v = v * b2 + (1 - b2) * g * g; w += -(lr / bc1) * (m / (sqrt(v) / sqrt(bc2) + eps)).
+// torch.optim.AdamW, in its operations' order: w *= 1 - lr * wd, then Adam's step.
 struct AdamW {
   static constexpr uint32_t code = NNA_ADAMW;
   static constexpr const char* name = "adamw";
@@ -168,11 +170,8 @@ struct AdamW {
   static constexpr HyperSpec hypers[] = {NNA_HYPER_LR(0.001), NNA_HYPER_BETAS, NNA_HYPER_WD(0.01, "decoupled decay: w *= 1 - lr * weightDecay"), NNA_HYPER_DECAY_BIASES};
   template <typename N, typename T>
   NNA_ELEM static void step(N& w, N g, N& m, N& v, const Hyper<T>& h) {
-    g = g * N(h.gs);
     w = w * N(h.decay);
-    m = m + N(h.nb1) * (g - m);
-    v = v * N(h.b2) + N(h.nb2) * g * g;
-    w = w + N(-h.stepSize) * (m / (nsqrt(v) / N(h.sqrtBc2) + N(h.eps)));
+    adamStep(w, g * N(h.gs), m, v, h);
   }
 };
 

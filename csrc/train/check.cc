@@ -26,7 +26,7 @@ template <class S>
 void checkParam(const ParamSpec<S>& spec, double x, const std::string& field) {
   const bool ok = std::isfinite(x) && (spec.loOpen ? x > spec.lo : x >= spec.lo) && (spec.hiOpen ? x < spec.hi : x <= spec.hi) &&
                   (spec.type == kReal || std::floor(x) == x);
-  if (!ok) NNA_FAIL_FIELD("BAD_OPTION", field, field + " " + std::to_string(x) + " is outside its range (" + spec.doc + ")");
+  if (!ok) NNA_FAIL_FIELD("BAD_OPTION", field.c_str(), field + " " + std::to_string(x) + " is outside its range (" + spec.doc + ")");
 }
 
 // The optimizer settings of a run: each within its table's range, the schedule consistent, and

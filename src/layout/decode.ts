@@ -2,8 +2,9 @@
 // header compared byte for byte with what the planner would write (see checkpoint.ts).
 import {
   ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_LIKE, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, FLAGS, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS,
-  LAYER_SIZE, MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, type Activation,
+  LAYER_SIZE, MAGIC, MAX_EXTRAS, ORDERS, REGION_SIZE, VERSION, type Activation,
 } from './header.js';
+import { optimizerCoded } from './optimizers.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';
 
 const keyOf = <T extends Record<string, number>>(table: T, v: number): keyof T | undefined =>
@@ -26,7 +27,7 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   if (bytes.length < HEADER_SIZE + layers * LAYER_SIZE) return `the layer table of ${layers} layers is cut short`;
   const dtype = keyOf(DTYPES, u32(F.dtype));
   const order = keyOf(ORDERS, u32(F.order));
-  const optimizer = keyOf(OPTIMIZERS, u32(F.optimizer));
+  const optimizer = optimizerCoded(u32(F.optimizer))?.name;
   if (!dtype || !order || !optimizer) return 'unknown dtype, order or optimizer code';
   const flags = v.getBigUint64(F.flags, true);
   if (flags & ~BigInt(FLAGS.compact)) return `unknown flags ${flags}`;

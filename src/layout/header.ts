@@ -28,8 +28,8 @@ export type Dtype = keyof typeof DTYPES;
 export const ORDERS = { 'layer-major': 0, 'kind-major': 1 } as const;
 export type Order = keyof typeof ORDERS;
 
-export const OPTIMIZERS = { sgd: 0, momentum: 1, adam: 2 } as const;
-export type Optimizer = keyof typeof OPTIMIZERS;
+/** An optimizer's name: one of the native optimizer table (src/layout/optimizers.ts). */
+export type Optimizer = string;
 
 export const ACTIVATIONS = { input: 0, identity: 1, relu: 2, sigmoid: 3, tanh: 4, softmax: 5 } as const;
 export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
@@ -80,7 +80,8 @@ export interface HeaderFields {
   flags: number;
   dtype: Dtype;
   order: Order;
-  optimizer: Optimizer;
+  /** The optimizer's code (OptimizerInfo.code). */
+  optimizer: number;
   batch: number;
   samples: number;
   align: number;
@@ -115,7 +116,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   u32(F.version, VERSION);
   u32(F.dtype, DTYPES[h.dtype]);
   u32(F.order, ORDERS[h.order]);
-  u32(F.optimizer, OPTIMIZERS[h.optimizer]);
+  u32(F.optimizer, h.optimizer);
   u32(F.num_layers, h.layers.length);
   u32(F.num_kinds, KINDS.length);
   u32(F.layer_size, LAYER_SIZE);

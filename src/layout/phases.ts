@@ -5,6 +5,7 @@
 // it phase by phase with the native table, and the native replay (csrc/train/aliasing.cc)
 // checks every compact header against the native table again before it is used.
 import type { Kind } from './header.js';
+import { optimizerNamed } from './optimizers.js';
 import type { NormalizedSpec } from './spec.js';
 
 /** As in phases.h: read; write before any read (the old bytes are dead); read then write. */
@@ -23,7 +24,7 @@ export const FUSED_OUTPUT_MAX_UNITS = 16;
 export function stepPhases(s: NormalizedSpec, present: (layer: number, kind: Kind) => boolean, op: StepOp, resident: boolean, path: StepPath): Phase[] {
   const last = s.layers.length - 1;
   const grad = op === 'train' || op === 'grad';
-  const folded = op === 'train' && s.optimizer === 'sgd';
+  const folded = op === 'train' && optimizerNamed(s.optimizer)!.folds;
   const fused = path === 'fused';
   const fuseOutput = fused && last >= 2 && s.layers[last]! <= FUSED_OUTPUT_MAX_UNITS;
   const out: Phase[] = [];

@@ -1,7 +1,8 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
-import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+import { namesOf, optimizerNamed, optimizers } from './optimizers.js';
+import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -109,7 +110,8 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
   if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
-  const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
+  const optimizer = rawOptimizer === undefined ? 'sgd' : rawOptimizer;
+  if (!optimizerNamed(optimizer)) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', rawOptimizer, `must be one of ${namesOf(optimizers())}`);
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
 
   const align = rawAlign === undefined ? DEFAULT_ALIGN : rawAlign;

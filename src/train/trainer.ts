@@ -22,10 +22,11 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { Arena, runArena, transferRanges, type View } from '../arena.js';
+import { Arena, handleOf, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
-import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
+import { readOptimizerOptions, scheduledLr, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } from './data.js';
@@ -43,15 +44,29 @@ export type BackwardTarget = { labels: ArrayLike<number> } | { y: ArrayLike<numb
 export interface TrainerOptions {
   /** Default: cross-entropy for a softmax output layer, mse otherwise. */
   loss?: LossName;
-  /** Learning rate; on an arena of K models (planLayout `models`) also one per model: an array
-   *  of K (model m trains with lr[m]). */
+  /** Learning rate (default 0.05 for sgd and momentum, 0.001 for adam and adamw; a schedule's
+   *  base, one-cycle's maximum); on an arena of K models (planLayout `models`) also one per
+   *  model: an array of K (model m trains with lr[m]). */
   lr?: number | readonly number[];
-  /** SGD with momentum: velocity decay (default 0.9). */
+  /** momentum: velocity decay (default 0.9); nesterov: Nesterov momentum (PyTorch's formula). */
   momentum?: number;
-  /** Adam (defaults 0.9, 0.999, 1e-8). */
+  nesterov?: boolean;
+  /** adam, adamw (defaults 0.9, 0.999, 1e-8). */
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** sgd, momentum, adam: L2 penalty added to the gradient (PyTorch's weight_decay; default 0);
+   *  adamw: decoupled decay w *= 1 - lr * weightDecay (default 0.01). Weights only, unless
+   *  decayBiases. */
+  weightDecay?: number;
+  decayBiases?: boolean;
+  /** The learning rate of each step (evaluated natively, PyTorch's lr_scheduler formulas). */
+  schedule?: Schedule;
+  /** Clip the gradients to this global norm before each step (torch.nn.utils.clip_grad_norm_);
+   *  each step's norm is reported to fit's onProgress (gradNorms). Not on compact plans. */
+  clipGradNorm?: number;
+  /** A hyperparameter of another optimizer than the arena's is refused (OptionError). The
+   *  table of optimizers, hyperparameters, defaults and ranges: docs/optimizers.md. */
   /** How the matrix products are computed; weights and activations stay float32. 'fp32'
    *  (default); 'tf32x3': each product as three TF32 tensor-core products of the operands split
    *  into big and small parts (FP32-level accuracy, faster on large layers); 'tf32': one TF32
@@ -81,6 +96,11 @@ export interface Progress extends Metrics {
   batches: number;
   step: number;
   samplesPerSecond: number;
+  /** The learning rate of the last step (model 0's where models have their own). */
+  lr: number;
+  /** With clipGradNorm: each step's global gradient norm (before clipping) since the previous
+   *  report; K models: step-major, model m of step s at s * K + m. */
+  gradNorms?: number[];
 }
 
 export interface FitOptions {
@@ -115,8 +135,6 @@ function combine(per: Metrics[], diverged: boolean[]): Metrics {
   return { loss: mean((m) => m.loss), accuracy: mean((m) => m.accuracy), losses: per.map((m) => m.loss), accuracies: per.map((m) => m.accuracy), diverged };
 }
 const PARAM_KINDS: Kind[] = ['w', 'b'];
-const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
-type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
 const MAX_SEED = Number.MAX_SAFE_INTEGER;
 
 // Brand check: the getter throws for anything that is not a real Arena (a Proxy included,
@@ -136,21 +154,6 @@ function optionsObject(v: unknown, field: string): Record<string, unknown> {
   if (v === undefined) return {};
   if (v === null || typeof v !== 'object') throw new OptionError('BAD_OPTION', field, v, 'must be an object');
   return v as Record<string, unknown>;
-}
-
-const round = (dtype: Dtype, v: number) => (dtype === 'float32' ? Math.fround(v) : v);
-
-/** Hyper-parameters as the arena's dtype will hold them: a learning rate of 1e-50 is 0 in
- *  float32 (no weight would change), a momentum of 0.999999999 is 1 (no decay). */
-function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype, field: string = k): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', field, v, 'must be a finite number');
-  const r = round(dtype, v);
-  if (k === 'lr' || k === 'eps') {
-    if (!(r > 0) || !Number.isFinite(r)) throw new OptionError('BAD_OPTION', field, v, `must be > 0 and finite as a ${dtype} (it is ${r})`);
-  } else if (!(r >= 0 && r < 1)) {
-    throw new OptionError('BAD_OPTION', field, v, `must be in [0, 1) as a ${dtype} (it is ${r})`);
-  }
-  return v;
 }
 
 /** The products' precision: known, and one this arena can run (the native side checks the GPU). */
@@ -195,9 +198,8 @@ export class Trainer {
   readonly inputs: number;
   readonly outputs: number;
   readonly precision: PrecisionName;
-  #hyper: Hyper;
-  /** K models with an lr array: one per model (else #hyper.lr for every model). */
-  #lrs: number[] | undefined;
+  /** The optimizer's hyperparameters, schedule and clipping, as run parameters. */
+  #opt: OptimizerSettings;
   #models: number;
   // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
   #dtype: Dtype;
@@ -240,26 +242,28 @@ export class Trainer {
       throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
     }
     this.#models = s.models;
-    this.#hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
-    for (const k of HYPER_KEYS) {
-      const v = o[k];
-      if (k === 'lr' && Array.isArray(v)) {
-        const n: unknown = v.length;
-        if (n !== this.#models) throw new OptionError('BAD_OPTION', 'lr.length', n, `must equal the arena's ${this.#models} models (one learning rate per model)`);
-        const lrs: number[] = [];
-        for (let m = 0; m < this.#models; m++) lrs.push(checkHyper('lr', v[m], this.#dtype, `lr[${m}]`));
-        this.#lrs = lrs;
-        this.#hyper.lr = lrs[0]!;
-      } else if (v !== undefined) {
-        this.#hyper[k] = checkHyper(k, v, this.#dtype);
-      }
-    }
+    this.#opt = readOptimizerOptions(o, s.optimizer, this.#dtype, this.#models);
     this.precision = checkPrecision(o.precision, arena);
     this.#state = stateOf(arena);
+    // The native run checks (schedule consistency, refused combinations) now, before any work.
+    call(() => native().checkRun(arena.plan.header, { ...this.#baseParams(), op: OP.train, rows: 1 }));
   }
 
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
   get steps(): number { return this.#state.steps; }
+
+  /** The learning rate of 0-based optimizer step `step` (default: the next one) under this
+   *  Trainer's schedule; model `model`'s where models have their own. */
+  learningRate(step: number = this.#state.steps, model = 0): number {
+    const base = this.#opt.lrs ? this.#opt.lrs[model]! : this.#opt.lr;
+    return scheduledLr(this.#opt, base, Math.max(0, step));
+  }
+
+  /** With clipGradNorm: the global gradient norm (before clipping) of each step of the last
+   *  training run (step(), update(), or fit's last report); K models: s * K + m. */
+  get gradNorms(): number[] {
+    return this.#opt.clipGradNorm > 0 ? Array.from(handleOf(this.arena).gradNorms()) : [];
+  }
 
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
   get globalBatch(): number { return this.#batch * this.#world; }
@@ -495,10 +499,14 @@ export class Trainer {
         stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
         last = combine(stats.map(metricsOf), [...diverged]);
         const done = first + n;
-        o.onProgress?.({
-          ...last, epoch, epochs: o.epochs, batch: done, batches, step: this.#state.steps,
-          samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
-        });
+        if (o.onProgress) {
+          const norms = this.#opt.clipGradNorm > 0 ? { gradNorms: Array.from(handleOf(this.arena).gradNorms()) } : {};
+          o.onProgress({
+            ...last, epoch, epochs: o.epochs, batch: done, batches, step: this.#state.steps,
+            samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
+            lr: this.learningRate(this.#state.steps - 1), ...norms,
+          });
+        }
       }
     }
     this.arena.toHost({ kinds: PARAM_KINDS });
@@ -741,7 +749,7 @@ export class Trainer {
 
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
   #baseParams(): Omit<RunParams, 'op'> {
-    return { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision] };
+    return { ...this.#opt.params, ...(this.#opt.lrs ? { lrs: [...this.#opt.lrs] } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision] };
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */
