@@ -15,6 +15,11 @@ import { planJson, planSummary } from './cli/plan.js';
 import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
 import { inspectCheckpoint } from './checkpoint.js';
+import { optimizers, schedules } from './layout/optimizers.js';
+import { MNIST_TRAIN_COUNT } from './data/mnist.js';
+import { checkOptimizerOptions } from './train/optimizer-options.js';
+import { LOSSES, PRECISIONS } from './native.js';
+import type { TrainerOptions } from './train/trainer.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
@@ -29,7 +34,7 @@ program
   .option('--layers <list>', 'units per layer, input first', '784,128,10')
   .option('--batch <n>', 'batch size', '100')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
-  .addOption(new Option('--optimizer <name>', 'optimizer (sets the state regions)').choices(['sgd', 'momentum', 'adam']).default('sgd'))
+  .addOption(new Option('--optimizer <name>', 'optimizer (sets the state regions)').choices(optimizers().map((x) => x.name)).default('sgd'))
   .addOption(new Option('--order <order>', 'region order').choices(['layer-major', 'kind-major']).default('layer-major'))
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
@@ -61,7 +66,15 @@ program
   .option('--epochs <n>', 'passes over the training digits', '10')
   .option('--batch <n>', 'batch size', '50')
   .option('--lr <rate>', 'learning rate (default: 0.001 for adam, 0.05 otherwise)')
-  .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
+  .addOption(new Option('--optimizer <name>', 'optimizer').choices(optimizers().map((x) => x.name)).default('momentum'))
+  .option('--weight-decay <x>', 'weight decay (sgd, momentum, adam: L2 on the gradient; adamw: decoupled; default 0, adamw 0.01)')
+  .option('--nesterov', 'Nesterov momentum (--optimizer momentum)')
+  .addOption(new Option('--schedule <name>', 'learning-rate schedule over the run\'s steps').choices(schedules().map((x) => x.name)).default('constant'))
+  .option('--warmup <steps>', 'cosine: linear warmup steps', '0')
+  .option('--min-lr <rate>', 'cosine: learning rate at the end', '0')
+  .option('--step-size <steps>', 'step: steps between decays (default: one epoch)')
+  .option('--gamma <x>', 'step: factor of each decay', '0.1')
+  .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--compact', 'train on a compact plan (regions never live at the same time share bytes; SGD keeps no dw)')
@@ -79,13 +92,29 @@ program
     const lr = o.lr === undefined ? undefined : parseNumber(o.lr, 'lr');
     if (lr !== undefined && !(lr > 0 && Number.isFinite(lr))) throw usage(`--lr: must be a positive number, got '${o.lr}'`);
     const seed = parseInteger(o.seed, 'seed', 0);
+    // The optimizer flags as Trainer options, checked against the optimizer table and the native
+    // run checks on the plan (MNIST: 784 inputs, softmax + cross-entropy) before any data is read.
+    const steps = epochs * Math.ceil(MNIST_TRAIN_COUNT / batch);
+    const opt: TrainerOptions = {
+      ...(lr !== undefined ? { lr } : {}),
+      ...(o.weightDecay !== undefined ? { weightDecay: parseNumber(o.weightDecay, 'weight-decay') } : {}),
+      ...(o.nesterov ? { nesterov: true } : {}),
+      ...(o.clip !== undefined ? { clipGradNorm: parseNumber(o.clip, 'clip') } : {}),
+    };
+    if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
+    else if (o.schedule === 'one-cycle') opt.schedule = { type: 'one-cycle', total: steps };
+    else if (o.schedule === 'step') {
+      opt.schedule = { type: 'step', stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1), gamma: parseNumber(o.gamma, 'gamma') };
+    }
+    const probe = planLayout({ layers, batch, dtype: o.dtype as Dtype, optimizer: o.optimizer as Optimizer, compact: Boolean(o.compact) });
+    checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: LOSSES['cross-entropy'], precision: PRECISIONS.fp32 });
     for (const [flag, file] of [['--save', o.save], ['--report', o.report]] as const) {
       if (file === undefined) continue;
       const dir = dirname(resolve(file));
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`${flag}: the folder ${dir} does not exist`);
     }
     await train({
-      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed, save: o.save, report: o.report, json: Boolean(o.json),
+      backend: o.backend, layers, epochs, batch, lr, trainer: opt, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed, save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 

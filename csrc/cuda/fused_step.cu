@@ -48,7 +48,8 @@ struct FusedParams {
   const double* lrs;         // device copy of RunParams::lrs (model m's lr), or null: lr for all
   int lossFracBits;
   uint64_t rows, samples, firstBatch, numBatches, permA, permC, stepBase;
-  double lr, mu, beta1, beta2, eps;
+  double lr;
+  OptimizerParams opt;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
   unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
   uint32_t emptyPhases;                  // NN_ARENA_FUSED_TRACE=2: an empty phase after each (barrier cost in place)
@@ -115,12 +116,10 @@ __device__ __forceinline__ nna_bound_layer<T> bound(uint32_t l, uint32_t m) {
   return r;
 }
 
-// Model m's hyperparameters: the step's, with its own learning rate (converted as hyperAt does).
+// Model m's hyperparameters: the step's, with its own learning rate (scheduled as hyperAt does).
 template <typename T>
 __device__ __forceinline__ Hyper<T> hyperOf(const FusedParams& p, const Hyper<T>& hp, uint32_t m) {
-  Hyper<T> h = hp;
-  if (p.lrs) h.lr = T(p.lrs[m]);
-  return h;
+  return p.lrs ? withLr(hp, p.lrs[m]) : hp;
 }
 
 
@@ -516,7 +515,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     T total = T(0);
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
-    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
+    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
   }
   __syncthreads();
 }
@@ -552,11 +551,11 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     StepInfo st;
     st.train = p.op == uint32_t(Op::Train);
     st.grad = st.train || p.op == uint32_t(Op::Grad);
-    st.keepDw = !(st.train && p.optimizer == NNA_SGD);
+    st.keepDw = !(st.train && optimizerFolds(p.optimizer));
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     st.model = 0;
-    const Hyper<T> hp0 = hyperAt<T>(p.lr, p.mu, p.beta1, p.beta2, p.eps, p.stepBase + s + 1);
+    const Hyper<T> hp0 = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1);
     // Item i of a phase with n items per model is item i % n of model i / n.
     auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
 
@@ -718,7 +717,8 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.lossFracBits = lossFracBits(h.batch);
   p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
   p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
-  p.lr = rp.lr; p.mu = rp.momentum; p.beta1 = rp.beta1; p.beta2 = rp.beta2; p.eps = rp.eps;
+  p.lr = rp.lr;
+  p.opt = rp.opt;
   p.models = uint32_t(nna_models(&h));
   const DeviceLrs lrs(rp.lrs, lane.stream);
   p.lrs = lrs.get();
@@ -757,6 +757,8 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
+  // Clipping needs a grid-wide norm between the gradients and the updates: the per-layer path.
+  if (p.clips()) return false;
   const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;

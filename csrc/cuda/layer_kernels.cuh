@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
   }
   // `fold`: w -= lr * sum in the epilogue instead of writing dw (model blockIdx.z's lr: lrs[z]
   // where the run has per-model rates, model_lrs.cuh).
-  if (fold && lrs) hp.lr = T(lrs[blockIdx.z]);
+  if (fold && lrs) hp = withLr(hp, lrs[blockIdx.z]);
   storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, !fold, [&](uint64_t e, T v) {
     if (fold) updateParam<T>(NNA_SGD, g.C.w + e, v, nullptr, nullptr, hp);
   });
@@ -300,7 +300,7 @@ constexpr int kBiasStripesWide = 32;
 
 template <typename T>
 __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
-  if (lrs) hp.lr = T(lrs[blockIdx.z]);  // model_lrs.cuh
+  if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
@@ -313,22 +313,60 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   T total = T(0);
   for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
-  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
+  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
 }
 
-// The optimizer step of layer l: weights, then biases.
+// The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
+// clipping run (clipScaleKernel), or null.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
-  if (lrs) hp.lr = T(lrs[blockIdx.z]);
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale) {
+  if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
+  if (scale) hp.gs = T(scale[blockIdx.z]);
+  const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     else {
       const uint64_t i = e - nw;
-      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
     }
   }
+}
+
+// Clipping by global norm, deterministic: every block of the grid (kNormBlocks x 1 x K) sums the
+// squares of its share of layer l's dw and db in double into partials[(z * layers + l) *
+// kNormBlocks + block], in a fixed order; clipScaleKernel adds them in order.
+constexpr unsigned kNormBlocks = 64;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  double s = 0;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
+    s += g * g;
+  }
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[(uint64_t(blockIdx.z) * layers + l) * kNormBlocks + blockIdx.x] = part[0];
+}
+
+// One thread per model: the step's global norm (recorded at norms[z]) and its clip factor.
+__global__ void clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, unsigned models) {
+  const unsigned z = blockIdx.x * blockDim.x + threadIdx.x;
+  if (z >= models) return;
+  double total = 0;
+  for (uint64_t i = uint64_t(z) * layers * kNormBlocks; i < uint64_t(z + 1) * layers * kNormBlocks; ++i) total += partials[i];
+  const double norm = sqrt(total);
+  norms[z] = norm;
+  scale[z] = clipScale(maxNorm, norm);
 }
 
 }  // namespace nna

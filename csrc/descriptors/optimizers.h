@@ -83,6 +83,12 @@ NNA_FN Hyper<T> hyperAt(const OptimizerParams& o, double lr, uint64_t t) {
   return withLr(h, lr);
 }
 
+// torch.nn.utils.clip_grad_norm_'s factor for a global norm: min(1, max / (norm + 1e-6)).
+NNA_FN double clipScale(double maxNorm, double norm) {
+  const double c = maxNorm / (norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
+
 // The same step for a bias: decayed only with decayBiases.
 template <typename T>
 NNA_FN Hyper<T> forBiases(Hyper<T> h) {
@@ -231,10 +237,9 @@ inline bool optimizerKeeps(uint32_t code, uint32_t kind) {
 }
 
 // An optimizer without state folds its step into the weight-gradient product (the CUDA paths;
-// a compact plan of it has no dw regions).
-inline bool optimizerFolds(uint32_t code) {
-  const OptimizerInfo* o = optimizerInfo(code);
-  return o && o->states == 0;
+// a compact plan of it has no dw regions). Host and device.
+NNA_FN bool optimizerFolds(uint32_t code) {
+  return withOptimizer(code, [](auto d) { return decltype(d)::states == 0u; });
 }
 
 // Run settings every optimizer reads, beside its hyperparameters.

@@ -57,11 +57,6 @@ struct RunParams {
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
 
-// torch.nn.utils.clip_grad_norm_'s factor for a global norm: min(1, max / (norm + 1e-6)).
-inline double clipScale(double maxNorm, double norm) {
-  const double c = maxNorm / (norm + 1e-6);
-  return c < 1.0 ? c : 1.0;
-}
 
 // The rows of step `s` of a run: which rows of the epoch it reads (resident), how many (0 for a
 // replica whose shard of the last global batch is empty) and what the mean loss divides by

@@ -7,7 +7,7 @@ import type { Dtype, Optimizer } from '../layout/header.js';
 import { planLayout } from '../layout/plan.js';
 import { ArenaError } from '../errors.js';
 import { cudaInfo } from '../native.js';
-import { Trainer } from '../train/trainer.js';
+import { Trainer, type TrainerOptions } from '../train/trainer.js';
 import { planSummary } from './plan.js';
 import { ReportCollector } from './train-report.js';
 import { recordTransfers } from '../report/transfers.js';
@@ -19,6 +19,8 @@ export interface TrainOptions {
   epochs: number;
   batch: number;
   lr?: number;
+  /** The Trainer's options (lr, weight decay, schedule, clipping; checked by the caller). */
+  trainer?: TrainerOptions;
   optimizer: Optimizer;
   dtype: Dtype;
   /** Plan with compact: true (regions never live together share bytes). */
@@ -47,7 +49,7 @@ export async function train(o: TrainOptions): Promise<void> {
   log(planSummary(plan));
   log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
 
-  const trainer = new Trainer(arena, o.lr === undefined ? {} : { lr: o.lr });
+  const trainer = new Trainer(arena, o.trainer ?? (o.lr === undefined ? {} : { lr: o.lr }));
   trainer.init(o.seed);
   const bar = new cliProgress.SingleBar({
     format: 'epoch {epoch}/{epochs} |{bar}| {percentage}% loss {loss} acc {acc} {speed} samples/s',
@@ -77,7 +79,7 @@ export async function train(o: TrainOptions): Promise<void> {
   if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
   const reportPath = report?.write(o.report!, {
     plan, backend: arena.backend, path: fit.path, seconds,
-    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', ...optimizerSettings(o.trainer), dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
     test: { ...test, count: testSet.count },
     train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
   });
@@ -106,4 +108,15 @@ export async function train(o: TrainOptions): Promise<void> {
   log(`wall time ${seconds.toFixed(2)} s (training ${fit.seconds.toFixed(2)} s, ${Math.round(fit.samplesPerSecond)} samples/s)`);
   log(`transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`);
   log(`  by purpose: ${byPurpose.map((p) => `${p.purpose} ${p.transfers} ${p.direction === 'to device' ? 'up' : 'down'} (${bytes(p.bytes)})`).join(', ')}`);
+}
+
+/** The optimizer flags for the report's settings table. */
+function optimizerSettings(t: TrainerOptions | undefined): Record<string, string | number> {
+  if (!t) return {};
+  const out: Record<string, string | number> = {};
+  if (t.weightDecay !== undefined) out['weight decay'] = t.weightDecay;
+  if (t.nesterov) out.nesterov = 'yes';
+  if (t.clipGradNorm !== undefined) out['clip grad norm'] = t.clipGradNorm;
+  if (t.schedule) out.schedule = Object.entries(t.schedule).map(([k, v]) => (k === 'type' ? v : `${k} ${v}`)).join(', ');
+  return out;
 }

@@ -26,7 +26,7 @@ import { Arena, handleOf, runArena, transferRanges, type View } from '../arena.j
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
 import { call, LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
-import { readOptimizerOptions, scheduledLr, type OptimizerSettings, type Schedule } from './optimizer-options.js';
+import { checkOptimizerOptions, scheduledLr, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } from './data.js';
@@ -242,11 +242,12 @@ export class Trainer {
       throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
     }
     this.#models = s.models;
-    this.#opt = readOptimizerOptions(o, s.optimizer, this.#dtype, this.#models);
     this.precision = checkPrecision(o.precision, arena);
+    this.#opt = checkOptimizerOptions(arena.plan, o, { loss: LOSSES[this.loss], precision: PRECISIONS[this.precision] });
+    if (this.#opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
+      throw new OptionError('BAD_OPTION', 'clipGradNorm', this.#opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
+    }
     this.#state = stateOf(arena);
-    // The native run checks (schedule consistency, refused combinations) now, before any work.
-    call(() => native().checkRun(arena.plan.header, { ...this.#baseParams(), op: OP.train, rows: 1 }));
   }
 
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
