@@ -10,6 +10,9 @@
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
 # nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data-parallel.mjs on every GPU).
+# optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
+# test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
+# vs AdamW + cosine + clipping).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -121,6 +124,14 @@ for part in "$@"; do
       grep -hE "✓|✗|×|FAIL|Tests |nccl |skipped|AssertionError|Error" "$OUT/nccl-tests.log" | cut -c1-400 | tail -40
       UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --out "$OUT" 2>&1 | tee "$OUT/nccl-bench.log" | tail -30
       UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --order kind-major --nets L --out "$OUT/kind-major" 2>&1 | tail -8 ;;
+    optim)
+      python3 test/fixtures/gen_optim.py && cp test/fixtures/optim.json "$OUT/optim.json"
+      for path in fused layers tiled; do
+        if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
+        env $env vitest run test/gpu/optimizers.gpu.test.ts test/optimizers.test.ts > "$OUT/optim-$path.log" 2>&1
+        grep -hE "✓|×|FAIL|Tests |cuda vs|vs fp32|AssertionError" "$OUT/optim-$path.log" | cut -c1-300 | tail -40 | sed "s/^/[$path] /"
+      done
+      node bench/optimizer-step.mjs --backend cuda --rounds 21 --out "$OUT/optimizer-step-cuda.json" ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

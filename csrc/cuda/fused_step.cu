@@ -51,6 +51,8 @@ struct FusedParams {
   double lr;
   OptimizerParams opt;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
+  double* clipPartials;                  // clipping: [model][block] sums of squares, or null (no clipping)
+  double* clipNorms;                     // clipping: every step's norm per model ([step][model])
   unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
   uint32_t emptyPhases;                  // NN_ARENA_FUSED_TRACE=2: an empty phase after each (barrier cost in place)
 };
@@ -520,13 +522,67 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
   __syncthreads();
 }
 
+// Clipping by global norm, after the backward phases of a step (which then wrote dw and updated
+// nothing): every block sums the squares of its share of each model's dw and db in double
+// (block-wide in a fixed order) into partials[model][block]; after a barrier every block adds a
+// model's partials in block order (the same total in every block), records it (block 0), and
+// takes its share of that model's updates with the clip factor. Two barriers per step.
+template <typename T>
+__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm) {
+  double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
+  const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
+  for (uint32_t m = 0; m < p.models; ++m) {
+    double acc = 0;
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
+        acc += g * g;
+      }
+    }
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] = red[0];
+    __syncthreads();
+  }
+  grid.sync();
+  for (uint32_t m = 0; m < p.models; ++m) {
+    if (threadIdx.x == 0) {
+      double total = 0;
+      for (unsigned b = 0; b < gridDim.x; ++b) total += p.clipPartials[uint64_t(m) * gridDim.x + b];
+      const double norm = sqrt(total);
+      if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
+      red[0] = clipScale(p.opt.clipGradNorm, norm);
+    }
+    __syncthreads();
+    Hyper<T> hp = hyperOf<T>(p, hp0, m);
+    hp.gs = T(red[0]);
+    const Hyper<T> hb = forBiases(hp);
+    __syncthreads();  // red[0] read by every thread before the next model's
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+        else updateParam<T>(p.optimizer, C.b + (e - nw), C.db[e - nw], C.mb ? C.mb + (e - nw) : nullptr, C.vb ? C.vb + (e - nw) : nullptr, hb);
+      }
+    }
+  }
+  grid.sync();
+}
+
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
 // some spilled, twice the warps; 1: up to 255, no spills). NN_ARENA_FUSED_BLOCKS_PER_SM picks
 // (default 2: 39.9 against 40.8 us for a 784-128-10 SGD step on the H100).
 template <typename T, int MINB>
 __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
-  __shared__ Smem<T> sm;
+  __shared__ __align__(16) Smem<T> sm;
   const uint32_t last = p.last;
   const nna_header* hd = nna_header_of(p.base);
   for (uint32_t l = threadIdx.x; l <= last; l += blockDim.x) {
@@ -551,7 +607,8 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     StepInfo st;
     st.train = p.op == uint32_t(Op::Train);
     st.grad = st.train || p.op == uint32_t(Op::Grad);
-    st.keepDw = !(st.train && optimizerFolds(p.optimizer));
+    const bool clip = st.train && p.clipPartials;  // every update waits for the step's norm (clipPhase)
+    st.keepDw = !(st.train && optimizerFolds(p.optimizer)) || clip;
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     st.model = 0;
@@ -617,20 +674,21 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         const StepInfo sti = forModel(m);
         const Hyper<T> hp = hyperOf<T>(p, hp0, m);
         uint64_t k = i % total;
-        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train); continue; }
+        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
         k -= nW;
-        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train); continue; }
+        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train && !clip); continue; }
         k -= nW1;
         if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train); continue; }
+        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
         k -= nB;
-        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train);
+        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train && !clip);
       }
       grid.sync();
       traceMark(p, slot);
       if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
+    if (clip) clipPhase<T>(p, grid, s, hp0, sm);
   }
 }
 
@@ -738,9 +796,25 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
   }
+  // Clipping: the blocks' partial sums and every step's norms, for the run (stream-ordered).
+  const bool clip = rp.clips() && rp.op == Op::Train;
+  const uint64_t partials = clip ? uint64_t(grid) * p.models : 0, normCount = clip ? rp.numBatches * p.models : 0;
+  struct Scratch {  // freed on every way out (cudaFree waits for the stream's work)
+    double* p = nullptr;
+    ~Scratch() { if (p) cudaFree(p); }
+  } scratch;
+  if (clip) {
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.p), (partials + normCount) * sizeof(double)));
+    p.clipPartials = scratch.p;
+    p.clipNorms = scratch.p + partials;
+  }
   void* args[] = {&p};
   CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
   CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  if (clip && rp.gradNorms) {
+    rp.gradNorms->resize(normCount);
+    CUDA_CHECK(cudaMemcpy(rp.gradNorms->data(), p.clipNorms, normCount * sizeof(double), cudaMemcpyDeviceToHost));
+  }
   if (tracing) {
     unsigned long long t[kTraceSlots];
     CUDA_CHECK(cudaMemcpy(t, p.trace, sizeof t, cudaMemcpyDeviceToHost));
@@ -757,8 +831,6 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
-  // Clipping needs a grid-wide norm between the gradients and the updates: the per-layer path.
-  if (p.clips()) return false;
   const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;

@@ -1,8 +1,8 @@
 // The optimizers, schedules and clipping on every CUDA path, against the CPU backend (and so
 // against PyTorch's fixtures, test/optimizers.test.ts): the fixture cases of gen_optim.py on the
-// path this process takes (small networks: the fused kernel, which hands clipping runs to the
-// per-layer path; NN_ARENA_STEP_PATH=layers: cuBLAS; with NN_ARENA_GEMM=tiled: nn-arena's tiled
-// products), the TF32 precisions, K models with their own rates, and a data-parallel group
+// path this process takes (small networks: the fused kernel, clipping with a grid-wide norm
+// phase; NN_ARENA_STEP_PATH=layers: cuBLAS; with NN_ARENA_GEMM=tiled: nn-arena's tiled
+// products; NN_ARENA_STEP_PATH=fused forces the fused kernel), the TF32 precisions, K models with their own rates, and a data-parallel group
 // (2+ GPUs) whose clipping takes the norm after the all-reduce.
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/optimizers.gpu.test.ts
 //   NN_ARENA_STEP_PATH=layers NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/optimizers.gpu.test.ts
@@ -23,6 +23,7 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
       console.log(`${c.name} ${dtype}: cuda vs cpu ${rel.toExponential(2)}, cuda vs torch ${maxRelError(b, c[dtype], 1e-3).toExponential(2)}`);
       expect(rel, `${c.name} ${dtype}`).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 1e-5);
       expect(b.lrs).toEqual(a.lrs);
+      expect(b.gradNorms.length).toBe(a.gradNorms.length);
       b.gradNorms.forEach((n, s) => expect(Math.abs(n - a.gradNorms[s]!) / a.gradNorms[s]!).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 1e-5));
     }
   });
