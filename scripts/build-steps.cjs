@@ -30,7 +30,7 @@ function missingTools() {
     { tool: 'Python 3 (node-gyp runs gyp with it)', names: [process.env.npm_config_python, process.env.PYTHON, 'python3', 'python'] },
   ];
   if (process.platform !== 'win32') {
-    need.push({ tool: 'a C++17 compiler', names: [first(process.env.CXX), 'c++', 'g++', 'clang++'] });
+    need.push({ tool: 'C++17 compiler', names: [first(process.env.CXX), 'c++', 'g++', 'clang++'] });
     need.push({ tool: 'make', names: process.platform === 'linux' ? ['make'] : ['make', 'gmake'] });
   }
   return need.filter((n) => !n.names.some((x) => onPath(x)))

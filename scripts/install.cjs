@@ -79,7 +79,7 @@ async function main() {
   const missing = missingTools();
   if (missing.length) {
     shout(`cannot build from source: ${missing.map((m) => `no ${m.tool} on PATH (looked for ${m.looked})`).join('; ')}. ` +
-      `No prebuilt binary for ${process.platform}-${process.arch} loads here either. Install them (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install) ` +
+      `${forced ? 'A build from source was requested' : `No prebuilt binary for ${process.platform}-${process.arch} loads here either`}. Install them (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install) ` +
       'or install the npm package on a platform it ships binaries for (see the README, Install)');
     return 1;
   }
