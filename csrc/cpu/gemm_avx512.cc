@@ -10,6 +10,10 @@
 #include "thread_pool.h"
 
 #if defined(NNA_X86_KERNELS)
+// GCC 12's avx512fintrin.h builds its "undefined" vectors as `__m512 __Y = __Y;`, which its own
+// -Wuninitialized reports (34 warnings per build) wherever the intrinsics inline: not ours.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma,bmi2")
