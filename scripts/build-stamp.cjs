@@ -13,7 +13,7 @@ const crypto = require('node:crypto');
 const root = path.resolve(__dirname, '..');
 const STAMP = path.join(root, 'build', 'nn-arena-build.json');
 // Environment variables that change the compiled code.
-const ENV = ['CC', 'CXX', 'CFLAGS', 'CXXFLAGS', 'LDFLAGS', 'NN_ARENA_CUDA_PTX'];
+const ENV = ['CC', 'CXX', 'LINK', 'CFLAGS', 'CXXFLAGS', 'LDFLAGS', 'NN_ARENA_CUDA_PTX'];
 
 function walk(dir, out) {
   if (!fs.existsSync(dir)) return out;
@@ -42,7 +42,7 @@ function sourcesHash() {
 function current(plan) {
   const env = Object.fromEntries(ENV.filter((k) => process.env[k]).map((k) => [k, process.env[k]]));
   return {
-    node: { abi: process.versions.modules, napi: process.versions.napi, platform: process.platform, arch: process.arch },
+    node: { abi: process.versions.modules, napi: process.versions.napi, platform: process.platform, arch: process.env.npm_config_arch || process.arch },
     options: { cuda: plan.cuda, archs: plan.cuda ? plan.archs : [], env },
     sources: sourcesHash(),
   };

@@ -33,7 +33,11 @@ if (!process.stderr.isTTY && process.env.npm_lifecycle_event) {
 }
 const shout = (s) => { say(s); if (tty !== null) try { fs.writeSync(tty, `nn-arena: ${s}\n`); } catch { /* gone */ } };
 
-const loads = (file) => spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore' }).status === 0;
+// A cross build (npm_config_arch, node-gyp's --arch: scripts/prebuild.cjs arm64) is CPU-only and
+// cannot be loaded here.
+const target = process.env.npm_config_arch || process.arch;
+const cross = target !== process.arch;
+const loads = (file) => cross || spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore' }).status === 0;
 
 function prebuilt() {
   process.env.PREBUILDS_ONLY = '1';  // node-gyp-build: look at prebuilds/ only
@@ -46,6 +50,7 @@ function prebuilt() {
 /** What a build from source here makes: { cuda, archs, line }. */
 function plan() {
   const { locate, archPlan } = require('./find-nvcc.cjs');
+  if (cross) return { cuda: false, archs: [], line: `CPU-only, cross-compiled for ${process.platform}-${target} (CXX=${process.env.CXX || 'c++'})` };
   const found = locate();
   if (found) {
     const p = archPlan(found.nvcc);
