@@ -42,7 +42,7 @@ describe.skipIf(process.env.NN_ARENA_GEMM_QEMU !== '1')('CPU GEMM kernels on lin
   it('NEON and portable kernels match the long-double reference, float and double, epilogues; thread counts bit-identical', () => {
     const exe = join(dir, 'gemm_check');
     execFileSync('aarch64-linux-gnu-g++', ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', '-static', `-I${join(root, 'csrc')}`, ...GEMM_SOURCES.map((f) => join(root, f)), '-o', exe], { stdio: 'pipe' });
-    const r = spawnSync('qemu-aarch64', [exe], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' }, timeout: 1_500_000 });
+    const r = spawnSync('qemu-aarch64', [exe, '--quick'], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' }, timeout: 1_500_000 });
     expect(r.stdout).not.toMatch(/FAIL/);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^detected neon, active neon$/m);
