@@ -47,7 +47,7 @@ describe.skipIf(process.env.NN_ARENA_GEMM_QEMU !== '1')('CPU GEMM kernels on lin
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^detected neon, active neon$/m);
     for (const isa of expectedIsas('neon')) expect(r.stdout).toContain(`isa ${isa} checked`);
-    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(1000);
+    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(800);  // --quick: 864 checks over the two ISAs
   }, 1_600_000);
 });
 

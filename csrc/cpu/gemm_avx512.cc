@@ -12,8 +12,10 @@
 #if defined(NNA_X86_KERNELS)
 // GCC 12's avx512fintrin.h builds its "undefined" vectors as `__m512 __Y = __Y;`, which its own
 // -Wuninitialized reports (34 warnings per build) wherever the intrinsics inline: not ours.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 // GCC: a target pragma; clang ignores it and needs the attribute on every function instead.
 #if defined(__clang__)
