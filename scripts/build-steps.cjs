@@ -54,11 +54,13 @@ function runGyp(cmd, args, { root, env, log, units, say }) {
   }, 5_000);
   const onLine = (line) => {
     out.write(`${line}\n`);
-    // make's quiet lines: "  CXX(target) Release/obj.target/.../x.o", "  nvcc csrc/cuda/x.cu" (the
-    // nvcc rule's message), "  SOLINK_MODULE(target) ...".
-    const m = /^\s+(CXX\(target\)|CC\(target\)|nvcc|SOLINK_MODULE\(target\)|LINK\(target\))\s+(\S+)/.exec(line);
+    // make's quiet lines: "  CXX(target) Release/obj.target/nn_arena/csrc/x.o", "  RULE
+    // binding_gyp_nn_arena_target_nvcc_3 Release/obj.target/nn_arena/geni/x.o" (the nvcc rule),
+    // "  SOLINK_MODULE(target) ...".
+    const m = /^\s+(CXX\(target\)|CC\(target\)|RULE \S*nvcc\S*|SOLINK_MODULE\(target\)|LINK\(target\))\s+(\S+)/.exec(line);
     if (!m) return;
-    const what = m[1].startsWith('SOLINK') || m[1].startsWith('LINK') ? 'link' : m[2].replace(/^Release\/obj\.target\/[^/]+\//, '');
+    const what = m[1].startsWith('SOLINK') || m[1].startsWith('LINK') ? 'link'
+      : m[1].startsWith('RULE') ? `nvcc ${path.basename(m[2], '.o')}.cu` : m[2].replace(/^Release\/obj\.target\/[^/]+\//, '');
     if (what !== 'link') done += 1;
     current = what;
     last = Date.now();
