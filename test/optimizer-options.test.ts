@@ -47,8 +47,8 @@ describe('optimizer options from the native tables', () => {
     ['adamw', { schedule: { type: 'one-cycle', total: 3, pctStart: 0.3 } }, 'BAD_OPTION', 'schedule.pctStart'],
     ['adam', { clipGradNorm: 1 }, 'NOT_SUPPORTED', 'clipGradNorm', true],
     ['sgd', { clipGradNorm: 1 }, 'NOT_SUPPORTED', 'clipGradNorm', true],
-  ] as const)('%s with %j: %s naming %s', (optimizer, o, code, field, compact = false) => {
-    expect(refusal(optimizer, o as TrainerOptions, compact)).toEqual({ code, field });
+  ] as Array<[string, object, string, string, boolean?]>)('%s with %j: %s naming %s', (optimizer, o, code, field, compact) => {
+    expect(refusal(optimizer, o as TrainerOptions, compact === true)).toEqual({ code, field });
   });
 
   it('a run past a one-cycle schedule is refused, as PyTorch refuses it', async () => {

@@ -2,6 +2,8 @@
 // passes (hyper-parameters as the arena's dtype holds them, the loss, the products' precision).
 import type { Arena } from '../arena.js';
 import { OptionError } from '../errors.js';
+import { checkKnownKeys } from '../known-keys.js';
+import { commonParams, optimizers } from '../layout/optimizers.js';
 import type { NormalizedSpec } from '../layout/spec.js';
 import { LOSSES, PRECISIONS, type PrecisionName } from '../native.js';
 import { checkOptimizerOptions, type OptimizerSettings, type Schedule } from './optimizer-options.js';
@@ -43,6 +45,10 @@ export interface TrainerOptions {
   precision?: PrecisionName;
 }
 
+/** Every option name a Trainer reads: loss, precision, the schedule and every name of the
+ *  optimizer tables (a name of another optimizer than the arena's is refused with its reason). */
+const trainerKeys = (): string[] => ['loss', 'precision', 'schedule', ...new Set(optimizers().flatMap((o) => o.hypers.map((h) => h.name))), ...commonParams().map((p) => p.name)];
+
 /** The options as checked: what every run of the Trainer passes. */
 export interface TrainerSettings {
   loss: LossName;
@@ -77,6 +83,7 @@ function checkPrecision(v: unknown, arena: Arena): PrecisionName {
 /** The Trainer's options for `arena` (the first arena of its run target), read once per key. */
 export function trainerSettings(options: unknown, arena: Arena): TrainerSettings {
   const o = optionsObject(options, 'options');
+  checkKnownKeys(o, trainerKeys(), 'Trainer');
   const s: NormalizedSpec = arena.plan.spec;
   const softmax = s.activations[s.activations.length - 1] === 'softmax';
   const given = o.loss;
