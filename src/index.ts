@@ -21,3 +21,6 @@ export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './r
 export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
 export { machineInfo, type MachineInfo } from './report/machine.js';
 export { doctor, type DoctorReport } from './doctor.js';
+export { toSafetensors, saveSafetensors, loadSafetensors, readSafetensors, type SafetensorsFile, type SafetensorsTensor } from './export/safetensors.js';
+export { toOnnx, saveOnnx } from './export/onnx.js';
+export { type ModelOptions } from './export/params.js';
