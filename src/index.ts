@@ -24,3 +24,8 @@ export { doctor, type DoctorReport } from './doctor.js';
 export { toSafetensors, saveSafetensors, loadSafetensors, readSafetensors, type SafetensorsFile, type SafetensorsTensor } from './export/safetensors.js';
 export { toOnnx, saveOnnx } from './export/onnx.js';
 export { type ModelOptions } from './export/params.js';
+export { loadNpy, toNpy, type NpyArray, type NpyDtype, type NpyData } from './data/npy.js';
+export { loadNpz } from './data/npz.js';
+export { loadCsv, type CsvOptions } from './data/csv.js';
+export { loadArrow, type ArrowOptions } from './data/arrow.js';
+export { toData, type RowTable, type ColumnTable, type ColumnChoice, type NumericArray } from './data/table.js';

@@ -103,7 +103,7 @@ export function readSafetensors(bytes: Uint8Array): SafetensorsFile {
     ranges.push([b, e, name]);
     const at = bytes.byteOffset + start + b;
     const Ctor = elem === 4 ? Float32Array : Float64Array;
-    const data = at % elem === 0 ? new Ctor(bytes.buffer as ArrayBuffer, at, count) : new Ctor(bytes.slice(start + b, start + e).buffer);
+    const data = at % elem === 0 ? new Ctor(bytes.buffer as ArrayBuffer, at, count) : new Ctor(new Uint8Array(bytes.subarray(start + b, start + e)).buffer);
     tensors.set(name, { dtype: dtype as 'F32' | 'F64', shape: shape as number[], data });
   }
   // As the reference implementation requires: the tensors tile the data bytes, no gap, no overlap.
