@@ -38,7 +38,7 @@ describe('.npy', () => {
     const a = loadNpy(bytes);
     expect(a.data).toBeInstanceOf(Float32Array);
     expect(a.data.buffer).toBe(bytes.buffer);
-    bytes[bytes.length - 4] ^= 0xff;  // the view sees writes to the bytes
+    bytes[bytes.length - 4]! ^= 0xff;  // the view sees writes to the bytes
     expect(a.data[11]).not.toBe(11 / 7);
     const be = fileBytes('f8be.npy');
     expect(loadNpy(be).data.buffer).not.toBe(be.buffer);
@@ -112,7 +112,7 @@ describe('.npz', () => {
       const z = loadNpz(join(fx, `${name}.npz`));
       expect(Object.keys(z).sort()).toEqual(['labels', 'x']);
       for (const k of ['x', 'labels']) {
-        expect(z[k]!.shape).toEqual(expected.npz![k as 'x']!.shape);
+        expect(z[k]!.shape).toEqual((expected.npz as unknown as Record<string, { shape: number[] }>)[k]!.shape);
         expect(values(z[k]!)).toEqual(want((expected.npz as unknown as Record<string, { values: number[] }>)[k]!));
       }
     });
@@ -129,7 +129,7 @@ describe('.npz', () => {
     }
     if ((zlib as { crc32?: unknown }).crc32) {
       const b = fileBytes('stored.npz');
-      b[200] ^= 1;  // inside x's data
+      b[200]! ^= 1;  // inside x's data
       expect(codeOf(() => loadNpz(b))).toBe('BAD_FILE');
     }
     expect(codeOf(() => loadNpz(fileBytes('f4.npy')))).toBe('BAD_FILE');
@@ -181,7 +181,7 @@ describe('CSV', () => {
     for (let i = 0; i < 40; i++) lines.push(`${Math.sin(i)},${i % 2},${Math.cos(i)}`);
     const d = toData(loadCsv(text(lines.join('\n'))), { labels: 'label' });
     expect(d.inputs).toBe(2);
-    expect(Array.from(d.x.slice(0, 4) as Float32Array)).toEqual([0, 1, Math.sin(1), Math.cos(1)].map(Math.fround));
+    expect(Array.from((d.x as Float32Array).slice(0, 4))).toEqual([0, 1, Math.sin(1), Math.cos(1)].map(Math.fround));
     expect(Array.from(d.labels as Float64Array).slice(0, 4)).toEqual([0, 1, 0, 1]);
     const arena = Arena.create(planLayout({ layers: [2, 4, 2], batch: 8, samples: 40 }), { backend: 'cpu' });
     try {
