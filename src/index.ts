@@ -29,3 +29,4 @@ export { loadNpz } from './data/npz.js';
 export { loadCsv, type CsvOptions } from './data/csv.js';
 export { loadArrow, type ArrowOptions } from './data/arrow.js';
 export { toData, type RowTable, type ColumnTable, type ColumnChoice, type NumericArray } from './data/table.js';
+export { streamNpy, streamBatches, type DataStream, type NpyStreamFiles } from './train/stream.js';

@@ -32,6 +32,7 @@ import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } 
 import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
 import { DataParallel, runGroup } from '../parallel/data-parallel.js';
+import { fitStream, isStream, toStream, type DataStream, type StreamHost } from './stream.js';
 
 export type LossName = 'cross-entropy' | 'mse';
 
@@ -443,8 +444,10 @@ export class Trainer {
     return enqueue(this.arena, async () => this.#readStats());
   }
 
-  /** Trains `epochs` passes over `data`, resident in the arena's data regions. */
-  async fit(data: Data, options: FitOptions): Promise<FitResult> {
+  /** Trains `epochs` passes over `data`, resident in the arena's data regions; or streamed
+   *  through them (src/train/stream.ts) from an (async) iterable of batches, a function returning
+   *  one per epoch, or streamNpy(files). */
+  async fit(data: Data | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
     const { epochs, shuffle, seed, onProgress, reportsPerEpoch } = options as FitOptions;
     const o: FitPlan = {
@@ -456,11 +459,34 @@ export class Trainer {
     };
     if (typeof o.shuffle !== 'boolean') throw new OptionError('BAD_OPTION', 'shuffle', shuffle, 'must be a boolean');
     if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
+    if (isStream(data)) return this.#fitStream(toStream(data), o);
     const d = this.#snapshot(data, 'data');
     if (d.count > this.#samples) {
       throw new DataError('DATA_TOO_LARGE', 'data.x.length', d.x.length, `holds ${d.count} samples; the arena's data regions hold ${this.#samples} (plan with samples >= ${d.count})`);
     }
     return enqueue(this.arena, () => this.#fit(d, o));
+  }
+
+  /** fit() from a stream: the loop is src/train/stream.ts's; this lends it the runs and stats. */
+  #fitStream(stream: DataStream, o: FitPlan): Promise<FitResult> {
+    if (this.group || this.#models !== 1) throw new ArenaError('NOT_SUPPORTED', `fit() from a stream takes one arena of one model${this.group ? ', not a data-parallel group' : `; this one holds models: ${this.#models}`}`);
+    const host: StreamHost<Metrics> = {
+      arena: this.arena, batch: this.#batch, inputs: this.inputs, outputs: this.outputs, dtype: this.#dtype, samples: this.#samples,
+      run: (params) => { this.#checkSteps(this.#state.steps, params.numBatches ?? 0); return this.#run(params); },
+      steps: () => this.#state.steps,
+      addSteps: (n) => this.#addSteps(n),
+      readStats: () => {
+        const stats = this.#stats();
+        return { metrics: combine(stats.map(metricsOf), stats.map((st) => st[STATS.badStep]! >= 0)), badStep: stats[0]![STATS.badStep]! };
+      },
+      progress: (m, epoch, batch, batches, samplesPerSecond) => o.onProgress?.({ ...m, epoch, epochs: o.epochs, batch, batches: batches ?? batch, step: this.#state.steps, samplesPerSecond }),
+    };
+    return enqueue(this.arena, async () => {
+      const r = await fitStream(host, stream, o);
+      this.arena.toHost({ kinds: PARAM_KINDS });
+      const last = r.last ?? { loss: NaN, accuracy: NaN };
+      return { ...last, path: r.path, epochs: o.epochs, steps: r.steps, seconds: r.seconds, samplesPerSecond: r.samples / r.seconds };
+    });
   }
 
   async #fit(d: Snapshot, o: FitPlan): Promise<FitResult> {
