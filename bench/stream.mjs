@@ -9,7 +9,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Arena, cudaInfo, machineInfo, planLayout, streamNpy, toNpy, Trainer } from '../dist/index.js';
+import { Arena, cudaInfo, planLayout, streamNpy, toNpy, Trainer } from '../dist/index.js';
+import { machineInfo } from '../dist/tools.js';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };

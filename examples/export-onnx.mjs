@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { Arena, loadMnist, planLayout, saveOnnx, saveSafetensors, Trainer } from 'nn-arena';
+import { Arena, planLayout, saveOnnx, saveSafetensors, Trainer } from 'nn-arena';
+import { loadMnist } from 'nn-arena/tools';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-export-'));
 const arena = Arena.create(planLayout({ layers: [784, 64, 10], batch: 50, samples: 8000 }));

@@ -8,7 +8,7 @@ import * as zlib from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, DataError, loadArrow, loadCsv, loadNpy, loadNpz, planLayout, toData, toNpy, Trainer, type NpyArray } from '../src/index.js';
-import { optionalImport } from '../src/data/optional.js';
+import { optionalImport } from '../src/formats/optional.js';
 import { codeOf } from './support/errors.js';
 
 const fx = join(__dirname, 'fixtures', 'npy');

@@ -8,7 +8,7 @@ import type { Arena } from '../arena.js';
 import { packageVersion } from '../doctor.js';
 import { layerParams, modelOf, syncParamsToHost, type ModelOptions } from './params.js';
 import { bytesOf, Message } from './protobuf.js';
-import { checkPath } from '../data/file.js';
+import { checkPath } from '../formats/file.js';
 import { exportActivation, sequentialSource } from './sequential.js';
 
 const OPSET = 13;

@@ -2,9 +2,9 @@
 // the safetensors and ONNX writers. The host side is read: it is brought up to date from the
 // device first, unless no Trainer has run on the arena yet (then the host side is the current
 // one and the device holds nothing newer).
-import type { Arena, View } from '../arena.js';
+import { queueOf, type Arena, type View } from '../arena.js';
 import { OptionError } from '../errors.js';
-import { assertIdle, stateOf } from '../train/queue.js';
+import { stateOf } from '../train/state.js';
 import { tensorNames } from './sequential.js';
 
 export interface ModelOptions {
@@ -35,7 +35,7 @@ export function layerParams(arena: Arena, model: number): LayerParams[] {
 
 /** Makes the host's w and b current for reading (BUSY while a run is queued or in flight). */
 export function syncParamsToHost(arena: Arena, what: string): void {
-  assertIdle(arena, what);
+  queueOf(arena).assertIdle(what);
   if (!stateOf(arena).deviceStale) arena.toHost({ kinds: ['w', 'b'] });
 }
 

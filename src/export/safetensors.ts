@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import type { Arena } from '../arena.js';
 import { DataError, OptionError } from '../errors.js';
-import { bytesOf, checkPath } from '../data/file.js';
+import { bytesOf, checkPath } from '../formats/file.js';
 import { DTYPE_BYTES, type Dtype } from '../layout/header.js';
 import { layerParams, modelOf, paramsWritten, syncParamsToHost, type ModelOptions } from './params.js';
 import { sequentialSource } from './sequential.js';

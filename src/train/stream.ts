@@ -18,32 +18,18 @@
 // within the window only. Without shuffle, rows go in source order: the same batches, steps
 // and weights as resident training on the whole source (test/stream.test.ts).
 import { open, type FileHandle } from 'node:fs/promises';
-import { transferRanges, type Arena, type View } from '../arena.js';
+import { transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
-import { OPS, type RunParams, type RunPath } from '../native.js';
-import { parseNpyHeader, type NpyHeader } from '../data/npy.js';
-import { checkPath } from '../data/file.js';
+import { STATS } from '../layout/header.js';
+import { OPS, type RunPath } from '../native.js';
+import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
+import { checkPath } from '../formats/file.js';
 import { snapshotData, type Data } from './data.js';
-import { stateOf } from './queue.js';
+import type { FitPlan, FitResult } from './fit.js';
+import { combine, metricsOf, type Metrics } from './metrics.js';
+import { PARAM_KINDS, type Runner } from './runner.js';
 import { affinePermutation, Rng } from './rng.js';
-
-/** What the Trainer lends a streaming fit (its private state stays with it). */
-export interface StreamHost<M extends { loss: number; accuracy: number }> {
-  arena: Arena;
-  batch: number; inputs: number; outputs: number; dtype: Dtype; samples: number;
-  /** A run of the Trainer's arena with its hyper-parameters. */
-  run(params: RunParams): Promise<RunPath>;
-  /** The steps taken so far; counts n more. */
-  steps(): number;
-  addSteps(n: number): void;
-  /** The stats of the runs since the last reset, and model 0's first diverging step (-1: none). */
-  readStats(): { metrics: M; badStep: number };
-  /** Reports progress after a window (batches: the epoch's total, undefined when not known). */
-  progress(m: M, epoch: number, done: number, batches: number | undefined, samplesPerSecond: number): void;
-}
-
-export interface StreamFitOptions { epochs: number; shuffle: boolean; seed: number }
 
 /** Writes up to `max` rows into the staging buffers (StreamTarget) at row 0; the rows written
  *  (0: the epoch's source is exhausted). */
@@ -256,52 +242,56 @@ function checkFinite(v: View, n: number, field: string, firstRow: number, width:
 }
 
 /** The streaming fit: window by window through the data regions, the next window prepared while
- *  the current one trains. */
-export async function fitStream<M extends { loss: number; accuracy: number }>(host: StreamHost<M>, stream: DataStream, o: StreamFitOptions): Promise<{ last: M | undefined; path: RunPath; steps: number; samples: number; seconds: number }> {
-  const { arena, batch } = host;
-  if (arena.deviceBudget !== undefined) throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions while runs go on)');
-  const window = Math.floor(host.samples / batch) * batch;
-  if (window === 0) throw new DataError('DATA_TOO_LARGE', 'data', 'a stream', `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${host.samples})`);
-  const L = arena.plan.spec.layers.length - 1;
-  const make = (n: number) => (host.dtype === 'float64' ? new Float64Array(n) : new Float32Array(n));
-  const target: StreamTarget = { x: make(window * host.inputs), y: make(window * host.outputs), inputs: host.inputs, outputs: host.outputs, dtype: host.dtype };
+ *  the current one trains. Runs in the arena's queue. */
+export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Promise<FitResult> {
+  const { arena, batch } = r;
+  if (r.target.world > 1 || r.target.arenas.length > 1 || r.models !== 1) {
+    throw new ArenaError('NOT_SUPPORTED', `fit() from a stream takes one arena of one model${r.models !== 1 ? `; this one holds models: ${r.models}` : ', not a data-parallel group'}`);
+  }
+  if (arena.deviceBudget !== undefined) throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions between runs)');
+  const window = Math.floor(r.samples / batch) * batch;
+  if (window === 0) throw new DataError('DATA_TOO_LARGE', 'data', 'a stream', `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${r.samples})`);
+  const L = r.last;
+  const make = (n: number) => (r.dtype === 'float64' ? new Float64Array(n) : new Float32Array(n));
+  const target: StreamTarget = { x: make(window * r.inputs), y: make(window * r.outputs), inputs: r.inputs, outputs: r.outputs, dtype: r.dtype };
   const xr = arena.plan.region(0, 'xdata')!, yr = arena.plan.region(L, 'ydata')!;
   const source = await stream.open(target);
-  const st = stateOf(arena);
   const rng = new Rng(o.seed);
   const t0 = performance.now();
-  let last: M | undefined, path: RunPath = 'cpu', steps = 0, samples = 0;
+  let last: Metrics = { loss: NaN, accuracy: NaN };
+  let path: RunPath = 'cpu', steps = 0, samples = 0;
   try {
     for (let epoch = 1; epoch <= o.epochs; epoch++) {
       const fill = source.epoch(o.shuffle ? rng : undefined, window);
       const epochStart = performance.now();
       const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
-      let rows = await fill(window), done = 0, seen = 0, first = true;
+      let rows = await fill(window), done = 0, seen = 0;
       while (rows > 0) {
+        r.syncDevice();
         // The window's rows go into the data regions and up (the regions then hold no resident
         // data set of fit / evaluate: dropped first, so a failed upload leaves no stale claim).
-        st.resident = undefined;
-        const xs = target.x.subarray(0, rows * host.inputs), ys = target.y.subarray(0, rows * host.outputs);
+        r.state.resident = undefined;
+        const xs = target.x.subarray(0, rows * r.inputs), ys = target.y.subarray(0, rows * r.outputs);
         arena.view(0, 'xdata').set(xs);
         arena.view(L, 'ydata').set(ys);
         transferRanges(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, [xr.offset, xs.byteLength, yr.offset, ys.byteLength]);
         const n = Math.ceil(rows / batch);
         const perm = o.shuffle ? affinePermutation(rng, rows) : { a: 1, c: 0 };
-        const stepBase = host.steps();
-        const running = host.run({ op: OPS.train, resident: true, samples: rows, firstBatch: 0, numBatches: n, permA: perm.a, permC: perm.c, stepBase, resetStats: first });
-        // The next window is read while this one trains (its host rows only: the run reads the device side).
-        const [p, next] = await Promise.allSettled([running, fill(window)]);
-        if (p.status === 'rejected') throw p.reason;
-        path = p.value;
-        host.addSteps(n);
+        const stepBase = r.state.steps;
+        r.checkSteps(stepBase, n);
+        const running = r.run({ op: OPS.train, resident: true, samples: rows, firstBatch: 0, numBatches: n, permA: perm.a, permC: perm.c, stepBase, resetStats: done === 0 });
+        // The next window is read while this one trains, into the stream's own buffers.
+        const [ran, next] = await Promise.allSettled([running, fill(window)]);
+        if (ran.status === 'rejected') throw ran.reason;
+        path = ran.value;
+        r.addSteps(n);
         steps += n;
         done += n;
         seen += rows;
-        first = false;
-        const s = host.readStats();
-        if (s.badStep >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + s.badStep} (epoch ${epoch}); lower the learning rate`);
-        last = s.metrics;
-        host.progress(last, epoch, done, batches, seen / ((performance.now() - epochStart) / 1000));
+        const stats = r.stats();
+        if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${epoch}); lower the learning rate`);
+        last = combine(stats.map(metricsOf), [false]);
+        o.onProgress?.({ ...last, epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000) });
         if (next.status === 'rejected') throw next.reason;
         rows = next.value;
       }
@@ -310,5 +300,7 @@ export async function fitStream<M extends { loss: number; accuracy: number }>(ho
   } finally {
     await source.close();
   }
-  return { last, path, steps, samples, seconds: (performance.now() - t0) / 1000 };
+  arena.toHost({ kinds: PARAM_KINDS });
+  const seconds = (performance.now() - t0) / 1000;
+  return { ...last, path, epochs: o.epochs, steps, seconds, samplesPerSecond: samples / seconds };
 }

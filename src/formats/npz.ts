@@ -1,5 +1,5 @@
 // npz.ts: NumPy .npz archives (np.savez: stored entries; np.savez_compressed: deflated), each
-// member .npy read by src/data/npy.ts. A stored member's data is a view over the archive's
+// member .npy read by src/formats/npy.ts. A stored member's data is a view over the archive's
 // bytes when it lies aligned to its element (else one copy).
 import { DataError } from '../errors.js';
 import { bytesOf } from './file.js';
