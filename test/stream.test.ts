@@ -28,7 +28,7 @@ writeFileSync(join(dir, 'x64be.npy'), (() => {  // float64, big-endian: converte
 })());
 writeFileSync(join(dir, 'labels.npy'), toNpy(Int32Array.from(data.labels)));
 
-async function train(samples: number, source: unknown, options: { epochs: number; shuffle?: boolean; seed?: number; onProgress?: (p: Progress) => void }) {
+async function train(samples: number, source: unknown, options: { epochs: number; shuffle?: boolean; seed?: number; onProgress?: (p: Progress) => void; signal?: AbortSignal }) {
   const arena = Arena.create(planLayout({ layers, batch: 8, samples, optimizer: 'adam' }), cpu);
   try {
     const t = new Trainer(arena, { lr: 0.01 });
@@ -88,6 +88,14 @@ describe('fit() from a stream larger than the plan', () => {
     // Nothing else goes up: the header at create, the whole arena at init, then the windows.
     expect(s.stats.toDeviceBytes).toBe(plan.headerBytes + plan.totalBytes + 2 * N * (24 + 16));
     expect(s.stats.toDeviceTransfers).toBe(2 + 2 * 5 * 2);
+  });
+
+  it('a signal stops it between windows (ArenaError ABORTED)', async () => {
+    const ac = new AbortController();
+    let reports = 0;
+    const p = train(24, streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 2, onProgress: () => { if (++reports === 2) ac.abort(); }, signal: ac.signal } as never);
+    await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(reports).toBe(2);
   });
 
   it('bad sources: typed errors naming the field', async () => {

@@ -19,7 +19,7 @@
 // and weights as resident training on the whole source (test/stream.test.ts).
 import { open, type FileHandle } from 'node:fs/promises';
 import { transferRanges, type View } from '../arena.js';
-import { ArenaError, DataError, OptionError } from '../errors.js';
+import { abortError, ArenaError, DataError, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
 import { STATS } from '../layout/header.js';
 import { OPS, type RunPath } from '../native.js';
@@ -267,6 +267,7 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
       const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
       let rows = await fill(window), done = 0, seen = 0;
       while (rows > 0) {
+        if (o.signal?.aborted) throw abortError('fit', o.signal);  // between windows: the weights are those of the last whole window
         r.syncDevice();
         // The window's rows go into the data regions and up (the regions then hold no resident
         // data set of fit / evaluate: dropped first, so a failed upload leaves no stale claim).
