@@ -6,11 +6,11 @@ import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
-import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
+import { loadArena, loadArenaAsync, saveArena, saveArenaAsync, type ArenaMaker, type LoadOptions, type SaveOptions } from './checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
 import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
-import { stateOf } from './train/queue.js';
+import { enqueue, stateOf } from './train/queue.js';
 
 export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
 
@@ -69,6 +69,12 @@ export async function runArena(arena: Arena, params: RunParams): Promise<RunPath
   }
 }
 
+/** Internal: how checkpoint loads make an arena and send the ranges they read to the device. */
+export const arenaMaker: ArenaMaker<Arena> = {
+  create: (plan, options) => Arena.create(plan, options),
+  upload: (arena, kinds, ranges) => { if (ranges.length) transferRanges(arena, 'toDevice', { kinds }, flatten(ranges)); },
+};
+
 export class Arena implements Disposable {
   readonly plan: Plan;
   readonly backend: BackendName;
@@ -122,16 +128,32 @@ export class Arena implements Disposable {
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
-   *  anything is allocated; the arena then goes to the device in one transfer. */
+   *  anything is allocated; the regions the file holds then go to the device (one transfer
+   *  where they are contiguous). Regions it does not hold (the data set, by default) are zero. */
   static load(path: string, options: ArenaOptions = {}): Arena {
-    return loadArena(path, options, (plan, o) => Arena.create(plan, o)).arena;
+    return loadArena(path, options, arenaMaker).arena;
   }
 
-  /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
-   *  written to a temporary name and renamed. Call toHost() first for device-side results. */
+  /** load() without blocking the event loop (fs promises; the upload in steps), with an
+   *  optional `onProgress({ bytes, totalBytes })` after each chunk read. */
+  static async loadAsync(path: string, options: ArenaOptions = {}, loadOptions: LoadOptions = {}): Promise<Arena> {
+    return (await loadArenaAsync(path, options, arenaMaker, loadOptions)).arena;
+  }
+
+  /** Writes the host side to `path`: the header and every region but the resident data set
+   *  (`data: true` adds it; `kinds` picks regions), as a checksummed file written to a
+   *  temporary name and renamed. Call toHost() first for device-side results. */
   save(path: string, options: SaveOptions = {}): number {
     this.#live();
     return saveArena(this, path, options);
+  }
+
+  /** save() without blocking the event loop, queued behind the runs queued on this arena
+   *  (Trainer work); `onProgress({ bytes, totalBytes })` after each chunk written. Resolves to
+   *  the file's size. Leave the host side unchanged until it settles. */
+  async saveAsync(path: string, options: SaveOptions = {}): Promise<number> {
+    this.#live();
+    return enqueue(this, () => saveArenaAsync(this, path, options));
   }
 
   get disposed(): boolean { return this.#disposed; }

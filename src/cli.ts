@@ -98,10 +98,11 @@ program
     const info = inspectCheckpoint(file);
     if (o.json) {
       const saved = [...info.kinds, ...info.extras];
-      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, ...planJson(info.plan, saved) }, null, 2));
+      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, data: info.data, metadata: info.metadata, ...planJson(info.plan, saved) }, null, 2));
       return;
     }
-    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; trainer steps ${info.steps}`);
+    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; data set ${info.data ? 'included' : 'not included'}; trainer steps ${info.steps}`);
+    for (const [key, value] of Object.entries(info.metadata)) console.log(`${key}: ${JSON.stringify(value)}`);
     console.log(planSummary(info.plan, [...info.kinds, ...info.extras]));
   });
 

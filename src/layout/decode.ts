@@ -90,6 +90,10 @@ function decodeExtras(bytes: Uint8Array, v: DataView, layers: number): ExtraSpec
     const rule = v.getUint32(x + EXTRA_FIELDS.rule, true);
     const first = v.getUint32(x + EXTRA_FIELDS.first, true);
     const entries = v.getUint32(x + EXTRA_FIELDS.entries, true);
+    // The planner writes one entry for raw bytes and one per layer otherwise; anything else
+    // (an entry count of 0 included) would send the reads below past the table.
+    const want = rule === EXTRA_RULES.bytes ? 1 : layers;
+    if (entries !== want) return `user region ${i} has ${entries} entries (its rule needs ${want})`;
     if (first + entries > (total - entriesAt) / REGION_SIZE) return `user region ${i} has entries beyond the kind table`;
     const count = (e: number) => v.getBigUint64(entriesAt + (first + e) * REGION_SIZE + LAYER_FIELDS.region_count, true);
     if (rule === EXTRA_RULES.bytes) {

@@ -22,7 +22,7 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { Arena, runArena, transferRanges, type View } from '../arena.js';
+import { Arena, arenaMaker, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
 import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
@@ -275,7 +275,7 @@ export class Trainer {
   /** Resumes from save(): same weights, optimizer state and step count, so further steps give
    *  the same result as if training had never stopped. */
   static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer {
-    const { arena, info } = loadArena(path, arenaOptions, (plan, o) => Arena.create(plan, o));
+    const { arena, info } = loadArena(path, arenaOptions, arenaMaker);
     try {
       const t = new Trainer(arena, options);
       t.#state.steps = info.steps;
