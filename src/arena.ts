@@ -6,13 +6,37 @@ import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
-import { loadArena, loadArenaAsync, saveArena, saveArenaAsync, type ArenaMaker, type LoadOptions, type SaveOptions } from './checkpoint.js';
-import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
-import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from './checkpoint.js';
+import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
-import { enqueue, stateOf } from './train/queue.js';
+import { RunQueue } from './run-queue.js';
 
-export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+export type BackendName = 'cpu' | 'cuda';
+export type MemoryKind = 'device' | 'managed' | 'staged';
+export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
+export type Location = 'device' | 'host';
+
+export interface ArenaOptions {
+  /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
+  backend?: 'auto' | BackendName;
+  /** Device side: cudaMalloc ('device', default), cudaMallocManaged ('managed'), or 'staged':
+   *  the device side in pinned host memory with a device pool of deviceBudget bytes that
+   *  regions are copied into as training needs them (CUDA only). */
+  memory?: MemoryKind;
+  /** CUDA only: the device index (default 0); every allocation, transfer and run of the arena
+   *  happens on it. */
+  device?: number;
+  /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
+  pinned?: boolean;
+  /** Managed or staged memory: bytes of the arena the device may hold at once (at least what
+   *  the largest phase of a training step needs, see minDeviceBudget). Training then keeps the
+   *  device's share within it (README, "Device budgets"). */
+  deviceBudget?: number;
+  /** Managed memory with a budget: 'scheduler' (default) prefetches what each phase needs ahead
+   *  of it and evicts what is not needed soon; 'on-demand' leaves it to page faults, and the
+   *  budget is only measured against (arena.residency()). */
+  residency?: ResidencyMode;
+}
 
 export interface TransferResult { transfers: number; bytes: number }
 
@@ -33,6 +57,53 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
  *  modules of this package only (runArena below, src/internal.ts); not part of the public API.
  *  Set by the class's static block: it is the class's own #live(). */
 export let handleOf: (arena: Arena) => NativeHandle;
+
+/** Internal: the arena's run queue (Trainer runs and kernel launches take their turns on it). */
+export let queueOf: (arena: Arena) => RunQueue;
+
+/** Internal: the first upload of a new arena sends only what was written on the host (see
+ *  Arena.#written); later ones, or any once the device side may have been written, the whole
+ *  arena. Returns what moved. */
+export let uploadWritten: (arena: Arena) => TransferResult;
+
+/** Untouched gaps up to this size between written regions go along (they are zero on both sides
+ *  of a fresh arena): one transfer instead of several costs less than sending a MiB of zeros. */
+const WRITTEN_GAP = 2 ** 20;
+
+/** What a Trainer trains, an Arena or a DataParallel group of them: the one interface both
+ *  give (runTargetOf), so the Trainer never asks which of the two it holds. */
+export interface RunTarget {
+  /** 'arena', or 'group' for a DataParallel group (of any size). */
+  readonly kind: 'arena' | 'group';
+  /** This process's arenas: the arena itself, or the group's replicas here. */
+  readonly arenas: readonly Arena[];
+  /** Global rank of arenas[0] (0 for an arena) and the replicas in the whole group (1 for an
+   *  arena). */
+  readonly rank: number;
+  readonly world: number;
+  readonly disposed: boolean;
+  /** One run of every arena of this process (params[i] for arenas[i]), each on its own thread
+   *  for a group; resolves once all have ended. */
+  run(params: readonly RunParams[]): Promise<RunPath>;
+}
+
+const targets = new WeakMap<object, RunTarget>();
+
+/** Internal: called by the constructors of Arena and DataParallel. */
+export function registerRunTarget(owner: object, target: RunTarget): void {
+  targets.set(owner, target);
+}
+
+/** Internal: the run target of an Arena or a DataParallel group: OptionError for anything else
+ *  (a Proxy of one included: the registry knows only the real objects), ArenaError DISPOSED for
+ *  a disposed one. */
+export function runTargetOf(v: unknown, field = 'arena'): RunTarget {
+  const t = typeof v === 'object' && v !== null ? targets.get(v) : undefined;
+  if (!t) throw new OptionError('BAD_OPTION', field, typeof v === 'object' ? Object.prototype.toString.call(v) : v, 'must be an Arena or a DataParallel group');
+  if (t.disposed) throw new ArenaError('DISPOSED', t.kind === 'group' ? 'the data-parallel group was disposed' : 'the arena was disposed');
+  for (const a of t.arenas) if (a.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+  return t;
+}
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
 export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
@@ -69,12 +140,6 @@ export async function runArena(arena: Arena, params: RunParams): Promise<RunPath
   }
 }
 
-/** Internal: how checkpoint loads make an arena and send the ranges they read to the device. */
-export const arenaMaker: ArenaMaker<Arena> = {
-  create: (plan, options) => Arena.create(plan, options),
-  upload: (arena, kinds, ranges) => { if (ranges.length) transferRanges(arena, 'toDevice', { kinds }, flatten(ranges)); },
-};
-
 export class Arena implements Disposable {
   readonly plan: Plan;
   readonly backend: BackendName;
@@ -87,6 +152,15 @@ export class Arena implements Disposable {
   #handle: NativeHandle;
   #views = new Map<string, View | Uint8Array>();
   #disposed = false;
+  // What the host side holds that a new arena's device side does not: the indices (in
+  // plan.regions) of regions a view or bytes() was handed out for, 'all' once the host address
+  // was, plus the header's bytes. #fresh: the device side holds only what create() put there
+  // (nothing ran, nothing was transferred, no device address or native handle was handed out).
+  #written: Set<number> | 'all' = new Set();
+  #headerWritten = false;
+  #fresh = true;
+  readonly #queue = new RunQueue();
+  readonly #kernels = new Map<string, Kernel>();
 
   private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
     this.plan = plan;
@@ -96,6 +170,12 @@ export class Arena implements Disposable {
     this.memory = memory;
     this.pinned = pinned;
     this.deviceBudget = deviceBudget;
+    const self = this;
+    registerRunTarget(this, {
+      kind: 'arena', arenas: [this], rank: 0, world: 1,
+      get disposed() { return self.#disposed; },
+      run: (params) => runArena(this, params[0]!),
+    });
     Object.freeze(this);  // plan, backend and the rest cannot be swapped under the views
   }
 
@@ -131,13 +211,13 @@ export class Arena implements Disposable {
    *  anything is allocated; the regions the file holds then go to the device (one transfer
    *  where they are contiguous). Regions it does not hold (the data set, by default) are zero. */
   static load(path: string, options: ArenaOptions = {}): Arena {
-    return loadArena(path, options, arenaMaker).arena;
+    return loadArena(path, options).arena;
   }
 
   /** load() without blocking the event loop (fs promises; the upload in steps), with an
    *  optional `onProgress({ bytes, totalBytes })` after each chunk read. */
   static async loadAsync(path: string, options: ArenaOptions = {}, loadOptions: LoadOptions = {}): Promise<Arena> {
-    return (await loadArenaAsync(path, options, arenaMaker, loadOptions)).arena;
+    return (await loadArenaAsync(path, options, loadOptions)).arena;
   }
 
   /** Writes the host side to `path`: the header and every region but the resident data set
@@ -148,12 +228,12 @@ export class Arena implements Disposable {
     return saveArena(this, path, options);
   }
 
-  /** save() without blocking the event loop, queued behind the runs queued on this arena
-   *  (Trainer work); `onProgress({ bytes, totalBytes })` after each chunk written. Resolves to
-   *  the file's size. Leave the host side unchanged until it settles. */
+  /** save() without blocking the event loop, queued behind the work queued on this arena
+   *  (Trainer runs, kernel launches); `onProgress({ bytes, totalBytes })` after each chunk
+   *  written. Resolves to the file's size. Leave the host side unchanged until it settles. */
   async saveAsync(path: string, options: SaveOptions = {}): Promise<number> {
     this.#live();
-    return enqueue(this, () => saveArenaAsync(this, path, options));
+    return this.#queue.enqueue(() => saveArenaAsync(this, path, options));
   }
 
   get disposed(): boolean { return this.#disposed; }
@@ -164,7 +244,35 @@ export class Arena implements Disposable {
   }
 
   static {
-    handleOf = (arena) => arena.#live();
+    handleOf = (arena) => { arena.#fresh = false; return arena.#live(); };
+    queueOf = (arena) => arena.#queue;
+    uploadWritten = (arena) => arena.#uploadWritten();
+  }
+
+  #markWritten(offset: number, bytes: number): void {
+    if (this.#written === 'all') return;
+    if (offset < this.plan.headerBytes) this.#headerWritten = true;
+    const end = offset + bytes;
+    const written = this.#written;
+    this.plan.regions.forEach((r, i) => { if (r.offset < end && offset < r.offset + r.bytes) written.add(i); });
+  }
+
+  #uploadWritten(): TransferResult {
+    const h = this.#live();
+    const written = this.#written;
+    if (!this.#fresh || written === 'all') return this.toDevice();
+    this.#fresh = false;
+    const ranges: number[] = [];
+    const add = (offset: number, end: number) => {
+      const n = ranges.length;
+      if (n && offset - (ranges[n - 2]! + ranges[n - 1]!) <= WRITTEN_GAP) ranges[n - 1] = Math.max(ranges[n - 1]!, end - ranges[n - 2]!);
+      else ranges.push(offset, end - offset);
+    };
+    if (this.#headerWritten) add(0, this.plan.headerBytes);
+    this.plan.regions.forEach((r, i) => { if (written.has(i) && r.bytes > 0) add(r.offset, r.offset + r.bytes); });
+    if (ranges.length === 0) return { transfers: 0, bytes: 0 };
+    const bytes = call(() => h.transfer('toDevice', ranges));
+    return notify(this, 'toDevice', { kinds: [...new Set([...written].map((i) => this.plan.regions[i]!.kind))] }, { transfers: ranges.length / 2, bytes });
   }
 
   /** A typed array over a region of the host allocation: writes go straight into the arena.
@@ -198,6 +306,7 @@ export class Arena implements Disposable {
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
     const buf = call(() => h.view(offset, bytes));
+    this.#markWritten(offset, bytes);
     const v = raw ? new Uint8Array(buf) : this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
     this.#views.set(key, v);
     return v;
@@ -206,11 +315,14 @@ export class Arena implements Disposable {
   /** Raw bytes of [offset, offset + bytes) of the host allocation (header included). */
   bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
     const h = this.#live();
-    return new Uint8Array(call(() => h.view(offset, bytes)));
+    const u = new Uint8Array(call(() => h.view(offset, bytes)));
+    this.#markWritten(offset, bytes);
+    return u;
   }
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
     const h = this.#live();
+    this.#fresh = false;
     if (sel === undefined) return notify(this, dir, sel, { transfers: 1, bytes: call(() => h.transferAll(dir)) });
     const ranges = selectRanges(this.plan, sel);
     const bytes = call(() => h.transfer(dir, flatten(ranges)));
@@ -226,6 +338,7 @@ export class Arena implements Disposable {
   /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
   prefetch(selector: Selector | undefined, location: Location): void {
     const h = this.#live();
+    this.#fresh = false;
     if (location !== 'device' && location !== 'host') throw new OptionError('BAD_OPTION', 'location', location, "must be 'device' or 'host'");
     const ranges = selectRanges(this.plan, selector);
     call(() => h.prefetch(flatten(ranges), location));
@@ -253,22 +366,33 @@ export class Arena implements Disposable {
   get stats(): ArenaStats { return this.#handle.stats(); }
 
   /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
-  get hostAddress(): bigint { return call(() => this.#live().addresses().host); }
+  get hostAddress(): bigint {
+    const a = call(() => this.#live().addresses().host);
+    this.#written = 'all';  // your code may write anywhere
+    return a;
+  }
 
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
-  get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
+  get deviceAddress(): bigint {
+    const a = call(() => this.#live().addresses().device);
+    this.#fresh = false;  // your code may write the device side
+    return a;
+  }
 
   /** Resolves once nothing is queued or in flight on this arena (Trainer runs, kernel launches);
    *  nn-arena then leaves no device work pending, so your own code may use the memory
    *  (docs/embedding.md). Also after dispose(), until a run in flight has ended. */
   async synchronize(): Promise<void> {
-    for (let s = stateOf(this); s.pending > 0; ) await s.tail;
+    await this.#queue.drain();
     await this.#handle.synchronize();
   }
 
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
    *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
-  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel { return compileKernel(this, source, name, params); }
+  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel {
+    this.#fresh = false;  // its launches write the device side
+    return compileKernel({ backend: this.backend, live: () => this.#live(), queue: this.#queue, kernels: this.#kernels }, source, name, params);
+  }
 
   /** Frees both allocations exactly once and detaches every view. Safe to call again. */
   dispose(): void {
@@ -279,4 +403,58 @@ export class Arena implements Disposable {
   }
 
   [Symbol.dispose](): void { this.dispose(); }
+}
+
+/** The arena options that decide where a loaded arena's memory comes from, read once: the
+ *  memory check and the allocation see the same values. */
+function loadOptionsOf(options: ArenaOptions): ArenaOptions {
+  if (options === null || typeof options !== 'object') return options;
+  const { backend, memory, device, pinned, deviceBudget, residency } = options;
+  return { backend, memory, device, pinned, deviceBudget, residency };
+}
+
+/** The arena a checkpoint describes, allocated once its memory is known to be there. */
+function arenaFor<R>(cp: OpenCheckpoint<R>, options: ArenaOptions): Arena {
+  const o = loadOptionsOf(options);
+  if (o !== null && typeof o === 'object') cp.checkMemory(o);
+  return Arena.create(cp.info.plan, o);
+}
+
+/** Internal (Arena.load, Trainer.load): a checked checkpoint as a new arena, one open and one
+ *  pass over the file, the regions read straight into the host side while the checksum runs;
+ *  only a verified arena is sent to the device: the regions the file held (one transfer where
+ *  they are contiguous). */
+export function loadArena(path: string, options: ArenaOptions): { arena: Arena; info: CheckpointInfo } {
+  return readCheckpoint(path, (cp) => {
+    const arena = arenaFor(cp, options);
+    try {
+      cp.readInto(arena);
+      if (cp.ranges.length) transferRanges(arena, 'toDevice', { kinds: cp.kinds }, flatten(cp.ranges));
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return { arena, info: cp.info };
+  });
+}
+
+/** Bytes sent up between two turns of the event loop by loadArenaAsync. */
+const UPLOAD_STEP = 256 * 2 ** 20;
+
+/** Internal (Arena.loadAsync, Trainer.loadAsync): loadArena over fs promises, the upload in steps. */
+export async function loadArenaAsync(path: string, options: ArenaOptions, loadOptions: LoadOptions): Promise<{ arena: Arena; info: CheckpointInfo }> {
+  return readCheckpointAsync(path, loadOptions, async (cp) => {
+    const arena = arenaFor(cp, options);
+    try {
+      await cp.readInto(arena);
+      for (const r of cutRanges(cp.ranges, UPLOAD_STEP)) {
+        transferRanges(arena, 'toDevice', { kinds: cp.kinds }, [r.offset, r.bytes]);
+        await new Promise<void>((done) => setImmediate(done));
+      }
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return { arena, info: cp.info };
+  });
 }

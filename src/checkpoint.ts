@@ -20,7 +20,6 @@ import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameS
 import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { freemem } from 'node:os';
 import { dirname } from 'node:path';
-import type { ArenaOptions } from './arena-options.js';
 import { ArenaError, OptionError } from './errors.js';
 import type { Plan } from './layout/plan.js';
 import { cudaInfo, native } from './native.js';
@@ -32,19 +31,11 @@ import {
 
 export { DATA_KINDS, type CheckpointInfo, type IoProgress, type SaveOptions } from './checkpoint/format.js';
 
-/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (Structural, so
- *  this module never imports the Arena class: arena.ts imports this module.) */
+/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (The format
+ *  sits below the Arena class: arena.ts uses this module, never the other way round.) */
 export interface ArenaBytes {
   readonly plan: Plan;
   bytes(offset: number, bytes: number): Uint8Array;
-  dispose(): void;
-}
-
-/** How a load makes its arena and sends byte ranges of it to the device (arena.ts supplies it). */
-export interface ArenaMaker<A extends ArenaBytes> {
-  create(plan: Plan, options: ArenaOptions): A;
-  /** Sends `ranges` (of regions `kinds`) host -> device. */
-  upload(arena: A, kinds: string[], ranges: readonly ByteRange[]): void;
 }
 
 export interface LoadOptions {
@@ -69,7 +60,7 @@ function noProgress(onProgress: unknown, what: string): void {
 
 // ---- save -------------------------------------------------------------------------------------
 
-export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): number {
+export function saveArena(arena: ArenaBytes, path: string, options: SaveOptions = {}): number {
   checkPath(path);
   const plan = arena.plan;
   const s = saveOptions(plan, options);
@@ -120,7 +111,7 @@ function writeAll(fd: number, parts: Uint8Array[]): void {
  *  buffer of this call's own and written from there (the arena may be disposed meanwhile: the
  *  save then fails, and no write ever reads freed memory). Keep the host side unchanged until it
  *  settles: what is saved is what each chunk holds when it is copied. */
-export async function saveArenaAsync(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): Promise<number> {
+export async function saveArenaAsync(arena: ArenaBytes, path: string, options: SaveOptions = {}): Promise<number> {
   checkPath(path);
   const plan = arena.plan;
   const s = saveOptions(plan, options);
@@ -248,7 +239,7 @@ async function parse(fh: FileHandle, path: string, size: number): Promise<Opened
 
 /** The saved regions in file order, cut to CHUNK bytes. */
 function regionChunks(o: Opened): Array<[offset: number, bytes: number]> {
-  return cut(savedRegions(o.info.plan, o.saved).map((r) => ({ offset: r.offset, bytes: r.bytes })), CHUNK).map((r) => [r.offset, r.bytes]);
+  return cutRanges(savedRegions(o.info.plan, o.saved).map((r) => ({ offset: r.offset, bytes: r.bytes })), CHUNK).map((r) => [r.offset, r.bytes]);
 }
 
 /** Reads and checks a checkpoint's headers and checksum; allocates no arena. */
@@ -307,7 +298,7 @@ function progressOption(options: unknown): LoadOptions['onProgress'] {
  *  side, which the CPU backend also keeps in host memory. os.freemem() is the kernel's
  *  MemAvailable (free plus reclaimable cache), the memory that can be had without swapping or
  *  the OOM killer. */
-function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
+function checkMemory(path: string, plan: Plan, options: MemoryOptions): void {
   const backend = options.backend;
   const info = backend === 'cpu' ? undefined : cudaInfo();
   const cuda = backend === 'cuda' || (backend !== 'cpu' && !!info?.built && (info?.devices ?? 0) > 0);
@@ -321,33 +312,36 @@ function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
   }
 }
 
-/** The arena options read once: the memory check and the allocation see the same values. */
-function arenaOptions(path: string, plan: Plan, options: ArenaOptions): ArenaOptions {
-  if (options === null || typeof options !== 'object') return options;
-  const { backend, memory, device, pinned, deviceBudget, residency } = options;
-  const o = { backend, memory, device, pinned, deviceBudget, residency };
-  checkMemory(path, plan, o);
-  return o;
+/** The options of the arena to be loaded that decide where its memory comes from. */
+export interface MemoryOptions { backend?: unknown; memory?: unknown }
+
+/** A checkpoint opened and checked up to its payload (readCheckpoint, readCheckpointAsync). */
+export interface OpenCheckpoint<R> {
+  readonly info: CheckpointInfo;
+  /** HOST_OOM / DEVICE_OOM when an arena of this plan with `options` cannot be had now. */
+  checkMemory(options: MemoryOptions): void;
+  /** Reads the saved regions straight into `arena`'s host side while the checksum runs;
+   *  BAD_CHECKPOINT when it does not match (the caller then disposes the arena). */
+  readInto(arena: ArenaBytes): R;
+  /** What to send to the device afterwards: the regions the file held, merged across padding
+   *  (the header went up at create; the rest is zero on both sides of a new arena). */
+  readonly ranges: ByteRange[];
+  readonly kinds: string[];
 }
 
-/** The ranges a loaded arena sends up: the regions the file held, merged across padding. The
- *  header went up at create; what the file did not hold is zero on both sides of a new arena. */
-function loadedRanges(o: Opened): ByteRange[] {
-  const kinds = loadedKinds(o);
-  return kinds.length ? selectRanges(o.info.plan, { kinds }) : [];
+function opened<R>(o: Opened, path: string, readInto: (arena: ArenaBytes) => R): OpenCheckpoint<R> {
+  const kinds = [...o.info.kinds, ...o.info.extras];
+  return { info: o.info, checkMemory: (options) => checkMemory(path, o.info.plan, options), readInto, ranges: kinds.length ? selectRanges(o.info.plan, { kinds }) : [], kinds };
 }
-const loadedKinds = (o: Opened): string[] => [...o.info.kinds, ...o.info.extras];
 
-/** A checked checkpoint as a new arena: one open and one pass over the file, the regions read
- *  straight into the host side while the checksum runs; only a verified arena is sent to the
- *  device. The file replaced or changed during the load cannot mix in: the one open file is
- *  what is read and verified. */
-export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOptions, maker: ArenaMaker<A>): { arena: A; info: CheckpointInfo } {
+/** Opens `path` once, checks its headers, and hands the open checkpoint to `use` (Arena.load
+ *  allocates the arena from info.plan and reads into it). The file replaced or changed during
+ *  the load cannot mix in: the one open file is what is read and verified. */
+export function readCheckpoint<T>(path: string, use: (cp: OpenCheckpoint<void>) => T): T {
   const { fd, size } = openSyncChecked(path);
   try {
     const o = parseSync(fd, path, size);
-    const arena = maker.create(o.info.plan, arenaOptions(path, o.info.plan, options));
-    try {
+    return use(opened(o, path, (arena) => {
       let crc = o.crc, at = o.at;
       for (const [offset, bytes] of regionChunks(o)) {
         const into = arena.bytes(offset, bytes);
@@ -356,35 +350,20 @@ export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOpti
         at += bytes;
       }
       if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-      maker.upload(arena, loadedKinds(o), loadedRanges(o));
-    } catch (e) {
-      arena.dispose();
-      throw e;
-    }
-    return { arena, info: o.info };
+    }));
   } finally {
     closeSync(fd);
   }
 }
 
-/** Ranges cut to at most `max` bytes each. */
-function cut(ranges: readonly ByteRange[], max: number): ByteRange[] {
-  return ranges.flatMap((r) => Array.from({ length: Math.ceil(r.bytes / max) }, (_, i) => ({ offset: r.offset + i * max, bytes: Math.min(max, r.bytes - i * max) })));
-}
-
-/** An upload step of loadAsync: at most this many bytes between two turns of the event loop. */
-const UPLOAD_STEP = 256 * 2 ** 20;
-const turn = () => new Promise<void>((r) => setImmediate(r));
-
-/** loadArena without blocking the event loop: reads with fs promises into the new arena (which
- *  nobody else can reach until it resolves), then uploads in steps of UPLOAD_STEP bytes. */
-export async function loadArenaAsync<A extends ArenaBytes>(path: string, options: ArenaOptions, maker: ArenaMaker<A>, loadOptions: LoadOptions = {}): Promise<{ arena: A; info: CheckpointInfo }> {
+/** readCheckpoint over fs promises: readInto reads a chunk at a time (`onProgress` after each;
+ *  the event loop runs between them) into an arena nobody else can reach yet. */
+export async function readCheckpointAsync<T>(path: string, loadOptions: LoadOptions, use: (cp: OpenCheckpoint<Promise<void>>) => Promise<T>): Promise<T> {
   const onProgress = progressOption(loadOptions);
   const { fh, size } = await openChecked(path);
   try {
     const o = await parse(fh, path, size);
-    const arena = maker.create(o.info.plan, arenaOptions(path, o.info.plan, options));
-    try {
+    return await use(opened(o, path, async (arena) => {
       let crc = o.crc, at = o.at;
       const total = size - o.at;
       for (const [offset, bytes] of regionChunks(o)) {
@@ -395,16 +374,14 @@ export async function loadArenaAsync<A extends ArenaBytes>(path: string, options
         onProgress?.({ bytes: at - o.at, totalBytes: total });
       }
       if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-      for (const r of cut(loadedRanges(o), UPLOAD_STEP)) {
-        maker.upload(arena, loadedKinds(o), [r]);
-        await turn();
-      }
-    } catch (e) {
-      arena.dispose();
-      throw e;
-    }
-    return { arena, info: o.info };
+    }));
   } finally {
     await fh.close().catch(() => {});
   }
 }
+
+/** Ranges cut to at most `max` bytes each. */
+export function cutRanges(ranges: readonly ByteRange[], max: number): ByteRange[] {
+  return ranges.flatMap((r) => Array.from({ length: Math.ceil(r.bytes / max) }, (_, i) => ({ offset: r.offset + i * max, bytes: Math.min(max, r.bytes - i * max) })));
+}
+

@@ -82,6 +82,16 @@ export function settingsOf(options: Record<string, unknown>): { options: Record<
 
 export const TRAINER_KEY = 'trainer';
 
+const positions = new WeakMap<Arena, FitPosition>();
+
+/** Where the last fit() on `arena` stopped, when it stopped early (undefined once one finished). */
+export function positionOf(arena: Arena): FitPosition | undefined { return positions.get(arena); }
+
+export function setPosition(arena: Arena, p: FitPosition | undefined): void {
+  if (p) positions.set(arena, p);
+  else positions.delete(arena);
+}
+
 /** The record as checkpoint metadata. */
 export function trainerMetadata(r: TrainerRecord): Record<string, unknown> {
   return { [TRAINER_KEY]: { options: r.options, unsaved: r.unsaved, hyper: r.hyper, gradients: r.gradients, ...(r.fit ? { fit: r.fit } : {}) } };
