@@ -262,28 +262,6 @@ export function inspectCheckpoint(path: string): CheckpointInfo {
   }
 }
 
-/** inspectCheckpoint without blocking the event loop. */
-export async function inspectCheckpointAsync(path: string, options: LoadOptions = {}): Promise<CheckpointInfo> {
-  const onProgress = progressOption(options);
-  const { fh, size } = await openChecked(path);
-  try {
-    const o = await parse(fh, path, size);
-    const chunk = new Uint8Array(Math.min(CHUNK, Math.max(1, size - o.at)));
-    let crc = o.crc;
-    for (let at = o.at; at < size;) {
-      const part = chunk.subarray(0, Math.min(chunk.length, size - at));
-      await readFully(fh, path, part, at);
-      crc = native().crc32c(part, crc);
-      at += part.length;
-      onProgress?.({ bytes: at - o.at, totalBytes: size - o.at });
-    }
-    if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-    return o.info;
-  } finally {
-    await fh.close().catch(() => {});
-  }
-}
-
 function progressOption(options: unknown): LoadOptions['onProgress'] {
   if (options === undefined) return undefined;
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { onProgress? }');
