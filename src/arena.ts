@@ -249,12 +249,28 @@ export class Arena implements Disposable {
     uploadWritten = (arena) => arena.#uploadWritten();
   }
 
+  /** Region indices by offset, and the furthest end among the first i of them (compact plans
+ *  overlap): the regions meeting a byte range are found by bisection, not by a scan. */
+  #byOffset: { order: number[]; reach: number[] } | undefined;
+
   #markWritten(offset: number, bytes: number): void {
-    if (this.#written === 'all') return;
-    if (offset < this.plan.headerBytes) this.#headerWritten = true;
-    const end = offset + bytes;
     const written = this.#written;
-    this.plan.regions.forEach((r, i) => { if (r.offset < end && offset < r.offset + r.bytes) written.add(i); });
+    if (written === 'all') return;
+    if (offset < this.plan.headerBytes) this.#headerWritten = true;
+    const regions = this.plan.regions;
+    if (!this.#byOffset) {
+      const order = regions.map((_, i) => i).sort((a, b) => regions[a]!.offset - regions[b]!.offset);
+      let far = 0;
+      this.#byOffset = { order, reach: order.map((i) => (far = Math.max(far, regions[i]!.offset + regions[i]!.bytes))) };
+    }
+    const { order, reach } = this.#byOffset;
+    let lo = 0, hi = order.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (reach[mid]! <= offset) lo = mid + 1; else hi = mid; }
+    const end = offset + bytes;
+    for (let k = lo; k < order.length && regions[order[k]!]!.offset < end; k++) {
+      const r = regions[order[k]!]!;
+      if (offset < r.offset + r.bytes) written.add(order[k]!);
+    }
   }
 
   #uploadWritten(): TransferResult {

@@ -48,7 +48,7 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     expect(j.accuracy).toBeGreaterThanOrEqual(0.95);
     expect(j.epochs).toBe(10);
     expect(j.allocations).toEqual({ host: 1, device: 1 });
-    // Up: header at create, the whole arena (init), the training set (x and y rows fill the
+    // Up: header at create, what init wrote (not the empty data regions), the training set (x and y rows fill the
     // data regions: one range), the test set's x rows and y rows (resident: evaluated in one
     // run, issue 18 part 5; batch by batch it was z[0] and y per batch, 2 x 40).
     expect(j.transfers.toDevice.transfers).toBe(5);

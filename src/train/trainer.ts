@@ -2,7 +2,8 @@
 // state, the batch and (for fit) the whole data set live in the arena; steps run natively off
 // the JS thread and read back only the few bytes of the stats region.
 //
-// Transfers: init() writes the host side and uploads the whole arena (one transfer). fit()
+// Transfers: init() writes the host side and uploads it (on a new arena only what was written:
+// the parameters and optimizer state, not the empty data regions; else the whole arena). fit()
 // uploads the data set once (again only when its contents change), reads 32-byte stats per
 // report, and downloads the weights and biases once at the end. evaluate() and predict()
 // upload a data set that fits the data regions once and run over it resident. Nothing else
@@ -151,8 +152,9 @@ export class Trainer implements Disposable, AsyncDisposable {
   }
 
   /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
-   *  optimizer state; written on the host (identical on every backend) and uploaded with the
-   *  whole arena in one transfer, so both sides hold them when init() returns. BUSY while a
+   *  optimizer state; written on the host (identical on every backend) and uploaded (a new
+   *  arena: what was written, one transfer; else the whole arena), so both sides hold them when
+   *  init() returns. BUSY while a
    *  run is queued or in flight. K models: model m takes seed + m, or seed[m] from an array
    *  of K seeds; either way the weights a one-model arena gets from that seed. */
   init(seed: number | readonly number[]): void {
