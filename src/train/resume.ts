@@ -147,7 +147,8 @@ export interface TrainerSaveOptions {
  *  resumed fit's progress goes on accumulating them), gradients waiting for update(), and
  *  every user region. Activations and batch scratch are rewritten before they are read. */
 function checkpointKinds(plan: Plan, gradients: boolean): string[] {
-  return ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats', ...(gradients ? ['dw', 'db'] : []), ...plan.spec.extra.map((e) => e.name)];
+  const kinds = ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats', ...(gradients ? ['dw', 'db'] : [])].filter((k) => plan.regions.some((r) => r.kind === k && r.bytes > 0));
+  return [...kinds, ...plan.spec.extra.map((e) => e.name)];
 }
 
 function trainerSave(arena: Arena, options: unknown, record: TrainerRecord, steps: number): SaveOptions & { kinds: string[] } {
