@@ -21,6 +21,7 @@ import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { freemem } from 'node:os';
 import { dirname } from 'node:path';
 import { ArenaError, OptionError } from './errors.js';
+import { checkKnownKeys } from './known-keys.js';
 import type { Plan } from './layout/plan.js';
 import { cudaInfo, native } from './native.js';
 import { selectRanges, type ByteRange } from './selector.js';
@@ -265,6 +266,7 @@ export function inspectCheckpoint(path: string): CheckpointInfo {
 function progressOption(options: unknown): LoadOptions['onProgress'] {
   if (options === undefined) return undefined;
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { onProgress? }');
+  checkKnownKeys(options, ['onProgress'], 'load');
   const { onProgress } = options as LoadOptions;
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
   return onProgress;

@@ -2,7 +2,9 @@
 // only when its contents change); each run trains a chunk of batches natively (the sample order
 // is an affine permutation drawn per epoch), reads the 32-byte stats per report, and the
 // weights and biases come back once at the end.
-import { ArenaError, DataError, OptionError } from '../errors.js';
+import type { View } from '../arena.js';
+import { abortError, ArenaError, DataError, OptionError } from '../errors.js';
+import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { STATS } from '../layout/header.js';
 import { OPS, type RunPath } from '../native.js';
 import type { Snapshot } from './data.js';
@@ -25,19 +27,29 @@ export interface Progress extends Metrics {
 export interface FitOptionsBase {
   /** Shuffle the sample order every epoch (seeded; default true). */
   shuffle?: boolean;
-  /** Seed of the sample order (default 0). */
   seed?: number;
   onProgress?: (p: Progress) => void;
   /** Progress reports per epoch (default 1); each reads the 32-byte stats region once. */
   reportsPerEpoch?: number;
+  /** Stops training between two native runs (each a whole number of steps, at most
+   *  ABORT_RUN_STEPS when a signal is given): fit() then rejects with an ArenaError ABORTED
+   *  (name 'AbortError'), the steps taken are counted and the weights and biases are back on
+   *  the host, as after a fit() that ended. */
+  signal?: AbortSignal;
 }
 
 /** fit()'s options: `epochs` passes, or `resume: true` to continue the fit() that stopped early
- *  on this arena (an error thrown by onProgress, or a save and Trainer.load in between) where it
- *  stopped, as if it never had: same data (checked by checksum), same order, same seed;
+ *  on this arena (a signal, an error thrown by onProgress, or a save and Trainer.load in between)
+ *  where it stopped, as if it never had: same data (checked by checksum), same order, same seed;
  *  `epochs` (default: the interrupted call's) then counts from the interrupted call's start, and
  *  seed, shuffle and reportsPerEpoch, if given, must be its own. */
 export type FitOptions = FitOptionsBase & ({ epochs: number; resume?: false } | { epochs?: number; resume: true });
+
+/** With a signal, a native run covers at most this many steps, so that an abort waits for at
+ *  most this many; the reports and their figures do not change. */
+export const ABORT_RUN_STEPS = 32;
+
+const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()(['epochs', 'shuffle', 'seed', 'onProgress', 'reportsPerEpoch', 'signal', 'resume']);
 
 export interface FitResult extends Metrics {
   /** The code that ran the steps: 'cpu', 'fused' (one CUDA launch per run) or the per-layer
@@ -51,27 +63,29 @@ export interface FitResult extends Metrics {
 
 /** fit()'s options as checked. */
 export interface FitPlan {
-  epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number;
+  epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number; signal: AbortSignal | undefined;
   /** resume: true: where the interrupted fit stopped. */
   resume: FitPosition | undefined;
 }
 
 export function fitPlan(options: unknown, r: Runner): FitPlan {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
-  const { epochs, shuffle, seed, onProgress, reportsPerEpoch, resume } = options as FitOptions;
+  checkKnownKeys(options, FIT_KEYS, 'fit');
+  const { epochs, shuffle, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & { epochs?: number; resume?: boolean };
   if (resume !== undefined && typeof resume !== 'boolean') throw new OptionError('BAD_OPTION', 'resume', resume, 'must be a boolean');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
-  if (resume) return { ...resumeFitPlan(positionOf(r.arena), { epochs, shuffle, seed, reportsPerEpoch }), onProgress };
+  if (resume) return { ...resumeFitPlan(positionOf(r.arena), { epochs, shuffle, seed, reportsPerEpoch }), onProgress, signal };
   const o: FitPlan = {
     epochs: positiveInt('epochs', epochs),
     shuffle: shuffle === undefined ? true : shuffle as boolean,
     seed: seed === undefined ? 0 : checkSeed(seed),
     onProgress,
     reports: reportsPerEpoch === undefined ? 1 : positiveInt('reportsPerEpoch', reportsPerEpoch),
+    signal,
     resume: undefined,
   };
   if (typeof o.shuffle !== 'boolean') throw new OptionError('BAD_OPTION', 'shuffle', shuffle, 'must be a boolean');
-  if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
   return o;
 }
 
@@ -84,8 +98,16 @@ export function fitData(r: Runner, data: unknown): Snapshot {
   return d;
 }
 
+function diverges(stats: View, runBase: number, epoch: number): void {
+  if (stats[STATS.badStep]! >= 0) {
+    const badStep = runBase + stats[STATS.badStep]!;
+    throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
+  }
+}
+
 /** The loop itself; runs in the arena's queue. */
 export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitResult> {
+  if (o.signal?.aborted) throw abortError('fit', o.signal);  // aborted while queued: nothing ran
   const { arenas, world } = r.target;
   for (const a of arenas) r.makeResident(d, a);
   const batch = r.globalBatch;
@@ -96,8 +118,10 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   if (p && (p.count !== d.count || p.xCrc !== xCrc || p.yCrc !== yCrc)) {
     throw new DataError('BAD_DATA', 'data', `${d.count} samples`, `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`);
   }
-  const start = p ? { epoch: p.epoch, first: p.next } : { epoch: 1, first: 0 };
-  const todo = (o.epochs - start.epoch + 1) * batches - start.first;
+  // Where to start: a resumed fit goes on from the recorded batch (possibly inside a report's
+  // batches: the report still comes where it would have).
+  const start = p ? { epoch: p.epoch, at: p.next } : { epoch: 1, at: 0 };
+  const todo = (o.epochs - start.epoch + 1) * batches - start.at;
   r.checkSteps(r.state.steps, todo);
   const rng = p ? Rng.fromState(p.rng) : new Rng(o.seed);
   const t0 = performance.now();
@@ -107,30 +131,44 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   for (let epoch = start.epoch; epoch <= o.epochs; epoch++) {
     const resumed = p !== undefined && epoch === start.epoch;
     const perm = resumed ? p.perm : o.shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
+    const from = resumed ? start.at : 0;
+    // Where to go on from if this fit stops after `next` batches of this epoch.
+    const mark = (next: number) => setPosition(r.arena, {
+      seed: o.seed, shuffle: o.shuffle, reports: o.reports, epochs: o.epochs, epoch, next, rng: rng.state, perm,
+      count: d.count, xCrc, yCrc, diverged: [...diverged],
+    });
     const epochStart = performance.now();
-    for (let first = resumed ? start.first : 0; first < batches; first += chunk) {
+    for (let first = Math.floor(from / chunk) * chunk; first < batches; first += chunk) {
       const n = Math.min(chunk, batches - first);
-      const stepBase = r.state.steps;
-      path = await r.runAll((rank) => ({
-        op: OPS.train, resident: true, samples: d.count, firstBatch: first, numBatches: n,
-        permA: perm.a, permC: perm.c, stepBase, resetStats: first === 0,
-        ...(world > 1 ? { globalBatch: batch, shardOffset: rank * r.batch, reduce: true } : {}),
-      }));
-      r.addSteps(n);
-      const stats = r.stats();
-      if (r.models === 1 && stats[0]![STATS.badStep]! >= 0) {
-        const badStep = stepBase + stats[0]![STATS.badStep]!;
-        throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
+      // One run per report, or runs of at most ABORT_RUN_STEPS with a signal (checked before
+      // each); the stats accumulate over the runs of an epoch either way.
+      const per = o.signal ? Math.min(n, ABORT_RUN_STEPS) : n;
+      let lastBase = r.state.steps;
+      for (let at = Math.max(first, from); at < first + n; at += per) {
+        if (o.signal?.aborted) {
+          r.arena.toHost({ kinds: PARAM_KINDS });
+          throw abortError('fit', o.signal);
+        }
+        const runBase = r.state.steps, m = Math.min(per, first + n - at);
+        path = await r.runAll((rank) => ({
+          op: OPS.train, resident: true, samples: d.count, firstBatch: at, numBatches: m,
+          permA: perm.a, permC: perm.c, stepBase: runBase, resetStats: at === 0,
+          ...(world > 1 ? { globalBatch: batch, shardOffset: rank * r.batch, reduce: true } : {}),
+        }));
+        r.addSteps(m);
+        lastBase = runBase;
+        mark(at + m);
+        // One model: a divergence ends fit() at the run that found it (the stats' bad step
+        // counts from that run's first step); the last run of a report is checked below.
+        if (r.models === 1 && at + m < first + n) diverges(r.stats()[0]!, runBase, epoch);
       }
+      const stats = r.stats();
+      if (r.models === 1) diverges(stats[0]!, lastBase, epoch);
       // K models: a model that diverged stopped (natively) and stays marked; the others go on.
       stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
       last = combine(stats.map(metricsOf), [...diverged]);
       const done = first + n;
-      // Where to go on from if this fit stops here (fit({ resume: true }), a checkpoint of it).
-      setPosition(r.arena, {
-        seed: o.seed, shuffle: o.shuffle, reports: o.reports, epochs: o.epochs, epoch, next: done, rng: rng.state, perm,
-        count: d.count, xCrc, yCrc, diverged: [...diverged],
-      });
+      mark(done);
       o.onProgress?.({
         ...last, epoch, epochs: o.epochs, batch: done, batches, step: r.state.steps,
         samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
@@ -140,6 +178,6 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   setPosition(r.arena, undefined);  // finished
   r.arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;
-  const samples = (o.epochs - start.epoch + 1) * d.count - Math.min(start.first * batch, d.count);
+  const samples = (o.epochs - start.epoch + 1) * d.count - Math.min(start.at * batch, d.count);
   return { ...last, path, epochs: o.epochs, steps: todo, seconds, samplesPerSecond: samples / seconds };
 }

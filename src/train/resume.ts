@@ -13,6 +13,7 @@
 import { transferRanges, type Arena } from '../arena.js';
 import { DATA_KINDS, saveArenaAsync, type IoProgress, type SaveOptions } from '../checkpoint.js';
 import { ArenaError, OptionError } from '../errors.js';
+import { checkKnownKeys } from '../known-keys.js';
 import type { Plan } from '../layout/plan.js';
 
 /** Where an interrupted fit() stands: fit(data, { resume: true }) continues from here. */
@@ -153,6 +154,7 @@ function checkpointKinds(plan: Plan, gradients: boolean): string[] {
 
 function trainerSave(arena: Arena, options: unknown, record: TrainerRecord, steps: number): SaveOptions & { kinds: string[] } {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { data?, metadata?, onProgress? }');
+  checkKnownKeys(options, ['data', 'metadata', 'onProgress'], 'save');
   const { data, metadata = {}, onProgress } = options as TrainerSaveOptions;
   if (metadata === null || typeof metadata !== 'object') throw new OptionError('BAD_OPTION', 'metadata', metadata, 'must be a plain object');
   if (Object.hasOwn(metadata, TRAINER_KEY)) throw new OptionError('BAD_OPTION', `metadata.${TRAINER_KEY}`, metadata[TRAINER_KEY], 'is the Trainer\'s own key');
