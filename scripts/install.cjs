@@ -62,7 +62,8 @@ function plan() {
 }
 
 async function main() {
-  const forced = truthy(process.env.npm_config_build_from_source) || truthy(process.env.NN_ARENA_BUILD_FROM_SOURCE);
+  // `npm rebuild nn-arena` asks for a build (npm_command=rebuild), as --build-from-source does.
+  const forced = truthy(process.env.npm_config_build_from_source) || truthy(process.env.NN_ARENA_BUILD_FROM_SOURCE) || process.env.npm_command === 'rebuild';
   let what;
   try { what = plan(); } catch (e) { say(e.message); return 1; }
   const now = stamp.current(what);
@@ -88,7 +89,7 @@ async function main() {
       'or install the npm package on a platform it ships binaries for (see the README, Install)');
     return 1;
   }
-  const why = forced ? 'build from source requested' : hasBuild ? `the build in build/ differs: ${changed.join(', ')}` : 'no prebuilt binary';
+  const why = forced ? (process.env.npm_command === 'rebuild' ? 'npm rebuild' : 'build from source requested') : hasBuild ? `the build in build/ differs: ${changed.join(', ')}` : 'no prebuilt binary';
   // Same Node ABI and options: node-gyp's make rebuilds only what changed; else from clean.
   const incremental = hasBuild && !forced && !changed.includes('no stamp') && !changed.includes('node') && !changed.includes('options');
   const [cmd, ...pre] = nodeGyp(root);
