@@ -25,7 +25,8 @@
 import { Arena, runArena, transferRanges, type View } from '../arena.js';
 import { ArenaError, DataError, OptionError } from '../errors.js';
 import { STATS, type Dtype, type Kind } from '../layout/header.js';
-import { LOSSES, native, OPS, PRECISIONS, type PrecisionName, type RunParams, type RunPath } from '../native.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName, type RunParams, type RunPath } from '../native.js';
+import { activationInfo } from '../layout/header.js';
 import { loadArena } from '../checkpoint.js';
 import type { ArenaOptions } from '../arena.js';
 import { snapshotData, snapshotNumbers, type Data, type Snapshot, type Values } from './data.js';
@@ -33,7 +34,7 @@ import { assertIdle, enqueue, stateOf, type ArenaState } from './queue.js';
 import { Rng, affinePermutation } from './rng.js';
 import { DataParallel, runGroup } from '../parallel/data-parallel.js';
 
-export type LossName = 'cross-entropy' | 'mse';
+export type { LossName } from '../native.js';
 
 /** What backward() goes back from: the built-in loss with integer labels or target rows, or the
  *  gradient of your own loss with respect to the outputs forward() returned (rows x outputs
@@ -41,8 +42,11 @@ export type LossName = 'cross-entropy' | 'mse';
 export type BackwardTarget = { labels: ArrayLike<number> } | { y: ArrayLike<number> } | { dOutput: ArrayLike<number> };
 
 export interface TrainerOptions {
-  /** Default: cross-entropy for a softmax output layer, mse otherwise. */
+  /** Default: cross-entropy for a softmax output layer, mse otherwise (the first loss of the
+   *  table that the output layer trains with: README, "Activations and losses"). */
   loss?: LossName;
+  /** Label smoothing of cross-entropy, in [0, 1] (F.cross_entropy's label_smoothing; default 0). */
+  labelSmoothing?: number;
   /** Learning rate; on an arena of K models (planLayout `models`) also one per model: an array
    *  of K (model m trains with lr[m]). */
   lr?: number | readonly number[];
@@ -142,6 +146,28 @@ const round = (dtype: Dtype, v: number) => (dtype === 'float32' ? Math.fround(v)
 
 /** Hyper-parameters as the arena's dtype will hold them: a learning rate of 1e-50 is 0 in
  *  float32 (no weight would change), a momentum of 0.999999999 is 1 (no decay). */
+/** A number in [0, 1]: the range the native side checks too, here for a message before any run. */
+function checkUnit(k: string, v: unknown): number {
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new OptionError('BAD_OPTION', k, v, 'must be a number in [0, 1]');
+  return v;
+}
+
+/** The loss: the one given (a name of the loss table), or the first of the table the output
+ *  layer trains with; which go together is the native side's rule (checkLoss, csrc/train/check.cc). */
+function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): LossName {
+  const names = Object.keys(LOSSES) as LossName[];
+  const why = (name: LossName, smoothing: number): unknown => {
+    try { call(() => native().checkLoss(header, { op: OPS.train, loss: LOSSES[name], labelSmoothing: smoothing }), { loss: name, labelSmoothing: smoothing }); return undefined; } catch (e) { return e; }
+  };
+  if (loss !== undefined && (typeof loss !== 'string' || !names.includes(loss as LossName))) {
+    throw new OptionError('BAD_LOSS', 'loss', loss, `must be one of ${names.map((n) => `'${n}'`).join(', ')}`);
+  }
+  const name = (loss as LossName | undefined) ?? names.find((n) => why(n, 0) === undefined) ?? names[0]!;
+  const e = why(name, labelSmoothing);
+  if (e !== undefined) throw e;
+  return name;
+}
+
 function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype, field: string = k): number {
   if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', field, v, 'must be a finite number');
   const r = round(dtype, v);
@@ -198,6 +224,7 @@ export class Trainer {
   #hyper: Hyper;
   /** K models with an lr array: one per model (else #hyper.lr for every model). */
   #lrs: number[] | undefined;
+  #labelSmoothing: number;
   #models: number;
   // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
   #dtype: Dtype;
@@ -232,13 +259,8 @@ export class Trainer {
     this.#last = s.layers.length - 1;
     this.inputs = s.layers[0]!;
     this.outputs = s.layers[this.#last]!;
-    const softmax = s.activations[s.activations.length - 1] === 'softmax';
-    const loss = o.loss;
-    this.loss = (loss ?? (softmax ? 'cross-entropy' : 'mse')) as LossName;
-    if (this.loss !== 'cross-entropy' && this.loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', loss, "must be 'cross-entropy' or 'mse'");
-    if ((this.loss === 'cross-entropy') !== softmax) {
-      throw new OptionError('BAD_LOSS', 'loss', this.loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
-    }
+    this.#labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
+    this.loss = checkLoss(arena.plan.header, o.loss, this.#labelSmoothing);
     this.#models = s.models;
     this.#hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
     for (const k of HYPER_KEYS) {
@@ -287,7 +309,7 @@ export class Trainer {
     }
   }
 
-  /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
+  /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from `seed`, zero biases and
    *  optimizer state; written on the host (identical on every backend) and uploaded with the
    *  whole arena in one transfer, so both sides hold them when init() returns. BUSY while a
    *  run is queued or in flight. K models: model m takes seed + m, or seed[m] from an array
@@ -300,7 +322,7 @@ export class Trainer {
       const rng = new Rng(sm);
       for (let l = 1; l < layers.length; l++) {
         const fanIn = layers[l - 1]!, fanOut = layers[l]!;
-        const std = activations[l - 1] === 'relu' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
+        const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
         const w = this.arena.view(l, 'w', m);
         for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
         this.arena.view(l, 'b', m).fill(0);
@@ -741,7 +763,10 @@ export class Trainer {
 
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
   #baseParams(): Omit<RunParams, 'op'> {
-    return { ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision] };
+    return {
+      ...this.#hyper, ...(this.#lrs ? { lrs: this.#lrs } : {}), loss: LOSSES[this.loss], precision: PRECISIONS[this.precision],
+      ...(this.#labelSmoothing ? { labelSmoothing: this.#labelSmoothing } : {}),
+    };
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */
