@@ -3,10 +3,7 @@
 // SGD steps of small MLPs with fixed weights), on the CPU backend; float64 to 1e-12 relative,
 // float32 to float32 rounding. The CUDA paths: test/gpu/act.gpu.test.ts.
 import { describe, expect, it } from 'vitest';
-import { replay, TORCH } from './support/act-torch.js';
-
-/** float32: float32 rounding (2^-24 a unit) gathered along a forward, backward and 3 SGD steps. */
-export const F32_TOLERANCE = 256 * 2 ** -24;
+import { F32_TOLERANCE, replay, TORCH } from './support/act-torch.js';
 
 describe(`activations and losses match PyTorch (fixtures from torch ${TORCH.torch})`, () => {
   for (const c of TORCH.cases) {

@@ -171,3 +171,25 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
   });
 });
+
+describe('nn-arena train: activations and losses', () => {
+  it('trains MNIST with --activation gelu (and silu with bce-with-logits, leaky-relu with label smoothing)', () => {
+    for (const args of [['--activation', 'gelu'], ['--activation', 'silu', '--loss', 'bce-with-logits'], ['--activation', 'leaky-relu', '--leaky-relu-slope', '0.1', '--label-smoothing', '0.1']]) {
+      const r = run('train', '--backend', 'cpu', '--epochs', '1', '--json', ...args);
+      expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+      const j = JSON.parse(r.stdout);
+      expect(j.accuracy, args.join(' ')).toBeGreaterThan(0.85);
+    }
+  });
+
+  it('bad activation and loss flags: one error line before any work', () => {
+    for (const args of [['--activation', 'swish'], ['--activation', 'softmax'], ['--loss', 'hinge'], ['--label-smoothing', '2'], ['--loss', 'mse', '--label-smoothing', '0.1'],
+      ['--activation', 'leaky-relu', '--leaky-relu-slope', '-1'], ['--leaky-relu-slope', '0.1']]) {
+      const r = run('train', '--backend', 'cpu', ...args);
+      expect(r.status, args.join(' ')).toBe(1);
+      expect(r.stdout, args.join(' ')).toBe('');
+      expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^nn-arena: BAD_ARGUMENT: /);
+    }
+  });
+});

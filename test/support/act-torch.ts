@@ -13,6 +13,9 @@ export interface TorchCase {
 
 export const TORCH = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'act-torch.json'), 'utf8')) as { torch: string; cases: TorchCase[] };
 
+/** float32: float32 rounding (2^-24 a unit) gathered along a forward, backward and 3 SGD steps. */
+export const F32_TOLERANCE = 256 * 2 ** -24;
+
 /** max |a - b| / max |b|: the norm-wise relative difference of a tensor from PyTorch's. */
 export function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let num = 0, den = 0;
