@@ -104,7 +104,7 @@ describe('every combination of the table trains alike', () => {
     new Trainer(arena).init(1);
     arena.save(join(dir, 'a.nnackpt'));
     using loaded = Arena.load(join(dir, 'a.nnackpt'), cpu);
-    expect(loaded.plan.spec.actParam).toBe(0.125);
+    expect(loaded.plan.spec.leakyReluSlope).toBe(0.125);
     expect(loaded.plan.spec.activations).toEqual(['gelu', 'leaky-relu', 'softmax']);
     expect(Buffer.from(loaded.plan.header)).toEqual(Buffer.from(plan.header));
   });

@@ -243,7 +243,7 @@ export function planLayout(input: LayoutSpec): Plan {
   const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
     flags: s.compact ? FLAGS.compact : 0,
-    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models, actParam: s.actParam,
+    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models, actParam: s.leakyReluSlope ?? 0,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,

@@ -59,8 +59,9 @@ export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly batch: number;
   readonly dtype: D;
   readonly activations: readonly Activation[];
-  /** The header's act_param: leakyReluSlope where a layer is leaky-relu, else 0. */
-  readonly actParam: number;
+  /** The slope of the leaky-relu layers (the header's act_param); only where a layer is
+   *  leaky-relu, so that a normalized spec is a valid spec again. */
+  readonly leakyReluSlope?: number;
   readonly optimizer: Optimizer;
   readonly order: Order;
   readonly align: number;
@@ -160,11 +161,11 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (rawSlope !== undefined && (typeof rawSlope !== 'number' || !Number.isFinite(rawSlope) || rawSlope < 0)) {
     throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'must be a finite number >= 0');
   }
-  const actParam = param ? (rawSlope ?? param.param) : 0;
+  const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
   const extra = normalizeExtras(rawExtra, units.length);
   // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
   if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), actParam, optimizer, order, align, samples, compact, models, extra });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), ...slope, optimizer, order, align, samples, compact, models, extra });
 }
 
 const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];
