@@ -17,6 +17,7 @@ import { planJson, planSummary } from './cli/plan.js';
 import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
 import { inspectCheckpoint } from './checkpoint.js';
+import { EXPORT_FORMATS, runExport } from './cli/export.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
@@ -117,6 +118,15 @@ program
     console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; trainer steps ${info.steps}`);
     console.log(planSummary(info.plan, [...info.kinds, ...info.extras]));
   });
+
+program
+  .command('export')
+  .argument('<checkpoint>', 'a checkpoint written by Arena.save / Trainer.save / train --save')
+  .argument('<out>', 'the file to write')
+  .description("write a checkpoint's network for other frameworks: ONNX (its inference graph) or safetensors (PyTorch nn.Sequential state_dict names)")
+  .addOption(new Option('--format <format>', 'what to write').choices([...EXPORT_FORMATS]).makeOptionMandatory())
+  .option('--model <m>', 'a checkpoint of K models: which one', '0')
+  .action((checkpoint: string, out: string, o) => runExport(checkpoint, out, o));
 
 program
   .command('doctor')

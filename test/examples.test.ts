@@ -35,6 +35,8 @@ describe('examples', () => {
     expect(r.stdout).toMatch(/ok {3}examples\/custom-loss\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
+    expect(r.stdout).toMatch(/ok {3}examples\/export-onnx\.mjs[^\n]*\n[^\n]*\n\s+ONNX Runtime vs predict\(\): max \|difference\| < 1e-6/);
+    expect(r.stdout).toMatch(/ok {3}examples\/stream-npy\.mjs[^\n]*\n\s+x\.npy: 8000 x 784 float32\n\s+streamed 8000 rows through a 1000-row arena: 480 steps/);
     expect(r.stdout).toMatch(/ok {3}examples\/user-regions\.mjs[^\n]*\n\s+ema of layer 1: 32 values at byte \d+\n\s+ema of layer 2: 24 values/);
   }, 600_000);
 });

@@ -30,6 +30,7 @@ import type { DataParallel } from '../parallel/data-parallel.js';
 import { checkKnownKeys } from '../known-keys.js';
 import { snapshotData, type Data } from './data.js';
 import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fit.js';
+import { fitStream, isStream, toStream, type DataStream } from './stream.js';
 import type { Metrics } from './metrics.js';
 import { modelSeeds, optionsObject, trainerSettings, type LossName, type TrainerOptions } from './options.js';
 import { backward, forward, update, type BackwardTarget } from './primitives.js';
@@ -178,10 +179,13 @@ export class Trainer<D extends Dtype = Dtype> {
     return this.#r.queue.enqueue(async () => this.#r.readStats());
   }
 
-  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts). */
-  async fit(data: Data, options: FitOptions): Promise<FitResult> {
+  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts);
+   *  or streamed through them (src/train/stream.ts) from streamNpy(files), an (async) iterable
+   *  of batches or a function returning one per epoch. */
+  async fit(data: Data | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
     const o = fitPlan(options);
     if (o.signal?.aborted) throw abortError('fit', o.signal);
+    if (isStream(data)) return this.#r.queue.enqueue(() => fitStream(this.#r, toStream(data), o));
     const d = fitData(this.#r, data);
     return this.#r.queue.enqueue(() => fitLoop(this.#r, d, o));
   }
