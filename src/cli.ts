@@ -8,7 +8,9 @@ import { NnArenaError } from './errors.js';
 import { packageVersion } from './doctor.js';
 import { runDoctor } from './cli/doctor.js';
 import { planLayout } from './layout/plan.js';
-import type { Dtype, Optimizer, Order } from './layout/header.js';
+import type { Activation, Dtype, Optimizer, Order } from './layout/header.js';
+import { ACTIVATION_TABLE, LOSS_TABLE } from './layout/tables.generated.js';
+import type { LossName } from './native.js';
 import type { LayoutSpec } from './layout/spec.js';
 import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/format.js';
 import { planJson, planSummary } from './cli/plan.js';
@@ -64,6 +66,10 @@ program
   .option('--lr <rate>', 'learning rate (default: 0.001 for adam, 0.05 otherwise)')
   .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
+  .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
+  .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
+  .option('--label-smoothing <eps>', 'label smoothing of cross-entropy, in [0, 1]')
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--compact', 'train on a compact plan (regions never live at the same time share bytes; SGD keeps no dw)')
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
@@ -80,13 +86,20 @@ program
     const lr = o.lr === undefined ? undefined : parseNumber(o.lr, 'lr');
     if (lr !== undefined && !(lr > 0 && Number.isFinite(lr))) throw usage(`--lr: must be a positive number, got '${o.lr}'`);
     const seed = parseInteger(o.seed, 'seed', 0);
+    const slope = o.leakyReluSlope === undefined ? undefined : parseNumber(o.leakyReluSlope, 'leaky-relu-slope');
+    if (slope !== undefined && !(slope >= 0 && Number.isFinite(slope))) throw usage(`--leaky-relu-slope: must be a finite number >= 0, got '${o.leakyReluSlope}'`);
+    if (slope !== undefined && o.activation !== 'leaky-relu') throw usage(`--leaky-relu-slope: applies to --activation leaky-relu, not '${o.activation}'`);
+    const labelSmoothing = o.labelSmoothing === undefined ? undefined : parseNumber(o.labelSmoothing, 'label-smoothing');
+    if (labelSmoothing !== undefined && !(labelSmoothing >= 0 && labelSmoothing <= 1)) throw usage(`--label-smoothing: must be a number in [0, 1], got '${o.labelSmoothing}'`);
+    if (labelSmoothing !== undefined && !LOSS_TABLE.find((l) => l.name === o.loss)!.smoothing) throw usage(`--label-smoothing: applies to cross-entropy, not '${o.loss}'`);
     for (const [flag, file] of [['--save', o.save], ['--report', o.report]] as const) {
       if (file === undefined) continue;
       const dir = dirname(resolve(file));
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`${flag}: the folder ${dir} does not exist`);
     }
     await train({
-      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed, save: o.save, report: o.report, json: Boolean(o.json),
+      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed,
+      activation: o.activation as Activation, leakyReluSlope: slope, loss: o.loss as LossName, labelSmoothing, save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 

@@ -171,3 +171,28 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
   });
 });
+
+describe('nn-arena train: activations and losses', () => {
+  it('trains MNIST with --activation gelu (and silu with bce-with-logits, leaky-relu with label smoothing)', () => {
+    // bce-with-logits counts a digit correct when all 10 labels are (logit > 0 on the digit only).
+    const cases: Array<[string[], number]> = [[['--activation', 'gelu'], 0.85], [['--activation', 'silu', '--loss', 'bce-with-logits'], 0.5],
+      [['--activation', 'leaky-relu', '--leaky-relu-slope', '0.1', '--label-smoothing', '0.1'], 0.85]];
+    for (const [args, accuracy] of cases) {
+      const r = run('train', '--backend', 'cpu', '--epochs', '1', '--json', ...args);
+      expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+      const j = JSON.parse(r.stdout);
+      expect(j.accuracy, args.join(' ')).toBeGreaterThan(accuracy);
+    }
+  });
+
+  it('bad activation and loss flags: one error line before any work', () => {
+    for (const args of [['--activation', 'swish'], ['--activation', 'softmax'], ['--loss', 'hinge'], ['--label-smoothing', '2'], ['--loss', 'mse', '--label-smoothing', '0.1'],
+      ['--activation', 'leaky-relu', '--leaky-relu-slope', '-1'], ['--leaky-relu-slope', '0.1']]) {
+      const r = run('train', '--backend', 'cpu', ...args);
+      expect(r.status, args.join(' ')).toBe(1);
+      expect(r.stdout, args.join(' ')).toBe('');
+      expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^nn-arena: BAD_ARGUMENT: /);
+    }
+  });
+});

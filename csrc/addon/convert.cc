@@ -114,6 +114,7 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     else if (k == "beta1") d(p.beta1);
     else if (k == "beta2") d(p.beta2);
     else if (k == "eps") d(p.eps);
+    else if (k == "labelSmoothing") d(p.labelSmoothing);
     else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
     else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
     else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");

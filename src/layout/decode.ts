@@ -2,7 +2,7 @@
 // header compared byte for byte with what the planner would write (see checkpoint.ts).
 import {
   ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_LIKE, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, FLAGS, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS,
-  LAYER_SIZE, MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, type Activation,
+  LAYER_SIZE, MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, activationInfo, type Activation,
 } from './header.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';
 
@@ -46,8 +46,11 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   // models: version 1's reserved[3], which older writers left 0 (one model) and K-model writers
   // of version 1 already filled; read in both versions.
   const models = u64(F.models);
+  const actParam = v.getFloat64(F.act_param, true);  // version 1's reserved[4]: 0 in older headers
+  if (actParam !== 0 && !activations.some((a) => activationInfo(a).param !== 0)) return 'act_param is set, and no layer takes it';
   return {
     layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples),
+    ...(actParam !== 0 || activations.some((a) => activationInfo(a).param !== 0) ? { leakyReluSlope: actParam } : {}),
     ...(flags ? { compact: true } : {}), ...(models > 1 || Number.isNaN(models) ? { models } : {}), ...(extra.length ? { extra } : {}),
   };
 }

@@ -5,13 +5,16 @@ import { OptionError } from '../errors.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
 import type { Dtype } from '../layout/header.js';
 import type { NormalizedSpec } from '../layout/spec.js';
-import { PRECISIONS, type PrecisionName } from '../native.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native.js';
 
-export type LossName = 'cross-entropy' | 'mse';
+export type { LossName } from '../native.js';
 
 export interface TrainerOptions {
-  /** Default: cross-entropy for a softmax output layer, mse otherwise. */
+  /** Default: cross-entropy for a softmax output layer, mse otherwise (the first loss of the
+   *  table that the output layer trains with: README, "Activations and losses"). */
   loss?: LossName;
+  /** Label smoothing of cross-entropy, in [0, 1] (F.cross_entropy's label_smoothing; default 0). */
+  labelSmoothing?: number;
   /** Learning rate; on an arena of K models (planLayout `models`) also one per model: an array
    *  of K (model m trains with lr[m]). */
   lr?: number | readonly number[];
@@ -31,12 +34,14 @@ export interface TrainerOptions {
 }
 
 export const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
-const TRAINER_KEYS = keysOf<TrainerOptions>()(['loss', 'precision', ...HYPER_KEYS]);
+const TRAINER_KEYS = keysOf<TrainerOptions>()(['loss', 'labelSmoothing', 'precision', ...HYPER_KEYS]);
 export type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
 
 /** The options as checked: what every run of the Trainer passes. */
 export interface TrainerSettings {
   loss: LossName;
+  /** 0: none (and no labelSmoothing key in the runs' parameters). */
+  labelSmoothing: number;
   hyper: Hyper;
   /** K models with an lr array: one per model (else hyper.lr for every model). */
   lrs: number[] | undefined;
@@ -67,6 +72,31 @@ function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype, field: string = k)
   return v;
 }
 
+/** A number in [0, 1]: the range the native side checks too, here for a message before any run. */
+function checkUnit(k: string, v: unknown): number {
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new OptionError('BAD_OPTION', k, v, 'must be a number in [0, 1]');
+  return v;
+}
+
+/** The loss: the one given (a name of the loss table), or the first of the table the output
+ *  layer trains with; which go together is the native side's rule (checkLoss, csrc/train/check.cc). */
+function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): LossName {
+  const names = Object.keys(LOSSES) as LossName[];
+  const why = (name: LossName, smoothing: number): unknown => {
+    try {
+      call(() => native().checkLoss(header, { op: OPS.train, loss: LOSSES[name], labelSmoothing: smoothing }), { loss: name, labelSmoothing: smoothing });
+      return undefined;
+    } catch (e) { return e; }
+  };
+  if (loss !== undefined && (typeof loss !== 'string' || !names.includes(loss as LossName))) {
+    throw new OptionError('BAD_LOSS', 'loss', loss, `must be one of ${names.map((n) => `'${n}'`).join(', ')}`);
+  }
+  const name = (loss as LossName | undefined) ?? names.find((n) => why(n, 0) === undefined) ?? names[0]!;
+  const e = why(name, labelSmoothing);
+  if (e !== undefined) throw e;
+  return name;
+}
+
 /** The products' precision: known, and one this arena can run (the native side checks the GPU). */
 function checkPrecision(v: unknown, arena: Arena): PrecisionName {
   if (v === undefined) return 'fp32';
@@ -86,13 +116,8 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   const o = optionsObject(options, 'options');
   checkKnownKeys(o, TRAINER_KEYS, 'Trainer');
   const s: NormalizedSpec = arena.plan.spec;
-  const softmax = s.activations[s.activations.length - 1] === 'softmax';
-  const given = o.loss;
-  const loss = (given ?? (softmax ? 'cross-entropy' : 'mse')) as LossName;
-  if (loss !== 'cross-entropy' && loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', given, "must be 'cross-entropy' or 'mse'");
-  if ((loss === 'cross-entropy') !== softmax) {
-    throw new OptionError('BAD_LOSS', 'loss', loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
-  }
+  const labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
+  const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
   const hyper: Hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
   let lrs: number[] | undefined;
   for (const k of HYPER_KEYS) {
@@ -107,7 +132,7 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
       hyper[k] = checkHyper(k, v, s.dtype);
     }
   }
-  return { loss, hyper, lrs, precision: checkPrecision(o.precision, arena) };
+  return { loss, labelSmoothing, hyper, lrs, precision: checkPrecision(o.precision, arena) };
 }
 
 export function checkSeed(seed: unknown, field = 'seed'): number {

@@ -163,7 +163,10 @@ export class Runner {
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
   #baseParams(): Omit<RunParams, 'op'> {
     const s = this.settings;
-    return { ...s.hyper, ...(s.lrs ? { lrs: s.lrs } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision] };
+    return {
+      ...s.hyper, ...(s.lrs ? { lrs: s.lrs } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision],
+      ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
+    };
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */

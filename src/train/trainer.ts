@@ -25,7 +25,7 @@
 // process (its weights are every replica's). `arena` is that replica.
 import { loadArena, loadArenaAsync, runTargetOf, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
 import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint.js';
-import type { Dtype } from '../layout/header.js';
+import { activationInfo, type Dtype } from '../layout/header.js';
 import { abortError, ArenaError, OptionError } from '../errors.js';
 import { OPS, type PrecisionName } from '../native.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
@@ -156,7 +156,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     this.dispose();
   }
 
-  /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
+  /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from `seed`, zero biases and
    *  optimizer state; written on the host (identical on every backend) and uploaded (a new
    *  arena: what was written, one transfer; else the whole arena), so both sides hold them when
    *  init() returns. BUSY while a
@@ -171,7 +171,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       const rng = new Rng(sm);
       for (let l = 1; l < layers.length; l++) {
         const fanIn = layers[l - 1]!, fanOut = layers[l]!;
-        const std = activations[l - 1] === 'relu' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
+        const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
         const w = this.arena.view(l, 'w', m);
         for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
         this.arena.view(l, 'b', m).fill(0);
