@@ -13,6 +13,7 @@
 # optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
 # vs AdamW + cosine + clipping).
+# act (the activations and losses: test/gpu/act.gpu.test.ts on the fused, cuBLAS and tiled paths).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -31,6 +32,12 @@ for part in "$@"; do
         if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
         env $env vitest run test/gpu/compact.gpu.test.ts > "$OUT/compact-$path.log" 2>&1
         grep -E "Tests |FAIL|AssertionError|expected|compact .* -> " "$OUT/compact-$path.log" | head -60 | cut -c1-300 | sed "s/^/[$path] /"
+      done ;;
+    act)  # issues 26 / 28: activations and losses vs PyTorch's fixtures and the CPU, compact, K models, TF32, NCCL, on each CUDA path
+      for path in fused layers tiled; do
+        if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
+        env $env vitest run test/gpu/act.gpu.test.ts > "$OUT/act-$path.log" 2>&1
+        grep -hE "✓|✗|×|FAIL|Tests |AssertionError|expected|^act " "$OUT/act-$path.log" | cut -c1-300 | sed "s/^/[$path] /" | tail -60
       done ;;
     primitives)  # issue 17: Trainer.forward / backward / update against step, on each CUDA path (auto, tiled products, fused steps)
       vitest run test/gpu/primitives.gpu.test.ts > "$OUT/primitives.log" 2>&1

@@ -7,7 +7,7 @@ export { Arena, type ArenaOptions, type ArenaStats, type TransferResult, type Vi
 export { Kernel, type KernelParam, type KernelArg, type LaunchConfig, type Dims } from './jit.js';
 export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './selector.js';
 export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './errors.js';
-export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName, type BackwardTarget } from './train/trainer.js';
+export { Trainer, type TrainerOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName, type BackwardTarget, type TrainerSaveOptions } from './train/trainer.js';
 export { type Data } from './train/data.js';
 export { type Schedule } from './train/optimizer-options.js';
 export { DataParallel, ncclInfo, type DataParallelOptions, type JoinOptions } from './parallel/data-parallel.js';
@@ -15,7 +15,7 @@ export { readParallelEnv, type ParallelEnv } from './parallel/env.js';
 export { rendezvous, type RendezvousOptions } from './parallel/rendezvous.js';
 export { cudaInfo, type CudaInfo, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
-export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
+export { inspectCheckpoint, type CheckpointInfo, type SaveOptions, type LoadOptions, type IoProgress } from './checkpoint.js';
 export { toSafetensors, saveSafetensors, loadSafetensors, readSafetensors, type SafetensorsFile, type SafetensorsTensor } from './export/safetensors.js';
 export { toOnnx, saveOnnx } from './export/onnx.js';
 export { type ModelOptions } from './export/params.js';

@@ -2,6 +2,7 @@
 // and its coded errors, turned into the class of their code (src/errors.ts). Only this file
 // touches the addon; the planner works without it.
 import { fromNative } from './errors.js';
+import { LOSS_TABLE } from './layout/tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
@@ -54,10 +55,13 @@ export interface LinkRates {
   discard: string;
 }
 
-/** Numeric codes that cross to the native side (csrc/train/train.h Op, Loss and Precision; csrc/core/backend.h
- *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
+/** Numeric codes that cross to the native side (csrc/train/train.h Op and Precision; csrc/core/backend.h
+ *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them.
+ *  Losses: the generated table of NNA_LOSSES (csrc/train/losses.h). */
 export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
-export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
+type LossRow = (typeof LOSS_TABLE)[number];
+export const LOSSES = Object.fromEntries(LOSS_TABLE.map((l) => [l.name, l.code])) as { readonly [L in LossRow as L['name']]: L['code'] };
+export type LossName = LossRow['name'];
 /** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
 export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;
 export type PrecisionName = keyof typeof PRECISIONS;
@@ -69,6 +73,8 @@ export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
 export interface RunParams {
   op: (typeof OPS)[keyof typeof OPS];
   loss?: (typeof LOSSES)[keyof typeof LOSSES];
+  /** Label smoothing of the losses that take it (cross-entropy): [0, 1]. */
+  labelSmoothing?: number;
   /** Products in FP32 (default), TF32 or 3xTF32 (CUDA, float32 arenas only). */
   precision?: (typeof PRECISIONS)[PrecisionName];
   /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
@@ -164,6 +170,8 @@ export interface NativeAddon {
   lrAt(schedule: ScheduleParams, lr: number, step: number): number;
   /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
   checkRun(header: Uint8Array, params: RunParams): void;
+  /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */
+  checkLoss(header: Uint8Array, params: RunParams): void;
   /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */
   jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
   /** Resolves once the kernel completed; a run of the arena while in flight. */
@@ -184,8 +192,8 @@ export interface NativeInternal {
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;
-  /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
-  codes(): { ops: Record<string, number>; losses: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
+  /** The numeric codes OPS, PRECISIONS and MEMORY_KINDS as the native side defines them. */
+  codes(): { ops: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
   replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
   /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
   stepPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;

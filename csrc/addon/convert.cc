@@ -144,6 +144,7 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
       if (hs->type == kFlag) p.opt.*(hs->field) = boolean(env, x, hs->name) ? 1.0 : 0.0;
       else d(p.opt.*(hs->field));
     }
+    else if (k == "labelSmoothing") d(p.labelSmoothing);
     else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
     else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
     else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");

@@ -1,6 +1,7 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -45,7 +46,8 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
   switch (k) {
-    case NNA_Z: return !mulOverflows(h.batch, L.units, out);
+    case NNA_Z:  // an activation whose f' needs x keeps it in a second half (nn_arena.h)
+      return !mulOverflows(h.batch, L.units, out) && !mulOverflows(*out, nna_act_keeps_pre(L.activation) ? 2 : 1, out);
     case NNA_D: case NNA_Y:
       if (k == NNA_D ? hidden : last) return !mulOverflows(h.batch, L.units, out);
       return true;
@@ -167,13 +169,16 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   std::vector<Span> spans;
   std::vector<nna_layer> layers(h.num_layers);
   uint64_t prevUnits = 0;
+  bool usesParam = false;
   for (uint32_t l = 0; l < h.num_layers; ++l) {
     nna_layer& L = layers[l];
     std::memcpy(&L, static_cast<const char*>(base) + h.layers_offset + uint64_t(l) * sizeof(nna_layer), sizeof L);
     if (L.units == 0) return "layer " + std::to_string(l) + " has 0 units";
     if (L.fan_in != prevUnits) return "layer " + std::to_string(l) + " fan_in " + std::to_string(L.fan_in) + " != units of the layer before (" + std::to_string(prevUnits) + ")";
-    if (l == 0 ? L.activation != NNA_ACT_INPUT : (L.activation < NNA_ACT_IDENTITY || L.activation > NNA_ACT_SOFTMAX))
+    const uint32_t on = l + 1 == h.num_layers ? NNA_ON_OUTPUT : NNA_ON_HIDDEN;  // where the table allows it
+    if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on))
       return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
+    if (nna_act_param_default(L.activation) != 0) usesParam = true;
     prevUnits = L.units;
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
       const nna_region r = L.region[k];
@@ -195,6 +200,10 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       spans.push_back({r.offset, r.offset + bytes, at(l, k)});
     }
   }
+  // act_param: the parameter of the activations that take one (leaky-relu's slope, >= 0 so that
+  // f' can come from the output); 0 when no layer uses one, as in older headers.
+  if (usesParam ? !(std::isfinite(h.act_param) && h.act_param >= 0) : h.act_param != 0)
+    return usesParam ? "act_param " + std::to_string(h.act_param) + " is not a finite value >= 0" : "act_param is not 0, and no layer's activation takes a parameter";
   std::vector<Span> user;  // user regions: never share bytes with anything, compact or not
   const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
   if (!why.empty()) return why;

@@ -173,7 +173,7 @@ class CpuRun {
     } else {
       const nna_bound_layer<T>& O = L.back();
       parallelFor(rows, O.units * 4, [&](uint64_t b, uint64_t e) {
-        for (uint64_t r = b; r < e; ++r) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
+        for (uint64_t r = b; r < e; ++r) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation, T(O.act_param));
       });
     }
     for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + 1, lr);
@@ -210,19 +210,22 @@ class CpuRun {
     g.c = C.z; g.ldc = C.units;
     g.ep.kind = cpu::Epi::BiasAct;
     g.ep.act = C.activation;
+    g.ep.param = T(C.act_param);
     g.ep.bias = C.b;
+    g.ep.pre = C.pre;
     cpu::gemm(g);
   }
 
   void output(const std::vector<nna_bound_layer<T>>& L, uint64_t rows, uint64_t step) {
     const nna_bound_layer<T>& O = L.back();
     T* stats = O.stats;
-    const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
+    const OutputLoss ol = outputLoss(O.activation, O.act_param, p_);
+    const bool grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
     const bool activated = p_.op == Op::Backward;  // z holds a Forward run's outputs
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r)
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scale_, grad, activated);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scale_, grad, activated);
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -254,7 +257,8 @@ class CpuRun {
       g.c = P.d; g.ldc = m;
       g.ep.kind = cpu::Epi::ActGrad;
       g.ep.act = P.activation;
-      g.ep.z = P.z;
+      g.ep.param = T(P.act_param);
+      g.ep.z = P.pre ? P.pre : P.z;  // f' from the pre-activations where the activation keeps them
       g.ep.ldz = m;
       cpu::gemm(g);
     }

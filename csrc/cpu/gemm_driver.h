@@ -151,18 +151,22 @@ struct Driver {
       T* c = g.c + (i0 + i) * g.ldc + j0;
       if (e.kind == Epi::BiasAct) {
         const T* b = e.bias + j0;
-        if (e.act == NNA_ACT_RELU)
+        if (e.pre) {  // an activation whose f' needs x: keep it beside z (activations.h)
+          T* x = e.pre + (i0 + i) * g.ldc + j0;
+          for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = activate<T>(e.act, x[j], e.param); }
+        } else if (e.act == NNA_ACT_RELU) {
           for (size_t j = 0; j < nr; ++j) { const T x = c[j] + b[j]; c[j] = x > T(0) ? x : T(0); }
-        else if (e.act == NNA_ACT_IDENTITY || e.act == NNA_ACT_SOFTMAX)
+        } else if (e.act == NNA_ACT_IDENTITY || e.act == NNA_ACT_SOFTMAX) {
           for (size_t j = 0; j < nr; ++j) c[j] += b[j];
-        else
-          for (size_t j = 0; j < nr; ++j) c[j] = activate<T>(e.act, c[j] + b[j]);
+        } else {
+          for (size_t j = 0; j < nr; ++j) c[j] = activate<T>(e.act, c[j] + b[j], e.param);
+        }
       } else if (e.kind == Epi::ActGrad) {
         const T* z = e.z + (i0 + i) * e.ldz + j0;
         if (e.act == NNA_ACT_RELU)
           for (size_t j = 0; j < nr; ++j) c[j] *= z[j] > T(0) ? T(1) : T(0);
         else
-          for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j]);
+          for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j], e.param);
       } else if (e.kind == Epi::Update) {
         const size_t off = (i0 + i) * g.ldc + j0;
         update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, c, nr);

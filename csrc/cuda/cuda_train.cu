@@ -219,13 +219,14 @@ class LayerRun {
   // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
   // `activated`: z holds a Forward run's outputs (Backward runs).
   void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad, bool activated) {
-    const bool mse = p_.loss == Loss::Mse, stats = p_.op != Op::Forward;
+    const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
+    const bool stats = p_.op != Op::Forward;
     if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else if (L_[last_].units > 32)
-      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
-      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     launched();
     if (stats) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
   }

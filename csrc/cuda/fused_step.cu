@@ -43,7 +43,8 @@ constexpr uint32_t kMaxFusedLayers = 32;  // weight layers
 
 struct FusedParams {
   void* base;
-  uint32_t last, op, optimizer, mse, resident, resetStats, fuseOutput;
+  uint32_t last, op, optimizer, resident, resetStats, fuseOutput;
+  OutputLoss loss;           // the output layer's activation, the loss, its label smoothing (losses.h)
   uint32_t models;           // K networks of one shape (nna_models): every phase's items x K
   const double* lrs;         // device copy of RunParams::lrs (model m's lr), or null: lr for all
   int lossFracBits;
@@ -115,6 +116,7 @@ __device__ __forceinline__ nna_bound_layer<T> bound(uint32_t l, uint32_t m) {
   r.z = at(r.z, NNA_Z); r.b = at(r.b, NNA_B); r.w = at(r.w, NNA_W); r.d = at(r.d, NNA_D); r.db = at(r.db, NNA_DB);
   r.dw = at(r.dw, NNA_DW); r.mw = at(r.mw, NNA_MW); r.mb = at(r.mb, NNA_MB); r.vw = at(r.vw, NNA_VW); r.vb = at(r.vb, NNA_VB);
   r.stats = at(r.stats, NNA_STATS);  // y, xdata, ydata: shared
+  r.pre = at(r.pre, NNA_Z);          // the second half of z
   return r;
 }
 
@@ -236,7 +238,7 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
       const T v = warpSum(acc[i][j]);
       if (lane == i * kFwdCols + j) mine = v;
     }
-  if (rOut < rows && cOut < n) C.z[size_t(rOut) * n + cOut] = activate<T>(C.activation, mine + bias);
+  if (rOut < rows && cOut < n) activateAt(C, size_t(rOut) * n + cOut, mine + bias);
 }
 
 // z[l] rows [r0, r0+8) x units [c0, c0+8) by ONE block, when the tiles fit the grid in one
@@ -294,7 +296,7 @@ __device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t 
 #pragma unroll
     for (int q = 0; q < kFbParts; ++q) total += sm.fwd.part[q][o];
     const uint32_t r = r0 + orow, c = c0 + ocol;
-    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
+    if (r < rows && c < n) activateAt(C, size_t(r) * n + c, total + C.b[c]);
   }
   __syncthreads();
 }
@@ -394,23 +396,30 @@ constexpr int kFusedOutMax = int(kFusedOutputMaxUnits);  // phases.h: the table 
 // probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
 // Same definitions; the sums run as shuffle trees.
 template <typename T>
-__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, uint32_t act, bool mse, uint64_t rows) {
+__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, const OutputLoss& o, uint64_t rows) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX) {
+  const LossInfo info = lossInfo(o.loss);
+  if (info.softmax) {
     T mx = on ? z : -INFINITY;
     uint64_t at = lane;
     warpArgmax(mx, at);
     const T lse = mx + nlog(warpSum(on ? nexp(z - mx) : T(0)));
-    res.loss = double(warpSum(on && y != T(0) ? -y * (z - lse) : T(0)));
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, lossTarget(o, y, n), lse) : T(0)));
     if (on) z = nexp(z - lse);
+  } else {
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, y, T(0)) : T(0)));
   }
-  T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
-  uint64_t za = on ? lane : 32, ya = on ? lane : 32;
-  warpArgmax(zm, za);
-  warpArgmax(ym, ya);
-  res.correct = za == ya;
-  if (mse) res.loss = double(warpSum(on ? (z - y) * (z - y) : T(0))) / double(n);
+  if (info.meanUnits) res.loss /= double(n);
+  if (info.multilabel) {
+    res.correct = warpSum(on && labelMiss(z, y) ? T(1) : T(0)) == T(0);
+  } else {
+    T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
+    uint64_t za = on ? lane : 32, ya = on ? lane : 32;
+    warpArgmax(zm, za);
+    warpArgmax(ym, ya);
+    res.correct = za == ya;
+  }
   return res;
 }
 
@@ -470,12 +479,12 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
   const bool on = lane < n;
   const T y = yl;
-  T z = on ? activate<T>(O.activation, mine + bl) : T(0);
-  const RowResult res = outputRowLanes<T>(z, y, on, n, O.activation, p.mse, st.rows);
+  T z = on ? activate<T>(O.activation, mine + bl, T(O.act_param)) : T(0);
+  const RowResult res = outputRowLanes<T>(z, y, on, n, p.loss, st.rows);
   if (on) O.z[r * n + lane] = z;
   T dl = T(0);
   if (st.grad && on) {
-    dl = p.mse ? T(2) / (T(st.rows) * T(n)) * (z - y) * activationGrad(O.activation, z) : T(1) / T(st.rows) * (z - y);  // as outputRow
+    dl = lossGrad(p.loss, z, lossTarget(p.loss, y, n), lossGradScale<T>(p.loss.loss, st.rows, n));  // as outputRow
     O.d[r * n + lane] = dl;
   }
   if (lane == 0) accumulateRow(p, st, O, r, s, res);
@@ -492,7 +501,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
 #pragma unroll
       for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];
       const uint32_t i = i0 + 32 * c;
-      if (i < m) P.d[r * m + i] = acc * activationGrad<T>(P.activation, zi[c]);
+      if (i < m) P.d[r * m + i] = acc * (P.pre ? activationGradAt(P, r * m + i) : activationGrad<T>(P.activation, zi[c], T(P.act_param)));
     }
   }
 }
@@ -645,7 +654,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         if (sm1.model == 0) gatherTargets(p, sm1, out, r, threadIdx.x % 32, 32);
         __syncwarp();
         const T* yRow = p.resident ? out.ydata + permIndex(st.first + r, p.permA, p.permC, p.samples) * out.units : out.y + r * out.units;
-        const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, out.activation, p.mse, st.rows, st.grad);
+        const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, p.loss, st.rows, st.grad);
         if (threadIdx.x % 32 == 0) accumulateRow(p, sm1, out, r, s, res);
       }
       grid.sync();
@@ -768,7 +777,7 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.last = h.num_layers - 1;
   p.op = uint32_t(rp.op);
   p.optimizer = h.optimizer;
-  p.mse = rp.loss == Loss::Mse;
+  p.loss = outputLoss(L[p.last].activation, h.act_param, rp);
   p.resident = rp.resident;
   p.resetStats = rp.resetStats;
   p.fuseOutput = p.last >= 2 && L[p.last].units <= kFusedOutMax;

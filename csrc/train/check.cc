@@ -66,13 +66,31 @@ void checkOptimizer(const nna_header& h, const RunParams& p) {
 
 }  // namespace
 
-void checkRun(const void* header, const RunParams& p) {
+void checkLoss(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   nna_layer out;
   std::memcpy(&out, static_cast<const char*>(header) + h.layers_offset + size_t(h.num_layers - 1) * sizeof(nna_layer), sizeof out);
+  if (uint32_t(p.loss) >= kLossCount) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
+  // What the loss's row of NNA_LOSSES asks of the output layer and of labelSmoothing.
+  const LossInfo loss = lossInfo(uint32_t(p.loss));
+  const bool softmax = out.activation == NNA_ACT_SOFTMAX;
+  if (loss.softmax && !softmax)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " needs a softmax output layer");
+  if (!loss.softmax && softmax)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string("a softmax output layer trains with a loss that takes its logits (cross-entropy), not ") + loss.name);
+  if (loss.logits && out.activation != NNA_ACT_IDENTITY)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " takes logits: the output layer's activation must be identity");
+  if (!(p.labelSmoothing >= 0 && p.labelSmoothing <= 1))
+    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", "labelSmoothing must be in [0, 1]");
+  if (p.labelSmoothing != 0 && !loss.smoothing)
+    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", std::string("labelSmoothing applies to cross-entropy, not ") + loss.name);
+}
+
+void checkRun(const void* header, const RunParams& p) {
+  nna_header h;
+  std::memcpy(&h, header, sizeof h);
   if (uint32_t(p.op) > uint32_t(Op::Update)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
-  if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
   if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
     NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
   if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
@@ -84,10 +102,7 @@ void checkRun(const void* header, const RunParams& p) {
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
-  const bool softmax = out.activation == NNA_ACT_SOFTMAX;
-  if (softmax != (p.loss == Loss::CrossEntropy))
-    NNA_FAIL("BAD_LOSS", softmax ? "a softmax output layer trains with cross-entropy, not mse"
-                                 : "cross-entropy needs a softmax output layer; use mse for other output activations");
+  checkLoss(header, p);
   if (!std::isfinite(p.lr)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   checkOptimizer(h, p);
   const uint64_t models = nna_models(&h);

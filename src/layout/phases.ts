@@ -7,6 +7,7 @@
 import type { Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
 import type { NormalizedSpec } from './spec.js';
+import { FUSED_OUTPUT_MAX_UNITS } from './tables.generated.js';
 
 /** As in phases.h: read; write before any read (the old bytes are dead); read then write. */
 export const ACCESS = { read: 1, write: 2, update: 3 } as const;
@@ -17,8 +18,8 @@ export type StepPath = 'layers' | 'fused';
 export interface PhaseUse { readonly layer: number; readonly kind: Kind; access: number }
 export interface Phase { readonly stage: Stage; readonly layer: number; readonly uses: PhaseUse[] }
 
-/** phases.h kFusedOutputMaxUnits: the fused path does a last layer this narrow with the output. */
-export const FUSED_OUTPUT_MAX_UNITS = 16;
+/** phases.h kFusedOutputMaxUnits (generated from it): the fused path does a last layer this narrow with the output. */
+export { FUSED_OUTPUT_MAX_UNITS };
 
 /** The phases of one step; `present(layer, kind)`: whether the plan has that region. */
 export function stepPhases(s: NormalizedSpec, present: (layer: number, kind: Kind) => boolean, op: StepOp, resident: boolean, path: StepPath): Phase[] {

@@ -2,17 +2,19 @@
 // passes (hyper-parameters as the arena's dtype holds them, the loss, the products' precision).
 import type { Arena } from '../arena.js';
 import { OptionError } from '../errors.js';
-import { checkKnownKeys } from '../known-keys.js';
+import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { commonParams, optimizers } from '../layout/optimizers.js';
-import type { NormalizedSpec } from '../layout/spec.js';
-import { LOSSES, PRECISIONS, type PrecisionName } from '../native.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native.js';
 import { checkOptimizerOptions, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 
-export type LossName = 'cross-entropy' | 'mse';
+export type { LossName } from '../native.js';
 
 export interface TrainerOptions {
-  /** Default: cross-entropy for a softmax output layer, mse otherwise. */
+  /** Default: cross-entropy for a softmax output layer, mse otherwise (the first loss of the
+   *  table that the output layer trains with: README, "Activations and losses"). */
   loss?: LossName;
+  /** Label smoothing of cross-entropy, in [0, 1] (F.cross_entropy's label_smoothing; default 0). */
+  labelSmoothing?: number;
   /** Learning rate (default 0.05 for sgd and momentum, 0.001 for adam and adamw; a schedule's
    *  base, one-cycle's maximum); on an arena of K models (planLayout `models`) also one per
    *  model: an array of K (model m trains with lr[m]). */
@@ -45,13 +47,19 @@ export interface TrainerOptions {
   precision?: PrecisionName;
 }
 
-/** Every option name a Trainer reads: loss, precision, the schedule and every name of the
- *  optimizer tables (a name of another optimizer than the arena's is refused with its reason). */
-const trainerKeys = (): string[] => ['loss', 'precision', 'schedule', ...new Set(optimizers().flatMap((o) => o.hypers.map((h) => h.name))), ...commonParams().map((p) => p.name)];
+/** Every option name a Trainer reads: loss, labelSmoothing, precision, the schedule and every
+ *  name of the optimizer tables (a name of another optimizer than the arena's is refused with its
+ *  reason). The static list is checked against TrainerOptions; the tables' names join it. */
+const TRAINER_KEYS = keysOf<TrainerOptions>()([
+  'loss', 'labelSmoothing', 'precision', 'lr', 'momentum', 'nesterov', 'beta1', 'beta2', 'eps', 'weightDecay', 'decayBiases', 'schedule', 'clipGradNorm',
+]);
+const trainerKeys = (): string[] => [...new Set([...TRAINER_KEYS, ...optimizers().flatMap((o) => o.hypers.map((h) => h.name)), ...commonParams().map((p) => p.name)])];
 
 /** The options as checked: what every run of the Trainer passes. */
 export interface TrainerSettings {
   loss: LossName;
+  /** 0: none (and no labelSmoothing key in the runs' parameters). */
+  labelSmoothing: number;
   /** The optimizer's hyperparameters (per-model lrs), schedule and clipping. */
   opt: OptimizerSettings;
   precision: PrecisionName;
@@ -64,6 +72,31 @@ export function optionsObject(v: unknown, field: string): Record<string, unknown
   if (v === undefined) return {};
   if (v === null || typeof v !== 'object') throw new OptionError('BAD_OPTION', field, v, 'must be an object');
   return v as Record<string, unknown>;
+}
+
+/** A number in [0, 1]: the range the native side checks too, here for a message before any run. */
+function checkUnit(k: string, v: unknown): number {
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new OptionError('BAD_OPTION', k, v, 'must be a number in [0, 1]');
+  return v;
+}
+
+/** The loss: the one given (a name of the loss table), or the first of the table the output
+ *  layer trains with; which go together is the native side's rule (checkLoss, csrc/train/check.cc). */
+function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): LossName {
+  const names = Object.keys(LOSSES) as LossName[];
+  const why = (name: LossName, smoothing: number): unknown => {
+    try {
+      call(() => native().checkLoss(header, { op: OPS.train, loss: LOSSES[name], labelSmoothing: smoothing }), { loss: name, labelSmoothing: smoothing });
+      return undefined;
+    } catch (e) { return e; }
+  };
+  if (loss !== undefined && (typeof loss !== 'string' || !names.includes(loss as LossName))) {
+    throw new OptionError('BAD_LOSS', 'loss', loss, `must be one of ${names.map((n) => `'${n}'`).join(', ')}`);
+  }
+  const name = (loss as LossName | undefined) ?? names.find((n) => why(n, 0) === undefined) ?? names[0]!;
+  const e = why(name, labelSmoothing);
+  if (e !== undefined) throw e;
+  return name;
 }
 
 /** The products' precision: known, and one this arena can run (the native side checks the GPU). */
@@ -84,20 +117,14 @@ function checkPrecision(v: unknown, arena: Arena): PrecisionName {
 export function trainerSettings(options: unknown, arena: Arena): TrainerSettings {
   const o = optionsObject(options, 'options');
   checkKnownKeys(o, trainerKeys(), 'Trainer');
-  const s: NormalizedSpec = arena.plan.spec;
-  const softmax = s.activations[s.activations.length - 1] === 'softmax';
-  const given = o.loss;
-  const loss = (given ?? (softmax ? 'cross-entropy' : 'mse')) as LossName;
-  if (loss !== 'cross-entropy' && loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', given, "must be 'cross-entropy' or 'mse'");
-  if ((loss === 'cross-entropy') !== softmax) {
-    throw new OptionError('BAD_LOSS', 'loss', loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
-  }
+  const labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
+  const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
   const precision = checkPrecision(o.precision, arena);
-  const opt = checkOptimizerOptions(arena.plan, o, { loss: LOSSES[loss], precision: PRECISIONS[precision] });
+  const opt = checkOptimizerOptions(arena.plan, o, { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision] });
   if (opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
     throw new OptionError('BAD_OPTION', 'clipGradNorm', opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
   }
-  return { loss, opt, precision };
+  return { loss, labelSmoothing, opt, precision };
 }
 
 export function checkSeed(seed: unknown, field = 'seed'): number {

@@ -1,7 +1,7 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
 // interface, src/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
-import { handleOf, queueOf, runArena, transferRanges, type Arena, type RunTarget, type View } from '../arena.js';
+import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena.js';
 import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError } from '../errors.js';
 import type { Dtype, Kind } from '../layout/header.js';
@@ -85,11 +85,12 @@ export class Runner {
     transferRanges(this.arena, dir, { layers: [layer], kinds: [kind] }, [this.arena.plan.region(layer, kind)!.offset, bytes]);
   }
 
-  /** Before the first run of any Trainer on an arena, its host side goes up whole. */
+  /** Before the first run of any Trainer on an arena, its host side goes up (what was written
+   *  of it, on a new arena: Arena's uploadWritten). */
   syncDevice(arena: Arena = this.arena): void {
     const st = stateOf(arena);
     if (st.deviceStale) {
-      arena.toDevice();
+      uploadWritten(arena);
       st.deviceStale = false;
     }
   }
@@ -163,7 +164,10 @@ export class Runner {
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
   #baseParams(): Omit<RunParams, 'op'> {
     const s = this.settings;
-    return { ...s.opt.params, ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision] };
+    return {
+      ...s.opt.params, ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision],
+      ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
+    };
   }
 
   /** The learning rate of 0-based optimizer step `step` (model `model`'s base where models have
