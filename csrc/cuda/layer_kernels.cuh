@@ -367,7 +367,7 @@ __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_
 }
 
 // One thread per model: the step's global norm (recorded at norms[z]) and its clip factor.
-__global__ void clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, unsigned models) {
+static __global__ void clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, unsigned models) {
   const unsigned z = blockIdx.x * blockDim.x + threadIdx.x;
   if (z >= models) return;
   double total = 0;
