@@ -22,11 +22,6 @@
 
 namespace nna {
 
-#ifndef NNA_NSQRT_DEFINED  // also in train/activations.h
-#define NNA_NSQRT_DEFINED
-NNA_FN float nsqrt(float x) { return sqrtf(x); }
-NNA_FN double nsqrt(double x) { return sqrt(x); }
-#endif
 
 // ---- What an optimizer step reads ------------------------------------------------------------
 

@@ -6,13 +6,7 @@
 #include <math.h>
 #include <stdint.h>
 
-#ifndef NNA_FN
-#if defined(__CUDACC__)
-#define NNA_FN __host__ __device__ __forceinline__
-#else
-#define NNA_FN inline
-#endif
-#endif
+#include "host_device.h"
 
 namespace nna {
 

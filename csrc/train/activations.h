@@ -9,13 +9,7 @@
 
 #include "../include/nn_arena.h"
 
-#ifndef NNA_FN
-#if defined(__CUDACC__)
-#define NNA_FN __host__ __device__ __forceinline__
-#else
-#define NNA_FN inline
-#endif
-#endif
+#include "../descriptors/host_device.h"
 
 namespace nna {
 
@@ -29,11 +23,6 @@ NNA_FN float ntanh(float x) { return tanhf(x); }
 NNA_FN double ntanh(double x) { return tanh(x); }
 NNA_FN float nerf(float x) { return erff(x); }
 NNA_FN double nerf(double x) { return erf(x); }
-#ifndef NNA_NSQRT_DEFINED  // also in descriptors/optimizers.h
-#define NNA_NSQRT_DEFINED
-NNA_FN float nsqrt(float x) { return sqrtf(x); }
-NNA_FN double nsqrt(double x) { return sqrt(x); }
-#endif
 
 // Act<code>::f(x, p) and Act<code>::df(v, p): v is the pre-activation x where the table's
 // keeps_pre is 1, else the output f(x). p is the header's act_param (leaky-relu's slope).
