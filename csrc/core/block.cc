@@ -5,6 +5,7 @@
 
 #include "../include/nn_arena.h"
 #include "failure.h"
+#include "host_memory.h"
 
 namespace nna {
 
@@ -42,7 +43,7 @@ Block::Block(std::vector<uint8_t> header, const BlockOptions& options)
     throw;
   }
   std::memcpy(host_, header_.data(), headerBytes);
-  std::memset(host_ + headerBytes, 0, total_ - headerBytes);
+  if (options.pinned || !hostAllocZeroed(total_)) std::memset(host_ + headerBytes, 0, total_ - headerBytes);
   stats_.hostAllocs++;
   stats_.deviceAllocs++;
   stats_.toDeviceTransfers++;

@@ -27,6 +27,8 @@ void* hostAlloc(size_t bytes, const char* what) {
   return p;
 }
 
+bool hostAllocZeroed(size_t bytes) { return bytes >= kMapThreshold; }
+
 void hostFree(void* p, size_t bytes) {
   if (!p) return;
   if (bytes >= kMapThreshold) munmap(p, bytes);

@@ -9,6 +9,9 @@ namespace nna {
 
 // Uninitialised (mmap gives zeroed pages, malloc does not). Throws Failure HOST_OOM; `what` names the use.
 void* hostAlloc(size_t bytes, const char* what);
+// Whether hostAlloc(bytes) memory is zero when fresh (the mmap path): a creator skips its memset,
+// so a new arena's pages are touched only when used (each first touch of a page costs a fault).
+bool hostAllocZeroed(size_t bytes);
 // `bytes` must be what hostAlloc was given.
 void hostFree(void* p, size_t bytes);
 

@@ -109,7 +109,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.charts{display:flex;fle
 <div class="map">${planToSVG(r.plan)}</div>
 <h2>Transfers by purpose</h2>
 ${transfersTable(r.transfers)}
-<p><small>Counted by the native layer at each copy. "header" is Arena.create's copy of the header; "network" the first upload of the whole arena (header, every network region, the empty data regions); "data" the resident training set and any per-batch uploads; "stats" the 32-byte reads of the loss and accuracy accumulators; "weights back" the download of the trained weights and biases (and a checkpoint's whole arena).</small></p>
+<p><small>Counted by the native layer at each copy. "header" is Arena.create's copy of the header; "network" the first upload (what init wrote: weights, biases, optimizer state; never the still-empty data regions) and any later upload of the whole arena; "data" the resident training set and any per-batch uploads; "stats" the 32-byte reads of the loss and accuracy accumulators; "weights back" the download of the trained weights and biases (and a checkpoint's whole arena).</small></p>
 <h2>Beside PyTorch</h2>
 ${pytorchTable(r.plan)}
 <h2>Machine</h2><table id="machine">${rows(machine)}</table>
