@@ -36,6 +36,18 @@ inline void colSumT(const T* d, uint64_t rows, uint64_t n, T* out) {
 NNA_CLONES void colSum(const float* d, uint64_t rows, uint64_t n, float* out) { colSumT(d, rows, n, out); }
 NNA_CLONES void colSum(const double* d, uint64_t rows, uint64_t n, double* out) { colSumT(d, rows, n, out); }
 
+// Whether every x[i] is finite: x * 0 is 0 for a finite x and NaN otherwise, and the sum is
+// NaN as soon as one is (any order: vectorized).
+template <typename T>
+inline bool allFiniteT(const T* x, uint64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (uint64_t i = 0; i < n; ++i) acc += x[i] * T(0);
+  return acc == T(0);
+}
+NNA_CLONES bool allFinite(const float* x, uint64_t n) { return allFiniteT(x, n); }
+NNA_CLONES bool allFinite(const double* x, uint64_t n) { return allFiniteT(x, n); }
+
 // Runs f(begin, end) over [0, count) in one contiguous chunk per pool thread when the work
 // (count * costPerItem) is worth waking them; otherwise inline.
 template <typename F>
@@ -91,6 +103,7 @@ class CpuRun {
         if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
         for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + s + 1, p_.lrOf(m));
         if (p_.op == Op::Grad) continue;
+        markNonFinite(L, s);
         if (L.back().stats[NNA_STAT_BAD_STEP] >= T(0)) stopped[m] = true;  // diverged: the weights are no longer finite
       }
       if (!any) break;
@@ -127,6 +140,7 @@ class CpuRun {
         cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
         updateBiases(C, hp);
       }
+      markNonFinite(L, 0);
       return;
     }
     if (p_.op == Op::Backward) {
@@ -138,6 +152,20 @@ class CpuRun {
       });
     }
     for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + 1, lr);
+  }
+
+  // A step that left a weight or bias non-finite diverged even when its loss was finite (a
+  // ReLU maps NaN to 0 and a saturated sigmoid maps inf to 1, so the next losses can stay
+  // finite): it becomes the run's bad step like a non-finite loss. One pass over the
+  // parameters a step, against the three products' passes over them.
+  void markNonFinite(const std::vector<nna_bound_layer<T>>& L, uint64_t step) {
+    T* stats = L.back().stats;
+    if (stats[NNA_STAT_BAD_STEP] >= T(0)) return;
+    for (uint32_t l = 1; l < h_.num_layers; ++l)
+      if (!allFinite(L[l].w, L[l].units * L[l].fan_in) || !allFinite(L[l].b, L[l].units)) {
+        stats[NNA_STAT_BAD_STEP] = T(step);
+        return;
+      }
   }
 
   Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }

@@ -110,6 +110,8 @@ const metricsOf = (s: View): Metrics => ({ loss: s[STATS.loss]! / s[STATS.rows]!
 
 /** One model's metrics as they are; K models' as the mean plus per-model arrays. */
 function combine(per: Metrics[], diverged: boolean[]): Metrics {
+  // A diverged model's loss is NaN also when its weights, not its last loss, went non-finite.
+  per = per.map((m, i) => (diverged[i] ? { ...m, loss: NaN } : m));
   if (per.length === 1) return per[0]!;
   const mean = (f: (m: Metrics) => number) => per.reduce((a, m) => a + f(m), 0) / per.length;
   return { loss: mean((m) => m.loss), accuracy: mean((m) => m.accuracy), losses: per.map((m) => m.loss), accuracies: per.map((m) => m.accuracy), diverged };
@@ -343,9 +345,11 @@ export class Trainer {
       this.#checkSteps(stepBase, 1);
       await this.#runShards(d, { op: OP.train, stepBase });
       this.#addSteps(1);
-      const m = this.#readStats();
-      if (this.#models === 1 && !Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
-      return m;
+      const stats = this.#stats();
+      if (this.#models === 1 && stats[0]![STATS.badStep]! >= 0) {
+        throw new ArenaError('DIVERGED', `training diverged: the loss (${metricsOf(stats[0]!).loss}) or the weights became non-finite at step ${stepBase}; lower the learning rate`);
+      }
+      return combine(stats.map(metricsOf), stats.map((st) => st[STATS.badStep]! >= 0));
     });
   }
 
@@ -353,7 +357,7 @@ export class Trainer {
   // Each is one native run (queued like step); together they give step()'s weights and
   // optimizer state (bit for bit on the CPU; see the README). Transfers: forward() uploads the
   // rows of x and downloads the output rows it returns, backward() uploads its targets or
-  // dOutput rows, update() moves nothing. One model per arena: on an arena of K models the
+  // dOutput rows, update() reads the 32-byte stats (DIVERGED when the weights went non-finite). One model per arena: on an arena of K models the
   // native runs would cover every model, but forward()'s outputs and backward()'s dOutput are
   // one model's rows, so the Trainer refuses (#primitiveArena) rather than answer for model 0
   // only; a data-parallel group too (no reduction between backward() and update()).
@@ -422,6 +426,7 @@ export class Trainer {
       this.#checkSteps(stepBase, 1);
       await this.#run({ op: OP.update, stepBase });
       this.#state.steps++;
+      if (this.#stats()[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `update diverged: the weights became non-finite at step ${stepBase}; lower the learning rate`);
     });
   }
 
@@ -489,7 +494,7 @@ export class Trainer {
         const stats = this.#stats();
         if (this.#models === 1 && stats[0]![STATS.badStep]! >= 0) {
           const badStep = stepBase + stats[0]![STATS.badStep]!;
-          throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
+          throw new ArenaError('DIVERGED', `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
         }
         // K models: a model that diverged stopped (natively) and stays marked; the others go on.
         stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
