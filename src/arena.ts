@@ -36,6 +36,9 @@ export let handleOf: (arena: Arena) => NativeHandle;
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
 export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
+/** The largest ArrayBuffer a native view makes (csrc/addon/arena_handle.cc: VIEW_TOO_LARGE). */
+const MAX_ARRAY_BUFFER = 2 ** 32 - 1;
+
 const observers = new WeakMap<Arena, (e: TransferEvent) => void>();
 
 function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
@@ -80,6 +83,11 @@ export class Arena implements Disposable {
   readonly device: number;
   #handle: NativeHandle;
   #views = new Map<string, View | Uint8Array>();
+  /** One ArrayBuffer over the whole host allocation that every view and bytes() slices: each
+   *  native view costs a finalizer record that only a turn of the event loop frees, so a
+   *  synchronous loop of create / view / dispose grew by kilobytes a view. Arenas past the 4 GiB
+   *  of one ArrayBuffer take one native view per call instead. */
+  #host: ArrayBuffer | undefined;
   #disposed = false;
 
   private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
@@ -175,8 +183,8 @@ export class Arena implements Disposable {
     const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
-    const buf = call(() => h.view(offset, bytes));
-    const v = raw ? new Uint8Array(buf) : this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    const [buf, at] = this.#hostRange(h, offset, bytes);
+    const v = raw ? new Uint8Array(buf, at, bytes) : elem === 8 ? new Float64Array(buf, at, bytes / 8) : new Float32Array(buf, at, bytes / 4);
     this.#views.set(key, v);
     return v;
   }
@@ -184,7 +192,18 @@ export class Arena implements Disposable {
   /** Raw bytes of [offset, offset + bytes) of the host allocation (header included). */
   bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
     const h = this.#live();
-    return new Uint8Array(call(() => h.view(offset, bytes)));
+    const [buf, at] = this.#hostRange(h, offset, bytes);
+    return new Uint8Array(buf, at, bytes);
+  }
+
+  /** The buffer and offset in it of host bytes [offset, offset + bytes) (checked natively). */
+  #hostRange(h: NativeHandle, offset: number, bytes: number): [ArrayBuffer, number] {
+    const total = this.plan.totalBytes;
+    if (total > MAX_ARRAY_BUFFER || !Number.isSafeInteger(offset) || !Number.isSafeInteger(bytes) || offset < 0 || bytes < 0 || offset + bytes > total) {
+      return [call(() => h.view(offset, bytes)), 0];
+    }
+    this.#host ??= call(() => h.view(0, total));
+    return [this.#host, offset];
   }
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
@@ -253,6 +272,7 @@ export class Arena implements Disposable {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#views.clear();
+    this.#host = undefined;
     call(() => this.#handle.dispose());
   }
 
