@@ -12,7 +12,8 @@
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Arena, cudaInfo, DataParallel, machineInfo, ncclInfo, planLayout, Trainer } from '../dist/index.js';
+import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer } from '../dist/index.js';
+import { machineInfo } from '../dist/tools.js';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };

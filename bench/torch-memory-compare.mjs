@@ -4,7 +4,8 @@
 // Exit status 1 when any stage's allocated or peak bytes differ from the estimate by more than
 // the tolerance (default 1%).
 import { readFileSync, writeFileSync } from 'node:fs';
-import { estimatePytorchMemory, planLayout } from '../dist/index.js';
+import { planLayout } from '../dist/index.js';
+import { estimatePytorchMemory } from '../dist/tools.js';
 
 const args = process.argv.slice(2);
 const opt = (name, fallback) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : fallback; };

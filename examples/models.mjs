@@ -1,5 +1,6 @@
 // A learning-rate sweep: 4 networks of one shape trained together in one arena.
-import { Arena, loadMnist, planLayout, Trainer } from 'nn-arena';
+import { Arena, planLayout, Trainer } from 'nn-arena';
+import { loadMnist } from 'nn-arena/tools';
 
 const { train, test } = loadMnist({ seed: 1 });
 const plan = planLayout({ layers: [784, 64, 10], batch: 50, samples: 8000, models: 4 });

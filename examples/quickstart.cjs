@@ -1,5 +1,6 @@
 // quickstart.cjs: the README's quick start, as CommonJS (Node 20+). Run: node examples/quickstart.cjs
-const { Arena, loadMnist, planLayout, Trainer } = require('nn-arena');
+const { Arena, planLayout, Trainer } = require('nn-arena');
+const { loadMnist } = require('nn-arena/tools');
 
 async function main() {
   const plan = planLayout({ layers: [784, 64, 10], batch: 100, optimizer: 'adam', samples: 8000 });

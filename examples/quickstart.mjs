@@ -1,5 +1,6 @@
 // quickstart.mjs: the README's quick start, as an ES module (Node 20+). Run: node examples/quickstart.mjs
-import { Arena, loadMnist, planLayout, Trainer } from 'nn-arena';
+import { Arena, planLayout, Trainer } from 'nn-arena';
+import { loadMnist } from 'nn-arena/tools';
 
 // 1. Plan: every region's offset and size, exact, before anything is allocated.
 const plan = planLayout({ layers: [784, 128, 10], batch: 50, optimizer: 'momentum', samples: 8000 });

@@ -1,7 +1,8 @@
 // quickstart.ts: the README's quick start in TypeScript, with `using` (TypeScript 5.2+ compiles it
 // for Node 20; plain JavaScript needs Node 24+ for `using`). Run: npm run examples (compiles it
 // with the TypeScript compiler first), or with any TypeScript runner (tsx, ts-node, Node 23.6+).
-import { Arena, ArenaError, loadMnist, planLayout, Trainer, type Plan } from 'nn-arena';
+import { Arena, ArenaError, planLayout, Trainer, type Plan } from 'nn-arena';
+import { loadMnist } from 'nn-arena/tools';
 
 const plan: Plan = planLayout({ layers: [784, 128, 10], batch: 50, optimizer: 'sgd', samples: 8000 });
 

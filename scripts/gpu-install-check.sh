@@ -33,7 +33,8 @@ nokernel)
   node dist/cli.js doctor --json > "$out/doctor-sm80.json"
   check "sm_80-only binary: doctor, cudaInfo().why, auto -> cpu (trains), cuda -> NO_KERNEL_IMAGE" node --input-type=module -e '
     import { readFileSync } from "node:fs";
-    import { Arena, ArenaError, cudaInfo, planLayout, Trainer, loadMnist } from "./dist/index.js";
+    import { Arena, ArenaError, cudaInfo, planLayout, Trainer } from "./dist/index.js";
+    import { loadMnist } from "./dist/tools.js";
     const r = JSON.parse(readFileSync(process.argv[1], "utf8"));
     const fail = (m) => { console.error("nokernel:", m); process.exit(1); };
     if (r.binary.flavor !== "cuda" || r.binary.archs.join(" ") !== "sm_80") fail("not the sm_80-only binary: " + JSON.stringify(r.binary));

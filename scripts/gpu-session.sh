@@ -43,7 +43,7 @@ for part in "$@"; do
     regions)  # issue 17 part 1: user regions in every memory mode; a JIT kernel and the example's CUDA EMA find them by name (carry examples/custom-kernel/build)
       vitest run --no-file-parallelism test/gpu/regions.gpu.test.ts test/gpu/jit.gpu.test.ts test/gpu/custom-kernel.gpu.test.ts > "$OUT/regions.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |AssertionError|Error" "$OUT/regions.log" | cut -c1-400 | tail -40 ;;
-    um) node dist/bench.js --only um 2>&1 | tee "$OUT/um-bench.log" | tail -30; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
+    um) node bench/dist/bench.js --only um 2>&1 | tee "$OUT/um-bench.log" | tail -30; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     paths)
       for path in layers fused; do
         NN_ARENA_STEP_PATH=$path vitest run test/gpu/train.gpu.test.ts > "$OUT/path-$path.log" 2>&1
@@ -64,7 +64,7 @@ for part in "$@"; do
     stepslite)  # one profile run of each network and optimizer: step times against bench/results
       for net in S M; do for opt in sgd adam; do node bench/profile-step.mjs $net $opt 1000; done; done
       for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
-    bench) node dist/bench.js --only steps,memory 2>&1 | tee "$OUT/bench.log" | tail -40; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
+    bench) node bench/dist/bench.js --only steps,memory 2>&1 | tee "$OUT/bench.log" | tail -40; cp bench/results/*.json bench/results/README.md "$OUT/" ;;
     sanitize)
       for tool in memcheck racecheck; do
         NN_ARENA_UNDER_SANITIZER=1 NN_ARENA_GRAD_CASES=2 compute-sanitizer --tool $tool --target-processes all --report-api-errors no \

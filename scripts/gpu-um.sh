@@ -13,7 +13,7 @@ mkdir -p "$OUT/results"
 export NN_ARENA_REQUIRE_GPU=1
 timeout 200 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts 2>&1 | tee "$OUT/um-test.log"
 cp bench/results/nvidia-*.json "$OUT/results/" 2>/dev/null
-timeout 200 bash .gpu/run.sh node dist/bench.js --only um --out "$OUT/results" 2>&1 | tee "$OUT/um-bench.log"
+timeout 200 bash .gpu/run.sh node bench/dist/bench.js --only um --out "$OUT/results" 2>&1 | tee "$OUT/um-bench.log"
 NN_ARENA_UM_READ_DUP=1 timeout 120 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts > "$OUT/dup-test.log" 2>&1
 [ "${SUITE:-0}" = 1 ] && timeout 110 bash .gpu/run.sh vitest run test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts 2>&1 | tail -40 > "$OUT/gpu-suite.log"
 exit 0

@@ -6,13 +6,37 @@ import type { Kind } from './layout/header.js';
 import type { Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
-import { loadArena, saveArena, type SaveOptions } from './checkpoint.js';
-import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
-import type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+import { readCheckpoint, saveArena, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
+import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
-import { stateOf } from './train/queue.js';
+import { RunQueue } from './run-queue.js';
 
-export type { Advice, ArenaOptions, BackendName, Location, MemoryKind } from './arena-options.js';
+export type BackendName = 'cpu' | 'cuda';
+export type MemoryKind = 'device' | 'managed' | 'staged';
+export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
+export type Location = 'device' | 'host';
+
+export interface ArenaOptions {
+  /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
+  backend?: 'auto' | BackendName;
+  /** Device side: cudaMalloc ('device', default), cudaMallocManaged ('managed'), or 'staged':
+   *  the device side in pinned host memory with a device pool of deviceBudget bytes that
+   *  regions are copied into as training needs them (CUDA only). */
+  memory?: MemoryKind;
+  /** CUDA only: the device index (default 0); every allocation, transfer and run of the arena
+   *  happens on it. */
+  device?: number;
+  /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
+  pinned?: boolean;
+  /** Managed or staged memory: bytes of the arena the device may hold at once (at least what
+   *  the largest phase of a training step needs, see minDeviceBudget). Training then keeps the
+   *  device's share within it (README, "Device budgets"). */
+  deviceBudget?: number;
+  /** Managed memory with a budget: 'scheduler' (default) prefetches what each phase needs ahead
+   *  of it and evicts what is not needed soon; 'on-demand' leaves it to page faults, and the
+   *  budget is only measured against (arena.residency()). */
+  residency?: ResidencyMode;
+}
 
 export interface TransferResult { transfers: number; bytes: number }
 
@@ -33,6 +57,44 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
  *  modules of this package only (runArena below, src/internal.ts); not part of the public API.
  *  Set by the class's static block: it is the class's own #live(). */
 export let handleOf: (arena: Arena) => NativeHandle;
+
+/** Internal: the arena's run queue (Trainer runs and kernel launches take their turns on it). */
+export let queueOf: (arena: Arena) => RunQueue;
+
+/** What a Trainer trains, an Arena or a DataParallel group of them: the one interface both
+ *  give (runTargetOf), so the Trainer never asks which of the two it holds. */
+export interface RunTarget {
+  /** 'arena', or 'group' for a DataParallel group (of any size). */
+  readonly kind: 'arena' | 'group';
+  /** This process's arenas: the arena itself, or the group's replicas here. */
+  readonly arenas: readonly Arena[];
+  /** Global rank of arenas[0] (0 for an arena) and the replicas in the whole group (1 for an
+   *  arena). */
+  readonly rank: number;
+  readonly world: number;
+  readonly disposed: boolean;
+  /** One run of every arena of this process (params[i] for arenas[i]), each on its own thread
+   *  for a group; resolves once all have ended. */
+  run(params: readonly RunParams[]): Promise<RunPath>;
+}
+
+const targets = new WeakMap<object, RunTarget>();
+
+/** Internal: called by the constructors of Arena and DataParallel. */
+export function registerRunTarget(owner: object, target: RunTarget): void {
+  targets.set(owner, target);
+}
+
+/** Internal: the run target of an Arena or a DataParallel group: OptionError for anything else
+ *  (a Proxy of one included: the registry knows only the real objects), ArenaError DISPOSED for
+ *  a disposed one. */
+export function runTargetOf(v: unknown, field = 'arena'): RunTarget {
+  const t = typeof v === 'object' && v !== null ? targets.get(v) : undefined;
+  if (!t) throw new OptionError('BAD_OPTION', field, typeof v === 'object' ? Object.prototype.toString.call(v) : v, 'must be an Arena or a DataParallel group');
+  if (t.disposed) throw new ArenaError('DISPOSED', t.kind === 'group' ? 'the data-parallel group was disposed' : 'the arena was disposed');
+  for (const a of t.arenas) if (a.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+  return t;
+}
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
 export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
@@ -89,6 +151,8 @@ export class Arena implements Disposable {
    *  of one ArrayBuffer take one native view per call instead. */
   #host: ArrayBuffer | undefined;
   #disposed = false;
+  readonly #queue = new RunQueue();
+  readonly #kernels = new Map<string, Kernel>();
 
   private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
     this.plan = plan;
@@ -98,6 +162,12 @@ export class Arena implements Disposable {
     this.memory = memory;
     this.pinned = pinned;
     this.deviceBudget = deviceBudget;
+    const self = this;
+    registerRunTarget(this, {
+      kind: 'arena', arenas: [this], rank: 0, world: 1,
+      get disposed() { return self.#disposed; },
+      run: (params) => runArena(this, params[0]!),
+    });
     Object.freeze(this);  // plan, backend and the rest cannot be swapped under the views
   }
 
@@ -132,7 +202,7 @@ export class Arena implements Disposable {
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
    *  anything is allocated; the arena then goes to the device in one transfer. */
   static load(path: string, options: ArenaOptions = {}): Arena {
-    return loadArena(path, options, (plan, o) => Arena.create(plan, o)).arena;
+    return loadArena(path, options).arena;
   }
 
   /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
@@ -151,6 +221,7 @@ export class Arena implements Disposable {
 
   static {
     handleOf = (arena) => arena.#live();
+    queueOf = (arena) => arena.#queue;
   }
 
   /** A typed array over a region of the host allocation: writes go straight into the arena.
@@ -259,13 +330,15 @@ export class Arena implements Disposable {
    *  nn-arena then leaves no device work pending, so your own code may use the memory
    *  (docs/embedding.md). Also after dispose(), until a run in flight has ended. */
   async synchronize(): Promise<void> {
-    for (let s = stateOf(this); s.pending > 0; ) await s.tail;
+    await this.#queue.drain();
     await this.#handle.synchronize();
   }
 
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
    *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
-  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel { return compileKernel(this, source, name, params); }
+  compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel {
+    return compileKernel({ backend: this.backend, live: () => this.#live(), queue: this.#queue, kernels: this.#kernels }, source, name, params);
+  }
 
   /** Frees both allocations exactly once and detaches every view. Safe to call again. */
   dispose(): void {
@@ -277,4 +350,28 @@ export class Arena implements Disposable {
   }
 
   [Symbol.dispose](): void { this.dispose(); }
+}
+
+/** Internal (Arena.load, Trainer.load): a checked checkpoint as a new arena, one open and one
+ *  pass over the file, the regions read straight into the host side while the checksum runs;
+ *  only a verified arena is sent to the device (one transfer). */
+export function loadArena(path: string, options: ArenaOptions): { arena: Arena; info: CheckpointInfo } {
+  return readCheckpoint(path, (cp) => {
+    // One read of the options: the memory check and the allocation see the same backend.
+    let o = options;
+    if (options !== null && typeof options === 'object') {
+      const { backend, memory, pinned, deviceBudget, residency } = options;
+      o = { backend, memory, pinned, deviceBudget, residency };
+      cp.checkMemory(o);
+    }
+    const arena = Arena.create(cp.info.plan, o);
+    try {
+      cp.readInto(arena);
+      arena.toDevice();
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return { arena, info: cp.info };
+  });
 }

@@ -22,7 +22,6 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameSync, unlinkSync, writevSync } from 'node:fs';
 import { freemem, totalmem } from 'node:os';
 import { dirname } from 'node:path';
-import type { ArenaOptions } from './arena-options.js';
 import { ArenaError, OptionError } from './errors.js';
 import { decodeSpec, tableBytes } from './layout/decode.js';
 import { HEADER_FIELDS, HEADER_SIZE, KINDS, KIND_INDEX, MAX_LAYERS, type Kind } from './layout/header.js';
@@ -101,16 +100,14 @@ function saveOptions(plan: Plan, options: unknown): Saved & { steps: number } {
   return { ...saved, steps };
 }
 
-/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (Structural, so
- *  this module never imports the Arena class: arena.ts imports this module.) */
+/** What a checkpoint reads from and writes into: an arena's plan and host bytes. (The format
+ *  sits below the Arena class: arena.ts uses this module, never the other way round.) */
 export interface ArenaBytes {
   readonly plan: Plan;
   bytes(offset: number, bytes: number): Uint8Array;
-  toDevice(): unknown;
-  dispose(): void;
 }
 
-export function saveArena(arena: Pick<ArenaBytes, 'plan' | 'bytes'>, path: string, options: SaveOptions = {}): number {
+export function saveArena(arena: ArenaBytes, path: string, options: SaveOptions = {}): number {
   checkPath(path);
   const plan = arena.plan;
   const { mask, extras, steps } = saveOptions(plan, options);
@@ -303,7 +300,7 @@ export function inspectCheckpoint(path: string): CheckpointInfo {
  *  side, which the CPU backend also keeps in host memory. os.freemem() is the kernel's
  *  MemAvailable (free plus reclaimable cache), the memory that can be had without swapping or
  *  the OOM killer. */
-function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
+function checkMemory(path: string, plan: Plan, options: MemoryOptions): void {
   const backend = options.backend;
   const info = backend === 'cpu' ? undefined : cudaInfo();
   const cuda = backend === 'cuda' || (backend !== 'cpu' && !!info?.built && (info?.devices ?? 0) > 0);
@@ -317,29 +314,32 @@ function checkMemory(path: string, plan: Plan, options: ArenaOptions): void {
   }
 }
 
-/** A checked checkpoint as a new arena: one open and one pass over the file, the regions read
- *  straight into the host side while the checksum runs; only a verified arena is sent to the
- *  device (one transfer). The file replaced or changed during the load cannot mix in: the one
- *  open file is what is read and verified. */
-export function loadArena<A extends ArenaBytes>(path: string, options: ArenaOptions, create: (plan: Plan, options: ArenaOptions) => A): { arena: A; info: CheckpointInfo } {
+/** The options of the arena to be loaded that decide where its memory comes from. */
+export interface MemoryOptions { backend?: unknown; memory?: unknown }
+
+/** A checkpoint opened and checked up to its payload (readCheckpoint). */
+export interface OpenCheckpoint {
+  readonly info: CheckpointInfo;
+  /** HOST_OOM / DEVICE_OOM when an arena of this plan with `options` cannot be had now. */
+  checkMemory(options: MemoryOptions): void;
+  /** Reads the saved regions straight into `arena`'s host side while the checksum runs;
+   *  BAD_CHECKPOINT when it does not match (the caller then disposes the arena). */
+  readInto(arena: Pick<ArenaBytes, 'bytes'>): void;
+}
+
+/** Opens `path` once, checks its headers, and hands the open checkpoint to `use` (Arena.load
+ *  allocates the arena from info.plan and reads into it). The file replaced or changed during
+ *  the load cannot mix in: the one open file is what is read and verified. */
+export function readCheckpoint<T>(path: string, use: (cp: OpenCheckpoint) => T): T {
   return withOpen(path, (fd) => {
     const { reader, info, saved, payloadCrc } = openCheckpoint(fd, path);
-    // One read of the options: the memory check and the allocation see the same backend.
-    let o = options;
-    if (options !== null && typeof options === 'object') {
-      const { backend, memory, pinned, deviceBudget, residency } = options;
-      o = { backend, memory, pinned, deviceBudget, residency };
-      checkMemory(path, info.plan, o);
-    }
-    const arena = create(info.plan, o);
-    try {
-      for (const r of savedRegions(info.plan, saved)) reader.read(arena.bytes(r.offset, r.bytes));
-      if ((reader.crc >>> 0) !== payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-      arena.toDevice();
-    } catch (e) {
-      arena.dispose();
-      throw e;
-    }
-    return { arena, info };
+    return use({
+      info,
+      checkMemory: (options) => checkMemory(path, info.plan, options),
+      readInto: (arena) => {
+        for (const r of savedRegions(info.plan, saved)) reader.read(arena.bytes(r.offset, r.bytes));
+        if ((reader.crc >>> 0) !== payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+      },
+    });
   });
 }

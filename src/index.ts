@@ -1,4 +1,5 @@
 // nn-arena: plan a network's memory to the byte, allocate it once per side, move it in one transfer.
+// The core API. Reports, the PyTorch estimate, MNIST and the CLI's helpers: 'nn-arena/tools' (src/tools.ts).
 export { planLayout, type Plan, type Region, type KindRegion, type ExtraRegion, type BytesByKind } from './layout/plan.js';
 export { type LayoutSpec, type NormalizedSpec, type ExtraSpec, type NormalizedExtra, DEFAULT_ALIGN } from './layout/spec.js';
 export { KINDS, type Kind, type ExtraLike, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
@@ -13,11 +14,4 @@ export { readParallelEnv, type ParallelEnv } from './parallel/env.js';
 export { rendezvous, type RendezvousOptions } from './parallel/rendezvous.js';
 export { cudaInfo, type CudaInfo, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
-export { loadMnist, loadMnistAll, type Dataset, type MnistSplit } from './data/mnist.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
-export { planToSVG, arenaSpans, KIND_COLORS, EXTRA_COLORS, type SvgOptions } from './report/svg.js';
-export { estimatePytorchMemory, arenaBytesByStage, TORCH_STAGES, type TorchStage, type PytorchEstimate, type TorchStageEstimate, type TorchTensor, type PytorchOptions, type ArenaStageBytes } from './report/pytorch.js';
-export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './report/html.js';
-export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
-export { machineInfo, type MachineInfo } from './report/machine.js';
-export { doctor, type DoctorReport } from './doctor.js';

@@ -7,9 +7,19 @@ import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ArenaError, fromNative, OptionError } from './errors.js';
-import { call, native } from './native.js';
-import { handleOf, type Arena } from './arena.js';
-import { enqueue } from './train/queue.js';
+import { call, native, type NativeHandle } from './native.js';
+import type { RunQueue } from './run-queue.js';
+
+/** What a kernel needs of its arena (the Arena passes its own; this module never imports it). */
+export interface KernelHost {
+  readonly backend: 'cpu' | 'cuda';
+  /** The live native handle (ArenaError DISPOSED once the arena is disposed). */
+  live(): NativeHandle;
+  /** The arena's run queue: launches take their turn with the Trainer's runs. */
+  readonly queue: RunQueue;
+  /** The arena's compiled kernels by kernelKey. */
+  readonly kernels: Map<string, Kernel>;
+}
 
 /** Parameter types after the base pointer: f32 float, f64 double, i32 int, u32 unsigned int,
  *  i64 long long, u64 unsigned long long. */
@@ -39,8 +49,6 @@ export function kernelKey(source: string, name: string, params: readonly KernelP
   return createHash('sha256').update(name).update('\0').update(params.join(',')).update('\0').update(source).digest('hex');
 }
 
-const kernels = new WeakMap<Arena, Map<string, Kernel>>();
-
 function dims(v: unknown, field: string): [number, number, number] {
   const a = typeof v === 'number' ? [v] : Array.isArray(v) && v.length >= 1 && v.length <= 3 ? v : undefined;
   const ok = (x: unknown) => Number.isInteger(x) && (x as number) >= 1 && (x as number) <= 0x7fffffff;
@@ -64,11 +72,11 @@ function checkArg(p: KernelParam, v: unknown, i: number): KernelArg {
 export class Kernel {
   readonly name: string;
   readonly params: readonly KernelParam[];
-  readonly #arena: Arena;
+  readonly #arena: KernelHost;
   readonly #id: number;
 
   /** @internal */
-  constructor(arena: Arena, name: string, params: readonly KernelParam[], id: number) {
+  constructor(arena: KernelHost, name: string, params: readonly KernelParam[], id: number) {
     this.#arena = arena;
     this.name = name;
     this.params = params;
@@ -87,10 +95,10 @@ export class Kernel {
       throw new OptionError('BAD_OPTION', 'args', args, `kernel '${this.name}' takes ${this.params.length} argument(s) after the base pointer (${this.params.join(', ') || 'none'})`);
     }
     const checked = this.params.map((p, i) => checkArg(p, args[i], i));
-    handleOf(this.#arena);  // DISPOSED now rather than when its turn comes
-    return enqueue(this.#arena, async () => {
+    this.#arena.live();  // DISPOSED now rather than when its turn comes
+    return this.#arena.queue.enqueue(async () => {
       try {
-        await native().jitLaunch(handleOf(this.#arena), this.#id, grid, block, shared, checked);
+        await native().jitLaunch(this.#arena.live(), this.#id, grid, block, shared, checked);
       } catch (e) {
         throw fromNative(e);
       }
@@ -99,20 +107,18 @@ export class Kernel {
 }
 
 /** Internal: Arena.compileKernel. */
-export function compileKernel(arena: Arena, source: string, name: string, params: readonly KernelParam[] = []): Kernel {
+export function compileKernel(arena: KernelHost, source: string, name: string, params: readonly KernelParam[] = []): Kernel {
   if (typeof source !== 'string' || source.length === 0) throw new OptionError('BAD_OPTION', 'source', source, 'must be a non-empty string of CUDA C++');
   if (typeof name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new OptionError('BAD_OPTION', 'name', name, 'must be the C identifier of an extern "C" __global__ function');
   if (!Array.isArray(params) || !params.every((p) => PARAMS.includes(p))) throw new OptionError('BAD_OPTION', 'params', params, `must be an array of ${PARAMS.join(', ')}`);
-  const h = handleOf(arena);
+  const h = arena.live();
   if (arena.backend !== 'cuda') throw new ArenaError('NOT_SUPPORTED', 'JIT kernels need the CUDA backend; this arena uses the CPU backend (create it with { backend: \'cuda\' } on a machine with a GPU)');
   const key = kernelKey(source, name, params);
-  let byKey = kernels.get(arena);
-  const cached = byKey?.get(key);
+  const cached = arena.kernels.get(key);
   if (cached) return cached;
   const id = call(() => native().jitCompile(h, source, name, [...params], publicHeader()));
   const k = new Kernel(arena, name, Object.freeze([...params]), id);
-  if (!byKey) kernels.set(arena, (byKey = new Map()));
-  byKey.set(key, k);
+  arena.kernels.set(key, k);
   return k;
 }
 

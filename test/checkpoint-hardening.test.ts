@@ -7,7 +7,7 @@ import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, DataError, inspectCheckpoint, NnArenaError, OptionError, planLayout } from '../src/index.js';
-import { loadArena } from '../src/checkpoint.js';
+import { loadArena } from '../src/arena.js';
 import { native } from '../src/native.js';
 
 const cpu = { backend: 'cpu' } as const;
@@ -64,7 +64,7 @@ describe('item 4: a load reads the file once, verified', () => {
     const t0 = performance.now();
     let loads = 0;
     while (loads < 3000 && performance.now() - t0 < 4000) {
-      const { arena, info } = loadArena(path, cpu, (plan, o) => Arena.create(plan, o));
+      const { arena, info } = loadArena(path, cpu);
       const got = salts(arena);
       arena.dispose();
       expect([...got], `load ${loads}: steps ${info.steps}`).toEqual([info.steps]);
@@ -95,7 +95,7 @@ describe('item 5: saves are exclusive, unpredictable and durable', () => {
       for (let round = 0; round < rounds; round++) {
         const replies = await Promise.all(workers.map((w) => new Promise((r) => { w.once('message', r); w.postMessage(round); })));
         expect(replies).toEqual(['ok', 'ok', 'ok', 'ok']);
-        const { arena, info } = loadArena(path, cpu, (plan, o) => Arena.create(plan, o));
+        const { arena, info } = loadArena(path, cpu);
         const got = [...salts(arena)];
         arena.dispose();
         expect(got, `round ${round}`).toEqual([info.steps]);

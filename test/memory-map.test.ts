@@ -4,7 +4,8 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { OptionError, planLayout, planToSVG, type Plan } from '../src/index.js';
+import { OptionError, planLayout, type Plan } from '../src/index.js';
+import { planToSVG } from '../src/tools.js';
 
 interface Drawn { view: string; kind: string; layer: number; offset: number; bytes: number; x: number; width: number; widened: boolean }
 

@@ -4,7 +4,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { LayoutError, estimatePytorchMemory, arenaBytesByStage, planLayout } from '../src/index.js';
+import { LayoutError, planLayout } from '../src/index.js';
+import { estimatePytorchMemory, arenaBytesByStage } from '../src/tools.js';
 import { CachingAllocatorModel, roundSize } from '../src/report/caching-allocator.js';
 
 // Source document 002 (seed): torch.cuda.memory_allocated() after each line of the first training

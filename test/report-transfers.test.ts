@@ -1,7 +1,8 @@
 // Transfers by purpose: the recorder files each of the arena's transfer calls under its purpose,
 // with the native layer's own counts, and puts the arena back as it was.
 import { describe, expect, it } from 'vitest';
-import { Arena, Trainer, planLayout, purposeOf, recordTransfers, selectRanges } from '../src/index.js';
+import { Arena, Trainer, planLayout, selectRanges } from '../src/index.js';
+import { purposeOf, recordTransfers } from '../src/tools.js';
 
 describe('purposeOf', () => {
   it('classifies by direction and selector', () => {

@@ -7,9 +7,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import {
-  Arena, EXTRA_COLORS, inspectCheckpoint, KINDS, LayoutError, planLayout, planToSVG, selectRanges, Trainer, type LayoutSpec, type Plan, type Region,
-} from '../src/index.js';
+import { Arena, inspectCheckpoint, KINDS, LayoutError, planLayout, selectRanges, Trainer, type LayoutSpec, type Plan, type Region } from '../src/index.js';
+import { EXTRA_COLORS, planToSVG } from '../src/tools.js';
 import { HEADER_FIELDS } from '../src/layout/header.js';
 import { native } from '../src/native.js';
 import { codeOf } from './support/errors.js';

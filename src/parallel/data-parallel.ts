@@ -10,7 +10,7 @@
 //                                                    LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //
 // A group of one (one device, or WORLD_SIZE=1) is a pass-through: no NCCL, any backend.
-import { Arena, handleOf, runArena, type BackendName } from '../arena.js';
+import { Arena, handleOf, registerRunTarget, runArena, type BackendName } from '../arena.js';
 import { ArenaError, fromNative, OptionError } from '../errors.js';
 import type { Plan } from '../layout/plan.js';
 import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native.js';
@@ -74,6 +74,12 @@ export class DataParallel {
     this.replicas = Object.freeze(replicas);
     this.rank = rank;
     this.world = world;
+    const self = this;
+    registerRunTarget(this, {
+      kind: 'group', arenas: this.replicas, rank, world,
+      get disposed() { return self.#disposed; },
+      run: (params) => runGroup(this, params),
+    });
     Object.freeze(this);
   }
 
@@ -157,10 +163,10 @@ export class DataParallel {
 
 /** Internal: one run of every replica of `group` (params per replica), each on its own thread
  *  (csrc/addon/nccl.cc); resolves once all have ended. */
-export async function runGroup(group: DataParallel, params: RunParams[]): Promise<RunPath> {
+export async function runGroup(group: DataParallel, params: readonly RunParams[]): Promise<RunPath> {
   if (group.replicas.length === 1) return runArena(group.replicas[0]!, params[0]!);
   try {
-    return await native().runReplicas(group.replicas.map((a) => handleOf(a)), params);
+    return await native().runReplicas(group.replicas.map((a) => handleOf(a)), [...params]);
   } catch (e) {
     throw fromNative(e);
   }

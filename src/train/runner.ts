@@ -1,0 +1,185 @@
+// runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
+// interface, src/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
+// the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
+import { queueOf, runArena, transferRanges, type Arena, type RunTarget, type View } from '../arena.js';
+import { ArenaError, DataError } from '../errors.js';
+import type { Dtype, Kind } from '../layout/header.js';
+import { LOSSES, OPS, PRECISIONS, type RunParams, type RunPath } from '../native.js';
+import type { RunQueue } from '../run-queue.js';
+import { snapshotData, type Snapshot } from './data.js';
+import { combine, metricsOf, type Metrics } from './metrics.js';
+import { makeResident } from './resident.js';
+import { stateOf, type TrainState } from './state.js';
+import type { TrainerSettings } from './options.js';
+import { STATS } from '../layout/header.js';
+
+export const PARAM_KINDS: Kind[] = ['w', 'b'];
+
+export class Runner {
+  readonly target: RunTarget;
+  /** The first arena of this process (a group's first replica here). */
+  readonly arena: Arena;
+  readonly settings: TrainerSettings;
+  readonly queue: RunQueue;
+  /** The first arena's shared state (steps, residency, primitives' bookkeeping). */
+  readonly state: TrainState;
+  // The plan's shape, read once (the plan is frozen, but one read keeps every use consistent).
+  readonly dtype: Dtype;
+  readonly batch: number;
+  readonly samples: number;
+  readonly last: number;
+  readonly inputs: number;
+  readonly outputs: number;
+  readonly models: number;
+
+  constructor(target: RunTarget, settings: TrainerSettings) {
+    this.target = target;
+    this.arena = target.arenas[0]!;
+    this.settings = settings;
+    const s = this.arena.plan.spec;
+    this.dtype = s.dtype;
+    this.batch = s.batch;
+    this.samples = s.samples;
+    this.last = s.layers.length - 1;
+    this.inputs = s.layers[0]!;
+    this.outputs = s.layers[this.last]!;
+    this.models = s.models;
+    this.queue = queueOf(this.arena);
+    this.state = stateOf(this.arena);
+  }
+
+  /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
+  get globalBatch(): number { return this.batch * this.target.world; }
+
+  snapshot(data: unknown, field: string): Snapshot {
+    return snapshotData(data, this.inputs, this.outputs, this.dtype, field);
+  }
+
+  /** step() / gradients(): x and a target { labels } or { y }, at most the global batch. */
+  snapshotBatch(x: unknown, target: unknown, field: string): Snapshot {
+    if (target === null || typeof target !== 'object') throw new DataError('BAD_DATA', 'target', target, 'must be an object { labels } or { y }');
+    const { labels, y } = target as { labels?: ArrayLike<number>; y?: ArrayLike<number> };
+    const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.dtype, field);
+    const limit = this.globalBatch;
+    if (d.count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the ${this.target.world > 1 ? 'global ' : ''}batch of ${limit}`);
+    return d;
+  }
+
+  /** Every arena of this process is idle (the synchronous methods refuse to race a run). */
+  assertIdle(what: string, all = true): void {
+    for (const a of all ? this.target.arenas : [this.arena]) queueOf(a).assertIdle(what);
+  }
+
+  /** Step counts cross to the native side as exact integers. */
+  checkSteps(base: number, n: number): void {
+    if (!Number.isSafeInteger(base + n)) throw new ArenaError('TOO_MANY_STEPS', `the step count ${base} + ${n} exceeds 2^53 - 1`);
+  }
+
+  addSteps(n: number): void {
+    for (const a of this.target.arenas) stateOf(a).steps += n;
+  }
+
+  /** Moves the first `bytes` of region (layer, kind): the rows a primitive uses, no more. */
+  rowsTransfer(dir: 'toDevice' | 'toHost', layer: number, kind: Kind, bytes: number): void {
+    transferRanges(this.arena, dir, { layers: [layer], kinds: [kind] }, [this.arena.plan.region(layer, kind)!.offset, bytes]);
+  }
+
+  /** Before the first run of any Trainer on an arena, its host side goes up whole. */
+  syncDevice(arena: Arena = this.arena): void {
+    const st = stateOf(arena);
+    if (st.deviceStale) {
+      arena.toDevice();
+      st.deviceStale = false;
+    }
+  }
+
+  /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
+  stageBatch(d: Snapshot, first: number, rows: number, arena: Arena = this.arena): number {
+    this.syncDevice(arena);
+    if (rows === 0) return 0;
+    const L = this.last;
+    arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
+    arena.toDevice({ layers: [0], kinds: ['z'] });
+    if (d.y) {
+      arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
+      arena.toDevice({ layers: [L], kinds: ['y'] });
+    }
+    return rows;
+  }
+
+  /** Makes d the resident data set of `arena` (src/train/resident.ts). */
+  makeResident(d: Snapshot, arena: Arena = this.arena): void {
+    this.syncDevice(arena);
+    makeResident(arena, d, this.outputs);
+  }
+
+  /** Copies region kinds `kinds` of every layer from the first arena's host side to `to`'s. */
+  copyParams(to: Arena, kinds: readonly Kind[]): void {
+    const plan = this.arena.plan;
+    for (let l = 1; l <= this.last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
+  }
+
+  /** A run of the first arena alone (evaluate, predict, the primitives: no shards, no reduction). */
+  async run(params: RunParams): Promise<RunPath> {
+    this.syncDevice();
+    return this.#tracked([this.arena], params.op, () => runArena(this.arena, { ...this.#baseParams(), ...params }));
+  }
+
+  /** One run of every arena of this process; `params(rank, i)` for global rank `rank`. */
+  async runAll(params: (rank: number, i: number) => RunParams): Promise<RunPath> {
+    const arenas = this.target.arenas;
+    for (const a of arenas) this.syncDevice(a);
+    const all = arenas.map((_, i) => ({ ...this.#baseParams(), ...params(this.target.rank + i, i) }));
+    return this.#tracked(arenas, all[0]!.op, () => this.target.run(all));
+  }
+
+  /** One step on the caller's batch d: each replica takes its shard (rank r: rows
+   *  [r * batch, (r + 1) * batch), possibly none), and the loss mean is over all d.count rows. */
+  async runShards(d: Snapshot, params: RunParams): Promise<RunPath> {
+    const world = this.target.world;
+    const rows = this.target.arenas.map((a, i) => {
+      const first = (this.target.rank + i) * this.batch;
+      return this.stageBatch(d, first, Math.max(0, Math.min(this.batch, d.count - first)), a);
+    });
+    return this.runAll((rank, i) => ({ ...params, rows: rows[i]!, ...(world > 1 ? { lossRows: d.count, reduce: true } : {}) }));
+  }
+
+  /** Runs `run` (of `op` on `arenas`) and records what the primitives may still use afterwards:
+   *  a run with a forward pass replaces the activations (so does an update, by changing the
+   *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
+   *  consumes them. */
+  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>): Promise<RunPath> {
+    for (const a of arenas) {
+      const st = stateOf(a);
+      if (op !== OPS.backward && op !== OPS.backwardFromOutput) st.forwardRows = undefined;
+      if (op !== OPS.forward && op !== OPS.eval) st.gradients = false;
+    }
+    const path = await run();
+    if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
+    return path;
+  }
+
+  /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
+  #baseParams(): Omit<RunParams, 'op'> {
+    const s = this.settings;
+    return { ...s.hyper, ...(s.lrs ? { lrs: s.lrs } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision] };
+  }
+
+  /** Every model's stats region (one transfer: the K copies are one range). */
+  stats(): View[] {
+    const L = this.last;
+    this.arena.toHost({ layers: [L], kinds: ['stats'] });
+    return Array.from({ length: this.models }, (_, m) => this.arena.view(L, 'stats', m));
+  }
+
+  /** Whether model m's last run marked a bad step: a non-finite loss, or weights or biases left
+   *  non-finite (native, after each step or run), as the stats region read last says. */
+  diverged(m: number): boolean {
+    return this.arena.view(this.last, 'stats', m)[STATS.badStep]! >= 0;
+  }
+
+  readStats(): Metrics {
+    const stats = this.stats();
+    return combine(stats.map(metricsOf), stats.map((s) => s[STATS.badStep]! >= 0));
+  }
+}
