@@ -3,7 +3,7 @@
 // zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
 import { ArenaError, fromNative, OptionError } from './errors.js';
 import type { Kind } from './layout/header.js';
-import type { Plan } from './layout/plan.js';
+import { requirePlan, type Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { readCheckpoint, saveArena, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
@@ -101,18 +101,23 @@ export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHos
 /** The largest ArrayBuffer a native view makes (csrc/addon/arena_handle.cc: VIEW_TOO_LARGE). */
 const MAX_ARRAY_BUFFER = 2 ** 32 - 1;
 
-const observers = new WeakMap<Arena, (e: TransferEvent) => void>();
+// Each arena's observers: several at once (two recorders on one arena each see every transfer).
+const observers = new WeakMap<Arena, Set<(e: TransferEvent) => void>>();
 
 function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
-  observers.get(arena)?.({ dir, regions, ...r });
+  const set = observers.get(arena);
+  if (set) for (const fn of [...set]) fn({ dir, regions, ...r });
   return r;
 }
 
 /** Internal: calls `fn` after every transfer of `arena` (the training report's accounting by
  *  purpose); returns the function that stops it. */
 export function observeTransfers(arena: Arena, fn: (e: TransferEvent) => void): () => void {
-  observers.set(arena, fn);
-  return () => observers.delete(arena);
+  const set = observers.get(arena) ?? new Set();
+  observers.set(arena, set);
+  const own = (e: TransferEvent) => fn(e);  // its own entry, even for a function added twice
+  set.add(own);
+  return () => { set.delete(own); };
 }
 
 /** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
@@ -174,8 +179,9 @@ export class Arena implements Disposable {
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
    *  header written at offset 0 of both (the device copy is one counted transfer). */
   static create(plan: Plan, options: ArenaOptions = {}): Arena {
+    requirePlan(plan);
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
-    const memory = options.memory ?? 'device';
+    const memory = options.memory === undefined ? 'device' : options.memory;
     if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
       throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'device', 'managed' or 'staged'");
     }
@@ -238,6 +244,11 @@ export class Arena implements Disposable {
     const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
     if (typeof kind !== 'string') throw new OptionError('BAD_OPTION', 'kind', kind, 'must be a region kind or a user region name');
     if (typeof layer !== 'number' || !Number.isInteger(layer)) throw new OptionError('BAD_OPTION', 'layer', layer, 'must be a layer index');
+    // Checked before the cache: a model index '0' must not find the view of model 0.
+    const models = this.plan.spec.models;
+    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
+      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
+    }
     const key = `${layer}:${kind}:${model ?? ''}`;
     const cached = this.#views.get(key);
     if (cached) return cached;
@@ -246,10 +257,6 @@ export class Arena implements Disposable {
       const global = this.plan.spec.extra.some((e) => e.name === kind && e.bytes !== undefined);
       throw new ArenaError('NO_REGION', global ? `'${kind}' is a global user region: view('${kind}') takes no layer`
         : layer === -1 ? `'${kind}' has a region per layer: view('${kind}', layer)` : `layer ${layer} has no region '${kind}' in this plan`);
-    }
-    const models = this.plan.spec.models;
-    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
-      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
     }
     const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;

@@ -57,6 +57,7 @@ function subset(src: Dataset, idx: Uint32Array): Dataset {
 
 /** A fixed split of the 10,000 digits: same seed, same split on every machine. */
 export function loadMnist(options: { seed?: number; trainCount?: number; testCount?: number } = {}): MnistSplit {
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { seed?, trainCount?, testCount? }');
   const { seed = 1, trainCount = 8000, testCount = 2000 } = options;
   if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
   const src = loadMnistAll();

@@ -5,9 +5,9 @@
 // tensor is one block of the caching allocator model; tensors are freed when their last holder
 // (a Python variable, a module's local, a node's saved variable) lets go, in autograd's order.
 // bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
-import { LayoutError } from '../errors.js';
+import { LayoutError, OptionError } from '../errors.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
-import { planLayout, type Plan } from '../layout/plan.js';
+import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { CachingAllocatorModel, roundSize } from './caching-allocator.js';
 
@@ -92,6 +92,7 @@ class Sim {
 
 export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options: PytorchOptions = {}): PytorchEstimate {
   const s = normalizeSpec(spec);
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer? }');
   const optimizer = options.optimizer ?? s.optimizer;
   if (optimizer !== 'sgd' && optimizer !== 'momentum' && optimizer !== 'adam') {
     throw new LayoutError('BAD_OPTIMIZER', 'optimizer', optimizer, "must be one of 'sgd', 'momentum', 'adam'");
@@ -224,6 +225,7 @@ export interface ArenaStageBytes { stage: TorchStage; regions: number; bytes: nu
  *  the user's), the header and padding, less the bytes that regions of a compact plan share
  *  (counted under each of them), they sum to totalBytes. */
 export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extras: number; headerAndPadding: number; shared: number } {
+  requirePlan(plan);
   const stageOf = (layer: number, kind: Kind): TorchStage => {
     if (kind === 'z') return layer === 0 ? 'inputs' : 'forward';
     return TORCH_STAGES.find((st) => st !== 'forward' && STAGE_KINDS[st].includes(kind))!;
