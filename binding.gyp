@@ -21,42 +21,12 @@
       "defines": ["NAPI_EXPERIMENTAL", "NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS"],
       "cflags_cc": ["-std=c++17", "-O3", "-fopenmp-simd", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter"],
       "cflags_cc!": ["-fno-exceptions", "-fno-rtti", "-std=gnu++17"],
-      "sources": [
-        "csrc/addon/addon.cc",
-        "csrc/addon/arena_handle.cc",
-        "csrc/addon/convert.cc",
-        "csrc/addon/functions.cc",
-        "csrc/addon/internal.cc",
-        "csrc/addon/jit.cc",
-        "csrc/addon/nccl.cc",
-        "csrc/addon/js_error.cc",
-        "csrc/addon/run_worker.cc",
-        "csrc/core/block.cc",
-        "csrc/core/crc32c.cc",
-        "csrc/core/env.cc",
-        "csrc/core/host_memory.cc",
-        "csrc/core/validate.cc",
-        "csrc/cpu/cpu_backend.cc",
-        "csrc/cpu/cpu_train.cc",
-        "csrc/cpu/gemm.cc",
-        "csrc/cpu/gemm_avx2.cc",
-        "csrc/cpu/gemm_avx512.cc",
-        "csrc/cpu/thread_pool.cc",
-        "csrc/train/aliasing.cc",
-        "csrc/train/check.cc",
-        "csrc/train/phases.cc",
-        "csrc/budget/budgeted_block.cc",
-        "csrc/budget/residency.cc",
-        "csrc/budget/residency_check.cc",
-        "csrc/bench/copy_bench.cc"
-      ],
+      "sources": ["<!@(node scripts/sources.cjs common)"],
       "conditions": [
         ["nvcc!='' and cuda_lib!=''", {
           "defines": ["NNA_WITH_CUDA=1"],
           "include_dirs": ["<(cuda_inc)"],
-          "sources": ["csrc/cuda/cuda_backend.cu", "csrc/cuda/cuda_train.cu", "csrc/cuda/fused_step.cu", "csrc/cuda/cublas_loader.cc", "csrc/cuda/nvrtc_loader.cc", "csrc/cuda/jit.cc",
-                      "csrc/budget/budget_run.cu", "csrc/budget/um_scheduler.cu", "csrc/budget/staging.cu", "csrc/budget/device_meter.cu",
-                      "csrc/bench/link_bench.cu", "csrc/nccl/communicator.cu", "csrc/nccl/nccl_loader.cc"],
+          "sources": ["<!@(node scripts/sources.cjs cuda)"],
           "libraries": ["<(cuda_lib)/libcudart_static.a", "-ldl", "-lrt", "-lpthread"],
           "rules": [{
             "rule_name": "nvcc",
@@ -68,7 +38,7 @@
             "process_outputs_as_sources": 1
           }]
         }, {
-          "sources": ["csrc/cuda/absent.cc", "csrc/budget/absent.cc", "csrc/bench/absent.cc", "csrc/nccl/absent.cc"]
+          "sources": ["<!@(node scripts/sources.cjs absent)"]
         }]
       ]
     }

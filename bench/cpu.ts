@@ -28,7 +28,7 @@ function runGemmBench(quick: boolean, log: (s: string) => void): CpuGemm | strin
   const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-'));
   try {
     const exe = join(dir, 'gemm_bench');
-    const src = ['bench/cpu/gemm_bench.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'].map((f) => join(root, f));
+    const src = ['bench/cpu/gemm_bench.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/gemm_neon.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'].map((f) => join(root, f));
     // The addon's flags (binding.gyp), so the kernels are the ones training runs.
     execFileSync('g++', ['-std=c++17', '-O3', '-fopenmp-simd', '-pthread', `-I${join(root, 'csrc')}`, ...src, '-ldl', '-o', exe], { stdio: 'pipe' });
     const out = execFileSync(exe, ['--seconds', quick ? '0.2' : '1', ...(quick ? ['--only', 'S,M'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000 });

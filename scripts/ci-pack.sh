@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# ci-pack.sh: what a user of the npm package gets. In a copy of the working tree: the CPU
-# prebuild (npm run prebuild -- cpu), npm pack, then an install of the tarball into an empty
+# ci-pack.sh: what a user of the npm package gets. In a copy of the working tree: npm pack
+# (whose prepack makes the prebuilds: NN_ARENA_PACK=cpu, or cpu,cuda), then an install of the tarball into an empty
 # project with no compiler, make, Python or nvcc on PATH (only node, npm and npx), where
 # `npx nn-arena doctor --json` must report the prebuilt binary. Prints the tarball's size and the
 # install's time. Usage: bash scripts/ci-pack.sh [cpu|cuda|all] (default cpu). Needs node_modules.
@@ -12,9 +12,10 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/src" "$tmp/out" "$tmp/app" "$tmp/bin"
 tar -C . --exclude=./node_modules --exclude=./build --exclude=./prebuilds --exclude=./.git --exclude=./.gpu -cf - . | tar -C "$tmp/src" -xf -
 ln -s "$PWD/node_modules" "$tmp/src/node_modules"
-(cd "$tmp/src" && npm run --silent prebuild -- $flavors && npm pack --silent --pack-destination "$tmp/out" >/dev/null)
+start=$(date +%s)
+(cd "$tmp/src" && NN_ARENA_PACK="${flavors// /,}" npm pack --silent --pack-destination "$tmp/out" >/dev/null)
 tarball="$(ls "$tmp"/out/*.tgz)"
-echo "ci-pack: $(basename "$tarball"): $(du -k "$tarball" | cut -f1) KiB ($flavors)"
+echo "ci-pack: $(basename "$tarball"): $(du -k "$tarball" | cut -f1) KiB ($flavors), npm pack took $(( $(date +%s) - start )) s"
 tar -tzf "$tarball" | grep 'prebuilds/' | sed 's/^/ci-pack:   /'
 
 # Only node, npm and npx on PATH,

@@ -58,8 +58,15 @@ function localGpus() {
   } catch { return []; }
 }
 
+// Built from source with no GPU visible, the common set: SASS for sm_75 (T4, RTX 20), sm_80
+// (A100; also runs on 86, 87, 89: same major, higher minor) and sm_90 (H100, H200, GH200), PTX of
+// compute_90 that the driver compiles for Blackwell and newer. 3 of the 11 architectures: a few
+// minutes instead of tens on 2 cores (CONTRIBUTING.md, build times). `all` builds FULL, as the
+// prebuilt CUDA binary does.
+const COMMON = ['75', '80', '90'];
+
 // Which architectures to build and why: NN_ARENA_CUDA_ARCH ("80;90", or "all"), else the GPUs
-// visible here, else the full list.
+// visible here, else COMMON.
 function archPlan(nvcc) {
   const known = nvcc ? listed(nvcc) : [];
   const full = known.length ? FULL.filter((a) => known.includes(a)) : FULL;
@@ -73,7 +80,9 @@ function archPlan(nvcc) {
   const gpus = localGpus();
   const ok = gpus.filter((a) => !known.length || known.includes(a));
   if (gpus.length && ok.length === gpus.length) return { archs: ok, why: 'the GPU found here' };
-  return { archs: full, why: gpus.length ? `this nvcc cannot build for the GPU found here (sm_${gpus.join(', sm_')})` : 'no GPU visible here: every architecture' };
+  const common = COMMON.filter((a) => full.includes(a));
+  const set = 'the common set (NN_ARENA_CUDA_ARCH=all for every one from sm_75 to sm_120)';
+  return { archs: common, why: gpus.length ? `this nvcc cannot build for the GPU found here (sm_${gpus.join(', sm_')}): ${set}` : `no GPU visible here: ${set}` };
 }
 
 function gencode(nvcc) {
@@ -111,12 +120,20 @@ function headers(found) {
   return [...out].sort().join(' ');
 }
 
-module.exports = { locate, archPlan, FULL };
+module.exports = { locate, archPlan, FULL, COMMON };
 
+// Run by node-gyp while it reads binding.gyp: a failure prints one nn-arena line (no stack
+// trace: nvcc -M needs the host C++ compiler, for one) and exits 1, which stops the configure.
 if (require.main === module) {
-  const found = locate();
-  const what = process.argv[2] || 'nvcc';
-  const out = what === 'headers' ? (found ? headers(found) : '')
-    : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode(found.nvcc) : '' }[what];
-  process.stdout.write(out || '');
+  try {
+    const found = locate();
+    const what = process.argv[2] || 'nvcc';
+    const out = what === 'headers' ? (found ? headers(found) : '')
+      : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode(found.nvcc) : '' }[what];
+    process.stdout.write(out || '');
+  } catch (e) {
+    const detail = String(e.stderr || '').trim().split('\n')[0];
+    process.stderr.write(`nn-arena: scripts/find-nvcc.cjs ${process.argv[2] || ''}: ${e.message.split('\n')[0]}${detail ? ` (${detail})` : ''}\n`);
+    process.exit(1);
+  }
 }

@@ -5,11 +5,14 @@
 # memory until exit by design. The normal build is restored afterwards.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-restore() { echo "test:asan: restoring the normal build"; npx node-gyp rebuild >/dev/null; }
+# Through install.cjs: offline (this Node's headers), and its build stamp records the flags, so the
+# next install does not keep the ASan build as if it were the normal one.
+build() { NN_ARENA_BUILD_FROM_SOURCE=1 node scripts/install.cjs 2>/dev/null; }
+restore() { echo "test:asan: restoring the normal build"; build; }
 trap restore EXIT
 export CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 export CXXFLAGS="$CFLAGS" LDFLAGS="-fsanitize=address,undefined"
-NN_ARENA_CUDA=0 npx node-gyp rebuild >/dev/null
+NN_ARENA_CUDA=0 build
 unset CFLAGS CXXFLAGS LDFLAGS
 LD_PRELOAD="$(g++ -print-file-name=libasan.so) $(g++ -print-file-name=libubsan.so)" \
 ASAN_OPTIONS="detect_leaks=0:abort_on_error=1:detect_odr_violation=0:allocator_may_return_null=1" \

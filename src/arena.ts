@@ -2,7 +2,7 @@
 // The plan decides every offset; this class only allocates, moves byte ranges and hands out
 // zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
 import { ArenaError, fromNative, OptionError } from './errors.js';
-import type { Kind } from './layout/header.js';
+import type { Dtype, Kind } from './layout/header.js';
 import { requirePlan, type Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
@@ -10,6 +10,7 @@ import { readCheckpoint, saveArena, type CheckpointInfo, type SaveOptions } from
 import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
+import { checkKnownKeys, keysOf } from './known-keys.js';
 
 export type BackendName = 'cpu' | 'cuda';
 export type MemoryKind = 'device' | 'managed' | 'staged';
@@ -38,11 +39,18 @@ export interface ArenaOptions {
   residency?: ResidencyMode;
 }
 
+const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'steps']);
+const ARENA_KEYS = keysOf<ArenaOptions>()(['backend', 'memory', 'device', 'pinned', 'deviceBudget', 'residency']);
+
 export interface TransferResult { transfers: number; bytes: number }
 
 export interface ArenaStats extends NativeStats {}
 
 export type View = Float32Array | Float64Array;
+
+/** The view of a plan of dtype D: Float32Array for float32, Float64Array for float64 (either
+ *  where D is not known). */
+export type ViewOf<D extends Dtype> = D extends 'float64' ? Float64Array : D extends 'float32' ? Float32Array : View;
 
 function resolveBackend(b: ArenaOptions['backend']): BackendName {
   if (b === undefined || b === 'auto') {
@@ -139,8 +147,8 @@ export async function runArena(arena: Arena, params: RunParams): Promise<RunPath
   }
 }
 
-export class Arena implements Disposable {
-  readonly plan: Plan;
+export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposable {
+  readonly plan: Plan<D>;
   readonly backend: BackendName;
   readonly memory: MemoryKind;
   readonly pinned: boolean;
@@ -159,7 +167,7 @@ export class Arena implements Disposable {
   readonly #queue = new RunQueue();
   readonly #kernels = new Map<string, Kernel>();
 
-  private constructor(plan: Plan, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
+  private constructor(plan: Plan<D>, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
     this.plan = plan;
     this.device = device;
     this.#handle = handle;
@@ -178,9 +186,10 @@ export class Arena implements Disposable {
 
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
    *  header written at offset 0 of both (the device copy is one counted transfer). */
-  static create(plan: Plan, options: ArenaOptions = {}): Arena {
+  static create<D extends Dtype>(plan: Plan<D>, options: ArenaOptions = {}): Arena<D> {
     requirePlan(plan);
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
+    checkKnownKeys(options, ARENA_KEYS, 'Arena.create');
     const memory = options.memory === undefined ? 'device' : options.memory;
     if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
       throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'device', 'managed' or 'staged'");
@@ -215,6 +224,7 @@ export class Arena implements Disposable {
    *  written to a temporary name and renamed. Call toHost() first for device-side results. */
   save(path: string, options: SaveOptions = {}): number {
     this.#live();
+    if (options !== null && typeof options === 'object') checkKnownKeys(options, SAVE_KEYS, 'save');
     return saveArena(this, path, options);
   }
 
@@ -236,9 +246,9 @@ export class Arena implements Disposable {
    *  With `models: K` in the plan, `model` picks one model's copy of a per-model region (shared
    *  regions have one copy, model 0, whichever model is asked); without it the view spans every
    *  copy (model m's at m * stride / element bytes). Detached (length 0) once the arena is disposed. */
-  view(layer: number, kind: Kind, model?: number): View;
-  view(layer: number, kind: string, model?: number): View | Uint8Array;
-  view(name: string, layer?: number, model?: number): View | Uint8Array;
+  view(layer: number, kind: Kind, model?: number): ViewOf<D>;
+  view(layer: number, kind: string, model?: number): ViewOf<D> | Uint8Array;
+  view(name: string, layer?: number, model?: number): ViewOf<D> | Uint8Array;
   view(a: number | string, b?: number | string, model?: number): View | Uint8Array {
     const h = this.#live();
     const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
@@ -357,12 +367,20 @@ export class Arena implements Disposable {
   }
 
   [Symbol.dispose](): void { this.dispose(); }
+
+  /** `await using arena = Arena.create(plan)`: waits for what is queued or in flight on the
+   *  arena (synchronize()), then disposes it. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#disposed) await this.synchronize();
+    this.dispose();
+  }
 }
 
 /** Internal (Arena.load, Trainer.load): a checked checkpoint as a new arena, one open and one
  *  pass over the file, the regions read straight into the host side while the checksum runs;
  *  only a verified arena is sent to the device (one transfer). */
 export function loadArena(path: string, options: ArenaOptions): { arena: Arena; info: CheckpointInfo } {
+  if (options !== null && typeof options === 'object') checkKnownKeys(options, ARENA_KEYS, 'Arena.load');
   return readCheckpoint(path, (cp) => {
     // One read of the options: the memory check and the allocation see the same backend.
     let o = options;

@@ -16,7 +16,7 @@ export interface DoctorReport {
   binary:
     | { loaded: true; variant: 'prebuilt' | 'local'; flavor: 'cpu' | 'cuda'; path: string; reason: string; archs: string[]; cudaRuntime: string | null }
     | { loaded: false; code: string; message: string };
-  cpu: { model: string; threads: number; avx2: boolean; avx512: boolean; fma: boolean };
+  cpu: { model: string; threads: number; avx2: boolean; avx512: boolean; fma: boolean; neon: boolean };
   gpu: null | {
     name: string; computeCapability: string; driver: string | null;
     /** Whether the loaded binary has kernels for it; null when the binary is CPU-only. */
@@ -46,7 +46,8 @@ function cpuInfo(): DoctorReport['cpu'] {
     flags = new Set((/^flags\s*:(.*)$/m.exec(text)?.[1] ?? '').trim().split(/\s+/));
     model = /^model name\s*:(.*)$/m.exec(text)?.[1]?.trim() ?? model;
   } catch { /* not Linux */ }
-  return { model, threads: availableParallelism(), avx2: flags.has('avx2'), avx512: flags.has('avx512f'), fma: flags.has('fma') };
+  // NEON (Advanced SIMD) is part of every AArch64 CPU: the GEMM's NEON kernels always run there.
+  return { model, threads: availableParallelism(), avx2: flags.has('avx2'), avx512: flags.has('avx512f'), fma: flags.has('fma'), neon: process.arch === 'arm64' };
 }
 
 /** nvidia-smi's view of GPU 0 (for a CPU-only binary, which cannot ask CUDA). */

@@ -8,15 +8,15 @@ export const ERROR_CODES = {
   /** A network description that cannot be laid out. */
   LayoutError: ['BAD_SPEC', 'BAD_LAYERS', 'BAD_BATCH', 'BAD_SAMPLES', 'BAD_MODELS', 'BAD_DTYPE', 'BAD_OPTIMIZER', 'BAD_ORDER', 'BAD_ALIGN', 'BAD_ACTIVATIONS', 'TOO_LARGE', 'BAD_KIND', 'BAD_PLAN', 'BAD_EXTRA'],
   /** An option or argument of a call (arena, trainer, fit, save, selector, budget) refused. */
-  OptionError: ['BAD_OPTION', 'BAD_SEED', 'BAD_LOSS', 'BAD_COUNT', 'BAD_PATH', 'BAD_SELECTOR', 'BAD_BUDGET', 'BUDGET_TOO_SMALL', 'BUDGET_NEEDS_MANAGED', 'BUDGET_REQUIRED', 'BAD_ENV'],
+  OptionError: ['BAD_OPTION', 'BAD_SEED', 'BAD_LOSS', 'BAD_COUNT', 'BAD_PATH', 'BAD_SELECTOR', 'BAD_BUDGET', 'BUDGET_TOO_SMALL', 'BUDGET_NEEDS_MANAGED', 'BUDGET_REQUIRED', 'BAD_ENV', 'UNKNOWN_OPTION'],
   /** Training data or targets that cannot be used with this network. */
   DataError: ['BAD_DATA', 'BAD_DATA_WIDTH', 'BAD_LABEL', 'DATA_TOO_LARGE'],
   /** A failure of the arena or its native layer: allocation, transfer, CUDA, lifetime, files. */
   ArenaError: [
-    'NO_ADDON', 'NO_DEVICE', 'NO_KERNEL_IMAGE', 'CUDA_OOM', 'DEVICE_OOM', 'CUDA_ERROR', 'CUBLAS_ERROR', 'HOST_OOM', 'MANAGED_LIMIT',
+    'NO_ADDON', 'NODE_TOO_OLD', 'NO_DEVICE', 'NO_KERNEL_IMAGE', 'CUDA_OOM', 'DEVICE_OOM', 'CUDA_ERROR', 'CUBLAS_ERROR', 'HOST_OOM', 'MANAGED_LIMIT',
     'DISPOSED', 'BUSY', 'NOT_SUPPORTED', 'NO_REGION', 'NO_DATA', 'OUT_OF_RANGE', 'VIEW_TOO_LARGE', 'BAD_HEADER',
     'BAD_CHECKPOINT', 'SAVE_FAILED', 'DIVERGED', 'TOO_MANY_STEPS', 'NO_FORWARD', 'NO_GRADIENTS', 'STALLED', 'BAD_ARGUMENT', 'INTERNAL', 'COMPILE_FAILED', 'NVRTC_ERROR',
-    'NCCL_ERROR', 'NCCL_UNAVAILABLE', 'RENDEZVOUS_TIMEOUT', 'RENDEZVOUS_FAILED', 'PORT_BUSY', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST',
+    'ABORTED', 'NCCL_ERROR', 'NCCL_UNAVAILABLE', 'RENDEZVOUS_TIMEOUT', 'RENDEZVOUS_FAILED', 'PORT_BUSY', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST',
   ],
 } as const;
 
@@ -93,6 +93,14 @@ export class ArenaError extends NnArenaError {
   constructor(code: ArenaCode, message: string, options?: { cause?: unknown; detail?: string }) {
     super(code, message, options);
   }
+}
+
+/** The error of a call stopped by its AbortSignal: an ArenaError ABORTED whose `name` is
+ *  'AbortError' (as fetch's and the DOM's), with the signal's reason as its cause. */
+export function abortError(what: string, signal: AbortSignal): ArenaError {
+  const e = new ArenaError('ABORTED', `${what}: aborted${signal.reason instanceof Error ? ` (${signal.reason.message})` : ''}`, { cause: signal.reason });
+  Object.defineProperty(e, 'name', { value: 'AbortError', configurable: true, writable: true });
+  return e;
 }
 
 /** The field a native failure of this code is about, where the native side did not name one. */

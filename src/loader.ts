@@ -7,7 +7,7 @@
 // The CUDA one is tried when an NVIDIA driver is visible, and the CPU one is the fallback when it
 // fails to load. NN_ARENA_VARIANT=cpu|cuda chooses; NN_ARENA_PREBUILD=<dir> (node-gyp-build)
 // loads from another package root.
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +36,25 @@ export function nvidiaDriverVisible(): boolean {
   return ['/proc/driver/nvidia/version', '/dev/nvidiactl', '/dev/dxg'].some((p) => existsSync(p));
 }
 
+/** Refuses a Node older than package.json's `engines.node` (">=20.10": the addon's N-API
+ *  calls, the pure finalizer among them, and the library's own syntax need it). */
+export function checkNodeVersion(version: string = process.versions.node, engines: string = enginesNode()): void {
+  const min = /^>=\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(engines.trim());
+  if (!min) throw new ArenaError('INTERNAL', `package.json engines.node '${engines}' is not of the form >=X.Y.Z`);
+  const want = min.slice(1).map((x) => Number(x ?? 0));
+  const have = version.replace(/^v/, '').split('.').map((x) => Number.parseInt(x, 10) || 0);
+  for (let i = 0; i < 3; i++) {
+    if ((have[i] ?? 0) > want[i]!) return;
+    if ((have[i] ?? 0) < want[i]!) {
+      throw new ArenaError('NODE_TOO_OLD', `nn-arena needs Node ${engines} (package.json engines); this is Node ${version}: install a newer one`);
+    }
+  }
+}
+
+function enginesNode(): string {
+  return (JSON.parse(readFileSync(join(packageRoot(), 'package.json'), 'utf8')) as { engines: { node: string } }).engines.node;
+}
+
 let loaded: LoadedAddon | undefined;
 let failure: ArenaError | undefined;
 
@@ -43,6 +62,7 @@ export function loadAddon<T = unknown>(): LoadedAddon<T> {
   if (loaded) return loaded as LoadedAddon<T>;
   if (failure) throw failure;
   try {
+    checkNodeVersion();
     loaded = find();
     return loaded as LoadedAddon<T>;
   } catch (e) {

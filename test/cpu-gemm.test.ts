@@ -8,8 +8,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const hasGxx = (() => { try { execFileSync('g++', ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } })();
+const runs = (cmd: string) => { try { execFileSync(cmd, ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } };
+const hasGxx = runs('g++');
 const root = join(import.meta.dirname, '..');
+const GEMM_SOURCES = ['bench/cpu/gemm_check.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/gemm_neon.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'];
+/** The ISAs gemm_check must have checked, given the best one it detected. */
+const expectedIsas = (detected: string) => (detected === 'neon' ? ['portable', 'neon'] : ['portable', 'avx2', 'avx512'].slice(0, ['portable', 'avx2', 'avx512'].indexOf(detected) + 1));
 
 describe.skipIf(!hasGxx)('CPU GEMM kernels (bench/cpu/gemm_check.cc)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-'));
@@ -17,16 +21,34 @@ describe.skipIf(!hasGxx)('CPU GEMM kernels (bench/cpu/gemm_check.cc)', () => {
 
   it('match a long-double reference on every ISA, float and double, odd shapes, epilogues; repeat and thread counts bit-identical', () => {
     const exe = join(dir, 'gemm_check');
-    const src = ['bench/cpu/gemm_check.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'].map((f) => join(root, f));
+    const src = GEMM_SOURCES.map((f) => join(root, f));
     execFileSync('g++', ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', `-I${join(root, 'csrc')}`, ...src, '-o', exe], { stdio: 'pipe' });
     const r = spawnSync(exe, [], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' } });
     expect(r.stdout).not.toMatch(/FAIL/);
     expect(r.status).toBe(0);
     const detected = /^detected (\w+)/m.exec(r.stdout)![1]!;
-    const isas = ['portable', 'avx2', 'avx512'];
-    for (const isa of isas.slice(0, isas.indexOf(detected) + 1)) expect(r.stdout).toContain(`isa ${isa} checked`);
+    for (const isa of expectedIsas(detected)) expect(r.stdout).toContain(`isa ${isa} checked`);
     expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(1000);
   });
+});
+
+// linux-arm64: the NEON kernels (csrc/cpu/gemm_neon.cc), cross-compiled (Debian's
+// g++-aarch64-linux-gnu) and run under qemu-user: correctness only, emulated speed means nothing.
+// Minutes under emulation, so only when asked: NN_ARENA_GEMM_QEMU=1 (scripts/ci-arm64.sh).
+describe.skipIf(process.env.NN_ARENA_GEMM_QEMU !== '1')('CPU GEMM kernels on linux-arm64 (qemu-user)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-arm64-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('NEON and portable kernels match the long-double reference, float and double, epilogues; thread counts bit-identical', () => {
+    const exe = join(dir, 'gemm_check');
+    execFileSync('aarch64-linux-gnu-g++', ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', '-static', `-I${join(root, 'csrc')}`, ...GEMM_SOURCES.map((f) => join(root, f)), '-o', exe], { stdio: 'pipe' });
+    const r = spawnSync('qemu-aarch64', [exe, '--quick'], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' }, timeout: 1_500_000 });
+    expect(r.stdout).not.toMatch(/FAIL/);
+    expect(r.status).toBe(0);
+    expect(r.stdout).toMatch(/^detected neon, active neon$/m);
+    for (const isa of expectedIsas('neon')) expect(r.stdout).toContain(`isa ${isa} checked`);
+    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(800);  // --quick: 864 checks over the two ISAs
+  }, 1_600_000);
 });
 
 // Trains a small network with odd widths on the CPU backend in a child process and prints a

@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
     else if (k == "--product") product = v;
     else if (k == "--isa") isa = v == "portable" ? Isa::Portable : v == "avx2" ? Isa::Avx2 : Isa::Avx512;
   }
-  isa = std::min(isa, detectedIsa());
+  isa = capIsa(isa);
   const unsigned threads = poolThreads();
   const bool avx512 = detectedIsa() == Isa::Avx512;
   // The peak is the best of several measurements spread over the run (before the shapes, before

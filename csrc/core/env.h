@@ -4,7 +4,7 @@
 //
 // Run time (native, this file):
 //   NN_ARENA_THREADS              CPU backend: its thread pool's size (default: every core)
-//   NN_ARENA_CPU_ISA              CPU backend: portable | avx2 | avx512 caps the GEMM kernels used
+//   NN_ARENA_CPU_ISA              CPU backend: portable | avx2 | avx512 | neon caps the GEMM kernels used
 //                                 (default: the best the CPU has)
 //   NN_ARENA_STEP_PATH            CUDA: fused | layers | auto (default) — force a training path
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS

@@ -1,5 +1,6 @@
-// gemm.cc: the portable micro-kernels (GCC vectors of 16 bytes: SSE2 on x86-64, NEON on arm64)
-// and the run-time choice between them and the AVX2 / AVX-512 ones.
+// gemm.cc: the portable micro-kernels (GCC vectors of 16 bytes: SSE2 on x86-64, NEON on arm64,
+// separate multiply and add) and the run-time choice between them and the AVX2 / AVX-512 ones
+// (x86-64) or the NEON FMA ones (AArch64, gemm_neon.cc).
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -67,9 +68,27 @@ Isa detectedIsa() {
     return Isa::Portable;
   }();
   return isa;
+#elif defined(NNA_ARM_KERNELS)
+  return Isa::Neon;
 #else
   return Isa::Portable;
 #endif
+}
+
+static int level(Isa i) { return i == Isa::Portable ? 0 : i == Isa::Avx512 ? 2 : 1; }
+
+bool isaRuns(Isa isa) {
+  const Isa best = detectedIsa();
+  if (isa == Isa::Portable) return true;
+  if (isa == Isa::Neon) return best == Isa::Neon;
+  return best != Isa::Neon && best != Isa::Portable && level(isa) <= level(best);
+}
+
+Isa capIsa(Isa want) {
+  Isa out = Isa::Portable;
+  for (Isa i : {Isa::Avx2, Isa::Neon, Isa::Avx512})
+    if (isaRuns(i) && level(i) <= level(want) && level(i) > level(out)) out = i;
+  return out;
 }
 
 Isa activeIsa() {
@@ -81,8 +100,9 @@ Isa activeIsa() {
     if (env == "portable") want = Isa::Portable;
     else if (env == "avx2") want = Isa::Avx2;
     else if (env == "avx512") want = Isa::Avx512;
-    else NNA_FAIL("BAD_OPTION", "NN_ARENA_CPU_ISA must be portable, avx2 or avx512, got '" + env + "'");
-    return std::min(want, best);
+    else if (env == "neon") want = Isa::Neon;
+    else NNA_FAIL("BAD_OPTION", "NN_ARENA_CPU_ISA must be portable, avx2, avx512 or neon, got '" + env + "'");
+    return capIsa(want);
   }();
   return isa;
 }
@@ -91,16 +111,20 @@ const char* isaName(Isa isa) {
   switch (isa) {
     case Isa::Avx512: return "avx512";
     case Isa::Avx2: return "avx2";
+    case Isa::Neon: return "neon";
     default: return "portable";
   }
 }
 
 template <typename T>
 static void dispatch(const Gemm<T>& g, Isa isa, unsigned threads) {
-  isa = std::min(isa, detectedIsa());
+  isa = capIsa(isa);
 #if defined(NNA_X86_KERNELS)
   if (isa == Isa::Avx512) return gemmAvx512(g, threads);
   if (isa == Isa::Avx2) return gemmAvx2(g, threads);
+#endif
+#if defined(NNA_ARM_KERNELS)
+  if (isa == Isa::Neon) return gemmNeon(g, threads);
 #endif
   gemmPortable(g, threads);
 }
@@ -110,10 +134,13 @@ void gemm(const Gemm<double>& g, Isa isa, unsigned threads) { dispatch(g, isa, t
 
 template <typename T>
 static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t cols) {
-  const Isa isa = std::min(activeIsa(), detectedIsa());  // the ISA gemm(g) runs, so its epilogue's bits
+  const Isa isa = capIsa(activeIsa());  // the ISA gemm(g) runs, so its epilogue's bits
 #if defined(NNA_X86_KERNELS)
   if (isa == Isa::Avx512) return updateAvx512(e, g, rows, cols);
   if (isa == Isa::Avx2) return updateAvx2(e, g, rows, cols);
+#endif
+#if defined(NNA_ARM_KERNELS)
+  if (isa == Isa::Neon) return updateNeon(e, g, rows, cols);
 #endif
   (void)isa;
   updatePortable(e, g, rows, cols);

@@ -8,7 +8,7 @@
 namespace nna {
 namespace cpu {
 
-enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2 };
+enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
 
 // What happens to a tile of C once its last K block is in (the tile is then in L1):
 //   BiasAct:  c = act(c + bias[j])                      (forward: z = act(x W^T + b))
@@ -45,11 +45,16 @@ struct Gemm {
   Epilogue<T> ep;
 };
 
-// The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512 lowers
-// it (never above what the CPU has).
+// The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512|neon
+// lowers it (never above what the CPU has). Levels: portable 0; avx2 and neon 1; avx512 2 (so
+// a cap of avx2 on AArch64 means neon, and neon on x86-64 means avx2).
 Isa detectedIsa();
 Isa activeIsa();
 const char* isaName(Isa isa);
+// Whether gemm(g, isa) runs isa itself here (not a lower one).
+bool isaRuns(Isa isa);
+// The best ISA this CPU runs at or below want's level.
+Isa capIsa(Isa want);
 
 // Runs g on up to `threads` threads of the shared pool (0: all of it). The K dimension is never
 // split and every element sums its K blocks in one fixed order, so the result does not depend

@@ -11,8 +11,13 @@
 
 #if defined(NNA_X86_KERNELS)
 #include <immintrin.h>
+// GCC: a target pragma; clang ignores it and needs the attribute on every function instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma,bmi2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,bmi2")
+#endif
 
 namespace nna {
 namespace cpu {
@@ -70,5 +75,9 @@ void updateAvx2(const Epilogue<double>& e, const double* g, size_t rows, size_t 
 }  // namespace cpu
 }  // namespace nna
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

@@ -10,9 +10,20 @@
 #include "thread_pool.h"
 
 #if defined(NNA_X86_KERNELS)
+// GCC 12's avx512fintrin.h builds its "undefined" vectors as `__m512 __Y = __Y;`, which its own
+// -Wuninitialized reports (34 warnings per build) wherever the intrinsics inline: not ours.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+// GCC: a target pragma; clang ignores it and needs the attribute on every function instead.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,bmi2"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512dq,avx2,fma,bmi2")
+#endif
 
 namespace nna {
 namespace cpu {
@@ -98,5 +109,9 @@ void updateAvx512(const Epilogue<double>& e, const double* g, size_t rows, size_
 }  // namespace cpu
 }  // namespace nna
 
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #endif

@@ -20,6 +20,13 @@ void updateAvx2(const Epilogue<double>& e, const double* g, size_t rows, size_t 
 void updateAvx512(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
 void updateAvx512(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
 #endif
+#if defined(__aarch64__) && defined(__GNUC__)
+#define NNA_ARM_KERNELS 1
+void gemmNeon(const Gemm<float>& g, unsigned threads);
+void gemmNeon(const Gemm<double>& g, unsigned threads);
+void updateNeon(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
+void updateNeon(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
+#endif
 
 }  // namespace cpu
 }  // namespace nna

@@ -14,7 +14,8 @@ export function runDoctor(json: boolean): void {
     ['binary', b.loaded ? `${b.variant} ${b.flavor === 'cuda' ? 'CUDA' : 'CPU-only'}: ${b.path} (${b.reason})` : `none: ${b.code}: ${b.message}`],
   ];
   if (b.loaded && b.flavor === 'cuda') rows.push(['CUDA', `runtime ${b.cudaRuntime}; kernels for ${b.archs.join(' ')}`]);
-  rows.push(['CPU', `${r.cpu.model}; ${r.cpu.threads} threads; AVX2 ${yes(r.cpu.avx2)}, AVX-512 ${yes(r.cpu.avx512)}, FMA ${yes(r.cpu.fma)}`]);
+  const simd = r.cpu.neon ? 'NEON yes' : `AVX2 ${yes(r.cpu.avx2)}, AVX-512 ${yes(r.cpu.avx512)}, FMA ${yes(r.cpu.fma)}`;
+  rows.push(['CPU', `${r.cpu.model}; ${r.cpu.threads} threads; ${simd}`]);
   rows.push(['GPU', r.gpu
     ? `${r.gpu.name}, compute capability ${r.gpu.computeCapability}, driver ${r.gpu.driver ?? 'unknown'}; ${r.gpu.covered === null ? 'not usable by a CPU-only binary' : r.gpu.covered ? 'the binary has kernels for it' : 'the binary has NO kernels for it'}`
     : 'none found']);

@@ -2,9 +2,9 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
 import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
-import { normalizeSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
+import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
@@ -42,8 +42,9 @@ export type Region = KindRegion | ExtraRegion;
  *  the kinds + user regions + header + padding - shared = totalBytes. */
 export type BytesByKind = Readonly<Record<Kind | 'header' | 'padding' | 'shared', number>> & Readonly<Record<string, number>>;
 
-export interface Plan {
-  readonly spec: NormalizedSpec;
+/** A plan of element type D (its spec's dtype): an Arena of it gives views of that type. */
+export interface Plan<D extends Dtype = Dtype> {
+  readonly spec: NormalizedSpec<D>;
   readonly totalBytes: number;
   /** Header struct + layer table + padding up to the first region. */
   readonly headerBytes: number;
@@ -174,6 +175,9 @@ const overlapsInTime = (a: Int32Array, b: Int32Array) => {
   return false;
 };
 
+/** Plans a spec; the plan's type carries the dtype (float32 unless the spec says otherwise), so
+ *  views of an arena of it are Float32Array or Float64Array without a cast. */
+export function planLayout<S extends LayoutSpec>(input: S): Plan<DtypeOf<S>>;
 export function planLayout(input: LayoutSpec): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);

@@ -1,6 +1,7 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
+import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
@@ -47,10 +48,13 @@ export interface LayoutSpec {
   models?: number;
 }
 
-export interface NormalizedSpec {
+/** The dtype a spec plans: its `dtype`, 'float32' where it has none (Dtype where unknown). */
+export type DtypeOf<S> = 'dtype' extends keyof S ? (S extends { dtype?: infer D } ? (D extends Dtype ? D : 'float32') : Dtype) : 'float32';
+
+export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly layers: readonly number[];
   readonly batch: number;
-  readonly dtype: Dtype;
+  readonly dtype: D;
   readonly activations: readonly Activation[];
   readonly optimizer: Optimizer;
   readonly order: Order;
@@ -60,6 +64,9 @@ export interface NormalizedSpec {
   readonly compact: boolean;
   readonly models: number;
 }
+
+const SPEC_KEYS = keysOf<LayoutSpec>()(['layers', 'batch', 'dtype', 'activations', 'optimizer', 'order', 'align', 'samples', 'extra', 'compact', 'models']);
+const EXTRA_KEYS = keysOf<ExtraSpec>()(['name', 'like', 'per', 'layers', 'bytes']);
 
 export const DEFAULT_ALIGN = 256;
 const MAX_ALIGN = 2 ** 30;
@@ -98,6 +105,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
  *  the plan differ from what was checked. */
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
+  checkKnownKeys(spec, SPEC_KEYS, 'planLayout');
   const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
@@ -157,6 +165,7 @@ function normalizeExtras(raw: unknown, L: number): readonly NormalizedExtra[] {
   return Object.freeze(list.map((e, i): NormalizedExtra => {
     const at = `extra[${i}]`;
     if (e === null || typeof e !== 'object' || Array.isArray(e)) throw new LayoutError('BAD_EXTRA', at, e, 'must be an object { name, like | per, layers? } or { name, bytes }');
+    checkKnownKeys(e, EXTRA_KEYS, 'a user region', at);
     const { name, like: rawLike, per, layers: rawLayers, bytes } = e as ExtraSpec;
     if (typeof name !== 'string' || !NAME.test(name)) {
       throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `must match [A-Za-z_][A-Za-z0-9_]* and be at most ${EXTRA_NAME_BYTES - 1} characters`);

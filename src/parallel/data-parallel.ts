@@ -12,8 +12,10 @@
 // A group of one (one device, or WORLD_SIZE=1) is a pass-through: no NCCL, any backend.
 import { Arena, handleOf, registerRunTarget, runArena, type BackendName } from '../arena.js';
 import { ArenaError, fromNative, OptionError } from '../errors.js';
+import type { Dtype } from '../layout/header.js';
 import type { Plan } from '../layout/plan.js';
 import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native.js';
+import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { readParallelEnv } from './env.js';
 import { rendezvous } from './rendezvous.js';
 
@@ -34,6 +36,9 @@ export interface JoinOptions {
   backend?: 'auto' | BackendName;
   pinned?: boolean;
 }
+
+const CREATE_KEYS = keysOf<DataParallelOptions>()(['devices', 'backend', 'pinned']);
+const JOIN_KEYS = keysOf<JoinOptions>()(['env', 'timeoutMs', 'backend', 'pinned']);
 
 /** Whether NCCL was found (libnccl.so.2), its version, and why not. */
 export function ncclInfo(): NcclInfo {
@@ -59,17 +64,17 @@ function requireGroupPlan(plan: Plan): void {
   }
 }
 
-export class DataParallel {
-  readonly plan: Plan;
+export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncDisposable {
+  readonly plan: Plan<D>;
   /** This process's replicas: one per device (in-process), or this rank's one. */
-  readonly replicas: readonly Arena[];
+  readonly replicas: readonly Arena<D>[];
   /** The global rank of replicas[0] (0 in one process). */
   readonly rank: number;
   /** Replicas in the whole group. */
   readonly world: number;
   #disposed = false;
 
-  private constructor(plan: Plan, replicas: Arena[], rank: number, world: number) {
+  private constructor(plan: Plan<D>, replicas: Arena<D>[], rank: number, world: number) {
     this.plan = plan;
     this.replicas = Object.freeze(replicas);
     this.rank = rank;
@@ -92,8 +97,9 @@ export class DataParallel {
   get disposed(): boolean { return this.#disposed; }
 
   /** Every replica in this process, one per device of `devices`. */
-  static create(plan: Plan, options: DataParallelOptions): DataParallel {
+  static create<D extends Dtype>(plan: Plan<D>, options: DataParallelOptions): DataParallel<D> {
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { devices }');
+    checkKnownKeys(options, CREATE_KEYS, 'DataParallel.create');
     const devices = options.devices;
     if (!Array.isArray(devices) || devices.length === 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must be a non-empty array of CUDA device indices');
     for (const d of devices) {
@@ -110,7 +116,7 @@ export class DataParallel {
     const absent = devices.filter((d) => d >= have);
     if (absent.length) throw new OptionError('BAD_OPTION', 'devices', devices, `device ${absent[0]} does not exist: this machine has ${have} CUDA device(s)`);
     requireNccl();
-    const replicas: Arena[] = [];
+    const replicas: Arena<D>[] = [];
     try {
       for (const d of devices) replicas.push(Arena.create(plan, { ...base, backend: 'cuda', device: d }));
       call(() => native().ncclInitAll(replicas.map((a) => handleOf(a))));
@@ -123,8 +129,9 @@ export class DataParallel {
 
   /** This process's rank of a multi-process group: the environment says which (RANK,
    *  WORLD_SIZE, LOCAL_RANK: its device; MASTER_ADDR, MASTER_PORT: rank 0's rendezvous). */
-  static async join(plan: Plan, options: JoinOptions = {}): Promise<DataParallel> {
+  static async join<D extends Dtype>(plan: Plan<D>, options: JoinOptions = {}): Promise<DataParallel<D>> {
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
+    checkKnownKeys(options, JOIN_KEYS, 'DataParallel.join');
     const env = readParallelEnv(options.env ?? process.env);
     requireGroupPlan(plan);
     const base = { backend: options.backend, pinned: options.pinned };
@@ -159,6 +166,12 @@ export class DataParallel {
   }
 
   [Symbol.dispose](): void { this.dispose(); }
+
+  /** Waits for what is queued or in flight on every replica, then disposes the group. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (!this.#disposed) await Promise.all(this.replicas.map((a) => a.synchronize()));
+    this.dispose();
+  }
 }
 
 /** Internal: one run of every replica of `group` (params per replica), each on its own thread

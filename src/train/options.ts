@@ -2,6 +2,7 @@
 // passes (hyper-parameters as the arena's dtype holds them, the loss, the products' precision).
 import type { Arena } from '../arena.js';
 import { OptionError } from '../errors.js';
+import { checkKnownKeys, keysOf } from '../known-keys.js';
 import type { Dtype } from '../layout/header.js';
 import type { NormalizedSpec } from '../layout/spec.js';
 import { PRECISIONS, type PrecisionName } from '../native.js';
@@ -30,6 +31,7 @@ export interface TrainerOptions {
 }
 
 export const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
+const TRAINER_KEYS = keysOf<TrainerOptions>()(['loss', 'precision', ...HYPER_KEYS]);
 export type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
 
 /** The options as checked: what every run of the Trainer passes. */
@@ -82,6 +84,7 @@ function checkPrecision(v: unknown, arena: Arena): PrecisionName {
 /** The Trainer's options for `arena` (the first arena of its run target), read once per key. */
 export function trainerSettings(options: unknown, arena: Arena): TrainerSettings {
   const o = optionsObject(options, 'options');
+  checkKnownKeys(o, TRAINER_KEYS, 'Trainer');
   const s: NormalizedSpec = arena.plan.spec;
   const softmax = s.activations[s.activations.length - 1] === 'softmax';
   const given = o.loss;

@@ -22,10 +22,12 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { loadArena, runTargetOf, type Arena, type ArenaOptions, type View } from '../arena.js';
-import { ArenaError, OptionError } from '../errors.js';
+import { loadArena, runTargetOf, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
+import type { Dtype } from '../layout/header.js';
+import { abortError, ArenaError, OptionError } from '../errors.js';
 import { OPS, type PrecisionName } from '../native.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
+import { checkKnownKeys } from '../known-keys.js';
 import { snapshotData, type Data } from './data.js';
 import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fit.js';
 import type { Metrics } from './metrics.js';
@@ -40,21 +42,23 @@ export type { FitOptions, FitResult, Progress } from './fit.js';
 export type { LossName, TrainerOptions } from './options.js';
 export type { BackwardTarget } from './primitives.js';
 
-export class Trainer {
+/** Trains an arena (or a data-parallel group) of dtype D: forward() and predict() give
+ *  ViewOf<D> (Float32Array for a float32 plan). */
+export class Trainer<D extends Dtype = Dtype> {
   /** The arena trained (a data-parallel group: this process's first replica). */
-  readonly arena: Arena;
+  readonly arena: Arena<D>;
   /** The data-parallel group, when the Trainer was made for one. */
-  readonly group: DataParallel | undefined;
+  readonly group: DataParallel<D> | undefined;
   readonly loss: LossName;
   readonly inputs: number;
   readonly outputs: number;
   readonly precision: PrecisionName;
   readonly #r: Runner;
 
-  constructor(arena: Arena | DataParallel, options: TrainerOptions = {}) {
+  constructor(arena: Arena<D> | DataParallel<D>, options: TrainerOptions = {}) {
     const target = runTargetOf(arena);
-    this.group = target.kind === 'group' ? arena as DataParallel : undefined;
-    this.arena = target.arenas[0]!;
+    this.group = target.kind === 'group' ? arena as DataParallel<D> : undefined;
+    this.arena = target.arenas[0]! as Arena<D>;
     const settings = trainerSettings(options, this.arena);
     this.#r = new Runner(target, settings);
     this.loss = settings.loss;
@@ -82,7 +86,7 @@ export class Trainer {
 
   /** Resumes from save(): same weights, optimizer state and step count, so further steps give
    *  the same result as if training had never stopped. */
-  static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer {
+  static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer<Dtype> {
     const { arena, info } = loadArena(path, arenaOptions);
     try {
       const t = new Trainer(arena, options);
@@ -150,7 +154,7 @@ export class Trainer {
    *  outputs, softmax applied): a view over the arena's host side, valid until the next run or
    *  transfer on this arena (copy it with slice() to keep it). Leaves every layer's activations
    *  for backward(). One arena of one model (NOT_SUPPORTED for a group or K models). */
-  forward(x: ArrayLike<number>): Promise<View> { return forward(this.#r, x); }
+  forward(x: ArrayLike<number>): Promise<ViewOf<D>> { return forward(this.#r, x) as Promise<ViewOf<D>>; }
 
   /** Gradients of the loss over the rows of the last forward(), left in the dw / db regions on
    *  the device (weights untouched; update() applies them, or bring them to the host with
@@ -177,6 +181,7 @@ export class Trainer {
   /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts). */
   async fit(data: Data, options: FitOptions): Promise<FitResult> {
     const o = fitPlan(options);
+    if (o.signal?.aborted) throw abortError('fit', o.signal);
     const d = fitData(this.#r, data);
     return this.#r.queue.enqueue(() => fitLoop(this.#r, d, o));
   }
@@ -205,9 +210,10 @@ export class Trainer {
    *  outputs values). Inputs that fit the data regions go up once (resident) and run one batch
    *  per run, each batch's outputs read back from z (a forward run leaves only its last batch
    *  there); larger ones go batch by batch. */
-  async predict(x: ArrayLike<number>, options: { model?: number } = {}): Promise<View> {
+  async predict(x: ArrayLike<number>, options: { model?: number } = {}): Promise<ViewOf<D>> {
     const r = this.#r;
     const o = optionsObject(options, 'options');
+    checkKnownKeys(o, ['model'], 'predict');
     const model = o.model === undefined ? 0 : o.model;
     if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= r.models) {
       throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${r.models - 1}]`);
@@ -225,7 +231,7 @@ export class Trainer {
         this.arena.toHost({ layers: [L], kinds: ['z'] });
         out.set(this.arena.view(L, 'z', model).subarray(0, rows * r.outputs), first * r.outputs);
       }
-      return out;
+      return out as ViewOf<D>;
     });
   }
 

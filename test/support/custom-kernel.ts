@@ -26,7 +26,9 @@ export function buildExample(cuda: boolean): { ex: CustomKernel; dir: string } {
   mkdirSync(join(dir, 'node_modules'));
   symlinkSync(REPO, join(dir, 'node_modules', 'nn-arena'), 'dir');
   symlinkSync(join(REPO, 'node_modules', 'node-addon-api'), join(dir, 'node_modules', 'node-addon-api'), 'dir');
-  execFileSync(process.execPath, [join(REPO, 'node_modules', 'node-gyp', 'bin', 'node-gyp.js'), 'rebuild', '-j', '2'], {
+  // scripts/node-gyp.cjs (the package's `nn-arena-gyp`, what the example's install runs): node-gyp
+  // against this Node's own headers, offline.
+  execFileSync(process.execPath, [join(REPO, 'scripts', 'node-gyp.cjs'), 'rebuild', '-j', '2'], {
     cwd: dir,
     env: { ...process.env, ...(cuda ? {} : { CUSTOM_KERNEL_CUDA: '0' }) },
     stdio: 'pipe',
