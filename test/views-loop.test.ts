@@ -8,7 +8,7 @@ const MiB = 2 ** 20;
 const asan = (process.env.LD_PRELOAD ?? '').includes('libasan');
 
 describe('views in a synchronous loop', () => {
-  it('6,000 cycles of create / a view of every region / dispose grow RSS by under 48 MiB', async () => {
+  it('6,000 cycles of create / a view of every region / dispose grow RSS by under 320 MiB (old main: 467 MiB)', async () => {
     const plan = planLayout({ layers: [32, 32, 32, 32, 32, 4], batch: 4, samples: 8, optimizer: 'adam' });
     expect(plan.regions.length).toBeGreaterThan(40);
     const cycle = () => {
@@ -28,7 +28,10 @@ describe('views in a synchronous loop', () => {
     (globalThis as { gc?: () => void }).gc?.();
     const growth = process.memoryUsage().rss - before;
     console.log(`6,000 cycles, ${plan.regions.length} views each: RSS growth ${(growth / MiB).toFixed(1)} MiB`);
-    if (!asan) expect(growth).toBeLessThan(48 * MiB);
+    // RSS on the shared 2-core machine under load is noisy: the same build measured 20-211 MiB
+    // here (glibc keeps freed arenas); the old per-view buffers measured 467 MiB (12,000 cycles of
+    // the issue's loop: 680 MiB). The bound separates the two; it is not a tight figure.
+    if (!asan) expect(growth).toBeLessThan(320 * MiB);
   });
 
   it('views still slice the right bytes, share them, and detach on dispose', () => {
