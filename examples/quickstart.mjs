@@ -25,8 +25,9 @@ try {
 
   // 5. What moved, counted natively. The CPU backend has a "device" side too (a second host
   //    allocation the steps run on), so the counts are the same on both backends: 1 (the header,
-  //    at create) + 1 (the whole arena, after init) + 1 (the training set, resident from then
-  //    on) + 2 (the test set's inputs and targets, made resident in its turn for one evaluation run).
+  //    at create) + 1 (what init wrote: weights, biases and optimizer state, not the empty data
+  //    regions) + 1 (the training set, resident from then on) + 2 (the test set's inputs and
+  //    targets, made resident in its turn for one evaluation run).
   const s = arena.stats;
   console.log(`allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device; transfers: ${s.toDeviceTransfers} to the device (${s.toDeviceBytes} bytes), ${s.toHostTransfers} to the host (${s.toHostBytes} bytes)`);
 } finally {

@@ -10,6 +10,10 @@
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
 # nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data-parallel.mjs on every GPU).
+# optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
+# test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
+# vs AdamW + cosine + clipping).
+# act (the activations and losses: test/gpu/act.gpu.test.ts on the fused, cuBLAS and tiled paths).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -28,6 +32,12 @@ for part in "$@"; do
         if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
         env $env vitest run test/gpu/compact.gpu.test.ts > "$OUT/compact-$path.log" 2>&1
         grep -E "Tests |FAIL|AssertionError|expected|compact .* -> " "$OUT/compact-$path.log" | head -60 | cut -c1-300 | sed "s/^/[$path] /"
+      done ;;
+    act)  # issues 26 / 28: activations and losses vs PyTorch's fixtures and the CPU, compact, K models, TF32, NCCL, on each CUDA path
+      for path in fused layers tiled; do
+        if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
+        env $env vitest run test/gpu/act.gpu.test.ts > "$OUT/act-$path.log" 2>&1
+        grep -hE "✓|✗|×|FAIL|Tests |AssertionError|expected|^act " "$OUT/act-$path.log" | cut -c1-300 | sed "s/^/[$path] /" | tail -60
       done ;;
     primitives)  # issue 17: Trainer.forward / backward / update against step, on each CUDA path (auto, tiled products, fused steps)
       vitest run test/gpu/primitives.gpu.test.ts > "$OUT/primitives.log" 2>&1
@@ -121,6 +131,14 @@ for part in "$@"; do
       grep -hE "✓|✗|×|FAIL|Tests |nccl |skipped|AssertionError|Error" "$OUT/nccl-tests.log" | cut -c1-400 | tail -40
       UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --out "$OUT" 2>&1 | tee "$OUT/nccl-bench.log" | tail -30
       UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --order kind-major --nets L --out "$OUT/kind-major" 2>&1 | tail -8 ;;
+    optim)
+      python3 test/fixtures/gen_optim.py && cp test/fixtures/optim.json "$OUT/optim.json"
+      for path in fused layers tiled; do
+        if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi
+        env $env vitest run test/gpu/optimizers.gpu.test.ts test/optimizers.test.ts > "$OUT/optim-$path.log" 2>&1
+        grep -hE "✓|×|FAIL|Tests |cuda vs|vs fp32|AssertionError" "$OUT/optim-$path.log" | cut -c1-300 | tail -40 | sed "s/^/[$path] /"
+      done
+      node bench/optimizer-step.mjs --backend cuda --rounds 21 --out "$OUT/optimizer-step-cuda.json" ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

@@ -6,7 +6,7 @@ import type { Dtype, Kind } from './layout/header.js';
 import { requirePlan, type Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
-import { readCheckpoint, saveArena, type CheckpointInfo, type SaveOptions } from './checkpoint.js';
+import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from './checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
@@ -39,7 +39,7 @@ export interface ArenaOptions {
   residency?: ResidencyMode;
 }
 
-const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'steps']);
+const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'data', 'steps', 'metadata', 'onProgress']);
 const ARENA_KEYS = keysOf<ArenaOptions>()(['backend', 'memory', 'device', 'pinned', 'deviceBudget', 'residency']);
 
 export interface TransferResult { transfers: number; bytes: number }
@@ -68,6 +68,15 @@ export let handleOf: (arena: Arena) => NativeHandle;
 
 /** Internal: the arena's run queue (Trainer runs and kernel launches take their turns on it). */
 export let queueOf: (arena: Arena) => RunQueue;
+
+/** Internal: the first upload of a new arena sends only what was written on the host (see
+ *  Arena.#written); later ones, or any once the device side may have been written, the whole
+ *  arena. Returns what moved. */
+export let uploadWritten: (arena: Arena) => TransferResult;
+
+/** Untouched gaps up to this size between written regions go along (they are zero on both sides
+ *  of a fresh arena): one transfer instead of several costs less than sending a MiB of zeros. */
+const WRITTEN_GAP = 2 ** 20;
 
 /** What a Trainer trains, an Arena or a DataParallel group of them: the one interface both
  *  give (runTargetOf), so the Trainer never asks which of the two it holds. */
@@ -164,6 +173,13 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
    *  of one ArrayBuffer take one native view per call instead. */
   #host: ArrayBuffer | undefined;
   #disposed = false;
+  // What the host side holds that a new arena's device side does not: the indices (in
+  // plan.regions) of regions a view or bytes() was handed out for, 'all' once the host address
+  // was, plus the header's bytes. #fresh: the device side holds only what create() put there
+  // (nothing ran, nothing was transferred, no device address or native handle was handed out).
+  #written: Set<number> | 'all' = new Set();
+  #headerWritten = false;
+  #fresh = true;
   readonly #queue = new RunQueue();
   readonly #kernels = new Map<string, Kernel>();
 
@@ -215,17 +231,34 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   /** Opens a checkpoint written by save(): every header and the checksum are checked before
-   *  anything is allocated; the arena then goes to the device in one transfer. */
+   *  anything is allocated; the regions the file holds then go to the device (one transfer
+   *  where they are contiguous). Regions it does not hold (the data set, by default) are zero. */
   static load(path: string, options: ArenaOptions = {}): Arena {
     return loadArena(path, options).arena;
   }
 
-  /** Writes the host side (header + all regions, or `kinds`) to `path`: a checksummed file,
-   *  written to a temporary name and renamed. Call toHost() first for device-side results. */
+  /** load() without blocking the event loop (fs promises; the upload in steps), with an
+   *  optional `onProgress({ bytes, totalBytes })` after each chunk read. */
+  static async loadAsync(path: string, options: ArenaOptions = {}, loadOptions: LoadOptions = {}): Promise<Arena> {
+    return (await loadArenaAsync(path, options, loadOptions)).arena;
+  }
+
+  /** Writes the host side to `path`: the header and every region but the resident data set
+   *  (`data: true` adds it; `kinds` picks regions), as a checksummed file written to a
+   *  temporary name and renamed. Call toHost() first for device-side results. */
   save(path: string, options: SaveOptions = {}): number {
     this.#live();
     if (options !== null && typeof options === 'object') checkKnownKeys(options, SAVE_KEYS, 'save');
     return saveArena(this, path, options);
+  }
+
+  /** save() without blocking the event loop, queued behind the work queued on this arena
+   *  (Trainer runs, kernel launches); `onProgress({ bytes, totalBytes })` after each chunk
+   *  written. Resolves to the file's size. Leave the host side unchanged until it settles. */
+  async saveAsync(path: string, options: SaveOptions = {}): Promise<number> {
+    this.#live();
+    if (options !== null && typeof options === 'object') checkKnownKeys(options, SAVE_KEYS, 'saveAsync');
+    return this.#queue.enqueue(() => saveArenaAsync(this, path, options));
   }
 
   get disposed(): boolean { return this.#disposed; }
@@ -236,8 +269,51 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   static {
-    handleOf = (arena) => arena.#live();
+    handleOf = (arena) => { arena.#fresh = false; return arena.#live(); };
     queueOf = (arena) => arena.#queue;
+    uploadWritten = (arena) => arena.#uploadWritten();
+  }
+
+  /** Region indices by offset, and the furthest end among the first i of them (compact plans
+ *  overlap): the regions meeting a byte range are found by bisection, not by a scan. */
+  #byOffset: { order: number[]; reach: number[] } | undefined;
+
+  #markWritten(offset: number, bytes: number): void {
+    const written = this.#written;
+    if (written === 'all') return;
+    if (offset < this.plan.headerBytes) this.#headerWritten = true;
+    const regions = this.plan.regions;
+    if (!this.#byOffset) {
+      const order = regions.map((_, i) => i).sort((a, b) => regions[a]!.offset - regions[b]!.offset);
+      let far = 0;
+      this.#byOffset = { order, reach: order.map((i) => (far = Math.max(far, regions[i]!.offset + regions[i]!.bytes))) };
+    }
+    const { order, reach } = this.#byOffset;
+    let lo = 0, hi = order.length;
+    while (lo < hi) { const mid = (lo + hi) >>> 1; if (reach[mid]! <= offset) lo = mid + 1; else hi = mid; }
+    const end = offset + bytes;
+    for (let k = lo; k < order.length && regions[order[k]!]!.offset < end; k++) {
+      const r = regions[order[k]!]!;
+      if (offset < r.offset + r.bytes) written.add(order[k]!);
+    }
+  }
+
+  #uploadWritten(): TransferResult {
+    const h = this.#live();
+    const written = this.#written;
+    if (!this.#fresh || written === 'all') return this.toDevice();
+    this.#fresh = false;
+    const ranges: number[] = [];
+    const add = (offset: number, end: number) => {
+      const n = ranges.length;
+      if (n && offset - (ranges[n - 2]! + ranges[n - 1]!) <= WRITTEN_GAP) ranges[n - 1] = Math.max(ranges[n - 1]!, end - ranges[n - 2]!);
+      else ranges.push(offset, end - offset);
+    };
+    if (this.#headerWritten) add(0, this.plan.headerBytes);
+    this.plan.regions.forEach((r, i) => { if (written.has(i) && r.bytes > 0) add(r.offset, r.offset + r.bytes); });
+    if (ranges.length === 0) return { transfers: 0, bytes: 0 };
+    const bytes = call(() => h.transfer('toDevice', ranges));
+    return notify(this, 'toDevice', { kinds: [...new Set([...written].map((i) => this.plan.regions[i]!.kind))] }, { transfers: ranges.length / 2, bytes });
   }
 
   /** A typed array over a region of the host allocation: writes go straight into the arena.
@@ -272,6 +348,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
     const [buf, at] = this.#hostRange(h, offset, bytes);
+    this.#markWritten(offset, bytes);
     const v = raw ? new Uint8Array(buf, at, bytes) : elem === 8 ? new Float64Array(buf, at, bytes / 8) : new Float32Array(buf, at, bytes / 4);
     this.#views.set(key, v);
     return v;
@@ -281,6 +358,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
     const h = this.#live();
     const [buf, at] = this.#hostRange(h, offset, bytes);
+    this.#markWritten(offset, bytes);
     return new Uint8Array(buf, at, bytes);
   }
 
@@ -296,6 +374,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
     const h = this.#live();
+    this.#fresh = false;
     if (sel === undefined) return notify(this, dir, sel, { transfers: 1, bytes: call(() => h.transferAll(dir)) });
     const ranges = selectRanges(this.plan, sel);
     const bytes = call(() => h.transfer(dir, flatten(ranges)));
@@ -311,6 +390,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
   prefetch(selector: Selector | undefined, location: Location): void {
     const h = this.#live();
+    this.#fresh = false;
     if (location !== 'device' && location !== 'host') throw new OptionError('BAD_OPTION', 'location', location, "must be 'device' or 'host'");
     const ranges = selectRanges(this.plan, selector);
     call(() => h.prefetch(flatten(ranges), location));
@@ -338,10 +418,18 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   get stats(): ArenaStats { return this.#handle.stats(); }
 
   /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
-  get hostAddress(): bigint { return call(() => this.#live().addresses().host); }
+  get hostAddress(): bigint {
+    const a = call(() => this.#live().addresses().host);
+    this.#written = 'all';  // your code may write anywhere
+    return a;
+  }
 
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
-  get deviceAddress(): bigint { return call(() => this.#live().addresses().device); }
+  get deviceAddress(): bigint {
+    const a = call(() => this.#live().addresses().device);
+    this.#fresh = false;  // your code may write the device side
+    return a;
+  }
 
   /** Resolves once nothing is queued or in flight on this arena (Trainer runs, kernel launches);
    *  nn-arena then leaves no device work pending, so your own code may use the memory
@@ -354,6 +442,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
    *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
   compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel {
+    this.#fresh = false;  // its launches write the device side
     return compileKernel({ backend: this.backend, live: () => this.#live(), queue: this.#queue, kernels: this.#kernels }, source, name, params);
   }
 
@@ -376,23 +465,54 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 }
 
+/** The arena options that decide where a loaded arena's memory comes from, read once: the
+ *  memory check and the allocation see the same values. */
+function loadOptionsOf(options: ArenaOptions): ArenaOptions {
+  if (options === null || typeof options !== 'object') return options;
+  const { backend, memory, device, pinned, deviceBudget, residency } = options;
+  return { backend, memory, device, pinned, deviceBudget, residency };
+}
+
+/** The arena a checkpoint describes, allocated once its memory is known to be there. */
+function arenaFor<R>(cp: OpenCheckpoint<R>, options: ArenaOptions): Arena {
+  const o = loadOptionsOf(options);
+  if (o !== null && typeof o === 'object') cp.checkMemory(o);
+  return Arena.create(cp.info.plan, o);
+}
+
 /** Internal (Arena.load, Trainer.load): a checked checkpoint as a new arena, one open and one
  *  pass over the file, the regions read straight into the host side while the checksum runs;
- *  only a verified arena is sent to the device (one transfer). */
+ *  only a verified arena is sent to the device: the regions the file held (one transfer where
+ *  they are contiguous). */
 export function loadArena(path: string, options: ArenaOptions): { arena: Arena; info: CheckpointInfo } {
   if (options !== null && typeof options === 'object') checkKnownKeys(options, ARENA_KEYS, 'Arena.load');
   return readCheckpoint(path, (cp) => {
-    // One read of the options: the memory check and the allocation see the same backend.
-    let o = options;
-    if (options !== null && typeof options === 'object') {
-      const { backend, memory, pinned, deviceBudget, residency } = options;
-      o = { backend, memory, pinned, deviceBudget, residency };
-      cp.checkMemory(o);
-    }
-    const arena = Arena.create(cp.info.plan, o);
+    const arena = arenaFor(cp, options);
     try {
       cp.readInto(arena);
-      arena.toDevice();
+      if (cp.ranges.length) transferRanges(arena, 'toDevice', { kinds: cp.kinds }, flatten(cp.ranges));
+    } catch (e) {
+      arena.dispose();
+      throw e;
+    }
+    return { arena, info: cp.info };
+  });
+}
+
+/** Bytes sent up between two turns of the event loop by loadArenaAsync. */
+const UPLOAD_STEP = 256 * 2 ** 20;
+
+/** Internal (Arena.loadAsync, Trainer.loadAsync): loadArena over fs promises, the upload in steps. */
+export async function loadArenaAsync(path: string, options: ArenaOptions, loadOptions: LoadOptions): Promise<{ arena: Arena; info: CheckpointInfo }> {
+  if (options !== null && typeof options === 'object') checkKnownKeys(options, ARENA_KEYS, 'Arena.loadAsync');
+  return readCheckpointAsync(path, loadOptions, async (cp) => {
+    const arena = arenaFor(cp, options);
+    try {
+      await cp.readInto(arena);
+      for (const r of cutRanges(cp.ranges, UPLOAD_STEP)) {
+        transferRanges(arena, 'toDevice', { kinds: cp.kinds }, [r.offset, r.bytes]);
+        await new Promise<void>((done) => setImmediate(done));
+      }
     } catch (e) {
       arena.dispose();
       throw e;

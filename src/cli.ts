@@ -8,7 +8,9 @@ import { NnArenaError } from './errors.js';
 import { packageVersion } from './doctor.js';
 import { runDoctor } from './cli/doctor.js';
 import { planLayout } from './layout/plan.js';
-import type { Dtype, Optimizer, Order } from './layout/header.js';
+import type { Activation, Dtype, Optimizer, Order } from './layout/header.js';
+import { ACTIVATION_TABLE, LOSS_TABLE } from './layout/tables.generated.js';
+import type { LossName } from './native.js';
 import type { LayoutSpec } from './layout/spec.js';
 import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/format.js';
 import { planJson, planSummary } from './cli/plan.js';
@@ -16,6 +18,12 @@ import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
 import { checkOutputFile } from './cli/output-file.js';
 import { inspectCheckpoint } from './checkpoint.js';
+import { optimizers, schedules } from './layout/optimizers.js';
+import { MNIST_TRAIN_COUNT } from './data/mnist.js';
+import { checkOptimizerOptions } from './train/optimizer-options.js';
+import { PRECISIONS } from './native.js';
+import type { TrainerOptions } from './train/trainer.js';
+import { EXPORT_FORMATS, runExport } from './cli/export.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
@@ -30,7 +38,7 @@ program
   .option('--layers <list>', 'units per layer, input first', '784,128,10')
   .option('--batch <n>', 'batch size', '100')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
-  .addOption(new Option('--optimizer <name>', 'optimizer (sets the state regions)').choices(['sgd', 'momentum', 'adam']).default('sgd'))
+  .addOption(new Option('--optimizer <name>', 'optimizer (sets the state regions)').choices(optimizers().map((x) => x.name)).default('sgd'))
   .addOption(new Option('--order <order>', 'region order').choices(['layer-major', 'kind-major']).default('layer-major'))
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
@@ -63,8 +71,20 @@ program
   .option('--epochs <n>', 'passes over the training digits', '10')
   .option('--batch <n>', 'batch size', '50')
   .option('--lr <rate>', 'learning rate (default: 0.001 for adam, 0.05 otherwise)')
-  .addOption(new Option('--optimizer <name>', 'optimizer').choices(['sgd', 'momentum', 'adam']).default('momentum'))
+  .addOption(new Option('--optimizer <name>', 'optimizer').choices(optimizers().map((x) => x.name)).default('momentum'))
+  .option('--weight-decay <x>', 'weight decay (sgd, momentum, adam: L2 on the gradient; adamw: decoupled; default 0, adamw 0.01)')
+  .option('--nesterov', 'Nesterov momentum (--optimizer momentum)')
+  .addOption(new Option('--schedule <name>', 'learning-rate schedule over the run\'s steps').choices(schedules().map((x) => x.name)).default('constant'))
+  .option('--warmup <steps>', 'cosine: linear warmup steps', '0')
+  .option('--min-lr <rate>', 'cosine: learning rate at the end', '0')
+  .option('--step-size <steps>', 'step: steps between decays (default: one epoch)')
+  .option('--gamma <x>', 'step: factor of each decay', '0.1')
+  .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
+  .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
+  .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
+  .option('--label-smoothing <eps>', 'label smoothing of cross-entropy, in [0, 1]')
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--compact', 'train on a compact plan (regions never live at the same time share bytes; SGD keeps no dw)')
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
@@ -81,6 +101,34 @@ program
     const lr = o.lr === undefined ? undefined : parseNumber(o.lr, 'lr');
     if (lr !== undefined && !(lr > 0 && Number.isFinite(lr))) throw usage(`--lr: must be a positive number, got '${o.lr}'`);
     const seed = parseInteger(o.seed, 'seed', 0);
+    const slope = o.leakyReluSlope === undefined ? undefined : parseNumber(o.leakyReluSlope, 'leaky-relu-slope');
+    if (slope !== undefined && !(slope >= 0 && Number.isFinite(slope))) throw usage(`--leaky-relu-slope: must be a finite number >= 0, got '${o.leakyReluSlope}'`);
+    if (slope !== undefined && o.activation !== 'leaky-relu') throw usage(`--leaky-relu-slope: applies to --activation leaky-relu, not '${o.activation}'`);
+    const labelSmoothing = o.labelSmoothing === undefined ? undefined : parseNumber(o.labelSmoothing, 'label-smoothing');
+    if (labelSmoothing !== undefined && !(labelSmoothing >= 0 && labelSmoothing <= 1)) throw usage(`--label-smoothing: must be a number in [0, 1], got '${o.labelSmoothing}'`);
+    const lossRow = LOSS_TABLE.find((l) => l.name === o.loss)!;
+    if (labelSmoothing !== undefined && !lossRow.smoothing) throw usage(`--label-smoothing: applies to cross-entropy, not '${o.loss}'`);
+    // The optimizer flags as Trainer options, checked against the optimizer table and the native
+    // run checks on the plan (MNIST: 784 inputs; the output layer and loss as train() plans them)
+    // before any data is read.
+    const steps = epochs * Math.ceil(MNIST_TRAIN_COUNT / batch);
+    const opt: TrainerOptions = {
+      ...(lr !== undefined ? { lr } : {}),
+      ...(o.weightDecay !== undefined ? { weightDecay: parseNumber(o.weightDecay, 'weight-decay') } : {}),
+      ...(o.nesterov ? { nesterov: true } : {}),
+      ...(o.clip !== undefined ? { clipGradNorm: parseNumber(o.clip, 'clip') } : {}),
+    };
+    if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
+    else if (o.schedule === 'one-cycle') opt.schedule = { type: 'one-cycle', total: steps };
+    else if (o.schedule === 'step') {
+      opt.schedule = { type: 'step', stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1), gamma: parseNumber(o.gamma, 'gamma') };
+    }
+    const probeActivations = [...layers.slice(2).map(() => o.activation as Activation), lossRow.softmax ? 'softmax' : 'identity'] as Activation[];
+    const probe = planLayout({
+      layers, batch, dtype: o.dtype as Dtype, optimizer: o.optimizer as Optimizer, compact: Boolean(o.compact), activations: probeActivations,
+      ...(slope === undefined ? {} : { leakyReluSlope: slope }),
+    });
+    checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS.fp32 });
     if (o.report !== undefined) checkOutputFile('--report', o.report);
     if (o.save !== undefined) {  // the checkpoint's own rules (no symlink, atomic) apply when it is written
       const dir = dirname(resolve(o.save));
@@ -88,7 +136,8 @@ program
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`--save: the folder ${dir} does not exist`);
     }
     await train({
-      backend: o.backend, layers, epochs, batch, lr, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed, save: o.save, report: o.report, json: Boolean(o.json),
+      backend: o.backend, layers, epochs, batch, lr, trainer: opt, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed,
+      activation: o.activation as Activation, leakyReluSlope: slope, loss: o.loss as LossName, labelSmoothing, save: o.save, report: o.report, json: Boolean(o.json),
     });
   });
 
@@ -101,12 +150,22 @@ program
     const info = inspectCheckpoint(file);
     if (o.json) {
       const saved = [...info.kinds, ...info.extras];
-      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, ...planJson(info.plan, saved) }, null, 2));
+      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, data: info.data, metadata: info.metadata, ...planJson(info.plan, saved) }, null, 2));
       return;
     }
-    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; trainer steps ${info.steps}`);
+    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; data set ${info.data ? 'included' : 'not included'}; trainer steps ${info.steps}`);
+    for (const [key, value] of Object.entries(info.metadata)) console.log(`${key}: ${JSON.stringify(value)}`);
     console.log(planSummary(info.plan, [...info.kinds, ...info.extras]));
   });
+
+program
+  .command('export')
+  .argument('<checkpoint>', 'a checkpoint written by Arena.save / Trainer.save / train --save')
+  .argument('<out>', 'the file to write')
+  .description("write a checkpoint's network for other frameworks: ONNX (its inference graph) or safetensors (PyTorch nn.Sequential state_dict names)")
+  .addOption(new Option('--format <format>', 'what to write').choices([...EXPORT_FORMATS]).makeOptionMandatory())
+  .option('--model <m>', 'a checkpoint of K models: which one', '0')
+  .action((checkpoint: string, out: string, o) => runExport(checkpoint, out, o));
 
 program
   .command('doctor')

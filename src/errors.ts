@@ -10,10 +10,12 @@ export const ERROR_CODES = {
   /** An option or argument of a call (arena, trainer, fit, save, selector, budget) refused. */
   OptionError: ['BAD_OPTION', 'BAD_SEED', 'BAD_LOSS', 'BAD_COUNT', 'BAD_PATH', 'BAD_SELECTOR', 'BAD_BUDGET', 'BUDGET_TOO_SMALL', 'BUDGET_NEEDS_MANAGED', 'BUDGET_REQUIRED', 'BAD_ENV', 'UNKNOWN_OPTION'],
   /** Training data or targets that cannot be used with this network. */
-  DataError: ['BAD_DATA', 'BAD_DATA_WIDTH', 'BAD_LABEL', 'DATA_TOO_LARGE'],
+  DataError: ['BAD_DATA', 'BAD_DATA_WIDTH', 'BAD_LABEL', 'DATA_TOO_LARGE',
+    /** A data or model file that cannot be read (npy, npz, CSV, Arrow, safetensors), or a tensor that does not fit the network. */
+    'BAD_FILE', 'BAD_TENSOR'],
   /** A failure of the arena or its native layer: allocation, transfer, CUDA, lifetime, files. */
   ArenaError: [
-    'NO_ADDON', 'NODE_TOO_OLD', 'NO_DEVICE', 'NO_KERNEL_IMAGE', 'CUDA_OOM', 'DEVICE_OOM', 'CUDA_ERROR', 'CUBLAS_ERROR', 'HOST_OOM', 'MANAGED_LIMIT',
+    'NO_ADDON', 'NODE_TOO_OLD', 'NO_PACKAGE', 'NO_DEVICE', 'NO_KERNEL_IMAGE', 'CUDA_OOM', 'DEVICE_OOM', 'CUDA_ERROR', 'CUBLAS_ERROR', 'HOST_OOM', 'MANAGED_LIMIT',
     'DISPOSED', 'BUSY', 'NOT_SUPPORTED', 'NO_REGION', 'NO_DATA', 'OUT_OF_RANGE', 'VIEW_TOO_LARGE', 'BAD_HEADER',
     'BAD_CHECKPOINT', 'SAVE_FAILED', 'DIVERGED', 'TOO_MANY_STEPS', 'NO_FORWARD', 'NO_GRADIENTS', 'STALLED', 'BAD_ARGUMENT', 'INTERNAL', 'COMPILE_FAILED', 'NVRTC_ERROR',
     'ABORTED', 'NCCL_ERROR', 'NCCL_UNAVAILABLE', 'RENDEZVOUS_TIMEOUT', 'RENDEZVOUS_FAILED', 'PORT_BUSY', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST',

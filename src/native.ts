@@ -2,6 +2,7 @@
 // and its coded errors, turned into the class of their code (src/errors.ts). Only this file
 // touches the addon; the planner works without it.
 import { fromNative } from './errors.js';
+import { LOSS_TABLE } from './layout/tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
@@ -20,6 +21,8 @@ export interface NativeHandle {
   addresses(): { host: bigint; device: bigint };
   /** One training / evaluation run; resolves when complete. */
   run(params: RunParams): Promise<RunPath>;
+  /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
+  gradNorms(): Float64Array;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
   /** Resolves once no run or JIT launch is in flight on this arena. */
@@ -52,10 +55,13 @@ export interface LinkRates {
   discard: string;
 }
 
-/** Numeric codes that cross to the native side (csrc/train/train.h Op, Loss and Precision; csrc/core/backend.h
- *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them. */
+/** Numeric codes that cross to the native side (csrc/train/train.h Op and Precision; csrc/core/backend.h
+ *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them.
+ *  Losses: the generated table of NNA_LOSSES (csrc/train/losses.h). */
 export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
-export const LOSSES = { 'cross-entropy': 0, mse: 1 } as const;
+type LossRow = (typeof LOSS_TABLE)[number];
+export const LOSSES = Object.fromEntries(LOSS_TABLE.map((l) => [l.name, l.code])) as { readonly [L in LossRow as L['name']]: L['code'] };
+export type LossName = LossRow['name'];
 /** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
 export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;
 export type PrecisionName = keyof typeof PRECISIONS;
@@ -67,6 +73,8 @@ export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
 export interface RunParams {
   op: (typeof OPS)[keyof typeof OPS];
   loss?: (typeof LOSSES)[keyof typeof LOSSES];
+  /** Label smoothing of the losses that take it (cross-entropy): [0, 1]. */
+  labelSmoothing?: number;
   /** Products in FP32 (default), TF32 or 3xTF32 (CUDA, float32 arenas only). */
   precision?: (typeof PRECISIONS)[PrecisionName];
   /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
@@ -81,10 +89,12 @@ export interface RunParams {
   permC?: number;
   stepBase?: number;
   lr?: number;
-  momentum?: number;
-  beta1?: number;
-  beta2?: number;
-  eps?: number;
+  /** The optimizers' other hyperparameters, by their names in the optimizer table
+   *  (src/layout/optimizers.ts): momentum, nesterov, beta1, beta2, eps, weightDecay,
+   *  decayBiases; and clipGradNorm. */
+  [hyper: string]: number | boolean | number[] | ScheduleParams | undefined;
+  /** The learning rate of step t: a schedule of the table, evaluated natively per step. */
+  schedule?: ScheduleParams;
   /** Data parallelism (one replica of a group): resident runs read rows
    *  [shardOffset, shardOffset + batch) of every global batch of globalBatch rows, and the loss
    *  mean divides by the group's rows; runs on z[0]/y divide by lossRows. */
@@ -96,6 +106,9 @@ export interface RunParams {
   /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
   lrs?: number[];
 }
+
+/** A learning-rate schedule: its type and parameters, by their names in the schedule table. */
+export interface ScheduleParams { type: string; [param: string]: number | string }
 
 /** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
  *  budget of csrc/budget/budgeted_block.h. */
@@ -151,6 +164,14 @@ export interface NativeAddon {
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
   /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
   checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;
+  /** The optimizer and schedule tables (csrc/addon/descriptors.cc; read by src/layout/optimizers.ts). */
+  descriptors(): unknown;
+  /** The learning rate of 0-based step `step` under `schedule` from base rate lr (csrc/descriptors/schedules.h). */
+  lrAt(schedule: ScheduleParams, lr: number, step: number): number;
+  /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
+  checkRun(header: Uint8Array, params: RunParams): void;
+  /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */
+  checkLoss(header: Uint8Array, params: RunParams): void;
   /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */
   jitCompile(handle: NativeHandle, source: string, name: string, params: string[], header: string): number;
   /** Resolves once the kernel completed; a run of the arena while in flight. */
@@ -171,8 +192,8 @@ export interface NativeInternal {
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   validateHeader(bytes: Uint8Array, available?: number | bigint): string;
   layoutInfo(): Record<string, unknown>;
-  /** The numeric codes OPS, LOSSES and MEMORY_KINDS as the native side defines them. */
-  codes(): { ops: Record<string, number>; losses: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
+  /** The numeric codes OPS, PRECISIONS and MEMORY_KINDS as the native side defines them. */
+  codes(): { ops: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
   replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
   /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
   stepPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;

@@ -8,3 +8,4 @@ export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './r
 export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
 export { machineInfo, type MachineInfo } from './report/machine.js';
 export { doctor, type DoctorReport } from './doctor.js';
+export { optimizers, schedules, type OptimizerInfo, type ScheduleInfo, type ParamInfo } from './layout/optimizers.js';

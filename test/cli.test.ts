@@ -48,7 +48,7 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     expect(j.accuracy).toBeGreaterThanOrEqual(0.95);
     expect(j.epochs).toBe(10);
     expect(j.allocations).toEqual({ host: 1, device: 1 });
-    // Up: header at create, the whole arena (init), the training set (x and y rows fill the
+    // Up: header at create, what init wrote (not the empty data regions), the training set (x and y rows fill the
     // data regions: one range), the test set's x rows and y rows (resident: evaluated in one
     // run, issue 18 part 5; batch by batch it was z[0] and y per batch, 2 x 40).
     expect(j.transfers.toDevice.transfers).toBe(5);
@@ -169,5 +169,30 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     const t = run('doctor');
     expect(t.stdout).toMatch(/^binary\s+(local|prebuilt) /m);
     expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
+  });
+});
+
+describe('nn-arena train: activations and losses', () => {
+  it('trains MNIST with --activation gelu (and silu with bce-with-logits, leaky-relu with label smoothing)', () => {
+    // bce-with-logits counts a digit correct when all 10 labels are (logit > 0 on the digit only).
+    const cases: Array<[string[], number]> = [[['--activation', 'gelu'], 0.85], [['--activation', 'silu', '--loss', 'bce-with-logits'], 0.5],
+      [['--activation', 'leaky-relu', '--leaky-relu-slope', '0.1', '--label-smoothing', '0.1'], 0.85]];
+    for (const [args, accuracy] of cases) {
+      const r = run('train', '--backend', 'cpu', '--epochs', '1', '--json', ...args);
+      expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(0);
+      const j = JSON.parse(r.stdout);
+      expect(j.accuracy, args.join(' ')).toBeGreaterThan(accuracy);
+    }
+  });
+
+  it('bad activation and loss flags: one error line before any work', () => {
+    for (const args of [['--activation', 'swish'], ['--activation', 'softmax'], ['--loss', 'hinge'], ['--label-smoothing', '2'], ['--loss', 'mse', '--label-smoothing', '0.1'],
+      ['--activation', 'leaky-relu', '--leaky-relu-slope', '-1'], ['--leaky-relu-slope', '0.1']]) {
+      const r = run('train', '--backend', 'cpu', ...args);
+      expect(r.status, args.join(' ')).toBe(1);
+      expect(r.stdout, args.join(' ')).toBe('');
+      expect(r.stderr.trimEnd().split('\n'), args.join(' ')).toHaveLength(1);
+      expect(r.stderr).toMatch(/^nn-arena: BAD_ARGUMENT: /);
+    }
   });
 });

@@ -27,14 +27,23 @@ describe('examples', () => {
     expect(readme.includes('```js\n' + example + '```')).toBe(true);
   });
 
+  it('the README shows examples/modern-recipe.mjs verbatim', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const example = readFileSync(join(root, 'examples', 'modern-recipe.mjs'), 'utf8');
+    expect(readme.includes('```js\n' + example + '```')).toBe(true);
+  });
+
   it('every example runs (needs dist/: npm install or npx tsup)', () => {
     expect(existsSync(join(root, 'dist', 'index.js')), 'dist/ missing: run npx tsup').toBe(true);
     const r = spawnSync(process.execPath, [join(root, 'scripts', 'run-examples.mjs')], { cwd: root, encoding: 'utf8' });
     expect(r.status, `${r.stdout}${r.stderr}`).toBe(0);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.mjs/);
+    expect(r.stdout).toMatch(/ok {3}examples\/modern-recipe\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/custom-loss\.mjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.cjs/);
     expect(r.stdout).toMatch(/ok {3}examples\/quickstart\.ts/);
+    expect(r.stdout).toMatch(/ok {3}examples\/export-onnx\.mjs[^\n]*\n[^\n]*\n\s+ONNX Runtime vs predict\(\): max \|difference\| < 1e-6/);
+    expect(r.stdout).toMatch(/ok {3}examples\/stream-npy\.mjs[^\n]*\n\s+x\.npy: 8000 x 784 float32\n\s+streamed 8000 rows through a 1000-row arena: 480 steps/);
     expect(r.stdout).toMatch(/ok {3}examples\/user-regions\.mjs[^\n]*\n\s+ema of layer 1: 32 values at byte \d+\n\s+ema of layer 2: 24 values/);
   }, 600_000);
 });

@@ -54,7 +54,7 @@ describe('layout of K models', () => {
       layers: fc.array(fc.integer({ min: 1, max: 300 }), { minLength: 2, maxLength: 5 }),
       batch: fc.integer({ min: 1, max: 64 }),
       dtype: fc.constantFrom('float32' as const, 'float64' as const),
-      optimizer: fc.constantFrom('sgd' as const, 'momentum' as const, 'adam' as const),
+      optimizer: fc.constantFrom('sgd' as const, 'momentum' as const, 'adam' as const, 'adamw' as const),
       order: fc.constantFrom('layer-major' as const, 'kind-major' as const),
       align: fc.constantFrom(8, 64, 256),
       samples: fc.integer({ min: 0, max: 50 }),

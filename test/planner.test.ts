@@ -9,7 +9,7 @@ const specArb = fc
     layers: fc.array(fc.integer({ min: 1, max: 5000 }), { minLength: 2, maxLength: 7 }),
     batch: fc.integer({ min: 1, max: 4096 }),
     dtype: fc.constantFrom('float32' as const, 'float64' as const),
-    optimizer: fc.constantFrom('sgd' as const, 'momentum' as const, 'adam' as const),
+    optimizer: fc.constantFrom('sgd' as const, 'momentum' as const, 'adam' as const, 'adamw' as const),
     order: fc.constantFrom('layer-major' as const, 'kind-major' as const),
     align: fc.integer({ min: 3, max: 13 }).map((e) => 2 ** e),
     samples: fc.integer({ min: 0, max: 3000 }),
@@ -115,7 +115,7 @@ describe('planLayout: properties over random specs', () => {
     fc.assert(fc.property(specArb, (spec) => {
       const p = planLayout(spec);
       const L = spec.layers.length;
-      const perLayer = { sgd: 5, momentum: 7, adam: 9 }[spec.optimizer!];
+      const perLayer = ({ sgd: 5, momentum: 7, adam: 9, adamw: 9 } as Record<string, number>)[spec.optimizer!]!;
       const expected = L /* z */ + (L - 1) * perLayer /* b w d db dw + state */ + 2 /* y, stats */ + (spec.samples ? 2 : 0);
       expect(p.regions.length).toBe(expected);
     }), { numRuns: 1000 });

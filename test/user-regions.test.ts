@@ -211,7 +211,7 @@ describe('checkpoints with user regions', () => {
       expect(codeOf(() => a.save(join(dir, 'x.nna'), { kinds: ['nope'] }))).toBe('BAD_OPTION');
     }
     const info = inspectCheckpoint(some);
-    expect(info).toMatchObject({ version: 2, kinds: ['w'], extras: ['ema'] });
+    expect(info).toMatchObject({ version: 3, kinds: ['w'], extras: ['ema'] });
     expect(inspectCheckpoint(all).extras).toEqual(['ema', 'mask', 'rng']);
     {
       using b = Arena.load(all, cpu);
@@ -248,8 +248,8 @@ describe('checkpoints with user regions', () => {
     expect(() => inspectCheckpoint(beyond)).toThrow(/unknown user regions in the saved mask 0x9/);
     const v1 = patched(resolve(__dirname, 'fixtures', 'v1-adam-kind-major.nnackpt'), (b) => b.writeBigUInt64LE(1n, 48));
     expect(() => inspectCheckpoint(v1)).toThrow(/reserved header bytes are not zero/);
-    const v3 = patched(f, (b) => b.writeUInt32LE(3, 8));
-    expect(() => inspectCheckpoint(v3)).toThrow(/unsupported checkpoint version 3/);
+    const v4 = patched(f, (b) => b.writeUInt32LE(4, 8));
+    expect(() => inspectCheckpoint(v4)).toThrow(/unsupported checkpoint version 4/);
   });
 
   it('version-1 checkpoints (committed fixtures) still load, with every saved value', () => {
@@ -265,7 +265,7 @@ describe('checkpoints with user regions', () => {
       expect(new DataView(a.bytes(0, 8).slice().buffer).getUint32(HEADER_FIELDS.version, true)).toBe(2);  // loaded as version 2
       const again = join(dir, 'v1-resaved.nna');
       a.save(again);
-      expect(inspectCheckpoint(again)).toMatchObject({ version: 2, arenaBytes: info.arenaBytes });
+      expect(inspectCheckpoint(again)).toMatchObject({ version: 3, arenaBytes: info.arenaBytes });
     }
     const f2 = resolve(__dirname, 'fixtures', 'v1-f64-layer-major-wb.nnackpt');
     expect(inspectCheckpoint(f2)).toMatchObject({ version: 1, kinds: ['b', 'w'], extras: [] });
@@ -365,7 +365,10 @@ describe('user regions and K models (models > 1)', () => {
       for (let m = 0; m < 3; m++) a.view(1, 'w', m).fill(m + 0.5);
       a.save(f);
     }
-    const b = Buffer.from(readFileSync(f));
+    // Version 3's empty metadata block (8 bytes after the file header) taken out.
+    const saved = readFileSync(f);
+    expect(saved.readUInt32LE(64)).toBe(0);
+    const b = Buffer.concat([saved.subarray(0, 64), saved.subarray(72)]);
     b.writeUInt32LE(1, 8);
     b.writeUInt32LE(1, 64 + HEADER_FIELDS.version);
     b.writeUInt32LE(native().crc32c(b.subarray(64)) >>> 0, 44);

@@ -44,9 +44,8 @@ static std::vector<T> reference(const Gemm<T>& g, const std::vector<T>& c0, std:
       if (e.kind == Epi::BiasAct) r = activate<T>(e.act, r + e.bias[j]);
       if (e.kind == Epi::ActGrad) r *= activationGrad<T>(e.act, e.z[i * e.ldz + j]);
       if (e.kind == Epi::Update) {
-        Hyper<T> h{e.lr, e.mu, e.b1, e.b2, e.eps, e.bc1, e.bc2};
         const size_t o = i * g.ldc + j;
-        updateParam<T>(e.optimizer, &(*w)[o], r, m ? &(*m)[o] : nullptr, v ? &(*v)[o] : nullptr, h);
+        updateParam<T>(e.optimizer, &(*w)[o], r, m ? &(*m)[o] : nullptr, v ? &(*v)[o] : nullptr, e.h);
       }
       out = r;
     }
@@ -76,7 +75,7 @@ static void check(Isa isa, bool ta, bool tb, size_t m, size_t n, size_t k, T alp
   g.ep.kind = epi; g.ep.act = act; g.ep.bias = bias.data(); g.ep.z = Z.data(); g.ep.ldz = n;
   auto W = randomVec<T>(m * g.ldc, rng), M1 = randomVec<T>(m * g.ldc, rng), V1 = randomVec<T>(m * g.ldc, rng);
   for (auto& x : V1) x = x * x;
-  g.ep.optimizer = epi == Epi::Update ? act : 0; g.ep.mu = T(0.9); g.ep.lr = T(0.01); g.ep.b1 = T(0.9); g.ep.b2 = T(0.999); g.ep.eps = T(1e-8); g.ep.bc1 = T(0.1); g.ep.bc2 = T(0.001);
+  g.ep.optimizer = epi == Epi::Update ? act : 0; g.ep.h = hyperAt<T>(OptimizerParams{}, 0.01, 1);
   auto Wr = W, Mr = M1, Vr = V1;
   const auto want = reference(g, C, &Wr, &Mr, act == NNA_ADAM ? &Vr : nullptr);
   g.ep.w = W.data(); g.ep.m = M1.data(); g.ep.v = act == NNA_ADAM ? V1.data() : nullptr;

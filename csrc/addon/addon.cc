@@ -14,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new nna::addon::AddonData{Napi::Persistent(arena), Napi::Persistent(Napi::Symbol::New(env, "nn-arena arena"))});
   exports.Set("ArenaHandle", arena);
   nna::addon::registerFunctions(env, exports);
+  nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);
   nna::addon::registerNccl(env, exports);
   nna::addon::registerInternal(env, exports);

@@ -22,6 +22,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                       InstanceMethod<&ArenaHandle::Run>("run"),
                       InstanceMethod<&ArenaHandle::Residency>("residency"),
+                      InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
                       InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
@@ -186,6 +187,17 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   const RunParams p = runParamsOf(env, info[0]);
   const std::shared_ptr<Block> b = live(env, true);
   return startRun(env, b, comm_, p, this, Value());
+}
+
+// gradNorms(): the global gradient norm of each step of the last run (step s, model m at
+// s * models + m), a Float64Array; empty when that run did not clip.
+Napi::Value ArenaHandle::GradNorms(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::shared_ptr<Block> b = live(env, true);
+  const std::vector<double>& n = b->gradNorms();
+  Napi::Float64Array out = Napi::Float64Array::New(env, n.size());
+  std::copy(n.begin(), n.end(), out.Data());
+  return out;
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

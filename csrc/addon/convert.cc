@@ -81,6 +81,35 @@ Placement placementOf(Napi::Env env, const Napi::Value& v) {
   return choiceOf<Placement>(env, v, "placement", {{"managed", Placement::Managed}, {"staged", Placement::Staged}});
 }
 
+// A schedule object { type, ...parameters }: the type and every key from the schedule table
+// (csrc/train/schedules.h); ranges are checked with the run (check.cc).
+Schedule scheduleOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameter schedule must be an object { type, ... }");
+  const Napi::Object o = v.As<Napi::Object>();
+  const std::string type = string(env, o.Get("type"), "schedule.type");
+  uint32_t n = 0;
+  const ScheduleInfo* table = scheduleTable(&n);
+  const ScheduleInfo* info = nullptr;
+  for (uint32_t i = 0; i < n; ++i)
+    if (type == table[i].name) info = &table[i];
+  if (!info) throwJs(env, "BAD_ARGUMENT", "unknown schedule type '" + type + "'");
+  Schedule s;
+  s.kind = info->kind;
+  const Napi::Array keys = o.GetPropertyNames();
+  for (uint32_t i = 0; i < keys.Length(); ++i) {
+    const std::string k = keys.Get(i).As<Napi::String>().Utf8Value();
+    if (k == "type") continue;
+    const ScheduleParam* param = nullptr;
+    for (uint32_t j = 0; j < info->numParams; ++j)
+      if (k == info->params[j].name) param = &info->params[j];
+    if (!param) throwJs(env, "BAD_ARGUMENT", "schedule '" + type + "' has no parameter '" + k + "'");
+    const Napi::Value x = o.Get(k);
+    if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "schedule." + k + " must be a number");
+    s.*(param->field) = x.As<Napi::Number>().DoubleValue();
+  }
+  return s;
+}
+
 // Every key of a run's parameters is known and of the right type, or the call fails before it
 // touches the arena: a mistyped key never takes a default.
 RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
@@ -110,10 +139,12 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     else if (k == "permC") p.permC = exactU64(env, x, "permC");
     else if (k == "stepBase") p.stepBase = exactU64(env, x, "stepBase");
     else if (k == "lr") d(p.lr);
-    else if (k == "momentum") d(p.momentum);
-    else if (k == "beta1") d(p.beta1);
-    else if (k == "beta2") d(p.beta2);
-    else if (k == "eps") d(p.eps);
+    else if (k == "schedule") p.opt.schedule = scheduleOf(env, x);
+    else if (const HyperSpec* hs = hyperNamed(k.c_str()); hs && hs->field) {  // the optimizers' table
+      if (hs->type == kFlag) p.opt.*(hs->field) = boolean(env, x, hs->name) ? 1.0 : 0.0;
+      else d(p.opt.*(hs->field));
+    }
+    else if (k == "labelSmoothing") d(p.labelSmoothing);
     else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
     else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
     else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");

@@ -33,6 +33,7 @@ Where whereOf(Napi::Env env, const Napi::Value& v);
 Advice adviceOf(Napi::Env env, const Napi::Value& v);
 Placement placementOf(Napi::Env env, const Napi::Value& v);
 // src/native.ts RunParams: every key known, every value of its type.
+Schedule scheduleOf(Napi::Env env, const Napi::Value& v);
 RunParams runParamsOf(Napi::Env env, const Napi::Value& v);
 // A device budget in bytes: undefined is none, else a positive safe integer (BAD_BUDGET, field
 // deviceBudget).

@@ -70,6 +70,16 @@ Napi::Value CheckDeviceBudget(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
+// checkLoss(header, { loss, labelSmoothing }): the loss rules of a run (checkLoss, check.cc)
+// before any run, so the Trainer refuses a bad loss at construction with the native message.
+Napi::Value CheckLoss(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  const RunParams p = runParamsOf(env, info[1]);
+  guarded(env, [&] { checkLoss(h.data(), p); });
+  return env.Undefined();
+}
+
 }  // namespace
 
 void registerFunctions(Napi::Env env, Napi::Object exports) {
@@ -77,6 +87,7 @@ void registerFunctions(Napi::Env env, Napi::Object exports) {
   exports.Set("crc32c", Napi::Function::New(env, Crc32c));
   exports.Set("minDeviceBudget", Napi::Function::New(env, MinDeviceBudget));
   exports.Set("checkDeviceBudget", Napi::Function::New(env, CheckDeviceBudget));
+  exports.Set("checkLoss", Napi::Function::New(env, CheckLoss));
 }
 
 }  // namespace nna::addon

@@ -13,6 +13,8 @@ void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
 // runReplicas, groupInfo.
 void registerNccl(Napi::Env env, Napi::Object exports);
+// The optimizer and schedule tables, lrAt, checkRun (descriptors.cc).
+void registerDescriptors(Napi::Env env, Napi::Object exports);
 // internal.jitCompileOnly (jit.cc): a compile without a device, for tests.
 Napi::Value JitCompileOnly(const Napi::CallbackInfo& info);
 

@@ -116,7 +116,7 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
 #define F(name) n(h, #name, offsetof(nna_header, name))
   F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
   F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
-  F(extras_offset); F(num_extras); F(extra_size); F(flags); F(models);
+  F(extras_offset); F(num_extras); F(extra_size); F(flags); F(models); F(act_param);
 #undef F
   o.Set("header", h);
   n(o, "maxExtras", NNA_MAX_EXTRAS);
@@ -138,9 +138,6 @@ Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
   Napi::Object e = Napi::Object::New(env);
   n(e, "float32", NNA_FLOAT32); n(e, "float64", NNA_FLOAT64);
   n(e, "layerMajor", NNA_LAYER_MAJOR); n(e, "kindMajor", NNA_KIND_MAJOR);
-  n(e, "sgd", NNA_SGD); n(e, "momentum", NNA_MOMENTUM); n(e, "adam", NNA_ADAM);
-  n(e, "input", NNA_ACT_INPUT); n(e, "identity", NNA_ACT_IDENTITY); n(e, "relu", NNA_ACT_RELU);
-  n(e, "sigmoid", NNA_ACT_SIGMOID); n(e, "tanh", NNA_ACT_TANH); n(e, "softmax", NNA_ACT_SOFTMAX);
   n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
   n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
   n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
@@ -167,7 +164,6 @@ Napi::Value Codes(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)},
                           {"backward", uint32_t(Op::Backward)}, {"backwardFromOutput", uint32_t(Op::BackwardFromOutput)}, {"update", uint32_t(Op::Update)}}));
-  o.Set("losses", table({{"cross-entropy", uint32_t(Loss::CrossEntropy)}, {"mse", uint32_t(Loss::Mse)}}));
   o.Set("precisions", table({{"fp32", uint32_t(Precision::Fp32)}, {"tf32", uint32_t(Precision::Tf32)}, {"tf32x3", uint32_t(Precision::Tf32x3)}}));
   o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
   return o;

@@ -61,7 +61,10 @@ void BlockWorker::OnError(const Napi::Error&) {
 
 // The run dispatch: a budgeted arena's scheduler, a data-parallel rank, the CUDA paths, or the
 // CPU backend.
-std::string runReplica(Block& b, Communicator* comm, const RunParams& p) {
+std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
+  RunParams p = params;
+  p.gradNorms = &b.gradNorms();
+  p.gradNorms->clear();
   if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
   if (comm) return comm->run(b.device(), b.header(), p);
   if (b.options().cuda) return runCuda(b.device(), b.header(), p);

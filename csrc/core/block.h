@@ -66,6 +66,9 @@ class Block {
   Stats stats() const;
   // Serialises users of the memory (transfers, runs) against release().
   std::mutex& mutex() { return mutex_; }
+  // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),
+  // written by the run with mutex() held.
+  std::vector<double>& gradNorms() { return gradNorms_; }
 
  protected:
   // One range of a transfer, with mutex() held. A budgeted block moves its memory its own way.
@@ -86,6 +89,7 @@ class Block {
   uint8_t* device_ = nullptr;
   std::atomic<bool> releaseAsked_{false};
   Stats stats_;
+  std::vector<double> gradNorms_;
   mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;
 };

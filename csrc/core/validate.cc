@@ -1,9 +1,12 @@
 #include "validate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "../descriptors/optimizers.h"
 
 namespace nna {
 namespace {
@@ -36,21 +39,22 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
 // Expected element count of (layer, kind) from the header's shape fields; false on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
-  const bool opt1 = h.optimizer == NNA_MOMENTUM || h.optimizer == NNA_ADAM, opt2 = h.optimizer == NNA_ADAM;
-  // A compact SGD plan has no dw: CUDA folds the update into the weight-gradient product, the CPU
-  // keeps that product in a transient buffer, and what needs dw (tf32x3, gradients()) is refused.
-  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || h.optimizer != NNA_SGD;
+  // A compact plan of an optimizer without state (SGD) has no dw: CUDA folds the update into the
+  // weight-gradient product, the CPU keeps that product in a transient buffer, and what needs
+  // dw (tf32x3, gradients(), clipping) is refused.
+  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || !optimizerFolds(h.optimizer);
+  const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
   switch (k) {
-    case NNA_Z: return !mulOverflows(h.batch, L.units, out);
+    case NNA_Z:  // an activation whose f' needs x keeps it in a second half (nn_arena.h)
+      return !mulOverflows(h.batch, L.units, out) && !mulOverflows(*out, nna_act_keeps_pre(L.activation) ? 2 : 1, out);
     case NNA_D: case NNA_Y:
       if (k == NNA_D ? hidden : last) return !mulOverflows(h.batch, L.units, out);
       return true;
     case NNA_B: case NNA_DB: *out = hidden ? L.units : 0; return true;
-    case NNA_MB: *out = hidden && opt1 ? L.units : 0; return true;
-    case NNA_VB: *out = hidden && opt2 ? L.units : 0; return true;
+    case NNA_MB: case NNA_VB: *out = hidden && keeps ? L.units : 0; return true;
     case NNA_W: case NNA_DW: case NNA_MW: case NNA_VW: {
-      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || (k == NNA_MW && opt1) || (k == NNA_VW && opt2));
+      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || keeps);
       if (present) return !mulOverflows(L.units, L.fan_in, out);
       return true;
     }
@@ -134,7 +138,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   const size_t elem = dtypeBytes(h.dtype);
   if (!elem) return "unknown dtype " + std::to_string(h.dtype);
   if (h.order > NNA_KIND_MAJOR) return "unknown order " + std::to_string(h.order);
-  if (h.optimizer > NNA_ADAM) return "unknown optimizer " + std::to_string(h.optimizer);
+  if (!optimizerInfo(h.optimizer)) return "unknown optimizer " + std::to_string(h.optimizer);
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
   if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";
@@ -165,13 +169,16 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   std::vector<Span> spans;
   std::vector<nna_layer> layers(h.num_layers);
   uint64_t prevUnits = 0;
+  bool usesParam = false;
   for (uint32_t l = 0; l < h.num_layers; ++l) {
     nna_layer& L = layers[l];
     std::memcpy(&L, static_cast<const char*>(base) + h.layers_offset + uint64_t(l) * sizeof(nna_layer), sizeof L);
     if (L.units == 0) return "layer " + std::to_string(l) + " has 0 units";
     if (L.fan_in != prevUnits) return "layer " + std::to_string(l) + " fan_in " + std::to_string(L.fan_in) + " != units of the layer before (" + std::to_string(prevUnits) + ")";
-    if (l == 0 ? L.activation != NNA_ACT_INPUT : (L.activation < NNA_ACT_IDENTITY || L.activation > NNA_ACT_SOFTMAX))
+    const uint32_t on = l + 1 == h.num_layers ? NNA_ON_OUTPUT : NNA_ON_HIDDEN;  // where the table allows it
+    if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on))
       return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
+    if (nna_act_param_default(L.activation) != 0) usesParam = true;
     prevUnits = L.units;
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
       const nna_region r = L.region[k];
@@ -193,6 +200,10 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       spans.push_back({r.offset, r.offset + bytes, at(l, k)});
     }
   }
+  // act_param: the parameter of the activations that take one (leaky-relu's slope, >= 0 so that
+  // f' can come from the output); 0 when no layer uses one, as in older headers.
+  if (usesParam ? !(std::isfinite(h.act_param) && h.act_param >= 0) : h.act_param != 0)
+    return usesParam ? "act_param " + std::to_string(h.act_param) + " is not a finite value >= 0" : "act_param is not 0, and no layer's activation takes a parameter";
   std::vector<Span> user;  // user regions: never share bytes with anything, compact or not
   const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
   if (!why.empty()) return why;

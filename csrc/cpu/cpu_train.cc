@@ -47,6 +47,18 @@ inline bool allFiniteT(const T* x, uint64_t n) {
 }
 NNA_CLONES bool allFinite(const float* x, uint64_t n) { return allFiniteT(x, n); }
 NNA_CLONES bool allFinite(const double* x, uint64_t n) { return allFiniteT(x, n); }
+// Sum of squares in double, in 4 interleaved partial sums added in a fixed order.
+template <typename T>
+inline double sumSquaresT(const T* g, uint64_t n) {
+  double s[4] = {0, 0, 0, 0};
+  uint64_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) s[k] += double(g[i + k]) * double(g[i + k]);
+  for (; i < n; ++i) s[0] += double(g[i]) * double(g[i]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+NNA_CLONES double sumSquares(const float* g, uint64_t n) { return sumSquaresT(g, n); }
+NNA_CLONES double sumSquares(const double* g, uint64_t n) { return sumSquaresT(g, n); }
 
 // Runs f(begin, end) over [0, count) in one contiguous chunk per pool thread when the work
 // (count * costPerItem) is worth waking them; otherwise inline.
@@ -80,8 +92,9 @@ class CpuRun {
         std::fill(stats, stats + NNA_STATS_COUNT, T(0));
         stats[NNA_STAT_BAD_STEP] = T(-1);
       }
+    if (p_.gradNorms && p_.clips()) p_.gradNorms->assign((isPrimitive(p_.op) ? 1 : p_.numBatches) * models_, std::nan(""));
     if (isPrimitive(p_.op)) {
-      for (uint64_t m = 0; m < models_; ++m) primitive(L_[m], p_.lrOf(m));
+      for (uint64_t m = 0; m < models_; ++m) primitive(L_[m], p_.lrOf(m), m);
       return;
     }
     std::vector<bool> stopped(models_, false);  // a diverged model stops, as a run of it alone would
@@ -95,7 +108,7 @@ class CpuRun {
         any = true;
         const std::vector<nna_bound_layer<T>>& L = L_[m];
         if (rows == 0) {  // a replica's empty shard: zero gradients (and a step with them)
-          if (p_.op == Op::Train || p_.op == Op::Grad) emptyStep(L, p_.stepBase + s + 1, p_.lrOf(m));
+          if (p_.op == Op::Train || p_.op == Op::Grad) emptyStep(L, p_.stepBase + s + 1, p_.lrOf(m), s * models_ + m);
           continue;
         }
         for (uint32_t l = 1; l < h_.num_layers; ++l) forward(L, l, rows);
@@ -103,6 +116,7 @@ class CpuRun {
         if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
         for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + s + 1, p_.lrOf(m));
         if (p_.op == Op::Grad) continue;
+        if (deferred_) applyUpdates(L, hyper(p_.lrOf(m), p_.stepBase + s + 1), s * models_ + m);
         markNonFinite(L, s);
         if (L.back().stats[NNA_STAT_BAD_STEP] >= T(0)) stopped[m] = true;  // diverged: the weights are no longer finite
       }
@@ -113,33 +127,57 @@ class CpuRun {
  private:
   // A step without rows: gradients are zero; training still takes the optimizer step (momentum
   // and Adam state move on, as on the replicas that had rows).
-  void emptyStep(const std::vector<nna_bound_layer<T>>& L, uint64_t t, double lr) {
-    const Hyper<T> hp = hyper(lr, t);
+  void emptyStep(const std::vector<nna_bound_layer<T>>& L, uint64_t t, double lr, uint64_t normSlot) {
     for (uint32_t l = 1; l < h_.num_layers; ++l) {
       const nna_bound_layer<T>& C = L[l];
-      const uint64_t n = C.units, nw = C.units * C.fan_in;
-      std::fill(C.db, C.db + n, T(0));
-      std::fill(C.dw, C.dw + nw, T(0));
-      if (p_.op != Op::Train) continue;
-      for (uint64_t i = 0; i < nw; ++i) updateParam<T>(h_.optimizer, C.w + i, T(0), C.mw ? C.mw + i : nullptr, C.vw ? C.vw + i : nullptr, hp);
-      for (uint64_t i = 0; i < n; ++i) updateParam<T>(h_.optimizer, C.b + i, T(0), C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+      std::fill(C.db, C.db + C.units, T(0));
+      std::fill(C.dw, C.dw + C.units * C.fan_in, T(0));
     }
+    if (p_.op == Op::Train) applyUpdates(L, hyper(lr, t), normSlot);
+  }
+
+  // The optimizer step of every layer from its dw and db, through the GEMM's update code
+  // (cpu::update: the bits of the dW product's epilogue). Clipping scales the gradients by the
+  // step's global norm first (the element update multiplies g by hp.gs) and records the norm.
+  void applyUpdates(const std::vector<nna_bound_layer<T>>& L, Hyper<T> hp, uint64_t normSlot) {
+    if (p_.clips()) {
+      const double norm = gradNorm(L);
+      hp.gs = T(clipScale(p_.opt.clipGradNorm, norm));
+      if (p_.gradNorms) (*p_.gradNorms)[normSlot] = norm;
+    }
+    for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
+      const nna_bound_layer<T>& C = L[l];
+      cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
+      updateBiases(C, hp);
+    }
+  }
+
+  // The global norm of one model's gradients (every dw and db), summed in double in chunks of
+  // a fixed size and then in chunk order: the same bits whatever the thread count.
+  double gradNorm(const std::vector<nna_bound_layer<T>>& L) {
+    constexpr uint64_t kChunk = 8192;
+    double total = 0;
+    for (uint32_t l = 1; l < h_.num_layers; ++l)
+      for (const auto& [g, n] : {std::pair<const T*, uint64_t>{L[l].dw, L[l].units * L[l].fan_in}, {L[l].db, L[l].units}}) {
+        const uint64_t chunks = (n + kChunk - 1) / kChunk;
+        norms_.assign(chunks, 0.0);
+        parallelFor(chunks, kChunk, [&](uint64_t b, uint64_t e) {
+          for (uint64_t c = b; c < e; ++c) norms_[c] = sumSquares(g + c * kChunk, std::min(kChunk, n - c * kChunk));
+        });
+        for (double x : norms_) total += x;
+      }
+    return std::sqrt(total);
   }
 
   // Backward, BackwardFromOutput, Update for one model: a Train step split in three runs (a
   // Forward run first) through the same code, so together they give a Train run's bits: the
   // weights' update goes through the GEMM's own update code with its tiling (cpu::update), the
   // biases' as in backward().
-  void primitive(const std::vector<nna_bound_layer<T>>& L, double lr) {
+  void primitive(const std::vector<nna_bound_layer<T>>& L, double lr, uint64_t m) {
     const uint64_t rows = p_.rows;
     scale_ = stepRows(h_.batch, p_, 0).scale;
     if (p_.op == Op::Update) {
-      const Hyper<T> hp = hyper(lr, p_.stepBase + 1);
-      for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
-        const nna_bound_layer<T>& C = L[l];
-        cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
-        updateBiases(C, hp);
-      }
+      applyUpdates(L, hyper(lr, p_.stepBase + 1), m);
       markNonFinite(L, 0);
       return;
     }
@@ -148,7 +186,7 @@ class CpuRun {
     } else {
       const nna_bound_layer<T>& O = L.back();
       parallelFor(rows, O.units * 4, [&](uint64_t b, uint64_t e) {
-        for (uint64_t r = b; r < e; ++r) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
+        for (uint64_t r = b; r < e; ++r) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation, T(O.act_param));
       });
     }
     for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + 1, lr);
@@ -168,7 +206,7 @@ class CpuRun {
       }
   }
 
-  Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
+  Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(p_.opt, lr, t); }
 
   // Copies the step's rows of the shuffled epoch from the resident data set into z[0] and y
   // (shared by every model).
@@ -199,19 +237,22 @@ class CpuRun {
     g.c = C.z; g.ldc = C.units;
     g.ep.kind = cpu::Epi::BiasAct;
     g.ep.act = C.activation;
+    g.ep.param = T(C.act_param);
     g.ep.bias = C.b;
+    g.ep.pre = C.pre;
     cpu::gemm(g);
   }
 
   void output(const std::vector<nna_bound_layer<T>>& L, uint64_t rows, uint64_t step) {
     const nna_bound_layer<T>& O = L.back();
     T* stats = O.stats;
-    const bool mse = p_.loss == Loss::Mse, grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
+    const OutputLoss ol = outputLoss(O.activation, O.act_param, p_);
+    const bool grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
     const bool activated = p_.op == Op::Backward;  // z holds a Forward run's outputs
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r)
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scale_, grad, activated);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scale_, grad, activated);
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -243,13 +284,15 @@ class CpuRun {
       g.c = P.d; g.ldc = m;
       g.ep.kind = cpu::Epi::ActGrad;
       g.ep.act = P.activation;
-      g.ep.z = P.z;
+      g.ep.param = T(P.act_param);
+      g.ep.z = P.pre ? P.pre : P.z;  // f' from the pre-activations where the activation keeps them
       g.ep.ldz = m;
       cpu::gemm(g);
     }
     colSum(C.d, rows, n, C.db);
-    const bool train = p_.op == Op::Train;
-    const Hyper<T> hp = hyperAt<T>(lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t);
+    // Clipping defers every update until the step's gradients are all in (applyUpdates).
+    const bool train = p_.op == Op::Train && !deferred_;
+    const Hyper<T> hp = hyper(lr, t);
     cpu::Gemm<T> g;
     g.transA = true;
     g.m = n; g.n = m; g.k = rows;
@@ -272,15 +315,18 @@ class CpuRun {
     e.kind = cpu::Epi::Update;
     e.optimizer = h_.optimizer;
     e.w = C.w; e.m = C.mw; e.v = C.vw;
-    e.lr = hp.lr; e.mu = hp.mu; e.b1 = hp.b1; e.b2 = hp.b2; e.eps = hp.eps; e.bc1 = hp.bc1; e.bc2 = hp.bc2;
+    e.h = hp;
     return e;
   }
 
   void updateBiases(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
-    for (uint64_t i = 0; i < C.units; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+    const Hyper<T> hb = forBiases(hp);
+    for (uint64_t i = 0; i < C.units; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
   }
 
   RunParams p_;
+  bool deferred_ = p_.clips() && p_.op == Op::Train;  // updates wait for the step's global norm
+  std::vector<double> norms_;
   uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;
   uint64_t models_ = 1;

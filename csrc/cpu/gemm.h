@@ -5,14 +5,18 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "../descriptors/optimizers.h"
+
 namespace nna {
 namespace cpu {
 
 enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
 
 // What happens to a tile of C once its last K block is in (the tile is then in L1):
-//   BiasAct:  c = act(c + bias[j])                      (forward: z = act(x W^T + b))
-//   ActGrad:  c *= act'(z[i * ldz + j])                 (backward: d_{l-1} = (d W) * act'(z_{l-1}))
+//   BiasAct:  c = act(c + bias[j]), and pre = c + bias[j] where pre is set
+//             (forward: z = act(x W^T + b); activations.h says which keep their pre-activation)
+//   ActGrad:  c *= act'(z[i * ldz + j])                 (backward: d_{l-1} = (d W) * act'(z_{l-1});
+//             z: the pre-activations where the activation keeps them, else the outputs)
 //   Update:   optimizer step of w, m, v at c's index from the gradient c (any optimizer)
 enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3 };
 
@@ -20,14 +24,16 @@ template <typename T>
 struct Epilogue {
   Epi kind = Epi::None;
   uint32_t act = 0;          // nna_activation (BiasAct, ActGrad)
+  T param = 0;               // BiasAct, ActGrad: the header's act_param
   const T* bias = nullptr;   // BiasAct
+  T* pre = nullptr;          // BiasAct: where the pre-activations go (same leading dimension as C), or null
   const T* z = nullptr;      // ActGrad
   size_t ldz = 0;
   uint32_t optimizer = 0;    // Update: nna_optimizer
   T* w = nullptr;            // Update: parameters, same shape and leading dimension as C
   T* m = nullptr;
   T* v = nullptr;
-  T lr = 0, mu = 0, b1 = 0, b2 = 0, eps = 0, bc1 = 1, bc2 = 1;
+  Hyper<T> h{};              // Update: the step's hyperparameters (optimizers.h)
 };
 
 template <typename T>

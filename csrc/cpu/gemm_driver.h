@@ -151,18 +151,22 @@ struct Driver {
       T* c = g.c + (i0 + i) * g.ldc + j0;
       if (e.kind == Epi::BiasAct) {
         const T* b = e.bias + j0;
-        if (e.act == NNA_ACT_RELU)
+        if (e.pre) {  // an activation whose f' needs x: keep it beside z (activations.h)
+          T* x = e.pre + (i0 + i) * g.ldc + j0;
+          for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = activate<T>(e.act, x[j], e.param); }
+        } else if (e.act == NNA_ACT_RELU) {
           for (size_t j = 0; j < nr; ++j) { const T x = c[j] + b[j]; c[j] = x > T(0) ? x : T(0); }
-        else if (e.act == NNA_ACT_IDENTITY || e.act == NNA_ACT_SOFTMAX)
+        } else if (e.act == NNA_ACT_IDENTITY || e.act == NNA_ACT_SOFTMAX) {
           for (size_t j = 0; j < nr; ++j) c[j] += b[j];
-        else
-          for (size_t j = 0; j < nr; ++j) c[j] = activate<T>(e.act, c[j] + b[j]);
+        } else {
+          for (size_t j = 0; j < nr; ++j) c[j] = activate<T>(e.act, c[j] + b[j], e.param);
+        }
       } else if (e.kind == Epi::ActGrad) {
         const T* z = e.z + (i0 + i) * e.ldz + j0;
         if (e.act == NNA_ACT_RELU)
           for (size_t j = 0; j < nr; ++j) c[j] *= z[j] > T(0) ? T(1) : T(0);
         else
-          for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j]);
+          for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j], e.param);
       } else if (e.kind == Epi::Update) {
         const size_t off = (i0 + i) * g.ldc + j0;
         update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, c, nr);
@@ -170,35 +174,38 @@ struct Driver {
     }
   }
 
-  // The optimizer step of n parameters from their gradients g, in vectors, with the same
-  // operations in the same order as updateParam (math.h), which takes the tail.
+  // A vector of L lanes as a number: the optimizers' element updates (optimizers.h) run on it as
+  // written, so each lane takes the operations, in the order, that one T takes (no vector copy).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // always inlined (NNA_ELEM): no call passes a vector
+  struct Lanes {
+    V v;
+    Lanes(V x) : v(x) {}  // NOLINT: implicit, as T's arithmetic
+    Lanes(T x) : v(K::set1(x)) {}  // NOLINT
+    friend Lanes operator+(Lanes a, Lanes b) { return K::add(a.v, b.v); }
+    friend Lanes operator-(Lanes a, Lanes b) { return K::sub(a.v, b.v); }
+    friend Lanes operator*(Lanes a, Lanes b) { return K::mul(a.v, b.v); }
+    friend Lanes operator/(Lanes a, Lanes b) { return K::div(a.v, b.v); }
+    friend Lanes nsqrt(Lanes a) { return K::sqrt(a.v); }
+  };
+#pragma GCC diagnostic pop
+
+  // The optimizer step of n parameters from their gradients g: the descriptor's element update
+  // on vectors, then on the tail one T at a time (updateParam): the same bits either way.
   static void update(const Epilogue<T>& e, T* __restrict w, T* __restrict m, T* __restrict v, const T* __restrict g, size_t n) {
-    Hyper<T> h;
-    h.lr = e.lr; h.mu = e.mu; h.b1 = e.b1; h.b2 = e.b2; h.eps = e.eps; h.bc1 = e.bc1; h.bc2 = e.bc2;
-    const V lr = K::set1(h.lr);
+    const Hyper<T>& h = e.h;
     size_t j = 0;
-    if (e.optimizer == NNA_ADAM) {
-      const V b1 = K::set1(h.b1), nb1 = K::set1(T(1) - h.b1), b2 = K::set1(h.b2), nb2 = K::set1(T(1) - h.b2);
-      const V bc1 = K::set1(h.bc1), bc2 = K::set1(h.bc2), eps = K::set1(h.eps);
+    withOptimizer(e.optimizer, [&](auto d) {
+      using D = decltype(d);
+      constexpr bool hasM = (D::states >> NNA_MW) & 1u, hasV = (D::states >> NNA_VW) & 1u;
       for (; j + L <= n; j += L) {
-        const V gj = K::loadu(g + j);
-        const V m1 = K::add(K::mul(b1, K::loadu(m + j)), K::mul(nb1, gj));
-        const V v1 = K::add(K::mul(b2, K::loadu(v + j)), K::mul(K::mul(nb2, gj), gj));
-        K::storeu(m + j, m1);
-        K::storeu(v + j, v1);
-        const V step = K::div(K::mul(lr, K::div(m1, bc1)), K::add(K::sqrt(K::div(v1, bc2)), eps));
-        K::storeu(w + j, K::sub(K::loadu(w + j), step));
+        Lanes wj = K::loadu(w + j), mj = hasM ? K::loadu(m + j) : K::zero(), vj = hasV ? K::loadu(v + j) : K::zero();
+        D::step(wj, Lanes(K::loadu(g + j)), mj, vj, h);
+        K::storeu(w + j, wj.v);
+        if constexpr (hasM) K::storeu(m + j, mj.v);
+        if constexpr (hasV) K::storeu(v + j, vj.v);
       }
-    } else if (e.optimizer == NNA_MOMENTUM) {
-      const V mu = K::set1(h.mu);
-      for (; j + L <= n; j += L) {
-        const V vel = K::add(K::mul(mu, K::loadu(m + j)), K::loadu(g + j));
-        K::storeu(m + j, vel);
-        K::storeu(w + j, K::sub(K::loadu(w + j), K::mul(lr, vel)));
-      }
-    } else {
-      for (; j + L <= n; j += L) K::storeu(w + j, K::sub(K::loadu(w + j), K::mul(lr, K::loadu(g + j))));
-    }
+    });
     for (; j < n; ++j) updateParam<T>(e.optimizer, w + j, g[j], m ? m + j : nullptr, v ? v + j : nullptr, h);
   }
 

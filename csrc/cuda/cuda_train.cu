@@ -84,6 +84,42 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
   }
 }
 
+// A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
+// partial sums of squares, each model's clip factor, and the norm of every step (read back once
+// at the end of the run into RunParams::gradNorms).
+class ClipScratch {
+ public:
+  void allocate(unsigned models, uint32_t layers, uint64_t steps, cudaStream_t s) {
+    stream_ = s;
+    models_ = models;
+    layers_ = layers;
+    steps_ = steps;
+    const uint64_t n = uint64_t(models) * layers * kNormBlocks + models + steps * models;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), n * sizeof(double), s));
+    CUDA_CHECK(cudaMemsetAsync(base_, 0, n * sizeof(double), s));  // layer 0's partials stay 0
+  }
+  ~ClipScratch() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  bool active() const { return base_ != nullptr; }
+  double* partials() const { return base_; }
+  double* scale() const { return base_ + uint64_t(models_) * layers_ * kNormBlocks; }
+  double* norms(uint64_t step) const { return scale() + models_ + step * models_; }
+  // After the stream is synchronised: every step's norms into `out`.
+  void readNorms(std::vector<double>* out) const {
+    if (!out || !base_) return;
+    out->resize(steps_ * models_);
+    CUDA_CHECK(cudaMemcpy(out->data(), norms(0), out->size() * sizeof(double), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  double* base_ = nullptr;
+  unsigned models_ = 0;
+  uint32_t layers_ = 0;
+  uint64_t steps_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
 template <typename T>
 class LayerRun {
  public:
@@ -95,6 +131,7 @@ class LayerRun {
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
     if (blas_ && prec_ != Precision::Fp32 && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);  // Update: no products
+    if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
@@ -110,7 +147,9 @@ class LayerRun {
     } else {
       const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
       // The group's update of layer l, once its gradients are reduced (on the sync's stream).
+      // Clipping: no layer's update before the step's global norm (after the group's reduction).
       const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(stepNow_), stream); };
+      const bool deferred = p_.op == Op::Train && clip_.active();
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
         const StepRows sr = stepRows(h_.batch, p_, s);
         // A data-parallel replica may have no rows of the group's last step: it contributes zero
@@ -138,17 +177,19 @@ class LayerRun {
             bool folded = false;
             if (rows) folded = backward(l, rows, hp);
             else zeroGradients(l);
-            if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train ? syncedUpdate : GradSync::Update());
-            else if (p_.op == Op::Train && !folded) update(l, hp, s_);
+            if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
+            else if (p_.op == Op::Train && !folded && !deferred) update(l, hp, s_);
             after(Stage::Backward, l);
           }
           if (sync_) sync_->endStep(s_);
+          if (deferred) clipAndUpdate(hp, s);
         }
         if (hooks_) hooks_->endStep(s, s_);
       }
     }
     if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
+    clip_.readNorms(p_.gradNorms);
     return blas_;
   }
 
@@ -162,6 +203,7 @@ class LayerRun {
   void primitive() {
     const Hyper<T> hp = hyper(p_.stepBase + 1);
     if (p_.op == Op::Update) {
+      if (clip_.active()) return clipAndUpdate(hp, 0);
       for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_);
       return;
     }
@@ -177,24 +219,38 @@ class LayerRun {
   // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
   // `activated`: z holds a Forward run's outputs (Backward runs).
   void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad, bool activated) {
-    const bool mse = p_.loss == Loss::Mse, stats = p_.op != Op::Forward;
+    const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
+    const bool stats = p_.op != Op::Forward;
     if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else if (L_[last_].units > 32)
-      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
-      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, mse, grad, stats, s, frac_, activated);
+      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     launched();
     if (stats) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
   }
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
-  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream) {
+  // `scale`: each model's clip factor (clipAndUpdate), or null.
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
-    updateKernel<T><<<dim3(blocks, 1, K_), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp, lrs_.get());
+    updateKernel<T><<<dim3(blocks, 1, K_), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp, lrs_.get(), scale);
     launched();
+  }
+
+  // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
+  // its clip factor, then every layer's update with it.
+  void clipAndUpdate(const Hyper<T>& hp, uint64_t s) {
+    for (uint32_t l = 1; l <= last_; ++l) {
+      sumSquaresKernel<T><<<dim3(kNormBlocks, 1, K_), kThreads, 0, s_>>>(base_, l, h_.num_layers, clip_.partials());
+      launched();
+    }
+    clipScaleKernel<<<(K_ + 63) / 64, 64, 0, s_>>>(clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
+    launched();
+    for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
   }
 
   void launched() { CUDA_CHECK(cudaGetLastError()); }
@@ -213,7 +269,7 @@ class LayerRun {
     return static_cast<long long>(nna_region_stride(&h_, l, L_[l].region[kind].count, kind) / sizeof(T));
   }
 
-  Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.lr, p_.momentum, p_.beta1, p_.beta2, p_.eps, t); }
+  Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.opt, p_.lr, t); }
 
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
@@ -279,7 +335,10 @@ class LayerRun {
     // steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied (a
     // compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
     // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
-    const bool fold = p_.op == Op::Train && h_.optimizer == NNA_SGD && (!blas_ || (sameLr_ && prec_ != Precision::Tf32x3)) && !sync_;
+    // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
+    // descriptor's whole update). A clipping run never folds (the step needs the global norm).
+    const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
+    const bool fold = p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
     biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     launched();
     if (!blas_) {
@@ -301,7 +360,7 @@ class LayerRun {
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     // (all models share one alpha: with per-model learning rates that differ, no fold)
-    const T alpha = fold ? -(p_.lrs.empty() ? hp.lr : T(p_.lrs.front())) : T(1);
+    const T alpha = fold ? -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : T(1);
     if (K_ > 1)
       blasGemmBatched(lane_, false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), int(K_));
@@ -382,6 +441,7 @@ class LayerRun {
   bool blas_;
   Precision prec_;
   Tf32Workspace work_;
+  ClipScratch clip_;
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;
@@ -435,6 +495,11 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   if (p.precision != Precision::Fp32) requireTf32Device(p.precision);
+  // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
+  // every dw until the step's norm is known.
+  if (hooks && p.clips())
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
+                   "deviceBudget do not plan for: use an arena without a deviceBudget");
   LaneGuard lane;
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take

@@ -43,13 +43,17 @@ constexpr uint32_t kMaxFusedLayers = 32;  // weight layers
 
 struct FusedParams {
   void* base;
-  uint32_t last, op, optimizer, mse, resident, resetStats, fuseOutput;
+  uint32_t last, op, optimizer, resident, resetStats, fuseOutput;
+  OutputLoss loss;           // the output layer's activation, the loss, its label smoothing (losses.h)
   uint32_t models;           // K networks of one shape (nna_models): every phase's items x K
   const double* lrs;         // device copy of RunParams::lrs (model m's lr), or null: lr for all
   int lossFracBits;
   uint64_t rows, samples, firstBatch, numBatches, permA, permC, stepBase;
-  double lr, mu, beta1, beta2, eps;
+  double lr;
+  OptimizerParams opt;
   uint8_t tile[kMaxFusedLayers + 1][3];  // [layer][mode]: 64, 32 or 16, 0 = latency routine
+  double* clipPartials;                  // clipping: [model][block] sums of squares, or null (no clipping)
+  double* clipNorms;                     // clipping: every step's norm per model ([step][model])
   unsigned long long* trace;             // NN_ARENA_FUSED_TRACE: barrier times of the first steps
   uint32_t emptyPhases;                  // NN_ARENA_FUSED_TRACE=2: an empty phase after each (barrier cost in place)
 };
@@ -112,15 +116,14 @@ __device__ __forceinline__ nna_bound_layer<T> bound(uint32_t l, uint32_t m) {
   r.z = at(r.z, NNA_Z); r.b = at(r.b, NNA_B); r.w = at(r.w, NNA_W); r.d = at(r.d, NNA_D); r.db = at(r.db, NNA_DB);
   r.dw = at(r.dw, NNA_DW); r.mw = at(r.mw, NNA_MW); r.mb = at(r.mb, NNA_MB); r.vw = at(r.vw, NNA_VW); r.vb = at(r.vb, NNA_VB);
   r.stats = at(r.stats, NNA_STATS);  // y, xdata, ydata: shared
+  r.pre = at(r.pre, NNA_Z);          // the second half of z
   return r;
 }
 
-// Model m's hyperparameters: the step's, with its own learning rate (converted as hyperAt does).
+// Model m's hyperparameters: the step's, with its own learning rate (scheduled as hyperAt does).
 template <typename T>
 __device__ __forceinline__ Hyper<T> hyperOf(const FusedParams& p, const Hyper<T>& hp, uint32_t m) {
-  Hyper<T> h = hp;
-  if (p.lrs) h.lr = T(p.lrs[m]);
-  return h;
+  return p.lrs ? withLr(hp, p.lrs[m]) : hp;
 }
 
 
@@ -235,7 +238,7 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
       const T v = warpSum(acc[i][j]);
       if (lane == i * kFwdCols + j) mine = v;
     }
-  if (rOut < rows && cOut < n) C.z[size_t(rOut) * n + cOut] = activate<T>(C.activation, mine + bias);
+  if (rOut < rows && cOut < n) activateAt(C, size_t(rOut) * n + cOut, mine + bias);
 }
 
 // z[l] rows [r0, r0+8) x units [c0, c0+8) by ONE block, when the tiles fit the grid in one
@@ -293,7 +296,7 @@ __device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t 
 #pragma unroll
     for (int q = 0; q < kFbParts; ++q) total += sm.fwd.part[q][o];
     const uint32_t r = r0 + orow, c = c0 + ocol;
-    if (r < rows && c < n) C.z[size_t(r) * n + c] = activate<T>(C.activation, total + C.b[c]);
+    if (r < rows && c < n) activateAt(C, size_t(r) * n + c, total + C.b[c]);
   }
   __syncthreads();
 }
@@ -393,23 +396,30 @@ constexpr int kFusedOutMax = int(kFusedOutputMaxUnits);  // phases.h: the table 
 // probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
 // Same definitions; the sums run as shuffle trees.
 template <typename T>
-__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, uint32_t act, bool mse, uint64_t rows) {
+__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, const OutputLoss& o, uint64_t rows) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX) {
+  const LossInfo info = lossInfo(o.loss);
+  if (info.softmax) {
     T mx = on ? z : -INFINITY;
     uint64_t at = lane;
     warpArgmax(mx, at);
     const T lse = mx + nlog(warpSum(on ? nexp(z - mx) : T(0)));
-    res.loss = double(warpSum(on && y != T(0) ? -y * (z - lse) : T(0)));
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, lossTarget(o, y, n), lse) : T(0)));
     if (on) z = nexp(z - lse);
+  } else {
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, y, T(0)) : T(0)));
   }
-  T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
-  uint64_t za = on ? lane : 32, ya = on ? lane : 32;
-  warpArgmax(zm, za);
-  warpArgmax(ym, ya);
-  res.correct = za == ya;
-  if (mse) res.loss = double(warpSum(on ? (z - y) * (z - y) : T(0))) / double(n);
+  if (info.meanUnits) res.loss /= double(n);
+  if (info.multilabel) {
+    res.correct = warpSum(on && labelMiss(z, y) ? T(1) : T(0)) == T(0);
+  } else {
+    T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
+    uint64_t za = on ? lane : 32, ya = on ? lane : 32;
+    warpArgmax(zm, za);
+    warpArgmax(ym, ya);
+    res.correct = za == ya;
+  }
   return res;
 }
 
@@ -469,12 +479,12 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
   const bool on = lane < n;
   const T y = yl;
-  T z = on ? activate<T>(O.activation, mine + bl) : T(0);
-  const RowResult res = outputRowLanes<T>(z, y, on, n, O.activation, p.mse, st.rows);
+  T z = on ? activate<T>(O.activation, mine + bl, T(O.act_param)) : T(0);
+  const RowResult res = outputRowLanes<T>(z, y, on, n, p.loss, st.rows);
   if (on) O.z[r * n + lane] = z;
   T dl = T(0);
   if (st.grad && on) {
-    dl = p.mse ? T(2) / (T(st.rows) * T(n)) * (z - y) * activationGrad(O.activation, z) : T(1) / T(st.rows) * (z - y);  // as outputRow
+    dl = lossGrad(p.loss, z, lossTarget(p.loss, y, n), lossGradScale<T>(p.loss.loss, st.rows, n));  // as outputRow
     O.d[r * n + lane] = dl;
   }
   if (lane == 0) accumulateRow(p, st, O, r, s, res);
@@ -491,7 +501,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
 #pragma unroll
       for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];
       const uint32_t i = i0 + 32 * c;
-      if (i < m) P.d[r * m + i] = acc * activationGrad<T>(P.activation, zi[c]);
+      if (i < m) P.d[r * m + i] = acc * (P.pre ? activationGradAt(P, r * m + i) : activationGrad<T>(P.activation, zi[c], T(P.act_param)));
     }
   }
 }
@@ -516,9 +526,63 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     T total = T(0);
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
-    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
+    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
   }
   __syncthreads();
+}
+
+// Clipping by global norm, after the backward phases of a step (which then wrote dw and updated
+// nothing): every block sums the squares of its share of each model's dw and db in double
+// (block-wide in a fixed order) into partials[model][block]; after a barrier every block adds a
+// model's partials in block order (the same total in every block), records it (block 0), and
+// takes its share of that model's updates with the clip factor. Two barriers per step.
+template <typename T>
+__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm) {
+  double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
+  const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
+  for (uint32_t m = 0; m < p.models; ++m) {
+    double acc = 0;
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
+        acc += g * g;
+      }
+    }
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] = red[0];
+    __syncthreads();
+  }
+  grid.sync();
+  for (uint32_t m = 0; m < p.models; ++m) {
+    if (threadIdx.x == 0) {
+      double total = 0;
+      for (unsigned b = 0; b < gridDim.x; ++b) total += p.clipPartials[uint64_t(m) * gridDim.x + b];
+      const double norm = sqrt(total);
+      if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
+      red[0] = clipScale(p.opt.clipGradNorm, norm);
+    }
+    __syncthreads();
+    Hyper<T> hp = hyperOf<T>(p, hp0, m);
+    hp.gs = T(red[0]);
+    const Hyper<T> hb = forBiases(hp);
+    __syncthreads();  // red[0] read by every thread before the next model's
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+        else updateParam<T>(p.optimizer, C.b + (e - nw), C.db[e - nw], C.mb ? C.mb + (e - nw) : nullptr, C.vb ? C.vb + (e - nw) : nullptr, hb);
+      }
+    }
+  }
+  grid.sync();
 }
 
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
@@ -527,7 +591,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 template <typename T, int MINB>
 __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
-  __shared__ Smem<T> sm;
+  __shared__ __align__(16) Smem<T> sm;
   const uint32_t last = p.last;
   const nna_header* hd = nna_header_of(p.base);
   for (uint32_t l = threadIdx.x; l <= last; l += blockDim.x) {
@@ -552,11 +616,12 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     StepInfo st;
     st.train = p.op == uint32_t(Op::Train);
     st.grad = st.train || p.op == uint32_t(Op::Grad);
-    st.keepDw = !(st.train && p.optimizer == NNA_SGD);
+    const bool clip = st.train && p.clipPartials;  // every update waits for the step's norm (clipPhase)
+    st.keepDw = !(st.train && optimizerFolds(p.optimizer)) || clip;
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     st.model = 0;
-    const Hyper<T> hp0 = hyperAt<T>(p.lr, p.mu, p.beta1, p.beta2, p.eps, p.stepBase + s + 1);
+    const Hyper<T> hp0 = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1);
     // Item i of a phase with n items per model is item i % n of model i / n.
     auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
 
@@ -589,7 +654,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         if (sm1.model == 0) gatherTargets(p, sm1, out, r, threadIdx.x % 32, 32);
         __syncwarp();
         const T* yRow = p.resident ? out.ydata + permIndex(st.first + r, p.permA, p.permC, p.samples) * out.units : out.y + r * out.units;
-        const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, out.activation, p.mse, st.rows, st.grad);
+        const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, p.loss, st.rows, st.grad);
         if (threadIdx.x % 32 == 0) accumulateRow(p, sm1, out, r, s, res);
       }
       grid.sync();
@@ -618,20 +683,21 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         const StepInfo sti = forModel(m);
         const Hyper<T> hp = hyperOf<T>(p, hp0, m);
         uint64_t k = i % total;
-        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train); continue; }
+        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
         k -= nW;
-        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train); continue; }
+        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train && !clip); continue; }
         k -= nW1;
         if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train); continue; }
+        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
         k -= nB;
-        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train);
+        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train && !clip);
       }
       grid.sync();
       traceMark(p, slot);
       if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
+    if (clip) clipPhase<T>(p, grid, s, hp0, sm);
   }
 }
 
@@ -711,14 +777,15 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.last = h.num_layers - 1;
   p.op = uint32_t(rp.op);
   p.optimizer = h.optimizer;
-  p.mse = rp.loss == Loss::Mse;
+  p.loss = outputLoss(L[p.last].activation, h.act_param, rp);
   p.resident = rp.resident;
   p.resetStats = rp.resetStats;
   p.fuseOutput = p.last >= 2 && L[p.last].units <= kFusedOutMax;
   p.lossFracBits = lossFracBits(h.batch);
   p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
   p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
-  p.lr = rp.lr; p.mu = rp.momentum; p.beta1 = rp.beta1; p.beta2 = rp.beta2; p.eps = rp.eps;
+  p.lr = rp.lr;
+  p.opt = rp.opt;
   p.models = uint32_t(nna_models(&h));
   const DeviceLrs lrs(rp.lrs, lane.stream);
   p.lrs = lrs.get();
@@ -738,9 +805,25 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
   }
+  // Clipping: the blocks' partial sums and every step's norms, for the run (stream-ordered).
+  const bool clip = rp.clips() && rp.op == Op::Train;
+  const uint64_t partials = clip ? uint64_t(grid) * p.models : 0, normCount = clip ? rp.numBatches * p.models : 0;
+  struct Scratch {  // freed on every way out (cudaFree waits for the stream's work)
+    double* p = nullptr;
+    ~Scratch() { if (p) cudaFree(p); }
+  } scratch;
+  if (clip) {
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.p), (partials + normCount) * sizeof(double)));
+    p.clipPartials = scratch.p;
+    p.clipNorms = scratch.p + partials;
+  }
   void* args[] = {&p};
   CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
   CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  if (clip && rp.gradNorms) {
+    rp.gradNorms->resize(normCount);
+    CUDA_CHECK(cudaMemcpy(rp.gradNorms->data(), p.clipNorms, normCount * sizeof(double), cudaMemcpyDeviceToHost));
+  }
   if (tracing) {
     unsigned long long t[kTraceSlots];
     CUDA_CHECK(cudaMemcpy(t, p.trace, sizeof t, cudaMemcpyDeviceToHost));

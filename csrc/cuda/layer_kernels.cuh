@@ -105,12 +105,12 @@ __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_boun
       const uint64_t c = bn + tx * TM + j;
       if (c >= N) continue;
       if (MODE == kForward) {
-        C.z[r * n + c] = activate<T>(C.activation, acc[i][j] + C.b[c]);
+        activateAt(C, r * n + c, acc[i][j] + C.b[c]);
       } else if (MODE == kWeightGrad) {
         if (keepDw) C.dw[r * m + c] = acc[i][j];
         afterDw(r * m + c, acc[i][j]);
       } else {
-        P.d[r * m + c] = acc[i][j] * activationGrad<T>(P.activation, P.z[r * m + c]);
+        P.d[r * m + c] = acc[i][j] * activationGradAt(P, r * m + c);
       }
     }
   }
@@ -165,48 +165,48 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
   }
   // `fold`: w -= lr * sum in the epilogue instead of writing dw (model blockIdx.z's lr: lrs[z]
   // where the run has per-model rates, model_lrs.cuh).
-  if (fold && lrs) hp.lr = T(lrs[blockIdx.z]);
+  if (fold && lrs) hp = withLr(hp, lrs[blockIdx.z]);
   storeTile<MODE>(acc, g.C, g.P, bm, bn, g.M, g.N, tx, ty, !fold, [&](uint64_t e, T v) {
     if (fold) updateParam<T>(NNA_SGD, g.C.w + e, v, nullptr, nullptr, hp);
   });
 }
 
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
-// z_l = act(z_l + b_l) after the forward product, d_{l-1} *= act'(z_{l-1}) after the error one.
+// z_l = act(z_l + b_l) after the forward product (keeping z_l + b_l where f' needs it),
+// d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
 // (A block per row: no per-element 64-bit modulo to find the unit.)
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    T* z = C.z + r * C.units;
-    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) z[j] = activate<T>(C.activation, z[j] + C.b[j]);
+    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) activateAt(C, r * C.units + j, C.z[r * C.units + j] + C.b[j]);
   }
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
-    P.d[e] *= activationGrad<T>(P.activation, P.z[e]);
+    P.d[e] *= activationGradAt(P, e);
 }
 
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
 // `scaleRows` (rows, or a data-parallel group's rows of the step).
 template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad, activated);
+  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scaleRows, grad, activated);
   if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
 }
 
 // Wide output layers (> 32 units): one warp per row.
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
   if (r >= rows) return;  // whole warps leave together
-  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, O.activation, mse, scaleRows, grad, activated);
+  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scaleRows, grad, activated);
   if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
@@ -219,7 +219,7 @@ constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
 // `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
-__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, bool mse, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -235,14 +235,16 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       yv[q] = j < n ? y[j] : T(0);
     }
     auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
-    double loss = 0.0;
-    if (O.activation == NNA_ACT_SOFTMAX && activated) {
-      T l = T(0);
+    const LossInfo info = lossInfo(ol.loss);
+    T l = T(0);
+    if (info.softmax && activated) {
 #pragma unroll
       for (int q = 0; q < kOutPerThread; ++q)
-        if (on(q) && yv[q] != T(0)) l -= yv[q] * logProb(zv[q]);
-      loss = double(blockSum(l, sv));
-    } else if (O.activation == NNA_ACT_SOFTMAX) {
+        if (on(q)) {
+          const T t = lossTarget(ol, yv[q], n);
+          if (t != T(0)) l -= t * logProb(zv[q]);
+        }
+    } else if (info.softmax) {
       T mx = -INFINITY;
       uint64_t unused = 0;
 #pragma unroll
@@ -252,44 +254,50 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
 #pragma unroll
       for (int q = 0; q < kOutPerThread; ++q) if (on(q)) sum += nexp(zv[q] - mx);
       const T lse = mx + nlog(blockSum(sum, sv));
-      T l = T(0);
 #pragma unroll
       for (int q = 0; q < kOutPerThread; ++q)
         if (on(q)) {
-          if (yv[q] != T(0)) l -= yv[q] * (zv[q] - lse);
+          l += lossTerm(ol.loss, zv[q], lossTarget(ol, yv[q], n), lse);
           zv[q] = nexp(zv[q] - lse);
         }
-      loss = double(blockSum(l, sv));
+    } else {
+#pragma unroll
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) l += lossTerm(ol.loss, zv[q], yv[q], T(0));
     }
-    // First maxima of z and y: a thread walks its units in increasing order, the block keeps
-    // the smaller index among equal values.
-    T zMax = -INFINITY, yMax = -INFINITY;
-    uint64_t zArg = ~uint64_t(0), yArg = ~uint64_t(0);
+    double loss = double(blockSum(l, sv));
+    if (info.meanUnits) loss /= double(n);
+    bool correct;
+    if (info.multilabel) {
+      T miss = T(0);
 #pragma unroll
-    for (int q = 0; q < kOutPerThread; ++q)
-      if (on(q)) {
-        const uint64_t j = threadIdx.x + uint64_t(q) * 256;
-        if (zArg == ~uint64_t(0) || zv[q] > zMax) { zMax = zv[q]; zArg = j; }
-        if (yArg == ~uint64_t(0) || yv[q] > yMax) { yMax = yv[q]; yArg = j; }
-      }
-    blockArgmax(zMax, zArg, sv, si);
-    blockArgmax(yMax, yArg, sv, si);
-    if (mse) {
-      T l = T(0);
+      for (int q = 0; q < kOutPerThread; ++q) if (on(q) && labelMiss(zv[q], yv[q])) miss += T(1);
+      correct = blockSum(miss, sv) == T(0);
+    } else {
+      // First maxima of z and y: a thread walks its units in increasing order, the block keeps
+      // the smaller index among equal values.
+      T zMax = -INFINITY, yMax = -INFINITY;
+      uint64_t zArg = ~uint64_t(0), yArg = ~uint64_t(0);
 #pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) l += (zv[q] - yv[q]) * (zv[q] - yv[q]);
-      loss = double(blockSum(l, sv)) / double(n);
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q)) {
+          const uint64_t j = threadIdx.x + uint64_t(q) * 256;
+          if (zArg == ~uint64_t(0) || zv[q] > zMax) { zMax = zv[q]; zArg = j; }
+          if (yArg == ~uint64_t(0) || yv[q] > yMax) { yMax = yv[q]; yArg = j; }
+        }
+      blockArgmax(zMax, zArg, sv, si);
+      blockArgmax(yMax, yArg, sv, si);
+      correct = zArg == yArg;
     }
     T* d = O.d + r * n;
-    const T scale = mse ? T(2) / (T(scaleRows) * T(n)) : T(1) / T(scaleRows);
+    const T scale = lossGradScale<T>(ol.loss, scaleRows, n);
 #pragma unroll
     for (int q = 0; q < kOutPerThread; ++q)
       if (on(q)) {
         const uint64_t j = threadIdx.x + uint64_t(q) * 256;
         z[j] = zv[q];
-        if (grad) d[j] = mse ? scale * (zv[q] - yv[q]) * activationGrad(O.activation, zv[q]) : scale * (zv[q] - yv[q]);
+        if (grad) d[j] = lossGrad(ol, zv[q], lossTarget(ol, yv[q], n), scale);
       }
-    if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, zArg == yArg, r, rows, step, fracBits);
+    if (accumulate && threadIdx.x == 0) accumulateRowStats(O.stats, loss, correct, r, rows, step, fracBits);
   }
 }
 
@@ -299,7 +307,7 @@ template <typename T>
 __global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
-  if (r < rows) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation);
+  if (r < rows) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation, T(O.act_param));
 }
 
 // db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
@@ -314,7 +322,7 @@ constexpr int kBiasStripesWide = 32;
 
 template <typename T>
 __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
-  if (lrs) hp.lr = T(lrs[blockIdx.z]);  // model_lrs.cuh
+  if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
@@ -327,22 +335,60 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   T total = T(0);
   for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
-  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hp);
+  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
 }
 
-// The optimizer step of layer l: weights, then biases.
+// The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
+// clipping run (clipScaleKernel), or null.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
-  if (lrs) hp.lr = T(lrs[blockIdx.z]);
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale) {
+  if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
+  if (scale) hp.gs = T(scale[blockIdx.z]);
+  const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
     else {
       const uint64_t i = e - nw;
-      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hp);
+      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
     }
   }
+}
+
+// Clipping by global norm, deterministic: every block of the grid (kNormBlocks x 1 x K) sums the
+// squares of its share of layer l's dw and db in double into partials[(z * layers + l) *
+// kNormBlocks + block], in a fixed order; clipScaleKernel adds them in order.
+constexpr unsigned kNormBlocks = 64;
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  double s = 0;
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
+    const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
+    s += g * g;
+  }
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partials[(uint64_t(blockIdx.z) * layers + l) * kNormBlocks + blockIdx.x] = part[0];
+}
+
+// One thread per model: the step's global norm (recorded at norms[z]) and its clip factor.
+static __global__ void clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, unsigned models) {
+  const unsigned z = blockIdx.x * blockDim.x + threadIdx.x;
+  if (z >= models) return;
+  double total = 0;
+  for (uint64_t i = uint64_t(z) * layers * kNormBlocks; i < uint64_t(z + 1) * layers * kNormBlocks; ++i) total += partials[i];
+  const double norm = sqrt(total);
+  norms[z] = norm;
+  scale[z] = clipScale(maxNorm, norm);
 }
 
 }  // namespace nna

@@ -1,8 +1,8 @@
 // output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units),
 // for wide output layers where one thread per row (math.h outputRow) walks thousands of values
 // serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
-// Same definition as outputRow: softmax + cross-entropy or MSE, first-maximum argmax for the
-// accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
+// Same definition as outputRow: the loss's descriptor (losses.h), first-maximum argmax or every
+// label for the accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
 // (The layer path uses outputBlockKernel, a block per row, for rows up to 4096 units.)
 #pragma once
 #include "../train/math.h"
@@ -66,15 +66,17 @@ __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
 }
 
 template <typename T>
-__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad, bool activated = false) {
+__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX && activated) {  // z holds a Forward run's outputs (outputRow)
-    T loss = T(0);
-    for (uint64_t j = lane; j < n; j += 32)
-      if (y[j] != T(0)) loss -= y[j] * logProb(z[j]);
-    res.loss = double(warpSum(loss));
-  } else if (act == NNA_ACT_SOFTMAX) {
+  const LossInfo info = lossInfo(o.loss);
+  T loss = T(0);
+  if (info.softmax && activated) {  // z holds a Forward run's outputs (outputRow)
+    for (uint64_t j = lane; j < n; j += 32) {
+      const T t = lossTarget(o, y[j], n);
+      if (t != T(0)) loss -= t * logProb(z[j]);
+    }
+  } else if (info.softmax) {
     T mx = z[0];
     for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
     uint64_t unused = 0;
@@ -82,30 +84,33 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, uint32_t 
     T sum = T(0);
     for (uint64_t j = lane; j < n; j += 32) sum += nexp(z[j] - mx);
     const T lse = mx + nlog(warpSum(sum));
-    T loss = T(0);
     for (uint64_t j = lane; j < n; j += 32) {
-      if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
+      loss += lossTerm(o.loss, z[j], lossTarget(o, y[j], n), lse);
       z[j] = nexp(z[j] - lse);
     }
-    res.loss = double(warpSum(loss));
+  } else {
+    for (uint64_t j = lane; j < n; j += 32) loss += lossTerm(o.loss, z[j], y[j], T(0));
   }
-  T zMax = z[0], yMax = y[0];
-  uint64_t zArg = 0, yArg = 0;
-  for (uint64_t j = lane; j < n; j += 32) {
-    if (z[j] > zMax) { zMax = z[j]; zArg = j; }
-    if (y[j] > yMax) { yMax = y[j]; yArg = j; }
-  }
-  warpArgmax(zMax, zArg);
-  warpArgmax(yMax, yArg);
-  res.correct = zArg == yArg;
-  if (mse) {
-    T loss = T(0);
-    for (uint64_t j = lane; j < n; j += 32) loss += (z[j] - y[j]) * (z[j] - y[j]);
-    res.loss = double(warpSum(loss)) / double(n);
+  res.loss = double(warpSum(loss));
+  if (info.meanUnits) res.loss /= double(n);
+  if (info.multilabel) {
+    T miss = T(0);
+    for (uint64_t j = lane; j < n; j += 32) miss += labelMiss(z[j], y[j]) ? T(1) : T(0);
+    res.correct = warpSum(miss) == T(0);
+  } else {
+    T zMax = z[0], yMax = y[0];
+    uint64_t zArg = 0, yArg = 0;
+    for (uint64_t j = lane; j < n; j += 32) {
+      if (z[j] > zMax) { zMax = z[j]; zArg = j; }
+      if (y[j] > yMax) { yMax = y[j]; yArg = j; }
+    }
+    warpArgmax(zMax, zArg);
+    warpArgmax(yMax, yArg);
+    res.correct = zArg == yArg;
   }
   if (wantGrad) {
-    const T scale = mse ? T(2) / (T(rows) * T(n)) : T(1) / T(rows);
-    for (uint64_t j = lane; j < n; j += 32) d[j] = mse ? scale * (z[j] - y[j]) * activationGrad(act, z[j]) : scale * (z[j] - y[j]);
+    const T scale = lossGradScale<T>(o.loss, rows, n);
+    for (uint64_t j = lane; j < n; j += 32) d[j] = lossGrad(o, z[j], lossTarget(o, y[j], n), scale);
   }
   return res;
 }

@@ -53,17 +53,60 @@ enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
  * kind-major: all regions of one kind are one range (all weights in one transfer). */
 enum nna_order { NNA_LAYER_MAJOR = 0, NNA_KIND_MAJOR = 1 };
 
-enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2 };
+/* Optimizer codes. Each optimizer's state kinds, hyperparameters and element update: its
+ * descriptor in csrc/train/optimizers.h (the one table; the addon hands it to TypeScript). */
+enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2, NNA_ADAMW = 3 };
 
-/* Per-layer activation; the input layer has NNA_ACT_INPUT. */
-enum nna_activation {
-  NNA_ACT_INPUT = 0,
-  NNA_ACT_IDENTITY = 1,
-  NNA_ACT_RELU = 2,
-  NNA_ACT_SIGMOID = 3,
-  NNA_ACT_TANH = 4,
-  NNA_ACT_SOFTMAX = 5
-};
+/* ---- The activations: one row each, the one table of them ------------------------------------
+ *   X(ENUM, code, "name", keeps_pre, on, init, param, "torch")
+ *   keeps_pre  1: f' needs the pre-activation x (f is not invertible), which the layer's z region
+ *              then keeps: z of such a layer has 2 x batch x units elements, the outputs f(x) first,
+ *              then the pre-activations x (nna_bind's .pre); 0: f' is computed from the output
+ *   on         where it may be used: NNA_ON_HIDDEN and / or NNA_ON_OUTPUT (the input layer has
+ *              NNA_ACT_INPUT, on no other layer)
+ *   init       the weights Trainer.init draws: NNA_INIT_HE (relu-like) or NNA_INIT_XAVIER
+ *   param      0: f has no parameter; else the default of its one parameter, the header's act_param
+ *              (one per arena: every layer of that activation uses it)
+ *   torch      the torch.nn module of it (the PyTorch estimate), "" for none
+ * f and f' of each: csrc/train/activations.h. The TypeScript tables are generated from this one (scripts/gen-tables.cjs writes
+ * src/layout/tables.generated.ts); nothing else lists the activations. */
+#define NNA_ON_HIDDEN 1u
+#define NNA_ON_OUTPUT 2u
+#define NNA_INIT_HE 1u
+#define NNA_INIT_XAVIER 2u
+#define NNA_ACTIVATIONS(X)                                                         \
+  X(NNA_ACT_INPUT, 0, "input", 0, 0, 0, 0, "")                                     \
+  X(NNA_ACT_IDENTITY, 1, "identity", 0, 3, NNA_INIT_XAVIER, 0, "")                 \
+  X(NNA_ACT_RELU, 2, "relu", 0, 3, NNA_INIT_HE, 0, "ReLU")                         \
+  X(NNA_ACT_SIGMOID, 3, "sigmoid", 0, 3, NNA_INIT_XAVIER, 0, "Sigmoid")            \
+  X(NNA_ACT_TANH, 4, "tanh", 0, 3, NNA_INIT_XAVIER, 0, "Tanh")                     \
+  X(NNA_ACT_SOFTMAX, 5, "softmax", 0, 2, NNA_INIT_XAVIER, 0, "Softmax")            \
+  X(NNA_ACT_GELU, 6, "gelu", 1, 1, NNA_INIT_HE, 0, "GELU")                         \
+  X(NNA_ACT_GELU_TANH, 7, "gelu-tanh", 1, 1, NNA_INIT_HE, 0, "GELU")               \
+  X(NNA_ACT_SILU, 8, "silu", 1, 1, NNA_INIT_HE, 0, "SiLU")                         \
+  X(NNA_ACT_LEAKY_RELU, 9, "leaky-relu", 0, 1, NNA_INIT_HE, 0.01, "LeakyReLU")     \
+  X(NNA_ACT_SOFTPLUS, 10, "softplus", 1, 1, NNA_INIT_HE, 0, "Softplus")
+
+#define NNA_ACT_ENUM_(e, code, name, pre, on, init, param, torch) e = code,
+#define NNA_ACT_PRE_(e, code, name, pre, on, init, param, torch) case code: return pre;
+#define NNA_ACT_COUNT_(e, code, name, pre, on, init, param, torch) +1
+#define NNA_ACT_ON_(e, code, name, pre, on, init, param, torch) case code: return on;
+#define NNA_ACT_PARAM_(e, code, name, pre, on, init, param, torch) case code: return param;
+enum nna_activation { NNA_ACTIVATIONS(NNA_ACT_ENUM_) };
+#define NNA_ACT_COUNT (0 NNA_ACTIVATIONS(NNA_ACT_COUNT_)) /* codes are 0 .. NNA_ACT_COUNT - 1 */
+
+/* Whether a layer of activation `act` keeps its pre-activations in the second half of z. */
+NNA_HD int nna_act_keeps_pre(uint32_t act) {
+  switch (act) { NNA_ACTIVATIONS(NNA_ACT_PRE_) default: return 0; }
+}
+/* The default of activation `act`'s parameter (the header's act_param), 0 when it has none. */
+NNA_HD double nna_act_param_default(uint32_t act) {
+  switch (act) { NNA_ACTIVATIONS(NNA_ACT_PARAM_) default: return 0; }
+}
+/* Where activation `act` may be used (NNA_ON_* bits); 0 for unknown codes and the input's. */
+NNA_HD uint32_t nna_act_on(uint32_t act) {
+  switch (act) { NNA_ACTIVATIONS(NNA_ACT_ON_) default: return 0; }
+}
 
 /* Region kinds. The numeric order is the kind-major placement order. */
 enum nna_kind {
@@ -95,6 +138,8 @@ enum nna_stat {
                              fixed point (two uint64: fraction bits, then the whole part), added
                              with integer atomics so the sum is exact whatever order rows finish
                              in; folded into NNA_STAT_LOSS (and zeroed) after every step */
+  NNA_STAT_GRAD_NORM = 6, /* runs that clip gradients: the global gradient norm (before clipping)
+                             of the run's last step */
   NNA_STATS_COUNT = 8
 };
 
@@ -132,7 +177,9 @@ typedef struct nna_header {
   uint32_t extra_size;   /* sizeof(nna_extra) when written; 0 when num_extras is 0 */
   uint64_t flags;        /* version 1's reserved[2]: NNA_FLAG_*; 0: every region has bytes of its own */
   uint64_t models;       /* version 1's reserved[3]: networks of this shape; 0 (older headers) means 1 */
-  uint64_t reserved_tail[2]; /* version 1's reserved[4..5] */
+  double act_param;      /* version 1's reserved[4]: the negative slope of the arena's leaky-relu
+                            layers (PyTorch's default 0.01); 0 when it has none */
+  uint64_t reserved_tail;/* version 1's reserved[5] */
 } nna_header;
 
 /* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
@@ -282,8 +329,10 @@ NNA_HD void* nna_model_ptr(void* base, uint32_t l, uint32_t kind, uint64_t m) {
 template <typename T>
 struct nna_bound_layer {
   T *z, *b, *w, *d, *db, *dw, *mw, *mb, *vw, *vb, *y, *xdata, *ydata, *stats;
+  T* pre;  /* the pre-activations (second half of z) where nna_act_keeps_pre(activation), else NULL */
   uint64_t units, fan_in;
   uint32_t activation;
+  double act_param; /* the header's act_param (leaky-relu's slope) */
 };
 
 template <typename T>
@@ -302,6 +351,8 @@ nna_bound_layer<T> nna_bind(void* base, uint32_t l) {
   r.dw = p[NNA_DW]; r.mw = p[NNA_MW]; r.mb = p[NNA_MB]; r.vw = p[NNA_VW]; r.vb = p[NNA_VB];
   r.y = p[NNA_Y]; r.xdata = p[NNA_XDATA]; r.ydata = p[NNA_YDATA]; r.stats = p[NNA_STATS];
   r.units = L->units; r.fan_in = L->fan_in; r.activation = L->activation;
+  r.pre = r.z && nna_act_keeps_pre(L->activation) ? r.z + nna_header_of(base)->batch * L->units : (T*)0;
+  r.act_param = nna_header_of(base)->act_param;
   return r;
 }
 
@@ -320,6 +371,7 @@ nna_bound_layer<T> nna_bind_model(void* base, uint32_t l, uint64_t m) {
   T** p[NNA_KIND_COUNT] = {&r.z, &r.b, &r.w, &r.d, &r.db, &r.dw, &r.mw, &r.mb, &r.vw, &r.vb, &r.y, &r.xdata, &r.ydata, &r.stats};
   for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
     if (*p[k]) *p[k] = (T*)((char*)*p[k] + m * nna_region_stride(h, l, L->region[k].count, k));
+  if (r.pre) r.pre = r.z + h->batch * L->units;
   return r;
 }
 #endif

@@ -19,13 +19,78 @@ const char* precisionName(Precision p) {
   return "unknown";
 }
 
-void checkRun(const void* header, const RunParams& p) {
+namespace {
+
+// A value against its table entry (the range TypeScript checks first, in the arena's dtype).
+template <class S>
+void checkParam(const ParamSpec<S>& spec, double x, const std::string& field) {
+  const bool ok = std::isfinite(x) && (spec.loOpen ? x > spec.lo : x >= spec.lo) && (spec.hiOpen ? x < spec.hi : x <= spec.hi) &&
+                  (spec.type == kReal || std::floor(x) == x);
+  if (!ok) NNA_FAIL_FIELD("BAD_OPTION", field.c_str(), field + " " + std::to_string(x) + " is outside its range (" + spec.doc + ")");
+}
+
+// The optimizer settings of a run: each within its table's range, the schedule consistent, and
+// the combinations no path runs refused, naming them (docs/optimizers.md has the table).
+void checkOptimizer(const nna_header& h, const RunParams& p) {
+  const OptimizerInfo* info = optimizerInfo(h.optimizer);
+  if (!info) NNA_FAIL("BAD_HEADER", "unknown optimizer " + std::to_string(h.optimizer));
+  for (uint32_t code = 0; const OptimizerInfo* o = optimizerInfo(code); ++code)
+    for (uint32_t i = 0; i < o->numHypers; ++i)
+      if (o->hypers[i].field) checkParam(o->hypers[i], p.opt.*(o->hypers[i].field), o->hypers[i].name);
+  uint32_t n = 0;
+  const HyperSpec* common = commonParams(&n);
+  for (uint32_t i = 0; i < n; ++i) checkParam(common[i], p.opt.*(common[i].field), common[i].name);
+  if (p.opt.nesterov != 0 && h.optimizer != NNA_MOMENTUM)
+    NNA_FAIL_FIELD("BAD_OPTION", "nesterov", std::string("nesterov applies to the momentum optimizer; this arena's is ") + info->name);
+  const Schedule& s = p.opt.schedule;
+  const ScheduleInfo* kinds = scheduleTable(&n);
+  if (s.kind >= n) NNA_FAIL_FIELD("BAD_OPTION", "schedule.type", "unknown schedule kind " + std::to_string(s.kind));
+  for (uint32_t i = 0; i < kinds[s.kind].numParams; ++i) {
+    const ScheduleParam& sp = kinds[s.kind].params[i];
+    checkParam(sp, s.*(sp.field), std::string("schedule.") + sp.name);
+  }
+  if (s.kind == kCosine && !(s.warmup < s.total))
+    NNA_FAIL_FIELD("BAD_OPTION", "schedule.warmup", "a cosine schedule's warmup (" + std::to_string(uint64_t(s.warmup)) + ") must be below its total (" + std::to_string(uint64_t(s.total)) + ")");
+  if (s.kind == kOneCycle && !(s.pctStart * s.total > 1.0))
+    NNA_FAIL_FIELD("BAD_OPTION", "schedule.pctStart", "a one-cycle schedule needs pctStart * total > 1 (a rising phase of at least one step)");
+  const bool steps = p.op == Op::Train || p.op == Op::Update;
+  if (s.kind == kOneCycle && steps && double(p.stepBase) + double(isPrimitive(p.op) ? 1 : p.numBatches) > s.total)
+    NNA_FAIL_FIELD("BAD_OPTION", "schedule.total", "the one-cycle schedule ends after " + std::to_string(uint64_t(s.total)) + " steps; this run would take step " +
+                   std::to_string(p.stepBase + (isPrimitive(p.op) ? 1 : p.numBatches)) + " (as torch's OneCycleLR, nn-arena does not step past it)");
+  // Clipping needs every gradient of the step before any update, while a compact plan lets a
+  // layer's dw share bytes with what the layers below it write next (an SGD plan has no dw).
+  if (p.opt.clipGradNorm > 0 && (h.flags & NNA_FLAG_COMPACT))
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which a compact arena "
+                   "does not (its dw and db share bytes with later phases): plan it without compact");
+}
+
+}  // namespace
+
+void checkLoss(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   nna_layer out;
   std::memcpy(&out, static_cast<const char*>(header) + h.layers_offset + size_t(h.num_layers - 1) * sizeof(nna_layer), sizeof out);
+  if (uint32_t(p.loss) >= kLossCount) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
+  // What the loss's row of NNA_LOSSES asks of the output layer and of labelSmoothing.
+  const LossInfo loss = lossInfo(uint32_t(p.loss));
+  const bool softmax = out.activation == NNA_ACT_SOFTMAX;
+  if (loss.softmax && !softmax)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " needs a softmax output layer");
+  if (!loss.softmax && softmax)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string("a softmax output layer trains with a loss that takes its logits (cross-entropy), not ") + loss.name);
+  if (loss.logits && out.activation != NNA_ACT_IDENTITY)
+    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " takes logits: the output layer's activation must be identity");
+  if (!(p.labelSmoothing >= 0 && p.labelSmoothing <= 1))
+    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", "labelSmoothing must be in [0, 1]");
+  if (p.labelSmoothing != 0 && !loss.smoothing)
+    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", std::string("labelSmoothing applies to cross-entropy, not ") + loss.name);
+}
+
+void checkRun(const void* header, const RunParams& p) {
+  nna_header h;
+  std::memcpy(&h, header, sizeof h);
   if (uint32_t(p.op) > uint32_t(Op::Update)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
-  if (uint32_t(p.loss) > uint32_t(Loss::Mse)) NNA_FAIL("BAD_ARGUMENT", "unknown loss " + std::to_string(uint32_t(p.loss)));
   if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
     NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
   // The primitives keep values between runs that a compact plan lets other regions overwrite:
@@ -38,17 +103,14 @@ void checkRun(const void* header, const RunParams& p) {
   if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
                    std::to_string(nna_models(&h)) + " (models: use 'fp32')");
-  if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && h.optimizer == NNA_SGD && p.op == Op::Train)
+  if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && optimizerFolds(h.optimizer) && p.op == Op::Train)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
-  const bool softmax = out.activation == NNA_ACT_SOFTMAX;
-  if (softmax != (p.loss == Loss::CrossEntropy))
-    NNA_FAIL("BAD_LOSS", softmax ? "a softmax output layer trains with cross-entropy, not mse"
-                                 : "cross-entropy needs a softmax output layer; use mse for other output activations");
-  for (double x : {p.lr, p.momentum, p.beta1, p.beta2, p.eps})
-    if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
+  checkLoss(header, p);
+  if (!std::isfinite(p.lr)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
+  checkOptimizer(h, p);
   const uint64_t models = nna_models(&h);
   if (!p.lrs.empty() && p.lrs.size() != models)
     NNA_FAIL("BAD_ARGUMENT", "lrs has " + std::to_string(p.lrs.size()) + " entries; the arena holds " + std::to_string(models) + " models");

@@ -1,86 +1,20 @@
 // math.h: the per-element math of training, one definition compiled for the host (CPU
-// backend) and the device (CUDA kernels), so both backends compute the same thing.
+// backend) and the device (CUDA kernels), so both backends compute the same thing: the
+// output row here; the optimizers' updates (descriptors/optimizers.h), the activations
+// (activations.h) and losses (losses.h) in their descriptors.
 #pragma once
 #include <math.h>
 #include <stdint.h>
 
 #include "../include/nn_arena.h"
+#include "../descriptors/optimizers.h"  // the optimizers' element updates and hyperparameters (Hyper, hyperAt)
 
-#if defined(__CUDACC__)
-#define NNA_FN __host__ __device__ __forceinline__
-#else
-#define NNA_FN inline
-#endif
+#include "losses.h"
 
 namespace nna {
 
-NNA_FN float nexp(float x) { return expf(x); }
-NNA_FN double nexp(double x) { return exp(x); }
-NNA_FN float nlog(float x) { return logf(x); }
-NNA_FN double nlog(double x) { return log(x); }
-NNA_FN float ntanh(float x) { return tanhf(x); }
-NNA_FN double ntanh(double x) { return tanh(x); }
-NNA_FN float nsqrt(float x) { return sqrtf(x); }
-NNA_FN double nsqrt(double x) { return sqrt(x); }
-
-// Hidden or output activation (softmax is applied per row elsewhere; here it passes through).
-template <typename T>
-NNA_FN T activate(uint32_t act, T x) {
-  switch (act) {
-    case NNA_ACT_RELU: return x > T(0) ? x : T(0);
-    case NNA_ACT_SIGMOID: return T(1) / (T(1) + nexp(-x));
-    case NNA_ACT_TANH: return ntanh(x);
-    default: return x;
-  }
-}
-
-// Derivative expressed through the activation's output z, so no pre-activation is stored.
-template <typename T>
-NNA_FN T activationGrad(uint32_t act, T z) {
-  switch (act) {
-    case NNA_ACT_RELU: return z > T(0) ? T(1) : T(0);
-    case NNA_ACT_SIGMOID: return z * (T(1) - z);
-    case NNA_ACT_TANH: return T(1) - z * z;
-    default: return T(1);
-  }
-}
-
 // Row k of a shuffled epoch. a is coprime to n and both are < 2^32, so a * k cannot overflow.
 NNA_FN uint64_t permIndex(uint64_t k, uint64_t a, uint64_t c, uint64_t n) { return (a * (k % n) + c) % n; }
-
-template <typename T>
-struct Hyper {
-  T lr, mu, b1, b2, eps, bc1, bc2;  // bc = 1 - beta^t (Adam bias corrections)
-};
-
-// The hyperparameters of optimizer step t (1-based): the one definition every path uses (CPU,
-// per-layer CUDA on the host, the fused kernel on the device), so all round alike.
-template <typename T>
-NNA_FN Hyper<T> hyperAt(double lr, double momentum, double beta1, double beta2, double eps, uint64_t t) {
-  Hyper<T> hp;
-  hp.lr = T(lr); hp.mu = T(momentum); hp.b1 = T(beta1); hp.b2 = T(beta2); hp.eps = T(eps);
-  hp.bc1 = T(1.0 - pow(beta1, double(t)));
-  hp.bc2 = T(1.0 - pow(beta2, double(t)));
-  return hp;
-}
-
-// One parameter's update from its gradient g; m and v are its optimizer state (unused by SGD).
-template <typename T>
-NNA_FN void updateParam(uint32_t optimizer, T* w, T g, T* m, T* v, const Hyper<T>& h) {
-  if (optimizer == NNA_SGD) {
-    *w -= h.lr * g;
-  } else if (optimizer == NNA_MOMENTUM) {
-    const T vel = h.mu * *m + g;
-    *m = vel;
-    *w -= h.lr * vel;
-  } else {
-    const T m1 = h.b1 * *m + (T(1) - h.b1) * g;
-    const T v1 = h.b2 * *v + (T(1) - h.b2) * g * g;
-    *m = m1;
-    *v = v1;
-    *w -= h.lr * (m1 / h.bc1) / (nsqrt(v1 / h.bc2) + h.eps);
-  }
-}
 
 }  // namespace nna
 
@@ -100,51 +34,49 @@ NNA_FN T logProb(T p) {
   return nlog(p < tiny ? tiny : p);  // NaN stays NaN
 }
 
-// The output layer for one row: softmax (when the layer's activation is softmax), the row's
-// loss, whether its argmax matches the target's, and (wantGrad) the error d of the mean loss
-// over `rows` rows. Cross-entropy goes with softmax, MSE with any other output activation.
+// The output layer for one row: softmax (when the loss takes softmax logits), the row's loss,
+// whether it is correct (losses.h), and (wantGrad) the error d of the mean loss over `rows` rows.
 // `activated`: z already holds the outputs of a Forward run (softmax applied); the loss comes
 // from them and d is the same as a Train run's (it is computed from those very values).
 template <typename T>
-NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, uint32_t act, bool mse, uint64_t rows, bool wantGrad, bool activated = false) {
+NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
   RowResult res{0.0, false};
-  if (act == NNA_ACT_SOFTMAX && activated) {
-    T loss = T(0);
-    for (uint64_t j = 0; j < n; ++j)
-      if (y[j] != T(0)) loss -= y[j] * logProb(z[j]);
-    res.loss = double(loss);
-  } else if (act == NNA_ACT_SOFTMAX) {
+  const LossInfo info = lossInfo(o.loss);
+  T loss = T(0);
+  if (info.softmax && activated) {
+    for (uint64_t j = 0; j < n; ++j) {
+      const T t = lossTarget(o, y[j], n);
+      if (t != T(0)) loss -= t * logProb(z[j]);
+    }
+  } else if (info.softmax) {
     T mx = z[0];
     for (uint64_t j = 1; j < n; ++j) mx = z[j] > mx ? z[j] : mx;
     T sum = T(0);
     for (uint64_t j = 0; j < n; ++j) sum += nexp(z[j] - mx);
     const T lse = mx + nlog(sum);
-    T loss = T(0);
     for (uint64_t j = 0; j < n; ++j) {
-      if (y[j] != T(0)) loss -= y[j] * (z[j] - lse);
+      loss += lossTerm(o.loss, z[j], lossTarget(o, y[j], n), lse);
       z[j] = nexp(z[j] - lse);
     }
-    res.loss = double(loss);
+  } else {
+    for (uint64_t j = 0; j < n; ++j) loss += lossTerm(o.loss, z[j], y[j], T(0));
   }
-  uint64_t zArg = 0, yArg = 0;
-  for (uint64_t j = 1; j < n; ++j) {
-    if (z[j] > z[zArg]) zArg = j;
-    if (y[j] > y[yArg]) yArg = j;
-  }
-  res.correct = zArg == yArg;
-  if (mse) {
-    T loss = T(0);
-    for (uint64_t j = 0; j < n; ++j) loss += (z[j] - y[j]) * (z[j] - y[j]);
-    res.loss = double(loss) / double(n);
+  res.loss = info.meanUnits ? double(loss) / double(n) : double(loss);
+  if (info.multilabel) {
+    bool miss = false;
+    for (uint64_t j = 0; j < n; ++j) miss |= labelMiss(z[j], y[j]);
+    res.correct = !miss;
+  } else {
+    uint64_t zArg = 0, yArg = 0;
+    for (uint64_t j = 1; j < n; ++j) {
+      if (z[j] > z[zArg]) zArg = j;
+      if (y[j] > y[yArg]) yArg = j;
+    }
+    res.correct = zArg == yArg;
   }
   if (wantGrad) {
-    if (mse) {
-      const T scale = T(2) / (T(rows) * T(n));
-      for (uint64_t j = 0; j < n; ++j) d[j] = scale * (z[j] - y[j]) * activationGrad(act, z[j]);
-    } else {
-      const T scale = T(1) / T(rows);
-      for (uint64_t j = 0; j < n; ++j) d[j] = scale * (z[j] - y[j]);
-    }
+    const T scale = lossGradScale<T>(o.loss, rows, n);
+    for (uint64_t j = 0; j < n; ++j) d[j] = lossGrad(o, z[j], lossTarget(o, y[j], n), scale);
   }
   return res;
 }
@@ -153,13 +85,13 @@ NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, uint32_t act, boo
 // and becomes dL/d(pre-activation), the D kind: times act'(z), or for softmax the Jacobian's
 // product d_j = z_j (g_j - sum_k g_k z_k).
 template <typename T>
-NNA_FN void outputGradRow(const T* z, T* d, uint64_t n, uint32_t act) {
+NNA_FN void outputGradRow(const T* z, T* d, uint64_t n, uint32_t act, T param) {
   if (act == NNA_ACT_SOFTMAX) {
     T dot = T(0);
     for (uint64_t j = 0; j < n; ++j) dot += d[j] * z[j];
     for (uint64_t j = 0; j < n; ++j) d[j] = z[j] * (d[j] - dot);
   } else {
-    for (uint64_t j = 0; j < n; ++j) d[j] *= activationGrad(act, z[j]);
+    for (uint64_t j = 0; j < n; ++j) d[j] *= activationGrad(act, z[j], param);
   }
 }
 

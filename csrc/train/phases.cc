@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "../core/failure.h"
+#include "../descriptors/optimizers.h"
 #include "../core/validate.h"
 
 namespace nna {
@@ -49,7 +50,7 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
   requireScheduled(op);
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
-  const bool folded = op == Op::Train && h_.optimizer == NNA_SGD;
+  const bool folded = op == Op::Train && optimizerFolds(h_.optimizer);
   const bool fused = path == Path::Fused;
   const bool fuseOutput = fused && last >= 2 && layers_[last].units <= kFusedOutputMaxUnits;
   std::vector<PhaseInfo> out;

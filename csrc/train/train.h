@@ -5,6 +5,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "../descriptors/optimizers.h"
+#include "losses.h"
+
 namespace nna {
 
 enum class Op : uint32_t {
@@ -19,7 +22,7 @@ enum class Op : uint32_t {
                            // its d region (no loss): d becomes dL/d(pre-activation), then dw, db
   Update = 6,              // the optimizer step from dw / db (Adam's t = stepBase + 1); rows unused
 };
-enum class Loss : uint32_t { CrossEntropy = 0, Mse = 1 };
+// Loss: the table NNA_LOSSES in losses.h.
 // How the matrix products of a float32 run are computed (storage stays float32): in FP32
 // (default), as one TF32 tensor-core product (about 3 decimal digits per operand), or as three
 // TF32 products of the operands split into big + small parts (3xTF32: FP32-level accuracy).
@@ -38,7 +41,9 @@ struct RunParams {
   uint64_t permA = 1, permC = 0;  // resident row k of the epoch is sample (permA * k + permC) % samples
   uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
   Precision precision = Precision::Fp32;
-  double lr = 0.01, momentum = 0.9, beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double lr = 0.01;          // base learning rate (scheduled per step: opt.schedule)
+  OptimizerParams opt;       // the other hyperparameters, the schedule, clipping (optimizers.h)
+  double labelSmoothing = 0;  // losses whose row of NNA_LOSSES takes it: eps in [0, 1]
   // Data parallelism (one replica of a group; 0 / false: a run of its own, as before):
   uint64_t globalBatch = 0;  // resident: rows one step of the whole group takes (>= batch)
   uint64_t shardOffset = 0;  // resident: this replica's first row within each global batch
@@ -48,7 +53,22 @@ struct RunParams {
   // A run argument, not arena state: it belongs to the Trainer's options, like `lr`.
   std::vector<double> lrs;
   double lrOf(uint64_t m) const { return lrs.empty() ? lr : lrs[m]; }
+  // Where a clipping run records the global gradient norm of each step (step s, model m at
+  // s * models + m; set by the dispatch to the arena's Block), or null.
+  std::vector<double>* gradNorms = nullptr;
+  bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
+
+// The output routines' view of the loss (losses.h): the output layer's activation `act`, the
+// header's act_param, the run's loss and label smoothing.
+inline OutputLoss outputLoss(uint32_t act, double actParam, const RunParams& p) {
+  OutputLoss o;
+  o.act = act;
+  o.loss = uint32_t(p.loss);
+  o.param = actParam;
+  o.smoothing = p.labelSmoothing;
+  return o;
+}
 
 // The rows of step `s` of a run: which rows of the epoch it reads (resident), how many (0 for a
 // replica whose shard of the last global batch is empty) and what the mean loss divides by
@@ -73,6 +93,9 @@ inline StepRows stepRows(uint64_t batch, const RunParams& p, uint64_t s) {
 // Checks that do not depend on the backend (rows, batches, data set present). The runs
 // themselves: csrc/cpu/cpu_train.h, csrc/cuda/cuda_train.h, csrc/budget/budgeted_block.h.
 void checkRun(const void* header, const RunParams& p);
+// The part of checkRun that the loss's row of NNA_LOSSES decides (output layer, labelSmoothing):
+// the one owner of those rules, also asked by the Trainer at construction (addon checkLoss).
+void checkLoss(const void* header, const RunParams& p);
 
 // What a run of `op` does besides the forward pass, for the backends' loops.
 inline bool isPrimitive(Op op) { return op == Op::Backward || op == Op::BackwardFromOutput || op == Op::Update; }

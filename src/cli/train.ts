@@ -3,11 +3,13 @@
 import cliProgress from 'cli-progress';
 import { Arena, type BackendName } from '../arena.js';
 import { loadMnist } from '../data/mnist.js';
-import type { Dtype, Optimizer } from '../layout/header.js';
+import type { Activation, Dtype, Optimizer } from '../layout/header.js';
+import { LOSS_TABLE } from '../layout/tables.generated.js';
+import type { LossName } from '../native.js';
 import { planLayout } from '../layout/plan.js';
 import { ArenaError } from '../errors.js';
 import { cudaInfo } from '../native.js';
-import { Trainer } from '../train/trainer.js';
+import { Trainer, type TrainerOptions } from '../train/trainer.js';
 import { planSummary } from './plan.js';
 import { ReportCollector } from './train-report.js';
 import { recordTransfers } from '../report/transfers.js';
@@ -19,8 +21,17 @@ export interface TrainOptions {
   epochs: number;
   batch: number;
   lr?: number;
+  /** The Trainer's options (lr, weight decay, schedule, clipping; checked by the caller). */
+  trainer?: TrainerOptions;
   optimizer: Optimizer;
   dtype: Dtype;
+  /** Activation of the hidden layers (default relu), leaky-relu's slope. */
+  activation?: Activation;
+  leakyReluSlope?: number;
+  /** The loss (default cross-entropy): the output layer is softmax for a loss that takes softmax
+   *  logits, identity for the others; label smoothing of cross-entropy. */
+  loss?: LossName;
+  labelSmoothing?: number;
   /** Plan with compact: true (regions never live together share bytes). */
   compact?: boolean;
   seed: number;
@@ -38,7 +49,12 @@ export async function train(o: TrainOptions): Promise<void> {
   if (o.layers[0] !== inputs || o.layers[o.layers.length - 1] !== trainSet.classes) {
     throw new ArenaError('BAD_ARGUMENT', `--layers: MNIST needs ${inputs} inputs and ${trainSet.classes} outputs, got ${o.layers.join(',')}`);
   }
-  const plan = planLayout({ layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count, compact: o.compact === true });
+  const loss = LOSS_TABLE.find((l) => l.name === (o.loss ?? 'cross-entropy'))!;
+  const activations = [...o.layers.slice(2).map(() => o.activation ?? 'relu'), loss.softmax ? 'softmax' : 'identity'] as Activation[];
+  const plan = planLayout({
+    layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count, compact: o.compact === true, activations,
+    ...(o.leakyReluSlope === undefined ? {} : { leakyReluSlope: o.leakyReluSlope }),
+  });
   using arena = Arena.create(plan, { backend: o.backend });
   // Every transfer filed by what it was for (header, network, data, stats, weights back).
   const transfers = recordTransfers(arena);
@@ -47,7 +63,10 @@ export async function train(o: TrainOptions): Promise<void> {
   log(planSummary(plan));
   log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
 
-  const trainer = new Trainer(arena, o.lr === undefined ? {} : { lr: o.lr });
+  const trainer = new Trainer(arena, {
+    ...(o.trainer ?? (o.lr === undefined ? {} : { lr: o.lr })),
+    loss: loss.name, ...(o.labelSmoothing === undefined ? {} : { labelSmoothing: o.labelSmoothing }),
+  });
   trainer.init(o.seed);
   const bar = new cliProgress.SingleBar({
     format: 'epoch {epoch}/{epochs} |{bar}| {percentage}% loss {loss} acc {acc} {speed} samples/s',
@@ -77,7 +96,7 @@ export async function train(o: TrainOptions): Promise<void> {
   if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
   const reportPath = report?.write(o.report!, {
     plan, backend: arena.backend, path: fit.path, seconds,
-    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', ...optimizerSettings(o.trainer), activation: o.activation ?? 'relu', loss: loss.name, dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
     test: { ...test, count: testSet.count },
     train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
   });
@@ -106,4 +125,15 @@ export async function train(o: TrainOptions): Promise<void> {
   log(`wall time ${seconds.toFixed(2)} s (training ${fit.seconds.toFixed(2)} s, ${Math.round(fit.samplesPerSecond)} samples/s)`);
   log(`transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`);
   log(`  by purpose: ${byPurpose.map((p) => `${p.purpose} ${p.transfers} ${p.direction === 'to device' ? 'up' : 'down'} (${bytes(p.bytes)})`).join(', ')}`);
+}
+
+/** The optimizer flags for the report's settings table. */
+function optimizerSettings(t: TrainerOptions | undefined): Record<string, string | number> {
+  if (!t) return {};
+  const out: Record<string, string | number> = {};
+  if (t.weightDecay !== undefined) out['weight decay'] = t.weightDecay;
+  if (t.nesterov) out.nesterov = 'yes';
+  if (t.clipGradNorm !== undefined) out['clip grad norm'] = t.clipGradNorm;
+  if (t.schedule) out.schedule = Object.entries(t.schedule).map(([k, v]) => (k === 'type' ? v : `${k} ${v}`)).join(', ');
+  return out;
 }

@@ -1,6 +1,7 @@
 // vs-pytorch.ts (CLI): `nn-arena plan --vs-pytorch`: PyTorch's caching allocator, stage by stage,
 // beside the arena's exact regions for the same work.
 import type { Plan } from '../layout/plan.js';
+import { activationInfo } from '../layout/header.js';
 import { arenaBytesByStage, estimatePytorchMemory, fullAndCompact, type TorchStage } from '../report/pytorch.js';
 import { bytes, int, table } from './format.js';
 
@@ -20,7 +21,7 @@ const ARENA: Record<TorchStage, string> = {
 /** nn.Sequential(Linear, ReLU, Linear) for the plan's layers. */
 function moduleText(plan: Plan): string {
   const acts = plan.spec.activations;
-  const mods = acts.flatMap((a, i) => (i < acts.length - 1 && a !== 'identity' ? ['Linear', a === 'relu' ? 'ReLU' : a === 'sigmoid' ? 'Sigmoid' : 'Tanh'] : ['Linear']));
+  const mods = acts.flatMap((a, i) => (i < acts.length - 1 && activationInfo(a).torch ? ['Linear', activationInfo(a).torch] : ['Linear']));
   return `nn.Sequential(${mods.length > 7 ? `${mods.slice(0, 4).join(', ')}, …, Linear` : mods.join(', ')})`;
 }
 

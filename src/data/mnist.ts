@@ -55,10 +55,13 @@ function subset(src: Dataset, idx: Uint32Array): Dataset {
   return { x, labels, count: idx.length, inputs: INPUTS, classes: CLASSES };
 }
 
+/** The default split: training and held-out digits. */
+export const MNIST_TRAIN_COUNT = 8000, MNIST_TEST_COUNT = 2000;
+
 /** A fixed split of the 10,000 digits: same seed, same split on every machine. */
 export function loadMnist(options: { seed?: number; trainCount?: number; testCount?: number } = {}): MnistSplit {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { seed?, trainCount?, testCount? }');
-  const { seed = 1, trainCount = 8000, testCount = 2000 } = options;
+  const { seed = 1, trainCount = MNIST_TRAIN_COUNT, testCount = MNIST_TEST_COUNT } = options;
   if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
   const src = loadMnistAll();
   for (const [field, v] of [['trainCount', trainCount], ['testCount', testCount]] as const) {

@@ -2,8 +2,9 @@
 // header compared byte for byte with what the planner would write (see checkpoint.ts).
 import {
   ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_LIKE, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, FLAGS, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS,
-  LAYER_SIZE, MAGIC, MAX_EXTRAS, OPTIMIZERS, ORDERS, REGION_SIZE, VERSION, type Activation,
+  LAYER_SIZE, MAGIC, MAX_EXTRAS, ORDERS, REGION_SIZE, VERSION, activationInfo, type Activation,
 } from './header.js';
+import { optimizerCoded } from './optimizers.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';
 
 const keyOf = <T extends Record<string, number>>(table: T, v: number): keyof T | undefined =>
@@ -26,7 +27,7 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   if (bytes.length < HEADER_SIZE + layers * LAYER_SIZE) return `the layer table of ${layers} layers is cut short`;
   const dtype = keyOf(DTYPES, u32(F.dtype));
   const order = keyOf(ORDERS, u32(F.order));
-  const optimizer = keyOf(OPTIMIZERS, u32(F.optimizer));
+  const optimizer = optimizerCoded(u32(F.optimizer))?.name;
   if (!dtype || !order || !optimizer) return 'unknown dtype, order or optimizer code';
   const flags = v.getBigUint64(F.flags, true);
   if (flags & ~BigInt(FLAGS.compact)) return `unknown flags ${flags}`;
@@ -46,8 +47,11 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   // models: version 1's reserved[3], which older writers left 0 (one model) and K-model writers
   // of version 1 already filled; read in both versions.
   const models = u64(F.models);
+  const actParam = v.getFloat64(F.act_param, true);  // version 1's reserved[4]: 0 in older headers
+  if (actParam !== 0 && !activations.some((a) => activationInfo(a).param !== 0)) return 'act_param is set, and no layer takes it';
   return {
     layers: units, batch: u64(F.batch), dtype, order, optimizer, activations, align: u64(F.align), samples: u64(F.samples),
+    ...(actParam !== 0 || activations.some((a) => activationInfo(a).param !== 0) ? { leakyReluSlope: actParam } : {}),
     ...(flags ? { compact: true } : {}), ...(models > 1 || Number.isNaN(models) ? { models } : {}), ...(extra.length ? { extra } : {}),
   };
 }
@@ -90,6 +94,10 @@ function decodeExtras(bytes: Uint8Array, v: DataView, layers: number): ExtraSpec
     const rule = v.getUint32(x + EXTRA_FIELDS.rule, true);
     const first = v.getUint32(x + EXTRA_FIELDS.first, true);
     const entries = v.getUint32(x + EXTRA_FIELDS.entries, true);
+    // The planner writes one entry for raw bytes and one per layer otherwise; anything else
+    // (an entry count of 0 included) would send the reads below past the table.
+    const want = rule === EXTRA_RULES.bytes ? 1 : layers;
+    if (entries !== want) return `user region ${i} has ${entries} entries (its rule needs ${want})`;
     if (first + entries > (total - entriesAt) / REGION_SIZE) return `user region ${i} has entries beyond the kind table`;
     const count = (e: number) => v.getBigUint64(entriesAt + (first + e) * REGION_SIZE + LAYER_FIELDS.region_count, true);
     if (rule === EXTRA_RULES.bytes) {

@@ -2,6 +2,8 @@
 // arena header. Every constant below is compared with the native module's sizeof/offsetof and
 // enum values by test/header-drift.test.ts, so the two sides cannot drift silently.
 
+import { ACTIVATION_TABLE } from './tables.generated.js';
+
 export const MAGIC = 0x414e4e41;
 /** Version written; version 1 (no kind table) is still read. */
 export const VERSION = 2;
@@ -28,17 +30,21 @@ export type Dtype = keyof typeof DTYPES;
 export const ORDERS = { 'layer-major': 0, 'kind-major': 1 } as const;
 export type Order = keyof typeof ORDERS;
 
-export const OPTIMIZERS = { sgd: 0, momentum: 1, adam: 2 } as const;
-export type Optimizer = keyof typeof OPTIMIZERS;
+/** An optimizer's name: one of the native optimizer table (src/layout/optimizers.ts). */
+export type Optimizer = string;
 
-export const ACTIVATIONS = { input: 0, identity: 1, relu: 2, sigmoid: 3, tanh: 4, softmax: 5 } as const;
-export type Activation = Exclude<keyof typeof ACTIVATIONS, 'input'>;
+/** Activation codes by name, from the one table (NNA_ACTIVATIONS in nn_arena.h, generated). */
+type ActivationRow = (typeof ACTIVATION_TABLE)[number];
+export const ACTIVATIONS = Object.fromEntries(ACTIVATION_TABLE.map((a) => [a.name, a.code])) as { readonly [A in ActivationRow as A['name']]: A['code'] };
+export type Activation = Exclude<ActivationRow['name'], 'input'>;
+/** The table's row of an activation. */
+export const activationInfo = (name: Activation | 'input'): ActivationRow => ACTIVATION_TABLE.find((a) => a.name === name)!;
 
 /** Byte offsets of struct nna_header's fields. */
 export const HEADER_FIELDS = {
   magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
   batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
-  extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104,
+  extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104, act_param: 112,
 } as const;
 
 /** Bits of nna_header.flags (NNA_FLAG_*). compact: regions share bytes (plan.ts, compact). */
@@ -80,7 +86,8 @@ export interface HeaderFields {
   flags: number;
   dtype: Dtype;
   order: Order;
-  optimizer: Optimizer;
+  /** The optimizer's code (OptimizerInfo.code). */
+  optimizer: number;
   batch: number;
   samples: number;
   align: number;
@@ -88,6 +95,8 @@ export interface HeaderFields {
   totalBytes: number;
   /** Networks of this shape in the arena; 1 is written as 0 (the version-1 meaning). */
   models: number;
+  /** The parameter of the activations that take one (leaky-relu's slope); 0 when none does. */
+  actParam: number;
   layers: readonly HeaderLayer[];
   extras: readonly HeaderExtra[];
 }
@@ -115,7 +124,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   u32(F.version, VERSION);
   u32(F.dtype, DTYPES[h.dtype]);
   u32(F.order, ORDERS[h.order]);
-  u32(F.optimizer, OPTIMIZERS[h.optimizer]);
+  u32(F.optimizer, h.optimizer);
   u32(F.num_layers, h.layers.length);
   u32(F.num_kinds, KINDS.length);
   u32(F.layer_size, LAYER_SIZE);
@@ -127,6 +136,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   u64(F.layers_offset, HEADER_SIZE);
   u64(F.flags, h.flags);
   u64(F.models, h.models === 1 ? 0 : h.models);
+  v.setFloat64(F.act_param, h.actParam, true);
   h.layers.forEach((L, l) => {
     const at = HEADER_SIZE + l * LAYER_SIZE;
     u64(at + LAYER_FIELDS.units, L.units);

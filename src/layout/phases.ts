@@ -5,7 +5,9 @@
 // it phase by phase with the native table, and the native replay (csrc/train/aliasing.cc)
 // checks every compact header against the native table again before it is used.
 import type { Kind } from './header.js';
+import { optimizerNamed } from './optimizers.js';
 import type { NormalizedSpec } from './spec.js';
+import { FUSED_OUTPUT_MAX_UNITS } from './tables.generated.js';
 
 /** As in phases.h: read; write before any read (the old bytes are dead); read then write. */
 export const ACCESS = { read: 1, write: 2, update: 3 } as const;
@@ -16,14 +18,14 @@ export type StepPath = 'layers' | 'fused';
 export interface PhaseUse { readonly layer: number; readonly kind: Kind; access: number }
 export interface Phase { readonly stage: Stage; readonly layer: number; readonly uses: PhaseUse[] }
 
-/** phases.h kFusedOutputMaxUnits: the fused path does a last layer this narrow with the output. */
-export const FUSED_OUTPUT_MAX_UNITS = 16;
+/** phases.h kFusedOutputMaxUnits (generated from it): the fused path does a last layer this narrow with the output. */
+export { FUSED_OUTPUT_MAX_UNITS };
 
 /** The phases of one step; `present(layer, kind)`: whether the plan has that region. */
 export function stepPhases(s: NormalizedSpec, present: (layer: number, kind: Kind) => boolean, op: StepOp, resident: boolean, path: StepPath): Phase[] {
   const last = s.layers.length - 1;
   const grad = op === 'train' || op === 'grad';
-  const folded = op === 'train' && s.optimizer === 'sgd';
+  const folded = op === 'train' && optimizerNamed(s.optimizer)!.folds;
   const fused = path === 'fused';
   const fuseOutput = fused && last >= 2 && s.layers[last]! <= FUSED_OUTPUT_MAX_UNITS;
   const out: Phase[] = [];

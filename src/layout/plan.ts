@@ -2,7 +2,8 @@
 // BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
 // (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
+import { ACTIVATIONS, activationInfo, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
+import { optimizerNamed } from './optimizers.js';
 import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
@@ -80,20 +81,19 @@ function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
   const fanIn = l > 0 ? BigInt(s.layers[l - 1]!) : 0n;
   const hidden = l > 0;
   const last = l === L - 1;
-  const opt1 = s.optimizer !== 'sgd';
-  const opt2 = s.optimizer === 'adam';
+  const opt = optimizerNamed(s.optimizer)!;
   switch (kind) {
-    case 'z': return BigInt(s.batch) * units;
+    // A layer whose activation's f' needs the pre-activation keeps it after the outputs.
+    case 'z': return BigInt(s.batch) * units * (hidden && activationInfo(s.activations[l - 1]!).keepsPre ? 2n : 1n);
     case 'd': return hidden ? BigInt(s.batch) * units : 0n;
     case 'y': return last ? BigInt(s.batch) * units : 0n;
     case 'b': case 'db': return hidden ? units : 0n;
     case 'w': return hidden ? units * fanIn : 0n;
-    // A compact SGD plan has no dw: every path folds the update into the weight-gradient product.
-    case 'dw': return hidden && !(s.compact && s.optimizer === 'sgd') ? units * fanIn : 0n;
-    case 'mb': return hidden && opt1 ? units : 0n;
-    case 'mw': return hidden && opt1 ? units * fanIn : 0n;
-    case 'vb': return hidden && opt2 ? units : 0n;
-    case 'vw': return hidden && opt2 ? units * fanIn : 0n;
+    // A compact plan of an optimizer without state (SGD) has no dw: every path folds the update
+    // into the weight-gradient product.
+    case 'dw': return hidden && !(s.compact && opt.folds) ? units * fanIn : 0n;
+    case 'mb': case 'vb': return hidden && opt.state.includes(kind) ? units : 0n;
+    case 'mw': case 'vw': return hidden && opt.state.includes(kind) ? units * fanIn : 0n;
     case 'xdata': return l === 0 ? BigInt(s.samples) * units : 0n;
     case 'ydata': return last ? BigInt(s.samples) * units : 0n;
     case 'stats': return last ? BigInt(STATS_COUNT) : 0n;
@@ -252,7 +252,7 @@ export function planLayout(input: LayoutSpec): Plan {
   const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
   const header = encodeHeader({
     flags: s.compact ? FLAGS.compact : 0,
-    dtype: s.dtype, order: s.order, optimizer: s.optimizer, batch: s.batch, samples: s.samples, align: s.align, models: s.models,
+    dtype: s.dtype, order: s.order, optimizer: optimizerNamed(s.optimizer)!.code, batch: s.batch, samples: s.samples, align: s.align, models: s.models, actParam: s.leakyReluSlope ?? 0,
     headerBytes: Number(headerBytes), totalBytes,
     layers: s.layers.map((units, l) => ({
       units, fanIn: l > 0 ? s.layers[l - 1]! : 0,

@@ -2,7 +2,8 @@
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
 import { LayoutError, type LayoutCode } from '../errors.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
-import { ACTIVATIONS, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, OPTIMIZERS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+import { namesOf, optimizerNamed, optimizers } from './optimizers.js';
+import { ACTIVATIONS, activationInfo, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -29,8 +30,11 @@ export interface LayoutSpec {
   /** Rows per batch (z, d and y regions are batch x units). */
   batch: number;
   dtype?: Dtype;
-  /** One per non-input layer. Default: relu for hidden layers, softmax for the output. */
+  /** One per non-input layer. Default: relu for hidden layers, softmax for the output. The
+   *  table: README, "Activations and losses". */
   activations?: readonly Activation[];
+  /** The negative slope of every leaky-relu layer (finite, >= 0; default 0.01, PyTorch's). */
+  leakyReluSlope?: number;
   optimizer?: Optimizer;
   order?: Order;
   /** Alignment of every region start in bytes: a power of two >= 8 (default 256). */
@@ -56,6 +60,9 @@ export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly batch: number;
   readonly dtype: D;
   readonly activations: readonly Activation[];
+  /** The slope of the leaky-relu layers (the header's act_param); only where a layer is
+   *  leaky-relu, so that a normalized spec is a valid spec again. */
+  readonly leakyReluSlope?: number;
   readonly optimizer: Optimizer;
   readonly order: Order;
   readonly align: number;
@@ -65,7 +72,7 @@ export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly models: number;
 }
 
-const SPEC_KEYS = keysOf<LayoutSpec>()(['layers', 'batch', 'dtype', 'activations', 'optimizer', 'order', 'align', 'samples', 'extra', 'compact', 'models']);
+const SPEC_KEYS = keysOf<LayoutSpec>()(['layers', 'batch', 'dtype', 'activations', 'leakyReluSlope', 'optimizer', 'order', 'align', 'samples', 'extra', 'compact', 'models']);
 const EXTRA_KEYS = keysOf<ExtraSpec>()(['name', 'like', 'per', 'layers', 'bytes']);
 
 export const DEFAULT_ALIGN = 256;
@@ -106,7 +113,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
   checkKnownKeys(spec, SPEC_KEYS, 'planLayout');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
+  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, leakyReluSlope: rawSlope, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
@@ -117,7 +124,8 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
   if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
-  const optimizer = oneOf<Optimizer>('optimizer', rawOptimizer, OPTIMIZERS, 'sgd');
+  const optimizer = rawOptimizer === undefined ? 'sgd' : rawOptimizer;
+  if (!optimizerNamed(optimizer)) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', rawOptimizer, `must be one of ${namesOf(optimizers())}`);
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
 
   const align = rawAlign === undefined ? DEFAULT_ALIGN : rawAlign;
@@ -138,18 +146,28 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (activations.length !== n) {
     throw new LayoutError('BAD_ACTIVATIONS', 'activations', activations, `must list one activation per non-input layer (${n})`);
   }
+  const names = Object.keys(ACTIVATIONS).filter((a) => a !== 'input');
   activations.forEach((a, i) => {
     if (typeof a !== 'string' || a === 'input' || !Object.prototype.hasOwnProperty.call(ACTIVATIONS, a)) {
-      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, `must be one of 'identity', 'relu', 'sigmoid', 'tanh', 'softmax'`);
+      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, `must be one of ${names.map((x) => `'${x}'`).join(', ')}`);
     }
-    if (a === 'softmax' && i !== n - 1) {
-      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, 'softmax is only allowed on the output layer');
+    const info = activationInfo(a as Activation);
+    if (!(i === n - 1 ? info.output : info.hidden)) {
+      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, `is allowed on ${info.hidden ? 'hidden layers' : 'the output layer'} only (${i === n - 1 ? 'this is the output layer' : 'this is a hidden layer'})`);
     }
   });
+  // The one activation parameter (the header's act_param): leaky-relu's slope, >= 0 so that its
+  // f' can come from the output (z > 0 exactly where x > 0).
+  const param = (activations as Activation[]).map(activationInfo).find((x) => x.param !== 0);
+  if (rawSlope !== undefined && !param) throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'applies to leaky-relu layers; no layer is leaky-relu');
+  if (rawSlope !== undefined && (typeof rawSlope !== 'number' || !Number.isFinite(rawSlope) || rawSlope < 0)) {
+    throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'must be a finite number >= 0');
+  }
+  const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
   const extra = normalizeExtras(rawExtra, units.length);
   // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
   if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), optimizer, order, align, samples, compact, models, extra });
+  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), ...slope, optimizer, order, align, samples, compact, models, extra });
 }
 
 const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];

@@ -9,7 +9,12 @@ import { planToSVG, networkText } from './svg.js';
 import { bytesText, esc, int } from './text.js';
 import type { PurposeTotals } from './transfers.js';
 
-export interface ProgressPoint { epoch: number; batch: number; batches: number; step: number; loss: number; accuracy: number }
+export interface ProgressPoint {
+  epoch: number; batch: number; batches: number; step: number; loss: number; accuracy: number;
+  /** The learning rate of the report's last step; with clipping, the global gradient norm of
+   *  each step since the previous report (before clipping). */
+  lr?: number; gradNorms?: readonly number[];
+}
 
 export interface TrainingReport {
   plan: Plan;
@@ -76,6 +81,18 @@ export function trainingReportHtml(r: TrainingReport): string {
   const xs = r.progress.map((p) => p.epoch - 1 + p.batch / p.batches);
   const lossChart = lineChart({ id: 'loss-chart', title: 'training loss (mean over each report\'s batches)', xs, ys: r.progress.map((p) => p.loss), xLabel: 'epoch', format: (y) => y.toFixed(3), color: '#dc2626' });
   const accChart = lineChart({ id: 'accuracy-chart', title: 'training accuracy', xs, ys: r.progress.map((p) => p.accuracy), xLabel: 'epoch', format: (y) => `${(y * 100).toFixed(1)}%`, color: '#16a34a' });
+  // The learning rate when a schedule changes it; the gradient norm of every step when clipping.
+  const lrs = r.progress.map((p) => p.lr ?? NaN);
+  const lrChart = new Set(lrs).size > 1
+    ? lineChart({ id: 'lr-chart', title: 'learning rate (last step of each report)', xs, ys: lrs, xLabel: 'epoch', format: (y) => y.toExponential(2), color: '#7c3aed' }) : '';
+  const normXs: number[] = [], norms: number[] = [];
+  r.progress.forEach((p, i) => {
+    const n = p.gradNorms ?? [];
+    const from = i > 0 ? xs[i - 1]! : 0;
+    n.forEach((v, k) => { normXs.push(from + ((xs[i]! - from) * (k + 1)) / n.length); norms.push(v); });
+  });
+  const normChart = norms.length
+    ? lineChart({ id: 'grad-norm-chart', title: 'global gradient norm of each step (before clipping)', xs: normXs, ys: norms, xLabel: 'epoch', format: (y) => y.toPrecision(3), color: '#ea580c' }) : '';
   const m = r.machine;
   const machine = [
     ['CPU', esc(`${m.cpu}, ${m.cores} cores`)], ['memory', esc(bytesText(m.memoryBytes))], ['OS', esc(m.os)], ['Node.js', esc(m.node)],
@@ -107,7 +124,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.charts{display:flex;fle
 <p><small>Written ${esc(r.createdAt.toISOString())} by <code>nn-arena train --report</code>.</small></p>
 <h2>Results</h2><table id="results">${rows(results)}</table>
 <h2>Loss and accuracy per progress report (${r.progress.length} reports)</h2>
-<div class="charts">${lossChart}${accChart}</div>
+<div class="charts">${lossChart}${accChart}${lrChart}${normChart}</div>
 <h2>Memory map</h2>
 <div class="map">${planToSVG(r.plan)}</div>
 <h2>Transfers by purpose</h2>

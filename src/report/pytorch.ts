@@ -6,6 +6,7 @@
 // (a Python variable, a module's local, a node's saved variable) lets go, in autograd's order.
 // bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
 import { LayoutError, OptionError } from '../errors.js';
+import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
@@ -94,9 +95,11 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   const s = normalizeSpec(spec);
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer? }');
   const optimizer = options.optimizer ?? s.optimizer;
-  if (optimizer !== 'sgd' && optimizer !== 'momentum' && optimizer !== 'adam') {
-    throw new LayoutError('BAD_OPTIMIZER', 'optimizer', optimizer, "must be one of 'sgd', 'momentum', 'adam'");
-  }
+  const info = optimizerNamed(optimizer);
+  if (!info) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', optimizer, `must be one of ${namesOf(optimizers())}`);
+  // PyTorch's state tensors per parameter: one per state kind of the weights (mw: the momentum
+  // buffer or Adam's exp_avg; vw: exp_avg_sq).
+  const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
   const L = s.layers.length - 1;
   if (s.activations[L - 1] !== 'softmax') {
     throw new LayoutError('BAD_ACTIVATIONS', `activations[${L - 1}]`, s.activations[L - 1], 'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax');
@@ -190,8 +193,8 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   // Adam creates exp_avg and exp_avg_sq per parameter (its step counters stay on the CPU), then
   // sqrt(exp_avg_sq) per parameter as temporaries.
   sim.begin('step', stages);
-  if (optimizer === 'momentum') params.forEach((p) => sim.make(`${p.name} momentum_buffer`, p.bytes, 'state'));
-  if (optimizer === 'adam') {
+  if (buffers === 1) params.forEach((p) => sim.make(`${p.name} momentum_buffer`, p.bytes, 'state'));
+  if (buffers === 2) {
     for (const p of params) {
       sim.make(`${p.name} exp_avg`, p.bytes, 'state');
       sim.make(`${p.name} exp_avg_sq`, p.bytes, 'state');

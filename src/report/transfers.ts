@@ -41,7 +41,8 @@ export function purposeOf(dir: 'toDevice' | 'toHost', sel: Selector | undefined)
     return 'other';
   }
   if (only(kinds, ['stats'])) return 'stats';
-  if (sel === undefined || only(kinds, ['w', 'b'])) return 'weights back';
+  // The trained weights, or what a Trainer checkpoint brings back first (state and stats too).
+  if (sel === undefined || only(kinds, ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'])) return 'weights back';
   return 'other';
 }
 

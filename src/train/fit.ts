@@ -11,6 +11,7 @@ import type { Snapshot } from './data.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
 import { checkSeed, positiveInt } from './options.js';
 import { Rng, affinePermutation } from './rng.js';
+import { positionOf, resumeFitPlan, setPosition, type FitPosition } from './resume.js';
 import { PARAM_KINDS, type Runner } from './runner.js';
 
 export interface Progress extends Metrics {
@@ -21,10 +22,14 @@ export interface Progress extends Metrics {
   batches: number;
   step: number;
   samplesPerSecond: number;
+  /** The learning rate of the last step (model 0's where models have their own). */
+  lr: number;
+  /** With clipGradNorm: each step's global gradient norm (before clipping) since the previous
+   *  report; K models: step-major, model m of step s at s * K + m. */
+  gradNorms?: number[];
 }
 
-export interface FitOptions {
-  epochs: number;
+export interface FitOptionsBase {
   /** Shuffle the sample order every epoch (seeded; default true). */
   shuffle?: boolean;
   seed?: number;
@@ -38,11 +43,18 @@ export interface FitOptions {
   signal?: AbortSignal;
 }
 
+/** fit()'s options: `epochs` passes, or `resume: true` to continue the fit() that stopped early
+ *  on this arena (a signal, an error thrown by onProgress, or a save and Trainer.load in between)
+ *  where it stopped, as if it never had: same data (checked by checksum), same order, same seed;
+ *  `epochs` (default: the interrupted call's) then counts from the interrupted call's start, and
+ *  seed, shuffle and reportsPerEpoch, if given, must be its own. */
+export type FitOptions = FitOptionsBase & ({ epochs: number; resume?: false } | { epochs?: number; resume: true });
+
 /** With a signal, a native run covers at most this many steps, so that an abort waits for at
  *  most this many; the reports and their figures do not change. */
 export const ABORT_RUN_STEPS = 32;
 
-const FIT_KEYS = keysOf<FitOptions>()(['epochs', 'shuffle', 'seed', 'onProgress', 'reportsPerEpoch', 'signal']);
+const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()(['epochs', 'shuffle', 'seed', 'onProgress', 'reportsPerEpoch', 'signal', 'resume']);
 
 export interface FitResult extends Metrics {
   /** The code that ran the steps: 'cpu', 'fused' (one CUDA launch per run) or the per-layer
@@ -57,12 +69,18 @@ export interface FitResult extends Metrics {
 /** fit()'s options as checked. */
 export interface FitPlan {
   epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number; signal: AbortSignal | undefined;
+  /** resume: true: where the interrupted fit stopped. */
+  resume: FitPosition | undefined;
 }
 
-export function fitPlan(options: unknown): FitPlan {
+export function fitPlan(options: unknown, r: Runner): FitPlan {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
   checkKnownKeys(options, FIT_KEYS, 'fit');
-  const { epochs, shuffle, seed, onProgress, reportsPerEpoch, signal } = options as FitOptions;
+  const { epochs, shuffle, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & { epochs?: number; resume?: boolean };
+  if (resume !== undefined && typeof resume !== 'boolean') throw new OptionError('BAD_OPTION', 'resume', resume, 'must be a boolean');
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
+  if (resume) return { ...resumeFitPlan(positionOf(r.arena), { epochs, shuffle, seed, reportsPerEpoch }), onProgress, signal };
   const o: FitPlan = {
     epochs: positiveInt('epochs', epochs),
     shuffle: shuffle === undefined ? true : shuffle as boolean,
@@ -70,10 +88,9 @@ export function fitPlan(options: unknown): FitPlan {
     onProgress,
     reports: reportsPerEpoch === undefined ? 1 : positiveInt('reportsPerEpoch', reportsPerEpoch),
     signal,
+    resume: undefined,
   };
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
   if (typeof o.shuffle !== 'boolean') throw new OptionError('BAD_OPTION', 'shuffle', shuffle, 'must be a boolean');
-  if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
   return o;
 }
 
@@ -101,22 +118,38 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   const batch = r.globalBatch;
   const batches = Math.ceil(d.count / batch);
   const chunk = Math.ceil(batches / Math.min(o.reports, batches));
-  r.checkSteps(r.state.steps, o.epochs * batches);
-  const rng = new Rng(o.seed);
+  const { xCrc, yCrc = 0 } = r.state.resident!;
+  const p = o.resume;
+  if (p && (p.count !== d.count || p.xCrc !== xCrc || p.yCrc !== yCrc)) {
+    throw new DataError('BAD_DATA', 'data', `${d.count} samples`, `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`);
+  }
+  // Where to start: a resumed fit goes on from the recorded batch (possibly inside a report's
+  // batches: the report still comes where it would have).
+  const start = p ? { epoch: p.epoch, at: p.next } : { epoch: 1, at: 0 };
+  const todo = (o.epochs - start.epoch + 1) * batches - start.at;
+  r.checkSteps(r.state.steps, todo);
+  const rng = p ? Rng.fromState(p.rng) : new Rng(o.seed);
   const t0 = performance.now();
   let last: Metrics = { loss: NaN, accuracy: NaN };
-  const diverged: boolean[] = Array<boolean>(r.models).fill(false);
+  const diverged: boolean[] = p ? [...p.diverged] : Array<boolean>(r.models).fill(false);
   let path: RunPath = 'cpu';
-  for (let epoch = 1; epoch <= o.epochs; epoch++) {
-    const perm = o.shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
+  for (let epoch = start.epoch; epoch <= o.epochs; epoch++) {
+    const resumed = p !== undefined && epoch === start.epoch;
+    const perm = resumed ? p.perm : o.shuffle ? affinePermutation(rng, d.count) : { a: 1, c: 0 };
+    const from = resumed ? start.at : 0;
+    // Where to go on from if this fit stops after `next` batches of this epoch.
+    const mark = (next: number) => setPosition(r.arena, {
+      seed: o.seed, shuffle: o.shuffle, reports: o.reports, epochs: o.epochs, epoch, next, rng: rng.state, perm,
+      count: d.count, xCrc, yCrc, diverged: [...diverged],
+    });
     const epochStart = performance.now();
-    for (let first = 0; first < batches; first += chunk) {
+    for (let first = Math.floor(from / chunk) * chunk; first < batches; first += chunk) {
       const n = Math.min(chunk, batches - first);
       // One run per report, or runs of at most ABORT_RUN_STEPS with a signal (checked before
       // each); the stats accumulate over the runs of an epoch either way.
       const per = o.signal ? Math.min(n, ABORT_RUN_STEPS) : n;
       let lastBase = r.state.steps;
-      for (let at = first; at < first + n; at += per) {
+      for (let at = Math.max(first, from); at < first + n; at += per) {
         if (o.signal?.aborted) {
           r.arena.toHost({ kinds: PARAM_KINDS });
           throw abortError('fit', o.signal);
@@ -129,6 +162,7 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
         }));
         r.addSteps(m);
         lastBase = runBase;
+        mark(at + m);
         // One model: a divergence ends fit() at the run that found it (the stats' bad step
         // counts from that run's first step); the last run of a report is checked below.
         if (r.models === 1 && at + m < first + n) diverges(r.stats()[0]!, runBase, epoch);
@@ -139,13 +173,20 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
       stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
       last = combine(stats.map(metricsOf), [...diverged]);
       const done = first + n;
-      o.onProgress?.({
-        ...last, epoch, epochs: o.epochs, batch: done, batches, step: r.state.steps,
-        samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
-      });
+      mark(done);
+      if (o.onProgress) {
+        const norms = r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {};
+        o.onProgress({
+          ...last, epoch, epochs: o.epochs, batch: done, batches, step: r.state.steps,
+          samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
+          lr: r.learningRate(r.state.steps - 1), ...norms,
+        });
+      }
     }
   }
+  setPosition(r.arena, undefined);  // finished
   r.arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;
-  return { ...last, path, epochs: o.epochs, steps: o.epochs * batches, seconds, samplesPerSecond: (o.epochs * d.count) / seconds };
+  const samples = (o.epochs - start.epoch + 1) * d.count - Math.min(start.at * batch, d.count);
+  return { ...last, path, epochs: o.epochs, steps: todo, seconds, samplesPerSecond: samples / seconds };
 }

@@ -3,24 +3,41 @@
 import type { Arena } from '../arena.js';
 import { OptionError } from '../errors.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
-import type { Dtype } from '../layout/header.js';
-import type { NormalizedSpec } from '../layout/spec.js';
-import { PRECISIONS, type PrecisionName } from '../native.js';
+import { commonParams, optimizers } from '../layout/optimizers.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native.js';
+import { checkOptimizerOptions, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 
-export type LossName = 'cross-entropy' | 'mse';
+export type { LossName } from '../native.js';
 
 export interface TrainerOptions {
-  /** Default: cross-entropy for a softmax output layer, mse otherwise. */
+  /** Default: cross-entropy for a softmax output layer, mse otherwise (the first loss of the
+   *  table that the output layer trains with: README, "Activations and losses"). */
   loss?: LossName;
-  /** Learning rate; on an arena of K models (planLayout `models`) also one per model: an array
-   *  of K (model m trains with lr[m]). */
+  /** Label smoothing of cross-entropy, in [0, 1] (F.cross_entropy's label_smoothing; default 0). */
+  labelSmoothing?: number;
+  /** Learning rate (default 0.05 for sgd and momentum, 0.001 for adam and adamw; a schedule's
+   *  base, one-cycle's maximum); on an arena of K models (planLayout `models`) also one per
+   *  model: an array of K (model m trains with lr[m]). */
   lr?: number | readonly number[];
-  /** SGD with momentum: velocity decay (default 0.9). */
+  /** momentum: velocity decay (default 0.9); nesterov: Nesterov momentum (PyTorch's formula). */
   momentum?: number;
-  /** Adam (defaults 0.9, 0.999, 1e-8). */
+  nesterov?: boolean;
+  /** adam, adamw (defaults 0.9, 0.999, 1e-8). */
   beta1?: number;
   beta2?: number;
   eps?: number;
+  /** sgd, momentum, adam: L2 penalty added to the gradient (PyTorch's weight_decay; default 0);
+   *  adamw: decoupled decay w *= 1 - lr * weightDecay (default 0.01). Weights only, unless
+   *  decayBiases. */
+  weightDecay?: number;
+  decayBiases?: boolean;
+  /** The learning rate of each step (evaluated natively, PyTorch's lr_scheduler formulas). */
+  schedule?: Schedule;
+  /** Clip the gradients to this global norm before each step (torch.nn.utils.clip_grad_norm_);
+   *  each step's norm goes to fit's onProgress (gradNorms) and Trainer.gradNorms. Not on
+   *  compact plans or with a deviceBudget. A hyperparameter of another optimizer than the
+   *  arena's is refused; the table of them all: docs/optimizers.md. */
+  clipGradNorm?: number;
   /** How the matrix products are computed; weights and activations stay float32. 'fp32'
    *  (default); 'tf32x3': each product as three TF32 tensor-core products of the operands split
    *  into big and small parts (FP32-level accuracy, faster on large layers); 'tf32': one TF32
@@ -30,16 +47,21 @@ export interface TrainerOptions {
   precision?: PrecisionName;
 }
 
-export const HYPER_KEYS = ['lr', 'momentum', 'beta1', 'beta2', 'eps'] as const;
-const TRAINER_KEYS = keysOf<TrainerOptions>()(['loss', 'precision', ...HYPER_KEYS]);
-export type Hyper = Record<(typeof HYPER_KEYS)[number], number>;
+/** Every option name a Trainer reads: loss, labelSmoothing, precision, the schedule and every
+ *  name of the optimizer tables (a name of another optimizer than the arena's is refused with its
+ *  reason). The static list is checked against TrainerOptions; the tables' names join it. */
+const TRAINER_KEYS = keysOf<TrainerOptions>()([
+  'loss', 'labelSmoothing', 'precision', 'lr', 'momentum', 'nesterov', 'beta1', 'beta2', 'eps', 'weightDecay', 'decayBiases', 'schedule', 'clipGradNorm',
+]);
+const trainerKeys = (): string[] => [...new Set([...TRAINER_KEYS, ...optimizers().flatMap((o) => o.hypers.map((h) => h.name)), ...commonParams().map((p) => p.name)])];
 
 /** The options as checked: what every run of the Trainer passes. */
 export interface TrainerSettings {
   loss: LossName;
-  hyper: Hyper;
-  /** K models with an lr array: one per model (else hyper.lr for every model). */
-  lrs: number[] | undefined;
+  /** 0: none (and no labelSmoothing key in the runs' parameters). */
+  labelSmoothing: number;
+  /** The optimizer's hyperparameters (per-model lrs), schedule and clipping. */
+  opt: OptimizerSettings;
   precision: PrecisionName;
 }
 
@@ -52,19 +74,29 @@ export function optionsObject(v: unknown, field: string): Record<string, unknown
   return v as Record<string, unknown>;
 }
 
-const round = (dtype: Dtype, v: number) => (dtype === 'float32' ? Math.fround(v) : v);
-
-/** Hyper-parameters as the arena's dtype will hold them: a learning rate of 1e-50 is 0 in
- *  float32 (no weight would change), a momentum of 0.999999999 is 1 (no decay). */
-function checkHyper(k: keyof Hyper, v: unknown, dtype: Dtype, field: string = k): number {
-  if (typeof v !== 'number' || !Number.isFinite(v)) throw new OptionError('BAD_OPTION', field, v, 'must be a finite number');
-  const r = round(dtype, v);
-  if (k === 'lr' || k === 'eps') {
-    if (!(r > 0) || !Number.isFinite(r)) throw new OptionError('BAD_OPTION', field, v, `must be > 0 and finite as a ${dtype} (it is ${r})`);
-  } else if (!(r >= 0 && r < 1)) {
-    throw new OptionError('BAD_OPTION', field, v, `must be in [0, 1) as a ${dtype} (it is ${r})`);
-  }
+/** A number in [0, 1]: the range the native side checks too, here for a message before any run. */
+function checkUnit(k: string, v: unknown): number {
+  if (typeof v !== 'number' || !(v >= 0 && v <= 1)) throw new OptionError('BAD_OPTION', k, v, 'must be a number in [0, 1]');
   return v;
+}
+
+/** The loss: the one given (a name of the loss table), or the first of the table the output
+ *  layer trains with; which go together is the native side's rule (checkLoss, csrc/train/check.cc). */
+function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): LossName {
+  const names = Object.keys(LOSSES) as LossName[];
+  const why = (name: LossName, smoothing: number): unknown => {
+    try {
+      call(() => native().checkLoss(header, { op: OPS.train, loss: LOSSES[name], labelSmoothing: smoothing }), { loss: name, labelSmoothing: smoothing });
+      return undefined;
+    } catch (e) { return e; }
+  };
+  if (loss !== undefined && (typeof loss !== 'string' || !names.includes(loss as LossName))) {
+    throw new OptionError('BAD_LOSS', 'loss', loss, `must be one of ${names.map((n) => `'${n}'`).join(', ')}`);
+  }
+  const name = (loss as LossName | undefined) ?? names.find((n) => why(n, 0) === undefined) ?? names[0]!;
+  const e = why(name, labelSmoothing);
+  if (e !== undefined) throw e;
+  return name;
 }
 
 /** The products' precision: known, and one this arena can run (the native side checks the GPU). */
@@ -84,30 +116,15 @@ function checkPrecision(v: unknown, arena: Arena): PrecisionName {
 /** The Trainer's options for `arena` (the first arena of its run target), read once per key. */
 export function trainerSettings(options: unknown, arena: Arena): TrainerSettings {
   const o = optionsObject(options, 'options');
-  checkKnownKeys(o, TRAINER_KEYS, 'Trainer');
-  const s: NormalizedSpec = arena.plan.spec;
-  const softmax = s.activations[s.activations.length - 1] === 'softmax';
-  const given = o.loss;
-  const loss = (given ?? (softmax ? 'cross-entropy' : 'mse')) as LossName;
-  if (loss !== 'cross-entropy' && loss !== 'mse') throw new OptionError('BAD_LOSS', 'loss', given, "must be 'cross-entropy' or 'mse'");
-  if ((loss === 'cross-entropy') !== softmax) {
-    throw new OptionError('BAD_LOSS', 'loss', loss, softmax ? 'a softmax output layer trains with cross-entropy' : 'cross-entropy needs a softmax output layer');
+  checkKnownKeys(o, trainerKeys(), 'Trainer');
+  const labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
+  const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
+  const precision = checkPrecision(o.precision, arena);
+  const opt = checkOptimizerOptions(arena.plan, o, { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision] });
+  if (opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
+    throw new OptionError('BAD_OPTION', 'clipGradNorm', opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
   }
-  const hyper: Hyper = { lr: s.optimizer === 'adam' ? 0.001 : 0.05, momentum: 0.9, beta1: 0.9, beta2: 0.999, eps: 1e-8 };
-  let lrs: number[] | undefined;
-  for (const k of HYPER_KEYS) {
-    const v = o[k];
-    if (k === 'lr' && Array.isArray(v)) {
-      const n: unknown = v.length;
-      if (n !== s.models) throw new OptionError('BAD_OPTION', 'lr.length', n, `must equal the arena's ${s.models} models (one learning rate per model)`);
-      lrs = [];
-      for (let m = 0; m < s.models; m++) lrs.push(checkHyper('lr', v[m], s.dtype, `lr[${m}]`));
-      hyper.lr = lrs[0]!;
-    } else if (v !== undefined) {
-      hyper[k] = checkHyper(k, v, s.dtype);
-    }
-  }
-  return { loss, hyper, lrs, precision: checkPrecision(o.precision, arena) };
+  return { loss, labelSmoothing, opt, precision };
 }
 
 export function checkSeed(seed: unknown, field = 'seed'): number {

@@ -5,6 +5,13 @@ export class Rng {
   constructor(seed: number) {
     this.#state = BigInt.asUintN(64, BigInt(Math.trunc(seed)) ^ 0x9e3779b97f4a7c15n);
   }
+  /** The generator's state (hex), for a checkpoint; Rng.fromState gives it back. */
+  get state(): string { return this.#state.toString(16); }
+  static fromState(hex: string): Rng {
+    const r = new Rng(0);
+    r.#state = BigInt.asUintN(64, BigInt(`0x${hex}`));
+    return r;
+  }
   /** Uniform in [0, 1) with 53 random bits. */
   next(): number {
     this.#state = BigInt.asUintN(64, this.#state + 0x9e3779b97f4a7c15n);

@@ -1,7 +1,8 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
 // interface, src/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
-import { queueOf, runArena, transferRanges, type Arena, type RunTarget, type View } from '../arena.js';
+import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena.js';
+import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError } from '../errors.js';
 import type { Dtype, Kind } from '../layout/header.js';
 import { LOSSES, OPS, PRECISIONS, type RunParams, type RunPath } from '../native.js';
@@ -84,11 +85,12 @@ export class Runner {
     transferRanges(this.arena, dir, { layers: [layer], kinds: [kind] }, [this.arena.plan.region(layer, kind)!.offset, bytes]);
   }
 
-  /** Before the first run of any Trainer on an arena, its host side goes up whole. */
+  /** Before the first run of any Trainer on an arena, its host side goes up (what was written
+   *  of it, on a new arena: Arena's uploadWritten). */
   syncDevice(arena: Arena = this.arena): void {
     const st = stateOf(arena);
     if (st.deviceStale) {
-      arena.toDevice();
+      uploadWritten(arena);
       st.deviceStale = false;
     }
   }
@@ -162,7 +164,22 @@ export class Runner {
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
   #baseParams(): Omit<RunParams, 'op'> {
     const s = this.settings;
-    return { ...s.hyper, ...(s.lrs ? { lrs: s.lrs } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision] };
+    return {
+      ...s.opt.params, ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision],
+      ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
+    };
+  }
+
+  /** The learning rate of 0-based optimizer step `step` (model `model`'s base where models have
+   *  their own), under the schedule: the native lrAt. */
+  learningRate(step: number, model = 0): number {
+    const o = this.settings.opt;
+    return scheduledLr(o, o.lrs ? o.lrs[model]! : o.lr, Math.max(0, step));
+  }
+
+  /** With clipping: each step's global gradient norm of the last training run (s * K + m). */
+  gradNorms(): number[] {
+    return this.settings.opt.clipGradNorm > 0 ? Array.from(handleOf(this.arena).gradNorms()) : [];
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */

@@ -2,7 +2,8 @@
 // state, the batch and (for fit) the whole data set live in the arena; steps run natively off
 // the JS thread and read back only the few bytes of the stats region.
 //
-// Transfers: init() writes the host side and uploads the whole arena (one transfer). fit()
+// Transfers: init() writes the host side and uploads it (on a new arena only what was written:
+// the parameters and optimizer state, not the empty data regions; else the whole arena). fit()
 // uploads the data set once (again only when its contents change), reads 32-byte stats per
 // report, and downloads the weights and biases once at the end. evaluate() and predict()
 // upload a data set that fits the data regions once and run over it resident. Nothing else
@@ -22,29 +23,33 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { loadArena, runTargetOf, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
-import type { Dtype } from '../layout/header.js';
+import { loadArena, loadArenaAsync, runTargetOf, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
+import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint.js';
+import { activationInfo, type Dtype } from '../layout/header.js';
 import { abortError, ArenaError, OptionError } from '../errors.js';
 import { OPS, type PrecisionName } from '../native.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
 import { checkKnownKeys } from '../known-keys.js';
 import { snapshotData, type Data } from './data.js';
 import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fit.js';
+import { fitStream, isStream, toStream, type DataStream } from './stream.js';
 import type { Metrics } from './metrics.js';
 import { modelSeeds, optionsObject, trainerSettings, type LossName, type TrainerOptions } from './options.js';
 import { backward, forward, update, type BackwardTarget } from './primitives.js';
 import { Rng } from './rng.js';
 import { PARAM_KINDS, Runner } from './runner.js';
+import { loadOptions, positionOf, readTrainerMetadata, saveFile, saveFileAsync, settingsOf, setPosition, syncToHostInSteps, type TrainerRecord, type TrainerSaveOptions } from './resume.js';
 import { stateOf } from './state.js';
 
 export type { Metrics } from './metrics.js';
 export type { FitOptions, FitResult, Progress } from './fit.js';
 export type { LossName, TrainerOptions } from './options.js';
 export type { BackwardTarget } from './primitives.js';
+export type { TrainerSaveOptions } from './resume.js';
 
 /** Trains an arena (or a data-parallel group) of dtype D: forward() and predict() give
  *  ViewOf<D> (Float32Array for a float32 plan). */
-export class Trainer<D extends Dtype = Dtype> {
+export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDisposable {
   /** The arena trained (a data-parallel group: this process's first replica). */
   readonly arena: Arena<D>;
   /** The data-parallel group, when the Trainer was made for one. */
@@ -54,12 +59,19 @@ export class Trainer<D extends Dtype = Dtype> {
   readonly outputs: number;
   readonly precision: PrecisionName;
   readonly #r: Runner;
+  /** The options as given, for a checkpoint (src/train/resume.ts). */
+  readonly #given: { options: Record<string, unknown>; unsaved: string[] };
+  /** Trainer.load made the arena: dispose() frees it. */
+  #owned = false;
 
   constructor(arena: Arena<D> | DataParallel<D>, options: TrainerOptions = {}) {
     const target = runTargetOf(arena);
     this.group = target.kind === 'group' ? arena as DataParallel<D> : undefined;
     this.arena = target.arenas[0]! as Arena<D>;
-    const settings = trainerSettings(options, this.arena);
+    // Every key read once: what is checked is what runs and what a checkpoint keeps.
+    const given = { ...optionsObject(options, 'options') };
+    const settings = trainerSettings(given, this.arena);
+    this.#given = settingsOf(given);
     this.#r = new Runner(target, settings);
     this.loss = settings.loss;
     this.precision = settings.precision;
@@ -70,28 +82,70 @@ export class Trainer<D extends Dtype = Dtype> {
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
   get steps(): number { return this.#r.state.steps; }
 
+  /** The learning rate of 0-based optimizer step `step` (default: the next one) under this
+   *  Trainer's schedule; model `model`'s where models have their own. */
+  learningRate(step: number = this.#r.state.steps, model = 0): number { return this.#r.learningRate(step, model); }
+
+  /** With clipGradNorm: the global gradient norm (before clipping) of each step of the last
+   *  training run (step(), update(), or fit's last report); K models: step s, model m at s * K + m. */
+  get gradNorms(): number[] { return this.#r.gradNorms(); }
+
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
   get globalBatch(): number { return this.#r.globalBatch; }
 
   /** Arenas of K models: the number of models (planLayout `models`); 1 otherwise. */
   get models(): number { return this.#r.models; }
 
-  /** Saves everything needed to resume: the whole arena (brought back from the device first)
-   *  and the optimizer step count. BUSY while a run is queued or in flight. */
-  save(path: string): number {
+  /** Saves everything needed to resume exactly: the weights, biases, optimizer state, stats and
+   *  user regions (brought back from the device first), gradients waiting for update(), the
+   *  step count, the options this Trainer was made with and where an interrupted fit() stopped;
+   *  the data set only with `data: true`. BUSY while a run is queued or in flight (saveAsync
+   *  queues instead). Returns the file's size. */
+  save(path: string, options: TrainerSaveOptions = {}): number {
     this.#r.assertIdle('save', false);
-    this.arena.toHost();
-    return this.arena.save(path, { steps: this.#r.state.steps });
+    return saveFile(this.arena, path, options, this.#record(), this.#r.state.steps);
   }
 
-  /** Resumes from save(): same weights, optimizer state and step count, so further steps give
-   *  the same result as if training had never stopped. */
+  /** save() queued behind this arena's runs, without blocking the event loop; `onProgress`. */
+  async saveAsync(path: string, options: TrainerSaveOptions = {}): Promise<number> {
+    return this.#r.queue.enqueue(() => saveFileAsync(this.arena, path, options, this.#record(), this.#r.state.steps));
+  }
+
+  #record(): TrainerRecord {
+    const { params, lrs } = this.#r.settings.opt;
+    const { lrs: _perModel, ...hyper } = params;  // the resolved optimizer table entries, schedule and clipping
+    const smoothing = this.#r.settings.labelSmoothing;
+    return {
+      ...this.#given,
+      hyper: { ...hyper, ...(lrs ? { lr: [...lrs] } : {}), loss: this.loss, ...(smoothing ? { labelSmoothing: smoothing } : {}), precision: this.precision },
+      gradients: this.#r.state.gradients && !this.arena.plan.spec.compact, fit: positionOf(this.arena),
+    };
+  }
+
+  /** Resumes from save(): same weights, optimizer state, step count, options (those given here
+   *  override the saved ones) and fit() position, so further steps give the same result as if
+   *  training had never stopped. The Trainer owns the arena: dispose() frees it. */
   static load(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}): Trainer<Dtype> {
     const { arena, info } = loadArena(path, arenaOptions);
+    return Trainer.#resume(arena, info, options);
+  }
+
+  /** load() without blocking the event loop; `onProgress({ bytes, totalBytes })` while reading. */
+  static async loadAsync(path: string, arenaOptions: ArenaOptions = {}, options: TrainerOptions = {}, loadOptions: LoadOptions = {}): Promise<Trainer<Dtype>> {
+    const { arena, info } = await loadArenaAsync(path, arenaOptions, loadOptions);
+    return Trainer.#resume(arena, info, options);
+  }
+
+  static #resume(arena: Arena, info: CheckpointInfo, options: TrainerOptions): Trainer<Dtype> {
     try {
-      const t = new Trainer(arena, options);
-      t.#r.state.steps = info.steps;
-      t.#r.state.deviceStale = false;  // loadArena sent the whole arena up
+      const record = readTrainerMetadata(info.path, info.metadata);
+      const t = new Trainer(arena, loadOptions(record, optionsObject(options, 'options')));
+      t.#owned = true;
+      const st = t.#r.state;
+      st.steps = info.steps;
+      st.deviceStale = false;  // the load sent up what the file held; the rest is zero on both sides
+      st.gradients = record.gradients && info.kinds.includes('dw');
+      setPosition(arena, record.fit);
       return t;
     } catch (e) {
       arena.dispose();
@@ -99,9 +153,24 @@ export class Trainer<D extends Dtype = Dtype> {
     }
   }
 
-  /** He (relu) or Xavier (other activations) normal weights from `seed`, zero biases and
-   *  optimizer state; written on the host (identical on every backend) and uploaded with the
-   *  whole arena in one transfer, so both sides hold them when init() returns. BUSY while a
+  /** Frees the arena when this Trainer made it (Trainer.load); an arena you passed in stays
+   *  yours. A run in flight finishes first (the memory goes when it ends). */
+  dispose(): void {
+    if (this.#owned) this.arena.dispose();
+  }
+
+  [Symbol.dispose](): void { this.dispose(); }
+
+  /** Waits for the work queued on the arena, then dispose(). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.#owned && !this.arena.disposed) await this.arena.synchronize();
+    this.dispose();
+  }
+
+  /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from `seed`, zero biases and
+   *  optimizer state; written on the host (identical on every backend) and uploaded (a new
+   *  arena: what was written, one transfer; else the whole arena), so both sides hold them when
+   *  init() returns. BUSY while a
    *  run is queued or in flight. K models: model m takes seed + m, or seed[m] from an array
    *  of K seeds; either way the weights a one-model arena gets from that seed. */
   init(seed: number | readonly number[]): void {
@@ -113,7 +182,7 @@ export class Trainer<D extends Dtype = Dtype> {
       const rng = new Rng(sm);
       for (let l = 1; l < layers.length; l++) {
         const fanIn = layers[l - 1]!, fanOut = layers[l]!;
-        const std = activations[l - 1] === 'relu' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
+        const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
         const w = this.arena.view(l, 'w', m);
         for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
         this.arena.view(l, 'b', m).fill(0);
@@ -124,7 +193,7 @@ export class Trainer<D extends Dtype = Dtype> {
     // processes draw the same numbers).
     for (const a of r.target.arenas) {
       if (a !== this.arena) r.copyParams(a, ['w', 'b', 'mw', 'mb', 'vw', 'vb']);
-      a.toDevice();
+      uploadWritten(a);  // a new arena: what was written; else the whole arena
       const st = stateOf(a);
       st.steps = 0;
       st.deviceStale = false;
@@ -178,10 +247,13 @@ export class Trainer<D extends Dtype = Dtype> {
     return this.#r.queue.enqueue(async () => this.#r.readStats());
   }
 
-  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts). */
-  async fit(data: Data, options: FitOptions): Promise<FitResult> {
-    const o = fitPlan(options);
+  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts);
+   *  or streamed through them (src/train/stream.ts) from streamNpy(files), an (async) iterable
+   *  of batches or a function returning one per epoch. */
+  async fit(data: Data | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
+    const o = fitPlan(options, this.#r);
     if (o.signal?.aborted) throw abortError('fit', o.signal);
+    if (isStream(data)) return this.#r.queue.enqueue(() => fitStream(this.#r, toStream(data), o));
     const d = fitData(this.#r, data);
     return this.#r.queue.enqueue(() => fitLoop(this.#r, d, o));
   }
@@ -255,6 +327,16 @@ export class Trainer<D extends Dtype = Dtype> {
   syncToHost(): void {
     this.#r.assertIdle('syncToHost', false);
     this.arena.toHost();
+  }
+
+  /** syncToHost() queued behind this arena's runs, in steps that let the event loop run between
+   *  them; `onProgress({ bytes, totalBytes })` after each. */
+  async syncToHostAsync(options: { onProgress?: (p: IoProgress) => void } = {}): Promise<void> {
+    const o = optionsObject(options, 'options');
+    checkKnownKeys(o, ['onProgress'], 'syncToHostAsync');
+    const { onProgress } = o;
+    if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
+    return this.#r.queue.enqueue(() => syncToHostInSteps(this.arena, onProgress as ((p: IoProgress) => void) | undefined));
   }
 
   /** Sends host-side edits of the weights and biases to the device now (only w and b go up:

@@ -1,5 +1,5 @@
 // train-checks.ts: training checks shared by the CPU suite and the CUDA suite.
-import { Arena, planLayout, Trainer, type Activation, type ArenaOptions, type LayoutSpec } from '../../src/index.js';
+import { Arena, planLayout, Trainer, type Activation, type ArenaOptions, type LayoutSpec, type LossName } from '../../src/index.js';
 
 /** Random inputs and targets for a small network, from a seed. */
 export function toyData(inputs: number, outputs: number, count: number, seed: number, mse: boolean) {
@@ -10,7 +10,7 @@ export function toyData(inputs: number, outputs: number, count: number, seed: nu
   return { x, y: Float64Array.from({ length: outputs * count }, () => rnd() * 2 - 1) };
 }
 
-export interface GradCase { hidden: [Activation, Activation]; output: Activation }
+export interface GradCase { hidden: [Activation, Activation]; output: Activation; loss?: LossName; labelSmoothing?: number; leakyReluSlope?: number }
 
 export const GRAD_CASES: GradCase[] = (() => {
   const pairs: Array<[Activation, Activation]> = [['relu', 'tanh'], ['sigmoid', 'identity'], ['tanh', 'relu'], ['identity', 'sigmoid']];
@@ -18,13 +18,31 @@ export const GRAD_CASES: GradCase[] = (() => {
   return pairs.flatMap((hidden) => outputs.map((output) => ({ hidden, output })));
 })();
 
+/** The activations and losses that came with the descriptors: every new activation before each
+ *  kind of output loss, bce-with-logits, label smoothing, a leaky slope of its own. */
+export const NEW_GRAD_CASES: GradCase[] = [
+  ...(['gelu', 'gelu-tanh', 'silu', 'leaky-relu', 'softplus'] as const).flatMap((a): GradCase[] => [
+    { hidden: [a, a], output: 'softmax' },
+    { hidden: [a, 'tanh'], output: 'identity' },
+    { hidden: ['relu', a], output: 'identity', loss: 'bce-with-logits' },
+  ]),
+  { hidden: ['leaky-relu', 'leaky-relu'], output: 'sigmoid', leakyReluSlope: 0.3 },
+  { hidden: ['gelu', 'silu'], output: 'softmax', labelSmoothing: 0.2 },
+  { hidden: ['tanh', 'relu'], output: 'softmax', labelSmoothing: 1 },
+];
+
+export const caseName = (c: GradCase) =>
+  `${c.hidden.join('+')} -> ${c.output}${c.loss ? ` (${c.loss})` : ''}${c.labelSmoothing ? ` (label smoothing ${c.labelSmoothing})` : ''}${c.leakyReluSlope !== undefined ? ` (slope ${c.leakyReluSlope})` : ''}`;
+
 /** Largest relative error between analytic gradients (dw, db of every layer) and central
  *  finite differences of the mean loss, over every parameter of a 5-6-4-3 float64 network. */
 export async function gradientCheck(c: GradCase, options: ArenaOptions): Promise<{ maxRel: number; where: string }> {
-  const spec: LayoutSpec = { layers: [5, 6, 4, 3], batch: 4, dtype: 'float64', activations: [...c.hidden, c.output] };
+  const spec: LayoutSpec = {
+    layers: [5, 6, 4, 3], batch: 4, dtype: 'float64', activations: [...c.hidden, c.output], ...(c.leakyReluSlope === undefined ? {} : { leakyReluSlope: c.leakyReluSlope }),
+  };
   using arena = Arena.create(planLayout(spec), options);
   const mse = c.output !== 'softmax';
-  const t = new Trainer(arena);
+  const t = new Trainer(arena, { ...(c.loss ? { loss: c.loss } : {}), ...(c.labelSmoothing ? { labelSmoothing: c.labelSmoothing } : {}) });
   t.init(7);
   // Non-zero biases: with zero biases a row that is dead in a ReLU layer gives later layers a
   // pre-activation of exactly 0, the kink where a central difference averages two slopes.

@@ -1,0 +1,37 @@
+// export_check.mjs: the nn-arena half of bench/export_check.py (issue 31). Trains small networks
+// on the CPU backend, exports each to safetensors and writes, into DIR, the files and a
+// cases.json with inputs and nn-arena's predict() outputs for PyTorch to reproduce.
+//   node bench/export_check.mjs DIR        (needs dist/: npx tsup)
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Arena, planLayout, saveSafetensors, Trainer } from '../dist/index.js';
+
+const dir = process.argv[2];
+if (!dir) throw new Error('usage: node bench/export_check.mjs DIR');
+const networks = [
+  { name: 'mlp-f32', layers: [20, 32, 16, 5], activations: ['relu', 'tanh', 'softmax'], dtype: 'float32' },
+  { name: 'mlp-f64', layers: [12, 24, 3], activations: ['sigmoid', 'identity'], dtype: 'float64' },
+  { name: 'mnist-shape-f32', layers: [784, 128, 10], activations: ['relu', 'softmax'], dtype: 'float32' },
+];
+const wave = (n, k) => Array.from({ length: n }, (_, i) => Math.sin(0.37 * i + k) * Math.cos(0.011 * i * k));
+const cases = [];
+for (const net of networks) {
+  const inputs = net.layers[0], outputs = net.layers.at(-1);
+  const arena = Arena.create(planLayout({ layers: net.layers, activations: net.activations, dtype: net.dtype, batch: 16, samples: 64, optimizer: 'adam' }), { backend: 'cpu' });
+  try {
+    const t = new Trainer(arena, { lr: 0.01 });
+    t.init(7);
+    const softmax = net.activations.at(-1) === 'softmax';
+    const x = wave(64 * inputs, 1);
+    const target = softmax ? { labels: Array.from({ length: 64 }, (_, i) => (i * 7) % outputs) } : { y: wave(64 * outputs, 2) };
+    await t.fit({ x, ...target }, { epochs: 3, seed: 1 });
+    const file = `${net.name}.safetensors`;
+    saveSafetensors(arena, join(dir, file));
+    const xt = wave(9 * inputs, 3);
+    cases.push({ ...net, file, rows: 9, x: xt, predict: Array.from(await t.predict(xt)) });
+  } finally {
+    arena.dispose();
+  }
+}
+writeFileSync(join(dir, 'cases.json'), JSON.stringify(cases));
+console.log(`wrote ${cases.length} networks to ${dir}`);

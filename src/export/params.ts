@@ -1,0 +1,49 @@
+// params.ts: the weights and biases an export reads, and where an import writes them, shared by
+// the safetensors and ONNX writers. The host side is read: it is brought up to date from the
+// device first, unless no Trainer has run on the arena yet (then the host side is the current
+// one and the device holds nothing newer).
+import { queueOf, type Arena, type View } from '../arena.js';
+import { OptionError } from '../errors.js';
+import { stateOf } from '../train/state.js';
+import { tensorNames } from './sequential.js';
+
+export interface ModelOptions {
+  /** Arenas of K models (planLayout `models`): which model (default 0). */
+  model?: number;
+}
+
+export interface LayerParams { layer: number; weight: View; bias: View; names: { weight: string; bias: string } }
+
+/** The model option, read once: an integer in [0, models). */
+export function modelOf(arena: Arena, options: unknown): number {
+  if (options === undefined) return 0;
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { model? }');
+  const m = (options as ModelOptions).model;
+  const models = arena.plan.spec.models;
+  if (m === undefined) return 0;
+  if (typeof m !== 'number' || !Number.isSafeInteger(m) || m < 0 || m >= models) throw new OptionError('BAD_OPTION', 'model', m, `must be an integer in [0, ${models - 1}]`);
+  return m;
+}
+
+/** Layer by layer, views of model `model`'s w and b on the host side. */
+export function layerParams(arena: Arena, model: number): LayerParams[] {
+  const L = arena.plan.spec.layers.length - 1;
+  return Array.from({ length: L }, (_, i) => ({
+    layer: i + 1, weight: arena.view(i + 1, 'w', model), bias: arena.view(i + 1, 'b', model), names: tensorNames(i + 1),
+  }));
+}
+
+/** Makes the host's w and b current for reading (BUSY while a run is queued or in flight). */
+export function syncParamsToHost(arena: Arena, what: string): void {
+  queueOf(arena).assertIdle(what);
+  if (!stateOf(arena).deviceStale) arena.toHost({ kinds: ['w', 'b'] });
+}
+
+/** After the host's w and b were written: the device gets them (unless the whole host side goes
+ *  up before the next run anyway), and activations or gradients of the old weights are void. */
+export function paramsWritten(arena: Arena): void {
+  const st = stateOf(arena);
+  if (!st.deviceStale) arena.toDevice({ kinds: ['w', 'b'] });
+  st.forwardRows = undefined;
+  st.gradients = false;
+}

@@ -1,0 +1,45 @@
+// sequential.ts: the one mapping between an nn-arena network and PyTorch's nn.Sequential (and
+// the ONNX graph that mirrors it). Layer l (1-based; layer 0 is the input) is the Linear at
+// Sequential index 2 * (l - 1), followed by its activation module at 2 * (l - 1) + 1, for every
+// layer, the output layer included and identity included (as nn.Identity): so the Linear
+// indices never depend on the activations. Linear l's weight is the arena's w region of layer l,
+// [units[l], units[l - 1]] row-major, exactly PyTorch's [out_features, in_features]; its bias is
+// b. nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 3), Softmax(dim=1)) has the state_dict
+// names 0.weight, 0.bias, 2.weight, 2.bias.
+import { ArenaError } from '../errors.js';
+import type { NormalizedSpec } from '../layout/spec.js';
+
+/** How an activation is written: its PyTorch module and its ONNX operator (null: none). */
+interface ActivationExport { torch: string; onnx: string | null; attributes?: Record<string, number> }
+
+/** Activations with an export. One that is missing here (a newer activation) is refused by
+ *  exportActivation rather than written wrongly. */
+const ACTIVATION_EXPORT: Readonly<Record<string, ActivationExport>> = {
+  identity: { torch: 'Identity()', onnx: null },
+  relu: { torch: 'ReLU()', onnx: 'Relu' },
+  sigmoid: { torch: 'Sigmoid()', onnx: 'Sigmoid' },
+  tanh: { torch: 'Tanh()', onnx: 'Tanh' },
+  // Rows of a batch are dim 0: the softmax runs over each row's outputs.
+  softmax: { torch: 'Softmax(dim=1)', onnx: 'Softmax', attributes: { axis: 1 } },
+};
+
+export function exportActivation(activation: string, layer: number): ActivationExport {
+  const e = Object.hasOwn(ACTIVATION_EXPORT, activation) ? ACTIVATION_EXPORT[activation] : undefined;
+  if (!e) throw new ArenaError('NOT_SUPPORTED', `layer ${layer}'s activation '${activation}' has no PyTorch / ONNX export yet`);
+  return e;
+}
+
+/** The state_dict names of layer l's weight and bias. */
+export function tensorNames(layer: number): { weight: string; bias: string } {
+  const i = 2 * (layer - 1);
+  return { weight: `${i}.weight`, bias: `${i}.bias` };
+}
+
+/** The nn.Sequential of a spec, as Python source (for the metadata and the docs). */
+export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations'>): string {
+  const parts: string[] = [];
+  for (let l = 1; l < spec.layers.length; l++) {
+    parts.push(`Linear(${spec.layers[l - 1]}, ${spec.layers[l]})`, exportActivation(spec.activations[l - 1]!, l).torch);
+  }
+  return `Sequential(${parts.join(', ')})`;
+}

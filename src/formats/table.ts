@@ -1,0 +1,57 @@
+// table.ts: from a loaded table (CSV rows, Arrow columns) to the { x, labels } / { x, y } that
+// fit, evaluate and predict take: chosen columns become the targets, the rest (or the chosen
+// x columns) the row-major inputs, in one pass.
+import { DataError } from '../errors.js';
+import type { Dtype } from '../layout/header.js';
+import type { Data } from '../train/data.js';
+
+/** A table of numbers, row-major: `data[r * columns.length + c]` is row r's value in column c
+ *  (loadCsv). */
+export interface RowTable { columns: string[]; rows: number; data: Float32Array | Float64Array }
+
+/** A table of numbers, by column: `arrays[c][r]` is row r's value in column `columns[c]`
+ *  (loadArrow). */
+export interface ColumnTable { columns: string[]; rows: number; arrays: NumericArray[] }
+
+export type NumericArray = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+
+export interface ColumnChoice {
+  /** The column of integer class labels. */
+  labels?: string;
+  /** Or the columns of target values. */
+  y?: readonly string[];
+  /** The input columns (default: every column that is not a target). */
+  x?: readonly string[];
+  /** Element type of x and y (default 'float32'). */
+  dtype?: Dtype;
+}
+
+/** `table`'s columns as training data: `{ x, labels, inputs }` or `{ x, y, inputs }`. */
+export function toData(table: RowTable | ColumnTable, choice: ColumnChoice): Data & { inputs: number } {
+  if (choice === null || typeof choice !== 'object') throw new DataError('BAD_DATA', 'choice', choice, 'must be an object { labels } or { y }');
+  const { labels, y, dtype = 'float32' } = choice;
+  if ((labels === undefined) === (y === undefined)) throw new DataError('BAD_DATA', 'choice', labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
+  const { columns, rows } = table;
+  const index = (name: unknown, field: string) => {
+    const i = typeof name === 'string' ? columns.indexOf(name) : -1;
+    if (i < 0) throw new DataError('BAD_DATA', field, name, `is not a column (${columns.join(', ')})`);
+    return i;
+  };
+  const targets = labels !== undefined ? [index(labels, 'labels')] : (y as readonly string[]).map((n, i) => index(n, `y[${i}]`));
+  const inputs = choice.x ? choice.x.map((n, i) => index(n, `x[${i}]`)) : columns.map((_, i) => i).filter((i) => !targets.includes(i));
+  if (inputs.length === 0) throw new DataError('BAD_DATA', 'x', [], 'no input columns are left');
+  const get: (r: number, c: number) => number = 'data' in table
+    ? (r, c) => table.data[r * columns.length + c]!
+    : (r, c) => Number(table.arrays[c]![r]!);
+  const make = (n: number) => (dtype === 'float64' ? new Float64Array(n) : new Float32Array(n));
+  const x = make(rows * inputs.length);
+  for (let r = 0, k = 0; r < rows; r++) for (const c of inputs) x[k++] = get(r, c);
+  if (labels !== undefined) {
+    const ls = new Float64Array(rows);
+    for (let r = 0; r < rows; r++) ls[r] = get(r, targets[0]!);
+    return { x, labels: ls, inputs: inputs.length };
+  }
+  const ys = make(rows * targets.length);
+  for (let r = 0, k = 0; r < rows; r++) for (const c of targets) ys[k++] = get(r, c);
+  return { x, y: ys, inputs: inputs.length };
+}

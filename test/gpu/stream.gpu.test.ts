@@ -1,0 +1,38 @@
+// stream.gpu.test.ts: fit() from a stream on CUDA (issue 31): in source order, streaming a
+// source 4x larger than the data regions leaves the weights of resident training on the whole
+// set (the same batches in the same order, run by the same paths).
+// GPU machine: bash .gpu/run.sh vitest run test/gpu/stream.gpu.test.ts
+import { describe, expect, it } from 'vitest';
+import { Arena, cudaInfo, planLayout, Trainer, type Data } from '../../src/index.js';
+import { toyData } from '../support/train-checks.js';
+
+const info = cudaInfo();
+const hasGpu = info.built && info.devices > 0;
+
+describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
+  for (const [layers, batch] of [[[6, 10, 4], 8], [[784, 256, 10], 64]] as const) {
+    it(`${layers.join('-')} batch ${batch}: the weights of resident training, streamed in source order`, async () => {
+      const N = batch * 16 + 3;
+      const data = toyData(layers[0], layers[2], N, 3, false) as { x: Float64Array; labels: Uint8Array };
+      const run = async (samples: number, source: unknown) => {
+        const arena = Arena.create(planLayout({ layers: [...layers], batch, samples, optimizer: 'adam' }), { backend: 'cuda' });
+        try {
+          const t = new Trainer(arena, { lr: 0.01 });
+          t.init(5);
+          const r = await t.fit(source as Data, { epochs: 2, shuffle: false });
+          return { r, w: Float32Array.from(arena.view(1, 'w')) };
+        } finally {
+          arena.dispose();
+        }
+      };
+      const resident = await run(N, data);
+      const batches = Array.from({ length: Math.ceil(N / 33) }, (_, i) => ({ x: data.x.subarray(i * 33 * layers[0], Math.min(N, (i + 1) * 33) * layers[0]), labels: data.labels.subarray(i * 33, (i + 1) * 33) }));
+      const streamed = await run(batch * 4, batches);
+      expect(streamed.r.steps).toBe(resident.r.steps);
+      expect(streamed.r.path).toBe(resident.r.path);
+      let max = 0;
+      for (let i = 0; i < resident.w.length; i++) max = Math.max(max, Math.abs(resident.w[i]! - streamed.w[i]!));
+      expect(max).toBe(0);
+    });
+  }
+});

@@ -1,0 +1,133 @@
+// stream.test.ts: fit() from a source larger than the plan (issue 31). Streamed through the
+// data regions window by window, the same data in the same order gives the same weights, bit
+// for bit, as resident training on the whole set (CPU): from .npy files, an async generator and
+// an array of batches; with one window, shuffled streaming is resident shuffled training. Bad
+// sources are typed errors.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Arena, DataError, planLayout, streamNpy, toNpy, Trainer, type Data, type Progress } from '../src/index.js';
+import { toyData } from './support/train-checks.js';
+
+const cpu = { backend: 'cpu' } as const;
+const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const layers = [6, 10, 4];
+const N = 100;  // 12 full batches of 8 and one of 4
+const data = toyData(6, 4, N, 3, false) as { x: Float64Array; labels: Uint8Array };
+const x32 = Float32Array.from(data.x);
+writeFileSync(join(dir, 'x.npy'), toNpy(x32, [N, 6]));
+writeFileSync(join(dir, 'x64be.npy'), (() => {  // float64, big-endian: converted while read
+  const b = toNpy(Float64Array.from(x32), [N, 6]);
+  const head = b.length - N * 48;
+  for (let i = head; i < b.length; i += 8) b.subarray(i, i + 8).reverse();
+  b.set(Buffer.from("'>f8'", 'latin1'), Buffer.from(b.subarray(0, head)).toString('latin1').indexOf("'<f8'"));
+  return b;
+})());
+writeFileSync(join(dir, 'labels.npy'), toNpy(Int32Array.from(data.labels)));
+
+async function train(samples: number, source: unknown, options: { epochs: number; shuffle?: boolean; seed?: number; onProgress?: (p: Progress) => void; signal?: AbortSignal }) {
+  const arena = Arena.create(planLayout({ layers, batch: 8, samples, optimizer: 'adam' }), cpu);
+  try {
+    const t = new Trainer(arena, { lr: 0.01 });
+    t.init(5);
+    const r = await t.fit(source as Data, options);
+    return { r, w: [1, 2].flatMap((l) => [Float32Array.from(arena.view(l, 'w')), Float32Array.from(arena.view(l, 'b'))]), stats: arena.stats };
+  } finally {
+    arena.dispose();
+  }
+}
+
+const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.compare(Buffer.from(v.buffer), Buffer.from(b[i]!.buffer)) === 0);
+
+describe('fit() from a stream larger than the plan', () => {
+  it('in source order: the weights of resident training on the whole set, bit for bit (npy, async generator, array of batches)', async () => {
+    const resident = await train(N, data, { epochs: 3, shuffle: false });
+    expect(resident.r.steps).toBe(39);
+    async function* batches() {
+      for (let r = 0; r < N; r += 7) yield { x: data.x.subarray(r * 6, Math.min(N, r + 7) * 6), labels: data.labels.subarray(r, Math.min(N, r + 7)) };
+    }
+    const array = Array.from({ length: 4 }, (_, i) => ({ x: data.x.subarray(i * 25 * 6, (i + 1) * 25 * 6), labels: data.labels.subarray(i * 25, (i + 1) * 25) }));
+    const sources: Array<[string, unknown]> = [
+      ['streamNpy (float32)', streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') })],
+      ['streamNpy (float64, big-endian)', streamNpy({ x: join(dir, 'x64be.npy'), labels: join(dir, 'labels.npy') })],
+      ['async generator function', batches],
+      ['array of batches', array],
+    ];
+    for (const [name, source] of sources) {
+      const s = await train(24, source, { epochs: 3, shuffle: false });  // windows of 24 rows: 24, 24, 24, 24, 4
+      expect(s.r.steps, name).toBe(39);
+      expect(same(s.w, resident.w), name).toBe(true);
+      expect(s.r.loss, name).toBe(resident.r.loss);
+    }
+  });
+
+  it('one window: shuffled streaming is resident shuffled training (same seed, same weights); seeds matter', async () => {
+    const resident = await train(N, data, { epochs: 2, seed: 9 });
+    const npy = () => streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') });
+    const one = await train(104, npy(), { epochs: 2, seed: 9 });  // a window of 104 rows holds all 100
+    expect(same(one.w, resident.w)).toBe(true);
+    const a = await train(24, npy(), { epochs: 2, seed: 9 });
+    const b = await train(24, npy(), { epochs: 2, seed: 9 });
+    const c = await train(24, npy(), { epochs: 2, seed: 10 });
+    expect(same(a.w, b.w)).toBe(true);
+    expect(same(a.w, c.w)).toBe(false);
+    expect(same(a.w, one.w)).toBe(false);
+  });
+
+  it('reports progress per window; uploads each window\'s rows once, nothing more', async () => {
+    const seen: Progress[] = [];
+    const s = await train(24, streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 2, shuffle: false, onProgress: (p) => seen.push(p) });
+    expect(seen.map((p) => [p.epoch, p.batch, p.batches])).toEqual([1, 2].flatMap((e) => [[e, 3, 13], [e, 6, 13], [e, 9, 13], [e, 12, 13], [e, 13, 13]]));
+    expect(seen.at(-1)!.step).toBe(26);
+    expect(Number.isFinite(seen.at(-1)!.loss)).toBe(true);
+    // Per epoch the rows' x (4 bytes x 6) and y (4 bytes x 4): 100 rows, in 5 windows of 2 ranges.
+    const plan = planLayout({ layers, batch: 8, samples: 24, optimizer: 'adam' });
+    // Nothing else goes up: the header at create, the whole arena at init, then the windows.
+    expect(s.stats.toDeviceBytes).toBe(plan.headerBytes + plan.totalBytes + 2 * N * (24 + 16));
+    expect(s.stats.toDeviceTransfers).toBe(2 + 2 * 5 * 2);
+  });
+
+  it('a signal stops it between windows (ArenaError ABORTED)', async () => {
+    const ac = new AbortController();
+    let reports = 0;
+    const p = train(24, streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 2, onProgress: () => { if (++reports === 2) ac.abort(); }, signal: ac.signal } as never);
+    await expect(p).rejects.toMatchObject({ code: 'ABORTED' });
+    expect(reports).toBe(2);
+  });
+
+  it('bad sources: typed errors naming the field', async () => {
+    const npy = (files: { x: string; labels?: string; y?: string }) => streamNpy(files);
+    writeFileSync(join(dir, 'bad-labels.npy'), toNpy(Int32Array.from({ length: N }, (_, i) => (i === 57 ? 4 : 0))));
+    writeFileSync(join(dir, 'short-labels.npy'), toNpy(Int32Array.from({ length: N - 1 })));
+    writeFileSync(join(dir, 'nan.npy'), toNpy(Float32Array.from(x32, (v, i) => (i === 61 ? NaN : v)), [N, 6]));
+    async function* once() { yield { x: data.x.subarray(0, 60), labels: data.labels.subarray(0, 10) }; }
+    const cases: Array<[() => Promise<unknown>, string, string]> = [
+      [() => train(24, npy({ x: join(dir, 'x.npy'), labels: join(dir, 'bad-labels.npy') }), { epochs: 1 }), 'BAD_LABEL', 'labels[57]'],
+      [() => train(24, npy({ x: join(dir, 'x.npy'), labels: join(dir, 'short-labels.npy') }), { epochs: 1 }), 'BAD_DATA_WIDTH', 'labels shape'],
+      [() => train(24, npy({ x: join(dir, 'labels.npy'), labels: join(dir, 'labels.npy') }), { epochs: 1 }), 'BAD_DATA_WIDTH', 'x shape'],
+      [() => train(24, npy({ x: join(dir, 'nan.npy'), labels: join(dir, 'labels.npy') }), { epochs: 1, shuffle: false }), 'BAD_DATA', 'x[61]'],
+      [() => train(24, npy({ x: join(dir, 'none.npy'), labels: join(dir, 'labels.npy') }), { epochs: 1 }), 'BAD_PATH', 'x'],
+      [async () => npy({ x: join(dir, 'x.npy') }), 'BAD_DATA', 'files'],
+      [() => train(24, once(), { epochs: 2 }), 'BAD_DATA', 'data'],
+      [() => train(4, npy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 1 }), 'DATA_TOO_LARGE', 'data'],
+      [() => train(24, [{ x: [1, 2, 3], labels: [0] }], { epochs: 1 }), 'BAD_DATA_WIDTH', 'batch 0.x.length'],
+    ];
+    for (const [f, code, field] of cases) {
+      let err: unknown;
+      try { await f(); } catch (e) { err = e; }
+      expect((err as DataError)?.code, `${field}: ${(err as Error)?.message}`).toBe(code);
+      expect((err as DataError).field).toBe(field);
+    }
+    const arena = Arena.create(planLayout({ layers, batch: 8, samples: 24, models: 2 }), cpu);
+    try {
+      const t = new Trainer(arena);
+      t.init(1);
+      await expect(t.fit([data], { epochs: 1 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
+    } finally {
+      arena.dispose();
+    }
+  });
+});
