@@ -33,7 +33,7 @@ const path = join(mkdtempSync(join(tmpdir(), 'nn-arena-example-')), 'run.nna');
 const c = Trainer.load(path);                              // owns its arena: c.dispose() frees it
 try {
   const r = await c.fit(train, { resume: true });
-  const bytes = (arena, l, k) => Buffer.from(arena.view(l, k).buffer);
+  const bytes = (arena, l, k) => { const v = arena.view(l, k); return Buffer.from(v.buffer, v.byteOffset, v.byteLength); };
   const same = [1, 2].every((l) => ['w', 'b'].every((k) => bytes(c.arena, l, k).equals(bytes(whole, l, k))));
   console.log(`resumed for ${r.steps} steps to step ${c.steps}; weights identical to the run that never stopped: ${same}`);
   if (!same) process.exitCode = 1;

@@ -3,7 +3,7 @@
 // zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
 import { ArenaError, fromNative, OptionError } from './errors.js';
 import type { Dtype, Kind } from './layout/header.js';
-import type { Plan } from './layout/plan.js';
+import { requirePlan, type Plan } from './layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
 import { flatten, selectRanges, type Selector } from './selector.js';
 import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from './checkpoint.js';
@@ -115,18 +115,26 @@ export function runTargetOf(v: unknown, field = 'arena'): RunTarget {
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
 export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
-const observers = new WeakMap<Arena, (e: TransferEvent) => void>();
+/** The largest ArrayBuffer a native view makes (csrc/addon/arena_handle.cc: VIEW_TOO_LARGE). */
+const MAX_ARRAY_BUFFER = 2 ** 32 - 1;
+
+// Each arena's observers: several at once (two recorders on one arena each see every transfer).
+const observers = new WeakMap<Arena, Set<(e: TransferEvent) => void>>();
 
 function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
-  observers.get(arena)?.({ dir, regions, ...r });
+  const set = observers.get(arena);
+  if (set) for (const fn of [...set]) fn({ dir, regions, ...r });
   return r;
 }
 
 /** Internal: calls `fn` after every transfer of `arena` (the training report's accounting by
  *  purpose); returns the function that stops it. */
 export function observeTransfers(arena: Arena, fn: (e: TransferEvent) => void): () => void {
-  observers.set(arena, fn);
-  return () => observers.delete(arena);
+  const set = observers.get(arena) ?? new Set();
+  observers.set(arena, set);
+  const own = (e: TransferEvent) => fn(e);  // its own entry, even for a function added twice
+  set.add(own);
+  return () => { set.delete(own); };
 }
 
 /** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
@@ -159,6 +167,11 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   readonly device: number;
   #handle: NativeHandle;
   #views = new Map<string, View | Uint8Array>();
+  /** One ArrayBuffer over the whole host allocation that every view and bytes() slices: each
+   *  native view costs a finalizer record that only a turn of the event loop frees, so a
+   *  synchronous loop of create / view / dispose grew by kilobytes a view. Arenas past the 4 GiB
+   *  of one ArrayBuffer take one native view per call instead. */
+  #host: ArrayBuffer | undefined;
   #disposed = false;
   // What the host side holds that a new arena's device side does not: the indices (in
   // plan.regions) of regions a view or bytes() was handed out for, 'all' once the host address
@@ -190,9 +203,10 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
    *  header written at offset 0 of both (the device copy is one counted transfer). */
   static create<D extends Dtype>(plan: Plan<D>, options: ArenaOptions = {}): Arena<D> {
+    requirePlan(plan);
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object');
     checkKnownKeys(options, ARENA_KEYS, 'Arena.create');
-    const memory = options.memory ?? 'device';
+    const memory = options.memory === undefined ? 'device' : options.memory;
     if (memory !== 'device' && memory !== 'managed' && memory !== 'staged') {
       throw new OptionError('BAD_OPTION', 'memory', memory, "must be 'device', 'managed' or 'staged'");
     }
@@ -316,6 +330,11 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
     if (typeof kind !== 'string') throw new OptionError('BAD_OPTION', 'kind', kind, 'must be a region kind or a user region name');
     if (typeof layer !== 'number' || !Number.isInteger(layer)) throw new OptionError('BAD_OPTION', 'layer', layer, 'must be a layer index');
+    // Checked before the cache: a model index '0' must not find the view of model 0.
+    const models = this.plan.spec.models;
+    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
+      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
+    }
     const key = `${layer}:${kind}:${model ?? ''}`;
     const cached = this.#views.get(key);
     if (cached) return cached;
@@ -325,16 +344,12 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
       throw new ArenaError('NO_REGION', global ? `'${kind}' is a global user region: view('${kind}') takes no layer`
         : layer === -1 ? `'${kind}' has a region per layer: view('${kind}', layer)` : `layer ${layer} has no region '${kind}' in this plan`);
     }
-    const models = this.plan.spec.models;
-    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
-      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
-    }
     const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
-    const buf = call(() => h.view(offset, bytes));
+    const [buf, at] = this.#hostRange(h, offset, bytes);
     this.#markWritten(offset, bytes);
-    const v = raw ? new Uint8Array(buf) : this.plan.spec.dtype === 'float64' ? new Float64Array(buf) : new Float32Array(buf);
+    const v = raw ? new Uint8Array(buf, at, bytes) : elem === 8 ? new Float64Array(buf, at, bytes / 8) : new Float32Array(buf, at, bytes / 4);
     this.#views.set(key, v);
     return v;
   }
@@ -342,9 +357,19 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** Raw bytes of [offset, offset + bytes) of the host allocation (header included). */
   bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
     const h = this.#live();
-    const u = new Uint8Array(call(() => h.view(offset, bytes)));
+    const [buf, at] = this.#hostRange(h, offset, bytes);
     this.#markWritten(offset, bytes);
-    return u;
+    return new Uint8Array(buf, at, bytes);
+  }
+
+  /** The buffer and offset in it of host bytes [offset, offset + bytes) (checked natively). */
+  #hostRange(h: NativeHandle, offset: number, bytes: number): [ArrayBuffer, number] {
+    const total = this.plan.totalBytes;
+    if (total > MAX_ARRAY_BUFFER || !Number.isSafeInteger(offset) || !Number.isSafeInteger(bytes) || offset < 0 || bytes < 0 || offset + bytes > total) {
+      return [call(() => h.view(offset, bytes)), 0];
+    }
+    this.#host ??= call(() => h.view(0, total));
+    return [this.#host, offset];
   }
 
   #transfer(dir: 'toDevice' | 'toHost', sel?: Selector): TransferResult {
@@ -426,6 +451,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     if (this.#disposed) return;
     this.#disposed = true;
     this.#views.clear();
+    this.#host = undefined;
     call(() => this.#handle.dispose());
   }
 

@@ -16,6 +16,7 @@ import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/
 import { planJson, planSummary } from './cli/plan.js';
 import { planOutput } from './cli/plan-output.js';
 import { train } from './cli/train.js';
+import { checkOutputFile } from './cli/output-file.js';
 import { inspectCheckpoint } from './checkpoint.js';
 import { optimizers, schedules } from './layout/optimizers.js';
 import { MNIST_TRAIN_COUNT } from './data/mnist.js';
@@ -47,6 +48,7 @@ program
   .option('--svg <file>', 'also write the memory map (SVG) to <file>')
   .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
   .action((o) => {
+    if (o.svg !== undefined) checkOutputFile('--svg', o.svg);
     const plan = planLayout({
       layers: parseList(o.layers, 'layers'),
       batch: parseInteger(o.batch, 'batch', 1),
@@ -127,10 +129,11 @@ program
       ...(slope === undefined ? {} : { leakyReluSlope: slope }),
     });
     checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS.fp32 });
-    for (const [flag, file] of [['--save', o.save], ['--report', o.report]] as const) {
-      if (file === undefined) continue;
-      const dir = dirname(resolve(file));
-      if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`${flag}: the folder ${dir} does not exist`);
+    if (o.report !== undefined) checkOutputFile('--report', o.report);
+    if (o.save !== undefined) {  // the checkpoint's own rules (no symlink, atomic) apply when it is written
+      const dir = dirname(resolve(o.save));
+      if (typeof o.save !== 'string' || o.save.trim() === '') throw usage(`--save: needs a file name, got '${String(o.save)}'`);
+      if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`--save: the folder ${dir} does not exist`);
     }
     await train({
       backend: o.backend, layers, epochs, batch, lr, trainer: opt, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed,
@@ -170,6 +173,18 @@ program
   .option('--json', 'print as JSON')
   .action((o) => runDoctor(Boolean(o.json)));
 
+/** The argument parser's refusals in nn-arena's own form (`--flag: what is wrong, got 'value'`). */
+function commanderMessage(e: CommanderError): string {
+  const m = e.message.replace(/^error: /, '');
+  const choice = /^option '(--[\w-]+)[^']*' argument '(.*)' is invalid\. Allowed choices are (.*)\.$/s.exec(m);
+  if (choice) return `${choice[1]}: must be one of ${choice[3]}, got '${choice[2]}'`;
+  const missing = /^option '(--[\w-]+)[^']*' argument missing$/.exec(m);
+  if (missing) return `${missing[1]}: needs a value`;
+  const unknown = /^unknown option '([^']*)'/.exec(m);
+  if (unknown) return `${unknown[1]}: unknown option`;
+  return m;
+}
+
 /** Messages from the native layer end with their source location; that goes to `detail`. */
 function split(e: { message: string; detail?: unknown }): { message: string; detail?: string } {
   const m = /^(.*?)\s*\(([^()\s]+\.(?:cc|cu|cuh|h|cpp|ts):\d+)\)\s*$/s.exec(e.message);
@@ -184,11 +199,13 @@ program.parseAsync(process.argv).catch((e: unknown) => {
       process.exitCode = e.exitCode;
       return;
     }
-    console.error(`nn-arena: BAD_ARGUMENT: ${e.message.replace(/^error: /, '')} (see nn-arena --help)`);
+    console.error(`nn-arena: BAD_ARGUMENT: ${commanderMessage(e)} (see nn-arena --help)`);
   } else {
     const err = e as Error & { code?: unknown; detail?: unknown };
     const code = e instanceof NnArenaError ? e.code : typeof err?.code === 'string' ? err.code : 'ERROR';
-    const { message, detail } = split({ message: String(err?.message ?? e), detail: err?.detail });
+    const { message: text, detail } = split({ message: String(err?.message ?? e), detail: err?.detail });
+    // Node's errors start with their own code ("EACCES: permission denied, ..."): printed once.
+    const message = text.startsWith(`${code}: `) ? text.slice(code.length + 2) : text;
     console.error(`nn-arena: ${code}: ${message}`);
     if (program.opts().verbose) {
       if (detail) console.error(`detail: ${detail}`);

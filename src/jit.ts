@@ -110,7 +110,8 @@ export class Kernel {
 export function compileKernel(arena: KernelHost, source: string, name: string, params: readonly KernelParam[] = []): Kernel {
   if (typeof source !== 'string' || source.length === 0) throw new OptionError('BAD_OPTION', 'source', source, 'must be a non-empty string of CUDA C++');
   if (typeof name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new OptionError('BAD_OPTION', 'name', name, 'must be the C identifier of an extern "C" __global__ function');
-  if (!Array.isArray(params) || !params.every((p) => PARAMS.includes(p))) throw new OptionError('BAD_OPTION', 'params', params, `must be an array of ${PARAMS.join(', ')}`);
+  // Array.from reads a hole as undefined (every() would skip it)
+  if (!Array.isArray(params) || !Array.from(params, (p) => PARAMS.includes(p)).every(Boolean)) throw new OptionError('BAD_OPTION', 'params', params, `must be an array of ${PARAMS.join(', ')}`);
   const h = arena.live();
   if (arena.backend !== 'cuda') throw new ArenaError('NOT_SUPPORTED', 'JIT kernels need the CUDA backend; this arena uses the CPU backend (create it with { backend: \'cuda\' } on a machine with a GPU)');
   const key = kernelKey(source, name, params);

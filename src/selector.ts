@@ -1,7 +1,7 @@
 // selector.ts: which regions a transfer, prefetch or advice touches, as the fewest byte ranges.
 import { OptionError } from './errors.js';
 import { KINDS, KIND_INDEX, type Kind } from './layout/header.js';
-import type { Plan } from './layout/plan.js';
+import { requirePlan, type Plan } from './layout/plan.js';
 
 /** A built-in kind, 'header', or the name of a user region of the plan. */
 export type SelectorKind = Kind | 'header' | (string & {});
@@ -55,6 +55,7 @@ function readSelector(plan: Plan, sel: unknown): SelectorSnapshot {
  * plan a selected region's bytes go even where another region shares them.
  */
 export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
+  requirePlan(plan);
   if (sel === undefined) return [{ offset: 0, bytes: plan.totalBytes }];
   const { kinds, layers } = readSelector(plan, sel);
   const all = [

@@ -80,7 +80,7 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     expect(r.stderr).toMatch(/784 inputs/);
     const r2 = run('train', '--backend', 'tpu');
     expect(r2.status).not.toBe(0);
-    expect(r2.stderr).toMatch(/Allowed choices/);
+    expect(r2.stderr).toMatch(/--backend: must be one of auto, cpu, cuda, got 'tpu'/);
   });
 });
 
@@ -126,9 +126,9 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
   });
 
   it("one error style for the argument parser's errors and the library's", () => {
-    expect(run('train', '--bogus').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: unknown option '--bogus'/);
+    expect(run('train', '--bogus').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: --bogus: unknown option/);
     expect(run('nothing').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: unknown command 'nothing'/);
-    expect(run('plan', '--dtype', 'f16').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: option '--dtype <dtype>' argument 'f16' is invalid/);
+    expect(run('plan', '--dtype', 'f16').stderr).toMatch(/^nn-arena: BAD_ARGUMENT: --dtype: must be one of float32, float64, got 'f16'/);
     expect(run('plan', '--layers', '784,0,10').stderr).toMatch(/^nn-arena: BAD_LAYERS: /);
   });
 

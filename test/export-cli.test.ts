@@ -37,7 +37,7 @@ describe('nn-arena export', () => {
     const out = join(dir, 'never.onnx');
     const cases: Array<[string[], RegExp]> = [
       [['export', ckpt, out], /^nn-arena: BAD_ARGUMENT: required option '--format <format>'/],
-      [['export', '--format', 'pt', ckpt, out], /^nn-arena: BAD_ARGUMENT: option '--format <format>' argument 'pt' is invalid/],
+      [['export', '--format', 'pt', ckpt, out], /^nn-arena: BAD_ARGUMENT: --format: must be one of onnx, safetensors, got 'pt'/],
       [['export', '--format', 'onnx', join(dir, 'missing'), out], /^nn-arena: BAD_ARGUMENT: CHECKPOINT: .*missing is not a file/],
       [['export', '--format', 'onnx', ckpt, join(dir, 'no', 'x.onnx')], /^nn-arena: BAD_ARGUMENT: OUT: the folder .* does not exist/],
       [['export', '--format', 'onnx', ckpt, dir], /^nn-arena: BAD_ARGUMENT: OUT: .* is a folder/],

@@ -12,6 +12,9 @@ import { Arena, DataError, loadSafetensors, planLayout, readSafetensors, saveOnn
 import { codeOf } from './support/errors.js';
 import { toyData } from './support/train-checks.js';
 
+// A view's own bytes (a view slices the arena's one host buffer: view.buffer is all of it).
+const bytesOf = (v: ArrayBufferView) => Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+
 const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -127,8 +130,8 @@ describe('safetensors', () => {
         t2.init(99);                 // different weights, on both sides: the import must replace them
         loadSafetensors(other, path);
         for (let l = 1; l <= 3; l++) {
-          expect(Buffer.compare(Buffer.from(other.view(l, 'w').buffer), Buffer.from(arena.view(l, 'w').buffer))).toBe(0);
-          expect(Buffer.compare(Buffer.from(other.view(l, 'b').buffer), Buffer.from(arena.view(l, 'b').buffer))).toBe(0);
+          expect(Buffer.compare(bytesOf(other.view(l, 'w')), bytesOf(arena.view(l, 'w')))).toBe(0);
+          expect(Buffer.compare(bytesOf(other.view(l, 'b')), bytesOf(arena.view(l, 'b')))).toBe(0);
         }
         expect(Array.from(await t2.predict(x))).toEqual(Array.from(await t.predict(x)));
       } finally {

@@ -253,7 +253,7 @@ describe('K models: the native runs cover every model; the Trainer refuses its p
 
 // ---- transfers -------------------------------------------------------------------------------
 describe('what each primitive moves', () => {
-  it('forward: x rows up, output rows down; backward: target or dOutput rows up; update: nothing', async () => {
+  it('forward: x rows up, output rows down; backward: target or dOutput rows up; update: the 32-byte stats (did the weights stay finite)', async () => {
     const arena = Arena.create(planLayout({ layers: [8, 16, 4], batch: 10, optimizer: 'adam' }), cpu);
     try {
       const t = new Trainer(arena);
@@ -268,10 +268,10 @@ describe('what each primitive moves', () => {
       };
       expect(await delta(() => t.forward(x))).toEqual([1, rows * 8 * 4, 1, rows * 4 * 4]);
       expect(await delta(() => t.backward({ labels: labels! }))).toEqual([1, rows * 4 * 4, 0, 0]);
-      expect(await delta(() => t.update())).toEqual([0, 0, 0, 0]);
+      expect(await delta(() => t.update())).toEqual([0, 0, 1, 32]);
       expect(await delta(() => t.forward(x))).toEqual([1, rows * 8 * 4, 1, rows * 4 * 4]);
       expect(await delta(() => t.backward({ dOutput: new Float32Array(rows * 4).fill(0.01) }))).toEqual([1, rows * 4 * 4, 0, 0]);
-      expect(await delta(() => t.update())).toEqual([0, 0, 0, 0]);
+      expect(await delta(() => t.update())).toEqual([0, 0, 1, 32]);
       expect(await delta(() => t.metrics())).toEqual([0, 0, 1, 32]);
       expect(t.steps).toBe(2);
     } finally {
@@ -287,6 +287,7 @@ describe('what each primitive moves', () => {
       const out = await t.forward(toyData(8, 4, 3, 2, false).x);
       expect(out.length).toBe(12);
       expect(out.buffer).toBe(arena.view(2, 'z').buffer);
+      expect(out.byteOffset).toBe(arena.view(2, 'z').byteOffset);
       for (let r = 0; r < 3; r++) expect(out[r * 4]! + out[r * 4 + 1]! + out[r * 4 + 2]! + out[r * 4 + 3]!).toBeCloseTo(1, 6);
       const predicted = await t.predict(toyData(8, 4, 3, 2, false).x);
       expect(Array.from(predicted)).toEqual(Array.from(out));

@@ -38,7 +38,7 @@ describe('synchronous loops', () => {
     views.forEach((v, i) => { expect(v[0]).toBe(i); expect(v[v.length - 1]).toBe(i); });
   });
 
-  it('20,000 create/dispose cycles of a 0.6 MiB arena in one synchronous loop grow RSS by under 64 MiB', () => {
+  it('20,000 create/dispose cycles of a 0.6 MiB arena in one synchronous loop grow RSS by under 128 MiB', () => {
     const plan = planLayout({ layers: [256, 256, 10], batch: 64 });
     const cycle = () => { const a = Arena.create(plan, { backend: 'cpu' }); a.view(1, 'w')[0] = 1; a.dispose(); };
     for (let i = 0; i < 500; i++) cycle();
@@ -46,6 +46,9 @@ describe('synchronous loops', () => {
     for (let i = 0; i < 20_000; i++) cycle();
     const growth = process.memoryUsage().rss - before;
     console.log(`20,000 cycles of ${(plan.totalBytes / MiB).toFixed(2)} MiB: RSS growth ${(growth / MiB).toFixed(1)} MiB`);
-    if (!asan) expect(growth).toBeLessThan(64 * MiB);
+    // The records Node keeps for each arena's view buffer until the loop yields make this noisy
+    // (20,000 cycles: -101 to +65 MiB; 40,000: +21 MiB, this machine); leaking the arenas
+    // themselves would be 14 GiB, the old per-view leak ~1 GiB.
+    if (!asan) expect(growth).toBeLessThan(128 * MiB);
   });
 });

@@ -36,6 +36,17 @@ inline void colSumT(const T* d, uint64_t rows, uint64_t n, T* out) {
 NNA_CLONES void colSum(const float* d, uint64_t rows, uint64_t n, float* out) { colSumT(d, rows, n, out); }
 NNA_CLONES void colSum(const double* d, uint64_t rows, uint64_t n, double* out) { colSumT(d, rows, n, out); }
 
+// Whether every x[i] is finite: x * 0 is 0 for a finite x and NaN otherwise, and the sum is
+// NaN as soon as one is (any order: vectorized).
+template <typename T>
+inline bool allFiniteT(const T* x, uint64_t n) {
+  T acc = T(0);
+#pragma omp simd reduction(+ : acc)
+  for (uint64_t i = 0; i < n; ++i) acc += x[i] * T(0);
+  return acc == T(0);
+}
+NNA_CLONES bool allFinite(const float* x, uint64_t n) { return allFiniteT(x, n); }
+NNA_CLONES bool allFinite(const double* x, uint64_t n) { return allFiniteT(x, n); }
 // Sum of squares in double, in 4 interleaved partial sums added in a fixed order.
 template <typename T>
 inline double sumSquaresT(const T* g, uint64_t n) {
@@ -106,6 +117,7 @@ class CpuRun {
         for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + s + 1, p_.lrOf(m));
         if (p_.op == Op::Grad) continue;
         if (deferred_) applyUpdates(L, hyper(p_.lrOf(m), p_.stepBase + s + 1), s * models_ + m);
+        markNonFinite(L, s);
         if (L.back().stats[NNA_STAT_BAD_STEP] >= T(0)) stopped[m] = true;  // diverged: the weights are no longer finite
       }
       if (!any) break;
@@ -166,6 +178,7 @@ class CpuRun {
     scale_ = stepRows(h_.batch, p_, 0).scale;
     if (p_.op == Op::Update) {
       applyUpdates(L, hyper(lr, p_.stepBase + 1), m);
+      markNonFinite(L, 0);
       return;
     }
     if (p_.op == Op::Backward) {
@@ -177,6 +190,20 @@ class CpuRun {
       });
     }
     for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + 1, lr);
+  }
+
+  // A step that left a weight or bias non-finite diverged even when its loss was finite (a
+  // ReLU maps NaN to 0 and a saturated sigmoid maps inf to 1, so the next losses can stay
+  // finite): it becomes the run's bad step like a non-finite loss. One pass over the
+  // parameters a step, against the three products' passes over them.
+  void markNonFinite(const std::vector<nna_bound_layer<T>>& L, uint64_t step) {
+    T* stats = L.back().stats;
+    if (stats[NNA_STAT_BAD_STEP] >= T(0)) return;
+    for (uint32_t l = 1; l < h_.num_layers; ++l)
+      if (!allFinite(L[l].w, L[l].units * L[l].fan_in) || !allFinite(L[l].b, L[l].units)) {
+        stats[NNA_STAT_BAD_STEP] = T(step);
+        return;
+      }
   }
 
   Hyper<T> hyper(double lr, uint64_t t) const { return hyperAt<T>(p_.opt, lr, t); }

@@ -458,6 +458,22 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
   return true;
 }
 
+// After a Train or Update run: a weight or bias left non-finite makes the run's last step its bad
+// step (DIVERGED), also when every loss was finite (cpu_train.cc, markNonFinite). One pass over
+// the parameters a run.
+static void markNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
+  if (p.op != Op::Train && p.op != Op::Update) return;
+  const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
+  const dim3 models(1, 1, unsigned(nna_models(&h)));
+  for (uint32_t l = 1; l < h.num_layers; ++l) {
+    const dim3 grid(blocksFor(layers[l].units * (layers[l].fan_in + 1)), 1, models.z);
+    if (h.dtype == NNA_FLOAT64) nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
+    else nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
+    CUDA_CHECK(cudaGetLastError());
+  }
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
 // TF32 tensor cores: compute capability 8.0 or newer (of the current device: the arena's, made
 // current by Backend::activate on the run's thread).
 static void requireTf32Device(Precision p) {
@@ -489,7 +505,10 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
   // the per-layer path.
   const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
-  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) return "fused";
+  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) {
+    markNonFinite(devBase, h, layers, p, lane->stream);
+    return "fused";
+  }
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
@@ -499,7 +518,9 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
     if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
     throw;
   }
+  // Budgeted arenas: the parameters need not be on the device after the run (a stager's pool).
   if (hooks) hooks->endRun(lane->stream);
+  else markNonFinite(devBase, h, layers, p, lane->stream);
   return blas ? "layers (cublas)" : "layers (tiled)";
 }
 

@@ -36,6 +36,20 @@ __global__ void resetStatsKernel(void* base, uint32_t last) {
   s[NNA_STAT_BAD_STEP] = T(-1);
 }
 
+// Marks the run's bad step `step` (unless one is marked) when a weight or bias of layer l is
+// not finite: a diverged step whose loss stayed finite (cpu_train.cc, markNonFinite).
+template <typename T>
+__global__ void nonFiniteKernel(void* base, uint32_t l, uint32_t last, T step) {
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+  bool bad = false;
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
+    bad |= !isfinite(i < nw ? C.w[i] : C.b[i - nw]);
+  if (!bad) return;
+  T* s = bindModel<T>(base, last).stats;
+  if (s[NNA_STAT_BAD_STEP] < T(0)) s[NNA_STAT_BAD_STEP] = step;  // every writer writes the same value
+}
+
 template <typename T>
 __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(bindModel<T>(base, last).stats, fracBits); }
 

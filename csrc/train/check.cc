@@ -93,6 +93,12 @@ void checkRun(const void* header, const RunParams& p) {
   if (uint32_t(p.op) > uint32_t(Op::Update)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
   if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
     NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
+  // The primitives keep values between runs that a compact plan lets other regions overwrite:
+  // dw / db until update() (they share bytes with later layers' errors; an SGD plan has none),
+  // so backward and update there could only be inexact. Forward runs are exact and allowed.
+  if ((h.flags & NNA_FLAG_COMPACT) && (p.op == Op::Backward || p.op == Op::BackwardFromOutput || p.op == Op::Update))
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "backward and update keep gradients between runs, which a compact arena does not (dw and db share bytes, "
+                   "and an SGD plan has no dw); use step() or fit(), or plan it without compact");
   if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
   if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +

@@ -1,10 +1,10 @@
 // train-report.ts (CLI): `nn-arena train --report FILE.html`: what the run collects for the page.
-import { writeFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import type { Progress } from '../train/trainer.js';
 import { trainingReportHtml, type ProgressPoint, type TrainingReport } from '../report/html.js';
 import { machineInfo } from '../report/machine.js';
 import type { TransferRecorder } from '../report/transfers.js';
+import { writeOutputFile } from './output-file.js';
 
 export class ReportCollector {
   readonly progress: ProgressPoint[] = [];
@@ -20,7 +20,7 @@ export class ReportCollector {
   /** Writes the page and returns its absolute path. */
   write(file: string, fields: Omit<TrainingReport, 'progress' | 'transfers' | 'machine' | 'createdAt'>): string {
     const html = trainingReportHtml({ ...fields, progress: this.progress, transfers: this.#transfers.byPurpose(), machine: machineInfo(), createdAt: new Date() });
-    writeFileSync(file, html);
+    writeOutputFile('--report', file, html);
     return resolve(file);
   }
 }

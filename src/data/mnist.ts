@@ -60,6 +60,7 @@ export const MNIST_TRAIN_COUNT = 8000, MNIST_TEST_COUNT = 2000;
 
 /** A fixed split of the 10,000 digits: same seed, same split on every machine. */
 export function loadMnist(options: { seed?: number; trainCount?: number; testCount?: number } = {}): MnistSplit {
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { seed?, trainCount?, testCount? }');
   const { seed = 1, trainCount = MNIST_TRAIN_COUNT, testCount = MNIST_TEST_COUNT } = options;
   if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
   const src = loadMnistAll();

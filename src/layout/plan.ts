@@ -64,6 +64,16 @@ export interface Plan<D extends Dtype = Dtype> {
   bytesByKind(): BytesByKind;
 }
 
+/** `value` as a Plan (what planLayout returns), else LayoutError BAD_PLAN naming `field`: the
+ *  one check every function that takes a plan makes before it reads one. */
+export function requirePlan(value: unknown, field = 'plan'): Plan {
+  const p = value as Partial<Plan> | null;
+  const ok = p !== null && typeof p === 'object' && p.header instanceof Uint8Array && Array.isArray(p.regions) && Number.isSafeInteger(p.totalBytes) &&
+    typeof p.spec === 'object' && p.spec !== null && typeof p.region === 'function' && typeof p.bytesByKind === 'function';
+  if (!ok) throw new LayoutError('BAD_PLAN', field, value, 'must be a plan from planLayout()');
+  return p as Plan;
+}
+
 /** Element count of (layer, kind); 0 where the layer has no such region. Mirrors validate.cc. */
 function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
   const L = s.layers.length;

@@ -9,7 +9,7 @@
 // before the id went out), RENDEZVOUS_FAILED (any other socket error). A peer refused by rank 0
 // fails with rank 0's code, and rank 0 tells every waiting peer why it gave up.
 import net from 'node:net';
-import { ArenaError, type ArenaCode } from '../errors.js';
+import { ArenaError, OptionError, type ArenaCode } from '../errors.js';
 
 export const ID_BYTES = 128;
 const MAGIC = 'nn-arena-rendezvous';
@@ -28,9 +28,33 @@ export interface RendezvousOptions {
   timeoutMs?: number;
 }
 
+/** The longest timeout setTimeout keeps (a larger one fires at once). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The options, checked: OptionError BAD_OPTION naming the field (rank, world, addr, port,
+ *  timeoutMs). */
+function checkOptions(o: RendezvousOptions): Required<Omit<RendezvousOptions, 'id'>> & { id?: Uint8Array } {
+  if (o === null || typeof o !== 'object') throw new OptionError('BAD_OPTION', 'options', o, 'must be an object { rank, world, addr, port, id?, timeoutMs? }');
+  const { rank, world, addr, port, id, timeoutMs = 60_000 } = o;
+  const int = (field: string, v: unknown, min: number, max: number) => {
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${min}, ${max}]`);
+    return v;
+  };
+  int('world', world, 1, 65536);
+  int('rank', rank, 0, world - 1);
+  int('timeoutMs', timeoutMs, 1, MAX_TIMEOUT_MS);
+  if (world > 1) {
+    if (typeof addr !== 'string' || addr.trim() === '') throw new OptionError('BAD_OPTION', 'addr', addr, 'must name the host of rank 0 (a host name or an IP address)');
+    int('port', port, 1, 65535);
+  }
+  if (id !== undefined && !(id instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'id', id, 'must be a Uint8Array');
+  return { rank, world, addr, port, id, timeoutMs };
+}
+
 /** Resolves with rank 0's id on every rank (rank 0: its own, once every peer has it). */
-export function rendezvous(o: RendezvousOptions): Promise<Uint8Array> {
-  const timeoutMs = o.timeoutMs ?? 60_000;
+export function rendezvous(options: RendezvousOptions): Promise<Uint8Array> {
+  const o = checkOptions(options);
+  const timeoutMs = o.timeoutMs;
   if (o.world === 1) {
     if (!o.id) throw new ArenaError('BAD_ARGUMENT', 'a world of one needs no rendezvous, but rank 0 must have an id');
     return Promise.resolve(o.id);
@@ -42,18 +66,28 @@ export function rendezvous(o: RendezvousOptions): Promise<Uint8Array> {
   return join(o, timeoutMs);
 }
 
-/** Reads one newline-terminated line from `socket` (at most MAX_LINE bytes). */
+/** Reads one newline-terminated line from `socket` (at most MAX_LINE bytes): `fn` gets it, or
+ *  undefined when the connection ends first or the line is longer. Nothing is kept after that:
+ *  a peer that streams on (an overlong line) costs no memory while its socket closes. */
 function onLine(socket: net.Socket, fn: (line: string | undefined) => void): void {
   let buf = '';
   let done = false;
-  const finish = (line: string | undefined) => { if (!done) { done = true; fn(line); } };
-  socket.setEncoding('utf8');
-  socket.on('data', (chunk: string) => {
+  const onData = (chunk: string) => {
     buf += chunk;
     const nl = buf.indexOf('\n');
-    if (nl >= 0) finish(buf.slice(0, nl));
+    if (nl >= 0 && nl <= MAX_LINE) finish(buf.slice(0, nl));
     else if (buf.length > MAX_LINE) finish(undefined);
-  });
+  };
+  const finish = (line: string | undefined) => {
+    if (done) return;
+    done = true;
+    buf = '';
+    socket.off('data', onData);
+    socket.resume();  // what still arrives is read and dropped
+    fn(line);
+  };
+  socket.setEncoding('utf8');
+  socket.on('data', onData);
   socket.on('close', () => finish(undefined));
   socket.on('error', () => finish(undefined));
 }
@@ -68,15 +102,18 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      const reply = error ? JSON.stringify({ ok: false, code: error.code, message: error.message }) + '\n' : '';
+      // Every socket closes, the peers' after the reply went out: nothing keeps the process alive.
+      const reply = JSON.stringify({ ok: false, code: error?.code, message: error?.message }) + '\n';
       for (const s of sockets) {
-        if (error) s.end(reply);
-        else s.end();
+        if (error && talkers.has(s)) s.end(reply, () => s.destroy());
+        else s.destroy();
       }
       server.close();
       if (error) reject(error);
       else resolve(id);
     };
+    const isPeer = (s: net.Socket) => [...peers.values()].includes(s);
+    const talkers = new Set<net.Socket>();  // sockets that said hello in our protocol: told why it failed
     const missing = () => Array.from({ length: o.world - 1 }, (_, i) => i + 1).filter((r) => !peers.has(r));
     const timer = setTimeout(() => {
       const m = missing();
@@ -93,16 +130,20 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
       let rank: number | undefined;
       socket.on('close', () => {
         sockets.delete(socket);
+        talkers.delete(socket);
         if (rank !== undefined && peers.get(rank) === socket && !settled) {
           stop(new ArenaError('PEER_LOST', `rendezvous: rank ${rank} disconnected before every rank had joined`));
         }
       });
       onLine(socket, (line) => {
-        if (settled || line === undefined) return;
+        if (settled) return;
+        // Not a hello (closed, overlong): dropped at once, the rendezvous goes on.
+        if (line === undefined) { socket.destroy(); return; }
         let hello: { magic?: unknown; version?: unknown; rank?: unknown; world?: unknown };
         try { hello = JSON.parse(line); } catch { socket.destroy(); return; }
         // Not ours (a port scanner, another program): dropped, the rendezvous goes on.
         if (hello === null || typeof hello !== 'object' || hello.magic !== MAGIC) { socket.destroy(); return; }
+        talkers.add(socket);
         if (hello.version !== VERSION) {
           stop(new ArenaError('WORLD_MISMATCH', `rendezvous: a peer speaks protocol version ${String(hello.version)}, rank 0 version ${VERSION} (mixed nn-arena versions)`));
           return;
@@ -127,10 +168,11 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
           let left = peers.size;
           settled = true;
           clearTimeout(timer);
+          for (const s of sockets) if (!isPeer(s)) s.destroy();  // connections that are not peers
+          // Resolved once every peer's socket closed (the reply sent, or the socket failed).
           for (const s of peers.values()) {
-            s.end(reply, () => {
-              if (--left === 0) { server.close(); resolve(id); }
-            });
+            s.once('close', () => { if (--left === 0) { server.close(); resolve(id); } });
+            s.end(reply, () => s.destroy());
           }
         }
       });

@@ -23,17 +23,26 @@ function ticks(lo: number, hi: number): number[] {
   return [0, 0.25, 0.5, 0.75, 1].map((t) => lo + t * (hi - lo));
 }
 
+/** [min, max] of values, or `empty` for none: a loop, since Math.min(...xs) overflows the stack
+ *  for a few hundred thousand points. */
+function extent(values: readonly number[], empty: [number, number]): [number, number] {
+  if (values.length === 0) return empty;
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) { if (v < lo) lo = v; if (v > hi) hi = v; }
+  return [lo, hi];
+}
+
 export function lineChart(o: ChartOptions): string {
   const W = o.width ?? 460, H = o.height ?? 230;
   const left = 56, right = 14, top = 28, bottom = 38;
   const pw = W - left - right, ph = H - top - bottom;
   const n = o.ys.length;
   const finite = o.ys.filter(Number.isFinite);
-  let lo = finite.length ? Math.min(...finite) : 0, hi = finite.length ? Math.max(...finite) : 1;
+  let [lo, hi] = extent(finite, [0, 1]);
   if (hi === lo) { lo -= Math.abs(lo) * 0.05 || 0.5; hi += Math.abs(hi) * 0.05 || 0.5; }
   const pad = (hi - lo) * 0.06;
   lo -= pad; hi += pad;
-  const x0 = n ? Math.min(...o.xs) : 0, x1 = n ? Math.max(...o.xs) : 1;
+  const [x0, x1] = extent(n ? o.xs : [], [0, 1]);
   const sx = (x: number) => left + (x1 === x0 ? pw / 2 : ((x - x0) / (x1 - x0)) * pw);
   const sy = (y: number) => top + ph - ((y - lo) / (hi - lo)) * ph;
   const color = o.color ?? '#2563eb';

@@ -1,6 +1,7 @@
 // html.ts: the training report, one self-contained HTML page: inline CSS and SVG only, no script
 // and no external reference, so it opens offline and fetches nothing.
-import type { Plan } from '../layout/plan.js';
+import { OptionError } from '../errors.js';
+import { requirePlan, type Plan } from '../layout/plan.js';
 import { lineChart } from './chart.js';
 import type { MachineInfo } from './machine.js';
 import { estimatePytorchMemory, arenaBytesByStage, fullAndCompact } from './pytorch.js';
@@ -32,6 +33,24 @@ export interface TrainingReport {
   createdAt: Date;
 }
 
+/** The report's fields that the page reads, checked: OptionError BAD_OPTION naming the field. */
+function checkReport(r: TrainingReport): void {
+  const bad = (field: string, value: unknown, what: string): never => { throw new OptionError('BAD_OPTION', field, value, what); };
+  if (r === null || typeof r !== 'object') bad('report', r, 'must be an object (TrainingReport)');
+  requirePlan(r.plan, 'report.plan');
+  for (const k of ['settings', 'machine', 'train'] as const) if (r[k] === null || typeof r[k] !== 'object') bad(`report.${k}`, r[k], 'must be an object');
+  for (const k of ['backend', 'path'] as const) if (typeof r[k] !== 'string') bad(`report.${k}`, r[k], 'must be a string');
+  if (!Array.isArray(r.progress)) bad('report.progress', r.progress, 'must be an array of progress points');
+  r.progress.forEach((p, i) => {
+    if (p === null || typeof p !== 'object') bad(`report.progress[${i}]`, p, 'must be a progress point');
+    for (const k of ['epoch', 'batch', 'batches', 'step', 'loss', 'accuracy'] as const) if (typeof p[k] !== 'number') bad(`report.progress[${i}].${k}`, p[k], 'must be a number');
+  });
+  if (r.test !== null && (typeof r.test !== 'object' || r.test === undefined)) bad('report.test', r.test, 'must be an object or null');
+  if (!Array.isArray(r.transfers)) bad('report.transfers', r.transfers, 'must be an array (recordTransfers().byPurpose())');
+  if (typeof r.seconds !== 'number') bad('report.seconds', r.seconds, 'must be a number');
+  if (!(r.createdAt instanceof Date) || Number.isNaN(r.createdAt.getTime())) bad('report.createdAt', r.createdAt, 'must be a valid Date');
+}
+
 const pct = (x: number) => `${(x * 100).toFixed(2)}%`;
 const rows = (cells: string[][], numeric: boolean[] = []) =>
   cells.map((r) => `<tr>${r.map((c, i) => `<td${numeric[i] ? ' class="n"' : ''}>${c}</td>`).join('')}</tr>`).join('');
@@ -57,6 +76,7 @@ function pytorchTable(plan: Plan): string {
 }
 
 export function trainingReportHtml(r: TrainingReport): string {
+  checkReport(r);
   const s = r.plan.spec;
   const xs = r.progress.map((p) => p.epoch - 1 + p.batch / p.batches);
   const lossChart = lineChart({ id: 'loss-chart', title: 'training loss (mean over each report\'s batches)', xs, ys: r.progress.map((p) => p.loss), xLabel: 'epoch', format: (y) => y.toFixed(3), color: '#dc2626' });

@@ -5,10 +5,10 @@
 // tensor is one block of the caching allocator model; tensors are freed when their last holder
 // (a Python variable, a module's local, a node's saved variable) lets go, in autograd's order.
 // bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
-import { LayoutError } from '../errors.js';
+import { LayoutError, OptionError } from '../errors.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
-import { planLayout, type Plan } from '../layout/plan.js';
+import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { CachingAllocatorModel, roundSize } from './caching-allocator.js';
 
@@ -93,6 +93,7 @@ class Sim {
 
 export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options: PytorchOptions = {}): PytorchEstimate {
   const s = normalizeSpec(spec);
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer? }');
   const optimizer = options.optimizer ?? s.optimizer;
   const info = optimizerNamed(optimizer);
   if (!info) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', optimizer, `must be one of ${namesOf(optimizers())}`);
@@ -227,6 +228,7 @@ export interface ArenaStageBytes { stage: TorchStage; regions: number; bytes: nu
  *  the user's), the header and padding, less the bytes that regions of a compact plan share
  *  (counted under each of them), they sum to totalBytes. */
 export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extras: number; headerAndPadding: number; shared: number } {
+  requirePlan(plan);
   const stageOf = (layer: number, kind: Kind): TorchStage => {
     if (kind === 'z') return layer === 0 ? 'inputs' : 'forward';
     return TORCH_STAGES.find((st) => st !== 'forward' && STAGE_KINDS[st].includes(kind))!;

@@ -4,7 +4,7 @@
 // order on a log scale, so that a 40-byte bias beside a 3 MiB weight matrix stays visible.
 import { OptionError } from '../errors.js';
 import { KINDS, type Kind } from '../layout/header.js';
-import type { Plan, Region } from '../layout/plan.js';
+import { requirePlan, type Plan, type Region } from '../layout/plan.js';
 import { bytesText, esc, int } from './text.js';
 
 export interface SvgOptions {
@@ -40,6 +40,7 @@ const colorOf = (s: { kind: string; extra?: number }) =>
 /** Header, regions and the padding gaps between them, in offset order, covering [0, totalBytes)
  *  (in a compact plan, regions that share bytes overlap). */
 export function arenaSpans(plan: Plan): Span[] {
+  requirePlan(plan);
   // The header struct and layer table; the padding after it up to headerBytes is shown as padding.
   const header = plan.bytesByKind().header;
   const out: Span[] = [{ kind: 'header', layer: -1, offset: 0, bytes: header }];
@@ -75,6 +76,8 @@ function rect(view: string, s: Span, x: number, y: number, w: number, h: number,
 const marker = (x: number, y: number) => `<path class="nna-widened" d="M${f(x - 3)} ${f(y - 5)}h6l-3 4z" fill="#111"/>`;
 
 export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
+  requirePlan(plan);
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { width?, minRegionWidth? }');
   const width = options.width ?? 960;
   if (typeof width !== 'number' || !Number.isFinite(width) || width < 320) throw new OptionError('BAD_OPTION', 'width', width, 'must be a number >= 320 (px)');
   const minW = options.minRegionWidth ?? 3;

@@ -2,7 +2,8 @@
 // observes one arena's transfer calls (observeTransfers: each call's transfers and bytes as the
 // native layer counted them) and files each under what it was for, judged from the regions it
 // selected. The one transfer before recording starts is Arena.create's header.
-import { observeTransfers, type Arena } from '../arena.js';
+import { Arena, observeTransfers } from '../arena.js';
+import { OptionError } from '../errors.js';
 import type { Selector, SelectorKind } from '../selector.js';
 
 export const PURPOSES = ['header', 'network', 'data', 'stats', 'weights back', 'other'] as const;
@@ -49,6 +50,7 @@ const describeSel = (sel: Selector | undefined): string =>
   sel === undefined ? 'whole arena' : `${(sel.kinds ?? ['all kinds']).join(', ')}${sel.layers ? ` of layer${sel.layers.length > 1 ? 's' : ''} ${sel.layers.join(', ')}` : ''}`;
 
 export function recordTransfers(arena: Arena): TransferRecorder {
+  if (!(arena instanceof Arena)) throw new OptionError('BAD_OPTION', 'arena', arena, 'must be an Arena');
   const totals = new Map<string, PurposeTotals>();
   const add = (purpose: Purpose, direction: PurposeTotals['direction'], transfers: number, bytes: number, what: string) => {
     const key = `${purpose}|${direction}`;

@@ -106,7 +106,7 @@ export function fitData(r: Runner, data: unknown): Snapshot {
 function diverges(stats: View, runBase: number, epoch: number): void {
   if (stats[STATS.badStep]! >= 0) {
     const badStep = runBase + stats[STATS.badStep]!;
-    throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
+    throw new ArenaError('DIVERGED', `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
   }
 }
 

@@ -3,7 +3,7 @@
 // the README). The arena's state records what the next primitive may use: the rows of the last
 // forward() (backward() goes back from them) and whether gradients wait for update().
 // Transfers: forward() uploads the rows of x and downloads the output rows it returns,
-// backward() uploads its targets or dOutput rows, update() moves nothing. One model per arena:
+// backward() uploads its targets or dOutput rows, update() reads the 32-byte stats (DIVERGED when the weights went non-finite). One model per arena:
 // on an arena of K models the native runs would cover every model, but forward()'s outputs and
 // backward()'s dOutput are one model's rows, so they are refused rather than answer for model 0
 // only; a data-parallel group too (no reduction between backward() and update()).
@@ -99,5 +99,7 @@ export async function update(r: Runner): Promise<void> {
     r.checkSteps(stepBase, 1);
     await r.run({ op: OPS.update, stepBase });
     r.state.steps++;
+    r.stats();
+    if (r.diverged(0)) throw new ArenaError('DIVERGED', `update diverged: the weights became non-finite at step ${stepBase}; lower the learning rate`);
   });
 }

@@ -189,6 +189,12 @@ export class Runner {
     return Array.from({ length: this.models }, (_, m) => this.arena.view(L, 'stats', m));
   }
 
+  /** Whether model m's last run marked a bad step: a non-finite loss, or weights or biases left
+   *  non-finite (native, after each step or run), as the stats region read last says. */
+  diverged(m: number): boolean {
+    return this.arena.view(this.last, 'stats', m)[STATS.badStep]! >= 0;
+  }
+
   readStats(): Metrics {
     const stats = this.stats();
     return combine(stats.map(metricsOf), stats.map((s) => s[STATS.badStep]! >= 0));

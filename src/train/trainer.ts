@@ -212,7 +212,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       await r.runShards(d, { op: OPS.train, stepBase });
       r.addSteps(1);
       const m = r.readStats();
-      if (r.models === 1 && !Number.isFinite(m.loss)) throw new ArenaError('DIVERGED', `training diverged: the loss is ${m.loss} at step ${stepBase}`);
+      if (r.models === 1 && r.diverged(0)) throw new ArenaError('DIVERGED', `training diverged: the loss (${m.loss}) or the weights became non-finite at step ${stepBase}; lower the learning rate`);
       return m;
     });
   }

@@ -1,0 +1,42 @@
+// Divergence (issue 27): non-finite weights or loss are DIVERGED on every training path, also when
+// the loss stays finite (a ReLU network whose weights are NaN outputs zeros).
+import { describe, expect, it } from 'vitest';
+import { Arena, planLayout, Trainer } from '../src/index.js';
+import { BLOWUP, BLOWUP_LR, blowUp, nonFinite } from './support/divergence-checks.js';
+import { toyData } from './support/train-checks.js';
+
+const cpu = { backend: 'cpu' } as const;
+
+describe('non-finite weights are DIVERGED', () => {
+  for (const how of ['fit', 'step', 'primitives'] as const) {
+    it(`${how}: never resolves with non-finite weights (seeds 1-3: NaN weights with a finite loss on the old main)`, async () => {
+      for (const seed of [1, 2, 3]) {
+        const r = await blowUp(cpu, seed, how);
+        expect(r.nonFinite, `seed ${seed}: the run did blow up`).toBe(true);
+        expect(r.outcome, `seed ${seed}: loss ${r.loss}`).toBe('DIVERGED');
+      }
+    });
+  }
+
+  it('K models: the model whose weights blew up is diverged (NaN loss), the others train on', async () => {
+    using arena = Arena.create(planLayout({ ...BLOWUP, models: 3 }), cpu);
+    const t = new Trainer(arena, { lr: [0.01, BLOWUP_LR, 0.02] });
+    t.init(1);
+    const data = toyData(8, 4, 64, 1, true);
+    const r = await t.fit({ x: data.x, y: data.y! }, { epochs: 5, seed: 1 });
+    expect(r.diverged).toEqual([false, true, false]);
+    expect(Number.isNaN(r.losses![1])).toBe(true);
+    expect(Number.isFinite(r.losses![0]) && Number.isFinite(r.losses![2])).toBe(true);
+    expect([0, 1, 2].map((m) => nonFinite(arena, m))).toEqual([false, true, false]);
+  });
+
+  it('a finite step is not DIVERGED (the check reads the weights, not their size)', async () => {
+    using arena = Arena.create(planLayout(BLOWUP), cpu);
+    const t = new Trainer(arena, { lr: 1e-3 });
+    t.init(1);
+    arena.view(1, 'w').fill(1e6);  // large but finite: still a step
+    t.markHostChanged();
+    const data = toyData(8, 4, 16, 1, true);
+    await expect(t.step(data.x, { y: data.y! })).resolves.toBeDefined();
+  });
+});
