@@ -3,7 +3,7 @@
 // AdamW; StepLR, LinearLR + CosineAnnealingLR, OneCycleLR; clip_grad_norm_), the weights after
 // every case's steps in float64 (1e-12 relative) and float32 (float32 rounding).
 import { describe, expect, it } from 'vitest';
-import { FIXTURES, maxRelError, trainCase } from './support/optim-fixtures.js';
+import { FIXTURES, FLOOR, maxRelError, trainCase, weightTolerance } from './support/optim-fixtures.js';
 
 const cpu = { backend: 'cpu' } as const;
 
@@ -12,13 +12,8 @@ describe(`optimizers, schedules and clipping match PyTorch ${FIXTURES.torch} (CP
     for (const dtype of ['float64', 'float32'] as const) {
       const want = c[dtype];
       const got = await trainCase(c, dtype, cpu);
-      // float32: within PyTorch's own float32 rounding, measured as its float32 run's distance
-      // from its float64 run (nn-arena's float32 products sum in another order).
-      const floor = 1e-3;
-      // At least one float32 ulp per step.
-      const noise = Math.max(maxRelError(c.float32, c.float64, floor), FIXTURES.steps * 2 ** -23);
-      const tol = dtype === 'float64' ? 1e-12 : 4 * noise;
-      const err = maxRelError(got, want, floor);
+      const tol = weightTolerance(c, dtype);
+      const err = maxRelError(got, want, FLOOR);
       expect(err, `${c.name} ${dtype} weights`).toBeLessThanOrEqual(tol);
       got.lrs.forEach((lr, s) => expect(Math.abs(lr - want.lrs[s]!) / want.lrs[s]!, `${c.name} lr of step ${s}`).toBeLessThanOrEqual(1e-13));
       expect(got.gradNorms.length).toBe(want.gradNorms.length);

@@ -29,7 +29,7 @@ async function fitOn(spec: LayoutSpec, backend: 'cpu' | 'cuda', loss?: LossName,
   const pred = Float64Array.from(await t.predict(d.x.subarray(0, inputs * Math.min(spec.batch, 9))));
   t.syncToHost();
   const params: number[] = [];
-  for (let l = 1; l < spec.layers.length; l++) params.push(...arena.view(l, 'w'), ...arena.view(l, 'b'));
+  for (let l = 1; l < spec.layers.length; l++) for (const k of ['w', 'b'] as const) for (const v of arena.view(l, k)) params.push(v);
   return { params: Float64Array.from(params), pred, ev, path: fit.path };
 }
 
@@ -71,9 +71,11 @@ describe.skipIf(!hasGpu)(`activations and losses on CUDA (${path})`, () => {
       expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
     });
 
+    // Momentum, not Adam: on cuBLAS (to rounding, below) Adam's sign-like first steps would turn a
+    // rounding difference in a near-zero gradient into a 2 lr step.
     it(`${name}: K = 3 models, each the bits of a one-model arena`, async () => {
-      const one = await fitOn({ ...spec, optimizer: 'adam' }, 'cuda', loss, { labelSmoothing });
-      using arena = Arena.create(planLayout({ ...spec, optimizer: 'adam', models: 3 }), cuda);
+      const one = await fitOn({ ...spec, optimizer: 'momentum' }, 'cuda', loss, { labelSmoothing });
+      using arena = Arena.create(planLayout({ ...spec, optimizer: 'momentum', models: 3 }), cuda);
       const t = new Trainer(arena, { lr: 0.02, ...(loss ? { loss } : {}), labelSmoothing });
       t.init([6, 7, 8]);
       const multi = loss === 'bce-with-logits';
@@ -81,14 +83,24 @@ describe.skipIf(!hasGpu)(`activations and losses on CUDA (${path})`, () => {
       await t.fit(multi ? { x: d.x, y: d.y!.map((v) => (v > 0.3 ? 1 : 0)) } : { x: d.x, labels: d.labels! }, { epochs: 2, seed: 3 });
       t.syncToHost();
       const m0: number[] = [];
-      for (let l = 1; l < spec.layers.length; l++) m0.push(...arena.view(l, 'w', 0), ...arena.view(l, 'b', 0));
+      for (let l = 1; l < spec.layers.length; l++) for (const k of ['w', 'b'] as const) for (const v of arena.view(l, k, 0)) m0.push(v);
+      if (path === 'layers (cublas)') {
+        // cuBLAS picks its kernels by the batch count: K models' strided batched product is not the
+        // one-model call's kernel, so sums may be ordered differently (test/gpu/models.gpu.test.ts).
+        const d = relDiff(Float64Array.from(m0), one.params);
+        console.log(`act ${path} ${name}: K = 3 vs one model, cuBLAS batched ${d.toExponential(2)}`);
+        expect(d).toBeLessThan(1e-5);
+        return;
+      }
       expect(Buffer.from(Float32Array.from(m0).buffer).equals(Buffer.from(Float32Array.from(one.params).buffer))).toBe(true);
     });
   }
 
   const tf32 = Number(info.computeCapability.split('.')[0]) >= 8;
   it.skipIf(!tf32)('tf32x3 and tf32 train a gelu / silu network near fp32', async () => {
-    const spec: LayoutSpec = { layers: [256, 512, 256, 10], batch: 64, samples: 192, activations: ['gelu', 'silu', 'softmax'], optimizer: 'adam' };
+    // SGD: Adam's first steps are about lr x sign(gradient), so a gradient near zero whose rounding
+    // flips its sign moves a weight by 2 lr, and the comparison would measure that, not the precision.
+    const spec: LayoutSpec = { layers: [256, 512, 256, 10], batch: 64, samples: 192, activations: ['gelu', 'silu', 'softmax'], optimizer: 'sgd' };
     const fp32 = await fitOn(spec, 'cuda', undefined, { labelSmoothing: 0.1 });
     for (const [precision, tol] of [['tf32x3', 1e-4], ['tf32', 3e-2]] as const) {
       const r = await fitOn(spec, 'cuda', undefined, { labelSmoothing: 0.1, precision });

@@ -61,3 +61,12 @@ export function maxRelError(a: TorchRun, b: TorchRun, floor: number): number {
   if (xs.length !== ys.length) return Infinity;
   return xs.reduce((m, x, i) => Math.max(m, Math.abs(x - ys[i]!) / (Math.abs(ys[i]!) + floor)), 0);
 }
+
+/** How close nn-arena's weights must be to PyTorch's after the case's steps: float64 1e-12;
+ *  float32 within PyTorch's own float32 rounding (its float32 run's distance from its float64
+ *  run, at least one float32 ulp per step), four times over: nn-arena sums in another order. */
+export const FLOOR = 1e-3;
+export function weightTolerance(c: OptimCase, dtype: 'float32' | 'float64'): number {
+  if (dtype === 'float64') return 1e-12;
+  return 4 * Math.max(maxRelError(c.float32, c.float64, FLOOR), FIXTURES.steps * 2 ** -23);
+}
