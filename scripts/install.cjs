@@ -37,7 +37,10 @@ const shout = (s) => { say(s); if (tty !== null) try { fs.writeSync(tty, `nn-are
 // cannot be loaded here.
 const target = process.env.npm_config_arch || process.arch;
 const cross = target !== process.arch;
-const loads = (file) => cross || spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore' }).status === 0;
+// A sanitizer build (scripts/test-asan.sh) loads only with the sanitizer runtimes preloaded:
+// NN_ARENA_CHECK_PRELOAD names them for this check alone (the compilers run without them).
+const checkEnv = process.env.NN_ARENA_CHECK_PRELOAD ? { ...process.env, LD_PRELOAD: process.env.NN_ARENA_CHECK_PRELOAD } : process.env;
+const loads = (file) => cross || spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore', env: checkEnv }).status === 0;
 
 function prebuilt() {
   process.env.PREBUILDS_ONLY = '1';  // node-gyp-build: look at prebuilds/ only

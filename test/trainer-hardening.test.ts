@@ -234,3 +234,17 @@ describe('issue 18 part 5: evaluation and prediction on resident data', () => {
     expect(arena.stats.toDeviceBytes - s1).toBe(45 * 3 * 4);
   });
 });
+
+describe('issue 27, found by test/property.test.ts: a run refused as DISPOSED changes nothing', () => {
+  it('update() on a disposed arena does not consume the gradients: every later primitive says DISPOSED', async () => {
+    const { arena, t } = setup({ layers: [2, 3], batch: 2 });
+    await t.forward([1, 2, 3, 4]);
+    await t.backward({ labels: [0, 1] });
+    arena.dispose();
+    // Before the fix: DISPOSED, then NO_FORWARD and NO_GRADIENTS (the refused update() had
+    // cleared the forward rows and the gradients before its run was refused).
+    for (const f of [() => t.update(), () => t.backward({ labels: [0, 1] }), () => t.update(), () => t.step([1, 2], { labels: [0] })]) {
+      expect((await failure(f)).code).toBe('DISPOSED');
+    }
+  });
+});

@@ -151,6 +151,10 @@ export class Runner {
    *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
    *  consumes them. */
   async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>): Promise<RunPath> {
+    // A run refused as DISPOSED changes nothing: checked before the state (an update() on a
+    // disposed arena used to consume its gradients and forward rows, so a later call said
+    // NO_FORWARD or NO_GRADIENTS instead of DISPOSED).
+    for (const a of arenas) if (a.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
     for (const a of arenas) {
       const st = stateOf(a);
       if (op !== OPS.backward && op !== OPS.backwardFromOutput) st.forwardRows = undefined;
