@@ -14,6 +14,7 @@
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
 # vs AdamW + cosine + clipping).
 # act (the activations and losses: test/gpu/act.gpu.test.ts on the fused, cuBLAS and tiled paths).
+# prop (issue 27: test/property.test.ts on CUDA arenas, auto and per-layer paths, and under memcheck).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -139,6 +140,14 @@ for part in "$@"; do
         grep -hE "✓|×|FAIL|Tests |cuda vs|vs fp32|AssertionError" "$OUT/optim-$path.log" | cut -c1-300 | tail -40 | sed "s/^/[$path] /"
       done
       node bench/optimizer-step.mjs --backend cuda --rounds 21 --out "$OUT/optimizer-step-cuda.json" ;;
+    prop)  # issue 27: the property test's sequences on CUDA arenas (auto and per-layer paths), then 40 under memcheck
+      for path in auto layers; do
+        NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=300 NN_ARENA_STEP_PATH=$path vitest run test/property.test.ts > "$OUT/prop-$path.log" 2>&1
+        grep -E "Tests |AssertionError|→" "$OUT/prop-$path.log" | sed "s/^/[prop $path] /"
+      done
+      NN_ARENA_UNDER_SANITIZER=1 NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=40 compute-sanitizer --tool memcheck --target-processes all --report-api-errors no \
+        vitest run test/property.test.ts > "$OUT/prop-memcheck.log" 2>&1
+      grep -E "ERROR SUMMARY|Tests " "$OUT/prop-memcheck.log" | sed "s/^/[prop memcheck] /" ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

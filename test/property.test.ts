@@ -9,7 +9,8 @@
 // - determinism: every arena has a twin made from the same plan that gets the same calls; every
 //   result and, at each `sync`, the whole host side agree bit for bit.
 // fc.assert prints the failing sequence (plain JSON ops) and the seed; NN_ARENA_PROP_RUNS and
-// NN_ARENA_PROP_SEED override the run count and seed.
+// NN_ARENA_PROP_SEED override the run count and seed; NN_ARENA_PROP_BACKEND=cuda runs the same
+// sequences on CUDA arenas (the GPU machine: scripts/gpu-session.sh prop).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -24,7 +25,7 @@ import {
 const SEED = Number(process.env.NN_ARENA_PROP_SEED ?? 20270127);
 const RUNS = Number(process.env.NN_ARENA_PROP_RUNS ?? 1000);
 const MAX_LIVE = 4;  // live arenas per sequence (each has a twin)
-const cpu = { backend: 'cpu' } as const;
+const cpu = { backend: process.env.NN_ARENA_PROP_BACKEND === 'cuda' ? 'cuda' : 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-prop-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const CLASSES: Record<ErrorClass, new (...a: never[]) => NnArenaError> = { LayoutError, OptionError, DataError, ArenaError };
@@ -561,8 +562,9 @@ it(`random sequences of public calls agree with the reference model (${RUNS} seq
   }), { numRuns: RUNS, seed: SEED });
   const seconds = (performance.now() - started) / 1000;
   console.log(`property: ${RUNS} sequences, ${ops} calls in ${seconds.toFixed(1)} s; outcomes:\n${Object.entries(tally).sort().map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
-  // The sequences reached what they are meant to: each kind of call resolved, and each refusal the model knows was seen.
-  for (const k of ['planLayout none ok', 'write ok', 'toDevice none ok', 'toHost none ok', 'check ok', 'init number ok', 'init array ok', 'step none ok', 'fit ok', 'forward ok', 'backward ok',
+  // The sequences reached what they are meant to: each kind of call resolved, and each refusal the
+  // model knows was seen (at the default count: a short run, e.g. under compute-sanitizer, may not).
+  if (RUNS >= 1000) for (const k of ['planLayout none ok', 'write ok', 'toDevice none ok', 'toHost none ok', 'check ok', 'init number ok', 'init array ok', 'step none ok', 'fit ok', 'forward ok', 'backward ok',
     'backward dOutput ok', 'update ok', 'predict none ok', 'evaluate ok', 'Arena.save ok', 'Trainer.save ok', 'sync ok', 'dispose arena ok', 'check DISPOSED', 'step none DISPOSED',
     'backward NOT_SUPPORTED', 'backward NO_FORWARD', 'update NO_GRADIENTS', 'forward NOT_SUPPORTED', 'planLayout none BAD_SPEC', 'fit DATA_TOO_LARGE', 'toHost kind BAD_SELECTOR']) {
     expect(tally[k] ?? 0, k).toBeGreaterThan(0);
