@@ -14,7 +14,7 @@
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
 # vs AdamW + cosine + clipping).
 # act (the activations and losses: test/gpu/act.gpu.test.ts on the fused, cuBLAS and tiled paths).
-# prop (issue 27: test/property.test.ts on CUDA arenas, auto and per-layer paths, and under memcheck).
+# prop (issue 27: test/property.test.ts on CUDA arenas, auto and per-layer paths, tf32, and under memcheck).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -145,6 +145,8 @@ for part in "$@"; do
         NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=300 NN_ARENA_STEP_PATH=$path vitest run test/property.test.ts > "$OUT/prop-$path.log" 2>&1
         grep -E "Tests |AssertionError|→" "$OUT/prop-$path.log" | sed "s/^/[prop $path] /"
       done
+      NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=300 NN_ARENA_PROP_PRECISION=tf32 vitest run test/property.test.ts > "$OUT/prop-tf32.log" 2>&1
+      grep -E "Tests |AssertionError|→" "$OUT/prop-tf32.log" | sed "s/^/[prop tf32] /"
       NN_ARENA_UNDER_SANITIZER=1 NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=40 compute-sanitizer --tool memcheck --target-processes all --report-api-errors no \
         vitest run test/property.test.ts > "$OUT/prop-memcheck.log" 2>&1
       grep -E "ERROR SUMMARY|Tests " "$OUT/prop-memcheck.log" | sed "s/^/[prop memcheck] /" ;;
