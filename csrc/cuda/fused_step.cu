@@ -507,7 +507,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
 }
 
 template <typename T>
-__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hb, bool updateNow) {
   const nna_bound_layer<T> C = bound<T>(l, st.model);
   const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
   const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
@@ -526,7 +526,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     T total = T(0);
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
-    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
+    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hb);  // hb: forBiases
   }
   __syncthreads();
 }
@@ -537,7 +537,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 // model's partials in one fixed order (the same total in every block), records it (block 0), and
 // takes its share of that model's updates with the clip factor. Two barriers per step.
 template <typename T>
-__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm) {
+__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm, Hyper<T>& hp, Hyper<T>& hb) {
   double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
   const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t m = 0; m < p.models; ++m) {
@@ -571,16 +571,15 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
       if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
       __syncthreads();
     }
+    // hp, hb: shared slots (the kernel's), the model's hyperparameters with the clip factor.
     if (threadIdx.x == 0) {
       const double norm = sqrt(red[0]);
       if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
-      red[0] = clipScale(p.opt.clipGradNorm, norm);
+      hp = hyperOf<T>(p, hp0, m);
+      hp.gs = T(clipScale(p.opt.clipGradNorm, norm));
+      hb = forBiases(hp);
     }
     __syncthreads();
-    Hyper<T> hp = hyperOf<T>(p, hp0, m);
-    hp.gs = T(red[0]);
-    const Hyper<T> hb = forBiases(hp);
-    __syncthreads();  // red[0] read by every thread before the next model's
     for (uint32_t l = 1; l <= p.last; ++l) {
       const nna_bound_layer<T> C = bound<T>(l, m);
       const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
@@ -608,6 +607,12 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   }
   __syncthreads();
   const uint32_t K = p.models;
+  // Hyperparameters for the weights and the biases (forBiases), of the step and of the item's model.
+  __shared__ __align__(16) unsigned char hyperBytes[4][sizeof(Hyper<T>)];
+  Hyper<T>& hpStep = *reinterpret_cast<Hyper<T>*>(hyperBytes[0]);
+  Hyper<T>& hbStep = *reinterpret_cast<Hyper<T>*>(hyperBytes[1]);
+  Hyper<T>& hpItem = *reinterpret_cast<Hyper<T>*>(hyperBytes[2]);
+  Hyper<T>& hbItem = *reinterpret_cast<Hyper<T>*>(hyperBytes[3]);
   if (p.resetStats && blockIdx.x == 0)
     for (uint32_t m = threadIdx.x; m < K; m += blockDim.x) {
       T* stats = bound<T>(last, m).stats;
@@ -629,7 +634,13 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     st.first = (p.firstBatch + s) * batch;
     st.rows = p.resident ? min(batch, p.samples - st.first) : p.rows;
     st.model = 0;
-    const Hyper<T> hp0 = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1);
+    // The step's hyperparameters (~170 bytes with the schedule) live in shared memory, read where
+    // an update uses them: held in registers across the phases they made the 2-block kernel spill
+    // (ptxas: 2,864 against 1,560 bytes of spill loads a thread; S step 44 against 38 us).
+    __syncthreads();
+    if (threadIdx.x == 0) { hpStep = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1); hbStep = forBiases(hpStep); }
+    __syncthreads();
+    const Hyper<T>& hp0 = hpStep;
     // Item i of a phase with n items per model is item i % n of model i / n.
     auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
 
@@ -689,7 +700,13 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       for (uint64_t i = blockIdx.x; i < total * K; i += gridDim.x) {
         const uint32_t m = uint32_t(i / total);  // item i % total of model i / total
         const StepInfo sti = forModel(m);
-        const Hyper<T> hp = hyperOf<T>(p, hp0, m);
+        if (p.lrs) {  // the item's model has its own rate (uniform in the block: one item a block)
+          __syncthreads();
+          if (threadIdx.x == 0) { hpItem = hyperOf<T>(p, hp0, m); hbItem = forBiases(hpItem); }
+          __syncthreads();
+        }
+        const Hyper<T>& hp = p.lrs ? hpItem : hpStep;
+        const Hyper<T>& hb = p.lrs ? hbItem : hbStep;
         uint64_t k = i % total;
         if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
         k -= nW;
@@ -697,15 +714,15 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         k -= nW1;
         if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
+        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hb, st.train && !clip); continue; }
         k -= nB;
-        biasGradItem<T>(p, sti, 1, k, sm, hp, st.train && !clip);
+        biasGradItem<T>(p, sti, 1, k, sm, hb, st.train && !clip);
       }
       grid.sync();
       traceMark(p, slot);
       if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
-    if (clip) clipPhase<T>(p, grid, s, hp0, sm);
+    if (clip) clipPhase<T>(p, grid, s, hp0, sm, hpItem, hbItem);
   }
 }
 
