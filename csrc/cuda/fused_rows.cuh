@@ -1,0 +1,233 @@
+// fused_rows.cuh: the fused kernel's output rows (activation, loss, d), bias gradients and the clipping phase.
+// Included by fused_step.cu only (one translation unit: the anonymous namespace is its own).
+#pragma once
+
+#include "fused_common.cuh"
+
+namespace nna {
+namespace {
+
+// A finished row into the stats (not for Forward runs, which leave the stats alone).
+template <typename T>
+__device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
+  if (p.op != uint32_t(Op::Forward)) accumulateRowStats(O.stats, res.loss, res.correct, r, st.rows, s, p.lossFracBits);
+}
+
+// Row r's targets from ydata through the permutation (resident runs), lanes striding the units.
+template <typename T>
+__device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint32_t lane, uint32_t lanes) {
+  if (!p.resident) return;
+  const uint64_t k = permIndex(st.first + r, p.permA, p.permC, p.samples);
+  for (uint64_t j = lane; j < O.units; j += lanes) O.y[r * O.units + j] = O.ydata[k * O.units + j];
+}
+
+// The last layer (units <= kFusedOutMax) and the output, one warp per row: lanes walk the
+// inputs and keep one partial sum per output unit (all loads in flight at once), a shuffle tree
+// gives lane j the value z[r][j]; lane 0 finishes the row (outputRow, the code the CPU backend
+// runs); then, when gradients are wanted, the warp computes the row's
+// d[L-1] = (d[L] w[L]) * act'(z[L-1]) with lanes over the inputs, so the backward pass starts
+// one phase later.
+constexpr int kFusedOutMax = int(kFusedOutputMaxUnits);  // phases.h: the table knows this order
+
+// outputRow (math.h) for a row of n <= 32 units held one per lane: softmax (z becomes the
+// probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
+// Same definitions; the sums run as shuffle trees.
+template <typename T>
+__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, const OutputLoss& o, uint64_t rows) {
+  const uint32_t lane = threadIdx.x % 32;
+  RowResult res{0.0, false};
+  const LossInfo info = lossInfo(o.loss);
+  if (info.softmax) {
+    T mx = on ? z : -INFINITY;
+    uint64_t at = lane;
+    warpArgmax(mx, at);
+    const T lse = mx + nlog(warpSum(on ? nexp(z - mx) : T(0)));
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, lossTarget(o, y, n), lse) : T(0)));
+    if (on) z = nexp(z - lse);
+  } else {
+    res.loss = double(warpSum(on ? lossTerm(o.loss, z, y, T(0)) : T(0)));
+  }
+  if (info.meanUnits) res.loss /= double(n);
+  if (info.multilabel) {
+    res.correct = warpSum(on && labelMiss(z, y) ? T(1) : T(0)) == T(0);
+  } else {
+    T zm = on ? z : -INFINITY, ym = on ? y : -INFINITY;
+    uint64_t za = on ? lane : 32, ya = on ? lane : 32;
+    warpArgmax(zm, za);
+    warpArgmax(ym, ya);
+    res.correct = za == ya;
+  }
+  return res;
+}
+
+constexpr int kOutChunks = 2;  // 2 x 32 inputs per lane of the output row, every load in flight
+
+// One lane's loads for inputs k = k0 + 32c of the output row: z[k] of the layer below and
+// w[j][k] for each unit j (zero past m or n), issued before any is used. The forward product
+// and the error of the layer below walk the same inputs.
+template <typename T>
+__device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32_t n, uint32_t m, uint32_t k0, T (&zk)[kOutChunks],
+                                                 T (&wk)[kOutChunks][kFusedOutMax]) {
+#pragma unroll
+  for (int c = 0; c < kOutChunks; ++c) {
+    const uint32_t k = k0 + 32 * c;
+    zk[c] = k < m ? zp[k] : T(0);
+#pragma unroll
+    for (int j = 0; j < kFusedOutMax; ++j) wk[c][j] = j < n && k < m ? w[j * m + k] : T(0);
+  }
+}
+
+template <typename T>
+__device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
+  const nna_bound_layer<T> O = bound<T>(p.last, st.model);
+  const nna_bound_layer<T> P = bound<T>(p.last - 1, st.model);
+  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t n = uint32_t(O.units), m = uint32_t(O.fan_in);
+  const T* zp = P.z + r * m;
+  T part[kFusedOutMax];
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j) part[j] = T(0);
+  const T bl = lane < n ? O.b[lane] : T(0);
+  T yl = T(0);  // the row's target: from the data set through the permutation (and kept in y)
+  if (lane < n) {
+    if (p.resident) {
+      yl = O.ydata[permIndex(st.first + r, p.permA, p.permC, p.samples) * n + lane];
+      if (st.model == 0) O.y[r * n + lane] = yl;  // y is shared: model 0 writes it
+    } else {
+      yl = O.y[r * n + lane];
+    }
+  }
+  for (uint32_t k0 = lane; k0 < m; k0 += 32 * kOutChunks) {
+    T zk[kOutChunks], wk[kOutChunks][kFusedOutMax];
+    loadOutputChunks(zp, O.w, n, m, k0, zk, wk);
+#pragma unroll
+    for (int c = 0; c < kOutChunks; ++c)
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) part[j] += zk[c] * wk[c][j];
+  }
+  T mine = T(0);
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j)
+    if (j < n) {
+      const T v = warpSum(part[j]);
+      if (lane == j) mine = v;
+    }
+  // The row's values stay in registers (lane j: unit j): a thread walking the row in global
+  // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
+  const bool on = lane < n;
+  const T y = yl;
+  T z = on ? activate<T>(O.activation, mine + bl, T(O.act_param)) : T(0);
+  const RowResult res = outputRowLanes<T>(z, y, on, n, p.loss, st.rows);
+  if (on) O.z[r * n + lane] = z;
+  T dl = T(0);
+  if (st.grad && on) {
+    dl = lossGrad(p.loss, z, lossTarget(p.loss, y, n), lossGradScale<T>(p.loss.loss, st.rows, n));  // as outputRow
+    O.d[r * n + lane] = dl;
+  }
+  if (lane == 0) accumulateRow(p, st, O, r, s, res);
+  if (!st.grad) return;
+  T dj[kFusedOutMax];
+#pragma unroll
+  for (int j = 0; j < kFusedOutMax; ++j) dj[j] = __shfl_sync(0xffffffffu, dl, j);
+  for (uint32_t i0 = lane; i0 < m; i0 += 32 * kOutChunks) {
+    T wi[kOutChunks][kFusedOutMax], zi[kOutChunks];
+    loadOutputChunks(zp, O.w, n, m, i0, zi, wi);
+#pragma unroll
+    for (int c = 0; c < kOutChunks; ++c) {
+      T acc = T(0);
+#pragma unroll
+      for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];
+      const uint32_t i = i0 + 32 * c;
+      if (i < m) P.d[r * m + i] = acc * (P.pre ? activationGradAt(P, r * m + i) : activationGrad<T>(P.activation, zi[c], T(P.act_param)));
+    }
+  }
+}
+
+template <typename T>
+__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hb, bool updateNow) {
+  const nna_bound_layer<T> C = bound<T>(l, st.model);
+  const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
+  const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
+  T s = T(0);
+  if (j < n)
+    for (uint32_t r0 = stripe; r0 < rows; r0 += kBiasStripes * 4) {  // 4 loads in flight, added in row order
+      T v[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) v[q] = r0 + q * kBiasStripes < rows ? C.d[(r0 + q * kBiasStripes) * n + j] : T(0);
+#pragma unroll
+      for (int q = 0; q < 4; ++q) if (r0 + q * kBiasStripes < rows) s += v[q];
+    }
+  sm.bias[stripe][col] = s;
+  __syncthreads();
+  if (stripe == 0 && j < n) {
+    T total = T(0);
+    for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
+    C.db[j] = total;
+    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hb);  // hb: forBiases
+  }
+  __syncthreads();
+}
+
+// Clipping by global norm, after the backward phases of a step (which then wrote dw and updated
+// nothing): every block sums the squares of its share of each model's dw and db in double
+// (block-wide in a fixed order) into partials[model][block]; after a barrier every block adds a
+// model's partials in one fixed order (the same total in every block), records it (block 0), and
+// takes its share of that model's updates with the clip factor. Two barriers per step.
+template <typename T>
+__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm, Hyper<T>& hp, Hyper<T>& hb) {
+  double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
+  const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
+  for (uint32_t m = 0; m < p.models; ++m) {
+    double acc = 0;
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
+        acc += g * g;
+      }
+    }
+    red[threadIdx.x] = acc;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] = red[0];
+    __syncthreads();
+  }
+  grid.sync();
+  for (uint32_t m = 0; m < p.models; ++m) {
+    // The whole block reads the partials (one thread reading all of them in turn took ~20 us of a
+    // 49 us S step), then the same fixed-order tree: every block gets the same total.
+    double part = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) part += p.clipPartials[uint64_t(m) * gridDim.x + b];
+    red[threadIdx.x] = part;
+    __syncthreads();
+    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
+      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+      __syncthreads();
+    }
+    // hp, hb: shared slots (the kernel's), the model's hyperparameters with the clip factor.
+    if (threadIdx.x == 0) {
+      const double norm = sqrt(red[0]);
+      if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
+      hp = hyperOf<T>(p, hp0, m);
+      hp.gs = T(clipScale(p.opt.clipGradNorm, norm));
+      hb = forBiases(hp);
+    }
+    __syncthreads();
+    for (uint32_t l = 1; l <= p.last; ++l) {
+      const nna_bound_layer<T> C = bound<T>(l, m);
+      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+      for (uint64_t e = thread; e < n; e += threads) {
+        if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+        else updateParam<T>(p.optimizer, C.b + (e - nw), C.db[e - nw], C.mb ? C.mb + (e - nw) : nullptr, C.vb ? C.vb + (e - nw) : nullptr, hb);
+      }
+    }
+  }
+  grid.sync();
+}
+
+}  // namespace
+}  // namespace nna
