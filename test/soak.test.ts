@@ -26,7 +26,9 @@ describe('soak', () => {
     await settle();
     const growth = process.memoryUsage().rss - before;
     console.log(`soak: RSS growth over 10,000 cycles: ${growth} bytes`);
-    expect(growth).toBeLessThan(5 * 2 ** 20);
+    // Under AddressSanitizer (npm run test:asan) freed memory sits in its quarantine (+116 MiB
+    // here): the cycles still run and are checked for memory errors, the bound means nothing.
+    if (!(process.env.LD_PRELOAD ?? '').includes('libasan')) expect(growth).toBeLessThan(5 * 2 ** 20);
   });
 
   it('forgotten arenas are freed by their finalizers', async () => {
