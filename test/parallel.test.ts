@@ -10,19 +10,9 @@ import { Arena, ArenaError, DataParallel, ncclInfo, OptionError, planLayout, rea
 import { runArena } from '../src/internal.js';
 import { OPS, LOSSES } from '../src/native.js';
 import { codeOf } from './support/errors.js';
+import { freePort } from './support/net.js';
 
 const CHILD = 'test/fixtures/rendezvous-child.mjs';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 interface ChildResult { rank: number; id?: string; code?: string; message?: string }
 

@@ -4,17 +4,7 @@
 import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { OptionError, rendezvous } from '../src/index.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
+import { freePort } from './support/net.js';
 
 const HELLO = (rank: number, world: number) => JSON.stringify({ magic: 'nn-arena-rendezvous', version: 1, rank, world }) + '\n';
 
