@@ -99,6 +99,17 @@ __device__ __forceinline__ nna_bound_layer<T> bound(uint32_t l, uint32_t m) {
   return r;
 }
 
+// Clipping: each thread's running sum of the squares of the gradients its epilogues wrote (for
+// the model clipFlush last named), and the block's per-warp totals. The dw / db epilogues add to
+// it in their own fixed order, so the norm needs no pass over the gradients and no extra barrier.
+__shared__ double clipAcc[256];
+__shared__ double clipWarp[kWarps];
+
+// Whether this step's epilogues accumulate squares (a Train step of a clipping run).
+__device__ __forceinline__ bool clipping(const FusedParams& p, const StepInfo& st) { return st.train && p.clipPartials; }
+
+__device__ __forceinline__ void clipAdd(double g) { clipAcc[threadIdx.x] += g * g; }
+
 // Model m's hyperparameters: the step's, with its own learning rate (scheduled as hyperAt does).
 template <typename T>
 __device__ __forceinline__ Hyper<T> hyperOf(const FusedParams& p, const Hyper<T>& hp, uint32_t m) {

@@ -164,39 +164,44 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
     if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hb);  // hb: forBiases
+    else if (clipping(p, st)) clipAdd(double(total));
   }
   __syncthreads();
 }
 
-// Clipping by global norm, after the backward phases of a step (which then wrote dw and updated
-// nothing): every block sums the squares of its share of each model's dw and db in double
-// (block-wide in a fixed order) into partials[model][block]; after a barrier every block adds a
-// model's partials in one fixed order (the same total in every block), records it (block 0), and
-// takes its share of that model's updates with the clip factor. Two barriers per step.
+// Clipping: the squares this block's threads added for model m (clipAcc) into the block's
+// partial sum, warp trees then the 8 warps in order; clipAcc starts again from zero. Every
+// thread of the block calls it (the items of a phase are uniform in a block).
+__device__ void clipFlush(const FusedParams& p, uint32_t m) {
+  double v = clipAcc[threadIdx.x];
+  clipAcc[threadIdx.x] = 0;
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) clipWarp[threadIdx.x / 32] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double total = 0;
+    for (int w = 0; w < kWarps; ++w) total += clipWarp[w];
+    p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] += total;
+  }
+  __syncthreads();
+}
+
+// Before a clipping step's backward phases: this block's partials and its threads' sums at zero
+// (only this block writes its slots; the last reader passed the previous step's final barrier).
+__device__ void clipReset(const FusedParams& p) {
+  clipAcc[threadIdx.x] = 0;
+  for (uint32_t m = threadIdx.x; m < p.models; m += blockDim.x) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] = 0;
+  __syncthreads();
+}
+
+// Clipping by global norm, after the backward phases of a step (which wrote dw and db, updated
+// nothing, and left each block's sum of their squares in partials[model][block]): every block
+// adds a model's partials in one fixed order (the same total in every block), records it (block
+// 0), and takes its share of that model's updates with the clip factor. One barrier per step.
 template <typename T>
 __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm, Hyper<T>& hp, Hyper<T>& hb) {
   double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
   const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
-  for (uint32_t m = 0; m < p.models; ++m) {
-    double acc = 0;
-    for (uint32_t l = 1; l <= p.last; ++l) {
-      const nna_bound_layer<T> C = bound<T>(l, m);
-      const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
-      for (uint64_t e = thread; e < n; e += threads) {
-        const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
-        acc += g * g;
-      }
-    }
-    red[threadIdx.x] = acc;
-    __syncthreads();
-    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
-      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
-      __syncthreads();
-    }
-    if (threadIdx.x == 0) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] = red[0];
-    __syncthreads();
-  }
-  grid.sync();
   for (uint32_t m = 0; m < p.models; ++m) {
     // The whole block reads the partials (one thread reading all of them in turn took ~20 us of a
     // 49 us S step), then the same fixed-order tree: every block gets the same total.

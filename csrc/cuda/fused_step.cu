@@ -138,6 +138,8 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     // reader left (d[l] was computed one phase earlier, or with the fused output), updating them
     // in the epilogue of its own tiles; the last phase also takes layer 1. With the fused output,
     // d[L-1] exists already: the first phase is layer L-1's.
+    uint32_t clipModel = 0;  // the model whose squares clipAcc holds
+    if (clip) clipReset(p);
     for (uint32_t l = p.fuseOutput ? last - 1 : last; l >= 1; --l) {
       const uint32_t up = l + 1 <= last ? l + 1 : 0;  // the layer whose gradients this phase takes
       const uint64_t nW = up ? tileCount<T>(p, up, kWeightGrad, st.rows) : 0;
@@ -149,6 +151,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       for (uint64_t i = blockIdx.x; i < total * K; i += gridDim.x) {
         const uint32_t m = uint32_t(i / total);  // item i % total of model i / total
         const StepInfo sti = forModel(m);
+        if (clip && m != clipModel) { clipFlush(p, clipModel); clipModel = m; }
         if (p.lrs) {  // the item's model has its own rate (uniform in the block: one item a block)
           __syncthreads();
           if (threadIdx.x == 0) { hpItem = hyperOf<T>(p, hp0, m); hbItem = forBiases(hpItem); }
@@ -167,6 +170,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         k -= nB;
         biasGradItem<T>(p, sti, 1, k, sm, hb, st.train && !clip);
       }
+      if (clip) clipFlush(p, clipModel);
       grid.sync();
       traceMark(p, slot);
       if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
