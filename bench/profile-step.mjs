@@ -1,7 +1,7 @@
 // profile-step.mjs: one network's training step as Trainer.fit over a resident data set, short
 // enough for a profiler, e.g. on the GPU machine:
 //   ncu --print-summary per-kernel node bench/profile-step.mjs S sgd 20
-// Arguments: network (S | M | L), optimizer, steps, backend, precision (fp32 | tf32 | tf32x3:
+// Arguments: network (S | M | L), optimizer, steps, backend, precision (fp32 | tf32 | tf32x3 | bf16:
 // the Trainer's `precision`). Uses the built package (dist/). --json FILE appends the result
 // as one JSON line.
 // Environment knobs of the CUDA backend apply (NN_ARENA_STEP_PATH=fused|layers,

@@ -107,7 +107,7 @@ def time_step(step, mode, steps, warm, before_capture=None):
     return time_steps(run, steps)
 
 
-def bench(name, optimizer, mode, steps_override=0):
+def bench(name, optimizer, mode, steps_override=0, precision="fp32"):
     if DEVICE == "cpu":
         return bench_cpu(name, optimizer, steps_override)
     layers, batch, steps = NETS[name]
@@ -121,9 +121,14 @@ def bench(name, optimizer, mode, steps_override=0):
     x = torch.rand(batch, layers[0], device="cuda")
     y = torch.randint(0, layers[-1], (batch,), device="cuda")
 
+    # bf16: autocast, PyTorch's mixed precision for a float32 model (fp32 parameters and
+    # optimizer, bf16 products); the cast cache is off, as graph capture requires.
+    amp = precision == "bf16"
+
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = lossf(model(x), y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
+            loss = lossf(model(x), y)
         loss.backward()
         opt.step()
 
@@ -175,7 +180,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
-    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off) and/or tf32 (TF32 matmuls), comma-separated")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off), tf32 (TF32 matmuls), bf16 (autocast), comma-separated")
     ap.add_argument("--models", default="", help="K list: the torch.func reference of K S networks (bench/models.mjs)")
     a = ap.parse_args()
     global DEVICE
@@ -184,8 +189,8 @@ def main():
         torch.set_num_threads(a.threads or os.cpu_count())
         a.modes = "eager"
     precisions = a.precisions.split(",")
-    if any(p not in ("fp32", "tf32") for p in precisions):
-        ap.error("--precisions takes fp32 and tf32 (PyTorch has no 3xTF32)")
+    if any(p not in ("fp32", "tf32", "bf16") for p in precisions):
+        ap.error("--precisions takes fp32, tf32 and bf16 (PyTorch has no 3xTF32)")
     if DEVICE == "cpu":
         precisions = ["fp32"]
     rows = []
@@ -204,7 +209,7 @@ def main():
         for name in filter(None, a.only.split(",")):
             for optimizer in a.optimizers.split(","):
                 for mode in a.modes.split(","):
-                    r = bench(name, optimizer, mode, a.steps)
+                    r = bench(name, optimizer, mode, a.steps, precision)
                     r["precision"] = precision
                     rows.append(r)
                     print(f"torch {DEVICE} {precision} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)

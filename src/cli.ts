@@ -9,8 +9,8 @@ import { packageVersion } from './doctor.js';
 import { runDoctor } from './cli/doctor.js';
 import { planLayout } from './layout/plan.js';
 import type { Activation, Dtype, Optimizer, Order } from './layout/header.js';
-import { ACTIVATION_TABLE, LOSS_TABLE } from './layout/tables.generated.js';
-import type { LossName } from './native.js';
+import { ACTIVATION_TABLE, LOSS_TABLE, PRECISION_TABLE } from './layout/tables.generated.js';
+import type { LossName, PrecisionName } from './native.js';
 import type { LayoutSpec } from './layout/spec.js';
 import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/format.js';
 import { planJson, planSummary } from './cli/plan.js';
@@ -81,6 +81,7 @@ program
   .option('--gamma <x>', 'step: factor of each decay', '0.1')
   .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
+  .addOption(new Option('--precision <name>', 'how the products are computed (float32, CUDA: tf32 / tf32x3 / bf16 tensor cores)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
   .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
   .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
   .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
@@ -117,6 +118,7 @@ program
       ...(o.weightDecay !== undefined ? { weightDecay: parseNumber(o.weightDecay, 'weight-decay') } : {}),
       ...(o.nesterov ? { nesterov: true } : {}),
       ...(o.clip !== undefined ? { clipGradNorm: parseNumber(o.clip, 'clip') } : {}),
+      ...(o.precision !== 'fp32' ? { precision: o.precision as PrecisionName } : {}),
     };
     if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
     else if (o.schedule === 'one-cycle') opt.schedule = { type: 'one-cycle', total: steps };
@@ -128,7 +130,7 @@ program
       layers, batch, dtype: o.dtype as Dtype, optimizer: o.optimizer as Optimizer, compact: Boolean(o.compact), activations: probeActivations,
       ...(slope === undefined ? {} : { leakyReluSlope: slope }),
     });
-    checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS.fp32 });
+    checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS[o.precision as PrecisionName] });
     if (o.report !== undefined) checkOutputFile('--report', o.report);
     if (o.save !== undefined) {  // the checkpoint's own rules (no symlink, atomic) apply when it is written
       const dir = dirname(resolve(o.save));

@@ -2,7 +2,7 @@
 // and its coded errors, turned into the class of their code (src/errors.ts). Only this file
 // touches the addon; the planner works without it.
 import { fromNative } from './errors.js';
-import { LOSS_TABLE } from './layout/tables.generated.js';
+import { LOSS_TABLE, PRECISION_TABLE } from './layout/tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
@@ -62,9 +62,11 @@ export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwa
 type LossRow = (typeof LOSS_TABLE)[number];
 export const LOSSES = Object.fromEntries(LOSS_TABLE.map((l) => [l.name, l.code])) as { readonly [L in LossRow as L['name']]: L['code'] };
 export type LossName = LossRow['name'];
-/** How a run's products are computed (csrc/train/train.h Precision); storage stays float32. */
-export const PRECISIONS = { fp32: 0, tf32: 1, tf32x3: 2 } as const;
-export type PrecisionName = keyof typeof PRECISIONS;
+/** How a run's products are computed (the generated table of NNA_PRECISIONS,
+ *  csrc/descriptors/precisions.h); storage stays float32. */
+type PrecisionRow = (typeof PRECISION_TABLE)[number];
+export const PRECISIONS = Object.fromEntries(PRECISION_TABLE.map((p) => [p.name, p.code])) as { readonly [P in PrecisionRow as P['name']]: P['code'] };
+export type PrecisionName = PrecisionRow['name'];
 export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
 
 /** One run's parameters: the TS mirror of struct RunParams in csrc/train/train.h. The addon

@@ -1,5 +1,5 @@
 // The `precision` option off the GPU: it is checked when the Trainer is made (a typed
-// OptionError naming `precision`), the CPU backend refuses the TF32 modes natively too (a run
+// OptionError naming `precision`), the CPU backend refuses the TF32 and BF16 modes natively too (a run
 // that bypasses the Trainer), and 'fp32' is today's behaviour. The GPU side:
 // test/gpu/precision.gpu.test.ts.
 import { describe, expect, it } from 'vitest';
@@ -48,20 +48,21 @@ describe('Trainer precision option', () => {
       try { new Trainer(a, { precision: bad as never }); } catch (e) { err = e; }
       expect(err).toBeInstanceOf(OptionError);
       expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'precision', value: bad });
-      expect((err as Error).message).toContain("'tf32x3'");
+      expect((err as Error).message).toContain("'tf32x3', 'bf16'");
     });
   });
 
-  it.each([['tf32'], ['tf32x3']])("%s on the CPU backend is a typed error (the CPU computes in fp32)", (mode) => {
+  it.each([['tf32', 'TF32'], ['tf32x3', 'TF32'], ['bf16', 'BF16']])("%s on the CPU backend is a typed error (the CPU computes in fp32)", (mode, cores) => {
     withArena('float32', (a) => {
       expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(OptionError);
-      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(/needs the CUDA backend/);
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(`needs the CUDA backend (a GPU with ${cores} tensor cores)`);
     });
   });
 
   it('a float64 arena refuses the TF32 modes (they apply to float32 products)', () => {
     withArena('float64', (a) => {
       expect(() => new Trainer(a, { precision: 'tf32x3' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }));
+      expect(() => new Trainer(a, { precision: 'bf16' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }));
       expect(new Trainer(a, { precision: 'fp32' }).precision).toBe('fp32');
     });
   });
@@ -76,7 +77,7 @@ describe('precision in the run contract (native checks)', () => {
       arena.view(0, 'z').fill(1);  // one row that trains: input ones, class 0
       arena.view(2, 'y').set([1, 0, 0]);
       arena.toDevice();
-      for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3]) {
+      for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3, PRECISIONS.bf16]) {
         const run = runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision });
         await expect(run).rejects.toBeInstanceOf(OptionError);
         await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('CUDA backend') });
@@ -95,7 +96,7 @@ describe('precision in the run contract (native checks)', () => {
     const f32 = Arena.create(planLayout(spec()), { backend: 'cpu' });
     const f64 = Arena.create(planLayout(spec('float64')), { backend: 'cpu' });
     try {
-      await expect(runArena(f32, { op: OPS.eval, rows: 1, loss: 0, precision: 3 as never })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('precision 3') });
+      await expect(runArena(f32, { op: OPS.eval, rows: 1, loss: 0, precision: 9 as never })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('precision 9') });
       await expect(runArena(f64, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.tf32 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float64') });
     } finally {
       f32.dispose();

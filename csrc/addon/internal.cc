@@ -164,7 +164,6 @@ Napi::Value Codes(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)},
                           {"backward", uint32_t(Op::Backward)}, {"backwardFromOutput", uint32_t(Op::BackwardFromOutput)}, {"update", uint32_t(Op::Update)}}));
-  o.Set("precisions", table({{"fp32", uint32_t(Precision::Fp32)}, {"tf32", uint32_t(Precision::Tf32)}, {"tf32x3", uint32_t(Precision::Tf32x3)}}));
   o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
   return o;
 }

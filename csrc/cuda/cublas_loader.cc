@@ -22,6 +22,8 @@ using Status = int;  // cublasStatus_t: 0 = CUBLAS_STATUS_SUCCESS
 constexpr int kOpN = 0, kOpT = 1;          // cublasOperation_t
 constexpr int kDefaultMath = 0;            // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
 constexpr int kR32F = 0;                   // cudaDataType_t CUDA_R_32F
+constexpr int kR16BF = 14;                 // cudaDataType_t CUDA_R_16BF
+constexpr int kCompute32F = 68;            // cublasComputeType_t CUBLAS_COMPUTE_32F
 constexpr int kComputeFastTf32 = 77;       // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
 constexpr int kGemmDefault = -1;           // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
@@ -32,7 +34,7 @@ struct Api {
   Status (*setMathMode)(Handle, int) = nullptr;
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*, int) = nullptr;
   Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*, double*, int) = nullptr;
-  // cublasGemmEx (cuBLAS 8+): the TF32 products.
+  // cublasGemmEx (cuBLAS 8+): the TF32 and BF16 products.
   Status (*gemmEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
   // Strided batched products (K-model arenas: one call for every model's product; cuBLAS 8+).
   // Optional: without them the batch runs as one call per model.
@@ -135,6 +137,12 @@ void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float
   blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR32F, lda, B, kR32F, ldb, &beta, C, kR32F, ldc,
                          kComputeFastTf32, kGemmDefault),
             "cublasGemmEx (TF32)");
+}
+void blasGemmBf16(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
+                  float beta, float* C, int ldc) {
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR16BF, lda, B, kR16BF, ldb, &beta, C, kR32F, ldc,
+                         kCompute32F, kGemmDefault),
+            "cublasGemmEx (BF16)");
 }
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc) {

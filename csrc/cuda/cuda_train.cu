@@ -6,6 +6,8 @@
 //     found at run time (cublas_loader.cc), else the tiled kernels of layer_kernels.cuh. A
 //     memory scheduler can act between the launches (layer_hooks.h).
 // Every kernel receives only the arena's device base (plus scalars) and binds from the header.
+#include <cuda_bf16.h>
+
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -32,41 +34,51 @@
 namespace nna {
 namespace {
 
-// The workspace of the TF32 precisions through cuBLAS. tf32x3: the big and small parts of two
-// operands (slot 0: a weight matrix or z[l-1]; slot 1: z[l-1] or d[l]). Both modes: d[l]
-// transposed (units x rows), so that the weight-gradient product reads both operands in a
-// layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
-// product as "nn", L on the H100). Sized for the largest layer at the batch. It lies outside the
-// arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
-// the same whichever precision trains it), and it lives only for the run (stream-ordered:
-// cudaMallocAsync / cudaFreeAsync on the run's stream).
-class Tf32Workspace {
+// The workspace of the tensor-core precisions through cuBLAS. Slot 0 holds a copy of a weight
+// matrix or z[l-1], slot 1 of z[l-1] or d[l]: tf32x3 their big and small parts (two floats an
+// element), bf16 their bf16 rounding (two bytes). Every mode: d[l] transposed (units x rows), so
+// that the weight-gradient product reads both operands in a layout the tensor-core kernels run
+// fast (z^T d as "nt" took 380 us against 211 us for the same product as "nn", L TF32 on the
+// H100). Sized for the largest layer at the batch. It lies outside the arena on purpose: it
+// depends on a run parameter, not on the layout (an arena or checkpoint is the same whichever
+// precision trains it), and it lives only for the run (stream-ordered: cudaMallocAsync /
+// cudaFreeAsync on the run's stream).
+class ProductWorkspace {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, cudaStream_t s) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, Precision prec, cudaStream_t s) {
+    const bool copies = precisionInfo(prec)->workspace;
     for (uint32_t l = 1; l < h.num_layers; ++l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
-      if (split) {
+      if (copies) {
         elements_[0] = std::max({elements_[0], n * m, h.batch * m});
         elements_[1] = std::max({elements_[1], h.batch * m, h.batch * n});
       }
       transposed_ = std::max(transposed_, h.batch * n);
     }
+    unit_ = prec == Precision::Tf32x3 ? 2 * sizeof(float) : sizeof(__nv_bfloat16);
     stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float), s));
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), transposed_ * sizeof(float) + (elements_[0] + elements_[1]) * unit_, s));
   }
-  ~Tf32Workspace() {
+  ~ProductWorkspace() {
     if (base_) cudaFreeAsync(base_, stream_);
   }
-  float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
+  float* transposed() const { return reinterpret_cast<float*>(base_); }
+  // Slot i's first byte (after the transposed d: every slot start stays 8-byte aligned).
+  void* slot(int i) const { return base_ + transposed_ * sizeof(float) + (i ? elements_[0] * unit_ : 0); }
   uint64_t slotElements(int i) const { return elements_[i]; }
-  float* transposed() const { return base_ + 2 * (elements_[0] + elements_[1]); }
 
  private:
-  float* base_ = nullptr;
+  char* base_ = nullptr;
   uint64_t elements_[2] = {0, 0};
   uint64_t transposed_ = 0;
+  size_t unit_ = 0;
   cudaStream_t stream_ = nullptr;
 };
+
+// x rounded to bf16 (nearest even), for the bf16 products' operands.
+static __global__ void bf16Kernel(const float* x, __nv_bfloat16* out, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) out[i] = __float2bfloat16_rn(x[i]);
+}
 
 // out (cols x rows, row-major) = in (rows x cols, row-major) transposed: 32 x 32 tiles through
 // shared memory (a padded column: no bank conflicts), both sides coalesced.
@@ -84,7 +96,7 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
   }
 }
 
-// A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
+// A clipping run's device scratch (stream-ordered, for the run only, like ProductWorkspace): the
 // partial sums of squares, each model's clip factor, and the norm of every step (read back once
 // at the end of the run into RunParams::gradNorms).
 class ClipScratch {
@@ -130,7 +142,7 @@ class LayerRun {
       : device_(lane.device), base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()),
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
-    if (blas_ && prec_ != Precision::Fp32 && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);  // Update: no products
+    if (blas_ && prec_ != Precision::Fp32 && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_, s_);  // Update: no products
     if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
@@ -347,7 +359,7 @@ class LayerRun {
       return fold;
     }
     // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
-    const Split d = l > 1 || !transposeForTf32() ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
+    const Split d = l > 1 || !transposeForTensorCores() ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       if (K_ > 1)
@@ -364,7 +376,7 @@ class LayerRun {
     if (K_ > 1)
       blasGemmBatched(lane_, false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), int(K_));
-    else if (transposeForTf32())
+    else if (transposeForTensorCores())
       weightGradTf32(l, rows, alpha, fold);
     else
       product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
@@ -372,9 +384,9 @@ class LayerRun {
     return fold;
   }
 
-  // The TF32 precisions through cuBLAS (one model): the weight-gradient product reads d[l]
-  // transposed (Tf32Workspace).
-  bool transposeForTf32() const { return std::is_same_v<T, float> && blas_ && prec_ != Precision::Fp32 && K_ == 1; }
+  // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
+  // transposed (ProductWorkspace).
+  bool transposeForTensorCores() const { return std::is_same_v<T, float> && blas_ && prec_ != Precision::Fp32 && K_ == 1; }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . (d^T)^T with d^T (n x rows) transposed first: both
   // operands "n" [or w^T += -lr * that]. After the error product, which read d's split parts
@@ -390,19 +402,26 @@ class LayerRun {
     }
   }
 
-  // An operand of a cuBLAS product: the matrix itself, and for tf32x3 its big and small TF32
-  // parts (workspace copies of the same shape).
+  // An operand of a cuBLAS product: the matrix itself, for tf32x3 its big and small TF32 parts,
+  // for bf16 its bf16 rounding (workspace copies of the same shape).
   struct Split {
     const T* x;
     const T* big = nullptr;
     const T* small = nullptr;
+    const void* half = nullptr;
   };
 
-  // Operand x (n elements) as a Split; tf32x3 splits it into workspace slot 0 or 1 first.
+  // Operand x (n elements) as a Split: tf32x3 splits it, bf16 rounds it, into workspace slot 0 or 1.
   Split split(int slot, const T* x, uint64_t n) {
-    if (prec_ != Precision::Tf32x3) return {x};
+    if (prec_ != Precision::Tf32x3 && prec_ != Precision::Bf16) return {x};
     if constexpr (std::is_same_v<T, float>) {
-      float* big = work_.slot(slot);
+      if (prec_ == Precision::Bf16) {
+        auto* half = static_cast<__nv_bfloat16*>(work_.slot(slot));
+        bf16Kernel<<<blocksFor(n), kThreads, 0, s_>>>(x, half, n);
+        launched();
+        return {x, nullptr, nullptr, half};
+      }
+      float* big = static_cast<float*>(work_.slot(slot));
       float* small = big + work_.slotElements(slot);
       splitKernel<<<blocksFor(n), kThreads, 0, s_>>>(x, big, small, n);
       launched();
@@ -416,6 +435,7 @@ class LayerRun {
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
+      if (prec_ == Precision::Bf16) return blasGemmBf16(lane_, tA, tB, m, n, k, alpha, a.half, lda, b.half, ldb, beta, C, ldc);
       if (prec_ == Precision::Tf32x3) {
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
@@ -440,7 +460,7 @@ class LayerRun {
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
   Precision prec_;
-  Tf32Workspace work_;
+  ProductWorkspace work_;
   ClipScratch clip_;
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
@@ -474,15 +494,16 @@ static void markNonFinite(void* devBase, const nna_header& h, const std::vector<
   CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
-// TF32 tensor cores: compute capability 8.0 or newer (of the current device: the arena's, made
-// current by Backend::activate on the run's thread).
-static void requireTf32Device(Precision p) {
+// The precision's tensor cores: its descriptor's compute capability or newer (of the current
+// device: the arena's, made current by Backend::activate on the run's thread).
+static void requireTensorCores(Precision p) {
+  const PrecisionInfo& info = *precisionInfo(p);
   int device = 0, major = 0, minor = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-  if (major < 8)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p) + "' needs TF32 tensor cores (compute capability 8.0 or newer); this GPU is " +
+  if (major < info.minMajor)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info.name + "' needs " + info.cores + " (compute capability " + std::to_string(info.minMajor) + ".0 or newer); this GPU is " +
                                                   std::to_string(major) + "." + std::to_string(minor));
 }
 
@@ -494,7 +515,10 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::memcpy(&h, header, sizeof h);
   std::vector<nna_layer> layers(h.num_layers);
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
-  if (p.precision != Precision::Fp32) requireTf32Device(p.precision);
+  if (p.precision != Precision::Fp32) requireTensorCores(p.precision);
+  if (precisionInfo(p.precision)->needsBlas && !productsUseBlas(h, layers))
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' computes its products through cuBLAS, which this run cannot use "
+                   "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (hooks && p.clips())

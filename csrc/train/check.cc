@@ -11,12 +11,8 @@
 namespace nna {
 
 const char* precisionName(Precision p) {
-  switch (p) {
-    case Precision::Fp32: return "fp32";
-    case Precision::Tf32: return "tf32";
-    case Precision::Tf32x3: return "tf32x3";
-  }
-  return "unknown";
+  const PrecisionInfo* r = precisionInfo(p);
+  return r ? r->name : "unknown";
 }
 
 namespace {
@@ -99,7 +95,7 @@ void checkRun(const void* header, const RunParams& p) {
   if ((h.flags & NNA_FLAG_COMPACT) && (p.op == Op::Backward || p.op == Op::BackwardFromOutput || p.op == Op::Update))
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "backward and update keep gradients between runs, which a compact arena does not (dw and db share bytes, "
                    "and an SGD plan has no dw); use step() or fit(), or plan it without compact");
-  if (uint32_t(p.precision) > uint32_t(Precision::Tf32x3)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
+  if (!precisionInfo(p.precision)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
   if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
                    std::to_string(nna_models(&h)) + " (models: use 'fp32')");

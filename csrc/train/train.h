@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "../descriptors/optimizers.h"
+#include "../descriptors/precisions.h"
 #include "losses.h"
 
 namespace nna {
@@ -23,11 +24,8 @@ enum class Op : uint32_t {
   Update = 6,              // the optimizer step from dw / db (Adam's t = stepBase + 1); rows unused
 };
 // Loss: the table NNA_LOSSES in losses.h.
-// How the matrix products of a float32 run are computed (storage stays float32): in FP32
-// (default), as one TF32 tensor-core product (about 3 decimal digits per operand), or as three
-// TF32 products of the operands split into big + small parts (3xTF32: FP32-level accuracy).
-// Only the CUDA backend on a TF32-capable GPU (compute capability 8.0+) runs the TF32 modes.
-enum class Precision : uint32_t { Fp32 = 0, Tf32 = 1, Tf32x3 = 2 };
+// How the matrix products of a float32 run are computed (storage stays float32): Precision and
+// its descriptors, csrc/descriptors/precisions.h.
 
 struct RunParams {
   Op op = Op::Train;

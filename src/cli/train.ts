@@ -96,7 +96,7 @@ export async function train(o: TrainOptions): Promise<void> {
   if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
   const reportPath = report?.write(o.report!, {
     plan, backend: arena.backend, path: fit.path, seconds,
-    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', ...optimizerSettings(o.trainer), activation: o.activation ?? 'relu', loss: loss.name, dtype: o.dtype, seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', ...optimizerSettings(o.trainer), activation: o.activation ?? 'relu', loss: loss.name, dtype: o.dtype, precision: o.trainer?.precision ?? 'fp32', seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
     test: { ...test, count: testSet.count },
     train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
   });

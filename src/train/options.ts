@@ -4,6 +4,7 @@ import type { Arena } from '../arena.js';
 import { OptionError } from '../errors.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { commonParams, optimizers } from '../layout/optimizers.js';
+import { PRECISION_TABLE } from '../layout/tables.generated.js';
 import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native.js';
 import { checkOptimizerOptions, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 
@@ -102,15 +103,15 @@ function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): L
 /** The products' precision: known, and one this arena can run (the native side checks the GPU). */
 function checkPrecision(v: unknown, arena: Arena): PrecisionName {
   if (v === undefined) return 'fp32';
-  if (typeof v !== 'string' || !Object.hasOwn(PRECISIONS, v)) throw new OptionError('BAD_OPTION', 'precision', v, "must be 'fp32', 'tf32' or 'tf32x3'");
-  const p = v as PrecisionName;
-  if (p === 'fp32') return p;
+  const row = PRECISION_TABLE.find((r) => r.name === v);
+  if (typeof v !== 'string' || !row) throw new OptionError('BAD_OPTION', 'precision', v, `must be one of ${PRECISION_TABLE.map((r) => `'${r.name}'`).join(', ')}`);
+  if (row.name === 'fp32') return row.name;
   if (arena.plan.spec.dtype !== 'float32') throw new OptionError('BAD_OPTION', 'precision', v, `applies to float32 arenas; this one is ${arena.plan.spec.dtype}`);
-  if (arena.backend !== 'cuda') throw new OptionError('BAD_OPTION', 'precision', v, 'needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32');
-  if (p === 'tf32x3' && arena.deviceBudget !== undefined) {
+  if (arena.backend !== 'cuda') throw new OptionError('BAD_OPTION', 'precision', v, `needs the CUDA backend (a GPU with ${row.cores}); the CPU backend computes in fp32`);
+  if (row.workspace && arena.deviceBudget !== undefined) {
     throw new OptionError('BAD_OPTION', 'precision', v, 'needs a device workspace beside the arena, which a deviceBudget does not allow; use \'tf32\' or \'fp32\'');
   }
-  return p;
+  return row.name;
 }
 
 /** The Trainer's options for `arena` (the first arena of its run target), read once per key. */

@@ -1,0 +1,48 @@
+// precisions.h: one descriptor per product precision of a float32 run (RunParams::precision).
+// Storage stays float32 in the arena in every mode (the weights are the fp32 masters); a
+// precision says how the products read their operands and what that needs. The checks of
+// check.cc, cpu_train.cc, cuda_train.cu and budget_run.cu read this table; nothing else lists
+// the modes. Adding one: its code in Precision (train.h), its row here, its product in
+// cuda_train.cu (LayerRun::product), its name in src/native.ts PRECISIONS.
+#pragma once
+#include <cstdint>
+
+namespace nna {
+
+// X(id, code, name, compute capability major its tensor cores need (0: any GPU and the CPU),
+//   workspace (its operands are copied into a run workspace beside the arena), needsBlas (its
+//   products exist only through cuBLAS: no tiled kernel of its own), what it runs on).
+// bf16: bf16 operands rounded from the fp32 values (weights, activations, errors), fp32
+// accumulation and fp32 results, as PyTorch's autocast runs a float32 model's products.
+// scripts/gen-tables.cjs reads this table into src/layout/tables.generated.ts.
+#define NNA_PRECISIONS(X)                               \
+  X(Fp32, 0, "fp32", 0, 0, 0, "FP32 units")             \
+  X(Tf32, 1, "tf32", 8, 0, 0, "TF32 tensor cores")      \
+  X(Tf32x3, 2, "tf32x3", 8, 1, 0, "TF32 tensor cores")  \
+  X(Bf16, 3, "bf16", 8, 1, 1, "BF16 tensor cores")
+
+#define NNA_PRECISION_ENUM(id, code, ...) id = code,
+enum class Precision : uint32_t { NNA_PRECISIONS(NNA_PRECISION_ENUM) };
+#undef NNA_PRECISION_ENUM
+
+struct PrecisionInfo {
+  Precision code;
+  const char* name;
+  int minMajor;
+  bool workspace;
+  bool needsBlas;
+  const char* cores;
+};
+
+#define NNA_PRECISION_ROW(id, code, name, major, work, blas, cores) {Precision::id, name, major, work != 0, blas != 0, cores},
+inline constexpr PrecisionInfo kPrecisions[] = {NNA_PRECISIONS(NNA_PRECISION_ROW)};
+#undef NNA_PRECISION_ROW
+
+// The row of p, or null for a code no row has.
+inline const PrecisionInfo* precisionInfo(Precision p) {
+  for (const PrecisionInfo& r : kPrecisions)
+    if (r.code == p) return &r;
+  return nullptr;
+}
+
+}  // namespace nna
