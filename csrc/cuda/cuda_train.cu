@@ -34,44 +34,78 @@
 namespace nna {
 namespace {
 
-// The workspace of the tensor-core precisions through cuBLAS. Slot 0 holds a copy of a weight
-// matrix or z[l-1], slot 1 of z[l-1] or d[l]: tf32x3 their big and small parts (two floats an
-// element), bf16 their bf16 rounding (two bytes). Every mode: d[l] transposed (units x rows), so
-// that the weight-gradient product reads both operands in a layout the tensor-core kernels run
-// fast (z^T d as "nt" took 380 us against 211 us for the same product as "nn", L TF32 on the
-// H100). Sized for the largest layer at the batch. It lies outside the arena on purpose: it
-// depends on a run parameter, not on the layout (an arena or checkpoint is the same whichever
-// precision trains it), and it lives only for the run (stream-ordered: cudaMallocAsync /
-// cudaFreeAsync on the run's stream).
-class ProductWorkspace {
+// The workspace of the TF32 precisions through cuBLAS. tf32x3: the big and small parts of two
+// operands (slot 0: a weight matrix or z[l-1]; slot 1: z[l-1] or d[l]). Both modes: d[l]
+// transposed (units x rows), so that the weight-gradient product reads both operands in a
+// layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
+// product as "nn", L on the H100). Sized for the largest layer at the batch. It lies outside the
+// arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
+// the same whichever precision trains it), and it lives only for the run (stream-ordered:
+// cudaMallocAsync / cudaFreeAsync on the run's stream).
+class Tf32Workspace {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, Precision prec, cudaStream_t s) {
-    const bool copies = precisionInfo(prec)->workspace;
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, cudaStream_t s) {
     for (uint32_t l = 1; l < h.num_layers; ++l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
-      if (copies) {
+      if (split) {
         elements_[0] = std::max({elements_[0], n * m, h.batch * m});
         elements_[1] = std::max({elements_[1], h.batch * m, h.batch * n});
       }
       transposed_ = std::max(transposed_, h.batch * n);
     }
-    unit_ = prec == Precision::Tf32x3 ? 2 * sizeof(float) : sizeof(__nv_bfloat16);
     stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), transposed_ * sizeof(float) + (elements_[0] + elements_[1]) * unit_, s));
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float), s));
   }
-  ~ProductWorkspace() {
+  ~Tf32Workspace() {
     if (base_) cudaFreeAsync(base_, stream_);
   }
-  float* transposed() const { return reinterpret_cast<float*>(base_); }
-  // Slot i's first byte (after the transposed d: every slot start stays 8-byte aligned).
-  void* slot(int i) const { return base_ + transposed_ * sizeof(float) + (i ? elements_[0] * unit_ : 0); }
+  float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
   uint64_t slotElements(int i) const { return elements_[i]; }
+  float* transposed() const { return base_ + 2 * (elements_[0] + elements_[1]); }
 
  private:
-  char* base_ = nullptr;
+  float* base_ = nullptr;
   uint64_t elements_[2] = {0, 0};
   uint64_t transposed_ = 0;
-  size_t unit_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Precision bf16: the products' operands rounded to bf16, each written once per step by the pass
+// that makes it (z[l] by the bias-activation pass, d[l-1] by the activation-gradient pass) or by
+// one cast (the inputs z[0], d[L], each weight matrix before its forward product, which the
+// error product then reuses: the update comes after both). d ping-pongs between two buffers:
+// layer l's weight gradient still reads d[l] when d[l-1] is written. The fp32 values stay in
+// the arena (the masters); this run-lived copy lies beside it, like Tf32Workspace.
+class Bf16Copies {
+ public:
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, cudaStream_t s) {
+    const uint32_t last = h.num_layers - 1;
+    auto take = [&](uint64_t n) { const uint64_t at = total_; total_ += (n + 63) / 64 * 64; return at; };  // 128-byte aligned operands
+    z_.assign(last, 0);
+    w_.assign(last + 1, 0);
+    uint64_t dMax = 0;
+    for (uint32_t l = 0; l < last; ++l) z_[l] = take(h.batch * L[l].units);
+    for (uint32_t l = 1; l <= last; ++l) {
+      w_[l] = take(L[l].units * L[l].fan_in);
+      dMax = std::max(dMax, h.batch * L[l].units);
+    }
+    d_[0] = take(dMax);
+    d_[1] = take(dMax);
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(__nv_bfloat16), s));
+  }
+  ~Bf16Copies() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  bool active() const { return base_ != nullptr; }
+  __nv_bfloat16* z(uint32_t l) const { return base_ + z_[l]; }
+  __nv_bfloat16* w(uint32_t l) const { return base_ + w_[l]; }
+  __nv_bfloat16* d(uint32_t l) const { return base_ + d_[l % 2]; }
+
+ private:
+  __nv_bfloat16* base_ = nullptr;
+  uint64_t total_ = 0, d_[2] = {0, 0};
+  std::vector<uint64_t> z_, w_;
   cudaStream_t stream_ = nullptr;
 };
 
@@ -96,7 +130,7 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
   }
 }
 
-// A clipping run's device scratch (stream-ordered, for the run only, like ProductWorkspace): the
+// A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
 // partial sums of squares, each model's clip factor, and the norm of every step (read back once
 // at the end of the run into RunParams::gradNorms).
 class ClipScratch {
@@ -142,7 +176,12 @@ class LayerRun {
       : device_(lane.device), base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()),
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
-    if (blas_ && prec_ != Precision::Fp32 && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_, s_);  // Update: no products
+    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);
+    if (blas_ && prec_ == Precision::Bf16 && p.op != Op::Update) {  // one model: check.cc
+      half_.allocate(h, layers, s_);
+      zFresh_.assign(h.num_layers, false);
+      wFresh_.assign(h.num_layers, false);
+    }  // Update: no products
     if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
@@ -322,6 +361,16 @@ class LayerRun {
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
+    if (half_.active()) {  // z[l]^T = w . z[l-1]^T from bf16 copies; the pass after it writes z[l]'s
+      if (l == 1) toHalf(0, NNA_Z, rows * m);
+      toHalf(l, NNA_W, n * m);
+      gemmBf16(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
+      const bool copy = l < last_;
+      biasActivateKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, l, rows, copy ? half_.z(l) : nullptr);
+      launched();
+      if (copy) zFresh_[l] = true;
+      return;
+    }
     if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
       blasGemmBatched(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z),
                       T(0), at(l, NNA_Z), int(n), stride(l, NNA_Z), int(K_));
@@ -358,6 +407,7 @@ class LayerRun {
       tiled<kWeightGrad>(l, rows, n, m, fold, hp);
       return fold;
     }
+    if (half_.active()) return backwardBf16(l, rows, hp, fold);
     // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
     const Split d = l > 1 || !transposeForTensorCores() ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
     if (l > 1) {
@@ -384,9 +434,45 @@ class LayerRun {
     return fold;
   }
 
+  // Precision bf16 (one model, cuBLAS): the error and weight-gradient products from the bf16
+  // copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has not made
+  // (the primitives: backward after a separate forward run) are made here first.
+  bool backwardBf16(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (l == last_) toHalf(l, NNA_D, rows * n);
+    if (!wFresh_[l]) toHalf(l, NNA_W, n * m);
+    if (!zFresh_[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
+    if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
+      gemmBf16(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
+      activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows, half_.d(l - 1));
+      launched();
+    }
+    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
+    const float alpha = fold ? -float(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : 1.0f;
+    gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m));
+    if (fold) wFresh_[l] = false;  // w moved: the next forward makes its copy again
+    return fold;
+  }
+
+  // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
+  void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc) {
+    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+
+  // Region (l, kind)'s first n values rounded into its bf16 copy (precision bf16).
+  void toHalf(uint32_t l, uint32_t kind, uint64_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      __nv_bfloat16* out = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
+      bf16Kernel<<<blocksFor(n), kThreads, 0, s_>>>(at(l, kind), out, n);
+      launched();
+      if (kind == NNA_W) wFresh_[l] = true;
+      if (kind == NNA_Z) zFresh_[l] = true;
+    }
+  }
+
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
-  // transposed (ProductWorkspace).
-  bool transposeForTensorCores() const { return std::is_same_v<T, float> && blas_ && prec_ != Precision::Fp32 && K_ == 1; }
+  // transposed (Tf32Workspace).
+  bool transposeForTensorCores() const { return std::is_same_v<T, float> && blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1; }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . (d^T)^T with d^T (n x rows) transposed first: both
   // operands "n" [or w^T += -lr * that]. After the error product, which read d's split parts
@@ -402,26 +488,19 @@ class LayerRun {
     }
   }
 
-  // An operand of a cuBLAS product: the matrix itself, for tf32x3 its big and small TF32 parts,
-  // for bf16 its bf16 rounding (workspace copies of the same shape).
+  // An operand of a cuBLAS product: the matrix itself, and for tf32x3 its big and small TF32
+  // parts (workspace copies of the same shape).
   struct Split {
     const T* x;
     const T* big = nullptr;
     const T* small = nullptr;
-    const void* half = nullptr;
   };
 
-  // Operand x (n elements) as a Split: tf32x3 splits it, bf16 rounds it, into workspace slot 0 or 1.
+  // Operand x (n elements) as a Split; tf32x3 splits it into workspace slot 0 or 1 first.
   Split split(int slot, const T* x, uint64_t n) {
-    if (prec_ != Precision::Tf32x3 && prec_ != Precision::Bf16) return {x};
+    if (prec_ != Precision::Tf32x3) return {x};
     if constexpr (std::is_same_v<T, float>) {
-      if (prec_ == Precision::Bf16) {
-        auto* half = static_cast<__nv_bfloat16*>(work_.slot(slot));
-        bf16Kernel<<<blocksFor(n), kThreads, 0, s_>>>(x, half, n);
-        launched();
-        return {x, nullptr, nullptr, half};
-      }
-      float* big = static_cast<float*>(work_.slot(slot));
+      float* big = work_.slot(slot);
       float* small = big + work_.slotElements(slot);
       splitKernel<<<blocksFor(n), kThreads, 0, s_>>>(x, big, small, n);
       launched();
@@ -435,7 +514,6 @@ class LayerRun {
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
-      if (prec_ == Precision::Bf16) return blasGemmBf16(lane_, tA, tB, m, n, k, alpha, a.half, lda, b.half, ldb, beta, C, ldc);
       if (prec_ == Precision::Tf32x3) {
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
@@ -460,7 +538,9 @@ class LayerRun {
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
   Precision prec_;
-  ProductWorkspace work_;
+  Tf32Workspace work_;
+  Bf16Copies half_;
+  std::vector<bool> zFresh_, wFresh_;  // bf16: the copy of z[l] / w[l] was made this run from the current values
   ClipScratch clip_;
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none

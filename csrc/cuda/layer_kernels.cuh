@@ -2,6 +2,8 @@
 // takes the arena's device base and binds what it needs from the header with nna_bind. The
 // per-element math is csrc/train/math.h, shared with the CPU backend and the fused step.
 #pragma once
+#include <cuda_bf16.h>
+
 #include "../include/nn_arena.h"
 #include "../train/math.h"
 #include "output_row.cuh"
@@ -174,19 +176,28 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
 // z_l = act(z_l + b_l) after the forward product (keeping z_l + b_l where f' needs it),
 // d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
-// (A block per row: no per-element 64-bit modulo to find the unit.)
+// (A block per row: no per-element 64-bit modulo to find the unit.) `half`, when given (precision
+// bf16), also receives the result rounded to bf16: the next products' operand, written in the
+// same pass instead of a cast pass before each product.
 template <typename T>
-__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows) {
+__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, __nv_bfloat16* half = nullptr) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) activateAt(C, r * C.units + j, C.z[r * C.units + j] + C.b[j]);
+    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) {
+      const uint64_t e = r * C.units + j;
+      activateAt(C, e, C.z[e] + C.b[j]);
+      if (half) half[e] = __float2bfloat16_rn(float(C.z[e]));
+    }
   }
 }
 template <typename T>
-__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows) {
+__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, __nv_bfloat16* half = nullptr) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
-  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x)
-    P.d[e] *= activationGradAt(P, e);
+  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x) {
+    const T v = P.d[e] * activationGradAt(P, e);
+    P.d[e] = v;
+    if (half) half[e] = __float2bfloat16_rn(float(v));
+  }
 }
 
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
