@@ -90,6 +90,11 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   }
 
+  // A non-blocking stream of the call's own: it neither waits for nor delays the run's stream
+  // (a blocking cudaMemcpy on the legacy default stream would serialise with it).
+  void uploadAside(void* dst, const void* src, size_t bytes) override { asideCopy(dst, src, bytes, cudaMemcpyHostToDevice); }
+  void copyOnDevice(void* dst, const void* src, size_t bytes) override { asideCopy(dst, src, bytes, cudaMemcpyDeviceToDevice); }
+
   void prefetch(void* p, size_t bytes, Where where) override {
     DeviceScope scope(device_);
     CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, locationOf(where), 0, 0));
@@ -113,6 +118,18 @@ struct CudaBackend final : Backend {
   }
 
  private:
+  void asideCopy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+    DeviceScope scope(device_);
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, s);
+    const cudaError_t w = e == cudaSuccess ? cudaStreamSynchronize(s) : cudaSuccess;
+    const cudaError_t d = cudaStreamDestroy(s);
+    CUDA_CHECK(e);
+    CUDA_CHECK(w);
+    CUDA_CHECK(d);
+  }
+
   int device_;
 };
 
