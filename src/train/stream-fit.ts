@@ -119,17 +119,19 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     // evaluate: dropped first, so a failed copy leaves no stale claim).
     r.state.resident = undefined;
     call(() => stager.commit(w!.rows * inputs * bpe, w!.rows * outputs * bpe));
+    if (w.index === 0) { done = 0; seen = 0; epochStart = performance.now(); }
+    const n = Math.ceil(w.rows / batch);
+    const stepBase = r.state.steps;
+    r.checkSteps(stepBase, n);
+    // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
+    const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: w.perm.a, permC: w.perm.c, stepBase, resetStats: w.index === 0 });
     // The staging buffer is free: window k + 1 goes up once filled, and window k + 2 fills the
     // slot window k left (its upload is done).
     const staged = track(next.then(upload));
     const after = next;
     const slot = w.slot;
-    next = track(after.then((n) => (n ? fillNext(slot) : undefined)));
-    if (w.index === 0) { done = 0; seen = 0; epochStart = performance.now(); }
-    const n = Math.ceil(w.rows / batch);
-    const stepBase = r.state.steps;
-    r.checkSteps(stepBase, n);
-    path = await r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: w.perm.a, permC: w.perm.c, stepBase, resetStats: w.index === 0 });
+    next = track(after.then((f) => (f ? fillNext(slot) : undefined)));
+    path = await running;
     r.addSteps(n);
     steps += n;
     done += n;
