@@ -41,11 +41,9 @@ class UploadWorker : public Napi::AsyncWorker {
         if (y >= 0) bad_ = int64_t(xBytes_ / size) + y;
       }
       if (bad_ >= 0) return;
-      for (auto [at, bytes] : {std::pair<uint64_t, uint64_t>{0, xBytes_}, {yAt_, yBytes_}}) {
-        if (!bytes) continue;
-        b_->block->backend().uploadAside(b_->staged + at, slot_ + at, bytes);
-        b_->block->countTransfer(Dir::ToDevice, bytes);  // after the copy succeeded
-      }
+      const Backend::Copy copies[2] = {{b_->staged, slot_, xBytes_}, {b_->staged + yAt_, slot_ + yAt_, yBytes_}};
+      b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
+      for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
     } catch (const Failure& e) {
       failure_ = e;
       SetError(e.what());
@@ -160,8 +158,8 @@ Napi::Value WindowStager::Commit(const Napi::CallbackInfo& info) {
   guarded(env, [&] {
     std::lock_guard<std::mutex> lock(block->mutex());
     if (block->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-    if (xBytes) block->backend().copyOnDevice(block->device() + xOffset_, b->staged, xBytes);
-    if (yBytes) block->backend().copyOnDevice(block->device() + yOffset_, b->staged + xCapacity_, yBytes);
+    const Backend::Copy copies[2] = {{block->device() + xOffset_, b->staged, xBytes}, {block->device() + yOffset_, b->staged + xCapacity_, yBytes}};
+    block->backend().copyAside(copies, 2, Dir::ToDevice, true);
   });
   return env.Undefined();
 }
