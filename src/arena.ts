@@ -121,6 +121,22 @@ const MAX_ARRAY_BUFFER = 2 ** 32 - 1;
 // Each arena's observers: several at once (two recorders on one arena each see every transfer).
 const observers = new WeakMap<Arena, Set<(e: TransferEvent) => void>>();
 
+const disposers = new WeakMap<Arena, Array<() => void>>();
+
+/** Internal: calls `fn` when `arena` is disposed, before its memory goes (buffers kept with an
+ *  arena for its next use: src/train/stream-fit.ts). */
+export function onDispose(arena: Arena, fn: () => void): void {
+  const list = disposers.get(arena) ?? [];
+  disposers.set(arena, list);
+  list.push(fn);
+}
+
+/** Internal: tells the observers of `arena` about transfers made outside transfer() (a
+ *  streamed window's upload, src/train/stream-fit.ts). */
+export function notifyTransfers(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
+  return notify(arena, dir, regions, r);
+}
+
 function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
   const set = observers.get(arena);
   if (set) for (const fn of [...set]) fn({ dir, regions, ...r });
@@ -452,6 +468,8 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     this.#disposed = true;
     this.#views.clear();
     this.#host = undefined;
+    for (const fn of disposers.get(this) ?? []) fn();
+    disposers.delete(this);
     call(() => this.#handle.dispose());
   }
 

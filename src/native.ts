@@ -159,8 +159,21 @@ export interface CudaInfo {
   noKernelImage?: boolean;
 }
 
+/** A streaming fit's window buffers (csrc/addon/window_stager.h): host slots JS fills, checked
+ *  and uploaded to a device staging buffer off the JS thread, committed into the data regions. */
+export interface NativeWindowStager {
+  /** Slot i: x rows at byte 0, y rows at xCapacity. */
+  slot(i: number): ArrayBuffer;
+  /** Resolves with -1 once on the device, or the first non-finite element (x's, then y's). */
+  upload(slot: number, xBytes: number, yBytes: number): Promise<number>;
+  /** The staged rows into xdata / ydata on the device; the arena must be idle. */
+  commit(xBytes: number, yBytes: number): void;
+  dispose(): void;
+}
+
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
+  WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };

@@ -1,11 +1,12 @@
 // addon.cc: the Node-API entry point. It only registers: the arena handle (arena_handle.h), the
-// library's functions (functions.cc), JIT kernels (jit.cc), data parallelism (nccl.cc) and, apart, the test- and bench-only ones (internal.cc).
+// streaming window buffers (window_stager.h), the library's functions (functions.cc), JIT kernels (jit.cc), data parallelism (nccl.cc) and, apart, the test- and bench-only ones (internal.cc).
 // Conversions live in convert.h, runs in run_worker.h, error shaping in js_error.h.
 #include <napi.h>
 
 #include "addon_data.h"
 #include "arena_handle.h"
 #include "functions.h"
+#include "window_stager.h"
 
 namespace {
 
@@ -13,6 +14,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   Napi::Function arena = nna::addon::ArenaHandle::Define(env);
   env.SetInstanceData(new nna::addon::AddonData{Napi::Persistent(arena), Napi::Persistent(Napi::Symbol::New(env, "nn-arena arena"))});
   exports.Set("ArenaHandle", arena);
+  exports.Set("WindowStager", nna::addon::WindowStager::Define(env));
   nna::addon::registerFunctions(env, exports);
   nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);

@@ -118,6 +118,12 @@ uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
   return moved;
 }
 
+void Block::countTransfer(Dir dir, uint64_t bytes) {
+  std::lock_guard<std::mutex> s(statsMutex_);
+  (dir == Dir::ToDevice ? stats_.toDeviceTransfers : stats_.toHostTransfers)++;
+  (dir == Dir::ToDevice ? stats_.toDeviceBytes : stats_.toHostBytes) += bytes;
+}
+
 namespace {
 void requireManaged(const BlockOptions& o, const char* what) {
   if (!o.cuda) NNA_FAIL("NOT_SUPPORTED", std::string(what) + " applies to managed memory on the CUDA backend; this arena is on the CPU backend");

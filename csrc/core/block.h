@@ -64,6 +64,9 @@ class Block {
   const BlockOptions& options() const { return options_; }
   // Never waits for a run: the counters have a lock of their own.
   Stats stats() const;
+  // Counts one real transfer made outside transfer() (a streaming window's upload, which goes
+  // to a buffer of its own while a run holds the block).
+  void countTransfer(Dir dir, uint64_t bytes);
   // Serialises users of the memory (transfers, runs) against release().
   std::mutex& mutex() { return mutex_; }
   // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),

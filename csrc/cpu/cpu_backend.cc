@@ -22,6 +22,9 @@ struct CpuBackend final : Backend {
   // Called on memory fresh from allocDevice (block.cc), so mmap'd memory is zero already.
   void zeroDevice(void* p, size_t bytes) override { if (!hostAllocZeroed(bytes)) std::memset(p, 0, bytes); }
   void copy(void* dst, const void* src, size_t bytes, Dir) override { std::memcpy(dst, src, bytes); }
+  void copyAside(const Copy* c, size_t n, Dir, bool) override {
+    for (size_t i = 0; i < n; ++i) std::memcpy(c[i].dst, c[i].src, c[i].bytes);
+  }
   void prefetch(void*, size_t, Where) override {
     NNA_FAIL("NOT_SUPPORTED", "prefetch applies to managed memory on the CUDA backend; this arena is on the CPU backend");
   }

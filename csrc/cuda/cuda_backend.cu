@@ -90,6 +90,22 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   }
 
+  // A non-blocking stream of the call's own: it neither waits for nor delays a run's stream (a
+  // blocking cudaMemcpy on the legacy default stream would serialise with it).
+  void copyAside(const Copy* c, size_t n, Dir dir, bool onDevice) override {
+    DeviceScope scope(device_);
+    const cudaMemcpyKind kind = onDevice ? cudaMemcpyDeviceToDevice : dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    cudaStream_t s = nullptr;
+    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < n && e == cudaSuccess; ++i) e = cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, kind, s);
+    const cudaError_t w = cudaStreamSynchronize(s);  // also after a failed enqueue: nothing left in flight
+    const cudaError_t d = cudaStreamDestroy(s);
+    CUDA_CHECK(e);
+    CUDA_CHECK(w);
+    CUDA_CHECK(d);
+  }
+
   void prefetch(void* p, size_t bytes, Where where) override {
     DeviceScope scope(device_);
     CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, locationOf(where), 0, 0));

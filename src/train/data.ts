@@ -39,6 +39,15 @@ function typedLength(v: object): number | undefined {
   try { return taLength.call(v) as number; } catch { return undefined; }
 }
 
+/** A real typed array of numbers (not BigInts; by its internal slots) and its length, or undefined. */
+export function numericTypedLength(v: unknown): number | undefined {
+  if (v === null || typeof v !== 'object') return undefined;
+  const n = typedLength(v);
+  if (n === undefined) return undefined;
+  const tag = taTag.call(v) as string;
+  return tag === 'BigInt64Array' || tag === 'BigUint64Array' ? undefined : n;
+}
+
 const MAX_ELEMENTS = 2 ** 32 - 1;
 
 function alloc(dtype: Dtype, n: number, field: string): Values {

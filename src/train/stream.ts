@@ -1,13 +1,8 @@
-// stream.ts: fit() over a data source larger than the plan's data regions: an async iterable of
-// batches, or .npy files read in chunks (streamNpy). The source goes through the arena's
-// resident data regions (xdata / ydata) a window of rows at a time, each window trained by one
-// resident native run, exactly as fit() trains a resident data set.
-//
-// Overlap: while window k trains (off the JS thread), window k + 1 is read from the file or
-// pulled from the iterable, checked and converted into a staging buffer of the stream's own (not
-// the arena's memory: an arena disposed meanwhile must not be written). Between runs it is
-// copied into the host side of the data regions and uploaded (a transfer while a run holds the
-// arena is BUSY): what is left between runs is a memcpy and one host -> device copy of its rows.
+// stream.ts: the data sources fit() streams from (src/train/stream-fit.ts trains them): an
+// (async) iterable of batches, or .npy files read in windows of rows (streamNpy). A source
+// writes a window of rows at a time into buffers fit() gives it (pinned host memory on CUDA);
+// the non-finite check of those rows is native and off the JS thread (the window's upload), and
+// the source names the element it found (`where`).
 //
 // Order: a window holds W = floor(samples / batch) * batch rows, so every batch but the
 // source's last is full, as in resident training. With shuffle, a .npy source is cut into
@@ -18,22 +13,23 @@
 // within the window only. Without shuffle, rows go in source order: the same batches, steps
 // and weights as resident training on the whole source (test/stream.test.ts).
 import { open, type FileHandle } from 'node:fs/promises';
-import { transferRanges, type View } from '../arena.js';
-import { abortError, ArenaError, DataError, OptionError } from '../errors.js';
+import type { View } from '../arena.js';
+import { DataError, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
-import { STATS } from '../layout/header.js';
-import { OPS, type RunPath } from '../native.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
 import { checkPath } from '../formats/file.js';
-import { snapshotData, type Data } from './data.js';
-import type { FitPlan, FitResult } from './fit.js';
-import { combine, metricsOf, type Metrics } from './metrics.js';
-import { PARAM_KINDS, type Runner } from './runner.js';
-import { affinePermutation, Rng } from './rng.js';
+import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './data.js';
+import type { Rng } from './rng.js';
 
-/** Writes up to `max` rows into the staging buffers (StreamTarget) at row 0; the rows written
- *  (0: the epoch's source is exhausted). */
-type Fill = (max: number) => Promise<number>;
+/** A window's buffers: rows from 0, x and y (targets, one-hot rows for labels). */
+export interface WindowBuffers { x: View; y: View }
+
+/** What a fill wrote: its rows (0: the epoch's source is exhausted), and the name of element i
+ *  of the window's x or y as the user knows it (e.g. 'batch 3.x[17]', 'x[6017]'). */
+export interface Filled { rows: number; where(kind: 'x' | 'y', i: number): string }
+
+/** Writes up to `max` rows into `into` from row 0. */
+export type Fill = (max: number, into: WindowBuffers) => Promise<Filled>;
 
 /** A data source fit() streams: opened once per fit, one reader per epoch. */
 export interface DataStream {
@@ -43,8 +39,8 @@ export interface DataStream {
   open(target: StreamTarget): Promise<{ epoch(rng: Rng | undefined, window: number): Fill; close(): Promise<void> }>;
 }
 
-/** Where a source writes: staging buffers of a window's rows, and the network's widths. */
-export interface StreamTarget { x: View; y: View; inputs: number; outputs: number; dtype: Dtype }
+/** The network's widths and dtype, which a source's rows must fit. */
+export interface StreamTarget { inputs: number; outputs: number; dtype: Dtype }
 
 const STREAM = Symbol('nn-arena.stream');
 type Iterableish = AsyncIterable<Data> | Iterable<Data>;
@@ -61,6 +57,55 @@ export function isStream(data: unknown): boolean {
 export function toStream(data: unknown): DataStream {
   if (data !== null && typeof data === 'object' && STREAM in data) return data as unknown as DataStream;
   return streamBatches(data as Iterableish | (() => Iterableish));
+}
+
+// A batch being copied into windows: x (any numeric typed array, read in place) and its target
+// rows; `base` rows of the batch went into earlier windows before `x` was cut to the rest.
+interface Batch { x: ArrayLike<number>; y: ArrayLike<number>; count: number; at: number; base: number; index: number }
+
+// The typed array methods themselves: a subclass or own property cannot stand in for them.
+type Cut = (this: ArrayLike<number>, a: number, b: number) => ArrayLike<number>;
+const { subarray, slice } = Object.getPrototypeOf(Int8Array.prototype) as { subarray: Cut; slice: Cut };
+
+/** One yielded batch, each field read once. A typed array x (or y) is copied straight into the
+ *  window (its non-finite values are found on upload); anything else goes through the
+ *  resident checks (snapshotData). Labels become one-hot rows here. */
+function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
+  const field = `batch ${index}`;
+  if (v === null || typeof v !== 'object') return snapshotted(v, t, index);
+  const { x, labels, y, inputs: declared } = v as Data;
+  const nx = numericTypedLength(x);
+  if (nx === undefined || (y !== undefined && numericTypedLength(y) === undefined)) return snapshotted({ x, labels, y, inputs: declared }, t, index);
+  if (declared !== undefined && declared !== t.inputs) throw new DataError('BAD_DATA_WIDTH', `${field}.inputs`, declared, `does not match the input layer's ${t.inputs} units`);
+  if (nx === 0 || nx % t.inputs !== 0) throw new DataError('BAD_DATA_WIDTH', `${field}.x.length`, nx, `is not a positive multiple of the input layer's ${t.inputs} units`);
+  const count = nx / t.inputs;
+  if ((labels === undefined) === (y === undefined)) throw new DataError('BAD_DATA', field, labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
+  if (y !== undefined) {
+    const ny = numericTypedLength(y)!;
+    if (ny !== count * t.outputs) throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, ny, `must be ${count} samples x ${t.outputs} outputs = ${count * t.outputs}`);
+    return { x, y, count, at: 0, base: 0, index };
+  }
+  const ls = snapshotNumbers(labels, `${field}.labels`, 'float64', (n) => {
+    if (n !== count) throw new DataError('BAD_DATA', `${field}.labels.length`, n, `must equal the ${count} samples in x`);
+  });
+  const ys = t.dtype === 'float64' ? new Float64Array(count * t.outputs) : new Float32Array(count * t.outputs);
+  for (let i = 0; i < count; i++) {
+    const c = ls[i]!;
+    if (!Number.isInteger(c) || c < 0 || c >= t.outputs) throw new DataError('BAD_LABEL', `${field}.labels[${i}]`, c, `is not a class in [0, ${t.outputs - 1}]`);
+    ys[i * t.outputs + c] = 1;
+  }
+  return { x, y: ys, count, at: 0, base: 0, index };
+}
+
+function snapshotted(v: unknown, t: StreamTarget, index: number): Batch {
+  const d = snapshotData(v, t.inputs, t.outputs, t.dtype, `batch ${index}`);
+  return { x: d.x, y: d.y!, count: d.count, at: 0, base: 0, index };
+}
+
+/** The rows of `b` not yet copied, as a copy of their own (same element type: exact). */
+function ownRest(b: Batch, t: StreamTarget): Batch {
+  const rest = (v: ArrayLike<number>, w: number) => slice.call(v, b.at * w, b.count * w);
+  return { x: rest(b.x, t.inputs), y: rest(b.y, t.outputs), count: b.count - b.at, at: 0, base: b.base + b.at, index: b.index };
 }
 
 /** An iterable (async or not) of batches `{ x, labels }` / `{ x, y }` of any number of rows,
@@ -82,28 +127,37 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
           const it = typeof source === 'function' ? source() : source;
           if (it === null || typeof it !== 'object' || !(Symbol.asyncIterator in it || Symbol.iterator in it)) throw new DataError('BAD_DATA', 'data()', it, 'must return an (async) iterable of batches');
           const iter = Symbol.asyncIterator in it ? (it as AsyncIterable<Data>)[Symbol.asyncIterator]() : (it as Iterable<Data>)[Symbol.iterator]();
-          let rest: { x: View; y: View; count: number; at: number } | undefined;
+          let rest: Batch | undefined;
           let index = 0, total = 0, done = false;
-          return async (max: number) => {
+          return async (max: number, into: WindowBuffers) => {
             let rows = 0;
+            const segments: Array<{ row: number; batch: number; at: number }> = [];
             while (rows < max) {
               if (!rest) {
                 if (done) break;
                 const r = await iter.next();
                 if (r.done) { done = true; break; }
-                const d = snapshotData(r.value, t.inputs, t.outputs, t.dtype, `batch ${index++}`);
-                rest = { x: d.x, y: d.y!, count: d.count, at: 0 };
+                rest = takeBatch(r.value, t, index++);
               }
               const n = Math.min(max - rows, rest.count - rest.at);
-              t.x.set(rest.x.subarray(rest.at * t.inputs, (rest.at + n) * t.inputs), rows * t.inputs);
-              t.y.set(rest.y.subarray(rest.at * t.outputs, (rest.at + n) * t.outputs), rows * t.outputs);
+              into.x.set(subarray.call(rest.x, rest.at * t.inputs, (rest.at + n) * t.inputs), rows * t.inputs);
+              into.y.set(subarray.call(rest.y, rest.at * t.outputs, (rest.at + n) * t.outputs), rows * t.outputs);
+              segments.push({ row: rows, batch: rest.index, at: rest.base + rest.at });
               rows += n;
               rest.at += n;
               if (rest.at === rest.count) rest = undefined;
+              else rest = ownRest(rest, t);  // the user may reuse its buffers once the next is asked for
             }
             total += rows;
             if (rows === 0 && total === 0) throw new DataError('BAD_DATA', 'data', `epoch ${epochs}`, 'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)');
-            return rows;
+            return {
+              rows,
+              where(kind: 'x' | 'y', i: number) {
+                const width = kind === 'x' ? t.inputs : t.outputs, row = Math.floor(i / width);
+                const s = segments.findLast((g) => g.row <= row)!;
+                return `batch ${s.batch}.${kind}[${(s.at + row - s.row) * width + (i % width)}]`;
+              },
+            };
           };
         },
         async close() {},
@@ -144,6 +198,8 @@ async function openNpy(path: string, field: string): Promise<OpenNpy> {
   }
 }
 
+const READ_PARTS = 4, READ_PART_BYTES = 2 ** 21;
+
 /** Reads rows [first, first + n) of `f` (row width `width`) as numbers into `out` from 0. */
 async function readRows(f: OpenNpy, first: number, n: number, width: number, out: Float32Array | Float64Array): Promise<void> {
   const { h } = f;
@@ -152,7 +208,15 @@ async function readRows(f: OpenNpy, first: number, n: number, width: number, out
   const sameType = h.littleEndian && ((h.dtype === 'float32' && out instanceof Float32Array) || (h.dtype === 'float64' && out instanceof Float64Array));
   // The staging buffer's own dtype, little-endian: read straight into it.
   const buf = sameType ? new Uint8Array(out.buffer, out.byteOffset, bytes) : new Uint8Array(bytes);
-  const { bytesRead } = await f.fd.read(buf, 0, bytes, position);
+  // Large reads in a few parts at once (libuv's threads): one pread of a window from the page
+  // cache is a single memcpy on one core.
+  const parts = Math.max(1, Math.min(READ_PARTS, Math.floor(bytes / READ_PART_BYTES)));
+  const per = Math.ceil(bytes / parts / 4096) * 4096;
+  const got = await Promise.all(Array.from({ length: parts }, (_, i) => {
+    const at = Math.min(bytes, i * per), len = Math.min(bytes, (i + 1) * per) - at;
+    return len > 0 ? f.fd.read(buf, at, len, position + at).then((r) => r.bytesRead) : 0;
+  }));
+  const bytesRead = got.reduce((a, b) => a + b, 0);
   if (bytesRead !== bytes) throw new DataError('BAD_FILE', f.path, bytesRead, `ended early: ${bytes} bytes expected at byte ${position}`);
   if (sameType) return;
   if (!h.littleEndian) for (let i = 0; i < bytes; i += h.itemBytes) buf.subarray(i, i + h.itemBytes).reverse();
@@ -206,26 +270,25 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
           const order = Array.from({ length: windows }, (_, i) => i);
           if (rng) for (let i = windows - 1; i > 0; i--) { const j = rng.int(i + 1); [order[i], order[j]] = [order[j]!, order[i]!]; }
           let k = 0;
-          return async (max: number) => {
-            if (k === windows) return 0;
+          return async (max: number, into: WindowBuffers) => {
+            if (k === windows) return { rows: 0, where: () => '' };
             const first = order[k++]! * window;
             const n = Math.min(window, max, rows - first);
-            const xs = t.x.subarray(0, n * t.inputs);
+            const xs = into.x.subarray(0, n * t.inputs);
             if (labels !== undefined) {
               if (labelBuf!.length < n) labelBuf = new Float64Array(window);
               await Promise.all([readRows(fx, first, n, t.inputs, xs), readRows(fyy, first, n, 1, labelBuf!)]);
-              t.y.fill(0, 0, n * t.outputs);
+              into.y.fill(0, 0, n * t.outputs);
               for (let i = 0; i < n; i++) {
                 const v = labelBuf![i]!;
                 if (!Number.isInteger(v) || v < 0 || v >= t.outputs) throw new DataError('BAD_LABEL', `labels[${first + i}]`, v, `is not a class in [0, ${t.outputs - 1}]`);
-                t.y[i * t.outputs + v] = 1;
+                into.y[i * t.outputs + v] = 1;
               }
             } else {
-              await Promise.all([readRows(fx, first, n, t.inputs, xs), readRows(fyy, first, n, t.outputs, t.y.subarray(0, n * t.outputs))]);
-              checkFinite(t.y, n * t.outputs, 'y', first, t.outputs, t.dtype);
+              await Promise.all([readRows(fx, first, n, t.inputs, xs), readRows(fyy, first, n, t.outputs, into.y.subarray(0, n * t.outputs))]);
             }
-            checkFinite(t.x, n * t.inputs, 'x', first, t.inputs, t.dtype);
-            return n;
+            // Non-finite values are found as the window goes up (natively): named here.
+            return { rows: n, where: (kind: 'x' | 'y', i: number) => `${kind}[${first * (kind === 'x' ? t.inputs : t.outputs) + i}]` };
           };
         },
         async close() { await fx.fd.close(); await fyy.fd.close(); },
@@ -233,75 +296,4 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
     },
   };
   return stream as DataStream;
-}
-
-function checkFinite(v: View, n: number, field: string, firstRow: number, width: number, dtype: Dtype): void {
-  for (let i = 0; i < n; i++) {
-    if (!Number.isFinite(v[i]!)) throw new DataError('BAD_DATA', `${field}[${(firstRow + Math.floor(i / width)) * width + (i % width)}]`, v[i], `is not a finite ${dtype} number`);
-  }
-}
-
-/** The streaming fit: window by window through the data regions, the next window prepared while
- *  the current one trains. Runs in the arena's queue. */
-export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Promise<FitResult> {
-  const { arena, batch } = r;
-  if (r.target.world > 1 || r.target.arenas.length > 1 || r.models !== 1) {
-    throw new ArenaError('NOT_SUPPORTED', `fit() from a stream takes one arena of one model${r.models !== 1 ? `; this one holds models: ${r.models}` : ', not a data-parallel group'}`);
-  }
-  if (arena.deviceBudget !== undefined) throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions between runs)');
-  const window = Math.floor(r.samples / batch) * batch;
-  if (window === 0) throw new DataError('DATA_TOO_LARGE', 'data', 'a stream', `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${r.samples})`);
-  const L = r.last;
-  const make = (n: number) => (r.dtype === 'float64' ? new Float64Array(n) : new Float32Array(n));
-  const target: StreamTarget = { x: make(window * r.inputs), y: make(window * r.outputs), inputs: r.inputs, outputs: r.outputs, dtype: r.dtype };
-  const xr = arena.plan.region(0, 'xdata')!, yr = arena.plan.region(L, 'ydata')!;
-  const source = await stream.open(target);
-  const rng = new Rng(o.seed);
-  const t0 = performance.now();
-  let last: Metrics = { loss: NaN, accuracy: NaN };
-  let path: RunPath = 'cpu', steps = 0, samples = 0;
-  try {
-    for (let epoch = 1; epoch <= o.epochs; epoch++) {
-      const fill = source.epoch(o.shuffle ? rng : undefined, window);
-      const epochStart = performance.now();
-      const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
-      let rows = await fill(window), done = 0, seen = 0;
-      while (rows > 0) {
-        if (o.signal?.aborted) throw abortError('fit', o.signal);  // between windows: the weights are those of the last whole window
-        r.syncDevice();
-        // The window's rows go into the data regions and up (the regions then hold no resident
-        // data set of fit / evaluate: dropped first, so a failed upload leaves no stale claim).
-        r.state.resident = undefined;
-        const xs = target.x.subarray(0, rows * r.inputs), ys = target.y.subarray(0, rows * r.outputs);
-        arena.view(0, 'xdata').set(xs);
-        arena.view(L, 'ydata').set(ys);
-        transferRanges(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, [xr.offset, xs.byteLength, yr.offset, ys.byteLength]);
-        const n = Math.ceil(rows / batch);
-        const perm = o.shuffle ? affinePermutation(rng, rows) : { a: 1, c: 0 };
-        const stepBase = r.state.steps;
-        r.checkSteps(stepBase, n);
-        const running = r.run({ op: OPS.train, resident: true, samples: rows, firstBatch: 0, numBatches: n, permA: perm.a, permC: perm.c, stepBase, resetStats: done === 0 });
-        // The next window is read while this one trains, into the stream's own buffers.
-        const [ran, next] = await Promise.allSettled([running, fill(window)]);
-        if (ran.status === 'rejected') throw ran.reason;
-        path = ran.value;
-        r.addSteps(n);
-        steps += n;
-        done += n;
-        seen += rows;
-        const stats = r.stats();
-        if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${epoch}); lower the learning rate`);
-        last = combine(stats.map(metricsOf), [false]);
-        o.onProgress?.({ ...last, epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...(r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {}) });
-        if (next.status === 'rejected') throw next.reason;
-        rows = next.value;
-      }
-      samples += seen;
-    }
-  } finally {
-    await source.close();
-  }
-  arena.toHost({ kinds: PARAM_KINDS });
-  const seconds = (performance.now() - t0) / 1000;
-  return { ...last, path, epochs: o.epochs, steps, seconds, samplesPerSecond: samples / seconds };
 }

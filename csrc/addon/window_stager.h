@@ -1,0 +1,52 @@
+// window_stager.h: the buffers through which fit() streams a data source (src/train/stream.ts).
+// Windows of rows are written by JS into host slots (pinned on CUDA), checked for non-finite
+// values and copied to a device staging buffer of their own by a worker thread while a run
+// trains on the arena; between runs, commit() copies the staged window into the arena's data
+// regions on the device (device to device: microseconds). The arena itself is touched only by
+// commit(), and only while it is idle.
+#pragma once
+#include <napi.h>
+
+#include <memory>
+#include <vector>
+
+#include "../core/block.h"
+
+namespace nna::addon {
+
+class ArenaHandle;
+
+class WindowStager : public Napi::ObjectWrap<WindowStager> {
+ public:
+  static Napi::Function Define(Napi::Env env);
+  // new WindowStager(handle, xOffset, xCapacity, yOffset, yCapacity, f64, slots)
+  explicit WindowStager(const Napi::CallbackInfo& info);
+  void Finalize(Napi::BasicEnv env) override;
+
+  // The memory, shared with an upload in flight: freed when both let go.
+  struct Buffers {
+    std::shared_ptr<Block> block;
+    std::vector<uint8_t*> slots;
+    uint8_t* staged = nullptr;
+    uint64_t bytes = 0;  // of a slot, and of the staging buffer
+    bool pinned = false;
+    ~Buffers();
+  };
+
+ private:
+  Napi::Value Slot(const Napi::CallbackInfo& info);
+  Napi::Value Upload(const Napi::CallbackInfo& info);
+  Napi::Value Commit(const Napi::CallbackInfo& info);
+  Napi::Value Dispose(const Napi::CallbackInfo& info);
+  std::shared_ptr<Buffers> live(Napi::Env env) const;
+
+  std::shared_ptr<Buffers> buffers_;
+  Napi::ObjectReference handle_;  // the arena's handle: commit() goes through its checks
+  ArenaHandle* arena_ = nullptr;
+  uint64_t xOffset_ = 0, xCapacity_ = 0, yOffset_ = 0, yCapacity_ = 0;
+  bool f64_ = false;
+  bool uploading_ = false;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
+};
+
+}  // namespace nna::addon

@@ -1,0 +1,57 @@
+#include "finite.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace nna {
+namespace {
+
+// All exponent bits set: NaN or an infinity. Blocks are OR-reduced without branches (the loop
+// vectorises) and only a block that flagged is scanned for its first element.
+template <typename U>
+int64_t scan(const U* v, uint64_t from, uint64_t to) {
+  constexpr U exp = sizeof(U) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  constexpr uint64_t kBlock = 4096;
+  for (uint64_t b = from; b < to; b += kBlock) {
+    const uint64_t e = std::min(to, b + kBlock);
+    U any = 0;
+    for (uint64_t i = b; i < e; ++i) any |= U((v[i] & exp) == exp);
+    if (any)
+      for (uint64_t i = b; i < e; ++i)
+        if ((v[i] & exp) == exp) return int64_t(i);
+  }
+  return -1;
+}
+
+template <typename U>
+int64_t firstOf(const U* v, uint64_t n) {
+  constexpr uint64_t kPerThread = uint64_t(4) << 20;  // bytes a thread is worth starting for
+  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t parts = std::min<uint64_t>({4, hw, n * sizeof(U) / kPerThread + 1});
+  if (parts <= 1) return scan(v, 0, n);
+  std::vector<int64_t> found(parts, -1);
+  std::vector<std::thread> threads;
+  const uint64_t per = (n + parts - 1) / parts;
+  const auto part = [&](uint64_t t) { found[t] = scan(v, std::min(n, t * per), std::min(n, (t + 1) * per)); };
+  for (uint64_t t = 1; t < parts; ++t) {
+    try {
+      threads.emplace_back(part, t);
+    } catch (...) {  // no thread to be had: this one scans that part
+      part(t);
+    }
+  }
+  part(0);
+  for (auto& th : threads) th.join();
+  for (int64_t f : found) if (f >= 0) return f;
+  return -1;
+}
+
+}  // namespace
+
+int64_t firstNonFinite(const void* p, uint64_t n, bool f64) {
+  return f64 ? firstOf(static_cast<const uint64_t*>(p), n) : firstOf(static_cast<const uint32_t*>(p), n);
+}
+
+}  // namespace nna

@@ -1,0 +1,154 @@
+// stream-fit.ts: fit() over a data source larger than the plan's data regions (the sources:
+// src/train/stream.ts). The source goes through the data regions (xdata / ydata) a window of
+// rows at a time, each window trained by one resident native run, exactly as fit() trains a
+// resident data set.
+//
+// Overlap: three stages run at once, each on its own thread, so that a window costs the
+// longest of them rather than their sum:
+//   fill     window k + 2 is read (file: libuv's threads) or gathered from the iterable (the JS
+//            thread) into one of two host slots (pinned on CUDA: csrc/addon/window_stager.h);
+//   upload   window k + 1 is checked for non-finite values and copied to a device staging
+//            buffer by a worker thread, on a CUDA stream of its own;
+//   run      window k trains natively.
+// Between runs what is left is a device-to-device copy of the staged window into the data
+// regions (commit): microseconds. The seeded draws (window order, each window's row order)
+// happen as the fills finish, in window order, so the order is that of filling one window at
+// a time.
+import { handleOf, notifyTransfers, onDispose, type Arena, type View } from '../arena.js';
+import { abortError, ArenaError, DataError, fromNative } from '../errors.js';
+import { STATS } from '../layout/header.js';
+import { call, native, OPS, type NativeWindowStager, type RunPath } from '../native.js';
+import type { FitPlan, FitResult } from './fit.js';
+import { combine, metricsOf, type Metrics } from './metrics.js';
+import { affinePermutation, Rng } from './rng.js';
+import { PARAM_KINDS, type Runner } from './runner.js';
+import type { DataStream, Filled, WindowBuffers } from './stream.js';
+
+/** A window filled into a slot: its rows, where it falls in the epochs, its row order. */
+interface Window extends Filled { slot: number; epoch: number; index: number; perm: { a: number; c: number } }
+
+const noop = () => {};
+
+/** The streaming fit. Runs in the arena's queue. */
+export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Promise<FitResult> {
+  const { arena, batch } = r;
+  if (r.target.world > 1 || r.target.arenas.length > 1 || r.models !== 1) {
+    throw new ArenaError('NOT_SUPPORTED', `fit() from a stream takes one arena of one model${r.models !== 1 ? `; this one holds models: ${r.models}` : ', not a data-parallel group'}`);
+  }
+  if (arena.deviceBudget !== undefined) throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions between runs)');
+  const window = Math.floor(r.samples / batch) * batch;
+  if (window === 0) throw new DataError('DATA_TOO_LARGE', 'data', 'a stream', `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${r.samples})`);
+  const { inputs, outputs, dtype } = r;
+  const bpe = dtype === 'float64' ? 8 : 4;
+  const xCap = window * inputs * bpe, yCap = window * outputs * bpe;
+  const xr = arena.plan.region(0, 'xdata')!, yr = arena.plan.region(r.last, 'ydata')!;
+  // The buffers stay with the arena for its next streaming fit (pinning and first touches of
+  // three windows cost as much as many steps); they go with the arena's dispose().
+  let kept = buffersOf.get(arena);
+  if (!kept) {
+    const stager = call(() => new (native().WindowStager)(handleOf(arena), xr.offset, xCap, yr.offset, yCap, dtype === 'float64', 2));
+    const V = dtype === 'float64' ? Float64Array : Float32Array;
+    const slots: WindowBuffers[] = [0, 1].map((i) => {
+      const ab = stager.slot(i);
+      return { x: new V(ab, 0, window * inputs) as View, y: new V(ab, xCap, window * outputs) as View };
+    });
+    buffersOf.set(arena, (kept = { stager, slots }));
+    onDispose(arena, () => { buffersOf.delete(arena); stager.dispose(); });
+  }
+  const pending: Array<Promise<unknown>> = [];  // settled before the files close and the next fit
+  const source = await stream.open({ inputs, outputs, dtype });
+  try {
+    return await train(r, o, window, stream, source, kept.slots, kept.stager, pending);
+  } finally {
+    await Promise.allSettled(pending);
+    await source.close();
+  }
+}
+
+const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[] }>();
+
+type Source = Awaited<ReturnType<DataStream['open']>>;
+
+async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, source: Source, slots: WindowBuffers[], stager: NativeWindowStager, pending: Array<Promise<unknown>>): Promise<FitResult> {
+  const { arena, batch, inputs, outputs } = r;
+  const bpe = r.dtype === 'float64' ? 8 : 4;
+  const rng = new Rng(o.seed);
+  const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
+  let epoch = 1, index = 0;
+  let fill = source.epoch(o.shuffle ? rng : undefined, window);
+  // The next window of the source into `slot` (undefined after the last epoch's last).
+  const fillNext = async (slot: number): Promise<Window | undefined> => {
+    let f = await fill(window, slots[slot]!);
+    while (f.rows === 0) {
+      if (epoch === o.epochs) return undefined;
+      epoch++;
+      index = 0;
+      fill = source.epoch(o.shuffle ? rng : undefined, window);
+      f = await fill(window, slots[slot]!);
+    }
+    const perm = o.shuffle ? affinePermutation(rng, f.rows) : { a: 1, c: 0 };
+    return { rows: f.rows, where: f.where, slot, epoch, index: index++, perm };
+  };
+  const upload = async (w: Window | undefined): Promise<Window | undefined> => {
+    if (!w) return undefined;
+    const xBytes = w.rows * inputs * bpe, yBytes = w.rows * outputs * bpe;
+    let bad: number;
+    try { bad = await stager.upload(w.slot, xBytes, yBytes); } catch (e) { throw fromNative(e); }
+    if (bad >= 0) {
+      const kind = bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? bad : bad - w.rows * inputs;
+      throw new DataError('BAD_DATA', w.where(kind, i), slots[w.slot]![kind][i], `is not a finite ${r.dtype} number`);
+    }
+    notifyTransfers(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
+    return w;
+  };
+  const track = <T>(p: Promise<T>): Promise<T> => { pending.push(p); p.catch(noop); return p; };
+
+  const t0 = performance.now();
+  let last: Metrics = { loss: NaN, accuracy: NaN };
+  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0;
+  const first = track(fillNext(0));
+  let next = track(first.then((w) => (w ? fillNext(1) : undefined)));
+  const filled = track(first.then(upload));  // window 0, staged
+  for (let w = await filled; w; ) {
+    if (o.signal?.aborted) {  // between windows: the weights are those of the last whole window
+      arena.toHost({ kinds: PARAM_KINDS });
+      throw abortError('fit', o.signal);
+    }
+    r.syncDevice();
+    // The window goes into the data regions (which then hold no resident data set of fit /
+    // evaluate: dropped first, so a failed copy leaves no stale claim).
+    r.state.resident = undefined;
+    call(() => stager.commit(w!.rows * inputs * bpe, w!.rows * outputs * bpe));
+    if (w.index === 0) { done = 0; seen = 0; epochStart = performance.now(); }
+    const n = Math.ceil(w.rows / batch);
+    const stepBase = r.state.steps;
+    r.checkSteps(stepBase, n);
+    // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
+    const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: w.perm.a, permC: w.perm.c, stepBase, resetStats: w.index === 0 });
+    // The staging buffer is free: window k + 1 goes up once filled, and window k + 2 fills the
+    // slot window k left (its upload is done).
+    const staged = track(next.then(upload));
+    const after = next;
+    const slot = w.slot;
+    next = track(after.then((f) => (f ? fillNext(slot) : undefined)));
+    path = await running;
+    r.addSteps(n);
+    steps += n;
+    done += n;
+    seen += w.rows;
+    samples += w.rows;
+    const stats = r.stats();
+    if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
+    last = combine(stats.map(metricsOf), [false]);
+    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...(r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {}) });
+    try {
+      w = await staged;
+    } catch (e) {  // a fill into buffers that dispose() took away: say so
+      if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+      throw e;
+    }
+  }
+  arena.toHost({ kinds: PARAM_KINDS });
+  const seconds = (performance.now() - t0) / 1000;
+  return { ...last, path, epochs: o.epochs, steps, seconds, samplesPerSecond: samples / seconds };
+}

@@ -1,0 +1,127 @@
+// stream-pipeline.test.ts: the streaming fit's pipeline (src/train/stream-fit.ts: windows
+// filled and uploaded ahead while the previous one trains, and across epochs). The shuffled
+// order is the documented one, reconstructed here from the seed and trained resident window by
+// window; the native non-finite check names the element as the source knows it.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Arena, planLayout, streamNpy, toNpy, Trainer, type Data } from '../src/index.js';
+import { affinePermutation, Rng } from '../src/train/rng.js';
+import { toyData } from './support/train-checks.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-pipe-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+const layers = [6, 10, 4];
+const N = 96;  // 4 windows of 24 rows, 3 batches of 8 each
+const data = toyData(6, 4, N, 7, false) as { x: Float64Array; labels: Uint8Array };
+const x32 = Float32Array.from(data.x);
+writeFileSync(join(dir, 'x.npy'), toNpy(x32, [N, 6]));
+writeFileSync(join(dir, 'labels.npy'), toNpy(Int32Array.from(data.labels)));
+
+function trainer(samples: number) {
+  const arena = Arena.create(planLayout({ layers, batch: 8, samples, optimizer: 'adam' }), { backend: 'cpu' });
+  const t = new Trainer(arena, { lr: 0.01 });
+  t.init(5);
+  return { arena, t, weights: () => [1, 2].flatMap((l) => [Float32Array.from(arena.view(l, 'w')), Float32Array.from(arena.view(l, 'b'))]) };
+}
+
+const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.compare(Buffer.from(v.buffer), Buffer.from(b[i]!.buffer)) === 0);
+
+/** Rows of each epoch in the documented streamed order: windows of `window` consecutive rows,
+ *  visited in a seeded order (`shuffleWindows`), each window's rows in its affine order, the
+ *  draws made window after window. */
+function streamedOrder(seed: number, epochs: number, window: number, shuffleWindows: boolean): number[][] {
+  const rng = new Rng(seed);
+  const windows = N / window;
+  return Array.from({ length: epochs }, () => {
+    const order = Array.from({ length: windows }, (_, i) => i);
+    if (shuffleWindows) for (let i = windows - 1; i > 0; i--) { const j = rng.int(i + 1); [order[i], order[j]] = [order[j]!, order[i]!]; }
+    return order.flatMap((w) => {
+      const p = affinePermutation(rng, window);
+      return Array.from({ length: window }, (_, k) => w * window + ((p.a * k + p.c) % window));
+    });
+  });
+}
+
+/** Resident training on those rows, in that order (shuffle off), epoch by epoch. */
+async function residentInOrder(epochs: number[][]) {
+  const r = trainer(N);
+  try {
+    for (const rows of epochs) {
+      const x = new Float32Array(N * 6), labels = new Uint8Array(N);
+      rows.forEach((s, i) => { x.set(x32.subarray(s * 6, s * 6 + 6), i * 6); labels[i] = data.labels[s]!; });
+      await r.t.fit({ x, labels }, { epochs: 1, shuffle: false });
+    }
+    return r.weights();
+  } finally {
+    r.arena.dispose();
+  }
+}
+
+async function streamed(source: unknown, options: { epochs: number; seed: number }) {
+  const r = trainer(24);
+  try {
+    const res = await r.t.fit(source as Data, options);
+    return { res, w: r.weights() };
+  } finally {
+    r.arena.dispose();
+  }
+}
+
+describe('fit() from a stream: the pipeline', () => {
+  it('shuffled, with windows filled ahead across epochs: the documented order, bit for bit (npy and iterable)', async () => {
+    const npy = await streamed(streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 3, seed: 11 });
+    expect(npy.res.steps).toBe(36);
+    expect(same(npy.w, await residentInOrder(streamedOrder(11, 3, 24, true)))).toBe(true);
+    // An iterable: its own order of windows, each shuffled.
+    const batches = () => Array.from({ length: 8 }, (_, i) => ({ x: x32.subarray(i * 72, (i + 1) * 72), labels: data.labels.subarray(i * 12, (i + 1) * 12) }));
+    const it = await streamed(batches, { epochs: 3, seed: 11 });
+    expect(same(it.w, await residentInOrder(streamedOrder(11, 3, 24, false)))).toBe(true);
+    expect(same(it.w, npy.w)).toBe(false);
+  });
+
+  it('a non-finite value found on upload is a BAD_DATA naming the element as the source knows it', async () => {
+    const bad = (at: number, v: number, f64 = false) => {
+      const x = f64 ? Float64Array.from(data.x) : Float32Array.from(x32);
+      x[at] = v;
+      return Array.from({ length: 8 }, (_, i) => ({ x: x.subarray(i * 72, (i + 1) * 72), labels: data.labels.subarray(i * 12, (i + 1) * 12) }));
+    };
+    const mse = toyData(6, 4, N, 8, true) as { x: Float64Array; y: Float64Array };
+    const yBad = Float64Array.from(mse.y);
+    yBad[4 * 30 + 2] = Infinity;
+    const cases: Array<[unknown, string, number]> = [
+      [bad(5 * 72 + 13, NaN), 'batch 5.x[13]', NaN],
+      [bad(2 * 72 + 71, -Infinity), 'batch 2.x[71]', -Infinity],
+      [bad(7 * 72, 1e39, true), 'batch 7.x[0]', Infinity],  // float64 1e39 is Infinity in float32
+      [[{ x: mse.x.subarray(0, 20 * 6), y: mse.y.subarray(0, 80) }, { x: mse.x.subarray(120), y: yBad.subarray(80) }], 'batch 1.y[42]', Infinity],
+    ];
+    for (const [source, field, value] of cases) {
+      const r = trainer(24);
+      try {
+        let err: unknown;
+        try { await r.t.fit(source as Data, { epochs: 1, shuffle: false }); } catch (e) { err = e; }
+        expect((err as { code?: string })?.code, field).toBe('BAD_DATA');
+        expect((err as { field?: string }).field).toBe(field);
+        expect((err as { value?: number }).value).toBe(value);
+      } finally {
+        r.arena.dispose();
+      }
+    }
+  });
+
+  it('a second streaming fit on the arena (its window buffers kept): two fits of one epoch are one fit of two; after dispose(), DISPOSED', async () => {
+    const npy = () => streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') });
+    const once = await streamed(npy(), { epochs: 2, seed: 0, shuffle: false } as never);
+    const r = trainer(24);
+    try {
+      await r.t.fit(npy() as never, { epochs: 1, shuffle: false });
+      await r.t.fit(npy() as never, { epochs: 1, shuffle: false });
+      expect(same(r.weights(), once.w)).toBe(true);
+    } finally {
+      r.arena.dispose();
+    }
+    await expect(r.t.fit(npy() as never, { epochs: 1 })).rejects.toMatchObject({ code: 'DISPOSED' });
+  });
+});
