@@ -1,8 +1,7 @@
 // descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) handed to TypeScript,
 // which reads them once (src/layout/optimizers.ts) for spec validation, the planner's state
-// regions, Trainer options, CLI choices and the docs; the learning rate of a step under a
-// schedule (lrAt, the one definition the runs use); and the run checks (check.cc) on their own,
-// so that a Trainer refuses a combination before any work.
+// regions, Trainer options, CLI choices and the docs; and the learning rate of a step under a
+// schedule (lrAt, the one definition the runs use).
 #include <cmath>
 
 #include "../descriptors/optimizers.h"
@@ -81,21 +80,10 @@ Napi::Value LrAt(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, lrAt(s, lr, step));
 }
 
-// checkRun(header, params): the run checks of check.cc without a run (throws their coded error).
-Napi::Value CheckRun(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
-  const RunParams p = runParamsOf(env, info[1]);
-  guarded(env, [&] { checkRun(h.data(), p); });
-  return env.Undefined();
-}
-
 }  // namespace
 
 void registerDescriptors(Napi::Env env, Napi::Object exports) {
-  exports.Set("descriptors", Napi::Function::New(env, Descriptors));
-  exports.Set("lrAt", Napi::Function::New(env, LrAt));
-  exports.Set("checkRun", Napi::Function::New(env, CheckRun));
+  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}});
 }
 
 }  // namespace nna::addon
