@@ -168,6 +168,9 @@ export interface NativeAddon {
   descriptors(): unknown;
   /** The learning rate of 0-based step `step` under `schedule` from base rate lr (csrc/descriptors/schedules.h). */
   lrAt(schedule: ScheduleParams, lr: number, step: number): number;
+  /** Element counts of every (layer, kind) of a shape, layers x KINDS (csrc/core/validate.cc
+   *  expectedCount: the validator's rule); 2^64 - 1 where one overflows. */
+  regionCounts(shape: { batch: number; samples: number; optimizer: number; compact: boolean; units: number[]; activations: number[] }): BigUint64Array;
   /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
   checkRun(header: Uint8Array, params: RunParams): void;
   /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */

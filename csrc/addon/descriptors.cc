@@ -1,9 +1,11 @@
 // descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) handed to TypeScript,
 // which reads them once (src/layout/optimizers.ts) for spec validation, the planner's state
-// regions, Trainer options, CLI choices and the docs; and the learning rate of a step under a
-// schedule (lrAt, the one definition the runs use).
+// regions, Trainer options, CLI choices and the docs; the learning rate of a step under a
+// schedule (lrAt, the one definition the runs use); and every region's element count of a shape
+// (regionCounts: the validator's rule, which the TS planner places).
 #include <cmath>
 
+#include "../core/validate.h"
 #include "../descriptors/optimizers.h"
 #include "../train/train.h"
 #include "convert.h"
@@ -80,10 +82,42 @@ Napi::Value LrAt(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, lrAt(s, lr, step));
 }
 
+// regionCounts({ batch, samples, optimizer, compact, units[], activations[] }): the element
+// count of every (layer, kind), layers x NNA_KIND_COUNT (expectedCount, validate.cc); 2^64 - 1
+// where it overflows. activations[l] is layer l's code (layer 0's is ignored).
+Napi::Value RegionCounts(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsObject()) throwJs(env, "BAD_ARGUMENT", "regionCounts expects a shape object");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  nna_header h{};
+  h.batch = exactU64(env, o.Get("batch"), "batch");
+  h.samples = exactU64(env, o.Get("samples"), "samples");
+  h.optimizer = uint32_t(exactU64(env, o.Get("optimizer"), "optimizer"));
+  h.flags = boolean(env, o.Get("compact"), "compact") ? NNA_FLAG_COMPACT : 0;
+  const Napi::Value u = o.Get("units"), a = o.Get("activations");
+  if (!u.IsArray() || !a.IsArray() || u.As<Napi::Array>().Length() != a.As<Napi::Array>().Length())
+    throwJs(env, "BAD_ARGUMENT", "units and activations must be arrays of one length");
+  h.num_layers = u.As<Napi::Array>().Length();
+  if (h.num_layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "more layers than NNA_MAX_LAYERS");
+  std::vector<nna_layer> layers(h.num_layers);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    layers[l].units = exactU64(env, u.As<Napi::Array>().Get(l), "units");
+    layers[l].fan_in = l > 0 ? layers[l - 1].units : 0;
+    layers[l].activation = uint32_t(exactU64(env, a.As<Napi::Array>().Get(l), "activations"));
+  }
+  Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(h.num_layers) * NNA_KIND_COUNT);
+  for (uint32_t l = 0; l < h.num_layers; ++l)
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+      uint64_t n = 0;
+      out[size_t(l) * NNA_KIND_COUNT + k] = expectedCount(h, layers[l], l, k, &n) ? n : ~uint64_t(0);
+    }
+  return out;
+}
+
 }  // namespace
 
 void registerDescriptors(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}});
+  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionCounts", RegionCounts}});
 }
 
 }  // namespace nna::addon

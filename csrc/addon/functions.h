@@ -20,7 +20,7 @@ void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
 // runReplicas, groupInfo.
 void registerNccl(Napi::Env env, Napi::Object exports);
-// The optimizer and schedule tables, lrAt (descriptors.cc).
+// The optimizer and schedule tables, lrAt, regionCounts (descriptors.cc).
 void registerDescriptors(Napi::Env env, Napi::Object exports);
 
 }  // namespace nna::addon
