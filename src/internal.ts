@@ -23,7 +23,7 @@ export interface TestAddon {
   codes(): { ops: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
   replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
   /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
-  stepPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;
+  headerPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;
   measureLink(bytes: number): LinkRates;
   probeBind(deviceAddress: bigint, layers: number, cuda: boolean): BigUint64Array;
   deviceHeader(deviceAddress: bigint, totalBytes: number, cuda: boolean): DecodedHeader;

@@ -157,6 +157,9 @@ export interface CudaInfo {
   noKernelImage?: boolean;
 }
 
+/** What the planner hands the native rules of a spec: activations[l] is layer l's code. */
+export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; units: number[]; activations: number[] }
+
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
   cudaInfo(): CudaInfo;
@@ -170,7 +173,10 @@ export interface NativeAddon {
   lrAt(schedule: ScheduleParams, lr: number, step: number): number;
   /** Element counts of every (layer, kind) of a shape, layers x KINDS (csrc/core/validate.cc
    *  expectedCount: the validator's rule); 2^64 - 1 where one overflows. */
-  regionCounts(shape: { batch: number; samples: number; optimizer: number; compact: boolean; units: number[]; activations: number[] }): BigUint64Array;
+  regionCounts(shape: PlannerShape): BigUint64Array;
+  /** The phase table of one step of a shape (csrc/train/phases.cc StepModel::step, which the
+   *  native replay of a compact plan walks): uses are [layer, kind, reads]. */
+  stepPhases(shape: PlannerShape, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
   /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
   checkRun(header: Uint8Array, params: RunParams): void;
   /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */

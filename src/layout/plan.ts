@@ -2,10 +2,9 @@
 // native rule the validator checks headers with (csrc/core/validate.cc expectedCount, through
 // the addon's regionCounts); sizes are BigInt and must stay below 2^53 to be exact numbers.
 import { LayoutError } from '../errors.js';
-import { call, native } from '../native.js';
+import { call, native, OPS, type PlannerShape } from '../native.js';
 import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
-import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
@@ -75,15 +74,20 @@ export function requirePlan(value: unknown, field = 'plan'): Plan {
   return p as Plan;
 }
 
-/** Element count of (layer, kind) of the spec's shape, asked once per plan of the native rule
- *  (csrc/core/validate.cc expectedCount, which the validator checks every header against):
- *  2^64 - 1 where one overflows (then TOO_LARGE below). */
-type RegionCount = (l: number, kind: Kind) => bigint;
-function regionCounts(s: NormalizedSpec): RegionCount {
-  const counts = call(() => native().regionCounts({
+/** The spec's shape as the native rules take it (region counts, the phase table). */
+export function plannerShape(s: NormalizedSpec): PlannerShape {
+  return {
     batch: s.batch, samples: s.samples, optimizer: optimizerNamed(s.optimizer)!.code, compact: s.compact,
     units: [...s.layers], activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
-  }));
+  };
+}
+
+/** Element count of (layer, kind), asked once per plan of the native rule (csrc/core/validate.cc
+ *  expectedCount, which the validator checks every header against): 2^64 - 1 where one
+ *  overflows (then TOO_LARGE below). */
+type RegionCount = (l: number, kind: Kind) => bigint;
+function regionCounts(shape: PlannerShape): RegionCount {
+  const counts = call(() => native().regionCounts(shape));
   return (l, kind) => counts[l * KINDS.length + KIND_INDEX[kind]]!;
 }
 
@@ -126,28 +130,29 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
 // Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
 const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
 
-/** Live intervals of every region in every run a compact arena can make (the native replay walks
- *  the same runs): per region, [first, last] phase index per run (-1 when unused), or null when
- *  the region must keep its bytes (a kept kind, the outputs, or read before it is written). */
-function liveness(s: NormalizedSpec, keys: readonly string[], present: (l: number, k: Kind) => boolean): Map<string, Int32Array | null> {
-  const runs: Array<[StepOp, boolean, StepPath]> = [];
+/** Live intervals of every region in every run a compact arena can make, from the native phase
+ *  table (csrc/train/phases.cc; the native replay, aliasing.cc, walks the same runs): per
+ *  region, [first, last] phase index per run (-1 when unused), or null when the region must keep
+ *  its bytes (a kept kind, the outputs, or read before it is written). */
+function liveness(s: NormalizedSpec, shape: PlannerShape, keys: readonly string[]): Map<string, Int32Array | null> {
+  const runs: Array<[keyof typeof OPS, boolean, boolean]> = [];
   for (const op of ['train', 'eval', 'forward'] as const)
     for (const resident of s.samples > 0 ? [false, true] : [false])
-      for (const path of ['layers', 'fused'] as const) runs.push([op, resident, path]);
+      for (const fused of [false, true]) runs.push([op, resident, fused]);
   const last = s.layers.length - 1;
   const live = new Map<string, Int32Array | null>();
   for (const key of keys) {
     const [l, k] = key.split(':') as [string, Kind];
     live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
   }
-  runs.forEach(([op, resident, path], r) => {
-    stepPhases(s, present, op, resident, path).forEach((ph, i) => {
-      for (const u of ph.uses) {
-        const key = `${u.layer}:${u.kind}`;
+  runs.forEach(([op, resident, fused], r) => {
+    call(() => native().stepPhases(shape, OPS[op], resident, fused)).forEach((ph, i) => {
+      for (const [layer, kind, reads] of ph.uses) {
+        const key = `${layer}:${kind}`;
         const iv = live.get(key);
         if (!iv) continue;
         if (iv[2 * r]! < 0) {
-          if (u.access & ACCESS.read) { live.set(key, null); continue; }  // its value comes from before the run
+          if (reads) { live.set(key, null); continue; }  // its value comes from before the run
           iv[2 * r] = i;
         }
         iv[2 * r + 1] = i;
@@ -172,12 +177,12 @@ export function planLayout(input: LayoutSpec): Plan {
   const tableBytes = headerTableBytes(s.layers.length, s.extra);
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
-  const regionCount = regionCounts(s);
+  const shape = plannerShape(s);
+  const regionCount = regionCounts(shape);
   const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(l, k!) : extraCount(regionCount, s.extra[x]!, l)) > 0n);
-  const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(l, k) > 0n;
   // Compact: regions with a live interval are placed after the kept ones (and the user regions),
   // sharing bytes.
-  const live = s.compact ? liveness(s, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : [])), present) : null;
+  const live = s.compact ? liveness(s, shape, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : []))) : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
   interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }

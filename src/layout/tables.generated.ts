@@ -27,7 +27,3 @@ export const LOSS_TABLE = [
   {name: 'mse', code: 1, softmax: false, logits: false, smoothing: false, meanUnits: true, multilabel: false},
   {name: 'bce-with-logits', code: 2, softmax: false, logits: true, smoothing: false, meanUnits: true, multilabel: true},
 ] as const;
-
-/** csrc/train/phases.h kFusedOutputMaxUnits: the fused path does a last layer this narrow with
- *  the output (the phase table of a compact plan follows it). */
-export const FUSED_OUTPUT_MAX_UNITS = 16;

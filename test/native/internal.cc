@@ -192,9 +192,10 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   });
 }
 
-// stepPhases(header, op, resident, fused): the native phase table (phases.h), for the drift test
-// of its TS mirror (src/layout/phases.ts): [{ stage, layer, uses: [[layer, kind, access], ...] }].
-Napi::Value StepPhases(const Napi::CallbackInfo& info) {
+// headerPhases(header, op, resident, fused): the phase table (phases.h) of a planned header, which
+// test/compact.test.ts compares with the shipped addon's stepPhases of the spec's shape (what the
+// planner reads): [{ stage, layer, uses: [[layer, kind, access], ...] }].
+Napi::Value HeaderPhases(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   const uint64_t op = exactU64(env, info[1], "op");
@@ -331,7 +332,7 @@ class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
 
 Napi::Object Init(Napi::Env env, Napi::Object o) {
   exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"validateHeader", ValidateHeader}, {"layoutInfo", LayoutInfo}, {"codes", Codes},
-                           {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"stepPhases", StepPhases}, {"probeBind", ProbeBind},
+                           {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
                            {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}});
   o.Set("CopyBench", CopyBenchHandle::Define(env));
   return o;
