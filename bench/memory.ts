@@ -1,8 +1,9 @@
 // memory.ts: arena bytes by kind against the planner's prediction, and the memory actually
 // taken (device: cudaMemGetInfo before and after; CPU backend: resident set growth).
 import { Arena, planLayout, type BackendName } from '../src/index.js';
-import { cudaInfo, native } from '../src/native.js';
+import { cudaInfo } from '../src/native.js';
 import { NETWORKS } from './steps.js';
+import { testAddon } from '../src/internal.js';
 
 export interface MemoryRow {
   network: string; optimizer: string; backend: BackendName; plannedBytes: number; headerTotalBytes: number;
@@ -21,7 +22,7 @@ export function benchMemory(backend: BackendName, names: string[], log: (s: stri
       using arena = Arena.create(plan, { backend });
       const taken = backend === 'cuda' ? freeBefore - cudaInfo().freeBytes : null;
       const rss = process.memoryUsage().rss - rssBefore;
-      const headerTotal = Number(native().internal.decodeHeader(arena.bytes(0, plan.headerBytes)).totalBytes);
+      const headerTotal = Number(testAddon().decodeHeader(arena.bytes(0, plan.headerBytes)).totalBytes);
       const row: MemoryRow = {
         network: net.name, optimizer, backend, plannedBytes: plan.totalBytes, headerTotalBytes: headerTotal, byKind: { ...byKind },
         deviceTakenBytes: taken, hostRssGrowthBytes: rss, exact: sum === plan.totalBytes && headerTotal === plan.totalBytes,

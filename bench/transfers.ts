@@ -3,7 +3,7 @@
 // the same bytes, all measured through benny from JS in the same run.
 import b from 'benny';
 import { Arena, planLayout, type BackendName, type Plan } from '../src/index.js';
-import { native } from '../src/native.js';
+import { testAddon } from '../src/internal.js';
 
 export interface TransferRow {
   arena: string; totalBytes: number; direction: 'toDevice' | 'toHost'; method: string;
@@ -75,7 +75,7 @@ export async function benchTransfers(backend: BackendName, sizesMiB: number[], q
 }
 
 function copyBench(cuda: boolean, sizes: number[], pinned: boolean, dir: 'toDevice' | 'toHost') {
-  const cb = new (native().internal.CopyBench)(cuda, sizes, pinned);
+  const cb = new (testAddon().CopyBench)(cuda, sizes, pinned);
   return { run: () => cb.run(dir), dispose: () => cb.dispose() };
 }
 

@@ -9,6 +9,7 @@
 // cross the link per step (linkBytes below) over the link's measured rate.
 import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec, type Plan } from '../src/index.js';
 import { native, type LinkRates } from '../src/native.js';
+import { testAddon } from '../src/internal.js';
 
 export interface UmRow {
   mode: string;
@@ -101,7 +102,7 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
   const layerRangeBytes = (['z', 'b', 'w', 'd', 'db', 'dw'] as const).reduce((a, k) => a + plan.region(1, k)!.bytes, 0);
   const MB = (x: number) => (x / 1e6).toFixed(1);
   log(`  um: arena ${MB(plan.totalBytes)} MB, budget ${MB(budget)} MB (25%), one layer's range ${MB(layerRangeBytes)} MB`);
-  const link = native().internal.measureLink(256 * 2 ** 20);
+  const link = testAddon().measureLink(256 * 2 ** 20);
   log(`  link (256 MiB): copy ${link.copyToDevice.toFixed(1)} / ${link.copyToHost.toFixed(1)} GB/s, prefetch ${link.prefetchToDevice.toFixed(1)} / ${link.prefetchToHost.toFixed(1)} GB/s ` +
     `(to host on 4 threads ${link.prefetchToHost4.toFixed(1)} GB/s; ${link.prefetchRetainedBytes} B still taken on the device once back on the host), ` +
     `discard+prefetch ${link.discardToDevice.toFixed(1)} / ${link.discardToHost.toFixed(1)} GB/s, discard ${link.discardOnly.toFixed(1)} GB/s freeing ${link.discardFreedBytes} B${link.discard ? ` (${link.discard})` : ''}`);

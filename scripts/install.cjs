@@ -105,7 +105,7 @@ async function main() {
   shout(`building from source (${why}${incremental ? ', incremental' : ''}): ${what.line}; log: ${rel(log)}`);
   const units = sources('common').length + sources(what.cuda ? 'cuda' : 'absent').length;
   const started = Date.now();
-  const status = await runGyp(cmd, [...pre, 'configure', 'build', '-j', 'max', ...nodedirArgs()], { root, env, log, units, say });
+  const status = await runGyp(cmd, [...pre, 'configure', 'build', 'nn_arena', '-j', 'max', ...nodedirArgs()], { root, env, log, units, say });
   if (status !== 0 || !loads(built)) {
     for (const l of tail(log)) say(`  ${l}`);
     shout(`the build from source failed${status === 0 ? ' (the binary does not load)' : ''}: the whole output is in ${path.resolve(log)}`);

@@ -11,6 +11,11 @@ import { residencyOption, residencyReport, type ResidencyMode, type ResidencyRep
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
 import { checkKnownKeys, keysOf } from './known-keys.js';
+import { registerRunTarget, type RunTarget as AnyRunTarget } from './run-target.js';
+import { notifyTransfer as notify, type TransferEvent, type TransferResult } from './transfer-events.js';
+import { WrittenRegions } from './written.js';
+
+export type { TransferEvent, TransferResult } from './transfer-events.js';
 
 export type BackendName = 'cpu' | 'cuda';
 export type MemoryKind = 'device' | 'managed' | 'staged';
@@ -42,8 +47,6 @@ export interface ArenaOptions {
 const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'data', 'steps', 'metadata', 'onProgress']);
 const ARENA_KEYS = keysOf<ArenaOptions>()(['backend', 'memory', 'device', 'pinned', 'deviceBudget', 'residency']);
 
-export interface TransferResult { transfers: number; bytes: number }
-
 export interface ArenaStats extends NativeStats {}
 
 export type View = Float32Array | Float64Array;
@@ -62,7 +65,7 @@ function resolveBackend(b: ArenaOptions['backend']): BackendName {
 }
 
 /** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed), for the
- *  modules of this package only (runArena below, src/internal.ts); not part of the public API.
+ *  modules of this package only (runArena below, the Trainer, DataParallel); not part of the public API.
  *  Set by the class's static block: it is the class's own #live(). */
 export let handleOf: (arena: Arena) => NativeHandle;
 
@@ -74,52 +77,11 @@ export let queueOf: (arena: Arena) => RunQueue;
  *  arena. Returns what moved. */
 export let uploadWritten: (arena: Arena) => TransferResult;
 
-/** Untouched gaps up to this size between written regions go along (they are zero on both sides
- *  of a fresh arena): one transfer instead of several costs less than sending a MiB of zeros. */
-const WRITTEN_GAP = 2 ** 20;
+/** What a Trainer trains: an Arena or a DataParallel group of Arenas (src/run-target.ts). */
+export type RunTarget = AnyRunTarget<Arena>;
 
-/** What a Trainer trains, an Arena or a DataParallel group of them: the one interface both
- *  give (runTargetOf), so the Trainer never asks which of the two it holds. */
-export interface RunTarget {
-  /** 'arena', or 'group' for a DataParallel group (of any size). */
-  readonly kind: 'arena' | 'group';
-  /** This process's arenas: the arena itself, or the group's replicas here. */
-  readonly arenas: readonly Arena[];
-  /** Global rank of arenas[0] (0 for an arena) and the replicas in the whole group (1 for an
-   *  arena). */
-  readonly rank: number;
-  readonly world: number;
-  readonly disposed: boolean;
-  /** One run of every arena of this process (params[i] for arenas[i]), each on its own thread
-   *  for a group; resolves once all have ended. */
-  run(params: readonly RunParams[]): Promise<RunPath>;
-}
-
-const targets = new WeakMap<object, RunTarget>();
-
-/** Internal: called by the constructors of Arena and DataParallel. */
-export function registerRunTarget(owner: object, target: RunTarget): void {
-  targets.set(owner, target);
-}
-
-/** Internal: the run target of an Arena or a DataParallel group: OptionError for anything else
- *  (a Proxy of one included: the registry knows only the real objects), ArenaError DISPOSED for
- *  a disposed one. */
-export function runTargetOf(v: unknown, field = 'arena'): RunTarget {
-  const t = typeof v === 'object' && v !== null ? targets.get(v) : undefined;
-  if (!t) throw new OptionError('BAD_OPTION', field, typeof v === 'object' ? Object.prototype.toString.call(v) : v, 'must be an Arena or a DataParallel group');
-  if (t.disposed) throw new ArenaError('DISPOSED', t.kind === 'group' ? 'the data-parallel group was disposed' : 'the arena was disposed');
-  for (const a of t.arenas) if (a.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
-  return t;
-}
-
-/** One transfer call as observers see it: `regions` selects what the bytes belong to. */
-export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
 /** The largest ArrayBuffer a native view makes (csrc/addon/arena_handle.cc: VIEW_TOO_LARGE). */
 const MAX_ARRAY_BUFFER = 2 ** 32 - 1;
-
-// Each arena's observers: several at once (two recorders on one arena each see every transfer).
-const observers = new WeakMap<Arena, Set<(e: TransferEvent) => void>>();
 
 const disposers = new WeakMap<Arena, Array<() => void>>();
 
@@ -129,28 +91,6 @@ export function onDispose(arena: Arena, fn: () => void): void {
   const list = disposers.get(arena) ?? [];
   disposers.set(arena, list);
   list.push(fn);
-}
-
-/** Internal: tells the observers of `arena` about transfers made outside transfer() (a
- *  streamed window's upload, src/train/stream-fit.ts). */
-export function notifyTransfers(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
-  return notify(arena, dir, regions, r);
-}
-
-function notify(arena: Arena, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
-  const set = observers.get(arena);
-  if (set) for (const fn of [...set]) fn({ dir, regions, ...r });
-  return r;
-}
-
-/** Internal: calls `fn` after every transfer of `arena` (the training report's accounting by
- *  purpose); returns the function that stops it. */
-export function observeTransfers(arena: Arena, fn: (e: TransferEvent) => void): () => void {
-  const set = observers.get(arena) ?? new Set();
-  observers.set(arena, set);
-  const own = (e: TransferEvent) => fn(e);  // its own entry, even for a function added twice
-  set.add(own);
-  return () => { set.delete(own); };
 }
 
 /** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
@@ -189,18 +129,17 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
    *  of one ArrayBuffer take one native view per call instead. */
   #host: ArrayBuffer | undefined;
   #disposed = false;
-  // What the host side holds that a new arena's device side does not: the indices (in
-  // plan.regions) of regions a view or bytes() was handed out for, 'all' once the host address
-  // was, plus the header's bytes. #fresh: the device side holds only what create() put there
-  // (nothing ran, nothing was transferred, no device address or native handle was handed out).
-  #written: Set<number> | 'all' = new Set();
-  #headerWritten = false;
+  // What the host side holds that a new arena's device side does not (src/written.ts). #fresh:
+  // the device side holds only what create() put there (nothing ran, nothing was transferred,
+  // no device address or native handle was handed out).
+  readonly #written: WrittenRegions;
   #fresh = true;
   readonly #queue = new RunQueue();
   readonly #kernels = new Map<string, Kernel>();
 
   private constructor(plan: Plan<D>, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
     this.plan = plan;
+    this.#written = new WrittenRegions(plan);
     this.device = device;
     this.#handle = handle;
     this.backend = backend;
@@ -290,46 +229,14 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     uploadWritten = (arena) => arena.#uploadWritten();
   }
 
-  /** Region indices by offset, and the furthest end among the first i of them (compact plans
- *  overlap): the regions meeting a byte range are found by bisection, not by a scan. */
-  #byOffset: { order: number[]; reach: number[] } | undefined;
-
-  #markWritten(offset: number, bytes: number): void {
-    const written = this.#written;
-    if (written === 'all') return;
-    if (offset < this.plan.headerBytes) this.#headerWritten = true;
-    const regions = this.plan.regions;
-    if (!this.#byOffset) {
-      const order = regions.map((_, i) => i).sort((a, b) => regions[a]!.offset - regions[b]!.offset);
-      let far = 0;
-      this.#byOffset = { order, reach: order.map((i) => (far = Math.max(far, regions[i]!.offset + regions[i]!.bytes))) };
-    }
-    const { order, reach } = this.#byOffset;
-    let lo = 0, hi = order.length;
-    while (lo < hi) { const mid = (lo + hi) >>> 1; if (reach[mid]! <= offset) lo = mid + 1; else hi = mid; }
-    const end = offset + bytes;
-    for (let k = lo; k < order.length && regions[order[k]!]!.offset < end; k++) {
-      const r = regions[order[k]!]!;
-      if (offset < r.offset + r.bytes) written.add(order[k]!);
-    }
-  }
-
   #uploadWritten(): TransferResult {
     const h = this.#live();
-    const written = this.#written;
-    if (!this.#fresh || written === 'all') return this.toDevice();
+    const up = this.#fresh ? this.#written.upload() : 'all';
+    if (up === 'all') return this.toDevice();
     this.#fresh = false;
-    const ranges: number[] = [];
-    const add = (offset: number, end: number) => {
-      const n = ranges.length;
-      if (n && offset - (ranges[n - 2]! + ranges[n - 1]!) <= WRITTEN_GAP) ranges[n - 1] = Math.max(ranges[n - 1]!, end - ranges[n - 2]!);
-      else ranges.push(offset, end - offset);
-    };
-    if (this.#headerWritten) add(0, this.plan.headerBytes);
-    this.plan.regions.forEach((r, i) => { if (written.has(i) && r.bytes > 0) add(r.offset, r.offset + r.bytes); });
-    if (ranges.length === 0) return { transfers: 0, bytes: 0 };
-    const bytes = call(() => h.transfer('toDevice', ranges));
-    return notify(this, 'toDevice', { kinds: [...new Set([...written].map((i) => this.plan.regions[i]!.kind))] }, { transfers: ranges.length / 2, bytes });
+    if (up.ranges.length === 0) return { transfers: 0, bytes: 0 };
+    const bytes = call(() => h.transfer('toDevice', up.ranges));
+    return notify(this, 'toDevice', { kinds: up.kinds }, { transfers: up.ranges.length / 2, bytes });
   }
 
   /** A typed array over a region of the host allocation: writes go straight into the arena.
@@ -364,7 +271,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
     const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
     const [buf, at] = this.#hostRange(h, offset, bytes);
-    this.#markWritten(offset, bytes);
+    this.#written.mark(offset, bytes);
     const v = raw ? new Uint8Array(buf, at, bytes) : elem === 8 ? new Float64Array(buf, at, bytes / 8) : new Float32Array(buf, at, bytes / 4);
     this.#views.set(key, v);
     return v;
@@ -374,7 +281,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   bytes(offset = 0, bytes = this.plan.totalBytes - offset): Uint8Array {
     const h = this.#live();
     const [buf, at] = this.#hostRange(h, offset, bytes);
-    this.#markWritten(offset, bytes);
+    this.#written.mark(offset, bytes);
     return new Uint8Array(buf, at, bytes);
   }
 
@@ -436,7 +343,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
   get hostAddress(): bigint {
     const a = call(() => this.#live().addresses().host);
-    this.#written = 'all';  // your code may write anywhere
+    this.#written.markAll();  // your code may write anywhere
     return a;
   }
 

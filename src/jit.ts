@@ -35,7 +35,7 @@ export type KernelArg = number | bigint;
 
 let headerText: string | undefined;
 /** The public header as the package ships it (src/ and dist/ sit one level below the root). */
-function publicHeader(): string {
+export function publicHeader(): string {
   if (headerText === undefined) {
     const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
     headerText = readFileSync(join(here, '..', 'csrc', 'include', 'nn_arena.h'), 'utf8');
@@ -121,9 +121,4 @@ export function compileKernel(arena: KernelHost, source: string, name: string, p
   const k = new Kernel(arena, name, Object.freeze([...params]), id);
   arena.kernels.set(key, k);
   return k;
-}
-
-/** Internal (tests): compiles without a device for `arch` ("sm_90"); the CUBIN's size. */
-export function compileOnly(source: string, name: string, params: readonly KernelParam[], arch: string): number {
-  return call(() => native().internal.jitCompileOnly(source, name, [...params], publicHeader(), arch));
 }

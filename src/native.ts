@@ -43,7 +43,7 @@ export interface NativeResidency {
   regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
 }
 
-/** Host <-> device rates in GB/s (csrc/bench/link_bench.cu). */
+/** Host <-> device rates in GB/s (the bench's test/native/link_bench.cu). */
 export interface LinkRates {
   bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
   /** The way back split over 4 threads and streams. */
@@ -56,7 +56,7 @@ export interface LinkRates {
 }
 
 /** Numeric codes that cross to the native side (csrc/train/train.h Op and Precision; csrc/core/backend.h
- *  Memory). The addon exports its own values (`codes()`); test/header-drift.test.ts compares them.
+ *  Memory). The test addon exports the native values (`codes()`); test/header-drift.test.ts compares them.
  *  Losses: the generated table of NNA_LOSSES (csrc/train/losses.h). */
 export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
 type LossRow = (typeof LOSS_TABLE)[number];
@@ -171,6 +171,9 @@ export interface NativeWindowStager {
   dispose(): void;
 }
 
+/** What the planner hands the native rules of a spec: activations[l] is layer l's code. */
+export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; units: number[]; activations: number[] }
+
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
   WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
@@ -183,6 +186,12 @@ export interface NativeAddon {
   descriptors(): unknown;
   /** The learning rate of 0-based step `step` under `schedule` from base rate lr (csrc/descriptors/schedules.h). */
   lrAt(schedule: ScheduleParams, lr: number, step: number): number;
+  /** Element counts of every (layer, kind) of a shape, layers x KINDS (csrc/core/validate.cc
+   *  expectedCount: the validator's rule); 2^64 - 1 where one overflows. */
+  regionCounts(shape: PlannerShape): BigUint64Array;
+  /** The phase table of one step of a shape (csrc/train/phases.cc StepModel::step, which the
+   *  native replay of a compact plan walks): uses are [layer, kind, reads]. */
+  stepPhases(shape: PlannerShape, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
   /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
   checkRun(header: Uint8Array, params: RunParams): void;
   /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */
@@ -199,25 +208,6 @@ export interface NativeAddon {
   ncclLeave(handle: NativeHandle): void;
   runReplicas(handles: NativeHandle[], params: RunParams[]): Promise<RunPath>;
   groupInfo(handle: NativeHandle): { rank: number; world: number; device: number } | undefined;
-  /** Test- and bench-only functions (csrc/addon/internal.cc): not library API. */
-  internal: NativeInternal;
-}
-
-export interface NativeInternal {
-  decodeHeader(bytes: Uint8Array): DecodedHeader;
-  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
-  layoutInfo(): Record<string, unknown>;
-  /** The numeric codes OPS, PRECISIONS and MEMORY_KINDS as the native side defines them. */
-  codes(): { ops: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
-  /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
-  stepPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;
-  measureLink(bytes: number): LinkRates;
-  probeBind(handle: NativeHandle): BigUint64Array;
-  deviceHeader(handle: NativeHandle): DecodedHeader;
-  /** Compiles a JIT kernel for `arch` without a device: the CUBIN's size. */
-  jitCompileOnly(source: string, name: string, params: string[], header: string, arch: string): number;
-  CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };
 }
 
 /** The addon: a local build (build/Release) or the package's prebuilt binary (src/loader.ts). */

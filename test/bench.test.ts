@@ -11,6 +11,7 @@ import { flopsPerStep } from '../bench/steps.js';
 import { benchTransfers, transferPlans } from '../bench/transfers.js';
 import { benchUm, linkBytes, UM_SPEC } from '../bench/um.js';
 import { planLayout } from '../src/index.js';
+import { testAddon } from '../src/internal.js';
 
 describe('bench plumbing', () => {
   it('sized arenas come within one sample of the size asked for', () => {
@@ -28,7 +29,7 @@ describe('bench plumbing', () => {
   });
 
   it('the fragmented baseline makes one copy per buffer', () => {
-    const cb = new (native().internal.CopyBench)(false, [100, 200, 300], true);
+    const cb = new (testAddon().CopyBench)(false, [100, 200, 300], true);
     expect(cb.run('toDevice')).toBe(3);
     expect(cb.run('toHost')).toBe(3);
     cb.dispose();

@@ -2,11 +2,13 @@
 // core API and reaches none of the CLI's or the tools' packages; `nn-arena/tools` holds the
 // reports, the PyTorch estimate, MNIST and the CLI's helpers, sharing the core's classes.
 import { execFileSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as core from '../src/index.js';
 import * as tools from '../src/tools.js';
+import { testAddon } from '../src/internal.js';
+import { native } from '../src/native.js';
 import { importGraph, importsOf } from './support/import-graph.js';
 import { readFileSync } from 'node:fs';
 
@@ -20,6 +22,19 @@ function reachable(entry: string): string[] {
   for (const f of seen) for (const g of graph.get(f) ?? []) seen.add(g);
   return [...seen];
 }
+
+describe('the shipped addon', () => {
+  it('holds no test- or bench-only function: those are the test addon\'s, which node-gyp-build never picks', () => {
+    const shipped = Object.keys(native());
+    const testOnly = Object.keys(testAddon());
+    expect(testOnly).toEqual(expect.arrayContaining(['decodeHeader', 'probeBind', 'CopyBench', 'measureLink', 'jitCompileOnly']));
+    expect(shipped.filter((k) => testOnly.includes(k) || k === 'internal')).toEqual([]);
+    expect(shipped).toContain('ArenaHandle');
+    // node-gyp-build loads the first .node in build/Release: the test addon is a .so beside it.
+    const release = join(root, 'build', 'Release');
+    if (existsSync(release)) expect(readdirSync(release).filter((f) => f.endsWith('.node'))).toEqual(['nn_arena.node']);
+  });
+});
 
 describe('the core entry', () => {
   it('exports the core API: these 36 values', () => {

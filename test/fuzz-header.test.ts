@@ -5,8 +5,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, type Plan } from '../src/index.js';
 import { EXTRA_FIELDS, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
-import { native } from '../src/native.js';
-import { probeBind } from '../src/internal.js';
+import { probeBind, testAddon } from '../src/internal.js';
 
 const BASES: Plan[] = [
   planLayout({ layers: [6, 5, 4], batch: 3 }),
@@ -69,7 +68,7 @@ describe('hostile headers', () => {
         else v.setBigUint64(at, BigInt.asUintN(64, x), true);
       }
       if (truncate !== null) bytes = bytes.slice(0, truncate % (bytes.length + 1));
-      const why = native().internal.validateHeader(bytes, plan.totalBytes);
+      const why = testAddon().validateHeader(bytes, plan.totalBytes);
       expect(typeof why).toBe('string');
       if (why !== '') return;
       accepted++;
@@ -79,7 +78,7 @@ describe('hostile headers', () => {
       const offsets = probeBind(a);
       for (const o of offsets) if (o !== 0xffffffffffffffffn) expect(o < BigInt(total)).toBe(true);
       // User regions, found through the public header's nna_extra_* functions: inside the arena.
-      for (const e of native().internal.decodeHeader(bytes).extras) {
+      for (const e of testAddon().decodeHeader(bytes).extras) {
         for (const [offset, count] of e.regions) if (count > 0n) expect(offset + count * BigInt(e.elemBytes) <= BigInt(total)).toBe(true);
       }
       bound++;

@@ -5,13 +5,13 @@ import { optimizerNamed } from '../src/layout/optimizers.js';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, KINDS, planLayout } from '../src/index.js';
-import { runArena } from '../src/internal.js';
+import { runArena, testAddon } from '../src/internal.js';
 import { decodeSpec } from '../src/layout/decode.js';
 import * as H from '../src/layout/header.js';
-import { MEMORY_KINDS, native, OPS } from '../src/native.js';
+import { MEMORY_KINDS, OPS } from '../src/native.js';
 
 describe('header drift: TS constants == C struct', () => {
-  const info = native().internal.layoutInfo() as {
+  const info = testAddon().layoutInfo() as {
     magic: number; version: number; maxLayers: number; kindCount: number; headerSize: number; layerSize: number; regionSize: number;
     header: Record<string, number>; layer: Record<string, number>; enums: Record<string, number>;
     maxExtras: number; extraNameBytes: number; extraSize: number; extra: Record<string, number>;
@@ -85,8 +85,8 @@ describe('header round trip: written by TS, read by C++', () => {
       // Compact with user regions is kept: the validator and the aliasing replay must accept it.
       const s = { ...raw, extra: raw.models > 1 ? [] : extrasOf(raw.layers.length, raw.extra), compact: raw.models > 1 ? false : raw.compact };
       const plan = planLayout(s);
-      expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
-      const h = native().internal.decodeHeader(plan.header);
+      expect(testAddon().validateHeader(plan.header, plan.totalBytes)).toBe('');
+      const h = testAddon().decodeHeader(plan.header);
       expect(h.magic).toBe(H.MAGIC);
       expect(h.dtype).toBe(H.DTYPES[s.dtype]);
       expect(h.order).toBe(H.ORDERS[s.order]);
@@ -133,21 +133,21 @@ describe('header round trip: written by TS, read by C++', () => {
     const v1 = plan.header.slice();
     const dv = new DataView(v1.buffer);
     dv.setUint32(H.HEADER_FIELDS.version, 1, true);
-    expect(native().internal.validateHeader(v1, plan.totalBytes)).toBe('');
-    expect(native().internal.decodeHeader(v1).extras).toEqual([]);
+    expect(testAddon().validateHeader(v1, plan.totalBytes)).toBe('');
+    expect(testAddon().decodeHeader(v1).extras).toEqual([]);
     dv.setUint32(H.HEADER_FIELDS.num_extras, 1, true);
-    expect(native().internal.validateHeader(v1, plan.totalBytes)).toMatch(/version-1 header with a kind table/);
+    expect(testAddon().validateHeader(v1, plan.totalBytes)).toMatch(/version-1 header with a kind table/);
   });
 
   it('the validator checks the kind table like the layer table', () => {
     const plan = planLayout({ layers: [4, 3, 2], batch: 2, extra: [{ name: 'ema', like: 'w' }, { name: 'rng', bytes: 100 }] });
-    expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
+    expect(testAddon().validateHeader(plan.header, plan.totalBytes)).toBe('');
     const table = H.HEADER_SIZE + 3 * H.LAYER_SIZE;
     const entries = table + 2 * H.EXTRA_SIZE;  // ema: entries 0..2 (layers 0, 1, 2), rng: entry 3
     const corrupt = (edit: (v: DataView, b: Uint8Array) => void) => {
       const b = plan.header.slice();
       edit(new DataView(b.buffer), b);
-      return native().internal.validateHeader(b, plan.totalBytes);
+      return testAddon().validateHeader(b, plan.totalBytes);
     };
     const F = H.HEADER_FIELDS, X = H.EXTRA_FIELDS;
     const entry = (i: number) => entries + i * H.REGION_SIZE;
@@ -174,7 +174,7 @@ describe('header round trip: written by TS, read by C++', () => {
 
   it('the validator rejects a header claiming more bytes than available', () => {
     const plan = planLayout({ layers: [4, 3, 2], batch: 2 });
-    expect(native().internal.validateHeader(plan.header, plan.totalBytes - 1)).toMatch(/claims/);
+    expect(testAddon().validateHeader(plan.header, plan.totalBytes - 1)).toMatch(/claims/);
   });
 
   it('the validator rejects single-field corruptions with a reason', () => {
@@ -183,7 +183,7 @@ describe('header round trip: written by TS, read by C++', () => {
       const b = plan.header.slice();
       const v = new DataView(b.buffer);
       if (width === 4) v.setUint32(at, Number(value), true); else v.setBigUint64(at, value, true);
-      return native().internal.validateHeader(b, plan.totalBytes);
+      return testAddon().validateHeader(b, plan.totalBytes);
     };
     const F = H.HEADER_FIELDS;
     const layer1 = H.HEADER_SIZE + H.LAYER_SIZE;
@@ -203,7 +203,7 @@ describe('header round trip: written by TS, read by C++', () => {
 
 describe('run contract: the numeric codes TS sends are the native ones', () => {
   it('ops and memory kinds match the addon (activations, losses and precisions: generated from the C tables, test/tables.test.ts)', () => {
-    expect(native().internal.codes()).toEqual({ ops: { ...OPS }, memory: { ...MEMORY_KINDS } });
+    expect(testAddon().codes()).toEqual({ ops: { ...OPS }, memory: { ...MEMORY_KINDS } });
   });
   it('an unknown run parameter or a wrong type is refused before the arena is touched', async () => {
     const arena = Arena.create(planLayout({ layers: [3, 2], batch: 2, activations: ['softmax'] }), { backend: 'cpu' });

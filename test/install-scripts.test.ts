@@ -51,6 +51,24 @@ describe('scripts/sources.cjs', () => {
     expect(sources('common')).toContain('csrc/cpu/gemm_neon.cc');
     expect(sources('cuda')).toContain('csrc/cuda/fused_step.cu');
   });
+  it('builds test/native/ into the test addon alone, which the package does not hold', () => {
+    const { sources } = req(join(root, 'scripts', 'sources.cjs')) as { sources(kind: string): string[] };
+    const lib = ['common', 'cuda', 'absent'].flatMap((k) => sources(k));
+    const test = ['test-common', 'test-cuda', 'test-absent'].flatMap((k) => sources(k));
+    const own = readdirSync(join(root, 'test', 'native')).filter((f) => /\.(cc|cu)$/.test(f)).map((f) => `test/native/${f}`);
+    expect(test.filter((f) => f.startsWith('test/native/')).sort()).toEqual(own.sort());
+    expect(lib.filter((f) => !f.startsWith('csrc/'))).toEqual([]);
+    // What it reuses of the library is library code, compiled again for it.
+    expect(test.filter((f) => !f.startsWith('test/native/')).every((f) => lib.includes(f))).toBe(true);
+    // binding.gyp defines nn_arena_test only where test/native/ exists: never in the package.
+    const files = (JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { files: string[] }).files;
+    expect(files.filter((f) => /^(test|build)\b/.test(f))).toEqual([]);
+    const dir = copy(false);
+    dirs.push(dir);
+    const hasTest = (d: string) => spawnSync(process.execPath, [join(d, 'scripts', 'sources.cjs'), 'has-test'], { encoding: 'utf8' }).stdout;
+    expect(hasTest(dir)).toBe('0');
+    expect(hasTest(root)).toBe('1');
+  });
 });
 
 describe('scripts/build-stamp.cjs', () => {

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, KINDS, LayoutError, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
-import { runArena } from '../src/internal.js';
+import { runArena, testAddon } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
 import { decodeSpec } from '../src/layout/decode.js';
 import { native, OPS } from '../src/native.js';
@@ -62,8 +62,8 @@ describe('layout of K models', () => {
     });
     fc.assert(fc.property(spec, (s) => {
       const plan = planLayout(s);
-      expect(native().internal.validateHeader(plan.header, plan.totalBytes)).toBe('');
-      const h = native().internal.decodeHeader(plan.header) as unknown as { models: bigint; layers: Array<{ regions: Array<[bigint, bigint]> }> };
+      expect(testAddon().validateHeader(plan.header, plan.totalBytes)).toBe('');
+      const h = testAddon().decodeHeader(plan.header) as unknown as { models: bigint; layers: Array<{ regions: Array<[bigint, bigint]> }> };
       expect(h.models).toBe(s.models === 1 ? 0n : BigInt(s.models));
       h.layers.forEach((L, l) => KINDS.forEach((k, i) => {
         const r = plan.region(l, k);
@@ -80,7 +80,7 @@ describe('layout of K models', () => {
     const withModels = (k: bigint) => {
       const b = plan.header.slice();
       new DataView(b.buffer).setBigUint64(H.HEADER_FIELDS.models, k, true);
-      return native().internal.validateHeader(b, plan.totalBytes);
+      return testAddon().validateHeader(b, plan.totalBytes);
     };
     expect(withModels(2n)).toBe('');
     expect(withModels(3n)).toMatch(/overlaps|beyond/);
@@ -92,7 +92,7 @@ describe('layout of K models', () => {
     const one = planLayout({ layers: [4, 3, 2], batch: 2 });
     const b = one.header.slice();
     new DataView(b.buffer).setBigUint64(H.HEADER_FIELDS.models, 2n, true);
-    expect(native().internal.validateHeader(b, one.totalBytes)).toMatch(/overlaps|beyond/);
+    expect(testAddon().validateHeader(b, one.totalBytes)).toMatch(/overlaps|beyond/);
     // Creating an arena from such bytes is refused before anything is allocated.
     expect(() => new (native().ArenaHandle)(b, { cuda: false, pinned: false, memory: 0, scheduled: false })).toThrow(/overlaps|beyond/);
   });

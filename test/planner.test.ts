@@ -151,6 +151,8 @@ describe('planLayout: bad specs give LayoutError naming field and value', () => 
     ['align NaN', { ...base, align: NaN }, 'align', 'BAD_ALIGN'],
     ['negative samples', { ...base, samples: -5 }, 'samples', 'BAD_SAMPLES'],
     ['total beyond 2^53', { ...base, layers: [2 ** 27, 2 ** 27, 2] }, 'layers', 'TOO_LARGE'],
+    // The native count (validate.cc expectedCount) saturates where it overflows 64 bits.
+    ['a region count beyond 2^64', { ...base, layers: [2 ** 40, 2 ** 40, 2] }, 'layers', 'TOO_LARGE'],
   ];
   it.each(cases)('%s', (_name, spec, field, code) => {
     let err: unknown;

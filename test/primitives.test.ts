@@ -5,9 +5,10 @@
 import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, Trainer, type Activation, type View } from '../src/index.js';
 import { runArena } from '../src/arena.js';
-import { OPS, native, call } from '../src/native.js';
+import { OPS, call } from '../src/native.js';
 import { finiteDifferenceError, toyData } from './support/train-checks.js';
 import { firstDiff, modelTwins, twins } from './support/primitives-checks.js';
+import { testAddon } from '../src/internal.js';
 
 const cpu = { backend: 'cpu' } as const;
 
@@ -387,7 +388,7 @@ describe('primitives: typed refusals', () => {
 
   it('budgeted arenas refuse the primitives (NOT_SUPPORTED): the phase table has none for them', () => {
     const plan = planLayout({ layers: [4, 8, 3], batch: 2 });
-    const replay = (op: number) => call(() => native().internal.replayResidency(plan.header, 'staged', plan.totalBytes * 2, [{ op: op as never, rows: 2 }]));
+    const replay = (op: number) => call(() => testAddon().replayResidency(plan.header, 'staged', plan.totalBytes * 2, [{ op: op as never, rows: 2 }]));
     expect(replay(OPS.forward).error).toBe('');
     for (const op of [OPS.backward, OPS.backwardFromOutput, OPS.update]) expect(() => replay(op)).toThrow(expect.objectContaining({ code: 'NOT_SUPPORTED' }));
   });

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, OptionError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
 import { call, native, OPS, type RunParams } from '../src/native.js';
 import { codeOf } from './support/errors.js';
+import { testAddon } from '../src/internal.js';
 
 const L_SPEC: LayoutSpec = { layers: [4096, 4096, 4096, 4096, 4096, 4096, 4096], batch: 2048, samples: 4096 };
 const SMALL: LayoutSpec = { layers: [50, 40, 30, 10], batch: 16, samples: 40, optimizer: 'adam' };
@@ -137,7 +138,7 @@ function epoch(samples: number, batch: number, perRun: number, op: RunParams['op
 
 function replay(spec: LayoutSpec, placement: 'managed' | 'staged', budget: number, runs: Run[]) {
   const plan = planLayout(spec);
-  return native().internal.replayResidency(plan.header, placement, budget, runs);
+  return testAddon().replayResidency(plan.header, placement, budget, runs);
 }
 
 describe('residency plan (replayed without a GPU)', () => {
@@ -220,6 +221,6 @@ describe('residency plan (replayed without a GPU)', () => {
   it('refuses a budget below the largest phase', () => {
     const plan = planLayout(SMALL);
     const min = minDeviceBudget(plan, 'staged').bytes;
-    expect(codeOf(() => call(() => native().internal.replayResidency(plan.header, 'staged', min - 1, epoch(40, 16, 1, OP.train, 0))))).toBe('BUDGET_TOO_SMALL');
+    expect(codeOf(() => call(() => testAddon().replayResidency(plan.header, 'staged', min - 1, epoch(40, 16, 1, OP.train, 0))))).toBe('BUDGET_TOO_SMALL');
   });
 });

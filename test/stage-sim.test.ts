@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { minDeviceBudget, planLayout } from '../src/index.js';
-import { native } from '../src/native.js';
+import { testAddon } from '../src/internal.js';
 
 const hasGxx = (() => { try { execFileSync('g++', ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } })();
 const root = join(import.meta.dirname, '..');
@@ -31,7 +31,7 @@ describe.skipIf(!hasGxx)('stage_sim (bench/micro): the staged timeline simulator
     expect(runs.length).toBe(3);
     const compute = Number(/compute alone (\d+) us per step/.exec(out)![1]);
     for (const r of runs) expect(Number(r[2])).toBeGreaterThanOrEqual(compute);  // copies only ever add waiting
-    const replay = native().internal.replayResidency(plan.header, 'staged', budget,
+    const replay = testAddon().replayResidency(plan.header, 'staged', budget,
       Array.from({ length: 3 }, () => ({ op: 0, loss: 0, resident: true, samples: 256, firstBatch: 0, numBatches: 4, permA: 1, permC: 0 })));
     expect(replay.error).toBe('');
     expect(runs.reduce((a, r) => a + Number(r[3]), 0)).toBe(replay.counters.fetchedBytes);

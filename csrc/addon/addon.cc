@@ -1,5 +1,7 @@
 // addon.cc: the Node-API entry point. It only registers: the arena handle (arena_handle.h), the
-// streaming window buffers (window_stager.h), the library's functions (functions.cc), JIT kernels (jit.cc), data parallelism (nccl.cc) and, apart, the test- and bench-only ones (internal.cc).
+// streaming window buffers (window_stager.h), the library's functions (functions.cc), JIT kernels
+// (jit.cc), data parallelism (nccl.cc). Test- and bench-only functions are another addon's
+// (test/native/internal.cc), never shipped.
 // Conversions live in convert.h, runs in run_worker.h, error shaping in js_error.h.
 #include <napi.h>
 
@@ -19,7 +21,6 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);
   nna::addon::registerNccl(env, exports);
-  nna::addon::registerInternal(env, exports);
   return exports;
 }
 

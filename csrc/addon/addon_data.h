@@ -1,5 +1,5 @@
 // addon_data.h: what the addon keeps per JS environment (main thread or worker): the arena
-// handle's class, by which internal.cc recognises handles, and the symbol a view holds its
+// handle's class, by which jit.cc and nccl.cc recognise handles, and the symbol a view holds its
 // handle under (arena_handle.cc).
 #pragma once
 #include <napi.h>

@@ -32,6 +32,28 @@ std::string string(Napi::Env env, const Napi::Value& v, const char* what) {
   return v.As<Napi::String>().Utf8Value();
 }
 
+namespace {
+
+JitType typeOf(Napi::Env env, const std::string& s) {
+  if (s == "f32") return JitType::F32;
+  if (s == "f64") return JitType::F64;
+  if (s == "i32") return JitType::I32;
+  if (s == "u32") return JitType::U32;
+  if (s == "i64") return JitType::I64;
+  if (s == "u64") return JitType::U64;
+  throwJs(env, "BAD_ARGUMENT", "parameter type '" + s + "' is not one of f32, f64, i32, u32, i64, u64");
+}
+
+}  // namespace
+
+std::vector<JitType> typesOf(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsArray()) throwJs(env, "BAD_ARGUMENT", "params must be an array of type names");
+  const Napi::Array a = v.As<Napi::Array>();
+  std::vector<JitType> out;
+  for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(typeOf(env, string(env, a.Get(i), "params")));
+  return out;
+}
+
 std::vector<uint8_t> bytesOf(Napi::Env env, const Napi::Value& v, const char* what) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Uint8Array");
   const Napi::Uint8Array u = v.As<Napi::Uint8Array>();

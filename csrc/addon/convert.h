@@ -13,6 +13,7 @@
 #include "../budget/residency.h"
 #include "../core/backend.h"
 #include "../core/block.h"
+#include "../cuda/jit.h"
 #include "../train/train.h"
 
 namespace nna::addon {
@@ -32,6 +33,8 @@ Dir dirOf(Napi::Env env, const Napi::Value& v);
 Where whereOf(Napi::Env env, const Napi::Value& v);
 Advice adviceOf(Napi::Env env, const Napi::Value& v);
 Placement placementOf(Napi::Env env, const Napi::Value& v);
+// A JIT kernel's parameter types (["f32", "u64", ...]).
+std::vector<JitType> typesOf(Napi::Env env, const Napi::Value& v);
 // src/native.ts RunParams: every key known, every value of its type.
 Schedule scheduleOf(Napi::Env env, const Napi::Value& v);
 RunParams runParamsOf(Napi::Env env, const Napi::Value& v);

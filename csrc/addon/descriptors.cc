@@ -1,11 +1,15 @@
 // descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) handed to TypeScript,
 // which reads them once (src/layout/optimizers.ts) for spec validation, the planner's state
 // regions, Trainer options, CLI choices and the docs; the learning rate of a step under a
-// schedule (lrAt, the one definition the runs use); and the run checks (check.cc) on their own,
-// so that a Trainer refuses a combination before any work.
+// schedule (lrAt, the one definition the runs use); and, for the TS planner, every region's
+// element count of a shape (regionCounts: the validator's rule) and its phase table
+// (stepPhases: the one that the native replay of a compact plan walks).
 #include <cmath>
+#include <cstring>
 
+#include "../core/validate.h"
 #include "../descriptors/optimizers.h"
+#include "../train/phases.h"
 #include "../train/train.h"
 #include "convert.h"
 #include "functions.h"
@@ -81,21 +85,99 @@ Napi::Value LrAt(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, lrAt(s, lr, step));
 }
 
-// checkRun(header, params): the run checks of check.cc without a run (throws their coded error).
-Napi::Value CheckRun(const Napi::CallbackInfo& info) {
+// A shape as the planner has it: { batch, samples, optimizer, compact, units[], activations[] }
+// (activations[l] is layer l's code; layer 0's is ignored), as a header and its layer table
+// whose counts are expectedCount's (offsets 0: nothing is placed yet). 2^64 - 1 where one
+// overflows.
+std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
+  if (!v.IsObject()) throwJs(env, "BAD_ARGUMENT", "expected a shape object");
+  const Napi::Object o = v.As<Napi::Object>();
+  nna_header h{};
+  h.magic = NNA_MAGIC;
+  h.version = NNA_VERSION;
+  h.dtype = NNA_FLOAT32;
+  h.batch = exactU64(env, o.Get("batch"), "batch");
+  h.samples = exactU64(env, o.Get("samples"), "samples");
+  h.optimizer = uint32_t(exactU64(env, o.Get("optimizer"), "optimizer"));
+  h.flags = boolean(env, o.Get("compact"), "compact") ? NNA_FLAG_COMPACT : 0;
+  const Napi::Value u = o.Get("units"), a = o.Get("activations");
+  if (!u.IsArray() || !a.IsArray() || u.As<Napi::Array>().Length() != a.As<Napi::Array>().Length())
+    throwJs(env, "BAD_ARGUMENT", "units and activations must be arrays of one length");
+  h.num_layers = u.As<Napi::Array>().Length();
+  if (h.num_layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "more layers than NNA_MAX_LAYERS");
+  h.num_kinds = NNA_KIND_COUNT;
+  h.layer_size = sizeof(nna_layer);
+  h.layers_offset = sizeof(nna_header);
+  std::vector<nna_layer> layers(h.num_layers);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    nna_layer& L = layers[l];
+    L.units = exactU64(env, u.As<Napi::Array>().Get(l), "units");
+    L.fan_in = l > 0 ? layers[l - 1].units : 0;
+    L.activation = uint32_t(exactU64(env, a.As<Napi::Array>().Get(l), "activations"));
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
+      if (!expectedCount(h, L, l, k, &L.region[k].count)) L.region[k].count = ~uint64_t(0);
+  }
+  std::vector<uint8_t> out(sizeof h + layers.size() * sizeof(nna_layer));
+  std::memcpy(out.data(), &h, sizeof h);
+  if (!layers.empty()) std::memcpy(out.data() + sizeof h, layers.data(), layers.size() * sizeof(nna_layer));
+  return out;
+}
+
+// regionCounts(shape): the element count of every (layer, kind), layers x NNA_KIND_COUNT.
+Napi::Value RegionCounts(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
-  const RunParams p = runParamsOf(env, info[1]);
-  guarded(env, [&] { checkRun(h.data(), p); });
-  return env.Undefined();
+  const std::vector<uint8_t> b = shapeHeader(env, info[0]);
+  nna_header h;
+  std::memcpy(&h, b.data(), sizeof h);
+  Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(h.num_layers) * NNA_KIND_COUNT);
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    nna_layer L;
+    std::memcpy(&L, b.data() + sizeof h + size_t(l) * sizeof L, sizeof L);
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) out[size_t(l) * NNA_KIND_COUNT + k] = L.region[k].count;
+  }
+  return out;
+}
+
+// stepPhases(shape, op, resident, fused): the phase table (csrc/train/phases.cc StepModel::step)
+// of one step of a shape, which the TS planner reads for a compact plan's live intervals and the
+// native replay (aliasing.cc) walks again before such a header is used:
+// [{ stage, layer, uses: [[layer, kind, reads], ...] }] (reads: its value comes from before the
+// phase, kRead of the use's access).
+Napi::Value StepPhases(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> b = shapeHeader(env, info[0]);
+  const uint64_t op = exactU64(env, info[1], "op");
+  if (op > uint64_t(Op::Forward)) throwJs(env, "BAD_ARGUMENT", "unknown op " + std::to_string(op));
+  const bool resident = boolean(env, info[2], "resident");
+  const Path path = boolean(env, info[3], "fused") ? Path::Fused : Path::Layers;
+  return guarded(env, [&] {
+    const StepModel m(b.data());
+    const std::vector<PhaseInfo> phases = m.step(Op(op), resident, path);
+    Napi::Array out = Napi::Array::New(env, phases.size());
+    for (uint32_t i = 0; i < phases.size(); ++i) {
+      Napi::Object o = Napi::Object::New(env);
+      o.Set("stage", Napi::String::New(env, stageName(phases[i].stage)));
+      o.Set("layer", Napi::Number::New(env, phases[i].layer));
+      Napi::Array uses = Napi::Array::New(env, phases[i].uses.size());
+      for (uint32_t j = 0; j < phases[i].uses.size(); ++j) {
+        const RegionInfo& r = m.regions()[phases[i].uses[j].region];
+        Napi::Array use = Napi::Array::New(env, 3);
+        use.Set(0u, Napi::Number::New(env, r.layer));
+        use.Set(1u, Napi::String::New(env, kindName(r.kind)));
+        use.Set(2u, Napi::Boolean::New(env, phases[i].uses[j].access & kRead));
+        uses.Set(j, use);
+      }
+      o.Set("uses", uses);
+      out.Set(i, o);
+    }
+    return out;
+  });
 }
 
 }  // namespace
 
 void registerDescriptors(Napi::Env env, Napi::Object exports) {
-  exports.Set("descriptors", Napi::Function::New(env, Descriptors));
-  exports.Set("lrAt", Napi::Function::New(env, LrAt));
-  exports.Set("checkRun", Napi::Function::New(env, CheckRun));
+  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionCounts", RegionCounts}, {"stepPhases", StepPhases}});
 }
 
 }  // namespace nna::addon

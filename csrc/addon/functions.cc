@@ -1,11 +1,13 @@
 // functions.cc: the addon's plain functions that the library itself calls: what the CUDA side
-// can do here, CRC-32C for checkpoints, and the smallest device budget of a plan.
+// can do here, CRC-32C for checkpoints, the smallest device budget of a plan, and the native
+// checks on their own (budget, run, loss), so that a call is refused before any work.
 #include "functions.h"
 
 #include "../budget/budgeted_block.h"
 #include "../budget/residency.h"
 #include "../core/backend.h"
 #include "../core/crc32c.h"
+#include "../train/train.h"
 #include "convert.h"
 #include "js_error.h"
 
@@ -70,24 +72,23 @@ Napi::Value CheckDeviceBudget(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// checkLoss(header, { loss, labelSmoothing }): the loss rules of a run (checkLoss, check.cc)
-// before any run, so the Trainer refuses a bad loss at construction with the native message.
-Napi::Value CheckLoss(const Napi::CallbackInfo& info) {
+// checkRun(header, params) and checkLoss(header, { loss, labelSmoothing }): the run checks of
+// check.cc without a run (the Trainer refuses a combination, or a bad loss, at construction with
+// the native message); they throw their coded error.
+template <void (*Check)(const void*, const RunParams&)>
+Napi::Value RunCheck(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   const RunParams p = runParamsOf(env, info[1]);
-  guarded(env, [&] { checkLoss(h.data(), p); });
+  guarded(env, [&] { Check(h.data(), p); });
   return env.Undefined();
 }
 
 }  // namespace
 
 void registerFunctions(Napi::Env env, Napi::Object exports) {
-  exports.Set("cudaInfo", Napi::Function::New(env, CudaInfo));
-  exports.Set("crc32c", Napi::Function::New(env, Crc32c));
-  exports.Set("minDeviceBudget", Napi::Function::New(env, MinDeviceBudget));
-  exports.Set("checkDeviceBudget", Napi::Function::New(env, CheckDeviceBudget));
-  exports.Set("checkLoss", Napi::Function::New(env, CheckLoss));
+  exportFunctions(env, exports, {{"cudaInfo", CudaInfo}, {"crc32c", Crc32c}, {"minDeviceBudget", MinDeviceBudget},
+                                 {"checkDeviceBudget", CheckDeviceBudget}, {"checkRun", RunCheck<checkRun>}, {"checkLoss", RunCheck<checkLoss>}});
 }
 
 }  // namespace nna::addon

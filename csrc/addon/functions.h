@@ -1,21 +1,26 @@
-// functions.h: registration of the addon's plain functions (functions.cc) and of its internal,
-// test- and bench-only ones (internal.cc).
+// functions.h: registration of the addon's functions (the test- and bench-only ones are in
+// another addon, test/native/).
 #pragma once
 #include <napi.h>
 
+#include <initializer_list>
+#include <utility>
+
 namespace nna::addon {
 
+// Sets each (name, function) on exports: every register* below is one such list.
+inline void exportFunctions(Napi::Env env, Napi::Object exports, std::initializer_list<std::pair<const char*, Napi::Function::Callback>> fns) {
+  for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));
+}
+
+// cudaInfo, crc32c, minDeviceBudget, checkDeviceBudget, checkRun, checkLoss (functions.cc).
 void registerFunctions(Napi::Env env, Napi::Object exports);
-// Under exports.internal: not part of the library's API (src/internal.ts, tests, bench/).
-void registerInternal(Napi::Env env, Napi::Object exports);
 // JIT kernels (jit.cc): jitCompile, jitLaunch.
 void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
 // runReplicas, groupInfo.
 void registerNccl(Napi::Env env, Napi::Object exports);
-// The optimizer and schedule tables, lrAt, checkRun (descriptors.cc).
+// The optimizer and schedule tables, lrAt, regionCounts (descriptors.cc).
 void registerDescriptors(Napi::Env env, Napi::Object exports);
-// internal.jitCompileOnly (jit.cc): a compile without a device, for tests.
-Napi::Value JitCompileOnly(const Napi::CallbackInfo& info);
 
 }  // namespace nna::addon

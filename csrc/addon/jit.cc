@@ -22,24 +22,6 @@ ArenaHandle* arenaOf(Napi::Env env, const Napi::Value& v) {
   return ArenaHandle::Unwrap(v.As<Napi::Object>());
 }
 
-JitType typeOf(Napi::Env env, const std::string& s) {
-  if (s == "f32") return JitType::F32;
-  if (s == "f64") return JitType::F64;
-  if (s == "i32") return JitType::I32;
-  if (s == "u32") return JitType::U32;
-  if (s == "i64") return JitType::I64;
-  if (s == "u64") return JitType::U64;
-  throwJs(env, "BAD_ARGUMENT", "parameter type '" + s + "' is not one of f32, f64, i32, u32, i64, u64");
-}
-
-std::vector<JitType> typesOf(Napi::Env env, const Napi::Value& v) {
-  if (!v.IsArray()) throwJs(env, "BAD_ARGUMENT", "params must be an array of type names");
-  const Napi::Array a = v.As<Napi::Array>();
-  std::vector<JitType> out;
-  for (uint32_t i = 0; i < a.Length(); ++i) out.push_back(typeOf(env, string(env, a.Get(i), "params")));
-  return out;
-}
-
 // The arena a kernel may run on: CUDA, with its whole device side addressable by a kernel.
 std::shared_ptr<Block> jitArena(Napi::Env env, ArenaHandle* h, bool idle) {
   std::shared_ptr<Block> b = h->live(env, idle);
@@ -147,17 +129,7 @@ Napi::Value JitLaunch(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void registerJit(Napi::Env env, Napi::Object exports) {
-  exports.Set("jitCompile", Napi::Function::New(env, JitCompile));
-  exports.Set("jitLaunch", Napi::Function::New(env, JitLaunch));
-}
-
-// jitCompileOnly(source, name, params, header, arch): the CUBIN's size; no device needed (tests).
-Napi::Value JitCompileOnly(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const std::string source = string(env, info[0], "source"), name = string(env, info[1], "name");
-  const std::vector<JitType> params = typesOf(env, info[2]);
-  const std::string header = string(env, info[3], "header"), arch = string(env, info[4], "arch");
-  return Napi::Number::New(env, double(guarded(env, [&] { return jitCompileOnly(source, name, params, header, arch); })));
+  exportFunctions(env, exports, {{"jitCompile", JitCompile}, {"jitLaunch", JitLaunch}});
 }
 
 }  // namespace nna::addon

@@ -256,13 +256,8 @@ Napi::Value GroupInfo(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void registerNccl(Napi::Env env, Napi::Object exports) {
-  exports.Set("ncclInfo", Napi::Function::New(env, NcclInfoJs));
-  exports.Set("ncclUniqueId", Napi::Function::New(env, NcclUniqueIdJs));
-  exports.Set("ncclInitAll", Napi::Function::New(env, NcclInitAll));
-  exports.Set("ncclInitRank", Napi::Function::New(env, NcclInitRank));
-  exports.Set("ncclLeave", Napi::Function::New(env, NcclLeave));
-  exports.Set("runReplicas", Napi::Function::New(env, RunReplicas));
-  exports.Set("groupInfo", Napi::Function::New(env, GroupInfo));
+  exportFunctions(env, exports, {{"ncclInfo", NcclInfoJs}, {"ncclUniqueId", NcclUniqueIdJs}, {"ncclInitAll", NcclInitAll},
+                                 {"ncclInitRank", NcclInitRank}, {"ncclLeave", NcclLeave}, {"runReplicas", RunReplicas}, {"groupInfo", GroupInfo}});
 }
 
 }  // namespace nna::addon

@@ -63,9 +63,4 @@ std::unique_ptr<Backend> makeCudaBackend(int device = 0);
 // Device memory in use now (cudaMemGetInfo: total - free), device-wide.
 uint64_t deviceBytesInUse();
 
-// Runs nna_bind for every (layer, kind) of the arena at devBase in a kernel and returns the
-// offsets it computed (layers x NNA_KIND_COUNT, ~0 for absent): proof that device code binds
-// from the base pointer alone. CPU-only builds throw NO_DEVICE.
-void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out);
-
 }  // namespace nna

@@ -36,7 +36,8 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
   return "";
 }
 
-// Expected element count of (layer, kind) from the header's shape fields; false on overflow.
+}  // namespace
+
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
   // A compact plan of an optimizer without state (SGD) has no dw: CUDA folds the update into the
@@ -64,6 +65,8 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   }
   return false;
 }
+
+namespace {
 
 // The kind table (version 2): every entry's name, rule and counts against the shapes, every
 // region in bounds and aligned (added to the spans for the overlap check by `span`).

@@ -14,6 +14,12 @@ namespace nna {
 // (validateArena there runs both: use it for any header from outside).
 std::string validateHeader(const void* base, size_t readable, size_t available);
 
+// The element count of region kind k of layer l (L) from the header's shape fields (batch,
+// samples, num_layers, optimizer, flags; units, fan_in, activation): the one rule of region
+// sizes, which the validator checks every header against and the TS planner asks for
+// (addon regionCounts). False on overflow.
+bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out);
+
 // The name of a region kind, as the TS API spells it ("w", "db", ...); "?" when out of range.
 inline const char* kindName(uint32_t kind) {
   static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};

@@ -12,7 +12,6 @@ CudaInfo cudaInfo() {
   return i;
 }
 std::unique_ptr<Backend> makeCudaBackend(int) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
-void cudaProbeBind(void*, uint32_t, uint64_t*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 uint64_t deviceBytesInUse() { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 const char* runCuda(void*, const void*, const RunParams&, LayerHooks*, GradSync*) { NNA_FAIL("NO_DEVICE", cudaInfo().why); }
 bool productsUseBlas(const nna_header&, const std::vector<nna_layer>&) { return false; }

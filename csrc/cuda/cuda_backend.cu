@@ -7,7 +7,6 @@
 
 #include "../core/backend.h"
 #include "../core/host_memory.h"
-#include "../include/nn_arena.h"
 #include "check.cuh"
 #include "cublas_loader.h"
 
@@ -132,15 +131,9 @@ struct CudaBackend final : Backend {
   int device_;
 };
 
-__global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
-  if (blockIdx.x != 0 || threadIdx.x != 0) return;
-  for (uint32_t l = 0; l < numLayers; ++l) {
-    const nna_bound_layer<float> b = nna_bind<float>(base, l);
-    float* p[NNA_KIND_COUNT] = {b.z, b.b, b.w, b.d, b.db, b.dw, b.mw, b.mb, b.vw, b.vb, b.y, b.xdata, b.ydata, b.stats};
-    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
-      out[l * NNA_KIND_COUNT + k] = p[k] ? (uint64_t)((char*)p[k] - (char*)base) : ~0ull;
-  }
-}
+// An empty kernel: cudaInfo asks the runtime for its attributes to learn whether this binary
+// holds code the GPU can run.
+__global__ void imageProbeKernel() {}
 
 // The architectures this binary holds code for: nvcc's __CUDA_ARCH_LIST__ (the virtual
 // architectures compiled, 750 for sm_75; each gets SASS) and the PTX one that
@@ -182,7 +175,7 @@ CudaInfo cudaInfo() {
   }
   // A GPU the binary holds no SASS (and no PTX it can JIT) for: unusable, and say why.
   cudaFuncAttributes attr;
-  const cudaError_t k = cudaFuncGetAttributes(&attr, probeBindKernel);
+  const cudaError_t k = cudaFuncGetAttributes(&attr, imageProbeKernel);
   if (k != cudaSuccess) {
     (void)cudaGetLastError();
     const std::string cc = "sm_" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor);
@@ -215,21 +208,6 @@ uint64_t deviceBytesInUse() {
   size_t freeB = 0, totalB = 0;
   CUDA_CHECK(cudaMemGetInfo(&freeB, &totalB));
   return uint64_t(totalB - freeB);
-}
-
-void cudaProbeBind(void* devBase, uint32_t numLayers, uint64_t* out) {
-  const size_t n = size_t(numLayers) * NNA_KIND_COUNT * sizeof(uint64_t);
-  uint64_t* dOut = nullptr;
-  CUDA_CHECK(cudaMalloc(&dOut, n));
-  try {
-    probeBindKernel<<<1, 1>>>(devBase, numLayers, dOut);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpy(out, dOut, n, cudaMemcpyDeviceToHost));
-  } catch (...) {
-    cudaFree(dOut);
-    throw;
-  }
-  CUDA_CHECK(cudaFree(dOut));
 }
 
 }  // namespace nna

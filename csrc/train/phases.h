@@ -46,7 +46,7 @@ enum class Path : uint8_t { Layers = 0, Fused = 1 };
 
 // The fused path takes the last layer with the output (and d[L-1]) when it has at most this
 // many units and there is a hidden layer (fused_step.cu, kFusedOutMax).
-constexpr uint64_t kFusedOutputMaxUnits = 16;  // the TS planner's FUSED_OUTPUT_MAX_UNITS is generated from this line (scripts/gen-tables.cjs)
+constexpr uint64_t kFusedOutputMaxUnits = 16;
 
 struct PhaseInfo {
   Stage stage;

@@ -1,10 +1,10 @@
-// plan.ts: the one table that decides every region's size and offset. Sizes are computed in
-// BigInt and must stay below 2^53 to be handed out as exact numbers; the native validator
-// (csrc/core/validate.cc, expectedCount) checks the same shapes from the header side.
+// plan.ts: the one table that decides every region's offset. Element counts come from the
+// native rule the validator checks headers with (csrc/core/validate.cc expectedCount, through
+// the addon's regionCounts); sizes are BigInt and must stay below 2^53 to be exact numbers.
 import { LayoutError } from '../errors.js';
-import { ACTIVATIONS, activationInfo, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, STATS_COUNT, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
+import { call, native, OPS, type PlannerShape } from '../native.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
-import { ACCESS, stepPhases, type StepOp, type StepPath } from './phases.js';
 import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
@@ -74,37 +74,28 @@ export function requirePlan(value: unknown, field = 'plan'): Plan {
   return p as Plan;
 }
 
-/** Element count of (layer, kind); 0 where the layer has no such region. Mirrors validate.cc. */
-function regionCount(s: NormalizedSpec, l: number, kind: Kind): bigint {
-  const L = s.layers.length;
-  const units = BigInt(s.layers[l]!);
-  const fanIn = l > 0 ? BigInt(s.layers[l - 1]!) : 0n;
-  const hidden = l > 0;
-  const last = l === L - 1;
-  const opt = optimizerNamed(s.optimizer)!;
-  switch (kind) {
-    // A layer whose activation's f' needs the pre-activation keeps it after the outputs.
-    case 'z': return BigInt(s.batch) * units * (hidden && activationInfo(s.activations[l - 1]!).keepsPre ? 2n : 1n);
-    case 'd': return hidden ? BigInt(s.batch) * units : 0n;
-    case 'y': return last ? BigInt(s.batch) * units : 0n;
-    case 'b': case 'db': return hidden ? units : 0n;
-    case 'w': return hidden ? units * fanIn : 0n;
-    // A compact plan of an optimizer without state (SGD) has no dw: every path folds the update
-    // into the weight-gradient product.
-    case 'dw': return hidden && !(s.compact && opt.folds) ? units * fanIn : 0n;
-    case 'mb': case 'vb': return hidden && opt.state.includes(kind) ? units : 0n;
-    case 'mw': case 'vw': return hidden && opt.state.includes(kind) ? units * fanIn : 0n;
-    case 'xdata': return l === 0 ? BigInt(s.samples) * units : 0n;
-    case 'ydata': return last ? BigInt(s.samples) * units : 0n;
-    case 'stats': return last ? BigInt(STATS_COUNT) : 0n;
-  }
+/** The spec's shape as the native rules take it (region counts, the phase table). */
+export function plannerShape(s: NormalizedSpec): PlannerShape {
+  return {
+    batch: s.batch, samples: s.samples, optimizer: optimizerNamed(s.optimizer)!.code, compact: s.compact,
+    units: [...s.layers], activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
+  };
+}
+
+/** Element count of (layer, kind), asked once per plan of the native rule (csrc/core/validate.cc
+ *  expectedCount, which the validator checks every header against): 2^64 - 1 where one
+ *  overflows (then TOO_LARGE below). */
+type RegionCount = (l: number, kind: Kind) => bigint;
+function regionCounts(shape: PlannerShape): RegionCount {
+  const counts = call(() => native().regionCounts(shape));
+  return (l, kind) => counts[l * KINDS.length + KIND_INDEX[kind]]!;
 }
 
 /** Count of user region `e` in layer l (-1: a global one): the count of the kind it is shaped
  *  like where it is planned, else 0. Mirrors checkExtras in validate.cc. */
-function extraCount(s: NormalizedSpec, e: NormalizedExtra, l: number): bigint {
+function extraCount(regionCount: RegionCount, e: NormalizedExtra, l: number): bigint {
   if (e.like === undefined) return l === -1 ? BigInt(e.bytes) : 0n;
-  return l >= 0 && e.layers.includes(l) ? regionCount(s, l, e.like) : 0n;
+  return l >= 0 && e.layers.includes(l) ? regionCount(l, e.like) : 0n;
 }
 
 const DATA_KINDS: readonly Kind[] = ['xdata', 'ydata'];
@@ -139,28 +130,29 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
 // Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
 const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
 
-/** Live intervals of every region in every run a compact arena can make (the native replay walks
- *  the same runs): per region, [first, last] phase index per run (-1 when unused), or null when
- *  the region must keep its bytes (a kept kind, the outputs, or read before it is written). */
-function liveness(s: NormalizedSpec, keys: readonly string[], present: (l: number, k: Kind) => boolean): Map<string, Int32Array | null> {
-  const runs: Array<[StepOp, boolean, StepPath]> = [];
+/** Live intervals of every region in every run a compact arena can make, from the native phase
+ *  table (csrc/train/phases.cc; the native replay, aliasing.cc, walks the same runs): per
+ *  region, [first, last] phase index per run (-1 when unused), or null when the region must keep
+ *  its bytes (a kept kind, the outputs, or read before it is written). */
+function liveness(s: NormalizedSpec, shape: PlannerShape, keys: readonly string[]): Map<string, Int32Array | null> {
+  const runs: Array<[keyof typeof OPS, boolean, boolean]> = [];
   for (const op of ['train', 'eval', 'forward'] as const)
     for (const resident of s.samples > 0 ? [false, true] : [false])
-      for (const path of ['layers', 'fused'] as const) runs.push([op, resident, path]);
+      for (const fused of [false, true]) runs.push([op, resident, fused]);
   const last = s.layers.length - 1;
   const live = new Map<string, Int32Array | null>();
   for (const key of keys) {
     const [l, k] = key.split(':') as [string, Kind];
     live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
   }
-  runs.forEach(([op, resident, path], r) => {
-    stepPhases(s, present, op, resident, path).forEach((ph, i) => {
-      for (const u of ph.uses) {
-        const key = `${u.layer}:${u.kind}`;
+  runs.forEach(([op, resident, fused], r) => {
+    call(() => native().stepPhases(shape, OPS[op], resident, fused)).forEach((ph, i) => {
+      for (const [layer, kind, reads] of ph.uses) {
+        const key = `${layer}:${kind}`;
         const iv = live.get(key);
         if (!iv) continue;
         if (iv[2 * r]! < 0) {
-          if (u.access & ACCESS.read) { live.set(key, null); continue; }  // its value comes from before the run
+          if (reads) { live.set(key, null); continue; }  // its value comes from before the run
           iv[2 * r] = i;
         }
         iv[2 * r + 1] = i;
@@ -185,11 +177,12 @@ export function planLayout(input: LayoutSpec): Plan {
   const tableBytes = headerTableBytes(s.layers.length, s.extra);
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
-  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(s, l, k!) : extraCount(s, s.extra[x]!, l)) > 0n);
-  const present = (l: number, k: Kind) => l >= 0 && l < s.layers.length && regionCount(s, l, k) > 0n;
+  const shape = plannerShape(s);
+  const regionCount = regionCounts(shape);
+  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(l, k!) : extraCount(regionCount, s.extra[x]!, l)) > 0n);
   // Compact: regions with a live interval are placed after the kept ones (and the user regions),
   // sharing bytes.
-  const live = s.compact ? liveness(s, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : [])), present) : null;
+  const live = s.compact ? liveness(s, shape, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : []))) : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
   interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
@@ -198,7 +191,7 @@ export function planLayout(input: LayoutSpec): Plan {
   let cursor = headerBytes;
   order.forEach(([layer, kind, extra], rank) => {
     const e = extra === undefined ? undefined : s.extra[extra]!;
-    const length = e ? extraCount(s, e, layer) : regionCount(s, layer, kind!);
+    const length = e ? extraCount(regionCount, e, layer) : regionCount(layer, kind!);
     // User regions are the user's data: never shared (no live interval), like the kept kinds.
     const iv = e ? null : live?.get(`${layer}:${kind}`) ?? null;
     let lo = Infinity, hi = -1;

@@ -38,7 +38,3 @@ export const PRECISION_TABLE = [
   {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cores: 'TF32 tensor cores'},
   {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cores: 'BF16 tensor cores'},
 ] as const;
-
-/** csrc/train/phases.h kFusedOutputMaxUnits: the fused path does a last layer this narrow with
- *  the output (the phase table of a compact plan follows it). */
-export const FUSED_OUTPUT_MAX_UNITS = 16;

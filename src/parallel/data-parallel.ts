@@ -10,7 +10,8 @@
 //                                                    LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //
 // A group of one (one device, or WORLD_SIZE=1) is a pass-through: no NCCL, any backend.
-import { Arena, handleOf, registerRunTarget, runArena, type BackendName } from '../arena.js';
+import { Arena, handleOf, runArena, type BackendName } from '../arena.js';
+import { registerRunTarget } from '../run-target.js';
 import { ArenaError, fromNative, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
 import type { Plan } from '../layout/plan.js';

@@ -14,7 +14,8 @@
 // regions (commit): microseconds. The seeded draws (window order, each window's row order)
 // happen as the fills finish, in window order, so the order is that of filling one window at
 // a time.
-import { handleOf, notifyTransfers, onDispose, type Arena, type View } from '../arena.js';
+import { handleOf, onDispose, type Arena, type View } from '../arena.js';
+import { notifyTransfer } from '../transfer-events.js';
 import { abortError, ArenaError, DataError, fromNative } from '../errors.js';
 import { STATS } from '../layout/header.js';
 import { call, native, OPS, type NativeWindowStager, type RunPath } from '../native.js';
@@ -98,7 +99,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       const kind = bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? bad : bad - w.rows * inputs;
       throw new DataError('BAD_DATA', w.where(kind, i), slots[w.slot]![kind][i], `is not a finite ${r.dtype} number`);
     }
-    notifyTransfers(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
+    notifyTransfer(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
     return w;
   };
   const track = <T>(p: Promise<T>): Promise<T> => { pending.push(p); p.catch(noop); return p; };

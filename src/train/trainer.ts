@@ -23,7 +23,8 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { loadArena, loadArenaAsync, runTargetOf, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
+import { loadArena, loadArenaAsync, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
+import { runTargetOf } from '../run-target.js';
 import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint.js';
 import { activationInfo, type Dtype } from '../layout/header.js';
 import { abortError, ArenaError, OptionError } from '../errors.js';
@@ -66,7 +67,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
   #owned = false;
 
   constructor(arena: Arena<D> | DataParallel<D>, options: TrainerOptions = {}) {
-    const target = runTargetOf(arena);
+    const target = runTargetOf<Arena>(arena);
     this.group = target.kind === 'group' ? arena as DataParallel<D> : undefined;
     this.arena = target.arenas[0]! as Arena<D>;
     // Every key read once: what is checked is what runs and what a checkpoint keeps.

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
-#include "../core/backend.h"
+#include "../../csrc/core/backend.h"
 #include "link_bench.h"
-#include "../core/failure.h"
-#include "../cuda/check.cuh"
+#include "../../csrc/core/failure.h"
+#include "../../csrc/cuda/check.cuh"
 
 namespace nna {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <vector>
 
-#include "../core/backend.h"
+#include "../../csrc/core/backend.h"
 
 namespace nna {
 

@@ -1,22 +1,23 @@
-// internal.cc: native functions that only tests and benchmarks call, registered apart under
-// `exports.internal` (src/native.ts types them as NativeInternal): the header's layout for the
-// drift test, the native decoder and validator, the run contract's codes, the residency replay,
-// probes of where device code binds, and the bench baselines (csrc/bench/). Not library API.
+// internal.cc: the test addon (nn_arena_test, built from test/native/ into build/Release/test/;
+// never shipped): native functions that only tests and benchmarks call, typed and loaded by
+// src/internal.ts. The header's layout for the drift test, the native decoder and validator, the
+// run contract's codes, the residency replay, the phase table, probes of an arena's device side
+// (from its address, as a user's module sees it), JIT compiles without a device, and the bench
+// baselines. It links the library sources it calls (scripts/sources.cjs TEST_USES).
 #include <cstring>
-#include <mutex>
 
-#include "../bench/copy_bench.h"
-#include "../bench/link_bench.h"
-#include "../budget/residency_check.h"
-#include "../core/validate.h"
-#include "../train/aliasing.h"
-#include "../train/phases.h"
-#include "../include/nn_arena.h"
-#include "addon_data.h"
-#include "arena_handle.h"
-#include "convert.h"
-#include "functions.h"
-#include "js_error.h"
+#include "../../csrc/addon/convert.h"
+#include "../../csrc/addon/functions.h"
+#include "../../csrc/addon/js_error.h"
+#include "../../csrc/budget/residency_check.h"
+#include "../../csrc/core/validate.h"
+#include "../../csrc/cuda/jit.h"
+#include "../../csrc/include/nn_arena.h"
+#include "../../csrc/train/aliasing.h"
+#include "../../csrc/train/phases.h"
+#include "copy_bench.h"
+#include "device_probe.h"
+#include "link_bench.h"
 
 namespace nna::addon {
 
@@ -190,9 +191,10 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
   });
 }
 
-// stepPhases(header, op, resident, fused): the native phase table (phases.h), for the drift test
-// of its TS mirror (src/layout/phases.ts): [{ stage, layer, uses: [[layer, kind, access], ...] }].
-Napi::Value StepPhases(const Napi::CallbackInfo& info) {
+// headerPhases(header, op, resident, fused): the phase table (phases.h) of a planned header, which
+// test/compact.test.ts compares with the shipped addon's stepPhases of the spec's shape (what the
+// planner reads): [{ stage, layer, uses: [[layer, kind, access], ...] }].
+Napi::Value HeaderPhases(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   const uint64_t op = exactU64(env, info[1], "op");
@@ -237,48 +239,60 @@ Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
   return o;
 }
 
-ArenaHandle* handleOf(Napi::Env env, const Napi::Value& v) {
-  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
-    throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
-  return ArenaHandle::Unwrap(v.As<Napi::Object>());
+void* addressOf(Napi::Env env, const Napi::Value& v) {
+  bool lossless = false;
+  const uint64_t a = v.IsBigInt() ? v.As<Napi::BigInt>().Uint64Value(&lossless) : 0;
+  if (!lossless || a == 0) throwJs(env, "BAD_ARGUMENT", "address must be a non-zero BigInt (arena.deviceAddress)");
+  return reinterpret_cast<void*>(uintptr_t(a));
 }
 
-// probeBind(handle): the offsets that binding code computes from the device-side base alone (a
-// kernel on CUDA, the same inline function on the CPU backend's stand-in device buffer).
+// probeBind(deviceAddress, layers, cuda): the offsets that binding code computes from the device
+// side's base alone (a kernel on CUDA; nna_bind on the CPU backend's stand-in device buffer).
 Napi::Value ProbeBind(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  ArenaHandle* handle = handleOf(env, info[0]);
-  const std::shared_ptr<Block> b = handle->live(env, true);
-  const uint32_t layers = handle->numLayers();
+  void* base = addressOf(env, info[0]);
+  const uint64_t layers = exactU64(env, info[1], "layers");
+  if (layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "layers above NNA_MAX_LAYERS");
+  const bool cuda = boolean(env, info[2], "cuda");
   Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(layers) * NNA_KIND_COUNT);
   guarded(env, [&] {
-    std::lock_guard<std::mutex> lock(b->mutex());
-    if (b->options().cuda) { b->backend().activate(); return cudaProbeBind(b->device(), layers, out.Data()); }
+    if (cuda) return probeBindOnDevice(base, uint32_t(layers), out.Data());
     for (uint32_t l = 0; l < layers; ++l) {
-      const nna_bound_layer<float> p = nna_bind<float>(b->device(), l);
+      const nna_bound_layer<float> p = nna_bind<float>(base, l);
       float* ptrs[NNA_KIND_COUNT] = {p.z, p.b, p.w, p.d, p.db, p.dw, p.mw, p.mb, p.vw, p.vb, p.y, p.xdata, p.ydata, p.stats};
       for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
-        out.Data()[l * NNA_KIND_COUNT + k] = ptrs[k] ? uint64_t(reinterpret_cast<char*>(ptrs[k]) - reinterpret_cast<char*>(b->device())) : ~uint64_t(0);
+        out.Data()[l * NNA_KIND_COUNT + k] = ptrs[k] ? uint64_t(reinterpret_cast<char*>(ptrs[k]) - reinterpret_cast<char*>(base)) : ~uint64_t(0);
     }
   });
   return out;
 }
 
-// deviceHeader(handle): the header as it stands in device memory (copied back without touching
-// the host allocation or the counters), decoded: proof the device holds what the TS encoder wrote.
+// deviceHeader(deviceAddress, totalBytes, cuda): the header as it stands on the device side,
+// decoded: proof the device holds what the TS encoder wrote (nothing of the arena is touched).
 Napi::Value DeviceHeader(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const std::shared_ptr<Block> b = handleOf(env, info[0])->live(env, true);
+  const void* base = addressOf(env, info[0]);
+  const uint64_t total = exactU64(env, info[1], "totalBytes");
+  const bool cuda = boolean(env, info[2], "cuda");
   std::vector<uint8_t> bytes;
   guarded(env, [&] {
-    std::lock_guard<std::mutex> lock(b->mutex());
+    auto read = [&](void* dst, size_t n) { if (cuda) copyFromDevice(dst, base, n); else std::memcpy(dst, base, n); };
     nna_header h;
-    b->backend().copy(&h, b->device(), sizeof h, Dir::ToHost);
-    if (h.header_bytes > b->total() || h.header_bytes < sizeof h) NNA_FAIL("BAD_HEADER", "device header is not initialised (call toDevice first)");
+    read(&h, sizeof h);
+    if (h.header_bytes > total || h.header_bytes < sizeof h) NNA_FAIL("BAD_HEADER", "device header is not initialised (call toDevice first)");
     bytes.resize(size_t(h.header_bytes));
-    b->backend().copy(bytes.data(), b->device(), bytes.size(), Dir::ToHost);
+    read(bytes.data(), bytes.size());
   });
   return decodeHeaderAt(env, bytes.data(), bytes.size());
+}
+
+// jitCompileOnly(source, name, params, header, arch): the CUBIN's size; no device needed.
+Napi::Value JitCompileOnly(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string source = string(env, info[0], "source"), name = string(env, info[1], "name");
+  const std::vector<JitType> params = typesOf(env, info[2]);
+  const std::string header = string(env, info[3], "header"), arch = string(env, info[4], "arch");
+  return Napi::Number::New(env, double(guarded(env, [&] { return jitCompileOnly(source, name, params, header, arch); })));
 }
 
 // ---- CopyBenchHandle: baselines for bench/transfers.ts --------------------------------------
@@ -315,20 +329,18 @@ class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
 
 }  // namespace
 
-void registerInternal(Napi::Env env, Napi::Object exports) {
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("decodeHeader", Napi::Function::New(env, DecodeHeader));
-  o.Set("validateHeader", Napi::Function::New(env, ValidateHeader));
-  o.Set("layoutInfo", Napi::Function::New(env, LayoutInfo));
-  o.Set("codes", Napi::Function::New(env, Codes));
-  o.Set("replayResidency", Napi::Function::New(env, ReplayResidency));
-  o.Set("measureLink", Napi::Function::New(env, MeasureLink));
-  o.Set("stepPhases", Napi::Function::New(env, StepPhases));
-  o.Set("probeBind", Napi::Function::New(env, ProbeBind));
-  o.Set("jitCompileOnly", Napi::Function::New(env, JitCompileOnly));
-  o.Set("deviceHeader", Napi::Function::New(env, DeviceHeader));
+Napi::Object Init(Napi::Env env, Napi::Object o) {
+  exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"validateHeader", ValidateHeader}, {"layoutInfo", LayoutInfo}, {"codes", Codes},
+                           {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
+                           {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}});
   o.Set("CopyBench", CopyBenchHandle::Define(env));
-  exports.Set("internal", o);
+  return o;
 }
 
 }  // namespace nna::addon
+
+namespace {
+Napi::Object Init(Napi::Env env, Napi::Object exports) { return nna::addon::Init(env, exports); }
+}  // namespace
+
+NODE_API_MODULE(nn_arena_test, Init)

@@ -1,0 +1,28 @@
+// transfer-events.ts: every transfer call of an arena as observers see it (the training
+// report's accounting by purpose, src/report/transfers.ts). Keyed by the arena object: this file
+// must not import the Arena (arena.ts imports it).
+import type { Selector } from './selector.js';
+
+export interface TransferResult { transfers: number; bytes: number }
+
+/** One transfer call as observers see it: `regions` selects what the bytes belong to. */
+export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
+
+// Each arena's observers: several at once (two recorders on one arena each see every transfer).
+const observers = new WeakMap<object, Set<(e: TransferEvent) => void>>();
+
+/** Internal: tells the observers of `arena` about a transfer call; returns `r`. */
+export function notifyTransfer(arena: object, dir: TransferEvent['dir'], regions: Selector | undefined, r: TransferResult): TransferResult {
+  const set = observers.get(arena);
+  if (set) for (const fn of [...set]) fn({ dir, regions, ...r });
+  return r;
+}
+
+/** Internal: calls `fn` after every transfer of `arena`; returns the function that stops it. */
+export function observeTransfers(arena: object, fn: (e: TransferEvent) => void): () => void {
+  const set = observers.get(arena) ?? new Set();
+  observers.set(arena, set);
+  const own = (e: TransferEvent) => fn(e);  // its own entry, even for a function added twice
+  set.add(own);
+  return () => { set.delete(own); };
+}

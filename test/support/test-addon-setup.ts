@@ -1,0 +1,11 @@
+// vitest's global setup: the test addon (build/Release/nn_arena_test.so; src/internal.ts) is
+// built, or brought up to date, once before the tests (make compiles nothing when it is current).
+import { spawnSync } from 'node:child_process';
+
+export default function setup(): void {
+  // The compilers run without the sanitizer runtimes that npm run test:asan preloads for the tests
+  // (the flags come from the build stamp, so the test addon is instrumented like the library).
+  const { LD_PRELOAD: _, ...env } = process.env;
+  const r = spawnSync(process.execPath, ['scripts/build-test-addon.cjs'], { stdio: 'inherit', env });
+  if (r.status !== 0) throw new Error(`scripts/build-test-addon.cjs failed (exit ${r.status}): the tests that call test/native/ cannot run`);
+}
