@@ -19,7 +19,7 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-export NN_ARENA_REQUIRE_GPU=1
+export NN_ARENA_REQUIRE_GPU=1 NN_ARENA_TEST_ADDON=prebuilt  # the test addon .so is sent built (CONTRIBUTING)
 node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.cudaInfo())))"
 for part in "$@"; do
   echo "=== $part ==="
