@@ -20,8 +20,8 @@ const dir = mkdtempSync(join(tmpdir(), 'nn-arena-export-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A trained network (a few steps, so biases are not zero) and inputs of `count` rows. */
-async function trained(layers: number[], activations: Activation[], dtype: Dtype = 'float32', count = 37) {
-  const arena = Arena.create(planLayout({ layers, batch: 8, activations, dtype, optimizer: 'adam', samples: 64 }), cpu);
+async function trained(layers: number[], activations: Activation[], dtype: Dtype = 'float32', count = 37, leakyReluSlope?: number) {
+  const arena = Arena.create(planLayout({ layers, batch: 8, activations, dtype, optimizer: 'adam', samples: 64, ...(leakyReluSlope === undefined ? {} : { leakyReluSlope }) }), cpu);
   const t = new Trainer(arena, { lr: 0.01 });
   t.init(3);
   const mse = activations[activations.length - 1] !== 'softmax';
@@ -46,15 +46,19 @@ const maxDiff = (a: ArrayLike<number>, b: ArrayLike<number>) => {
 };
 
 describe('ONNX export, run by onnxruntime-node', () => {
-  const cases: Array<{ layers: number[]; activations: Activation[] }> = [
+  const cases: Array<{ layers: number[]; activations: Activation[]; slope?: number }> = [
     { layers: [6, 16, 5], activations: ['relu', 'softmax'] },
     { layers: [5, 12, 9, 3], activations: ['tanh', 'sigmoid', 'identity'] },
     { layers: [4, 7, 6, 2], activations: ['identity', 'relu', 'tanh'] },
     { layers: [3, 5, 4], activations: ['relu', 'sigmoid'] },
+    // the round-3 activations: Gelu (opset 20, erf and tanh forms), x * Sigmoid(x), LeakyRelu, Softplus
+    { layers: [6, 16, 9, 5], activations: ['gelu', 'silu', 'softmax'] },
+    { layers: [5, 12, 9, 3], activations: ['gelu-tanh', 'softplus', 'identity'] },
+    { layers: [4, 10, 3], activations: ['leaky-relu', 'softmax'], slope: 0.2 },
   ];
   for (const c of cases) {
     it(`${c.layers.join('-')} ${c.activations.join(',')}: ONNX Runtime gives predict()'s outputs within 1e-6 (float32)`, async () => {
-      const { arena, t, x } = await trained(c.layers, c.activations);
+      const { arena, t, x } = await trained(c.layers, c.activations, 'float32', 37, c.slope);
       try {
         const ours = await t.predict(x);
         const theirs = await runOnnx(toOnnx(arena), Float32Array.from(x), c.layers[0]!);

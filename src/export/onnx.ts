@@ -1,6 +1,6 @@
-// onnx.ts: the inference graph as an ONNX model (opset 13): per layer a Gemm (x W^T + b, the
-// weight stored [out, in] with transB = 1) and its activation (none for identity; Softmax over
-// axis 1 on a softmax output). Input `input` [batch, inputs] and output `output` [batch,
+// onnx.ts: the inference graph as an ONNX model (opset 20, for Gelu): per layer a Gemm (x W^T +
+// b, the weight stored [out, in] with transB = 1) and its activation's nodes (sequential.ts: none
+// for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu). Input `input` [batch, inputs] and output `output` [batch,
 // outputs], the batch dimension symbolic; initializers carry the safetensors names (0.weight,
 // 0.bias, ...). Written with src/export/protobuf.ts (field numbers from onnx/onnx.proto).
 import { writeFileSync } from 'node:fs';
@@ -9,27 +9,34 @@ import { packageVersion } from '../doctor.js';
 import { layerParams, modelOf, syncParamsToHost, type ModelOptions } from './params.js';
 import { bytesOf, Message } from './protobuf.js';
 import { checkPath } from '../formats/file.js';
-import { exportActivation, sequentialSource } from './sequential.js';
+import { exportActivation, sequentialSource, type OnnxAttribute } from './sequential.js';
 
-const OPSET = 13;
-/** The IR version that goes with opset 13 (ONNX 1.8). */
-const IR_VERSION = 7;
+const OPSET = 20;
+/** The IR version that goes with opset 20 (ONNX 1.15). */
+const IR_VERSION = 9;
 const TENSOR_TYPE = { float32: 1, float64: 11 } as const;
-const ATTRIBUTE_INT = 2;
+const ATTRIBUTE_TYPE = { float: 1, int: 2, string: 3 } as const;
 
 // Field numbers (onnx.proto3).
 const MODEL = { irVersion: 1, producerName: 2, producerVersion: 3, docString: 6, graph: 7, opsetImport: 8 };
 const GRAPH = { node: 1, name: 2, initializer: 5, input: 11, output: 12 };
 const NODE = { input: 1, output: 2, name: 3, opType: 4, attribute: 5 };
-const ATTRIBUTE = { name: 1, i: 3, type: 20 };
+const ATTRIBUTE = { name: 1, f: 2, i: 3, s: 4, type: 20 };
 const TENSOR = { dims: 1, dataType: 2, name: 8, rawData: 9 };
 const VALUE_INFO = { name: 1, type: 2 };
 
-function node(op: string, inputs: string[], output: string, name: string, attributes: Record<string, number> = {}): Message {
+function attribute(name: string, v: OnnxAttribute): Message {
+  const m = new Message().string(ATTRIBUTE.name, name);
+  if ('int' in v) return m.int(ATTRIBUTE.i, v.int).int(ATTRIBUTE.type, ATTRIBUTE_TYPE.int);
+  if ('float' in v) return m.float(ATTRIBUTE.f, v.float).int(ATTRIBUTE.type, ATTRIBUTE_TYPE.float);
+  return m.string(ATTRIBUTE.s, v.string).int(ATTRIBUTE.type, ATTRIBUTE_TYPE.string);
+}
+
+function node(op: string, inputs: string[], output: string, name: string, attributes: Record<string, OnnxAttribute> = {}): Message {
   const m = new Message();
   for (const i of inputs) m.string(NODE.input, i);
   m.string(NODE.output, output).string(NODE.name, name).string(NODE.opType, op);
-  for (const [k, v] of Object.entries(attributes)) m.message(NODE.attribute, new Message().string(ATTRIBUTE.name, k).int(ATTRIBUTE.i, v).int(ATTRIBUTE.type, ATTRIBUTE_INT));
+  for (const [k, v] of Object.entries(attributes)) m.message(NODE.attribute, attribute(k, v));
   return m;
 }
 
@@ -60,15 +67,15 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   let h = 'input';
   for (const p of params) {
     const last = p.layer === params.length;
-    const act = exportActivation(spec.activations[p.layer - 1]!, p.layer);
-    const gemmOut = last && act.onnx === null ? 'output' : `linear_${p.layer}`;
-    graph.message(GRAPH.node, node('Gemm', [h, p.names.weight, p.names.bias], gemmOut, `gemm_${p.layer}`, { transB: 1 }));
+    const steps = exportActivation(spec.activations[p.layer - 1]!, p.layer, spec.leakyReluSlope).onnx;
+    const gemmOut = last && steps.length === 0 ? 'output' : `linear_${p.layer}`;
+    graph.message(GRAPH.node, node('Gemm', [h, p.names.weight, p.names.bias], gemmOut, `gemm_${p.layer}`, { transB: { int: 1 } }));
     h = gemmOut;
-    if (act.onnx !== null) {
-      const out = last ? 'output' : `act_${p.layer}`;
-      graph.message(GRAPH.node, node(act.onnx, [h], out, `${act.onnx.toLowerCase()}_${p.layer}`, act.attributes));
+    steps.forEach((st, i) => {
+      const out = last && i === steps.length - 1 ? 'output' : `act_${p.layer}${steps.length > 1 ? `_${i}` : ''}`;
+      graph.message(GRAPH.node, node(st.op, st.alsoInput ? [gemmOut, h] : [h], out, `${st.op.toLowerCase()}_${p.layer}${steps.length > 1 ? `_${i}` : ''}`, st.attributes));
       h = out;
-    }
+    });
   }
   for (const p of params) {
     graph.message(GRAPH.initializer, tensor(p.names.weight, [spec.layers[p.layer]!, spec.layers[p.layer - 1]!], type, p.weight));

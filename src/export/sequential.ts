@@ -9,24 +9,37 @@
 import { ArenaError } from '../errors.js';
 import type { NormalizedSpec } from '../layout/spec.js';
 
-/** How an activation is written: its PyTorch module and its ONNX operator (null: none). */
-interface ActivationExport { torch: string; onnx: string | null; attributes?: Record<string, number> }
+/** An ONNX attribute value, typed as ONNX stores it. */
+export type OnnxAttribute = { int: number } | { float: number } | { string: string };
+
+/** One ONNX node of an activation: `op` reads the previous node's output (the activation's input
+ *  for the first), and the activation's input too where `alsoInput` (silu: x * sigmoid(x)). */
+export interface OnnxStep { op: string; attributes?: Record<string, OnnxAttribute>; alsoInput?: boolean }
+
+/** How an activation is written: its PyTorch module and its ONNX nodes (none: identity). */
+interface ActivationExport { torch: string; onnx: OnnxStep[] }
 
 /** Activations with an export. One that is missing here (a newer activation) is refused by
- *  exportActivation rather than written wrongly. */
-const ACTIVATION_EXPORT: Readonly<Record<string, ActivationExport>> = {
-  identity: { torch: 'Identity()', onnx: null },
-  relu: { torch: 'ReLU()', onnx: 'Relu' },
-  sigmoid: { torch: 'Sigmoid()', onnx: 'Sigmoid' },
-  tanh: { torch: 'Tanh()', onnx: 'Tanh' },
+ *  exportActivation rather than written wrongly. `slope`: the spec's leakyReluSlope. */
+const ACTIVATION_EXPORT: Readonly<Record<string, (slope: number) => ActivationExport>> = {
+  identity: () => ({ torch: 'Identity()', onnx: [] }),
+  relu: () => ({ torch: 'ReLU()', onnx: [{ op: 'Relu' }] }),
+  sigmoid: () => ({ torch: 'Sigmoid()', onnx: [{ op: 'Sigmoid' }] }),
+  tanh: () => ({ torch: 'Tanh()', onnx: [{ op: 'Tanh' }] }),
   // Rows of a batch are dim 0: the softmax runs over each row's outputs.
-  softmax: { torch: 'Softmax(dim=1)', onnx: 'Softmax', attributes: { axis: 1 } },
+  softmax: () => ({ torch: 'Softmax(dim=1)', onnx: [{ op: 'Softmax', attributes: { axis: { int: 1 } } }] }),
+  // Gelu is an operator from opset 20 on (erf form, or approximate 'tanh').
+  gelu: () => ({ torch: 'GELU()', onnx: [{ op: 'Gelu' }] }),
+  'gelu-tanh': () => ({ torch: "GELU(approximate='tanh')", onnx: [{ op: 'Gelu', attributes: { approximate: { string: 'tanh' } } }] }),
+  silu: () => ({ torch: 'SiLU()', onnx: [{ op: 'Sigmoid' }, { op: 'Mul', alsoInput: true }] }),
+  'leaky-relu': (slope) => ({ torch: `LeakyReLU(negative_slope=${slope})`, onnx: [{ op: 'LeakyRelu', attributes: { alpha: { float: slope } } }] }),
+  softplus: () => ({ torch: 'Softplus()', onnx: [{ op: 'Softplus' }] }),
 };
 
-export function exportActivation(activation: string, layer: number): ActivationExport {
+export function exportActivation(activation: string, layer: number, slope = 0): ActivationExport {
   const e = Object.hasOwn(ACTIVATION_EXPORT, activation) ? ACTIVATION_EXPORT[activation] : undefined;
   if (!e) throw new ArenaError('NOT_SUPPORTED', `layer ${layer}'s activation '${activation}' has no PyTorch / ONNX export yet`);
-  return e;
+  return e(slope);
 }
 
 /** The state_dict names of layer l's weight and bias. */
@@ -36,10 +49,10 @@ export function tensorNames(layer: number): { weight: string; bias: string } {
 }
 
 /** The nn.Sequential of a spec, as Python source (for the metadata and the docs). */
-export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations'>): string {
+export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations' | 'leakyReluSlope'>): string {
   const parts: string[] = [];
   for (let l = 1; l < spec.layers.length; l++) {
-    parts.push(`Linear(${spec.layers[l - 1]}, ${spec.layers[l]})`, exportActivation(spec.activations[l - 1]!, l).torch);
+    parts.push(`Linear(${spec.layers[l - 1]}, ${spec.layers[l]})`, exportActivation(spec.activations[l - 1]!, l, spec.leakyReluSlope).torch);
   }
   return `Sequential(${parts.join(', ')})`;
 }
