@@ -12,6 +12,8 @@ const networks = [
   { name: 'mlp-f32', layers: [20, 32, 16, 5], activations: ['relu', 'tanh', 'softmax'], dtype: 'float32' },
   { name: 'mlp-f64', layers: [12, 24, 3], activations: ['sigmoid', 'identity'], dtype: 'float64' },
   { name: 'mnist-shape-f32', layers: [784, 128, 10], activations: ['relu', 'softmax'], dtype: 'float32' },
+  { name: 'modern-f32', layers: [20, 32, 24, 16, 5], activations: ['gelu', 'silu', 'leaky-relu', 'softmax'], dtype: 'float32' },
+  { name: 'modern-f64', layers: [12, 24, 16, 3], activations: ['gelu-tanh', 'softplus', 'identity'], dtype: 'float64' },
 ];
 const wave = (n, k) => Array.from({ length: n }, (_, i) => Math.sin(0.37 * i + k) * Math.cos(0.011 * i * k));
 const cases = [];

@@ -31,6 +31,11 @@ MODULES = {
     "sigmoid": lambda: torch.nn.Sigmoid(),
     "tanh": lambda: torch.nn.Tanh(),
     "softmax": lambda: torch.nn.Softmax(dim=1),
+    "gelu": lambda: torch.nn.GELU(),
+    "gelu-tanh": lambda: torch.nn.GELU(approximate="tanh"),
+    "silu": lambda: torch.nn.SiLU(),
+    "leaky-relu": lambda: torch.nn.LeakyReLU(negative_slope=0.01),  # the cases use the default slope
+    "softplus": lambda: torch.nn.Softplus(),
 }
 
 
