@@ -4,7 +4,8 @@
 //   node bench/export_check.mjs DIR        (needs dist/: npx tsup)
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Arena, planLayout, saveSafetensors, Trainer } from '../dist/index.js';
+import { Arena, planLayout, Trainer } from '../dist/index.js';
+import { saveSafetensors } from '../dist/io.js';
 
 const dir = process.argv[2];
 if (!dir) throw new Error('usage: node bench/export_check.mjs DIR');

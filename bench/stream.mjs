@@ -16,7 +16,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Arena, cudaInfo, planLayout, streamNpy, toNpy, Trainer } from '../dist/index.js';
+import { Arena, cudaInfo, planLayout, Trainer } from '../dist/index.js';
+import { streamNpy, toNpy } from '../dist/io.js';
 import { machineInfo } from '../dist/tools.js';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));

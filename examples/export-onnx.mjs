@@ -5,7 +5,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
-import { Arena, planLayout, saveOnnx, saveSafetensors, Trainer } from 'nn-arena';
+import { Arena, planLayout, Trainer } from 'nn-arena';
+import { saveOnnx, saveSafetensors } from 'nn-arena/io';
 import { loadMnist } from 'nn-arena/tools';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-export-'));

@@ -5,7 +5,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Arena, loadNpy, planLayout, streamNpy, toNpy, Trainer } from 'nn-arena';
+import { Arena, planLayout, Trainer } from 'nn-arena';
+import { loadNpy, streamNpy, toNpy } from 'nn-arena/io';
 import { loadMnist } from 'nn-arena/tools';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-'));

@@ -1,5 +1,6 @@
 // nn-arena: plan a network's memory to the byte, allocate it once per side, move it in one transfer.
-// The core API. Reports, the PyTorch estimate, MNIST and the CLI's helpers: 'nn-arena/tools' (src/tools.ts).
+// The core API. Data loaders, streaming sources and model export: 'nn-arena/io' (src/io.ts).
+// Reports, the PyTorch estimate, MNIST and the CLI's helpers: 'nn-arena/tools' (src/tools.ts).
 export { planLayout, type Plan, type Region, type KindRegion, type ExtraRegion, type BytesByKind } from './layout/plan.js';
 export { type LayoutSpec, type NormalizedSpec, type ExtraSpec, type NormalizedExtra, DEFAULT_ALIGN } from './layout/spec.js';
 export { KINDS, type Kind, type ExtraLike, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
@@ -16,12 +17,3 @@ export { rendezvous, type RendezvousOptions } from './parallel/rendezvous.js';
 export { cudaInfo, type CudaInfo, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native.js';
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './residency.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions, type LoadOptions, type IoProgress } from './checkpoint.js';
-export { toSafetensors, saveSafetensors, loadSafetensors, readSafetensors, type SafetensorsFile, type SafetensorsTensor } from './export/safetensors.js';
-export { toOnnx, saveOnnx } from './export/onnx.js';
-export { type ModelOptions } from './export/params.js';
-export { loadNpy, toNpy, type NpyArray, type NpyDtype, type NpyData } from './formats/npy.js';
-export { loadNpz } from './formats/npz.js';
-export { loadCsv, type CsvOptions } from './formats/csv.js';
-export { loadArrow, type ArrowOptions } from './formats/arrow.js';
-export { toData, type RowTable, type ColumnTable, type ColumnChoice, type NumericArray } from './formats/table.js';
-export { streamNpy, streamBatches, type DataStream, type NpyStreamFiles } from './train/stream.js';

@@ -1,12 +1,14 @@
-// boundary.test.ts: the library's two entries. The core (`nn-arena`, src/index.ts) exports the
-// core API and reaches none of the CLI's or the tools' packages; `nn-arena/tools` holds the
-// reports, the PyTorch estimate, MNIST and the CLI's helpers, sharing the core's classes.
+// boundary.test.ts: the library's three entries. The core (`nn-arena`, src/index.ts) exports the
+// core API and reaches none of the CLI's or the tools' packages; `nn-arena/io` holds the data
+// loaders, streaming sources and model export; `nn-arena/tools` holds the reports, the PyTorch
+// estimate, MNIST and the CLI's helpers; both share the core's classes.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import * as core from '../src/index.js';
 import * as tools from '../src/tools.js';
+import * as io from '../src/io.js';
 import { testAddon } from '../src/internal.js';
 import { native } from '../src/native.js';
 import { importGraph, importsOf } from './support/import-graph.js';
@@ -37,13 +39,18 @@ describe('the shipped addon', () => {
 });
 
 describe('the core entry', () => {
-  it('exports the core API: these 36 values', () => {
+  it('exports the core API: these 22 values', () => {
     expect(Object.keys(core).sort()).toEqual([
       'Arena', 'ArenaError', 'DEFAULT_ALIGN', 'DataError', 'DataParallel', 'ERROR_CODES', 'FieldError', 'KINDS', 'Kernel', 'LayoutError',
-      'NnArenaError', 'OptionError', 'Trainer', 'cudaInfo', 'errorClassOf', 'inspectCheckpoint', 'loadArrow', 'loadCsv', 'loadNpy', 'loadNpz',
-      'loadSafetensors', 'minDeviceBudget', 'ncclInfo', 'planLayout', 'readParallelEnv', 'readSafetensors', 'rendezvous', 'saveOnnx',
-      'saveSafetensors', 'selectRanges', 'streamBatches', 'streamNpy', 'toData', 'toNpy', 'toOnnx', 'toSafetensors',
+      'NnArenaError', 'OptionError', 'Trainer', 'cudaInfo', 'errorClassOf', 'inspectCheckpoint', 'minDeviceBudget', 'ncclInfo', 'planLayout',
+      'readParallelEnv', 'rendezvous', 'selectRanges',
     ]);
+  });
+
+  it('nn-arena/io holds the loaders, the streaming sources and model export, none of them in the core', () => {
+    expect(Object.keys(io).sort()).toEqual(['loadArrow', 'loadCsv', 'loadNpy', 'loadNpz', 'loadSafetensors', 'readSafetensors', 'saveOnnx', 'saveSafetensors',
+      'streamBatches', 'streamNpy', 'toData', 'toNpy', 'toOnnx', 'toSafetensors']);
+    expect(Object.keys(io).filter((n) => n in core || n in tools)).toEqual([]);
   });
 
   it('reaches no file that imports mnist, commander or cli-progress, nor any report', () => {
@@ -85,6 +92,6 @@ describe.skipIf(!built)('the built entries (dist/)', () => {
       const core = await import('nn-arena');
       const tools = await import('nn-arena/tools');
       console.log(Object.keys(core).length, typeof tools.planToSVG(core.planLayout({ layers: [2, 2], batch: 1 })));`], { cwd: root, encoding: 'utf8' });
-    expect(esm.trim()).toBe('36 string');
+    expect(esm.trim()).toBe('22 string');
   });
 });

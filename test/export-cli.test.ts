@@ -6,7 +6,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, planLayout, toOnnx, toSafetensors, Trainer } from '../src/index.js';
+import { Arena, planLayout, Trainer } from '../src/index.js';
+import { toOnnx, toSafetensors } from '../src/io.js';
 
 const root = join(__dirname, '..');
 const CLI = join(root, 'dist', 'cli.js');

@@ -8,7 +8,8 @@ import { join } from 'node:path';
 import * as ort from 'onnxruntime-node';
 import fc from 'fast-check';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, DataError, loadSafetensors, planLayout, readSafetensors, saveOnnx, saveSafetensors, toOnnx, toSafetensors, Trainer, type Activation, type Dtype } from '../src/index.js';
+import { Arena, DataError, planLayout, Trainer, type Activation, type Dtype } from '../src/index.js';
+import { loadSafetensors, readSafetensors, saveOnnx, saveSafetensors, toOnnx, toSafetensors } from '../src/io.js';
 import { codeOf } from './support/errors.js';
 import { toyData } from './support/train-checks.js';
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import * as zlib from 'node:zlib';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Arena, DataError, loadArrow, loadCsv, loadNpy, loadNpz, planLayout, toData, toNpy, Trainer, type NpyArray } from '../src/index.js';
+import { Arena, DataError, planLayout, Trainer } from '../src/index.js';
+import { loadArrow, loadCsv, loadNpy, loadNpz, toData, toNpy, type NpyArray } from '../src/io.js';
 import { optionalImport } from '../src/formats/optional.js';
 import { codeOf } from './support/errors.js';
 

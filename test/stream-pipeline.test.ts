@@ -6,7 +6,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, planLayout, streamNpy, toNpy, Trainer, type Data } from '../src/index.js';
+import { Arena, planLayout, Trainer, type Data } from '../src/index.js';
+import { streamNpy, toNpy } from '../src/io.js';
 import { affinePermutation, Rng } from '../src/train/rng.js';
 import { toyData } from './support/train-checks.js';
 

@@ -7,7 +7,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, DataError, planLayout, streamNpy, toNpy, Trainer, type Data, type Progress } from '../src/index.js';
+import { Arena, DataError, planLayout, Trainer, type Data, type Progress } from '../src/index.js';
+import { streamNpy, toNpy } from '../src/io.js';
 import { toyData } from './support/train-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
