@@ -8,6 +8,8 @@ namespace nna::addon {
 void registerFunctions(Napi::Env env, Napi::Object exports);
 // Under exports.internal: not part of the library's API (src/internal.ts, tests, bench/).
 void registerInternal(Napi::Env env, Napi::Object exports);
+// readRows (read_rows.cc): a shuffled streaming window's rows read from a file in parallel.
+void registerReadRows(Napi::Env env, Napi::Object exports);
 // JIT kernels (jit.cc): jitCompile, jitLaunch.
 void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
