@@ -11,6 +11,13 @@ import { subarray, type Batch, type Filled, type StreamTarget, type WindowBuffer
 /** The batch holding the source's next row, or undefined once it is exhausted. */
 export type Head = () => Batch | undefined | Promise<Batch | undefined>;
 
+/** `w` values of `src` from `at` into `dst` from `to`: a short row (one-hot targets) by a loop,
+ *  cheaper than the subarray a longer one is set through. */
+function copyRow(dst: View, to: number, src: ArrayLike<number>, at: number, w: number): void {
+  if (w > 32) dst.set(subarray.call(src, at, at + w), to);
+  else for (let i = 0; i < w; i++) dst[to + i] = src[at + i]!;
+}
+
 export class ShuffleBuffer {
   readonly #x: View;
   readonly #y: View;
@@ -42,8 +49,8 @@ export class ShuffleBuffer {
     let rows = 0;
     while (rows < max && this.#count > 0) {
       const j = rng.int(this.#count);
-      into.x.set(this.#x.subarray(j * wx, (j + 1) * wx), rows * wx);
-      into.y.set(this.#y.subarray(j * wy, (j + 1) * wy), rows * wy);
+      copyRow(into.x, rows * wx, this.#x, j * wx, wx);
+      copyRow(into.y, rows * wy, this.#y, j * wy, wy);
       batchOf[rows] = this.#batch[j]!;
       rowOf[rows++] = this.#row[j]!;
       let b = head();
@@ -63,8 +70,8 @@ export class ShuffleBuffer {
   /** Row b.at of b into slot j (b.at moves on). */
   #put(b: Batch, j: number): void {
     const { inputs: wx, outputs: wy } = this.t;
-    this.#x.set(subarray.call(b.x, b.at * wx, (b.at + 1) * wx), j * wx);
-    this.#y.set(subarray.call(b.y, b.at * wy, (b.at + 1) * wy), j * wy);
+    copyRow(this.#x, j * wx, b.x, b.at * wx, wx);
+    copyRow(this.#y, j * wy, b.y, b.at * wy, wy);
     this.#batch[j] = b.index;
     this.#row[j] = b.base + b.at++;
   }
