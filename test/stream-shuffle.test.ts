@@ -2,11 +2,11 @@
 // file is shuffled over all its rows (the resident epoch's affine permutation of every row,
 // rows gathered natively: narrow rows in spans, wide ones one by one, converted or not); an
 // iterable through a shuffle buffer. Each window's rows are read back by id (x[row][0] = row).
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, OptionError, planLayout, streamBatches, streamNpy, toNpy, Trainer, type DataStream } from '../src/index.js';
+import { Arena, DataError, OptionError, planLayout, streamBatches, streamNpy, toNpy, Trainer, type DataStream } from '../src/index.js';
 import { affinePermutation, Rng } from '../src/train/rng.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-shuffle-'));
@@ -75,6 +75,21 @@ describe('a shuffled .npy stream: over all rows', () => {
     expect(together).toBe(true);
     // Windows of contiguous rows (the former order) would come from 1 block of W rows each.
     expect(blocks / count).toBeGreaterThan(8);  // uniform: about 10 of 10
+  });
+
+  it('a file cut short after it was opened: a DataError BAD_FILE naming it (rows read one by one, and in spans)', async () => {
+    for (const [name, n, width] of [['cut-wide', 400, 2048], ['cut-narrow', N, 3]] as const) {
+      const src = await file(name, n, width).open({ inputs: width, outputs: 4, dtype: 'float32' });
+      try {
+        truncateSync(join(dir, `${name}.npy`), 128 + (n - 5) * width * 4);
+        const fill = src.epoch(new Rng(1), n, n);
+        const err = await fill(n, { x: new Float32Array(n * width), y: new Float32Array(n * 4) }).catch((e: unknown) => e);
+        expect(err, name).toBeInstanceOf(DataError);
+        expect(err, name).toMatchObject({ code: 'BAD_FILE', field: join(dir, `${name}.npy`) });
+      } finally {
+        await src.close();
+      }
+    }
   });
 
   it('same seed, same order; another seed, another; unshuffled: the file in order', async () => {
