@@ -34,14 +34,14 @@ class ReadRowsWorker : public Napi::AsyncWorker {
   void Execute() override {
     const size_t n = rows_.size(), parts = std::max<size_t>(1, std::min(threads(), n / kRowsPerThread));
     std::vector<int64_t> got(parts, 0);
-    std::vector<std::thread> threads;
+    std::vector<std::thread> pool;
     try {
-      for (size_t p = 1; p < parts; ++p) threads.emplace_back([&, p] { got[p] = part(n * p / parts, n * (p + 1) / parts); });
+      for (size_t p = 1; p < parts; ++p) pool.emplace_back([&, p] { got[p] = part(n * p / parts, n * (p + 1) / parts); });
     } catch (...) {  // no thread: this one reads those parts too
     }
     got[0] = part(0, n / parts);
-    for (size_t p = threads.size() + 1; p < parts; ++p) got[p] = part(n * p / parts, n * (p + 1) / parts);
-    for (auto& t : threads) t.join();
+    for (size_t p = pool.size() + 1; p < parts; ++p) got[p] = part(n * p / parts, n * (p + 1) / parts);
+    for (auto& t : pool) t.join();
     result_ = 0;
     for (int64_t g : got) {
       if (g < 0) { result_ = g; return; }
@@ -86,8 +86,8 @@ class ReadRowsWorker : public Napi::AsyncWorker {
       if (got < 0) return got;
       if (!inPlace) {
         for (size_t k = i; k < j; ++k) {
-          const uint64_t from = (uint64_t(rows_[k]) - first) * rowBytes_;
-          if (from + rowBytes_ <= uint64_t(got)) std::copy_n(buf + from, rowBytes_, out_ + uint64_t(at_[k]) * rowBytes_);
+          const uint64_t src = (uint64_t(rows_[k]) - first) * rowBytes_;
+          if (src + rowBytes_ <= uint64_t(got)) std::copy_n(buf + src, rowBytes_, out_ + uint64_t(at_[k]) * rowBytes_);
         }
         total += int64_t(std::min<uint64_t>(uint64_t(got), uint64_t(j - i) * rowBytes_));  // short only at the file's end
       } else {
