@@ -179,6 +179,10 @@ export interface NativeAddon {
   WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
+  /** File rows `rows` (ascending; rowBytes each from byte `offset` of the open file `fd`) into
+   *  `dest` at rows `at`, off the JS thread in parallel parts (csrc/addon/read_rows.cc). Resolves
+   *  with the bytes read (fewer: the file ended), or -errno. */
+  readRows(fd: number, offset: number, rowBytes: number, rows: Float64Array, at: Uint32Array, dest: Uint8Array): Promise<number>;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
   /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
   checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;

@@ -1,14 +1,15 @@
 // stream-pipeline.test.ts: the streaming fit's pipeline (src/train/stream-fit.ts: windows
 // filled and uploaded ahead while the previous one trains, and across epochs). The shuffled
-// order is the documented one, reconstructed here from the seed and trained resident window by
-// window; the native non-finite check names the element as the source knows it.
+// order is the documented one: a file's is resident training's, an iterable's is rebuilt here
+// from the seed (the shuffle buffer's draws) and trained resident; the native non-finite check
+// names the element as the source knows it.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Arena, planLayout, Trainer, type Data } from '../src/index.js';
 import { streamNpy, toNpy } from '../src/io.js';
-import { affinePermutation, Rng } from '../src/train/rng.js';
+import { Rng } from '../src/train/rng.js';
 import { toyData } from './support/train-checks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-pipe-'));
@@ -30,19 +31,22 @@ function trainer(samples: number) {
 
 const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.compare(Buffer.from(v.buffer), Buffer.from(b[i]!.buffer)) === 0);
 
-/** Rows of each epoch in the documented streamed order: windows of `window` consecutive rows,
- *  visited in a seeded order (`shuffleWindows`), each window's rows in its affine order, the
- *  draws made window after window. */
-function streamedOrder(seed: number, epochs: number, window: number, shuffleWindows: boolean): number[][] {
+/** Rows of each epoch in an iterable's documented shuffled order (src/train/shuffle-buffer.ts):
+ *  a buffer of `size` rows, each row drawn uniformly from it and its place taken by the source's
+ *  next row (or, once the source is exhausted, by the buffer's last), the draws one after another. */
+function bufferOrder(seed: number, epochs: number, size: number): number[][] {
   const rng = new Rng(seed);
-  const windows = N / window;
   return Array.from({ length: epochs }, () => {
-    const order = Array.from({ length: windows }, (_, i) => i);
-    if (shuffleWindows) for (let i = windows - 1; i > 0; i--) { const j = rng.int(i + 1); [order[i], order[j]] = [order[j]!, order[i]!]; }
-    return order.flatMap((w) => {
-      const p = affinePermutation(rng, window);
-      return Array.from({ length: window }, (_, k) => w * window + ((p.a * k + p.c) % window));
-    });
+    const held: number[] = [], out: number[] = [];
+    let next = 0;
+    while (held.length < size && next < N) held.push(next++);
+    while (held.length > 0) {
+      const j = rng.int(held.length);
+      out.push(held[j]!);
+      if (next < N) held[j] = next++;
+      else held[j] = held[held.length - 1]!, held.pop();
+    }
+    return out;
   });
 }
 
@@ -61,7 +65,7 @@ async function residentInOrder(epochs: number[][]) {
   }
 }
 
-async function streamed(source: unknown, options: { epochs: number; seed: number }) {
+async function streamed(source: unknown, options: { epochs: number; seed: number; shuffleBuffer?: number }) {
   const r = trainer(24);
   try {
     const res = await r.t.fit(source as Data, options);
@@ -75,12 +79,20 @@ describe('fit() from a stream: the pipeline', () => {
   it('shuffled, with windows filled ahead across epochs: the documented order, bit for bit (npy and iterable)', async () => {
     const npy = await streamed(streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 3, seed: 11 });
     expect(npy.res.steps).toBe(36);
-    expect(same(npy.w, await residentInOrder(streamedOrder(11, 3, 24, true)))).toBe(true);
-    // An iterable: its own order of windows, each shuffled.
+    const r = trainer(N);
+    try {
+      await r.t.fit({ x: x32, labels: data.labels }, { epochs: 3, seed: 11 });
+      expect(same(npy.w, r.weights())).toBe(true);
+    } finally {
+      r.arena.dispose();
+    }
+    // An iterable: through a shuffle buffer (the default: a window's 24 rows; and 40).
     const batches = () => Array.from({ length: 8 }, (_, i) => ({ x: x32.subarray(i * 72, (i + 1) * 72), labels: data.labels.subarray(i * 12, (i + 1) * 12) }));
     const it = await streamed(batches, { epochs: 3, seed: 11 });
-    expect(same(it.w, await residentInOrder(streamedOrder(11, 3, 24, false)))).toBe(true);
+    expect(same(it.w, await residentInOrder(bufferOrder(11, 3, 24)))).toBe(true);
     expect(same(it.w, npy.w)).toBe(false);
+    const it40 = await streamed(batches, { epochs: 3, seed: 11, shuffleBuffer: 40 });
+    expect(same(it40.w, await residentInOrder(bufferOrder(11, 3, 40)))).toBe(true);
   });
 
   it('a non-finite value found on upload is a BAD_DATA naming the element as the source knows it', async () => {

@@ -32,6 +32,10 @@ export interface Progress extends Metrics {
 export interface FitOptionsBase {
   /** Shuffle the sample order every epoch (seeded; default true). */
   shuffle?: boolean;
+  /** A shuffled iterable stream's shuffle buffer, in rows (default: the streaming window's,
+   *  floor(samples / batch) * batch): rows are drawn at random from it (src/train/
+   *  shuffle-buffer.ts). Files and resident data shuffle over all rows and do not use it. */
+  shuffleBuffer?: number;
   seed?: number;
   onProgress?: (p: Progress) => void;
   /** Progress reports per epoch (default 1); each reads the 32-byte stats region once. */
@@ -54,7 +58,7 @@ export type FitOptions = FitOptionsBase & ({ epochs: number; resume?: false } | 
  *  most this many; the reports and their figures do not change. */
 export const ABORT_RUN_STEPS = 32;
 
-const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()(['epochs', 'shuffle', 'seed', 'onProgress', 'reportsPerEpoch', 'signal', 'resume']);
+const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()(['epochs', 'shuffle', 'shuffleBuffer', 'seed', 'onProgress', 'reportsPerEpoch', 'signal', 'resume']);
 
 export interface FitResult extends Metrics {
   /** The code that ran the steps: 'cpu', 'fused' (one CUDA launch per run) or the per-layer
@@ -68,7 +72,7 @@ export interface FitResult extends Metrics {
 
 /** fit()'s options as checked. */
 export interface FitPlan {
-  epochs: number; shuffle: boolean; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number; signal: AbortSignal | undefined;
+  epochs: number; shuffle: boolean; shuffleBuffer?: number; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number; signal: AbortSignal | undefined;
   /** resume: true: where the interrupted fit stopped. */
   resume: FitPosition | undefined;
 }
@@ -76,7 +80,8 @@ export interface FitPlan {
 export function fitPlan(options: unknown, r: Runner): FitPlan {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
   checkKnownKeys(options, FIT_KEYS, 'fit');
-  const { epochs, shuffle, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & { epochs?: number; resume?: boolean };
+  const { epochs, shuffle, shuffleBuffer, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & { epochs?: number; resume?: boolean };
+  if (shuffleBuffer !== undefined) positiveInt('shuffleBuffer', shuffleBuffer);
   if (resume !== undefined && typeof resume !== 'boolean') throw new OptionError('BAD_OPTION', 'resume', resume, 'must be a boolean');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
@@ -84,6 +89,7 @@ export function fitPlan(options: unknown, r: Runner): FitPlan {
   const o: FitPlan = {
     epochs: positiveInt('epochs', epochs),
     shuffle: shuffle === undefined ? true : shuffle as boolean,
+    shuffleBuffer,
     seed: seed === undefined ? 0 : checkSeed(seed),
     onProgress,
     reports: reportsPerEpoch === undefined ? 1 : positiveInt('reportsPerEpoch', reportsPerEpoch),

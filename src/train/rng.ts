@@ -40,3 +40,19 @@ export function affinePermutation(rng: Rng, n: number): { a: number; c: number }
   while (gcd(a, n) !== 1) a = 1 + rng.int(n - 1);
   return { a, c: rng.int(n) };
 }
+
+/** (a * b) mod n, exact for any safe integers a, b, n. */
+export function mulmod(a: number, b: number, n: number): number {
+  const p = a * b;
+  return Number.isSafeInteger(p) ? p % n : Number((BigInt(a) * BigInt(b)) % BigInt(n));
+}
+
+/** The inverse of a modulo n (a coprime to n): the position of a row in an affine order. */
+export function modInverse(a: number, n: number): number {
+  let [r0, r1, t0, t1] = [n, a % n, 0, 1];
+  while (r1 !== 0) {
+    const q = Math.floor(r0 / r1);
+    [r0, r1, t0, t1] = [r1, r0 - q * r1, t1, t0 - q * t1];
+  }
+  return ((t0 % n) + n) % n;
+}

@@ -11,9 +11,10 @@
 //            buffer by a worker thread, on a CUDA stream of its own;
 //   run      window k trains natively.
 // Between runs what is left is a device-to-device copy of the staged window into the data
-// regions (commit): microseconds. The seeded draws (window order, each window's row order)
-// happen as the fills finish, in window order, so the order is that of filling one window at
-// a time.
+// regions (commit): microseconds. A window holds its rows in training order (the source
+// shuffles: src/train/stream.ts), so each run keeps them in place. The seeded draws (a file's
+// permutation per epoch, an iterable's shuffle buffer draws) happen as fills run, one fill
+// after another, so the order is that of filling one window at a time.
 import { handleOf, onDispose, type Arena, type View } from '../arena.js';
 import { notifyTransfer } from '../transfer-events.js';
 import { abortError, ArenaError, DataError, fromNative } from '../errors.js';
@@ -21,12 +22,13 @@ import { STATS } from '../layout/header.js';
 import { call, native, OPS, type NativeWindowStager, type RunPath } from '../native.js';
 import type { FitPlan, FitResult } from './fit.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
-import { affinePermutation, Rng } from './rng.js';
+import { Rng } from './rng.js';
 import { PARAM_KINDS, type Runner } from './runner.js';
-import type { DataStream, Filled, WindowBuffers } from './stream.js';
+import type { DataStream } from './stream.js';
+import type { Filled, WindowBuffers } from './window.js';
 
-/** A window filled into a slot: its rows, where it falls in the epochs, its row order. */
-interface Window extends Filled { slot: number; epoch: number; index: number; perm: { a: number; c: number } }
+/** A window filled into a slot: its rows and where it falls in the epochs. */
+interface Window extends Filled { slot: number; epoch: number; index: number }
 
 const noop = () => {};
 
@@ -76,7 +78,8 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const rng = new Rng(o.seed);
   const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
   let epoch = 1, index = 0;
-  let fill = source.epoch(o.shuffle ? rng : undefined, window);
+  const epochOf = () => source.epoch(o.shuffle ? rng : undefined, window, o.shuffleBuffer ?? window);
+  let fill = epochOf();
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
     let f = await fill(window, slots[slot]!);
@@ -84,11 +87,10 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       if (epoch === o.epochs) return undefined;
       epoch++;
       index = 0;
-      fill = source.epoch(o.shuffle ? rng : undefined, window);
+      fill = epochOf();
       f = await fill(window, slots[slot]!);
     }
-    const perm = o.shuffle ? affinePermutation(rng, f.rows) : { a: 1, c: 0 };
-    return { rows: f.rows, where: f.where, slot, epoch, index: index++, perm };
+    return { rows: f.rows, where: f.where, slot, epoch, index: index++ };
   };
   const upload = async (w: Window | undefined): Promise<Window | undefined> => {
     if (!w) return undefined;
@@ -125,7 +127,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     const stepBase = r.state.steps;
     r.checkSteps(stepBase, n);
     // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
-    const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: w.perm.a, permC: w.perm.c, stepBase, resetStats: w.index === 0 });
+    const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 });
     // The staging buffer is free: window k + 1 goes up once filled, and window k + 2 fills the
     // slot window k left (its upload is done).
     const staged = track(next.then(upload));

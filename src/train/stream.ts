@@ -5,42 +5,30 @@
 // the source names the element it found (`where`).
 //
 // Order: a window holds W = floor(samples / batch) * batch rows, so every batch but the
-// source's last is full, as in resident training. With shuffle, a .npy source is cut into
-// windows of W consecutive rows, the windows are visited in a seeded random order each epoch,
-// and the rows within a window in the seeded random order of a resident epoch (the native
-// affine permutation): every sample once per epoch, but two samples of different windows never
-// share a batch. An async iterable is consumed in its own order, W rows to a window, shuffled
-// within the window only. Without shuffle, rows go in source order: the same batches, steps
-// and weights as resident training on the whole source (test/stream.test.ts).
-import { open, type FileHandle } from 'node:fs/promises';
-import type { View } from '../arena.js';
-import { DataError, OptionError } from '../errors.js';
-import type { Dtype } from '../layout/header.js';
-import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
+// source's last is full, as in resident training. With shuffle, a .npy source (random access)
+// is shuffled over all its rows: each epoch draws the resident epoch's affine permutation of
+// all N rows, and window k holds positions [kW, (k + 1)W) of it, in that order, gathered from
+// the file (csrc/addon/read_rows.cc): every row once per epoch, any two may share a batch, and
+// the batches, steps and weights are those of resident training on the whole source with the
+// same seed. An iterable (no random access) goes through a shuffle buffer (shuffle-buffer.ts):
+// not uniform over the source. Without shuffle, rows go in source order: the same batches,
+// steps and weights as unshuffled resident training (test/stream.test.ts).
+import { DataError } from '../errors.js';
 import { checkPath } from '../formats/file.js';
 import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './data.js';
-import type { Rng } from './rng.js';
-
-/** A window's buffers: rows from 0, x and y (targets, one-hot rows for labels). */
-export interface WindowBuffers { x: View; y: View }
-
-/** What a fill wrote: its rows (0: the epoch's source is exhausted), and the name of element i
- *  of the window's x or y as the user knows it (e.g. 'batch 3.x[17]', 'x[6017]'). */
-export interface Filled { rows: number; where(kind: 'x' | 'y', i: number): string }
-
-/** Writes up to `max` rows into `into` from row 0. */
-export type Fill = (max: number, into: WindowBuffers) => Promise<Filled>;
+import { gatherRows, openNpy, readRows, windowRows, type OpenNpy } from './npy-rows.js';
+import { affinePermutation, mulmod, type Rng } from './rng.js';
+import { ShuffleBuffer, type Head } from './shuffle-buffer.js';
+import { slice, subarray, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 
 /** A data source fit() streams: opened once per fit, one reader per epoch. */
 export interface DataStream {
   /** Rows in all, when known before reading (a .npy source); undefined for an iterable. */
   readonly rows: number | undefined;
-  /** @internal */
-  open(target: StreamTarget): Promise<{ epoch(rng: Rng | undefined, window: number): Fill; close(): Promise<void> }>;
+  /** @internal An epoch's reader: shuffled with `rng`; `buffer`: an iterable's shuffle buffer rows. */
+  open(target: StreamTarget): Promise<{ epoch(rng: Rng | undefined, window: number, buffer: number): Fill; close(): Promise<void> }>;
 }
 
-/** The network's widths and dtype, which a source's rows must fit. */
-export interface StreamTarget { inputs: number; outputs: number; dtype: Dtype }
 
 const STREAM = Symbol('nn-arena.stream');
 type Iterableish = AsyncIterable<Data> | Iterable<Data>;
@@ -58,14 +46,6 @@ export function toStream(data: unknown): DataStream {
   if (data !== null && typeof data === 'object' && STREAM in data) return data as unknown as DataStream;
   return streamBatches(data as Iterableish | (() => Iterableish));
 }
-
-// A batch being copied into windows: x (any numeric typed array, read in place) and its target
-// rows; `base` rows of the batch went into earlier windows before `x` was cut to the rest.
-interface Batch { x: ArrayLike<number>; y: ArrayLike<number>; count: number; at: number; base: number; index: number }
-
-// The typed array methods themselves: a subclass or own property cannot stand in for them.
-type Cut = (this: ArrayLike<number>, a: number, b: number) => ArrayLike<number>;
-const { subarray, slice } = Object.getPrototypeOf(Int8Array.prototype) as { subarray: Cut; slice: Cut };
 
 /** One yielded batch, each field read once. A typed array x (or y) is copied straight into the
  *  window (its non-finite values are found on upload); anything else goes through the
@@ -120,15 +100,39 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
     rows: undefined,
     async open(t: StreamTarget) {
       let epochs = 0;
+      let shuffler: ShuffleBuffer | undefined;  // kept from epoch to epoch
       return {
-        epoch(rng: Rng | undefined, window: number): Fill {
-          void rng;
+        epoch(rng: Rng | undefined, window: number, buffer: number): Fill {
           epochs++;
           const it = typeof source === 'function' ? source() : source;
           if (it === null || typeof it !== 'object' || !(Symbol.asyncIterator in it || Symbol.iterator in it)) throw new DataError('BAD_DATA', 'data()', it, 'must return an (async) iterable of batches');
           const iter = Symbol.asyncIterator in it ? (it as AsyncIterable<Data>)[Symbol.asyncIterator]() : (it as Iterable<Data>)[Symbol.iterator]();
           let rest: Batch | undefined;
           let index = 0, total = 0, done = false;
+          const counted = (f: Filled): Filled => {
+            total += f.rows;
+            if (f.rows === 0 && total === 0) throw new DataError('BAD_DATA', 'data', `epoch ${epochs}`, 'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)');
+            return f;
+          };
+          if (rng) {
+            if (shuffler?.size !== buffer) shuffler = new ShuffleBuffer(t, buffer);
+            const buf = shuffler;
+            buf.reset();
+            const head: Head = () => (rest && rest.at < rest.count ? rest : pull());
+            const pull = async () => {
+              rest = undefined;
+              if (done) return undefined;
+              const r = await iter.next();
+              if (r.done) done = true;
+              else rest = takeBatch(r.value, t, index++);
+              return rest;
+            };
+            return async (max: number, into: WindowBuffers) => {
+              const f = await buf.fill(max, into, head, rng);
+              if (rest && rest.at < rest.count) rest = ownRest(rest, t);  // held across fills: a copy, as below
+              return counted(f);
+            };
+          }
           return async (max: number, into: WindowBuffers) => {
             let rows = 0;
             const segments: Array<{ row: number; batch: number; at: number }> = [];
@@ -148,16 +152,14 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
               if (rest.at === rest.count) rest = undefined;
               else rest = ownRest(rest, t);  // the user may reuse its buffers once the next is asked for
             }
-            total += rows;
-            if (rows === 0 && total === 0) throw new DataError('BAD_DATA', 'data', `epoch ${epochs}`, 'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)');
-            return {
+            return counted({
               rows,
               where(kind: 'x' | 'y', i: number) {
                 const width = kind === 'x' ? t.inputs : t.outputs, row = Math.floor(i / width);
                 const s = segments.findLast((g) => g.row <= row)!;
                 return `batch ${s.batch}.${kind}[${(s.at + row - s.row) * width + (i % width)}]`;
               },
-            };
+            });
           };
         },
         async close() {},
@@ -176,63 +178,7 @@ export interface NpyStreamFiles {
   y?: string;
 }
 
-interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string }
-
-async function openNpy(path: string, field: string): Promise<OpenNpy> {
-  let fd: FileHandle;
-  try { fd = await open(path, 'r'); } catch (e) { throw new OptionError('BAD_PATH', field, path, `cannot be read (${(e as Error).message})`); }
-  try {
-    const head = new Uint8Array(12);
-    await fd.read(head, 0, 12, 0);
-    const len = head[6] === 1 ? head[8]! | (head[9]! << 8) : new DataView(head.buffer).getUint32(8, true);
-    const all = new Uint8Array(Math.min(12 + len, 2 ** 26));
-    const { bytesRead } = await fd.read(all, 0, all.length, 0);
-    const h = parseNpyHeader(all.subarray(0, bytesRead));
-    if (h.fortranOrder && h.shape.length > 1 && h.shape[1] !== 1) throw new DataError('BAD_FILE', `${field} fortran_order`, true, 'is not streamed: rows must be contiguous (save it in C order)');
-    const size = (await fd.stat()).size;
-    if (size - h.dataOffset !== h.count * h.itemBytes) throw new DataError('BAD_FILE', `${field} data`, size - h.dataOffset, `must be ${h.count * h.itemBytes} bytes (shape [${h.shape.join(', ')}])`);
-    return { fd, h, path };
-  } catch (e) {
-    await fd.close();
-    throw e;
-  }
-}
-
-const READ_PARTS = 4, READ_PART_BYTES = 2 ** 21;
-
-/** Reads rows [first, first + n) of `f` (row width `width`) as numbers into `out` from 0. */
-async function readRows(f: OpenNpy, first: number, n: number, width: number, out: Float32Array | Float64Array): Promise<void> {
-  const { h } = f;
-  const bytes = n * width * h.itemBytes;
-  const position = h.dataOffset + first * width * h.itemBytes;
-  const sameType = h.littleEndian && ((h.dtype === 'float32' && out instanceof Float32Array) || (h.dtype === 'float64' && out instanceof Float64Array));
-  // The staging buffer's own dtype, little-endian: read straight into it.
-  const buf = sameType ? new Uint8Array(out.buffer, out.byteOffset, bytes) : new Uint8Array(bytes);
-  // Large reads in a few parts at once (libuv's threads): one pread of a window from the page
-  // cache is a single memcpy on one core.
-  const parts = Math.max(1, Math.min(READ_PARTS, Math.floor(bytes / READ_PART_BYTES)));
-  const per = Math.ceil(bytes / parts / 4096) * 4096;
-  const got = await Promise.all(Array.from({ length: parts }, (_, i) => {
-    const at = Math.min(bytes, i * per), len = Math.min(bytes, (i + 1) * per) - at;
-    return len > 0 ? f.fd.read(buf, at, len, position + at).then((r) => r.bytesRead) : 0;
-  }));
-  const bytesRead = got.reduce((a, b) => a + b, 0);
-  if (bytesRead !== bytes) throw new DataError('BAD_FILE', f.path, bytesRead, `ended early: ${bytes} bytes expected at byte ${position}`);
-  if (sameType) return;
-  if (!h.littleEndian) for (let i = 0; i < bytes; i += h.itemBytes) buf.subarray(i, i + h.itemBytes).reverse();
-  const dv = new DataView(buf.buffer);
-  const read: (at: number) => number = {
-    float32: (at: number) => dv.getFloat32(at, true), float64: (at: number) => dv.getFloat64(at, true),
-    int8: (at: number) => dv.getInt8(at), uint8: (at: number) => dv.getUint8(at), bool: (at: number) => dv.getUint8(at),
-    int16: (at: number) => dv.getInt16(at, true), uint16: (at: number) => dv.getUint16(at, true),
-    int32: (at: number) => dv.getInt32(at, true), uint32: (at: number) => dv.getUint32(at, true),
-    int64: (at: number) => Number(dv.getBigInt64(at, true)), uint64: (at: number) => Number(dv.getBigUint64(at, true)),
-  }[h.dtype];
-  for (let i = 0; i < n * width; i++) out[i] = read(i * h.itemBytes);
-}
-
-/** .npy files streamed in windows of rows (shuffled window order and rows within each window:
- *  see the top of this file). Files are opened by fit(), read as it goes, closed at its end. */
+/** .npy files streamed in windows of rows (shuffled over all rows: see the top of this file). Files are opened by fit(), read as it goes, closed at its end. */
 export function streamNpy(files: NpyStreamFiles): DataStream {
   if (files === null || typeof files !== 'object') throw new DataError('BAD_DATA', 'files', files, 'must be an object { x, labels } or { x, y }');
   const { x, labels, y } = files;
@@ -266,29 +212,36 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
       let labelBuf = staging;
       return {
         epoch(rng: Rng | undefined, window: number): Fill {
-          const windows = Math.ceil(rows / window);
-          const order = Array.from({ length: windows }, (_, i) => i);
-          if (rng) for (let i = windows - 1; i > 0; i--) { const j = rng.int(i + 1); [order[i], order[j]] = [order[j]!, order[i]!]; }
-          let k = 0;
+          const p = rng ? affinePermutation(rng, rows) : undefined;  // a resident epoch's draw
+          let next = 0;  // the epoch's next position
           return async (max: number, into: WindowBuffers) => {
-            if (k === windows) return { rows: 0, where: () => '' };
-            const first = order[k++]! * window;
-            const n = Math.min(window, max, rows - first);
+            if (next === rows) return { rows: 0, where: () => '' };
+            const start = next, n = Math.min(window, max, rows - start);
+            next += n;
+            const fileRow = (i: number) => (p ? (mulmod(p.a, start + i, rows) + p.c) % rows : start + i);
+            const plan = p && windowRows(p, start, n, rows);
+            const read = (f: OpenNpy, width: number, out: Float32Array | Float64Array) => (plan ? gatherRows(f, plan.rows, plan.at, width, out) : readRows(f, start, n, width, out));
             const xs = into.x.subarray(0, n * t.inputs);
             if (labels !== undefined) {
               if (labelBuf!.length < n) labelBuf = new Float64Array(window);
-              await Promise.all([readRows(fx, first, n, t.inputs, xs), readRows(fyy, first, n, 1, labelBuf!)]);
+              await Promise.all([read(fx, t.inputs, xs), read(fyy, 1, labelBuf!.subarray(0, n))]);
               into.y.fill(0, 0, n * t.outputs);
               for (let i = 0; i < n; i++) {
                 const v = labelBuf![i]!;
-                if (!Number.isInteger(v) || v < 0 || v >= t.outputs) throw new DataError('BAD_LABEL', `labels[${first + i}]`, v, `is not a class in [0, ${t.outputs - 1}]`);
+                if (!Number.isInteger(v) || v < 0 || v >= t.outputs) throw new DataError('BAD_LABEL', `labels[${fileRow(i)}]`, v, `is not a class in [0, ${t.outputs - 1}]`);
                 into.y[i * t.outputs + v] = 1;
               }
             } else {
-              await Promise.all([readRows(fx, first, n, t.inputs, xs), readRows(fyy, first, n, t.outputs, into.y.subarray(0, n * t.outputs))]);
+              await Promise.all([read(fx, t.inputs, xs), read(fyy, t.outputs, into.y.subarray(0, n * t.outputs))]);
             }
             // Non-finite values are found as the window goes up (natively): named here.
-            return { rows: n, where: (kind: 'x' | 'y', i: number) => `${kind}[${first * (kind === 'x' ? t.inputs : t.outputs) + i}]` };
+            return {
+              rows: n,
+              where(kind: 'x' | 'y', i: number) {
+                const width = kind === 'x' ? t.inputs : t.outputs;
+                return `${kind}[${fileRow(Math.floor(i / width)) * width + (i % width)}]`;
+              },
+            };
           };
         },
         async close() { await fx.fd.close(); await fyy.fd.close(); },

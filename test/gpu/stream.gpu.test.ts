@@ -2,10 +2,15 @@
 // source 4x larger than the data regions leaves the weights of resident training on the whole
 // set (the same batches in the same order, run by the same paths): through pinned slots (the
 // default), pageable ones (pinned: false) and into managed memory, twice on one arena (the
-// window buffers kept); a non-finite value is found on upload.
+// window buffers kept); a non-finite value is found on upload. Shuffled, a .npy source streams
+// in the resident epoch's order over all its rows: the weights of resident shuffled training.
 // GPU machine: bash .gpu/run.sh vitest run test/gpu/stream.gpu.test.ts
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type Data } from '../../src/index.js';
+import { streamNpy, toNpy } from '../../src/io.js';
 import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();
@@ -36,6 +41,28 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
         let max = 0;
         for (let i = 0; i < resident.w.length; i++) max = Math.max(max, Math.abs(resident.w[i]! - streamed.w[i]!));
         expect(max, name).toBe(0);
+      }
+      // Shuffled: a .npy file gathered in the resident order (seed 3).
+      const dir = mkdtempSync(join(tmpdir(), 'nn-arena-gpu-stream-'));
+      try {
+        writeFileSync(join(dir, 'x.npy'), toNpy(Float32Array.from(data.x), [N, layers[0]]));
+        writeFileSync(join(dir, 'l.npy'), toNpy(Int32Array.from(data.labels)));
+        const shuffled = async (samples: number, source: unknown) => {
+          const arena = Arena.create(planLayout({ layers: [...layers], batch, samples, optimizer: 'adam' }), { backend: 'cuda' });
+          try {
+            const t = new Trainer(arena, { lr: 0.01 });
+            t.init(5);
+            await t.fit(source as Data, { epochs: 2, seed: 3 });
+            return Float32Array.from(arena.view(1, 'w'));
+          } finally {
+            arena.dispose();
+          }
+        };
+        const want = await shuffled(N, { x: Float32Array.from(data.x), labels: data.labels });
+        const got = await shuffled(batch * 4, streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'l.npy') }));
+        expect(got.every((v, i) => v === want[i]), 'shuffled npy').toBe(true);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
       }
       const bad = Float64Array.from(data.x);
       bad[(batch * 5 + 2) * layers[0] + 1] = NaN;
