@@ -386,7 +386,7 @@ describe('primitives: typed refusals', () => {
     }
   });
 
-  it('budgeted arenas refuse the primitives (NOT_SUPPORTED): the phase table has none for them', () => {
+  it.skipIf(process.env.NN_ARENA_TEST_ADDON === 'none')('budgeted arenas refuse the primitives (NOT_SUPPORTED): the phase table has none for them', () => {
     const plan = planLayout({ layers: [4, 8, 3], batch: 2 });
     const replay = (op: number) => call(() => testAddon().replayResidency(plan.header, 'staged', plan.totalBytes * 2, [{ op: op as never, rows: 2 }]));
     expect(replay(OPS.forward).error).toBe('');

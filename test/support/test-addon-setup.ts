@@ -6,6 +6,9 @@ import { existsSync } from 'node:fs';
 export default function setup(): void {
   // Test hook: NN_ARENA_TEST_ADDON=prebuilt uses the .so sent along as it is (the GPU machine,
   // which runs a copy of a build made elsewhere and has no node-gyp toolchain to redo it).
+  // NN_ARENA_TEST_ADDON=none: no test addon at all (scripts/ci-arm64.sh: the arm64 Node under
+  // qemu-user cannot start the build's child process); tests that need it skip.
+  if (process.env.NN_ARENA_TEST_ADDON === 'none') return;
   if (process.env.NN_ARENA_TEST_ADDON === 'prebuilt') {
     if (!existsSync('build/Release/nn_arena_test.so')) throw new Error('NN_ARENA_TEST_ADDON=prebuilt, but build/Release/nn_arena_test.so is missing: send it along');
     return;
