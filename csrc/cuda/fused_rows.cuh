@@ -199,29 +199,31 @@ __device__ void clipReset(const FusedParams& p) {
 // adds a model's partials in one fixed order (the same total in every block), records it (block
 // 0), and takes its share of that model's updates with the clip factor. One barrier per step.
 template <typename T>
-__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, const Hyper<T>& hp0, Smem<T>& sm, Hyper<T>& hp, Hyper<T>& hb) {
-  double* red = reinterpret_cast<double*>(&sm);  // 256 doubles: the union is larger, and idle between phases
+__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, Hyper<T>& hpStep, Hyper<T>& hbStep, Hyper<T>& hpItem, Hyper<T>& hbItem) {
   const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t m = 0; m < p.models; ++m) {
     // The whole block reads the partials (one thread reading all of them in turn took ~20 us of a
-    // 49 us S step), then the same fixed-order tree: every block gets the same total.
+    // 49 us S step), each thread its own in block order, then warp trees and the 8 warp totals
+    // in order: the same order, so the same total, in every block.
     double part = 0;
     for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) part += p.clipPartials[uint64_t(m) * gridDim.x + b];
-    red[threadIdx.x] = part;
+    for (int o = 16; o > 0; o /= 2) part += __shfl_down_sync(0xffffffffu, part, o);
+    if (threadIdx.x % 32 == 0) clipWarp[threadIdx.x / 32] = part;
     __syncthreads();
-    for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
-      if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
-      __syncthreads();
-    }
-    // hp, hb: shared slots (the kernel's), the model's hyperparameters with the clip factor.
+    // The clip factor into the step's hyperparameters (shared; the next step recomputes them),
+    // or into the model's own where models have their own rates.
     if (threadIdx.x == 0) {
-      const double norm = sqrt(red[0]);
+      double sq = 0;
+      for (int w = 0; w < kWarps; ++w) sq += clipWarp[w];
+      const double norm = sqrt(sq);
       if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
-      hp = hyperOf<T>(p, hp0, m);
-      hp.gs = T(clipScale(p.opt.clipGradNorm, norm));
-      hb = forBiases(hp);
+      const T gs = T(clipScale(p.opt.clipGradNorm, norm));
+      if (p.lrs) { hpItem = hyperOf<T>(p, hpStep, m); hbItem = forBiases(hpItem); hpItem.gs = gs; hbItem.gs = gs; }
+      else { hpStep.gs = gs; hbStep.gs = gs; }
     }
     __syncthreads();
+    const Hyper<T>& hp = p.lrs ? hpItem : hpStep;
+    const Hyper<T>& hb = p.lrs ? hbItem : hbStep;
     for (uint32_t l = 1; l <= p.last; ++l) {
       const nna_bound_layer<T> C = bound<T>(l, m);
       const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
@@ -230,6 +232,7 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
         else updateParam<T>(p.optimizer, C.b + (e - nw), C.db[e - nw], C.mb ? C.mb + (e - nw) : nullptr, C.vb ? C.vb + (e - nw) : nullptr, hb);
       }
     }
+    __syncthreads();  // the hyperparameters and clipWarp are the next model's
   }
   grid.sync();
 }

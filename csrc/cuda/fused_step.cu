@@ -72,7 +72,10 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   int slot = 0;
   traceMark(p, slot);
   const uint64_t warpsInGrid = uint64_t(gridDim.x) * kWarps;
-  const uint64_t warp = uint64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  // The output rows' warps are spread over the blocks first (row r: block r % grid): a row is
+  // a chain of dependent loads and shuffle trees, and 8 rows on one SM wait on each other's
+  // issue slots (S: 100 rows took 13 SMs, ~10 us a phase).
+  const uint64_t warp = uint64_t(threadIdx.x / 32) * gridDim.x + blockIdx.x;
   const uint64_t batch = nna_header_of(p.base)->batch;
   for (uint64_t s = 0; s < p.numBatches; ++s) {
     StepInfo st;
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         if (p.tile[l][kForward] == kTileBlock) {
           for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) forwardBlock<T>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm);
         } else if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
-          for (uint64_t i = (threadIdx.x / 32) * uint64_t(gridDim.x) + blockIdx.x; i < tiles * K; i += warpsInGrid)
+          for (uint64_t i = warp; i < tiles * K; i += warpsInGrid)
             forwardWarp<T>(p, forModel(uint32_t(i / tiles)), l, uint32_t(i % tiles));
         } else {
           for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) productTile<T, kForward>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm, hp0, false);
@@ -175,7 +178,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       traceMark(p, slot);
       if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
     }
-    if (clip) clipPhase<T>(p, grid, s, hp0, sm, hpItem, hbItem);
+    if (clip) clipPhase<T>(p, grid, s, hpStep, hbStep, hpItem, hbItem);
   }
 }
 
