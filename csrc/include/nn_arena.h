@@ -5,9 +5,9 @@
  * take an arena's base address (host or device, see Arena.hostAddress / deviceAddress) and bind
  * every region of every layer from that address alone: no other pointer is ever passed.
  *
- * The TypeScript encoder (src/layout/header.ts) writes exactly these bytes. Both sides are
- * checked against each other by test/header-drift.test.ts (sizeof/offsetof from the addon vs the
- * TS constants) and by a round trip through the native decoder.
+ * The one definition of the format: scripts/gen-tables.cjs generates the TypeScript side's
+ * sizes, offsets, codes and limits (FORMAT in src/layout/tables.generated.ts) from the #defines,
+ * enums and structs below, and the TS encoder (src/layout/header.ts) writes at those offsets.
  *
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][kind table of user regions][padding to align]  <- header_bytes
@@ -200,6 +200,8 @@ typedef struct nna_header {
  *   NNA_EXTRA_BYTES      one entry (entries == 1): a global region of `count` raw bytes.
  * nn-arena's own training never reads or writes user regions: they are yours. */
 enum nna_extra_rule { NNA_EXTRA_PER_LAYER = 1, NNA_EXTRA_BYTES = 2 };
+/* The kinds a per-layer user region may be shaped like (its `like`), as bits 1u << kind. */
+#define NNA_EXTRA_LIKE_KINDS ((1u << NNA_Z) | (1u << NNA_B) | (1u << NNA_W))
 
 typedef struct nna_extra {
   char name[NNA_EXTRA_NAME_BYTES]; /* [A-Za-z_][A-Za-z0-9_]*, NUL-padded; not a built-in kind's name */
@@ -212,7 +214,7 @@ typedef struct nna_extra {
   uint64_t reserved1;
 } nna_extra;
 
-/* Sizes are part of the format: a change here must change NNA_VERSION and the TS encoder. */
+/* Sizes are part of the format: a change here must change NNA_VERSION (and `npm run gen`). */
 #if defined(__cplusplus)
 static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");

@@ -135,9 +135,7 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
 
   if (rawCompact !== undefined && typeof rawCompact !== 'boolean') throw new LayoutError('BAD_SPEC', 'compact', rawCompact, 'must be true or false');
   const compact = rawCompact === true;
-  // The compact planner and its native replay place one copy of every region; K models' strided
-  // copies would need every pair of copies replayed, so the pair is refused.
-  if (compact && models > 1) throw new LayoutError('BAD_SPEC', 'compact', rawCompact, `a compact plan holds one model; this spec has models: ${models} (plan it without compact, or with models: 1)`);
+  // compact or user regions with models > 1: refused by the native rule (planLayout, regionRules).
 
   const n = units.length - 1;
   const activations = rawActivations === undefined
@@ -165,8 +163,6 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   }
   const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
   const extra = normalizeExtras(rawExtra, units.length);
-  // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
-  if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
   return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), ...slope, optimizer, order, align, samples, compact, models, extra });
 }
 
