@@ -138,6 +138,7 @@ function format() {
     format: {
       magic: define(h, 'NNA_MAGIC'), version: define(h, 'NNA_VERSION'), maxLayers: define(h, 'NNA_MAX_LAYERS'), maxExtras: define(h, 'NNA_MAX_EXTRAS'),
       extraNameBytes: counts.NNA_EXTRA_NAME_BYTES, maxModels: define(h, 'NNA_MAX_MODELS'),
+      minAlign: define(h, 'NNA_MIN_ALIGN'), maxAlign: define(h, 'NNA_MAX_ALIGN'), maxSamples: define(h, 'NNA_MAX_SAMPLES'),
       flags: { compact: define(h, 'NNA_FLAG_COMPACT') }, flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
       dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel), orders: named(enumerators(h, 'nna_order'), 'NNA_', kebab),
       kinds: names.map(([n]) => camel(n.slice(4))),

@@ -154,7 +154,8 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (!optimizerInfo(h.optimizer)) return "unknown optimizer " + std::to_string(h.optimizer);
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
-  if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";
+  if (h.align < NNA_MIN_ALIGN || (h.align & (h.align - 1)) || h.align > NNA_MAX_ALIGN)
+    return "align " + std::to_string(h.align) + " is not a power of two in [" + std::to_string(NNA_MIN_ALIGN) + ", " + std::to_string(NNA_MAX_ALIGN) + "]";
   if (h.flags & ~uint64_t(NNA_FLAGS_KNOWN)) return "unknown flags " + std::to_string(h.flags);
   if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
   const uint64_t models = nna_models(&h);

@@ -45,6 +45,9 @@
 #define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
 #define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
 #define NNA_MAX_MODELS 65535u     /* networks of one shape in one arena (nna_header.models) */
+#define NNA_MIN_ALIGN 8u          /* nna_header.align: a power of two in [NNA_MIN_ALIGN, NNA_MAX_ALIGN] */
+#define NNA_MAX_ALIGN 1073741824u /* 2^30 */
+#define NNA_MAX_SAMPLES 4294967295u /* rows of a resident data set a run reads: its shuffle indexes them in 32 bits */
 
 /* Element type of every region. */
 enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
@@ -168,7 +171,7 @@ typedef struct nna_header {
   uint32_t layer_size;   /* sizeof(nna_layer) when written */
   uint64_t batch;
   uint64_t samples;      /* rows of XDATA / YDATA; 0 when the arena holds no data set */
-  uint64_t align;        /* every region starts at a multiple of this (power of two >= 8) */
+  uint64_t align;        /* every region starts at a multiple of this (power of two, NNA_MIN_ALIGN..NNA_MAX_ALIGN) */
   uint64_t header_bytes; /* header + layer table + padding: where the first region may start */
   uint64_t total_bytes;  /* size of the whole arena */
   uint64_t layers_offset;/* offset of the nna_layer table (== sizeof(nna_header)) */

@@ -158,7 +158,7 @@ void checkRun(const void* header, const RunParams& p) {
     return;
   }
   if (h.samples == 0) NNA_FAIL("NO_DATA", "the arena holds no resident data set (plan it with samples > 0)");
-  if (p.samples == 0 || p.samples > h.samples || p.samples >= (uint64_t(1) << 32))
+  if (p.samples == 0 || p.samples > h.samples || p.samples > NNA_MAX_SAMPLES)
     NNA_FAIL("BAD_ARGUMENT", "samples " + std::to_string(p.samples) + " outside [1, " + std::to_string(h.samples) + "]");
   if (p.lossRows) NNA_FAIL("BAD_ARGUMENT", "lossRows applies to runs on z[0]/y; a resident run takes the group's rows from globalBatch");
   const uint64_t global = p.globalBatch ? p.globalBatch : h.batch;
