@@ -5,7 +5,7 @@
 //     -> src/layout/tables.generated.ts (the planner, spec checks, Trainer, CLI, estimate read it)
 //     -> the tables between the `generated:activations` / `generated:losses` markers of README.md
 //   NNA_PRECISIONS (csrc/descriptors/precisions.h) -> PRECISION_TABLE (src/layout/tables.generated.ts)
-//   the arena header's format (nn_arena.h: its #defines, enums and structs, every field's byte
+//   the arena header's format (nn_arena.h: its #defines, NNA_KINDS, enums and structs, every field's byte
 //     offset by C's natural alignment of fixed-width types) and the run codes (enum class Op of
 //     csrc/train/train.h, Memory of csrc/core/backend.h) -> FORMAT and RUN_CODES (the same file),
 //     which the TS encoder, decoder and checkpoint reader use instead of numbers of their own
@@ -109,22 +109,22 @@ const named = (pairs, prefix, style, skip = []) => Object.fromEntries(pairs.filt
   return [style(n.slice(prefix.length)), v];
 }));
 
-/** The kinds named in NNA_EXTRA_LIKE_KINDS (bits 1u << NNA_<kind>), in kind order. */
+/** The names of the kinds (rows [ENUM, code, name] of NNA_KINDS) in NNA_EXTRA_LIKE_KINDS (bits
+ *  1u << NNA_<kind>), in kind order. */
 function likeKinds(src, kinds) {
   const m = /^#define NNA_EXTRA_LIKE_KINDS (.*)$/m.exec(src);
   if (!m) throw new Error('#define NNA_EXTRA_LIKE_KINDS not found');
   const named = [...m[1].matchAll(/1u << (NNA_\w+)/g)].map((x) => x[1]);
-  if (!named.length || named.some((n) => !kinds.includes(n))) throw new Error(`NNA_EXTRA_LIKE_KINDS: cannot read ${m[1]}`);
-  return kinds.filter((k) => named.includes(k)).map((k) => camel(k.slice(4)));
+  if (!named.length || named.some((n) => !kinds.some(([e]) => e === n))) throw new Error(`NNA_EXTRA_LIKE_KINDS: cannot read ${m[1]}`);
+  return kinds.filter(([e]) => named.includes(e)).map(([, , n]) => n);
 }
 
 /** The header's format and the run codes, from the C headers that own them. */
 function format() {
   const h = read('csrc/include/nn_arena.h');
-  const kinds = enumerators(h, 'nna_kind');
-  const kindCount = Object.fromEntries(kinds).NNA_KIND_COUNT;
-  const names = kinds.filter(([n]) => n !== 'NNA_KIND_COUNT');
-  if (names.length !== kindCount || names.some(([, v], i) => v !== i)) throw new Error('nna_kind must be 0 .. NNA_KIND_COUNT - 1 in order');
+  const names = rows(h, 'NNA_KINDS').map(([e, code, name]) => [e, int(code), str(name)]);
+  if (names.some(([, v], i) => v !== i)) throw new Error('NNA_KINDS: codes must be 0 .. NNA_KIND_COUNT - 1 in order');
+  const kindCount = names.length;
   const counts = { NNA_KIND_COUNT: kindCount, NNA_EXTRA_NAME_BYTES: define(h, 'NNA_EXTRA_NAME_BYTES') };
   const region = struct(h, 'nna_region', counts, {});
   const layer = struct(h, 'nna_layer', counts, { nna_region: region });
@@ -141,10 +141,10 @@ function format() {
       minAlign: define(h, 'NNA_MIN_ALIGN'), maxAlign: define(h, 'NNA_MAX_ALIGN'), maxSamples: define(h, 'NNA_MAX_SAMPLES'),
       flags: { compact: define(h, 'NNA_FLAG_COMPACT') }, flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
       dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel), orders: named(enumerators(h, 'nna_order'), 'NNA_', kebab),
-      kinds: names.map(([n]) => camel(n.slice(4))),
+      kinds: names.map(([, , n]) => n),
       stats: named(stats, 'NNA_STAT_', camel, ['NNA_STATS_COUNT']), statsCount: Object.fromEntries(stats).NNA_STATS_COUNT,
       extraRules: named(enumerators(h, 'nna_extra_rule'), 'NNA_EXTRA_', camel),
-      extraLike: likeKinds(h, names.map(([n]) => n)),
+      extraLike: likeKinds(h, names),
       header: offsets(header), layer: offsets(layer), region: offsets(region), extra: offsets(extra),
     },
     run: { ops: named(ops, '', lowerFirst), memory: named(memory, '', lowerFirst) },

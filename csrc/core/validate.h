@@ -31,10 +31,10 @@ struct ShapeProblem {
 };
 ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models);
 
-// The name of a region kind, as the TS API spells it ("w", "db", ...); "?" when out of range.
+// The name of a region kind (NNA_KINDS), "?" when out of range.
 inline const char* kindName(uint32_t kind) {
-  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
-  return kind < NNA_KIND_COUNT ? names[kind] : "?";
+  const char* name = nna_kind_name(kind);
+  return name ? name : "?";
 }
 
 // Element size of a dtype code, 0 when unknown.

@@ -111,24 +111,45 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
   switch (act) { NNA_ACTIVATIONS(NNA_ACT_ON_) default: return 0; }
 }
 
-/* Region kinds. The numeric order is the kind-major placement order. */
-enum nna_kind {
-  NNA_Z = 0,     /* outputs, batch x units (layer 0: the input batch)        */
-  NNA_B = 1,     /* biases, units                                            */
-  NNA_W = 2,     /* weights, units x fan_in (row-major: w[j * fan_in + i])   */
-  NNA_D = 3,     /* errors dL/d(pre-activation), batch x units               */
-  NNA_DB = 4,    /* bias gradients, units                                    */
-  NNA_DW = 5,    /* weight gradients, units x fan_in                         */
-  NNA_MW = 6,    /* optimizer state 1 for w (momentum velocity / Adam m)     */
-  NNA_MB = 7,    /* optimizer state 1 for b                                  */
-  NNA_VW = 8,    /* optimizer state 2 for w (Adam v)                         */
-  NNA_VB = 9,    /* optimizer state 2 for b                                  */
-  NNA_Y = 10,    /* targets of the batch, batch x units (output layer only)  */
-  NNA_XDATA = 11,/* resident training inputs, samples x units (layer 0)      */
-  NNA_YDATA = 12,/* resident training targets, samples x units (last layer)  */
-  NNA_STATS = 13,/* NNA_STATS_COUNT accumulators (last layer), see nna_stat     */
-  NNA_KIND_COUNT = 14
-};
+/* ---- Region kinds: one row each, the one table of them ------------------------------------
+ *   X(ENUM, code, "name")   the code's order is the kind-major placement order; the name is the
+ *                           one the TS API and messages use (the generated KINDS; nna_kind_name)
+ *   z      outputs, batch x units (layer 0: the input batch)
+ *   b      biases, units
+ *   w      weights, units x fan_in (row-major: w[j * fan_in + i])
+ *   d      errors dL/d(pre-activation), batch x units
+ *   db dw  bias and weight gradients
+ *   mw mb  optimizer state 1 for w and b (momentum velocity / Adam m)
+ *   vw vb  optimizer state 2 for w and b (Adam v)
+ *   y      targets of the batch, batch x units (output layer only)
+ *   xdata  resident training inputs, samples x units (layer 0)
+ *   ydata  resident training targets, samples x units (last layer)
+ *   stats  NNA_STATS_COUNT accumulators (last layer), see nna_stat */
+#define NNA_KINDS(X)          \
+  X(NNA_Z, 0, "z")            \
+  X(NNA_B, 1, "b")            \
+  X(NNA_W, 2, "w")            \
+  X(NNA_D, 3, "d")            \
+  X(NNA_DB, 4, "db")          \
+  X(NNA_DW, 5, "dw")          \
+  X(NNA_MW, 6, "mw")          \
+  X(NNA_MB, 7, "mb")          \
+  X(NNA_VW, 8, "vw")          \
+  X(NNA_VB, 9, "vb")          \
+  X(NNA_Y, 10, "y")           \
+  X(NNA_XDATA, 11, "xdata")   \
+  X(NNA_YDATA, 12, "ydata")   \
+  X(NNA_STATS, 13, "stats")
+
+#define NNA_KIND_ENUM_(e, code, name) e = code,
+#define NNA_KIND_COUNT_(e, code, name) +1
+#define NNA_KIND_NAME_(e, code, name) case code: return name;
+enum nna_kind { NNA_KINDS(NNA_KIND_ENUM_) NNA_KIND_COUNT = 0 NNA_KINDS(NNA_KIND_COUNT_) /* codes are 0 .. NNA_KIND_COUNT - 1 */ };
+
+/* The name of a region kind ("w", "db", ...), or NULL for an unknown code. */
+NNA_HD const char* nna_kind_name(uint32_t kind) {
+  switch (kind) { NNA_KINDS(NNA_KIND_NAME_) default: return (const char*)0; }
+}
 
 /* Slots of the stats region: kernels accumulate here so that training needs no per-step
  * read-back; the host reads the few bytes once per epoch or progress report. */
