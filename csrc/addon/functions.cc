@@ -88,7 +88,7 @@ Napi::Value RunCheck(const Napi::CallbackInfo& info) {
   if (info.Length() > 2 && !info[2].IsUndefined()) {
     if (!info[2].IsObject()) throwJs(env, "BAD_ARGUMENT", "target must be an object { cuda, budgeted }");
     const Napi::Object t = info[2].As<Napi::Object>();
-    target = RunTarget{.cuda = boolean(env, t.Get("cuda"), "cuda"), .budgeted = boolean(env, t.Get("budgeted"), "budgeted")};
+    target = RunTarget{boolean(env, t.Get("cuda"), "cuda"), boolean(env, t.Get("budgeted"), "budgeted")};
   }
   guarded(env, [&] {
     Check(h.data(), p);

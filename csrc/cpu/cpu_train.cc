@@ -343,7 +343,7 @@ class CpuRun {
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
   if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
-  checkTarget(p, {.cuda = false, .budgeted = false});
+  checkTarget(p, RunTarget{/*cuda=*/false, /*budgeted=*/false});
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
   if (dtype == NNA_FLOAT64) CpuRun<double>(base, p).run();
   else CpuRun<float>(base, p).run();
