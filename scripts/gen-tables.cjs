@@ -5,6 +5,10 @@
 //     -> src/layout/tables.generated.ts (the planner, spec checks, Trainer, CLI, estimate read it)
 //     -> the tables between the `generated:activations` / `generated:losses` markers of README.md
 //   NNA_PRECISIONS (csrc/descriptors/precisions.h) -> PRECISION_TABLE (src/layout/tables.generated.ts)
+//   the arena header's format (nn_arena.h: its #defines, NNA_KINDS, enums and structs, every field's byte
+//     offset by C's natural alignment of fixed-width types) and the run codes (enum class Op of
+//     csrc/train/train.h, Memory of csrc/core/backend.h) -> FORMAT and RUN_CODES (the same file),
+//     which the TS encoder, decoder and checkpoint reader use instead of numbers of their own
 // Run by `npm run gen` (and by `npm run build:ts`); test/tables.test.ts fails when a committed
 // output is not what this script writes from the headers. `--check` writes nothing and exits 1
 // when an output is stale.
@@ -43,6 +47,113 @@ const num = (a) => {
 const bits = (a) => (a === '0' ? 0 : int(a));
 const INIT = { 0: 'none', NNA_INIT_HE: 'he', NNA_INIT_XAVIER: 'xavier' };
 
+const stripComments = (src) => src.replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+const cInt = (a) => {
+  const m = /^(0x[0-9a-f]+|\d+)u?$/i.exec(a.trim());
+  if (!m) throw new Error(`expected an integer literal, got ${a}`);
+  return Number(m[1]);
+};
+
+/** #define NAME <integer> of `src`. */
+function define(src, name) {
+  const m = new RegExp(`^#define ${name}\\s+(\\S+)`, 'm').exec(src);
+  if (!m) throw new Error(`#define ${name} not found`);
+  return cInt(m[1]);
+}
+
+/** The enumerators of `enum <head> { ... }` as [name, value] (every one has an explicit value). */
+function enumerators(src, head) {
+  const at = src.indexOf(`enum ${head}`);
+  if (at < 0) throw new Error(`enum ${head} not found`);
+  const body = stripComments(src.slice(src.indexOf('{', at) + 1, src.indexOf('}', at)));
+  return body.split(',').map((e) => e.trim()).filter(Boolean).map((e) => {
+    const m = /^(\w+)\s*=\s*(\S+)$/.exec(e);
+    if (!m) throw new Error(`enum ${head}: ${e} has no explicit value`);
+    return [m[1], cInt(m[2])];
+  });
+}
+
+// The C types of the format's structs: fixed-width, so size and alignment are the same on every
+// ABI nn-arena builds for (x86-64, arm64); nn_arena.h static_asserts each struct's size.
+const C_TYPES = { uint32_t: 4, uint64_t: 8, double: 8, char: 1 };
+
+/** struct `name`'s fields in order as { name, offset, size }, and its size (natural alignment). */
+function struct(src, name, counts, known) {
+  const at = src.indexOf(`typedef struct ${name} {`);
+  if (at < 0) throw new Error(`struct ${name} not found`);
+  const body = stripComments(src.slice(src.indexOf('{', at) + 1, src.indexOf(`} ${name};`, at)));
+  let offset = 0, align = 1;
+  const fields = body.split(';').map((f) => f.trim()).filter(Boolean).map((f) => {
+    const m = /^(\w+)\s+(\w+)(?:\[(\w+)\])?$/.exec(f);
+    if (!m) throw new Error(`struct ${name}: cannot read field ${f}`);
+    const [, type, field, count] = m;
+    const t = C_TYPES[type] ? { size: C_TYPES[type], align: C_TYPES[type] } : known[type];
+    if (!t) throw new Error(`struct ${name}: unknown type ${type}`);
+    const n = count === undefined ? 1 : /^\d+$/.test(count) ? Number(count) : counts[count];
+    if (n === undefined) throw new Error(`struct ${name}: unknown count ${count}`);
+    offset = Math.ceil(offset / t.align) * t.align;
+    align = Math.max(align, t.align);
+    const out = { name: field, offset, size: t.size * n };
+    offset += out.size;
+    return out;
+  });
+  return { fields, size: Math.ceil(offset / align) * align, align };
+}
+
+/** An enumerator's name as TS has it: the prefix dropped, then lower-kebab or camelCase. */
+const kebab = (n) => n.toLowerCase().replace(/_/g, '-');
+const camel = (n) => n.toLowerCase().replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
+const lowerFirst = (n) => n[0].toLowerCase() + n.slice(1);
+const named = (pairs, prefix, style, skip = []) => Object.fromEntries(pairs.filter(([n]) => !skip.includes(n)).map(([n, v]) => {
+  if (!n.startsWith(prefix)) throw new Error(`${n} lacks the prefix ${prefix}`);
+  return [style(n.slice(prefix.length)), v];
+}));
+
+/** The names of the kinds (rows [ENUM, code, name] of NNA_KINDS) in NNA_EXTRA_LIKE_KINDS (bits
+ *  1u << NNA_<kind>), in kind order. */
+function likeKinds(src, kinds) {
+  const m = /^#define NNA_EXTRA_LIKE_KINDS (.*)$/m.exec(src);
+  if (!m) throw new Error('#define NNA_EXTRA_LIKE_KINDS not found');
+  const named = [...m[1].matchAll(/1u << (NNA_\w+)/g)].map((x) => x[1]);
+  if (!named.length || named.some((n) => !kinds.some(([e]) => e === n))) throw new Error(`NNA_EXTRA_LIKE_KINDS: cannot read ${m[1]}`);
+  return kinds.filter(([e]) => named.includes(e)).map(([, , n]) => n);
+}
+
+/** The header's format and the run codes, from the C headers that own them. */
+function format() {
+  const h = read('csrc/include/nn_arena.h');
+  const names = rows(h, 'NNA_KINDS').map(([e, code, name]) => [e, int(code), str(name)]);
+  if (names.some(([, v], i) => v !== i)) throw new Error('NNA_KINDS: codes must be 0 .. NNA_KIND_COUNT - 1 in order');
+  const kindCount = names.length;
+  const counts = { NNA_KIND_COUNT: kindCount, NNA_EXTRA_NAME_BYTES: define(h, 'NNA_EXTRA_NAME_BYTES') };
+  const region = struct(h, 'nna_region', counts, {});
+  const layer = struct(h, 'nna_layer', counts, { nna_region: region });
+  const header = struct(h, 'nna_header', counts, {});
+  const extra = struct(h, 'nna_extra', counts, {});
+  const offsets = (s) => ({ size: s.size, ...Object.fromEntries(s.fields.filter((f) => !/^reserved/.test(f.name)).map((f) => [f.name, f.offset])) });
+  const stats = enumerators(h, 'nna_stat');
+  const ops = enumerators(read('csrc/train/train.h'), 'class Op : uint32_t');
+  const memory = enumerators(read('csrc/core/backend.h'), 'class Memory : uint32_t');
+  return {
+    format: {
+      magic: define(h, 'NNA_MAGIC'), version: define(h, 'NNA_VERSION'), maxLayers: define(h, 'NNA_MAX_LAYERS'), maxExtras: define(h, 'NNA_MAX_EXTRAS'),
+      extraNameBytes: counts.NNA_EXTRA_NAME_BYTES, maxModels: define(h, 'NNA_MAX_MODELS'),
+      minAlign: define(h, 'NNA_MIN_ALIGN'), maxAlign: define(h, 'NNA_MAX_ALIGN'), maxSamples: define(h, 'NNA_MAX_SAMPLES'),
+      flags: { compact: define(h, 'NNA_FLAG_COMPACT') }, flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
+      dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel), orders: named(enumerators(h, 'nna_order'), 'NNA_', kebab),
+      kinds: names.map(([, , n]) => n),
+      stats: named(stats, 'NNA_STAT_', camel, ['NNA_STATS_COUNT']), statsCount: Object.fromEntries(stats).NNA_STATS_COUNT,
+      extraRules: named(enumerators(h, 'nna_extra_rule'), 'NNA_EXTRA_', camel),
+      extraLike: likeKinds(h, names),
+      header: offsets(header), layer: offsets(layer), region: offsets(region), extra: offsets(extra),
+    },
+    run: { ops: named(ops, '', lowerFirst), memory: named(memory, '', lowerFirst) },
+  };
+}
+
+/** A plain value as TS source (objects on one line, strings single-quoted). */
+const tsValue = (v) => JSON.stringify(v).replace(/"([^"]+)":/g, (_, k) => (/^\w+$/.test(k) ? `${k}: ` : `'${k}': `)).replace(/"/g, "'").replace(/,(?=\S)/g, ', ');
+
 function tables() {
   const activations = rows(read('csrc/include/nn_arena.h'), 'NNA_ACTIVATIONS').map(([, code, name, pre, on, init, param, torch]) => {
     if (!(init in INIT)) throw new Error(`unknown init ${init}`);
@@ -55,15 +166,24 @@ function tables() {
   const precisions = rows(read('csrc/descriptors/precisions.h'), 'NNA_PRECISIONS').map(([, code, name, major, work, blas, cores]) => ({
     name: str(name), code: int(code), minMajor: int(major), workspace: int(work) === 1, needsBlas: int(blas) === 1, cores: str(cores),
   }));
-  return { activations, losses, precisions };
+  return { activations, losses, precisions, ...format() };
 }
 
-function typescript({ activations, losses, precisions }) {
+function typescript({ activations, losses, precisions, format: f, run }) {
+  const block = (o) => `{\n${Object.entries(o).map(([k, v]) => `  ${/^\w+$/.test(k) ? k : `'${k}'`}: ${k === 'magic' ? `0x${v.toString(16)}` : tsValue(v)},`).join('\n')}\n}`;
   const row = (o) => `  ${JSON.stringify(o).replace(/"(\w+)":/g, '$1: ').replace(/,(?=\w+: )/g, ', ').replace(/"/g, "'")},`;
-  return `// Generated by scripts/gen-tables.cjs from NNA_ACTIVATIONS (csrc/include/nn_arena.h),
-// NNA_LOSSES (csrc/train/losses.h) and NNA_PRECISIONS (csrc/descriptors/precisions.h): do not
-// edit; change the C table and run \`npm run gen\`.
+  return `// Generated by scripts/gen-tables.cjs from NNA_ACTIVATIONS and the header's format
+// (csrc/include/nn_arena.h), NNA_LOSSES (csrc/train/losses.h), NNA_PRECISIONS
+// (csrc/descriptors/precisions.h) and the run codes (csrc/train/train.h Op, csrc/core/backend.h
+// Memory): do not edit; change the C source and run \`npm run gen\`.
 // test/tables.test.ts fails when this file is not what the script writes.
+
+/** The arena header's format (nn_arena.h): its constants and enums, and every struct's size and
+ *  field byte offsets (reserved fields left out). */
+export const FORMAT = ${block(f)} as const;
+
+/** The codes a run's parameters and an arena's memory kind cross to the native side with. */
+export const RUN_CODES = ${block(run)} as const;
 
 /** Every activation (nn_arena.h): its header code; keepsPre: f' needs the pre-activation, which z
  *  then keeps (z holds 2 x batch x units); where it may be used; the weights Trainer.init draws;

@@ -17,13 +17,10 @@ export { kernelKey } from './jit.js';
 
 export interface TestAddon {
   decodeHeader(bytes: Uint8Array): DecodedHeader;
-  validateHeader(bytes: Uint8Array, available?: number | bigint): string;
-  layoutInfo(): Record<string, unknown>;
-  /** The numeric codes OPS, PRECISIONS and MEMORY_KINDS as the native side defines them. */
-  codes(): { ops: Record<string, number>; precisions: Record<string, number>; memory: Record<string, number> };
   replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
-  /** The native phase table (csrc/train/phases.h) of one step: uses are [layer, kind, access]. */
-  headerPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, number]> }>;
+  /** The native phase table (csrc/train/phases.h) of one step of a planned header, in the form of
+   *  the shipped stepPhases (csrc/addon/phases_js.h): uses are [layer, kind, reads]. */
+  headerPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
   measureLink(bytes: number): LinkRates;
   probeBind(deviceAddress: bigint, layers: number, cuda: boolean): BigUint64Array;
   deviceHeader(deviceAddress: bigint, totalBytes: number, cuda: boolean): DecodedHeader;

@@ -1,8 +1,8 @@
 // native.ts: the addon (loaded by src/loader.ts: a local build or the package's prebuilt binary)
 // and its coded errors, turned into the class of their code (src/errors.ts). Only this file
-// touches the addon; the planner works without it.
+// touches the addon.
 import { fromNative } from './errors.js';
-import { LOSS_TABLE, PRECISION_TABLE } from './layout/tables.generated.js';
+import { LOSS_TABLE, PRECISION_TABLE, RUN_CODES } from './layout/tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
@@ -55,10 +55,9 @@ export interface LinkRates {
   discard: string;
 }
 
-/** Numeric codes that cross to the native side (csrc/train/train.h Op and Precision; csrc/core/backend.h
- *  Memory). The test addon exports the native values (`codes()`); test/header-drift.test.ts compares them.
- *  Losses: the generated table of NNA_LOSSES (csrc/train/losses.h). */
-export const OPS = { train: 0, grad: 1, eval: 2, forward: 3, backward: 4, backwardFromOutput: 5, update: 6 } as const;
+/** Numeric codes that cross to the native side: generated from the C enums (csrc/train/train.h
+ *  Op, csrc/core/backend.h Memory), the loss and precision tables (NNA_LOSSES, NNA_PRECISIONS). */
+export const OPS = RUN_CODES.ops;
 type LossRow = (typeof LOSS_TABLE)[number];
 export const LOSSES = Object.fromEntries(LOSS_TABLE.map((l) => [l.name, l.code])) as { readonly [L in LossRow as L['name']]: L['code'] };
 export type LossName = LossRow['name'];
@@ -67,7 +66,7 @@ export type LossName = LossRow['name'];
 type PrecisionRow = (typeof PRECISION_TABLE)[number];
 export const PRECISIONS = Object.fromEntries(PRECISION_TABLE.map((p) => [p.name, p.code])) as { readonly [P in PrecisionRow as P['name']]: P['code'] };
 export type PrecisionName = PrecisionRow['name'];
-export const MEMORY_KINDS = { device: 0, managed: 1, staged: 2 } as const;
+export const MEMORY_KINDS = RUN_CODES.memory;
 
 /** One run's parameters: the TS mirror of struct RunParams in csrc/train/train.h. The addon
  *  converts every field before it touches the arena: an unknown key or a wrong type is
@@ -171,8 +170,15 @@ export interface NativeWindowStager {
   dispose(): void;
 }
 
-/** What the planner hands the native rules of a spec: activations[l] is layer l's code. */
-export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; units: number[]; activations: number[] }
+/** What the planner hands the native rules of a spec: activations[l] is layer l's code; extras:
+ *  how many user regions. */
+export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; models: number; extras: number; units: number[]; activations: number[] }
+
+/** Bits of regionRules' flags (csrc/addon/descriptors.cc). */
+export const REGION_FLAGS = { outlivesRun: 1, perModel: 2 } as const;
+
+/** Where a run would go, for the checks of what it needs there (csrc/train/check.cc checkTarget). */
+export interface RunTarget { cuda: boolean; budgeted: boolean }
 
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
@@ -190,14 +196,21 @@ export interface NativeAddon {
   descriptors(): unknown;
   /** The learning rate of 0-based step `step` under `schedule` from base rate lr (csrc/descriptors/schedules.h). */
   lrAt(schedule: ScheduleParams, lr: number, step: number): number;
-  /** Element counts of every (layer, kind) of a shape, layers x KINDS (csrc/core/validate.cc
-   *  expectedCount: the validator's rule); 2^64 - 1 where one overflows. */
-  regionCounts(shape: PlannerShape): BigUint64Array;
+  /** The native rules of every (layer, kind) of a shape, layers x KINDS: counts (csrc/core/validate.cc
+   *  expectedCount, the validator's rule; 2^64 - 1 where one overflows) and flags (REGION_FLAGS:
+   *  keeps its bytes after every run, aliasing.cc outlivesRun; one copy per model,
+   *  nna_kind_per_model). Throws the planner's coded error for a combination the format refuses. */
+  regionRules(shape: PlannerShape): { counts: BigUint64Array; flags: Uint8Array };
   /** The phase table of one step of a shape (csrc/train/phases.cc StepModel::step, which the
    *  native replay of a compact plan walks): uses are [layer, kind, reads]. */
   stepPhases(shape: PlannerShape, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
-  /** The run checks (csrc/train/check.cc) without a run: throws their coded error. */
-  checkRun(header: Uint8Array, params: RunParams): void;
+  /** The run checks (csrc/train/check.cc) without a run, and with `target` what the run needs of
+   *  where it would go (checkTarget): throws their coded error. */
+  checkRun(header: Uint8Array, params: RunParams, target?: RunTarget): void;
+  /** What a data-parallel group needs of its plan (csrc/train/check.cc checkGroup). */
+  checkGroup(header: Uint8Array): void;
+  /** '' when a header is sound for an arena of `available` bytes (validator and aliasing replay), else why not. */
+  validateHeader(header: Uint8Array, available: number): string;
   /** The loss rules of a run (csrc/train/check.cc checkLoss): throws BAD_LOSS / BAD_OPTION naming the field. */
   checkLoss(header: Uint8Array, params: RunParams): void;
   /** JIT kernels (csrc/addon/jit.cc): compile (or find cached) a kernel; its id. */

@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
 import { runArena } from '../src/arena.js';
-import { OPS, PRECISIONS } from '../src/native.js';
+import { call, native, OPS, PRECISIONS } from '../src/native.js';
 import { toyData } from './support/train-checks.js';
 
 const spec = (dtype: 'float32' | 'float64' = 'float32'): LayoutSpec => ({ layers: [6, 8, 3], batch: 4, dtype, activations: ['tanh', 'softmax'] });
@@ -69,6 +69,19 @@ describe('Trainer precision option', () => {
 });
 
 describe('precision in the run contract (native checks)', () => {
+  it('what a precision needs of its target is one native rule (checkTarget): the CPU, then a workspace under a budget', () => {
+    const header = planLayout(spec()).header;
+    const check = (precision: (typeof PRECISIONS)[keyof typeof PRECISIONS], target: { cuda: boolean; budgeted: boolean }) => {
+      try { call(() => native().checkRun(header, { op: OPS.train, rows: 1, loss: 0, precision }, target)); return undefined; } catch (e) { return e; }
+    };
+    expect(check(PRECISIONS.tf32, { cuda: false, budgeted: false })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs the CUDA backend (a GPU with TF32 tensor cores)') });
+    expect(check(PRECISIONS.tf32x3, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
+    expect(check(PRECISIONS.bf16, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
+    // tf32 takes no workspace, so a budget allows it; fp32 runs anywhere.
+    expect(check(PRECISIONS.tf32, { cuda: true, budgeted: true })).toBeUndefined();
+    expect(check(PRECISIONS.fp32, { cuda: false, budgeted: true })).toBeUndefined();
+  });
+
   it('the CPU backend refuses a TF32 run natively, before touching the arena', async () => {
     const arena = Arena.create(planLayout(spec()), { backend: 'cpu' });
     try {

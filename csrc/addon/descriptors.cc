@@ -1,19 +1,21 @@
 // descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) handed to TypeScript,
 // which reads them once (src/layout/optimizers.ts) for spec validation, the planner's state
 // regions, Trainer options, CLI choices and the docs; the learning rate of a step under a
-// schedule (lrAt, the one definition the runs use); and, for the TS planner, every region's
-// element count of a shape (regionCounts: the validator's rule) and its phase table
-// (stepPhases: the one that the native replay of a compact plan walks).
+// schedule (lrAt, the one definition the runs use); and, for the TS planner, the native rules of
+// every region of a shape (regionRules: its count, the validator's rule, whether it outlives a
+// run, whether each model has a copy) and its phase table (stepPhases: the one that the native
+// replay of a compact plan walks).
 #include <cmath>
 #include <cstring>
 
 #include "../core/validate.h"
 #include "../descriptors/optimizers.h"
-#include "../train/phases.h"
+#include "../train/aliasing.h"
 #include "../train/train.h"
 #include "convert.h"
 #include "functions.h"
 #include "js_error.h"
+#include "phases_js.h"
 
 namespace nna::addon {
 
@@ -85,10 +87,11 @@ Napi::Value LrAt(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, lrAt(s, lr, step));
 }
 
-// A shape as the planner has it: { batch, samples, optimizer, compact, units[], activations[] }
-// (activations[l] is layer l's code; layer 0's is ignored), as a header and its layer table
-// whose counts are expectedCount's (offsets 0: nothing is placed yet). 2^64 - 1 where one
-// overflows.
+// A shape as the planner has it: { batch, samples, optimizer, compact, models, extras, units[],
+// activations[] } (activations[l] is layer l's code; layer 0's is ignored; extras: how many user
+// regions), as a header and its layer table whose counts are expectedCount's (offsets 0: nothing
+// is placed yet), 2^64 - 1 where one overflows. A combination the format refuses
+// (shapeProblem) is the planner's coded error, naming the spec's field.
 std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   if (!v.IsObject()) throwJs(env, "BAD_ARGUMENT", "expected a shape object");
   const Napi::Object o = v.As<Napi::Object>();
@@ -100,6 +103,10 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   h.samples = exactU64(env, o.Get("samples"), "samples");
   h.optimizer = uint32_t(exactU64(env, o.Get("optimizer"), "optimizer"));
   h.flags = boolean(env, o.Get("compact"), "compact") ? NNA_FLAG_COMPACT : 0;
+  h.models = exactU64(env, o.Get("models"), "models");
+  const uint64_t extras = exactU64(env, o.Get("extras"), "extras");
+  const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h));
+  if (problem.field) throw jsError(env, problem.code, problem.why, "", problem.field);
   const Napi::Value u = o.Get("units"), a = o.Get("activations");
   if (!u.IsArray() || !a.IsArray() || u.As<Napi::Array>().Length() != a.As<Napi::Array>().Length())
     throwJs(env, "BAD_ARGUMENT", "units and activations must be arrays of one length");
@@ -123,61 +130,49 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   return out;
 }
 
-// regionCounts(shape): the element count of every (layer, kind), layers x NNA_KIND_COUNT.
-Napi::Value RegionCounts(const Napi::CallbackInfo& info) {
+// Bits of regionRules' flags.
+constexpr uint8_t kOutlivesRun = 1, kPerModel = 2;
+
+// regionRules(shape): every (layer, kind), layers x NNA_KIND_COUNT, by the native rules the
+// planner places with: counts (expectedCount, the validator's rule; a per-layer user region
+// shaped like a kind has that kind's count) and flags (1: keeps its bytes after every run, so
+// never shared in a compact plan, aliasing.cc outlivesRun; 2: one copy per model,
+// nna_kind_per_model).
+Napi::Value RegionRules(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> b = shapeHeader(env, info[0]);
   nna_header h;
   std::memcpy(&h, b.data(), sizeof h);
-  Napi::BigUint64Array out = Napi::BigUint64Array::New(env, size_t(h.num_layers) * NNA_KIND_COUNT);
+  const size_t n = size_t(h.num_layers) * NNA_KIND_COUNT;
+  Napi::BigUint64Array counts = Napi::BigUint64Array::New(env, n);
+  Napi::Uint8Array flags = Napi::Uint8Array::New(env, n);
   for (uint32_t l = 0; l < h.num_layers; ++l) {
     nna_layer L;
     std::memcpy(&L, b.data() + sizeof h + size_t(l) * sizeof L, sizeof L);
-    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) out[size_t(l) * NNA_KIND_COUNT + k] = L.region[k].count;
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
+      counts[size_t(l) * NNA_KIND_COUNT + k] = L.region[k].count;
+      flags[size_t(l) * NNA_KIND_COUNT + k] = (outlivesRun(h.num_layers, l, k) ? kOutlivesRun : 0) | (nna_kind_per_model(&h, l, k) ? kPerModel : 0);
+    }
   }
+  Napi::Object out = Napi::Object::New(env);
+  out.Set("counts", counts);
+  out.Set("flags", flags);
   return out;
 }
 
 // stepPhases(shape, op, resident, fused): the phase table (csrc/train/phases.cc StepModel::step)
 // of one step of a shape, which the TS planner reads for a compact plan's live intervals and the
-// native replay (aliasing.cc) walks again before such a header is used:
-// [{ stage, layer, uses: [[layer, kind, reads], ...] }] (reads: its value comes from before the
-// phase, kRead of the use's access).
+// native replay (aliasing.cc) walks again before such a header is used (phases_js.h).
 Napi::Value StepPhases(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> b = shapeHeader(env, info[0]);
-  const uint64_t op = exactU64(env, info[1], "op");
-  if (op > uint64_t(Op::Forward)) throwJs(env, "BAD_ARGUMENT", "unknown op " + std::to_string(op));
-  const bool resident = boolean(env, info[2], "resident");
-  const Path path = boolean(env, info[3], "fused") ? Path::Fused : Path::Layers;
-  return guarded(env, [&] {
-    const StepModel m(b.data());
-    const std::vector<PhaseInfo> phases = m.step(Op(op), resident, path);
-    Napi::Array out = Napi::Array::New(env, phases.size());
-    for (uint32_t i = 0; i < phases.size(); ++i) {
-      Napi::Object o = Napi::Object::New(env);
-      o.Set("stage", Napi::String::New(env, stageName(phases[i].stage)));
-      o.Set("layer", Napi::Number::New(env, phases[i].layer));
-      Napi::Array uses = Napi::Array::New(env, phases[i].uses.size());
-      for (uint32_t j = 0; j < phases[i].uses.size(); ++j) {
-        const RegionInfo& r = m.regions()[phases[i].uses[j].region];
-        Napi::Array use = Napi::Array::New(env, 3);
-        use.Set(0u, Napi::Number::New(env, r.layer));
-        use.Set(1u, Napi::String::New(env, kindName(r.kind)));
-        use.Set(2u, Napi::Boolean::New(env, phases[i].uses[j].access & kRead));
-        uses.Set(j, use);
-      }
-      o.Set("uses", uses);
-      out.Set(i, o);
-    }
-    return out;
-  });
+  return phasesOf(env, b.data(), info);
 }
 
 }  // namespace
 
 void registerDescriptors(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionCounts", RegionCounts}, {"stepPhases", StepPhases}});
+  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionRules", RegionRules}, {"stepPhases", StepPhases}});
 }
 
 }  // namespace nna::addon

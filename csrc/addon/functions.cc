@@ -3,10 +3,13 @@
 // checks on their own (budget, run, loss), so that a call is refused before any work.
 #include "functions.h"
 
+#include <optional>
+
 #include "../budget/budgeted_block.h"
 #include "../budget/residency.h"
 #include "../core/backend.h"
 #include "../core/crc32c.h"
+#include "../train/aliasing.h"
 #include "../train/train.h"
 #include "convert.h"
 #include "js_error.h"
@@ -72,23 +75,51 @@ Napi::Value CheckDeviceBudget(const Napi::CallbackInfo& info) {
   return env.Undefined();
 }
 
-// checkRun(header, params) and checkLoss(header, { loss, labelSmoothing }): the run checks of
-// check.cc without a run (the Trainer refuses a combination, or a bad loss, at construction with
-// the native message); they throw their coded error.
+// checkRun(header, params, target?) and checkLoss(header, { loss, labelSmoothing }): the run
+// checks of check.cc without a run (the Trainer refuses a combination, or a bad loss, at
+// construction with the native message); target { cuda, budgeted }: also what the run needs of
+// the arena it would run on (checkTarget). They throw their coded error.
 template <void (*Check)(const void*, const RunParams&)>
 Napi::Value RunCheck(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   const RunParams p = runParamsOf(env, info[1]);
-  guarded(env, [&] { Check(h.data(), p); });
+  std::optional<RunTarget> target;
+  if (info.Length() > 2 && !info[2].IsUndefined()) {
+    if (!info[2].IsObject()) throwJs(env, "BAD_ARGUMENT", "target must be an object { cuda, budgeted }");
+    const Napi::Object t = info[2].As<Napi::Object>();
+    target = RunTarget{boolean(env, t.Get("cuda"), "cuda"), boolean(env, t.Get("budgeted"), "budgeted")};
+  }
+  guarded(env, [&] {
+    Check(h.data(), p);
+    if (target) checkTarget(p, *target);
+  });
   return env.Undefined();
+}
+
+// checkGroup(header): what a data-parallel group needs of its plan (check.cc), before any arena.
+Napi::Value CheckGroup(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> h = validatedHeader(env, info[0]);
+  guarded(env, [&] { checkGroup(h.data()); });
+  return env.Undefined();
+}
+
+// validateHeader(bytes, available): "" when the header is sound for an arena of `available`
+// bytes (the validator and the aliasing replay, as Arena.create runs them), else why not.
+Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> bytes = bytesOf(env, info[0], "header");
+  const uint64_t available = exactU64(env, info[1], "available");
+  return Napi::String::New(env, guarded(env, [&] { return validateArena(bytes.data(), bytes.size(), size_t(available)); }));
 }
 
 }  // namespace
 
 void registerFunctions(Napi::Env env, Napi::Object exports) {
   exportFunctions(env, exports, {{"cudaInfo", CudaInfo}, {"crc32c", Crc32c}, {"minDeviceBudget", MinDeviceBudget},
-                                 {"checkDeviceBudget", CheckDeviceBudget}, {"checkRun", RunCheck<checkRun>}, {"checkLoss", RunCheck<checkLoss>}});
+                                 {"checkDeviceBudget", CheckDeviceBudget}, {"checkRun", RunCheck<checkRun>}, {"checkLoss", RunCheck<checkLoss>},
+                                 {"checkGroup", CheckGroup}, {"validateHeader", ValidateHeader}});
 }
 
 }  // namespace nna::addon

@@ -13,7 +13,8 @@ inline void exportFunctions(Napi::Env env, Napi::Object exports, std::initialize
   for (const auto& [name, fn] : fns) exports.Set(name, Napi::Function::New(env, fn, name));
 }
 
-// cudaInfo, crc32c, minDeviceBudget, checkDeviceBudget, checkRun, checkLoss (functions.cc).
+// cudaInfo, crc32c, minDeviceBudget, checkDeviceBudget, checkRun, checkLoss, checkGroup,
+// validateHeader (functions.cc).
 void registerFunctions(Napi::Env env, Napi::Object exports);
 // readRows (read_rows.cc): a shuffled streaming window's rows read from a file in parallel.
 void registerReadRows(Napi::Env env, Napi::Object exports);
@@ -22,7 +23,7 @@ void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,
 // runReplicas, groupInfo.
 void registerNccl(Napi::Env env, Napi::Object exports);
-// The optimizer and schedule tables, lrAt, regionCounts (descriptors.cc).
+// The optimizer and schedule tables, lrAt, regionRules, stepPhases (descriptors.cc).
 void registerDescriptors(Napi::Env env, Napi::Object exports);
 
 }  // namespace nna::addon

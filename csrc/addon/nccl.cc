@@ -15,6 +15,7 @@
 #include "convert.h"
 #include "functions.h"
 #include "js_error.h"
+#include "promise_worker.h"
 #include "run_worker.h"
 
 namespace nna::addon {
@@ -78,42 +79,25 @@ Napi::Value NcclInitAll(const Napi::CallbackInfo& info) {
 }
 
 // ncclInitRank(handle, id, rank, world): resolves once every rank of the group joined.
-class InitRankWorker : public Napi::AsyncWorker {
+class InitRankWorker : public PromiseWorker {
  public:
   InitRankWorker(Napi::Env env, ArenaHandle* h, Napi::Object self, std::shared_ptr<Block> b, NcclId id, int rank, int world)
-      : Napi::AsyncWorker(env, "nn-arena:nccl-init"), h_(h), self_(Napi::Persistent(self)), block_(std::move(b)), id_(id), rank_(rank), world_(world),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise start() { h_->runStarted(); Queue(); return deferred_.Promise(); }
-  void Execute() override {
-    try {
-      comm_ = Communicator::createRank(id_, world_, rank_, block_->backend().device());
-    } catch (const Failure& e) {
-      failure_ = e;
-      SetError(e.what());
-    } catch (const std::exception& e) {
-      failure_ = Failure("INTERNAL", e.what());
-      SetError(e.what());
-    }
-  }
-  void OnOK() override {
-    h_->setComm(comm_);
-    h_->runEnded();
-    try { deferred_.Resolve(Env().Undefined()); } catch (...) {}
-  }
-  void OnError(const Napi::Error&) override {
-    h_->runEnded();
-    try { deferred_.Reject(jsError(Env(), failure_).Value()); } catch (...) {}
-  }
+      : PromiseWorker(env, "nn-arena:nccl-init"), h_(h), self_(Napi::Persistent(self)), block_(std::move(b)), id_(id), rank_(rank), world_(world) {}
+  Napi::Promise start() { h_->runStarted(); Queue(); return promise(); }
 
  private:
+  void Run() override { comm_ = Communicator::createRank(id_, world_, rank_, block_->backend().device()); }
+  void Ended(bool ok) override {
+    if (ok) h_->setComm(comm_);
+    h_->runEnded();
+  }
+
   ArenaHandle* h_;
   Napi::ObjectReference self_;
   std::shared_ptr<Block> block_;
   NcclId id_;
   int rank_, world_;
-  Napi::Promise::Deferred deferred_;
   std::shared_ptr<Communicator> comm_;
-  Failure failure_{"", ""};
 };
 
 Napi::Value NcclInitRank(const Napi::CallbackInfo& info) {
@@ -143,7 +127,7 @@ Napi::Value NcclLeave(const Napi::CallbackInfo& info) {
 // thread of its own (the ranks of a collective must run at once; libuv's pool of 4 would
 // deadlock 8 of them), resolved when all have ended. A failure of one aborts the others (their
 // NCCL calls would otherwise wait forever) and rejects with the first cause.
-class ReplicasWorker : public Napi::AsyncWorker {
+class ReplicasWorker : public PromiseWorker {
  public:
   struct Replica {
     ArenaHandle* handle;
@@ -153,13 +137,15 @@ class ReplicasWorker : public Napi::AsyncWorker {
     RunParams params;
   };
   ReplicasWorker(Napi::Env env, std::vector<Replica> rs)
-      : Napi::AsyncWorker(env, "nn-arena:replicas"), rs_(std::move(rs)), deferred_(Napi::Promise::Deferred::New(env)) {}
+      : PromiseWorker(env, "nn-arena:replicas"), rs_(std::move(rs)) {}
   Napi::Promise start() {
     for (Replica& r : rs_) r.handle->runStarted();
     Queue();
-    return deferred_.Promise();
+    return promise();
   }
-  void Execute() override {
+
+ private:
+  void Run() override {
     std::vector<std::string> paths(rs_.size());
     std::vector<Failure> failures(rs_.size(), Failure("", ""));
     auto one = [&](size_t i) {
@@ -190,9 +176,7 @@ class ReplicasWorker : public Napi::AsyncWorker {
     } catch (const std::exception& e) {  // no thread: nothing can run; the started ones are released
       for (Replica& r : rs_) if (r.comm) r.comm->fail("could not start a replica thread");
       for (std::thread& t : threads) t.join();
-      failure_ = Failure("INTERNAL", std::string("could not start a replica thread: ") + e.what());
-      SetError(failure_.what());
-      return;
+      return fail(Failure("INTERNAL", std::string("could not start a replica thread: ") + e.what()));
     }
     one(0);
     for (std::thread& t : threads) t.join();
@@ -200,26 +184,15 @@ class ReplicasWorker : public Napi::AsyncWorker {
     const Failure* first = nullptr;
     for (const Failure& f : failures)
       if (!f.code.empty() && (!first || (std::string(first->what()).rfind("run stopped:", 0) == 0 && std::string(f.what()).rfind("run stopped:", 0) != 0))) first = &f;
-    if (first) {
-      failure_ = *first;
-      SetError(first->what());
-      return;
-    }
+    if (first) return fail(*first);
     result_ = paths[0];
   }
-  void OnOK() override {
+  Napi::Value Result() override { return Napi::String::New(Env(), result_); }
+  void Ended(bool) override {
     for (Replica& r : rs_) r.handle->runEnded();
-    try { deferred_.Resolve(Napi::String::New(Env(), result_)); } catch (...) {}
-  }
-  void OnError(const Napi::Error&) override {
-    for (Replica& r : rs_) r.handle->runEnded();
-    try { deferred_.Reject(jsError(Env(), failure_).Value()); } catch (...) {}
   }
 
- private:
   std::vector<Replica> rs_;
-  Napi::Promise::Deferred deferred_;
-  Failure failure_{"", ""};
   std::string result_;
 };
 

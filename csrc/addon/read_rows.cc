@@ -11,6 +11,7 @@
 #include "convert.h"
 #include "functions.h"
 #include "js_error.h"
+#include "promise_worker.h"
 
 namespace nna::addon {
 
@@ -24,14 +25,14 @@ constexpr uint64_t kGapBytes = 16384, kSpanBytes = 1 << 20;
 constexpr size_t kMaxThreads = 8, kRowsPerThread = 256;
 size_t threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 2, kMaxThreads); }
 
-class ReadRowsWorker : public Napi::AsyncWorker {
+class ReadRowsWorker : public PromiseWorker {
  public:
   ReadRowsWorker(Napi::Env env, int fd, uint64_t offset, uint64_t rowBytes, std::vector<double> rows, std::vector<uint32_t> at, Napi::Uint8Array dest)
-      : Napi::AsyncWorker(env, "nn-arena:read-rows"), fd_(fd), offset_(offset), rowBytes_(rowBytes), rows_(std::move(rows)), at_(std::move(at)),
-        dest_(Napi::Persistent(dest)), out_(dest.Data()), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
+      : PromiseWorker(env, "nn-arena:read-rows"), fd_(fd), offset_(offset), rowBytes_(rowBytes), rows_(std::move(rows)), at_(std::move(at)),
+        dest_(Napi::Persistent(dest)), out_(dest.Data()) {}
 
-  void Execute() override {
+ private:
+  void Run() override {
     const size_t n = rows_.size(), parts = std::max<size_t>(1, std::min(threads(), n / kRowsPerThread));
     std::vector<int64_t> got(parts, 0);
     std::vector<std::thread> pool;
@@ -48,11 +49,8 @@ class ReadRowsWorker : public Napi::AsyncWorker {
       result_ += g;
     }
   }
-  void OnOK() override {
-    try { deferred_.Resolve(Napi::Number::New(Env(), double(result_))); } catch (...) {}
-  }
+  Napi::Value Result() override { return Napi::Number::New(Env(), double(result_)); }
 
- private:
   // Reads sorted rows [from, to): bytes read, or -errno.
   int64_t part(size_t from, size_t to) noexcept {
     try {
@@ -117,7 +115,6 @@ class ReadRowsWorker : public Napi::AsyncWorker {
   Napi::Reference<Napi::Uint8Array> dest_;  // the destination lives until the read ends
   uint8_t* out_;
   int64_t result_ = 0;
-  Napi::Promise::Deferred deferred_;
 };
 
 // readRows(fd, offset, rowBytes, rows: Float64Array (ascending), at: Uint32Array, dest: Uint8Array):

@@ -5,59 +5,35 @@
 #include "../budget/budgeted_block.h"
 #include "../cpu/cpu_train.h"
 #include "../cuda/cuda_train.h"
-#include "js_error.h"
 
 namespace nna::addon {
 
 BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work)
-    : Napi::AsyncWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)),
-      deferred_(Napi::Promise::Deferred::New(env)), work_(std::move(work)) {}
+    : PromiseWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)), work_(std::move(work)) {}
 
 Napi::Promise BlockWorker::start() {
-  Napi::Promise p = deferred_.Promise();
+  Napi::Promise p = promise();
   owner_->runStarted();
   Queue();
   return p;
 }
 
-void BlockWorker::Execute() {
+void BlockWorker::Run() {
+  std::lock_guard<std::mutex> lock(block_->mutex());
+  if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
   try {
-    std::lock_guard<std::mutex> lock(block_->mutex());
-    if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-    try {
-      block_->backend().activate();  // a libuv worker thread: the arena's device, every time
-      result_ = work_(*block_);
-    } catch (...) {
-      block_->releaseIfAsked();
-      throw;
-    }
-    block_->releaseIfAsked();  // dispose() during the work: the memory goes now
-  } catch (const Failure& e) {
-    failure_ = e;
-    SetError(e.what());
-  } catch (const std::exception& e) {
-    failure_ = Failure("INTERNAL", e.what());
-    SetError(e.what());
+    block_->backend().activate();  // a libuv worker thread: the arena's device, every time
+    result_ = work_(*block_);
+  } catch (...) {
+    block_->releaseIfAsked();
+    throw;
   }
+  block_->releaseIfAsked();  // dispose() during the work: the memory goes now
 }
 
-// Both ends run on the JS thread, which may be shutting down (worker.terminate() during a run):
-// then every call into JS fails, and such a failure must end here, not abort the process.
-void BlockWorker::OnOK() {
-  owner_->runEnded();
-  try {
-    deferred_.Resolve(result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_));
-  } catch (...) {
-  }
-}
+Napi::Value BlockWorker::Result() { return result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_); }
 
-void BlockWorker::OnError(const Napi::Error&) {
-  owner_->runEnded();
-  try {
-    deferred_.Reject(jsError(Env(), failure_).Value());
-  } catch (...) {
-  }
-}
+void BlockWorker::Ended(bool) { owner_->runEnded(); }
 
 // The run dispatch: a budgeted arena's scheduler, a data-parallel rank, the CUDA paths, or the
 // CPU backend.

@@ -14,6 +14,7 @@
 #include "../core/failure.h"
 #include "../nccl/communicator.h"
 #include "../train/train.h"
+#include "promise_worker.h"
 
 namespace nna::addon {
 
@@ -24,7 +25,7 @@ struct RunOwner {
   virtual void runEnded() = 0;
 };
 
-class BlockWorker : public Napi::AsyncWorker {
+class BlockWorker : public PromiseWorker {
  public:
   // `work` runs off the JS thread with the block's mutex held; a non-empty string it returns
   // resolves the promise (else undefined). `self`: the owner's JS object, kept alive until the
@@ -34,17 +35,15 @@ class BlockWorker : public Napi::AsyncWorker {
   // Queues the work and returns its promise.
   Napi::Promise start();
 
-  void Execute() override;
-  void OnOK() override;
-  void OnError(const Napi::Error& e) override;
-
  private:
+  void Run() override;
+  Napi::Value Result() override;
+  void Ended(bool) override;
+
   std::shared_ptr<Block> block_;
   RunOwner* owner_;
   Napi::ObjectReference self_;
-  Napi::Promise::Deferred deferred_;
   Work work_;
-  Failure failure_{"", ""};
   std::string result_;
 };
 

@@ -8,6 +8,7 @@
 #include "arena_handle.h"
 #include "convert.h"
 #include "js_error.h"
+#include "promise_worker.h"
 
 namespace nna::addon {
 
@@ -24,44 +25,29 @@ namespace {
 
 // Checks a slot's window and copies it to the staging buffer, off the JS thread. Resolves with
 // -1, or the index of the first non-finite element (x's first, then y's): nothing went up.
-class UploadWorker : public Napi::AsyncWorker {
+class UploadWorker : public PromiseWorker {
  public:
   UploadWorker(Napi::Env env, Napi::Object owner, bool* flag, std::shared_ptr<WindowStager::Buffers> b, uint8_t* slot,
                uint64_t xBytes, uint64_t yAt, uint64_t yBytes, bool f64)
-      : Napi::AsyncWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(slot),
-        xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes), f64_(f64), deferred_(Napi::Promise::Deferred::New(env)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-
-  void Execute() override {
-    try {
-      const uint64_t size = f64_ ? 8 : 4;
-      bad_ = firstNonFinite(slot_, xBytes_ / size, f64_);
-      if (bad_ < 0) {
-        const int64_t y = firstNonFinite(slot_ + yAt_, yBytes_ / size, f64_);
-        if (y >= 0) bad_ = int64_t(xBytes_ / size) + y;
-      }
-      if (bad_ >= 0) return;
-      const Backend::Copy copies[2] = {{b_->staged, slot_, xBytes_}, {b_->staged + yAt_, slot_ + yAt_, yBytes_}};
-      b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
-      for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
-    } catch (const Failure& e) {
-      failure_ = e;
-      SetError(e.what());
-    } catch (const std::exception& e) {
-      failure_ = Failure("INTERNAL", e.what());
-      SetError(e.what());
-    }
-  }
-  void OnOK() override {
-    *flag_ = false;
-    try { deferred_.Resolve(Napi::Number::New(Env(), double(bad_))); } catch (...) {}
-  }
-  void OnError(const Napi::Error&) override {
-    *flag_ = false;
-    try { deferred_.Reject(jsError(Env(), failure_).Value()); } catch (...) {}
-  }
+      : PromiseWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(slot),
+        xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes), f64_(f64) {}
 
  private:
+  void Run() override {
+    const uint64_t size = f64_ ? 8 : 4;
+    bad_ = firstNonFinite(slot_, xBytes_ / size, f64_);
+    if (bad_ < 0) {
+      const int64_t y = firstNonFinite(slot_ + yAt_, yBytes_ / size, f64_);
+      if (y >= 0) bad_ = int64_t(xBytes_ / size) + y;
+    }
+    if (bad_ >= 0) return;
+    const Backend::Copy copies[2] = {{b_->staged, slot_, xBytes_}, {b_->staged + yAt_, slot_ + yAt_, yBytes_}};
+    b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
+    for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
+  }
+  Napi::Value Result() override { return Napi::Number::New(Env(), double(bad_)); }
+  void Ended(bool) override { *flag_ = false; }
+
   Napi::ObjectReference owner_;  // keeps the stager (and its flag) alive
   bool* flag_;
   std::shared_ptr<WindowStager::Buffers> b_;
@@ -69,8 +55,6 @@ class UploadWorker : public Napi::AsyncWorker {
   uint64_t xBytes_, yAt_, yBytes_;
   bool f64_;
   int64_t bad_ = -1;
-  Failure failure_{"INTERNAL", ""};
-  Napi::Promise::Deferred deferred_;
 };
 
 }  // namespace

@@ -12,10 +12,7 @@ namespace nna {
 const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
   checkRun(block.header(), p);  // before a plan is made from them
   requireScheduled(p.op);       // the trainer primitives: not on budgeted arenas (phases.h)
-  // tf32x3 and bf16 through cuBLAS take a device workspace beside the arena (cuda_train.cu),
-  // which a budget does not allow for.
-  if (precisionInfo(p.precision)->workspace)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
+  checkTarget(p, RunTarget{/*cuda=*/true, /*budgeted=*/true});
   std::unique_ptr<LayerHooks> hooks;
   void* base = block.device();
   if (block.options().memory == Memory::Staged) {

@@ -89,7 +89,7 @@ std::string checkExtras(const void* base, size_t readable, const nna_header& h, 
       if (std::strncmp(extras[j].name, e.name, NNA_EXTRA_NAME_BYTES) == 0) return who + " name '" + e.name + "' repeats user region " + std::to_string(j);
     if (e.reserved0 || e.reserved1) return who + " '" + e.name + "' has non-zero reserved fields";
     if (e.rule == NNA_EXTRA_PER_LAYER) {
-      if (e.like != NNA_Z && e.like != NNA_B && e.like != NNA_W) return who + " '" + e.name + "' is shaped like kind " + std::to_string(e.like) + " (must be z, b or w)";
+      if (e.like >= NNA_KIND_COUNT || !(NNA_EXTRA_LIKE_KINDS >> e.like & 1u)) return who + " '" + e.name + "' is shaped like kind " + std::to_string(e.like) + " (must be z, b or w)";
       if (e.elem_bytes != elem) return who + " '" + e.name + "' elem_bytes " + std::to_string(e.elem_bytes) + " != the dtype's " + std::to_string(elem);
       if (e.entries != h.num_layers) return who + " '" + e.name + "' has " + std::to_string(e.entries) + " entries, not one per layer";
     } else if (e.rule == NNA_EXTRA_BYTES) {
@@ -130,6 +130,16 @@ std::string checkExtras(const void* base, size_t readable, const nna_header& h, 
 
 }  // namespace
 
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models) {
+  if (models <= 1) return {};
+  // The aliasing replay (csrc/train/aliasing.cc) places one copy of every region; K copies with
+  // their strides are not replayed.
+  if (compact) return {"BAD_SPEC", "compact", "a compact plan holds one model; this one has models: " + std::to_string(models) + " (plan it without compact, or with models: 1)"};
+  // The kind table has no per-model strides: a user region has one copy.
+  if (extras) return {"BAD_EXTRA", "extra", "user regions cannot be combined with models: " + std::to_string(models) + " (yet); plan them with models: 1"};
+  return {};
+}
+
 std::string validateHeader(const void* base, size_t readable, size_t available) {
   if (readable < sizeof(nna_header)) return "header needs " + std::to_string(sizeof(nna_header)) + " bytes, have " + std::to_string(readable);
   nna_header h;
@@ -144,13 +154,11 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (!optimizerInfo(h.optimizer)) return "unknown optimizer " + std::to_string(h.optimizer);
   if (h.num_layers < 2 || h.num_layers > NNA_MAX_LAYERS) return "num_layers " + std::to_string(h.num_layers) + " outside [2, " + std::to_string(NNA_MAX_LAYERS) + "]";
   if (h.batch == 0) return "batch is 0";
-  if (h.align < 8 || (h.align & (h.align - 1)) || h.align > (1u << 30)) return "align " + std::to_string(h.align) + " is not a power of two in [8, 2^30]";
+  if (h.align < NNA_MIN_ALIGN || (h.align & (h.align - 1)) || h.align > NNA_MAX_ALIGN)
+    return "align " + std::to_string(h.align) + " is not a power of two in [" + std::to_string(NNA_MIN_ALIGN) + ", " + std::to_string(NNA_MAX_ALIGN) + "]";
   if (h.flags & ~uint64_t(NNA_FLAGS_KNOWN)) return "unknown flags " + std::to_string(h.flags);
   if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
   const uint64_t models = nna_models(&h);
-  // Compact plans hold one model: the aliasing replay (csrc/train/aliasing.cc) places one copy
-  // of every region; K copies with their strides are not replayed, so the pair is refused.
-  if ((h.flags & NNA_FLAG_COMPACT) && models > 1) return "a compact plan (flags bit 0) holds one model, this header has models " + std::to_string(models);
   if (h.layers_offset != sizeof(nna_header)) return "layers_offset " + std::to_string(h.layers_offset) + " != " + std::to_string(sizeof(nna_header));
   const uint64_t tableEnd = sizeof(nna_header) + uint64_t(h.num_layers) * sizeof(nna_layer);  // <= 128 + 4096*232: no overflow
   if (h.header_bytes < tableEnd) return "header_bytes " + std::to_string(h.header_bytes) + " < end of layer table " + std::to_string(tableEnd);
@@ -164,9 +172,8 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.num_extras == 0 && (h.extras_offset || h.extra_size)) return "no user regions, but extras_offset or extra_size is not 0";
   if (h.num_extras && h.extra_size != sizeof(nna_extra)) return "extra_size " + std::to_string(h.extra_size) + " != " + std::to_string(sizeof(nna_extra));
   if (h.num_extras && h.extras_offset != tableEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of layer table " + std::to_string(tableEnd);
-  // User regions have one copy (no per-model strides in the kind table): the planner refuses
-  // `extra` with models > 1, so such a header is not nn-arena's.
-  if (h.num_extras && models > 1) return "user regions with models " + std::to_string(models) + " (user regions need models 1)";
+  const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models);
+  if (combination.field) return combination.why;
 
   struct Span { uint64_t begin, end; std::string what; };
   std::vector<Span> spans;

@@ -20,10 +20,21 @@ std::string validateHeader(const void* base, size_t readable, size_t available);
 // (addon regionCounts). False on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out);
 
-// The name of a region kind, as the TS API spells it ("w", "db", ...); "?" when out of range.
+// A combination of one shape that nn-arena refuses whatever the sizes: a compact plan, and user
+// regions, each hold one model. field is null when there is none; else the spec's field that
+// asked for it, with the error code the planner throws and why. validateHeader refuses such a
+// header with it, and the planner such a spec (addon regionRules).
+struct ShapeProblem {
+  const char* code = nullptr;
+  const char* field = nullptr;
+  std::string why;
+};
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models);
+
+// The name of a region kind (NNA_KINDS), "?" when out of range.
 inline const char* kindName(uint32_t kind) {
-  static const char* names[NNA_KIND_COUNT] = {"z", "b", "w", "d", "db", "dw", "mw", "mb", "vw", "vb", "y", "xdata", "ydata", "stats"};
-  return kind < NNA_KIND_COUNT ? names[kind] : "?";
+  const char* name = nna_kind_name(kind);
+  return name ? name : "?";
 }
 
 // Element size of a dtype code, 0 when unknown.

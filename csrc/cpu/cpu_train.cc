@@ -343,10 +343,7 @@ class CpuRun {
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
   if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
-  // TF32 and BF16 are tensor-core formats: the CPU backend computes in FP32 only, and says so
-  // rather than run a mode it does not have.
-  if (p.precision != Precision::Fp32)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' needs the CUDA backend (a GPU with " + precisionInfo(p.precision)->cores + "); the CPU backend computes in fp32");
+  checkTarget(p, RunTarget{/*cuda=*/false, /*budgeted=*/false});
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
   if (dtype == NNA_FLOAT64) CpuRun<double>(base, p).run();
   else CpuRun<float>(base, p).run();

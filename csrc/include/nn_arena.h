@@ -5,9 +5,9 @@
  * take an arena's base address (host or device, see Arena.hostAddress / deviceAddress) and bind
  * every region of every layer from that address alone: no other pointer is ever passed.
  *
- * The TypeScript encoder (src/layout/header.ts) writes exactly these bytes. Both sides are
- * checked against each other by test/header-drift.test.ts (sizeof/offsetof from the addon vs the
- * TS constants) and by a round trip through the native decoder.
+ * The one definition of the format: scripts/gen-tables.cjs generates the TypeScript side's
+ * sizes, offsets, codes and limits (FORMAT in src/layout/tables.generated.ts) from the #defines,
+ * enums and structs below, and the TS encoder (src/layout/header.ts) writes at those offsets.
  *
  * Layout of an arena:
  *   [nna_header][nna_layer x num_layers][kind table of user regions][padding to align]  <- header_bytes
@@ -45,6 +45,9 @@
 #define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
 #define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
 #define NNA_MAX_MODELS 65535u     /* networks of one shape in one arena (nna_header.models) */
+#define NNA_MIN_ALIGN 8u          /* nna_header.align: a power of two in [NNA_MIN_ALIGN, NNA_MAX_ALIGN] */
+#define NNA_MAX_ALIGN 1073741824u /* 2^30 */
+#define NNA_MAX_SAMPLES 4294967295u /* rows of a resident data set a run reads: its shuffle indexes them in 32 bits */
 
 /* Element type of every region. */
 enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
@@ -108,24 +111,45 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
   switch (act) { NNA_ACTIVATIONS(NNA_ACT_ON_) default: return 0; }
 }
 
-/* Region kinds. The numeric order is the kind-major placement order. */
-enum nna_kind {
-  NNA_Z = 0,     /* outputs, batch x units (layer 0: the input batch)        */
-  NNA_B = 1,     /* biases, units                                            */
-  NNA_W = 2,     /* weights, units x fan_in (row-major: w[j * fan_in + i])   */
-  NNA_D = 3,     /* errors dL/d(pre-activation), batch x units               */
-  NNA_DB = 4,    /* bias gradients, units                                    */
-  NNA_DW = 5,    /* weight gradients, units x fan_in                         */
-  NNA_MW = 6,    /* optimizer state 1 for w (momentum velocity / Adam m)     */
-  NNA_MB = 7,    /* optimizer state 1 for b                                  */
-  NNA_VW = 8,    /* optimizer state 2 for w (Adam v)                         */
-  NNA_VB = 9,    /* optimizer state 2 for b                                  */
-  NNA_Y = 10,    /* targets of the batch, batch x units (output layer only)  */
-  NNA_XDATA = 11,/* resident training inputs, samples x units (layer 0)      */
-  NNA_YDATA = 12,/* resident training targets, samples x units (last layer)  */
-  NNA_STATS = 13,/* NNA_STATS_COUNT accumulators (last layer), see nna_stat     */
-  NNA_KIND_COUNT = 14
-};
+/* ---- Region kinds: one row each, the one table of them ------------------------------------
+ *   X(ENUM, code, "name")   the code's order is the kind-major placement order; the name is the
+ *                           one the TS API and messages use (the generated KINDS; nna_kind_name)
+ *   z      outputs, batch x units (layer 0: the input batch)
+ *   b      biases, units
+ *   w      weights, units x fan_in (row-major: w[j * fan_in + i])
+ *   d      errors dL/d(pre-activation), batch x units
+ *   db dw  bias and weight gradients
+ *   mw mb  optimizer state 1 for w and b (momentum velocity / Adam m)
+ *   vw vb  optimizer state 2 for w and b (Adam v)
+ *   y      targets of the batch, batch x units (output layer only)
+ *   xdata  resident training inputs, samples x units (layer 0)
+ *   ydata  resident training targets, samples x units (last layer)
+ *   stats  NNA_STATS_COUNT accumulators (last layer), see nna_stat */
+#define NNA_KINDS(X)          \
+  X(NNA_Z, 0, "z")            \
+  X(NNA_B, 1, "b")            \
+  X(NNA_W, 2, "w")            \
+  X(NNA_D, 3, "d")            \
+  X(NNA_DB, 4, "db")          \
+  X(NNA_DW, 5, "dw")          \
+  X(NNA_MW, 6, "mw")          \
+  X(NNA_MB, 7, "mb")          \
+  X(NNA_VW, 8, "vw")          \
+  X(NNA_VB, 9, "vb")          \
+  X(NNA_Y, 10, "y")           \
+  X(NNA_XDATA, 11, "xdata")   \
+  X(NNA_YDATA, 12, "ydata")   \
+  X(NNA_STATS, 13, "stats")
+
+#define NNA_KIND_ENUM_(e, code, name) e = code,
+#define NNA_KIND_COUNT_(e, code, name) +1
+#define NNA_KIND_NAME_(e, code, name) case code: return name;
+enum nna_kind { NNA_KINDS(NNA_KIND_ENUM_) NNA_KIND_COUNT = 0 NNA_KINDS(NNA_KIND_COUNT_) /* codes are 0 .. NNA_KIND_COUNT - 1 */ };
+
+/* The name of a region kind ("w", "db", ...), or NULL for an unknown code. */
+NNA_HD const char* nna_kind_name(uint32_t kind) {
+  switch (kind) { NNA_KINDS(NNA_KIND_NAME_) default: return (const char*)0; }
+}
 
 /* Slots of the stats region: kernels accumulate here so that training needs no per-step
  * read-back; the host reads the few bytes once per epoch or progress report. */
@@ -168,7 +192,7 @@ typedef struct nna_header {
   uint32_t layer_size;   /* sizeof(nna_layer) when written */
   uint64_t batch;
   uint64_t samples;      /* rows of XDATA / YDATA; 0 when the arena holds no data set */
-  uint64_t align;        /* every region starts at a multiple of this (power of two >= 8) */
+  uint64_t align;        /* every region starts at a multiple of this (power of two, NNA_MIN_ALIGN..NNA_MAX_ALIGN) */
   uint64_t header_bytes; /* header + layer table + padding: where the first region may start */
   uint64_t total_bytes;  /* size of the whole arena */
   uint64_t layers_offset;/* offset of the nna_layer table (== sizeof(nna_header)) */
@@ -200,6 +224,8 @@ typedef struct nna_header {
  *   NNA_EXTRA_BYTES      one entry (entries == 1): a global region of `count` raw bytes.
  * nn-arena's own training never reads or writes user regions: they are yours. */
 enum nna_extra_rule { NNA_EXTRA_PER_LAYER = 1, NNA_EXTRA_BYTES = 2 };
+/* The kinds a per-layer user region may be shaped like (its `like`), as bits 1u << kind. */
+#define NNA_EXTRA_LIKE_KINDS ((1u << NNA_Z) | (1u << NNA_B) | (1u << NNA_W))
 
 typedef struct nna_extra {
   char name[NNA_EXTRA_NAME_BYTES]; /* [A-Za-z_][A-Za-z0-9_]*, NUL-padded; not a built-in kind's name */
@@ -212,7 +238,7 @@ typedef struct nna_extra {
   uint64_t reserved1;
 } nna_extra;
 
-/* Sizes are part of the format: a change here must change NNA_VERSION and the TS encoder. */
+/* Sizes are part of the format: a change here must change NNA_VERSION (and `npm run gen`). */
 #if defined(__cplusplus)
 static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");

@@ -37,15 +37,6 @@ class Owners {
   std::map<uint64_t, int32_t> seg_;
 };
 
-// Kinds whose content must outlive a run: they are never scratch.
-bool kept(uint32_t kind) {
-  switch (kind) {
-    case NNA_W: case NNA_B: case NNA_MW: case NNA_MB: case NNA_VW: case NNA_VB:
-    case NNA_XDATA: case NNA_YDATA: case NNA_STATS: return true;
-    default: return false;
-  }
-}
-
 // The user regions of a validated header (the kind table): the user's data, persistent like the
 // kept kinds. validateHeader already refused any overlap with them; the replay holds them too, so
 // that no run may write over their bytes whatever validated the header.
@@ -78,7 +69,6 @@ std::string checkAliasing(const uint8_t* header) {
   if (!(h.flags & NNA_FLAG_COMPACT)) return "";
   const StepModel m(header);
   const std::vector<RegionInfo>& regions = m.regions();
-  const uint32_t last = h.num_layers - 1;
   // A region that overlaps no other keeps its bytes whatever runs: it starts every run valid.
   std::vector<uint32_t> byOffset(regions.size());
   for (uint32_t i = 0; i < byOffset.size(); ++i) byOffset[i] = i;
@@ -134,7 +124,7 @@ std::string checkAliasing(const uint8_t* header) {
         // After the run: what is kept, and the outputs of the last layer, still hold their bytes.
         for (uint32_t r = 0; r < regions.size(); ++r) {
           const RegionInfo& ri = regions[r];
-          if (!kept(ri.kind) && !(ri.kind == NNA_Z && ri.layer == last)) continue;
+          if (!outlivesRun(h.num_layers, ri.layer, ri.kind)) continue;
           const int32_t other = owners.intruder(ri.offset, ri.offset + ri.bytes, int32_t(r));
           if (other != int32_t(r)) return label(int32_t(r)) + " must outlive a run (" + run + ") but " + (other < 0 ? "shares bytes that no phase gives it" : label(other) + " wrote over its bytes");
         }
@@ -145,6 +135,15 @@ std::string checkAliasing(const uint8_t* header) {
       }
     }
   return "";
+}
+
+bool outlivesRun(uint32_t numLayers, uint32_t layer, uint32_t kind) {
+  switch (kind) {
+    case NNA_W: case NNA_B: case NNA_MW: case NNA_MB: case NNA_VW: case NNA_VB:
+    case NNA_XDATA: case NNA_YDATA: case NNA_STATS: return true;
+    case NNA_Z: return layer + 1 == numLayers;  // the outputs, read after the run
+    default: return false;
+  }
 }
 
 std::string validateArena(const void* base, size_t readable, size_t available) {

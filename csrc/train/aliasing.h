@@ -12,7 +12,14 @@
 #include <cstdint>
 #include <string>
 
+#include "../include/nn_arena.h"
+
 namespace nna {
+
+// Whether region `kind` of layer `layer` must keep its bytes after every run (never scratch): the
+// weights, biases, optimizer state, data set and stats, and the last layer's outputs. The replay
+// checks it and the TS planner reads it (addon regionRules) to choose what may share bytes.
+bool outlivesRun(uint32_t numLayers, uint32_t layer, uint32_t kind);
 
 // "" when the validated header's aliasing is safe (always, for a header without the flag).
 std::string checkAliasing(const uint8_t* header);

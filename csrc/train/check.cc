@@ -83,6 +83,31 @@ void checkLoss(const void* header, const RunParams& p) {
     NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", std::string("labelSmoothing applies to cross-entropy, not ") + loss.name);
 }
 
+void checkGroup(const void* header) {
+  nna_header h;
+  std::memcpy(&h, header, sizeof h);
+  // The all-reduce ranges (grad_sync.h) cover one model's gradients; K-model arenas train alone.
+  if (nna_models(&h) > 1)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "models", "data parallelism trains one model per replica; this plan holds " + std::to_string(nna_models(&h)) + " (models: plan it with models 1)");
+  // A compact arena shares gradient bytes with other regions (an SGD plan has no dw at all),
+  // while a group's all-reduce needs each layer's dw and db intact until its update.
+  if (h.flags & NNA_FLAG_COMPACT)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact plan does not keep (compact: plan it without compact)");
+}
+
+void checkTarget(const RunParams& p, RunTarget target) {
+  const PrecisionInfo* info = precisionInfo(p.precision);
+  if (!info || p.precision == Precision::Fp32) return;
+  // TF32 and BF16 are tensor-core formats: the CPU backend says so rather than run a mode it
+  // does not have.
+  if (!target.cuda)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32");
+  // tf32x3 and bf16 through cuBLAS take a device workspace (cuda_train.cu) that a budget does
+  // not allow for.
+  if (info->workspace && target.budgeted)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
+}
+
 void checkRun(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
@@ -114,13 +139,7 @@ void checkRun(const void* header, const RunParams& p) {
     if (!std::isfinite(x)) NNA_FAIL("BAD_ARGUMENT", "hyper-parameters must be finite");
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
   if (p.reduce && p.op != Op::Train && p.op != Op::Grad) NNA_FAIL("BAD_ARGUMENT", "reduce applies to train and grad runs");
-  // The all-reduce ranges (grad_sync.h) cover one model's gradients; K-model arenas train alone.
-  if (p.reduce && models > 1)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "models", "data parallelism trains one model; this arena holds " + std::to_string(models) + " (models)");
-  // A compact arena shares gradient bytes with other regions (an SGD plan has no dw at all),
-  // while a group's all-reduce needs each layer's dw and db intact until its update.
-  if (p.reduce && (h.flags & NNA_FLAG_COMPACT))
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact arena does not keep (compact); plan it without compact");
+  if (p.reduce) checkGroup(header);
   if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step
     if (p.resident) NNA_FAIL("BAD_ARGUMENT", "backward and update runs work on the rows a forward run left, not on the resident data set");
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "backward and update runs are one step");
@@ -139,7 +158,7 @@ void checkRun(const void* header, const RunParams& p) {
     return;
   }
   if (h.samples == 0) NNA_FAIL("NO_DATA", "the arena holds no resident data set (plan it with samples > 0)");
-  if (p.samples == 0 || p.samples > h.samples || p.samples >= (uint64_t(1) << 32))
+  if (p.samples == 0 || p.samples > h.samples || p.samples > NNA_MAX_SAMPLES)
     NNA_FAIL("BAD_ARGUMENT", "samples " + std::to_string(p.samples) + " outside [1, " + std::to_string(h.samples) + "]");
   if (p.lossRows) NNA_FAIL("BAD_ARGUMENT", "lossRows applies to runs on z[0]/y; a resident run takes the group's rows from globalBatch");
   const uint64_t global = p.globalBatch ? p.globalBatch : h.batch;

@@ -94,6 +94,18 @@ void checkRun(const void* header, const RunParams& p);
 // The part of checkRun that the loss's row of NNA_LOSSES decides (output layer, labelSmoothing):
 // the one owner of those rules, also asked by the Trainer at construction (addon checkLoss).
 void checkLoss(const void* header, const RunParams& p);
+// What a data-parallel group needs of its plan (one model, not compact): checkRun's rule for a
+// reduce run, also asked before a group's arenas exist (addon checkGroup).
+void checkGroup(const void* header);
+// Where a run goes: the CUDA backend or the CPU one; a device budget or none.
+struct RunTarget {
+  bool cuda = false, budgeted = false;
+};
+// What a run's precision needs of where it runs (precisions.h): the CUDA backend (the CPU
+// computes in fp32), and no device budget when it takes a workspace beside the arena. The
+// backends check it before a run, the addon's checkRun with an arena's target (a Trainer
+// refuses at construction with the same message).
+void checkTarget(const RunParams& p, RunTarget target);
 
 // What a run of `op` does besides the forward pass, for the backends' loops.
 inline bool isPrimitive(Op op) { return op == Op::Backward || op == Op::BackwardFromOutput || op == Op::Update; }

@@ -237,7 +237,8 @@ export function* parseCheckpoint(path: string, size: number): Generator<number, 
   if (payload < HEADER_SIZE) throw bad(path, `payload of ${payload} bytes is shorter than an arena header`);
   const fixed = Uint8Array.from(yield* payloadRead(HEADER_SIZE));
   const layers = new DataView(fixed.buffer).getUint32(HEADER_FIELDS.num_layers, true);
-  if (layers < 2 || layers > MAX_LAYERS) throw bad(path, `arena header: ${layers} layers (2 to ${MAX_LAYERS})`);
+  // A bound on what is read next; the header's own rules are the validator's (decodeSpec).
+  if (layers > MAX_LAYERS) throw bad(path, `arena header: ${layers} layers (at most ${MAX_LAYERS})`);
   // The tables' length comes from the tables: the layer table, then the kind table's structs,
   // then its entries (each step bounded by the payload and by MAX_LAYERS / MAX_EXTRAS).
   let table: Uint8Array = fixed;

@@ -1,33 +1,34 @@
-// header.ts: the TypeScript mirror of csrc/include/nn_arena.h, the one definition of the
-// arena header. Every constant below is compared with the native module's sizeof/offsetof and
-// enum values by test/header-drift.test.ts, so the two sides cannot drift silently.
+// header.ts: the arena header's encoder, and names for the parts of FORMAT it writes. Every
+// size, offset, code and limit comes from FORMAT, which scripts/gen-tables.cjs generates from
+// csrc/include/nn_arena.h (the one definition of the header); no number of the format is kept here.
 
-import { ACTIVATION_TABLE } from './tables.generated.js';
+import { ACTIVATION_TABLE, FORMAT } from './tables.generated.js';
 
-export const MAGIC = 0x414e4e41;
+export const MAGIC = FORMAT.magic;
 /** Version written; version 1 (no kind table) is still read. */
-export const VERSION = 2;
-export const MAX_LAYERS = 4096;
+export const VERSION = FORMAT.version;
+export const MAX_LAYERS = FORMAT.maxLayers;
 /** User regions per arena (nna_extra entries), and the bytes of a name field (NUL-padded). */
-export const MAX_EXTRAS = 64;
-export const EXTRA_NAME_BYTES = 32;
+export const MAX_EXTRAS = FORMAT.maxExtras;
+export const EXTRA_NAME_BYTES = FORMAT.extraNameBytes;
 /** Networks of one shape in one arena (nna_header.models; NNA_MAX_MODELS). */
-export const MAX_MODELS = 65535;
+export const MAX_MODELS = FORMAT.maxModels;
 
 /** Region kinds in enum order (nna_kind); kind-major placement follows this order. */
-export const KINDS = ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata', 'stats'] as const;
+export const KINDS = FORMAT.kinds;
 export type Kind = (typeof KINDS)[number];
 export const KIND_INDEX: Readonly<Record<Kind, number>> = Object.fromEntries(KINDS.map((k, i) => [k, i])) as Record<Kind, number>;
 
 /** Slots of the stats region (enum nna_stat). */
-export const STATS = { loss: 0, correct: 1, rows: 2, badStep: 3, lossFixed: 4 } as const;
-export const STATS_COUNT = 8;
+export const STATS = FORMAT.stats;
+export const STATS_COUNT = FORMAT.statsCount;
 
-export const DTYPES = { float32: 1, float64: 2 } as const;
+export const DTYPES = FORMAT.dtypes;
+/** Bytes of an element: C's float and double. */
 export const DTYPE_BYTES = { float32: 4, float64: 8 } as const;
 export type Dtype = keyof typeof DTYPES;
 
-export const ORDERS = { 'layer-major': 0, 'kind-major': 1 } as const;
+export const ORDERS = FORMAT.orders;
 export type Order = keyof typeof ORDERS;
 
 /** An optimizer's name: one of the native optimizer table (src/layout/optimizers.ts). */
@@ -40,28 +41,23 @@ export type Activation = Exclude<ActivationRow['name'], 'input'>;
 /** The table's row of an activation. */
 export const activationInfo = (name: Activation | 'input'): ActivationRow => ACTIVATION_TABLE.find((a) => a.name === name)!;
 
-/** Byte offsets of struct nna_header's fields. */
-export const HEADER_FIELDS = {
-  magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28,
-  batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72,
-  extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104, act_param: 112,
-} as const;
-
+/** Byte offsets of struct nna_header's fields (and its size). */
+export const HEADER_FIELDS = FORMAT.header;
 /** Bits of nna_header.flags (NNA_FLAG_*). compact: regions share bytes (plan.ts, compact). */
-export const FLAGS = { compact: 1 } as const;
-export const HEADER_SIZE = 128;
+export const FLAGS = FORMAT.flags;
+export const HEADER_SIZE = FORMAT.header.size;
 
-/** Byte offsets inside struct nna_layer and struct nna_region. */
-export const LAYER_FIELDS = { units: 0, fan_in: 8, activation: 16, region: 24, region_offset: 0, region_count: 8 } as const;
-export const REGION_SIZE = 16;
-export const LAYER_SIZE = LAYER_FIELDS.region + REGION_SIZE * KINDS.length;
+/** Byte offsets inside struct nna_layer, and inside its nna_region entries. */
+export const LAYER_FIELDS = { ...FORMAT.layer, region_offset: FORMAT.region.offset, region_count: FORMAT.region.count } as const;
+export const REGION_SIZE = FORMAT.region.size;
+export const LAYER_SIZE = FORMAT.layer.size;
 
 /** Byte offsets inside struct nna_extra (an entry of the kind table), its size, its rules. */
-export const EXTRA_FIELDS = { name: 0, rule: 32, like: 36, elem_bytes: 40, entries: 44, first: 48 } as const;
-export const EXTRA_SIZE = 64;
-export const EXTRA_RULES = { perLayer: 1, bytes: 2 } as const;
-/** Built-in kinds a per-layer user region may be shaped like. */
-export const EXTRA_LIKE = ['z', 'b', 'w'] as const;
+export const EXTRA_FIELDS = FORMAT.extra;
+export const EXTRA_SIZE = FORMAT.extra.size;
+export const EXTRA_RULES = FORMAT.extraRules;
+/** Built-in kinds a per-layer user region may be shaped like (NNA_EXTRA_LIKE_KINDS). */
+export const EXTRA_LIKE = FORMAT.extraLike;
 export type ExtraLike = (typeof EXTRA_LIKE)[number];
 
 export interface HeaderExtra {
@@ -105,12 +101,6 @@ export interface HeaderFields {
 export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>): number {
   const entries = extras.reduce((a, e) => a + (e.like === undefined ? 1 : layers), 0);
   return HEADER_SIZE + layers * LAYER_SIZE + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
-}
-
-/** Whether region `kind` of layer `l` has one copy per model (nna_kind_per_model): all but the
- *  input batch z[0], the targets y and the resident data set, which every model shares. */
-export function perModel(layer: number, kind: Kind): boolean {
-  return !(kind === 'xdata' || kind === 'ydata' || kind === 'y' || (kind === 'z' && layer === 0));
 }
 
 /** Encodes the bytes at offset 0 of the arena (header, layer table, zero padding). */

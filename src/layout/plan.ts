@@ -1,9 +1,11 @@
-// plan.ts: the one table that decides every region's offset. Element counts come from the
-// native rule the validator checks headers with (csrc/core/validate.cc expectedCount, through
-// the addon's regionCounts); sizes are BigInt and must stay below 2^53 to be exact numbers.
+// plan.ts: the one table that decides every region's offset. What each region is comes from the
+// native rules (the addon's regionRules): its element count (csrc/core/validate.cc expectedCount,
+// which the validator checks headers with), whether it keeps its bytes after a run
+// (aliasing.cc outlivesRun) and whether each model has a copy (nna_kind_per_model); sizes are
+// BigInt and must stay below 2^53 to be exact numbers.
 import { LayoutError } from '../errors.js';
-import { call, native, OPS, type PlannerShape } from '../native.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, perModel, type Dtype, type Kind } from './header.js';
+import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
 import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
@@ -77,25 +79,25 @@ export function requirePlan(value: unknown, field = 'plan'): Plan {
 /** The spec's shape as the native rules take it (region counts, the phase table). */
 export function plannerShape(s: NormalizedSpec): PlannerShape {
   return {
-    batch: s.batch, samples: s.samples, optimizer: optimizerNamed(s.optimizer)!.code, compact: s.compact,
+    batch: s.batch, samples: s.samples, optimizer: optimizerNamed(s.optimizer)!.code, compact: s.compact, models: s.models, extras: s.extra.length,
     units: [...s.layers], activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
   };
 }
 
-/** Element count of (layer, kind), asked once per plan of the native rule (csrc/core/validate.cc
- *  expectedCount, which the validator checks every header against): 2^64 - 1 where one
- *  overflows (then TOO_LARGE below). */
-type RegionCount = (l: number, kind: Kind) => bigint;
-function regionCounts(shape: PlannerShape): RegionCount {
-  const counts = call(() => native().regionCounts(shape));
-  return (l, kind) => counts[l * KINDS.length + KIND_INDEX[kind]]!;
+/** The native rules of a shape's regions, asked once per plan: count (2^64 - 1 where one
+ *  overflows: then TOO_LARGE below) and the REGION_FLAGS bits of (layer, kind). */
+interface RegionRules { count(l: number, kind: Kind): bigint; has(l: number, kind: Kind, flag: number): boolean }
+function regionRules(s: NormalizedSpec, shape: PlannerShape): RegionRules {
+  const { counts, flags } = call(() => native().regionRules(shape), { compact: s.compact, extra: s.extra.map((e) => e.name) });
+  const at = (l: number, kind: Kind) => l * KINDS.length + KIND_INDEX[kind];
+  return { count: (l, kind) => counts[at(l, kind)]!, has: (l, kind, flag) => (flags[at(l, kind)]! & flag) !== 0 };
 }
 
-/** Count of user region `e` in layer l (-1: a global one): the count of the kind it is shaped
- *  like where it is planned, else 0. Mirrors checkExtras in validate.cc. */
-function extraCount(regionCount: RegionCount, e: NormalizedExtra, l: number): bigint {
+/** Count of user region `e` in layer l (-1: a global one): where it is planned, the count of the
+ *  kind it is shaped like (what `like` means, nn_arena.h); raw bytes: its bytes. */
+function extraCount(rules: RegionRules, e: NormalizedExtra, l: number): bigint {
   if (e.like === undefined) return l === -1 ? BigInt(e.bytes) : 0n;
-  return l >= 0 && e.layers.includes(l) ? regionCount(l, e.like) : 0n;
+  return l >= 0 && e.layers.includes(l) ? rules.count(l, e.like) : 0n;
 }
 
 const DATA_KINDS: readonly Kind[] = ['xdata', 'ydata'];
@@ -127,23 +129,19 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
   return Number(x);
 }
 
-// Kinds whose content outlives a run: never shared (csrc/train/aliasing.cc, kept()).
-const KEPT: ReadonlySet<Kind> = new Set(['w', 'b', 'mw', 'mb', 'vw', 'vb', 'xdata', 'ydata', 'stats']);
-
 /** Live intervals of every region in every run a compact arena can make, from the native phase
  *  table (csrc/train/phases.cc; the native replay, aliasing.cc, walks the same runs): per
  *  region, [first, last] phase index per run (-1 when unused), or null when the region must keep
- *  its bytes (a kept kind, the outputs, or read before it is written). */
-function liveness(s: NormalizedSpec, shape: PlannerShape, keys: readonly string[]): Map<string, Int32Array | null> {
+ *  its bytes (it outlives a run, or is read before it is written). */
+function liveness(s: NormalizedSpec, shape: PlannerShape, rules: RegionRules, keys: readonly string[]): Map<string, Int32Array | null> {
   const runs: Array<[keyof typeof OPS, boolean, boolean]> = [];
   for (const op of ['train', 'eval', 'forward'] as const)
     for (const resident of s.samples > 0 ? [false, true] : [false])
       for (const fused of [false, true]) runs.push([op, resident, fused]);
-  const last = s.layers.length - 1;
   const live = new Map<string, Int32Array | null>();
   for (const key of keys) {
     const [l, k] = key.split(':') as [string, Kind];
-    live.set(key, KEPT.has(k) || (k === 'z' && Number(l) === last) ? null : new Int32Array(runs.length * 2).fill(-1));
+    live.set(key, rules.has(Number(l), k, REGION_FLAGS.outlivesRun) ? null : new Int32Array(runs.length * 2).fill(-1));
   }
   runs.forEach(([op, resident, fused], r) => {
     call(() => native().stepPhases(shape, OPS[op], resident, fused)).forEach((ph, i) => {
@@ -178,11 +176,11 @@ export function planLayout(input: LayoutSpec): Plan {
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
   const shape = plannerShape(s);
-  const regionCount = regionCounts(shape);
-  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? regionCount(l, k!) : extraCount(regionCount, s.extra[x]!, l)) > 0n);
+  const rules = regionRules(s, shape);
+  const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? rules.count(l, k!) : extraCount(rules, s.extra[x]!, l)) > 0n);
   // Compact: regions with a live interval are placed after the kept ones (and the user regions),
   // sharing bytes.
-  const live = s.compact ? liveness(s, shape, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : []))) : null;
+  const live = s.compact ? liveness(s, shape, rules, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : []))) : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
   interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
@@ -191,15 +189,15 @@ export function planLayout(input: LayoutSpec): Plan {
   let cursor = headerBytes;
   order.forEach(([layer, kind, extra], rank) => {
     const e = extra === undefined ? undefined : s.extra[extra]!;
-    const length = e ? extraCount(regionCount, e, layer) : regionCount(layer, kind!);
+    const length = e ? extraCount(rules, e, layer) : rules.count(layer, kind!);
     // User regions are the user's data: never shared (no live interval), like the kept kinds.
     const iv = e ? null : live?.get(`${layer}:${kind}`) ?? null;
     let lo = Infinity, hi = -1;
     for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
     // K models: a per-model region holds K copies back to back, each starting aligned
     // (nna_region_stride in nn_arena.h); shared regions one copy. User regions and compact plans
-    // are refused with models > 1 (spec.ts), so they always have one copy.
-    const copies = !e && s.models > 1 && perModel(layer, kind!) ? BigInt(s.models) : 1n;
+    // are refused with models > 1 (regionRules), so they always have one copy.
+    const copies = !e && s.models > 1 && rules.has(layer, kind!, REGION_FLAGS.perModel) ? BigInt(s.models) : 1n;
     const one = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
     const stride = copies > 1n ? alignUp(one, align) : 0n;
     const r: Placed = { layer, kind: e ? e.name : kind!, extra, offset: cursor, bytes: (copies - 1n) * stride + one, length, copies, stride, rank, live: iv, lo, hi };

@@ -4,6 +4,7 @@ import { LayoutError, type LayoutCode } from '../errors.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from './optimizers.js';
 import { ACTIVATIONS, activationInfo, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+import { FORMAT } from './tables.generated.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -76,7 +77,6 @@ const SPEC_KEYS = keysOf<LayoutSpec>()(['layers', 'batch', 'dtype', 'activations
 const EXTRA_KEYS = keysOf<ExtraSpec>()(['name', 'like', 'per', 'layers', 'bytes']);
 
 export const DEFAULT_ALIGN = 256;
-const MAX_ALIGN = 2 ** 30;
 
 function positiveInt(field: string, v: unknown, allowZero = false): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (allowZero ? 0 : 1)) {
@@ -120,7 +120,7 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const batch = positiveInt('batch', rawBatch);
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
   // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
-  if (samples >= 2 ** 32) throw new LayoutError('BAD_SAMPLES', 'samples', samples, 'must be below 2^32 (rows of a resident data set)');
+  if (samples > FORMAT.maxSamples) throw new LayoutError('BAD_SAMPLES', 'samples', samples, `must be below 2^${Math.log2(FORMAT.maxSamples + 1)} (rows of a resident data set)`);
   const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
   if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
@@ -129,15 +129,13 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
 
   const align = rawAlign === undefined ? DEFAULT_ALIGN : rawAlign;
-  if (typeof align !== 'number' || !Number.isInteger(align) || align < 8 || align > MAX_ALIGN || (align & (align - 1)) !== 0) {
-    throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [8, 2^30]`);
+  if (typeof align !== 'number' || !Number.isInteger(align) || align < FORMAT.minAlign || align > FORMAT.maxAlign || (align & (align - 1)) !== 0) {
+    throw new LayoutError('BAD_ALIGN', 'align', align, `must be a power of two in [${FORMAT.minAlign}, 2^${Math.log2(FORMAT.maxAlign)}]`);
   }
 
   if (rawCompact !== undefined && typeof rawCompact !== 'boolean') throw new LayoutError('BAD_SPEC', 'compact', rawCompact, 'must be true or false');
   const compact = rawCompact === true;
-  // The compact planner and its native replay place one copy of every region; K models' strided
-  // copies would need every pair of copies replayed, so the pair is refused.
-  if (compact && models > 1) throw new LayoutError('BAD_SPEC', 'compact', rawCompact, `a compact plan holds one model; this spec has models: ${models} (plan it without compact, or with models: 1)`);
+  // compact or user regions with models > 1: refused by the native rule (planLayout, regionRules).
 
   const n = units.length - 1;
   const activations = rawActivations === undefined
@@ -165,8 +163,6 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   }
   const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
   const extra = normalizeExtras(rawExtra, units.length);
-  // Per-model copies of user regions are not planned (yet): refuse rather than share them silently.
-  if (extra.length && models > 1) throw new LayoutError('BAD_EXTRA', 'extra', extra.map((e) => e.name), `user regions cannot be combined with models: ${models} (yet); plan them with models: 1`);
   return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), ...slope, optimizer, order, align, samples, compact, models, extra });
 }
 

@@ -14,7 +14,7 @@ import { Arena, handleOf, runArena, type BackendName } from '../arena.js';
 import { registerRunTarget } from '../run-target.js';
 import { ArenaError, fromNative, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
-import type { Plan } from '../layout/plan.js';
+import { requirePlan, type Plan } from '../layout/plan.js';
 import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native.js';
 import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { readParallelEnv } from './env.js';
@@ -51,18 +51,10 @@ function requireNccl(): void {
   if (!n.available) throw new ArenaError('NCCL_UNAVAILABLE', `data parallelism over several GPUs needs NCCL: ${n.why}`);
 }
 
-/** The plans a group trains, refused before any arena or communicator exists: the all-reduce
- *  covers one model's gradients (the ranges of csrc/nccl/grad_sync.h), so not a plan of K models
- *  (planLayout `models`), and it needs every layer's dw and db intact until the update, which a
- *  compact plan does not keep (gradient bytes shared; an SGD plan has no dw at all). */
+/** The plans a group trains, refused before any arena or communicator exists by the native rule
+ *  of a reduce run (csrc/train/check.cc checkGroup: one model, not compact). */
 function requireGroupPlan(plan: Plan): void {
-  const models = plan?.spec?.models ?? 1;
-  if (models > 1) {
-    throw new ArenaError('NOT_SUPPORTED', `data parallelism trains one model per replica; this plan holds ${models} (models: plan it with models 1)`);
-  }
-  if (plan?.spec?.compact) {
-    throw new ArenaError('NOT_SUPPORTED', 'data parallelism all-reduces every layer\'s dw and db, which a compact plan does not keep (compact: plan it without compact)');
-  }
+  call(() => native().checkGroup(requirePlan(plan).header));
 }
 
 export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncDisposable {

@@ -6,7 +6,7 @@
 import { OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
 import { commonParams, inRange, namesOf, optimizerNamed, optimizers, rangeText, schedules, type ParamInfo } from '../layout/optimizers.js';
-import { call, native, OPS, type RunParams, type ScheduleParams } from '../native.js';
+import { call, native, OPS, type RunParams, type RunTarget, type ScheduleParams } from '../native.js';
 
 /** A learning-rate schedule (evaluated natively for every step; docs/optimizers.md):
  *  `{ type: 'constant' }`, `{ type: 'step', stepSize, gamma }`, `{ type: 'cosine', total,
@@ -93,11 +93,13 @@ export function readOptimizerOptions(o: Record<string, unknown>, optimizer: stri
 }
 
 /** Reads the optimizer options for a plan and runs the native run checks (csrc/train/check.cc:
- *  the schedule's consistency, the refused combinations) on them with `run` (loss, precision),
- *  so that a Trainer, or the CLI before it reads any data, refuses them before any work. */
-export function checkOptimizerOptions(plan: { header: Uint8Array; spec: { optimizer: string; dtype: Dtype; models: number } }, o: Record<string, unknown>, run: Omit<RunParams, 'op'>): OptimizerSettings {
+ *  the schedule's consistency, the refused combinations) on them with `run` (loss, precision)
+ *  and, given an arena's `target`, what the run needs of it, so that a Trainer, or the CLI before
+ *  it reads any data, refuses them before any work. `values`: the options as given, for errors. */
+export function checkOptimizerOptions(plan: { header: Uint8Array; spec: { optimizer: string; dtype: Dtype; models: number } }, o: Record<string, unknown>, run: Omit<RunParams, 'op'>,
+  target?: RunTarget, values?: Record<string, unknown>): OptimizerSettings {
   const settings = readOptimizerOptions(o, plan.spec.optimizer, plan.spec.dtype, plan.spec.models);
-  call(() => native().checkRun(plan.header, { ...settings.params, ...(settings.lrs ? { lrs: [...settings.lrs] } : {}), ...run, op: OPS.train, rows: 1 }));
+  call(() => native().checkRun(plan.header, { ...settings.params, ...(settings.lrs ? { lrs: [...settings.lrs] } : {}), ...run, op: OPS.train, rows: 1 }, target), values);
   return settings;
 }
 

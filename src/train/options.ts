@@ -100,17 +100,13 @@ function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): L
   return name;
 }
 
-/** The products' precision: known, and one this arena can run (the native side checks the GPU). */
-function checkPrecision(v: unknown, arena: Arena): PrecisionName {
+/** The products' precision by name (a row of the generated NNA_PRECISIONS). What it needs of the
+ *  arena (float32, the CUDA backend, no workspace under a deviceBudget, one model) is the native
+ *  side's rule (csrc/train/check.cc), asked with the run checks below. */
+function checkPrecision(v: unknown): PrecisionName {
   if (v === undefined) return 'fp32';
   const row = PRECISION_TABLE.find((r) => r.name === v);
   if (typeof v !== 'string' || !row) throw new OptionError('BAD_OPTION', 'precision', v, `must be one of ${PRECISION_TABLE.map((r) => `'${r.name}'`).join(', ')}`);
-  if (row.name === 'fp32') return row.name;
-  if (arena.plan.spec.dtype !== 'float32') throw new OptionError('BAD_OPTION', 'precision', v, `applies to float32 arenas; this one is ${arena.plan.spec.dtype}`);
-  if (arena.backend !== 'cuda') throw new OptionError('BAD_OPTION', 'precision', v, `needs the CUDA backend (a GPU with ${row.cores}); the CPU backend computes in fp32`);
-  if (row.workspace && arena.deviceBudget !== undefined) {
-    throw new OptionError('BAD_OPTION', 'precision', v, 'needs a device workspace beside the arena, which a deviceBudget does not allow; use \'tf32\' or \'fp32\'');
-  }
   return row.name;
 }
 
@@ -120,8 +116,9 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   checkKnownKeys(o, trainerKeys(), 'Trainer');
   const labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
   const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
-  const precision = checkPrecision(o.precision, arena);
-  const opt = checkOptimizerOptions(arena.plan, o, { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision] });
+  const precision = checkPrecision(o.precision);
+  const run = { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision] };
+  const opt = checkOptimizerOptions(arena.plan, o, run, { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined }, { precision: o.precision });
   if (opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
     throw new OptionError('BAD_OPTION', 'clipGradNorm', opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
   }

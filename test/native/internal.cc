@@ -1,7 +1,7 @@
 // internal.cc: the test addon (nn_arena_test, built from test/native/ into build/Release/test/;
 // never shipped): native functions that only tests and benchmarks call, typed and loaded by
-// src/internal.ts. The header's layout for the drift test, the native decoder and validator, the
-// run contract's codes, the residency replay, the phase table, probes of an arena's device side
+// src/internal.ts. The native decoder (the header read through the C structs, for the round trip
+// of what the TS encoder writes), the residency replay, the phase table of a header, probes of an arena's device side
 // (from its address, as a user's module sees it), JIT compiles without a device, and the bench
 // baselines. It links the library sources it calls (scripts/sources.cjs TEST_USES).
 #include <cstring>
@@ -9,6 +9,7 @@
 #include "../../csrc/addon/convert.h"
 #include "../../csrc/addon/functions.h"
 #include "../../csrc/addon/js_error.h"
+#include "../../csrc/addon/phases_js.h"
 #include "../../csrc/budget/residency_check.h"
 #include "../../csrc/core/validate.h"
 #include "../../csrc/cuda/jit.h"
@@ -94,81 +95,6 @@ Napi::Value DecodeHeader(const Napi::CallbackInfo& info) {
   return decodeHeaderAt(env, bytes.data(), bytes.size());
 }
 
-Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  const std::vector<uint8_t> bytes = bytesOf(env, info[0], "header");
-  const uint64_t available = info.Length() > 1 ? exactU64(env, info[1], "available") : bytes.size();
-  return Napi::String::New(env, validateArena(bytes.data(), bytes.size(), available));
-}
-
-Napi::Value LayoutInfo(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Napi::Object o = Napi::Object::New(env);
-  auto n = [&](Napi::Object t, const char* k, double v) { t.Set(k, Napi::Number::New(env, v)); };
-  n(o, "magic", NNA_MAGIC);
-  n(o, "version", NNA_VERSION);
-  n(o, "maxLayers", NNA_MAX_LAYERS);
-  n(o, "maxModels", NNA_MAX_MODELS);
-  n(o, "kindCount", NNA_KIND_COUNT);
-  n(o, "headerSize", sizeof(nna_header));
-  n(o, "layerSize", sizeof(nna_layer));
-  n(o, "regionSize", sizeof(nna_region));
-  Napi::Object h = Napi::Object::New(env);
-#define F(name) n(h, #name, offsetof(nna_header, name))
-  F(magic); F(version); F(dtype); F(order); F(optimizer); F(num_layers); F(num_kinds); F(layer_size);
-  F(batch); F(samples); F(align); F(header_bytes); F(total_bytes); F(layers_offset);
-  F(extras_offset); F(num_extras); F(extra_size); F(flags); F(models); F(act_param);
-#undef F
-  o.Set("header", h);
-  n(o, "maxExtras", NNA_MAX_EXTRAS);
-  n(o, "extraNameBytes", NNA_EXTRA_NAME_BYTES);
-  n(o, "extraSize", sizeof(nna_extra));
-  Napi::Object x = Napi::Object::New(env);
-#define F(name) n(x, #name, offsetof(nna_extra, name))
-  F(name); F(rule); F(like); F(elem_bytes); F(entries); F(first);
-#undef F
-  o.Set("extra", x);
-  Napi::Object l = Napi::Object::New(env);
-  n(l, "units", offsetof(nna_layer, units));
-  n(l, "fan_in", offsetof(nna_layer, fan_in));
-  n(l, "activation", offsetof(nna_layer, activation));
-  n(l, "region", offsetof(nna_layer, region));
-  n(l, "region_offset", offsetof(nna_region, offset));
-  n(l, "region_count", offsetof(nna_region, count));
-  o.Set("layer", l);
-  Napi::Object e = Napi::Object::New(env);
-  n(e, "float32", NNA_FLOAT32); n(e, "float64", NNA_FLOAT64);
-  n(e, "layerMajor", NNA_LAYER_MAJOR); n(e, "kindMajor", NNA_KIND_MAJOR);
-  n(e, "z", NNA_Z); n(e, "b", NNA_B); n(e, "w", NNA_W); n(e, "d", NNA_D); n(e, "db", NNA_DB);
-  n(e, "dw", NNA_DW); n(e, "mw", NNA_MW); n(e, "mb", NNA_MB); n(e, "vw", NNA_VW); n(e, "vb", NNA_VB);
-  n(e, "y", NNA_Y); n(e, "xdata", NNA_XDATA); n(e, "ydata", NNA_YDATA); n(e, "stats", NNA_STATS);
-  n(e, "perLayer", NNA_EXTRA_PER_LAYER); n(e, "bytes", NNA_EXTRA_BYTES);
-  n(o, "statsCount", NNA_STATS_COUNT);
-  Napi::Object fl = Napi::Object::New(env);
-  n(fl, "compact", NNA_FLAG_COMPACT);
-  o.Set("flags", fl);
-  Napi::Object st = Napi::Object::New(env);
-  n(st, "loss", NNA_STAT_LOSS); n(st, "correct", NNA_STAT_CORRECT); n(st, "rows", NNA_STAT_ROWS);
-  n(st, "badStep", NNA_STAT_BAD_STEP); n(st, "lossFixed", NNA_STAT_LOSS_FIXED);
-  o.Set("statSlots", st);
-  o.Set("enums", e);
-  return o;
-}
-
-Napi::Value Codes(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  auto table = [&](std::initializer_list<std::pair<const char*, uint32_t>> rows) {
-    Napi::Object t = Napi::Object::New(env);
-    for (const auto& r : rows) t.Set(r.first, Napi::Number::New(env, r.second));
-    return t;
-  };
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("ops", table({{"train", uint32_t(Op::Train)}, {"grad", uint32_t(Op::Grad)}, {"eval", uint32_t(Op::Eval)}, {"forward", uint32_t(Op::Forward)},
-                          {"backward", uint32_t(Op::Backward)}, {"backwardFromOutput", uint32_t(Op::BackwardFromOutput)}, {"update", uint32_t(Op::Update)}}));
-  o.Set("memory", table({{"device", uint32_t(Memory::Device)}, {"managed", uint32_t(Memory::Managed)}, {"staged", uint32_t(Memory::Staged)}}));
-  return o;
-}
-
 // replayResidency(header, placement, budget, runs[]): the plan of those runs replayed against
 // a model of where every region's bytes are valid (csrc/budget/residency_check.cc).
 Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
@@ -193,34 +119,11 @@ Napi::Value ReplayResidency(const Napi::CallbackInfo& info) {
 
 // headerPhases(header, op, resident, fused): the phase table (phases.h) of a planned header, which
 // test/compact.test.ts compares with the shipped addon's stepPhases of the spec's shape (what the
-// planner reads): [{ stage, layer, uses: [[layer, kind, access], ...] }].
+// planner reads); the same conversion (phases_js.h).
 Napi::Value HeaderPhases(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
-  const uint64_t op = exactU64(env, info[1], "op");
-  if (op > uint64_t(Op::Forward)) throwJs(env, "BAD_ARGUMENT", "unknown op " + std::to_string(op));
-  const bool resident = boolean(env, info[2], "resident");
-  const Path path = boolean(env, info[3], "fused") ? Path::Fused : Path::Layers;
-  const StepModel m(h.data());
-  const std::vector<PhaseInfo> phases = m.step(Op(op), resident, path);
-  Napi::Array out = Napi::Array::New(env, phases.size());
-  for (uint32_t i = 0; i < phases.size(); ++i) {
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("stage", Napi::String::New(env, stageName(phases[i].stage)));
-    o.Set("layer", Napi::Number::New(env, phases[i].layer));
-    Napi::Array uses = Napi::Array::New(env, phases[i].uses.size());
-    for (uint32_t j = 0; j < phases[i].uses.size(); ++j) {
-      const RegionInfo& r = m.regions()[phases[i].uses[j].region];
-      Napi::Array u = Napi::Array::New(env, 3);
-      u.Set(0u, Napi::Number::New(env, r.layer));
-      u.Set(1u, Napi::String::New(env, kindName(r.kind)));
-      u.Set(2u, Napi::Number::New(env, phases[i].uses[j].access));
-      uses.Set(j, u);
-    }
-    o.Set("uses", uses);
-    out.Set(i, o);
-  }
-  return out;
+  return phasesOf(env, h.data(), info);
 }
 
 Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
@@ -330,8 +233,7 @@ class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object o) {
-  exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"validateHeader", ValidateHeader}, {"layoutInfo", LayoutInfo}, {"codes", Codes},
-                           {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
+  exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
                            {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}});
   o.Set("CopyBench", CopyBenchHandle::Define(env));
   return o;

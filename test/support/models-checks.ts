@@ -2,7 +2,6 @@
 // learning rates, data and fit seed), region by region, byte for byte. Shared by the CPU suite
 // (test/models.test.ts) and the GPU one (test/gpu/models.gpu.test.ts).
 import { Arena, KINDS, planLayout, Trainer, type ArenaOptions, type LayoutSpec, type Metrics } from '../../src/index.js';
-import { perModel } from '../../src/layout/header.js';
 import { toyData } from './train-checks.js';
 
 export interface ModelsCase {
@@ -73,7 +72,7 @@ export async function compareModels(c: ModelsCase, options: ArenaOptions): Promi
       out.evals.push([per(rm.ev, m, 'losses'), r.ev.loss]);
       for (let l = 0; l < layers.length; l++) {
         for (const k of KINDS) {
-          if (!a.plan.region(l, k) || !perModel(l, k)) continue;
+          if ((multi.plan.region(l, k)?.models ?? 1) === 1) continue;  // absent, or one copy shared by every model
           out.regionsCompared++;
           if (!equalBytes(bytesOf(multi.view(l, k, m)), bytesOf(a.view(l, k)))) out.mismatches.push(`model ${m} layer ${l} ${k}`);
           if (k === 'w' || k === 'b') {
