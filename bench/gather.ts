@@ -3,7 +3,7 @@
 // (in the page cache) shuffled and in order, and an iterable of batches through the shuffle
 // buffer. S and M share 784 inputs; L has 4096. Built by tsup into bench/dist/gather.js:
 //   npx tsup && node bench/dist/gather.js [--widths 784,4096] [--rows 65536] [--window 16384]
-//     [--epochs 3] [--sources npy,npy-ordered,iterable] [--out FILE.json]
+//     [--epochs 5] [--sources npy,npy-ordered,iterable] [--out FILE.json]
 // NN_ARENA_GATHER_THREADS=N and NN_ARENA_GATHER=mmap|pread (read at every window) are compared
 // by running it again with them set.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,13 +15,14 @@ import { streamBatches, streamNpy, type DataStream } from '../src/train/stream.j
 
 const args = Object.fromEntries(process.argv.slice(2).reduce<string[][]>((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]!]] : a), []));
 const widths = (args.widths ?? '784,4096').split(',').map(Number);
-const rows = Number(args.rows ?? 65536), window = Number(args.window ?? 16384), epochs = Number(args.epochs ?? 3);
+const rows = Number(args.rows ?? 65536), window = Number(args.window ?? 16384), epochs = Number(args.epochs ?? 5);
 const sources = (args.sources ?? 'npy,npy-ordered,iterable').split(',');
 const outputs = 10;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-gather-bench-'));
 const results: Array<Record<string, unknown>> = [];
 
-async function measure(s: DataStream, width: number, shuffle: boolean): Promise<{ rowsPerSecond: number; gbPerSecond: number; msPerWindow: number }> {
+/** Rows/s over the epochs (and of the best epoch: on a shared machine the least disturbed). */
+async function measure(s: DataStream, width: number, shuffle: boolean): Promise<{ rowsPerSecond: number; gbPerSecond: number; msPerWindow: number; bestRowsPerSecond: number }> {
   const src = await s.open({ inputs: width, outputs, dtype: 'float32' });
   const into = { x: new Float32Array(window * width), y: new Float32Array(window * outputs) };
   const rng = new Rng(1);
@@ -34,10 +35,15 @@ async function measure(s: DataStream, width: number, shuffle: boolean): Promise<
   try {
     await epoch();  // warm-up: page cache, first touches
     const t0 = performance.now();
-    let n = 0, windows = 0;
-    for (let e = 0; e < epochs; e++) { const r = await epoch(); n += r.n; windows += r.windows; }
+    let n = 0, windows = 0, best = 0;
+    for (let e = 0; e < epochs; e++) {
+      const t = performance.now(), r = await epoch();
+      n += r.n;
+      windows += r.windows;
+      best = Math.max(best, r.n / ((performance.now() - t) / 1000));
+    }
     const s = (performance.now() - t0) / 1000;
-    return { rowsPerSecond: n / s, gbPerSecond: (n * (width + outputs) * 4) / s / 1e9, msPerWindow: (s * 1000) / windows };
+    return { rowsPerSecond: n / s, gbPerSecond: (n * (width + outputs) * 4) / s / 1e9, msPerWindow: (s * 1000) / windows, bestRowsPerSecond: best };
   } finally {
     await src.close();
   }
@@ -58,7 +64,7 @@ try {
       const [s, shuffle] = name === 'npy' ? [streamNpy({ x: xf, labels: lf }), true] : name === 'npy-ordered' ? [streamNpy({ x: xf, labels: lf }), false] : name === 'iterable' ? [streamBatches(batches), true] : [streamBatches(batches), false];
       const r = await measure(s, width, shuffle);
       results.push({ width, source: name, rows, window, ...r });
-      console.log(`width ${width} ${name.padEnd(16)} ${(r.rowsPerSecond / 1e6).toFixed(3)} M rows/s  ${r.gbPerSecond.toFixed(2)} GB/s  ${r.msPerWindow.toFixed(2)} ms/window of ${window}`);
+      console.log(`width ${width} ${name.padEnd(16)} ${(r.rowsPerSecond / 1e6).toFixed(3)} M rows/s  ${r.gbPerSecond.toFixed(2)} GB/s  ${r.msPerWindow.toFixed(2)} ms/window of ${window}  (best epoch ${(r.bestRowsPerSecond / 1e6).toFixed(3)} M rows/s)`);
     }
   }
 } finally {
