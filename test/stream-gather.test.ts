@@ -5,7 +5,7 @@ import { readFileSync, readdirSync, mkdtempSync, rmSync, writeFileSync } from 'n
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { ArenaError, OptionError } from '../src/index.js';
+import { Arena, ArenaError, OptionError, planLayout, Trainer } from '../src/index.js';
 import { streamBatches, streamNpy, toNpy, type DataStream } from '../src/io.js';
 import { affinePermutation, Rng } from '../src/train/rng.js';
 import { ShuffleBuffer } from '../src/train/shuffle-buffer.js';
@@ -73,6 +73,17 @@ describe('a .npy file gathered natively', () => {
       expect(err).toMatchObject({ code: 'BAD_OPTION', field: k });
       expect((err as Error).message).not.toMatch(/csrc|\.cc/);
       delete process.env[k];
+    }
+  });
+
+  it('the arena disposed while windows are being gathered: the fit rejects DISPOSED, the slots go once the gathers end', async () => {
+    for (const source of [s, streamBatches(() => [{ x: new Float32Array(3000 * width), labels: new Int32Array(3000) }])]) {
+      const arena = Arena.create(planLayout({ layers: [width, 4], batch: 100, samples: 1000 }), { backend: 'cpu' });
+      const t = new Trainer(arena);
+      let err: unknown;
+      try { await t.fit(source as never, { epochs: 2, seed: 1, onProgress: () => arena.dispose() }); } catch (e) { err = e; }
+      expect(err).toBeInstanceOf(ArenaError);
+      expect(err).toMatchObject({ code: 'DISPOSED' });
     }
   });
 
