@@ -129,6 +129,7 @@ struct Run : std::enable_shared_from_this<Run> {
       }
       return;
     }
+    task.reset();  // the JS side's is the last: what the task holds (a mapped file) goes there
     tsfn.NonBlockingCall(js);  // the queue is unbounded: only a closing environment refuses
     tsfn.Release();
   }
