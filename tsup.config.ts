@@ -10,5 +10,5 @@ export default defineConfig([
     splitting: true,
   },
   { entry: { cli: 'src/cli.ts' }, format: ['esm'], target: 'node20', banner: { js: '#!/usr/bin/env node' }, sourcemap: true },
-  { entry: { bench: 'bench/main.ts' }, outDir: 'bench/dist', clean: true, format: ['esm'], target: 'node20', sourcemap: true, external: ['benny'] },
+  { entry: { bench: 'bench/main.ts', gather: 'bench/gather.ts' }, outDir: 'bench/dist', clean: true, format: ['esm'], target: 'node20', sourcemap: true, external: ['benny'] },
 ]);

@@ -13,6 +13,8 @@
 // resident steps.
 //   npx tsup && node bench/stream.mjs [--backend auto|cpu|cuda] [--nets S,M] [--rows 65536]
 //     [--window 8192] [--epochs 3] [--out bench/results/stream-<device>.json]
+// Windows are produced on nn-arena's gather threads (NN_ARENA_GATHER_THREADS, NN_ARENA_GATHER:
+// recorded in the results with UV_THREADPOOL_SIZE).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,5 +90,6 @@ try {
 }
 const device = (cudaInfo().devices > 0 && backend !== 'cpu' ? cudaInfo().name : 'cpu').toLowerCase().replace(/[^a-z0-9]+/g, '-');
 const out = args.out ?? join('bench', 'results', `stream-${device}.json`);
-writeFileSync(out, `${JSON.stringify({ machine: machineInfo(), rows, window, epochs, results }, null, 2)}\n`);
+const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('NN_ARENA_GATHER') || k === 'UV_THREADPOOL_SIZE'));
+writeFileSync(out, `${JSON.stringify({ machine: machineInfo(), env, rows, window, epochs, results }, null, 2)}\n`);
 console.log(`wrote ${out}`);

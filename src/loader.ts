@@ -25,10 +25,12 @@ export interface LoadedAddon<T = unknown> {
   reason: string;
 }
 
-/** src/ and dist/ both sit one level below the package root. */
+/** src/ and dist/ both sit one level below the package root; the bench's bundles
+ *  (bench/dist/) two levels. */
 export function packageRoot(): string {
   const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-  return join(here, '..');
+  const up = join(here, '..');
+  return existsSync(join(up, 'package.json')) ? up : join(up, '..');
 }
 
 /** An NVIDIA driver seems installed here (Linux device files; WSL's GPU device). */

@@ -170,6 +170,22 @@ export interface NativeWindowStager {
   dispose(): void;
 }
 
+/** A streamed .npy file's rows (csrc/addon/read_rows.cc): windows gathered off the JS thread. */
+export interface NativeRowFile {
+  /** File rows (a k + c) mod rows for k in [start, start + n) into dest's rows 0..n-1. Resolves
+   *  with the bytes read (fewer: the file ended), or -errno. */
+  gather(dest: Uint8Array, start: number, n: number, a: number, c: number): Promise<number>;
+  close(): void;
+}
+
+/** An iterable's shuffle buffer rows (csrc/addon/shuffle_pool.cc); `state` is the Rng's. */
+export interface NativeShufflePool {
+  push(x: Uint8Array, y: Uint8Array, batch: number, firstRow: number, outX: Uint8Array, outY: Uint8Array, outRow: number, maxOut: number, state: BigUint64Array, where: Float64Array): [taken: number, out: number, done: Promise<number>];
+  drain(outX: Uint8Array, outY: Uint8Array, outRow: number, maxOut: number, state: BigUint64Array, where: Float64Array): [out: number, done: Promise<number>];
+  reset(): void;
+  dispose(): void;
+}
+
 /** What the planner hands the native rules of a spec: activations[l] is layer l's code; extras:
  *  how many user regions. */
 export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; models: number; extras: number; units: number[]; activations: number[] }
@@ -183,12 +199,10 @@ export interface RunTarget { cuda: boolean; budgeted: boolean }
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
   WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
+  RowFile: new (fd: number, dataOffset: number, rowBytes: number, rows: number) => NativeRowFile;
+  ShufflePool: new (rows: number, xRowBytes: number, yRowBytes: number) => NativeShufflePool;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
-  /** File rows `rows` (ascending; rowBytes each from byte `offset` of the open file `fd`) into
-   *  `dest` at rows `at`, off the JS thread in parallel parts (csrc/addon/read_rows.cc). Resolves
-   *  with the bytes read (fewer: the file ended), or -errno. */
-  readRows(fd: number, offset: number, rowBytes: number, rows: Float64Array, at: Uint32Array, dest: Uint8Array): Promise<number>;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };
   /** The one check of a device budget (csrc/budget/budgeted_block.cc); throws its coded error. */
   checkDeviceBudget(header: Uint8Array, memory: number, budget?: number): void;

@@ -1,5 +1,6 @@
 // addon.cc: the Node-API entry point. It only registers: the arena handle (arena_handle.h), the
-// streaming window buffers (window_stager.h), the library's functions (functions.cc, read_rows.cc),
+// streaming window buffers and sources (window_stager.h, read_rows.h, shuffle_pool.h), the
+// library's functions (functions.cc),
 // JIT kernels (jit.cc), data parallelism (nccl.cc). Test- and bench-only functions are another
 // addon's (test/native/internal.cc), never shipped.
 // Conversions live in convert.h, runs in run_worker.h, error shaping in js_error.h.
@@ -8,6 +9,8 @@
 #include "addon_data.h"
 #include "arena_handle.h"
 #include "functions.h"
+#include "read_rows.h"
+#include "shuffle_pool.h"
 #include "window_stager.h"
 
 namespace {
@@ -17,8 +20,9 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   env.SetInstanceData(new nna::addon::AddonData{Napi::Persistent(arena), Napi::Persistent(Napi::Symbol::New(env, "nn-arena arena"))});
   exports.Set("ArenaHandle", arena);
   exports.Set("WindowStager", nna::addon::WindowStager::Define(env));
+  exports.Set("RowFile", nna::addon::RowFile::Define(env));
+  exports.Set("ShufflePool", nna::addon::ShufflePool::Define(env));
   nna::addon::registerFunctions(env, exports);
-  nna::addon::registerReadRows(env, exports);
   nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);
   nna::addon::registerNccl(env, exports);

@@ -16,8 +16,6 @@ inline void exportFunctions(Napi::Env env, Napi::Object exports, std::initialize
 // cudaInfo, crc32c, minDeviceBudget, checkDeviceBudget, checkRun, checkLoss, checkGroup,
 // validateHeader (functions.cc).
 void registerFunctions(Napi::Env env, Napi::Object exports);
-// readRows (read_rows.cc): a shuffled streaming window's rows read from a file in parallel.
-void registerReadRows(Napi::Env env, Napi::Object exports);
 // JIT kernels (jit.cc): jitCompile, jitLaunch.
 void registerJit(Napi::Env env, Napi::Object exports);
 // Data parallelism (nccl.cc): ncclInfo, ncclUniqueId, ncclInitAll, ncclInitRank, ncclLeave,

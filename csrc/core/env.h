@@ -24,6 +24,8 @@
 //   NN_ARENA_UM_SLACK             managed scheduler: bytes of evictions in flight while fetching
 //   NN_ARENA_UM_READ_DUP          managed scheduler: 1 = forward weights as read-only duplicates
 //   NN_ARENA_RESIDENCY_TRACE      residency replay (tests): print each phase's device bytes
+//   NN_ARENA_GATHER_THREADS       streaming: threads producing windows (default: the cores up to 8)
+//   NN_ARENA_GATHER               streaming: mmap (default) | pread, how .npy rows are read
 // Build time (scripts/find-nvcc.cjs): NN_ARENA_CUDA=0 (CPU-only build), NN_ARENA_CUDA_ARCH.
 // Not NN_ARENA_* but read by nn-arena: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 // (multi-process data parallelism, read in TS by src/parallel/env.ts only).
@@ -39,7 +41,8 @@ namespace nna {
 
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
-  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward,
+  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward, GatherThreads,
+  Gather,
   Count
 };
 

@@ -1,13 +1,13 @@
-// npy-rows.ts: the reads of a streamed .npy source (src/train/stream.ts streamNpy): an
-// unshuffled window's contiguous rows, or a shuffled window's rows gathered from all over the
-// file (the epoch's affine permutation of every row) straight into the window buffer.
+// npy-rows.ts: the reads of a streamed .npy source (src/train/stream.ts streamNpy): a window's
+// rows, contiguous (unshuffled) or from all over the file (the epoch's affine permutation of
+// every row), gathered natively off the JS thread in parallel (csrc/addon/read_rows.cc) straight
+// into the window buffer where the types match.
 import { open, type FileHandle } from 'node:fs/promises';
-import { DataError, OptionError } from '../errors.js';
+import { DataError, fromNative, OptionError } from '../errors.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
-import { call, native } from '../native.js';
-import { modInverse, mulmod } from './rng.js';
+import { call, native, type NativeRowFile } from '../native.js';
 
-export interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string }
+export interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string; rows?: NativeRowFile }
 
 export async function openNpy(path: string, field: string): Promise<OpenNpy> {
   let fd: FileHandle;
@@ -29,25 +29,29 @@ export async function openNpy(path: string, field: string): Promise<OpenNpy> {
   }
 }
 
-const READ_PARTS = 4, READ_PART_BYTES = 2 ** 21;
+/** The native reader of `f`'s rows (row width `width`), opened at the first window. */
+function rowFile(f: OpenNpy, width: number): NativeRowFile {
+  const rows = f.h.shape[0] ?? 0;
+  return (f.rows ??= call(() => new (native().RowFile)(f.fd.fd, f.h.dataOffset, width * f.h.itemBytes, rows)));
+}
 
-/** Reads rows [first, first + n) of `f` (row width `width`) as numbers into `out` from 0. */
-export async function readRows(f: OpenNpy, first: number, n: number, width: number, out: Float32Array | Float64Array): Promise<void> {
-  const { h } = f;
-  const bytes = n * width * h.itemBytes;
-  const position = h.dataOffset + first * width * h.itemBytes;
+/** Closes `f` and its native reader (the mapping goes once a read in flight ends). */
+export async function closeNpy(f: OpenNpy): Promise<void> {
+  f.rows?.close();
+  await f.fd.close();
+}
+
+/** Positions [start, start + n) of the order k -> (a k + c) mod N of `f`'s rows (a = 1, c = 0:
+ *  the file in order; row width `width`) into `out` from row 0, as numbers. */
+export async function gatherRows(f: OpenNpy, p: { a: number; c: number }, start: number, n: number, width: number, out: Float32Array | Float64Array): Promise<void> {
+  const { h } = f, bytes = n * width * h.itemBytes;
   const same = sameType(h, out);
   const buf = same ? new Uint8Array(out.buffer, out.byteOffset, bytes) : new Uint8Array(bytes);
-  // Large reads in a few parts at once (libuv's threads): one pread of a window from the page
-  // cache is a single memcpy on one core.
-  const parts = Math.max(1, Math.min(READ_PARTS, Math.floor(bytes / READ_PART_BYTES)));
-  const per = Math.ceil(bytes / parts / 4096) * 4096;
-  const got = await Promise.all(Array.from({ length: parts }, (_, i) => {
-    const at = Math.min(bytes, i * per), len = Math.min(bytes, (i + 1) * per) - at;
-    return len > 0 ? f.fd.read(buf, at, len, position + at).then((r) => r.bytesRead) : 0;
-  }));
-  const bytesRead = got.reduce((a, b) => a + b, 0);
-  if (bytesRead !== bytes) throw new DataError('BAD_FILE', f.path, bytesRead, `ended early: ${bytes} bytes expected at byte ${position}`);
+  const r = rowFile(f, width);
+  let got: number;
+  try { got = await call(() => r.gather(buf, start, n, p.a, p.c)); } catch (e) { throw fromNative(e); }
+  if (got < 0) throw new DataError('BAD_FILE', f.path, got, `cannot be read (errno ${-got})`);
+  if (got !== bytes) throw new DataError('BAD_FILE', f.path, got, `ended early: ${bytes} bytes of rows expected`);
   if (!same) decode(h, buf, n * width, out);
 }
 
@@ -67,27 +71,4 @@ function decode(h: NpyHeader, buf: Uint8Array, count: number, out: Float32Array 
     int64: (at: number) => Number(dv.getBigInt64(at, true)), uint64: (at: number) => Number(dv.getBigUint64(at, true)),
   }[h.dtype];
   for (let i = 0; i < count; i++) out[i] = read(i * h.itemBytes);
-}
-
-/** The file rows of an epoch's positions [start, start + n) under k -> (a k + c) mod N,
- *  ascending (the order the file is read in), and the position from `start` of each. */
-export function windowRows(p: { a: number; c: number }, start: number, n: number, N: number): { rows: Float64Array; at: Uint32Array } {
-  const rows = new Float64Array(n);
-  for (let i = 0, r = (mulmod(p.a, start, N) + p.c) % N; i < n; i++, r = r + p.a >= N ? r + p.a - N : r + p.a) rows[i] = r;
-  rows.sort();
-  const inv = modInverse(p.a, N), at = new Uint32Array(n);
-  for (let i = 0; i < n; i++) at[i] = mulmod(inv, (rows[i]! - p.c + N) % N, N) - start;
-  return { rows, at };
-}
-
-/** File rows `rows` (ascending) of `f` (row width `width`) into `out` at rows `at`, as numbers:
- *  read natively in parallel parts, straight into `out` where the types match. */
-export async function gatherRows(f: OpenNpy, rows: Float64Array, at: Uint32Array, width: number, out: Float32Array | Float64Array): Promise<void> {
-  const { h } = f, rowBytes = width * h.itemBytes, bytes = rows.length * rowBytes;
-  const same = sameType(h, out);
-  const buf = same ? new Uint8Array(out.buffer, out.byteOffset, bytes) : new Uint8Array(bytes);
-  const got = await call(() => native().readRows(f.fd.fd, h.dataOffset, rowBytes, rows, at, buf));
-  if (got < 0) throw new DataError('BAD_FILE', f.path, got, `cannot be read (errno ${-got})`);
-  if (got !== bytes) throw new DataError('BAD_FILE', f.path, got, `ended early: ${bytes} bytes of rows expected`);
-  if (!same) decode(h, buf, rows.length * width, out);
 }

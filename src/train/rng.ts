@@ -12,6 +12,9 @@ export class Rng {
     r.#state = BigInt.asUintN(64, BigInt(`0x${hex}`));
     return r;
   }
+  /** @internal The raw state: the native shuffle buffer draws from it (the same generator). */
+  get bits(): bigint { return this.#state; }
+  set bits(v: bigint) { this.#state = BigInt.asUintN(64, v); }
   /** Uniform in [0, 1) with 53 random bits. */
   next(): number {
     this.#state = BigInt.asUintN(64, this.#state + 0x9e3779b97f4a7c15n);

@@ -5,8 +5,9 @@
 //
 // Overlap: three stages run at once, each on its own thread, so that a window costs the
 // longest of them rather than their sum:
-//   fill     window k + 2 is read (file: libuv's threads) or gathered from the iterable (the JS
-//            thread) into one of two host slots (pinned on CUDA: csrc/addon/window_stager.h);
+//   fill     window k + 2 is gathered from the file or the iterable's shuffle buffer by the
+//            gather pool (csrc/addon/gather_pool.h, threads of its own; an unshuffled iterable
+//            on the JS thread) into one of two host slots (pinned on CUDA: window_stager.h);
 //   upload   window k + 1 is checked for non-finite values and copied to a device staging
 //            buffer by a worker thread, on a CUDA stream of its own;
 //   run      window k trains natively.
@@ -29,8 +30,6 @@ import type { Filled, WindowBuffers } from './window.js';
 
 /** A window filled into a slot: its rows and where it falls in the epochs. */
 interface Window extends Filled { slot: number; epoch: number; index: number }
-
-const noop = () => {};
 
 /** The streaming fit. Runs in the arena's queue. */
 export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Promise<FitResult> {
@@ -55,24 +54,38 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
       const ab = stager.slot(i);
       return { x: new V(ab, 0, window * inputs) as View, y: new V(ab, xCap, window * outputs) as View };
     });
-    buffersOf.set(arena, (kept = { stager, slots }));
-    onDispose(arena, () => { buffersOf.delete(arena); stager.dispose(); });
+    const k = (kept = { stager, slots, inflight: new Set<Promise<unknown>>() });
+    buffersOf.set(arena, k);
+    // Fills in flight write the slots from native threads: then the slots go once they settle.
+    onDispose(arena, () => {
+      buffersOf.delete(arena);
+      if (k.inflight.size === 0) stager.dispose();
+      else void Promise.allSettled(k.inflight).then(() => stager.dispose());
+    });
   }
   const pending: Array<Promise<unknown>> = [];  // settled before the files close and the next fit
+  const { inflight } = kept;
+  const track = <T>(p: Promise<T>): Promise<T> => {
+    pending.push(p);
+    inflight.add(p);
+    const off = () => { inflight.delete(p); };
+    p.then(off, off);  // also: no unhandled rejection
+    return p;
+  };
   const source = await stream.open({ inputs, outputs, dtype });
   try {
-    return await train(r, o, window, stream, source, kept.slots, kept.stager, pending);
+    return await train(r, o, window, stream, source, kept.slots, kept.stager, track);
   } finally {
     await Promise.allSettled(pending);
     await source.close();
   }
 }
 
-const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[] }>();
+const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[]; inflight: Set<Promise<unknown>> }>();
 
 type Source = Awaited<ReturnType<DataStream['open']>>;
 
-async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, source: Source, slots: WindowBuffers[], stager: NativeWindowStager, pending: Array<Promise<unknown>>): Promise<FitResult> {
+async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, source: Source, slots: WindowBuffers[], stager: NativeWindowStager, track: <T>(p: Promise<T>) => Promise<T>): Promise<FitResult> {
   const { arena, batch, inputs, outputs } = r;
   const bpe = r.dtype === 'float64' ? 8 : 4;
   const rng = new Rng(o.seed);
@@ -104,7 +117,6 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     notifyTransfer(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
     return w;
   };
-  const track = <T>(p: Promise<T>): Promise<T> => { pending.push(p); p.catch(noop); return p; };
 
   const t0 = performance.now();
   let last: Metrics = { loss: NaN, accuracy: NaN };

@@ -8,7 +8,7 @@
 // source's last is full, as in resident training. With shuffle, a .npy source (random access)
 // is shuffled over all its rows: each epoch draws the resident epoch's affine permutation of
 // all N rows, and window k holds positions [kW, (k + 1)W) of it, in that order, gathered from
-// the file (csrc/addon/read_rows.cc): every row once per epoch, any two may share a batch, and
+// the file natively and in parallel (csrc/addon/read_rows.cc): every row once per epoch, any two may share a batch, and
 // the batches, steps and weights are those of resident training on the whole source with the
 // same seed. An iterable (no random access) goes through a shuffle buffer (shuffle-buffer.ts):
 // not uniform over the source. Without shuffle, rows go in source order: the same batches,
@@ -16,7 +16,7 @@
 import { DataError } from '../errors.js';
 import { checkPath } from '../formats/file.js';
 import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './data.js';
-import { gatherRows, openNpy, readRows, windowRows, type OpenNpy } from './npy-rows.js';
+import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';
 import { affinePermutation, mulmod, type Rng } from './rng.js';
 import { ShuffleBuffer, type Head } from './shuffle-buffer.js';
 import { slice, subarray, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
@@ -115,7 +115,7 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             return f;
           };
           if (rng) {
-            if (shuffler?.size !== buffer) shuffler = new ShuffleBuffer(t, buffer);
+            if (shuffler?.size !== buffer) { shuffler?.dispose(); shuffler = new ShuffleBuffer(t, buffer); }
             const buf = shuffler;
             buf.reset();
             const head: Head = () => (rest && rest.at < rest.count ? rest : pull());
@@ -162,7 +162,7 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             });
           };
         },
-        async close() {},
+        async close() { shuffler?.dispose(); },
       };
     },
   };
@@ -202,8 +202,8 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
         if (rows === 0) throw new DataError('BAD_DATA', 'x shape', fx.h.shape, 'holds no rows');
         stream.rows = rows;
       } catch (e) {
-        await fx.fd.close();
-        await fy?.fd.close();
+        await closeNpy(fx);
+        if (fy) await closeNpy(fy);
         throw e;
       }
       const fyy = fy;
@@ -219,8 +219,7 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
             const start = next, n = Math.min(window, max, rows - start);
             next += n;
             const fileRow = (i: number) => (p ? (mulmod(p.a, start + i, rows) + p.c) % rows : start + i);
-            const plan = p && windowRows(p, start, n, rows);
-            const read = (f: OpenNpy, width: number, out: Float32Array | Float64Array) => (plan ? gatherRows(f, plan.rows, plan.at, width, out) : readRows(f, start, n, width, out));
+            const read = (f: OpenNpy, width: number, out: Float32Array | Float64Array) => gatherRows(f, p ?? { a: 1, c: 0 }, start, n, width, out);
             const xs = into.x.subarray(0, n * t.inputs);
             if (labels !== undefined) {
               if (labelBuf!.length < n) labelBuf = new Float64Array(window);
@@ -244,7 +243,7 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
             };
           };
         },
-        async close() { await fx.fd.close(); await fyy.fd.close(); },
+        async close() { await closeNpy(fx); await closeNpy(fyy); },
       };
     },
   };
