@@ -290,6 +290,7 @@ class LayerRun {
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
     updateKernel<T><<<dim3(blocks, 1, K_), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp, lrs_.get(), scale);
     launched();
+    if (!wFresh_.empty()) wFresh_[l] = false;  // bf16: w moved, its copy is stale
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
@@ -560,9 +561,13 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
 
 // After a Train or Update run: a weight or bias left non-finite makes the run's last step its bad
 // step (DIVERGED), also when every loss was finite (cpu_train.cc, markNonFinite). One pass over
-// the parameters a run.
+// the parameters a run. Ends with the stream's sync, which is the run's end (the fused launch
+// does not wait itself).
 static void markNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
-  if (p.op != Op::Train && p.op != Op::Update) return;
+  if (p.op != Op::Train && p.op != Op::Update) {
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return;
+  }
   const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
   const dim3 models(1, 1, unsigned(nna_models(&h)));
   for (uint32_t l = 1; l < h.num_layers; ++l) {

@@ -300,7 +300,9 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   }
   void* args[] = {&p};
   CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
-  CUDA_CHECK(cudaStreamSynchronize(lane.stream));
+  // The run's end is awaited by the caller's last stream sync (markNonFinite) unless something
+  // is read back here (one wait less a run).
+  if ((clip && rp.gradNorms) || tracing) CUDA_CHECK(cudaStreamSynchronize(lane.stream));
   if (clip && rp.gradNorms) {
     rp.gradNorms->resize(normCount);
     CUDA_CHECK(cudaMemcpy(rp.gradNorms->data(), p.clipNorms, normCount * sizeof(double), cudaMemcpyDeviceToHost));
