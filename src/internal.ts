@@ -24,6 +24,9 @@ export interface TestAddon {
   measureLink(bytes: number): LinkRates;
   probeBind(deviceAddress: bigint, layers: number, cuda: boolean): BigUint64Array;
   deviceHeader(deviceAddress: bigint, totalBytes: number, cuda: boolean): DecodedHeader;
+  /** A mapped read of `path` after the file was cut to nothing, inside the SIGBUS guard
+   *  (csrc/addon/fault_guard.h): [the guarded read's result (false: faulted), a later one's]. */
+  mappedReadAfterCut(path: string): [boolean, boolean];
   /** Compiles a JIT kernel for `arch` without a device: the CUBIN's size. */
   jitCompileOnly(source: string, name: string, params: string[], header: string, arch: string): number;
   CopyBench: new (cuda: boolean, sizes: number[], pinned: boolean) => { run(dir: 'toDevice' | 'toHost'): number; dispose(): void };

@@ -6,7 +6,7 @@
 // and runs of adjacent rows read by one preadv. On a file in the page cache mmap was the faster
 // (bench/gather.ts). A file cut short after it was opened is found by an fstat before every
 // window (the rows past its end are not read: the window comes back short); one cut while a
-// window is read would fault a mapped read (SIGBUS), as with any mapped file.
+// window is read faults a mapped read (SIGBUS), which fault_guard.h turns into a short window.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -23,6 +23,7 @@
 
 #include "../core/env.h"
 #include "convert.h"
+#include "fault_guard.h"
 #include "gather_pool.h"
 #include "js_error.h"
 #include "read_rows.h"
@@ -52,16 +53,21 @@ class GatherRowsTask : public GatherTask {
     uint64_t row = (mulmod(a_, start_ + from, N) + c_) % N, got = 0;
     if (mapped_) {
       const uint8_t* base = s_->map + s_->offset;
-      for (size_t i = from; i < to;) {
-        size_t j = i + 1;  // a run of adjacent rows (a whole part, in order): one copy
-        uint64_t next = step(row);
-        while (j < to && next == row + (j - i)) next = step(next), ++j;
-        const uint64_t k = row >= valid_ ? 0 : std::min<uint64_t>(j - i, valid_ - row);  // rows past a cut are not read
-        std::memcpy(dest_ + i * rb, base + row * rb, k * rb);
-        got += k * rb;
-        row = next;
-        i = j;
-      }
+      // A cut while the part is read faults the copy: the part then counts nothing, and the
+      // window comes back short (the file ended) instead of the process ending.
+      if (!guardMappedReads([&] {
+            for (size_t i = from; i < to;) {
+              size_t j = i + 1;  // a run of adjacent rows (a whole part, in order): one copy
+              uint64_t next = step(row);
+              while (j < to && next == row + (j - i)) next = step(next), ++j;
+              const uint64_t k = row >= valid_ ? 0 : std::min<uint64_t>(j - i, valid_ - row);  // rows past a cut are not read
+              std::memcpy(dest_ + i * rb, base + row * rb, k * rb);
+              got += k * rb;
+              row = next;
+              i = j;
+            }
+          }))
+        got = 0;
     } else {
       got = readParts(from, to, row);
     }

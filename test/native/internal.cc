@@ -6,7 +6,12 @@
 // baselines. It links the library sources it calls (scripts/sources.cjs TEST_USES).
 #include <cstring>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "../../csrc/addon/convert.h"
+#include "../../csrc/addon/fault_guard.h"
 #include "../../csrc/addon/functions.h"
 #include "../../csrc/addon/js_error.h"
 #include "../../csrc/addon/phases_js.h"
@@ -198,6 +203,30 @@ Napi::Value JitCompileOnly(const Napi::CallbackInfo& info) {
   return Napi::Number::New(env, double(guarded(env, [&] { return jitCompileOnly(source, name, params, header, arch); })));
 }
 
+// mappedReadAfterCut(path): maps the file's first two pages, cuts the file to nothing, then
+// copies the mapping inside guardMappedReads (which must return false: the pages are past the
+// file's end) and once more outside a fault (an empty guarded read: true). [guarded, after].
+Napi::Value MappedReadAfterCut(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::string path = string(env, info[0], "path");
+  const int fd = open(path.c_str(), O_RDWR);
+  if (fd < 0) throwJs(env, "BAD_FILE", "cannot open the probe file");
+  const size_t bytes = size_t(2 * sysconf(_SC_PAGESIZE));
+  void* m = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) { close(fd); throwJs(env, "BAD_FILE", "cannot map the probe file"); }
+  std::vector<char> out(bytes);
+  const bool cut = ftruncate(fd, 0) == 0;
+  const bool first = guardMappedReads([&] { std::memcpy(out.data(), m, bytes); });
+  const bool second = guardMappedReads([] {});
+  munmap(m, bytes);
+  close(fd);
+  if (!cut) throwJs(env, "BAD_FILE", "cannot cut the probe file");
+  Napi::Array r = Napi::Array::New(env, 2);
+  r.Set(uint32_t(0), Napi::Boolean::New(env, first));
+  r.Set(uint32_t(1), Napi::Boolean::New(env, second));
+  return r;
+}
+
 // ---- CopyBenchHandle: baselines for bench/transfers.ts --------------------------------------
 class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
  public:
@@ -234,7 +263,7 @@ class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
 
 Napi::Object Init(Napi::Env env, Napi::Object o) {
   exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
-                           {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}});
+                           {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}, {"mappedReadAfterCut", MappedReadAfterCut}});
   o.Set("CopyBench", CopyBenchHandle::Define(env));
   return o;
 }
