@@ -140,7 +140,7 @@ struct Run : std::enable_shared_from_this<Run> {
 size_t gatherThreads(Napi::Env env) {
   const long cores = std::max<long>(1, long(std::thread::hardware_concurrency()));
   try {
-    return size_t(knobInt(Knob::GatherThreads, std::min<long>(cores, 8), 1, 256));
+    return size_t(knobInt(Knob::GatherThreads, std::min<long>(cores, 12), 1, 256));
   } catch (const Failure& e) {
     throw jsError(env, e.code, e.what(), "", knobName(Knob::GatherThreads));
   }
