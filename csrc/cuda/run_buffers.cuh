@@ -1,0 +1,152 @@
+// run_buffers.cuh: the per-layer path's run-lived device buffers beside the arena (the TF32
+// workspace, the bf16 copies, the clipping scratch) and the two kernels that fill them.
+// Included by cuda_train.cu only (its anonymous namespace).
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "../include/nn_arena.h"
+#include "check.cuh"
+#include "layer_kernels.cuh"
+
+namespace nna {
+namespace {
+
+// The workspace of the TF32 precisions through cuBLAS. tf32x3: the big and small parts of two
+// operands (slot 0: a weight matrix or z[l-1]; slot 1: z[l-1] or d[l]). Both modes: d[l]
+// transposed (units x rows), so that the weight-gradient product reads both operands in a
+// layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
+// product as "nn", L on the H100). Sized for the largest layer at the batch. It lies outside the
+// arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
+// the same whichever precision trains it), and it lives only for the run (stream-ordered:
+// cudaMallocAsync / cudaFreeAsync on the run's stream).
+class Tf32Workspace {
+ public:
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, cudaStream_t s) {
+    for (uint32_t l = 1; l < h.num_layers; ++l) {
+      const uint64_t n = layers[l].units, m = layers[l].fan_in;
+      if (split) {
+        elements_[0] = std::max({elements_[0], n * m, h.batch * m});
+        elements_[1] = std::max({elements_[1], h.batch * m, h.batch * n});
+      }
+      transposed_ = std::max(transposed_, h.batch * n);
+    }
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float), s));
+  }
+  ~Tf32Workspace() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
+  uint64_t slotElements(int i) const { return elements_[i]; }
+  float* transposed() const { return base_ + 2 * (elements_[0] + elements_[1]); }
+
+ private:
+  float* base_ = nullptr;
+  uint64_t elements_[2] = {0, 0};
+  uint64_t transposed_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Precision bf16: the products' operands rounded to bf16, each written once per step by the pass
+// that makes it (z[l] by the bias-activation pass, d[l-1] by the activation-gradient pass) or by
+// one cast (the inputs z[0], d[L], each weight matrix before its forward product, which the
+// error product then reuses: the update comes after both). d ping-pongs between two buffers:
+// layer l's weight gradient still reads d[l] when d[l-1] is written. The fp32 values stay in
+// the arena (the masters); this run-lived copy lies beside it, like Tf32Workspace.
+class Bf16Copies {
+ public:
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, cudaStream_t s) {
+    const uint32_t last = h.num_layers - 1;
+    auto take = [&](uint64_t n) { const uint64_t at = total_; total_ += (n + 63) / 64 * 64; return at; };  // 128-byte aligned operands
+    z_.assign(last, 0);
+    w_.assign(last + 1, 0);
+    uint64_t dMax = 0;
+    for (uint32_t l = 0; l < last; ++l) z_[l] = take(h.batch * L[l].units);
+    for (uint32_t l = 1; l <= last; ++l) {
+      w_[l] = take(L[l].units * L[l].fan_in);
+      dMax = std::max(dMax, h.batch * L[l].units);
+    }
+    d_[0] = take(dMax);
+    d_[1] = take(dMax);
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(__nv_bfloat16), s));
+  }
+  ~Bf16Copies() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  bool active() const { return base_ != nullptr; }
+  __nv_bfloat16* z(uint32_t l) const { return base_ + z_[l]; }
+  __nv_bfloat16* w(uint32_t l) const { return base_ + w_[l]; }
+  __nv_bfloat16* d(uint32_t l) const { return base_ + d_[l % 2]; }
+
+ private:
+  __nv_bfloat16* base_ = nullptr;
+  uint64_t total_ = 0, d_[2] = {0, 0};
+  std::vector<uint64_t> z_, w_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// x rounded to bf16 (nearest even), for the bf16 products' operands.
+static __global__ void bf16Kernel(const float* x, __nv_bfloat16* out, uint64_t n) {
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) out[i] = __float2bfloat16_rn(x[i]);
+}
+
+// out (cols x rows, row-major) = in (rows x cols, row-major) transposed: 32 x 32 tiles through
+// shared memory (a padded column: no bank conflicts), both sides coalesced.
+static __global__ void transposeKernel(const float* in, float* out, uint64_t rows, uint64_t cols) {
+  __shared__ float tile[32][33];
+  const uint64_t c0 = uint64_t(blockIdx.x) * 32, r0 = uint64_t(blockIdx.y) * 32;
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const uint64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) tile[i][threadIdx.x] = in[r * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += blockDim.y) {
+    const uint64_t c = c0 + i, r = r0 + threadIdx.x;
+    if (r < rows && c < cols) out[c * rows + r] = tile[threadIdx.x][i];
+  }
+}
+
+// A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
+// partial sums of squares, each model's clip factor, and the norm of every step (read back once
+// at the end of the run into RunParams::gradNorms).
+class ClipScratch {
+ public:
+  void allocate(unsigned models, uint32_t layers, uint64_t steps, cudaStream_t s) {
+    stream_ = s;
+    models_ = models;
+    layers_ = layers;
+    steps_ = steps;
+    const uint64_t n = uint64_t(models) * layers * kNormBlocks + models + steps * models;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), n * sizeof(double), s));
+    CUDA_CHECK(cudaMemsetAsync(base_, 0, n * sizeof(double), s));  // layer 0's partials stay 0
+  }
+  ~ClipScratch() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  bool active() const { return base_ != nullptr; }
+  double* partials() const { return base_; }
+  double* scale() const { return base_ + uint64_t(models_) * layers_ * kNormBlocks; }
+  double* norms(uint64_t step) const { return scale() + models_ + step * models_; }
+  // After the stream is synchronised: every step's norms into `out`.
+  void readNorms(std::vector<double>* out) const {
+    if (!out || !base_) return;
+    out->resize(steps_ * models_);
+    CUDA_CHECK(cudaMemcpy(out->data(), norms(0), out->size() * sizeof(double), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  double* base_ = nullptr;
+  unsigned models_ = 0;
+  uint32_t layers_ = 0;
+  uint64_t steps_ = 0;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+}  // namespace nna
