@@ -169,20 +169,27 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
   __syncthreads();
 }
 
+// The block's sum of every thread's v in one fixed order (warp trees, then the 8 warp totals in
+// order), as thread 0's result; every thread calls it. clipWarp is free again once the block
+// has passed another barrier.
+__device__ double clipBlockSum(double v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
+  if (threadIdx.x % 32 == 0) clipWarp[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < kWarps; ++w) total += clipWarp[w];
+  return total;
+}
+
 // Clipping: the squares this block's threads added for model m (clipAcc) into the block's
 // partial sum, warp trees then the 8 warps in order; clipAcc starts again from zero. Every
 // thread of the block calls it (the items of a phase are uniform in a block).
 __device__ void clipFlush(const FusedParams& p, uint32_t m) {
-  double v = clipAcc[threadIdx.x];
+  const double v = clipAcc[threadIdx.x];
   clipAcc[threadIdx.x] = 0;
-  for (int o = 16; o > 0; o /= 2) v += __shfl_down_sync(0xffffffffu, v, o);
-  if (threadIdx.x % 32 == 0) clipWarp[threadIdx.x / 32] = v;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    double total = 0;
-    for (int w = 0; w < kWarps; ++w) total += clipWarp[w];
-    p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] += total;
-  }
+  const double total = clipBlockSum(v);
+  if (threadIdx.x == 0) p.clipPartials[uint64_t(m) * gridDim.x + blockIdx.x] += total;
   __syncthreads();
 }
 
@@ -207,14 +214,10 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
     // in order: the same order, so the same total, in every block.
     double part = 0;
     for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) part += p.clipPartials[uint64_t(m) * gridDim.x + b];
-    for (int o = 16; o > 0; o /= 2) part += __shfl_down_sync(0xffffffffu, part, o);
-    if (threadIdx.x % 32 == 0) clipWarp[threadIdx.x / 32] = part;
-    __syncthreads();
+    const double sq = clipBlockSum(part);
     // The clip factor into the step's hyperparameters (shared; the next step recomputes them),
     // or into the model's own where models have their own rates.
     if (threadIdx.x == 0) {
-      double sq = 0;
-      for (int w = 0; w < kWarps; ++w) sq += clipWarp[w];
       const double norm = sqrt(sq);
       if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
       const T gs = T(clipScale(p.opt.clipGradNorm, norm));
