@@ -23,6 +23,8 @@ export interface NativeHandle {
   run(params: RunParams): Promise<RunPath>;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
+  /** Steps of the last run that ran as a CUDA graph launch (the per-layer path's captured step). */
+  graphSteps(): number;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
   /** Resolves once no run or JIT launch is in flight on this arena. */

@@ -23,6 +23,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Run>("run"),
                       InstanceMethod<&ArenaHandle::Residency>("residency"),
                       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
+                      InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
                       InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
@@ -198,6 +199,13 @@ Napi::Value ArenaHandle::GradNorms(const Napi::CallbackInfo& info) {
   Napi::Float64Array out = Napi::Float64Array::New(env, n.size());
   std::copy(n.begin(), n.end(), out.Data());
   return out;
+}
+
+// graphSteps(): how many steps of the last run ran as a CUDA graph launch (0: none, or no
+// CUDA per-layer run).
+Napi::Value ArenaHandle::GraphSteps(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, double(live(env, true)->graphSteps()));
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

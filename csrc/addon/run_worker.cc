@@ -41,6 +41,8 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   RunParams p = params;
   p.gradNorms = &b.gradNorms();
   p.gradNorms->clear();
+  p.graphSteps = &b.graphSteps();
+  *p.graphSteps = 0;
   if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
   if (comm) return comm->run(b.device(), b.header(), p);
   if (b.options().cuda) return runCuda(b.device(), b.header(), p);

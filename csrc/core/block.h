@@ -72,6 +72,8 @@ class Block {
   // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),
   // written by the run with mutex() held.
   std::vector<double>& gradNorms() { return gradNorms_; }
+  // Steps of the last run that ran as a CUDA graph launch (RunParams::graphSteps).
+  uint64_t& graphSteps() { return graphSteps_; }
 
  protected:
   // One range of a transfer, with mutex() held. A budgeted block moves its memory its own way.
@@ -93,6 +95,7 @@ class Block {
   std::atomic<bool> releaseAsked_{false};
   Stats stats_;
   std::vector<double> gradNorms_;
+  uint64_t graphSteps_ = 0;
   mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;
 };

@@ -8,6 +8,8 @@
 //                                 (default: the best the CPU has)
 //   NN_ARENA_STEP_PATH            CUDA: fused | layers | auto (default) — force a training path
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
+//   NN_ARENA_CUDA_GRAPH           CUDA: 0 launches every per-layer step directly (default: a run's
+//                                 second step is captured as a graph and replayed; read per run)
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
 //   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
 //   NN_ARENA_NCCL                 CUDA: 0 turns NCCL off; a path picks libnccl (data parallelism)
@@ -24,7 +26,7 @@
 //   NN_ARENA_UM_SLACK             managed scheduler: bytes of evictions in flight while fetching
 //   NN_ARENA_UM_READ_DUP          managed scheduler: 1 = forward weights as read-only duplicates
 //   NN_ARENA_RESIDENCY_TRACE      residency replay (tests): print each phase's device bytes
-//   NN_ARENA_GATHER_THREADS       streaming: threads producing windows (default: the cores up to 8)
+//   NN_ARENA_GATHER_THREADS       streaming: threads producing windows (default: the cores up to 12)
 //   NN_ARENA_GATHER               streaming: mmap (default) | pread, how .npy rows are read
 // Build time (scripts/find-nvcc.cjs): NN_ARENA_CUDA=0 (CPU-only build), NN_ARENA_CUDA_ARCH.
 // Not NN_ARENA_* but read by nn-arena: RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT
@@ -42,7 +44,7 @@ namespace nna {
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
   UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward, GatherThreads,
-  Gather,
+  Gather, CudaGraph,
   Count
 };
 

@@ -31,6 +31,7 @@
 #include "tf32_kernels.cuh"
 #include "model_lrs.cuh"
 #include "run_buffers.cuh"
+#include "step_graph.cuh"
 
 namespace nna {
 namespace {
@@ -60,7 +61,7 @@ class LayerRun {
   // Returns whether the products went through cuBLAS.
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
-    if (p_.resetStats) { resetStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_); launched(); }
+    if (p_.resetStats) { graph_.launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_); }
     if (sync_) sync_->beginRun(s_, p_.resetStats);
     if (isPrimitive(p_.op)) {
       primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
@@ -70,7 +71,7 @@ class LayerRun {
       // Clipping: no layer's update before the step's global norm (after the group's reduction).
       const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(stepNow_), stream); };
       const bool deferred = p_.op == Op::Train && clip_.active();
-      for (uint64_t s = 0; s < p_.numBatches; ++s) {
+      auto step = [&](uint64_t s) {
         const StepRows sr = stepRows(h_.batch, p_, s);
         // A data-parallel replica may have no rows of the group's last step: it contributes zero
         // gradients to the reduction and still takes the step.
@@ -105,7 +106,22 @@ class LayerRun {
           if (deferred) clipAndUpdate(hp, s);
         }
         if (hooks_) hooks_->endStep(s, s_);
+      };
+      // Graphs (step_graph.cuh): the second step is captured, later ones replayed. Not with a
+      // memory scheduler or a group (their work between launches is host-side), nor for runs
+      // too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
+      const bool graphs = !hooks_ && !sync_ && p_.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+      for (uint64_t s = 0; s < p_.numBatches; ++s) {
+        if (!graphs || s == 0 || graph_.disabled()) { step(s); continue; }
+        const uint64_t stepNow = stepNow_;
+        const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_;
+        if (graph_.ready() ? graph_.replay(s_, [&] { step(s); }) : graph_.capture(s_, [&] { step(s); })) continue;
+        stepNow_ = stepNow;  // the host state the step began with, then the step launched directly
+        zFresh_ = zFresh;
+        wFresh_ = wFresh;
+        step(s);
       }
+      if (p_.graphSteps) *p_.graphSteps = graph_.replayed();
     }
     if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -130,8 +146,7 @@ class LayerRun {
     if (p_.op == Op::Backward) {
       output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, true);
     } else {
-      outputGradKernel<T><<<dim3(blocksFor(p_.rows), 1, K_), kThreads, 0, s_>>>(base_, last_, p_.rows);
-      launched();
+      graph_.launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
     }
     for (uint32_t l = last_; l >= 1; --l) backward(l, p_.rows, hp);  // not Train: never folds
   }
@@ -142,13 +157,12 @@ class LayerRun {
     const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
     const bool stats = p_.op != Op::Forward;
     if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      outputBlockKernel<T><<<dim3(rowBlocks(rows), 1, K_), 256, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_.launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else if (L_[last_].units > 32)
-      outputWarpKernel<T><<<dim3(blocksFor(rows * 32), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_.launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
-      outputKernel<T><<<dim3(blocksFor(rows), 1, K_), kThreads, 0, s_>>>(base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
-    launched();
-    if (stats) { foldStatsKernel<T><<<dim3(1, 1, K_), 1, 0, s_>>>(base_, last_, frac_); launched(); }
+      graph_.launch(s_, outputKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+    if (stats) { graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_); }
   }
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
@@ -157,24 +171,20 @@ class LayerRun {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
-    updateKernel<T><<<dim3(blocks, 1, K_), kThreads, 0, stream>>>(base_, l, h_.optimizer, hp, lrs_.get(), scale);
-    launched();
-    if (!wFresh_.empty()) wFresh_[l] = false;  // bf16: w moved, its copy is stale
+    graph_.launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : nullptr);
+    if (!wFresh_.empty()) wFresh_[l] = half_.active();  // bf16: the update wrote w's copy too
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
   // its clip factor, then every layer's update with it.
   void clipAndUpdate(const Hyper<T>& hp, uint64_t s) {
     for (uint32_t l = 1; l <= last_; ++l) {
-      sumSquaresKernel<T><<<dim3(kNormBlocks, 1, K_), kThreads, 0, s_>>>(base_, l, h_.num_layers, clip_.partials());
-      launched();
+      graph_.launch(s_, sumSquaresKernel<T>, dim3(kNormBlocks, 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
     }
-    clipScaleKernel<<<(K_ + 63) / 64, 64, 0, s_>>>(clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
-    launched();
+    graph_.launch(s_, clipScaleKernel, (K_ + 63) / 64, 64, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
     for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
   }
 
-  void launched() { CUDA_CHECK(cudaGetLastError()); }
   void before(Stage ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
   void after(Stage ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
 
@@ -194,8 +204,9 @@ class LayerRun {
 
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
-    gatherKernel<T><<<rowBlocks(sr.rows), kThreads, 0, s_>>>(base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples);
-    launched();
+    graph_.launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
+                  half_.active() ? half_.z(0) : nullptr);
+    if (half_.active()) zFresh_[0] = true;  // the gather wrote z[0]'s copy
     after(Stage::Gather, 0);
   }
 
@@ -203,7 +214,8 @@ class LayerRun {
   void zeroGradients(uint32_t l) {
     for (unsigned m = 0; m < K_; ++m)
       for (uint32_t kind : {uint32_t(NNA_DB), uint32_t(NNA_DW)})
-        CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
+        if (graph_.external(l, kind, m))
+          CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
   }
 
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
@@ -213,17 +225,16 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
         const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-        if (prec_ == Precision::Tf32x3) tcGemmKernel<MODE, true><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
-        else tcGemmKernel<MODE, false><<<grid, 256, 0, s_>>>(base_, l, rows, fold, hp);
-        return launched();
+        if (prec_ == Precision::Tf32x3) graph_.launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
+        else graph_.launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
+        return;
       }
     }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-    if (blocks(64) >= uint64_t(sms_)) gemmKernel<T, MODE, 64><<<grid(64), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
-    else if (blocks(32) >= uint64_t(sms_)) gemmKernel<T, MODE, 32><<<grid(32), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
-    else gemmKernel<T, MODE, 16><<<grid(16), 256, 0, s_>>>(base_, l, rows, fold, hp, lrs_.get());
-    launched();
+    if (blocks(64) >= uint64_t(sms_)) graph_.launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
+    else if (blocks(32) >= uint64_t(sms_)) graph_.launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
+    else graph_.launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
   }
 
   // Row-major products through column-major cuBLAS: a row-major r x c matrix is the
@@ -232,24 +243,24 @@ class LayerRun {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from bf16 copies; the pass after it writes z[l]'s
-      if (l == 1) toHalf(0, NNA_Z, rows * m);
-      toHalf(l, NNA_W, n * m);
+      if (l == 1) {
+        if (!zFresh_[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
+        staleWeightsToHalf();
+      }
       gemmBf16(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
       const bool copy = l < last_;
-      biasActivateKernel<T><<<rowBlocks(rows), kThreads, 0, s_>>>(base_, l, rows, copy ? half_.z(l) : nullptr);
-      launched();
+      graph_.launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : nullptr);
       if (copy) zFresh_[l] = true;
       return;
     }
     if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
-      blasGemmBatched(lane_, true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z),
-                      T(0), at(l, NNA_Z), int(n), stride(l, NNA_Z), int(K_));
+      gemmBatched(true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z),
+                      T(0), at(l, NNA_Z), int(n), stride(l, NNA_Z));
     } else {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
-    biasActivateKernel<T><<<dim3(rowBlocks(rows), 1, K_), kThreads, 0, s_>>>(base_, l, rows);
-    launched();
+    graph_.launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, nullptr);
   }
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
@@ -270,8 +281,7 @@ class LayerRun {
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
     const bool fold = p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
-    biasGradKernel<T><<<dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), 0, s_>>>(base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
-    launched();
+    graph_.launch(s_, biasGradKernel<T>, dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       tiled<kWeightGrad>(l, rows, n, m, fold, hp);
@@ -283,19 +293,18 @@ class LayerRun {
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       if (K_ > 1)
-        blasGemmBatched(lane_, false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D),
-                        T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D), int(K_));
+        gemmBatched(false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D),
+                        T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
-      activationGradKernel<T><<<dim3(blocksFor(rows * m), 1, K_), kThreads, 0, s_>>>(base_, l, rows);
-      launched();
+      graph_.launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * m), 1, K_), kThreads, base_, l, rows, nullptr);
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     // (all models share one alpha: with per-model learning rates that differ, no fold)
     const T alpha = fold ? -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : T(1);
     if (K_ > 1)
-      blasGemmBatched(lane_, false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
-                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), int(K_));
+      gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
+                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW));
     else if (transposeForTensorCores())
       weightGradTf32(l, rows, alpha, fold);
     else
@@ -314,8 +323,7 @@ class LayerRun {
     if (!zFresh_[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmBf16(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
-      activationGradKernel<T><<<blocksFor(rows * m), kThreads, 0, s_>>>(base_, l, rows, half_.d(l - 1));
-      launched();
+      graph_.launch(s_, activationGradKernel<T>, blocksFor(rows * m), kThreads, base_, l, rows, half_.d(l - 1));
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? -float(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : 1.0f;
@@ -324,17 +332,47 @@ class LayerRun {
     return fold;
   }
 
+  // Column-major C = alpha op(A) op(B) + beta C for every model at once (strided operands).
+  void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC) {
+    if (!graph_.external(tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
+    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_));
+  }
+
   // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
   void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc) {
+    if (!graph_.external(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+  }
+
+  // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
+  // rounded into its copy, kMaxCasts matrices a launch.
+  void staleWeightsToHalf() {
+    if constexpr (std::is_same_v<T, float>) {
+      Bf16Casts c{};
+      unsigned count = 0;
+      uint64_t most = 0;
+      for (uint32_t l = 1; l <= last_ + 1; ++l) {
+        if (count == kMaxCasts || (l > last_ && count)) {
+          graph_.launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
+          c = Bf16Casts{};
+          count = 0;
+          most = 0;
+        }
+        if (l > last_ || wFresh_[l]) continue;
+        c.src[count] = at(l, NNA_W);
+        c.dst[count] = half_.w(l);
+        c.n[count] = L_[l].units * L_[l].fan_in;
+        most = std::max(most, c.n[count++]);
+        wFresh_[l] = true;
+      }
+    }
   }
 
   // Region (l, kind)'s first n values rounded into its bf16 copy (precision bf16).
   void toHalf(uint32_t l, uint32_t kind, uint64_t n) {
     if constexpr (std::is_same_v<T, float>) {
       __nv_bfloat16* out = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
-      bf16Kernel<<<blocksFor(n), kThreads, 0, s_>>>(at(l, kind), out, n);
-      launched();
+      graph_.launch(s_, bf16Kernel, blocksFor(n), kThreads, at(l, kind), out, n);
       if (kind == NNA_W) wFresh_[l] = true;
       if (kind == NNA_Z) zFresh_[l] = true;
     }
@@ -351,8 +389,7 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
       float* dT = work_.transposed();
-      transposeKernel<<<dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), 0, s_>>>(at(l, NNA_D), dT, rows, n);
-      launched();
+      graph_.launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
       product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows),
               fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));
     }
@@ -372,8 +409,7 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       float* big = work_.slot(slot);
       float* small = big + work_.slotElements(slot);
-      splitKernel<<<blocksFor(n), kThreads, 0, s_>>>(x, big, small, n);
-      launched();
+      graph_.launch(s_, splitKernel, blocksFor(n), kThreads, x, big, small, n);
       return {x, big, small};
     }
     return {x};
@@ -382,6 +418,7 @@ class LayerRun {
   // Column-major C = alpha op(A) op(B) + beta C through cuBLAS in the run's precision. tf32x3:
   // three TF32 products accumulated in C, the small terms first.
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
+    if (!graph_.external(tA, tB, m, n, k, alpha, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
       if (prec_ == Precision::Tf32x3) {
@@ -412,6 +449,7 @@ class LayerRun {
   Bf16Copies half_;
   std::vector<bool> zFresh_, wFresh_;  // bf16: the copy of z[l] / w[l] was made this run from the current values
   ClipScratch clip_;
+  StepGraph graph_;  // the run's captured step, or none (launches pass through it either way)
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;

@@ -59,11 +59,15 @@ __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldL
 // the permutation is computed once a row and no element needs a 64-bit division (the
 // element-indexed version spent 145 us a step of the L network on them).
 template <typename T>
-__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples) {
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples, __nv_bfloat16* half) {
   const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint64_t k = permIndex(first + r, a, c, samples);
-    for (uint64_t j = threadIdx.x; j < in.units; j += blockDim.x) in.z[r * in.units + j] = in.xdata[k * in.units + j];
+    for (uint64_t j = threadIdx.x; j < in.units; j += blockDim.x) {
+      const T x = in.xdata[k * in.units + j];
+      in.z[r * in.units + j] = x;
+      if (half) half[r * in.units + j] = __float2bfloat16_rn(float(x));  // precision bf16: z[0]'s copy (Bf16Copies)
+    }
     for (uint64_t j = threadIdx.x; j < out.units; j += blockDim.x) out.y[r * out.units + j] = out.ydata[k * out.units + j];
   }
 }
@@ -350,17 +354,20 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
 }
 
 // The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
-// clipping run (clipScaleKernel), or null.
+// clipping run (clipScaleKernel), or null. `half`: precision bf16's copy of w, written in the
+// same pass as the master (one model), or null.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale) {
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, __nv_bfloat16* half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
   if (scale) hp.gs = T(scale[blockIdx.z]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
-    if (e < nw) updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-    else {
+    if (e < nw) {
+      updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+      if (half) half[e] = __float2bfloat16_rn(float(C.w[e]));
+    } else {
       const uint64_t i = e - nw;
       updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
     }

@@ -96,6 +96,19 @@ static __global__ void bf16Kernel(const float* x, __nv_bfloat16* out, uint64_t n
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) out[i] = __float2bfloat16_rn(x[i]);
 }
 
+// Several regions rounded to bf16 in one launch (grid y: the region): the weight matrices that
+// moved since their copies were made, before a step's first product.
+constexpr unsigned kMaxCasts = 8;
+struct Bf16Casts {
+  const float* src[kMaxCasts];
+  __nv_bfloat16* dst[kMaxCasts];
+  uint64_t n[kMaxCasts];
+};
+static __global__ void bf16CastsKernel(Bf16Casts c) {
+  const unsigned j = blockIdx.y;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j][i] = __float2bfloat16_rn(c.src[j][i]);
+}
+
 // out (cols x rows, row-major) = in (rows x cols, row-major) transposed: 32 x 32 tiles through
 // shared memory (a padded column: no bank conflicts), both sides coalesced.
 static __global__ void transposeKernel(const float* in, float* out, uint64_t rows, uint64_t cols) {

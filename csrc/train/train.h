@@ -54,6 +54,8 @@ struct RunParams {
   // Where a clipping run records the global gradient norm of each step (step s, model m at
   // s * models + m; set by the dispatch to the arena's Block), or null.
   std::vector<double>* gradNorms = nullptr;
+  // Where a CUDA per-layer run records how many of its steps ran as a CUDA graph launch, or null.
+  uint64_t* graphSteps = nullptr;
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
 

@@ -1,0 +1,79 @@
+// CUDA graphs on the per-layer path (csrc/cuda/step_graph.cuh): a run's second step is captured
+// and the later ones replayed, with the nodes whose arguments changed (the rows gathered, the
+// step index, Adam's bias corrections, a scheduled lr) updated in place. Same kernels, same
+// arguments, same order: every case trains to the bits of the same run with the graph off
+// (NN_ARENA_CUDA_GRAPH=0, read per run), and the graphed run did replay its steps.
+//   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/graph.gpu.test.ts
+import { afterEach, describe, expect, it } from 'vitest';
+import { Arena, cudaInfo, planLayout, Trainer, type LayoutSpec, type TrainerOptions } from '../../src/index.js';
+import { handleOf } from '../../src/arena.js';
+import { toyData } from '../support/train-checks.js';
+
+const info = cudaInfo();
+const hasGpu = info.built && info.devices > 0;
+const tensorCores = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8 && info.gemm === 'cublas';
+
+afterEach(() => { delete process.env.NN_ARENA_CUDA_GRAPH; });
+
+interface Case { spec: LayoutSpec; options: TrainerOptions; samples: number; epochs: number }
+
+/** Trains `c` with the graph on or off: every weight, bias and optimizer state; the losses; how many steps were graphed. */
+async function train(c: Case, graph: boolean) {
+  process.env.NN_ARENA_CUDA_GRAPH = graph ? '1' : '0';
+  const arena = Arena.create(planLayout({ ...c.spec, samples: c.samples }), { backend: 'cuda' });
+  try {
+    const t = new Trainer(arena, c.options);
+    t.init(3);
+    const k = c.spec.layers[0]!, n = c.spec.layers.at(-1)!;
+    const data = toyData(k, n, c.samples, 5, false);
+    const labels = Uint8Array.from({ length: c.samples }, (_, r) => { let at = 0; for (let j = 1; j < n; j++) if (data.x[r * k + j]! > data.x[r * k + at]!) at = j; return at; });
+    const losses: number[] = [];
+    const r = await t.fit({ x: Float32Array.from(data.x), labels }, { epochs: c.epochs, seed: 9, onProgress: (p) => { losses.push(p.loss); } });
+    const graphSteps = handleOf(arena).graphSteps();
+    arena.toHost();
+    const parts: Float32Array[] = [];
+    for (let m = 0; m < (c.spec.models ?? 1); m++)
+      for (let l = 1; l < c.spec.layers.length; l++)
+        for (const kind of ['w', 'b', 'mw', 'vw'] as const) if (arena.plan.region(l, kind)) parts.push(Float32Array.from(arena.view(l, kind, m)));
+    const state = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
+    parts.reduce((at, p) => { state.set(p, at); return at + p.length; }, 0);
+    return { state, loss: r.loss, losses, path: r.path, graphSteps };
+  } finally {
+    arena.dispose();
+  }
+}
+
+// Wide enough that the auto path is the per-layer one (the fused kernel takes networks of less
+// than 2^26 batch x units x fan-in in every layer).
+const wide = [300, 1024, 256, 10];
+const relu = ['relu', 'relu', 'softmax'] as const;
+const cases: [string, Case, number][] = [
+  // [name, case, graphed steps of the last run: its steps but the first (direct) and a last partial one (direct)]
+  ['sgd, constant lr (the update folded into the products)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { lr: 0.05 }, samples: 256 * 12, epochs: 2 }, 11],
+  ['adamw + cosine + clipping (bias corrections, lr and the norm change every step), a partial last step', { spec: { layers: wide, batch: 256, optimizer: 'adamw', activations: ['gelu', 'silu', 'softmax'] }, options: { schedule: { type: 'cosine', total: 40, warmup: 5 }, clipGradNorm: 1 }, samples: 256 * 12 + 50, epochs: 2 }, 11],
+  ['momentum + weight decay, K = 3 models with their own rates (batched products)', { spec: { layers: wide, batch: 256, optimizer: 'momentum', models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01], weightDecay: 1e-4 }, samples: 256 * 8, epochs: 1 }, 7],
+];
+if (tensorCores) {
+  cases.push(['tf32, adam', { spec: { layers: wide, batch: 256, optimizer: 'adam', activations: [...relu] }, options: { precision: 'tf32' }, samples: 256 * 8, epochs: 1 }, 7]);
+  cases.push(['bf16, sgd (the operands\' bf16 copies made by the passes)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { precision: 'bf16', lr: 0.05 }, samples: 256 * 8, epochs: 1 }, 7]);
+}
+
+describe.skipIf(!hasGpu)('CUDA graphs of the per-layer path', () => {
+  it.each(cases)('%s: the bits of the run without the graph, its steps replayed', async (_name, c, graphed) => {
+    const direct = await train(c, false), graphedRun = await train(c, true);
+    expect(graphedRun.path).toMatch(/^layers/);
+    expect(direct.graphSteps).toBe(0);
+    expect(graphedRun.graphSteps).toBe(graphed);
+    expect(graphedRun.losses).toEqual(direct.losses);
+    expect(graphedRun.loss).toBe(direct.loss);
+    expect(graphedRun.state.length).toBeGreaterThan(0);
+    expect(Buffer.from(graphedRun.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+  }, 60_000);
+
+  it('sgd under a schedule through cuBLAS: the folded update\'s alpha changes every step, so the steps run directly (same bits)', async () => {
+    const c: Case = { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { lr: 0.05, schedule: { type: 'cosine', total: 20 } }, samples: 256 * 8, epochs: 1 };
+    const direct = await train(c, false), g = await train(c, true);
+    if (info.gemm === 'cublas') expect(g.graphSteps).toBe(1);  // the captured step; its two replays differ, and the graph is dropped
+    expect(Buffer.from(g.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+  }, 60_000);
+});
