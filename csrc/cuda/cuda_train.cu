@@ -52,6 +52,8 @@ class LayerRun {
       zFresh_.assign(h.num_layers, false);
       wFresh_.assign(h.num_layers, false);
     }  // Update: no products
+    crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
+    dbDone_.assign(h.num_layers, false);
     if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
@@ -114,14 +116,19 @@ class LayerRun {
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
         if (!graphs || s == 0 || graph_.disabled()) { step(s); continue; }
         const uint64_t stepNow = stepNow_;
-        const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_;
+        const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_, dbDone = dbDone_;
+        const bool foldPending = foldPending_;
         if (graph_.ready() ? graph_.replay(s_, [&] { step(s); }) : graph_.capture(s_, [&] { step(s); })) continue;
         stepNow_ = stepNow;  // the host state the step began with, then the step launched directly
         zFresh_ = zFresh;
         wFresh_ = wFresh;
+        dbDone_ = dbDone;
+        foldPending_ = foldPending;
         step(s);
       }
       if (p_.graphSteps) *p_.graphSteps = graph_.replayed();
+      if (foldPending_) graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+      foldPending_ = false;
     }
     if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -162,7 +169,8 @@ class LayerRun {
       graph_.launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
       graph_.launch(s_, outputKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
-    if (stats) { graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_); }
+    if (stats && crossPhase_ && p_.resident) foldPending_ = true;  // the next gather (or the run's end) folds it
+    else if (stats) graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
   }
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
@@ -205,7 +213,8 @@ class LayerRun {
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
     graph_.launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
-                  half_.active() ? half_.z(0) : nullptr);
+                  half_.active() ? half_.z(0) : nullptr, foldPending_ ? K_ : 0u, frac_);
+    foldPending_ = false;
     if (half_.active()) zFresh_[0] = true;  // the gather wrote z[0]'s copy
     after(Stage::Gather, 0);
   }
@@ -281,7 +290,8 @@ class LayerRun {
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
     const bool fold = p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
-    graph_.launch(s_, biasGradKernel<T>, dim3(unsigned((n + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold, h_.optimizer, hp, lrs_.get());
+    if (!dbDone_[l]) biasGrad(l, rows, fold, hp, false, nullptr);
+    dbDone_[l] = false;
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       tiled<kWeightGrad>(l, rows, n, m, fold, hp);
@@ -297,7 +307,7 @@ class LayerRun {
                         T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
-      graph_.launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * m), 1, K_), kThreads, base_, l, rows, nullptr);
+      activationGrad(l, rows, fold, hp, nullptr);
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     // (all models share one alpha: with per-model learning rates that differ, no fold)
@@ -313,6 +323,25 @@ class LayerRun {
     return fold;
   }
 
+  // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
+  // the error product's raw result, first multiplied by the activation's derivative.
+  void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, __nv_bfloat16* half) {
+    graph_.launch(s_, biasGradKernel<T>, dim3(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold,
+                  h_.optimizer, hp, lrs_.get(), applyGrad, half);
+  }
+
+  // d[l-1] times act'(z[l-1]) after layer l's error product (and its bf16 copy into `half`). Where
+  // launches may reach into a later phase, layer l-1's bias gradient is taken in the same pass,
+  // and backward(l - 1) skips its own.
+  void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, __nv_bfloat16* half) {
+    if (crossPhase_) {
+      biasGrad(l - 1, rows, fold, hp, true, half);
+      dbDone_[l - 1] = true;
+      return;
+    }
+    graph_.launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
+  }
+
   // Precision bf16 (one model, cuBLAS): the error and weight-gradient products from the bf16
   // copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has not made
   // (the primitives: backward after a separate forward run) are made here first.
@@ -323,7 +352,7 @@ class LayerRun {
     if (!zFresh_[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmBf16(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
-      graph_.launch(s_, activationGradKernel<T>, blocksFor(rows * m), kThreads, base_, l, rows, half_.d(l - 1));
+      activationGrad(l, rows, fold, hp, half_.d(l - 1));
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? -float(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : 1.0f;
@@ -450,6 +479,12 @@ class LayerRun {
   std::vector<bool> zFresh_, wFresh_;  // bf16: the copy of z[l] / w[l] was made this run from the current values
   ClipScratch clip_;
   StepGraph graph_;  // the run's captured step, or none (launches pass through it either way)
+  // Launches may do work of a later phase of the step (a layer's bias gradient with the
+  // activation gradient before it; the loss fold with the next gather): no scheduler acts between
+  // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
+  bool crossPhase_;
+  bool foldPending_ = false;   // a step's loss sum awaits its fold (crossPhase_, resident runs)
+  std::vector<bool> dbDone_;   // db[l] of this step already taken by activationGrad
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;

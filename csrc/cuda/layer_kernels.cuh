@@ -58,8 +58,12 @@ __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldL
 // Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
 // the permutation is computed once a row and no element needs a 64-bit division (the
 // element-indexed version spent 145 us a step of the L network on them).
+// `foldModels` > 0: block 0 first folds the previous step's loss sum of that many models (what
+// foldStatsKernel does after each step: one launch a step fewer).
 template <typename T>
-__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples, __nv_bfloat16* half) {
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples, __nv_bfloat16* half, uint32_t foldModels, int fracBits) {
+  if (blockIdx.x == 0)
+    for (uint32_t m = threadIdx.x; m < foldModels; m += blockDim.x) foldLossExact(nna_bind_model<T>(base, last, m).stats, fracBits);
   const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint64_t k = permIndex(first + r, a, c, samples);
@@ -335,15 +339,28 @@ constexpr int kBiasCols = 32, kBiasStripes = 8;
 // gradients walked 256 rows one dependent load at a time (36 us a layer).
 constexpr int kBiasStripesWide = 32;
 
+// applyGrad: d holds the error product's raw result, which this pass first multiplies by the
+// activation's derivative in place (activationGradKernel's work, the same expression) and, for
+// precision bf16, rounds into `half`: one pass over d instead of two.
 template <typename T>
-__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs,
+                                                                               bool applyGrad, __nv_bfloat16* half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
   if (j < C.units)
-    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripesWide) s += C.d[r * C.units + j];
+    for (uint64_t r = threadIdx.y; r < rows; r += kBiasStripesWide) {
+      const uint64_t e = r * C.units + j;
+      T v = C.d[e];
+      if (applyGrad) {
+        v *= activationGradAt(C, e);
+        C.d[e] = v;
+        if (half) half[e] = __float2bfloat16_rn(float(v));
+      }
+      s += v;
+    }
   part[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
   if (threadIdx.y != 0 || j >= C.units) return;
