@@ -32,6 +32,7 @@ struct Api {
   Status (*destroy)(Handle) = nullptr;
   Status (*setStream)(Handle, cudaStream_t) = nullptr;
   Status (*setMathMode)(Handle, int) = nullptr;
+  Status (*setPointerMode)(Handle, int) = nullptr;  // cublasPointerMode_t: 0 host, 1 device
   Status (*sgemm)(Handle, int, int, int, int, int, const float*, const float*, int, const float*, int, const float*, float*, int) = nullptr;
   Status (*dgemm)(Handle, int, int, int, int, int, const double*, const double*, int, const double*, int, const double*, double*, int) = nullptr;
   // cublasGemmEx (cuBLAS 8+): the TF32 and BF16 products.
@@ -59,12 +60,13 @@ const Api& api() {
     r.destroy = reinterpret_cast<decltype(r.destroy)>(sym("cublasDestroy_v2"));
     r.setStream = reinterpret_cast<decltype(r.setStream)>(sym("cublasSetStream_v2"));
     r.setMathMode = reinterpret_cast<decltype(r.setMathMode)>(sym("cublasSetMathMode"));
+    r.setPointerMode = reinterpret_cast<decltype(r.setPointerMode)>(sym("cublasSetPointerMode_v2"));
     r.sgemm = reinterpret_cast<decltype(r.sgemm)>(sym("cublasSgemm_v2"));
     r.dgemm = reinterpret_cast<decltype(r.dgemm)>(sym("cublasDgemm_v2"));
     r.gemmEx = reinterpret_cast<decltype(r.gemmEx)>(sym("cublasGemmEx"));
     r.sgemmBatched = reinterpret_cast<decltype(r.sgemmBatched)>(sym("cublasSgemmStridedBatched"));
     r.dgemmBatched = reinterpret_cast<decltype(r.dgemmBatched)>(sym("cublasDgemmStridedBatched"));
-    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
+    if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.setPointerMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
       r.status = "libcublas loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
     }
@@ -128,49 +130,76 @@ void releaseLane(const Lane& lane) {
   pool().push_back(lane);
 }
 
+namespace {
+// The scalars of one call: the host values, or (`dev`) device memory, with the handle in device
+// pointer mode for the call only.
+template <typename T>
+class Scalars {
+ public:
+  Scalars(const Lane& lane, const T& alpha, const T& beta, const void* dev) : lane_(lane), dev_(static_cast<const T*>(dev)), alpha_(dev_ ? dev_ : &alpha), beta_(dev_ ? dev_ + 1 : &beta) {
+    if (dev_) blasCheck(api().setPointerMode(lane.blas, 1), "cublasSetPointerMode");
+  }
+  ~Scalars() {
+    if (dev_) api().setPointerMode(lane_.blas, 0);
+  }
+  const T* alpha() const { return alpha_; }
+  const T* beta() const { return beta_; }
+
+ private:
+  const Lane& lane_;
+  const T* dev_;
+  const T *alpha_, *beta_;
+};
+}  // namespace
+
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-              float beta, float* C, int ldc) {
-  blasCheck(api().sgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasSgemm");
+              float beta, float* C, int ldc, const void* scalars) {
+  const Scalars<float> s(lane, alpha, beta, scalars);
+  blasCheck(api().sgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, lda, B, ldb, s.beta(), C, ldc), "cublasSgemm");
 }
 void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                  float beta, float* C, int ldc) {
-  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR32F, lda, B, kR32F, ldb, &beta, C, kR32F, ldc,
+                  float beta, float* C, int ldc, const void* scalars) {
+  const Scalars<float> s(lane, alpha, beta, scalars);
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, kR32F, lda, B, kR32F, ldb, s.beta(), C, kR32F, ldc,
                          kComputeFastTf32, kGemmDefault),
             "cublasGemmEx (TF32)");
 }
 void blasGemmBf16(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
-                  float beta, float* C, int ldc) {
-  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, kR16BF, lda, B, kR16BF, ldb, &beta, C, kR32F, ldc,
+                  float beta, float* C, int ldc, const void* scalars) {
+  const Scalars<float> s(lane, alpha, beta, scalars);
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, kR16BF, lda, B, kR16BF, ldb, s.beta(), C, kR32F, ldc,
                          kCompute32F, kGemmDefault),
             "cublasGemmEx (BF16)");
 }
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
-              double beta, double* C, int ldc) {
-  blasCheck(api().dgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc), "cublasDgemm");
+              double beta, double* C, int ldc, const void* scalars) {
+  const Scalars<double> s(lane, alpha, beta, scalars);
+  blasCheck(api().dgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, lda, B, ldb, s.beta(), C, ldc), "cublasDgemm");
 }
 
 namespace {
 template <typename T, typename F, typename G>
 void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA,
-             const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, int count, const char* what) {
-  if (count == 1) return single(lane, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+             const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, int count, const void* scalars, const char* what) {
+  if (count == 1) return single(lane, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars);
   if (batchedFn) {
-    blasCheck(batchedFn(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, &alpha, A, lda, sA, B, ldb, sB, &beta, C, ldc, sC, count), what);
+    const Scalars<T> s(lane, alpha, beta, scalars);
+    blasCheck(batchedFn(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, lda, sA, B, ldb, sB, s.beta(), C, ldc, sC, count), what);
     return;
   }
-  for (int i = 0; i < count; ++i) single(lane, tA, tB, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc);
+  for (int i = 0; i < count; ++i) single(lane, tA, tB, m, n, k, alpha, A + i * sA, lda, B + i * sB, ldb, beta, C + i * sC, ldc, scalars);
 }
 }  // namespace
 
 void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, long long sA, const float* B,
-                     int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count) {
+                     int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
   batched<float>(lane, api().sgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
-                 "cublasSgemmStridedBatched");
+                 scalars, "cublasSgemmStridedBatched");
 }
 void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, long long sA, const double* B,
-                     int ldb, long long sB, double beta, double* C, int ldc, long long sC, int count) {
+                     int ldb, long long sB, double beta, double* C, int ldc, long long sC, int count, const void* scalars) {
   batched<double>(lane, api().dgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
-                  "cublasDgemmStridedBatched");
+                  scalars, "cublasDgemmStridedBatched");
 }
 
 }  // namespace nna

@@ -58,6 +58,13 @@ class LayerRun {
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
+    // Not with a memory scheduler or a group (their work between launches is host-side), nor for
+    // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
+    graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+    // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
+    // its scalars in device memory cuBLAS may pick another kernel: bf16 did on the H100), so that
+    // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
+    if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(s_);
   }
 
   // Returns whether the products went through cuBLAS.
@@ -92,6 +99,7 @@ class LayerRun {
         if (grad) {
           stepNow_ = p_.stepBase + s + 1;
           const Hyper<T> hp = hyper(stepNow_);
+          if (foldScalars_.get()) graph_.launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
           // Layer l's update right after its backward pass: d[l-1] has been computed with the old
           // w[l] by then, and nothing later reads w[l], so the order gives the same values as
           // updating every layer at the end, with one pass less over each layer's memory.
@@ -109,12 +117,9 @@ class LayerRun {
         }
         if (hooks_) hooks_->endStep(s, s_);
       };
-      // Graphs (step_graph.cuh): the second step is captured, later ones replayed. Not with a
-      // memory scheduler or a group (their work between launches is host-side), nor for runs
-      // too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
-      const bool graphs = !hooks_ && !sync_ && p_.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+      // Graphs (step_graph.cuh): the second step is captured, later ones replayed.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        if (!graphs || s == 0 || graph_.disabled()) { step(s); continue; }
+        if (!graphs_ || s == 0 || graph_.disabled()) { step(s); continue; }
         const uint64_t stepNow = stepNow_;
         const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_, dbDone = dbDone_;
         const bool foldPending = foldPending_;
@@ -272,6 +277,14 @@ class LayerRun {
     graph_.launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, nullptr);
   }
 
+  // Whether a Train step folds its SGD update into the weight-gradient products (backward).
+  bool folds() const {
+    const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
+    return p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
+  }
+  // The folded products' alpha (-lr; all models share one: with per-model rates that differ, no fold).
+  T foldAlpha(const Hyper<T>& hp) const { return -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr); }
+
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
   // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
   // epilogue), which saves writing dw and a read-modify-write pass over w and dw (about 2% of a
@@ -288,8 +301,7 @@ class LayerRun {
     // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
-    const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
-    const bool fold = p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
+    const bool fold = folds();
     if (!dbDone_[l]) biasGrad(l, rows, fold, hp, false, nullptr);
     dbDone_[l] = false;
     if (!blas_) {
@@ -310,8 +322,8 @@ class LayerRun {
       activationGrad(l, rows, fold, hp, nullptr);
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
-    // (all models share one alpha: with per-model learning rates that differ, no fold)
-    const T alpha = fold ? -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : T(1);
+    const T alpha = fold ? foldAlpha(hp) : T(1);
+    scalars_ = fold ? foldScalars_.get() : nullptr;
     if (K_ > 1)
       gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW));
@@ -320,6 +332,7 @@ class LayerRun {
     else
       product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
               at(l, fold ? NNA_W : NNA_DW), int(m));
+    scalars_ = nullptr;
     return fold;
   }
 
@@ -355,22 +368,24 @@ class LayerRun {
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
-    const float alpha = fold ? -float(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr) : 1.0f;
+    const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
+    scalars_ = fold ? foldScalars_.get() : nullptr;
     gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m));
+    scalars_ = nullptr;
     if (fold) wFresh_[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
 
   // Column-major C = alpha op(A) op(B) + beta C for every model at once (strided operands).
   void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC) {
-    if (!graph_.external(tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
-    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_));
+    if (!graph_.external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
+    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars_);
   }
 
   // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
   void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc) {
-    if (!graph_.external(tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc)) return;
-    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
+    if (!graph_.external(tA, tB, m, n, k, scalars_ ? 0.0f : alpha, scalars_, A, lda, B, ldb, beta, C, ldc)) return;
+    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars_);
   }
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
@@ -447,16 +462,17 @@ class LayerRun {
   // Column-major C = alpha op(A) op(B) + beta C through cuBLAS in the run's precision. tf32x3:
   // three TF32 products accumulated in C, the small terms first.
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
-    if (!graph_.external(tA, tB, m, n, k, alpha, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
+    // scalars_: alpha and beta from the device (a graphed fold under a schedule; never tf32x3)
+    if (!graph_.external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
-      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
+      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
       if (prec_ == Precision::Tf32x3) {
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
         return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.big, ldb, 1.0f, C, ldc);
       }
     }
-    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc);
+    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
   }
 
   DeviceScope device_;  // first: current through every member's construction and destruction
@@ -483,6 +499,9 @@ class LayerRun {
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
+  bool graphs_ = false;          // steps after the first may run as graph launches
+  FoldScalars<T> foldScalars_;   // a graphed fold under a schedule: its alpha on the device
+  const T* scalars_ = nullptr;   // set around such a folded product
   bool foldPending_ = false;   // a step's loss sum awaits its fold (crossPhase_, resident runs)
   std::vector<bool> dbDone_;   // db[l] of this step already taken by activationGrad
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)

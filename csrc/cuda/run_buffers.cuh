@@ -125,6 +125,32 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
   }
 }
 
+// An SGD run with a scheduled lr, folded into cuBLAS's products: they read alpha = -lr and
+// beta = 1 from here (cuBLAS in device pointer mode), written by one launch a step whose argument
+// a graph updates in place (a cuBLAS node's host scalars cannot be).
+template <typename T>
+class FoldScalars {
+ public:
+  void allocate(cudaStream_t s) {
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), 2 * sizeof(T), s));
+  }
+  ~FoldScalars() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  T* get() const { return base_; }
+
+ private:
+  T* base_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+};
+
+template <typename T>
+static __global__ void foldScalarsKernel(T* s, T alpha) {
+  s[0] = alpha;
+  s[1] = T(1);
+}
+
 // A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
 // partial sums of squares, each model's clip factor, and the norm of every step (read back once
 // at the end of the run into RunParams::gradNorms).
