@@ -56,12 +56,16 @@ describe.skipIf(process.env.NN_ARENA_GEMM_QEMU !== '1')('CPU GEMM kernels on lin
 const script = `
 import { createHash } from 'node:crypto';
 import { Arena, planLayout, Trainer } from ${JSON.stringify(join(root, 'dist/index.js'))};
-const [dtype, optimizer] = process.argv.slice(1);
+const [dtype, optimizer, recipe] = process.argv.slice(1);
 // Products of 2-5M multiply-adds: past the GEMM's threshold for splitting across threads.
 const layers = [300, 257, 130, 10];
-const plan = planLayout({ layers, batch: 70, optimizer, dtype, samples: 420 });
+// 'recipe': GELU hidden layers (the float epilogue's own erf and exp), a cosine schedule and
+// clipping (the updates after the norm, split over the threads by rows).
+const activations = recipe ? ['gelu', 'gelu', 'softmax'] : undefined;
+const plan = planLayout({ layers, batch: 70, optimizer, dtype, samples: 420, ...(activations ? { activations } : {}) });
 const arena = Arena.create(plan, { backend: 'cpu' });
-const t = new Trainer(arena, { lr: optimizer === 'adam' ? 1e-3 : 0.02 });
+const extra = recipe ? { schedule: { type: 'cosine', total: 20, warmup: 2 }, clipGradNorm: 0.5 } : {};
+const t = new Trainer(arena, { lr: optimizer.startsWith('adam') ? 1e-3 : 0.02, ...extra });
 t.init(3);
 const labels = Uint8Array.from({ length: 420 }, (_, i) => (i * 7) % 10);
 const x = new Float32Array(420 * 300).map((_, i) => Math.sin((labels[Math.floor(i / 300)] + 1) * (i % 300 + 1) * 0.1) + 0.2 * Math.sin(i * 0.37));
@@ -70,8 +74,8 @@ const h = createHash('sha256');
 for (let l = 1; l < layers.length; l++) for (const k of ['w', 'b']) h.update(new Uint8Array(arena.view(l, k).slice().buffer));
 console.log(h.digest('hex'), r.loss);
 `;
-const train = (threads: string, dtype: string, optimizer: string, isa = '') => {
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, dtype, optimizer], {
+const train = (threads: string, dtype: string, optimizer: string, isa = '', recipe = '') => {
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, dtype, optimizer, ...(recipe ? [recipe] : [])], {
     encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: threads, NN_ARENA_CPU_ISA: isa },
   });
   expect(r.stderr).toBe('');
@@ -80,12 +84,12 @@ const train = (threads: string, dtype: string, optimizer: string, isa = '') => {
 };
 
 describe('CPU training through the GEMM', () => {
-  for (const [dtype, optimizer] of [['float32', 'sgd'], ['float32', 'adam'], ['float64', 'momentum']] as const) {
-    it(`${dtype} ${optimizer}: bit-identical on repeat and with 1, 2 or 3 threads; learns`, () => {
-      const first = train('2', dtype, optimizer);
+  for (const [dtype, optimizer, recipe] of [['float32', 'sgd', ''], ['float32', 'adam', ''], ['float64', 'momentum', ''], ['float32', 'adamw', 'recipe']] as const) {
+    it(`${dtype} ${optimizer}${recipe ? ' + gelu + cosine + clipping' : ''}: bit-identical on repeat and with 1, 2 or 3 threads; learns`, () => {
+      const first = train('2', dtype, optimizer, '', recipe);
       expect(first.digest).toMatch(/^[0-9a-f]{64}$/);
       expect(first.loss).toBeLessThan(Math.log(10));  // below chance after three epochs
-      for (const threads of ['2', '1', '3']) expect(train(threads, dtype, optimizer).digest).toBe(first.digest);
+      for (const threads of ['2', '1', '3']) expect(train(threads, dtype, optimizer, '', recipe).digest).toBe(first.digest);
     });
   }
 
