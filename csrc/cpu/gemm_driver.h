@@ -11,14 +11,14 @@ namespace nna {
 namespace cpu {
 namespace {
 
-// ---- GELU in float, branch-free so that the epilogue loops vectorise -------------------------
+// ---- GELU and SiLU in float, branch-free so that the epilogue loops vectorise ------------------
 // erff and expf are library calls the compiler cannot vectorise: they were most of a GELU
 // step on the CPU (S network, 2 cores: ~170 us of ~620). Here Phi(x) and phi(x) come from
 // polynomials fitted for this (least squares in relative error on dense grids; the fit and its
 // check: scripts/fit-gelu.py): e^r on |r| <= ln2/2 (max 2.5 ulp over [-87, 88]); erf(a) / a on
 // |a| < 0.875; erfc(a) e^(a^2) in t = 1 / (1 + a/2) on [0.875, 4]. Phi(x) of a negative x is
-// 0.5 erfc(|a|) itself, with no 1 + erf cancellation. Float only: float64 keeps libm's erf
-// (PyTorch's float64 fixtures match to 1e-12).
+// 0.5 erfc(|a|) itself, with no 1 + erf cancellation. SiLU's sigmoid takes the same e^x. Float
+// only: float64 keeps libm's erf and exp (PyTorch's float64 fixtures match to 1e-12).
 constexpr float kExpP[] = {0.5f, 0.166666672f, 0.041666504f, 0.00833337102f, 0.00139294798f, 0.000198445094f};
 constexpr float kErfSmall[] = {1.12837923f, -0.376126379f, 0.112837903f, -0.0268659852f, 0.00522298878f, -0.000851943856f, 0.000115827577f, -1.07832657e-05f};
 constexpr float kErfcTail[] = {-0.000159133808f, 0.284985214f, 0.259236068f, 0.349340826f, -0.106713794f, 0.566975415f, -0.473630756f, 0.120024055f};
@@ -203,6 +203,8 @@ struct Driver {
               normalF(float(x[j]), cdf, pdf);
               c[j] = x[j] * T(cdf);
             }
+          } else if (std::is_same_v<T, float> && e.act == NNA_ACT_SILU) {
+            for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = T(float(x[j]) / (1.0f + expF(-float(x[j])))); }
           } else {
             for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = activate<T>(e.act, x[j], e.param); }
           }
@@ -222,6 +224,11 @@ struct Driver {
             float cdf, pdf;
             normalF(float(z[j]), cdf, pdf);
             c[j] *= T(cdf + float(z[j]) * pdf);
+          }
+        else if (std::is_same_v<T, float> && e.act == NNA_ACT_SILU)
+          for (size_t j = 0; j < nr; ++j) {  // f' = s (1 + x (1 - s)), s = sigmoid(x)
+            const float s = 1.0f / (1.0f + expF(-float(z[j])));
+            c[j] *= T(s * (1.0f + float(z[j]) * (1.0f - s)));
           }
         else
           for (size_t j = 0; j < nr; ++j) c[j] *= activationGrad<T>(e.act, z[j], e.param);
