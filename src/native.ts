@@ -203,6 +203,9 @@ export interface NativeAddon {
   WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
   RowFile: new (fd: number, dataOffset: number, rowBytes: number, rows: number) => NativeRowFile;
   ShufflePool: new (rows: number, xRowBytes: number, yRowBytes: number) => NativeShufflePool;
+  /** src's first `count` values of .npy type `type` into out, converted as a JS Number stored into
+   *  out would be, on the gather pool (csrc/addon/decode_values.cc). Resolves with `count`. */
+  decodeValues(src: Uint8Array, type: string, littleEndian: boolean, out: Float32Array | Float64Array, count: number): Promise<number>;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };

@@ -1,7 +1,8 @@
 // npy-rows.ts: the reads of a streamed .npy source (src/train/stream.ts streamNpy): a window's
 // rows, contiguous (unshuffled) or from all over the file (the epoch's affine permutation of
 // every row), gathered natively off the JS thread in parallel (csrc/addon/read_rows.cc) straight
-// into the window buffer where the types match.
+// into the window buffer where the types match, else into a scratch buffer and converted on the
+// same pool (csrc/addon/decode_values.cc).
 import { open, type FileHandle } from 'node:fs/promises';
 import { DataError, fromNative, OptionError } from '../errors.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
@@ -52,23 +53,10 @@ export async function gatherRows(f: OpenNpy, p: { a: number; c: number }, start:
   try { got = await call(() => r.gather(buf, start, n, p.a, p.c)); } catch (e) { throw fromNative(e); }
   if (got < 0) throw new DataError('BAD_FILE', f.path, got, `cannot be read (errno ${-got})`);
   if (got !== bytes) throw new DataError('BAD_FILE', f.path, got, `ended early: ${bytes} bytes of rows expected`);
-  if (!same) decode(h, buf, n * width, out);
+  if (!same) {
+    try { await call(() => native().decodeValues(buf, h.dtype, h.littleEndian, out, n * width)); } catch (e) { throw fromNative(e); }
+  }
 }
 
 /** The file's own element type, little-endian, is the window's: rows are read straight into it. */
 const sameType = (h: NpyHeader, out: Float32Array | Float64Array) => h.littleEndian && ((h.dtype === 'float32' && out instanceof Float32Array) || (h.dtype === 'float64' && out instanceof Float64Array));
-
-/** `count` values of the file's type in `buf` as numbers into `out` from 0. */
-function decode(h: NpyHeader, buf: Uint8Array, count: number, out: Float32Array | Float64Array): void {
-  const bytes = count * h.itemBytes;
-  if (!h.littleEndian) for (let i = 0; i < bytes; i += h.itemBytes) buf.subarray(i, i + h.itemBytes).reverse();
-  const dv = new DataView(buf.buffer, buf.byteOffset);
-  const read: (at: number) => number = {
-    float32: (at: number) => dv.getFloat32(at, true), float64: (at: number) => dv.getFloat64(at, true),
-    int8: (at: number) => dv.getInt8(at), uint8: (at: number) => dv.getUint8(at), bool: (at: number) => dv.getUint8(at),
-    int16: (at: number) => dv.getInt16(at, true), uint16: (at: number) => dv.getUint16(at, true),
-    int32: (at: number) => dv.getInt32(at, true), uint32: (at: number) => dv.getUint32(at, true),
-    int64: (at: number) => Number(dv.getBigInt64(at, true)), uint64: (at: number) => Number(dv.getBigUint64(at, true)),
-  }[h.dtype];
-  for (let i = 0; i < count; i++) out[i] = read(i * h.itemBytes);
-}
