@@ -69,7 +69,10 @@ class StepGraph {
   // ran, the graph off for good) where the step cannot be captured; the caller runs it directly.
   template <typename F>
   bool capture(cudaStream_t s, F&& step) {
-    CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return off();
+    }
     mode_ = Mode::Capture;
     try {
       step();
