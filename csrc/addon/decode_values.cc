@@ -12,7 +12,7 @@
 namespace nna::addon {
 namespace {
 
-// Element i of a value of S at `p` (swapped first where the file's byte order is not the host's,
+// The value of S at `p` (its bytes swapped first where the file's byte order is not the host's,
 // which nn-arena builds only little-endian: nn_arena.h).
 template <typename S>
 S load(const uint8_t* p, bool swap) {

@@ -464,7 +464,7 @@ class LayerRun {
   // Column-major C = alpha op(A) op(B) + beta C through cuBLAS in the run's precision. tf32x3:
   // three TF32 products accumulated in C, the small terms first.
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
-    // scalars_: alpha and beta from the device (a graphed fold under a schedule; never tf32x3)
+    // scalars_: alpha and beta from the device (a fold under a schedule; tf32x3 never folds)
     if (!graph_.external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
@@ -502,7 +502,7 @@ class LayerRun {
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
   bool graphs_ = false;          // steps after the first may run as graph launches
-  FoldScalars<T> foldScalars_;   // a graphed fold under a schedule: its alpha on the device
+  FoldScalars<T> foldScalars_;   // a fold under a schedule: its alpha on the device
   const T* scalars_ = nullptr;   // set around such a folded product
   bool foldPending_ = false;   // a step's loss sum awaits its fold (crossPhase_, resident runs)
   std::vector<bool> dbDone_;   // db[l] of this step already taken by activationGrad

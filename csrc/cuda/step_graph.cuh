@@ -8,8 +8,9 @@
 //            arguments changed get the new ones (cudaGraphExecKernelNodeSetParams) before the
 //            step's one cudaGraphLaunch.
 // A cuBLAS product cannot take new arguments in place: external() records its arguments, and a
-// replay whose products differ (the last step of fewer rows, a folded update with a scheduled lr)
-// is not launched; the caller runs that step directly. Same kernels, same arguments, same order:
+// replay whose products differ (the last step of fewer rows) is not launched; the caller runs
+// that step directly. (A folded update's scheduled lr reaches cuBLAS through device memory,
+// written by a kernel: FoldScalars, run_buffers.cuh.) Same kernels, same arguments, same order:
 // a graphed run gives the bits of a direct one.
 #pragma once
 
@@ -134,6 +135,8 @@ class StepGraph {
 
   // Steps that ran as a graph launch (the captured one included).
   uint64_t replayed() const { return replayed_; }
+  // Whether the graph was dropped for the run (capture failed, or replays kept differing).
+  bool disabled() const { return disabled_; }
 
  private:
   // One launch's identity: the kernel (null: external work), its shape and its arguments' bytes.
@@ -195,11 +198,6 @@ class StepGraph {
     records_.clear();
   }
 
- public:
-  // Whether the graph was dropped for the run (capture failed, or replays kept differing).
-  bool disabled() const { return disabled_; }
-
- private:
   Mode mode_ = Mode::Direct;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t exec_ = nullptr;
