@@ -199,28 +199,38 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
     expect(firstDiff(r.step, r.primitives)).toBe(-1);
   });
 
-  it('gradients() then update() is a step too', async () => {
-    const spec = { layers: [10, 12, 3], batch: 8, optimizer: 'adam' as const };
-    const data = toyData(10, 3, 8, 1, false);
-    const out: Uint8Array[] = [];
-    for (const way of [0, 1]) {
-      const arena = Arena.create(planLayout(spec), cpu);
-      try {
-        const t = new Trainer(arena, { lr: 0.01 });
-        t.init(1);
-        for (let s = 0; s < 3; s++) {
-          if (way === 0) await t.step(data.x, { labels: data.labels! });
-          else { await t.gradients(data.x, { labels: data.labels! }); await t.update(); }
+  // With clipping, a Train step's norm comes from the dW products' Squares epilogue and
+  // update()'s from cpu::squares over dw in memory: the same bits (multi-tile layers).
+  const cases = [
+    { name: '', spec: { layers: [10, 12, 3], batch: 8, optimizer: 'adam' as const }, options: {} },
+    { name: ' (momentum, float64, clipping by the global norm)', spec: { layers: [37, 50, 3], batch: 8, optimizer: 'momentum' as const, dtype: 'float64' as const }, options: { clipGradNorm: 0.05 } },
+  ];
+  for (const c of cases) {
+    it(`gradients() then update() is a step too${c.name}`, async () => {
+      const data = toyData(c.spec.layers[0]!, 3, 8, 1, false);
+      const out: Uint8Array[] = [];
+      for (const way of [0, 1, 2]) {  // step(); gradients() + update(); step() without the options
+        if (way === 2 && !c.name) break;
+        const arena = Arena.create(planLayout(c.spec), cpu);
+        try {
+          const t = new Trainer(arena, { lr: 0.1, ...(way === 2 ? {} : c.options) });
+          t.init(1);
+          for (let s = 0; s < 3; s++) {
+            if (way !== 1) await t.step(data.x, { labels: data.labels! });
+            else { await t.gradients(data.x, { labels: data.labels! }); await t.update(); }
+          }
+          t.syncToHost();
+          const state = c.spec.optimizer === 'adam' ? 'vb' : 'mb';
+          out.push(new Uint8Array([...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, state)].flatMap((v) => [...new Uint8Array(Float64Array.of(v).buffer)])));
+          expect(t.steps).toBe(3);
+        } finally {
+          arena.dispose();
         }
-        t.syncToHost();
-        out.push(new Uint8Array([...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, 'vb')].flatMap((v) => [...new Uint8Array(Float32Array.of(v).buffer)])));
-        expect(t.steps).toBe(3);
-      } finally {
-        arena.dispose();
       }
-    }
-    expect(firstDiff(out[0]!, out[1]!)).toBe(-1);
-  });
+      expect(firstDiff(out[0]!, out[1]!)).toBe(-1);
+      if (out[2]) expect(firstDiff(out[0]!, out[2]!)).not.toBe(-1);  // the options did act
+    });
+  }
 });
 
 // ---- K models ----------------------------------------------------------------------------

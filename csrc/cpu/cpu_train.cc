@@ -116,7 +116,7 @@ class CpuRun {
         if (p_.op == Op::Forward || p_.op == Op::Eval) continue;
         for (uint32_t l = h_.num_layers - 1; l >= 1; --l) backward(L, l, rows, p_.stepBase + s + 1, p_.lrOf(m));
         if (p_.op == Op::Grad) continue;
-        if (deferred_) applyUpdates(L, hyper(p_.lrOf(m), p_.stepBase + s + 1), s * models_ + m);
+        if (deferred_) applyUpdates(L, hyper(p_.lrOf(m), p_.stepBase + s + 1), s * models_ + m, true);
         markNonFinite(L, s);
         if (L.back().stats[NNA_STAT_BAD_STEP] >= T(0)) stopped[m] = true;  // diverged: the weights are no longer finite
       }
@@ -138,10 +138,11 @@ class CpuRun {
 
   // The optimizer step of every layer from its dw and db, through the GEMM's update code
   // (cpu::update: the bits of the dW product's epilogue). Clipping scales the gradients by the
-  // step's global norm first (the element update multiplies g by hp.gs) and records the norm.
-  void applyUpdates(const std::vector<nna_bound_layer<T>>& L, Hyper<T> hp, uint64_t normSlot) {
+  // step's global norm first (the element update multiplies g by hp.gs) and records the norm;
+  // `products`: this step's dW products left their squares in squares_.
+  void applyUpdates(const std::vector<nna_bound_layer<T>>& L, Hyper<T> hp, uint64_t normSlot, bool products = false) {
     if (p_.clips()) {
-      const double norm = gradNorm(L);
+      const double norm = gradNorm(L, products);
       hp.gs = T(clipScale(p_.opt.clipGradNorm, norm));
       if (p_.gradNorms) (*p_.gradNorms)[normSlot] = norm;
     }
@@ -152,20 +153,16 @@ class CpuRun {
     }
   }
 
-  // The global norm of one model's gradients (every dw and db), summed in double in chunks of
-  // a fixed size and then in chunk order: the same bits whatever the thread count.
-  double gradNorm(const std::vector<nna_bound_layer<T>>& L) {
-    constexpr uint64_t kChunk = 8192;
+  // The global norm of one model's gradients, summed in double, layer by layer: dw's squares
+  // micro-tile by micro-tile in slot order (the dW product's Squares epilogue took them, or
+  // cpu::squares from memory: the same bits), then db's. The same bits whatever the thread count.
+  double gradNorm(const std::vector<nna_bound_layer<T>>& L, bool products) {
     double total = 0;
-    for (uint32_t l = 1; l < h_.num_layers; ++l)
-      for (const auto& [g, n] : {std::pair<const T*, uint64_t>{L[l].dw, L[l].units * L[l].fan_in}, {L[l].db, L[l].units}}) {
-        const uint64_t chunks = (n + kChunk - 1) / kChunk;
-        norms_.assign(chunks, 0.0);
-        parallelFor(chunks, kChunk, [&](uint64_t b, uint64_t e) {
-          for (uint64_t c = b; c < e; ++c) norms_[c] = sumSquares(g + c * kChunk, std::min(kChunk, n - c * kChunk));
-        });
-        for (double x : norms_) total += x;
-      }
+    for (uint32_t l = 1; l < h_.num_layers; ++l) {
+      const nna_bound_layer<T>& C = L[l];
+      total += products ? cpu::squaresTotal(squares_[l].data(), squares_[l].size()) : cpu::squares(C.dw, C.units, C.fan_in);
+      total += sumSquares(C.db, C.units);
+    }
     return std::sqrt(total);
   }
 
@@ -305,6 +302,12 @@ class CpuRun {
       g.c = gradScratch_.data();
     }
     if (train) g.ep = updateEpilogue(C, hp);
+    if (deferred_) {  // the clipping norm's squares, as the tiles finish
+      if (squares_.size() < h_.num_layers) squares_.resize(h_.num_layers);
+      squares_[l].assign(cpu::squareSlots(g.m, g.n), 0.0);
+      g.ep.kind = cpu::Epi::Squares;
+      g.ep.squares = squares_[l].data();
+    }
     cpu::gemm(g);
     if (train) updateBiases(C, hp);
   }
@@ -326,7 +329,7 @@ class CpuRun {
 
   RunParams p_;
   bool deferred_ = p_.clips() && p_.op == Op::Train;  // updates wait for the step's global norm
-  std::vector<double> norms_;
+  std::vector<std::vector<double>> squares_;  // per layer: the Squares epilogue's slots (gradNorm)
   uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;
   uint64_t models_ = 1;

@@ -58,6 +58,8 @@ void gemmPortable(const Gemm<float>& g, unsigned threads) { Driver<PortableK<flo
 void gemmPortable(const Gemm<double>& g, unsigned threads) { Driver<PortableK<double, 2>>::run(g, threads); }
 void updatePortable(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<PortableK<float, 4>>::updateMatrix(e, g, rows, cols); }
 void updatePortable(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<PortableK<double, 2>>::updateMatrix(e, g, rows, cols); }
+double squaresPortable(const float* c, size_t rows, size_t cols) { return Driver<PortableK<float, 4>>::squaresOf(c, rows, cols); }
+double squaresPortable(const double* c, size_t rows, size_t cols) { return Driver<PortableK<double, 2>>::squaresOf(c, rows, cols); }
 
 Isa detectedIsa() {
 #if defined(NNA_X86_KERNELS)
@@ -148,6 +150,23 @@ static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t
 
 void update(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
 void update(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
+
+template <typename T>
+static double dispatchSquares(const T* c, size_t rows, size_t cols) {
+  const Isa isa = capIsa(activeIsa());  // the ISA gemm(g) runs, so its Squares epilogue's bits
+#if defined(NNA_X86_KERNELS)
+  if (isa == Isa::Avx512) return squaresAvx512(c, rows, cols);
+  if (isa == Isa::Avx2) return squaresAvx2(c, rows, cols);
+#endif
+#if defined(NNA_ARM_KERNELS)
+  if (isa == Isa::Neon) return squaresNeon(c, rows, cols);
+#endif
+  (void)isa;
+  return squaresPortable(c, rows, cols);
+}
+
+double squares(const float* c, size_t rows, size_t cols) { return dispatchSquares(c, rows, cols); }
+double squares(const double* c, size_t rows, size_t cols) { return dispatchSquares(c, rows, cols); }
 
 }  // namespace cpu
 }  // namespace nna

@@ -18,7 +18,9 @@ enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
 //   ActGrad:  c *= act'(z[i * ldz + j])                 (backward: d_{l-1} = (d W) * act'(z_{l-1});
 //             z: the pre-activations where the activation keeps them, else the outputs)
 //   Update:   optimizer step of w, m, v at c's index from the gradient c (any optimizer)
-enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3 };
+//   Squares:  c unchanged; the tile's sum of squares (in double) into its slot of `squares`
+//             (a clipping step's global norm, taken while the gradient tile is in L1)
+enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3, Squares = 4 };
 
 template <typename T>
 struct Epilogue {
@@ -34,7 +36,19 @@ struct Epilogue {
   T* m = nullptr;
   T* v = nullptr;
   Hyper<T> h{};              // Update: the step's hyperparameters (optimizers.h)
+  double* squares = nullptr; // Squares: squareSlots(m, n) slots, zeroed by the caller; the tile at
+                             // (i0, j0) writes slot (i0 / MR) * ceil(n / NR) + j0 / NR
 };
+
+// Slots a Squares epilogue may write for an m x n C on any ISA (every micro-tile is >= 4 x 4).
+inline size_t squareSlots(size_t m, size_t n) { return ((m + 3) / 4) * ((n + 3) / 4); }
+
+// The total of a Squares epilogue's slots, added in slot order (unwritten slots add 0 exactly).
+inline double squaresTotal(const double* slots, size_t n) {
+  double total = 0;
+  for (size_t i = 0; i < n; ++i) total += slots[i];
+  return total;
+}
 
 template <typename T>
 struct Gemm {
@@ -76,6 +90,12 @@ void gemm(const Gemm<T>& g) { gemm(g, activeIsa(), 0); }
 // product's epilogue gives from the same gradient. Rows are split over the pool.
 void update(const Epilogue<float>& e, const float* g, size_t rows, size_t cols);
 void update(const Epilogue<double>& e, const double* g, size_t rows, size_t cols);
+
+// The sum of squares of a rows x cols matrix (leading dimension cols) as the active ISA's Squares
+// epilogue takes it, tile by tile, totalled in slot order: the bits of squaresTotal over the
+// slots a product's Squares epilogue writes for the same matrix.
+double squares(const float* c, size_t rows, size_t cols);
+double squares(const double* c, size_t rows, size_t cols);
 
 }  // namespace cpu
 }  // namespace nna

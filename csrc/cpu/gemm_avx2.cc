@@ -72,6 +72,8 @@ void gemmAvx2(const Gemm<float>& g, unsigned threads) { Driver<Avx2F>::run(g, th
 void gemmAvx2(const Gemm<double>& g, unsigned threads) { Driver<Avx2D>::run(g, threads); }
 void updateAvx2(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<Avx2F>::updateMatrix(e, g, rows, cols); }
 void updateAvx2(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<Avx2D>::updateMatrix(e, g, rows, cols); }
+double squaresAvx2(const float* c, size_t rows, size_t cols) { return Driver<Avx2F>::squaresOf(c, rows, cols); }
+double squaresAvx2(const double* c, size_t rows, size_t cols) { return Driver<Avx2D>::squaresOf(c, rows, cols); }
 }  // namespace cpu
 }  // namespace nna
 

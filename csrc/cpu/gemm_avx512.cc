@@ -106,6 +106,8 @@ void gemmAvx512(const Gemm<float>& g, unsigned threads) { Driver<Avx512F>::run(g
 void gemmAvx512(const Gemm<double>& g, unsigned threads) { Driver<Avx512D>::run(g, threads); }
 void updateAvx512(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<Avx512F>::updateMatrix(e, g, rows, cols); }
 void updateAvx512(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<Avx512D>::updateMatrix(e, g, rows, cols); }
+double squaresAvx512(const float* c, size_t rows, size_t cols) { return Driver<Avx512F>::squaresOf(c, rows, cols); }
+double squaresAvx512(const double* c, size_t rows, size_t cols) { return Driver<Avx512D>::squaresOf(c, rows, cols); }
 }  // namespace cpu
 }  // namespace nna
 

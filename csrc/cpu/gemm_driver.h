@@ -187,9 +187,35 @@ struct Driver {
     }
   }
 
+  // A tile's sum of squares: eight accumulators by column (they vectorise), then a fixed tree.
+  // One compiled body (noinline) for the epilogue and squaresOf, so both give the same bits.
+  __attribute__((noinline)) static double tileSquares(const T* c, size_t ldc, size_t mr, size_t nr) {
+    double s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (size_t i = 0; i < mr; ++i) {
+      const T* r = c + i * ldc;
+      size_t j = 0;
+      for (; j + 8 <= nr; j += 8)
+        for (size_t k = 0; k < 8; ++k) s[k] += double(r[j + k]) * double(r[j + k]);
+      for (size_t k = 0; j < nr; ++j, ++k) s[k] += double(r[j]) * double(r[j]);
+    }
+    return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
+  }
+
+  // Every micro-tile's squares from memory, added in slot order (Epilogue::squares).
+  static double squaresOf(const T* c, size_t rows, size_t cols) {
+    double total = 0;
+    for (size_t i = 0; i < rows; i += MR)
+      for (size_t j = 0; j < cols; j += NR) total += tileSquares(c + i * cols + j, cols, std::min(MR, rows - i), std::min(NR, cols - j));
+    return total;
+  }
+
   // The finished tile at rows [i0, i0+mr), columns [j0, j0+nr) of C.
   static void epilogue(const Gemm<T>& g, size_t i0, size_t j0, size_t mr, size_t nr) {
     const Epilogue<T>& e = g.ep;
+    if (e.kind == Epi::Squares) {
+      e.squares[(i0 / MR) * ((g.n + NR - 1) / NR) + j0 / NR] = tileSquares(g.c + i0 * g.ldc + j0, g.ldc, mr, nr);
+      return;
+    }
     for (size_t i = 0; i < mr; ++i) {
       T* c = g.c + (i0 + i) * g.ldc + j0;
       if (e.kind == Epi::BiasAct) {
@@ -285,9 +311,10 @@ struct Driver {
           update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, g + off, std::min(NR, cols - j));
         }
     };
-    // A thread per 16k parameters: an Adam-like element update costs ~1.5 ns, so 100k of them (the
-    // S network; a clipping step updates after the norm, outside the GEMM) are worth two threads.
-    const size_t t = std::min<size_t>({poolThreads(), rows, std::max<size_t>(rows * cols / 16384, 1)});
+    // A thread per 4k parameters: an Adam-like element update costs ~1.5 ns (6 us a thread), about
+    // what a wake-up costs; a clipping step's updates (after the norm, outside the GEMM) of the S
+    // network's 100k weights then take every core of a 16-core host.
+    const size_t t = std::min<size_t>({poolThreads(), rows, std::max<size_t>(rows * cols / 4096, 1)});
     if (t <= 1) { rowsIn(0, rows); return; }
     parallel(unsigned(t), [&](unsigned k) { rowsIn(rows * k / t, rows * (k + 1) / t); });
   }

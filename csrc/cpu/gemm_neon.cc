@@ -68,6 +68,8 @@ void gemmNeon(const Gemm<float>& g, unsigned threads) { Driver<NeonF>::run(g, th
 void gemmNeon(const Gemm<double>& g, unsigned threads) { Driver<NeonD>::run(g, threads); }
 void updateNeon(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { Driver<NeonF>::updateMatrix(e, g, rows, cols); }
 void updateNeon(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { Driver<NeonD>::updateMatrix(e, g, rows, cols); }
+double squaresNeon(const float* c, size_t rows, size_t cols) { return Driver<NeonF>::squaresOf(c, rows, cols); }
+double squaresNeon(const double* c, size_t rows, size_t cols) { return Driver<NeonD>::squaresOf(c, rows, cols); }
 }  // namespace cpu
 }  // namespace nna
 

@@ -60,9 +60,7 @@ class LayerRun {
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
-    // Products through cuBLAS only for now: the tiled products' runs have not been checked graphed
-    // on a GPU yet (their launches pass through StepGraph all the same).
-    graphs_ = blas_ && !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+    graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
     // its scalars in device memory cuBLAS may pick another kernel: bf16 did on the H100), so that
     // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.

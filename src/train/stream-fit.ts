@@ -93,8 +93,12 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   let epoch = 1, index = 0;
   const epochOf = () => source.epoch(o.shuffle ? rng : undefined, window, o.shuffleBuffer ?? window);
   let fill = epochOf();
+  const t0 = performance.now();
+  // NN_ARENA_STREAM_TRACE=1 (a diagnostic, docs/benchmarks.md): each window's stage times on stderr.
+  const trace = process.env.NN_ARENA_STREAM_TRACE === '1' ? (what: string) => process.stderr.write(`stream ${(performance.now() - t0).toFixed(3)} ${what}\n`) : undefined;
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
+    trace?.(`fill ${index} begin`);
     let f = await fill(window, slots[slot]!);
     while (f.rows === 0) {
       if (epoch === o.epochs) return undefined;
@@ -103,10 +107,12 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       fill = epochOf();
       f = await fill(window, slots[slot]!);
     }
+    trace?.(`fill ${index} end`);
     return { rows: f.rows, where: f.where, slot, epoch, index: index++ };
   };
   const upload = async (w: Window | undefined): Promise<Window | undefined> => {
     if (!w) return undefined;
+    trace?.(`upload ${w.index} begin`);
     const xBytes = w.rows * inputs * bpe, yBytes = w.rows * outputs * bpe;
     let bad: number;
     try { bad = await stager.upload(w.slot, xBytes, yBytes); } catch (e) { throw fromNative(e); }
@@ -114,11 +120,11 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       const kind = bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? bad : bad - w.rows * inputs;
       throw new DataError('BAD_DATA', w.where(kind, i), slots[w.slot]![kind][i], `is not a finite ${r.dtype} number`);
     }
+    trace?.(`upload ${w.index} end`);
     notifyTransfer(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
     return w;
   };
 
-  const t0 = performance.now();
   let last: Metrics = { loss: NaN, accuracy: NaN };
   let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0;
   const first = track(fillNext(0));
@@ -129,6 +135,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       arena.toHost({ kinds: PARAM_KINDS });
       throw abortError('fit', o.signal);
     }
+    trace?.(`window ${w.index} ready`);
     r.syncDevice();
     // The window goes into the data regions (which then hold no resident data set of fit /
     // evaluate: dropped first, so a failed copy leaves no stale claim).
@@ -139,6 +146,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     const stepBase = r.state.steps;
     r.checkSteps(stepBase, n);
     // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
+    trace?.(`run ${w.index} begin`);
     const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 });
     // The staging buffer is free: window k + 1 goes up once filled, and window k + 2 fills the
     // slot window k left (its upload is done).
@@ -147,6 +155,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     const slot = w.slot;
     next = track(after.then((f) => (f ? fillNext(slot) : undefined)));
     path = await running;
+    trace?.(`run ${w.index} end`);
     r.addSteps(n);
     steps += n;
     done += n;
@@ -156,6 +165,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
     last = combine(stats.map(metricsOf), [false]);
     o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...(r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {}) });
+    trace?.(`progress ${w.index} end`);
     try {
       w = await staged;
     } catch (e) {  // a fill into buffers that dispose() took away: say so
