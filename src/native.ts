@@ -167,8 +167,8 @@ export interface NativeWindowStager {
   slot(i: number): ArrayBuffer;
   /** Resolves with -1 once on the device, or the first non-finite element (x's, then y's). */
   upload(slot: number, xBytes: number, yBytes: number): Promise<number>;
-  /** The staged rows into xdata / ydata on the device; the arena must be idle. */
-  commit(xBytes: number, yBytes: number): void;
+  /** Slot i's staged rows into xdata / ydata on the device; the arena must be idle. */
+  commit(slot: number, xBytes: number, yBytes: number): void;
   dispose(): void;
 }
 

@@ -16,21 +16,21 @@ WindowStager::Buffers::~Buffers() {
   try {
     Backend& be = block->backend();
     for (uint8_t* s : slots) be.freeHost(s, bytes, pinned);
-    if (staged) be.freeDevice(staged, bytes, Memory::Device);
+    for (uint8_t* s : staged) be.freeDevice(s, bytes, Memory::Device);
   } catch (...) {  // a destructor: a failed free must not end the process
   }
 }
 
 namespace {
 
-// Checks a slot's window and copies it to the staging buffer, off the JS thread. Resolves with
-// -1, or the index of the first non-finite element (x's first, then y's): nothing went up.
+// Checks a slot's window and copies it to the slot's staging buffer, off the JS thread. Resolves
+// with -1, or the index of the first non-finite element (x's first, then y's): nothing went up.
 class UploadWorker : public PromiseWorker {
  public:
-  UploadWorker(Napi::Env env, Napi::Object owner, bool* flag, std::shared_ptr<WindowStager::Buffers> b, uint8_t* slot,
+  UploadWorker(Napi::Env env, Napi::Object owner, int64_t* flag, std::shared_ptr<WindowStager::Buffers> b, uint64_t i,
                uint64_t xBytes, uint64_t yAt, uint64_t yBytes, bool f64)
-      : PromiseWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(slot),
-        xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes), f64_(f64) {}
+      : PromiseWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(b_->slots[i]),
+        staged_(b_->staged[i]), xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes), f64_(f64) {}
 
  private:
   void Run() override {
@@ -41,17 +41,18 @@ class UploadWorker : public PromiseWorker {
       if (y >= 0) bad_ = int64_t(xBytes_ / size) + y;
     }
     if (bad_ >= 0) return;
-    const Backend::Copy copies[2] = {{b_->staged, slot_, xBytes_}, {b_->staged + yAt_, slot_ + yAt_, yBytes_}};
+    const Backend::Copy copies[2] = {{staged_, slot_, xBytes_}, {staged_ + yAt_, slot_ + yAt_, yBytes_}};
     b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
     for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
   }
   Napi::Value Result() override { return Napi::Number::New(Env(), double(bad_)); }
-  void Ended(bool) override { *flag_ = false; }
+  void Ended(bool) override { *flag_ = -1; }
 
   Napi::ObjectReference owner_;  // keeps the stager (and its flag) alive
-  bool* flag_;
+  int64_t* flag_;
   std::shared_ptr<WindowStager::Buffers> b_;
   uint8_t* slot_;
+  uint8_t* staged_;
   uint64_t xBytes_, yAt_, yBytes_;
   bool f64_;
   int64_t bad_ = -1;
@@ -91,7 +92,7 @@ WindowStager::WindowStager(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Wi
     b->bytes = xCapacity_ + yCapacity_;
     b->pinned = block->options().cuda && block->options().pinned;
     for (uint64_t i = 0; i < slots; ++i) b->slots.push_back(static_cast<uint8_t*>(block->backend().allocHost(b->bytes, b->pinned)));
-    b->staged = static_cast<uint8_t*>(block->backend().allocDevice(b->bytes, Memory::Device));
+    for (uint64_t i = 0; i < slots; ++i) b->staged.push_back(static_cast<uint8_t*>(block->backend().allocDevice(b->bytes, Memory::Device)));
     buffers_ = std::move(b);
   });
 }
@@ -115,34 +116,34 @@ Napi::Value WindowStager::Slot(const Napi::CallbackInfo& info) {
   return ab;
 }
 
-// upload(i, xBytes, yBytes): slot i's first xBytes of x and yBytes of y to the staging buffer.
+// upload(i, xBytes, yBytes): slot i's first xBytes of x and yBytes of y to its staging buffer.
 Napi::Value WindowStager::Upload(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint64_t i = exactU64(env, info[0], "slot"), xBytes = exactU64(env, info[1], "xBytes"), yBytes = exactU64(env, info[2], "yBytes");
   const std::shared_ptr<Buffers> b = live(env);
   if (i >= b->slots.size() || xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "upload outside the stream's buffers");
-  if (uploading_) throwJs(env, "BUSY", "an upload is in flight on this stream");
-  auto* w = new UploadWorker(env, Value(), &uploading_, b, b->slots[i], xBytes, xCapacity_, yBytes, f64_);
+  if (uploading_ >= 0) throwJs(env, "BUSY", "an upload is in flight on this stream");
+  auto* w = new UploadWorker(env, Value(), &uploading_, b, i, xBytes, xCapacity_, yBytes, f64_);
   Napi::Promise p = w->promise();
-  uploading_ = true;
+  uploading_ = int64_t(i);
   w->Queue();
   return p;
 }
 
-// commit(xBytes, yBytes): the staged rows into the arena's xdata / ydata on the device; the
-// arena must be idle (BUSY during a run), and no upload in flight.
+// commit(i, xBytes, yBytes): slot i's staged rows into the arena's xdata / ydata on the device;
+// the arena must be idle (BUSY during a run), and no upload in flight into that buffer.
 Napi::Value WindowStager::Commit(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const uint64_t xBytes = exactU64(env, info[0], "xBytes"), yBytes = exactU64(env, info[1], "yBytes");
+  const uint64_t i = exactU64(env, info[0], "slot"), xBytes = exactU64(env, info[1], "xBytes"), yBytes = exactU64(env, info[2], "yBytes");
   const std::shared_ptr<Buffers> b = live(env);
-  if (xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "commit outside the stream's buffers");
-  if (uploading_) throwJs(env, "BUSY", "an upload is in flight on this stream");
+  if (i >= b->staged.size() || xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "commit outside the stream's buffers");
+  if (uploading_ == int64_t(i)) throwJs(env, "BUSY", "an upload into this buffer is in flight");
   const std::shared_ptr<Block> block = arena_->live(env, true);
   if (block != b->block) throwJs(env, "DISPOSED", "the arena was disposed");
   guarded(env, [&] {
     std::lock_guard<std::mutex> lock(block->mutex());
     if (block->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-    const Backend::Copy copies[2] = {{block->device() + xOffset_, b->staged, xBytes}, {block->device() + yOffset_, b->staged + xCapacity_, yBytes}};
+    const Backend::Copy copies[2] = {{block->device() + xOffset_, b->staged[i], xBytes}, {block->device() + yOffset_, b->staged[i] + xCapacity_, yBytes}};
     block->backend().copyAside(copies, 2, Dir::ToDevice, true);
   });
   return env.Undefined();

@@ -1,9 +1,11 @@
 // window_stager.h: the buffers through which fit() streams a data source (src/train/stream.ts).
 // Windows of rows are written by JS into host slots (pinned on CUDA), checked for non-finite
-// values and copied to a device staging buffer of their own by a worker thread while a run
-// trains on the arena; between runs, commit() copies the staged window into the arena's data
-// regions on the device (device to device: microseconds). The arena itself is touched only by
-// commit(), and only while it is idle.
+// values and copied by a worker thread to the slot's own device staging buffer while a run
+// trains on the arena; between runs, commit() copies a staged window into the arena's data
+// regions on the device (device to device: microseconds). A staging buffer per slot lets the
+// window after next go up while the next one waits in its buffer (an epoch's short last window
+// otherwise leaves the device idle while the next epoch's first one uploads). The arena itself
+// is touched only by commit(), and only while it is idle.
 #pragma once
 #include <napi.h>
 
@@ -27,8 +29,8 @@ class WindowStager : public Napi::ObjectWrap<WindowStager> {
   struct Buffers {
     std::shared_ptr<Block> block;
     std::vector<uint8_t*> slots;
-    uint8_t* staged = nullptr;
-    uint64_t bytes = 0;  // of a slot, and of the staging buffer
+    std::vector<uint8_t*> staged;  // slot i's device staging buffer
+    uint64_t bytes = 0;  // of a slot, and of a staging buffer
     bool pinned = false;
     ~Buffers();
   };
@@ -45,7 +47,7 @@ class WindowStager : public Napi::ObjectWrap<WindowStager> {
   ArenaHandle* arena_ = nullptr;
   uint64_t xOffset_ = 0, xCapacity_ = 0, yOffset_ = 0, yCapacity_ = 0;
   bool f64_ = false;
-  bool uploading_ = false;
+  int64_t uploading_ = -1;  // the slot whose upload is in flight, or -1
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
 };
 

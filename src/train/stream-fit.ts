@@ -127,9 +127,12 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
 
   let last: Metrics = { loss: NaN, accuracy: NaN };
   let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0;
+  // Window k lives in slot k % 2: its host slot and its device staging buffer. Fills run one
+  // after another (their seeded draws), and so do uploads.
   const first = track(fillNext(0));
-  let next = track(first.then((w) => (w ? fillNext(1) : undefined)));
+  let next = track(first.then((w) => (w ? fillNext(1) : undefined)));  // window k + 1, filling
   const filled = track(first.then(upload));  // window 0, staged
+  let staged = track(Promise.all([filled, next]).then(([, f]) => upload(f)));  // window k + 1, going up
   for (let w = await filled; w; ) {
     if (o.signal?.aborted) {  // between windows: the weights are those of the last whole window
       arena.toHost({ kinds: PARAM_KINDS });
@@ -140,7 +143,8 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     // The window goes into the data regions (which then hold no resident data set of fit /
     // evaluate: dropped first, so a failed copy leaves no stale claim).
     r.state.resident = undefined;
-    call(() => stager.commit(w!.rows * inputs * bpe, w!.rows * outputs * bpe));
+    call(() => stager.commit(w!.slot, w!.rows * inputs * bpe, w!.rows * outputs * bpe));
+    trace?.(`commit ${w.index} end`);
     if (w.index === 0) { done = 0; seen = 0; epochStart = performance.now(); }
     const n = Math.ceil(w.rows / batch);
     const stepBase = r.state.steps;
@@ -148,12 +152,11 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
     trace?.(`run ${w.index} begin`);
     const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 });
-    // The staging buffer is free: window k + 1 goes up once filled, and window k + 2 fills the
-    // slot window k left (its upload is done).
-    const staged = track(next.then(upload));
-    const after = next;
+    // Window k's slot and staging buffer are free (uploaded, committed): window k + 2 fills the
+    // slot, then goes up after window k + 1.
     const slot = w.slot;
-    next = track(after.then((f) => (f ? fillNext(slot) : undefined)));
+    next = track(next.then((f) => (f ? fillNext(slot) : undefined)));
+    const after = track(Promise.all([staged, next]).then(([, f]) => upload(f)));
     path = await running;
     trace?.(`run ${w.index} end`);
     r.addSteps(n);
@@ -162,12 +165,14 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     seen += w.rows;
     samples += w.rows;
     const stats = r.stats();
+    trace?.(`stats ${w.index} end`);
     if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
     last = combine(stats.map(metricsOf), [false]);
     o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...(r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {}) });
     trace?.(`progress ${w.index} end`);
     try {
       w = await staged;
+      staged = after;
     } catch (e) {  // a fill into buffers that dispose() took away: say so
       if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
       throw e;
