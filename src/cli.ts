@@ -25,7 +25,7 @@ import { PRECISIONS } from './native.js';
 import type { TrainerOptions } from './train/trainer.js';
 import { EXPORT_FORMATS, runExport } from './cli/export.js';
 import { PYTORCH_PRECISIONS, type PytorchPrecision } from './report/pytorch.js';
-import { nearestName } from './known-keys.js';
+import { didYouMean } from './known-keys.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
@@ -183,10 +183,7 @@ program
 function commanderMessage(e: CommanderError): string {
   const m = e.message.replace(/^error: /, '');
   const choice = /^option '(--[\w-]+)[^']*' argument '(.*)' is invalid\. Allowed choices are (.*)\.$/s.exec(m);
-  if (choice) {
-    const near = nearestName(choice[2]!, choice[3]!.split(', '));
-    return `${choice[1]}: must be one of ${choice[3]}, got '${choice[2]}'${near ? `; did you mean '${near}'?` : ''}`;
-  }
+  if (choice) return `${choice[1]}: must be one of ${choice[3]}, got '${choice[2]}'${didYouMean(choice[2], choice[3]!.split(', '))}`;
   const missing = /^option '(--[\w-]+)[^']*' argument missing$/.exec(m);
   if (missing) return `${missing[1]}: needs a value`;
   const unknown = /^unknown option '([^']*)'/.exec(m);

@@ -8,7 +8,7 @@
 // GradScaler for fp16). bench/torch_memory.py runs exactly this step on a GPU and measures the
 // same stages.
 import { LayoutError, OptionError } from '../errors.js';
-import { checkKnownKeys, keysOf, nearestName } from '../known-keys.js';
+import { checkKnownKeys, didYouMean, keysOf } from '../known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
@@ -46,8 +46,7 @@ const OPTION_KEYS = keysOf<PytorchOptions>()(['optimizer', 'precision']);
 
 function checkPrecision(precision: unknown, dtype: string): PytorchPrecision {
   if (!PYTORCH_PRECISIONS.includes(precision as PytorchPrecision)) {
-    const near = typeof precision === 'string' ? nearestName(precision, PYTORCH_PRECISIONS) : undefined;
-    throw new OptionError('BAD_OPTION', 'precision', precision, `must be one of ${PYTORCH_PRECISIONS.join(', ')}${near ? `; did you mean '${near}'?` : ''}`);
+    throw new OptionError('BAD_OPTION', 'precision', precision, `must be one of ${PYTORCH_PRECISIONS.join(', ')}${didYouMean(precision, PYTORCH_PRECISIONS)}`);
   }
   if (precision !== 'fp32' && dtype !== 'float32') {
     throw new OptionError('BAD_OPTION', 'precision', precision, `autocast casts float32 tensors only: ${precision} needs dtype float32, not ${dtype}`);
