@@ -1,8 +1,9 @@
 // torch-memory-compare.mjs: bench/torch_memory.py's measurements against the estimate of
-// src/report/pytorch.ts, per network, optimizer, dtype and stage; writes a markdown table.
+// src/report/pytorch.ts, per network, optimizer, dtype (and AMP precision) and stage; writes a
+// markdown table.
 //   node bench/torch-memory-compare.mjs MEASURED.json [--md OUT.md] [--tolerance 0.01]   (uses dist/)
 // Exit status 1 when any stage's allocated or peak bytes differ from the estimate by more than
-// the tolerance (default 1%).
+// the tolerance (default 1%), or when GradScaler skipped a measured step (the estimate has one).
 import { readFileSync, writeFileSync } from 'node:fs';
 import { planLayout } from '../dist/index.js';
 import { estimatePytorchMemory } from '../dist/tools.js';
@@ -29,7 +30,9 @@ let worst = 0;
 let failures = 0;
 for (const row of measured.rows) {
   const spec = { layers: row.layers, batch: row.batch, dtype: row.dtype, optimizer: row.optimizer };
-  const est = estimatePytorchMemory(spec);
+  const precision = row.precision ?? 'fp32';  // older files: fp32 only
+  const est = estimatePytorchMemory(spec, { precision });
+  const dtype = precision === 'fp32' ? row.dtype : `${row.dtype} ${precision}`;
   const arena = planLayout(spec).totalBytes;
   for (const m of row.stages) {
     const e = est.stages.find((s) => s.stage === m.stage);
@@ -41,9 +44,13 @@ for (const row of measured.rows) {
     if (bad) failures++;
     worst = Math.max(worst, Math.abs(dA), Math.abs(dP));
     const f = (d) => `${d >= 0 ? '+' : ''}${(d * 100).toFixed(2)}%${Math.abs(d) > tolerance ? ' ✗' : ''}`;
-    lines.push(`| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${row.dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${typeof m.reserved === 'number' ? int(m.reserved) : '—'} / ${int(e.reservedBytes)} | ${m.stage === 'step' ? int(arena) : ''} |`);
+    lines.push(`| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${typeof m.reserved === 'number' ? int(m.reserved) : '—'} / ${int(e.reservedBytes)} | ${m.stage === 'step' ? int(arena) : ''} |`);
   }
-  if (row.leftoverAfter) lines.push(`| ${row.network} | ${row.optimizer} | ${row.dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | | |`);
+  if (row.scalerSkippedStep) {
+    failures++;
+    lines.push(`| ${row.network} | ${row.optimizer} | ${dtype} | step | GradScaler skipped the optimizer step (inf/NaN gradients): not the step the estimate models ✗ | | | | | | | |`);
+  }
+  if (row.leftoverAfter) lines.push(`| ${row.network} | ${row.optimizer} | ${dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | | |`);
 }
 lines.push('', `${measured.rows.length} runs, largest difference ${(worst * 100).toFixed(2)}%, ${failures} stage(s) beyond ${(tolerance * 100).toFixed(1)}%.`);
 const md = lines.join('\n');

@@ -3,7 +3,7 @@ src/report/pytorch.ts (`nn-arena plan --vs-pytorch`): the first training step of
 run exactly as the estimate models it.
 
   python3 bench/torch_memory.py --out FILE.json [--only seed,S,M] [--optimizers sgd,momentum,adam]
-                                [--dtypes float32,float64]
+                                [--dtypes float32,float64] [--precisions fp32,bf16,fp16]
 
 Per network, optimizer and dtype, in one process: the model is built on the CPU and moved with
 .to('cuda'); a float batch and int64 labels are moved to the device; then
@@ -11,6 +11,14 @@ zero_grad(set_to_none=True), output = model(x), loss = CrossEntropyLoss()(output
 loss.backward(), optimizer.step() (foreach implementations). After each stage it records
 torch.cuda.memory_allocated() (allocated), max_memory_allocated() since the previous stage
 (peak) and memory_reserved() (reserved), relative to a baseline.
+
+Precisions (float32 models only): fp32 is the plain step. bf16 / fp16 follow PyTorch's AMP
+recipe: the forward and the loss under torch.autocast("cuda", dtype) ("loss" is marked after the
+context exits, which clears autocast's weight-cast cache), backward and step outside it; fp16 adds
+a GradScaler: scaler.scale(loss).backward() ("backward": the scaler makes its scale and growth
+tracker there), scaler.step(opt) and scaler.update() ("step": unscale_'s found_inf and inv_scale).
+A row records whether the scaler skipped the optimizer step (inf/NaN gradients): the estimate
+assumes it did not.
 
 The baseline: a warm-up step creates the cuBLAS / cuBLASLt workspaces (allocated once through the
 caching allocator and kept), then every free cached block is filled with a tensor of its exact
@@ -31,6 +39,8 @@ NETS = {
     "M": ([784, 1024, 1024, 10], 256),
 }
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
+AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
 def build(layers, dtype):
@@ -52,7 +62,13 @@ def make_optimizer(name, params):
     raise SystemExit(f"unknown optimizer {name!r} (sgd, momentum, adam)")
 
 
-def one_step(layers, batch, optimizer, dtype, device, mark=lambda stage: None):
+def make_scaler():
+    if hasattr(torch, "amp") and hasattr(torch.amp, "GradScaler"):
+        return torch.amp.GradScaler("cuda")
+    return torch.cuda.amp.GradScaler()  # torch < 2.3
+
+
+def one_step(layers, batch, optimizer, dtype, precision, device, mark=lambda stage: None):
     """The step both the measurement and the warm-up run. Variables stay alive as in a training loop."""
     model_cpu = build(layers, dtype)
     x_cpu = torch.rand(batch, layers[0], dtype=dtype)
@@ -65,10 +81,26 @@ def one_step(layers, batch, optimizer, dtype, device, mark=lambda stage: None):
     labels = labels_cpu.to(device)
     mark("inputs")
     opt.zero_grad(set_to_none=True)
-    output = model(x)
-    mark("forward")
-    loss = criterion(output, labels)
-    mark("loss")
+    low = AUTOCAST[precision]
+    if low is None:
+        output = model(x)
+        mark("forward")
+        loss = criterion(output, labels)
+        mark("loss")
+    else:
+        with torch.autocast("cuda", dtype=low):
+            output = model(x)
+            mark("forward")
+            loss = criterion(output, labels)
+        mark("loss")
+    if precision == "fp16":
+        scaler = make_scaler()
+        scaler.scale(loss).backward()
+        mark("backward")
+        scaler.step(opt)
+        scaler.update()
+        mark("step")
+        return [model, opt, x, labels, output, loss, scaler]
     loss.backward()
     mark("backward")
     opt.step()
@@ -109,7 +141,7 @@ def settle():
     torch.cuda.empty_cache()
 
 
-def measure(layers, batch, optimizer, dtype_name, device, keep):
+def measure(layers, batch, optimizer, dtype_name, precision, device, keep):
     settle()
     keep.extend(fill_free_blocks(device))
     torch.cuda.synchronize()
@@ -131,13 +163,26 @@ def measure(layers, batch, optimizer, dtype_name, device, keep):
         torch.cuda.reset_peak_memory_stats(device)
 
     torch.manual_seed(1)
-    held = one_step(layers, batch, optimizer, DTYPES[dtype_name], device, mark)
+    held = one_step(layers, batch, optimizer, DTYPES[dtype_name], precision, device, mark)
+    # GradScaler halves its scale in update() when it skipped the step (inf/NaN gradients).
+    skipped = precision == "fp16" and held[-1].get_scale() < 2.0 ** 16
     del held
     settle()
     leftover = torch.cuda.memory_allocated(device) - base
-    return {"layers": layers, "batch": batch, "optimizer": optimizer, "dtype": dtype_name,
-            "baselineAllocated": base, "baselineCachedFree": cached_free, "leftoverAfter": leftover,
-            "stages": stages}
+    row = {"layers": layers, "batch": batch, "optimizer": optimizer, "dtype": dtype_name, "precision": precision,
+           "baselineAllocated": base, "baselineCachedFree": cached_free, "leftoverAfter": leftover,
+           "stages": stages}
+    if precision == "fp16":
+        row["scalerSkippedStep"] = skipped
+    return row
+
+
+def parse_list(text, valid, flag):
+    items = text.split(",")
+    bad = [i for i in items if i not in valid]
+    if bad:
+        raise SystemExit(f"torch_memory.py: {flag}: {bad[0]!r} is not one of {', '.join(valid)}")
+    return items
 
 
 def main():
@@ -146,33 +191,43 @@ def main():
     ap.add_argument("--only", default="seed,S,M")
     ap.add_argument("--optimizers", default="sgd,momentum,adam")
     ap.add_argument("--dtypes", default="float32")
+    ap.add_argument("--precisions", default="fp32")
     a = ap.parse_args()
+    names = parse_list(a.only, list(NETS), "--only")
+    dtypes = parse_list(a.dtypes, list(DTYPES), "--dtypes")
+    optimizers = parse_list(a.optimizers, OPTIMIZERS, "--optimizers")
+    precisions = parse_list(a.precisions, list(AUTOCAST), "--precisions")
+    # Mixed precision runs a float32 model (autocast leaves float64 alone).
+    runs = [(d, p) for d in dtypes for p in precisions if p == "fp32" or d == "float32"]
+    if not runs:
+        raise SystemExit("torch_memory.py: --precisions bf16 / fp16 need float32 in --dtypes")
     if not torch.cuda.is_available():
         print("torch_memory.py: no CUDA device; it measures torch.cuda.memory_allocated()", file=sys.stderr)
         return 2
     device = torch.device("cuda", torch.cuda.current_device())
+    if "bf16" in precisions and not torch.cuda.is_bf16_supported():
+        raise SystemExit(f"torch_memory.py: {torch.cuda.get_device_name(device)} has no bf16 support")
     torch.backends.cuda.matmul.allow_tf32 = False
-    dtypes = a.dtypes.split(",")
-    optimizers = a.optimizers.split(",")
     # Warm-up: every kernel, handle and workspace the measured steps use, on this stream.
-    for d in dtypes:
+    for d, p in runs:
         for o in optimizers:
-            warm = one_step([32, 16, 8], 4, o, DTYPES[d], device)
+            warm = one_step([32, 16, 8], 4, o, DTYPES[d], p, device)
             del warm
     settle()
     workspace = torch.cuda.memory_allocated(device)
     keep = []
     rows = []
-    for name in a.only.split(","):
+    for name in names:
         layers, batch = NETS[name]
-        for d in dtypes:
+        for d, p in runs:
             for o in optimizers:
-                r = measure(layers, batch, o, d, device, keep)
+                r = measure(layers, batch, o, d, p, device, keep)
                 r["network"] = name
                 rows.append(r)
-                print(f"{name:4} {'-'.join(map(str, layers)):18} {o:8} {d}: " +
+                print(f"{name:4} {'-'.join(map(str, layers)):18} {o:8} {d}{'' if p == 'fp32' else ' ' + p}: " +
                       "  ".join(f"{s['stage']} {s['allocated']:,}/{s['peak']:,}" for s in r["stages"]) +
-                      (f"  LEFTOVER {r['leftoverAfter']:,}" if r["leftoverAfter"] else ""), flush=True)
+                      (f"  LEFTOVER {r['leftoverAfter']:,}" if r["leftoverAfter"] else "") +
+                      ("  SCALER SKIPPED THE STEP" if r.get("scalerSkippedStep") else ""), flush=True)
     info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(device),
             "workspaceBytes": workspace, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
     with open(a.out, "w") as f:

@@ -24,6 +24,8 @@ import { checkOptimizerOptions } from './train/optimizer-options.js';
 import { PRECISIONS } from './native.js';
 import type { TrainerOptions } from './train/trainer.js';
 import { EXPORT_FORMATS, runExport } from './cli/export.js';
+import { PYTORCH_PRECISIONS, type PytorchPrecision } from './report/pytorch.js';
+import { didYouMean } from './known-keys.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
@@ -47,8 +49,10 @@ program
   .option('--json', 'print the plan as JSON')
   .option('--svg <file>', 'also write the memory map (SVG) to <file>')
   .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
+  .addOption(new Option('--precision <name>', '--vs-pytorch: PyTorch plain (fp32) or with AMP (bf16 autocast; fp16 autocast + GradScaler), beside nn-arena\'s precision of that name').choices([...PYTORCH_PRECISIONS]).default('fp32'))
   .action((o) => {
     if (o.svg !== undefined) checkOutputFile('--svg', o.svg);
+    if (o.precision !== 'fp32' && !o.vsPytorch) throw usage(`--precision: applies to --vs-pytorch (a plan is the same for every precision), got '${o.precision}' without it`);
     const plan = planLayout({
       layers: parseList(o.layers, 'layers'),
       batch: parseInteger(o.batch, 'batch', 1),
@@ -60,7 +64,7 @@ program
       extra: parseExtras(o.extra) as LayoutSpec['extra'],
       compact: Boolean(o.compact),
     });
-    console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch }));
+    console.log(planOutput(plan, { json: o.json, svg: o.svg, vsPytorch: o.vsPytorch, precision: o.precision as PytorchPrecision }));
   });
 
 program
@@ -179,7 +183,7 @@ program
 function commanderMessage(e: CommanderError): string {
   const m = e.message.replace(/^error: /, '');
   const choice = /^option '(--[\w-]+)[^']*' argument '(.*)' is invalid\. Allowed choices are (.*)\.$/s.exec(m);
-  if (choice) return `${choice[1]}: must be one of ${choice[3]}, got '${choice[2]}'`;
+  if (choice) return `${choice[1]}: must be one of ${choice[3]}, got '${choice[2]}'${didYouMean(choice[2], choice[3]!.split(', '))}`;
   const missing = /^option '(--[\w-]+)[^']*' argument missing$/.exec(m);
   if (missing) return `${missing[1]}: needs a value`;
   const unknown = /^unknown option '([^']*)'/.exec(m);

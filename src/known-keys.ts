@@ -35,6 +35,12 @@ export function nearestName(key: string, valid: readonly string[]): string | und
   return ini.length > 1 ? valid.find((v) => v.toLowerCase() === ini) : undefined;
 }
 
+/** The end of a refusal's message naming the valid name `value` most likely meant, or ''. */
+export function didYouMean(value: unknown, valid: readonly string[]): string {
+  const near = typeof value === 'string' ? nearestName(value, valid) : undefined;
+  return near ? `; did you mean '${near}'?` : '';
+}
+
 /** Refuses any own enumerable key of `options` that is not in `valid` (`what`: the function,
  *  for the message). A key list that cannot be read (a throwing Proxy) is BAD_OPTION. */
 export function checkKnownKeys(options: object, valid: readonly string[], what: string, field = ''): void {
@@ -46,9 +52,8 @@ export function checkKnownKeys(options: object, valid: readonly string[], what: 
   }
   for (const key of keys) {
     if (valid.includes(key)) continue;
-    const near = nearestName(key, valid);
     throw new OptionError('UNKNOWN_OPTION', field ? `${field}.${key}` : key, key,
-      `is not an option of ${what}${near ? `; did you mean '${near}'?` : ''} (its options: ${valid.join(', ')})`);
+      `is not an option of ${what}${didYouMean(key, valid)} (its options: ${valid.join(', ')})`);
   }
 }
 

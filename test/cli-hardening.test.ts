@@ -64,7 +64,10 @@ describe('--svg and --report paths', () => {
 
 describe('argument parser refusals in nn-arena form', () => {
   it.each([
-    [['plan', '--dtype', 'float16'], "nn-arena: BAD_ARGUMENT: --dtype: must be one of float32, float64, got 'float16' (see nn-arena --help)"],
+    [['plan', '--dtype', 'float16'], "nn-arena: BAD_ARGUMENT: --dtype: must be one of float32, float64, got 'float16'; did you mean 'float32'? (see nn-arena --help)"],
+    [['plan', '--vs-pytorch', '--precision', 'bf61'], "nn-arena: BAD_ARGUMENT: --precision: must be one of fp32, bf16, fp16, got 'bf61'; did you mean 'bf16'? (see nn-arena --help)"],
+    [['plan', '--precision', 'xyzzy'], "nn-arena: BAD_ARGUMENT: --precision: must be one of fp32, bf16, fp16, got 'xyzzy' (see nn-arena --help)"],
+    [['plan', '--precision', 'fp16'], "nn-arena: BAD_ARGUMENT: --precision: applies to --vs-pytorch (a plan is the same for every precision), got 'fp16' without it"],
     [['plan', '--batch'], 'nn-arena: BAD_ARGUMENT: --batch: needs a value (see nn-arena --help)'],
     [['plan', '--nope'], 'nn-arena: BAD_ARGUMENT: --nope: unknown option (see nn-arena --help)'],
   ])('%j', (args, want) => {

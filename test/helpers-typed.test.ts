@@ -2,7 +2,7 @@
 // raw TypeError; a 200k-point report; two transfer recorders on one arena; validation gaps.
 import { describe, expect, it } from 'vitest';
 import { Arena, NnArenaError, planLayout, selectRanges, Trainer } from '../src/index.js';
-import { arenaBytesByStage, arenaSpans, estimatePytorchMemory, loadMnist, machineInfo, planToSVG, recordTransfers, trainingReportHtml, type TrainingReport } from '../src/tools.js';
+import { arenaBytesByStage, arenaSpans, bf16CopyBytes, estimatePytorchMemory, loadMnist, machineInfo, planToSVG, recordTransfers, trainingReportHtml, type TrainingReport } from '../src/tools.js';
 
 const cpu = { backend: 'cpu' } as const;
 const plan = planLayout({ layers: [4, 8, 3], batch: 2, samples: 4 });
@@ -26,7 +26,7 @@ function report(over: Partial<TrainingReport> = {}): TrainingReport {
 }
 
 describe('functions that take a plan: LayoutError BAD_PLAN', () => {
-  const fns = { planToSVG, arenaSpans, arenaBytesByStage, selectRanges, 'Arena.create': (p: never) => Arena.create(p, cpu) } as Record<string, (p: never) => unknown>;
+  const fns = { planToSVG, arenaSpans, arenaBytesByStage, bf16CopyBytes, selectRanges, 'Arena.create': (p: never) => Arena.create(p, cpu) } as Record<string, (p: never) => unknown>;
   for (const [name, f] of Object.entries(fns)) {
     it(name, () => {
       for (const p of NOT_PLANS) expect(typed(() => f(p as never)), `${name}(${String(p)})`).toMatchObject({ name: 'LayoutError', code: 'BAD_PLAN', field: 'plan' });

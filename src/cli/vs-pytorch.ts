@@ -2,7 +2,8 @@
 // beside the arena's exact regions for the same work.
 import type { Plan } from '../layout/plan.js';
 import { activationInfo } from '../layout/header.js';
-import { arenaBytesByStage, estimatePytorchMemory, fullAndCompact, type TorchStage } from '../report/pytorch.js';
+import { arenaBytesByStage, estimatePytorchMemory, fullAndCompact, type PytorchPrecision, type TorchStage } from '../report/pytorch.js';
+import { bf16CopyBytes } from '../report/bf16-copies.js';
 import { bytes, int, table } from './format.js';
 
 const WHAT: Record<TorchStage, string> = {
@@ -12,6 +13,16 @@ const WHAT: Record<TorchStage, string> = {
   loss: 'loss = CrossEntropyLoss(output, labels)',
   backward: 'loss.backward()',
   step: 'optimizer.step()',
+};
+
+/** PyTorch's AMP recipe where it differs from the plain step. */
+const AMP_WHAT: Partial<Record<TorchStage, string>> = {
+  forward: 'with autocast: output = model(x)',
+  loss: 'loss = CrossEntropyLoss(...); autocast exits',
+};
+const SCALER_WHAT: Partial<Record<TorchStage, string>> = {
+  backward: 'scaler.scale(loss).backward()',
+  step: 'scaler.step(opt); scaler.update()',
 };
 
 const ARENA: Record<TorchStage, string> = {
@@ -28,28 +39,45 @@ function moduleText(plan: Plan): string {
 const names = (list: Array<{ name: string }>, max = 4) =>
   list.length <= max ? list.map((t) => t.name).join(', ') : `${list.slice(0, max).map((t) => t.name).join(', ')}, … ${list.length} in all`;
 
-export function vsPytorchText(plan: Plan): string {
-  const est = estimatePytorchMemory(plan.spec);
+/** What the arena side adds for `precision`: bf16's run-lived copies beside the arena (CUDA);
+ *  fp16 is not an nn-arena precision. */
+function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
+  if (precision === 'bf16') {
+    return { copies: bf16CopyBytes(plan), note: 'nn-arena bf16 (CUDA, one model): the plan stays fp32 (the masters, dw, db, optimizer state); the products read bf16 copies of z, w and d that a run allocates beside the arena (Bf16Copies, run_buffers.cuh)' };
+  }
+  if (precision === 'fp16') return { copies: 0, note: 'fp16 (with loss scaling) is not an nn-arena precision yet (bf16 is): the arena column is its fp32 plan' };
+  return { copies: 0 };
+}
+
+export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'): string {
+  const est = estimatePytorchMemory(plan.spec, { precision });
   const arena = arenaBytesByStage(plan);
+  const side = arenaSide(plan, precision);
+  const what = { ...WHAT, ...(precision === 'fp32' ? {} : AMP_WHAT), ...(precision === 'fp16' ? SCALER_WHAT : {}) };
   const rows: string[][] = [['stage', 'PyTorch: what runs', 'allocated after', 'peak in stage', 'reserved', '|', 'nn-arena regions', 'bytes (exact)']];
   est.stages.forEach((st, i) => {
     const a = arena.stages[i]!;
-    rows.push([st.stage, WHAT[st.stage], int(st.allocatedBytes), int(st.peakBytes), int(st.reservedBytes), '|', ARENA[st.stage], int(a.bytes)]);
+    rows.push([st.stage, what[st.stage], int(st.allocatedBytes), int(st.peakBytes), int(st.reservedBytes), '|', ARENA[st.stage], int(a.bytes)]);
   });
   if (arena.extras) rows.push(['', '', '', '', '', '|', 'user regions', int(arena.extras)]);
   rows.push(['', '', '', '', '', '|', 'header + padding', int(arena.headerAndPadding)]);
   if (arena.shared) rows.push(['', '', '', '', '', '|', 'shared (counted twice above)', `-${int(arena.shared)}`]);
-  const ratio = plan.totalBytes / est.peakBytes;
+  if (side.copies) rows.push(['', '', '', '', '', '|', 'bf16 copies beside the arena', int(side.copies)]);
+  const total = plan.totalBytes + side.copies;
   const { full, compact } = fullAndCompact(plan);
+  const x = (bytes: number) => `${((bytes + side.copies) / est.peakBytes).toFixed(2)}x`;
+  const amp = precision === 'fp32' ? '' : `, AMP: autocast(${precision === 'bf16' ? 'bfloat16' : 'float16'}) forward and loss${precision === 'fp16' ? ', GradScaler' : ''}`;
+  const arenaPeak = side.copies ? `${int(plan.totalBytes)} B (arena) + ${int(side.copies)} B (bf16 copies) = ${int(total)} B (${bytes(total)})` : `${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once)`;
   const lines = [
-    `PyTorch estimate: caching allocator model (one block per tensor, 512-byte rounding, 2 / 20 MiB segments), first training step of ${moduleText(plan)} + CrossEntropyLoss, ${est.optimizer} (foreach), ${plan.spec.dtype}, int64 labels, batch ${plan.spec.batch}`,
+    `PyTorch estimate: caching allocator model (one block per tensor, 512-byte rounding, 2 / 20 MiB segments), first training step of ${moduleText(plan)} + CrossEntropyLoss, ${est.optimizer} (foreach), ${plan.spec.dtype}${amp}, int64 labels, batch ${plan.spec.batch}`,
     '',
     table(rows, [false, false, true, true, true, false, false, true]),
     '',
-    `peak: PyTorch ${int(est.peakBytes)} B (${bytes(est.peakBytes)}, max_memory_allocated, during ${est.peakStage}); nn-arena ${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once) = ${ratio.toFixed(2)}x PyTorch's peak`,
+    `peak: PyTorch ${int(est.peakBytes)} B (${bytes(est.peakBytes)}, max_memory_allocated, during ${est.peakStage}); nn-arena ${arenaPeak} = ${x(plan.totalBytes)} PyTorch's peak`,
     `PyTorch holds ${int(est.stages[est.stages.length - 1]!.allocatedBytes)} B after the step (${int(est.tensorBytes)} B of tensor elements); it reserves ${int(est.stages[est.stages.length - 1]!.reservedBytes)} B of segments`,
   ];
-  lines.push(`plans: full ${int(full.totalBytes)} B = ${(full.totalBytes / est.peakBytes).toFixed(2)}x; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${(compact.totalBytes / est.peakBytes).toFixed(2)}x PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
+  lines.push(`plans${side.copies ? ' (+ the bf16 copies)' : ''}: full ${int(full.totalBytes)} B = ${x(full.totalBytes)}; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${x(compact.totalBytes)} PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
+  if (side.note) lines.push(side.note);
   lines.push('', 'PyTorch tensors per stage (allocated +, freed -):');
   for (const st of est.stages) {
     if (st.allocated.length || st.freed.length) lines.push(`  ${st.stage}: + ${names(st.allocated) || 'nothing'}${st.freed.length ? `; - ${names(st.freed)}` : ''}`);
@@ -57,8 +85,13 @@ export function vsPytorchText(plan: Plan): string {
   return lines.join('\n');
 }
 
-export function vsPytorchJson(plan: Plan): object {
-  const est = estimatePytorchMemory(plan.spec);
+export function vsPytorchJson(plan: Plan, precision: PytorchPrecision = 'fp32'): object {
+  const est = estimatePytorchMemory(plan.spec, { precision });
   const { full, compact } = fullAndCompact(plan);
-  return { pytorch: est, arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes } };
+  const side = arenaSide(plan, precision);
+  return {
+    precision, pytorch: est,
+    arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes, ...(precision === 'bf16' ? { bf16CopyBytes: side.copies } : {}) },
+    ...(side.note ? { note: side.note } : {}),
+  };
 }

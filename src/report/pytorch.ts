@@ -4,40 +4,30 @@
 // (SGD / SGD with momentum / Adam, foreach implementations, zero_grad(set_to_none=True)). Each
 // tensor is one block of the caching allocator model; tensors are freed when their last holder
 // (a Python variable, a module's local, a node's saved variable) lets go, in autograd's order.
-// bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
+// With a precision of bf16 / fp16 it is PyTorch's AMP recipe on the float32 model (autocast,
+// GradScaler for fp16). bench/torch_memory.py runs exactly this step on a GPU and measures the
+// same stages.
 import { LayoutError, OptionError } from '../errors.js';
+import { checkKnownKeys, didYouMean, keysOf } from '../known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
-import { CachingAllocatorModel, roundSize } from './caching-allocator.js';
+import { roundSize } from './caching-allocator.js';
+import { Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
 
-export const TORCH_STAGES = ['model', 'inputs', 'forward', 'loss', 'backward', 'step'] as const;
-export type TorchStage = (typeof TORCH_STAGES)[number];
+export { TORCH_STAGES, type TorchStage, type TorchStageEstimate, type TorchTensor } from './torch-sim.js';
 
-export interface TorchTensor {
-  name: string;
-  /** Elements x element size. */
-  bytes: number;
-  /** What the allocator counts for it (512-byte rounding, unsplit cached blocks). */
-  blockBytes: number;
-}
-
-export interface TorchStageEstimate {
-  stage: TorchStage;
-  /** torch.cuda.memory_allocated() after the stage. */
-  allocatedBytes: number;
-  /** torch.cuda.max_memory_allocated() within the stage (temporaries included). */
-  peakBytes: number;
-  /** torch.cuda.memory_reserved() after the stage: the cached segments. */
-  reservedBytes: number;
-  allocated: TorchTensor[];
-  freed: TorchTensor[];
-}
+/** How PyTorch runs the step: plain fp32 (the spec's dtype), or PyTorch's AMP recipe on a float32
+ *  model: the forward and the loss under torch.autocast('cuda', dtype), backward and step outside
+ *  it; fp16 adds GradScaler (scaler.scale(loss).backward(), scaler.step(opt), scaler.update()). */
+export const PYTORCH_PRECISIONS = ['fp32', 'bf16', 'fp16'] as const;
+export type PytorchPrecision = (typeof PYTORCH_PRECISIONS)[number];
 
 export interface PytorchEstimate {
   spec: NormalizedSpec;
   optimizer: Optimizer;
+  precision: PytorchPrecision;
   stages: TorchStageEstimate[];
   /** max_memory_allocated() over the whole step, and the stage it falls in. */
   peakBytes: number;
@@ -49,54 +39,29 @@ export interface PytorchEstimate {
 export interface PytorchOptions {
   /** Default: the spec's optimizer. */
   optimizer?: Optimizer;
+  /** Default 'fp32'. bf16 / fp16 need dtype float32 (autocast leaves float64 alone). */
+  precision?: PytorchPrecision;
 }
+const OPTION_KEYS = keysOf<PytorchOptions>()(['optimizer', 'precision']);
 
-interface Live extends TorchTensor { handle: object; holders: Set<string> }
-
-/** Tensors with holders: a tensor's block is freed when its last holder drops it. */
-class Sim {
-  readonly alloc = new CachingAllocatorModel();
-  stage: TorchStageEstimate | undefined;
-  readonly live = new Set<Live>();
-
-  make(name: string, bytes: number, ...holders: string[]): Live {
-    const handle = this.alloc.malloc(bytes);
-    const t: Live = { name, bytes, blockBytes: (handle as { size: number }).size, handle, holders: new Set(holders) };
-    this.live.add(t);
-    this.stage!.allocated.push({ name, bytes, blockBytes: t.blockBytes });
-    return t;
+function checkPrecision(precision: unknown, dtype: string): PytorchPrecision {
+  if (!PYTORCH_PRECISIONS.includes(precision as PytorchPrecision)) {
+    throw new OptionError('BAD_OPTION', 'precision', precision, `must be one of ${PYTORCH_PRECISIONS.join(', ')}${didYouMean(precision, PYTORCH_PRECISIONS)}`);
   }
-
-  hold(t: Live, who: string): void { t.holders.add(who); }
-
-  drop(t: Live, who: string): void {
-    if (!t.holders.delete(who)) throw new Error(`${t.name} is not held by ${who}`);
-    if (t.holders.size > 0) return;
-    this.alloc.free(t.handle);
-    this.live.delete(t);
-    this.stage!.freed.push({ name: t.name, bytes: t.bytes, blockBytes: t.blockBytes });
+  if (precision !== 'fp32' && dtype !== 'float32') {
+    throw new OptionError('BAD_OPTION', 'precision', precision, `autocast casts float32 tensors only: ${precision} needs dtype float32, not ${dtype}`);
   }
-
-  begin(stage: TorchStage, out: TorchStageEstimate[]): void {
-    this.alloc.resetPeak();
-    this.stage = { stage, allocatedBytes: 0, peakBytes: 0, reservedBytes: 0, allocated: [], freed: [] };
-    out.push(this.stage);
-  }
-
-  end(): void {
-    const s = this.stage!;
-    s.allocatedBytes = this.alloc.allocated;
-    s.peakBytes = this.alloc.peak;
-    s.reservedBytes = this.alloc.reserved;
-  }
+  return precision as PytorchPrecision;
 }
 
 export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options: PytorchOptions = {}): PytorchEstimate {
   const s = normalizeSpec(spec);
-  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer? }');
+  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer?, precision? }');
+  checkKnownKeys(options, OPTION_KEYS, 'estimatePytorchMemory');
   const optimizer = options.optimizer ?? s.optimizer;
   const info = optimizerNamed(optimizer);
   if (!info) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', optimizer, `must be one of ${namesOf(optimizers())}`);
+  const precision = checkPrecision(options.precision ?? 'fp32', s.dtype);
   // PyTorch's state tensors per parameter: one per state kind of the weights (mw: the momentum
   // buffer or Adam's exp_avg; vw: exp_avg_sq).
   const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
@@ -104,7 +69,10 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   if (s.activations[L - 1] !== 'softmax') {
     throw new LayoutError('BAD_ACTIVATIONS', `activations[${L - 1}]`, s.activations[L - 1], 'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax');
   }
-  const e = DTYPE_BYTES[s.dtype];
+  const amp = precision !== 'fp32';
+  const e = DTYPE_BYTES[s.dtype];  // parameters, their gradients and state, x
+  const a = amp ? 2 : e;  // what autocast's products make: activations and their gradients
+  const f = amp ? 4 : e;  // the loss side: nll_loss autocasts to float32
   const n = s.layers;
   const B = s.batch;
   const sim = new Sim();
@@ -126,23 +94,35 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
 
   // output = model(x): Sequential rebinds its local `input` after each module, so a Linear's output
   // is freed once the activation after it has run, unless a backward node saved it. AddmmBackward
-  // saves its input (mat1); relu / sigmoid / tanh save their result.
+  // saves its input (mat1) for the weight's gradient, and its weight (mat2) only where the input
+  // needs a gradient (layers 2..L); relu / sigmoid / tanh save their result.
+  // Under autocast each Linear casts its arguments to `precision` first, last argument first (the
+  // order GCC evaluates the wrapper's casts in): the bias and weight casts go to autocast's cache
+  // (float32 leaves that require grad) until the context exits; x's cast is not cached.
   sim.begin('forward', stages);
-  const acts: Live[] = [x];  // acts[l]: the input of Linear l+1
+  const acts: Live[] = [];  // acts[l-1]: the input of Linear l as its AddmmBackward saved it
+  const casts: Live[] = [];  // [bias, weight] casts per layer
   sim.hold(x, 'seq');
   let cur = x;
   for (let l = 1; l <= L; l++) {
-    const h = sim.make(`linear${l} output`, B * n[l]! * e, 'seq');
-    sim.hold(cur, `addmm${l}`);
+    let input = cur;
+    if (amp) {
+      casts.push(sim.make(`linear${l}.bias ${precision}`, n[l]! * a, 'cache'));
+      casts.push(sim.make(`linear${l}.weight ${precision}`, n[l]! * n[l - 1]! * a, 'cache', ...(l > 1 ? [`addmm${l}`] : [])));
+      if (l === 1) input = sim.make(`x ${precision}`, B * n[0]! * a, 'cast');
+    }
+    const h = sim.make(`linear${l} output`, B * n[l]! * a, 'seq');
+    sim.hold(input, `addmm${l}`);
+    if (input !== cur) sim.drop(input, 'cast');
     sim.drop(cur, 'seq');
+    acts.push(input);
     cur = h;
     const act = s.activations[l - 1]!;
     if (l < L && act !== 'identity') {
-      const r = sim.make(`${act}${l} output`, B * n[l]! * e, 'seq', `act${l}`);
+      const r = sim.make(`${act}${l} output`, B * n[l]! * a, 'seq', `act${l}`);
       sim.drop(cur, 'seq');
       cur = r;
     }
-    acts.push(cur);
   }
   const output = cur;
   sim.hold(output, 'python');
@@ -150,49 +130,75 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   sim.end();
 
   // loss = CrossEntropyLoss()(output, labels) = nll_loss(log_softmax(output)): the log-probabilities
-  // (saved by both nodes), the scalar loss and nll_loss's total_weight (saved).
+  // (saved by both nodes), the scalar loss and nll_loss's total_weight (saved). Under autocast
+  // log_softmax keeps the logits' dtype (cross_entropy passes it explicitly) and nll_loss, an fp32
+  // op, works on (and saves) a float32 cast of it; then the context exits and its cache is cleared.
   sim.begin('loss', stages);
-  const logp = sim.make('log_softmax output', B * n[L]! * e, 'logsoftmax', 'nll');
-  sim.make('loss', e, 'python');
-  const totalWeight = sim.make('nll_loss total_weight', e, 'nll');
+  const logp = sim.make('log_softmax output', B * n[L]! * a, 'logsoftmax', ...(amp ? [] : ['nll']));
+  const nllInput = amp ? sim.make('log_softmax output float32', B * n[L]! * f, 'nll') : logp;
+  sim.make('loss', f, 'python');
+  const totalWeight = sim.make('nll_loss total_weight', f, 'nll');
+  for (const c of casts) sim.drop(c, 'cache');
   sim.end();
 
   // loss.backward(): each node allocates its gradients, then its incoming gradient is freed, then
   // its saved variables are released. AccumulateGrad takes each weight / bias gradient as .grad
   // without a copy. The bias gradient is a new sum over the batch.
+  // fp16: scaler.scale(loss) first makes the scaler's scale and growth tracker (lazily, on the
+  // first call) and the scaled loss; MulBackward then makes the loss's gradient (ones x scale).
   sim.begin('backward', stages);
-  const root = sim.make('grad of loss (ones)', e, 'python');
-  const gNll = sim.make('grad of log_softmax output', B * n[L]! * e, 'in');
+  const scaled = precision === 'fp16' ? scaleLoss(sim) : undefined;
+  const root = sim.make('grad of loss (ones)', f, 'python');
+  const gMul = scaled ? sim.make('grad of loss (ones x scale)', 4, 'in') : undefined;
+  const gNll = sim.make(amp ? 'grad of log_softmax output float32' : 'grad of log_softmax output', B * n[L]! * f, 'in');
+  if (gMul) sim.drop(gMul, 'in');
   sim.drop(totalWeight, 'nll');
-  sim.drop(logp, 'nll');
-  let g = sim.make(`grad of linear${L} output`, B * n[L]! * e, 'in');
-  sim.drop(gNll, 'in');
+  sim.drop(nllInput, 'nll');
+  let gLogp = gNll;
+  if (amp) {  // the float32 cast's backward: the gradient back in the logits' dtype
+    gLogp = sim.make('grad of log_softmax output', B * n[L]! * a, 'in');
+    sim.drop(gNll, 'in');
+  }
+  let g = sim.make(`grad of linear${L} output`, B * n[L]! * a, 'in');
+  sim.drop(gLogp, 'in');
   sim.drop(logp, 'logsoftmax');
   const grads: Live[] = [];
   for (let l = L; l >= 1; l--) {
-    const gIn = l > 1 ? sim.make(`grad of layer ${l - 1} output`, B * n[l - 1]! * e, 'next') : undefined;
-    grads.push(sim.make(`linear${l}.weight.grad`, n[l]! * n[l - 1]! * e, 'grad'));
-    grads.push(sim.make(`linear${l}.bias.grad`, n[l]! * e, 'grad'));
+    const gIn = l > 1 ? sim.make(`grad of layer ${l - 1} output`, B * n[l - 1]! * a, 'next') : undefined;
+    const gW = sim.make(amp ? `grad of linear${l}.weight ${precision}` : `linear${l}.weight.grad`, n[l]! * n[l - 1]! * a, 'grad');
+    const gB = sim.make(amp ? `grad of linear${l}.bias ${precision}` : `linear${l}.bias.grad`, n[l]! * a, 'grad');
     sim.drop(g, 'in');
     sim.drop(acts[l - 1]!, `addmm${l}`);
+    if (amp) {
+      if (l > 1) sim.drop(casts[2 * l - 1]!, `addmm${l}`);
+      // The casts' backward (the weight's cast is the later node, so it runs first): each
+      // gradient back in the parameter's dtype, taken as .grad.
+      for (const [low, p] of [[gW, params[2 * l - 2]!], [gB, params[2 * l - 1]!]] as const) {
+        grads.push(sim.make(`${p.name}.grad`, p.bytes, 'grad'));
+        sim.drop(low, 'grad');
+      }
+    } else grads.push(gW, gB);
     if (!gIn) break;
     sim.hold(gIn, 'in');
     sim.drop(gIn, 'next');
     g = gIn;
     const act = s.activations[l - 2]!;
     if (act !== 'identity') {
-      g = sim.make(`grad of linear${l - 1} output`, B * n[l - 1]! * e, 'in');
+      g = sim.make(`grad of linear${l - 1} output`, B * n[l - 1]! * a, 'in');
       sim.drop(gIn, 'in');
       sim.drop(acts[l - 1]!, `act${l - 1}`);
     }
   }
   sim.drop(root, 'python');
+  if (scaled) sim.drop(scaled, 'python');
   sim.end();
 
   // optimizer.step() (foreach): momentum clones each gradient into its buffer on the first step;
   // Adam creates exp_avg and exp_avg_sq per parameter (its step counters stay on the CPU), then
-  // sqrt(exp_avg_sq) per parameter as temporaries.
+  // sqrt(exp_avg_sq) per parameter as temporaries. fp16: scaler.step(opt) unscales the gradients
+  // in place first, and scaler.update() then drops the found_inf it kept.
   sim.begin('step', stages);
+  const foundInf = precision === 'fp16' ? unscale(sim) : undefined;
   if (buffers === 1) params.forEach((p) => sim.make(`${p.name} momentum_buffer`, p.bytes, 'state'));
   if (buffers === 2) {
     for (const p of params) {
@@ -202,14 +208,40 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
     const tmp = params.map((p) => sim.make(`sqrt(${p.name} exp_avg_sq)`, p.bytes, 'tmp'));
     for (const t of tmp.reverse()) sim.drop(t, 'tmp');
   }
+  if (foundInf) sim.drop(foundInf, 'scaler');
   sim.end();
   void labels; void grads;
 
-  const peak = stages.reduce((a, st) => (st.peakBytes > a.peakBytes ? st : a));
+  const peak = stages.reduce((p, st) => (st.peakBytes > p.peakBytes ? st : p));
   return {
-    spec: s, optimizer, stages, peakBytes: peak.peakBytes, peakStage: peak.stage,
-    tensorBytes: [...sim.live].reduce((a, t) => a + t.bytes, 0),
+    spec: s, optimizer, precision, stages, peakBytes: peak.peakBytes, peakStage: peak.stage,
+    tensorBytes: [...sim.live].reduce((sum, t) => sum + t.bytes, 0),
   };
+}
+
+/** scaler.scale(loss): GradScaler's scale (float32) and growth tracker (int32), made on its first
+ *  call and kept, then loss * scale, a temporary of the statement. Returns the scaled loss. */
+function scaleLoss(sim: Sim): Live {
+  sim.make('GradScaler scale', 4, 'scaler');
+  sim.make('GradScaler growth_tracker (int32)', 4, 'scaler');
+  return sim.make('scaled loss', 4, 'python');
+}
+
+/** scaler.unscale_(opt), inside scaler.step: inv_scale = scale.double().reciprocal().float() and
+ *  found_inf, then per-device copies of both for the in-place check-and-unscale of the gradients;
+ *  the found_inf copy is kept in the optimizer's state until update(). Returns that copy. */
+function unscale(sim: Sim): Live {
+  const d = sim.make('scale.double()', 8, 'tmp');
+  const r = sim.make('scale.double().reciprocal()', 8, 'tmp');
+  sim.drop(d, 'tmp');
+  const inv = sim.make('inv_scale', 4, 'unscale_');
+  sim.drop(r, 'tmp');
+  const found = sim.make('found_inf', 4, 'unscale_');
+  const kept = sim.make('found_inf (per-device copy)', 4, 'scaler');
+  sim.temp('inv_scale (per-device copy)', 4);
+  sim.drop(inv, 'unscale_');
+  sim.drop(found, 'unscale_');
+  return kept;
 }
 
 /** nn-arena's regions that do the work of each PyTorch stage's tensors. */
