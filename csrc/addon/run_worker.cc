@@ -43,6 +43,7 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   p.gradNorms->clear();
   p.graphSteps = &b.graphSteps();
   *p.graphSteps = 0;
+  p.runCache = &b.runCache();
   if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
   if (comm) return comm->run(b.device(), b.header(), p);
   if (b.options().cuda) return runCuda(b.device(), b.header(), p);

@@ -80,6 +80,7 @@ void Block::releaseLocked() {
     stats_.deviceFrees++;
   }
   releaseExtra();
+  runCache_.reset();  // a captured graph names the memory about to go
   backend_->freeDevice(d, total_, options_.memory);
   backend_->freeHost(h, total_, options_.pinned);
 }

@@ -74,6 +74,9 @@ class Block {
   std::vector<double>& gradNorms() { return gradNorms_; }
   // Steps of the last run that ran as a CUDA graph launch (RunParams::graphSteps).
   uint64_t& graphSteps() { return graphSteps_; }
+  // What a backend keeps from one run of this arena to the next (RunParams::runCache; CUDA: the
+  // per-layer path's captured step), with mutex() held; dropped with the memory.
+  std::shared_ptr<void>& runCache() { return runCache_; }
 
  protected:
   // One range of a transfer, with mutex() held. A budgeted block moves its memory its own way.
@@ -96,6 +99,7 @@ class Block {
   Stats stats_;
   std::vector<double> gradNorms_;
   uint64_t graphSteps_ = 0;
+  std::shared_ptr<void> runCache_;
   mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;
 };

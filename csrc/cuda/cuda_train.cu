@@ -36,6 +36,14 @@
 namespace nna {
 namespace {
 
+// What an arena keeps between runs of the per-layer path (Block::runCache): the last run's step
+// graph, for the lane whose cuBLAS handle it was captured with (cuBLAS's kernels in it use that
+// handle's workspace, which only the run holding the lane may touch).
+struct GraphCache {
+  void* blas = nullptr;
+  StepGraph graph;
+};
+
 template <typename T>
 class LayerRun {
  public:
@@ -61,6 +69,14 @@ class LayerRun {
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
     graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+    if (graphs_ && p.runCache) {  // the arena's graph, if an earlier run on this lane left one
+      std::shared_ptr<void>& slot = *p.runCache;
+      cache_ = std::static_pointer_cast<GraphCache>(slot);  // only this file stores there
+      if (!cache_ || cache_->blas != lane.blas) slot = cache_ = std::make_shared<GraphCache>();
+      cache_->blas = lane.blas;
+      graph_ = &cache_->graph;
+    }
+    graph_->beginRun();
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
     // its scalars in device memory cuBLAS may pick another kernel: bf16 did on the H100), so that
     // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
@@ -70,7 +86,7 @@ class LayerRun {
   // Returns whether the products went through cuBLAS.
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
-    if (p_.resetStats) { graph_.launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_); }
+    if (p_.resetStats) { graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_); }
     if (sync_) sync_->beginRun(s_, p_.resetStats);
     if (isPrimitive(p_.op)) {
       primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
@@ -99,7 +115,7 @@ class LayerRun {
         if (grad) {
           stepNow_ = p_.stepBase + s + 1;
           const Hyper<T> hp = hyper(stepNow_);
-          if (foldScalars_.get()) graph_.launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
+          if (foldScalars_.get()) graph_->launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
           // Layer l's update right after its backward pass: d[l-1] has been computed with the old
           // w[l] by then, and nothing later reads w[l], so the order gives the same values as
           // updating every layer at the end, with one pass less over each layer's memory.
@@ -119,11 +135,11 @@ class LayerRun {
       };
       // Graphs (step_graph.cuh): the second step is captured, later ones replayed.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        if (!graphs_ || s == 0 || graph_.disabled()) { step(s); continue; }
+        if (!graphs_ || s == 0 || graph_->disabled()) { step(s); continue; }
         const uint64_t stepNow = stepNow_;
         const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_, dbDone = dbDone_;
         const bool foldPending = foldPending_;
-        if (graph_.ready() ? graph_.replay(s_, [&] { step(s); }) : graph_.capture(s_, [&] { step(s); })) continue;
+        if (graph_->ready() ? graph_->replay(s_, [&] { step(s); }) : graph_->capture(s_, [&] { step(s); })) continue;
         stepNow_ = stepNow;  // the host state the step began with, then the step launched directly
         zFresh_ = zFresh;
         wFresh_ = wFresh;
@@ -131,8 +147,8 @@ class LayerRun {
         foldPending_ = foldPending;
         step(s);
       }
-      if (p_.graphSteps) *p_.graphSteps = graph_.replayed();
-      if (foldPending_) graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+      if (p_.graphSteps) *p_.graphSteps = graph_->replayed();
+      if (foldPending_) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
       foldPending_ = false;
     }
     if (sync_) sync_->endRun(s_);
@@ -158,7 +174,7 @@ class LayerRun {
     if (p_.op == Op::Backward) {
       output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, true);
     } else {
-      graph_.launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
+      graph_->launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
     }
     for (uint32_t l = last_; l >= 1; --l) backward(l, p_.rows, hp);  // not Train: never folds
   }
@@ -169,13 +185,13 @@ class LayerRun {
     const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
     const bool stats = p_.op != Op::Forward;
     if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      graph_.launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else if (L_[last_].units > 32)
-      graph_.launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
-      graph_.launch(s_, outputKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_->launch(s_, outputKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     if (stats && crossPhase_ && p_.resident) foldPending_ = true;  // the next gather (or the run's end) folds it
-    else if (stats) graph_.launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+    else if (stats) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
   }
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
@@ -184,7 +200,7 @@ class LayerRun {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
-    graph_.launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : nullptr);
+    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : nullptr);
     if (!wFresh_.empty()) wFresh_[l] = half_.active();  // bf16: the update wrote w's copy too
   }
 
@@ -192,9 +208,9 @@ class LayerRun {
   // its clip factor, then every layer's update with it.
   void clipAndUpdate(const Hyper<T>& hp, uint64_t s) {
     for (uint32_t l = 1; l <= last_; ++l) {
-      graph_.launch(s_, sumSquaresKernel<T>, dim3(kNormBlocks, 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
+      graph_->launch(s_, sumSquaresKernel<T>, dim3(kNormBlocks, 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
     }
-    graph_.launch(s_, clipScaleKernel, (K_ + 63) / 64, 64, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
+    graph_->launch(s_, clipScaleKernel, (K_ + 63) / 64, 64, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
     for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
   }
 
@@ -217,7 +233,7 @@ class LayerRun {
 
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
-    graph_.launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
+    graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
                   half_.active() ? half_.z(0) : nullptr, foldPending_ ? K_ : 0u, frac_);
     foldPending_ = false;
     if (half_.active()) zFresh_[0] = true;  // the gather wrote z[0]'s copy
@@ -228,7 +244,7 @@ class LayerRun {
   void zeroGradients(uint32_t l) {
     for (unsigned m = 0; m < K_; ++m)
       for (uint32_t kind : {uint32_t(NNA_DB), uint32_t(NNA_DW)})
-        if (graph_.external(l, kind, m))
+        if (graph_->external(l, kind, m))
           CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
   }
 
@@ -239,16 +255,16 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
         const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-        if (prec_ == Precision::Tf32x3) graph_.launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
-        else graph_.launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
+        if (prec_ == Precision::Tf32x3) graph_->launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
+        else graph_->launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
         return;
       }
     }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-    if (blocks(64) >= uint64_t(sms_)) graph_.launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
-    else if (blocks(32) >= uint64_t(sms_)) graph_.launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
-    else graph_.launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
+    if (blocks(64) >= uint64_t(sms_)) graph_->launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
+    else if (blocks(32) >= uint64_t(sms_)) graph_->launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
+    else graph_->launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
   }
 
   // Row-major products through column-major cuBLAS: a row-major r x c matrix is the
@@ -263,7 +279,7 @@ class LayerRun {
       }
       gemmBf16(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
       const bool copy = l < last_;
-      graph_.launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : nullptr);
+      graph_->launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : nullptr);
       if (copy) zFresh_[l] = true;
       return;
     }
@@ -274,7 +290,7 @@ class LayerRun {
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
-    graph_.launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, nullptr);
+    graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, nullptr);
   }
 
   // Whether a Train step folds its SGD update into the weight-gradient products (backward).
@@ -339,7 +355,7 @@ class LayerRun {
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, __nv_bfloat16* half) {
-    graph_.launch(s_, biasGradKernel<T>, dim3(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold,
+    graph_->launch(s_, biasGradKernel<T>, dim3(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold,
                   h_.optimizer, hp, lrs_.get(), applyGrad, half);
   }
 
@@ -352,7 +368,7 @@ class LayerRun {
       dbDone_[l - 1] = true;
       return;
     }
-    graph_.launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
+    graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
   }
 
   // Precision bf16 (one model, cuBLAS): the error and weight-gradient products from the bf16
@@ -378,13 +394,13 @@ class LayerRun {
 
   // Column-major C = alpha op(A) op(B) + beta C for every model at once (strided operands).
   void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC) {
-    if (!graph_.external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
+    if (!graph_->external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
     blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars_);
   }
 
   // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
   void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc) {
-    if (!graph_.external(tA, tB, m, n, k, scalars_ ? 0.0f : alpha, scalars_, A, lda, B, ldb, beta, C, ldc)) return;
+    if (!graph_->external(tA, tB, m, n, k, scalars_ ? 0.0f : alpha, scalars_, A, lda, B, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars_);
   }
 
@@ -397,7 +413,7 @@ class LayerRun {
       uint64_t most = 0;
       for (uint32_t l = 1; l <= last_ + 1; ++l) {
         if (count == kMaxCasts || (l > last_ && count)) {
-          graph_.launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
+          graph_->launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
           c = Bf16Casts{};
           count = 0;
           most = 0;
@@ -416,7 +432,7 @@ class LayerRun {
   void toHalf(uint32_t l, uint32_t kind, uint64_t n) {
     if constexpr (std::is_same_v<T, float>) {
       __nv_bfloat16* out = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
-      graph_.launch(s_, bf16Kernel, blocksFor(n), kThreads, at(l, kind), out, n);
+      graph_->launch(s_, bf16Kernel, blocksFor(n), kThreads, at(l, kind), out, n);
       if (kind == NNA_W) wFresh_[l] = true;
       if (kind == NNA_Z) zFresh_[l] = true;
     }
@@ -433,7 +449,7 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
       float* dT = work_.transposed();
-      graph_.launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
+      graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
       product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows),
               fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));
     }
@@ -453,7 +469,7 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       float* big = work_.slot(slot);
       float* small = big + work_.slotElements(slot);
-      graph_.launch(s_, splitKernel, blocksFor(n), kThreads, x, big, small, n);
+      graph_->launch(s_, splitKernel, blocksFor(n), kThreads, x, big, small, n);
       return {x, big, small};
     }
     return {x};
@@ -463,7 +479,7 @@ class LayerRun {
   // three TF32 products accumulated in C, the small terms first.
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
     // scalars_: alpha and beta from the device (a fold under a schedule; tf32x3 never folds)
-    if (!graph_.external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
+    if (!graph_->external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
       if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
       if (prec_ == Precision::Tf32x3) {
@@ -494,7 +510,9 @@ class LayerRun {
   Bf16Copies half_;
   std::vector<bool> zFresh_, wFresh_;  // bf16: the copy of z[l] / w[l] was made this run from the current values
   ClipScratch clip_;
-  StepGraph graph_;  // the run's captured step, or none (launches pass through it either way)
+  StepGraph own_;  // a run's own graph where the arena keeps none (graphs off: never captures)
+  std::shared_ptr<GraphCache> cache_;
+  StepGraph* graph_ = &own_;  // launches pass through it either way
   // Launches may do work of a later phase of the step (a layer's bias gradient with the
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.

@@ -12,6 +12,9 @@
 // that step directly. (A folded update's scheduled lr reaches cuBLAS through device memory,
 // written by a kernel: FoldScalars, run_buffers.cuh.) Same kernels, same arguments, same order:
 // a graphed run gives the bits of a direct one.
+// The graph outlives its run (the arena keeps it: Block::runCache): a later run's steps replay it
+// as they would their own, every argument compared first; a run whose first replay differs drops
+// it and captures its own.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -37,6 +40,14 @@ class StepGraph {
 
   Mode mode() const { return mode_; }
   bool ready() const { return exec_ != nullptr; }
+
+  // A new run: its counts start again; a graph left by an earlier run may serve it.
+  void beginRun() {
+    replayed_ = 0;
+    misses_ = 0;
+    disabled_ = false;
+    inherited_ = ready();
+  }
 
   // Kernel k<<<grid, block, 0, s>>>(a...), or its capture, or its comparison with the graph's.
   template <typename... P, typename... A>
@@ -113,7 +124,9 @@ class StepGraph {
     }
     mode_ = Mode::Direct;
     if (differs_ || next_ != records_.size()) {
-      if (++misses_ >= 2) off();
+      if (inherited_ && replayed_ == 0) drop();  // an earlier run's step: this run captures its own
+      else if (++misses_ >= 2) off();
+      inherited_ = false;
       return false;
     }
     for (Record& r : changed_) {
@@ -203,7 +216,7 @@ class StepGraph {
   cudaGraphExec_t exec_ = nullptr;
   std::vector<Record> records_, changed_;
   size_t next_ = 0;
-  bool differs_ = false, disabled_ = false;
+  bool differs_ = false, disabled_ = false, inherited_ = false;
   unsigned misses_ = 0;
   uint64_t replayed_ = 0;
 };

@@ -3,6 +3,7 @@
 // resident data set (xdata/ydata, through a seeded permutation) or from z[0]/y as they stand.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "../descriptors/optimizers.h"
@@ -56,6 +57,8 @@ struct RunParams {
   std::vector<double>* gradNorms = nullptr;
   // Where a CUDA per-layer run records how many of its steps ran as a CUDA graph launch, or null.
   uint64_t* graphSteps = nullptr;
+  // The arena's cache between runs (Block::runCache), or null.
+  std::shared_ptr<void>* runCache = nullptr;
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
 
