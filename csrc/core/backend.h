@@ -27,8 +27,8 @@ struct Backend {
   virtual void zeroDevice(void* p, size_t bytes) = 0;
   // One real transfer (cudaMemcpy or memcpy); the caller counts it.
   virtual void copy(void* dst, const void* src, size_t bytes, Dir dir) = 0;
-  // Copies on a stream of the call's own (never a run's), all complete on return, one wait for
-  // them all: a streaming window's upload while a run trains, host -> device, and its commit
+  // Copies on a stream of the backend's own (never a run's; one per kind of copy), all complete
+  // on return, one wait for them all: a streaming window's upload while a run trains, host -> device, and its commit
   // into the data regions, device -> device (csrc/addon/window_stager.cc). CPU: memcpys.
   struct Copy { void* dst; const void* src; size_t bytes; };
   virtual void copyAside(const Copy* copies, size_t n, Dir dir, bool onDevice) = 0;

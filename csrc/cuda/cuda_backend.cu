@@ -4,6 +4,7 @@
 // oversubscribed managed memory can stall the whole GPU for every process on it.
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "../core/backend.h"
 #include "../core/host_memory.h"
@@ -89,20 +90,28 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost));
   }
 
-  // A non-blocking stream of the call's own: it neither waits for nor delays a run's stream (a
-  // blocking cudaMemcpy on the legacy default stream would serialise with it).
+  // A non-blocking stream of the backend's own: it neither waits for nor delays a run's stream (a
+  // blocking cudaMemcpy on the legacy default stream would serialise with it). One per kind,
+  // made on first use and kept (a stream made and destroyed per call cost ~50 us of a streamed
+  // window's commit): uploads come from a worker thread and commits from the JS thread, and
+  // they may overlap; each kind has one caller at a time (window_stager.cc).
   void copyAside(const Copy* c, size_t n, Dir dir, bool onDevice) override {
     DeviceScope scope(device_);
     const cudaMemcpyKind kind = onDevice ? cudaMemcpyDeviceToDevice : dir == Dir::ToDevice ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
-    cudaStream_t s = nullptr;
-    CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaStream_t s = asideStream(onDevice ? 2 : dir == Dir::ToDevice ? 0 : 1);
     cudaError_t e = cudaSuccess;
     for (size_t i = 0; i < n && e == cudaSuccess; ++i) e = cudaMemcpyAsync(c[i].dst, c[i].src, c[i].bytes, kind, s);
     const cudaError_t w = cudaStreamSynchronize(s);  // also after a failed enqueue: nothing left in flight
-    const cudaError_t d = cudaStreamDestroy(s);
     CUDA_CHECK(e);
     CUDA_CHECK(w);
-    CUDA_CHECK(d);
+  }
+
+  ~CudaBackend() override {
+    for (cudaStream_t s : aside_)
+      if (s) {
+        cudaSetDevice(device_);
+        cudaStreamDestroy(s);  // at process exit the runtime may be gone: nothing to check
+      }
   }
 
   void prefetch(void* p, size_t bytes, Where where) override {
@@ -128,7 +137,15 @@ struct CudaBackend final : Backend {
   }
 
  private:
+  cudaStream_t asideStream(int k) {
+    std::lock_guard<std::mutex> lock(asideMutex_);
+    if (!aside_[k]) CUDA_CHECK(cudaStreamCreateWithFlags(&aside_[k], cudaStreamNonBlocking));
+    return aside_[k];
+  }
+
   int device_;
+  std::mutex asideMutex_;
+  cudaStream_t aside_[3] = {nullptr, nullptr, nullptr};  // host -> device, device -> host, device -> device
 };
 
 // An empty kernel: cudaInfo asks the runtime for its attributes to learn whether this binary
