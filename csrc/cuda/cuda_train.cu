@@ -57,11 +57,11 @@ class LayerRun {
     if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);
     if (blas_ && prec_ == Precision::Bf16 && p.op != Op::Update) {  // one model: check.cc
       half_.allocate(h, layers, s_);
-      zFresh_.assign(h.num_layers, false);
-      wFresh_.assign(h.num_layers, false);
+      st_.zFresh.assign(h.num_layers, false);
+      st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
-    dbDone_.assign(h.num_layers, false);
+    st_.dbDone.assign(h.num_layers, false);
     if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
@@ -94,7 +94,7 @@ class LayerRun {
       const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
       // The group's update of layer l, once its gradients are reduced (on the sync's stream).
       // Clipping: no layer's update before the step's global norm (after the group's reduction).
-      const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(stepNow_), stream); };
+      const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(st_.stepNow), stream); };
       const bool deferred = p_.op == Op::Train && clip_.active();
       auto step = [&](uint64_t s) {
         const StepRows sr = stepRows(h_.batch, p_, s);
@@ -113,8 +113,8 @@ class LayerRun {
           after(Stage::Output, last_);
         }
         if (grad) {
-          stepNow_ = p_.stepBase + s + 1;
-          const Hyper<T> hp = hyper(stepNow_);
+          st_.stepNow = p_.stepBase + s + 1;
+          const Hyper<T> hp = hyper(st_.stepNow);
           if (foldScalars_.get()) graph_->launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
           // Layer l's update right after its backward pass: d[l-1] has been computed with the old
           // w[l] by then, and nothing later reads w[l], so the order gives the same values as
@@ -136,20 +136,14 @@ class LayerRun {
       // Graphs (step_graph.cuh): the second step is captured, later ones replayed.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
         if (!graphs_ || s == 0 || graph_->disabled()) { step(s); continue; }
-        const uint64_t stepNow = stepNow_;
-        const std::vector<bool> zFresh = zFresh_, wFresh = wFresh_, dbDone = dbDone_;
-        const bool foldPending = foldPending_;
+        const HostState began = st_;
         if (graph_->ready() ? graph_->replay(s_, [&] { step(s); }) : graph_->capture(s_, [&] { step(s); })) continue;
-        stepNow_ = stepNow;  // the host state the step began with, then the step launched directly
-        zFresh_ = zFresh;
-        wFresh_ = wFresh;
-        dbDone_ = dbDone;
-        foldPending_ = foldPending;
+        st_ = began;  // the host state the step began with, then the step launched directly
         step(s);
       }
       if (p_.graphSteps) *p_.graphSteps = graph_->replayed();
-      if (foldPending_) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
-      foldPending_ = false;
+      if (st_.foldPending) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+      st_.foldPending = false;
     }
     if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -190,7 +184,7 @@ class LayerRun {
       graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
       graph_->launch(s_, outputKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
-    if (stats && crossPhase_ && p_.resident) foldPending_ = true;  // the next gather (or the run's end) folds it
+    if (stats && crossPhase_ && p_.resident) st_.foldPending = true;  // the next gather (or the run's end) folds it
     else if (stats) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
   }
 
@@ -201,7 +195,7 @@ class LayerRun {
     // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
     graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : nullptr);
-    if (!wFresh_.empty()) wFresh_[l] = half_.active();  // bf16: the update wrote w's copy too
+    if (!st_.wFresh.empty()) st_.wFresh[l] = half_.active();  // bf16: the update wrote w's copy too
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
@@ -234,9 +228,9 @@ class LayerRun {
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
     graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
-                  half_.active() ? half_.z(0) : nullptr, foldPending_ ? K_ : 0u, frac_);
-    foldPending_ = false;
-    if (half_.active()) zFresh_[0] = true;  // the gather wrote z[0]'s copy
+                  half_.active() ? half_.z(0) : nullptr, st_.foldPending ? K_ : 0u, frac_);
+    st_.foldPending = false;
+    if (half_.active()) st_.zFresh[0] = true;  // the gather wrote z[0]'s copy
     after(Stage::Gather, 0);
   }
 
@@ -274,13 +268,13 @@ class LayerRun {
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from bf16 copies; the pass after it writes z[l]'s
       if (l == 1) {
-        if (!zFresh_[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
+        if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
         staleWeightsToHalf();
       }
       gemmBf16(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
       const bool copy = l < last_;
       graph_->launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : nullptr);
-      if (copy) zFresh_[l] = true;
+      if (copy) st_.zFresh[l] = true;
       return;
     }
     if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
@@ -318,8 +312,8 @@ class LayerRun {
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool fold = folds();
-    if (!dbDone_[l]) biasGrad(l, rows, fold, hp, false, nullptr);
-    dbDone_[l] = false;
+    if (!st_.dbDone[l]) biasGrad(l, rows, fold, hp, false, nullptr);
+    st_.dbDone[l] = false;
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       tiled<kWeightGrad>(l, rows, n, m, fold, hp);
@@ -365,7 +359,7 @@ class LayerRun {
   void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, __nv_bfloat16* half) {
     if (crossPhase_) {
       biasGrad(l - 1, rows, fold, hp, true, half);
-      dbDone_[l - 1] = true;
+      st_.dbDone[l - 1] = true;
       return;
     }
     graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
@@ -377,8 +371,8 @@ class LayerRun {
   bool backwardBf16(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (l == last_) toHalf(l, NNA_D, rows * n);
-    if (!wFresh_[l]) toHalf(l, NNA_W, n * m);
-    if (!zFresh_[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
+    if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
+    if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmBf16(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
@@ -388,7 +382,7 @@ class LayerRun {
     scalars_ = fold ? foldScalars_.get() : nullptr;
     gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m));
     scalars_ = nullptr;
-    if (fold) wFresh_[l] = false;  // w moved: the next forward makes its copy again
+    if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
 
@@ -418,12 +412,12 @@ class LayerRun {
           count = 0;
           most = 0;
         }
-        if (l > last_ || wFresh_[l]) continue;
+        if (l > last_ || st_.wFresh[l]) continue;
         c.src[count] = at(l, NNA_W);
         c.dst[count] = half_.w(l);
         c.n[count] = L_[l].units * L_[l].fan_in;
         most = std::max(most, c.n[count++]);
-        wFresh_[l] = true;
+        st_.wFresh[l] = true;
       }
     }
   }
@@ -433,8 +427,8 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       __nv_bfloat16* out = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
       graph_->launch(s_, bf16Kernel, blocksFor(n), kThreads, at(l, kind), out, n);
-      if (kind == NNA_W) wFresh_[l] = true;
-      if (kind == NNA_Z) zFresh_[l] = true;
+      if (kind == NNA_W) st_.wFresh[l] = true;
+      if (kind == NNA_Z) st_.zFresh[l] = true;
     }
   }
 
@@ -499,7 +493,14 @@ class LayerRun {
   const Lane& lane_;
   LayerHooks* hooks_;
   GradSync* sync_;
-  uint64_t stepNow_ = 0;  // the optimizer step being taken (Adam's t), for `update`
+  // What the host code of a step reads and changes as it launches: a replay that falls back to
+  // direct launches starts again from the state the step began with (one assignment).
+  struct HostState {
+    uint64_t stepNow = 0;                // the optimizer step being taken (Adam's t), for `update`
+    std::vector<bool> zFresh, wFresh;    // bf16: the copy of z[l] / w[l] was made this run from the current values
+    bool foldPending = false;            // a step's loss sum awaits its fold (crossPhase_, resident runs)
+    std::vector<bool> dbDone;            // db[l] of this step already taken by activationGrad
+  } st_;
   cudaStream_t s_;
   uint32_t last_;
   int sms_;
@@ -508,7 +509,6 @@ class LayerRun {
   Precision prec_;
   Tf32Workspace work_;
   Bf16Copies half_;
-  std::vector<bool> zFresh_, wFresh_;  // bf16: the copy of z[l] / w[l] was made this run from the current values
   ClipScratch clip_;
   StepGraph own_;  // a run's own graph where the arena keeps none (graphs off: never captures)
   std::shared_ptr<GraphCache> cache_;
@@ -520,8 +520,6 @@ class LayerRun {
   bool graphs_ = false;          // steps after the first may run as graph launches
   FoldScalars<T> foldScalars_;   // a fold under a schedule: its alpha on the device
   const T* scalars_ = nullptr;   // set around such a folded product
-  bool foldPending_ = false;   // a step's loss sum awaits its fold (crossPhase_, resident runs)
-  std::vector<bool> dbDone_;   // db[l] of this step already taken by activationGrad
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;
