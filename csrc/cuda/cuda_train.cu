@@ -333,16 +333,15 @@ class LayerRun {
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const T alpha = fold ? foldAlpha(hp) : T(1);
-    scalars_ = fold ? foldScalars_.get() : nullptr;
+    const T* scalars = fold ? foldScalars_.get() : nullptr;  // alpha from the device (a scheduled fold)
     if (K_ > 1)
       gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
-                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW));
+                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
     else if (transposeForTensorCores())
-      weightGradTf32(l, rows, alpha, fold);
+      weightGradTf32(l, rows, alpha, fold, scalars);
     else
       product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
-              at(l, fold ? NNA_W : NNA_DW), int(m));
-    scalars_ = nullptr;
+              at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
     return fold;
   }
 
@@ -379,23 +378,26 @@ class LayerRun {
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
-    scalars_ = fold ? foldScalars_.get() : nullptr;
-    gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m));
-    scalars_ = nullptr;
+    gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
+             fold ? foldScalars_.get() : nullptr);
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
 
   // Column-major C = alpha op(A) op(B) + beta C for every model at once (strided operands).
-  void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC) {
-    if (!graph_->external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
-    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars_);
+  // `scalars`: alpha and beta from the device, as in product().
+  void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC,
+                   const T* scalars = nullptr) {
+    if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
+    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
   }
 
   // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
-  void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc) {
-    if (!graph_->external(tA, tB, m, n, k, scalars_ ? 0.0f : alpha, scalars_, A, lda, B, ldb, beta, C, ldc)) return;
-    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars_);
+  // `scalars`: alpha and beta from the device, as in product().
+  void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc,
+                const T* scalars = nullptr) {
+    if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, A, lda, B, ldb, beta, C, ldc)) return;
+    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars);
   }
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
@@ -404,32 +406,41 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       Bf16Casts c{};
       unsigned count = 0;
-      uint64_t most = 0;
-      for (uint32_t l = 1; l <= last_ + 1; ++l) {
-        if (count == kMaxCasts || (l > last_ && count)) {
-          graph_->launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
-          c = Bf16Casts{};
-          count = 0;
-          most = 0;
-        }
-        if (l > last_ || st_.wFresh[l]) continue;
+      auto flush = [&] {
+        if (count) castsToHalf(c, count);
+        c = Bf16Casts{};
+        count = 0;
+      };
+      for (uint32_t l = 1; l <= last_; ++l) {
+        if (st_.wFresh[l]) continue;
         c.src[count] = at(l, NNA_W);
         c.dst[count] = half_.w(l);
         c.n[count] = L_[l].units * L_[l].fan_in;
-        most = std::max(most, c.n[count++]);
         st_.wFresh[l] = true;
+        if (++count == kMaxCasts) flush();
       }
+      flush();
     }
   }
 
   // Region (l, kind)'s first n values rounded into its bf16 copy (precision bf16).
   void toHalf(uint32_t l, uint32_t kind, uint64_t n) {
     if constexpr (std::is_same_v<T, float>) {
-      __nv_bfloat16* out = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
-      graph_->launch(s_, bf16Kernel, blocksFor(n), kThreads, at(l, kind), out, n);
+      Bf16Casts c{};
+      c.src[0] = at(l, kind);
+      c.dst[0] = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
+      c.n[0] = n;
+      castsToHalf(c, 1);
       if (kind == NNA_W) st_.wFresh[l] = true;
       if (kind == NNA_Z) st_.zFresh[l] = true;
     }
+  }
+
+  // The first `count` entries of c rounded to bf16 in one launch (grid y: the entry).
+  void castsToHalf(const Bf16Casts& c, unsigned count) {
+    uint64_t most = 0;
+    for (unsigned i = 0; i < count; ++i) most = std::max(most, c.n[i]);
+    graph_->launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
   }
 
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
@@ -439,13 +450,13 @@ class LayerRun {
   // dw^T (m x n) = z[l-1]^T (m x rows) . (d^T)^T with d^T (n x rows) transposed first: both
   // operands "n" [or w^T += -lr * that]. After the error product, which read d's split parts
   // from workspace slot 1: d^T's take that slot now (stream order).
-  void weightGradTf32(uint32_t l, uint64_t rows, T alpha, bool fold) {
+  void weightGradTf32(uint32_t l, uint64_t rows, T alpha, bool fold, const T* scalars) {
     if constexpr (std::is_same_v<T, float>) {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
       float* dT = work_.transposed();
       graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
       product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows),
-              fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m));
+              fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
     }
   }
 
@@ -471,18 +482,18 @@ class LayerRun {
 
   // Column-major C = alpha op(A) op(B) + beta C through cuBLAS in the run's precision. tf32x3:
   // three TF32 products accumulated in C, the small terms first.
-  void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc) {
-    // scalars_: alpha and beta from the device (a fold under a schedule; tf32x3 never folds)
-    if (!graph_->external(tA, tB, m, n, k, scalars_ ? T(0) : alpha, scalars_, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
+  // `scalars`: alpha and beta from the device (a fold under a schedule; tf32x3 never folds).
+  void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc, const T* scalars = nullptr) {
+    if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
-      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
+      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
       if (prec_ == Precision::Tf32x3) {
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
         blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
         return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.big, ldb, 1.0f, C, ldc);
       }
     }
-    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars_);
+    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
   }
 
   DeviceScope device_;  // first: current through every member's construction and destruction
@@ -519,7 +530,6 @@ class LayerRun {
   bool crossPhase_;
   bool graphs_ = false;          // steps after the first may run as graph launches
   FoldScalars<T> foldScalars_;   // a fold under a schedule: its alpha on the device
-  const T* scalars_ = nullptr;   // set around such a folded product
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;

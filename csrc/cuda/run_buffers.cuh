@@ -91,13 +91,9 @@ class Bf16Copies {
   cudaStream_t stream_ = nullptr;
 };
 
-// x rounded to bf16 (nearest even), for the bf16 products' operands.
-static __global__ void bf16Kernel(const float* x, __nv_bfloat16* out, uint64_t n) {
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) out[i] = __float2bfloat16_rn(x[i]);
-}
-
-// Several regions rounded to bf16 in one launch (grid y: the region): the weight matrices that
-// moved since their copies were made, before a step's first product.
+// Regions rounded to bf16 (nearest even) in one launch (grid y: the region), for the bf16
+// products' operands: one region's copy, or the weight matrices that moved since their copies
+// were made, before a step's first product.
 constexpr unsigned kMaxCasts = 8;
 struct Bf16Casts {
   const float* src[kMaxCasts];
