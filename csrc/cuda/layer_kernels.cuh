@@ -354,7 +354,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   // latency round a group instead of one a row (M: 9 us a layer with a round per row, on the 32
   // blocks 1024 units give). The sum still takes the rows in order: the same bits.
   constexpr int kBiasUnroll = 4;
-  const T* act = C.pre ? C.pre : C.z;  // what f' is a function of (activationGradAt)
+  const T* act = activationGradInput(C);
   if (j < C.units)
     for (uint64_t r0 = threadIdx.y; r0 < rows; r0 += uint64_t(kBiasStripesWide) * kBiasUnroll) {
       T v[kBiasUnroll], x[kBiasUnroll];

@@ -117,10 +117,16 @@ NNA_FN void activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
   if (C.pre) C.pre[e] = x;
 }
 
+// What a layer's f' is a function of: its pre-activations where it keeps them, else its outputs.
+template <typename T>
+NNA_FN const T* activationGradInput(const nna_bound_layer<T>& P) {
+  return P.pre ? P.pre : P.z;
+}
+
 // f' of a layer at element e, from what the layer keeps (pre-activation or output).
 template <typename T>
 NNA_FN T activationGradAt(const nna_bound_layer<T>& P, uint64_t e) {
-  return activationGrad<T>(P.activation, P.pre ? P.pre[e] : P.z[e], T(P.act_param));
+  return activationGrad<T>(P.activation, activationGradInput(P)[e], T(P.act_param));
 }
 
 }  // namespace nna

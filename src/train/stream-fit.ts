@@ -129,10 +129,12 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0;
   // Window k lives in slot k % 2: its host slot and its device staging buffer. Fills run one
   // after another (their seeded draws), and so do uploads.
+  // A window goes up once it is filled and the window before it is up.
+  const uploadAfter = (before: Promise<unknown>, filling: Promise<Window | undefined>) => track(Promise.all([before, filling]).then(([, f]) => upload(f)));
   const first = track(fillNext(0));
   let next = track(first.then((w) => (w ? fillNext(1) : undefined)));  // window k + 1, filling
   const filled = track(first.then(upload));  // window 0, staged
-  let staged = track(Promise.all([filled, next]).then(([, f]) => upload(f)));  // window k + 1, going up
+  let staged = uploadAfter(filled, next);  // window k + 1, going up
   for (let w = await filled; w; ) {
     if (o.signal?.aborted) {  // between windows: the weights are those of the last whole window
       arena.toHost({ kinds: PARAM_KINDS });
@@ -156,7 +158,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     // slot, then goes up after window k + 1.
     const slot = w.slot;
     next = track(next.then((f) => (f ? fillNext(slot) : undefined)));
-    const after = track(Promise.all([staged, next]).then(([, f]) => upload(f)));
+    const after = uploadAfter(staged, next);
     path = await running;
     trace?.(`run ${w.index} end`);
     r.addSteps(n);
