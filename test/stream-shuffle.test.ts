@@ -23,7 +23,8 @@ function file(name: string, n: number, width: number, f64 = false): DataStream {
 }
 
 /** The row ids of each window of each epoch, as the source fills them (labels checked). */
-async function windows(s: DataStream, width: number, seed: number | undefined, window: number, epochs = 1, buffer = window): Promise<number[][][]> {
+/** `sizes`: fill k asks for sizes[k] rows (then `window`), as a fit's first windows do (stream-fit.ts). */
+async function windows(s: DataStream, width: number, seed: number | undefined, window: number, epochs = 1, buffer = window, sizes: number[] = []): Promise<number[][][]> {
   const src = await s.open({ inputs: width, outputs: 4, dtype: 'float32' });
   const rng = seed === undefined ? undefined : new Rng(seed);
   const x = new Float32Array(window * width), y = new Float32Array(window * 4);
@@ -31,7 +32,9 @@ async function windows(s: DataStream, width: number, seed: number | undefined, w
   try {
     for (let e = 0; e < epochs; e++) {
       const fill = src.epoch(rng, window, buffer), ws: number[][] = [];
-      for (let f = await fill(window, { x, y }); f.rows > 0; f = await fill(window, { x, y })) {
+      let k = 0;
+      const next = () => fill(sizes[k++] ?? window, { x, y });
+      for (let f = await next(); f.rows > 0; f = await next()) {
         const ids = Array.from({ length: f.rows }, (_, i) => x[i * width]!);
         ids.forEach((id, i) => {
           expect(x[i * width + width - 1]).toBe(id);
@@ -93,6 +96,15 @@ describe('a shuffled .npy stream: over all rows', () => {
     }
   });
 
+  it('windows of any sizes (a fit\'s first ones are smaller) hold the same rows in the same order', async () => {
+    for (const seed of [3, undefined]) {
+      const even = (await windows(narrow, 3, seed, W, 2)).map((ws) => ws.flat());
+      const ramp = await windows(narrow, 3, seed, W, 2, W, [13, 25, 50]);
+      expect(ramp[0]!.map((w) => w.length).slice(0, 4)).toEqual([13, 25, 50, W]);
+      expect(ramp.map((ws) => ws.flat())).toEqual(even);
+    }
+  });
+
   it('same seed, same order; another seed, another; unshuffled: the file in order', async () => {
     expect(await windows(narrow, 3, 3, W, 2)).toEqual(await windows(narrow, 3, 3, W, 2));
     expect(await windows(narrow, 3, 3, W)).not.toEqual(await windows(narrow, 3, 4, W));
@@ -119,6 +131,13 @@ describe('a shuffled iterable: a shuffle buffer', () => {
       if (B === 1) expect(got[0]!.flat()).toEqual(Array.from({ length: N }, (_, i) => i));
       else expect(got[0]![0]!.some((id) => id >= 60)).toBe(true);  // window 0 holds later rows
     }
+  });
+
+  it('windows of any sizes (a fit\'s first ones are smaller) draw the same rows in the same order', async () => {
+    const even = (await windows(source(), width, 5, 60, 2, 100)).map((ws) => ws.flat());
+    const ramp = await windows(source(), width, 5, 60, 2, 100, [7, 15, 30]);
+    expect(ramp[0]!.map((w) => w.length).slice(0, 4)).toEqual([7, 15, 30, 60]);
+    expect(ramp.map((ws) => ws.flat())).toEqual(even);
   });
 
   it('same seed, same order; another seed, another', async () => {

@@ -96,6 +96,34 @@ describe('fit() from a stream larger than the plan', () => {
     expect(s.stats.toDeviceTransfers).toBe(s.atInit.transfers + 2 * 5 * 2);
   });
 
+  it('a large window: the fit\'s first windows are W/8, W/4, W/2 (training starts sooner), same weights as resident training', async () => {
+    // 256 inputs (1 KiB a float32 row), windows of W = 8192 rows (8 MiB): the ramp's smallest
+    // window still holds 1 MiB. The source: 20,000 rows.
+    const wide = [256, 8, 4], n = 20000, W = 8192, batch = 64;
+    const big = toyData(256, 4, n, 7, false) as { x: Float64Array; labels: Uint8Array };
+    writeFileSync(join(dir, 'wide-x.npy'), toNpy(Float32Array.from(big.x), [n, 256]));
+    writeFileSync(join(dir, 'wide-labels.npy'), toNpy(Int32Array.from(big.labels)));
+    const run = async (samples: number, source: unknown, seen?: Progress[]) => {
+      const arena = Arena.create(planLayout({ layers: wide, batch, samples, optimizer: 'adam' }), cpu);
+      try {
+        const t = new Trainer(arena, { lr: 0.01 });
+        t.init(3);
+        const r = await t.fit(source as Data, { epochs: 2, seed: 4, onProgress: seen ? (p) => seen.push(p) : undefined });
+        return { r, w: [1, 2].flatMap((l) => [Float32Array.from(arena.view(l, 'w')), Float32Array.from(arena.view(l, 'b'))]) };
+      } finally {
+        arena.dispose();
+      }
+    };
+    const resident = await run(n, { x: Float32Array.from(big.x), labels: big.labels });
+    const seen: Progress[] = [];
+    const streamed = await run(W, streamNpy({ x: join(dir, 'wide-x.npy'), labels: join(dir, 'wide-labels.npy') }), seen);
+    // Epoch 1: 1024 + 2048 + 4096 + 8192 rows, then the 4,640 left (a last batch of 32); epoch 2: W, W, 3,616.
+    const perWindow = seen.map((p, i) => p.batch - (i > 0 && seen[i - 1]!.epoch === p.epoch ? seen[i - 1]!.batch : 0));
+    expect(perWindow).toEqual([16, 32, 64, 128, 73, 128, 128, 57]);
+    expect(streamed.r.steps).toBe(resident.r.steps);
+    expect(same(streamed.w, resident.w)).toBe(true);
+  });
+
   it('a signal stops it between windows (ArenaError ABORTED)', async () => {
     const ac = new AbortController();
     let reports = 0;

@@ -85,12 +85,29 @@ const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: Window
 
 type Source = Awaited<ReturnType<DataStream['open']>>;
 
+/** Nothing overlaps a fit's first window: its fill and upload come before the first step. So
+ *  the first windows are smaller, each half the next (W/8, W/4, W/2, then W: each fills while
+ *  the one before it trains), while a window so cut still holds whole batches and at least
+ *  RAMP_MIN_BYTES of x (below that a fill costs little more than its fixed cost). The rows and
+ *  their order are the same for any window sizes (a source fills position after position), so
+ *  are the steps and the weights. */
+function rampRows(window: number, batch: number, rowBytes: number): number[] {
+  const sizes: number[] = [];
+  for (let k = RAMP_STEPS; k >= 1; k--) {
+    const rows = Math.floor(window / 2 ** k / batch) * batch;
+    if (rows >= batch && rows * rowBytes >= RAMP_MIN_BYTES) sizes.push(rows);
+  }
+  return sizes;
+}
+const RAMP_STEPS = 3, RAMP_MIN_BYTES = 1 << 20;
+
 async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, source: Source, slots: WindowBuffers[], stager: NativeWindowStager, track: <T>(p: Promise<T>) => Promise<T>): Promise<FitResult> {
   const { arena, batch, inputs, outputs } = r;
   const bpe = r.dtype === 'float64' ? 8 : 4;
   const rng = new Rng(o.seed);
   const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
-  let epoch = 1, index = 0;
+  let epoch = 1, index = 0, fills = 0;
+  const ramp = rampRows(window, batch, inputs * bpe);
   const epochOf = () => source.epoch(o.shuffle ? rng : undefined, window, o.shuffleBuffer ?? window);
   let fill = epochOf();
   const t0 = performance.now();
@@ -99,13 +116,14 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
     trace?.(`fill ${index} begin`);
-    let f = await fill(window, slots[slot]!);
+    const rows = ramp[fills++] ?? window;
+    let f = await fill(rows, slots[slot]!);
     while (f.rows === 0) {
       if (epoch === o.epochs) return undefined;
       epoch++;
       index = 0;
       fill = epochOf();
-      f = await fill(window, slots[slot]!);
+      f = await fill(rows, slots[slot]!);
     }
     trace?.(`fill ${index} end`);
     return { rows: f.rows, where: f.where, slot, epoch, index: index++ };
