@@ -1,7 +1,7 @@
 // The `precision` option off the GPU: it is checked when the Trainer is made (a typed
-// OptionError naming `precision`), the CPU backend refuses the TF32 and BF16 modes natively too (a run
-// that bypasses the Trainer), and 'fp32' is today's behaviour. The GPU side:
-// test/gpu/precision.gpu.test.ts.
+// OptionError naming `precision`), the CPU backend refuses the TF32 modes natively too (a run
+// that bypasses the Trainer), 'fp32' is today's behaviour, and 'bf16' the CPU emulates
+// (test/bf16-cpu.test.ts). The GPU side: test/gpu/precision.gpu.test.ts.
 import { describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
 import { runArena } from '../src/arena.js';
@@ -52,11 +52,15 @@ describe('Trainer precision option', () => {
     });
   });
 
-  it.each([['tf32', 'TF32'], ['tf32x3', 'TF32'], ['bf16', 'BF16']])("%s on the CPU backend is a typed error (the CPU computes in fp32)", (mode, cores) => {
+  it.each([['tf32'], ['tf32x3']])("%s on the CPU backend is a typed error (the CPU computes in fp32 and emulates only bf16)", (mode) => {
     withArena('float32', (a) => {
       expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(OptionError);
-      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(`needs the CUDA backend (a GPU with ${cores} tensor cores)`);
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow("needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32 (and emulates 'bf16')");
     });
+  });
+
+  it("'bf16' on the CPU backend is accepted (emulated)", () => {
+    withArena('float32', (a) => { expect(new Trainer(a, { precision: 'bf16' }).precision).toBe('bf16'); });
   });
 
   it('a float64 arena refuses the TF32 modes (they apply to float32 products)', () => {
@@ -75,6 +79,7 @@ describe('precision in the run contract (native checks)', () => {
       try { call(() => native().checkRun(header, { op: OPS.train, rows: 1, loss: 0, precision }, target)); return undefined; } catch (e) { return e; }
     };
     expect(check(PRECISIONS.tf32, { cuda: false, budgeted: false })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs the CUDA backend (a GPU with TF32 tensor cores)') });
+    expect(check(PRECISIONS.bf16, { cuda: false, budgeted: false })).toBeUndefined();  // emulated
     expect(check(PRECISIONS.tf32x3, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
     expect(check(PRECISIONS.bf16, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
     // tf32 takes no workspace, so a budget allows it; fp32 runs anywhere.
@@ -90,7 +95,7 @@ describe('precision in the run contract (native checks)', () => {
       arena.view(0, 'z').fill(1);  // one row that trains: input ones, class 0
       arena.view(2, 'y').set([1, 0, 0]);
       arena.toDevice();
-      for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3, PRECISIONS.bf16]) {
+      for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3]) {
         const run = runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision });
         await expect(run).rejects.toBeInstanceOf(OptionError);
         await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('CUDA backend') });

@@ -237,6 +237,7 @@ class CpuRun {
     g.ep.param = T(C.act_param);
     g.ep.bias = C.b;
     g.ep.pre = C.pre;
+    g.bf16 = bf16_;
     cpu::gemm(g);
   }
 
@@ -284,6 +285,7 @@ class CpuRun {
       g.ep.param = T(P.act_param);
       g.ep.z = P.pre ? P.pre : P.z;  // f' from the pre-activations where the activation keeps them
       g.ep.ldz = m;
+      g.bf16 = bf16_;
       cpu::gemm(g);
     }
     colSum(C.d, rows, n, C.db);
@@ -296,6 +298,7 @@ class CpuRun {
     g.a = C.d; g.lda = n;
     g.b = P.z; g.ldb = m;
     g.ldc = m;
+    g.bf16 = bf16_;
     g.c = C.dw;
     if (!g.c) {  // a compact SGD arena has no dw: the same product and epilogue through a scratch (gradScratch_)
       if (gradScratch_.size() < n * m) gradScratch_.resize(n * m);
@@ -329,6 +332,9 @@ class CpuRun {
 
   RunParams p_;
   bool deferred_ = p_.clips() && p_.op == Op::Train;  // updates wait for the step's global norm
+  // Precision bf16 (float arenas: check.cc): the three products read bf16 roundings of their
+  // operands (gemm.h), as the CUDA path's products read its bf16 copies.
+  bool bf16_ = std::is_same_v<T, float> && p_.precision == Precision::Bf16;
   std::vector<std::vector<double>> squares_;  // per layer: the Squares epilogue's slots (gradNorm)
   uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;

@@ -63,6 +63,8 @@ struct Gemm {
   T* c = nullptr;
   size_t ldc = 0;
   Epilogue<T> ep;
+  bool bf16 = false;                    // float only: op(A) and op(B) read as their bf16 roundings
+                                        // (round to nearest even; precision 'bf16', precisions.h)
 };
 
 // The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512|neon

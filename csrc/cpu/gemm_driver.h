@@ -146,6 +146,22 @@ struct Driver {
     }
   }
 
+  // Precision bf16: a packed panel rounded to bfloat16 in place, kept as float (round to nearest
+  // even, as the GPU's __float2bfloat16_rn copies; a NaN stays a NaN). A product of two bf16
+  // values is exact in float, so the micro-kernels then compute what bf16 tensor cores do with
+  // fp32 accumulation; only the order of the sums differs. One pass over a panel in L2.
+  static void toBf16(T* p, size_t n) {
+    if constexpr (std::is_same_v<T, float>) {
+      uint32_t* u = reinterpret_cast<uint32_t*>(p);
+#pragma omp simd
+      for (size_t i = 0; i < n; ++i) {
+        const uint32_t b = u[i];
+        const uint32_t r = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
+        u[i] = r & 0xffff0000u;
+      }
+    }
+  }
+
   // A tile's sum of squares: eight accumulators by column (they vectorise), then a fixed tree.
   // One compiled body (noinline) for the epilogue and squaresOf, so both give the same bits.
   __attribute__((noinline)) static double tileSquares(const T* c, size_t ldc, size_t mr, size_t nr) {
@@ -285,9 +301,11 @@ struct Driver {
         const size_t kc = std::min<size_t>(K::KC, g.k - pc);
         const bool first = pc == 0, last = pc + kc >= g.k;
         packB(g, jc, nc, pc, kc, buf.b);
+        if (g.bf16) toBf16(buf.b, ((nc + NR - 1) / NR) * NR * kc);
         for (size_t ic = i0; ic < i1; ic += K::MC) {
           const size_t mc = std::min<size_t>(K::MC, i1 - ic);
           packA(g, ic, mc, pc, kc, buf.a);
+          if (g.bf16) toBf16(buf.a, ((mc + MR - 1) / MR) * MR * kc);
           for (size_t jr = 0; jr < nc; jr += NR) {
             const size_t nr = std::min(NR, nc - jr);
             for (size_t ir = 0; ir < mc; ir += MR) {

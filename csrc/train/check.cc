@@ -98,10 +98,10 @@ void checkGroup(const void* header) {
 void checkTarget(const RunParams& p, RunTarget target) {
   const PrecisionInfo* info = precisionInfo(p.precision);
   if (!info || p.precision == Precision::Fp32) return;
-  // TF32 and BF16 are tensor-core formats: the CPU backend says so rather than run a mode it
-  // does not have.
-  if (!target.cuda)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32");
+  // TF32 is a tensor-core format the CPU does not have: the CPU backend says so rather than run
+  // another mode under its name. bf16 it emulates (precisions.h).
+  if (!target.cuda && !info->cpu)
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16')");
   // tf32x3 and bf16 through cuBLAS take a device workspace (cuda_train.cu) that a budget does
   // not allow for.
   if (info->workspace && target.budgeted)

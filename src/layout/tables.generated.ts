@@ -65,10 +65,11 @@ export const LOSS_TABLE = [
 
 /** Every product precision of a float32 run (precisions.h): its run code; minMajor: the compute
  *  capability its tensor cores need (0: any); workspace: its operands are copied into a device
- *  workspace beside the arena; needsBlas: its products run only through cuBLAS; what it runs on. */
+ *  workspace beside the arena; needsBlas: its products run only through cuBLAS; cpu: the CPU
+ *  backend runs it (bf16 emulated: operands rounded as the GPU's); what it runs on. */
 export const PRECISION_TABLE = [
-  {name: 'fp32', code: 0, minMajor: 0, workspace: false, needsBlas: false, cores: 'FP32 units'},
-  {name: 'tf32', code: 1, minMajor: 8, workspace: false, needsBlas: false, cores: 'TF32 tensor cores'},
-  {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cores: 'TF32 tensor cores'},
-  {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cores: 'BF16 tensor cores'},
+  {name: 'fp32', code: 0, minMajor: 0, workspace: false, needsBlas: false, cpu: true, cores: 'FP32 units'},
+  {name: 'tf32', code: 1, minMajor: 8, workspace: false, needsBlas: false, cpu: false, cores: 'TF32 tensor cores'},
+  {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cpu: false, cores: 'TF32 tensor cores'},
+  {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cpu: true, cores: 'BF16 tensor cores'},
 ] as const;
