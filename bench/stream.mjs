@@ -8,7 +8,8 @@
 // whole data set (several passes over 205 MB for S at 65536 rows: hundreds of us per step of a
 // 3-epoch fit), reported apart as residentWallMicrosPerStep. Streamed time per step is the
 // whole fit() call's wall time (opening the source and the first window, which nothing
-// overlaps, included); 'steady' leaves out the first window (from its progress report to the
+// overlaps, included: firstReportMs is when its run ended, the time to a first progress report);
+// 'steady' leaves out the first window (from its progress report to the
 // last one), as the resident figure leaves out the data set's upload. Ratios: streamed /
 // resident steps.
 //   npx tsup && node bench/stream.mjs [--backend auto|cpu|cuda] [--nets S,M] [--rows 65536]
@@ -69,6 +70,7 @@ try {
         } else {
           row[`${name}MicrosPerStep`] = (ms * 1000) / r.steps;
           const [[t1, s1], [tn, sn]] = [reports[0], reports.at(-1)];
+          row[`${name}FirstReportMs`] = t1 - start;  // the first window's fill, upload and run
           row[`${name}SteadyMicrosPerStep`] = ((tn - t1) * 1000) / (sn - s1);
         }
         row.steps = r.steps;
@@ -80,7 +82,7 @@ try {
     const f = (name) => {
       row[`${name}VsResident`] = row[`${name}MicrosPerStep`] / row.residentMicrosPerStep;
       row[`${name}SteadyVsResident`] = row[`${name}SteadyMicrosPerStep`] / row.residentMicrosPerStep;
-      return `${name} ${row[`${name}MicrosPerStep`].toFixed(1)} (${row[`${name}VsResident`].toFixed(2)}x; steady ${row[`${name}SteadyMicrosPerStep`].toFixed(1)}, ${row[`${name}SteadyVsResident`].toFixed(2)}x)`;
+      return `${name} ${row[`${name}MicrosPerStep`].toFixed(1)} (${row[`${name}VsResident`].toFixed(2)}x; steady ${row[`${name}SteadyMicrosPerStep`].toFixed(1)}, ${row[`${name}SteadyVsResident`].toFixed(2)}x; first report after ${row[`${name}FirstReportMs`].toFixed(1)} ms)`;
     };
     console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${f('iterable')}; ${f('npy')}`);
     results.push(row);
