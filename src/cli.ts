@@ -21,6 +21,7 @@ import { inspectCheckpoint } from './checkpoint.js';
 import { optimizers, schedules } from './layout/optimizers.js';
 import { MNIST_TRAIN_COUNT } from './data/mnist.js';
 import { checkOptimizerOptions } from './train/optimizer-options.js';
+import { checkLossScaleOptions, lossScaleParams } from './train/options.js';
 import { PRECISIONS } from './native.js';
 import type { TrainerOptions } from './train/trainer.js';
 import { EXPORT_FORMATS, runExport } from './cli/export.js';
@@ -85,7 +86,7 @@ program
   .option('--gamma <x>', 'step: factor of each decay', '0.1')
   .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
-  .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 tensor cores; the CPU emulates bf16)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
+  .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 tensor cores; the CPU emulates bf16 and fp16, fp16 with loss scaling)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
   .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
   .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
   .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
@@ -134,7 +135,10 @@ program
       layers, batch, dtype: o.dtype as Dtype, optimizer: o.optimizer as Optimizer, compact: Boolean(o.compact), activations: probeActivations,
       ...(slope === undefined ? {} : { leakyReluSlope: slope }),
     });
-    checkOptimizerOptions(probe, opt as Record<string, unknown>, { loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS[o.precision as PrecisionName] });
+    const lossScale = checkLossScaleOptions(undefined, o.precision as PrecisionName);  // fp16: GradScaler's defaults
+    checkOptimizerOptions(probe, opt as Record<string, unknown>, {
+      loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS[o.precision as PrecisionName], ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0),
+    });
     if (o.report !== undefined) checkOutputFile('--report', o.report);
     if (o.save !== undefined) {  // the checkpoint's own rules (no symlink, atomic) apply when it is written
       const dir = dirname(resolve(o.save));

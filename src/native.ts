@@ -23,6 +23,8 @@ export interface NativeHandle {
   run(params: RunParams): Promise<RunPath>;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
+  /** [scale, good steps, steps skipped] after the last run that scaled its loss. */
+  lossScale(): Float64Array;
   /** Steps of the last run that ran as a CUDA graph launch (the per-layer path's captured step). */
   graphSteps(): number;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
@@ -108,6 +110,13 @@ export interface RunParams {
   reduce?: boolean;
   /** K-model arenas: one learning rate per model (length = the header's models); else `lr`. */
   lrs?: number[];
+  /** precision 'fp16' (csrc/train/loss_scale.h): the loss scale and its growth tracker at the
+   *  run's start, and the GradScaler settings; the run leaves them in the handle's lossScale(). */
+  lossScale?: number;
+  lossScaleGood?: number;
+  lossScaleGrowth?: number;
+  lossScaleBackoff?: number;
+  lossScaleInterval?: number;
 }
 
 /** A learning-rate schedule: its type and parameters, by their names in the schedule table. */

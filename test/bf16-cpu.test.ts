@@ -5,7 +5,7 @@
 // operands, the rounding at its ties, and training beside fp32.
 import { describe, expect, it } from 'vitest';
 import { Trainer } from '../src/index.js';
-import { bf16, checkBf16Products, withArena } from './support/bf16-checks.js';
+import { bf16, checkHalfProducts, withArena } from './support/half-checks.js';
 import { toyData } from './support/train-checks.js';
 
 describe("precision 'bf16' on the CPU backend (emulated)", () => {
@@ -27,7 +27,7 @@ describe("precision 'bf16' on the CPU backend (emulated)", () => {
       expect(Array.from(await fp32.forward(Float32Array.from(x)))).toEqual(Array.from(Float32Array.from(x)));
     }));
 
-  it('forward, error and weight-gradient products read rounded operands and sum in fp32', () => checkBf16Products('cpu'));
+  it('forward, error and weight-gradient products read rounded operands and sum in fp32', () => checkHalfProducts('cpu', 'bf16'));
 
   it('trains as fp32 does, within bf16 rounding; deterministic; the weights are fp32 masters', async () => {
     const data = toyData(20, 4, 200, 5, false) as { x: Float64Array; labels: Uint8Array };

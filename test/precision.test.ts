@@ -42,7 +42,7 @@ describe('Trainer precision option', () => {
     expect(weights[0]).toEqual(weights[1]);
   });
 
-  it.each([['TF32'], ['fp16'], [1], [null], [{}], ['']])('refuses %j with BAD_OPTION naming precision', (bad) => {
+  it.each([['TF32'], ['fp8'], [1], [null], [{}], ['']])('refuses %j with BAD_OPTION naming precision', (bad) => {
     withArena('float32', (a) => {
       let err: unknown;
       try { new Trainer(a, { precision: bad as never }); } catch (e) { err = e; }
@@ -55,7 +55,7 @@ describe('Trainer precision option', () => {
   it.each([['tf32'], ['tf32x3']])("%s on the CPU backend is a typed error (the CPU computes in fp32 and emulates only bf16)", (mode) => {
     withArena('float32', (a) => {
       expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(OptionError);
-      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow("needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32 (and emulates 'bf16')");
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow("needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
     });
   });
 

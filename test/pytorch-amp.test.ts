@@ -127,7 +127,7 @@ describe('plan --vs-pytorch --precision', () => {
     const r = cli('--precision', 'fp16', '--optimizer', 'adam');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^backward\s+scaler\.scale\(loss\)\.backward\(\)/m);
-    expect(r.stdout).toContain('fp16 (with loss scaling) is not an nn-arena precision yet');
+    expect(r.stdout).toContain('nn-arena fp16 (with loss scaling) runs on the CPU backend only so far');
     expect(r.stdout).not.toContain('bf16 copies');
     const j = JSON.parse(cli('--precision', 'fp16', '--json').stdout).vsPytorch;
     expect(j.precision).toBe('fp16');

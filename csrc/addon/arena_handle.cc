@@ -23,6 +23,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Run>("run"),
                       InstanceMethod<&ArenaHandle::Residency>("residency"),
                       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
+                      InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
                       InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
                       InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
@@ -198,6 +199,16 @@ Napi::Value ArenaHandle::GradNorms(const Napi::CallbackInfo& info) {
   const std::vector<double>& n = b->gradNorms();
   Napi::Float64Array out = Napi::Float64Array::New(env, n.size());
   std::copy(n.begin(), n.end(), out.Data());
+  return out;
+}
+
+// lossScale(): [scale, good steps, steps skipped] after the last run that scaled its loss
+// (precision 'fp16'); the scale is 0 before any.
+Napi::Value ArenaHandle::LossScaleState(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const LossScale& s = live(env, true)->lossScale();
+  Napi::Float64Array out = Napi::Float64Array::New(env, 3);
+  out[0] = s.scale, out[1] = double(s.good), out[2] = double(s.skipped);
   return out;
 }
 

@@ -51,6 +51,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value Residency(const Napi::CallbackInfo& info);
   Napi::Value GradNorms(const Napi::CallbackInfo& info);
+  Napi::Value LossScaleState(const Napi::CallbackInfo& info);
   Napi::Value GraphSteps(const Napi::CallbackInfo& info);
   Napi::Value Synchronize(const Napi::CallbackInfo& info);
   void releaseExternal(Napi::BasicEnv env);

@@ -167,6 +167,11 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
       else d(p.opt.*(hs->field));
     }
     else if (k == "labelSmoothing") d(p.labelSmoothing);
+    else if (k == "lossScale") d(p.lossScale.scale);
+    else if (k == "lossScaleGrowth") d(p.lossScale.growth);
+    else if (k == "lossScaleBackoff") d(p.lossScale.backoff);
+    else if (k == "lossScaleInterval") p.lossScale.interval = exactU64(env, x, "lossScaleInterval");
+    else if (k == "lossScaleGood") p.lossScale.good = exactU64(env, x, "lossScaleGood");
     else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
     else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
     else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");

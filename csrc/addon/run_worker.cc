@@ -41,6 +41,7 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   RunParams p = params;
   p.gradNorms = &b.gradNorms();
   p.gradNorms->clear();
+  p.lossScaleOut = &b.lossScale();
   p.graphSteps = &b.graphSteps();
   *p.graphSteps = 0;
   p.runCache = &b.runCache();

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "../train/loss_scale.h"
 #include "backend.h"
 
 namespace nna {
@@ -72,6 +73,8 @@ class Block {
   // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),
   // written by the run with mutex() held.
   std::vector<double>& gradNorms() { return gradNorms_; }
+  // The loss scale after the last run that scaled its loss (RunParams::lossScaleOut).
+  LossScale& lossScale() { return lossScale_; }
   // Steps of the last run that ran as a CUDA graph launch (RunParams::graphSteps).
   uint64_t& graphSteps() { return graphSteps_; }
   // What a backend keeps from one run of this arena to the next (RunParams::runCache; CUDA: the
@@ -98,6 +101,7 @@ class Block {
   std::atomic<bool> releaseAsked_{false};
   Stats stats_;
   std::vector<double> gradNorms_;
+  LossScale lossScale_;
   uint64_t graphSteps_ = 0;
   std::shared_ptr<void> runCache_;
   mutable std::mutex statsMutex_;

@@ -122,6 +122,7 @@ class CpuRun {
       }
       if (!any) break;
     }
+    if (scaling_ && p_.lossScaleOut) *p_.lossScaleOut = ls_;
   }
 
  private:
@@ -140,11 +141,15 @@ class CpuRun {
   // (cpu::update: the bits of the dW product's epilogue). Clipping scales the gradients by the
   // step's global norm first (the element update multiplies g by hp.gs) and records the norm;
   // `products`: this step's dW products left their squares in squares_.
+  // With the loss scaled (fp16), the gradients are S times the true ones: a step whose norm is
+  // not finite is skipped (loss_scale.h), and the others are divided by S in the update (gs),
+  // clipped by their true norm.
   void applyUpdates(const std::vector<nna_bound_layer<T>>& L, Hyper<T> hp, uint64_t normSlot, bool products = false) {
-    if (p_.clips()) {
-      const double norm = gradNorm(L, products);
-      hp.gs = T(clipScale(p_.opt.clipGradNorm, norm));
-      if (p_.gradNorms) (*p_.gradNorms)[normSlot] = norm;
+    if (p_.clips() || scaling_) {
+      const double s = scaling_ ? ls_.scale : 1.0, norm = gradNorm(L, products) / s;
+      if (p_.clips() && p_.gradNorms) (*p_.gradNorms)[normSlot] = norm;
+      if (scaling_ && !ls_.afterStep(std::isfinite(norm))) return;
+      hp.gs = T((p_.clips() ? clipScale(p_.opt.clipGradNorm, norm) : 1.0) / s);
     }
     for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
       const nna_bound_layer<T>& C = L[l];
@@ -237,7 +242,7 @@ class CpuRun {
     g.ep.param = T(C.act_param);
     g.ep.bias = C.b;
     g.ep.pre = C.pre;
-    g.bf16 = bf16_;
+    g.round = round_;
     cpu::gemm(g);
   }
 
@@ -249,8 +254,11 @@ class CpuRun {
     const bool activated = p_.op == Op::Backward;  // z holds a Forward run's outputs
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
-      for (uint64_t r = b; r < e; ++r)
+      for (uint64_t r = b; r < e; ++r) {
         res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scale_, grad, activated);
+        if (scaling_)  // the loss scale: d of S times the loss (the loss itself stays unscaled)
+          for (uint64_t j = 0; j < O.units; ++j) O.d[r * O.units + j] *= T(ls_.scale);
+      }
     });
     if (p_.op == Op::Forward) return;  // outputs only (softmax applied); y may be anything
     double loss = 0, correct = 0;
@@ -285,7 +293,7 @@ class CpuRun {
       g.ep.param = T(P.act_param);
       g.ep.z = P.pre ? P.pre : P.z;  // f' from the pre-activations where the activation keeps them
       g.ep.ldz = m;
-      g.bf16 = bf16_;
+      g.round = round_;
       cpu::gemm(g);
     }
     colSum(C.d, rows, n, C.db);
@@ -298,7 +306,7 @@ class CpuRun {
     g.a = C.d; g.lda = n;
     g.b = P.z; g.ldb = m;
     g.ldc = m;
-    g.bf16 = bf16_;
+    g.round = round_;
     g.c = C.dw;
     if (!g.c) {  // a compact SGD arena has no dw: the same product and epilogue through a scratch (gradScratch_)
       if (gradScratch_.size() < n * m) gradScratch_.resize(n * m);
@@ -331,10 +339,15 @@ class CpuRun {
   }
 
   RunParams p_;
-  bool deferred_ = p_.clips() && p_.op == Op::Train;  // updates wait for the step's global norm
-  // Precision bf16 (float arenas: check.cc): the three products read bf16 roundings of their
-  // operands (gemm.h), as the CUDA path's products read its bf16 copies.
-  bool bf16_ = std::is_same_v<T, float> && p_.precision == Precision::Bf16;
+  // Precisions bf16 and fp16 (float arenas: check.cc): the three products read roundings of
+  // their operands (gemm.h), as the CUDA path's products read its bf16 copies.
+  cpu::Round round_ = !std::is_same_v<T, float> ? cpu::Round::None : p_.precision == Precision::Bf16 ? cpu::Round::Bf16
+                      : p_.precision == Precision::Fp16 ? cpu::Round::Fp16 : cpu::Round::None;
+  // fp16's dynamic loss scaling (loss_scale.h), for a Train run (checkRun refuses the primitives):
+  // d[L] times the scale; the updates wait for the step's gradients to be known finite.
+  LossScale ls_ = p_.lossScale;
+  bool scaling_ = ls_.active() && p_.op == Op::Train;
+  bool deferred_ = (p_.clips() && p_.op == Op::Train) || scaling_;  // updates wait for the step's global norm
   std::vector<std::vector<double>> squares_;  // per layer: the Squares epilogue's slots (gradNorm)
   uint64_t scale_ = 0;  // rows the step's mean loss divides by
   nna_header h_;

@@ -22,6 +22,10 @@ enum class Isa : uint32_t { Portable = 0, Avx2 = 1, Avx512 = 2, Neon = 3 };
 //             (a clipping step's global norm, taken while the gradient tile is in L1)
 enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3, Squares = 4 };
 
+// The precisions 'bf16' and 'fp16' (precisions.h): the operands a product reads, rounded to
+// nearest (ties to even) from float.
+enum class Round : uint32_t { None = 0, Bf16 = 1, Fp16 = 2 };
+
 template <typename T>
 struct Epilogue {
   Epi kind = Epi::None;
@@ -63,8 +67,7 @@ struct Gemm {
   T* c = nullptr;
   size_t ldc = 0;
   Epilogue<T> ep;
-  bool bf16 = false;                    // float only: op(A) and op(B) read as their bf16 roundings
-                                        // (round to nearest even; precision 'bf16', precisions.h)
+  Round round = Round::None;            // float only: op(A) and op(B) read as their roundings
 };
 
 // The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512|neon

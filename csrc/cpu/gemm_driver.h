@@ -146,18 +146,38 @@ struct Driver {
     }
   }
 
-  // Precision bf16: a packed panel rounded to bfloat16 in place, kept as float (round to nearest
-  // even, as the GPU's __float2bfloat16_rn copies; a NaN stays a NaN). A product of two bf16
-  // values is exact in float, so the micro-kernels then compute what bf16 tensor cores do with
-  // fp32 accumulation; only the order of the sums differs. One pass over a panel in L2.
-  static void toBf16(T* p, size_t n) {
+  // Precisions bf16 and fp16: a packed panel rounded in place to the half format, kept as float
+  // (to nearest, ties to even, as the GPU's __float2bfloat16_rn / __float2half_rn copies; a NaN
+  // stays a NaN). A product of two such values is exact in float, so the micro-kernels then
+  // compute what the tensor cores do with fp32 accumulation; only the order of the sums
+  // differs. One pass over a panel in L2.
+  static void roundPanel(T* p, size_t n, Round how) {
     if constexpr (std::is_same_v<T, float>) {
       uint32_t* u = reinterpret_cast<uint32_t*>(p);
+      if (how == Round::Bf16) {
 #pragma omp simd
-      for (size_t i = 0; i < n; ++i) {
-        const uint32_t b = u[i];
-        const uint32_t r = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
-        u[i] = r & 0xffff0000u;
+        for (size_t i = 0; i < n; ++i) {
+          const uint32_t b = u[i];
+          const uint32_t r = (b & 0x7fffffffu) > 0x7f800000u ? b | 0x00400000u : b + 0x7fffu + ((b >> 16) & 1u);
+          u[i] = r & 0xffff0000u;
+        }
+      } else {  // IEEE binary16: 10 fraction bits, exponents down to -14, multiples of 2^-24 below
+#pragma omp simd
+        for (size_t i = 0; i < n; ++i) {
+          const uint32_t b = u[i], a = b & 0x7fffffffu;
+          // Below 2^-14: |x| + 0.5 has an ulp of 2^-24, so the float addition rounds |x| to a
+          // multiple of it (to nearest even) and the subtraction is exact.
+          float ax, small;
+          std::memcpy(&ax, &a, 4);
+          small = (ax + 0.5f) - 0.5f;
+          uint32_t s;
+          std::memcpy(&s, &small, 4);
+          const uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
+          const uint32_t r = a > 0x7f800000u ? a | 0x00400000u  // NaN
+                             : a >= 0x477ff000u ? 0x7f800000u      // from 65520 (the tie with 65536) up: infinite
+                             : a >= 0x38800000u ? normal : s;
+          u[i] = r | (b & 0x80000000u);
+        }
       }
     }
   }
@@ -301,11 +321,11 @@ struct Driver {
         const size_t kc = std::min<size_t>(K::KC, g.k - pc);
         const bool first = pc == 0, last = pc + kc >= g.k;
         packB(g, jc, nc, pc, kc, buf.b);
-        if (g.bf16) toBf16(buf.b, ((nc + NR - 1) / NR) * NR * kc);
+        if (g.round != Round::None) roundPanel(buf.b, ((nc + NR - 1) / NR) * NR * kc, g.round);
         for (size_t ic = i0; ic < i1; ic += K::MC) {
           const size_t mc = std::min<size_t>(K::MC, i1 - ic);
           packA(g, ic, mc, pc, kc, buf.a);
-          if (g.bf16) toBf16(buf.a, ((mc + MR - 1) / MR) * MR * kc);
+          if (g.round != Round::None) roundPanel(buf.a, ((mc + MR - 1) / MR) * MR * kc, g.round);
           for (size_t jr = 0; jr < nc; jr += NR) {
             const size_t nr = std::min(NR, nc - jr);
             for (size_t ir = 0; ir < mc; ir += MR) {

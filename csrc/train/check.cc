@@ -1,5 +1,6 @@
 // check.cc: validation of a run's parameters against the arena header, shared by both backends.
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -95,13 +96,37 @@ void checkGroup(const void* header) {
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact plan does not keep (compact: plan it without compact)");
 }
 
+// Dynamic loss scaling goes with the precisions that scale (fp16) and with runs that train in
+// one go: the step in parts would hand out scaled gradients, and an Update could not skip.
+static void checkLossScale(const RunParams& p) {
+  const LossScale& s = p.lossScale;
+  const bool scaled = precisionInfo(p.precision)->scaled;
+  if (!scaled) {
+    if (s.active()) NNA_FAIL_FIELD("BAD_OPTION", "lossScale", std::string("loss scaling goes with precision 'fp16'; this run's is '") + precisionName(p.precision) + "'");
+    return;
+  }
+  if (p.op == Op::Grad || p.op == Op::Backward || p.op == Op::BackwardFromOutput || p.op == Op::Update)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) +
+                   "' scales the loss inside step() and fit() (dynamic loss scaling); the step in parts (gradients, forward / backward / update) runs in 'fp32' or 'bf16'");
+  if (p.op != Op::Train) return;
+  // The Trainer checks each setting with its own message (src/train/options.ts); this guards a run made without one.
+  if (!(s.scale > 0 && std::isfinite(s.scale) && s.growth >= 1 && std::isfinite(s.growth) && s.backoff > 0 && s.backoff <= 1 && s.interval >= 1)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "scale %.17g (> 0, finite), growth %.17g (>= 1), backoff %.17g (in (0, 1]), interval %llu (>= 1)", s.scale, s.growth, s.backoff,
+                  static_cast<unsigned long long>(s.interval));
+    NNA_FAIL_FIELD("BAD_OPTION", "lossScale", std::string("the loss scaling settings are out of range: ") + buf);
+  }
+}
+
 void checkTarget(const RunParams& p, RunTarget target) {
   const PrecisionInfo* info = precisionInfo(p.precision);
   if (!info || p.precision == Precision::Fp32) return;
   // TF32 is a tensor-core format the CPU does not have: the CPU backend says so rather than run
-  // another mode under its name. bf16 it emulates (precisions.h).
+  // another mode under its name. bf16 and fp16 it emulates (precisions.h).
   if (!target.cuda && !info->cpu)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16')");
+    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
+  if (target.cuda && !info->cuda)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' runs on the CPU backend (emulated) in this version: its CUDA products are not built yet; use 'bf16' on the GPU");
   // tf32x3 and bf16 through cuBLAS take a device workspace (cuda_train.cu) that a budget does
   // not allow for.
   if (info->workspace && target.budgeted)
@@ -127,6 +152,7 @@ void checkRun(const void* header, const RunParams& p) {
   if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && optimizerFolds(h.optimizer) && p.op == Op::Train)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
+  checkLossScale(p);
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
   checkLoss(header, p);

@@ -8,6 +8,7 @@
 
 #include "../descriptors/optimizers.h"
 #include "../descriptors/precisions.h"
+#include "loss_scale.h"
 #include "losses.h"
 
 namespace nna {
@@ -55,6 +56,10 @@ struct RunParams {
   // Where a clipping run records the global gradient norm of each step (step s, model m at
   // s * models + m; set by the dispatch to the arena's Block), or null.
   std::vector<double>* gradNorms = nullptr;
+  // Dynamic loss scaling (precision 'fp16': loss_scale.h): the state at the run's start, and
+  // where the run leaves it at its end (the arena's Block), or null.
+  LossScale lossScale;
+  LossScale* lossScaleOut = nullptr;
   // Where a CUDA per-layer run records how many of its steps ran as a CUDA graph launch, or null.
   uint64_t* graphSteps = nullptr;
   // The arena's cache between runs (Block::runCache), or null.

@@ -40,12 +40,12 @@ const names = (list: Array<{ name: string }>, max = 4) =>
   list.length <= max ? list.map((t) => t.name).join(', ') : `${list.slice(0, max).map((t) => t.name).join(', ')}, … ${list.length} in all`;
 
 /** What the arena side adds for `precision`: bf16's run-lived copies beside the arena (CUDA);
- *  fp16 is not an nn-arena precision. */
+ *  fp16 has no CUDA path yet (the CPU emulates it without copies). */
 function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
   if (precision === 'bf16') {
     return { copies: bf16CopyBytes(plan), note: 'nn-arena bf16 (CUDA, one model): the plan stays fp32 (the masters, dw, db, optimizer state); the products read bf16 copies of z, w and d that a run allocates beside the arena (Bf16Copies, run_buffers.cuh)' };
   }
-  if (precision === 'fp16') return { copies: 0, note: 'fp16 (with loss scaling) is not an nn-arena precision yet (bf16 is): the arena column is its fp32 plan' };
+  if (precision === 'fp16') return { copies: 0, note: 'nn-arena fp16 (with loss scaling) runs on the CPU backend only so far (emulated, no copies; its CUDA products are not built): the arena column is its fp32 plan' };
   return { copies: 0 };
 }
 

@@ -27,6 +27,10 @@ export interface Progress extends Metrics {
   /** With clipGradNorm: each step's global gradient norm (before clipping) since the previous
    *  report; K models: step-major, model m of step s at s * K + m. */
   gradNorms?: number[];
+  /** precision 'fp16': the loss scale after the last step, and the steps skipped so far (their
+   *  scaled gradients overflowed) by this Trainer. */
+  lossScale?: number;
+  skippedSteps?: number;
 }
 
 export interface FitOptionsBase {
@@ -181,11 +185,10 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
       const done = first + n;
       mark(done);
       if (o.onProgress) {
-        const norms = r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {};
         o.onProgress({
           ...last, epoch, epochs: o.epochs, batch: done, batches, step: r.state.steps,
           samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
-          lr: r.learningRate(r.state.steps - 1), ...norms,
+          lr: r.learningRate(r.state.steps - 1), ...r.progressExtras(),
         });
       }
     }

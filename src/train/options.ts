@@ -44,17 +44,56 @@ export interface TrainerOptions {
    *  into big and small parts (FP32-level accuracy, faster on large layers); 'tf32': one TF32
    *  product (about 3 significant digits per operand: less accurate). The TF32 modes need the
    *  CUDA backend, a float32 arena and a GPU of compute capability 8.0+; 'tf32x3' also a device
-   *  workspace beside the arena, so not a deviceBudget. */
+   *  workspace beside the arena, so not a deviceBudget. 'bf16': the products read bf16 roundings
+   *  of their operands (CUDA; emulated on the CPU); 'fp16': fp16 roundings, with dynamic loss
+   *  scaling (`lossScale`; emulated on the CPU backend only, so far). */
   precision?: PrecisionName;
+  /** precision 'fp16': dynamic loss scaling, as PyTorch's GradScaler (whose defaults these
+   *  are): the loss's gradient is multiplied by the scale (initially `init`, 65536); a step
+   *  whose gradients overflow is skipped and the scale multiplied by `backoffFactor` (0.5);
+   *  after `growthInterval` (2000) good steps in a row it is multiplied by `growthFactor` (2). */
+  lossScale?: LossScaleOptions;
 }
+
+export interface LossScaleOptions { init?: number; growthFactor?: number; backoffFactor?: number; growthInterval?: number }
 
 /** Every option name a Trainer reads: loss, labelSmoothing, precision, the schedule and every
  *  name of the optimizer tables (a name of another optimizer than the arena's is refused with its
  *  reason). The static list is checked against TrainerOptions; the tables' names join it. */
 const TRAINER_KEYS = keysOf<TrainerOptions>()([
-  'loss', 'labelSmoothing', 'precision', 'lr', 'momentum', 'nesterov', 'beta1', 'beta2', 'eps', 'weightDecay', 'decayBiases', 'schedule', 'clipGradNorm',
+  'loss', 'labelSmoothing', 'precision', 'lossScale', 'lr', 'momentum', 'nesterov', 'beta1', 'beta2', 'eps', 'weightDecay', 'decayBiases', 'schedule', 'clipGradNorm',
 ]);
+const LOSS_SCALE_KEYS = keysOf<LossScaleOptions>()(['init', 'growthFactor', 'backoffFactor', 'growthInterval']);
 const trainerKeys = (): string[] => [...new Set([...TRAINER_KEYS, ...optimizers().flatMap((o) => o.hypers.map((h) => h.name)), ...commonParams().map((p) => p.name)])];
+
+/** lossScale: only with a precision that scales (fp16), defaults as PyTorch's GradScaler. The
+ *  native side checks the same ranges for every run (checkLossScale, csrc/train/check.cc). */
+export function checkLossScaleOptions(v: unknown, precision: PrecisionName): Required<LossScaleOptions> | undefined {
+  const scaled = PRECISION_TABLE.find((r) => r.name === precision)!.scaled;
+  if (!scaled) {
+    if (v !== undefined) throw new OptionError('BAD_OPTION', 'lossScale', v, `goes with precision 'fp16' (this Trainer's is '${precision}')`);
+    return undefined;
+  }
+  const o = optionsObject(v, 'lossScale');
+  checkKnownKeys(o, LOSS_SCALE_KEYS, 'lossScale', 'lossScale');
+  const num = (k: keyof LossScaleOptions, def: number, ok: (x: number) => boolean, what: string): number => {
+    const x = o[k] === undefined ? def : o[k];
+    if (typeof x !== 'number' || !ok(x)) throw new OptionError('BAD_OPTION', `lossScale.${k}`, x, `must be ${what}`);
+    return x;
+  };
+  return {
+    init: num('init', 65536, (x) => x > 0 && Number.isFinite(x), 'a positive finite number'),
+    growthFactor: num('growthFactor', 2, (x) => x >= 1 && Number.isFinite(x), 'a finite number >= 1'),
+    backoffFactor: num('backoffFactor', 0.5, (x) => x > 0 && x <= 1, 'in (0, 1]'),
+    growthInterval: num('growthInterval', 2000, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer (steps)'),
+  };
+}
+
+/** A run's loss scaling parameters (RunParams): the settings, and the scale and growth tracker
+ *  where the last run left them. */
+export function lossScaleParams(s: Required<LossScaleOptions> | undefined, scale: number, good: number) {
+  return s ? { lossScale: scale, lossScaleGood: good, lossScaleGrowth: s.growthFactor, lossScaleBackoff: s.backoffFactor, lossScaleInterval: s.growthInterval } : {};
+}
 
 /** The options as checked: what every run of the Trainer passes. */
 export interface TrainerSettings {
@@ -64,6 +103,8 @@ export interface TrainerSettings {
   /** The optimizer's hyperparameters (per-model lrs), schedule and clipping. */
   opt: OptimizerSettings;
   precision: PrecisionName;
+  /** precision 'fp16': the loss scaling's settings (defaults filled in); else undefined. */
+  lossScale: Required<LossScaleOptions> | undefined;
 }
 
 const MAX_SEED = Number.MAX_SAFE_INTEGER;
@@ -117,12 +158,13 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   const labelSmoothing = o.labelSmoothing === undefined ? 0 : checkUnit('labelSmoothing', o.labelSmoothing);
   const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
   const precision = checkPrecision(o.precision);
-  const run = { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision] };
+  const lossScale = checkLossScaleOptions(o.lossScale, precision);
+  const run = { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision], ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0) };
   const opt = checkOptimizerOptions(arena.plan, o, run, { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined }, { precision: o.precision });
   if (opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
     throw new OptionError('BAD_OPTION', 'clipGradNorm', opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
   }
-  return { loss, labelSmoothing, opt, precision };
+  return { loss, labelSmoothing, opt, precision, lossScale };
 }
 
 export function checkSeed(seed: unknown, field = 'seed'): number {

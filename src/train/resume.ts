@@ -8,7 +8,8 @@
 //   - the position of an interrupted fit(): its seed, shuffle, reports, epochs, the epoch and
 //     batch it stopped at, the RNG state after that epoch's order was drawn, the order itself,
 //     and the data set's size and checksums (resuming on other data is refused);
-//   - whether gradients from backward() / gradients() wait for update().
+//   - whether gradients from backward() / gradients() wait for update();
+//   - precision fp16: the loss scale, its growth tracker and the steps it skipped.
 // The step count (Adam's t, the schedule's position) is the file header's `steps`.
 import { transferRanges, type Arena } from '../arena.js';
 import { DATA_KINDS, saveArenaAsync, type IoProgress, type SaveOptions } from '../checkpoint.js';
@@ -44,6 +45,8 @@ export interface TrainerRecord {
   hyper: Record<string, unknown>;
   gradients: boolean;
   fit: FitPosition | undefined;
+  /** precision 'fp16': the loss scale, its growth tracker and the steps skipped so far. */
+  lossScale?: { scale: number; good: number; skipped: number };
 }
 
 /** Plain data (what JSON keeps exactly), or undefined. */
@@ -95,7 +98,7 @@ export function setPosition(arena: Arena, p: FitPosition | undefined): void {
 
 /** The record as checkpoint metadata. */
 export function trainerMetadata(r: TrainerRecord): Record<string, unknown> {
-  return { [TRAINER_KEY]: { options: r.options, unsaved: r.unsaved, hyper: r.hyper, gradients: r.gradients, ...(r.fit ? { fit: r.fit } : {}) } };
+  return { [TRAINER_KEY]: { options: r.options, unsaved: r.unsaved, hyper: r.hyper, gradients: r.gradients, ...(r.fit ? { fit: r.fit } : {}), ...(r.lossScale ? { lossScale: r.lossScale } : {}) } };
 }
 
 const bad = (path: string, why: string) => new ArenaError('BAD_CHECKPOINT', `${path}: trainer metadata: ${why}`);
@@ -108,12 +111,18 @@ export function readTrainerMetadata(path: string, metadata: Record<string, unkno
   const t = metadata[TRAINER_KEY];
   if (t === undefined) return { options: {}, unsaved: [], hyper: {}, gradients: false, fit: undefined };
   if (!isObject(t)) throw bad(path, 'not an object');
-  const { options = {}, unsaved = [], hyper = {}, gradients = false, fit } = t;
+  const { options = {}, unsaved = [], hyper = {}, gradients = false, fit, lossScale } = t;
   if (!isObject(options)) throw bad(path, 'options is not an object');
   if (!Array.isArray(unsaved) || !unsaved.every((k) => typeof k === 'string')) throw bad(path, 'unsaved is not a list of names');
   if (!isObject(hyper)) throw bad(path, 'hyper is not an object');
   if (typeof gradients !== 'boolean') throw bad(path, 'gradients is not a boolean');
-  return { options, unsaved: unsaved as string[], hyper, gradients, fit: fit === undefined ? undefined : fitPosition(path, fit) };
+  if (lossScale !== undefined && !(isObject(lossScale) && typeof lossScale.scale === 'number' && lossScale.scale > 0 && Number.isFinite(lossScale.scale) && isInt(lossScale.good) && isInt(lossScale.skipped))) {
+    throw bad(path, 'lossScale is not { scale, good, skipped }');
+  }
+  return {
+    options, unsaved: unsaved as string[], hyper, gradients, fit: fit === undefined ? undefined : fitPosition(path, fit),
+    ...(lossScale ? { lossScale: { scale: lossScale.scale as number, good: lossScale.good as number, skipped: lossScale.skipped as number } } : {}),
+  };
 }
 
 function fitPosition(path: string, f: unknown): FitPosition {

@@ -11,7 +11,7 @@ import { snapshotData, type Snapshot } from './data.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
 import { makeResident } from './resident.js';
 import { stateOf, type TrainState } from './state.js';
-import type { TrainerSettings } from './options.js';
+import { lossScaleParams, type TrainerSettings } from './options.js';
 import { STATS } from '../layout/header.js';
 
 export const PARAM_KINDS: Kind[] = ['w', 'b'];
@@ -33,6 +33,9 @@ export class Runner {
   readonly outputs: number;
   readonly models: number;
 
+  /** precision 'fp16': the loss scale, its growth tracker, and the steps skipped (all runs). */
+  readonly scaler = { scale: 0, good: 0, skipped: 0 };
+
   constructor(target: RunTarget, settings: TrainerSettings) {
     this.target = target;
     this.arena = target.arenas[0]!;
@@ -47,6 +50,12 @@ export class Runner {
     this.models = s.models;
     this.queue = queueOf(this.arena);
     this.state = stateOf(this.arena);
+    this.resetScaler();
+  }
+
+  /** The loss scale back at its start (a new Trainer, init()). */
+  resetScaler(): void {
+    Object.assign(this.scaler, { scale: this.settings.lossScale?.init ?? 0, good: 0, skipped: 0 });
   }
 
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
@@ -162,6 +171,10 @@ export class Runner {
     }
     const path = await run();
     if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
+    if (op === OPS.train && this.settings.lossScale) {  // where the run left the loss scale
+      const [scale, good, skipped] = handleOf(this.arena).lossScale();
+      Object.assign(this.scaler, { scale: scale!, good: good!, skipped: this.scaler.skipped + skipped! });
+    }
     return path;
   }
 
@@ -171,6 +184,7 @@ export class Runner {
     return {
       ...s.opt.params, ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision],
       ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
+      ...lossScaleParams(s.lossScale, this.scaler.scale, this.scaler.good),
     };
   }
 
@@ -184,6 +198,15 @@ export class Runner {
   /** With clipping: each step's global gradient norm of the last training run (s * K + m). */
   gradNorms(): number[] {
     return this.settings.opt.clipGradNorm > 0 ? Array.from(handleOf(this.arena).gradNorms()) : [];
+  }
+
+  /** What a progress report adds to the metrics where the options ask for it: each step's
+   *  gradient norm (clipping), the loss scale and the steps it skipped (precision 'fp16'). */
+  progressExtras(): { gradNorms?: number[]; lossScale?: number; skippedSteps?: number } {
+    return {
+      ...(this.settings.opt.clipGradNorm > 0 ? { gradNorms: this.gradNorms() } : {}),
+      ...(this.settings.lossScale ? { lossScale: this.scaler.scale, skippedSteps: this.scaler.skipped } : {}),
+    };
   }
 
   /** Every model's stats region (one transfer: the K copies are one range). */

@@ -188,7 +188,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     trace?.(`stats ${w.index} end`);
     if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
     last = combine(stats.map(metricsOf), [false]);
-    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...(r.settings.opt.clipGradNorm > 0 ? { gradNorms: r.gradNorms() } : {}) });
+    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras() });
     trace?.(`progress ${w.index} end`);
     try {
       w = await staged;

@@ -92,6 +92,14 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  training run (step(), update(), or fit's last report); K models: step s, model m at s * K + m. */
   get gradNorms(): number[] { return this.#r.gradNorms(); }
 
+  /** precision 'fp16': the loss scale the next step multiplies the loss's gradient by (it moves
+   *  as PyTorch's GradScaler's does: TrainerOptions.lossScale); undefined in other precisions. */
+  get lossScale(): number | undefined { return this.#r.settings.lossScale ? this.#r.scaler.scale : undefined; }
+
+  /** precision 'fp16': the steps this Trainer skipped because their scaled gradients overflowed
+   *  (each still counts in `steps`: the schedule and Adam's step move on); 0 otherwise. */
+  get skippedSteps(): number { return this.#r.scaler.skipped; }
+
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
   get globalBatch(): number { return this.#r.globalBatch; }
 
@@ -121,6 +129,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       ...this.#given,
       hyper: { ...hyper, ...(lrs ? { lr: [...lrs] } : {}), loss: this.loss, ...(smoothing ? { labelSmoothing: smoothing } : {}), precision: this.precision },
       gradients: this.#r.state.gradients && !this.arena.plan.spec.compact, fit: positionOf(this.arena),
+      ...(this.#r.settings.lossScale ? { lossScale: { scale: this.#r.scaler.scale, good: this.#r.scaler.good, skipped: this.#r.scaler.skipped } } : {}),
     };
   }
 
@@ -148,6 +157,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       st.deviceStale = false;  // the load sent up what the file held; the rest is zero on both sides
       st.gradients = record.gradients && info.kinds.includes('dw');
       setPosition(arena, record.fit);
+      if (record.lossScale && t.#r.settings.lossScale) Object.assign(t.#r.scaler, record.lossScale);
       return t;
     } catch (e) {
       arena.dispose();
@@ -202,6 +212,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       st.forwardRows = undefined;  // new weights: no activations or gradients of them yet
       st.gradients = false;
     }
+    r.resetScaler();  // a new start: the loss scale too
   }
 
   /** One step on one batch given by the caller (rows <= the plan's batch). */

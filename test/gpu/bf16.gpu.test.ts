@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
 import { runArena } from '../../src/arena.js';
 import { OPS, PRECISIONS } from '../../src/native.js';
-import { checkBf16Products } from '../support/bf16-checks.js';
+import { checkHalfProducts } from '../support/half-checks.js';
 import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();
@@ -66,7 +66,7 @@ async function train(precision: 'fp32' | 'bf16', layers: number[], batch: number
 
 describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
   // The CPU emulation's own check (test/bf16-cpu.test.ts): the two backends compute the same thing.
-  it('each product reads bf16 roundings of both operands and sums in fp32', () => checkBf16Products('cuda'));
+  it('each product reads bf16 roundings of both operands and sums in fp32', () => checkHalfProducts('cuda', 'bf16'));
 
   it.each([[53, 131, 67, 45], [256, 784, 1024, 10]])('forward rows %i, %i -> %i -> %i: bf16 rounding shows, bounded', async (rows, k, h, n) => {
     const fp32 = await forwardError('fp32', rows, k, h, n), tf32 = await forwardError('tf32', rows, k, h, n), bf16 = await forwardError('bf16', rows, k, h, n);

@@ -1,7 +1,7 @@
-// bf16-checks.ts: what precision 'bf16' computes, checked on any backend from the run's own
-// operands: each of a layer's three products reads the bf16 roundings (to nearest, ties to even)
-// of both operands and sums in fp32 (test/bf16-cpu.test.ts: the CPU's emulation;
-// test/gpu/bf16.gpu.test.ts: cuBLAS from the bf16 copies).
+// half-checks.ts: what precisions 'bf16' and 'fp16' compute, checked on any backend from the
+// run's own operands: each of a layer's three products reads the roundings (to nearest, ties to
+// even) of both operands and sums in fp32 (test/bf16-cpu.test.ts, test/fp16-cpu.test.ts: the
+// CPU's emulation; test/gpu/bf16.gpu.test.ts: cuBLAS from the bf16 copies).
 import { expect } from 'vitest';
 import { Arena, planLayout, Trainer } from '../../src/index.js';
 import { toyData } from './train-checks.js';
@@ -17,6 +17,23 @@ export function bf16(x: number): number {
 }
 
 /** f on a fresh arena (disposed after). */
+/** x rounded to IEEE binary16 (10 fraction bits; exponents down to -14, then multiples of
+ *  2^-24), to nearest with ties to even, as a Number; infinite from 65520 up. Written with
+ *  arithmetic, apart from the bit-level rounding it checks (csrc/cpu/gemm_driver.h roundPanel). */
+export function fp16(x: number): number {
+  x = Math.fround(x);
+  if (Number.isNaN(x)) return NaN;
+  const a = Math.abs(x), sign = Math.sign(x) || (Object.is(x, -0) ? -1 : 1);
+  const even = (v: number) => { const f = Math.floor(v), r = v - f; return r > 0.5 ? f + 1 : r < 0.5 ? f : f % 2 === 0 ? f : f + 1; };
+  if (a >= 65520) return sign * Infinity;
+  if (a < 2 ** -14) return sign * even(a * 2 ** 24) * 2 ** -24;
+  let e = Math.floor(Math.log2(a));
+  if (2 ** e > a) e--;
+  if (2 ** (e + 1) <= a) e++;
+  const q = 2 ** (e - 10);
+  return sign * even(a / q) * q;
+}
+
 export function withArena<R>(layers: number[], batch: number, activations: string[], f: (a: Arena) => Promise<R>, samples?: number, backend: 'cpu' | 'cuda' = 'cpu'): Promise<R> {
   const arena = Arena.create(planLayout({ layers, batch, activations: activations as never, ...(samples ? { samples } : {}) }), { backend });
   return f(arena).finally(() => arena.dispose());
@@ -47,23 +64,27 @@ function expectProduct(got: ArrayLike<number>, want: ReturnType<typeof reference
   return apart;
 }
 
-/** A [5, 4, 3] identity network's gradients in bf16 on `backend`: z1, z2, d1, dw2 and dw1 each
- *  within fp32 summation error of the float64 sum of the rounded operands (the run's own z, w
- *  and d), and each off the unrounded operands' sum by bf16's step somewhere. */
-export function checkBf16Products(backend: 'cpu' | 'cuda'): Promise<void> {
+/** A [5, 4, 3] identity network's gradients in `precision` on `backend`: z1, z2, d1, dw2 and dw1
+ *  each within fp32 summation error of the float64 sum of the rounded operands (the run's own
+ *  z, w and d), and each off the unrounded operands' sum by the format's step somewhere. bf16:
+ *  gradients(); fp16 (whose loss scaling runs in step() only): a step of lr 1e-30, which leaves
+ *  the weights as they were, and d holds the scaled errors the products read. */
+export function checkHalfProducts(backend: 'cpu' | 'cuda', precision: 'bf16' | 'fp16'): Promise<void> {
+  const round = precision === 'bf16' ? bf16 : fp16;
   return withArena([5, 4, 3], 6, ['identity', 'identity'], async (arena) => {
       const rows = 6;
       const { x, y } = toyData(5, 3, rows, 11, true) as { x: Float64Array; y: Float64Array };
-      const t = new Trainer(arena, { loss: 'mse', precision: 'bf16' });
+      const t = new Trainer(arena, { loss: 'mse', precision, ...(precision === 'fp16' ? { lr: 1e-30 } : {}) });
       t.init(7);
-      await t.gradients(x, { y });
+      if (precision === 'bf16') await t.gradients(x, { y });
+      else await t.step(x, { y });
       t.syncToHost();
       const v = (l: number, kind: string) => Float64Array.from(arena.view(l, kind as never));
       const [z0, w1, b1, z1, d1, dw1] = [v(0, 'z').subarray(0, rows * 5), v(1, 'w'), v(1, 'b'), v(1, 'z').subarray(0, rows * 4), v(1, 'd').subarray(0, rows * 4), v(1, 'dw')];
       const [w2, b2, z2, d2, dw2] = [v(2, 'w'), v(2, 'b'), v(2, 'z').subarray(0, rows * 3), v(2, 'd').subarray(0, rows * 3), v(2, 'dw')];
       const check = (got: Float64Array, rowsN: number, cols: number, depth: number, a: (r: number, k: number) => number, b: (k: number, c: number) => number, bias: Float64Array | undefined, what: string) => {
         const plus = (ref: ReturnType<typeof reference>) => (bias ? { value: ref.value.map((s, i) => s + bias[i % cols]!), scale: ref.scale.map((s, i) => s + Math.abs(bias[i % cols]!)) } : ref);
-        const want = plus(reference(rowsN, cols, depth, a, b, bf16)), plain = plus(reference(rowsN, cols, depth, a, b, (q) => q));
+        const want = plus(reference(rowsN, cols, depth, a, b, round)), plain = plus(reference(rowsN, cols, depth, a, b, (q) => q));
         return expectProduct(got, want, plain, depth, what);
       };
       // z1 = z0 w1^T + b1, z2 = z1 w2^T + b2 (identity), d1 = d2 w2 (identity: f' = 1), dw = d^T z_prev.
