@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer } from '../src/index.js';
+import { runArena } from '../src/arena.js';
 import { call, native, OPS, PRECISIONS } from '../src/native.js';
 import { checkHalfProducts, fp16, withArena } from './support/half-checks.js';
 import { toyData } from './support/train-checks.js';
@@ -141,7 +142,7 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
       }
     }, 100));
 
-  it('typed refusals: lossScale without fp16, bad settings, the step in parts, the CUDA backend, float64', async () => {
+  it('typed refusals: lossScale without fp16, bad settings, the step in parts, the CUDA backend, compact plans, float64', async () => {
     await withArena([4, 3], 2, ['softmax'], async (arena) => {
       const bad = (o: object, code: string, field: string) => {
         let err: unknown;
@@ -174,6 +175,17 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
     };
     expect(check({ cuda: false, budgeted: false })).toBeUndefined();
     expect(check({ cuda: true, budgeted: false })).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringContaining('its CUDA products are not built yet') });
+    // A compact arena (an SGD one has no dw; dw and db share bytes with later phases) cannot
+    // hold the step's gradients until they are known finite (this was a SIGSEGV).
+    for (const optimizer of ['sgd', 'adam'] as const) {
+      const compact = Arena.create(planLayout({ layers: [12, 16, 3], batch: 8, samples: 40, compact: true, optimizer }), { backend: 'cpu' });
+      try {
+        expect(() => new Trainer(compact, { precision: 'fp16' })).toThrow(expect.objectContaining({ code: 'NOT_SUPPORTED', message: expect.stringContaining('plan it without compact') }));
+        await expect(runArena(compact, { op: OPS.train, rows: 1, loss: 0, precision: PRECISIONS.fp16, lossScale: 65536 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
+      } finally {
+        compact.dispose();
+      }
+    }
     const f64 = Arena.create(planLayout({ layers: [4, 3], batch: 2, dtype: 'float64' }), { backend: 'cpu' });
     try {
       expect(() => new Trainer(f64, { precision: 'fp16' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision' }));

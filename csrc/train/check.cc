@@ -97,8 +97,9 @@ void checkGroup(const void* header) {
 }
 
 // Dynamic loss scaling goes with the precisions that scale (fp16) and with runs that train in
-// one go: the step in parts would hand out scaled gradients, and an Update could not skip.
-static void checkLossScale(const RunParams& p) {
+// one go: the step in parts would hand out scaled gradients, and an Update could not skip. Like
+// clipping, it holds the step's gradients until it knows them finite: not on a compact arena.
+static void checkLossScale(const nna_header& h, const RunParams& p) {
   const LossScale& s = p.lossScale;
   const bool scaled = precisionInfo(p.precision)->scaled;
   if (!scaled) {
@@ -109,6 +110,9 @@ static void checkLossScale(const RunParams& p) {
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) +
                    "' scales the loss inside step() and fit() (dynamic loss scaling); the step in parts (gradients, forward / backward / update) runs in 'fp32' or 'bf16'");
   if (p.op != Op::Train) return;
+  if (h.flags & NNA_FLAG_COMPACT)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' holds every layer's gradients until the step is known "
+                   "not to overflow, which a compact arena does not (its dw and db share bytes with later phases): plan it without compact");
   // The Trainer checks each setting with its own message (src/train/options.ts); this guards a run made without one.
   if (!(s.scale > 0 && std::isfinite(s.scale) && s.growth >= 1 && std::isfinite(s.growth) && s.backoff > 0 && s.backoff <= 1 && s.interval >= 1)) {
     char buf[160];
@@ -152,7 +156,7 @@ void checkRun(const void* header, const RunParams& p) {
   if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && optimizerFolds(h.optimizer) && p.op == Op::Train)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
-  checkLossScale(p);
+  checkLossScale(h, p);
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + precisionName(p.precision) + "' applies to float32 arenas; this one is float64");
   checkLoss(header, p);
