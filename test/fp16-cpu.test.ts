@@ -3,7 +3,8 @@
 // products read fp16 roundings of their operands (range included: beyond 65504 an operand is
 // infinite) and sum in fp32; the loss's gradient is scaled, a step whose scaled gradients
 // overflow is skipped with the scale backed off, and the scale grows after enough good steps.
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -141,6 +142,18 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
         loaded.dispose();
       }
     }, 100));
+
+  it('nn-arena train --precision fp16 trains MNIST near fp32; its --report charts the loss scale, one point per report', () => {
+    const file = join(dir, 'fp16.html');
+    const r = spawnSync(process.execPath, ['dist/cli.js', 'train', '--backend', 'cpu', '--precision', 'fp16', '--epochs', '2', '--report', file, '--json'], { encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout) as { accuracy: number };
+    expect(out.accuracy).toBeGreaterThan(0.9);
+    const html = readFileSync(file, 'utf8');
+    const chart = html.slice(html.indexOf('id="loss-scale-chart"'));
+    expect(html).toContain('loss scale (fp16)');
+    expect((chart.slice(0, chart.indexOf('</svg>')).match(/class="c-pt"/g) ?? []).length).toBe(8);  // 4 reports an epoch
+  }, 60_000);
 
   it('typed refusals: lossScale without fp16, bad settings, the step in parts, the CUDA backend, compact plans, float64', async () => {
     await withArena([4, 3], 2, ['softmax'], async (arena) => {

@@ -14,7 +14,7 @@ export class ReportCollector {
   constructor(transfers: TransferRecorder) { this.#transfers = transfers; }
 
   onProgress(p: Progress): void {
-    this.progress.push({ epoch: p.epoch, batch: p.batch, batches: p.batches, step: p.step, loss: p.loss, accuracy: p.accuracy, lr: p.lr, ...(p.gradNorms ? { gradNorms: p.gradNorms } : {}) });
+    this.progress.push({ epoch: p.epoch, batch: p.batch, batches: p.batches, step: p.step, loss: p.loss, accuracy: p.accuracy, lr: p.lr, ...(p.gradNorms ? { gradNorms: p.gradNorms } : {}), ...(p.lossScale !== undefined ? { lossScale: p.lossScale } : {}) });
   }
 
   /** Writes the page and returns its absolute path. */

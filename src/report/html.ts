@@ -14,6 +14,8 @@ export interface ProgressPoint {
   /** The learning rate of the report's last step; with clipping, the global gradient norm of
    *  each step since the previous report (before clipping). */
   lr?: number; gradNorms?: readonly number[];
+  /** precision 'fp16': the loss scale after the report's last step. */
+  lossScale?: number;
 }
 
 export interface TrainingReport {
@@ -93,6 +95,9 @@ export function trainingReportHtml(r: TrainingReport): string {
   });
   const normChart = norms.length
     ? lineChart({ id: 'grad-norm-chart', title: 'global gradient norm of each step (before clipping)', xs: normXs, ys: norms, xLabel: 'epoch', format: (y) => y.toPrecision(3), color: '#ea580c' }) : '';
+  // fp16: the dynamic loss scale (halved at each skipped step, grown after good ones).
+  const scaleChart = r.progress.some((p) => p.lossScale !== undefined)
+    ? lineChart({ id: 'loss-scale-chart', title: 'loss scale (fp16), after each report', xs, ys: r.progress.map((p) => p.lossScale ?? NaN), xLabel: 'epoch', format: (y) => y.toExponential(2), color: '#0891b2' }) : '';
   const m = r.machine;
   const machine = [
     ['CPU', esc(`${m.cpu}, ${m.cores} cores`)], ['memory', esc(bytesText(m.memoryBytes))], ['OS', esc(m.os)], ['Node.js', esc(m.node)],
@@ -124,7 +129,7 @@ td.n{text-align:right;font-variant-numeric:tabular-nums}.charts{display:flex;fle
 <p><small>Written ${esc(r.createdAt.toISOString())} by <code>nn-arena train --report</code>.</small></p>
 <h2>Results</h2><table id="results">${rows(results)}</table>
 <h2>Loss and accuracy per progress report (${r.progress.length} reports)</h2>
-<div class="charts">${lossChart}${accChart}${lrChart}${normChart}</div>
+<div class="charts">${lossChart}${accChart}${lrChart}${normChart}${scaleChart}</div>
 <h2>Memory map</h2>
 <div class="map">${planToSVG(r.plan)}</div>
 <h2>Transfers by purpose</h2>
