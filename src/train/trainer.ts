@@ -45,7 +45,7 @@ import { stateOf } from './state.js';
 
 export type { Metrics } from './metrics.js';
 export type { FitOptions, FitResult, Progress } from './fit.js';
-export type { LossName, TrainerOptions } from './options.js';
+export type { LossName, LossScaleOptions, TrainerOptions } from './options.js';
 export type { BackwardTarget } from './primitives.js';
 export type { TrainerSaveOptions } from './resume.js';
 
