@@ -5,18 +5,14 @@
 // operands, the rounding at its ties, and training beside fp32.
 import { describe, expect, it } from 'vitest';
 import { Trainer } from '../src/index.js';
-import { bf16, checkHalfProducts, withArena } from './support/half-checks.js';
+import { bf16, checkHalfProducts, passThrough, withArena } from './support/half-checks.js';
 import { toyData } from './support/train-checks.js';
 
 describe("precision 'bf16' on the CPU backend (emulated)", () => {
   it('an operand is rounded to bf16 before the product: to nearest, ties to even', () =>
     withArena([1, 1], 5, ['identity'], async (arena) => {
-      const t = new Trainer(arena, { loss: 'mse', precision: 'bf16' });
+      const t = passThrough(arena, 'bf16');
       expect(t.precision).toBe('bf16');
-      t.init(1);
-      arena.view(1, 'w')[0] = 1;
-      arena.view(1, 'b')[0] = 0;
-      t.markHostChanged();
       // 1 + 2^-8 is half way between 1 and 1 + 2^-7 (bf16 keeps 7 fraction bits): even is 1.
       // 1 + 3 * 2^-8 is half way between 1 + 2^-7 (odd) and 1 + 2^-6 (even).
       const x = [1 + 2 ** -8, 1 + 3 * 2 ** -8, -(1 + 2 ** -8), 1 + 2 ** -8 + 2 ** -20, 3 * 2 ** -140];

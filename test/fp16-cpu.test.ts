@@ -11,7 +11,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer } from '../src/index.js';
 import { runArena } from '../src/arena.js';
 import { call, native, OPS, PRECISIONS } from '../src/native.js';
-import { checkHalfProducts, fp16, withArena } from './support/half-checks.js';
+import { checkHalfProducts, fp16, passThrough, withArena } from './support/half-checks.js';
 import { toyData } from './support/train-checks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-fp16-'));
@@ -30,11 +30,7 @@ const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.
 describe("precision 'fp16' on the CPU backend (emulated)", () => {
   it('an operand is rounded to fp16 before the product: ties to even, 65504 the largest, subnormals from 2^-24', () =>
     withArena([1, 1], 10, ['identity'], async (arena) => {
-      const t = new Trainer(arena, { loss: 'mse', precision: 'fp16' });
-      t.init(1);
-      arena.view(1, 'w')[0] = 1;
-      arena.view(1, 'b')[0] = 0;
-      t.markHostChanged();
+      const t = passThrough(arena, 'fp16');
       const x = [1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), 65504, 65519.99, 65520, -70000, 2 ** -25, 3 * 2 ** -25, 2 ** -24];
       const want = [1, 1 + 2 ** -9, -1, 65504, 65504, Infinity, -Infinity, 0, 2 ** -23, 2 ** -24];
       expect(x.map(fp16)).toEqual(want);  // the test's own rounding, by arithmetic
@@ -43,11 +39,7 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
 
   it('4,096 values from 2^-30 to 2^17, both signs: the rounding the products read is the arithmetic one', () =>
     withArena([1, 1], 4096, ['identity'], async (arena) => {
-      const t = new Trainer(arena, { loss: 'mse', precision: 'fp16' });
-      t.init(1);
-      arena.view(1, 'w')[0] = 1;
-      arena.view(1, 'b')[0] = 0;
-      t.markHostChanged();
+      const t = passThrough(arena, 'fp16');
       let s = 12345;
       const rnd = () => ((s = (Math.imul(s, 1103515245) + 12345) >>> 0) / 2 ** 32);
       const x = Float32Array.from({ length: 4096 }, (_, i) => (i % 2 ? -1 : 1) * (1 + rnd()) * 2 ** Math.floor(-30 + rnd() * 47));

@@ -16,6 +16,17 @@ export function bf16(x: number): number {
   return f32[0]!;
 }
 
+/** A Trainer of `precision` on a [1, 1] identity arena with w = 1 and b = 0: its forward outputs
+ *  are its inputs as the product reads them (rounded). */
+export function passThrough(arena: Arena, precision: 'bf16' | 'fp16'): Trainer {
+  const t = new Trainer(arena, { loss: 'mse', precision });
+  t.init(1);
+  arena.view(1, 'w')[0] = 1;
+  arena.view(1, 'b')[0] = 0;
+  t.markHostChanged();
+  return t;
+}
+
 /** f on a fresh arena (disposed after). */
 /** x rounded to IEEE binary16 (10 fraction bits; exponents down to -14, then multiples of
  *  2^-24), to nearest with ties to even, as a Number; infinite from 65520 up. Written with
