@@ -20,7 +20,7 @@ namespace nna {
 // of two bf16 values is exact in fp32, so only the order of the sums differs from the GPU's.
 // fp16: the same with fp16 roundings (5 exponent bits: beyond 65504 an operand is infinite), so
 // the loss is scaled (d[L] times S) and a step whose gradients overflow is skipped, as PyTorch's
-// GradScaler does (cpu_train.cc, losscale.h). Emulated on the CPU only so far: its CUDA products
+// GradScaler does (cpu_train.cc, loss_scale.h). Emulated on the CPU only so far: its CUDA products
 // (fp16 copies, as bf16's) are not built, and the CUDA backend refuses it.
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
 // scripts/gen-tables.cjs reads this table into src/layout/tables.generated.ts.

@@ -112,7 +112,7 @@ struct RunTarget {
   bool cuda = false, budgeted = false;
 };
 // What a run's precision needs of where it runs (precisions.h): a backend that runs it (the CPU
-// computes fp32 and emulates bf16), and no device budget when it takes a workspace beside the arena. The
+// computes fp32 and emulates bf16 and fp16), and no device budget when it takes a workspace beside the arena. The
 // backends check it before a run, the addon's checkRun with an arena's target (a Trainer
 // refuses at construction with the same message).
 void checkTarget(const RunParams& p, RunTarget target);

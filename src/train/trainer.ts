@@ -129,7 +129,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       ...this.#given,
       hyper: { ...hyper, ...(lrs ? { lr: [...lrs] } : {}), loss: this.loss, ...(smoothing ? { labelSmoothing: smoothing } : {}), precision: this.precision },
       gradients: this.#r.state.gradients && !this.arena.plan.spec.compact, fit: positionOf(this.arena),
-      ...(this.#r.settings.lossScale ? { lossScale: { scale: this.#r.scaler.scale, good: this.#r.scaler.good, skipped: this.#r.scaler.skipped } } : {}),
+      ...(this.#r.settings.lossScale ? { lossScale: { ...this.#r.scaler } } : {}),
     };
   }
 
