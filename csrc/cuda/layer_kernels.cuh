@@ -210,16 +210,7 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, __nv
 
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
 // `scaleRows` (rows, or a data-parallel group's rows of the step).
-template <typename T>
-__global__ void outputKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
-  const nna_bound_layer<T> O = bindModel<T>(base, last);
-  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
-  if (r >= rows) return;
-  const RowResult res = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scaleRows, grad, activated);
-  if (accumulate) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);  // Forward: outputs only
-}
-
-// Wide output layers (> 32 units): one warp per row.
+// One warp per row: output layers of up to 32 units, and rows wider than outputBlockKernel holds.
 template <typename T>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);

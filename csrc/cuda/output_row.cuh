@@ -1,9 +1,10 @@
-// output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units),
-// for wide output layers where one thread per row (math.h outputRow) walks thousands of values
-// serially and uncoalesced: the 4096-unit output of the L network took milliseconds that way.
+// output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units).
+// One thread per row (math.h outputRow, the CPU's) walks a wide row serially and uncoalesced
+// (the 4096-unit output of the L network took milliseconds), and puts a narrow layer's rows on
+// few multiprocessors (M's 256 rows of 10: one block, 11 us a step).
 // Same definition as outputRow: the loss's descriptor (losses.h), first-maximum argmax or every
 // label for the accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
-// (The layer path uses outputBlockKernel, a block per row, for rows up to 4096 units.)
+// (The layer path uses outputBlockKernel, a block per row, for rows of 33 to 4096 units.)
 #pragma once
 #include "../train/math.h"
 

@@ -113,7 +113,7 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
       use(f, l, NNA_Z, kWrite);
     }
   }
-  if (!fuseOutput) {  // outputKernel: softmax in place, loss into stats, d of the last layer
+  if (!fuseOutput) {  // the output kernel: softmax in place, loss into stats, d of the last layer
     PhaseInfo& o = phase(Stage::Output, last);
     if (fused && resident) targets(o);
     use(o, last, NNA_Z, kUpdate);
