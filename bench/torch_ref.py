@@ -8,7 +8,7 @@ already on the GPU, eager and as a captured CUDA graph, SGD and Adam. With --dev
 
   python3 bench/torch_ref.py [--out FILE.json] [--only S,M,L] [--optimizers sgd,adam]
                              [--modes eager,graph] [--steps N] [--device cuda|cpu] [--threads N]
-                             [--precisions fp32,tf32]
+                             [--precisions fp32,tf32,bf16,fp16]
   python3 bench/torch_ref.py --models 1,8,64,256 [--modes graph] [--out FILE.json]
 
 --models (issue 19, bench/models.mjs): K independent S networks trained together with
@@ -116,21 +116,31 @@ def bench(name, optimizer, mode, steps_override=0, precision="fp32"):
     model = model_of(layers)
     lossf = torch.nn.CrossEntropyLoss()
     capturable = mode == "graph"
-    opt = (torch.optim.SGD(model.parameters(), lr=1e-3) if optimizer == "sgd"
-           else torch.optim.Adam(model.parameters(), lr=1e-4, capturable=capturable))
+    # fp16: GradScaler, whose step() syncs with the host to skip an overflowed step unless the
+    # optimizer takes the scale itself (fused=True): the fused optimizers, so that it graphs.
+    scaled = precision == "fp16"
+    opt = (torch.optim.SGD(model.parameters(), lr=1e-3, **({"fused": True} if scaled else {})) if optimizer == "sgd"
+           else torch.optim.Adam(model.parameters(), lr=1e-4, capturable=capturable, **({"fused": True} if scaled else {})))
     x = torch.rand(batch, layers[0], device="cuda")
     y = torch.randint(0, layers[-1], (batch,), device="cuda")
 
-    # bf16: autocast, PyTorch's mixed precision for a float32 model (fp32 parameters and
-    # optimizer, bf16 products); the cast cache is off, as graph capture requires.
-    amp = precision == "bf16"
+    # bf16 / fp16: autocast, PyTorch's mixed precision for a float32 model (fp32 parameters and
+    # optimizer, 16-bit products); the cast cache is off, as graph capture requires.
+    amp = precision in ("bf16", "fp16")
+    dtype = torch.float16 if scaled else torch.bfloat16
+    scaler = torch.amp.GradScaler("cuda") if scaled else None
 
     def step():
         opt.zero_grad(set_to_none=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp, cache_enabled=False):
+        with torch.autocast("cuda", dtype=dtype, enabled=amp, cache_enabled=False):
             loss = lossf(model(x), y)
-        loss.backward()
-        opt.step()
+        if scaler:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
 
     us = time_step(step, mode, steps, 3 if name == "L" else 20, before_capture=lambda: opt.zero_grad(set_to_none=True))
     return {"network": name, "layers": layers, "batch": batch, "optimizer": optimizer, "mode": mode,
@@ -180,7 +190,7 @@ def main():
     ap.add_argument("--steps", type=int, default=0, help="timed steps (default: 1000, 50 for L); small for a profiler")
     ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--threads", type=int, default=0, help="CPU threads (default: all cores)")
-    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off), tf32 (TF32 matmuls), bf16 (autocast), comma-separated")
+    ap.add_argument("--precisions", default="fp32", help="fp32 (TF32 off), tf32 (TF32 matmuls), bf16 (autocast), fp16 (autocast + GradScaler, fused optimizers), comma-separated")
     ap.add_argument("--models", default="", help="K list: the torch.func reference of K S networks (bench/models.mjs)")
     a = ap.parse_args()
     global DEVICE
@@ -189,8 +199,8 @@ def main():
         torch.set_num_threads(a.threads or os.cpu_count())
         a.modes = "eager"
     precisions = a.precisions.split(",")
-    if any(p not in ("fp32", "tf32", "bf16") for p in precisions):
-        ap.error("--precisions takes fp32, tf32 and bf16 (PyTorch has no 3xTF32)")
+    if any(p not in ("fp32", "tf32", "bf16", "fp16") for p in precisions):
+        ap.error("--precisions takes fp32, tf32, bf16 and fp16 (PyTorch has no 3xTF32)")
     if DEVICE == "cpu":
         precisions = ["fp32"]
     rows = []
@@ -209,7 +219,12 @@ def main():
         for name in filter(None, a.only.split(",")):
             for optimizer in a.optimizers.split(","):
                 for mode in a.modes.split(","):
-                    r = bench(name, optimizer, mode, a.steps, precision)
+                    try:
+                        r = bench(name, optimizer, mode, a.steps, precision)
+                    except RuntimeError as e:  # e.g. a capture PyTorch refuses: said, and the other rows still run
+                        print(f"torch {DEVICE} {precision} {name} {optimizer:4} {mode:5}: failed: {str(e).splitlines()[0]}", flush=True)
+                        rows.append({"network": name, "optimizer": optimizer, "mode": mode, "precision": precision, "error": str(e).splitlines()[0]})
+                        continue
                     r["precision"] = precision
                     rows.append(r)
                     print(f"torch {DEVICE} {precision} {name} {optimizer:4} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)

@@ -96,7 +96,7 @@ describe('estimatePytorchMemory with AMP', () => {
   });
 });
 
-describe('bf16CopyBytes (Bf16Copies, run_buffers.cuh)', () => {
+describe('bf16CopyBytes (HalfCopies, run_buffers.cuh)', () => {
   it('counts z[0..L-1], every weight and two of the largest d, each rounded up to 64 elements, 2 bytes each', () => {
     // 784-128-10, batch 100: 78,400 + 12,800 + 100,352 + 1,280 + 2 x 12,800 elements (all multiples of 64).
     expect(bf16CopyBytes(planLayout({ layers: [784, 128, 10], batch: 100 }))).toBe(2 * (78_400 + 12_800 + 100_352 + 1_280 + 2 * 12_800));
@@ -123,15 +123,17 @@ describe('plan --vs-pytorch --precision', () => {
     expect(j.arena.bf16CopyBytes).toBe(436_864);
   });
 
-  it('fp16: PyTorch with GradScaler, the arena marked as fp32 (no fp16 in nn-arena yet); fp32 has no copies row', () => {
+  it('fp16: PyTorch with GradScaler, nn-arena with its fp16 copies (the size of bf16\'s); fp32 has no copies row', () => {
     const r = cli('--precision', 'fp16', '--optimizer', 'adam');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^backward\s+scaler\.scale\(loss\)\.backward\(\)/m);
-    expect(r.stdout).toContain('nn-arena fp16 (with loss scaling) runs on the CPU backend only so far');
+    expect(r.stdout).toContain('the products read fp16 copies of z, w and d');
+    expect(r.stdout).toMatch(/fp16 copies beside the arena\s+436,864/);
     expect(r.stdout).not.toContain('bf16 copies');
     const j = JSON.parse(cli('--precision', 'fp16', '--json').stdout).vsPytorch;
     expect(j.precision).toBe('fp16');
     expect(j.arena.bf16CopyBytes).toBeUndefined();
+    expect(j.arena.fp16CopyBytes).toBe(436_864);
     expect(JSON.parse(cli('--json').stdout).vsPytorch.precision).toBe('fp32');
     expect(cli().stdout).not.toContain('bf16 copies');
   });

@@ -23,6 +23,7 @@ constexpr int kOpN = 0, kOpT = 1;          // cublasOperation_t
 constexpr int kDefaultMath = 0;            // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
 constexpr int kR32F = 0;                   // cudaDataType_t CUDA_R_32F
 constexpr int kR16BF = 14;                 // cudaDataType_t CUDA_R_16BF
+constexpr int kR16F = 2;                   // cudaDataType_t CUDA_R_16F
 constexpr int kCompute32F = 68;            // cublasComputeType_t CUBLAS_COMPUTE_32F
 constexpr int kComputeFastTf32 = 77;       // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
 constexpr int kGemmDefault = -1;           // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
@@ -164,12 +165,13 @@ void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float
                          kComputeFastTf32, kGemmDefault),
             "cublasGemmEx (TF32)");
 }
-void blasGemmBf16(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
+void blasGemmHalf(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
                   float beta, float* C, int ldc, const void* scalars) {
   const Scalars<float> s(lane, alpha, beta, scalars);
-  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, kR16BF, lda, B, kR16BF, ldb, s.beta(), C, kR32F, ldc,
+  const int type = fp16 ? kR16F : kR16BF;
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, B, type, ldb, s.beta(), C, kR32F, ldc,
                          kCompute32F, kGemmDefault),
-            "cublasGemmEx (BF16)");
+            fp16 ? "cublasGemmEx (FP16)" : "cublasGemmEx (BF16)");
 }
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc, const void* scalars) {

@@ -58,8 +58,9 @@ void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, f
 // storage and accumulation, the operands rounded to TF32 by cuBLAS.
 void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
                   const float* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
-// BF16 operands (A and B as __nv_bfloat16), FP32 accumulation and FP32 C (CUBLAS_COMPUTE_32F).
-void blasGemmBf16(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda,
+// 16-bit operands (A and B as __half where `fp16`, else __nv_bfloat16), FP32 accumulation and
+// FP32 C (CUBLAS_COMPUTE_32F).
+void blasGemmHalf(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda,
                   const void* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
               const double* B, int ldb, double beta, double* C, int ldc, const void* scalars = nullptr);

@@ -55,14 +55,18 @@ class LayerRun {
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
     if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);
-    if (blas_ && prec_ == Precision::Bf16 && p.op != Op::Update) {  // one model: check.cc
-      half_.allocate(h, layers, s_);
+    if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // one model: check.cc
+      half_.allocate(h, layers, prec_ == Precision::Fp16, s_);
       st_.zFresh.assign(h.num_layers, false);
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
     st_.dbDone.assign(h.num_layers, false);
-    if (p.clips()) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
+    // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
+    // they wait for the step's gradients to be known finite.
+    scaling_ = p.lossScale.active() && p.op == Op::Train;
+    if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
+    if (scaling_) lossScale_.allocate(p.lossScale, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
@@ -147,7 +151,8 @@ class LayerRun {
     }
     if (sync_) sync_->endRun(s_);
     CUDA_CHECK(cudaStreamSynchronize(s_));
-    clip_.readNorms(p_.gradNorms);
+    if (p_.clips()) clip_.readNorms(p_.gradNorms);
+    lossScale_.read(p_.lossScaleOut);
     return blas_;
   }
 
@@ -186,6 +191,12 @@ class LayerRun {
       graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     if (stats && crossPhase_ && p_.resident) st_.foldPending = true;  // the next gather (or the run's end) folds it
     else if (stats) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+    if constexpr (std::is_same_v<T, float>) {
+      if (scaling_ && grad) {  // d[L] times the loss scale, and its fp16 copy (backwardHalf reads it)
+        const uint64_t n = rows * L_[last_].units;
+        graph_->launch(s_, scaleToHalfKernel, blocksFor(n), kThreads, at(last_, NNA_D), half_.d(last_), n, lossScale_.get());
+      }
+    }
   }
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
@@ -194,17 +205,20 @@ class LayerRun {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
-    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : nullptr);
-    if (!st_.wFresh.empty()) st_.wFresh[l] = half_.active();  // bf16: the update wrote w's copy too
+    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : HalfOut{});
+    if (!st_.wFresh.empty()) st_.wFresh[l] = half_.active();  // bf16 / fp16: the update wrote w's copy too
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
   // its clip factor, then every layer's update with it.
   void clipAndUpdate(const Hyper<T>& hp, uint64_t s) {
     for (uint32_t l = 1; l <= last_; ++l) {
-      graph_->launch(s_, sumSquaresKernel<T>, dim3(kNormBlocks, 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
+      graph_->launch(s_, sumSquaresKernel<T>, dim3(normBlocks(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
     }
-    graph_->launch(s_, clipScaleKernel, (K_ + 63) / 64, 64, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s), K_);
+    if (scaling_)  // one model (check.cc)
+      graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
+    else
+      graph_->launch(s_, clipScaleKernel, K_, kThreads, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s));
     for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
   }
 
@@ -228,7 +242,7 @@ class LayerRun {
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
     graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
-                  half_.active() ? half_.z(0) : nullptr, st_.foldPending ? K_ : 0u, frac_);
+                  half_.active() ? half_.z(0) : HalfOut{}, st_.foldPending ? K_ : 0u, frac_);
     st_.foldPending = false;
     if (half_.active()) st_.zFresh[0] = true;  // the gather wrote z[0]'s copy
     after(Stage::Gather, 0);
@@ -266,14 +280,14 @@ class LayerRun {
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
-    if (half_.active()) {  // z[l]^T = w . z[l-1]^T from bf16 copies; the pass after it writes z[l]'s
+    if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
       if (l == 1) {
         if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
         staleWeightsToHalf();
       }
-      gemmBf16(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
+      gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
       const bool copy = l < last_;
-      graph_->launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : nullptr);
+      graph_->launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
       if (copy) st_.zFresh[l] = true;
       return;
     }
@@ -284,13 +298,13 @@ class LayerRun {
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
-    graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, nullptr);
+    graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, HalfOut{});
   }
 
   // Whether a Train step folds its SGD update into the weight-gradient products (backward).
   bool folds() const {
     const bool blasFolds = sameLr_ && prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0;
-    return p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();
+    return p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();  // clip_: clipping or loss scaling
   }
   // The folded products' alpha (-lr; all models share one: with per-model rates that differ, no fold).
   T foldAlpha(const Hyper<T>& hp) const { return -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr); }
@@ -312,14 +326,14 @@ class LayerRun {
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool fold = folds();
-    if (!st_.dbDone[l]) biasGrad(l, rows, fold, hp, false, nullptr);
+    if (!st_.dbDone[l]) biasGrad(l, rows, fold, hp, false, HalfOut{});
     st_.dbDone[l] = false;
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       tiled<kWeightGrad>(l, rows, n, m, fold, hp);
       return fold;
     }
-    if (half_.active()) return backwardBf16(l, rows, hp, fold);
+    if (half_.active()) return backwardHalf(l, rows, hp, fold);
     // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
     const Split d = l > 1 || !transposeForTensorCores() ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
     if (l > 1) {
@@ -329,7 +343,7 @@ class LayerRun {
                         T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
-      activationGrad(l, rows, fold, hp, nullptr);
+      activationGrad(l, rows, fold, hp, HalfOut{});
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const T alpha = fold ? foldAlpha(hp) : T(1);
@@ -347,15 +361,15 @@ class LayerRun {
 
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
-  void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, __nv_bfloat16* half) {
+  void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half) {
     graph_->launch(s_, biasGradKernel<T>, dim3(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_), dim3(kBiasCols, kBiasStripesWide), base_, l, rows, fold,
                   h_.optimizer, hp, lrs_.get(), applyGrad, half);
   }
 
-  // d[l-1] times act'(z[l-1]) after layer l's error product (and its bf16 copy into `half`). Where
+  // d[l-1] times act'(z[l-1]) after layer l's error product (and its 16-bit copy into `half`). Where
   // launches may reach into a later phase, layer l-1's bias gradient is taken in the same pass,
   // and backward(l - 1) skips its own.
-  void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, __nv_bfloat16* half) {
+  void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half) {
     if (crossPhase_) {
       biasGrad(l - 1, rows, fold, hp, true, half);
       st_.dbDone[l - 1] = true;
@@ -364,21 +378,22 @@ class LayerRun {
     graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
   }
 
-  // Precision bf16 (one model, cuBLAS): the error and weight-gradient products from the bf16
-  // copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has not made
-  // (the primitives: backward after a separate forward run) are made here first.
-  bool backwardBf16(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
+  // Precisions bf16 and fp16 (one model, cuBLAS): the error and weight-gradient products from
+  // the 16-bit copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has
+  // not made (the primitives: backward after a separate forward run) are made here first. A
+  // loss-scaled step's d[L] copy was made with its scaling (output).
+  bool backwardHalf(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    if (l == last_) toHalf(l, NNA_D, rows * n);
+    if (l == last_ && !scaling_) toHalf(l, NNA_D, rows * n);
     if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
     if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
-      gemmBf16(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
+      gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
-    gemmBf16(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
+    gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
              fold ? foldScalars_.get() : nullptr);
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
@@ -392,23 +407,25 @@ class LayerRun {
     blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
   }
 
-  // Column-major C = alpha op(A) op(B) + beta C from bf16 operands into fp32 (float arenas only: check.cc).
-  // `scalars`: alpha and beta from the device, as in product().
-  void gemmBf16(bool tA, bool tB, int m, int n, int k, float alpha, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, float beta, T* C, int ldc,
+  // Column-major C = alpha op(A) op(B) + beta C from 16-bit operands (the run's copies: bf16 or
+  // fp16) into fp32 (float arenas only: check.cc). `scalars`: alpha and beta from the device, as
+  // in product().
+  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc,
                 const T* scalars = nullptr) {
-    if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, A, lda, B, ldb, beta, C, ldc)) return;
-    if constexpr (std::is_same_v<T, float>) blasGemmBf16(lane_, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars);
+    const void *a = A.p, *b = B.p;
+    if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, a, lda, b, ldb, beta, C, ldc)) return;
+    if constexpr (std::is_same_v<T, float>) blasGemmHalf(lane_, half_.fp16(), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, C, ldc, scalars);
   }
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
   // rounded into its copy, kMaxCasts matrices a launch.
   void staleWeightsToHalf() {
     if constexpr (std::is_same_v<T, float>) {
-      Bf16Casts c{};
+      HalfCasts c{};
       unsigned count = 0;
       auto flush = [&] {
         if (count) castsToHalf(c, count);
-        c = Bf16Casts{};
+        c = HalfCasts{};
         count = 0;
       };
       for (uint32_t l = 1; l <= last_; ++l) {
@@ -423,10 +440,10 @@ class LayerRun {
     }
   }
 
-  // Region (l, kind)'s first n values rounded into its bf16 copy (precision bf16).
+  // Region (l, kind)'s first n values rounded into its 16-bit copy (precision bf16 / fp16).
   void toHalf(uint32_t l, uint32_t kind, uint64_t n) {
     if constexpr (std::is_same_v<T, float>) {
-      Bf16Casts c{};
+      HalfCasts c{};
       c.src[0] = at(l, kind);
       c.dst[0] = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
       c.n[0] = n;
@@ -436,11 +453,11 @@ class LayerRun {
     }
   }
 
-  // The first `count` entries of c rounded to bf16 in one launch (grid y: the entry).
-  void castsToHalf(const Bf16Casts& c, unsigned count) {
+  // The first `count` entries of c rounded to 16 bits in one launch (grid y: the entry).
+  void castsToHalf(const HalfCasts& c, unsigned count) {
     uint64_t most = 0;
     for (unsigned i = 0; i < count; ++i) most = std::max(most, c.n[i]);
-    graph_->launch(s_, bf16CastsKernel, dim3(blocksFor(most), count), kThreads, c);
+    graph_->launch(s_, halfCastsKernel, dim3(blocksFor(most), count), kThreads, c);
   }
 
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
@@ -519,8 +536,10 @@ class LayerRun {
   bool blas_;
   Precision prec_;
   Tf32Workspace work_;
-  Bf16Copies half_;
-  ClipScratch clip_;
+  HalfCopies half_;
+  ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)
+  DeviceLossScale lossScale_;
+  bool scaling_ = false;  // precision fp16 training: the loss scaled, each step checked (loss_scale.h)
   StepGraph own_;  // a run's own graph where the arena keeps none (graphs off: never captures)
   std::shared_ptr<GraphCache> cache_;
   StepGraph* graph_ = &own_;  // launches pass through it either way

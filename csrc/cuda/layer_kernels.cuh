@@ -3,8 +3,10 @@
 // per-element math is csrc/train/math.h, shared with the CPU backend and the fused step.
 #pragma once
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 
 #include "../include/nn_arena.h"
+#include "../train/loss_scale.h"
 #include "../train/math.h"
 #include "output_row.cuh"
 
@@ -25,6 +27,18 @@ inline int lossFracBits(uint64_t batch) {
   while (bits < 64 && (uint64_t(1) << bits) <= batch) ++bits;  // batch < 2^bits
   return bits + 48 <= 63 ? 48 : 63 - bits;
 }
+
+// A run's 16-bit copy of a region (precision bf16 or fp16: run_buffers.cuh HalfCopies), written
+// by the pass that makes the fp32 value, or none (null). The kind is uniform in a launch.
+struct HalfOut {
+  void* p = nullptr;
+  bool fp16 = false;
+  __host__ __device__ explicit operator bool() const { return p != nullptr; }
+  __device__ __forceinline__ void store(uint64_t e, float v) const {
+    if (fp16) static_cast<__half*>(p)[e] = __float2half_rn(v);
+    else static_cast<__nv_bfloat16*>(p)[e] = __float2bfloat16_rn(v);
+  }
+};
 
 inline unsigned blocksFor(uint64_t n) {
   const uint64_t b = (n + kThreads - 1) / kThreads;
@@ -61,7 +75,7 @@ __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldL
 // `foldModels` > 0: block 0 first folds the previous step's loss sum of that many models (what
 // foldStatsKernel does after each step: one launch a step fewer).
 template <typename T>
-__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples, __nv_bfloat16* half, uint32_t foldModels, int fracBits) {
+__global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t rows, uint64_t a, uint64_t c, uint64_t samples, HalfOut half, uint32_t foldModels, int fracBits) {
   if (blockIdx.x == 0)
     for (uint32_t m = threadIdx.x; m < foldModels; m += blockDim.x) foldLossExact(nna_bind_model<T>(base, last, m).stats, fracBits);
   const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
@@ -70,7 +84,7 @@ __global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t
     for (uint64_t j = threadIdx.x; j < in.units; j += blockDim.x) {
       const T x = in.xdata[k * in.units + j];
       in.z[r * in.units + j] = x;
-      if (half) half[r * in.units + j] = __float2bfloat16_rn(float(x));  // precision bf16: z[0]'s copy (Bf16Copies)
+      if (half) half.store(r * in.units + j, float(x));  // precision bf16 / fp16: z[0]'s copy (HalfCopies)
     }
     for (uint64_t j = threadIdx.x; j < out.units; j += blockDim.x) out.y[r * out.units + j] = out.ydata[k * out.units + j];
   }
@@ -185,26 +199,26 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // z_l = act(z_l + b_l) after the forward product (keeping z_l + b_l where f' needs it),
 // d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
 // (A block per row: no per-element 64-bit modulo to find the unit.) `half`, when given (precision
-// bf16), also receives the result rounded to bf16: the next products' operand, written in the
+// bf16 / fp16), also receives the result rounded to 16 bits: the next products' operand, written in the
 // same pass instead of a cast pass before each product.
 template <typename T>
-__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, __nv_bfloat16* half = nullptr) {
+__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) {
       const uint64_t e = r * C.units + j;
       activateAt(C, e, C.z[e] + C.b[j]);
-      if (half) half[e] = __float2bfloat16_rn(float(C.z[e]));
+      if (half) half.store(e, float(C.z[e]));
     }
   }
 }
 template <typename T>
-__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, __nv_bfloat16* half = nullptr) {
+__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x) {
     const T v = P.d[e] * activationGradAt(P, e);
     P.d[e] = v;
-    if (half) half[e] = __float2bfloat16_rn(float(v));
+    if (half) half.store(e, float(v));
   }
 }
 
@@ -332,10 +346,10 @@ constexpr int kBiasStripesWide = 32;
 
 // applyGrad: d holds the error product's raw result, which this pass first multiplies by the
 // activation's derivative in place (activationGradKernel's work, the same expression) and, for
-// precision bf16, rounds into `half`: one pass over d instead of two.
+// precision bf16 / fp16, rounds into `half`: one pass over d instead of two.
 template <typename T>
 __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                               bool applyGrad, __nv_bfloat16* half) {
+                                                                               bool applyGrad, HalfOut half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
@@ -364,7 +378,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
         if (applyGrad) {
           v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
           C.d[e] = v[u];
-          if (half) half[e] = __float2bfloat16_rn(float(v[u]));
+          if (half) half.store(e, float(v[u]));
         }
         s += v[u];
       }
@@ -379,11 +393,13 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
 }
 
 // The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
-// clipping run (clipScaleKernel), or null. `half`: precision bf16's copy of w, written in the
-// same pass as the master (one model), or null.
+// clipping or loss-scaled run (clipScaleKernel, lossScaleKernel), or null; NaN there skips the
+// step (its scaled gradients overflowed: nothing moves, the optimizer state included). `half`:
+// precision bf16 / fp16's copy of w, written in the same pass as the master (one model), or none.
 template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, __nv_bfloat16* half) {
+__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, HalfOut half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
+  if (scale && isnan(scale[blockIdx.z])) return;
   if (scale) hp.gs = T(scale[blockIdx.z]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -391,7 +407,7 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     if (e < nw) {
       updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-      if (half) half[e] = __float2bfloat16_rn(float(C.w[e]));
+      if (half) half.store(e, float(C.w[e]));
     } else {
       const uint64_t i = e - nw;
       updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
@@ -399,10 +415,17 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   }
 }
 
-// Clipping by global norm, deterministic: every block of the grid (kNormBlocks x 1 x K) sums the
-// squares of its share of layer l's dw and db in double into partials[(z * layers + l) *
-// kNormBlocks + block], in a fixed order; clipScaleKernel adds them in order.
-constexpr unsigned kNormBlocks = 64;
+// Clipping by global norm (and loss scaling's overflow check), deterministic: the blocks of a
+// launch (grid normBlocks(l) x 1 x K) sum the squares of their share of layer l's dw and db in
+// double into partials[(z * layers + l) * kNormBlocks + block], in a fixed order; the scale
+// kernels add every slot of a model in a fixed order. Slots a layer's grid leaves unused stay
+// zero (ClipScratch clears them). Enough blocks to fill the GPU for a large layer: 64 blocks
+// took 250 us a layer of 4096 x 4096 (each thread a long serial walk).
+constexpr unsigned kNormBlocks = 512;
+inline unsigned normBlocks(uint64_t elements) {
+  const uint64_t b = (elements + kThreads * 16 - 1) / (kThreads * 16);  // about 16 elements a thread
+  return unsigned(b < 1 ? 1 : b > kNormBlocks ? kNormBlocks : b);
+}
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
@@ -423,15 +446,55 @@ __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_
   if (threadIdx.x == 0) partials[(uint64_t(blockIdx.z) * layers + l) * kNormBlocks + blockIdx.x] = part[0];
 }
 
-// One thread per model: the step's global norm (recorded at norms[z]) and its clip factor.
-static __global__ void clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, unsigned models) {
-  const unsigned z = blockIdx.x * blockDim.x + threadIdx.x;
-  if (z >= models) return;
-  double total = 0;
-  for (uint64_t i = uint64_t(z) * layers * kNormBlocks; i < uint64_t(z + 1) * layers * kNormBlocks; ++i) total += partials[i];
+// Model z's sum of squares from its partials, by a whole block (every thread calls it): each
+// thread adds its slots in order, then a fixed tree. Thread 0's result.
+__device__ __forceinline__ double modelSquares(const double* partials, uint32_t layers, unsigned z) {
+  const uint64_t n = uint64_t(layers) * kNormBlocks, first = uint64_t(z) * n;
+  double s = 0;
+  for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) s += partials[first + i];
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  return part[0];
+}
+
+// One block (kThreads) per model: the step's global norm (recorded at norms[z]) and its clip factor.
+static __global__ void __launch_bounds__(kThreads) clipScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms) {
+  const unsigned z = blockIdx.x;
+  const double total = modelSquares(partials, layers, z);
+  if (threadIdx.x != 0) return;
   const double norm = sqrt(total);
   norms[z] = norm;
   scale[z] = clipScale(maxNorm, norm);
+}
+
+// Dynamic loss scaling (one model, one block; loss_scale.h): the step's gradients are S times
+// the true ones. Their norm divided by S is the step's norm (recorded); if it is not finite the
+// step is skipped (scale NaN: updateKernel leaves everything), else the update multiplies by the
+// clip factor (maxNorm > 0: clipping) over S. Then the state moves on, as GradScaler.update() does.
+static __global__ void __launch_bounds__(kThreads) lossScaleKernel(const double* partials, uint32_t layers, double maxNorm, double* scale, double* norms, LossScale* state) {
+  const double total = modelSquares(partials, layers, 0);
+  if (threadIdx.x != 0) return;
+  const double s = state->scale, norm = sqrt(total) / s;
+  norms[0] = norm;
+  const bool finite = isfinite(norm);
+  scale[0] = finite ? (maxNorm > 0 ? clipScale(maxNorm, norm) : 1.0) / s : nan("");
+  state->afterStep(finite);
+}
+
+// d[L] times the loss scale (in place, so that db and dw come out scaled too), rounded into its
+// 16-bit copy: the first of a loss-scaled step's backward operands.
+static __global__ void scaleToHalfKernel(float* d, HalfOut half, uint64_t n, const LossScale* state) {
+  const float s = float(state->scale);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) {
+    const float v = d[i] * s;
+    d[i] = v;
+    half.store(i, v);
+  }
 }
 
 }  // namespace nna

@@ -1,15 +1,16 @@
 // run_buffers.cuh: the per-layer path's run-lived device buffers beside the arena (the TF32
-// workspace, the bf16 copies, the clipping scratch) and the two kernels that fill them.
+// workspace, the 16-bit copies, the clipping scratch, the loss scale) and the two kernels that
+// fill them.
 // Included by cuda_train.cu only (its anonymous namespace).
 #pragma once
 
-#include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "../include/nn_arena.h"
+#include "../train/loss_scale.h"
 #include "check.cuh"
 #include "layer_kernels.cuh"
 
@@ -52,15 +53,16 @@ class Tf32Workspace {
   cudaStream_t stream_ = nullptr;
 };
 
-// Precision bf16: the products' operands rounded to bf16, each written once per step by the pass
-// that makes it (z[l] by the bias-activation pass, d[l-1] by the activation-gradient pass) or by
-// one cast (the inputs z[0], d[L], each weight matrix before its forward product, which the
-// error product then reuses: the update comes after both). d ping-pongs between two buffers:
-// layer l's weight gradient still reads d[l] when d[l-1] is written. The fp32 values stay in
-// the arena (the masters); this run-lived copy lies beside it, like Tf32Workspace.
-class Bf16Copies {
+// Precisions bf16 and fp16: the products' operands rounded to 16 bits, each written once per
+// step by the pass that makes it (z[l] by the bias-activation pass, d[l-1] by the
+// activation-gradient pass) or by one cast (the inputs z[0], d[L], each weight matrix before its
+// forward product, which the error product then reuses: the update comes after both). d
+// ping-pongs between two buffers: layer l's weight gradient still reads d[l] when d[l-1] is
+// written. The fp32 values stay in the arena (the masters); this run-lived copy lies beside it,
+// like Tf32Workspace.
+class HalfCopies {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, cudaStream_t s) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, cudaStream_t s) {
     const uint32_t last = h.num_layers - 1;
     auto take = [&](uint64_t n) { const uint64_t at = total_; total_ += (n + 63) / 64 * 64; return at; };  // 128-byte aligned operands
     z_.assign(last, 0);
@@ -73,37 +75,68 @@ class Bf16Copies {
     }
     d_[0] = take(dMax);
     d_[1] = take(dMax);
+    fp16_ = fp16;
     stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(__nv_bfloat16), s));
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(uint16_t), s));
   }
-  ~Bf16Copies() {
+  ~HalfCopies() {
     if (base_) cudaFreeAsync(base_, stream_);
   }
   bool active() const { return base_ != nullptr; }
-  __nv_bfloat16* z(uint32_t l) const { return base_ + z_[l]; }
-  __nv_bfloat16* w(uint32_t l) const { return base_ + w_[l]; }
-  __nv_bfloat16* d(uint32_t l) const { return base_ + d_[l % 2]; }
+  bool fp16() const { return fp16_; }
+  HalfOut z(uint32_t l) const { return {base_ + z_[l], fp16_}; }
+  HalfOut w(uint32_t l) const { return {base_ + w_[l], fp16_}; }
+  HalfOut d(uint32_t l) const { return {base_ + d_[l % 2], fp16_}; }
 
  private:
-  __nv_bfloat16* base_ = nullptr;
+  uint16_t* base_ = nullptr;
+  bool fp16_ = false;
   uint64_t total_ = 0, d_[2] = {0, 0};
   std::vector<uint64_t> z_, w_;
   cudaStream_t stream_ = nullptr;
 };
 
-// Regions rounded to bf16 (nearest even) in one launch (grid y: the region), for the bf16
-// products' operands: one region's copy, or the weight matrices that moved since their copies
-// were made, before a step's first product.
+// Regions rounded to 16 bits (nearest even) in one launch (grid y: the region), for the bf16 /
+// fp16 products' operands: one region's copy, or the weight matrices that moved since their
+// copies were made, before a step's first product.
 constexpr unsigned kMaxCasts = 8;
-struct Bf16Casts {
+struct HalfCasts {
   const float* src[kMaxCasts];
-  __nv_bfloat16* dst[kMaxCasts];
+  HalfOut dst[kMaxCasts];
   uint64_t n[kMaxCasts];
 };
-static __global__ void bf16CastsKernel(Bf16Casts c) {
+static __global__ void halfCastsKernel(HalfCasts c) {
   const unsigned j = blockIdx.y;
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j][i] = __float2bfloat16_rn(c.src[j][i]);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j].store(i, c.src[j][i]);
 }
+
+// Dynamic loss scaling's state on the device for one run (loss_scale.h; stream-ordered, like
+// ClipScratch): set from RunParams::lossScale at the start, moved by each step's
+// lossScaleKernel (so a captured step replays with it), read back at the end.
+class DeviceLossScale {
+ public:
+  void allocate(const LossScale& start, cudaStream_t s) {
+    stream_ = s;
+    host_ = start;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&state_), sizeof(LossScale), s));
+    CUDA_CHECK(cudaMemcpyAsync(state_, &host_, sizeof(LossScale), cudaMemcpyHostToDevice, s));
+  }
+  ~DeviceLossScale() {
+    if (state_) cudaFreeAsync(state_, stream_);
+  }
+  bool active() const { return state_ != nullptr; }
+  LossScale* get() const { return state_; }
+  // After the stream is synchronised: the state the run left.
+  void read(LossScale* out) const {
+    if (!out || !state_) return;
+    CUDA_CHECK(cudaMemcpy(out, state_, sizeof(LossScale), cudaMemcpyDeviceToHost));
+  }
+
+ private:
+  LossScale* state_ = nullptr;
+  LossScale host_;  // the copy's source, alive until the copy ran
+  cudaStream_t stream_ = nullptr;
+};
 
 // out (cols x rows, row-major) = in (rows x cols, row-major) transposed: 32 x 32 tiles through
 // shared memory (a padded column: no bank conflicts), both sides coalesced.

@@ -20,8 +20,8 @@ namespace nna {
 // of two bf16 values is exact in fp32, so only the order of the sums differs from the GPU's.
 // fp16: the same with fp16 roundings (5 exponent bits: beyond 65504 an operand is infinite), so
 // the loss is scaled (d[L] times S) and a step whose gradients overflow is skipped, as PyTorch's
-// GradScaler does (cpu_train.cc, loss_scale.h). Emulated on the CPU only so far: its CUDA products
-// (fp16 copies, as bf16's) are not built, and the CUDA backend refuses it.
+// GradScaler does (loss_scale.h; cpu_train.cc, cuda_train.cu). On CUDA its products read fp16
+// copies, as bf16's read bf16 ones (run_buffers.cuh HalfCopies).
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
 // scripts/gen-tables.cjs reads this table into src/layout/tables.generated.ts.
 #define NNA_PRECISIONS(X)                                        \
@@ -29,7 +29,7 @@ namespace nna {
   X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, "TF32 tensor cores")      \
   X(Tf32x3, 2, "tf32x3", 8, 1, 0, 0, 1, 0, "TF32 tensor cores")  \
   X(Bf16, 3, "bf16", 8, 1, 1, 1, 1, 0, "BF16 tensor cores")      \
-  X(Fp16, 4, "fp16", 7, 1, 1, 1, 0, 1, "FP16 tensor cores")
+  X(Fp16, 4, "fp16", 7, 1, 1, 1, 1, 1, "FP16 tensor cores")
 
 #define NNA_PRECISION_ENUM(id, code, ...) id = code,
 enum class Precision : uint32_t { NNA_PRECISIONS(NNA_PRECISION_ENUM) };

@@ -130,7 +130,7 @@ void checkTarget(const RunParams& p, RunTarget target) {
   if (!target.cuda && !info->cpu)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
   if (target.cuda && !info->cuda)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' runs on the CPU backend (emulated) in this version: its CUDA products are not built yet; use 'bf16' on the GPU");
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' does not run on the CUDA backend in this version");
   // tf32x3 and bf16 through cuBLAS take a device workspace (cuda_train.cu) that a budget does
   // not allow for.
   if (info->workspace && target.budgeted)

@@ -39,14 +39,12 @@ function moduleText(plan: Plan): string {
 const names = (list: Array<{ name: string }>, max = 4) =>
   list.length <= max ? list.map((t) => t.name).join(', ') : `${list.slice(0, max).map((t) => t.name).join(', ')}, … ${list.length} in all`;
 
-/** What the arena side adds for `precision`: bf16's run-lived copies beside the arena (CUDA);
- *  fp16 has no CUDA path yet (the CPU emulates it without copies). */
+/** What the arena side adds for `precision`: bf16's or fp16's run-lived copies beside the arena
+ *  (CUDA; the CPU emulates both without copies). */
 function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
-  if (precision === 'bf16') {
-    return { copies: bf16CopyBytes(plan), note: 'nn-arena bf16 (CUDA, one model): the plan stays fp32 (the masters, dw, db, optimizer state); the products read bf16 copies of z, w and d that a run allocates beside the arena (Bf16Copies, run_buffers.cuh)' };
-  }
-  if (precision === 'fp16') return { copies: 0, note: 'nn-arena fp16 (with loss scaling) runs on the CPU backend only so far (emulated, no copies; its CUDA products are not built): the arena column is its fp32 plan' };
-  return { copies: 0 };
+  if (precision === 'fp32') return { copies: 0 };
+  const scaler = precision === 'fp16' ? ', and dynamic loss scaling keeps its scale on the device (a few bytes)' : '';
+  return { copies: bf16CopyBytes(plan), note: `nn-arena ${precision} (CUDA, one model): the plan stays fp32 (the masters, dw, db, optimizer state); the products read ${precision} copies of z, w and d that a run allocates beside the arena (HalfCopies, run_buffers.cuh)${scaler}` };
 }
 
 export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'): string {
@@ -62,12 +60,12 @@ export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'):
   if (arena.extras) rows.push(['', '', '', '', '', '|', 'user regions', int(arena.extras)]);
   rows.push(['', '', '', '', '', '|', 'header + padding', int(arena.headerAndPadding)]);
   if (arena.shared) rows.push(['', '', '', '', '', '|', 'shared (counted twice above)', `-${int(arena.shared)}`]);
-  if (side.copies) rows.push(['', '', '', '', '', '|', 'bf16 copies beside the arena', int(side.copies)]);
+  if (side.copies) rows.push(['', '', '', '', '', '|', `${precision} copies beside the arena`, int(side.copies)]);
   const total = plan.totalBytes + side.copies;
   const { full, compact } = fullAndCompact(plan);
   const x = (bytes: number) => `${((bytes + side.copies) / est.peakBytes).toFixed(2)}x`;
   const amp = precision === 'fp32' ? '' : `, AMP: autocast(${precision === 'bf16' ? 'bfloat16' : 'float16'}) forward and loss${precision === 'fp16' ? ', GradScaler' : ''}`;
-  const arenaPeak = side.copies ? `${int(plan.totalBytes)} B (arena) + ${int(side.copies)} B (bf16 copies) = ${int(total)} B (${bytes(total)})` : `${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once)`;
+  const arenaPeak = side.copies ? `${int(plan.totalBytes)} B (arena) + ${int(side.copies)} B (${precision} copies) = ${int(total)} B (${bytes(total)})` : `${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once)`;
   const lines = [
     `PyTorch estimate: caching allocator model (one block per tensor, 512-byte rounding, 2 / 20 MiB segments), first training step of ${moduleText(plan)} + CrossEntropyLoss, ${est.optimizer} (foreach), ${plan.spec.dtype}${amp}, int64 labels, batch ${plan.spec.batch}`,
     '',
@@ -76,7 +74,7 @@ export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'):
     `peak: PyTorch ${int(est.peakBytes)} B (${bytes(est.peakBytes)}, max_memory_allocated, during ${est.peakStage}); nn-arena ${arenaPeak} = ${x(plan.totalBytes)} PyTorch's peak`,
     `PyTorch holds ${int(est.stages[est.stages.length - 1]!.allocatedBytes)} B after the step (${int(est.tensorBytes)} B of tensor elements); it reserves ${int(est.stages[est.stages.length - 1]!.reservedBytes)} B of segments`,
   ];
-  lines.push(`plans${side.copies ? ' (+ the bf16 copies)' : ''}: full ${int(full.totalBytes)} B = ${x(full.totalBytes)}; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${x(compact.totalBytes)} PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
+  lines.push(`plans${side.copies ? ` (+ the ${precision} copies)` : ''}: full ${int(full.totalBytes)} B = ${x(full.totalBytes)}; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${x(compact.totalBytes)} PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
   if (side.note) lines.push(side.note);
   lines.push('', 'PyTorch tensors per stage (allocated +, freed -):');
   for (const st of est.stages) {
@@ -91,7 +89,7 @@ export function vsPytorchJson(plan: Plan, precision: PytorchPrecision = 'fp32'):
   const side = arenaSide(plan, precision);
   return {
     precision, pytorch: est,
-    arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes, ...(precision === 'bf16' ? { bf16CopyBytes: side.copies } : {}) },
+    arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes, ...(precision === 'bf16' ? { bf16CopyBytes: side.copies } : precision === 'fp16' ? { fp16CopyBytes: side.copies } : {}) },
     ...(side.note ? { note: side.note } : {}),
   };
 }

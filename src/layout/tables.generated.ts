@@ -73,5 +73,5 @@ export const PRECISION_TABLE = [
   {name: 'tf32', code: 1, minMajor: 8, workspace: false, needsBlas: false, cpu: false, cuda: true, scaled: false, cores: 'TF32 tensor cores'},
   {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cpu: false, cuda: true, scaled: false, cores: 'TF32 tensor cores'},
   {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: false, cores: 'BF16 tensor cores'},
-  {name: 'fp16', code: 4, minMajor: 7, workspace: true, needsBlas: true, cpu: true, cuda: false, scaled: true, cores: 'FP16 tensor cores'},
+  {name: 'fp16', code: 4, minMajor: 7, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: true, cores: 'FP16 tensor cores'},
 ] as const;

@@ -1,10 +1,11 @@
-// bf16-copies.ts: the device bytes a CUDA run with precision 'bf16' holds beside the arena (the
-// products' bf16 operands; the arena's plan stays fp32), for reports that set them beside PyTorch.
+// bf16-copies.ts: the device bytes a CUDA run with precision 'bf16' or 'fp16' holds beside the
+// arena (the products' 16-bit operands; the arena's plan stays fp32), for reports that set them
+// beside PyTorch. The two precisions' copies have the same layout and size.
 import { requirePlan, type Plan } from '../layout/plan.js';
 
-/** Mirrors Bf16Copies::allocate (csrc/cuda/run_buffers.cuh): z[0..L-1] and every weight matrix at
- *  the batch, then two buffers of the largest d, each rounded up to 64 elements, 2 bytes each.
- *  One model only: bf16 runs refuse K models. */
+/** Mirrors HalfCopies::allocate (csrc/cuda/run_buffers.cuh): z[0..L-1] and every weight matrix at
+ *  the batch, then two buffers of the largest d, each rounded up to 64 elements, 2 bytes each
+ *  (bf16 or fp16: the same bytes). One model only: bf16 and fp16 runs refuse K models. */
 export function bf16CopyBytes(plan: Plan): number {
   requirePlan(plan);
   const { layers: n, batch: B } = plan.spec;

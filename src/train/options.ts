@@ -46,7 +46,7 @@ export interface TrainerOptions {
    *  CUDA backend, a float32 arena and a GPU of compute capability 8.0+; 'tf32x3' also a device
    *  workspace beside the arena, so not a deviceBudget. 'bf16': the products read bf16 roundings
    *  of their operands (CUDA; emulated on the CPU); 'fp16': fp16 roundings, with dynamic loss
-   *  scaling (`lossScale`; emulated on the CPU backend only, so far). */
+   *  scaling (`lossScale`; CUDA, one model; emulated on the CPU). */
   precision?: PrecisionName;
   /** precision 'fp16': dynamic loss scaling, as PyTorch's GradScaler (whose defaults these
    *  are): the loss's gradient is multiplied by the scale (initially `init`, 65536); a step
@@ -82,7 +82,7 @@ export function checkLossScaleOptions(v: unknown, precision: PrecisionName): Req
     return x;
   };
   return {
-    init: num('init', 65536, (x) => x > 0 && Number.isFinite(x), 'a positive finite number'),
+    init: num('init', 65536, (x) => x > 0 && Number.isFinite(Math.fround(x)), 'a positive number, finite in float32 (the scale is kept in float32, as GradScaler\'s)'),
     growthFactor: num('growthFactor', 2, (x) => x >= 1 && Number.isFinite(x), 'a finite number >= 1'),
     backoffFactor: num('backoffFactor', 0.5, (x) => x > 0 && x <= 1, 'in (0, 1]'),
     growthInterval: num('growthInterval', 2000, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer (steps)'),

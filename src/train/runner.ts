@@ -55,7 +55,7 @@ export class Runner {
 
   /** The loss scale back at its start (a new Trainer, init()). */
   resetScaler(): void {
-    Object.assign(this.scaler, { scale: this.settings.lossScale?.init ?? 0, good: 0, skipped: 0 });
+    Object.assign(this.scaler, { scale: Math.fround(this.settings.lossScale?.init ?? 0), good: 0, skipped: 0 });  // float32, as GradScaler's (loss_scale.h)
   }
 
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
