@@ -4,7 +4,7 @@
 // (bench/torch_ref.py --models: stack_module_state + vmap(grad(functional_call)), the full SGD
 // step, captured as a CUDA graph) run in the same call. Issue 19 targets (H100): K=64 <= 100 us,
 // K=256 <= 300 us.
-//   node bench/models.mjs [--models 1,8,64,256] [--steps 500] [--backend cuda] [--out FILE.json] [--no-torch]
+//   node bench/models.mjs [--models 1,8,64,256] [--steps 500] [--backend cuda] [--precision fp32|bf16] [--out FILE.json] [--no-torch]
 // Uses the built package (dist/). Environment knobs of the CUDA backend apply
 // (NN_ARENA_STEP_PATH=fused|layers, NN_ARENA_GEMM=tiled, ...): bench/models.mjs runs once per path.
 import { spawnSync } from 'node:child_process';
@@ -20,6 +20,7 @@ const ks = opt('models', '1,8,64,256').split(',').map(Number);
 const steps = Number(opt('steps', '500'));
 const backend = opt('backend', 'cuda');
 const out = opt('out', '');
+const precision = opt('precision', 'fp32');  // bf16: per-model bf16 copies, batched bf16 products (per-layer path)
 const layers = [784, 128, 10], batch = 100;
 const perEpoch = Math.min(steps, 100);
 const samples = batch * perEpoch;
@@ -34,15 +35,15 @@ for (const K of ks) {
   const plan = planLayout({ layers, batch, samples, models: K });
   const arena = Arena.create(plan, { backend });
   try {
-    const t = new Trainer(arena, { lr: lrsOf(K) });
+    const t = new Trainer(arena, { lr: lrsOf(K), precision });
     t.init(1);
     await t.fit({ x, labels }, { epochs: 1 });  // warm-up
     const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / perEpoch) });
     const us = (r.seconds * 1e6) / r.steps;
     const flops = 6 * batch * K * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
-    const row = { impl: 'nn-arena', path: r.path, knobs: pathName, models: K, steps: r.steps, microsPerStep: us, tflops: flops / us / 1e6, arenaBytes: plan.totalBytes };
+    const row = { impl: 'nn-arena', path: r.path, knobs: pathName, precision, models: K, steps: r.steps, microsPerStep: us, tflops: flops / us / 1e6, arenaBytes: plan.totalBytes };
     rows.push(row);
-    console.log(`nn-arena S x${K} sgd ${backend} [${pathName} -> ${r.path}]: ${us.toFixed(1)} us/step, ${row.tflops.toFixed(2)} TFLOP/s, arena ${(plan.totalBytes / 2 ** 20).toFixed(1)} MiB`);
+    console.log(`nn-arena S x${K} sgd ${backend} ${precision} [${pathName} -> ${r.path}]: ${us.toFixed(1)} us/step, ${row.tflops.toFixed(2)} TFLOP/s, arena ${(plan.totalBytes / 2 ** 20).toFixed(1)} MiB`);
   } finally {
     arena.dispose();
   }

@@ -1,8 +1,9 @@
 // stream.mjs: fit() from a stream against fit() on the same data resident (issue 31). The same
 // network, batch, data and epochs; the resident plan holds the whole data set, the streaming
 // plan a window of --window rows (src/train/stream-fit.ts: windows are filled, checked and
-// uploaded while the previous one trains). Sources: an array of batches in memory ('iterable')
-// and .npy files on disk ('npy', written to a temporary folder first).
+// uploaded while the previous one trains). Sources: an array of batches in memory ('iterable',
+// shuffled through fit's shuffle buffer; 'iterableInOrder', shuffle: false) and .npy files on
+// disk ('npy', written to a temporary folder first).
 // Resident time per step is fit()'s own (result.seconds: the steps over data already on the
 // device); a fit() call's wall time also holds its snapshot, comparison and checksum of the
 // whole data set (several passes over 205 MB for S at 65536 rows: hundreds of us per step of a
@@ -46,22 +47,25 @@ try {
     const sources = {
       resident: [rows, { x, labels }],
       iterable: [window, batches],
+      // In source order (fit's shuffle: false): no shuffle buffer, so one copy of each row on
+      // the host instead of two (in, then out in draw order); what the streaming costs alone.
+      iterableInOrder: [window, batches, { shuffle: false }],
       npy: [window, () => streamNpy({ x: join(dir, `x-${net}.npy`), labels: join(dir, `labels-${net}.npy`) })],
     };
     const row = { network: net, layers, batch, rows, window, epochs };
-    for (const [name, [samples, source]] of Object.entries(sources)) {
+    for (const [name, [samples, source, order = {}]] of Object.entries(sources)) {
       const arena = Arena.create(planLayout({ layers, batch, samples, optimizer: 'sgd' }), { backend });
       try {
         const t = new Trainer(arena, { lr: 0.01 });
         t.init(1);
         const data = () => (typeof source === 'function' ? source() : source);
-        await t.fit(data(), { epochs: 1, seed: 1 });  // warm-up: first uploads, kernels, file cache
+        await t.fit(data(), { epochs: 1, seed: 1, ...order });  // warm-up: first uploads, kernels, file cache
         // Steady streaming: from the end of the first window's run to the end of the last, per
         // step (what the first window's fill and upload, which nothing overlaps, leave out).
         const reports = [];
         const onProgress = (p) => reports.push([performance.now(), p.step]);
         const start = performance.now();
-        const r = await t.fit(data(), { epochs, seed: 1, onProgress });
+        const r = await t.fit(data(), { epochs, seed: 1, onProgress, ...order });
         const ms = performance.now() - start;
         row.backend = arena.backend;
         if (name === 'resident') {
@@ -84,7 +88,7 @@ try {
       row[`${name}SteadyVsResident`] = row[`${name}SteadyMicrosPerStep`] / row.residentMicrosPerStep;
       return `${name} ${row[`${name}MicrosPerStep`].toFixed(1)} (${row[`${name}VsResident`].toFixed(2)}x; steady ${row[`${name}SteadyMicrosPerStep`].toFixed(1)}, ${row[`${name}SteadyVsResident`].toFixed(2)}x; first report after ${row[`${name}FirstReportMs`].toFixed(1)} ms)`;
     };
-    console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${f('iterable')}; ${f('npy')}`);
+    console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${f('iterable')}; ${f('iterableInOrder')}; ${f('npy')}`);
     results.push(row);
   }
 } finally {

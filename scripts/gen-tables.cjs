@@ -163,9 +163,9 @@ function tables() {
   const losses = rows(read('csrc/train/losses.h'), 'NNA_LOSSES').map(([, code, name, softmax, logits, smoothing, mean, multi]) => ({
     name: str(name), code: int(code), softmax: int(softmax) === 1, logits: int(logits) === 1, smoothing: int(smoothing) === 1, meanUnits: int(mean) === 1, multilabel: int(multi) === 1,
   }));
-  const precisions = rows(read('csrc/descriptors/precisions.h'), 'NNA_PRECISIONS').map(([, code, name, major, work, blas, cpu, cuda, scaled, cores]) => ({
+  const precisions = rows(read('csrc/descriptors/precisions.h'), 'NNA_PRECISIONS').map(([, code, name, major, work, blas, cpu, cuda, scaled, models, cores]) => ({
     name: str(name), code: int(code), minMajor: int(major), workspace: int(work) === 1, needsBlas: int(blas) === 1, cpu: int(cpu) === 1, cuda: int(cuda) === 1,
-    scaled: int(scaled) === 1, cores: str(cores),
+    scaled: int(scaled) === 1, models: int(models) === 1, cores: str(cores),
   }));
   return { activations, losses, precisions, ...format() };
 }
@@ -204,7 +204,8 @@ ${losses.map(row).join('\n')}
  *  capability its tensor cores need (0: any); workspace: its operands are copied into a device
  *  workspace beside the arena; needsBlas: its products run only through cuBLAS; cpu: the CPU
  *  backend runs it (bf16, fp16 emulated: operands rounded as the GPU's); cuda: the CUDA backend
- *  runs it; scaled: it scales the loss dynamically (the Trainer's lossScale); what it runs on. */
+ *  runs it; scaled: it scales the loss dynamically (the Trainer's lossScale); models: arenas of K > 1
+ *  models run it; what it runs on. */
 export const PRECISION_TABLE = [
 ${precisions.map(row).join('\n')}
 ] as const;

@@ -5,7 +5,7 @@
 // operands, the rounding at its ties, and training beside fp32.
 import { describe, expect, it } from 'vitest';
 import { Trainer } from '../src/index.js';
-import { bf16, checkHalfProducts, passThrough, withArena } from './support/half-checks.js';
+import { bf16, checkHalfProducts, kModelsVsOne, passThrough, withArena } from './support/half-checks.js';
 import { toyData } from './support/train-checks.js';
 
 describe("precision 'bf16' on the CPU backend (emulated)", () => {
@@ -24,6 +24,10 @@ describe("precision 'bf16' on the CPU backend (emulated)", () => {
     }));
 
   it('forward, error and weight-gradient products read rounded operands and sum in fp32', () => checkHalfProducts('cpu', 'bf16'));
+
+  it('K = 3 models in one arena: each the bits of a one-model arena from its seed', async () => {
+    expect(await kModelsVsOne('cpu', 'bf16')).toBe(0);
+  });
 
   it('trains as fp32 does, within bf16 rounding; deterministic; the weights are fp32 masters', async () => {
     const data = toyData(20, 4, 200, 5, false) as { x: Float64Array; labels: Uint8Array };

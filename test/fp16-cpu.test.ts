@@ -147,7 +147,7 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
     expect((chart.slice(0, chart.indexOf('</svg>')).match(/class="c-pt"/g) ?? []).length).toBe(8);  // 4 reports an epoch
   }, 60_000);
 
-  it('typed refusals: lossScale without fp16, bad settings, the step in parts, a device budget, compact plans, float64', async () => {
+  it('typed refusals: lossScale without fp16, bad settings, the step in parts, a device budget, compact plans, K models, float64', async () => {
     await withArena([4, 3], 2, ['softmax'], async (arena) => {
       const bad = (o: object, code: string, field: string) => {
         let err: unknown;
@@ -192,6 +192,13 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
       } finally {
         compact.dispose();
       }
+    }
+    // K models: one loss scale per run (its state is one model's): 'fp16' trains one model.
+    const k = Arena.create(planLayout({ layers: [4, 3], batch: 2, models: 2 }), { backend: 'cpu' });
+    try {
+      await expect(runArena(k, { op: OPS.train, rows: 1, loss: 0, precision: PRECISIONS.fp16, lossScale: 65536 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringContaining("precision 'fp16' trains one model") });
+    } finally {
+      k.dispose();
     }
     const f64 = Arena.create(planLayout({ layers: [4, 3], batch: 2, dtype: 'float64' }), { backend: 'cpu' });
     try {

@@ -44,6 +44,8 @@ struct Api {
                          const float*, float*, int, long long, int) = nullptr;
   Status (*dgemmBatched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*, int, long long,
                          const double*, double*, int, long long, int) = nullptr;
+  Status (*gemmBatchedEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int, int, long long, const void*, void*, int, int,
+                          long long, int, int, int) = nullptr;
   std::string status = "not loaded";
   bool ok = false;
 };
@@ -67,6 +69,7 @@ const Api& api() {
     r.gemmEx = reinterpret_cast<decltype(r.gemmEx)>(sym("cublasGemmEx"));
     r.sgemmBatched = reinterpret_cast<decltype(r.sgemmBatched)>(sym("cublasSgemmStridedBatched"));
     r.dgemmBatched = reinterpret_cast<decltype(r.dgemmBatched)>(sym("cublasDgemmStridedBatched"));
+    r.gemmBatchedEx = reinterpret_cast<decltype(r.gemmBatchedEx)>(sym("cublasGemmStridedBatchedEx"));
     if (!r.create || !r.destroy || !r.setStream || !r.setMathMode || !r.setPointerMode || !r.sgemm || !r.dgemm || !r.gemmEx) {
       r.status = "libcublas loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
@@ -172,6 +175,21 @@ void blasGemmHalf(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, i
   blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, B, type, ldb, s.beta(), C, kR32F, ldc,
                          kCompute32F, kGemmDefault),
             fp16 ? "cublasGemmEx (FP16)" : "cublasGemmEx (BF16)");
+}
+void blasGemmHalfBatched(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, long long sA, const void* B,
+                         int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
+  const size_t bytes = 2;  // one element of an operand (bf16 or fp16)
+  if (count == 1 || !api().gemmBatchedEx) {
+    for (int i = 0; i < count; ++i)
+      blasGemmHalf(lane, fp16, tA, tB, m, n, k, alpha, static_cast<const char*>(A) + i * sA * bytes, lda, static_cast<const char*>(B) + i * sB * bytes, ldb, beta,
+                   C + i * sC, ldc, scalars);
+    return;
+  }
+  const Scalars<float> s(lane, alpha, beta, scalars);
+  const int type = fp16 ? kR16F : kR16BF;
+  blasCheck(api().gemmBatchedEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, sA, B, type, ldb, sB, s.beta(), C, kR32F, ldc, sC,
+                                count, kCompute32F, kGemmDefault),
+            fp16 ? "cublasGemmStridedBatchedEx (FP16)" : "cublasGemmStridedBatchedEx (BF16)");
 }
 void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
               double beta, double* C, int ldc, const void* scalars) {

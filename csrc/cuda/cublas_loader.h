@@ -64,6 +64,10 @@ void blasGemmHalf(const Lane& lane, bool fp16, bool transA, bool transB, int m, 
                   const void* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
               const double* B, int ldb, double beta, double* C, int ldc, const void* scalars = nullptr);
+// `count` 16-bit products at once (strides in elements; 0 = the same operand for all): K-model
+// arenas in bf16. Without cublasGemmStridedBatchedEx, one call per model.
+void blasGemmHalfBatched(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda, long long strideA,
+                         const void* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
 
 // `count` products at once (strides in elements between one product's operands and the next;
 // 0 = the same operand for all): K-model arenas, one call for every model. count 1 is blasGemm.

@@ -55,8 +55,8 @@ class LayerRun {
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
     if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);
-    if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // one model: check.cc
-      half_.allocate(h, layers, prec_ == Precision::Fp16, s_);
+    if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
+      half_.allocate(h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, s_);
       st_.zFresh.assign(h.num_layers, false);
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
@@ -285,9 +285,9 @@ class LayerRun {
         if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
         staleWeightsToHalf();
       }
-      gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n));
+      gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
       const bool copy = l < last_;
-      graph_->launch(s_, biasActivateKernel<T>, rowBlocks(rows), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
+      graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
       if (copy) st_.zFresh[l] = true;
       return;
     }
@@ -388,13 +388,13 @@ class LayerRun {
     if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
     if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
-      gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m));
+      gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
     gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
-             fold ? foldScalars_.get() : nullptr);
+             stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
@@ -408,13 +408,15 @@ class LayerRun {
   }
 
   // Column-major C = alpha op(A) op(B) + beta C from 16-bit operands (the run's copies: bf16 or
-  // fp16) into fp32 (float arenas only: check.cc). `scalars`: alpha and beta from the device, as
-  // in product().
-  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc,
+  // fp16) into fp32 (float arenas only: check.cc), for every model at once (sC: elements from one
+  // model's C to the next; the copies carry their own strides). `scalars`: alpha and beta from
+  // the device, as in product().
+  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC,
                 const T* scalars = nullptr) {
     const void *a = A.p, *b = B.p;
-    if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, a, lda, b, ldb, beta, C, ldc)) return;
-    if constexpr (std::is_same_v<T, float>) blasGemmHalf(lane_, half_.fp16(), tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, C, ldc, scalars);
+    const long long sA = static_cast<long long>(A.stride), sB = static_cast<long long>(B.stride);
+    if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, a, lda, sA, b, ldb, sB, beta, C, ldc, sC)) return;
+    if constexpr (std::is_same_v<T, float>) blasGemmHalfBatched(lane_, half_.fp16(), tA, tB, m, n, k, alpha, a, lda, sA, b, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
   }
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
@@ -431,6 +433,7 @@ class LayerRun {
       for (uint32_t l = 1; l <= last_; ++l) {
         if (st_.wFresh[l]) continue;
         c.src[count] = at(l, NNA_W);
+        c.srcStride[count] = uint64_t(stride(l, NNA_W));
         c.dst[count] = half_.w(l);
         c.n[count] = L_[l].units * L_[l].fan_in;
         st_.wFresh[l] = true;
@@ -445,6 +448,7 @@ class LayerRun {
     if constexpr (std::is_same_v<T, float>) {
       HalfCasts c{};
       c.src[0] = at(l, kind);
+      c.srcStride[0] = uint64_t(stride(l, kind));
       c.dst[0] = kind == NNA_W ? half_.w(l) : kind == NNA_Z ? half_.z(l) : half_.d(l);
       c.n[0] = n;
       castsToHalf(c, 1);
@@ -453,11 +457,11 @@ class LayerRun {
     }
   }
 
-  // The first `count` entries of c rounded to 16 bits in one launch (grid y: the entry).
+  // The first `count` entries of c rounded to 16 bits in one launch (grid y: the entry; z: the model).
   void castsToHalf(const HalfCasts& c, unsigned count) {
     uint64_t most = 0;
     for (unsigned i = 0; i < count; ++i) most = std::max(most, c.n[i]);
-    graph_->launch(s_, halfCastsKernel, dim3(blocksFor(most), count), kThreads, c);
+    graph_->launch(s_, halfCastsKernel, dim3(blocksFor(most), count, K_), kThreads, c);
   }
 
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]

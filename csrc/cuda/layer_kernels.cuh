@@ -29,14 +29,17 @@ inline int lossFracBits(uint64_t batch) {
 }
 
 // A run's 16-bit copy of a region (precision bf16 or fp16: run_buffers.cuh HalfCopies), written
-// by the pass that makes the fp32 value, or none (null). The kind is uniform in a launch.
+// by the pass that makes the fp32 value, or none (null). The kind is uniform in a launch. K-model
+// arenas: model blockIdx.z's copy lies `stride` elements after the one before (0: one copy).
 struct HalfOut {
   void* p = nullptr;
   bool fp16 = false;
+  uint64_t stride = 0;
   __host__ __device__ explicit operator bool() const { return p != nullptr; }
   __device__ __forceinline__ void store(uint64_t e, float v) const {
-    if (fp16) static_cast<__half*>(p)[e] = __float2half_rn(v);
-    else static_cast<__nv_bfloat16*>(p)[e] = __float2bfloat16_rn(v);
+    const uint64_t at = e + uint64_t(blockIdx.z) * stride;
+    if (fp16) static_cast<__half*>(p)[at] = __float2half_rn(v);
+    else static_cast<__nv_bfloat16*>(p)[at] = __float2bfloat16_rn(v);
   }
 };
 

@@ -62,19 +62,27 @@ class Tf32Workspace {
 // like Tf32Workspace.
 class HalfCopies {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, cudaStream_t s) {
+  // `copies(l, kind)`: how many copies region (l, kind) has in the arena (K, or 1 where the
+  // models share it: z[0]).
+  template <typename Copies>
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, cudaStream_t s) {
     const uint32_t last = h.num_layers - 1;
-    auto take = [&](uint64_t n) { const uint64_t at = total_; total_ += (n + 63) / 64 * 64; return at; };  // 128-byte aligned operands
-    z_.assign(last, 0);
-    w_.assign(last + 1, 0);
+    auto take = [&](uint64_t n, unsigned k, uint64_t* stride) {  // 128-byte aligned operands
+      const uint64_t at = total_, each = (n + 63) / 64 * 64;
+      total_ += each * k;
+      *stride = k > 1 ? each : 0;
+      return at;
+    };
+    z_.assign(last, {});
+    w_.assign(last + 1, {});
     uint64_t dMax = 0;
-    for (uint32_t l = 0; l < last; ++l) z_[l] = take(h.batch * L[l].units);
+    for (uint32_t l = 0; l < last; ++l) z_[l].at = take(h.batch * L[l].units, copies(l, NNA_Z), &z_[l].stride);
     for (uint32_t l = 1; l <= last; ++l) {
-      w_[l] = take(L[l].units * L[l].fan_in);
+      w_[l].at = take(L[l].units * L[l].fan_in, copies(l, NNA_W), &w_[l].stride);
       dMax = std::max(dMax, h.batch * L[l].units);
     }
-    d_[0] = take(dMax);
-    d_[1] = take(dMax);
+    d_[0].at = take(dMax, copies(last, NNA_D), &d_[0].stride);
+    d_[1].at = take(dMax, copies(last, NNA_D), &d_[1].stride);
     fp16_ = fp16;
     stream_ = s;
     CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(uint16_t), s));
@@ -84,30 +92,37 @@ class HalfCopies {
   }
   bool active() const { return base_ != nullptr; }
   bool fp16() const { return fp16_; }
-  HalfOut z(uint32_t l) const { return {base_ + z_[l], fp16_}; }
-  HalfOut w(uint32_t l) const { return {base_ + w_[l], fp16_}; }
-  HalfOut d(uint32_t l) const { return {base_ + d_[l % 2], fp16_}; }
+  HalfOut z(uint32_t l) const { return of(z_[l]); }
+  HalfOut w(uint32_t l) const { return of(w_[l]); }
+  HalfOut d(uint32_t l) const { return of(d_[l % 2]); }
 
  private:
+  struct Copy { uint64_t at = 0, stride = 0; };
+  HalfOut of(const Copy& c) const { return {base_ + c.at, fp16_, c.stride}; }
   uint16_t* base_ = nullptr;
   bool fp16_ = false;
-  uint64_t total_ = 0, d_[2] = {0, 0};
-  std::vector<uint64_t> z_, w_;
+  uint64_t total_ = 0;
+  Copy d_[2];
+  std::vector<Copy> z_, w_;
   cudaStream_t stream_ = nullptr;
 };
 
-// Regions rounded to 16 bits (nearest even) in one launch (grid y: the region), for the bf16 /
+// Regions rounded to 16 bits (nearest even) in one launch (grid y: the region; grid z: the
+// model, whose source lies srcStride elements after the one before: 0, one copy), for the bf16 /
 // fp16 products' operands: one region's copy, or the weight matrices that moved since their
 // copies were made, before a step's first product.
 constexpr unsigned kMaxCasts = 8;
 struct HalfCasts {
   const float* src[kMaxCasts];
+  uint64_t srcStride[kMaxCasts];
   HalfOut dst[kMaxCasts];
   uint64_t n[kMaxCasts];
 };
 static __global__ void halfCastsKernel(HalfCasts c) {
   const unsigned j = blockIdx.y;
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j].store(i, c.src[j][i]);
+  if (blockIdx.z > 0 && c.srcStride[j] == 0) return;  // a region the models share: one copy
+  const float* src = c.src[j] + uint64_t(blockIdx.z) * c.srcStride[j];
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j].store(i, src[i]);
 }
 
 // Dynamic loss scaling's state on the device for one run (loss_scale.h; stream-ordered, like

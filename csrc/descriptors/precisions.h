@@ -13,7 +13,8 @@ namespace nna {
 //   workspace (its operands are copied into a run workspace beside the arena), needsBlas (its
 //   products exist only through cuBLAS: no tiled kernel of its own), cpu (the CPU backend runs
 //   it: fp32 natively, bf16 and fp16 emulated), cuda (the CUDA backend runs it), scaled (it
-//   scales the loss dynamically: RunParams::lossScale), what it runs on).
+//   scales the loss dynamically: RunParams::lossScale), models (arenas of K > 1 models run it:
+//   the products of every model at once; fp16's loss scale is one model's), what it runs on).
 // bf16: bf16 operands rounded from the fp32 values (weights, activations, errors), fp32
 // accumulation and fp32 results, as PyTorch's autocast runs a float32 model's products. The
 // CPU's GEMM rounds its packed operands to bf16 the same way (round to nearest even): a product
@@ -25,11 +26,11 @@ namespace nna {
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
 // scripts/gen-tables.cjs reads this table into src/layout/tables.generated.ts.
 #define NNA_PRECISIONS(X)                                        \
-  X(Fp32, 0, "fp32", 0, 0, 0, 1, 1, 0, "FP32 units")             \
-  X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, "TF32 tensor cores")      \
-  X(Tf32x3, 2, "tf32x3", 8, 1, 0, 0, 1, 0, "TF32 tensor cores")  \
-  X(Bf16, 3, "bf16", 8, 1, 1, 1, 1, 0, "BF16 tensor cores")      \
-  X(Fp16, 4, "fp16", 7, 1, 1, 1, 1, 1, "FP16 tensor cores")
+  X(Fp32, 0, "fp32", 0, 0, 0, 1, 1, 0, 1, "FP32 units")             \
+  X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, 0, "TF32 tensor cores")      \
+  X(Tf32x3, 2, "tf32x3", 8, 1, 0, 0, 1, 0, 0, "TF32 tensor cores")  \
+  X(Bf16, 3, "bf16", 8, 1, 1, 1, 1, 0, 1, "BF16 tensor cores")      \
+  X(Fp16, 4, "fp16", 7, 1, 1, 1, 1, 1, 0, "FP16 tensor cores")
 
 #define NNA_PRECISION_ENUM(id, code, ...) id = code,
 enum class Precision : uint32_t { NNA_PRECISIONS(NNA_PRECISION_ENUM) };
@@ -44,11 +45,12 @@ struct PrecisionInfo {
   bool cpu;
   bool cuda;
   bool scaled;
+  bool models;
   const char* cores;
 };
 
-#define NNA_PRECISION_ROW(id, code, name, major, work, blas, cpu, cuda, scaled, cores) \
-  {Precision::id, name, major, work != 0, blas != 0, cpu != 0, cuda != 0, scaled != 0, cores},
+#define NNA_PRECISION_ROW(id, code, name, major, work, blas, cpu, cuda, scaled, models, cores) \
+  {Precision::id, name, major, work != 0, blas != 0, cpu != 0, cuda != 0, scaled != 0, models != 0, cores},
 inline constexpr PrecisionInfo kPrecisions[] = {NNA_PRECISIONS(NNA_PRECISION_ROW)};
 #undef NNA_PRECISION_ROW
 

@@ -150,9 +150,9 @@ void checkRun(const void* header, const RunParams& p) {
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "backward and update keep gradients between runs, which a compact arena does not (dw and db share bytes, "
                    "and an SGD plan has no dw); use step() or fit(), or plan it without compact");
   if (!precisionInfo(p.precision)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
-  if (p.precision != Precision::Fp32 && nna_models(&h) > 1)
+  if (!precisionInfo(p.precision)->models && nna_models(&h) > 1)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
-                   std::to_string(nna_models(&h)) + " (models: use 'fp32')");
+                   std::to_string(nna_models(&h)) + " (models: use 'fp32' or 'bf16')");
   if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && optimizerFolds(h.optimizer) && p.op == Op::Train)
     NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");

@@ -67,11 +67,12 @@ export const LOSS_TABLE = [
  *  capability its tensor cores need (0: any); workspace: its operands are copied into a device
  *  workspace beside the arena; needsBlas: its products run only through cuBLAS; cpu: the CPU
  *  backend runs it (bf16, fp16 emulated: operands rounded as the GPU's); cuda: the CUDA backend
- *  runs it; scaled: it scales the loss dynamically (the Trainer's lossScale); what it runs on. */
+ *  runs it; scaled: it scales the loss dynamically (the Trainer's lossScale); models: arenas of K > 1
+ *  models run it; what it runs on. */
 export const PRECISION_TABLE = [
-  {name: 'fp32', code: 0, minMajor: 0, workspace: false, needsBlas: false, cpu: true, cuda: true, scaled: false, cores: 'FP32 units'},
-  {name: 'tf32', code: 1, minMajor: 8, workspace: false, needsBlas: false, cpu: false, cuda: true, scaled: false, cores: 'TF32 tensor cores'},
-  {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cpu: false, cuda: true, scaled: false, cores: 'TF32 tensor cores'},
-  {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: false, cores: 'BF16 tensor cores'},
-  {name: 'fp16', code: 4, minMajor: 7, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: true, cores: 'FP16 tensor cores'},
+  {name: 'fp32', code: 0, minMajor: 0, workspace: false, needsBlas: false, cpu: true, cuda: true, scaled: false, models: true, cores: 'FP32 units'},
+  {name: 'tf32', code: 1, minMajor: 8, workspace: false, needsBlas: false, cpu: false, cuda: true, scaled: false, models: false, cores: 'TF32 tensor cores'},
+  {name: 'tf32x3', code: 2, minMajor: 8, workspace: true, needsBlas: false, cpu: false, cuda: true, scaled: false, models: false, cores: 'TF32 tensor cores'},
+  {name: 'bf16', code: 3, minMajor: 8, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: false, models: true, cores: 'BF16 tensor cores'},
+  {name: 'fp16', code: 4, minMajor: 7, workspace: true, needsBlas: true, cpu: true, cuda: true, scaled: true, models: false, cores: 'FP16 tensor cores'},
 ] as const;

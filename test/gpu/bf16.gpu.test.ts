@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
 import { runArena } from '../../src/arena.js';
 import { OPS, PRECISIONS } from '../../src/native.js';
-import { checkHalfProducts } from '../support/half-checks.js';
+import { checkHalfProducts, kModelsVsOne } from '../support/half-checks.js';
 import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();
@@ -95,13 +95,13 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
     expect(Math.abs(b.loss / f.loss - 1)).toBeLessThan(0.01);
   }, 120_000);
 
-  it('refused where it cannot run: K models (NOT_SUPPORTED), a deviceBudget (BAD_OPTION naming precision)', async () => {
-    const k = Arena.create(planLayout({ layers: [16, 8, 4], batch: 4, models: 2, activations: ['relu', 'softmax'] }), { backend: 'cuda' });
-    try {
-      await expect(runArena(k, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.bf16 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringContaining("precision 'bf16' trains one model") });
-    } finally {
-      k.dispose();
-    }
+  it('K = 3 models in one arena (batched bf16 products, per-model copies): each model trains as a one-model arena from its seed', async () => {
+    const d = await kModelsVsOne('cuda', 'bf16');
+    console.log(`bf16 K = 3 vs one model: ${d.toExponential(2)}`);
+    expect(d).toBeLessThan(1e-3);
+  });
+
+  it('refused where it cannot run: a deviceBudget (BAD_OPTION naming precision)', async () => {
     const plan = planLayout({ layers: [64, 128, 10], batch: 32, activations: ['relu', 'softmax'] });
     const b = Arena.create(plan, { backend: 'cuda', memory: 'managed', deviceBudget: minDeviceBudget(plan, 'managed').bytes });
     try {

@@ -4,7 +4,8 @@
 //     Adam, with an uneven last global batch (one replica's shard empty);
 //   - across processes (2 node processes, RANK etc., the TCP rendezvous, ncclCommInitRank):
 //     both ranks end bit-identical and equal to the in-process group;
-//   - float32 with precision tf32x3 / tf32 (a workspace per replica, on its device);
+//   - float32 with precision tf32x3 / tf32 / bf16 / fp16 (a workspace per replica, on its device;
+//     fp16's loss scale moves alike on every replica: each sees the reduced gradients);
 //   - a failing replica rejects the run with its cause instead of hanging its peers.
 // Runs on the GPU machine: bash .gpu/run.sh bash scripts/gpu-session.sh nccl
 import { spawn } from 'node:child_process';
@@ -140,7 +141,7 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
   // precision on a group: every replica's run allocates its tf32x3 workspace on its own device
   // (cudaMallocAsync on the replica's stream); the products differ from fp32 (the option reaches
   // every replica) and the replicas stay bit-identical, close to one GPU in the same precision.
-  it.each([['tf32x3', 1e-4], ['tf32', 1e-3]] as const)('float32, precision %s: replicas bit-identical, close to one GPU', async (precision, tol) => {
+  it.each([['tf32x3', 1e-4], ['tf32', 1e-3], ['bf16', 1e-3], ['fp16', 1e-3]] as const)('float32, precision %s: replicas bit-identical, close to one GPU', async (precision, tol) => {
     const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'sgd'), dtype: 'float32' });
     const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
     const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
@@ -156,6 +157,7 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
       const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
       expect(diff(w0, w(one))).toBeLessThanOrEqual(tol);
       expect(diff(w(one), w(fp32))).toBeGreaterThan(0);  // the precision took effect
+      if (precision === 'fp16') expect({ scale: tg.lossScale, skipped: tg.skippedSteps }).toEqual({ scale: t1.lossScale, skipped: t1.skippedSteps });
     } finally {
       group.dispose();
       one.dispose();

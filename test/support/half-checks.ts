@@ -110,3 +110,41 @@ export function checkHalfProducts(backend: 'cpu' | 'cuda', precision: 'bf16' | '
       for (const a of apart) expect(a).toBeGreaterThan(2 ** -14);
     }, undefined, backend);
 }
+
+/** K = 3 models in one arena in `precision` against three one-model arenas from the same seeds
+ *  (momentum, 2 epochs): the largest relative difference of any model's weights and biases. The
+ *  CPU runs model after model (0 expected: bits); cuBLAS's batched product may order sums
+ *  differently from the one-model call. */
+export async function kModelsVsOne(backend: 'cpu' | 'cuda', precision: 'bf16'): Promise<number> {
+  const layers = [24, 32, 16, 5], seeds = [6, 7, 8];
+  const spec = { layers, batch: 16, samples: 64, activations: ['relu', 'tanh', 'softmax'] as never, optimizer: 'momentum' as const };
+  const d = toyData(24, 5, 64, 4, false) as { x: Float64Array; labels: Uint8Array };
+  const data = { x: Float32Array.from(d.x), labels: d.labels };
+  const params = (a: Arena, m: number) => layers.slice(1).flatMap((_, i) => [...a.view(i + 1, 'w', m), ...a.view(i + 1, 'b', m)]);
+  const k = Arena.create(planLayout({ ...spec, models: 3 }), { backend });
+  try {
+    const t = new Trainer(k, { lr: 0.02, precision });
+    t.init(seeds);
+    await t.fit(data, { epochs: 2, seed: 3 });
+    t.syncToHost();
+    let worst = 0;
+    for (const [m, seed] of seeds.entries()) {
+      const one = Arena.create(planLayout(spec), { backend });
+      try {
+        const u = new Trainer(one, { lr: 0.02, precision });
+        u.init(seed);
+        await u.fit(data, { epochs: 2, seed: 3 });
+        u.syncToHost();
+        const a = params(k, m), b = params(one, 0);
+        let num = 0, den = 0;
+        for (let i = 0; i < b.length; i++) { num = Math.max(num, Math.abs(a[i]! - b[i]!)); den = Math.max(den, Math.abs(b[i]!)); }
+        worst = Math.max(worst, num / den);
+      } finally {
+        one.dispose();
+      }
+    }
+    return worst;
+  } finally {
+    k.dispose();
+  }
+}
