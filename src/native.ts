@@ -215,6 +215,8 @@ export interface NativeAddon {
   /** src's first `count` values of .npy type `type` into out, converted as a JS Number stored into
    *  out would be, on the gather pool (csrc/addon/decode_values.cc). Resolves with `count`. */
   decodeValues(src: Uint8Array, type: string, littleEndian: boolean, out: Float32Array | Float64Array, count: number): Promise<number>;
+  /** src into dst and src2 into dst2 (same lengths), in parallel on the gather pool (copy_bytes.cc). */
+  copyBytes(dst: Uint8Array, src: Uint8Array, dst2: Uint8Array, src2: Uint8Array): Promise<number>;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };

@@ -124,6 +124,32 @@ describe('fit() from a stream larger than the plan', () => {
     expect(same(streamed.w, resident.w)).toBe(true);
   });
 
+  it('an in-order iterable of large batches (copied into the window on the gather pool\'s threads): the weights of unshuffled resident training, bit for bit', async () => {
+    // Batches of 1,536 rows of 256 float32 inputs: 1.5 MiB each, past the parallel copy's 1 MiB;
+    // a window of 4,096 rows splits batches (the rest of one is held for the next window), and
+    // the last batch is short. Float64 batches take set() (a conversion), mixed in.
+    const wide = [256, 8, 4], n = 10000, W = 4096, batch = 64, rows = 1536;
+    const big = toyData(256, 4, n, 9, false) as { x: Float64Array; labels: Uint8Array };
+    const x32 = Float32Array.from(big.x);
+    const batches = Array.from({ length: Math.ceil(n / rows) }, (_, i) => ({
+      x: i % 3 === 2 ? Float64Array.from(x32.subarray(i * rows * 256, Math.min(n, (i + 1) * rows) * 256)) : x32.subarray(i * rows * 256, Math.min(n, (i + 1) * rows) * 256),
+      labels: big.labels.subarray(i * rows, (i + 1) * rows),
+    }));
+    const run = async (samples: number, source: unknown) => {
+      const arena = Arena.create(planLayout({ layers: wide, batch, samples, optimizer: 'adam' }), cpu);
+      try {
+        const t = new Trainer(arena, { lr: 0.01 });
+        t.init(3);
+        await t.fit(source as Data, { epochs: 2, shuffle: false });
+        return [1, 2].flatMap((l) => [Float32Array.from(arena.view(l, 'w')), Float32Array.from(arena.view(l, 'b'))]);
+      } finally {
+        arena.dispose();
+      }
+    };
+    const resident = await run(n, { x: x32, labels: big.labels });
+    expect(same(await run(W, batches), resident)).toBe(true);
+  });
+
   it('a signal stops it between windows (ArenaError ABORTED)', async () => {
     const ac = new AbortController();
     let reports = 0;

@@ -1,6 +1,6 @@
 // addon.cc: the Node-API entry point. It only registers: the arena handle (arena_handle.h), the
 // streaming window buffers and sources (window_stager.h, read_rows.h, shuffle_pool.h,
-// decode_values.h), the
+// copy_bytes.h, decode_values.h), the
 // library's functions (functions.cc),
 // JIT kernels (jit.cc), data parallelism (nccl.cc). Test- and bench-only functions are another
 // addon's (test/native/internal.cc), never shipped.
@@ -9,6 +9,7 @@
 
 #include "addon_data.h"
 #include "arena_handle.h"
+#include "copy_bytes.h"
 #include "decode_values.h"
 #include "functions.h"
 #include "read_rows.h"
@@ -25,6 +26,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("RowFile", nna::addon::RowFile::Define(env));
   exports.Set("ShufflePool", nna::addon::ShufflePool::Define(env));
   exports.Set("decodeValues", Napi::Function::New(env, nna::addon::DecodeValues, "decodeValues"));
+  exports.Set("copyBytes", Napi::Function::New(env, nna::addon::CopyBytes, "copyBytes"));
   nna::addon::registerFunctions(env, exports);
   nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);

@@ -13,7 +13,8 @@
 // same seed. An iterable (no random access) goes through a shuffle buffer (shuffle-buffer.ts):
 // not uniform over the source. Without shuffle, rows go in source order: the same batches,
 // steps and weights as unshuffled resident training (test/stream.test.ts).
-import { DataError } from '../errors.js';
+import { DataError, fromNative } from '../errors.js';
+import { call, native } from '../native.js';
 import { checkPath } from '../formats/file.js';
 import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './data.js';
 import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';
@@ -75,6 +76,25 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
     ys[i * t.outputs + c] = 1;
   }
   return { x, y: ys, count, at: 0, base: 0, index };
+}
+
+const bytesOf = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+/** Rows of one call a native parallel copy is worth (its promise costs a round trip). */
+const PARALLEL_COPY_BYTES = 1 << 20;
+
+/** n rows of `b` from b.at into window rows from `row`: a byte copy on the gather pool's threads
+ *  where the batch's arrays have the window's element type and the rows are many (a window of S
+ *  by one TypedArray.set was a single-threaded memcpy slower than its steps), else set(). */
+async function copyRows(into: WindowBuffers, row: number, b: Batch, n: number, t: StreamTarget): Promise<void> {
+  const xs = subarray.call(b.x, b.at * t.inputs, (b.at + n) * t.inputs) as ArrayBufferView & ArrayLike<number>;
+  const ys = subarray.call(b.y, b.at * t.outputs, (b.at + n) * t.outputs) as ArrayBufferView & ArrayLike<number>;
+  const dx = into.x.subarray(row * t.inputs, (row + n) * t.inputs), dy = into.y.subarray(row * t.outputs, (row + n) * t.outputs);
+  if (xs.constructor === dx.constructor && ys.constructor === dy.constructor && xs.byteLength >= PARALLEL_COPY_BYTES) {
+    try { await call(() => native().copyBytes(bytesOf(dx), bytesOf(xs), bytesOf(dy), bytesOf(ys))); } catch (e) { throw fromNative(e); }
+    return;
+  }
+  dx.set(xs);
+  dy.set(ys);
 }
 
 function snapshotted(v: unknown, t: StreamTarget, index: number): Batch {
@@ -144,8 +164,7 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
                 rest = takeBatch(r.value, t, index++);
               }
               const n = Math.min(max - rows, rest.count - rest.at);
-              into.x.set(subarray.call(rest.x, rest.at * t.inputs, (rest.at + n) * t.inputs), rows * t.inputs);
-              into.y.set(subarray.call(rest.y, rest.at * t.outputs, (rest.at + n) * t.outputs), rows * t.outputs);
+              await copyRows(into, rows, rest, n, t);
               segments.push({ row: rows, batch: rest.index, at: rest.base + rest.at });
               rows += n;
               rest.at += n;
