@@ -6,8 +6,9 @@
 // Overlap: three stages run at once, each on its own thread, so that a window costs the
 // longest of them rather than their sum:
 //   fill     window k + 2 is gathered from the file or the iterable's shuffle buffer by the
-//            gather pool (csrc/addon/gather_pool.h, threads of its own; an unshuffled iterable
-//            on the JS thread) into one of two host slots (pinned on CUDA: window_stager.h);
+//            gather pool (csrc/addon/gather_pool.h, threads of its own; an unshuffled iterable's
+//            large batches too, copy_bytes.cc) into one of two host slots (pinned on CUDA:
+//            window_stager.h);
 //   upload   window k + 1 is checked for non-finite values and copied to a device staging
 //            buffer by a worker thread, on a CUDA stream of its own;
 //   run      window k trains natively.
