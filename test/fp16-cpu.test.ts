@@ -11,21 +11,11 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer } from '../src/index.js';
 import { runArena } from '../src/arena.js';
 import { call, native, OPS, PRECISIONS } from '../src/native.js';
+import { checkResumeWithScaler, checkScaleMoves, injectedOverflow } from './support/fp16-checks.js';
 import { checkHalfProducts, fp16, passThrough, withArena } from './support/half-checks.js';
-import { toyData } from './support/train-checks.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-fp16-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** A learnable 20-input, 4-class set: the class is the largest of the first 4 inputs. */
-function classes(n: number, seed: number) {
-  const d = toyData(20, 4, n, seed, false) as { x: Float64Array; labels: Uint8Array };
-  d.labels = Uint8Array.from({ length: n }, (_, i) => [0, 1, 2, 3].reduce((m, j) => (d.x[i * 20 + j]! > d.x[i * 20 + m]! ? j : m), 0));
-  return { x: Float32Array.from(d.x), labels: d.labels };
-}
-
-const weights = (a: Arena) => [1, 2].flatMap((l) => [Float32Array.from(a.view(l, 'w')), Float32Array.from(a.view(l, 'b'))]);
-const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.compare(Buffer.from(v.buffer), Buffer.from(b[i]!.buffer)) === 0);
 
 describe("precision 'fp16' on the CPU backend (emulated)", () => {
   it('an operand is rounded to fp16 before the product: ties to even, 65504 the largest, subnormals from 2^-24', () =>
@@ -51,89 +41,16 @@ describe("precision 'fp16' on the CPU backend (emulated)", () => {
 
   it('forward, error and weight-gradient products read rounded operands (the scaled errors) and sum in fp32', () => checkHalfProducts('cpu', 'fp16'));
 
-  it('the scale: halved with each step whose scaled gradients overflow (skipped: the weights stay), doubled after growthInterval good steps', () =>
-    withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-      const { x, labels } = classes(20, 3);
-      const t = new Trainer(arena, { lr: 0.1, precision: 'fp16', lossScale: { init: 2 ** 36, growthInterval: 3 } });
-      t.init(2);
-      expect(t.lossScale).toBe(2 ** 36);
-      let good = 0, grew = 0, skipped = 0;
-      for (let s = 0; s < 40; s++) {
-        const before = weights(arena), scale = t.lossScale!;
-        await t.step(x, { labels });
-        t.syncToHost();
-        if (t.skippedSteps > skipped) {  // overflowed: no update, the scale backs off
-          expect(same(weights(arena), before)).toBe(true);
-          expect(t.lossScale).toBe(scale / 2);
-          expect(good).toBe(0);  // overflow happens only above the scale that worked
-          skipped = t.skippedSteps;
-        } else {
-          expect(same(weights(arena), before)).toBe(false);
-          good++;
-          if (good === 3) { expect(t.lossScale).toBe(scale * 2); good = 0; grew++; } else expect(t.lossScale).toBe(scale);
-        }
-      }
-      // From 2^36 the errors' fp16 copies overflow (at 65504) until the scale falls to what
-      // they fit under; then it grows every 3 steps, overflows once, and backs off again.
-      expect(skipped).toBeGreaterThan(5);
-      expect(grew).toBeGreaterThan(1);
-      expect(t.steps).toBe(40);  // a skipped step still counts (the schedule and Adam's t move on)
-    }));
+  it('the scale: halved with each step whose scaled gradients overflow (skipped: the weights stay), doubled after growthInterval good steps', () => checkScaleMoves('cpu'));
 
   it('recovers from an injected overflow: the step is skipped, then training goes on near fp32', async () => {
-    const data = classes(200, 5);
-    const run = (precision: 'fp32' | 'fp16') =>
-      withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-        // A scale of 2^20: a batch of 20 rows keeps its errors (at most 1/20 each) under fp16's
-        // 65504 once scaled; one row alone, misclassified, does not (2^20 x ~1): the injection.
-        const t = new Trainer(arena, { lr: 0.1, precision, ...(precision === 'fp16' ? { lossScale: { init: 2 ** 20 } } : {}) });
-        t.init(3);
-        await t.fit(data, { epochs: 5, seed: 2 });
-        expect(t.skippedSteps).toBe(0);
-        const p = Array.from(await t.predict(data.x.subarray(0, 20)));
-        const wrong = p.indexOf(Math.min(...p));  // the least likely class: its error is about -1
-        const before = weights(arena), scale = t.lossScale;
-        await t.step(data.x.subarray(0, 20), { labels: [wrong] });
-        t.syncToHost();
-        const skippedHere = precision === 'fp16' ? t.skippedSteps : 0;
-        if (precision === 'fp16') {
-          expect(skippedHere).toBe(1);
-          expect(same(weights(arena), before)).toBe(true);
-          expect(t.lossScale).toBe(scale! / 2);
-        }
-        const r = await t.fit(data, { epochs: 10, seed: 3 });
-        return { loss: r.loss, accuracy: r.accuracy, skipped: skippedHere };
-      }, 200);
     // (The fp32 run takes the injected step as an ordinary one.)
-    const [a, b] = [await run('fp32'), await run('fp16')];
+    const [a, b] = [await injectedOverflow('fp32', 'cpu'), await injectedOverflow('fp16', 'cpu')];
     expect(b.accuracy).toBeGreaterThan(0.85);
     expect(Math.abs(b.loss - a.loss)).toBeLessThan(0.1 * a.loss + 0.01);
   });
 
-  it('exact resume: the loss scale, its growth tracker and the skipped steps are in the checkpoint', () =>
-    withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-      const data = classes(100, 7);
-      const t = new Trainer(arena, { lr: 0.1, precision: 'fp16', lossScale: { init: 2 ** 30, growthInterval: 4 } });
-      t.init(5);
-      await t.fit(data, { epochs: 2, seed: 1 });
-      const path = join(dir, 'fp16.ckpt');
-      t.save(path);
-      const state = { scale: t.lossScale, skipped: t.skippedSteps };
-      expect(state.skipped).toBeGreaterThan(0);
-      const loaded = Trainer.load(path, { backend: 'cpu' });
-      try {
-        expect(loaded.precision).toBe('fp16');
-        expect({ scale: loaded.lossScale, skipped: loaded.skippedSteps }).toEqual(state);
-        await t.fit(data, { epochs: 3, seed: 2 });
-        await loaded.fit(data, { epochs: 3, seed: 2 });
-        t.syncToHost();
-        loaded.syncToHost();
-        expect(same(weights(loaded.arena), weights(arena))).toBe(true);
-        expect({ scale: loaded.lossScale, skipped: loaded.skippedSteps }).toEqual({ scale: t.lossScale, skipped: t.skippedSteps });
-      } finally {
-        loaded.dispose();
-      }
-    }, 100));
+  it('exact resume: the loss scale, its growth tracker and the skipped steps are in the checkpoint', () => checkResumeWithScaler('cpu'));
 
   it('nn-arena train --precision fp16 trains MNIST near fp32; its --report charts the loss scale, one point per report', () => {
     const file = join(dir, 'fp16.html');

@@ -430,6 +430,19 @@ inline unsigned normBlocks(uint64_t elements) {
   return unsigned(b < 1 ? 1 : b > kNormBlocks ? kNormBlocks : b);
 }
 
+// The sum of every thread's v over a block of kThreads in a fixed tree (every thread calls it;
+// the same bits run to run). Every thread gets the total.
+__device__ __forceinline__ double blockTreeSum(double v) {
+  __shared__ double part[kThreads];
+  part[threadIdx.x] = v;
+  __syncthreads();
+  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
+    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  return part[0];
+}
+
 template <typename T>
 __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -439,30 +452,17 @@ __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_
     const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);
     s += g * g;
   }
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) partials[(uint64_t(blockIdx.z) * layers + l) * kNormBlocks + blockIdx.x] = part[0];
+  const double sum = blockTreeSum(s);
+  if (threadIdx.x == 0) partials[(uint64_t(blockIdx.z) * layers + l) * kNormBlocks + blockIdx.x] = sum;
 }
 
 // Model z's sum of squares from its partials, by a whole block (every thread calls it): each
-// thread adds its slots in order, then a fixed tree. Thread 0's result.
+// thread adds its slots in order, then the fixed tree.
 __device__ __forceinline__ double modelSquares(const double* partials, uint32_t layers, unsigned z) {
   const uint64_t n = uint64_t(layers) * kNormBlocks, first = uint64_t(z) * n;
   double s = 0;
   for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) s += partials[first + i];
-  __shared__ double part[kThreads];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (unsigned w = kThreads / 2; w > 0; w /= 2) {
-    if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
-  }
-  return part[0];
+  return blockTreeSum(s);
 }
 
 // One block (kThreads) per model: the step's global norm (recorded at norms[z]) and its clip factor.
