@@ -86,7 +86,7 @@ program
   .option('--gamma <x>', 'step: factor of each decay', '0.1')
   .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
-  .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 tensor cores; the CPU emulates bf16 and fp16, fp16 with loss scaling)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
+  .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 / fp16 tensor cores; the CPU emulates bf16 and fp16; fp16 with loss scaling)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
   .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
   .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
   .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
