@@ -32,6 +32,11 @@ std::string string(Napi::Env env, const Napi::Value& v, const char* what) {
   return v.As<Napi::String>().Utf8Value();
 }
 
+Napi::Uint8Array uint8Array(Napi::Env env, const Napi::Value& v, const char* what) {
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Uint8Array");
+  return v.As<Napi::Uint8Array>();
+}
+
 namespace {
 
 JitType typeOf(Napi::Env env, const std::string& s) {

@@ -22,6 +22,8 @@ namespace nna::addon {
 uint64_t exactU64(Napi::Env env, const Napi::Value& v, const char* what);
 bool boolean(Napi::Env env, const Napi::Value& v, const char* what);
 std::string string(Napi::Env env, const Napi::Value& v, const char* what);
+// A Uint8Array argument itself (its bytes not copied: buffers a task writes or reads in place).
+Napi::Uint8Array uint8Array(Napi::Env env, const Napi::Value& v, const char* what);
 // A copy of a Uint8Array's bytes, taken once: a SharedArrayBuffer another thread writes can
 // change under a second read, so validation and use both work on this copy.
 std::vector<uint8_t> bytesOf(Napi::Env env, const Napi::Value& v, const char* what);

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <memory>
 
+#include "convert.h"
 #include "gather_pool.h"
 #include "js_error.h"
 
@@ -34,16 +35,11 @@ class CopyTask : public GatherTask {
   size_t n_[2];
 };
 
-Napi::Uint8Array bytes(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Uint8Array");
-  return v.As<Napi::Uint8Array>();
-}
-
 }  // namespace
 
 Napi::Value CopyBytes(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  Napi::Uint8Array d0 = bytes(env, info[0], "dst"), s0 = bytes(env, info[1], "src"), d1 = bytes(env, info[2], "dst2"), s1 = bytes(env, info[3], "src2");
+  Napi::Uint8Array d0 = uint8Array(env, info[0], "dst"), s0 = uint8Array(env, info[1], "src"), d1 = uint8Array(env, info[2], "dst2"), s1 = uint8Array(env, info[3], "src2");
   if (d0.ByteLength() != s0.ByteLength() || d1.ByteLength() != s1.ByteLength()) throwJs(env, "BAD_ARGUMENT", "copyBytes: a destination and its source differ in length");
   auto task = std::make_shared<CopyTask>(d0.Data(), s0.Data(), s0.ByteLength(), d1.Data(), s1.Data(), s1.ByteLength());
   return startTask(env, task, {d0, s0, d1, s1});

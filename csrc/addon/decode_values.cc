@@ -65,11 +65,10 @@ DecodeTask::Fn pick(const std::string& type, size_t* bytes) {
 
 Napi::Value DecodeValues(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", "src must be a Uint8Array");
+  Napi::Uint8Array src = uint8Array(env, info[0], "src");
   if (!info[1].IsString()) throwJs(env, "BAD_ARGUMENT", "type must be a string");
   if (!info[2].IsBoolean()) throwJs(env, "BAD_ARGUMENT", "littleEndian must be a boolean");
   if (!info[3].IsTypedArray()) throwJs(env, "BAD_ARGUMENT", "out must be a Float32Array or a Float64Array");
-  Napi::Uint8Array src = info[0].As<Napi::Uint8Array>();
   const std::string type = info[1].As<Napi::String>().Utf8Value();
   const bool swap = !info[2].As<Napi::Boolean>().Value();
   Napi::TypedArray out = info[3].As<Napi::TypedArray>();

@@ -159,8 +159,7 @@ void RowFile::Finalize(Napi::BasicEnv) { source_.reset(); }
 Napi::Value RowFile::Gather(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   if (!source_) throwJs(env, "DISPOSED", "the streamed file was closed");
-  if (!info[0].IsTypedArray() || info[0].As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", "dest must be a Uint8Array");
-  Napi::Uint8Array dest = info[0].As<Napi::Uint8Array>();
+  Napi::Uint8Array dest = uint8Array(env, info[0], "dest");
   const uint64_t start = exactU64(env, info[1], "start"), n = exactU64(env, info[2], "n"), a = exactU64(env, info[3], "a"), c = exactU64(env, info[4], "c");
   const std::shared_ptr<Source> s = source_;
   if (a == 0 || a >= std::max<uint64_t>(2, s->rows) || c >= s->rows || n > s->rows || n * s->rowBytes > dest.ByteLength())

@@ -56,11 +56,6 @@ class CopyTask : public GatherTask {
   std::shared_ptr<bool> busy_;
 };
 
-Napi::Uint8Array bytesArg(Napi::Env env, const Napi::Value& v, const char* what) {
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_uint8_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Uint8Array");
-  return v.As<Napi::Uint8Array>();
-}
-
 // The generator's state: a BigUint64Array of one, read before the draws and written after.
 uint64_t* stateArg(Napi::Env env, const Napi::Value& v) {
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array || v.As<Napi::TypedArray>().ElementLength() != 1)
@@ -110,7 +105,7 @@ void ShufflePool::check(Napi::Env env) const {
 Napi::Value ShufflePool::Push(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   check(env);
-  Napi::Uint8Array x = bytesArg(env, info[0], "x"), y = bytesArg(env, info[1], "y"), ox = bytesArg(env, info[4], "outX"), oy = bytesArg(env, info[5], "outY");
+  Napi::Uint8Array x = uint8Array(env, info[0], "x"), y = uint8Array(env, info[1], "y"), ox = uint8Array(env, info[4], "outX"), oy = uint8Array(env, info[5], "outY");
   const double batch = double(exactU64(env, info[2], "batch")), first = double(exactU64(env, info[3], "firstRow"));
   const uint64_t outRow = exactU64(env, info[6], "outRow"), maxOut = exactU64(env, info[7], "maxOut");
   uint64_t* state = stateArg(env, info[8]);
@@ -166,7 +161,7 @@ Napi::Value ShufflePool::Push(const Napi::CallbackInfo& info) {
 Napi::Value ShufflePool::Drain(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   check(env);
-  Napi::Uint8Array ox = bytesArg(env, info[0], "outX"), oy = bytesArg(env, info[1], "outY");
+  Napi::Uint8Array ox = uint8Array(env, info[0], "outX"), oy = uint8Array(env, info[1], "outY");
   const uint64_t outRow = exactU64(env, info[2], "outRow"), maxOut = exactU64(env, info[3], "maxOut");
   uint64_t* state = stateArg(env, info[4]);
   if (!info[5].IsTypedArray() || info[5].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) throwJs(env, "BAD_ARGUMENT", "where must be a Float64Array");

@@ -378,7 +378,7 @@ class LayerRun {
     graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
   }
 
-  // Precisions bf16 and fp16 (one model, cuBLAS): the error and weight-gradient products from
+  // Precisions bf16 and fp16 (cuBLAS; K models in bf16): the error and weight-gradient products from
   // the 16-bit copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has
   // not made (the primitives: backward after a separate forward run) are made here first. A
   // loss-scaled step's d[L] copy was made with its scaling (output).

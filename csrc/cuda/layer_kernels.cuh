@@ -398,7 +398,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
 // The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
 // clipping or loss-scaled run (clipScaleKernel, lossScaleKernel), or null; NaN there skips the
 // step (its scaled gradients overflowed: nothing moves, the optimizer state included). `half`:
-// precision bf16 / fp16's copy of w, written in the same pass as the master (one model), or none.
+// precision bf16 / fp16's copy of w (model blockIdx.z's), written in the same pass as the master, or none.
 template <typename T>
 __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, HalfOut half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);

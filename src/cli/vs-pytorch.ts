@@ -44,7 +44,7 @@ const names = (list: Array<{ name: string }>, max = 4) =>
 function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
   if (precision === 'fp32') return { copies: 0 };
   const scaler = precision === 'fp16' ? ', and dynamic loss scaling keeps its scale on the device (a few bytes)' : '';
-  return { copies: bf16CopyBytes(plan), note: `nn-arena ${precision} (CUDA, one model): the plan stays fp32 (the masters, dw, db, optimizer state); the products read ${precision} copies of z, w and d that a run allocates beside the arena (HalfCopies, run_buffers.cuh)${scaler}` };
+  return { copies: bf16CopyBytes(plan), note: `nn-arena ${precision} (CUDA${precision === 'fp16' ? ', one model' : ''}): the plan stays fp32 (the masters, dw, db, optimizer state); the products read ${precision} copies of z, w and d that a run allocates beside the arena (HalfCopies, run_buffers.cuh)${scaler}` };
 }
 
 export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'): string {

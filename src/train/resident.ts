@@ -4,8 +4,8 @@ import { transferRanges, type Arena } from '../arena.js';
 import { native } from '../native.js';
 import type { Snapshot, Values } from './data.js';
 import { stateOf } from './state.js';
+import { viewBytes } from './window.js';
 
-const bytesOf = (v: Values) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
 /** Makes d the resident data set of `arena` (rows [0, count) of xdata, and of ydata when d has
  *  targets; `outputs` units per target row). The device holds what is resident as long as the
@@ -21,8 +21,8 @@ export function makeResident(arena: Arena, d: Snapshot, outputs: number): void {
   const hostX = arena.view(0, 'xdata').subarray(0, d.x.length);
   const hostY = arena.view(L, 'ydata').subarray(0, d.count * outputs);
   const same = (snap: Values, host: Values, crc: number | undefined) =>
-    crc !== undefined && st.resident?.count === d.count && Buffer.compare(bytesOf(snap), bytesOf(host)) === 0 &&
-    (native().crc32c(bytesOf(host)) >>> 0) === crc;
+    crc !== undefined && st.resident?.count === d.count && Buffer.compare(viewBytes(snap), viewBytes(host)) === 0 &&
+    (native().crc32c(viewBytes(host)) >>> 0) === crc;
   const xKeep = same(d.x, hostX, st.resident?.xCrc);
   const yKeep = d.y === undefined || same(d.y, hostY, st.resident?.yCrc);
   if (xKeep && yKeep) return;
@@ -38,7 +38,7 @@ export function makeResident(arena: Arena, d: Snapshot, outputs: number): void {
   transferRanges(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, ranges);
   st.resident = {
     count: d.count,
-    xCrc: native().crc32c(bytesOf(hostX)) >>> 0,
-    yCrc: d.y === undefined ? undefined : native().crc32c(bytesOf(hostY)) >>> 0,
+    xCrc: native().crc32c(viewBytes(hostX)) >>> 0,
+    yCrc: d.y === undefined ? undefined : native().crc32c(viewBytes(hostY)) >>> 0,
   };
 }

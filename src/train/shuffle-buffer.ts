@@ -11,12 +11,10 @@
 import { fromNative } from '../errors.js';
 import { call, native, type NativeShufflePool } from '../native.js';
 import type { Rng } from './rng.js';
-import { subarray, type Batch, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
+import { subarray, viewBytes, type Batch, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 
 /** The batch holding the source's next row, or undefined once it is exhausted. */
 export type Head = () => Batch | undefined | Promise<Batch | undefined>;
-
-const bytesOf = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
 export class ShuffleBuffer {
   readonly #pool: NativeShufflePool;
@@ -36,7 +34,7 @@ export class ShuffleBuffer {
   /** Up to `max` rows drawn into `into` (0: the source and the buffer are exhausted). */
   async fill(max: number, into: WindowBuffers, head: Head, rng: Rng): Promise<Filled> {
     const { inputs: wx, outputs: wy } = this.t;
-    const where = new Float64Array(2 * max), ox = bytesOf(into.x), oy = bytesOf(into.y);
+    const where = new Float64Array(2 * max), ox = viewBytes(into.x), oy = viewBytes(into.y);
     let rows = 0;
     while (rows < max) {
       const h = head();
@@ -65,6 +63,6 @@ export class ShuffleBuffer {
   #rows(v: ArrayLike<number>, b: Batch, w: number): Uint8Array {
     const part = subarray.call(v, b.at * w, b.count * w);
     const V = this.t.dtype === 'float64' ? Float64Array : Float32Array;
-    return bytesOf(part instanceof V ? part : new V(part as ArrayLike<number>));
+    return viewBytes(part instanceof V ? part : new V(part as ArrayLike<number>));
   }
 }

@@ -20,7 +20,7 @@ import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './
 import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';
 import { affinePermutation, mulmod, type Rng } from './rng.js';
 import { ShuffleBuffer, type Head } from './shuffle-buffer.js';
-import { slice, subarray, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
+import { slice, subarray, viewBytes, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 
 /** A data source fit() streams: opened once per fit, one reader per epoch. */
 export interface DataStream {
@@ -78,7 +78,6 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
   return { x, y: ys, count, at: 0, base: 0, index };
 }
 
-const bytesOf = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 /** Rows of one call a native parallel copy is worth (its promise costs a round trip). */
 const PARALLEL_COPY_BYTES = 1 << 20;
 
@@ -90,7 +89,7 @@ async function copyRows(into: WindowBuffers, row: number, b: Batch, n: number, t
   const ys = subarray.call(b.y, b.at * t.outputs, (b.at + n) * t.outputs) as ArrayBufferView & ArrayLike<number>;
   const dx = into.x.subarray(row * t.inputs, (row + n) * t.inputs), dy = into.y.subarray(row * t.outputs, (row + n) * t.outputs);
   if (xs.constructor === dx.constructor && ys.constructor === dy.constructor && xs.byteLength >= PARALLEL_COPY_BYTES) {
-    try { await call(() => native().copyBytes(bytesOf(dx), bytesOf(xs), bytesOf(dy), bytesOf(ys))); } catch (e) { throw fromNative(e); }
+    try { await call(() => native().copyBytes(viewBytes(dx), viewBytes(xs), viewBytes(dy), viewBytes(ys))); } catch (e) { throw fromNative(e); }
     return;
   }
   dx.set(xs);

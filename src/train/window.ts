@@ -20,6 +20,9 @@ export interface StreamTarget { inputs: number; outputs: number; dtype: Dtype }
  *  rows of the batch were taken before `x` was cut to the rest; `at` is the next row. */
 export interface Batch { x: ArrayLike<number>; y: ArrayLike<number>; count: number; at: number; base: number; index: number }
 
+/** A typed array's own bytes (no copy): what the native copies and checksums take. */
+export const viewBytes = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
+
 // The typed array methods themselves: a subclass or own property cannot stand in for them.
 type Cut = (this: ArrayLike<number>, a: number, b: number) => ArrayLike<number>;
 export const { subarray, slice } = Object.getPrototypeOf(Int8Array.prototype) as { subarray: Cut; slice: Cut };
