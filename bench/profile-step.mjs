@@ -5,7 +5,7 @@
 // the Trainer's `precision`). Uses the built package (dist/). --json FILE appends the result
 // as one JSON line; --per-epoch N sets the steps of an epoch (default 100, L 10).
 // Environment knobs of the CUDA backend apply (NN_ARENA_STEP_PATH=fused|layers,
-// NN_ARENA_GEMM=tiled, NN_ARENA_CUBLAS=0, NN_ARENA_FUSED_BLOCKS_PER_SM=n).
+// NN_ARENA_GEMM=tiled, NN_ARENA_CUBLAS=0, NN_ARENA_CUBLASLT=1, NN_ARENA_FUSED_BLOCKS_PER_SM=n).
 import { Arena, planLayout, Trainer } from '../dist/index.js';
 
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
@@ -34,10 +34,10 @@ const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / perEpoch) });
 const us = (r.seconds * 1e6) / r.steps;
 const flops = 6 * batch * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
 const tflops = flops / us / 1e6;
-console.log(`${net} ${optimizer} ${backend} ${precision} [${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM ? ` bps=${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM}` : ''}]: ${r.steps} steps, ${us.toFixed(1)} us/step, ${tflops.toFixed(2)} TFLOP/s, loss ${r.loss.toFixed(4)}, path ${r.path}`);
+console.log(`${net} ${optimizer} ${backend} ${precision} [${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM ? ` bps=${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM}` : ''}${process.env.NN_ARENA_CUBLASLT && process.env.NN_ARENA_CUBLASLT !== '0' ? ' cublasLt' : ''}]: ${r.steps} steps, ${us.toFixed(1)} us/step, ${tflops.toFixed(2)} TFLOP/s, loss ${r.loss.toFixed(4)}, path ${r.path}`);
 if (jsonFile) {
   const { appendFileSync } = await import('node:fs');
-  const row = { network: net, layers, batch, optimizer, backend, precision, path: r.path, steps: r.steps, microsPerStep: us, tflops, loss: r.loss };
+  const row = { network: net, layers, batch, optimizer, backend, precision, path: r.path, cublasLt: Boolean(process.env.NN_ARENA_CUBLASLT && process.env.NN_ARENA_CUBLASLT !== '0'), steps: r.steps, microsPerStep: us, tflops, loss: r.loss };
   appendFileSync(jsonFile, JSON.stringify(row) + '\n');
 }
 arena.dispose();

@@ -15,6 +15,8 @@
 # vs AdamW + cosine + clipping).
 # act (the activations and losses: test/gpu/act.gpu.test.ts on the fused, cuBLAS and tiled paths).
 # prop (issue 27: test/property.test.ts on CUDA arenas, auto and per-layer paths, tf32, and under memcheck).
+# epilogues (issue 29: cuBLASLt's fused epilogues: the ABI check against cublasLt.h, their test, then the per-layer
+# files with NN_ARENA_CUBLASLT=1: compact == full, primitives == step, act, graphs, train, optimizers, precision).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -28,6 +30,12 @@ for part in "$@"; do
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
       vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/primitives.gpu.test.ts > "$OUT/tests.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |cpu-vs-cuda|: budget|AssertionError" "$OUT/tests-um.log" "$OUT/tests.log" | cut -c1-400 | tail -40 ;;
+    epilogues)  # issue 29: cuBLASLt epilogues (NN_ARENA_CUBLASLT=1): declarations against the header, then every per-layer file with them on
+      g++ -std=c++17 -I/usr/local/cuda/include bench/micro/lt_abi_check.cc -o /tmp/lt_abi 2>&1 | head -20 && /tmp/lt_abi
+      vitest run test/gpu/epilogues.gpu.test.ts > "$OUT/epilogues.log" 2>&1
+      NN_ARENA_CUBLASLT=1 NN_ARENA_STEP_PATH=layers vitest run --no-file-parallelism test/gpu/compact.gpu.test.ts test/gpu/primitives.gpu.test.ts test/gpu/act.gpu.test.ts \
+        test/gpu/graph.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/optimizers.gpu.test.ts test/gpu/precision.gpu.test.ts > "$OUT/epilogues-layers.log" 2>&1
+      grep -hE "×|FAIL|Tests |^epilogues |vs CPU|AssertionError" "$OUT/epilogues.log" "$OUT/epilogues-layers.log" | cut -c1-300 | tail -40 ;;
     compact)  # issue 18 part 4: compact plans bit-identical to full ones on the fused, cuBLAS and tiled paths (and with the TF32 precisions: cuBLAS, tensor-core kernels)
       for path in fused layers tiled; do
         if [ $path = tiled ]; then env="NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled"; else env="NN_ARENA_STEP_PATH=$path"; fi

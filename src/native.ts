@@ -27,6 +27,8 @@ export interface NativeHandle {
   lossScale(): Float64Array;
   /** Steps of the last run that ran as a CUDA graph launch (the per-layer path's captured step). */
   graphSteps(): number;
+  /** Products of the last run's first step with a fused cuBLASLt epilogue (bias, activation, their gradients); for tests. */
+  epilogues(): number;
   /** Budgeted arenas: where each region is, the plan's counters, the device memory measured. */
   residency(): NativeResidency;
   /** Resolves once no run or JIT launch is in flight on this arena. */

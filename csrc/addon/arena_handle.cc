@@ -25,6 +25,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
                       InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
                       InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
+                      InstanceMethod<&ArenaHandle::Epilogues>("epilogues"),
                       InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
@@ -217,6 +218,13 @@ Napi::Value ArenaHandle::LossScaleState(const Napi::CallbackInfo& info) {
 Napi::Value ArenaHandle::GraphSteps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return Napi::Number::New(env, double(live(env, true)->graphSteps()));
+}
+
+// epilogues(): how many products of the last run's first step carried a fused cuBLASLt epilogue
+// (bias, activation or their gradients; 0: none, or no CUDA per-layer run). For tests.
+Napi::Value ArenaHandle::Epilogues(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return Napi::Number::New(env, double(live(env, true)->epilogues()));
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

@@ -53,6 +53,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value GradNorms(const Napi::CallbackInfo& info);
   Napi::Value LossScaleState(const Napi::CallbackInfo& info);
   Napi::Value GraphSteps(const Napi::CallbackInfo& info);
+  Napi::Value Epilogues(const Napi::CallbackInfo& info);
   Napi::Value Synchronize(const Napi::CallbackInfo& info);
   void releaseExternal(Napi::BasicEnv env);
   static Napi::Symbol owner(Napi::Env env);

@@ -44,6 +44,8 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   p.lossScaleOut = &b.lossScale();
   p.graphSteps = &b.graphSteps();
   *p.graphSteps = 0;
+  p.epilogues = &b.epilogues();
+  *p.epilogues = 0;
   p.runCache = &b.runCache();
   if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
   if (comm) return comm->run(b.device(), b.header(), p);

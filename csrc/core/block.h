@@ -77,6 +77,8 @@ class Block {
   LossScale& lossScale() { return lossScale_; }
   // Steps of the last run that ran as a CUDA graph launch (RunParams::graphSteps).
   uint64_t& graphSteps() { return graphSteps_; }
+  // Products of the last run's first step with a fused cuBLASLt epilogue (RunParams::epilogues).
+  uint64_t& epilogues() { return epilogues_; }
   // What a backend keeps from one run of this arena to the next (RunParams::runCache; CUDA: the
   // per-layer path's captured step), with mutex() held; dropped with the memory.
   std::shared_ptr<void>& runCache() { return runCache_; }
@@ -103,6 +105,7 @@ class Block {
   std::vector<double> gradNorms_;
   LossScale lossScale_;
   uint64_t graphSteps_ = 0;
+  uint64_t epilogues_ = 0;
   std::shared_ptr<void> runCache_;
   mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;

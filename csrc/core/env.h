@@ -11,6 +11,9 @@
 //   NN_ARENA_CUDA_GRAPH           CUDA: 0 launches every per-layer step directly (default: a run's
 //                                 second step is captured as a graph and replayed; read per run)
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
+//   NN_ARENA_CUBLASLT             CUDA: 1 (or a path picking the library) runs the per-layer fp32 /
+//                                 tf32 products through cuBLASLt's fused epilogues (bias, ReLU and
+//                                 their gradients; read per run); default off
 //   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
 //   NN_ARENA_NCCL                 CUDA: 0 turns NCCL off; a path picks libnccl (data parallelism)
 //   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid
@@ -44,7 +47,7 @@ namespace nna {
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
   UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward, GatherThreads,
-  Gather, CudaGraph,
+  Gather, CudaGraph, CublasLt,
   Count
 };
 

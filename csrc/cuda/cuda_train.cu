@@ -24,6 +24,7 @@
 #include "check.cuh"
 #include "cuda_train.h"
 #include "cublas_loader.h"
+#include "cublaslt_loader.h"
 #include "fused_step.h"
 #include "grad_sync.h"
 #include "layer_hooks.h"
@@ -61,6 +62,16 @@ class LayerRun {
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
+    // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
+    // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
+    // passes), no memory scheduler (it may move regions between launches). Asked for by
+    // NN_ARENA_CUBLASLT (read per run): on the H100 it was not faster than cuBLAS and the passes
+    // (docs/cuda.md, "Fused epilogues").
+    lt_ = std::is_same_v<T, float> && blas_ && K_ == 1 && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update && knobOn(Knob::CublasLt) && ltAvailable();
+    if (lt_) {
+      ltBuf_.allocate(h, layers, s_);
+      st_.maskFresh.assign(h.num_layers, false);
+    }
     st_.dbDone.assign(h.num_layers, false);
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
@@ -101,6 +112,7 @@ class LayerRun {
       const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(st_.stepNow), stream); };
       const bool deferred = p_.op == Op::Train && clip_.active();
       auto step = [&](uint64_t s) {
+        firstStep_ = s == 0;
         const StepRows sr = stepRows(h_.batch, p_, s);
         // A data-parallel replica may have no rows of the group's last step: it contributes zero
         // gradients to the reduction and still takes the step.
@@ -132,6 +144,7 @@ class LayerRun {
             else if (p_.op == Op::Train && !folded && !deferred) update(l, hp, s_);
             after(Stage::Backward, l);
           }
+          flushBiasSteps(hp);
           if (sync_) sync_->endStep(s_);
           if (deferred) clipAndUpdate(hp, s);
         }
@@ -280,6 +293,7 @@ class LayerRun {
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
+    if (lt_ && ltForward(l, rows)) return;
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
       if (l == 1) {
         if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
@@ -326,6 +340,7 @@ class LayerRun {
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool fold = folds();
+    if (lt_) return ltBackward(l, rows, hp, fold);
     if (!st_.dbDone[l]) biasGrad(l, rows, fold, hp, false, HalfOut{});
     st_.dbDone[l] = false;
     if (!blas_) {
@@ -359,6 +374,144 @@ class LayerRun {
     return fold;
   }
 
+  // ---- cuBLASLt (lt_): the products with their epilogues -----------------------------------
+  // z[l]^T (n x rows) = act(w (n x m) . z[l-1]^T + b) in one product, where the activation has an
+  // epilogue: identity and softmax (the output applies it) as Bias, relu. A hidden ReLU also
+  // writes its mask for the error product's epilogue, in every run and plan (a Forward run's or
+  // a compact plan's z then has a full Train run's bits: one epilogue, one algorithm). False: no
+  // such epilogue or algorithm (the caller's passes).
+  bool ltForward(uint32_t l, uint64_t rows) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    st_.maskFresh[l] = false;
+    LtProduct p = ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
+    p.bias = at(l, NNA_B);
+    const uint32_t act = L_[l].activation;
+    const bool mask = act == NNA_ACT_RELU && ltBuf_.mask(l);
+    if (act == NNA_ACT_IDENTITY || act == NNA_ACT_SOFTMAX) {
+      p.epilogue = LtEpilogue::Bias;
+    } else if (act == NNA_ACT_RELU) {
+      p.epilogue = mask ? LtEpilogue::ReluAuxBias : LtEpilogue::ReluBias;
+      if (mask) { p.aux = ltBuf_.mask(l); p.auxLd = ltBuf_.maskLd(l); }
+    } else {
+      return false;
+    }
+    if (!ltReady(p)) return false;
+    ltLaunch(p);
+    st_.maskFresh[l] = mask;
+    return true;
+  }
+
+  // Layer l's backward through cuBLASLt: the error product with ReLU's derivative (this step's
+  // mask) and db[l-1] in its epilogue (a compact plan parks db[l-1] in LtScratch until layer
+  // l-1's turn), the output layer's weight-gradient product with its db in the epilogue where the
+  // step is not folded. What has no epilogue or algorithm takes the usual passes.
+  bool ltBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    const T alpha = fold ? foldAlpha(hp) : T(1);
+    if (st_.dbParked == l) {
+      graph_->launch(s_, parkedBiasKernel<T>, blocksFor(n), kThreads, base_, l, reinterpret_cast<const T*>(ltBuf_.parked()), fold, h_.optimizer, hp, lrs_.get());
+      st_.dbParked = 0;
+      st_.dbDone[l] = true;
+    }
+    // tf32 reads d transposed, as the cuBLAS path does (Tf32Workspace): read as stored, L's step
+    // took 2809-2849 us against 2371-2384 on the H100 (M: within the noise).
+    const bool dT = prec_ == Precision::Tf32;
+    LtProduct wg = dT ? ltBase(false, false, m, n, rows, at(l - 1, NNA_Z), m, work_.transposed(), rows, at(l, fold ? NNA_W : NNA_DW), m)
+                      : ltBase(false, true, m, n, rows, at(l - 1, NNA_Z), m, at(l, NNA_D), n, at(l, fold ? NNA_W : NNA_DW), m);
+    wg.alpha = float(alpha);
+    wg.beta = fold ? 1.0f : 0.0f;
+    wg.scalars = fold ? foldScalars_.get() : nullptr;
+    // Only the output layer's db: below it, db comes from the layer above's error product or
+    // bias-gradient pass in a full plan, and a compact plan must take the same kernels.
+    bool dbInProduct = false;
+    if (l == last_ && !st_.dbDone[l] && !fold) {
+      LtProduct withDb = wg;
+      withDb.epilogue = LtEpilogue::BGradB;
+      withDb.bias = at(l, NNA_DB);
+      if ((dbInProduct = ltReady(withDb))) wg = withDb;
+    }
+    if (!st_.dbDone[l] && !dbInProduct) biasGrad(l, rows, fold, hp, false, HalfOut{});
+    st_.dbDone[l] = false;
+    if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), times act'(z[l-1])
+      LtProduct e = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
+      if (L_[l - 1].activation == NNA_ACT_RELU && ltBuf_.mask(l - 1) && (!fold || !crossPhase_ || l - 1 < 64)) {
+        // A Backward run (the primitives) has no mask from its Forward run: layer l-1's forward
+        // product again makes it, and rewrites z[l-1] with the bits it holds (same operands,
+        // same algorithm), so that the primitives give a Train step's bits.
+        if (!st_.maskFresh[l - 1] && isPrimitive(p_.op)) ltForward(l - 1, rows);
+        if (st_.maskFresh[l - 1]) {
+          e.epilogue = LtEpilogue::DReluBGrad;
+          e.aux = ltBuf_.mask(l - 1);
+          e.auxLd = ltBuf_.maskLd(l - 1);
+          e.bias = crossPhase_ ? static_cast<void*>(at(l - 1, NNA_DB)) : ltBuf_.parked();
+        }
+      }
+      if (e.epilogue != LtEpilogue::None && ltReady(e)) {
+        ltLaunch(e);
+        if (!crossPhase_) {
+          st_.dbParked = l - 1;
+        } else {
+          st_.dbDone[l - 1] = true;
+          if (fold) st_.biasSteps |= uint64_t(1) << (l - 1);
+        }
+      } else {
+        e = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
+        if (ltReady(e)) ltLaunch(e);
+        else product(false, false, int(m), int(rows), int(n), T(1), Split{at(l, NNA_W)}, int(m), Split{at(l, NNA_D)}, int(n), T(0), at(l - 1, NNA_D), int(m));
+        activationGrad(l, rows, fold, hp, HalfOut{});
+      }
+    }
+    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
+    if (ltReady(wg)) {
+      if constexpr (std::is_same_v<T, float>)
+        if (dT) graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), work_.transposed(), rows, n);
+      ltLaunch(wg);
+    } else if (transposeForTensorCores()) weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
+    else product(false, true, int(m), int(n), int(rows), alpha, Split{at(l - 1, NNA_Z)}, int(m), Split{at(l, NNA_D)}, int(n), fold ? T(1) : T(0),
+                 at(l, fold ? NNA_W : NNA_DW), int(m), fold ? foldScalars_.get() : nullptr);
+    return fold;
+  }
+
+  // The bias steps the step's cuBLASLt epilogues left (ltBackward under a fold), in one launch.
+  void flushBiasSteps(const Hyper<T>& hp) {
+    if (!st_.biasSteps) return;
+    uint64_t most = 0;
+    for (uint32_t l = 1; l <= last_ && l < 64; ++l)
+      if (st_.biasSteps >> l & 1u) most = std::max(most, L_[l].units);
+    graph_->launch(s_, biasStepsKernel<T>, dim3(blocksFor(most), last_, 1), kThreads, base_, st_.biasSteps, h_.optimizer, hp, lrs_.get());
+    st_.biasSteps = 0;
+  }
+
+  // A cuBLASLt product of the run's precision (fp32 or tf32), no epilogue yet.
+  // (Untyped operands: the double instantiation compiles this and never runs it, lt_ being false.)
+  LtProduct ltBase(bool tA, bool tB, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, uint64_t ldc) const {
+    LtProduct p;
+    p.transA = tA;
+    p.transB = tB;
+    p.m = int(m);
+    p.n = int(n);
+    p.k = int(k);
+    p.tf32 = prec_ == Precision::Tf32;
+    p.A = static_cast<const float*>(A);
+    p.lda = int(lda);
+    p.B = static_cast<const float*>(B);
+    p.ldb = int(ldb);
+    p.C = static_cast<float*>(C);
+    p.ldc = int(ldc);
+    return p;
+  }
+  // Whether cuBLASLt takes p with the run's workspace.
+  bool ltReady(const LtProduct& p) const {
+    size_t need = 0;
+    return ltSupports(p, &need) && need <= ltBuf_.workBytes();
+  }
+  void ltLaunch(const LtProduct& p) {
+    if (!graph_->external(p.transA, p.transB, p.m, p.n, p.k, p.tf32, p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.scalars ? 0.0f : p.alpha, p.scalars ? 0.0f : p.beta,
+                          p.scalars, uint32_t(p.epilogue), p.bias, p.aux, p.auxLd, ltBuf_.work()))
+      return;
+    ltMatmul(lane_, p, ltBuf_.work(), ltBuf_.workBytes());
+    if (p_.epilogues && firstStep_ && p.epilogue != LtEpilogue::None) ++*p_.epilogues;
+  }
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half) {
@@ -532,6 +685,9 @@ class LayerRun {
     std::vector<bool> zFresh, wFresh;    // bf16: the copy of z[l] / w[l] was made this run from the current values
     bool foldPending = false;            // a step's loss sum awaits its fold (crossPhase_, resident runs)
     std::vector<bool> dbDone;            // db[l] of this step already taken by activationGrad
+    std::vector<bool> maskFresh;         // lt_: this step's forward wrote layer l's ReLU mask
+    uint64_t biasSteps = 0;              // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
+    uint32_t dbParked = 0;               // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
   } st_;
   cudaStream_t s_;
   uint32_t last_;
@@ -539,6 +695,9 @@ class LayerRun {
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
   Precision prec_;
+  bool lt_ = false;  // products through cuBLASLt with epilogues (cublaslt_loader.h)
+  bool firstStep_ = true;  // the step being launched is the run's first (RunParams::epilogues counts it)
+  LtScratch ltBuf_;
   Tf32Workspace work_;
   HalfCopies half_;
   ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)

@@ -418,6 +418,35 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   }
 }
 
+// The bias steps of the layers in `layers` (bit l: layer l), one launch a step: SGD runs whose
+// weight step was folded into its product and whose db came from a cuBLASLt epilogue (the error
+// product of the layer above), where the bias-gradient kernel that would have taken it did not run.
+template <typename T>
+__global__ void biasStepsKernel(void* base, uint64_t layers, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  const uint32_t l = blockIdx.y + 1;
+  if (!(layers >> l & 1u)) return;
+  if (lrs) hp = withLr(hp, lrs[0]);  // one model (cuBLASLt's products: K = 1)
+  const Hyper<T> hb = forBiases(hp);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x)
+    updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+}
+
+// db of layer l from where a compact plan's cuBLASLt error product of layer l + 1 left it
+// (LtScratch::parked), and with `updateBias` the bias step biasStepsKernel takes in a full plan:
+// the same values, so that compact and full plans train to the same bits.
+template <typename T>
+__global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp = withLr(hp, lrs[0]);
+  const Hyper<T> hb = forBiases(hp);
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x) {
+    const T g = parked[i];
+    C.db[i] = g;
+    if (updateBias) updateParam<T>(optimizer, C.b + i, g, C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+  }
+}
+
 // Clipping by global norm (and loss scaling's overflow check), deterministic: the blocks of a
 // launch (grid normBlocks(l) x 1 x K) sum the squares of their share of layer l's dw and db in
 // double into partials[(z * layers + l) * kNormBlocks + block], in a fixed order; the scale

@@ -1,5 +1,5 @@
 // run_buffers.cuh: the per-layer path's run-lived device buffers beside the arena (the TF32
-// workspace, the 16-bit copies, the clipping scratch, the loss scale) and the two kernels that
+// workspace, the 16-bit copies, cuBLASLt's scratch, the clipping scratch, the loss scale) and the kernels that
 // fill them.
 // Included by cuda_train.cu only (its anonymous namespace).
 #pragma once
@@ -12,6 +12,7 @@
 #include "../include/nn_arena.h"
 #include "../train/loss_scale.h"
 #include "check.cuh"
+#include "cublaslt_loader.h"
 #include "layer_kernels.cuh"
 
 namespace nna {
@@ -104,6 +105,49 @@ class HalfCopies {
   uint64_t total_ = 0;
   Copy d_[2];
   std::vector<Copy> z_, w_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// The cuBLASLt products' scratch (cublaslt_loader.h), for the run only like Tf32Workspace: the
+// workspace their algorithms may use (kLtMaxWorkspace, what the heuristics are offered); per
+// hidden ReLU layer, the bitmask its forward epilogue writes (where the unit passed) for the
+// error product's ReLU-derivative epilogue: a bit per element, rows of the units rounded up to
+// 128 bits (cuBLASLt's rule for the mask's leading dimension); and one layer's db, where a
+// compact plan's error product leaves db[l-1] until layer l-1's turn (its bytes may be shared
+// with what layer l still needs).
+class LtScratch {
+ public:
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, cudaStream_t s) {
+    mask_.assign(h.num_layers, {});
+    uint64_t total = kLtMaxWorkspace, units = 0;
+    for (uint32_t l = 1; l < h.num_layers; ++l) units = std::max(units, L[l].units);
+    parked_ = total;
+    total += (units * sizeof(float) + 255) / 256 * 256;
+    for (uint32_t l = 1; l + 1 < h.num_layers; ++l) {
+      if (L[l].activation != NNA_ACT_RELU) continue;
+      const uint64_t ld = (L[l].units + 127) / 128 * 128;
+      mask_[l] = {total, ld};
+      total += (ld / 8 * h.batch + 255) / 256 * 256;
+    }
+    stream_ = s;
+    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total, s));
+  }
+  ~LtScratch() {
+    if (base_) cudaFreeAsync(base_, stream_);
+  }
+  bool active() const { return base_ != nullptr; }
+  void* work() const { return base_; }
+  size_t workBytes() const { return kLtMaxWorkspace; }
+  float* parked() const { return reinterpret_cast<float*>(base_ + parked_); }
+  // Layer l's ReLU mask and its leading dimension in bits (null: the layer has none).
+  void* mask(uint32_t l) const { return mask_[l].ld ? base_ + mask_[l].at : nullptr; }
+  int64_t maskLd(uint32_t l) const { return int64_t(mask_[l].ld); }
+
+ private:
+  struct Mask { uint64_t at = 0, ld = 0; };
+  char* base_ = nullptr;
+  uint64_t parked_ = 0;
+  std::vector<Mask> mask_;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -62,6 +62,9 @@ struct RunParams {
   LossScale* lossScaleOut = nullptr;
   // Where a CUDA per-layer run records how many of its steps ran as a CUDA graph launch, or null.
   uint64_t* graphSteps = nullptr;
+  // Where a CUDA per-layer run records how many products of its first step carried a fused
+  // cuBLASLt epilogue (0: none), or null. What tests observe of the epilogues.
+  uint64_t* epilogues = nullptr;
   // The arena's cache between runs (Block::runCache), or null.
   std::shared_ptr<void>* runCache = nullptr;
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }

@@ -12,7 +12,7 @@ import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();
 const bf16Gpu = info.built && info.devices > 0 && Number(info.computeCapability.split('.')[0]) >= 8;
-const viaBlas = process.env.NN_ARENA_GEMM !== 'tiled' && info.gemm === 'cublas';
+const viaBlas = process.env.NN_ARENA_GEMM !== 'tiled' && info.gemm.startsWith('cublas');
 
 /** max |got - ref| / max |ref| */
 function relErr(got: ArrayLike<number>, ref: ArrayLike<number>): number {

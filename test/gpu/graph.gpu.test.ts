@@ -13,7 +13,7 @@ import { toyData } from '../support/train-checks.js';
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
 // bf16 computes its products through cuBLAS only (refused with NN_ARENA_GEMM=tiled).
-const tensorCores = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8 && info.gemm === 'cublas' && process.env.NN_ARENA_GEMM !== 'tiled';
+const tensorCores = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8 && info.gemm.startsWith('cublas') && process.env.NN_ARENA_GEMM !== 'tiled';
 // Graphs serve every run of the per-layer path, its products through cuBLAS or the tiled kernels.
 const graphed = hasGpu;
 
