@@ -301,7 +301,7 @@ class LayerRun {
       }
       gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
       const bool copy = l < last_;
-      graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
+      graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, K_, sms_), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
       if (copy) st_.zFresh[l] = true;
       return;
     }
@@ -312,7 +312,7 @@ class LayerRun {
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
-    graph_->launch(s_, biasActivateKernel<T>, dim3(rowBlocks(rows), 1, K_), kThreads, base_, l, rows, HalfOut{});
+    graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, K_, sms_), 1, K_), kThreads, base_, l, rows, HalfOut{});
   }
 
   // Whether a Train step folds its SGD update into the weight-gradient products (backward).

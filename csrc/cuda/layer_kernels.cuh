@@ -95,6 +95,34 @@ __global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t
 
 inline unsigned rowBlocks(uint64_t rows) { return unsigned(rows < 65535 ? (rows ? rows : 1) : 65535); }
 
+// Blocks a model for a pass over `rows` rows of `models` models: a block a row up to about four
+// waves of 256-thread blocks over all models (sms multiprocessors), fewer a model beyond.
+inline unsigned bandBlocks(uint64_t rows, unsigned models, int sms) {
+  const uint64_t share = uint64_t(sms) * 32 / (models ? models : 1), most = share ? share : 1;
+  return rowBlocks(rows < most ? rows : most);
+}
+
+// f(e, j) for every element e (unit j) of this block's band of rows: rows split evenly over
+// gridDim.x blocks, the threads over the band's rows x units elements (32-bit indexing where the
+// band fits: a division by units per element, not a 64-bit one). A band of one row (one model,
+// or few rows a model) walks the row's units without a division.
+template <typename F>
+__device__ void forBandElements(uint64_t rows, uint64_t units, F&& f) {
+  const uint64_t per = (rows + gridDim.x - 1) / gridDim.x, r0 = uint64_t(blockIdx.x) * per;
+  if (r0 >= rows) return;
+  const uint64_t end = r0 + per < rows ? r0 + per : rows, n = (end - r0) * units, first = r0 * units;
+  if (per == 1) {
+    for (uint64_t j = threadIdx.x; j < units; j += blockDim.x) f(first + j, j);
+    return;
+  }
+  if (n <= 0xffffffffull && units <= 0xffffffffull) {
+    const uint32_t u = uint32_t(units);
+    for (uint32_t i = threadIdx.x; i < uint32_t(n); i += blockDim.x) f(first + i, uint64_t(i % u));
+  } else {
+    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) f(first + i, i % units);
+  }
+}
+
 // C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
 // of C, (TILE/16)^2 outputs each. Small layers get smaller tiles (see the launcher) so that
 // the grid still covers the GPU: with 64x64 tiles the S network's first layer ran on 4 blocks.
@@ -201,19 +229,19 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // The epilogues of the tiled kernel, for products made by cuBLAS (which writes the bare sum):
 // z_l = act(z_l + b_l) after the forward product (keeping z_l + b_l where f' needs it),
 // d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
-// (A block per row: no per-element 64-bit modulo to find the unit.) `half`, when given (precision
-// bf16 / fp16), also receives the result rounded to 16 bits: the next products' operand, written in the
-// same pass instead of a cast pass before each product.
+// A block binds its model's layer once and takes a band of rows, its threads spread over the
+// band's elements (elementBands): K-model arenas launch a few blocks a model, where a block a row
+// (K = 256 S models: 25,600 blocks, each binding from the header for 10 or 128 elements) took
+// 65 us a layer. `half`, when given (precision bf16 / fp16), also receives the result rounded to
+// 16 bits: the next products' operand, written in the same pass instead of a cast pass before
+// each product.
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    for (uint64_t j = threadIdx.x; j < C.units; j += blockDim.x) {
-      const uint64_t e = r * C.units + j;
-      activateAt(C, e, C.z[e] + C.b[j]);
-      if (half) half.store(e, float(C.z[e]));
-    }
-  }
+  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) {
+    activateAt(C, e, C.z[e] + C.b[j]);
+    if (half) half.store(e, float(C.z[e]));
+  });
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
@@ -406,16 +434,34 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   if (scale) hp.gs = T(scale[blockIdx.z]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
-  for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
-    if (e < nw) {
-      updateParam<T>(optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-      if (half) half.store(e, float(C.w[e]));
-    } else {
-      const uint64_t i = e - nw;
-      updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+  const uint64_t nw = C.units * C.fan_in, first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, stride = uint64_t(gridDim.x) * blockDim.x;
+  // The weights kUpdateUnroll at a time, every load of a round issued before the first update:
+  // one memory latency a round, not one a weight (K = 256 S models: 25.7M weights, 195 us a
+  // pass with a round a weight). Each weight's arithmetic is updateParam's: the same bits.
+  constexpr int kUpdateUnroll = 4;
+  for (uint64_t e0 = first; e0 < nw; e0 += stride * kUpdateUnroll) {
+    T w[kUpdateUnroll], g[kUpdateUnroll], m[kUpdateUnroll], v[kUpdateUnroll];
+#pragma unroll
+    for (int u = 0; u < kUpdateUnroll; ++u) {
+      const uint64_t e = e0 + u * stride;
+      if (e >= nw) break;
+      w[u] = C.w[e];
+      g[u] = C.dw[e];
+      m[u] = C.mw ? C.mw[e] : T(0);
+      v[u] = C.vw ? C.vw[e] : T(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kUpdateUnroll; ++u) {
+      const uint64_t e = e0 + u * stride;
+      if (e >= nw) break;
+      withOptimizer(optimizer, [&](auto d) { decltype(d)::step(w[u], g[u], m[u], v[u], hp); });
+      C.w[e] = w[u];
+      if (C.mw) C.mw[e] = m[u];
+      if (C.vw) C.vw[e] = v[u];
+      if (half) half.store(e, float(w[u]));
     }
   }
+  for (uint64_t i = first; i < C.units; i += stride) updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
 }
 
 // The bias steps of the layers in `layers` (bit l: layer l), one launch a step: SGD runs whose
