@@ -168,14 +168,19 @@ void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float
                          kComputeFastTf32, kGemmDefault),
             "cublasGemmEx (TF32)");
 }
+namespace {
+int halfType(bool fp16) { return fp16 ? kR16F : kR16BF; }
+// One product of 16-bit operands (blasGemmHalfBatched's count 1).
 void blasGemmHalf(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
                   float beta, float* C, int ldc, const void* scalars) {
   const Scalars<float> s(lane, alpha, beta, scalars);
-  const int type = fp16 ? kR16F : kR16BF;
+  const int type = halfType(fp16);
   blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, B, type, ldb, s.beta(), C, kR32F, ldc,
                          kCompute32F, kGemmDefault),
             fp16 ? "cublasGemmEx (FP16)" : "cublasGemmEx (BF16)");
 }
+}  // namespace
+
 void blasGemmHalfBatched(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, long long sA, const void* B,
                          int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
   const size_t bytes = 2;  // one element of an operand (bf16 or fp16)
@@ -186,7 +191,7 @@ void blasGemmHalfBatched(const Lane& lane, bool fp16, bool tA, bool tB, int m, i
     return;
   }
   const Scalars<float> s(lane, alpha, beta, scalars);
-  const int type = fp16 ? kR16F : kR16BF;
+  const int type = halfType(fp16);
   blasCheck(api().gemmBatchedEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, sA, B, type, ldb, sB, s.beta(), C, kR32F, ldc, sC,
                                 count, kCompute32F, kGemmDefault),
             fp16 ? "cublasGemmStridedBatchedEx (FP16)" : "cublasGemmStridedBatchedEx (BF16)");

@@ -58,14 +58,12 @@ void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, f
 // storage and accumulation, the operands rounded to TF32 by cuBLAS.
 void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
                   const float* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
-// 16-bit operands (A and B as __half where `fp16`, else __nv_bfloat16), FP32 accumulation and
-// FP32 C (CUBLAS_COMPUTE_32F).
-void blasGemmHalf(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda,
-                  const void* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
 void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
               const double* B, int ldb, double beta, double* C, int ldc, const void* scalars = nullptr);
-// `count` 16-bit products at once (strides in elements; 0 = the same operand for all): K-model
-// arenas in bf16. Without cublasGemmStridedBatchedEx, one call per model.
+// `count` products of 16-bit operands (A and B as __half where `fp16`, else __nv_bfloat16; FP32
+// accumulation and FP32 C, CUBLAS_COMPUTE_32F) at once (strides in elements; 0 = the same operand
+// for all): bf16 / fp16 runs, K-model arenas in bf16. count 1, or no cublasGemmStridedBatchedEx:
+// one cublasGemmEx per model.
 void blasGemmHalfBatched(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda, long long strideA,
                          const void* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
 
