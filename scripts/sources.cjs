@@ -22,7 +22,7 @@ const TEST_DIR = 'test/native';
 const TEST_USES = {
   common: ['addon/convert.cc', 'addon/fault_guard.cc', 'addon/js_error.cc', 'addon/phases_js.cc', 'budget/residency.cc', 'budget/residency_check.cc', 'core/env.cc', 'core/host_memory.cc',
     'core/validate.cc', 'cpu/cpu_backend.cc', 'train/aliasing.cc', 'train/check.cc', 'train/phases.cc'],
-  cuda: ['cuda/cublas_loader.cc', 'cuda/cuda_backend.cu', 'cuda/jit.cc', 'cuda/nvrtc_loader.cc'],
+  cuda: ['cuda/cublas_loader.cc', 'cuda/cublaslt_loader.cc', 'cuda/cuda_backend.cu', 'cuda/jit.cc', 'cuda/nvrtc_loader.cc'],
   absent: ['cuda/absent.cc'],
 };
 

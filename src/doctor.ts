@@ -25,6 +25,8 @@ export interface DoctorReport {
   };
   /** 'cublas', 'tiled (why)', or null when no GPU is usable. */
   cublas: string | null;
+  /** 'found' (its fused epilogues run with NN_ARENA_CUBLASLT=1), why not, or null when no GPU is usable. */
+  cublasLt: string | null;
   auto: { backend: 'cpu' | 'cuda'; why: string };
 }
 
@@ -69,7 +71,7 @@ export function doctor(): DoctorReport {
     loaded = loadAddon<NativeAddon>();
   } catch (e) {
     const err = e as NnArenaError;
-    return { ...base, binary: { loaded: false, code: err.code ?? 'NO_ADDON', message: err.message }, gpu: gpuBySmi(null), cublas: null, auto: { backend: 'cpu', why: 'no binary loaded' } };
+    return { ...base, binary: { loaded: false, code: err.code ?? 'NO_ADDON', message: err.message }, gpu: gpuBySmi(null), cublas: null, cublasLt: null, auto: { backend: 'cpu', why: 'no binary loaded' } };
   }
   const info: CudaInfo = loaded.addon.cudaInfo();
   const archs = (info.archs ?? '').split(/\s+/).filter(Boolean);
@@ -88,7 +90,7 @@ export function doctor(): DoctorReport {
     : info.built ? info.why
       : gpu ? `this binary is CPU-only (${loaded.reason}); a GPU is here: install the CUDA variant or build from source with nvcc (see the README, Install)`
         : info.why || 'this binary is CPU-only';
-  return { ...base, binary, gpu, cublas: usable ? info.gemm : null, auto: { backend: usable ? 'cuda' : 'cpu', why } };
+  return { ...base, binary, gpu, cublas: usable ? info.gemm : null, cublasLt: usable ? (info.cublasLt ? info.cublasLt : 'found') : null, auto: { backend: usable ? 'cuda' : 'cpu', why } };
 }
 
 function gpuBySmi(archs: string[] | null): DoctorReport['gpu'] {

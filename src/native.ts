@@ -165,6 +165,8 @@ export interface CudaInfo {
   computeCapability: string; freeBytes: number; totalBytes: number;
   /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
   gemm: string;
+  /** '' where cuBLASLt was found (its fused epilogues run with NN_ARENA_CUBLASLT=1), else why not ('' without CUDA). */
+  cublasLt?: string;
   /** The architectures the binary holds, e.g. 'sm_75 sm_80 … compute_120' ('' without CUDA). */
   archs?: string;
   /** A GPU is present but the binary has no kernels for it (devices is 0; why says how to rebuild). */

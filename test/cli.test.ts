@@ -166,9 +166,13 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     expect(typeof j.cpu.avx2).toBe('boolean');
     expect(['cpu', 'cuda']).toContain(j.auto.backend);
     expect(j.auto.why.length).toBeGreaterThan(0);
+    // cuBLAS and cuBLASLt are looked for only where a GPU is usable.
+    if (j.auto.backend === 'cpu') expect([j.cublas, j.cublasLt]).toEqual([null, null]);
+    else expect(typeof j.cublasLt).toBe('string');
     const t = run('doctor');
     expect(t.stdout).toMatch(/^binary\s+(local|prebuilt) /m);
     expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
+    expect(t.stdout).toMatch(/^cuBLASLt\s+(not checked|found|not found)/m);
   });
 });
 

@@ -32,6 +32,7 @@ Napi::Value CudaInfo(const Napi::CallbackInfo& info) {
   o.Set("freeBytes", Napi::Number::New(env, static_cast<double>(c.freeBytes)));
   o.Set("totalBytes", Napi::Number::New(env, static_cast<double>(c.totalBytes)));
   o.Set("gemm", Napi::String::New(env, c.gemm));
+  o.Set("cublasLt", Napi::String::New(env, c.cublasLt));
   o.Set("archs", Napi::String::New(env, c.archs));
   o.Set("noKernelImage", Napi::Boolean::New(env, c.noKernelImage));
   return o;

@@ -10,6 +10,7 @@
 #include "../core/host_memory.h"
 #include "check.cuh"
 #include "cublas_loader.h"
+#include "cublaslt_loader.h"
 
 namespace nna {
 namespace {
@@ -210,6 +211,7 @@ CudaInfo cudaInfo() {
     cudaMemGetInfo(&i.freeBytes, &i.totalBytes);
   }
   i.gemm = cublasAvailable() ? "cublas" : "tiled (" + cublasStatus() + ")";
+  i.cublasLt = ltStatus();
   return i;
 }
 
