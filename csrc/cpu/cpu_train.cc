@@ -335,7 +335,7 @@ class CpuRun {
 
   void updateBiases(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
     const Hyper<T> hb = forBiases(hp);
-    for (uint64_t i = 0; i < C.units; ++i) updateParam<T>(h_.optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+    for (uint64_t i = 0; i < C.units; ++i) updateBias<T>(h_.optimizer, C, i, C.db[i], hb);
   }
 
   RunParams p_;

@@ -433,7 +433,8 @@ class LayerRun {
     if (!st_.dbDone[l] && !dbInProduct) biasGrad(l, rows, fold, hp, false, HalfOut{});
     st_.dbDone[l] = false;
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), times act'(z[l-1])
-      LtProduct e = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
+      const LtProduct plain = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
+      LtProduct e = plain;
       if (L_[l - 1].activation == NNA_ACT_RELU && ltBuf_.mask(l - 1) && (!fold || !crossPhase_ || l - 1 < 64)) {
         // A Backward run (the primitives) has no mask from its Forward run: layer l-1's forward
         // product again makes it, and rewrites z[l-1] with the bits it holds (same operands,
@@ -455,8 +456,7 @@ class LayerRun {
           if (fold) st_.biasSteps |= uint64_t(1) << (l - 1);
         }
       } else {
-        e = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
-        if (ltReady(e)) ltLaunch(e);
+        if (ltReady(plain)) ltLaunch(plain);
         else product(false, false, int(m), int(rows), int(n), T(1), Split{at(l, NNA_W)}, int(m), Split{at(l, NNA_D)}, int(n), T(0), at(l - 1, NNA_D), int(m));
         activationGrad(l, rows, fold, hp, HalfOut{});
       }

@@ -163,7 +163,7 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     T total = T(0);
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
-    if (updateNow) updateParam<T>(p.optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, hb);  // hb: forBiases
+    if (updateNow) updateBias<T>(p.optimizer, C, j, total, hb);  // hb: forBiases
     else if (clipping(p, st)) clipAdd(double(total));
   }
   __syncthreads();
@@ -232,7 +232,7 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
       const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
       for (uint64_t e = thread; e < n; e += threads) {
         if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
-        else updateParam<T>(p.optimizer, C.b + (e - nw), C.db[e - nw], C.mb ? C.mb + (e - nw) : nullptr, C.vb ? C.vb + (e - nw) : nullptr, hb);
+        else updateBias<T>(p.optimizer, C, e - nw, C.db[e - nw], hb);
       }
     }
     __syncthreads();  // the hyperparameters and clipWarp are the next model's

@@ -230,7 +230,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // z_l = act(z_l + b_l) after the forward product (keeping z_l + b_l where f' needs it),
 // d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
 // A block binds its model's layer once and takes a band of rows, its threads spread over the
-// band's elements (elementBands): K-model arenas launch a few blocks a model, where a block a row
+// band's elements (forBandElements): K-model arenas launch a few blocks a model, where a block a row
 // (K = 256 S models: 25,600 blocks, each binding from the header for 10 or 128 elements) took
 // 65 us a layer. `half`, when given (precision bf16 / fp16), also receives the result rounded to
 // 16 bits: the next products' operand, written in the same pass instead of a cast pass before
@@ -369,7 +369,7 @@ __global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
 // fixed-order reduction of the 8 partial sums, so the result is deterministic.
 constexpr int kBiasCols = 32, kBiasStripes = 8;
 
-// updateBias: also take the optimizer step of the biases here (when the weights' step was
+// stepBiases: also take the optimizer step of the biases here (when the weights' step was
 // folded into their gradient product, this saves the update kernel's launch).
 // The launch uses 32 row stripes (1024 threads): with 8, each thread of the L network's bias
 // gradients walked 256 rows one dependent load at a time (36 us a layer).
@@ -379,7 +379,7 @@ constexpr int kBiasStripesWide = 32;
 // activation's derivative in place (activationGradKernel's work, the same expression) and, for
 // precision bf16 / fp16, rounds into `half`: one pass over d instead of two.
 template <typename T>
-__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs,
+__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
                                                                                bool applyGrad, HalfOut half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -420,7 +420,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   T total = T(0);
   for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
-  if (updateBias) updateParam<T>(optimizer, C.b + j, total, C.mb ? C.mb + j : nullptr, C.vb ? C.vb + j : nullptr, forBiases(hp));
+  if (stepBiases) updateBias<T>(optimizer, C, j, total, forBiases(hp));
 }
 
 // The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
@@ -454,14 +454,14 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
     for (int u = 0; u < kUpdateUnroll; ++u) {
       const uint64_t e = e0 + u * stride;
       if (e >= nw) break;
-      withOptimizer(optimizer, [&](auto d) { decltype(d)::step(w[u], g[u], m[u], v[u], hp); });
+      stepParam<T>(optimizer, w[u], g[u], m[u], v[u], hp);
       C.w[e] = w[u];
       if (C.mw) C.mw[e] = m[u];
       if (C.vw) C.vw[e] = v[u];
       if (half) half.store(e, float(w[u]));
     }
   }
-  for (uint64_t i = first; i < C.units; i += stride) updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+  for (uint64_t i = first; i < C.units; i += stride) updateBias<T>(optimizer, C, i, C.db[i], hb);
 }
 
 // The bias steps of the layers in `layers` (bit l: layer l), one launch a step: SGD runs whose
@@ -475,21 +475,21 @@ __global__ void biasStepsKernel(void* base, uint64_t layers, uint32_t optimizer,
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x)
-    updateParam<T>(optimizer, C.b + i, C.db[i], C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+    updateBias<T>(optimizer, C, i, C.db[i], hb);
 }
 
 // db of layer l from where a compact plan's cuBLASLt error product of layer l + 1 left it
-// (LtScratch::parked), and with `updateBias` the bias step biasStepsKernel takes in a full plan:
+// (LtScratch::parked), and with `stepBiases` the bias step biasStepsKernel takes in a full plan:
 // the same values, so that compact and full plans train to the same bits.
 template <typename T>
-__global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool updateBias, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+__global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
   if (lrs) hp = withLr(hp, lrs[0]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x) {
     const T g = parked[i];
     C.db[i] = g;
-    if (updateBias) updateParam<T>(optimizer, C.b + i, g, C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, hb);
+    if (stepBiases) updateBias<T>(optimizer, C, i, g, hb);
   }
 }
 

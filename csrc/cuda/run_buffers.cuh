@@ -135,7 +135,6 @@ class LtScratch {
   ~LtScratch() {
     if (base_) cudaFreeAsync(base_, stream_);
   }
-  bool active() const { return base_ != nullptr; }
   void* work() const { return base_; }
   size_t workBytes() const { return kLtMaxWorkspace; }
   float* parked() const { return reinterpret_cast<float*>(base_ + parked_); }

@@ -194,15 +194,29 @@ NNA_FN auto withOptimizer(uint32_t code, F&& f) {
   }
 }
 
+// One parameter's update on values in registers (kernels that load several parameters before
+// updating any): w, m and v in place from the gradient g.
+template <typename T>
+NNA_FN void stepParam(uint32_t optimizer, T& w, T g, T& m, T& v, const Hyper<T>& h) {
+  withOptimizer(optimizer, [&](auto d) { decltype(d)::step(w, g, m, v, h); });
+}
+
 // One parameter's update from its gradient g; m and v are its optimizer state (null where the
 // optimizer has none).
 template <typename T>
 NNA_FN void updateParam(uint32_t optimizer, T* w, T g, T* m, T* v, const Hyper<T>& h) {
   T w0 = *w, m0 = m ? *m : T(0), v0 = v ? *v : T(0);
-  withOptimizer(optimizer, [&](auto d) { decltype(d)::step(w0, g, m0, v0, h); });
+  stepParam(optimizer, w0, g, m0, v0, h);
   *w = w0;
   if (m) *m = m0;
   if (v) *v = v0;
+}
+
+// Bias i of layer C from its gradient g, with its optimizer state where it has one (h: the
+// step's hyperparameters for biases, forBiases).
+template <typename T>
+NNA_FN void updateBias(uint32_t optimizer, const nna_bound_layer<T>& C, uint64_t i, T g, const Hyper<T>& h) {
+  updateParam<T>(optimizer, C.b + i, g, C.mb ? C.mb + i : nullptr, C.vb ? C.vb + i : nullptr, h);
 }
 
 // ---- The table (host only: the addon, validation, phases) ------------------------------------
