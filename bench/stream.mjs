@@ -14,7 +14,8 @@
 // last one), as the resident figure leaves out the data set's upload. Ratios: streamed /
 // resident steps.
 //   npx tsup && node bench/stream.mjs [--backend auto|cpu|cuda] [--nets S,M] [--rows 65536]
-//     [--window 8192] [--epochs 3] [--out bench/results/stream-<device>.json]
+//     [--window 8192] [--epochs 3] [--sources iterable,iterableInOrder,npy]
+//     [--out bench/results/stream-<device>.json]
 // Windows are produced on nn-arena's gather threads (NN_ARENA_GATHER_THREADS, NN_ARENA_GATHER:
 // recorded in the results with UV_THREADPOOL_SIZE).
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -31,6 +32,7 @@ const rows = Number(args.rows ?? 65536);
 const window = Number(args.window ?? 8192);
 const epochs = Number(args.epochs ?? 3);
 const nets = (args.nets ?? 'S,M').split(',');
+const streamed = (args.sources ?? 'iterable,iterableInOrder,npy').split(',');
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-bench-'));
 const results = [];
 try {
@@ -53,7 +55,7 @@ try {
       npy: [window, () => streamNpy({ x: join(dir, `x-${net}.npy`), labels: join(dir, `labels-${net}.npy`) })],
     };
     const row = { network: net, layers, batch, rows, window, epochs };
-    for (const [name, [samples, source, order = {}]] of Object.entries(sources)) {
+    for (const [name, [samples, source, order = {}]] of Object.entries(sources).filter(([n]) => n === 'resident' || streamed.includes(n))) {
       const arena = Arena.create(planLayout({ layers, batch, samples, optimizer: 'sgd' }), { backend });
       try {
         const t = new Trainer(arena, { lr: 0.01 });
@@ -88,7 +90,7 @@ try {
       row[`${name}SteadyVsResident`] = row[`${name}SteadyMicrosPerStep`] / row.residentMicrosPerStep;
       return `${name} ${row[`${name}MicrosPerStep`].toFixed(1)} (${row[`${name}VsResident`].toFixed(2)}x; steady ${row[`${name}SteadyMicrosPerStep`].toFixed(1)}, ${row[`${name}SteadyVsResident`].toFixed(2)}x; first report after ${row[`${name}FirstReportMs`].toFixed(1)} ms)`;
     };
-    console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${f('iterable')}; ${f('iterableInOrder')}; ${f('npy')}`);
+    console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${streamed.map(f).join('; ')}`);
     results.push(row);
   }
 } finally {

@@ -178,10 +178,13 @@ export interface CudaInfo {
 export interface NativeWindowStager {
   /** Slot i: x rows at byte 0, y rows at xCapacity. */
   slot(i: number): ArrayBuffer;
-  /** Resolves with -1 once on the device, or the first non-finite element (x's, then y's). */
-  upload(slot: number, xBytes: number, yBytes: number): Promise<number>;
-  /** Slot i's staged rows into xdata / ydata on the device; the arena must be idle. */
-  commit(slot: number, xBytes: number, yBytes: number): void;
+  /** Slot i's rows to its device staging buffer; resolves once there. */
+  upload(slot: number, xBytes: number, yBytes: number): Promise<void>;
+  /** A run on slot i's staged rows: they go into xdata / ydata first, checked on the way, and
+   *  the arena's bytes [statsOffset, + statsBytes) come back with it. May be queued behind a
+   *  run in flight. bad: -1, or the first non-finite value's index (x's, then y's; `value`: it)
+   *  and nothing trained, or -2: a run after such a window (until a run with `first`), nothing done. */
+  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<{ path: RunPath; stats: ArrayBuffer; bad: number; value: number }>;
   dispose(): void;
 }
 

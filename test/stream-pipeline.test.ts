@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, planLayout, Trainer, type Data } from '../src/index.js';
+import { Arena, planLayout, Trainer, type Data, type Progress } from '../src/index.js';
 import { streamNpy, toNpy } from '../src/io.js';
 import { Rng } from '../src/train/rng.js';
 import { toyData } from './support/train-checks.js';
@@ -22,9 +22,9 @@ const x32 = Float32Array.from(data.x);
 writeFileSync(join(dir, 'x.npy'), toNpy(x32, [N, 6]));
 writeFileSync(join(dir, 'labels.npy'), toNpy(Int32Array.from(data.labels)));
 
-function trainer(samples: number) {
+function trainer(samples: number, options: { clipGradNorm?: number } = {}) {
   const arena = Arena.create(planLayout({ layers, batch: 8, samples, optimizer: 'adam' }), { backend: 'cpu' });
-  const t = new Trainer(arena, { lr: 0.01 });
+  const t = new Trainer(arena, { lr: 0.01, ...options });
   t.init(5);
   return { arena, t, weights: () => [1, 2].flatMap((l) => [Float32Array.from(arena.view(l, 'w')), Float32Array.from(arena.view(l, 'b'))]) };
 }
@@ -93,6 +93,30 @@ describe('fit() from a stream: the pipeline', () => {
     expect(same(it.w, npy.w)).toBe(false);
     const it40 = await streamed(batches, { epochs: 3, seed: 11, shuffleBuffer: 40 });
     expect(same(it40.w, await residentInOrder(bufferOrder(11, 3, 40)))).toBe(true);
+  });
+
+  it('runs queued behind the one training (no clipping) and runs that wait for their reads (clipping): both are resident training, with each window\'s stats and norms', async () => {
+    const npy = () => streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') });
+    for (const clipGradNorm of [0, 0.05]) {
+      const resident = trainer(N, { clipGradNorm }), stream = trainer(24, { clipGradNorm });
+      try {
+        const rp: Progress[] = [], sp: Progress[] = [];
+        const a = await resident.t.fit({ x: x32, labels: data.labels }, { epochs: 2, shuffle: false, onProgress: (p) => rp.push(p) });
+        const b = await stream.t.fit(npy() as never, { epochs: 2, shuffle: false, onProgress: (p) => sp.push(p) });
+        expect(same(stream.weights(), resident.weights()), `clip ${clipGradNorm}`).toBe(true);
+        expect([b.loss, b.steps], `clip ${clipGradNorm}`).toEqual([a.loss, a.steps]);
+        expect(sp.map((p) => p.step)).toEqual([3, 6, 9, 12, 15, 18, 21, 24]);  // a report a window of 3 steps
+        // Each report's loss is its epoch's so far; the last of each epoch is the resident one's.
+        expect([sp[3]!.loss, sp[7]!.loss]).toEqual(rp.filter((p) => p.batch === p.batches).map((p) => p.loss));
+        if (clipGradNorm > 0) {
+          expect(sp.every((p) => p.gradNorms?.length === 3 && p.gradNorms.every((n) => n > 0))).toBe(true);
+          expect(sp.flatMap((p) => p.gradNorms!)).toEqual(rp.flatMap((p) => p.gradNorms!));
+        }
+      } finally {
+        resident.arena.dispose();
+        stream.arena.dispose();
+      }
+    }
   });
 
   it('a non-finite value found on upload is a BAD_DATA naming the element as the source knows it', async () => {

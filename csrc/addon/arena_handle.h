@@ -38,6 +38,8 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   const std::shared_ptr<Communicator>& comm() const { return comm_; }
   void setComm(std::shared_ptr<Communicator> c) { comm_ = std::move(c); }
   bool busy() const { return runsInFlight_ > 0; }
+  // The order of runs queued while others are in flight (window_stager.cc's run).
+  const std::shared_ptr<RunTurns>& turns() const { return turns_; }
 
  private:
   Napi::Value Transfer(const Napi::CallbackInfo& info);
@@ -66,6 +68,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   uint32_t runsInFlight_ = 0;
   std::vector<Napi::Promise::Deferred> idleWaiters_;  // synchronize() calls, resolved at idle
   int64_t external_ = 0;
+  std::shared_ptr<RunTurns> turns_ = std::make_shared<RunTurns>();
 };
 
 }  // namespace nna::addon

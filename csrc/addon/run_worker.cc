@@ -8,17 +8,37 @@
 
 namespace nna::addon {
 
-BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work)
-    : PromiseWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)), work_(std::move(work)) {}
+BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work,
+                         std::shared_ptr<RunTurns> turns, Shape shape)
+    : PromiseWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)), work_(std::move(work)),
+      turns_(std::move(turns)), shape_(std::move(shape)) {}
 
 Napi::Promise BlockWorker::start() {
   Napi::Promise p = promise();
+  if (turns_) {
+    std::lock_guard<std::mutex> lock(turns_->m);
+    ticket_ = turns_->issued++;
+  }
   owner_->runStarted();
   Queue();
   return p;
 }
 
 void BlockWorker::Run() {
+  // The turn ends however the work ends (the next one waits for it), before the block's mutex
+  // is taken (the work before holds it).
+  struct Turn {
+    RunTurns* t;
+    ~Turn() {
+      if (!t) return;
+      { std::lock_guard<std::mutex> lock(t->m); ++t->ended; }
+      t->cv.notify_all();
+    }
+  } turn{turns_.get()};
+  if (turns_) {
+    std::unique_lock<std::mutex> wait(turns_->m);
+    turns_->cv.wait(wait, [&] { return turns_->ended == ticket_; });
+  }
   std::lock_guard<std::mutex> lock(block_->mutex());
   if (block_->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
   try {
@@ -31,7 +51,10 @@ void BlockWorker::Run() {
   block_->releaseIfAsked();  // dispose() during the work: the memory goes now
 }
 
-Napi::Value BlockWorker::Result() { return result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_); }
+Napi::Value BlockWorker::Result() {
+  if (shape_) return shape_(Env(), result_);
+  return result_.empty() ? Env().Undefined() : Napi::String::New(Env(), result_);
+}
 
 void BlockWorker::Ended(bool) { owner_->runEnded(); }
 

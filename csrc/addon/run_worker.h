@@ -6,8 +6,10 @@
 #pragma once
 #include <napi.h>
 
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "../core/block.h"
@@ -25,13 +27,25 @@ struct RunOwner {
   virtual void runEnded() = 0;
 };
 
+// Work queued behind other work of an arena in call order (a streamed fit queues a window's run
+// while the one before trains): each takes a ticket when queued and starts once every earlier
+// ticket has ended, whichever of libuv's threads picks it up first.
+struct RunTurns {
+  std::mutex m;
+  std::condition_variable cv;
+  uint64_t issued = 0, ended = 0;
+};
+
 class BlockWorker : public PromiseWorker {
  public:
-  // `work` runs off the JS thread with the block's mutex held; a non-empty string it returns
-  // resolves the promise (else undefined). `self`: the owner's JS object, kept alive until the
-  // work has reported its end.
+  // `work` runs off the JS thread with the block's mutex held; what it returns resolves the
+  // promise: `shape` of it where given, else the string (undefined when empty). `self`: the
+  // owner's JS object, kept alive until the work has reported its end. `turns`: work that
+  // waits its turn (RunTurns), or null.
   using Work = std::function<std::string(Block&)>;
-  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work);
+  using Shape = std::function<Napi::Value(Napi::Env, const std::string&)>;
+  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work,
+              std::shared_ptr<RunTurns> turns = nullptr, Shape shape = nullptr);
   // Queues the work and returns its promise.
   Napi::Promise start();
 
@@ -44,6 +58,9 @@ class BlockWorker : public PromiseWorker {
   RunOwner* owner_;
   Napi::ObjectReference self_;
   Work work_;
+  std::shared_ptr<RunTurns> turns_;
+  uint64_t ticket_ = 0;
+  Shape shape_;
   std::string result_;
 };
 

@@ -1,14 +1,15 @@
 #include "window_stager.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "../budget/budgeted_block.h"
-#include "../core/finite.h"
 #include "addon_data.h"
 #include "arena_handle.h"
 #include "convert.h"
 #include "js_error.h"
 #include "promise_worker.h"
+#include "run_worker.h"
 
 namespace nna::addon {
 
@@ -23,29 +24,21 @@ WindowStager::Buffers::~Buffers() {
 
 namespace {
 
-// Checks a slot's window and copies it to the slot's staging buffer, off the JS thread. Resolves
-// with -1, or the index of the first non-finite element (x's first, then y's): nothing went up.
+// Copies a slot's window to the slot's staging buffer, off the JS thread. Its values are
+// checked on their way from there into the data regions (run()).
 class UploadWorker : public PromiseWorker {
  public:
   UploadWorker(Napi::Env env, Napi::Object owner, int64_t* flag, std::shared_ptr<WindowStager::Buffers> b, uint64_t i,
-               uint64_t xBytes, uint64_t yAt, uint64_t yBytes, bool f64)
+               uint64_t xBytes, uint64_t yAt, uint64_t yBytes)
       : PromiseWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(b_->slots[i]),
-        staged_(b_->staged[i]), xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes), f64_(f64) {}
+        staged_(b_->staged[i]), xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes) {}
 
  private:
   void Run() override {
-    const uint64_t size = f64_ ? 8 : 4;
-    bad_ = firstNonFinite(slot_, xBytes_ / size, f64_);
-    if (bad_ < 0) {
-      const int64_t y = firstNonFinite(slot_ + yAt_, yBytes_ / size, f64_);
-      if (y >= 0) bad_ = int64_t(xBytes_ / size) + y;
-    }
-    if (bad_ >= 0) return;
     const Backend::Copy copies[2] = {{staged_, slot_, xBytes_}, {staged_ + yAt_, slot_ + yAt_, yBytes_}};
     b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
     for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
   }
-  Napi::Value Result() override { return Napi::Number::New(Env(), double(bad_)); }
   void Ended(bool) override { *flag_ = -1; }
 
   Napi::ObjectReference owner_;  // keeps the stager (and its flag) alive
@@ -54,8 +47,6 @@ class UploadWorker : public PromiseWorker {
   uint8_t* slot_;
   uint8_t* staged_;
   uint64_t xBytes_, yAt_, yBytes_;
-  bool f64_;
-  int64_t bad_ = -1;
 };
 
 }  // namespace
@@ -63,7 +54,7 @@ class UploadWorker : public PromiseWorker {
 Napi::Function WindowStager::Define(Napi::Env env) {
   return DefineClass(env, "WindowStager",
                      {InstanceMethod<&WindowStager::Slot>("slot"), InstanceMethod<&WindowStager::Upload>("upload"),
-                      InstanceMethod<&WindowStager::Commit>("commit"), InstanceMethod<&WindowStager::Dispose>("dispose")});
+                      InstanceMethod<&WindowStager::Run>("run"), InstanceMethod<&WindowStager::Dispose>("dispose")});
 }
 
 WindowStager::WindowStager(const Napi::CallbackInfo& info) : Napi::ObjectWrap<WindowStager>(info) {
@@ -123,30 +114,97 @@ Napi::Value WindowStager::Upload(const Napi::CallbackInfo& info) {
   const std::shared_ptr<Buffers> b = live(env);
   if (i >= b->slots.size() || xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "upload outside the stream's buffers");
   if (uploading_ >= 0) throwJs(env, "BUSY", "an upload is in flight on this stream");
-  auto* w = new UploadWorker(env, Value(), &uploading_, b, i, xBytes, xCapacity_, yBytes, f64_);
+  if (b->runsQueued[i] > 0) throwJs(env, "BUSY", "a queued run has yet to take this buffer's window");
+  auto* w = new UploadWorker(env, Value(), &uploading_, b, i, xBytes, xCapacity_, yBytes);
   Napi::Promise p = w->promise();
   uploading_ = int64_t(i);
   w->Queue();
   return p;
 }
 
-// commit(i, xBytes, yBytes): slot i's staged rows into the arena's xdata / ydata on the device;
-// the arena must be idle (BUSY during a run), and no upload in flight into that buffer.
-Napi::Value WindowStager::Commit(const Napi::CallbackInfo& info) {
+// run(i, xBytes, yBytes, params, statsOffset, statsBytes, first): a run (params as ArenaHandle's
+// run) on slot i's staged window. Its worker copies the window into the arena's xdata / ydata,
+// checking it on the way (Backend::copyCheckedOnDevice), runs, and reads the arena's bytes
+// [statsOffset, + statsBytes) back (one transfer, counted). Resolves with { path, stats: ArrayBuffer,
+// bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
+// (x's values, then y's) and value = it, untrained; the runs queued after it (`first` false) then
+// do nothing (bad = -2) until a fit's first run. Queued behind a run in flight, it starts when
+// that one ends. Slot i takes no upload until the copy is done (BUSY).
+Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint64_t i = exactU64(env, info[0], "slot"), xBytes = exactU64(env, info[1], "xBytes"), yBytes = exactU64(env, info[2], "yBytes");
+  const RunParams p = runParamsOf(env, info[3]);
+  const uint64_t statsOffset = exactU64(env, info[4], "statsOffset"), statsBytes = exactU64(env, info[5], "statsBytes");
+  const bool first = boolean(env, info[6], "first");
   const std::shared_ptr<Buffers> b = live(env);
-  if (i >= b->staged.size() || xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "commit outside the stream's buffers");
+  if (i >= b->staged.size() || xBytes > xCapacity_ || yBytes > yCapacity_) throwJs(env, "OUT_OF_RANGE", "a run outside the stream's buffers");
   if (uploading_ == int64_t(i)) throwJs(env, "BUSY", "an upload into this buffer is in flight");
-  const std::shared_ptr<Block> block = arena_->live(env, true);
+  const std::shared_ptr<Block> block = arena_->live(env, false);
   if (block != b->block) throwJs(env, "DISPOSED", "the arena was disposed");
-  guarded(env, [&] {
-    std::lock_guard<std::mutex> lock(block->mutex());
-    if (block->released()) NNA_FAIL("DISPOSED", "the arena was disposed");
-    const Backend::Copy copies[2] = {{block->device() + xOffset_, b->staged[i], xBytes}, {block->device() + yOffset_, b->staged[i] + xCapacity_, yBytes}};
-    block->backend().copyAside(copies, 2, Dir::ToDevice, true);
-  });
-  return env.Undefined();
+  if (statsOffset > block->total() || statsBytes > block->total() - statsOffset) throwJs(env, "OUT_OF_RANGE", "stats outside the arena");
+  // Slot i is free for uploads again once the copy is done, or once the work is gone unrun.
+  struct Queued {
+    std::shared_ptr<Buffers> b;
+    uint64_t i;
+    bool copied = false;
+    Queued(std::shared_ptr<Buffers> buffers, uint64_t slot) : b(std::move(buffers)), i(slot) { ++b->runsQueued[i]; }
+    void done() { if (!copied) { copied = true; --b->runsQueued[i]; } }
+    ~Queued() { done(); }
+  };
+  struct Out {
+    std::vector<uint8_t> stats;
+    int64_t bad = -1;
+    double value = 0;
+  };
+  auto q = std::make_shared<Queued>(b, i);
+  auto out = std::make_shared<Out>();
+  out->stats.resize(statsBytes);
+  const uint64_t xAt = xOffset_, yAt = yOffset_, yCap = xCapacity_;
+  const bool f64 = f64_;
+  auto work = [q, out, p, xAt, yAt, yCap, xBytes, yBytes, statsOffset, first, f64](Block& blk) -> std::string {
+    Buffers& bufs = *q->b;
+    if (first) bufs.failed = false;
+    if (bufs.failed) {  // a window before this one was refused: this fit trains no more
+      q->done();
+      out->bad = -2;
+      return "";
+    }
+    uint8_t* staged = bufs.staged[q->i];
+    const Backend::Copy copies[2] = {{blk.device() + xAt, staged, xBytes}, {blk.device() + yAt, staged + yCap, yBytes}};
+    const int64_t bad = blk.backend().copyCheckedOnDevice(copies, 2, f64);
+    if (bad >= 0) {  // the value, read from the staging buffer before anything can refill it
+      const uint64_t size = f64 ? 8 : 4, xCount = xBytes / size;
+      const uint8_t* at = uint64_t(bad) < xCount ? staged + bad * size : staged + yCap + (bad - xCount) * size;
+      uint8_t v[8] = {};
+      blk.backend().copy(v, at, size, Dir::ToHost);
+      blk.countTransfer(Dir::ToHost, size);
+      if (f64) std::memcpy(&out->value, v, 8);
+      else { float f; std::memcpy(&f, v, 4); out->value = f; }
+      bufs.failed = true;
+      out->bad = bad;
+    }
+    q->done();
+    if (bad >= 0) return "";
+    std::string path = runReplica(blk, nullptr, p);
+    if (!out->stats.empty()) {
+      blk.backend().copy(out->stats.data(), blk.device() + statsOffset, out->stats.size(), Dir::ToHost);
+      blk.countTransfer(Dir::ToHost, out->stats.size());
+    }
+    return path;
+  };
+  auto shape = [out](Napi::Env e, const std::string& path) -> Napi::Value {
+    Napi::Object o = Napi::Object::New(e);
+    o.Set("path", Napi::String::New(e, path));
+    const bool ran = out->bad == -1;
+    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(e, ran ? out->stats.size() : 0);
+    if (ran && !out->stats.empty()) std::memcpy(ab.Data(), out->stats.data(), out->stats.size());
+    o.Set("stats", ab);
+    o.Set("bad", Napi::Number::New(e, double(out->bad)));
+    o.Set("value", Napi::Number::New(e, out->value));
+    return o;
+  };
+  auto* w = new BlockWorker(env, "nn-arena:stream-run", block, arena_, handle_.Value(), work, arena_->turns(), shape);
+  return w->start();
 }
 
 // dispose(): detaches the slots' views; the memory goes once an upload in flight ends.

@@ -32,6 +32,11 @@ struct Backend {
   // into the data regions, device -> device (csrc/addon/window_stager.cc). CPU: memcpys.
   struct Copy { void* dst; const void* src; size_t bytes; };
   virtual void copyAside(const Copy* copies, size_t n, Dir dir, bool onDevice) = 0;
+  // Device-to-device copies of float values (float64 when f64, else float32) on the backend's
+  // own stream, complete on return, with the index of the first NaN or infinity among the values
+  // copied (the copies' values counted one after another), or -1: a streamed window goes into
+  // the data regions and is checked in the same pass (window_stager.cc). CPU: memcpys and a scan.
+  virtual int64_t copyCheckedOnDevice(const Copy* copies, size_t n, bool f64) = 0;
   virtual void prefetch(void* p, size_t bytes, Where where) = 0;
   virtual void advise(void* p, size_t bytes, Advice advice, Where where, bool unset) = 0;
   virtual void synchronize() = 0;

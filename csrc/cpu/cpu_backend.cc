@@ -4,6 +4,7 @@
 
 #include "../core/backend.h"
 #include "../core/failure.h"
+#include "../core/finite.h"
 #include "../core/host_memory.h"
 
 namespace nna {
@@ -24,6 +25,17 @@ struct CpuBackend final : Backend {
   void copy(void* dst, const void* src, size_t bytes, Dir) override { std::memcpy(dst, src, bytes); }
   void copyAside(const Copy* c, size_t n, Dir, bool) override {
     for (size_t i = 0; i < n; ++i) std::memcpy(c[i].dst, c[i].src, c[i].bytes);
+  }
+  int64_t copyCheckedOnDevice(const Copy* c, size_t n, bool f64) override {
+    const uint64_t size = f64 ? 8 : 4;
+    int64_t before = 0, found = -1;
+    for (size_t i = 0; i < n; ++i) {
+      std::memcpy(c[i].dst, c[i].src, c[i].bytes);
+      const int64_t at = found < 0 ? firstNonFinite(c[i].dst, c[i].bytes / size, f64) : -1;
+      if (at >= 0) found = before + at;
+      before += int64_t(c[i].bytes / size);
+    }
+    return found;
   }
   void prefetch(void*, size_t, Where) override {
     NNA_FAIL("NOT_SUPPORTED", "prefetch applies to managed memory on the CUDA backend; this arena is on the CPU backend");

@@ -2,6 +2,7 @@
 // Pinned host memory (cudaMallocHost) by default, device memory from cudaMalloc or, for
 // 'managed', cudaMallocManaged: never more than 90% of the free device memory, because
 // oversubscribed managed memory can stall the whole GPU for every process on it.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -25,6 +26,35 @@ cudaMemLocation locationOf(Where where) {
     loc.id = 0;
   }
   return loc;
+}
+
+// Copies n values from src to dst (16 bytes a load where both are aligned to 16) and folds the
+// least index i < n whose value has every exponent bit set (NaN or an infinity), plus `base`,
+// into *first by atomicMin (it starts at ~0: none). Grid-stride: a warp's loads are coalesced,
+// and a thread's later indices are larger, so it stops at its first.
+template <typename U>
+__global__ void copyCheckedKernel(U* dst, const U* src, uint64_t n, uint64_t base, unsigned long long* first) {
+  constexpr U exp = sizeof(U) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
+  constexpr uint64_t per = 16 / sizeof(U);
+  const uint64_t stride = uint64_t(gridDim.x) * blockDim.x, t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
+  const bool wide = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
+  const uint64_t chunks = wide ? n / per : 0;
+  bool found = false;
+  for (uint64_t c = t; c < chunks && !found; c += stride) {
+    const uint4 v = reinterpret_cast<const uint4*>(src)[c];
+    reinterpret_cast<uint4*>(dst)[c] = v;
+    const U* u = reinterpret_cast<const U*>(&v);
+    for (uint64_t j = 0; j < per; ++j)
+      if ((u[j] & exp) == exp) { atomicMin(first, (unsigned long long)(base + c * per + j)); found = true; break; }
+  }
+  if (found) {  // the copy goes on, unchecked
+    for (uint64_t c = t; c < chunks; c += stride) reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
+  }
+  for (uint64_t i = chunks * per + t; i < n; i += stride) {
+    const U v = src[i];
+    dst[i] = v;
+    if (!found && (v & exp) == exp) { atomicMin(first, (unsigned long long)(base + i)); found = true; }
+  }
 }
 
 struct CudaBackend final : Backend {
@@ -107,7 +137,36 @@ struct CudaBackend final : Backend {
     CUDA_CHECK(w);
   }
 
+  // On the device -> device aside stream (a window's copy into the data regions runs while no
+  // run does: window_stager.cc).
+  int64_t copyCheckedOnDevice(const Copy* c, size_t n, bool f64) override {
+    DeviceScope scope(device_);
+    cudaStream_t s = asideStream(2);
+    std::lock_guard<std::mutex> lock(checkMutex_);
+    if (!first_) CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&first_), sizeof *first_));
+    CUDA_CHECK(cudaMemsetAsync(first_, 0xff, sizeof *first_, s));  // ~0: none found
+    const uint64_t size = f64 ? 8 : 4;
+    uint64_t base = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const uint64_t count = c[i].bytes / size;
+      if (count == 0) continue;
+      const unsigned blocks = unsigned(std::min<uint64_t>(2048, (count / (16 / size) + 255) / 256 + 1));
+      if (f64) copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint64_t*>(c[i].dst), static_cast<const uint64_t*>(c[i].src), count, base, first_);
+      else copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint32_t*>(c[i].dst), static_cast<const uint32_t*>(c[i].src), count, base, first_);
+      CUDA_CHECK(cudaGetLastError());
+      base += count;
+    }
+    unsigned long long found = 0;
+    CUDA_CHECK(cudaMemcpyAsync(&found, first_, sizeof found, cudaMemcpyDeviceToHost, s));
+    CUDA_CHECK(cudaStreamSynchronize(s));
+    return found == ~0ull ? -1 : int64_t(found);
+  }
+
   ~CudaBackend() override {
+    if (first_) {
+      cudaSetDevice(device_);
+      cudaFree(first_);  // at process exit the runtime may be gone: nothing to check
+    }
     for (cudaStream_t s : aside_)
       if (s) {
         cudaSetDevice(device_);
@@ -147,6 +206,8 @@ struct CudaBackend final : Backend {
   int device_;
   std::mutex asideMutex_;
   cudaStream_t aside_[3] = {nullptr, nullptr, nullptr};  // host -> device, device -> host, device -> device
+  std::mutex checkMutex_;
+  unsigned long long* first_ = nullptr;  // copyCheckedOnDevice's answer
 };
 
 // An empty kernel: cudaInfo asks the runtime for its attributes to learn whether this binary

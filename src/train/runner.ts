@@ -3,9 +3,10 @@
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
 import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena.js';
 import { scheduledLr } from './optimizer-options.js';
-import { ArenaError, DataError } from '../errors.js';
+import { ArenaError, DataError, fromNative } from '../errors.js';
+import { notifyTransfer } from '../transfer-events.js';
 import type { Dtype, Kind } from '../layout/header.js';
-import { LOSSES, OPS, PRECISIONS, type RunParams, type RunPath } from '../native.js';
+import { LOSSES, OPS, PRECISIONS, type NativeWindowStager, type RunParams, type RunPath } from '../native.js';
 import type { RunQueue } from '../run-queue.js';
 import { snapshotData, type Snapshot } from './data.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
@@ -134,6 +135,38 @@ export class Runner {
   async run(params: RunParams): Promise<RunPath> {
     this.syncDevice();
     return this.#tracked([this.arena], params.op, () => runArena(this.arena, { ...this.#baseParams(), ...params }));
+  }
+
+  /** A streamed window's run (src/train/stream-fit.ts): the window staged in `slot` goes into
+   *  the data regions, checked on the way, then the run, then the stats come back with it (one
+   *  transfer, as stats() makes). It may be queued while the run before it trains: the runs keep
+   *  their order. `bad` >= 0: the window held a NaN or infinity there (`value`), nothing trained;
+   *  -2: a window before it did (nothing done). `first`: a fit's first run. */
+  async runWindow(stager: NativeWindowStager, slot: number, xBytes: number, yBytes: number, params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; bad: number; value: number }> {
+    this.syncDevice();
+    const region = this.arena.plan.region(this.last, 'stats')!;
+    let r!: Awaited<ReturnType<NativeWindowStager['run']>>;
+    const path = await this.#tracked([this.arena], params.op, async () => {
+      try {
+        r = await stager.run(slot, xBytes, yBytes, { ...this.#baseParams(), ...params }, region.offset, region.bytes, first);
+        return r.path;
+      } catch (e) {
+        throw fromNative(e);
+      }
+    });
+    if (r.bad !== -1) return { path, stats: [], bad: r.bad, value: r.value };
+    notifyTransfer(this.arena, 'toHost', { layers: [this.last], kinds: ['stats'] }, { transfers: 1, bytes: region.bytes });
+    const V = this.dtype === 'float64' ? Float64Array : Float32Array;
+    const per = region.bytes / V.BYTES_PER_ELEMENT / this.models;
+    const stats = Array.from({ length: this.models }, (_, m) => new V(r.stats, m * per * V.BYTES_PER_ELEMENT, per) as View);
+    stats.forEach((v, m) => this.arena.view(this.last, 'stats', m).set(v));  // the host side holds what was read last, as after stats()
+    return { path, stats, bad: -1, value: 0 };
+  }
+
+  /** Whether a run leaves state that is read after it (clipping's norms, fp16's loss scale): the
+   *  next run may not be queued before that read. */
+  get readsAfterRun(): boolean {
+    return this.settings.opt.clipGradNorm > 0 || !!this.settings.lossScale;
   }
 
   /** One run of every arena of this process; `params(rank, i)` for global rank `rank`. */

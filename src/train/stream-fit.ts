@@ -9,11 +9,12 @@
 //            gather pool (csrc/addon/gather_pool.h, threads of its own; an unshuffled iterable's
 //            large batches too, copy_bytes.cc) into one of two host slots (pinned on CUDA:
 //            window_stager.h);
-//   upload   window k + 1 is checked for non-finite values and copied to a device staging
-//            buffer by a worker thread, on a CUDA stream of its own;
-//   run      window k trains natively.
-// Between runs what is left is a device-to-device copy of the staged window into the data
-// regions (commit): microseconds. A window holds its rows in training order (the source
+//   upload   window k + 1 is copied to a device staging buffer by a worker thread, on a CUDA
+//            stream of its own, and checked there for non-finite values;
+//   run      window k trains natively: its worker first copies the staged window into the data
+//            regions (device to device: microseconds), and reads the stats back at its end.
+// The run of window k + 1 is queued while window k trains (window_stager.h), so the device goes
+// from one window to the next without waiting on this thread. A window holds its rows in training order (the source
 // shuffles: src/train/stream.ts), so each run keeps them in place. The seeded draws (a file's
 // permutation per epoch, an iterable's shuffle buffer draws) happen as fills run, one fill
 // after another, so the order is that of filling one window at a time.
@@ -57,11 +58,12 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
     });
     const k = (kept = { stager, slots, inflight: new Set<Promise<unknown>>() });
     buffersOf.set(arena, k);
-    // Fills in flight write the slots from native threads: then the slots go once they settle.
+    // Fills in flight write the slots from native threads: then the slots go once they, and
+    // any started while they ran, have settled.
     onDispose(arena, () => {
       buffersOf.delete(arena);
-      if (k.inflight.size === 0) stager.dispose();
-      else void Promise.allSettled(k.inflight).then(() => stager.dispose());
+      const drain = async () => { while (k.inflight.size > 0) await Promise.allSettled([...k.inflight]); };
+      void drain().then(() => stager.dispose());
     });
   }
   const pending: Array<Promise<unknown>> = [];  // settled before the files close and the next fit
@@ -116,6 +118,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const trace = process.env.NN_ARENA_STREAM_TRACE === '1' ? (what: string) => process.stderr.write(`stream ${(performance.now() - t0).toFixed(3)} ${what}\n`) : undefined;
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
+    if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');  // its slots are going
     trace?.(`fill ${index} begin`);
     const rows = ramp[fills++] ?? window;
     let f = await fill(rows, slots[slot]!);
@@ -133,19 +136,14 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     if (!w) return undefined;
     trace?.(`upload ${w.index} begin`);
     const xBytes = w.rows * inputs * bpe, yBytes = w.rows * outputs * bpe;
-    let bad: number;
-    try { bad = await stager.upload(w.slot, xBytes, yBytes); } catch (e) { throw fromNative(e); }
-    if (bad >= 0) {
-      const kind = bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? bad : bad - w.rows * inputs;
-      throw new DataError('BAD_DATA', w.where(kind, i), slots[w.slot]![kind][i], `is not a finite ${r.dtype} number`);
-    }
+    try { await stager.upload(w.slot, xBytes, yBytes); } catch (e) { throw fromNative(e); }
     trace?.(`upload ${w.index} end`);
     notifyTransfer(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
     return w;
   };
 
   let last: Metrics = { loss: NaN, accuracy: NaN };
-  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0;
+  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0, queuedSteps = 0;
   // Window k lives in slot k % 2: its host slot and its device staging buffer. Fills run one
   // after another (their seeded draws), and so do uploads.
   // A window goes up once it is filled and the window before it is up.
@@ -154,49 +152,90 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   let next = track(first.then((w) => (w ? fillNext(1) : undefined)));  // window k + 1, filling
   const filled = track(first.then(upload));  // window 0, staged
   let staged = uploadAfter(filled, next);  // window k + 1, going up
-  for (let w = await filled; w; ) {
-    if (o.signal?.aborted) {  // between windows: the weights are those of the last whole window
-      arena.toHost({ kinds: PARAM_KINDS });
-      throw abortError('fit', o.signal);
-    }
+  // A window's run takes it from its staging buffer into the data regions, trains, and brings
+  // the stats back (Runner.runWindow): nothing waits on this thread between two runs. Unless a
+  // run leaves state read after it (clipping's norms, fp16's loss scale), the next window's run
+  // is queued while this one trains, so the device goes from one window to the next at once.
+  const ahead = !r.readsAfterRun;
+  interface Launched { w: Window; n: number; stepBase: number; at: number; run: ReturnType<Runner['runWindow']>; after: Promise<Window | undefined> }
+  let launches = 0;
+  const launch = (w: Window): Launched => {
+    if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
     trace?.(`window ${w.index} ready`);
-    r.syncDevice();
-    // The window goes into the data regions (which then hold no resident data set of fit /
-    // evaluate: dropped first, so a failed copy leaves no stale claim).
+    // The data regions then hold no resident data set of fit / evaluate (dropped first, so a
+    // failed run leaves no stale claim).
     r.state.resident = undefined;
-    call(() => stager.commit(w!.slot, w!.rows * inputs * bpe, w!.rows * outputs * bpe));
-    trace?.(`commit ${w.index} end`);
-    if (w.index === 0) { done = 0; seen = 0; epochStart = performance.now(); }
     const n = Math.ceil(w.rows / batch);
-    const stepBase = r.state.steps;
+    const stepBase = r.state.steps + queuedSteps;
     r.checkSteps(stepBase, n);
-    // The run goes to libuv's queue first (synchronously, here), ahead of the reads below.
-    trace?.(`run ${w.index} begin`);
-    const running = r.run({ op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 });
-    // Window k's slot and staging buffer are free (uploaded, committed): window k + 2 fills the
-    // slot, then goes up after window k + 1.
-    const slot = w.slot;
-    next = track(next.then((f) => (f ? fillNext(slot) : undefined)));
-    const after = uploadAfter(staged, next);
-    path = await running;
+    queuedSteps += n;
+    trace?.(`run ${w.index} queued`);
+    const run = track(r.runWindow(stager, w.slot, w.rows * inputs * bpe, w.rows * outputs * bpe, { op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 }, launches++ === 0));
+    // Window k's host slot is free (uploaded): window k + 2 fills it, then goes up after window
+    // k + 1, and after this run has taken the staging buffer's window.
+    next = track(next.then((f) => (f ? fillNext(w.slot) : undefined)));
+    const after = track(Promise.all([staged, next, run.catch(() => undefined)]).then(([, f]) => upload(f)));
+    return { w, n, stepBase, at: performance.now(), run, after };
+  };
+  // The next staged window, or the error its fill or upload met (thrown once the run before it is done).
+  const nextStaged = async (): Promise<{ w?: Window; error?: unknown }> => {
+    try {
+      return { w: await staged };
+    } catch (e) {  // a fill into buffers that dispose() took away: say so
+      return { error: arena.disposed ? new ArenaError('DISPOSED', 'the arena was disposed') : e };
+    }
+  };
+  const aborted = () => {
+    if (!o.signal?.aborted) return;
+    arena.toHost({ kinds: PARAM_KINDS });  // between windows: the weights are those of the last whole window
+    throw abortError('fit', o.signal);
+  };
+  aborted();
+  const w0 = await filled;
+  let cur = w0 ? launch(w0) : undefined;
+  while (cur) {
+    // The next window's run, queued behind this one (unless aborted, or it must wait for reads).
+    let queued: Launched | undefined, pending: { w?: Window; error?: unknown } | undefined;
+    if (ahead && !o.signal?.aborted) {
+      pending = await nextStaged();
+      staged = cur.after;
+      if (pending.w) queued = launch(pending.w);
+    }
+    const { w, n, stepBase } = cur;
+    const res = await cur.run;
     trace?.(`run ${w.index} end`);
+    if (res.bad >= 0) {  // checked on its way into the data regions: nothing of it trained, nor after it
+      if (queued) await queued.run.catch(() => undefined);
+      const kind = res.bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? res.bad : res.bad - w.rows * inputs;
+      throw new DataError('BAD_DATA', w.where(kind, i), res.value, `is not a finite ${r.dtype} number`);
+    }
+    path = res.path;
+    queuedSteps -= n;
     r.addSteps(n);
+    if (w.index === 0) { done = 0; seen = 0; epochStart = cur.at; }
     steps += n;
     done += n;
     seen += w.rows;
     samples += w.rows;
-    const stats = r.stats();
-    trace?.(`stats ${w.index} end`);
-    if (stats[0]![STATS.badStep]! >= 0) throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
+    const stats = res.stats;
+    if (stats[0]![STATS.badStep]! >= 0) {
+      if (queued) await queued.run.catch(() => undefined);
+      throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
+    }
     last = combine(stats.map(metricsOf), [false]);
     o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras() });
     trace?.(`progress ${w.index} end`);
-    try {
-      w = await staged;
-      staged = after;
-    } catch (e) {  // a fill into buffers that dispose() took away: say so
-      if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
-      throw e;
+    if (queued) { cur = queued; continue; }
+    if (pending?.error) throw pending.error;
+    if (pending === undefined) {
+      aborted();
+      pending = await nextStaged();
+      staged = cur.after;
+      if (pending.error) throw pending.error;
+      cur = pending.w ? launch(pending.w) : undefined;
+    } else {
+      aborted();  // the run queued while this one trained was not queued: aborted, or no window left
+      cur = undefined;
     }
   }
   arena.toHost({ kinds: PARAM_KINDS });
