@@ -10,9 +10,10 @@
 //            large batches too, copy_bytes.cc) into one of two host slots (pinned on CUDA:
 //            window_stager.h);
 //   upload   window k + 1 is copied to a device staging buffer by a worker thread, on a CUDA
-//            stream of its own, and checked there for non-finite values;
+//            stream of its own;
 //   run      window k trains natively: its worker first copies the staged window into the data
-//            regions (device to device: microseconds), and reads the stats back at its end.
+//            regions, checking it for non-finite values on the way (device to device:
+//            microseconds), and reads the stats back at its end.
 // The run of window k + 1 is queued while window k trains (window_stager.h), so the device goes
 // from one window to the next without waiting on this thread. A window holds its rows in training order (the source
 // shuffles: src/train/stream.ts), so each run keeps them in place. The seeded draws (a file's
