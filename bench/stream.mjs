@@ -15,6 +15,7 @@
 // resident steps.
 //   npx tsup && node bench/stream.mjs [--backend auto|cpu|cuda] [--nets S,M] [--rows 65536]
 //     [--window 8192] [--epochs 3] [--sources iterable,iterableInOrder,npy]
+//     [--trainer '{"optimizer":"adamw","clipGradNorm":1}'] (the plan's optimizer, the rest Trainer options)
 //     [--out bench/results/stream-<device>.json]
 // Windows are produced on nn-arena's gather threads (NN_ARENA_GATHER_THREADS, NN_ARENA_GATHER:
 // recorded in the results with UV_THREADPOOL_SIZE).
@@ -33,6 +34,7 @@ const window = Number(args.window ?? 8192);
 const epochs = Number(args.epochs ?? 3);
 const nets = (args.nets ?? 'S,M').split(',');
 const streamed = (args.sources ?? 'iterable,iterableInOrder,npy').split(',');
+const { optimizer = 'sgd', ...trainerOptions } = JSON.parse(args.trainer ?? '{}');
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-bench-'));
 const results = [];
 try {
@@ -54,11 +56,11 @@ try {
       iterableInOrder: [window, batches, { shuffle: false }],
       npy: [window, () => streamNpy({ x: join(dir, `x-${net}.npy`), labels: join(dir, `labels-${net}.npy`) })],
     };
-    const row = { network: net, layers, batch, rows, window, epochs };
+    const row = { network: net, layers, batch, rows, window, epochs, optimizer, trainerOptions };
     for (const [name, [samples, source, order = {}]] of Object.entries(sources).filter(([n]) => n === 'resident' || streamed.includes(n))) {
-      const arena = Arena.create(planLayout({ layers, batch, samples, optimizer: 'sgd' }), { backend });
+      const arena = Arena.create(planLayout({ layers, batch, samples, optimizer }), { backend });
       try {
-        const t = new Trainer(arena, { lr: 0.01 });
+        const t = new Trainer(arena, { lr: 0.01, ...trainerOptions });
         t.init(1);
         const data = () => (typeof source === 'function' ? source() : source);
         await t.fit(data(), { epochs: 1, seed: 1, ...order });  // warm-up: first uploads, kernels, file cache

@@ -147,7 +147,7 @@ describe('an iterable through the native shuffle buffer', () => {
     const buf = new ShuffleBuffer({ inputs: 2, outputs: 1, dtype: 'float64' }, 8);
     try {
       const rows = Float64Array.from({ length: 40 }, (_, i) => i);
-      const b: Batch = { x: rows, y: new Float64Array(20), count: 20, at: 0, base: 0, index: 0 };
+      const b: Batch = { x: rows, y: new Float64Array(20), count: 20, at: 0, index: 0 };
       const rng = new Rng(3), ref = new Rng(3);
       const f = await buf.fill(10, { x: new Float64Array(20), y: new Float64Array(10) }, () => (b.at < b.count ? b : undefined), rng);
       expect(f.rows).toBe(10);
@@ -162,7 +162,7 @@ describe('an iterable through the native shuffle buffer', () => {
   it('dispose() frees the rows: a later fill is an ArenaError DISPOSED', async () => {
     const buf = new ShuffleBuffer({ inputs: 2, outputs: 1, dtype: 'float32' }, 4);
     buf.dispose();
-    const b: Batch = { x: new Float32Array(8), y: new Float32Array(4), count: 4, at: 0, base: 0, index: 0 };
+    const b: Batch = { x: new Float32Array(8), y: new Float32Array(4), count: 4, at: 0, index: 0 };
     const err = await buf.fill(2, { x: new Float32Array(4), y: new Float32Array(2) }, () => b, new Rng(1)).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ArenaError);
     expect(err).toMatchObject({ code: 'DISPOSED' });

@@ -134,6 +134,10 @@ describe('fit() from a stream: the pipeline', () => {
       [bad(7 * 72, 1e39, true), 'batch 7.x[0]', Infinity],  // float64 1e39 is Infinity in float32
       [[{ x: mse.x.subarray(0, 20 * 6), y: mse.y.subarray(0, 80) }, { x: mse.x.subarray(120), y: yBad.subarray(80) }], 'batch 1.y[42]', Infinity],
     ];
+    // A batch split over two windows (48 rows, windows of 24): its second part, read in place.
+    const split = Float32Array.from(x32);
+    split[30 * 6 + 4] = NaN;
+    cases.push([[{ x: split.subarray(0, 48 * 6), labels: data.labels.subarray(0, 48) }, { x: split.subarray(48 * 6), labels: data.labels.subarray(48) }], 'batch 0.x[184]', NaN]);
     for (const [source, field, value] of cases) {
       const r = trainer(24);
       try {

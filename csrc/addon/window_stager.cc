@@ -126,7 +126,7 @@ Napi::Value WindowStager::Upload(const Napi::CallbackInfo& info) {
 // run) on slot i's staged window. Its worker copies the window into the arena's xdata / ydata,
 // checking it on the way (Backend::copyCheckedOnDevice), runs, and reads the arena's bytes
 // [statsOffset, + statsBytes) back (one transfer, counted). Resolves with { path, stats: ArrayBuffer,
-// bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
+// gradNorms: Float64Array (clipping's, per step), bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
 // (x's values, then y's) and value = it, untrained; the runs queued after it (`first` false) then
 // do nothing (bad = -2) until a fit's first run. Queued behind a run in flight, it starts when
 // that one ends. Slot i takes no upload until the copy is done (BUSY).
@@ -153,6 +153,7 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
   };
   struct Out {
     std::vector<uint8_t> stats;
+    std::vector<double> gradNorms;  // the run's clipping norms (the block's, read before the next run)
     int64_t bad = -1;
     double value = 0;
   };
@@ -186,6 +187,7 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     q->done();
     if (bad >= 0) return "";
     std::string path = runReplica(blk, nullptr, p);
+    out->gradNorms = blk.gradNorms();
     if (!out->stats.empty()) {
       blk.backend().copy(out->stats.data(), blk.device() + statsOffset, out->stats.size(), Dir::ToHost);
       blk.countTransfer(Dir::ToHost, out->stats.size());
@@ -199,6 +201,9 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(e, ran ? out->stats.size() : 0);
     if (ran && !out->stats.empty()) std::memcpy(ab.Data(), out->stats.data(), out->stats.size());
     o.Set("stats", ab);
+    Napi::Float64Array norms = Napi::Float64Array::New(e, out->gradNorms.size());
+    if (!out->gradNorms.empty()) std::memcpy(norms.Data(), out->gradNorms.data(), out->gradNorms.size() * sizeof(double));
+    o.Set("gradNorms", norms);
     o.Set("bad", Napi::Number::New(e, double(out->bad)));
     o.Set("value", Napi::Number::New(e, out->value));
     return o;

@@ -142,7 +142,7 @@ export class Runner {
    *  transfer, as stats() makes). It may be queued while the run before it trains: the runs keep
    *  their order. `bad` >= 0: the window held a NaN or infinity there (`value`), nothing trained;
    *  -2: a window before it did (nothing done). `first`: a fit's first run. */
-  async runWindow(stager: NativeWindowStager, slot: number, xBytes: number, yBytes: number, params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; bad: number; value: number }> {
+  async runWindow(stager: NativeWindowStager, slot: number, xBytes: number, yBytes: number, params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; gradNorms: number[]; bad: number; value: number }> {
     this.syncDevice();
     const region = this.arena.plan.region(this.last, 'stats')!;
     let r!: Awaited<ReturnType<NativeWindowStager['run']>>;
@@ -154,19 +154,19 @@ export class Runner {
         throw fromNative(e);
       }
     });
-    if (r.bad !== -1) return { path, stats: [], bad: r.bad, value: r.value };
+    if (r.bad !== -1) return { path, stats: [], gradNorms: [], bad: r.bad, value: r.value };
     notifyTransfer(this.arena, 'toHost', { layers: [this.last], kinds: ['stats'] }, { transfers: 1, bytes: region.bytes });
     const V = this.dtype === 'float64' ? Float64Array : Float32Array;
     const per = region.bytes / V.BYTES_PER_ELEMENT / this.models;
     const stats = Array.from({ length: this.models }, (_, m) => new V(r.stats, m * per * V.BYTES_PER_ELEMENT, per) as View);
     stats.forEach((v, m) => this.arena.view(this.last, 'stats', m).set(v));  // the host side holds what was read last, as after stats()
-    return { path, stats, bad: -1, value: 0 };
+    return { path, stats, gradNorms: Array.from(r.gradNorms), bad: -1, value: 0 };
   }
 
-  /** Whether a run leaves state that is read after it (clipping's norms, fp16's loss scale): the
-   *  next run may not be queued before that read. */
+  /** Whether a run leaves state that the next run's parameters need (fp16's loss scale, which
+   *  each run is given and leaves changed): the next run may not be queued before it ends. */
   get readsAfterRun(): boolean {
-    return this.settings.opt.clipGradNorm > 0 || !!this.settings.lossScale;
+    return !!this.settings.lossScale;
   }
 
   /** One run of every arena of this process; `params(rank, i)` for global rank `rank`. */
@@ -234,10 +234,11 @@ export class Runner {
   }
 
   /** What a progress report adds to the metrics where the options ask for it: each step's
-   *  gradient norm (clipping), the loss scale and the steps it skipped (precision 'fp16'). */
-  progressExtras(): { gradNorms?: number[]; lossScale?: number; skippedSteps?: number } {
+   *  gradient norm (clipping; `norms` where the run brought them back), the loss scale and the
+   *  steps it skipped (precision 'fp16'). */
+  progressExtras(norms?: number[]): { gradNorms?: number[]; lossScale?: number; skippedSteps?: number } {
     return {
-      ...(this.settings.opt.clipGradNorm > 0 ? { gradNorms: this.gradNorms() } : {}),
+      ...(this.settings.opt.clipGradNorm > 0 ? { gradNorms: norms ?? this.gradNorms() } : {}),
       ...(this.settings.lossScale ? { lossScale: this.scaler.scale, skippedSteps: this.scaler.skipped } : {}),
     };
   }

@@ -41,7 +41,7 @@ export class ShuffleBuffer {
       const b = h instanceof Promise ? await h : h;
       this.#state[0] = rng.bits;
       const [taken, out, done] = b
-        ? call(() => this.#pool.push(this.#rows(b.x, b, wx), this.#rows(b.y, b, wy), b.index, b.base + b.at, ox, oy, rows, max - rows, this.#state, where))
+        ? call(() => this.#pool.push(this.#rows(b.x, b, wx), this.#rows(b.y, b, wy), b.index, b.at, ox, oy, rows, max - rows, this.#state, where))
         : [0, ...call(() => this.#pool.drain(ox, oy, rows, max - rows, this.#state, where))];
       rng.bits = this.#state[0]!;
       try { await done; } catch (e) { throw fromNative(e); }

@@ -154,9 +154,10 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const filled = track(first.then(upload));  // window 0, staged
   let staged = uploadAfter(filled, next);  // window k + 1, going up
   // A window's run takes it from its staging buffer into the data regions, trains, and brings
-  // the stats back (Runner.runWindow): nothing waits on this thread between two runs. Unless a
-  // run leaves state read after it (clipping's norms, fp16's loss scale), the next window's run
-  // is queued while this one trains, so the device goes from one window to the next at once.
+  // the stats and clipping's norms back (Runner.runWindow): nothing waits on this thread between
+  // two runs. Unless a run leaves state the next one is given (fp16's loss scale), the next
+  // window's run is queued while this one trains, so the device goes from one window to the
+  // next at once.
   const ahead = !r.readsAfterRun;
   interface Launched { w: Window; n: number; stepBase: number; at: number; run: ReturnType<Runner['runWindow']>; after: Promise<Window | undefined> }
   let launches = 0;
@@ -224,7 +225,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
     }
     last = combine(stats.map(metricsOf), [false]);
-    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras() });
+    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras(res.gradNorms) });
     trace?.(`progress ${w.index} end`);
     if (queued) { cur = queued; continue; }
     if (pending?.error) throw pending.error;

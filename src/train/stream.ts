@@ -20,7 +20,7 @@ import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './
 import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';
 import { affinePermutation, mulmod, type Rng } from './rng.js';
 import { ShuffleBuffer, type Head } from './shuffle-buffer.js';
-import { slice, subarray, viewBytes, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
+import { subarray, viewBytes, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 
 /** A data source fit() streams: opened once per fit, one reader per epoch. */
 export interface DataStream {
@@ -64,7 +64,7 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
   if (y !== undefined) {
     const ny = numericTypedLength(y)!;
     if (ny !== count * t.outputs) throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, ny, `must be ${count} samples x ${t.outputs} outputs = ${count * t.outputs}`);
-    return { x, y, count, at: 0, base: 0, index };
+    return { x, y, count, at: 0, index };
   }
   const ls = snapshotNumbers(labels, `${field}.labels`, 'float64', (n) => {
     if (n !== count) throw new DataError('BAD_DATA', `${field}.labels.length`, n, `must equal the ${count} samples in x`);
@@ -75,7 +75,7 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
     if (!Number.isInteger(c) || c < 0 || c >= t.outputs) throw new DataError('BAD_LABEL', `${field}.labels[${i}]`, c, `is not a class in [0, ${t.outputs - 1}]`);
     ys[i * t.outputs + c] = 1;
   }
-  return { x, y: ys, count, at: 0, base: 0, index };
+  return { x, y: ys, count, at: 0, index };
 }
 
 /** Rows of one call a native parallel copy is worth (its promise costs a round trip). */
@@ -98,13 +98,7 @@ async function copyRows(into: WindowBuffers, row: number, b: Batch, n: number, t
 
 function snapshotted(v: unknown, t: StreamTarget, index: number): Batch {
   const d = snapshotData(v, t.inputs, t.outputs, t.dtype, `batch ${index}`);
-  return { x: d.x, y: d.y!, count: d.count, at: 0, base: 0, index };
-}
-
-/** The rows of `b` not yet copied, as a copy of their own (same element type: exact). */
-function ownRest(b: Batch, t: StreamTarget): Batch {
-  const rest = (v: ArrayLike<number>, w: number) => slice.call(v, b.at * w, b.count * w);
-  return { x: rest(b.x, t.inputs), y: rest(b.y, t.outputs), count: b.count - b.at, at: 0, base: b.base + b.at, index: b.index };
+  return { x: d.x, y: d.y!, count: d.count, at: 0, index };
 }
 
 /** An iterable (async or not) of batches `{ x, labels }` / `{ x, y }` of any number of rows,
@@ -146,11 +140,7 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
               else rest = takeBatch(r.value, t, index++);
               return rest;
             };
-            return async (max: number, into: WindowBuffers) => {
-              const f = await buf.fill(max, into, head, rng);
-              if (rest && rest.at < rest.count) rest = ownRest(rest, t);  // held across fills: a copy, as below
-              return counted(f);
-            };
+            return async (max: number, into: WindowBuffers) => counted(await buf.fill(max, into, head, rng));
           }
           return async (max: number, into: WindowBuffers) => {
             let rows = 0;
@@ -164,11 +154,12 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
               }
               const n = Math.min(max - rows, rest.count - rest.at);
               await copyRows(into, rows, rest, n, t);
-              segments.push({ row: rows, batch: rest.index, at: rest.base + rest.at });
+              segments.push({ row: rows, batch: rest.index, at: rest.at });
               rows += n;
               rest.at += n;
+              // A batch's rest is held across fills as the user's own arrays: they may reuse them
+              // once the next batch is asked for, and that happens only when this one is used up.
               if (rest.at === rest.count) rest = undefined;
-              else rest = ownRest(rest, t);  // the user may reuse its buffers once the next is asked for
             }
             return counted({
               rows,

@@ -16,13 +16,13 @@ export type Fill = (max: number, into: WindowBuffers) => Promise<Filled>;
 /** The network's widths and dtype, which a source's rows must fit. */
 export interface StreamTarget { inputs: number; outputs: number; dtype: Dtype }
 
-/** A batch being copied: x (any numeric typed array, read in place) and its target rows; `base`
- *  rows of the batch were taken before `x` was cut to the rest; `at` is the next row. */
-export interface Batch { x: ArrayLike<number>; y: ArrayLike<number>; count: number; at: number; base: number; index: number }
+/** A batch being copied: x (any numeric typed array, read in place) and its target rows; `at` is
+ *  the next row. */
+export interface Batch { x: ArrayLike<number>; y: ArrayLike<number>; count: number; at: number; index: number }
 
 /** A typed array's own bytes (no copy): what the native copies and checksums take. */
 export const viewBytes = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v.byteLength);
 
-// The typed array methods themselves: a subclass or own property cannot stand in for them.
+// The typed array method itself: a subclass or own property cannot stand in for it.
 type Cut = (this: ArrayLike<number>, a: number, b: number) => ArrayLike<number>;
-export const { subarray, slice } = Object.getPrototypeOf(Int8Array.prototype) as { subarray: Cut; slice: Cut };
+export const { subarray } = Object.getPrototypeOf(Int8Array.prototype) as { subarray: Cut };
