@@ -182,9 +182,10 @@ export interface NativeWindowStager {
   upload(slot: number, xBytes: number, yBytes: number): Promise<void>;
   /** A run on slot i's staged rows: they go into xdata / ydata first, checked on the way, and
    *  the arena's bytes [statsOffset, + statsBytes) come back with it. May be queued behind a
-   *  run in flight. gradNorms: the run's clipping norms. bad: -1, or the first non-finite value's index (x's, then y's; `value`: it)
+   *  run in flight. gradNorms: the run's clipping norms; lossScale: [scale, good, skipped] after it
+   *  (fp16: a run after a fit's first goes on from the scale the run before it left). bad: -1, or the first non-finite value's index (x's, then y's; `value`: it)
    *  and nothing trained, or -2: a run after such a window (until a run with `first`), nothing done. */
-  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<{ path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; bad: number; value: number }>;
+  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<{ path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; lossScale: Float64Array; bad: number; value: number }>;
   dispose(): void;
 }
 

@@ -18,6 +18,22 @@ describe('non-finite weights are DIVERGED', () => {
     });
   }
 
+  it('a streamed fit (each window\'s run queued behind the one training) is DIVERGED too, with the steps that ran counted', async () => {
+    for (const seed of [1, 2, 3]) {
+      using arena = Arena.create(planLayout(BLOWUP), cpu);
+      const t = new Trainer(arena, { lr: BLOWUP_LR });
+      t.init(seed);
+      const data = toyData(8, 4, 64, seed, true);
+      const batches = () => Array.from({ length: 4 }, () => ({ x: data.x, y: data.y! }));  // 256 rows: 4 windows of the plan's 64
+      let code = 'resolved';
+      try { await t.fit(batches, { epochs: 2, seed, shuffle: false }); } catch (e) { code = (e as { code?: string }).code ?? String(e); }
+      expect(code, `seed ${seed}`).toBe('DIVERGED');
+      // Whole windows of 4 steps: the one that diverged, and the one queued behind it, which ran.
+      expect(t.steps % 4, `seed ${seed}: ${t.steps} steps`).toBe(0);
+      expect(t.steps).toBeGreaterThanOrEqual(8);
+    }
+  });
+
   it('K models: the model whose weights blew up is diverged (NaN loss), the others train on', async () => {
     using arena = Arena.create(planLayout({ ...BLOWUP, models: 3 }), cpu);
     const t = new Trainer(arena, { lr: [0.01, BLOWUP_LR, 0.02] });

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, planLayout, Trainer, type Data, type Progress } from '../src/index.js';
+import { Arena, planLayout, Trainer, type Data, type Progress, type TrainerOptions } from '../src/index.js';
 import { streamNpy, toNpy } from '../src/io.js';
 import { Rng } from '../src/train/rng.js';
 import { toyData } from './support/train-checks.js';
@@ -22,7 +22,7 @@ const x32 = Float32Array.from(data.x);
 writeFileSync(join(dir, 'x.npy'), toNpy(x32, [N, 6]));
 writeFileSync(join(dir, 'labels.npy'), toNpy(Int32Array.from(data.labels)));
 
-function trainer(samples: number, options: { clipGradNorm?: number } = {}) {
+function trainer(samples: number, options: Partial<TrainerOptions> = {}) {
   const arena = Arena.create(planLayout({ layers, batch: 8, samples, optimizer: 'adam' }), { backend: 'cpu' });
   const t = new Trainer(arena, { lr: 0.01, ...options });
   t.init(5);
@@ -117,6 +117,31 @@ describe('fit() from a stream: the pipeline', () => {
         stream.arena.dispose();
       }
     }
+  });
+
+  it('fp16: each queued window\'s run goes on from the loss scale the run before it left: resident training\'s scale, skips and weights', async () => {
+    // Runs long enough (256-512-10) that the next window's run is queued while one trains; a scale
+    // that overflows at first (steps skipped, backed off), then grows every 2 good steps: it moves
+    // within windows and across them.
+    const rows = 256, x = Float32Array.from({ length: rows * 256 }, (_, i) => Math.sin(i * 0.37)), labels = Int32Array.from({ length: rows }, (_, i) => (i * 7) % 10);
+    const batches = Array.from({ length: 4 }, (_, i) => ({ x: x.subarray(i * 64 * 256, (i + 1) * 64 * 256), labels: labels.subarray(i * 64, (i + 1) * 64) }));
+    const fit = async (samples: number, source: unknown, onProgress?: (p: Progress) => void) => {
+      const arena = Arena.create(planLayout({ layers: [256, 512, 10], batch: 16, samples, optimizer: 'adam' }), { backend: 'cpu' });
+      try {
+        const t = new Trainer(arena, { lr: 0.01, precision: 'fp16', lossScale: { init: 2 ** 40, growthInterval: 2 } });
+        t.init(5);
+        await t.fit(source as Data, { epochs: 2, shuffle: false, onProgress });
+        return { w: Float32Array.from(arena.view(1, 'w')), scale: [t.lossScale, t.skippedSteps] };
+      } finally {
+        arena.dispose();
+      }
+    };
+    const sp: Progress[] = [];
+    const want = await fit(rows, { x, labels }), got = await fit(64, batches, (p) => sp.push(p));
+    expect(want.scale[1]).toBeGreaterThan(0);
+    expect(got.scale).toEqual(want.scale);
+    expect(got.w.every((v, i) => v === want.w[i])).toBe(true);
+    expect(new Set(sp.map((p) => p.lossScale)).size).toBeGreaterThan(1);  // each report: the scale after its window
   });
 
   it('a non-finite value found on upload is a BAD_DATA naming the element as the source knows it', async () => {

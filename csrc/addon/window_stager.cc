@@ -126,7 +126,8 @@ Napi::Value WindowStager::Upload(const Napi::CallbackInfo& info) {
 // run) on slot i's staged window. Its worker copies the window into the arena's xdata / ydata,
 // checking it on the way (Backend::copyCheckedOnDevice), runs, and reads the arena's bytes
 // [statsOffset, + statsBytes) back (one transfer, counted). Resolves with { path, stats: ArrayBuffer,
-// gradNorms: Float64Array (clipping's, per step), bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
+// gradNorms: Float64Array (clipping's, per step), lossScale: Float64Array [scale, good, skipped] (fp16:
+// a queued run goes on from the scale the run before it left), bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
 // (x's values, then y's) and value = it, untrained; the runs queued after it (`first` false) then
 // do nothing (bad = -2) until a fit's first run. Queued behind a run in flight, it starts when
 // that one ends. Slot i takes no upload until the copy is done (BUSY).
@@ -154,6 +155,7 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
   struct Out {
     std::vector<uint8_t> stats;
     std::vector<double> gradNorms;  // the run's clipping norms (the block's, read before the next run)
+    double lossScale[3] = {0, 0, 0};  // fp16: the scale, its growth tracker and the steps skipped, after the run
     int64_t bad = -1;
     double value = 0;
   };
@@ -186,8 +188,17 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     }
     q->done();
     if (bad >= 0) return "";
-    std::string path = runReplica(blk, nullptr, p);
+    // fp16: a fit's first run starts from the scale it is given; each later one from where the
+    // run before it (this fit's, in order) left it, which its parameters could not know when queued.
+    RunParams rp = p;
+    if (rp.lossScale.active() && !first) {
+      rp.lossScale.scale = blk.lossScale().scale;
+      rp.lossScale.good = blk.lossScale().good;
+    }
+    std::string path = runReplica(blk, nullptr, rp);
     out->gradNorms = blk.gradNorms();
+    const LossScale& ls = blk.lossScale();
+    out->lossScale[0] = ls.scale, out->lossScale[1] = double(ls.good), out->lossScale[2] = double(ls.skipped);
     if (!out->stats.empty()) {
       blk.backend().copy(out->stats.data(), blk.device() + statsOffset, out->stats.size(), Dir::ToHost);
       blk.countTransfer(Dir::ToHost, out->stats.size());
@@ -204,6 +215,9 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     Napi::Float64Array norms = Napi::Float64Array::New(e, out->gradNorms.size());
     if (!out->gradNorms.empty()) std::memcpy(norms.Data(), out->gradNorms.data(), out->gradNorms.size() * sizeof(double));
     o.Set("gradNorms", norms);
+    Napi::Float64Array scale = Napi::Float64Array::New(e, 3);
+    for (size_t k = 0; k < 3; ++k) scale[k] = out->lossScale[k];
+    o.Set("lossScale", scale);
     o.Set("bad", Napi::Number::New(e, double(out->bad)));
     o.Set("value", Napi::Number::New(e, out->value));
     return o;

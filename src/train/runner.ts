@@ -153,7 +153,7 @@ export class Runner {
       } catch (e) {
         throw fromNative(e);
       }
-    });
+    }, () => r.lossScale);
     if (r.bad !== -1) return { path, stats: [], gradNorms: [], bad: r.bad, value: r.value };
     notifyTransfer(this.arena, 'toHost', { layers: [this.last], kinds: ['stats'] }, { transfers: 1, bytes: region.bytes });
     const V = this.dtype === 'float64' ? Float64Array : Float32Array;
@@ -161,12 +161,6 @@ export class Runner {
     const stats = Array.from({ length: this.models }, (_, m) => new V(r.stats, m * per * V.BYTES_PER_ELEMENT, per) as View);
     stats.forEach((v, m) => this.arena.view(this.last, 'stats', m).set(v));  // the host side holds what was read last, as after stats()
     return { path, stats, gradNorms: Array.from(r.gradNorms), bad: -1, value: 0 };
-  }
-
-  /** Whether a run leaves state that the next run's parameters need (fp16's loss scale, which
-   *  each run is given and leaves changed): the next run may not be queued before it ends. */
-  get readsAfterRun(): boolean {
-    return !!this.settings.lossScale;
   }
 
   /** One run of every arena of this process; `params(rank, i)` for global rank `rank`. */
@@ -191,8 +185,9 @@ export class Runner {
   /** Runs `run` (of `op` on `arenas`) and records what the primitives may still use afterwards:
    *  a run with a forward pass replaces the activations (so does an update, by changing the
    *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
-   *  consumes them. */
-  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>): Promise<RunPath> {
+   *  consumes them. fp16: the loss scale the run left (`lossScale`: the handle's, or what a
+   *  window's run brought back) becomes the Trainer's. */
+  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>, lossScale = () => handleOf(this.arena).lossScale()): Promise<RunPath> {
     // A run refused as DISPOSED changes nothing: checked before the state (an update() on a
     // disposed arena used to consume its gradients and forward rows, so a later call said
     // NO_FORWARD or NO_GRADIENTS instead of DISPOSED).
@@ -205,7 +200,7 @@ export class Runner {
     const path = await run();
     if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
     if (op === OPS.train && this.settings.lossScale) {  // where the run left the loss scale
-      const [scale, good, skipped] = handleOf(this.arena).lossScale();
+      const [scale, good, skipped] = lossScale();
       Object.assign(this.scaler, { scale: scale!, good: good!, skipped: this.scaler.skipped + skipped! });
     }
     return path;

@@ -154,11 +154,9 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const filled = track(first.then(upload));  // window 0, staged
   let staged = uploadAfter(filled, next);  // window k + 1, going up
   // A window's run takes it from its staging buffer into the data regions, trains, and brings
-  // the stats and clipping's norms back (Runner.runWindow): nothing waits on this thread between
-  // two runs. Unless a run leaves state the next one is given (fp16's loss scale), the next
-  // window's run is queued while this one trains, so the device goes from one window to the
-  // next at once.
-  const ahead = !r.readsAfterRun;
+  // the stats, clipping's norms and fp16's loss scale back (Runner.runWindow): nothing waits on
+  // this thread between two runs. The next window's run is queued while this one trains, so the
+  // device goes from one window to the next at once.
   interface Launched { w: Window; n: number; stepBase: number; at: number; run: ReturnType<Runner['runWindow']>; after: Promise<Window | undefined> }
   let launches = 0;
   const launch = (w: Window): Launched => {
@@ -196,9 +194,9 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const w0 = await filled;
   let cur = w0 ? launch(w0) : undefined;
   while (cur) {
-    // The next window's run, queued behind this one (unless aborted, or it must wait for reads).
+    // The next window's run, queued behind this one (unless aborted).
     let queued: Launched | undefined, pending: { w?: Window; error?: unknown } | undefined;
-    if (ahead && !o.signal?.aborted) {
+    if (!o.signal?.aborted) {
       pending = await nextStaged();
       staged = cur.after;
       if (pending.w) queued = launch(pending.w);
@@ -206,8 +204,13 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     const { w, n, stepBase } = cur;
     const res = await cur.run;
     trace?.(`run ${w.index} end`);
+    // Before an error: the run queued behind this one ends first (its steps count if it trained).
+    const settle = async () => {
+      const q = queued && (await queued.run.catch(() => undefined));
+      if (q?.bad === -1) r.addSteps(queued!.n);
+    };
     if (res.bad >= 0) {  // checked on its way into the data regions: nothing of it trained, nor after it
-      if (queued) await queued.run.catch(() => undefined);
+      await settle();
       const kind = res.bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? res.bad : res.bad - w.rows * inputs;
       throw new DataError('BAD_DATA', w.where(kind, i), res.value, `is not a finite ${r.dtype} number`);
     }
@@ -221,24 +224,16 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     samples += w.rows;
     const stats = res.stats;
     if (stats[0]![STATS.badStep]! >= 0) {
-      if (queued) await queued.run.catch(() => undefined);
+      await settle();
       throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
     }
     last = combine(stats.map(metricsOf), [false]);
     o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras(res.gradNorms) });
     trace?.(`progress ${w.index} end`);
     if (queued) { cur = queued; continue; }
+    if (pending === undefined) aborted();  // the signal came before the next run was queued: throws
     if (pending?.error) throw pending.error;
-    if (pending === undefined) {
-      aborted();
-      pending = await nextStaged();
-      staged = cur.after;
-      if (pending.error) throw pending.error;
-      cur = pending.w ? launch(pending.w) : undefined;
-    } else {
-      aborted();  // the run queued while this one trained was not queued: aborted, or no window left
-      cur = undefined;
-    }
+    cur = undefined;  // nothing was left to queue: the last window has trained
   }
   arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;

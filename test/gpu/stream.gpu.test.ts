@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { Arena, cudaInfo, planLayout, Trainer, type Data } from '../../src/index.js';
+import { Arena, cudaInfo, planLayout, Trainer, type Data, type TrainerOptions } from '../../src/index.js';
 import { streamNpy, toNpy } from '../../src/io.js';
 import { toyData } from '../support/train-checks.js';
 
@@ -21,14 +21,14 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
     it(`${layers.join('-')} batch ${batch}: the weights of resident training, streamed in source order`, async () => {
       const N = batch * 16 + 3;
       const data = toyData(layers[0], layers[2], N, 3, false) as { x: Float64Array; labels: Uint8Array };
-      const run = async (samples: number, source: unknown, options: { pinned?: boolean; memory?: 'managed' } = {}, fits = 1) => {
+      const run = async (samples: number, source: unknown, options: { pinned?: boolean; memory?: 'managed' } = {}, fits = 1, trainer: Partial<TrainerOptions> = {}) => {
         const arena = Arena.create(planLayout({ layers: [...layers], batch, samples, optimizer: 'adam' }), { backend: 'cuda', ...options });
         try {
-          const t = new Trainer(arena, { lr: 0.01 });
+          const t = new Trainer(arena, { lr: 0.01, ...trainer });
           t.init(5);
           let r = await t.fit(source as Data, { epochs: 2 / fits, shuffle: false });
           if (fits === 2) r = await t.fit(source as Data, { epochs: 1, shuffle: false });
-          return { r, w: Float32Array.from(arena.view(1, 'w')) };
+          return { r, w: Float32Array.from(arena.view(1, 'w')), scale: [t.lossScale, t.skippedSteps] };
         } finally {
           arena.dispose();
         }
@@ -41,6 +41,13 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
         let max = 0;
         for (let i = 0; i < resident.w.length; i++) max = Math.max(max, Math.abs(resident.w[i]! - streamed.w[i]!));
         expect(max, name).toBe(0);
+      }
+      // Windows' runs queued behind one another with clipping (norms brought back) and fp16 (each
+      // going on from the loss scale the run before it left; the scale moves within and across windows).
+      for (const [name, trainer] of [['clip', { clipGradNorm: 0.5 }], ['fp16', { precision: 'fp16', lossScale: { init: 2 ** 40, growthInterval: 2 } }]] as const) {
+        const want = await run(N, data, {}, 1, trainer), got = await run(batch * 4, batches, {}, 1, trainer);
+        expect(got.w.every((v, i) => v === want.w[i]), name).toBe(true);
+        expect(got.scale, name).toEqual(want.scale);
       }
       // Shuffled: a .npy file gathered in the resident order (seed 3).
       const dir = mkdtempSync(join(tmpdir(), 'nn-arena-gpu-stream-'));
