@@ -125,12 +125,14 @@ Napi::Value WindowStager::Upload(const Napi::CallbackInfo& info) {
 // run(i, xBytes, yBytes, params, statsOffset, statsBytes, first): a run (params as ArenaHandle's
 // run) on slot i's staged window. Its worker copies the window into the arena's xdata / ydata,
 // checking it on the way (Backend::copyCheckedOnDevice), runs, and reads the arena's bytes
-// [statsOffset, + statsBytes) back (one transfer, counted). Resolves with { path, stats: ArrayBuffer,
-// gradNorms: Float64Array (clipping's, per step), lossScale: Float64Array [scale, good, skipped] (fp16:
-// a queued run goes on from the scale the run before it left), bad: -1, value }, or, for a window holding a NaN or infinity, with bad = the first one's index
-// (x's values, then y's) and value = it, untrained; the runs queued after it (`first` false) then
-// do nothing (bad = -2) until a fit's first run. Queued behind a run in flight, it starts when
-// that one ends. Slot i takes no upload until the copy is done (BUSY).
+// [statsOffset, + statsBytes) back (one transfer, counted). Resolves with
+//   { path, stats: ArrayBuffer, gradNorms: Float64Array (clipping's, a step each),
+//     lossScale: Float64Array [scale, good, skipped] (fp16), bad: -1, value },
+// or, for a window holding a NaN or infinity, bad = the first one's index (x's values, then y's)
+// and value = it, untrained; the runs queued after it then do nothing (bad = -2) until a fit's
+// `first` run. Queued behind a run in flight, it starts when that one ends; under fp16 a run that
+// is not its fit's first goes on from the loss scale the run before it left. Slot i takes no
+// upload until the copy is done (BUSY).
 Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const uint64_t i = exactU64(env, info[0], "slot"), xBytes = exactU64(env, info[1], "xBytes"), yBytes = exactU64(env, info[2], "yBytes");
