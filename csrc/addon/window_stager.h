@@ -2,11 +2,11 @@
 // Windows of rows are written by JS into host slots (pinned on CUDA) and copied by a worker
 // thread to the slot's own device staging buffer while a run trains on the arena. run() trains
 // on a staged window: its worker copies it into the arena's data regions, checking it for
-// non-finite values in the same pass (device to device: microseconds; the host reads a window's
-// bytes once), runs, and reads the stats back, so nothing waits on the JS thread between two windows; it may be queued while the run before it trains
-// (RunTurns keep the order). A staging buffer per slot lets the window after next go up while
-// the next one waits in its buffer (an epoch's short last window otherwise leaves the device
-// idle while the next epoch's first one uploads). The arena itself is touched only by run().
+// non-finite values in the same pass (device to device; the host reads a window's bytes once),
+// runs, and reads the stats back, so nothing waits on the JS thread between two windows; it may
+// be queued while the run before it trains (RunTurns keep the order). A staging buffer per
+// slot lets the window after next go up while the next one waits in its buffer (an epoch's
+// short last window otherwise leaves the device idle while the next epoch's first one uploads). The arena itself is touched only by run().
 #pragma once
 #include <napi.h>
 

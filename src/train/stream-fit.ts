@@ -15,10 +15,10 @@
 //            regions, checking it for non-finite values on the way (device to device:
 //            microseconds), and reads the stats back at its end.
 // The run of window k + 1 is queued while window k trains (window_stager.h), so the device goes
-// from one window to the next without waiting on this thread. A window holds its rows in training order (the source
-// shuffles: src/train/stream.ts), so each run keeps them in place. The seeded draws (a file's
-// permutation per epoch, an iterable's shuffle buffer draws) happen as fills run, one fill
-// after another, so the order is that of filling one window at a time.
+// from one window to the next without waiting on this thread. A window holds its rows in
+// training order (the source shuffles: src/train/stream.ts), so each run keeps them in place.
+// The seeded draws (a file's permutation per epoch, an iterable's shuffle buffer draws) happen
+// as fills run, one fill after another, so the order is that of filling one window at a time.
 import { handleOf, onDispose, type Arena, type View } from '../arena.js';
 import { notifyTransfer } from '../transfer-events.js';
 import { abortError, ArenaError, DataError, fromNative } from '../errors.js';
@@ -85,6 +85,8 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
   }
 }
 
+const disposedError = () => new ArenaError('DISPOSED', 'the arena was disposed');
+
 const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[]; inflight: Set<Promise<unknown>> }>();
 
 type Source = Awaited<ReturnType<DataStream['open']>>;
@@ -119,7 +121,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const trace = process.env.NN_ARENA_STREAM_TRACE === '1' ? (what: string) => process.stderr.write(`stream ${(performance.now() - t0).toFixed(3)} ${what}\n`) : undefined;
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
-    if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');  // its slots are going
+    if (arena.disposed) throw disposedError();  // its slots are going
     trace?.(`fill ${index} begin`);
     const rows = ramp[fills++] ?? window;
     let f = await fill(rows, slots[slot]!);
@@ -144,7 +146,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   };
 
   let last: Metrics = { loss: NaN, accuracy: NaN };
-  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0, queuedSteps = 0;
+  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0, queuedSteps = 0, lastEnd = 0;
   // Window k lives in slot k % 2: its host slot and its device staging buffer. Fills run one
   // after another (their seeded draws), and so do uploads.
   // A window goes up once it is filled and the window before it is up.
@@ -160,7 +162,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   interface Launched { w: Window; n: number; stepBase: number; at: number; run: ReturnType<Runner['runWindow']>; after: Promise<Window | undefined> }
   let launches = 0;
   const launch = (w: Window): Launched => {
-    if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+    if (arena.disposed) throw disposedError();
     trace?.(`window ${w.index} ready`);
     // The data regions then hold no resident data set of fit / evaluate (dropped first, so a
     // failed run leaves no stale claim).
@@ -182,7 +184,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     try {
       return { w: await staged };
     } catch (e) {  // a fill into buffers that dispose() took away: say so
-      return { error: arena.disposed ? new ArenaError('DISPOSED', 'the arena was disposed') : e };
+      return { error: arena.disposed ? disposedError() : e };
     }
   };
   const aborted = () => {
@@ -203,6 +205,9 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     }
     const { w, n, stepBase } = cur;
     const res = await cur.run;
+    // A queued run began when the one before it ended (or when it was queued, if later).
+    const began = Math.max(cur.at, lastEnd);
+    lastEnd = performance.now();
     trace?.(`run ${w.index} end`);
     // Before an error: the run queued behind this one ends first (its steps count if it trained).
     const settle = async () => {
@@ -217,7 +222,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     path = res.path;
     queuedSteps -= n;
     r.addSteps(n);
-    if (w.index === 0) { done = 0; seen = 0; epochStart = cur.at; }
+    if (w.index === 0) { done = 0; seen = 0; epochStart = began; }
     steps += n;
     done += n;
     seen += w.rows;

@@ -1,8 +1,8 @@
 // stream.ts: the data sources fit() streams from (src/train/stream-fit.ts trains them): an
 // (async) iterable of batches, or .npy files read in windows of rows (streamNpy). A source
 // writes a window of rows at a time into buffers fit() gives it (pinned host memory on CUDA);
-// the non-finite check of those rows is native, on the device (the window's copy into the data regions), and
-// the source names the element it found (`where`).
+// the non-finite check of those rows is native, on the device (the window's copy into the data
+// regions), and the source names the element it found (`where`).
 //
 // Order: a window holds W = floor(samples / batch) * batch rows, so every batch but the
 // source's last is full, as in resident training. With shuffle, a .npy source (random access)
