@@ -21,6 +21,12 @@ export interface NativeHandle {
   addresses(): { host: bigint; device: bigint };
   /** One training / evaluation run; resolves when complete. */
   run(params: RunParams): Promise<RunPath>;
+  /** A run that may be queued while this arena's earlier queued runs are in flight (it starts
+   *  when they end), bringing back what the next run would change: the arena's bytes
+   *  [statsOffset, + statsBytes), clipping's norms, fp16's [scale, good, skipped]. skipped:
+   *  nothing ran, because a run queued before it failed or found its one model diverged (until
+   *  a run with `first`). */
+  runQueued(params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<QueuedRun>;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
   /** [scale, good steps, steps skipped] after the last run that scaled its loss. */
@@ -175,6 +181,10 @@ export interface CudaInfo {
 
 /** A streaming fit's window buffers (csrc/addon/window_stager.h): host slots JS fills, checked
  *  and uploaded to a device staging buffer off the JS thread, committed into the data regions. */
+/** What a queued run brings back (runQueued, NativeWindowStager.run). */
+export interface Readback { path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; lossScale: Float64Array }
+export interface QueuedRun extends Readback { skipped: boolean }
+
 export interface NativeWindowStager {
   /** Slot i: x rows at byte 0, y rows at xCapacity. */
   slot(i: number): ArrayBuffer;
@@ -185,7 +195,7 @@ export interface NativeWindowStager {
    *  run in flight. gradNorms: the run's clipping norms; lossScale: [scale, good, skipped] after it
    *  (fp16: a run after a fit's first goes on from the scale the run before it left). bad: -1, or the first non-finite value's index (x's, then y's; `value`: it)
    *  and nothing trained, or -2: a run after such a window (until a run with `first`), nothing done. */
-  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<{ path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; lossScale: Float64Array; bad: number; value: number }>;
+  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<Readback & { bad: number; value: number }>;
   dispose(): void;
 }
 

@@ -34,6 +34,26 @@ describe('non-finite weights are DIVERGED', () => {
     }
   });
 
+  it('a resident fit with nothing watching between runs (each run queued behind the one training) ends where one with onProgress does: the run queued behind the diverged one does nothing', async () => {
+    for (const seed of [1, 2, 3]) {
+      const ends = [];
+      for (const watched of [true, false]) {
+        using arena = Arena.create(planLayout(BLOWUP), cpu);
+        const t = new Trainer(arena, { lr: BLOWUP_LR });
+        t.init(seed);
+        const data = toyData(8, 4, 64, seed, true);
+        let message = 'resolved';
+        try {
+          await t.fit({ x: data.x, y: data.y! }, { epochs: 3, seed, reportsPerEpoch: 4, ...(watched ? { onProgress: () => undefined } : {}) });
+        } catch (e) { message = `${(e as { code?: string }).code}: ${(e as Error).message}`; }
+        arena.toHost();  // the device's stats and weights, as the last run left them
+        ends.push({ message, steps: t.steps, stats: Array.from(arena.view(3, 'stats')), w: Buffer.from(Float32Array.from(arena.view(2, 'w')).buffer).toString('hex') });
+      }
+      expect(ends[0]!.message, `seed ${seed}`).toMatch(/^DIVERGED/);
+      expect(ends[1]).toEqual(ends[0]);  // same step named, same steps counted, same stats rows, same bits
+    }
+  });
+
   it('K models: the model whose weights blew up is diverged (NaN loss), the others train on', async () => {
     using arena = Arena.create(planLayout({ ...BLOWUP, models: 3 }), cpu);
     const t = new Trainer(arena, { lr: [0.01, BLOWUP_LR, 0.02] });

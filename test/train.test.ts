@@ -91,6 +91,22 @@ describe('Trainer on the CPU backend', () => {
     expect(seen).toEqual([[1, 5], [1, 10], [1, 15], [1, 20], [2, 5], [2, 10], [2, 15], [2, 20]]);
   });
 
+  it('a fit with nothing watching between runs (each run queued behind the one training) trains as one with onProgress: same loss, steps and bits, fp32 and fp16', async () => {
+    for (const precision of ['fp32', 'fp16'] as const) {
+      const ends = [];
+      for (const watched of [true, false]) {
+        using arena = Arena.create(planLayout({ layers: [6, 16, 3], batch: 10, samples: 200, optimizer: 'adam' }), cpu);
+        const t = new Trainer(arena, { precision, lr: 0.01 });
+        t.init(4);
+        const d = toyData(6, 3, 200, 2, false);
+        const r = await t.fit({ x: d.x, labels: d.labels! }, { epochs: 3, reportsPerEpoch: 4, seed: 5, ...(watched ? { onProgress: () => undefined } : {}) });
+        ends.push({ loss: r.loss, accuracy: r.accuracy, steps: r.steps, trainerSteps: t.steps, w: Array.from(arena.view(1, 'w')), v: Array.from(arena.view(2, 'vw')), scale: t.lossScale });
+      }
+      expect(ends[1], precision).toEqual(ends[0]);
+      expect(ends[0]!.steps).toBe(60);
+    }
+  });
+
   it('same seed, same weights; step() and fit() agree', async () => {
     const a = await trainedParams(cpu, 'float64', 'adam');
     const b = await trainedParams(cpu, 'float64', 'adam');

@@ -21,6 +21,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Dispose>("dispose"),
                       InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                       InstanceMethod<&ArenaHandle::Run>("run"),
+                      InstanceMethod<&ArenaHandle::RunQueued>("runQueued"),
                       InstanceMethod<&ArenaHandle::Residency>("residency"),
                       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
                       InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
@@ -190,6 +191,61 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   const RunParams p = runParamsOf(env, info[0]);
   const std::shared_ptr<Block> b = live(env, true);
   return startRun(env, b, comm_, p, this, Value());
+}
+
+// runQueued(params, statsOffset, statsBytes, first): a run (params as run()'s) that may be
+// queued while this arena's earlier queued runs are in flight; it starts when they have ended
+// (RunTurns), so the device goes from one to the next without waiting for the JS thread. Its
+// worker reads back what the next run would change (Readback: statsBytes of stats from
+// statsOffset, one counted transfer). Resolves with
+//   { path, stats: ArrayBuffer, gradNorms: Float64Array, lossScale: Float64Array, skipped };
+// skipped (nothing ran, stats empty): a run queued after one that failed or found its one model
+// diverged, until a fit's `first` run. Not for a data-parallel group's arenas.
+Napi::Value ArenaHandle::RunQueued(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const RunParams p = runParamsOf(env, info[0]);
+  const uint64_t statsOffset = exactU64(env, info[1], "statsOffset"), statsBytes = exactU64(env, info[2], "statsBytes");
+  const bool first = boolean(env, info[3], "first");
+  const std::shared_ptr<Block> b = live(env, false);
+  if (comm_) throwJs(env, "NOT_SUPPORTED", "a queued run on an arena of a data-parallel group");
+  if (statsOffset > b->total() || statsBytes > b->total() - statsOffset) throwJs(env, "OUT_OF_RANGE", "stats outside the arena");
+  nna_header h;
+  std::memcpy(&h, b->header(), sizeof h);
+  // One model's divergence ends its fit (several models go on: each stops on its own).
+  const bool stopOnDivergence = nna_models(&h) == 1 && statsBytes >= (NNA_STAT_BAD_STEP + 1) * (h.dtype == NNA_FLOAT64 ? 8u : 4u);
+  const bool f64 = h.dtype == NNA_FLOAT64;
+  auto out = std::make_shared<Readback>();
+  out->stats.resize(statsBytes);
+  auto ran = std::make_shared<bool>(false);
+  const std::shared_ptr<RunTurns> turns = turns_;
+  auto work = [p, statsOffset, first, stopOnDivergence, f64, out, ran, turns](Block& blk) -> std::string {
+    if (first) turns->stopped = false;
+    if (turns->stopped) return "";
+    std::string path;
+    try {
+      path = runAndReadBack(blk, p, first, statsOffset, *out);
+    } catch (...) {
+      turns->stopped = true;
+      throw;
+    }
+    *ran = true;
+    if (stopOnDivergence) {
+      double bad = 0;
+      if (f64) std::memcpy(&bad, out->stats.data() + NNA_STAT_BAD_STEP * sizeof(double), sizeof(double));
+      else { float f; std::memcpy(&f, out->stats.data() + NNA_STAT_BAD_STEP * sizeof(float), sizeof(float)); bad = f; }
+      if (bad >= 0) turns->stopped = true;
+    }
+    return path;
+  };
+  auto shape = [out, ran](Napi::Env e, const std::string& path) -> Napi::Value {
+    Napi::Object o = Napi::Object::New(e);
+    o.Set("path", Napi::String::New(e, path));
+    setReadback(e, o, *out, *ran);
+    o.Set("skipped", Napi::Boolean::New(e, !*ran));
+    return o;
+  };
+  auto* w = new BlockWorker(env, "nn-arena:run", b, this, Value(), work, turns_, shape);
+  return w->start();
 }
 
 // gradNorms(): the global gradient norm of each step of the last run (step s, model m at

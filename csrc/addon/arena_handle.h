@@ -38,7 +38,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   const std::shared_ptr<Communicator>& comm() const { return comm_; }
   void setComm(std::shared_ptr<Communicator> c) { comm_ = std::move(c); }
   bool busy() const { return runsInFlight_ > 0; }
-  // The order of runs queued while others are in flight (window_stager.cc's run).
+  // The order of runs queued while others are in flight (runQueued, window_stager.cc's run).
   const std::shared_ptr<RunTurns>& turns() const { return turns_; }
 
  private:
@@ -51,6 +51,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value Dispose(const Napi::CallbackInfo& info);
   Napi::Value Addresses(const Napi::CallbackInfo& info);
   Napi::Value Run(const Napi::CallbackInfo& info);
+  Napi::Value RunQueued(const Napi::CallbackInfo& info);
   Napi::Value Residency(const Napi::CallbackInfo& info);
   Napi::Value GradNorms(const Napi::CallbackInfo& info);
   Napi::Value LossScaleState(const Napi::CallbackInfo& info);

@@ -1,5 +1,6 @@
 #include "run_worker.h"
 
+#include <cstring>
 #include <mutex>
 
 #include "../budget/budgeted_block.h"
@@ -75,6 +76,34 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   if (b.options().cuda) return runCuda(b.device(), b.header(), p);
   runCpu(b.device(), p);
   return "cpu";
+}
+
+std::string runAndReadBack(Block& blk, RunParams p, bool first, uint64_t statsOffset, Readback& out) {
+  if (p.lossScale.active() && !first) {
+    p.lossScale.scale = blk.lossScale().scale;
+    p.lossScale.good = blk.lossScale().good;
+  }
+  std::string path = runReplica(blk, nullptr, p);
+  out.gradNorms = blk.gradNorms();
+  const LossScale& ls = blk.lossScale();
+  out.lossScale[0] = ls.scale, out.lossScale[1] = double(ls.good), out.lossScale[2] = double(ls.skipped);
+  if (!out.stats.empty()) {
+    blk.backend().copy(out.stats.data(), blk.device() + statsOffset, out.stats.size(), Dir::ToHost);
+    blk.countTransfer(Dir::ToHost, out.stats.size());
+  }
+  return path;
+}
+
+void setReadback(Napi::Env env, Napi::Object o, const Readback& r, bool ran) {
+  Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(env, ran ? r.stats.size() : 0);
+  if (ran && !r.stats.empty()) std::memcpy(ab.Data(), r.stats.data(), r.stats.size());
+  o.Set("stats", ab);
+  Napi::Float64Array norms = Napi::Float64Array::New(env, r.gradNorms.size());
+  if (!r.gradNorms.empty()) std::memcpy(norms.Data(), r.gradNorms.data(), r.gradNorms.size() * sizeof(double));
+  o.Set("gradNorms", norms);
+  Napi::Float64Array scale = Napi::Float64Array::New(env, 3);
+  for (size_t k = 0; k < 3; ++k) scale[k] = r.lossScale[k];
+  o.Set("lossScale", scale);
 }
 
 Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self) {

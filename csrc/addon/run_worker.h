@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "../core/block.h"
 #include "../core/failure.h"
@@ -30,10 +31,13 @@ struct RunOwner {
 // Work queued behind other work of an arena in call order (a streamed fit queues a window's run
 // while the one before trains): each takes a ticket when queued and starts once every earlier
 // ticket has ended, whichever of libuv's threads picks it up first.
+// `stopped`: a fit's run failed, found its one model diverged or was refused its window: the
+// runs queued after it do nothing until a fit's first run (read and set by the work in turn).
 struct RunTurns {
   std::mutex m;
   std::condition_variable cv;
   uint64_t issued = 0, ended = 0;
+  bool stopped = false;
 };
 
 class BlockWorker : public PromiseWorker {
@@ -69,5 +73,20 @@ class BlockWorker : public PromiseWorker {
 Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self);
 // The run of one replica, on the calling thread (block mutex held, device current).
 std::string runReplica(Block& b, Communicator* comm, const RunParams& p);
+
+// What a run queued behind another brings back, read by its worker before the next run can
+// change it: the stats bytes, clipping's norms, fp16's loss scale [scale, good, skipped].
+struct Readback {
+  std::vector<uint8_t> stats;
+  std::vector<double> gradNorms;
+  double lossScale[3] = {0, 0, 0};
+};
+// Runs p on the block (one replica) and fills `out`: out.stats.size() bytes of stats from
+// `statsOffset` (one counted transfer). Under fp16 a run that is not its fit's `first` goes on
+// from the loss scale the run before it left (the block's), which its parameters could not
+// know when it was queued.
+std::string runAndReadBack(Block& b, RunParams p, bool first, uint64_t statsOffset, Readback& out);
+// Sets `stats` (an ArrayBuffer, empty where the run did not run), `gradNorms` and `lossScale` on o.
+void setReadback(Napi::Env env, Napi::Object o, const Readback& r, bool ran);
 
 }  // namespace nna::addon

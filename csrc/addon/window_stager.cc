@@ -155,21 +155,20 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     ~Queued() { done(); }
   };
   struct Out {
-    std::vector<uint8_t> stats;
-    std::vector<double> gradNorms;  // the run's clipping norms (the block's, read before the next run)
-    double lossScale[3] = {0, 0, 0};  // fp16: the scale, its growth tracker and the steps skipped, after the run
+    Readback back;
     int64_t bad = -1;
     double value = 0;
   };
   auto q = std::make_shared<Queued>(b, i);
   auto out = std::make_shared<Out>();
-  out->stats.resize(statsBytes);
+  out->back.stats.resize(statsBytes);
   const uint64_t xAt = xOffset_, yAt = yOffset_, yCap = xCapacity_;
   const bool f64 = f64_;
-  auto work = [q, out, p, xAt, yAt, yCap, xBytes, yBytes, statsOffset, first, f64](Block& blk) -> std::string {
+  const std::shared_ptr<RunTurns> turns = arena_->turns();
+  auto work = [q, out, p, xAt, yAt, yCap, xBytes, yBytes, statsOffset, first, f64, turns](Block& blk) -> std::string {
     Buffers& bufs = *q->b;
-    if (first) bufs.failed = false;
-    if (bufs.failed) {  // a window before this one was refused: this fit trains no more
+    if (first) turns->stopped = false;
+    if (turns->stopped) {  // a window before this one was refused: this fit trains no more
       q->done();
       out->bad = -2;
       return "";
@@ -185,41 +184,17 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
       blk.countTransfer(Dir::ToHost, size);
       if (f64) std::memcpy(&out->value, v, 8);
       else { float f; std::memcpy(&f, v, 4); out->value = f; }
-      bufs.failed = true;
+      turns->stopped = true;
       out->bad = bad;
     }
     q->done();
     if (bad >= 0) return "";
-    // fp16: a fit's first run starts from the scale it is given; each later one from where the
-    // run before it (this fit's, in order) left it, which its parameters could not know when queued.
-    RunParams rp = p;
-    if (rp.lossScale.active() && !first) {
-      rp.lossScale.scale = blk.lossScale().scale;
-      rp.lossScale.good = blk.lossScale().good;
-    }
-    std::string path = runReplica(blk, nullptr, rp);
-    out->gradNorms = blk.gradNorms();
-    const LossScale& ls = blk.lossScale();
-    out->lossScale[0] = ls.scale, out->lossScale[1] = double(ls.good), out->lossScale[2] = double(ls.skipped);
-    if (!out->stats.empty()) {
-      blk.backend().copy(out->stats.data(), blk.device() + statsOffset, out->stats.size(), Dir::ToHost);
-      blk.countTransfer(Dir::ToHost, out->stats.size());
-    }
-    return path;
+    return runAndReadBack(blk, p, first, statsOffset, out->back);
   };
   auto shape = [out](Napi::Env e, const std::string& path) -> Napi::Value {
     Napi::Object o = Napi::Object::New(e);
     o.Set("path", Napi::String::New(e, path));
-    const bool ran = out->bad == -1;
-    Napi::ArrayBuffer ab = Napi::ArrayBuffer::New(e, ran ? out->stats.size() : 0);
-    if (ran && !out->stats.empty()) std::memcpy(ab.Data(), out->stats.data(), out->stats.size());
-    o.Set("stats", ab);
-    Napi::Float64Array norms = Napi::Float64Array::New(e, out->gradNorms.size());
-    if (!out->gradNorms.empty()) std::memcpy(norms.Data(), out->gradNorms.data(), out->gradNorms.size() * sizeof(double));
-    o.Set("gradNorms", norms);
-    Napi::Float64Array scale = Napi::Float64Array::New(e, 3);
-    for (size_t k = 0; k < 3; ++k) scale[k] = out->lossScale[k];
-    o.Set("lossScale", scale);
+    setReadback(e, o, out->back, out->bad == -1);
     o.Set("bad", Napi::Number::New(e, double(out->bad)));
     o.Set("value", Napi::Number::New(e, out->value));
     return o;

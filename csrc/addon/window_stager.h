@@ -35,7 +35,6 @@ class WindowStager : public Napi::ObjectWrap<WindowStager> {
     uint64_t bytes = 0;  // of a slot, and of a staging buffer
     bool pinned = false;
     std::atomic<int> runsQueued[4] = {};  // runs of slot i's staged window not yet past its copy: no upload into it
-    std::atomic<bool> failed{false};      // a run found a non-finite value: the fit's later runs do nothing
     ~Buffers();
   };
 

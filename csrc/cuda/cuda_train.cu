@@ -32,32 +32,44 @@
 #include "tf32_kernels.cuh"
 #include "model_lrs.cuh"
 #include "run_buffers.cuh"
-#include "step_graph.cuh"
+#include "run_cache.cuh"
 
 namespace nna {
 namespace {
 
-// What an arena keeps between runs of the per-layer path (Block::runCache): the last run's step
-// graph, for the lane whose cuBLAS handle it was captured with (cuBLAS's kernels in it use that
-// handle's workspace, which only the run holding the lane may touch).
-struct GraphCache {
-  void* blas = nullptr;
-  StepGraph graph;
-};
+// After a Train or Update run: a weight or bias left non-finite makes the run's last step its bad
+// step (DIVERGED), also when every loss was finite (cpu_train.cc, markNonFinite). One pass over
+// the parameters a run, queued on s behind the run's work.
+static void launchNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
+  if (p.op != Op::Train && p.op != Op::Update) return;
+  const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
+  const dim3 models(1, 1, unsigned(nna_models(&h)));
+  for (uint32_t l = 1; l < h.num_layers; ++l) {
+    const dim3 grid(blocksFor(layers[l].units * (layers[l].fan_in + 1)), 1, models.z);
+    if (h.dtype == NNA_FLOAT64) nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
+    else nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
+    CUDA_CHECK(cudaGetLastError());
+  }
+}
 
 template <typename T>
 class LayerRun {
  public:
   // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
-  // the lane's device current anyway, so that the run's own allocations (the tf32x3 workspace,
-  // the per-model lrs) are made and freed on the arena's device.
+  // the lane's device current anyway, so that the run's allocations (the per-model lrs, what
+  // the shelf first holds) are made and freed on the arena's device.
   LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
       : device_(lane.device), base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()),
         frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
         K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
-    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, s_);
+    // The arena's cache (its graph and shelf), if an earlier run on this lane left one. Not
+    // with a memory scheduler: its budget counts the arena alone, and its work between launches
+    // is host-side (no graph).
+    if (!hooks) cache_ = runCacheOf(p, lane);
+    ScratchShelf& shelf = cache_ ? cache_->shelf : ownShelf_;
+    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, shelf);
     if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
-      half_.allocate(h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, s_);
+      half_.allocate(h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
       st_.zFresh.assign(h.num_layers, false);
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
@@ -69,33 +81,27 @@ class LayerRun {
     // (docs/cuda.md, "Fused epilogues").
     lt_ = std::is_same_v<T, float> && blas_ && K_ == 1 && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update && knobOn(Knob::CublasLt) && ltAvailable();
     if (lt_) {
-      ltBuf_.allocate(h, layers, s_);
+      ltBuf_.allocate(h, layers, shelf);
       st_.maskFresh.assign(h.num_layers, false);
     }
     st_.dbDone.assign(h.num_layers, false);
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
     scaling_ = p.lossScale.active() && p.op == Op::Train;
-    if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, s_);
-    if (scaling_) lossScale_.allocate(p.lossScale, s_);
+    if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
+    if (scaling_) lossScale_.allocate(p.lossScale, shelf, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
     graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
-    if (graphs_ && p.runCache) {  // the arena's graph, if an earlier run on this lane left one
-      std::shared_ptr<void>& slot = *p.runCache;
-      cache_ = std::static_pointer_cast<GraphCache>(slot);  // only this file stores there
-      if (!cache_ || cache_->blas != lane.blas) slot = cache_ = std::make_shared<GraphCache>();
-      cache_->blas = lane.blas;
-      graph_ = &cache_->graph;
-    }
+    if (graphs_ && cache_) graph_ = &cache_->graph;
     graph_->beginRun();
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
     // its scalars in device memory cuBLAS may pick another kernel: bf16 did on the H100), so that
     // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
-    if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(s_);
+    if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(shelf);
   }
 
   // Returns whether the products went through cuBLAS.
@@ -150,11 +156,18 @@ class LayerRun {
         }
         if (hooks_) hooks_->endStep(s, s_);
       };
-      // Graphs (step_graph.cuh): the second step is captured, later ones replayed.
+      // Where the updates write the weights' 16-bit copies (no fold), the first step would be the
+      // only one to make them: made before it, so that it launches what the later steps do.
+      if (half_.active() && p_.op == Op::Train && !folds()) staleWeightsToHalf();
+      // Graphs (step_graph.cuh): the second step is captured, later ones replayed. A graph an
+      // earlier run left serves from the first step: launched directly, a step of M kept the GPU
+      // waiting about 0.1-0.3 ms for the host's launches. Where that step differs from the
+      // graph in more than kernel arguments, it is launched directly and the graph stays for the
+      // next step.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        if (!graphs_ || s == 0 || graph_->disabled()) { step(s); continue; }
+        if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready())) { step(s); continue; }
         const HostState began = st_;
-        if (graph_->ready() ? graph_->replay(s_, [&] { step(s); }) : graph_->capture(s_, [&] { step(s); })) continue;
+        if (graph_->ready() ? graph_->replay(s_, [&] { step(s); }, /*tentative=*/s == 0) : graph_->capture(s_, [&] { step(s); })) continue;
         st_ = began;  // the host state the step began with, then the step launched directly
         step(s);
       }
@@ -163,6 +176,8 @@ class LayerRun {
       st_.foldPending = false;
     }
     if (sync_) sync_->endRun(s_);
+    if (!hooks_) launchNonFinite(base_, h_, L_, p_, s_);  // before the one sync that ends the run
+    if (p_.epilogues) *p_.epilogues = st_.epilogues;
     CUDA_CHECK(cudaStreamSynchronize(s_));
     if (p_.clips()) clip_.readNorms(p_.gradNorms);
     lossScale_.read(p_.lossScaleOut);
@@ -506,11 +521,11 @@ class LayerRun {
     return ltSupports(p, &need) && need <= ltBuf_.workBytes();
   }
   void ltLaunch(const LtProduct& p) {
+    if (firstStep_ && p.epilogue != LtEpilogue::None) ++st_.epilogues;  // also where a replay launches it
     if (!graph_->external(p.transA, p.transB, p.m, p.n, p.k, p.tf32, p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.scalars ? 0.0f : p.alpha, p.scalars ? 0.0f : p.beta,
                           p.scalars, uint32_t(p.epilogue), p.bias, p.aux, p.auxLd, ltBuf_.work()))
       return;
     ltMatmul(lane_, p, ltBuf_.work(), ltBuf_.workBytes());
-    if (p_.epilogues && firstStep_ && p.epilogue != LtEpilogue::None) ++*p_.epilogues;
   }
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
@@ -688,6 +703,7 @@ class LayerRun {
     std::vector<bool> maskFresh;         // lt_: this step's forward wrote layer l's ReLU mask
     uint64_t biasSteps = 0;              // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
     uint32_t dbParked = 0;               // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
+    uint64_t epilogues = 0;              // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
   } st_;
   cudaStream_t s_;
   uint32_t last_;
@@ -697,6 +713,8 @@ class LayerRun {
   Precision prec_;
   bool lt_ = false;  // products through cuBLASLt with epilogues (cublaslt_loader.h)
   bool firstStep_ = true;  // the step being launched is the run's first (RunParams::epilogues counts it)
+  std::shared_ptr<RunCache> cache_;  // the arena's, or none
+  ScratchShelf ownShelf_;  // a run without the cache: its buffers go with it
   LtScratch ltBuf_;
   Tf32Workspace work_;
   HalfCopies half_;
@@ -704,7 +722,6 @@ class LayerRun {
   DeviceLossScale lossScale_;
   bool scaling_ = false;  // precision fp16 training: the loss scaled, each step checked (loss_scale.h)
   StepGraph own_;  // a run's own graph where the arena keeps none (graphs off: never captures)
-  std::shared_ptr<GraphCache> cache_;
   StepGraph* graph_ = &own_;  // launches pass through it either way
   // Launches may do work of a later phase of the step (a layer's bias gradient with the
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
@@ -726,26 +743,6 @@ bool productsUseBlas(const nna_header& h, const std::vector<nna_layer>& layers) 
   for (const nna_layer& l : layers)
     if (l.units > INT_MAX || l.fan_in > INT_MAX) return false;
   return true;
-}
-
-// After a Train or Update run: a weight or bias left non-finite makes the run's last step its bad
-// step (DIVERGED), also when every loss was finite (cpu_train.cc, markNonFinite). One pass over
-// the parameters a run. Ends with the stream's sync, which is the run's end (the fused launch
-// does not wait itself).
-static void markNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
-  if (p.op != Op::Train && p.op != Op::Update) {
-    CUDA_CHECK(cudaStreamSynchronize(s));
-    return;
-  }
-  const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
-  const dim3 models(1, 1, unsigned(nna_models(&h)));
-  for (uint32_t l = 1; l < h.num_layers; ++l) {
-    const dim3 grid(blocksFor(layers[l].units * (layers[l].fan_in + 1)), 1, models.z);
-    if (h.dtype == NNA_FLOAT64) nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
-    else nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
-    CUDA_CHECK(cudaGetLastError());
-  }
-  CUDA_CHECK(cudaStreamSynchronize(s));
 }
 
 // The precision's tensor cores: its descriptor's compute capability or newer (of the current
@@ -785,7 +782,8 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   // the per-layer path.
   const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
   if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) {
-    markNonFinite(devBase, h, layers, p, lane->stream);
+    launchNonFinite(devBase, h, layers, p, lane->stream);
+    CUDA_CHECK(cudaStreamSynchronize(lane->stream));  // the run's end (the fused launch does not wait itself)
     return "fused";
   }
   bool blas = false;
@@ -799,7 +797,6 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   }
   // Budgeted arenas: the parameters need not be on the device after the run (a stager's pool).
   if (hooks) hooks->endRun(lane->stream);
-  else markNonFinite(devBase, h, layers, p, lane->stream);
   return blas ? "layers (cublas)" : "layers (tiled)";
 }
 

@@ -32,6 +32,7 @@
 #include "fused_step.h"
 #include "layer_kernels.cuh"
 #include "model_lrs.cuh"
+#include "run_cache.cuh"
 #include "../core/env.h"
 
 #include "fused_common.cuh"
@@ -286,21 +287,20 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
     CUDA_CHECK(cudaMalloc(&p.trace, kTraceSlots * sizeof(unsigned long long)));
     CUDA_CHECK(cudaMemset(p.trace, 0, kTraceSlots * sizeof(unsigned long long)));
   }
-  // Clipping: the blocks' partial sums and every step's norms, for the run (stream-ordered).
+  // Clipping: the blocks' partial sums and every step's norms, on the arena's shelf (kept
+  // between runs; a run without the cache has its own).
   const bool clip = rp.clips() && rp.op == Op::Train;
   const uint64_t partials = clip ? uint64_t(grid) * p.models : 0, normCount = clip ? rp.numBatches * p.models : 0;
-  struct Scratch {  // freed on every way out (cudaFree waits for the stream's work)
-    double* p = nullptr;
-    ~Scratch() { if (p) cudaFree(p); }
-  } scratch;
+  const std::shared_ptr<RunCache> cache = runCacheOf(rp, lane);
+  ScratchShelf own;
   if (clip) {
-    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&scratch.p), (partials + normCount) * sizeof(double)));
-    p.clipPartials = scratch.p;
-    p.clipNorms = scratch.p + partials;
+    double* scratch = static_cast<double*>((cache ? cache->shelf : own).take(ScratchShelf::kFusedClip, (partials + normCount) * sizeof(double)));
+    p.clipPartials = scratch;
+    p.clipNorms = scratch + partials;
   }
   void* args[] = {&p};
   CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
-  // The run's end is awaited by the caller's last stream sync (markNonFinite) unless something
+  // The run's end is awaited by the caller's stream sync (runCuda's) unless something
   // is read back here (one wait less a run).
   if ((clip && rp.gradNorms) || tracing) CUDA_CHECK(cudaStreamSynchronize(lane.stream));
   if (clip && rp.gradNorms) {

@@ -1,6 +1,6 @@
-// run_buffers.cuh: the per-layer path's run-lived device buffers beside the arena (the TF32
-// workspace, the 16-bit copies, cuBLASLt's scratch, the clipping scratch, the loss scale) and the kernels that
-// fill them.
+// run_buffers.cuh: the per-layer path's device buffers beside the arena (the TF32 workspace, the
+// 16-bit copies, cuBLASLt's scratch, the clipping scratch, the loss scale), each on the arena's
+// ScratchShelf (scratch_shelf.h), and the kernels that fill them.
 // Included by cuda_train.cu only (its anonymous namespace).
 #pragma once
 
@@ -14,6 +14,7 @@
 #include "check.cuh"
 #include "cublaslt_loader.h"
 #include "layer_kernels.cuh"
+#include "scratch_shelf.h"
 
 namespace nna {
 namespace {
@@ -24,11 +25,10 @@ namespace {
 // layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
 // product as "nn", L on the H100). Sized for the largest layer at the batch. It lies outside the
 // arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
-// the same whichever precision trains it), and it lives only for the run (stream-ordered:
-// cudaMallocAsync / cudaFreeAsync on the run's stream).
+// the same whichever precision trains it).
 class Tf32Workspace {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, cudaStream_t s) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, ScratchShelf& shelf) {
     for (uint32_t l = 1; l < h.num_layers; ++l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
       if (split) {
@@ -37,11 +37,7 @@ class Tf32Workspace {
       }
       transposed_ = std::max(transposed_, h.batch * n);
     }
-    stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float), s));
-  }
-  ~Tf32Workspace() {
-    if (base_) cudaFreeAsync(base_, stream_);
+    base_ = static_cast<float*>(shelf.take(ScratchShelf::kTf32, (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float)));
   }
   float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
   uint64_t slotElements(int i) const { return elements_[i]; }
@@ -51,7 +47,6 @@ class Tf32Workspace {
   float* base_ = nullptr;
   uint64_t elements_[2] = {0, 0};
   uint64_t transposed_ = 0;
-  cudaStream_t stream_ = nullptr;
 };
 
 // Precisions bf16 and fp16: the products' operands rounded to 16 bits, each written once per
@@ -59,14 +54,14 @@ class Tf32Workspace {
 // activation-gradient pass) or by one cast (the inputs z[0], d[L], each weight matrix before its
 // forward product, which the error product then reuses: the update comes after both). d
 // ping-pongs between two buffers: layer l's weight gradient still reads d[l] when d[l-1] is
-// written. The fp32 values stay in the arena (the masters); this run-lived copy lies beside it,
-// like Tf32Workspace.
+// written. The fp32 values stay in the arena (the masters); the copies lie beside it, like
+// Tf32Workspace, and are made again by each run.
 class HalfCopies {
  public:
   // `copies(l, kind)`: how many copies region (l, kind) has in the arena (K, or 1 where the
   // models share it: z[0]).
   template <typename Copies>
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, cudaStream_t s) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, ScratchShelf& shelf) {
     const uint32_t last = h.num_layers - 1;
     auto take = [&](uint64_t n, unsigned k, uint64_t* stride) {  // 128-byte aligned operands
       const uint64_t at = total_, each = (n + 63) / 64 * 64;
@@ -85,11 +80,7 @@ class HalfCopies {
     d_[0].at = take(dMax, copies(last, NNA_D), &d_[0].stride);
     d_[1].at = take(dMax, copies(last, NNA_D), &d_[1].stride);
     fp16_ = fp16;
-    stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total_ * sizeof(uint16_t), s));
-  }
-  ~HalfCopies() {
-    if (base_) cudaFreeAsync(base_, stream_);
+    base_ = static_cast<uint16_t*>(shelf.take(ScratchShelf::kHalf, total_ * sizeof(uint16_t)));
   }
   bool active() const { return base_ != nullptr; }
   bool fp16() const { return fp16_; }
@@ -105,10 +96,9 @@ class HalfCopies {
   uint64_t total_ = 0;
   Copy d_[2];
   std::vector<Copy> z_, w_;
-  cudaStream_t stream_ = nullptr;
 };
 
-// The cuBLASLt products' scratch (cublaslt_loader.h), for the run only like Tf32Workspace: the
+// The cuBLASLt products' scratch (cublaslt_loader.h), beside the arena like Tf32Workspace: the
 // workspace their algorithms may use (kLtMaxWorkspace, what the heuristics are offered); per
 // hidden ReLU layer, the bitmask its forward epilogue writes (where the unit passed) for the
 // error product's ReLU-derivative epilogue: a bit per element, rows of the units rounded up to
@@ -117,7 +107,7 @@ class HalfCopies {
 // with what layer l still needs).
 class LtScratch {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, cudaStream_t s) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, ScratchShelf& shelf) {
     mask_.assign(h.num_layers, {});
     uint64_t total = kLtMaxWorkspace, units = 0;
     for (uint32_t l = 1; l < h.num_layers; ++l) units = std::max(units, L[l].units);
@@ -129,11 +119,7 @@ class LtScratch {
       mask_[l] = {total, ld};
       total += (ld / 8 * h.batch + 255) / 256 * 256;
     }
-    stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), total, s));
-  }
-  ~LtScratch() {
-    if (base_) cudaFreeAsync(base_, stream_);
+    base_ = static_cast<char*>(shelf.take(ScratchShelf::kLt, total));
   }
   void* work() const { return base_; }
   size_t workBytes() const { return kLtMaxWorkspace; }
@@ -147,7 +133,6 @@ class LtScratch {
   char* base_ = nullptr;
   uint64_t parked_ = 0;
   std::vector<Mask> mask_;
-  cudaStream_t stream_ = nullptr;
 };
 
 // Regions rounded to 16 bits (nearest even) in one launch (grid y: the region; grid z: the
@@ -168,19 +153,15 @@ static __global__ void halfCastsKernel(HalfCasts c) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j].store(i, src[i]);
 }
 
-// Dynamic loss scaling's state on the device for one run (loss_scale.h; stream-ordered, like
+// Dynamic loss scaling's state on the device for one run (loss_scale.h; on the shelf, like
 // ClipScratch): set from RunParams::lossScale at the start, moved by each step's
 // lossScaleKernel (so a captured step replays with it), read back at the end.
 class DeviceLossScale {
  public:
-  void allocate(const LossScale& start, cudaStream_t s) {
-    stream_ = s;
+  void allocate(const LossScale& start, ScratchShelf& shelf, cudaStream_t s) {
     host_ = start;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&state_), sizeof(LossScale), s));
+    state_ = static_cast<LossScale*>(shelf.take(ScratchShelf::kLossScale, sizeof(LossScale)));
     CUDA_CHECK(cudaMemcpyAsync(state_, &host_, sizeof(LossScale), cudaMemcpyHostToDevice, s));
-  }
-  ~DeviceLossScale() {
-    if (state_) cudaFreeAsync(state_, stream_);
   }
   bool active() const { return state_ != nullptr; }
   LossScale* get() const { return state_; }
@@ -193,7 +174,6 @@ class DeviceLossScale {
  private:
   LossScale* state_ = nullptr;
   LossScale host_;  // the copy's source, alive until the copy ran
-  cudaStream_t stream_ = nullptr;
 };
 
 // out (cols x rows, row-major) = in (rows x cols, row-major) transposed: 32 x 32 tiles through
@@ -218,18 +198,11 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
 template <typename T>
 class FoldScalars {
  public:
-  void allocate(cudaStream_t s) {
-    stream_ = s;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), 2 * sizeof(T), s));
-  }
-  ~FoldScalars() {
-    if (base_) cudaFreeAsync(base_, stream_);
-  }
+  void allocate(ScratchShelf& shelf) { base_ = static_cast<T*>(shelf.take(ScratchShelf::kFold, 2 * sizeof(T))); }
   T* get() const { return base_; }
 
  private:
   T* base_ = nullptr;
-  cudaStream_t stream_ = nullptr;
 };
 
 template <typename T>
@@ -238,22 +211,18 @@ static __global__ void foldScalarsKernel(T* s, T alpha) {
   s[1] = T(1);
 }
 
-// A clipping run's device scratch (stream-ordered, for the run only, like Tf32Workspace): the
+// A clipping run's device scratch (on the shelf, like Tf32Workspace): the
 // partial sums of squares, each model's clip factor, and the norm of every step (read back once
 // at the end of the run into RunParams::gradNorms).
 class ClipScratch {
  public:
-  void allocate(unsigned models, uint32_t layers, uint64_t steps, cudaStream_t s) {
-    stream_ = s;
+  void allocate(unsigned models, uint32_t layers, uint64_t steps, ScratchShelf& shelf, cudaStream_t s) {
     models_ = models;
     layers_ = layers;
     steps_ = steps;
     const uint64_t n = uint64_t(models) * layers * kNormBlocks + models + steps * models;
-    CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&base_), n * sizeof(double), s));
+    base_ = static_cast<double*>(shelf.take(ScratchShelf::kClip, n * sizeof(double)));
     CUDA_CHECK(cudaMemsetAsync(base_, 0, n * sizeof(double), s));  // layer 0's partials stay 0
-  }
-  ~ClipScratch() {
-    if (base_) cudaFreeAsync(base_, stream_);
   }
   bool active() const { return base_ != nullptr; }
   double* partials() const { return base_; }
@@ -271,7 +240,6 @@ class ClipScratch {
   unsigned models_ = 0;
   uint32_t layers_ = 0;
   uint64_t steps_ = 0;
-  cudaStream_t stream_ = nullptr;
 };
 
 }  // namespace

@@ -2,7 +2,8 @@
 // for the run's later steps. The arena's addresses never move, so a step differs from the next
 // only in a few scalar arguments (the rows it gathers, the step index, Adam's bias corrections,
 // a scheduled lr). Every launch of a step goes through StepGraph::launch:
-//   Direct   launched as usual (graphs off, the run's first step, a step that cannot replay);
+//   Direct   launched as usual (graphs off, the run's first step where no earlier run left a
+//            graph, a step that cannot replay);
 //   Capture  launched into the stream's capture; its graph node is remembered;
 //   Replay   launched nowhere: its arguments are compared with the node's, and the nodes whose
 //            arguments changed get the new ones (cudaGraphExecKernelNodeSetParams) before the
@@ -44,6 +45,7 @@ class StepGraph {
   // A new run: its counts start again; a graph left by an earlier run may serve it.
   void beginRun() {
     replayed_ = 0;
+    tentative_ = 0;
     misses_ = 0;
     disabled_ = false;
     inherited_ = ready();
@@ -109,9 +111,11 @@ class StepGraph {
 
   // A replay: runs `step` comparing its launches with the graph's; where only kernel arguments
   // changed, updates those nodes and launches the graph. False (nothing ran) where the step
-  // differs in anything else; after two such steps the graph is dropped for the run.
+  // differs in anything else; after two such steps the graph is dropped for the run. A
+  // `tentative` replay that differs changes nothing (a run's first step, which may differ from
+  // the graph kept from the run before where the steps after it will not).
   template <typename F>
-  bool replay(cudaStream_t s, F&& step) {
+  bool replay(cudaStream_t s, F&& step, bool tentative = false) {
     mode_ = Mode::Replay;
     next_ = 0;
     differs_ = false;
@@ -124,7 +128,8 @@ class StepGraph {
     }
     mode_ = Mode::Direct;
     if (differs_ || next_ != records_.size()) {
-      if (inherited_ && replayed_ == 0) drop();  // an earlier run's step: this run captures its own
+      if (tentative) return false;
+      if (inherited_ && replayed_ == tentative_) drop();  // an earlier run's step: this run captures its own
       else if (++misses_ >= 2) off();
       inherited_ = false;
       return false;
@@ -143,6 +148,7 @@ class StepGraph {
     }
     CUDA_CHECK(cudaGraphLaunch(exec_, s));
     ++replayed_;
+    if (tentative) ++tentative_;
     return true;
   }
 
@@ -219,6 +225,7 @@ class StepGraph {
   bool differs_ = false, disabled_ = false, inherited_ = false;
   unsigned misses_ = 0;
   uint64_t replayed_ = 0;
+  uint64_t tentative_ = 0;  // of those, tentative replays
 };
 
 }  // namespace nna

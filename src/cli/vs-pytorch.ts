@@ -39,7 +39,7 @@ function moduleText(plan: Plan): string {
 const names = (list: Array<{ name: string }>, max = 4) =>
   list.length <= max ? list.map((t) => t.name).join(', ') : `${list.slice(0, max).map((t) => t.name).join(', ')}, … ${list.length} in all`;
 
-/** What the arena side adds for `precision`: bf16's or fp16's run-lived copies beside the arena
+/** What the arena side adds for `precision`: bf16's or fp16's copies beside the arena (made by each run, kept from the first run to dispose)
  *  (CUDA; the CPU emulates both without copies). */
 function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
   if (precision === 'fp32') return { copies: 0 };

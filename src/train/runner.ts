@@ -6,7 +6,7 @@ import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError, fromNative } from '../errors.js';
 import { notifyTransfer } from '../transfer-events.js';
 import type { Dtype, Kind } from '../layout/header.js';
-import { LOSSES, OPS, PRECISIONS, type NativeWindowStager, type RunParams, type RunPath } from '../native.js';
+import { LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native.js';
 import type { RunQueue } from '../run-queue.js';
 import { snapshotData, type Snapshot } from './data.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
@@ -145,22 +145,61 @@ export class Runner {
   async runWindow(stager: NativeWindowStager, slot: number, xBytes: number, yBytes: number, params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; gradNorms: number[]; bad: number; value: number }> {
     this.syncDevice();
     const region = this.arena.plan.region(this.last, 'stats')!;
-    let r!: Awaited<ReturnType<NativeWindowStager['run']>>;
-    const path = await this.#tracked([this.arena], params.op, async () => {
+    const { r, stats } = await this.#readingBack(params.op, () => stager.run(slot, xBytes, yBytes, { ...this.#baseParams(), ...params }, region.offset, region.bytes, first));
+    if (r.bad !== -1) return { path: r.path, stats: [], gradNorms: [], bad: r.bad, value: r.value };
+    return { path: r.path, stats, gradNorms: Array.from(r.gradNorms), bad: -1, value: 0 };
+  }
+
+  /** A run queued behind this arena's earlier queued runs (one arena; the next may be queued
+   *  while it trains), its stats read back by its worker. `first`: a fit's first run. skipped:
+   *  nothing ran (a run before it failed, or found the one model diverged). */
+  async runQueued(params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; skipped: boolean }> {
+    if (first) this.syncDevice();  // never with a run in flight: nothing writes the host side between
+    const region = this.arena.plan.region(this.last, 'stats')!;
+    const { r, stats } = await this.#readingBack(params.op, () => handleOf(this.arena).runQueued({ ...this.#baseParams(), ...params }, region.offset, region.bytes, first), (x) => !x.skipped);
+    return { path: r.path, stats, skipped: r.skipped };
+  }
+
+  /** Where the results of this arena's queued runs are taken, in call order: libuv may report a
+   *  run's end after the end of the run queued behind it (its thread paused once the turn had
+   *  passed), and the loss scale and the host's stats must end as the last run left them. */
+  #taken: Promise<unknown> = Promise.resolve();
+
+  /** A queued run that brings its stats, norms and loss scale back (`ran`: whether it did):
+   *  tracked, its results taken in call order, its transfer reported; `stats`: each model's, its
+   *  own copy (the host side holds what was read last, as after stats()). */
+  async #readingBack<R extends Readback>(op: RunParams['op'], run: () => Promise<R>, ran: (r: R) => boolean = (r) => r.stats.byteLength > 0): Promise<{ r: R; stats: View[] }> {
+    const before = this.#taken;
+    let r!: R;
+    let stats: View[] = [];
+    const taken = this.#tracked([this.arena], op, async () => {
+      const pending = run();  // queued now: call order is turn order
       try {
-        r = await stager.run(slot, xBytes, yBytes, { ...this.#baseParams(), ...params }, region.offset, region.bytes, first);
-        return r.path;
+        r = await pending;
       } catch (e) {
         throw fromNative(e);
+      } finally {
+        await before;
       }
-    }, () => r.lossScale);
-    if (r.bad !== -1) return { path, stats: [], gradNorms: [], bad: r.bad, value: r.value };
-    notifyTransfer(this.arena, 'toHost', { layers: [this.last], kinds: ['stats'] }, { transfers: 1, bytes: region.bytes });
+      if (ran(r)) stats = this.#statsOf(r.stats);
+      return r.path;
+    }, () => (ran(r) ? r.lossScale : undefined));
+    this.#taken = taken.catch(() => undefined);
+    await taken;
+    const region = this.arena.plan.region(this.last, 'stats')!;
+    if (ran(r)) notifyTransfer(this.arena, 'toHost', { layers: [this.last], kinds: ['stats'] }, { transfers: 1, bytes: region.bytes });
+    return { r, stats };
+  }
+
+  /** Each model's stats from bytes read back (views of them), also copied to the host side. */
+  #statsOf(bytes: ArrayBuffer): View[] {
+    const region = this.arena.plan.region(this.last, 'stats')!;
     const V = this.dtype === 'float64' ? Float64Array : Float32Array;
-    const per = region.bytes / V.BYTES_PER_ELEMENT / this.models;
-    const stats = Array.from({ length: this.models }, (_, m) => new V(r.stats, m * per * V.BYTES_PER_ELEMENT, per) as View);
-    stats.forEach((v, m) => this.arena.view(this.last, 'stats', m).set(v));  // the host side holds what was read last, as after stats()
-    return { path, stats, gradNorms: Array.from(r.gradNorms), bad: -1, value: 0 };
+    return Array.from({ length: this.models }, (_, m) => {
+      const own = new V(bytes, m * region.stride, region.length) as View;
+      this.arena.view(this.last, 'stats', m).set(own);
+      return own;
+    });
   }
 
   /** One run of every arena of this process; `params(rank, i)` for global rank `rank`. */
@@ -187,7 +226,7 @@ export class Runner {
    *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
    *  consumes them. fp16: the loss scale the run left (`lossScale`: the handle's, or what a
    *  window's run brought back) becomes the Trainer's. */
-  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>, lossScale = () => handleOf(this.arena).lossScale()): Promise<RunPath> {
+  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>, lossScale: () => ArrayLike<number> | undefined = () => handleOf(this.arena).lossScale()): Promise<RunPath> {
     // A run refused as DISPOSED changes nothing: checked before the state (an update() on a
     // disposed arena used to consume its gradients and forward rows, so a later call said
     // NO_FORWARD or NO_GRADIENTS instead of DISPOSED).
@@ -199,10 +238,8 @@ export class Runner {
     }
     const path = await run();
     if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
-    if (op === OPS.train && this.settings.lossScale) {  // where the run left the loss scale
-      const [scale, good, skipped] = lossScale();
-      Object.assign(this.scaler, { scale: scale!, good: good!, skipped: this.scaler.skipped + skipped! });
-    }
+    const left = op === OPS.train && this.settings.lossScale ? lossScale() : undefined;  // where the run left the loss scale (none: it did not run)
+    if (left) Object.assign(this.scaler, { scale: left[0]!, good: left[1]!, skipped: this.scaler.skipped + left[2]! });
     return path;
   }
 

@@ -1,0 +1,32 @@
+// run_cache.cuh: what an arena keeps between its CUDA runs (Block::runCache, RunParams::runCache):
+// the per-layer path's step graph and the buffers beside the arena (ScratchShelf), for the lane
+// whose cuBLAS handle the graph was captured with (cuBLAS's kernels in it use that handle's
+// workspace, which only the run holding the lane may touch).
+#pragma once
+#include <memory>
+
+#include "../train/train.h"
+#include "cublas_loader.h"
+#include "scratch_shelf.h"
+#include "step_graph.cuh"
+
+namespace nna {
+
+struct RunCache {
+  void* blas = nullptr;
+  ScratchShelf shelf;
+  StepGraph graph;  // names the shelf's bytes: it goes first
+};
+
+// The arena's cache for a run on `lane` (a new one where the last run held another lane), or
+// null where the run has none. Only this header's callers store in the slot.
+inline std::shared_ptr<RunCache> runCacheOf(const RunParams& p, const Lane& lane) {
+  if (!p.runCache) return nullptr;
+  std::shared_ptr<void>& slot = *p.runCache;
+  std::shared_ptr<RunCache> cache = std::static_pointer_cast<RunCache>(slot);
+  if (!cache || cache->blas != lane.blas) slot = cache = std::make_shared<RunCache>();
+  cache->blas = lane.blas;
+  return cache;
+}
+
+}  // namespace nna
