@@ -87,10 +87,7 @@ std::string runAndReadBack(Block& blk, RunParams p, bool first, uint64_t statsOf
   out.gradNorms = blk.gradNorms();
   const LossScale& ls = blk.lossScale();
   out.lossScale[0] = ls.scale, out.lossScale[1] = double(ls.good), out.lossScale[2] = double(ls.skipped);
-  if (!out.stats.empty()) {
-    blk.backend().copy(out.stats.data(), blk.device() + statsOffset, out.stats.size(), Dir::ToHost);
-    blk.countTransfer(Dir::ToHost, out.stats.size());
-  }
+  if (!out.stats.empty()) blk.readHeld(out.stats.data(), statsOffset, out.stats.size());
   return path;
 }
 

@@ -55,6 +55,8 @@ class BudgetedBlock final : public Block {
   DeviceMeter& meter() { return meter_; }
   const DeviceMeter& meter() const { return meter_; }
 
+  void readHeld(void* dst, uint64_t offset, uint64_t bytes) override;
+
  protected:
   void copyRange(uint64_t offset, uint64_t bytes, Dir dir) override;
   void placementChanged() override { residency_->forgetAll(); }

@@ -119,6 +119,12 @@ uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
   return moved;
 }
 
+void Block::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
+  checkRanges({{offset, bytes}});
+  backend().copy(dst, device_ + offset, bytes, Dir::ToHost);
+  countTransfer(Dir::ToHost, bytes);
+}
+
 void Block::countTransfer(Dir dir, uint64_t bytes) {
   std::lock_guard<std::mutex> s(statsMutex_);
   (dir == Dir::ToDevice ? stats_.toDeviceTransfers : stats_.toHostTransfers)++;

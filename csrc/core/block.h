@@ -68,6 +68,9 @@ class Block {
   // Counts one real transfer made outside transfer() (a streaming window's upload, which goes
   // to a buffer of its own while a run holds the block).
   void countTransfer(Dir dir, uint64_t bytes);
+  // Work that holds mutex() (a queued run's worker): device bytes [offset, + bytes) into dst, one
+  // counted transfer. A budgeted block reads them its own way (its host side then holds them too).
+  virtual void readHeld(void* dst, uint64_t offset, uint64_t bytes);
   // Serialises users of the memory (transfers, runs) against release().
   std::mutex& mutex() { return mutex_; }
   // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),
