@@ -39,16 +39,13 @@ __global__ void copyCheckedKernel(U* dst, const U* src, uint64_t n, uint64_t bas
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x, t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   const bool wide = ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15) == 0;
   const uint64_t chunks = wide ? n / per : 0;
-  bool found = false;
-  for (uint64_t c = t; c < chunks && !found; c += stride) {
+  bool found = false;  // the copy goes on, unchecked, once this thread found one
+  for (uint64_t c = t; c < chunks; c += stride) {
     const uint4 v = reinterpret_cast<const uint4*>(src)[c];
     reinterpret_cast<uint4*>(dst)[c] = v;
     const U* u = reinterpret_cast<const U*>(&v);
-    for (uint64_t j = 0; j < per; ++j)
-      if ((u[j] & exp) == exp) { atomicMin(first, (unsigned long long)(base + c * per + j)); found = true; break; }
-  }
-  if (found) {  // the copy goes on, unchecked
-    for (uint64_t c = t; c < chunks; c += stride) reinterpret_cast<uint4*>(dst)[c] = reinterpret_cast<const uint4*>(src)[c];
+    for (uint64_t j = 0; j < per && !found; ++j)
+      if ((u[j] & exp) == exp) { atomicMin(first, (unsigned long long)(base + c * per + j)); found = true; }
   }
   for (uint64_t i = chunks * per + t; i < n; i += stride) {
     const U v = src[i];

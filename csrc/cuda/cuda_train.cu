@@ -781,9 +781,14 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
   // the per-layer path.
   const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
-  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane)) {
+  FusedNorms norms;
+  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane, &norms)) {
     launchNonFinite(devBase, h, layers, p, lane->stream);
     CUDA_CHECK(cudaStreamSynchronize(lane->stream));  // the run's end (the fused launch does not wait itself)
+    if (norms.count && p.gradNorms) {
+      p.gradNorms->resize(norms.count);
+      CUDA_CHECK(cudaMemcpy(p.gradNorms->data(), norms.at, norms.count * sizeof(double), cudaMemcpyDeviceToHost));
+    }
     return "fused";
   }
   bool blas = false;

@@ -55,7 +55,7 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
     __syncthreads();
   }
   storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, st.keepDw && C.dw, [&](uint64_t e, T g) {
-    if (updateNow) updateParam<T>(p.optimizer, C.w + e, g, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+    if (updateNow) updateWeight<T>(p.optimizer, C, e, g, hp);
     else if (clipping(p, st)) clipAdd(double(g));
   });
 }
@@ -219,7 +219,7 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
     if (j < n && i < m) {
       const uint32_t e = j * m + i;
       if (st.keepDw && C.dw) C.dw[e] = total;
-      if (updateNow) updateParam<T>(p.optimizer, C.w + e, total, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+      if (updateNow) updateWeight<T>(p.optimizer, C, e, total, hp);
       else if (clipping(p, st)) clipAdd(double(total));
     }
   }

@@ -231,7 +231,7 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
       const nna_bound_layer<T> C = bound<T>(l, m);
       const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
       for (uint64_t e = thread; e < n; e += threads) {
-        if (e < nw) updateParam<T>(p.optimizer, C.w + e, C.dw[e], C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, hp);
+        if (e < nw) updateWeight<T>(p.optimizer, C, e, C.dw[e], hp);
         else updateBias<T>(p.optimizer, C, e - nw, C.db[e - nw], hb);
       }
     }

@@ -253,7 +253,7 @@ constexpr uint64_t kSmallOutputs = uint64_t(1) << 17;
 constexpr uint64_t kFusedMaxWork = uint64_t(1) << 26;
 
 template <typename T>
-void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, const RunParams& rp, const Lane& lane) {
+void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, const RunParams& rp, const Lane& lane, FusedNorms* norms) {
   FusedParams p{};
   p.base = base;
   p.last = h.num_layers - 1;
@@ -300,14 +300,17 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   }
   void* args[] = {&p};
   CUDA_CHECK(cudaLaunchCooperativeKernel(kernelFor<T>(blocksPerSm()), dim3(grid), dim3(256), args, 0, lane.stream));
-  // The run's end is awaited by the caller's stream sync (runCuda's) unless something
-  // is read back here (one wait less a run).
-  if ((clip && rp.gradNorms) || tracing) CUDA_CHECK(cudaStreamSynchronize(lane.stream));
-  if (clip && rp.gradNorms) {
+  // The run's end is awaited by the caller's stream sync (runCuda's), after which it reads the
+  // norms: the GPU goes on to the weights' check without waiting for the host. A run without the
+  // cache reads them here: its scratch goes with it.
+  if (clip && cache) *norms = {p.clipNorms, normCount};
+  else if (clip && rp.gradNorms) {
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream));
     rp.gradNorms->resize(normCount);
     CUDA_CHECK(cudaMemcpy(rp.gradNorms->data(), p.clipNorms, normCount * sizeof(double), cudaMemcpyDeviceToHost));
   }
   if (tracing) {
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream));
     unsigned long long t[kTraceSlots];
     CUDA_CHECK(cudaMemcpy(t, p.trace, sizeof t, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaFree(p.trace));
@@ -319,7 +322,7 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
 
 }  // namespace
 
-bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane) {
+bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms) {
   static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
@@ -329,8 +332,8 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
     if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
     if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;  // K models: K times the work (8 S models: per-layer 110 us, fused 156)
   }
-  if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane);
-  else launch<float>(devBase, h, layers, p, lane);
+  if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane, norms);
+  else launch<float>(devBase, h, layers, p, lane, norms);
   return true;
 }
 

@@ -9,12 +9,19 @@
 
 namespace nna {
 
-// Runs `p` with the fused kernel and returns true, or returns false (nothing launched) where
-// the fused path does not apply: a layer too large, a device without cooperative launch, or
-// NN_ARENA_STEP_PATH=layers.
 // Multiprocessors of the current device (read once); the per-layer path sizes its tiles by it.
 int multiprocessors();
 
-bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane);
+// Where a fused clipping run leaves every step's norms on the device (count 0: nowhere), for the
+// caller to read once the stream is synchronised (RunParams::gradNorms).
+struct FusedNorms {
+  const double* at = nullptr;
+  uint64_t count = 0;
+};
+
+// Launches `p` with the fused kernel on lane.stream and returns true (the caller synchronises),
+// or returns false (nothing launched) where the fused path does not apply: a layer too large, a
+// device without cooperative launch, or NN_ARENA_STEP_PATH=layers.
+bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms);
 
 }  // namespace nna

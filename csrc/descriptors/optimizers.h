@@ -212,6 +212,12 @@ NNA_FN void updateParam(uint32_t optimizer, T* w, T g, T* m, T* v, const Hyper<T
   if (v) *v = v0;
 }
 
+// Weight e of layer C (its index in w) from its gradient g, with its optimizer state where it has one.
+template <typename T>
+NNA_FN void updateWeight(uint32_t optimizer, const nna_bound_layer<T>& C, uint64_t e, T g, const Hyper<T>& h) {
+  updateParam<T>(optimizer, C.w + e, g, C.mw ? C.mw + e : nullptr, C.vw ? C.vw + e : nullptr, h);
+}
+
 // Bias i of layer C from its gradient g, with its optimizer state where it has one (h: the
 // step's hyperparameters for biases, forBiases).
 template <typename T>
