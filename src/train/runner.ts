@@ -173,9 +173,8 @@ export class Runner {
     let r!: R;
     let stats: View[] = [];
     const taken = this.#tracked([this.arena], op, async () => {
-      const pending = run();  // queued now: call order is turn order
       try {
-        r = await pending;
+        r = await run();  // queued at the call: call order is turn order
       } catch (e) {
         throw fromNative(e);
       } finally {
