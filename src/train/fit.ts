@@ -42,7 +42,8 @@ export interface FitOptionsBase {
   shuffleBuffer?: number;
   seed?: number;
   onProgress?: (p: Progress) => void;
-  /** Progress reports per epoch (default 1); each reads the 32-byte stats region once. */
+  /** Progress reports per epoch (default 1): a native run each (runs of at most ABORT_RUN_STEPS
+   *  with a signal), each bringing the 32-byte stats region back. */
   reportsPerEpoch?: number;
   /** Stops training between two native runs (each a whole number of steps, at most
    *  ABORT_RUN_STEPS when a signal is given): fit() then rejects with an ArenaError ABORTED
