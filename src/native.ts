@@ -179,12 +179,12 @@ export interface CudaInfo {
   noKernelImage?: boolean;
 }
 
-/** A streaming fit's window buffers (csrc/addon/window_stager.h): host slots JS fills, checked
- *  and uploaded to a device staging buffer off the JS thread, committed into the data regions. */
-/** What a queued run brings back (runQueued, NativeWindowStager.run). */
+/** What a queued run brings back (runQueued, NativeWindowStager.run); stats is empty where it did not run. */
 export interface Readback { path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; lossScale: Float64Array }
 export interface QueuedRun extends Readback { skipped: boolean }
 
+/** A streaming fit's window buffers (csrc/addon/window_stager.h): host slots JS fills, checked
+ *  and uploaded to a device staging buffer off the JS thread, committed into the data regions. */
 export interface NativeWindowStager {
   /** Slot i: x rows at byte 0, y rows at xCapacity. */
   slot(i: number): ArrayBuffer;

@@ -48,10 +48,6 @@ void BudgetedBlock::releaseExtra() {
   pool_ = nullptr;
 }
 
-// Outside runs a budgeted arena lives on the host: managed pages come back first (so a transfer
-// never leaves more of it on the device than the scheduler placed), then the CPU copies.
-// Staged: the device side is the pinned image; pool copies of the range become stale when it is
-// written.
 // The pool's newer copy, if any, goes to the image first (copyRange); the host side then holds it.
 void BudgetedBlock::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
   copyRange(offset, bytes, Dir::ToHost);
@@ -59,6 +55,10 @@ void BudgetedBlock::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
   countTransfer(Dir::ToHost, bytes);
 }
 
+// Outside runs a budgeted arena lives on the host: managed pages come back first (so a transfer
+// never leaves more of it on the device than the scheduler placed), then the CPU copies.
+// Staged: the device side is the pinned image; pool copies of the range become stale when it is
+// written.
 void BudgetedBlock::copyRange(uint64_t offset, uint64_t bytes, Dir dir) {
   const bool managed = options().memory == Memory::Managed;
   uint8_t* dev = device() + offset;

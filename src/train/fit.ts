@@ -137,15 +137,16 @@ interface FitRun {
   reportEnd: boolean;
 }
 
+/** Where a fit starts: a resumed one goes on from the recorded batch (possibly inside a report's
+ *  batches: the report still comes where it would have). */
+interface FitStart { epoch: number; at: number }
+
 /** The runs of a fit in order: one per report, or runs of at most ABORT_RUN_STEPS with a signal
  *  (the stats accumulate over the runs of an epoch either way). Each epoch's order is drawn when
  *  its first run is asked for. */
-function* fitRuns(o: FitPlan, count: number, batches: number, steps: number, rng: Rng): Generator<FitRun> {
+function* fitRuns(o: FitPlan, start: FitStart, count: number, batches: number, steps: number, rng: Rng): Generator<FitRun> {
   const chunk = Math.ceil(batches / Math.min(o.reports, batches));
   const p = o.resume;
-  // Where to start: a resumed fit goes on from the recorded batch (possibly inside a report's
-  // batches: the report still comes where it would have).
-  const start = p ? { epoch: p.epoch, at: p.next } : { epoch: 1, at: 0 };
   let base = steps;
   for (let epoch = start.epoch; epoch <= o.epochs; epoch++) {
     const resumed = p !== undefined && epoch === start.epoch;
@@ -180,7 +181,8 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   if (p && (p.count !== d.count || p.xCrc !== xCrc || p.yCrc !== yCrc)) {
     throw new DataError('BAD_DATA', 'data', `${d.count} samples`, `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`);
   }
-  const todo = (o.epochs - (p ? p.epoch : 1) + 1) * batches - (p ? p.next : 0);
+  const start: FitStart = p ? { epoch: p.epoch, at: p.next } : { epoch: 1, at: 0 };
+  const todo = (o.epochs - start.epoch + 1) * batches - start.at;
   r.checkSteps(r.state.steps, todo);
   const rng = p ? Rng.fromState(p.rng) : new Rng(o.seed);
   const t0 = performance.now();
@@ -231,7 +233,7 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   let queued: { f: FitRun; run: Promise<{ path: RunPath; stats?: View[] }> } | undefined;
   let first = true;
   try {
-    for (const f of fitRuns(o, d.count, batches, r.state.steps, rng)) {
+    for (const f of fitRuns(o, start, d.count, batches, r.state.steps, rng)) {
       if (o.signal?.aborted) {
         r.arena.toHost({ kinds: PARAM_KINDS });
         throw abortError('fit', o.signal);
@@ -257,6 +259,6 @@ export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitRe
   setPosition(r.arena, undefined);  // finished
   r.arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;
-  const samples = (o.epochs - (p ? p.epoch : 1) + 1) * d.count - Math.min((p ? p.next : 0) * batch, d.count);
+  const samples = (o.epochs - start.epoch + 1) * d.count - Math.min(start.at * batch, d.count);
   return { ...last, path, epochs: o.epochs, steps: todo, seconds, samplesPerSecond: samples / seconds };
 }

@@ -156,7 +156,7 @@ export class Runner {
   async runQueued(params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; skipped: boolean }> {
     if (first) this.syncDevice();  // never with a run in flight: nothing writes the host side between
     const region = this.arena.plan.region(this.last, 'stats')!;
-    const { r, stats } = await this.#readingBack(params.op, () => handleOf(this.arena).runQueued({ ...this.#baseParams(), ...params }, region.offset, region.bytes, first), (x) => !x.skipped);
+    const { r, stats } = await this.#readingBack(params.op, () => handleOf(this.arena).runQueued({ ...this.#baseParams(), ...params }, region.offset, region.bytes, first));
     return { path: r.path, stats, skipped: r.skipped };
   }
 
@@ -165,10 +165,11 @@ export class Runner {
    *  passed), and the loss scale and the host's stats must end as the last run left them. */
   #taken: Promise<unknown> = Promise.resolve();
 
-  /** A queued run that brings its stats, norms and loss scale back (`ran`: whether it did):
-   *  tracked, its results taken in call order, its transfer reported; `stats`: each model's, its
-   *  own copy (the host side holds what was read last, as after stats()). */
-  async #readingBack<R extends Readback>(op: RunParams['op'], run: () => Promise<R>, ran: (r: R) => boolean = (r) => r.stats.byteLength > 0): Promise<{ r: R; stats: View[] }> {
+  /** A queued run that brings its stats, norms and loss scale back (none where it did not run:
+   *  its stats are empty): tracked, its results taken in call order, its transfer reported;
+   *  `stats`: each model's, its own copy (the host side holds what was read last, as after stats()). */
+  async #readingBack<R extends Readback>(op: RunParams['op'], run: () => Promise<R>): Promise<{ r: R; stats: View[] }> {
+    const ran = (x: R) => x.stats.byteLength > 0;
     const before = this.#taken;
     let r!: R;
     let stats: View[] = [];
