@@ -48,10 +48,11 @@ void BudgetedBlock::releaseExtra() {
   pool_ = nullptr;
 }
 
-// The pool's newer copy, if any, goes to the image first (copyRange); the host side then holds it.
+// Straight from the image, made current first: the host side is the JS thread's, and a queued
+// run's worker must not write it (a view may be read there meanwhile).
 void BudgetedBlock::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
-  copyRange(offset, bytes, Dir::ToHost);
-  std::memcpy(dst, host() + offset, bytes);
+  std::memcpy(dst, currentImage(offset, bytes), bytes);
+  if (options().memory == Memory::Managed) residency_->forget(offset, bytes);
   countTransfer(Dir::ToHost, bytes);
 }
 
@@ -60,14 +61,20 @@ void BudgetedBlock::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
 // Staged: the device side is the pinned image; pool copies of the range become stale when it is
 // written.
 void BudgetedBlock::copyRange(uint64_t offset, uint64_t bytes, Dir dir) {
-  const bool managed = options().memory == Memory::Managed;
-  uint8_t* dev = device() + offset;
+  uint8_t* dev = currentImage(offset, bytes);
   uint8_t* hst = host() + offset;
-  if (managed) backend().prefetch(dev, bytes, Where::Host);
-  else flushPool(offset, bytes);
   if (dir == Dir::ToDevice) std::memcpy(dev, hst, bytes);
   else std::memcpy(hst, dev, bytes);
-  if (managed || dir == Dir::ToDevice) residency_->forget(offset, bytes);
+  if (options().memory == Memory::Managed || dir == Dir::ToDevice) residency_->forget(offset, bytes);
+}
+
+// The device side of [offset, + bytes), readable by the CPU and holding the newest bytes:
+// managed pages brought home, or the staged pool's newer regions copied to the image.
+uint8_t* BudgetedBlock::currentImage(uint64_t offset, uint64_t bytes) {
+  uint8_t* dev = device() + offset;
+  if (options().memory == Memory::Managed) backend().prefetch(dev, bytes, Where::Host);
+  else flushPool(offset, bytes);
+  return dev;
 }
 
 // Staged: regions a run left newer in the pool than in the image go to the image first, so it

@@ -64,6 +64,7 @@ class BudgetedBlock final : public Block {
 
  private:
   void flushPool(uint64_t offset, uint64_t bytes);  // staged: dirty pool regions to the image
+  uint8_t* currentImage(uint64_t offset, uint64_t bytes);
   Budget budget_;
   std::unique_ptr<Residency> residency_;
   uint8_t* pool_ = nullptr;

@@ -10,6 +10,9 @@
 //   NN_ARENA_GEMM                 CUDA: tiled keeps the per-layer products off cuBLAS
 //   NN_ARENA_CUDA_GRAPH           CUDA: 0 launches every per-layer step directly (default: a run's
 //                                 second step is captured as a graph and replayed; read per run)
+//   NN_ARENA_SIDE_STREAM          CUDA: 0 keeps every per-layer launch on one stream (default: the
+//                                 weight-gradient products run beside the error products on a
+//                                 second stream; read per run)
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
 //   NN_ARENA_CUBLASLT             CUDA: 1 (or a path picking the library) runs the per-layer fp32 /
 //                                 tf32 products through cuBLASLt's fused epilogues (bias, ReLU and
@@ -47,7 +50,7 @@ namespace nna {
 enum class Knob : uint32_t {
   Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
   UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward, GatherThreads,
-  Gather, CudaGraph, CublasLt,
+  Gather, CudaGraph, CublasLt, SideStream,
   Count
 };
 

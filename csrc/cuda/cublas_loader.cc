@@ -96,6 +96,23 @@ std::vector<Lane>& pool() {
 bool cublasAvailable() { return api().ok; }
 const std::string& cublasStatus() { return api().status; }
 
+namespace {
+// A cuBLAS handle bound to stream s, in the lane's math mode.
+Handle boundHandle(cudaStream_t s) {
+  const Api& a = api();
+  Handle h = nullptr;
+  try {
+    blasCheck(a.create(&h), "cublasCreate");
+    blasCheck(a.setStream(h, s), "cublasSetStream");
+    blasCheck(a.setMathMode(h, kDefaultMath), "cublasSetMathMode");
+  } catch (...) {
+    if (h) a.destroy(h);
+    throw;
+  }
+  return h;
+}
+}  // namespace
+
 Lane acquireLane() {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
@@ -111,20 +128,20 @@ Lane acquireLane() {
   }
   Lane l;
   l.device = device;
-  CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
-  if (cublasAvailable()) {
-    const Api& a = api();
-    Handle h = nullptr;
-    try {
-      blasCheck(a.create(&h), "cublasCreate");
-      blasCheck(a.setStream(h, l.stream), "cublasSetStream");
-      blasCheck(a.setMathMode(h, kDefaultMath), "cublasSetMathMode");
-    } catch (...) {
-      if (h) a.destroy(h);
-      cudaStreamDestroy(l.stream);
-      throw;
+  try {
+    CUDA_CHECK(cudaStreamCreateWithFlags(&l.stream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaStreamCreateWithFlags(&l.sideStream, cudaStreamNonBlocking));
+    CUDA_CHECK(cudaEventCreateWithFlags(&l.order, cudaEventDisableTiming));
+    if (cublasAvailable()) {
+      l.blas = boundHandle(l.stream);
+      l.sideBlas = boundHandle(l.sideStream);
     }
-    l.blas = h;
+  } catch (...) {
+    if (l.blas) api().destroy(l.blas);
+    if (l.order) cudaEventDestroy(l.order);
+    if (l.sideStream) cudaStreamDestroy(l.sideStream);
+    if (l.stream) cudaStreamDestroy(l.stream);
+    throw;
   }
   return l;
 }

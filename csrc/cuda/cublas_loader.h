@@ -17,6 +17,20 @@ struct Lane {
   cudaStream_t stream = nullptr;
   void* blas = nullptr;  // cublasHandle_t, or null without cuBLAS
   int device = 0;        // the device the stream and handle belong to
+  // Beside the stream, for work of the same run that may overlap it (cuda_train.cu: a layer's
+  // weight-gradient product beside the error products below it): a second stream and a second
+  // handle bound to it, with its own workspace (two products at once must not share one), and
+  // an event that orders one stream after the other.
+  cudaStream_t sideStream = nullptr;
+  void* sideBlas = nullptr;
+  cudaEvent_t order = nullptr;
+  Lane side() const {
+    Lane l;
+    l.stream = sideStream;
+    l.blas = sideBlas;
+    l.device = device;
+    return l;
+  }
 };
 
 // A lane of the calling thread's current device (one pool per device).
@@ -30,6 +44,7 @@ class LaneGuard {
   // A run that failed part-way may have left work queued: drain it before the next run.
   ~LaneGuard() {
     cudaSetDevice(lane_.device);  // a lane goes back from its own device
+    cudaStreamSynchronize(lane_.sideStream);
     cudaStreamSynchronize(lane_.stream);
     releaseLane(lane_);
   }

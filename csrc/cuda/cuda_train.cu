@@ -31,6 +31,7 @@
 #include "layer_kernels.cuh"
 #include "tf32_kernels.cuh"
 #include "model_lrs.cuh"
+#include "output_head.cuh"
 #include "run_buffers.cuh"
 #include "run_cache.cuh"
 
@@ -85,6 +86,20 @@ class LayerRun {
       st_.maskFresh.assign(h.num_layers, false);
     }
     st_.dbDone.assign(h.num_layers, false);
+    // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
+    // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
+    // Not with a scheduler or a group (host work between launches), a compact plan (regions of
+    // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
+    // both products). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
+    side_ = lane.side();
+    besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
+    // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
+    // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
+    // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
+    // output apart), in a compact plan, or in the primitives (a Backward run's z holds a Forward
+    // run's outputs).
+    head_ = !lt_ && L_[last_].units <= kHeadMaxUnits;
+    headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
     scaling_ = p.lossScale.active() && p.op == Op::Train;
@@ -124,7 +139,15 @@ class LayerRun {
         // gradients to the reduction and still takes the step.
         const uint64_t rows = sr.rows;
         if (rows) {
-          if (p_.resident) gather(sr);
+          if (p_.resident) {
+            // bf16 / fp16: the weights' copies (a folded step moved w) made beside the gather
+            if (half_.active() && p_.op == Op::Train) {
+              fork();
+              onSide([&] { staleWeightsToHalf(); });
+            }
+            gather(sr);
+            join();
+          }
           for (uint32_t l = 1; l <= last_; ++l) {
             before(Stage::Forward, l);
             forward(l, rows);
@@ -147,9 +170,10 @@ class LayerRun {
             if (rows) folded = backward(l, rows, hp);
             else zeroGradients(l);
             if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
-            else if (p_.op == Op::Train && !folded && !deferred) update(l, hp, s_);
+            else if (p_.op == Op::Train && !folded && !deferred) onSide([&] { update(l, hp, s_); });  // after its dw, on the same stream
             after(Stage::Backward, l);
           }
+          join();
           flushBiasSteps(hp);
           if (sync_) sync_->endStep(s_);
           if (deferred) clipAndUpdate(hp, s);
@@ -213,7 +237,12 @@ class LayerRun {
     const bool stats = p_.op != Op::Forward;
     // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
     // multiprocessor, a serial chain of loads and exps per thread (11 us of a 110 us tf32 step, ncu).
-    if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+    st_.dLastHalf = false;
+    if (headFused_) {
+      const HalfOut dHalf = half_.active() && grad && !scaling_ ? half_.d(last_) : HalfOut{};
+      head(rows, scaleRows, ol, grad, stats, s, dHalf, true);
+      st_.dLastHalf = bool(dHalf);
+    } else if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
       graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
       graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
@@ -307,6 +336,10 @@ class LayerRun {
   // column-major c x r matrix (its transpose) with leading dimension c.
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (l == last_ && head_) {
+      if (!headFused_) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
+      return;  // else output() computes it
+    }
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
     if (lt_ && ltForward(l, rows)) return;
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
@@ -328,6 +361,31 @@ class LayerRun {
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
     graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, K_, sms_), 1, K_), kThreads, base_, l, rows, HalfOut{});
+  }
+
+  // An operand of a cuBLAS product: the matrix itself, and for tf32x3 its big and small TF32
+  // parts (workspace copies of the same shape).
+  struct Split {
+    const T* x;
+    const T* big = nullptr;
+    const T* small = nullptr;
+  };
+
+  // The output layer's product (output_head.cuh), and with `finish` its row's loss and d (the
+  // arguments from `scaleRows` on serve that part). Its operands are the products' own: bf16 /
+  // fp16 copies made first where the run has not made them.
+  void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish) {
+    HalfOut x, w;
+    if (half_.active()) {
+      const uint32_t in = last_ - 1;
+      if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, rows * L_[last_].fan_in);
+      if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
+      x = half_.z(in);
+      w = half_.w(last_);
+    }
+    launchOutputHead<T>(L_[last_].units, rows, K_, x, [&](auto kernel, dim3 grid, unsigned threads) {
+      graph_->launch(s_, kernel, grid, threads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, x, w, dHalf, finish);
+    });
   }
 
   // Whether a Train step folds its SGD update into the weight-gradient products (backward).
@@ -356,11 +414,15 @@ class LayerRun {
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool fold = folds();
     if (lt_) return ltBackward(l, rows, hp, fold);
-    if (!st_.dbDone[l]) biasGrad(l, rows, fold, hp, false, HalfOut{});
+    if (!st_.dbDone[l]) {  // db[l] reads d[l] only, as the products below do
+      fork();
+      onSide([&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
+    }
     st_.dbDone[l] = false;
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
-      tiled<kWeightGrad>(l, rows, n, m, fold, hp);
+      fork();
+      onSide([&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
       return fold;
     }
     if (half_.active()) return backwardHalf(l, rows, hp, fold);
@@ -373,9 +435,18 @@ class LayerRun {
                         T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
+      fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
       activationGrad(l, rows, fold, hp, HalfOut{});
+    } else {
+      fork();
     }
-    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
+    onSide([&] { weightGrad(l, rows, hp, fold, d); });
+    return fold;
+  }
+
+  // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
+  void weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
     const T alpha = fold ? foldAlpha(hp) : T(1);
     const T* scalars = fold ? foldScalars_.get() : nullptr;  // alpha from the device (a scheduled fold)
     if (K_ > 1)
@@ -386,7 +457,39 @@ class LayerRun {
     else
       product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
               at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
-    return fold;
+  }
+
+  // ---- the side stream (besides_) ---------------------------------------------------------
+  // Work given to the side stream from here on waits for what the run's stream has been given so far.
+  void fork() {
+    if (!besides_) return;
+    graph_->follow(s_, side_.stream, lane_.order);
+    st_.sideOpen = true;
+  }
+  // f's launches and products on the side stream (after the last fork), or on the run's stream
+  // where the run has no side work.
+  template <typename F>
+  void onSide(F&& f) {
+    if (!besides_) return f();
+    const cudaStream_t main = s_;
+    s_ = side_.stream;
+    on_ = &side_;
+    try {
+      f();
+    } catch (...) {
+      s_ = main;
+      on_ = &lane_;
+      throw;
+    }
+    s_ = main;
+    on_ = &lane_;
+  }
+  // The run's stream waits for the side's work (within the step that forked it: a graph's
+  // branches join before its end).
+  void join() {
+    if (!st_.sideOpen) return;
+    graph_->follow(side_.stream, s_, lane_.order);
+    st_.sideOpen = false;
   }
 
   // ---- cuBLASLt (lt_): the products with their epilogues -----------------------------------
@@ -552,17 +655,22 @@ class LayerRun {
   // loss-scaled step's d[L] copy was made with its scaling (output).
   bool backwardHalf(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    if (l == last_ && !scaling_) toHalf(l, NNA_D, rows * n);
+    if (l == last_ && !scaling_ && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
     if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
     if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
+      fork();  // the weight-gradient product reads the copies of d[l] and z[l-1], which the activation gradient leaves alone
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
+    } else {
+      fork();
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
-    gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
-             stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
+    onSide([&] {
+      gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
+               stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
+    });
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
@@ -572,7 +680,7 @@ class LayerRun {
   void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC,
                    const T* scalars = nullptr) {
     if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, A, lda, sA, B, ldb, sB, beta, C, ldc, sC)) return;
-    blasGemmBatched(lane_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
+    blasGemmBatched(*on_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
   }
 
   // Column-major C = alpha op(A) op(B) + beta C from 16-bit operands (the run's copies: bf16 or
@@ -584,7 +692,7 @@ class LayerRun {
     const void *a = A.p, *b = B.p;
     const long long sA = static_cast<long long>(A.stride), sB = static_cast<long long>(B.stride);
     if (!graph_->external(tA, tB, m, n, k, scalars ? 0.0f : alpha, scalars, a, lda, sA, b, ldb, sB, beta, C, ldc, sC)) return;
-    if constexpr (std::is_same_v<T, float>) blasGemmHalfBatched(lane_, half_.fp16(), tA, tB, m, n, k, alpha, a, lda, sA, b, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
+    if constexpr (std::is_same_v<T, float>) blasGemmHalfBatched(*on_, half_.fp16(), tA, tB, m, n, k, alpha, a, lda, sA, b, ldb, sB, beta, C, ldc, sC, int(K_), scalars);
   }
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
@@ -629,7 +737,7 @@ class LayerRun {
   void castsToHalf(const HalfCasts& c, unsigned count) {
     uint64_t most = 0;
     for (unsigned i = 0; i < count; ++i) most = std::max(most, c.n[i]);
-    graph_->launch(s_, halfCastsKernel, dim3(blocksFor(most), count, K_), kThreads, c);
+    graph_->launch(s_, halfCastsKernel, dim3(blocksFor((most + 3) / 4), count, K_), kThreads, c);  // four values a thread
   }
 
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
@@ -649,14 +757,6 @@ class LayerRun {
     }
   }
 
-  // An operand of a cuBLAS product: the matrix itself, and for tf32x3 its big and small TF32
-  // parts (workspace copies of the same shape).
-  struct Split {
-    const T* x;
-    const T* big = nullptr;
-    const T* small = nullptr;
-  };
-
   // Operand x (n elements) as a Split; tf32x3 splits it into workspace slot 0 or 1 first.
   Split split(int slot, const T* x, uint64_t n) {
     if (prec_ != Precision::Tf32x3) return {x};
@@ -675,14 +775,14 @@ class LayerRun {
   void product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc, const T* scalars = nullptr) {
     if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
     if constexpr (std::is_same_v<T, float>) {
-      if (prec_ == Precision::Tf32) return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
+      if (prec_ == Precision::Tf32) return blasGemmTf32(*on_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
       if (prec_ == Precision::Tf32x3) {
-        blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
-        blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
-        return blasGemmTf32(lane_, tA, tB, m, n, k, alpha, a.big, lda, b.big, ldb, 1.0f, C, ldc);
+        blasGemmTf32(*on_, tA, tB, m, n, k, alpha, a.small, lda, b.big, ldb, beta, C, ldc);
+        blasGemmTf32(*on_, tA, tB, m, n, k, alpha, a.big, lda, b.small, ldb, 1.0f, C, ldc);
+        return blasGemmTf32(*on_, tA, tB, m, n, k, alpha, a.big, lda, b.big, ldb, 1.0f, C, ldc);
       }
     }
-    blasGemm(lane_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
+    blasGemm(*on_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);
   }
 
   DeviceScope device_;  // first: current through every member's construction and destruction
@@ -704,8 +804,15 @@ class LayerRun {
     uint64_t biasSteps = 0;              // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
     uint32_t dbParked = 0;               // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
     uint64_t epilogues = 0;              // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
+    bool sideOpen = false;               // the side stream was given work this step that the run's stream has not joined
+    bool dLastHalf = false;              // the step's output launch wrote d[L]'s 16-bit copy (headFused_)
   } st_;
-  cudaStream_t s_;
+  cudaStream_t s_;  // the stream launches go to: the lane's, or its side stream inside onSide()
+  Lane side_;       // the lane's side stream and handle
+  const Lane* on_ = &lane_;  // the lane products go to (its handle): lane_, or side_ inside onSide()
+  bool besides_ = false;     // whether the run gives work to the side stream (constructor)
+  bool head_ = false;        // the output layer's product is output_head.cuh's
+  bool headFused_ = false;   // ... in the output launch itself
   uint32_t last_;
   int sms_;
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size

@@ -52,9 +52,8 @@ class Tf32Workspace {
 // Precisions bf16 and fp16: the products' operands rounded to 16 bits, each written once per
 // step by the pass that makes it (z[l] by the bias-activation pass, d[l-1] by the
 // activation-gradient pass) or by one cast (the inputs z[0], d[L], each weight matrix before its
-// forward product, which the error product then reuses: the update comes after both). d
-// ping-pongs between two buffers: layer l's weight gradient still reads d[l] when d[l-1] is
-// written. The fp32 values stay in the arena (the masters); the copies lie beside it, like
+// forward product, which the error product then reuses: the update comes after both). Each
+// layer's d has its own (allocate). The fp32 values stay in the arena (the masters); the copies lie beside it, like
 // Tf32Workspace, and are made again by each run.
 class HalfCopies {
  public:
@@ -71,14 +70,14 @@ class HalfCopies {
     };
     z_.assign(last, {});
     w_.assign(last + 1, {});
-    uint64_t dMax = 0;
+    d_.assign(last + 1, {});
     for (uint32_t l = 0; l < last; ++l) z_[l].at = take(h.batch * L[l].units, copies(l, NNA_Z), &z_[l].stride);
+    // One copy of d a layer: a layer's weight-gradient product may still read its d while the
+    // error products below it run (cuda_train.cu, the side stream).
     for (uint32_t l = 1; l <= last; ++l) {
       w_[l].at = take(L[l].units * L[l].fan_in, copies(l, NNA_W), &w_[l].stride);
-      dMax = std::max(dMax, h.batch * L[l].units);
+      d_[l].at = take(h.batch * L[l].units, copies(l, NNA_D), &d_[l].stride);
     }
-    d_[0].at = take(dMax, copies(last, NNA_D), &d_[0].stride);
-    d_[1].at = take(dMax, copies(last, NNA_D), &d_[1].stride);
     fp16_ = fp16;
     base_ = static_cast<uint16_t*>(shelf.take(ScratchShelf::kHalf, total_ * sizeof(uint16_t)));
   }
@@ -86,7 +85,7 @@ class HalfCopies {
   bool fp16() const { return fp16_; }
   HalfOut z(uint32_t l) const { return of(z_[l]); }
   HalfOut w(uint32_t l) const { return of(w_[l]); }
-  HalfOut d(uint32_t l) const { return of(d_[l % 2]); }
+  HalfOut d(uint32_t l) const { return of(d_[l]); }
 
  private:
   struct Copy { uint64_t at = 0, stride = 0; };
@@ -94,8 +93,7 @@ class HalfCopies {
   uint16_t* base_ = nullptr;
   bool fp16_ = false;
   uint64_t total_ = 0;
-  Copy d_[2];
-  std::vector<Copy> z_, w_;
+  std::vector<Copy> z_, w_, d_;
 };
 
 // The cuBLASLt products' scratch (cublaslt_loader.h), beside the arena like Tf32Workspace: the
@@ -146,11 +144,34 @@ struct HalfCasts {
   HalfOut dst[kMaxCasts];
   uint64_t n[kMaxCasts];
 };
+// Four values a thread where the bytes are aligned for it (16-byte loads, 8-byte stores): one a
+// thread took 9.7 us for M's three weight matrices on the H200 (ncu), several times their bytes'
+// time. Each value rounds as HalfOut::store rounds it.
+template <typename H2>
+struct alignas(8) HalfQuad {
+  H2 lo, hi;
+};
 static __global__ void halfCastsKernel(HalfCasts c) {
   const unsigned j = blockIdx.y;
   if (blockIdx.z > 0 && c.srcStride[j] == 0) return;  // a region the models share: one copy
   const float* src = c.src[j] + uint64_t(blockIdx.z) * c.srcStride[j];
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < c.n[j]; i += uint64_t(gridDim.x) * blockDim.x) c.dst[j].store(i, src[i]);
+  const HalfOut& dst = c.dst[j];
+  const uint64_t n = c.n[j], first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, step = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t at = uint64_t(blockIdx.z) * dst.stride;  // this model's copy, in elements
+  uint64_t done = 0;
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && (reinterpret_cast<uintptr_t>(dst.p) & 7) == 0 && (at & 3) == 0) {
+    const uint64_t quads = n / 4;
+    const float4* in = reinterpret_cast<const float4*>(src);
+    for (uint64_t q = first; q < quads; q += step) {
+      const float4 v = in[q];
+      if (dst.fp16)
+        reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(dst.p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+      else
+        reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(dst.p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
+    }
+    done = quads * 4;
+  }
+  for (uint64_t i = done + first; i < n; i += step) dst.store(i, src[i]);
 }
 
 // Dynamic loss scaling's state on the device for one run (loss_scale.h; on the shelf, like

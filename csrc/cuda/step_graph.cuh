@@ -12,7 +12,8 @@
 // replay whose products differ (the last step of fewer rows) is not launched; the caller runs
 // that step directly. (A folded update's scheduled lr reaches cuBLAS through device memory,
 // written by a kernel: FoldScalars, run_buffers.cuh.) Same kernels, same arguments, same order:
-// a graphed run gives the bits of a direct one.
+// a graphed run gives the bits of a direct one. Launches may go to a second stream that forks
+// from the run's and joins it again within the step (follow): the graph then has branches.
 // The graph outlives its run (the arena keeps it: Block::runCache): a later run's steps replay it
 // as they would their own, every argument compared first; a run whose first replay differs drops
 // it and captures its own.
@@ -77,6 +78,16 @@ class StepGraph {
     if (mode_ == Mode::Replay) { compare(std::move(r)); return false; }
     if (mode_ == Mode::Capture) records_.push_back(std::move(r));
     return true;
+  }
+
+  // Work issued on `to` from now on waits for what `from` has been given so far: a fork from the
+  // run's stream to its side stream, or the join back (cuda_train.cu). In a capture the edge
+  // becomes the graph's (the side stream's launches are its branch); in a replay it is compared
+  // like the launches, so that a step with other edges does not replay.
+  void follow(cudaStream_t from, cudaStream_t to, cudaEvent_t ev) {
+    if (!external(from, to)) return;
+    CUDA_CHECK(cudaEventRecord(ev, from));
+    CUDA_CHECK(cudaStreamWaitEvent(to, ev, 0));
   }
 
   // Captures what `step` launches on s, instantiates it and launches it once. False (nothing

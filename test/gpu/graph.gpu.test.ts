@@ -18,13 +18,14 @@ const tensorCores = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8 
 // Graphs serve every run of the per-layer path, its products through cuBLAS or the tiled kernels.
 const graphed = hasGpu;
 
-afterEach(() => { delete process.env.NN_ARENA_CUDA_GRAPH; });
+afterEach(() => { delete process.env.NN_ARENA_CUDA_GRAPH; delete process.env.NN_ARENA_SIDE_STREAM; });
 
 interface Case { spec: LayoutSpec; options: TrainerOptions; samples: number; epochs: number }
 
-/** Trains `c` with the graph on or off: every weight, bias and optimizer state; the losses; how many steps were graphed. */
-async function train(c: Case, graph: boolean) {
+/** Trains `c` with the graph on or off (and the side stream: NN_ARENA_SIDE_STREAM): every weight, bias and optimizer state; the losses; how many steps were graphed. */
+async function train(c: Case, graph: boolean, side = true) {
   process.env.NN_ARENA_CUDA_GRAPH = graph ? '1' : '0';
+  process.env.NN_ARENA_SIDE_STREAM = side ? '1' : '0';
   const arena = Arena.create(planLayout({ ...c.spec, samples: c.samples }), { backend: 'cuda' });
   try {
     const t = new Trainer(arena, c.options);
@@ -75,6 +76,18 @@ describe.skipIf(!hasGpu)('CUDA graphs of the per-layer path', () => {
     expect(graphedRun.loss).toBe(direct.loss);
     expect(graphedRun.state.length).toBeGreaterThan(0);
     expect(Buffer.from(graphedRun.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+  }, 60_000);
+
+  // The weight-gradient products (and the updates after them) run on a second stream beside the
+  // error products, the weights' bf16 casts beside the gather: the graph has branches. Same
+  // kernels on the same data: the bits of the run on one stream, graphed or not.
+  it.each(cases)('%s: the side stream gives the bits of one stream', async (_name, c, steps) => {
+    const one = await train(c, true, false), two = await train(c, true), twoDirect = await train(c, false);
+    expect(two.graphSteps).toBe(graphed ? steps : 0);
+    expect(two.losses).toEqual(one.losses);
+    expect(twoDirect.losses).toEqual(one.losses);
+    expect(Buffer.from(two.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
+    expect(Buffer.from(twoDirect.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
   }, 60_000);
 
   // The folded products' alpha (-lr) changes every step: cuBLAS reads it from the device, written
