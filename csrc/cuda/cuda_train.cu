@@ -90,15 +90,19 @@ class LayerRun {
     // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
     // Not with a scheduler or a group (host work between launches), a compact plan (regions of
     // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
-    // both products). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
+    // both products), nor for K models (their batched products fill the GPU: S x 64 took 3% longer
+    // with the side stream on the H100). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
     side_ = lane.side();
-    besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
+    besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
     // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
     // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
     // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
     // output apart), in a compact plan, or in the primitives (a Backward run's z holds a Forward
     // run's outputs).
-    head_ = !lt_ && L_[last_].units <= kHeadMaxUnits;
+    // One model through cuBLAS: a K-model arena keeps its batched products (as many blocks as
+    // rows x models, the kernel made S x 256 models 38% slower on the H200), and the tiled
+    // products keep K models bit-identical to one.
+    head_ = !lt_ && blas_ && K_ == 1 && L_[last_].units <= kHeadMaxUnits;
     headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.

@@ -84,10 +84,21 @@ __global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t
   const nna_bound_layer<T> in = nna_bind<T>(base, 0), out = nna_bind<T>(base, last);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const uint64_t k = permIndex(first + r, a, c, samples);
-    for (uint64_t j = threadIdx.x; j < in.units; j += blockDim.x) {
-      const T x = in.xdata[k * in.units + j];
-      in.z[r * in.units + j] = x;
-      if (half) half.store(r * in.units + j, float(x));  // precision bf16 / fp16: z[0]'s copy (HalfCopies)
+    constexpr int kGroup = 4;  // a thread's loads before its stores (which they could alias)
+    for (uint64_t j0 = threadIdx.x; j0 < in.units; j0 += uint64_t(kGroup) * blockDim.x) {
+      T x[kGroup];
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) {
+        const uint64_t j = j0 + uint64_t(q) * blockDim.x;
+        if (j < in.units) x[q] = in.xdata[k * in.units + j];
+      }
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) {
+        const uint64_t j = j0 + uint64_t(q) * blockDim.x;
+        if (j >= in.units) break;
+        in.z[r * in.units + j] = x[q];
+        if (half) half.store(r * in.units + j, float(x[q]));  // precision bf16 / fp16: z[0]'s copy (HalfCopies)
+      }
     }
     for (uint64_t j = threadIdx.x; j < out.units; j += blockDim.x) out.y[r * out.units + j] = out.ydata[k * out.units + j];
   }
@@ -238,10 +249,32 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) {
-    activateAt(C, e, C.z[e] + C.b[j]);
+  auto finish = [&](uint64_t e, T x) {
+    activateAt(C, e, x);
     if (half) half.store(e, float(C.z[e]));
-  });
+  };
+  const uint64_t per = (rows + gridDim.x - 1) / gridDim.x;
+  if (per == 1) {  // a block a row (M: 4 values a thread): every load before the first store, which
+                   // the compiler cannot move them past (z may alias b for all it knows)
+    const uint64_t r = blockIdx.x, n = C.units;
+    if (r >= rows) return;
+    constexpr int kGroup = 4;
+    for (uint64_t j0 = threadIdx.x; j0 < n; j0 += uint64_t(kGroup) * blockDim.x) {
+      T v[kGroup];
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) {
+        const uint64_t j = j0 + uint64_t(q) * blockDim.x;
+        if (j < n) v[q] = C.z[r * n + j] + C.b[j];
+      }
+#pragma unroll
+      for (int q = 0; q < kGroup; ++q) {
+        const uint64_t j = j0 + uint64_t(q) * blockDim.x;
+        if (j < n) finish(r * n + j, v[q]);
+      }
+    }
+    return;
+  }
+  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) { finish(e, C.z[e] + C.b[j]); });
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
