@@ -15,11 +15,7 @@ import json
 
 import torch
 
-NETS = {
-    "S": ([784, 128, 10], 100),
-    "M": ([784, 1024, 1024, 10], 256),
-    "L": ([4096, 4096, 4096, 4096], 2048),
-}
+from torch_ref import NETS, time_step  # the step benchmark's networks; warm-up, capture, timed replays
 
 
 def floor(layers, batch, precision, replays):
@@ -42,25 +38,7 @@ def floor(layers, batch, precision, replays):
                 torch.matmul(d[l], w[l], out=do[l - 1])
             torch.matmul(d[l].t(), z[l - 1], out=dw[l])
 
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        step()
-    for _ in range(20):
-        g.replay()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(replays):
-        g.replay()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1000.0 / replays, 3 * L - 1
+    return time_step(step, "graph", replays, 20), 3 * L - 1
 
 
 def main():
@@ -71,7 +49,7 @@ def main():
     args = ap.parse_args()
     rows = []
     for name in args.only.split(","):
-        layers, batch = NETS[name]
+        layers, batch, _ = NETS[name]
         for precision in args.precisions.split(","):
             us, products = floor(layers, batch, precision, 200 if name == "L" else 2000)
             row = {"network": name, "layers": layers, "batch": batch, "precision": precision, "products": products, "microsPerStep": us,
