@@ -230,10 +230,7 @@ Napi::Value ArenaHandle::RunQueued(const Napi::CallbackInfo& info) {
     }
     *ran = true;
     if (stopOnDivergence) {
-      double bad = 0;
-      if (f64) std::memcpy(&bad, out->stats.data() + NNA_STAT_BAD_STEP * sizeof(double), sizeof(double));
-      else { float f; std::memcpy(&f, out->stats.data() + NNA_STAT_BAD_STEP * sizeof(float), sizeof(float)); bad = f; }
-      if (bad >= 0) turns->stopped = true;
+      if (valueAt(out->stats.data() + NNA_STAT_BAD_STEP * (f64 ? 8 : 4), f64) >= 0) turns->stopped = true;
     }
     return path;
   };

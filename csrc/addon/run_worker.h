@@ -7,6 +7,7 @@
 #include <napi.h>
 
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -88,5 +89,16 @@ struct Readback {
 std::string runAndReadBack(Block& b, RunParams p, bool first, uint64_t statsOffset, Readback& out);
 // Sets `stats` (an ArrayBuffer, empty where the run did not run), `gradNorms` and `lossScale` on o.
 void setReadback(Napi::Env env, Napi::Object o, const Readback& r, bool ran);
+// The arena value at `bytes` (a float64 where `f64`, else a float32), as a double.
+inline double valueAt(const uint8_t* bytes, bool f64) {
+  if (f64) {
+    double d;
+    std::memcpy(&d, bytes, sizeof d);
+    return d;
+  }
+  float f;
+  std::memcpy(&f, bytes, sizeof f);
+  return f;
+}
 
 }  // namespace nna::addon

@@ -182,8 +182,7 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
       uint8_t v[8] = {};
       blk.backend().copy(v, at, size, Dir::ToHost);
       blk.countTransfer(Dir::ToHost, size);
-      if (f64) std::memcpy(&out->value, v, 8);
-      else { float f; std::memcpy(&f, v, 4); out->value = f; }
+      out->value = valueAt(v, f64);
       turns->stopped = true;
       out->bad = bad;
     }
