@@ -43,6 +43,13 @@ struct HalfOut {
   }
 };
 
+// Four consecutive 16-bit values as one 8-byte access (H2: __half2 or __nv_bfloat162): the
+// casts' stores (run_buffers.cuh) and the output layer's loads (output_head.cuh).
+template <typename H2>
+struct alignas(8) HalfQuad {
+  H2 lo, hi;
+};
+
 inline unsigned blocksFor(uint64_t n) {
   const uint64_t b = (n + kThreads - 1) / kThreads;
   return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);

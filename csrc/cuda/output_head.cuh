@@ -34,8 +34,7 @@ __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
     return reinterpret_cast<const float4*>(p)[q];
   } else {
     using E2 = std::conditional_t<std::is_same_v<E, __half>, __half2, __nv_bfloat162>;
-    struct alignas(8) Pair { E2 lo, hi; };
-    const Pair v = reinterpret_cast<const Pair*>(p)[q];
+    const HalfQuad<E2> v = reinterpret_cast<const HalfQuad<E2>*>(p)[q];
     float2 a, b;
     if constexpr (std::is_same_v<E, __half>) { a = __half22float2(v.lo); b = __half22float2(v.hi); }
     else { a = __bfloat1622float2(v.lo); b = __bfloat1622float2(v.hi); }

@@ -147,10 +147,6 @@ struct HalfCasts {
 // Four values a thread where the bytes are aligned for it (16-byte loads, 8-byte stores): one a
 // thread took 9.7 us for M's three weight matrices on the H200 (ncu), several times their bytes'
 // time. Each value rounds as HalfOut::store rounds it.
-template <typename H2>
-struct alignas(8) HalfQuad {
-  H2 lo, hi;
-};
 static __global__ void halfCastsKernel(HalfCasts c) {
   const unsigned j = blockIdx.y;
   if (blockIdx.z > 0 && c.srcStride[j] == 0) return;  // a region the models share: one copy
