@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "../core/failure.h"
@@ -68,7 +69,6 @@ class LayerRun {
     // is host-side (no graph).
     if (!hooks) cache_ = runCacheOf(p, lane);
     ScratchShelf& shelf = cache_ ? cache_->shelf : ownShelf_;
-    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, shelf);
     if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
       half_.allocate(h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
       st_.zFresh.assign(h.num_layers, false);
@@ -94,6 +94,7 @@ class LayerRun {
     // with the side stream on the H100). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
     side_ = lane.side();
     besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
+    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_, shelf);
     // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
     // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
     // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
@@ -174,7 +175,7 @@ class LayerRun {
             if (rows) folded = backward(l, rows, hp);
             else zeroGradients(l);
             if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
-            else if (p_.op == Op::Train && !folded && !deferred) onSide([&] { update(l, hp, s_); });  // after its dw, on the same stream
+            else if (p_.op == Op::Train && !folded && !deferred) gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
             after(Stage::Backward, l);
           }
           join();
@@ -241,11 +242,14 @@ class LayerRun {
     const bool stats = p_.op != Op::Forward;
     // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
     // multiprocessor, a serial chain of loads and exps per thread (11 us of a 110 us tf32 step, ncu).
-    st_.dLastHalf = false;
+    st_.dLastHalf = st_.errorDone = false;
     if (headFused_) {
       const HalfOut dHalf = half_.active() && grad && !scaling_ ? half_.d(last_) : HalfOut{};
-      head(rows, scaleRows, ol, grad, stats, s, dHalf, true);
+      // d[L-1] too where it follows from this launch's d (a loss-scaled step's waits for the scale)
+      const bool error = grad && last_ > 1 && !scaling_;
+      head(rows, scaleRows, ol, grad, stats, s, dHalf, true, error);
       st_.dLastHalf = bool(dHalf);
+      st_.errorDone = error;
     } else if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
       graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
     else
@@ -378,7 +382,7 @@ class LayerRun {
   // The output layer's product (output_head.cuh), and with `finish` its row's loss and d (the
   // arguments from `scaleRows` on serve that part). Its operands are the products' own: bf16 /
   // fp16 copies made first where the run has not made them.
-  void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish) {
+  void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error = false) {
     HalfOut x, w;
     if (half_.active()) {
       const uint32_t in = last_ - 1;
@@ -387,8 +391,50 @@ class LayerRun {
       x = half_.z(in);
       w = half_.w(last_);
     }
+    const HalfOut dPrev = error && half_.active() ? half_.d(last_ - 1) : HalfOut{};
     launchOutputHead<T>(L_[last_].units, rows, K_, x, [&](auto kernel, dim3 grid, unsigned threads) {
-      graph_->launch(s_, kernel, grid, threads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, x, w, dHalf, finish);
+      graph_->launch(s_, kernel, grid, threads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, x, w, dHalf, finish, error, dPrev);
+    });
+  }
+
+  // The output layer's backward where output_head.cuh computes that layer (head_): d[L-1]
+  // (headError), then dw and db, or the folded SGD step, in one launch beside the chain. Its
+  // operands are the products': the bf16 / fp16 copies of z[L-1] and d[L], made by then.
+  bool headBackward(uint64_t rows, const Hyper<T>& hp, bool fold) {
+    const uint32_t l = last_;
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    st_.dbDone[l] = false;
+    HalfOut x, d;
+    if (half_.active()) {
+      if (!scaling_ && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
+      if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
+      if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
+      x = half_.z(l - 1);
+      d = half_.d(l);
+    }
+    if (l > 1) headError(rows);
+    fork();
+    gradientWork(l, [&] {
+      launchOutputWeightGrad<T>(n, m, K_, x, [&](auto kernel, dim3 grid, dim3 block) {
+        graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get());
+      });
+    });
+    if (fold && half_.active()) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
+    return fold;
+  }
+
+  // d[L-1] of the output layer's backward where output_head.cuh computes that layer (head_):
+  // done by the output launch (st_.errorDone), else here, from the products' operands (the
+  // copies of w[L] and d[L] in bf16 / fp16, made by then). db[L-1] is then left to backward(L-1).
+  void headError(uint64_t rows) {
+    if (st_.errorDone) {
+      st_.errorDone = false;
+      return;
+    }
+    const HalfOut w = half_.active() ? half_.w(last_) : HalfOut{}, d = half_.active() ? half_.d(last_) : HalfOut{};
+    const HalfOut dPrev = half_.active() ? half_.d(last_ - 1) : HalfOut{};
+    launchOutputError<T>(L_[last_].units, rows, K_, w, [&](auto kernel, dim3 grid, unsigned threads) {
+      graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev);
     });
   }
 
@@ -418,15 +464,16 @@ class LayerRun {
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
     const bool fold = folds();
     if (lt_) return ltBackward(l, rows, hp, fold);
+    if (l == last_ && head_) return headBackward(rows, hp, fold);
     if (!st_.dbDone[l]) {  // db[l] reads d[l] only, as the products below do
       fork();
-      onSide([&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
+      gradientWork(l, [&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
     }
     st_.dbDone[l] = false;
     if (!blas_) {
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       fork();
-      onSide([&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
+      gradientWork(l, [&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
       return fold;
     }
     if (half_.active()) return backwardHalf(l, rows, hp, fold);
@@ -444,7 +491,7 @@ class LayerRun {
     } else {
       fork();
     }
-    onSide([&] { weightGrad(l, rows, hp, fold, d); });
+    gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
     return fold;
   }
 
@@ -487,6 +534,15 @@ class LayerRun {
     }
     s_ = main;
     on_ = &lane_;
+  }
+  // Layer l's gradient work (its db where not taken yet, its dw, its update) beside the error
+  // chain, but for layer 1: no error product follows it, so the run's stream is free, where the
+  // side stream still has the layers above's work to do (M bf16: 21 us of it after the output
+  // layer, against 12 on the run's stream, ncu).
+  template <typename F>
+  void gradientWork(uint32_t l, F&& f) {
+    if (l == 1) f();
+    else onSide(std::forward<F>(f));
   }
   // The run's stream waits for the side's work (within the step that forked it: a graph's
   // branches join before its end).
@@ -538,7 +594,7 @@ class LayerRun {
     // tf32 reads d transposed, as the cuBLAS path does (Tf32Workspace): read as stored, L's step
     // took 2809-2849 us against 2371-2384 on the H100 (M: within the noise).
     const bool dT = prec_ == Precision::Tf32;
-    LtProduct wg = dT ? ltBase(false, false, m, n, rows, at(l - 1, NNA_Z), m, work_.transposed(), rows, at(l, fold ? NNA_W : NNA_DW), m)
+    LtProduct wg = dT ? ltBase(false, false, m, n, rows, at(l - 1, NNA_Z), m, work_.transposed(l), rows, at(l, fold ? NNA_W : NNA_DW), m)
                       : ltBase(false, true, m, n, rows, at(l - 1, NNA_Z), m, at(l, NNA_D), n, at(l, fold ? NNA_W : NNA_DW), m);
     wg.alpha = float(alpha);
     wg.beta = fold ? 1.0f : 0.0f;
@@ -586,7 +642,7 @@ class LayerRun {
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     if (ltReady(wg)) {
       if constexpr (std::is_same_v<T, float>)
-        if (dT) graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), work_.transposed(), rows, n);
+        if (dT) graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), work_.transposed(l), rows, n);
       ltLaunch(wg);
     } else if (transposeForTensorCores()) weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
     else product(false, true, int(m), int(n), int(rows), alpha, Split{at(l - 1, NNA_Z)}, int(m), Split{at(l, NNA_D)}, int(n), fold ? T(1) : T(0),
@@ -671,7 +727,7 @@ class LayerRun {
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = fold ? float(foldAlpha(hp)) : 1.0f;
-    onSide([&] {
+    gradientWork(l, [&] {
       gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
                stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
     });
@@ -754,7 +810,7 @@ class LayerRun {
   void weightGradTf32(uint32_t l, uint64_t rows, T alpha, bool fold, const T* scalars) {
     if constexpr (std::is_same_v<T, float>) {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
-      float* dT = work_.transposed();
+      float* dT = work_.transposed(l);
       graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
       product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows),
               fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
@@ -810,6 +866,7 @@ class LayerRun {
     uint64_t epilogues = 0;              // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
     bool sideOpen = false;               // the side stream was given work this step that the run's stream has not joined
     bool dLastHalf = false;              // the step's output launch wrote d[L]'s 16-bit copy (headFused_)
+    bool errorDone = false;              // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
   } st_;
   cudaStream_t s_;  // the stream launches go to: the lane's, or its side stream inside onSide()
   Lane side_;       // the lane's side stream and handle

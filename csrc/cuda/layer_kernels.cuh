@@ -28,6 +28,13 @@ inline int lossFracBits(uint64_t batch) {
   return bits + 48 <= 63 ? 48 : 63 - bits;
 }
 
+// Four consecutive 16-bit values as one 8-byte access (H2: __half2 or __nv_bfloat162): the
+// casts' stores (HalfOut::storeQuad) and the output layer's loads (output_head.cuh).
+template <typename H2>
+struct alignas(8) HalfQuad {
+  H2 lo, hi;
+};
+
 // A run's 16-bit copy of a region (precision bf16 or fp16: run_buffers.cuh HalfCopies), written
 // by the pass that makes the fp32 value, or none (null). The kind is uniform in a launch. K-model
 // arenas: model blockIdx.z's copy lies `stride` elements after the one before (0: one copy).
@@ -41,13 +48,16 @@ struct HalfOut {
     if (fp16) static_cast<__half*>(p)[at] = __float2half_rn(v);
     else static_cast<__nv_bfloat16*>(p)[at] = __float2bfloat16_rn(v);
   }
-};
-
-// Four consecutive 16-bit values as one 8-byte access (H2: __half2 or __nv_bfloat162): the
-// casts' stores (run_buffers.cuh) and the output layer's loads (output_head.cuh).
-template <typename H2>
-struct alignas(8) HalfQuad {
-  H2 lo, hi;
+  // Elements 4q .. 4q + 3 as store rounds them, one 8-byte store (p 8-byte aligned, stride a multiple of 4).
+  __device__ __forceinline__ void storeQuad(uint64_t q, float4 v) const {
+    const uint64_t at = uint64_t(blockIdx.z) * stride;
+    if (fp16) reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+    else reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
+  }
+  // v as its stored copy holds it.
+  __device__ __forceinline__ float rounded(float v) const { return fp16 ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v)); }
+  // Whether storeQuad may serve model blockIdx.z's copy.
+  __device__ __forceinline__ bool quads() const { return (reinterpret_cast<uintptr_t>(p) & 7) == 0 && (stride & 3) == 0; }
 };
 
 inline unsigned blocksFor(uint64_t n) {

@@ -7,7 +7,7 @@
 // otherwise (tf32 and tf32x3 too: this layer is too small for tensor cores to matter), adds the
 // bias, applies the activation, and finishes the row as outputWarpKernel does (output_row.cuh),
 // writing d's 16-bit copy where the run has one. Each sum has a fixed order (threads, shuffle
-// tree, warps): bit-identical run to run, and in every run that computes this layer (a compact
+// rounds, warps): bit-identical run to run, and in every run that computes this layer (a compact
 // plan or a memory scheduler splits it from the row's loss: `finish`).
 #pragma once
 #include <type_traits>
@@ -79,16 +79,104 @@ __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uin
   }
 }
 
+// The warp's sums of NB values (NB a power of two, <= 32) spread over its lanes: each round
+// halves the values a lane holds, the lanes whose bit `o` is set keeping the upper half and adding
+// their partner's (NB - 1 shuffles in all where NB separate warp sums take 5 NB), the rounds left
+// add as warpSum does. Lane t ends with the sum of value t / (32 / NB): the same in each of those lanes.
+// d[L-1] of row r from the output layer's d (dRow, in shared memory: units past n hold zero)
+// and its weights w (the products' operands, as headDots reads them): for each input c,
+// sum over u in order of dRow[u] w[u][c] (one FMA each), times f' of layer L-1, into d[L-1]
+// and its 16-bit copy (dPrevHalf) where the run has one. With 10 units this is a 10-deep
+// product: through cuBLAS it and the activation-gradient pass after it were two launches on the
+// step's critical path. Thread t takes inputs t, t + kHeadThreads, ... (four at a time where the
+// bytes allow; the same arithmetic either way).
+template <typename T, unsigned NB, typename E>
+__device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const E* w, const T* dRow, uint64_t n, uint64_t m, uint64_t r, const HalfOut& dPrevHalf) {
+  const T* f = activationGradInput(P) + r * m;
+  T* d = P.d + r * m;
+  const E* row[NB];
+#pragma unroll
+  for (unsigned u = 0; u < NB; ++u) row[u] = w + (u < n ? u : n - 1) * m;  // unconditional loads (headDots)
+  const T p = T(P.act_param);
+  uint64_t k = threadIdx.x;
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr uintptr_t align = 4 * sizeof(E) - 1;
+    if (m % 4 == 0 && (reinterpret_cast<uintptr_t>(w) & align) == 0 && (reinterpret_cast<uintptr_t>(d) & 15) == 0 && (reinterpret_cast<uintptr_t>(f) & 15) == 0 &&
+        (!dPrevHalf || dPrevHalf.quads())) {
+      for (uint64_t q = threadIdx.x; q < m / 4; q += kHeadThreads) {
+        float4 b[NB];
+#pragma unroll
+        for (unsigned u = 0; u < NB; ++u) b[u] = headQuad(row[u], q);
+        const float4 g = reinterpret_cast<const float4*>(f)[q];
+        float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (unsigned u = 0; u < NB; ++u) {
+          if (u >= n) break;
+          a = make_float4(fmaf(dRow[u], b[u].x, a.x), fmaf(dRow[u], b[u].y, a.y), fmaf(dRow[u], b[u].z, a.z), fmaf(dRow[u], b[u].w, a.w));
+        }
+        const float4 v = make_float4(a.x * activationGrad<T>(P.activation, g.x, p), a.y * activationGrad<T>(P.activation, g.y, p), a.z * activationGrad<T>(P.activation, g.z, p),
+                                     a.w * activationGrad<T>(P.activation, g.w, p));
+        reinterpret_cast<float4*>(d)[q] = v;
+        if (dPrevHalf) dPrevHalf.storeQuad(r * (m / 4) + q, v);
+      }
+      k = m;  // every input taken
+    }
+  }
+  for (; k < m; k += kHeadThreads) {
+    T b[NB];
+#pragma unroll
+    for (unsigned u = 0; u < NB; ++u) b[u] = headValue<T>(row[u][k]);
+    const T g = f[k];
+    T a = T(0);
+#pragma unroll
+    for (unsigned u = 0; u < NB; ++u) {
+      if (u >= n) break;
+      a = fma(dRow[u], b[u], a);
+    }
+    const T v = a * activationGrad<T>(P.activation, g, p);
+    d[k] = v;
+    if (dPrevHalf) dPrevHalf.store(r * m + k, float(v));
+  }
+}
+
+// One round: C values a lane, the partner `O` lanes away.
+template <unsigned C, unsigned O, typename T, unsigned NB>
+__device__ __forceinline__ void spreadRound(T (&v)[NB], unsigned lane) {
+  if constexpr (C > 1) {
+    constexpr unsigned kHalf = C / 2;
+    const bool upper = lane & O;
+#pragma unroll
+    for (unsigned i = 0; i < kHalf; ++i) {
+      const T send = upper ? v[i] : v[i + kHalf];
+      const T keep = upper ? v[i + kHalf] : v[i];
+      v[i] = keep + __shfl_xor_sync(0xffffffffu, send, O);
+    }
+    spreadRound<kHalf, O / 2>(v, lane);
+  }
+}
+template <typename T, unsigned NB>
+__device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
+  static_assert(NB >= 1 && NB <= 32 && (NB & (NB - 1)) == 0, "NB: a power of two up to 32");
+  spreadRound<NB, 16>(v, threadIdx.x % 32);
+  T total = v[0];
+#pragma unroll
+  for (unsigned o = 16 / NB; o > 0; o /= 2) total += __shfl_xor_sync(0xffffffffu, total, o);
+  return total;
+}
+
 // NB: the unit count rounded up to 8, 16 or 32 (the dots' registers); E: the operands' type
 // (xHalf and wHalf: the 16-bit copies of z[L-1] and w[L] where E is 16-bit). Block r: row r. Its
-// warps' sums meet in shared memory (warps in order); warp 0 finishes the row. `finish` false:
-// z[L] only (the output row is then outputWarpKernel's, in a launch of its own: a memory
-// scheduler's stages, a compact plan; outputRowWarp either way, so the same bits).
+// warps' sums meet in shared memory (warps in order); warp 0 finishes the row in registers
+// (outputRowLane: lane j unit j). `finish` false: z[L] only (the output row is then
+// outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan;
+// outputRowLane either way, so the same bits).
 template <typename T, unsigned NB, typename E>
 __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate,
-                                                                 uint64_t step, int fracBits, HalfOut xHalf, HalfOut wHalf, HalfOut dHalf, bool finish) {
-  constexpr unsigned kWarps = kHeadThreads / 32;
+                                                                 uint64_t step, int fracBits, HalfOut xHalf, HalfOut wHalf, HalfOut dHalf, bool finish, bool error,
+                                                                 HalfOut dPrevHalf) {
+  constexpr unsigned kWarps = kHeadThreads / 32, kLanesPerUnit = 32 / NB;
   __shared__ T part[kWarps][NB];
+  __shared__ T dRow[NB];
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in;
   const E *in, *w;
@@ -100,52 +188,205 @@ __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uin
     w = static_cast<const E*>(wHalf.p) + uint64_t(blockIdx.z) * wHalf.stride;
   }
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const bool mine = lane < n;
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    // warp 0's loads of the row's labels and the biases, in flight during the products
+    const T yj = warp == 0 && finish && mine ? O.y[r * n + lane] : T(0), bj = warp == 0 && mine ? O.b[lane] : T(0);
     T acc[NB];
     headDots<T, NB>(in + r * m, w, n, m, threadIdx.x, acc);
-#pragma unroll
-    for (unsigned u = 0; u < NB; ++u) {
-      const T v = warpSum(acc[u]);
-      if (lane == 0) part[warp][u] = v;
-    }
+    const T sum = warpSumsSpread<T, NB>(acc);
+    if (lane % kLanesPerUnit == 0) part[warp][lane / kLanesPerUnit] = sum;
     __syncthreads();
     if (warp == 0) {
-      if (lane < n) {
+      T zj = T(0);
+      if (mine) {
         T total = part[0][lane];
 #pragma unroll
         for (unsigned i = 1; i < kWarps; ++i) total += part[i][lane];
-        activateAt(O, r * n + lane, total + O.b[lane]);
+        zj = activateAt(O, r * n + lane, total + bj);
       }
       if (finish) {
-        __syncwarp();
-        const RowResult res = outputRowWarp<T>(O.z + r * n, O.y + r * n, O.d + r * n, n, ol, scaleRows, grad, false);
+        T dj;
+        const RowResult res = outputRowLane<T>(zj, yj, O.z + r * n, O.d + r * n, n, ol, scaleRows, grad, false, dj);
         if (accumulate && lane == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
-        if (grad && dHalf) {
-          __syncwarp();
-          if (lane < n) dHalf.store(r * n + lane, float(O.d[r * n + lane]));
+        if (grad && dHalf && mine) dHalf.store(r * n + lane, float(dj));
+        // the error product reads d as the run's products do: its 16-bit copy where it has one
+        if constexpr (std::is_same_v<E, T>) {
+          if (error && lane < NB) dRow[lane] = dj;
+        } else {
+          if (error && lane < NB) dRow[lane] = T(dHalf.rounded(float(dj)));
         }
       }
     }
-    __syncthreads();  // part is the next row's
+    __syncthreads();  // dRow is the row's; part is the next row's
+    if (error) {
+      headErrorRow<T, NB, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
+      __syncthreads();  // dRow is the next row's
+    }
   }
 }
 
-// The launch of outputHeadKernel for n units (n <= kHeadMaxUnits): a block a row; the operands
-// from the 16-bit copies where xHalf is one.
-template <typename T, typename Launch>
-void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, const HalfOut& xHalf, Launch&& launch) {
-  const dim3 grid(rowBlocks(rows), 1, models);
+// d[L-1] of rows outputHeadKernel did not take it for (headErrorRow; the same bits): a
+// compact plan's, a memory scheduler's, the primitives', a loss-scaled step's (dHalf: d[L]'s
+// scaled copy). A block a row.
+template <typename T, unsigned NB, typename E>
+__global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, uint32_t last, uint64_t rows, HalfOut wHalf, HalfOut dHalf, HalfOut dPrevHalf) {
+  __shared__ T dRow[NB];
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
+  const uint64_t n = O.units, m = O.fan_in;
+  const E* w;
+  if constexpr (std::is_same_v<E, T>) w = O.w;
+  else w = static_cast<const E*>(wHalf.p) + uint64_t(blockIdx.z) * wHalf.stride;
+  for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (threadIdx.x < NB) {
+      T v = T(0);
+      if (threadIdx.x < n) {
+        if constexpr (std::is_same_v<E, T>) v = O.d[r * n + threadIdx.x];
+        else v = headValue<T>(static_cast<const E*>(dHalf.p)[uint64_t(blockIdx.z) * dHalf.stride + r * n + threadIdx.x]);
+      }
+      dRow[threadIdx.x] = v;
+    }
+    __syncthreads();
+    headErrorRow<T, NB, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
+    __syncthreads();
+  }
+}
+
+// dw[L] and db[L] of the narrow output layer from d[L] and z[L-1] (the operands the run's
+// products read: their 16-bit copies in bf16 / fp16), or with `fold` (SGD folds: cuda_train.cu
+// folds()) w[L] and b[L] stepped in place as the tiled products' epilogue steps them, no dw
+// written. Through cuBLAS this was a 10-row product and a bias-gradient launch beside the chain
+// (6.3 and 4.4 us of M bf16's, ncu, where the side stream was the step's longer branch). Block
+// (x, g) takes inputs [32 x, 32 x + 32), a lane each, and units [4 g, 4 g + 4): with all of a
+// layer's units a block, 32 blocks of 2,500 instructions a warp took 12.8 us (ncu). Its warps
+// take rows y, y + kHeadGradStripes, ... and their sums meet in shared memory in warp order.
+// The block's columns of d[L] are staged in shared memory first (every lane reads each); a
+// thread's loads go kGroup at a time (one at a time, each waited a memory latency). Blocks
+// (0, g) also sum db, from the arena's d.
+constexpr unsigned kHeadGradStripes = 8, kHeadGradUnits = 4;
+template <typename T, typename E>
+__global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(void* base, uint32_t last, uint64_t rows, HalfOut xHalf, HalfOut dHalf, bool fold,
+                                                                                uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+  if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
+  constexpr unsigned U = kHeadGradUnits, kThreads = 32 * kHeadGradStripes;
+  constexpr unsigned kRows = 8192 / (U * sizeof(T));  // rows of d staged at a time: 8 KB
+  constexpr unsigned kGroup = 8;                       // a thread's loads in flight at once
+  __shared__ T dS[kRows][U];                           // d's rows as the products read them
+  __shared__ T dB[kRows][U];                           // ... and as the arena holds them (db)
+  __shared__ T part[kHeadGradStripes][U][33];          // 33: a warp's stores on distinct banks
+  const nna_bound_layer<T> O = bindModel<T>(base, last);
+  const uint64_t n = O.units, m = O.fan_in, u0 = uint64_t(blockIdx.y) * U;
+  const E *x, *d;
+  if constexpr (std::is_same_v<E, T>) {
+    x = bindModel<T>(base, last - 1).z;
+    d = O.d;
+  } else {
+    x = static_cast<const E*>(xHalf.p) + uint64_t(blockIdx.z) * xHalf.stride;
+    d = static_cast<const E*>(dHalf.p) + uint64_t(blockIdx.z) * dHalf.stride;
+  }
+  const unsigned lane = threadIdx.x, y = threadIdx.y, t = y * 32 + lane;
+  const uint64_t c = uint64_t(blockIdx.x) * 32 + lane;
+  const bool sums = blockIdx.x == 0;  // db
+  T acc[U], bacc[U];
+#pragma unroll
+  for (unsigned u = 0; u < U; ++u) acc[u] = bacc[u] = T(0);
+  for (uint64_t r0 = 0; r0 < rows; r0 += kRows) {
+    const uint64_t chunk = rows - r0 < kRows ? rows - r0 : kRows;
+    __syncthreads();  // dS and dB are the next chunk's
+    for (uint64_t i0 = t; i0 < chunk * U; i0 += uint64_t(kThreads) * kGroup) {
+      T v[kGroup], vb[kGroup];
+#pragma unroll
+      for (unsigned j = 0; j < kGroup; ++j) {
+        const uint64_t i = i0 + uint64_t(j) * kThreads, u = u0 + i % U, e = (r0 + i / U) * n + u;
+        const bool in = i < chunk * U && u < n;
+        v[j] = in ? headValue<T>(d[e]) : T(0);
+        vb[j] = in && sums ? O.d[e] : T(0);
+      }
+#pragma unroll
+      for (unsigned j = 0; j < kGroup; ++j) {
+        const uint64_t i = i0 + uint64_t(j) * kThreads;
+        if (i >= chunk * U) break;
+        dS[i / U][i % U] = v[j];
+        if (sums) dB[i / U][i % U] = vb[j];
+      }
+    }
+    __syncthreads();
+    for (uint64_t r = y; r < chunk; r += uint64_t(kHeadGradStripes) * kGroup) {
+      T a[kGroup];
+#pragma unroll
+      for (unsigned j = 0; j < kGroup; ++j) {
+        const uint64_t rr = r + uint64_t(j) * kHeadGradStripes;
+        a[j] = c < m && rr < chunk ? headValue<T>(x[(r0 + rr) * m + c]) : T(0);
+      }
+#pragma unroll
+      for (unsigned j = 0; j < kGroup; ++j) {
+        const uint64_t rr = r + uint64_t(j) * kHeadGradStripes;
+        if (rr >= chunk) break;
+#pragma unroll
+        for (unsigned u = 0; u < U; ++u) acc[u] = fma(dS[rr][u], a[j], acc[u]);
+        if (sums) {
+#pragma unroll
+          for (unsigned u = 0; u < U; ++u) bacc[u] += dB[rr][u];
+        }
+      }
+    }
+  }
+  const Hyper<T> hb = forBiases(hp);
+  for (int pass = 0; pass < (sums ? 2 : 1); ++pass) {  // the weights, then the biases
+    __syncthreads();  // part is free
+#pragma unroll
+    for (unsigned u = 0; u < U; ++u) part[y][u][lane] = pass ? bacc[u] : acc[u];
+    __syncthreads();
+    const uint64_t u = u0 + y;  // warp y < U: unit u0 + y
+    if (y >= U || u >= n) continue;
+    T total = T(0);
+#pragma unroll
+    for (unsigned s = 0; s < kHeadGradStripes; ++s) total += part[s][y][lane];
+    if (pass == 0 && c < m) {
+      const uint64_t e = u * m + c;
+      if (fold) updateParam<T>(NNA_SGD, O.w + e, total, nullptr, nullptr, hp);
+      else O.dw[e] = total;
+    } else if (pass == 1 && lane == 0) {
+      O.db[u] = total;
+      if (fold) updateBias<T>(optimizer, O, u, total, hb);
+    }
+  }
+}
+
+// The kernel of n units (n <= kHeadMaxUnits) and operands E: pick(NB, E{}) with NB an
+// integral_constant (8, 16 or 32); E the 16-bit type where `half` is a run's copy.
+template <typename T, typename Pick>
+void headVariant(uint64_t n, const HalfOut& half, Pick&& pick) {
   auto withNB = [&](auto e) {
-    using E = decltype(e);
-    if (n <= 8) launch(outputHeadKernel<T, 8, E>, grid, kHeadThreads);
-    else if (n <= 16) launch(outputHeadKernel<T, 16, E>, grid, kHeadThreads);
-    else launch(outputHeadKernel<T, 32, E>, grid, kHeadThreads);
+    if (n <= 8) pick(std::integral_constant<unsigned, 8>{}, e);
+    else if (n <= 16) pick(std::integral_constant<unsigned, 16>{}, e);
+    else pick(std::integral_constant<unsigned, 32>{}, e);
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (xHalf && xHalf.fp16) return withNB(__half{});
-    if (xHalf) return withNB(__nv_bfloat16{});
+    if (half && half.fp16) return withNB(__half{});
+    if (half) return withNB(__nv_bfloat16{});
   }
   withNB(T{});
+}
+
+// outputHeadKernel for n units, a block a row; the operands from the 16-bit copies where xHalf is one.
+template <typename T, typename Launch>
+void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, const HalfOut& xHalf, Launch&& launch) {
+  headVariant<T>(n, xHalf, [&](auto nb, auto e) { launch(outputHeadKernel<T, decltype(nb)::value, decltype(e)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
+}
+
+// outputWeightGradKernel for n units and m inputs; the operands from the copies where xHalf is one.
+template <typename T, typename Launch>
+void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, const HalfOut& xHalf, Launch&& launch) {
+  headVariant<T>(n, xHalf, [&](auto, auto e) {
+    launch(outputWeightGradKernel<T, decltype(e)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits), models), dim3(32, kHeadGradStripes));
+  });
+}
+
+// outputErrorKernel likewise; the operands from the 16-bit copies where wHalf is one.
+template <typename T, typename Launch>
+void launchOutputError(uint64_t n, uint64_t rows, unsigned models, const HalfOut& wHalf, Launch&& launch) {
+  headVariant<T>(n, wHalf, [&](auto nb, auto e) { launch(outputErrorKernel<T, decltype(nb)::value, decltype(e)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
 }
 
 }  // namespace nna

@@ -66,9 +66,62 @@ __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
   w[0] = w[1] = 0;
 }
 
+// A row of up to 32 units with lane j holding unit j's z (zj) and y (yj) in registers (lanes
+// from n on: anything): outputRowWarp's loops taken once, in the same order, so the same bits,
+// without its rounds through memory (z written, then read back by each loop). Writes z (the
+// softmax) and d of the lane's unit, and returns d's value (zero past n) for a copy to be made.
+template <typename T>
+__device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated, T& dj) {
+  const uint32_t lane = threadIdx.x % 32;
+  const bool mine = lane < n;
+  RowResult res{0.0, false};
+  const LossInfo info = lossInfo(o.loss);
+  const T tj = mine ? lossTarget(o, yj, n) : T(0);
+  T loss = T(0);
+  if (info.softmax && activated) {
+    if (mine && tj != T(0)) loss -= tj * logProb(zj);
+  } else if (info.softmax) {
+    const T z0 = __shfl_sync(0xffffffffu, zj, 0);
+    T mx = mine && zj > z0 ? zj : z0;
+    uint64_t unused = 0;
+    warpArgmax(mx, unused);
+    const T lse = mx + nlog(warpSum(mine ? T(T(0) + nexp(zj - mx)) : T(0)));
+    if (mine) {
+      loss += lossTerm(o.loss, zj, tj, lse);
+      zj = nexp(zj - lse);
+      z[lane] = zj;
+    }
+  } else if (mine) {
+    loss += lossTerm(o.loss, zj, yj, T(0));
+  }
+  res.loss = double(warpSum(loss));
+  if (info.meanUnits) res.loss /= double(n);
+  if (info.multilabel) {
+    res.correct = warpSum(mine && labelMiss(zj, yj) ? T(1) : T(0)) == T(0);
+  } else {
+    T zMax = __shfl_sync(0xffffffffu, zj, 0), yMax = __shfl_sync(0xffffffffu, yj, 0);
+    uint64_t zArg = 0, yArg = 0;
+    if (mine && zj > zMax) { zMax = zj; zArg = lane; }
+    if (mine && yj > yMax) { yMax = yj; yArg = lane; }
+    warpArgmax(zMax, zArg);
+    warpArgmax(yMax, yArg);
+    res.correct = zArg == yArg;
+  }
+  dj = T(0);
+  if (wantGrad && mine) {
+    dj = lossGrad(o, zj, tj, lossGradScale<T>(o.loss, rows, n));
+    d[lane] = dj;
+  }
+  return res;
+}
+
 template <typename T>
 __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
   const uint32_t lane = threadIdx.x % 32;
+  if (n <= 32) {
+    T dj;
+    return outputRowLane<T>(lane < n ? z[lane] : T(0), lane < n ? y[lane] : T(0), z, d, n, o, rows, wantGrad, activated, dj);
+  }
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
   T loss = T(0);

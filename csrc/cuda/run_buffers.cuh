@@ -23,12 +23,14 @@ namespace {
 // operands (slot 0: a weight matrix or z[l-1]; slot 1: z[l-1] or d[l]). Both modes: d[l]
 // transposed (units x rows), so that the weight-gradient product reads both operands in a
 // layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
-// product as "nn", L on the H100). Sized for the largest layer at the batch. It lies outside the
+// product as "nn", L on the H100). Sized for the largest layer at the batch; with `firstApart`
+// layer 1's d^T has its own (its product runs beside the layers above's: gradientWork in
+// cuda_train.cu). It lies outside the
 // arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
 // the same whichever precision trains it).
 class Tf32Workspace {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, ScratchShelf& shelf) {
+  void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, bool firstApart, ScratchShelf& shelf) {
     for (uint32_t l = 1; l < h.num_layers; ++l) {
       const uint64_t n = layers[l].units, m = layers[l].fan_in;
       if (split) {
@@ -37,16 +39,19 @@ class Tf32Workspace {
       }
       transposed_ = std::max(transposed_, h.batch * n);
     }
-    base_ = static_cast<float*>(shelf.take(ScratchShelf::kTf32, (2 * (elements_[0] + elements_[1]) + transposed_) * sizeof(float)));
+    first_ = firstApart ? h.batch * layers[1].units : 0;
+    base_ = static_cast<float*>(shelf.take(ScratchShelf::kTf32, (2 * (elements_[0] + elements_[1]) + transposed_ + first_) * sizeof(float)));
   }
   float* slot(int i) const { return base_ + (i ? 2 * elements_[0] : 0); }
   uint64_t slotElements(int i) const { return elements_[i]; }
-  float* transposed() const { return base_ + 2 * (elements_[0] + elements_[1]); }
+  // d[l]^T's room: layer 1's own where it has one.
+  float* transposed(uint32_t l) const { return base_ + 2 * (elements_[0] + elements_[1]) + (l == 1 && first_ ? transposed_ : 0); }
 
  private:
   float* base_ = nullptr;
   uint64_t elements_[2] = {0, 0};
   uint64_t transposed_ = 0;
+  uint64_t first_ = 0;
 };
 
 // Precisions bf16 and fp16: the products' operands rounded to 16 bits, each written once per
@@ -153,18 +158,11 @@ static __global__ void halfCastsKernel(HalfCasts c) {
   const float* src = c.src[j] + uint64_t(blockIdx.z) * c.srcStride[j];
   const HalfOut& dst = c.dst[j];
   const uint64_t n = c.n[j], first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, step = uint64_t(gridDim.x) * blockDim.x;
-  const uint64_t at = uint64_t(blockIdx.z) * dst.stride;  // this model's copy, in elements
   uint64_t done = 0;
-  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && (reinterpret_cast<uintptr_t>(dst.p) & 7) == 0 && (at & 3) == 0) {
+  if ((reinterpret_cast<uintptr_t>(src) & 15) == 0 && dst.quads()) {
     const uint64_t quads = n / 4;
     const float4* in = reinterpret_cast<const float4*>(src);
-    for (uint64_t q = first; q < quads; q += step) {
-      const float4 v = in[q];
-      if (dst.fp16)
-        reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(dst.p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
-      else
-        reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(dst.p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
-    }
+    for (uint64_t q = first; q < quads; q += step) dst.storeQuad(q, in[q]);
     done = quads * 4;
   }
   for (uint64_t i = done + first; i < n; i += step) dst.store(i, src[i]);

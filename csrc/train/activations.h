@@ -110,11 +110,13 @@ NNA_FN T activationGrad(uint32_t act, T v, T p = T(0)) {
   switch (act) { NNA_ACTIVATIONS(NNA_ACT_DF_) default: return T(1); }
 }
 
-// A layer's forward at element e: z[e] = f(x), and x kept where f' needs it.
+// A layer's forward at element e: z[e] = f(x), and x kept where f' needs it. Returns f(x).
 template <typename T>
-NNA_FN void activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
-  C.z[e] = activate<T>(C.activation, x, T(C.act_param));
+NNA_FN T activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
+  const T v = activate<T>(C.activation, x, T(C.act_param));
+  C.z[e] = v;
   if (C.pre) C.pre[e] = x;
+  return v;
 }
 
 // What a layer's f' is a function of: its pre-activations where it keeps them, else its outputs.
