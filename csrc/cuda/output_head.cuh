@@ -258,12 +258,13 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 // written. Through cuBLAS this was a 10-row product and a bias-gradient launch beside the chain
 // (6.3 and 4.4 us of M bf16's, ncu, where the side stream was the step's longer branch). Block
 // (x, g) takes inputs [32 x, 32 x + 32), a lane each, and units [4 g, 4 g + 4): with all of a
-// layer's units a block, 32 blocks of 2,500 instructions a warp took 12.8 us (ncu). Its warps
+// layer's units a block, 32 blocks of 2,500 instructions a warp took 12.8 us (ncu); with 8 warps
+// a block (4 load rounds a thread for M), 9.9. Its 16 warps
 // take rows y, y + kHeadGradStripes, ... and their sums meet in shared memory in warp order.
 // The block's columns of d[L] are staged in shared memory first (every lane reads each); a
 // thread's loads go kGroup at a time (one at a time, each waited a memory latency). Blocks
 // (0, g) also sum db, from the arena's d.
-constexpr unsigned kHeadGradStripes = 8, kHeadGradUnits = 4;
+constexpr unsigned kHeadGradStripes = 16, kHeadGradUnits = 4;
 template <typename T, typename E>
 __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(void* base, uint32_t last, uint64_t rows, HalfOut xHalf, HalfOut dHalf, bool fold,
                                                                                 uint32_t optimizer, Hyper<T> hp, const double* lrs) {
