@@ -94,7 +94,7 @@ class LayerRun {
     // with the side stream on the H100). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
     side_ = lane.side();
     besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
-    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_, shelf);
+    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
     // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
     // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
     // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
@@ -478,7 +478,7 @@ class LayerRun {
     }
     if (half_.active()) return backwardHalf(l, rows, hp, fold);
     // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
-    const Split d = l > 1 || !transposeForTensorCores() ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
+    const Split d = l > 1 || !transposeForTensorCores(l) ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       if (K_ > 1)
@@ -503,7 +503,7 @@ class LayerRun {
     if (K_ > 1)
       gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
-    else if (transposeForTensorCores())
+    else if (transposeForTensorCores(l))
       weightGradTf32(l, rows, alpha, fold, scalars);
     else
       product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
@@ -644,7 +644,7 @@ class LayerRun {
       if constexpr (std::is_same_v<T, float>)
         if (dT) graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), work_.transposed(l), rows, n);
       ltLaunch(wg);
-    } else if (transposeForTensorCores()) weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
+    } else if (transposeForTensorCores(l)) weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
     else product(false, true, int(m), int(n), int(rows), alpha, Split{at(l - 1, NNA_Z)}, int(m), Split{at(l, NNA_D)}, int(n), fold ? T(1) : T(0),
                  at(l, fold ? NNA_W : NNA_DW), int(m), fold ? foldScalars_.get() : nullptr);
     return fold;
@@ -800,9 +800,14 @@ class LayerRun {
     graph_->launch(s_, halfCastsKernel, dim3(blocksFor((most + 3) / 4), count, K_), kThreads, c);  // four values a thread
   }
 
-  // The tensor-core precisions through cuBLAS (one model): the weight-gradient product reads d[l]
-  // transposed (Tf32Workspace).
-  bool transposeForTensorCores() const { return std::is_same_v<T, float> && blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1; }
+  // The tensor-core precisions through cuBLAS (one model): the weight-gradient product of a layer
+  // whose d has kTransposeMin elements or more at the arena's batch (the same choice in every step
+  // and run) reads d[l] transposed (Tf32Workspace): as "nt", L's took 380 us against 211. M's d
+  // (256 x 1024) is not: its transpose cost 3.6 us on the chain.
+  static constexpr uint64_t kTransposeMin = uint64_t(1) << 21;
+  bool transposeForTensorCores(uint32_t l) const {
+    return std::is_same_v<T, float> && blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && h_.batch * L_[l].units >= kTransposeMin;
+  }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . (d^T)^T with d^T (n x rows) transposed first: both
   // operands "n" [or w^T += -lr * that]. After the error product, which read d's split parts

@@ -27,6 +27,14 @@ __device__ __forceinline__ T headValue(E v) {
   if constexpr (std::is_same_v<E, T>) return v;
   else return T(float(v));
 }
+// An operand of this layer's products: the arena's own values (E = T), or model blockIdx.z's
+// 16-bit copy of them.
+template <typename E, typename T>
+__device__ __forceinline__ const E* headOperand(const T* own, const HalfOut& copy) {
+  if constexpr (std::is_same_v<E, T>) return own;
+  else return static_cast<const E*>(copy.p) + uint64_t(blockIdx.z) * copy.stride;
+}
+
 // Four consecutive values from 16-byte (fp32) or 8-byte (16-bit) loads.
 template <typename E>
 __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
@@ -179,14 +187,8 @@ __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uin
   __shared__ T dRow[NB];
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in;
-  const E *in, *w;
-  if constexpr (std::is_same_v<E, T>) {
-    in = bindModel<T>(base, last - 1).z;
-    w = O.w;
-  } else {
-    in = static_cast<const E*>(xHalf.p) + uint64_t(blockIdx.z) * xHalf.stride;
-    w = static_cast<const E*>(wHalf.p) + uint64_t(blockIdx.z) * wHalf.stride;
-  }
+  const E* in = headOperand<E>(bindModel<T>(base, last - 1).z, xHalf);
+  const E* w = headOperand<E>(O.w, wHalf);
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const bool mine = lane < n;
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -234,18 +236,9 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
   __shared__ T dRow[NB];
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in;
-  const E* w;
-  if constexpr (std::is_same_v<E, T>) w = O.w;
-  else w = static_cast<const E*>(wHalf.p) + uint64_t(blockIdx.z) * wHalf.stride;
+  const E *w = headOperand<E>(O.w, wHalf), *d = headOperand<E>(O.d, dHalf);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    if (threadIdx.x < NB) {
-      T v = T(0);
-      if (threadIdx.x < n) {
-        if constexpr (std::is_same_v<E, T>) v = O.d[r * n + threadIdx.x];
-        else v = headValue<T>(static_cast<const E*>(dHalf.p)[uint64_t(blockIdx.z) * dHalf.stride + r * n + threadIdx.x]);
-      }
-      dRow[threadIdx.x] = v;
-    }
+    if (threadIdx.x < NB) dRow[threadIdx.x] = threadIdx.x < n ? headValue<T>(d[r * n + threadIdx.x]) : T(0);
     __syncthreads();
     headErrorRow<T, NB, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
     __syncthreads();
@@ -277,14 +270,7 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
   __shared__ T part[kHeadGradStripes][U][33];          // 33: a warp's stores on distinct banks
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in, u0 = uint64_t(blockIdx.y) * U;
-  const E *x, *d;
-  if constexpr (std::is_same_v<E, T>) {
-    x = bindModel<T>(base, last - 1).z;
-    d = O.d;
-  } else {
-    x = static_cast<const E*>(xHalf.p) + uint64_t(blockIdx.z) * xHalf.stride;
-    d = static_cast<const E*>(dHalf.p) + uint64_t(blockIdx.z) * dHalf.stride;
-  }
+  const E *x = headOperand<E>(bindModel<T>(base, last - 1).z, xHalf), *d = headOperand<E>(O.d, dHalf);
   const unsigned lane = threadIdx.x, y = threadIdx.y, t = y * 32 + lane;
   const uint64_t c = uint64_t(blockIdx.x) * 32 + lane;
   const bool sums = blockIdx.x == 0;  // db
