@@ -406,9 +406,7 @@ class LayerRun {
     st_.dbDone[l] = false;
     HalfOut x, d;
     if (half_.active()) {
-      if (!scaling_ && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
-      if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
-      if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
+      backwardCopies(l, rows);
       x = half_.z(l - 1);
       d = half_.d(l);
     }
@@ -709,15 +707,22 @@ class LayerRun {
     graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
   }
 
-  // Precisions bf16 and fp16 (cuBLAS; K models in bf16): the error and weight-gradient products from
-  // the 16-bit copies, d[l-1]'s copy written by the activation-gradient pass. Copies a run has
-  // not made (the primitives: backward after a separate forward run) are made here first. A
-  // loss-scaled step's d[L] copy was made with its scaling (output).
-  bool backwardHalf(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
+  // The 16-bit copies layer l's backward products read (d[L], w[l], z[l-1]) that the run has not
+  // made (the primitives: backward after a separate forward run). A loss-scaled step's d[L] copy
+  // was made with its scaling (output). backwardHalf's and headBackward's.
+  void backwardCopies(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (l == last_ && !scaling_ && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
     if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
     if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
+  }
+
+  // Precisions bf16 and fp16 (cuBLAS; K models in bf16): the error and weight-gradient products from
+  // the 16-bit copies (backwardCopies makes those missing), d[l-1]'s copy written by the
+  // activation-gradient pass.
+  bool backwardHalf(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    backwardCopies(l, rows);
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       fork();  // the weight-gradient product reads the copies of d[l] and z[l-1], which the activation gradient leaves alone

@@ -87,10 +87,6 @@ __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uin
   }
 }
 
-// The warp's sums of NB values (NB a power of two, <= 32) spread over its lanes: each round
-// halves the values a lane holds, the lanes whose bit `o` is set keeping the upper half and adding
-// their partner's (NB - 1 shuffles in all where NB separate warp sums take 5 NB), the rounds left
-// add as warpSum does. Lane t ends with the sum of value t / (32 / NB): the same in each of those lanes.
 // d[L-1] of row r from the output layer's d (dRow, in shared memory: units past n hold zero)
 // and its weights w (the products' operands, as headDots reads them): for each input c,
 // sum over u in order of dRow[u] w[u][c] (one FMA each), times f' of layer L-1, into d[L-1]
@@ -147,6 +143,10 @@ __device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const 
   }
 }
 
+// The warp's sums of NB values (NB a power of two, <= 32) spread over its lanes: each round
+// halves the values a lane holds, the lanes whose bit `o` is set keeping the upper half and adding
+// their partner's (NB - 1 shuffles in all where NB separate warp sums take 5 NB), the rounds left
+// add as warpSum does. Lane t ends with the sum of value t / (32 / NB): the same in each of those lanes.
 // One round: C values a lane, the partner `O` lanes away.
 template <unsigned C, unsigned O, typename T, unsigned NB>
 __device__ __forceinline__ void spreadRound(T (&v)[NB], unsigned lane) {
@@ -176,8 +176,8 @@ __device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
 // (xHalf and wHalf: the 16-bit copies of z[L-1] and w[L] where E is 16-bit). Block r: row r. Its
 // warps' sums meet in shared memory (warps in order); warp 0 finishes the row in registers
 // (outputRowLane: lane j unit j). `finish` false: z[L] only (the output row is then
-// outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan;
-// outputRowLane either way, so the same bits).
+// outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan; its
+// outputRowWarp takes the same steps in the same order, so the same bits).
 template <typename T, unsigned NB, typename E>
 __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate,
                                                                  uint64_t step, int fracBits, HalfOut xHalf, HalfOut wHalf, HalfOut dHalf, bool finish, bool error,
