@@ -2,7 +2,8 @@
 // model) trained together in one arena, Trainer.fit over a resident data set: microseconds per
 // step (a step = one batch through every model) for each K, beside the torch.func reference
 // (bench/torch_ref.py --models: stack_module_state + vmap(grad(functional_call)), the full SGD
-// step, captured as a CUDA graph) run in the same call. Issue 19 targets (H100): K=64 <= 100 us,
+// step, captured as a CUDA graph; bf16: autocast over the forward) run in the same call in the same
+// precision. Issue 19 targets (H100): K=64 <= 100 us,
 // K=256 <= 300 us.
 //   node bench/models.mjs [--models 1,8,64,256] [--steps 500] [--backend cuda] [--precision fp32|bf16] [--out FILE.json] [--no-torch]
 // Uses the built package (dist/). Environment knobs of the CUDA backend apply
@@ -51,7 +52,7 @@ for (const K of ks) {
 
 if (!args.includes('--no-torch') && backend === 'cuda') {
   const file = out ? out.replace(/\.json$/, '') + '-torch.json' : '/tmp/nn-arena-models-torch.json';
-  const py = spawnSync('python3', ['bench/torch_ref.py', '--models', ks.join(','), '--out', file], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } });
+  const py = spawnSync('python3', ['bench/torch_ref.py', '--models', ks.join(','), '--precisions', precision, '--out', file], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } });
   if (py.status === 0) rows.push(...JSON.parse(readFileSync(file, 'utf8')).rows.map((r) => ({ impl: 'torch.func', ...r })));
   else console.log(`torch.func reference not run (python3 bench/torch_ref.py exited ${py.status ?? py.error?.message})`);
 }

@@ -13,7 +13,8 @@ already on the GPU, eager and as a captured CUDA graph, SGD and Adam. With --dev
 
 --models (issue 19, bench/models.mjs): K independent S networks trained together with
 torch.func (stack_module_state, vmap over grad of functional_call), the full SGD step with one
-learning rate per model, rows {models, mode, steps, microsPerStep}.
+learning rate per model, rows {models, mode, precision, steps, microsPerStep} (--precisions fp32,bf16:
+bf16 autocast over the forward).
 
 Prints one line per row and writes JSON rows {network, optimizer, mode, precision, steps, microsPerStep}.
 """
@@ -148,9 +149,10 @@ def bench(name, optimizer, mode, steps_override=0, precision="fp32"):
             "tflops": 6 * batch * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
 
 
-def bench_models(K, mode, steps_override=0):
+def bench_models(K, mode, steps_override=0, precision="fp32"):
     """K S networks, one torch.func step for all of them: grads by vmap(grad(functional_call)),
-    then params -= lr[m] * grads (SGD, one learning rate per model), on tensors already on the GPU."""
+    then params -= lr[m] * grads (SGD, one learning rate per model), on tensors already on the GPU.
+    precision bf16: the forward under torch.autocast(bfloat16), fp32 parameters and update."""
     from torch.func import functional_call, grad, stack_module_state, vmap
     layers, batch, steps = NETS["S"]
     steps = steps_override or steps
@@ -161,7 +163,9 @@ def bench_models(K, mode, steps_override=0):
     base = copy.deepcopy(models[0]).to("meta")
 
     def loss_of(p, b, x, y):
-        return torch.nn.functional.cross_entropy(functional_call(base, (p, b), (x,)), y)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            logits = functional_call(base, (p, b), (x,))
+        return torch.nn.functional.cross_entropy(logits.float(), y)
 
     grads_of = vmap(grad(loss_of), in_dims=(0, 0, None, None))
     lrs = torch.linspace(1e-3, 1e-2, K, device="cuda")
@@ -176,7 +180,7 @@ def bench_models(K, mode, steps_override=0):
                 v.sub_(shaped[k] * g[k])
 
     us = time_step(step, mode, steps, 20)
-    return {"network": "S", "layers": layers, "batch": batch, "optimizer": "sgd", "models": K, "mode": mode,
+    return {"network": "S", "layers": layers, "batch": batch, "optimizer": "sgd", "models": K, "mode": mode, "precision": precision,
             "steps": steps, "microsPerStep": us,
             "tflops": 6 * batch * K * sum(layers[i - 1] * layers[i] for i in range(1, len(layers))) / us / 1e6}
 
@@ -207,9 +211,10 @@ def main():
     if a.models:
         for K in [int(k) for k in a.models.split(",")]:
             for mode in (a.modes if a.modes != "eager,graph" else "graph").split(","):
-                r = bench_models(K, mode, a.steps)
-                rows.append(r)
-                print(f"torch.func cuda S x{K} sgd {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
+                for precision in [p for p in precisions if p in ("fp32", "bf16")]:
+                    r = bench_models(K, mode, a.steps, precision)
+                    rows.append(r)
+                    print(f"torch.func cuda S x{K} sgd {precision} {mode:5}: {r['microsPerStep']:10.1f} us/step {r['tflops']:7.3f} TFLOP/s", flush=True)
         a.only = ""
     for precision in precisions:
         tf32 = precision == "tf32"

@@ -123,32 +123,54 @@ __global__ void gatherKernel(void* base, uint32_t last, uint64_t first, uint64_t
 
 inline unsigned rowBlocks(uint64_t rows) { return unsigned(rows < 65535 ? (rows ? rows : 1) : 65535); }
 
-// Blocks a model for a pass over `rows` rows of `models` models: a block a row up to about four
-// waves of 256-thread blocks over all models (sms multiprocessors), fewer a model beyond.
-inline unsigned bandBlocks(uint64_t rows, unsigned models, int sms) {
+// Blocks a model for a pass over `rows` rows of `units` units of `models` models: a block a row up
+// to about four waves of 256-thread blocks over all models (sms multiprocessors), fewer a model
+// beyond. K models: no more than a block per kBandWork elements of a model, since each block
+// pays for binding its model and a round of memory latency (K = 256 S models, H100: the 10-unit
+// output layer's pass took 15 us in 4,096 blocks of 1,000 elements).
+constexpr uint64_t kBandWork = 2048;
+inline unsigned bandBlocks(uint64_t rows, uint64_t units, unsigned models, int sms) {
   const uint64_t share = uint64_t(sms) * 32 / (models ? models : 1), most = share ? share : 1;
-  return rowBlocks(rows < most ? rows : most);
+  uint64_t b = rows < most ? rows : most;
+  const uint64_t byWork = (rows * units + kBandWork - 1) / kBandWork;
+  if (models > 1 && byWork < b) b = byWork;
+  return rowBlocks(b);
 }
 
-// f(e, j) for every element e (unit j) of this block's band of rows: rows split evenly over
-// gridDim.x blocks, the threads over the band's rows x units elements (32-bit indexing where the
-// band fits: a division by units per element, not a 64-bit one). A band of one row (one model,
-// or few rows a model) walks the row's units without a division.
-template <typename F>
-__device__ void forBandElements(uint64_t rows, uint64_t units, F&& f) {
+// store(e, j, load(e, j)) for every element e (unit j) of this block's band of rows: rows split
+// evenly over gridDim.x blocks, the threads over the band's rows x units elements (32-bit indexing
+// where the band fits: a division by units per element, not a 64-bit one), kBandGroup elements a
+// thread at a time with every load of a group before its first store (which the compiler cannot
+// move them past): a round of memory latency a group, not one an element. A band of one row
+// (one model, or few rows a model) walks the row's units without a division.
+constexpr int kBandGroup = 4;
+template <typename Load, typename Store>
+__device__ void forBandElements(uint64_t rows, uint64_t units, Load&& load, Store&& store) {
   const uint64_t per = (rows + gridDim.x - 1) / gridDim.x, r0 = uint64_t(blockIdx.x) * per;
   if (r0 >= rows) return;
   const uint64_t end = r0 + per < rows ? r0 + per : rows, n = (end - r0) * units, first = r0 * units;
   if (per == 1) {
-    for (uint64_t j = threadIdx.x; j < units; j += blockDim.x) f(first + j, j);
+    for (uint64_t j = threadIdx.x; j < units; j += blockDim.x) store(first + j, j, load(first + j, j));
     return;
   }
-  if (n <= 0xffffffffull && units <= 0xffffffffull) {
-    const uint32_t u = uint32_t(units);
-    for (uint32_t i = threadIdx.x; i < uint32_t(n); i += blockDim.x) f(first + i, uint64_t(i % u));
-  } else {
-    for (uint64_t i = threadIdx.x; i < n; i += blockDim.x) f(first + i, i % units);
-  }
+  auto walk = [&](auto count, auto u) {
+    using I = decltype(count);
+    for (I i0 = threadIdx.x; i0 < count; i0 += I(kBandGroup) * blockDim.x) {
+      decltype(load(first, uint64_t(0))) v[kBandGroup];
+#pragma unroll
+      for (int q = 0; q < kBandGroup; ++q) {
+        const I i = i0 + I(q) * blockDim.x;
+        if (i < count) v[q] = load(first + i, uint64_t(i % u));
+      }
+#pragma unroll
+      for (int q = 0; q < kBandGroup; ++q) {
+        const I i = i0 + I(q) * blockDim.x;
+        if (i < count) store(first + i, uint64_t(i % u), v[q]);
+      }
+    }
+  };
+  if (n <= 0xffffffffull && units <= 0xffffffffull) walk(uint32_t(n), uint32_t(units));
+  else walk(n, units);
 }
 
 // C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
@@ -291,7 +313,7 @@ __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOu
     }
     return;
   }
-  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) { finish(e, C.z[e] + C.b[j]); });
+  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) { return C.z[e] + C.b[j]; }, [&](uint64_t e, uint64_t, T x) { finish(e, x); });
 }
 template <typename T>
 __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
@@ -428,9 +450,13 @@ constexpr int kBiasStripesWide = 32;
 // applyGrad: d holds the error product's raw result, which this pass first multiplies by the
 // activation's derivative in place (activationGradKernel's work, the same expression) and, for
 // precision bf16 / fp16, rounds into `half`: one pass over d instead of two.
+// lrScaled (with applyGrad): the copy the weight-gradient product reads holds d times the model's
+// lr, `half` or, without one, `scaled` (model z's at z * scaledStride): K models whose lrs differ
+// fold their SGD step into one batched product with alpha -1 (cuda_train.cu scalesD). d keeps d.
 template <typename T>
 __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                               bool applyGrad, HalfOut half) {
+                                                                               bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride) {
+  if (scaled) scaled += blockIdx.z * scaledStride;
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[kBiasStripesWide][kBiasCols];
@@ -459,7 +485,9 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
         if (applyGrad) {
           v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
           C.d[e] = v[u];
-          if (half) half.store(e, float(v[u]));
+          const T copy = lrScaled ? v[u] * hp.lr : v[u];
+          if (half) half.store(e, float(copy));
+          else if (scaled) scaled[e] = copy;
         }
         s += v[u];
       }

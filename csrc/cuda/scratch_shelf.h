@@ -18,7 +18,7 @@ namespace nna {
 // its own that goes with it.
 class ScratchShelf {
  public:
-  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kClip, kFusedClip, kSlots };
+  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kSlots };
   ScratchShelf() = default;
   ScratchShelf(const ScratchShelf&) = delete;
   ScratchShelf& operator=(const ScratchShelf&) = delete;

@@ -101,6 +101,12 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
     expect(d).toBeLessThan(1e-3);
   });
 
+  it('K = 3 SGD models with their own lrs (layer 1 folds its step: a copy of d times each model\'s lr): each trains as a one-model arena', async () => {
+    const d = await kModelsVsOne('cuda', 'bf16', 'sgd', [0.05, 0.02, 0.01]);
+    console.log(`bf16 K = 3 sgd, own lrs, vs one model: ${d.toExponential(2)}`);
+    expect(d).toBeLessThan(1e-3);
+  });
+
   it('refused where it cannot run: a deviceBudget (BAD_OPTION naming precision)', async () => {
     const plan = planLayout({ layers: [64, 128, 10], batch: 32, activations: ['relu', 'softmax'] });
     const b = Arena.create(plan, { backend: 'cuda', memory: 'managed', deviceBudget: minDeviceBudget(plan, 'managed').bytes });

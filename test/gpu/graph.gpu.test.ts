@@ -59,10 +59,12 @@ const cases: [string, Case, number][] = [
   // is launched directly]
   ['sgd, constant lr (the update folded into the products)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { lr: 0.05 }, samples: 256 * 12, epochs: 2 }, 12],
   ['adamw + cosine + clipping (bias corrections, lr and the norm change every step), a partial last step', { spec: { layers: wide, batch: 256, optimizer: 'adamw', activations: ['gelu', 'silu', 'softmax'] }, options: { schedule: { type: 'cosine', total: 40, warmup: 5 }, clipGradNorm: 1 }, samples: 256 * 12 + 50, epochs: 2 }, 12],
+  ['sgd, K = 3 models with their own rates (layer 1 folds its step from d times each lr)', { spec: { layers: wide, batch: 256, models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01] }, samples: 256 * 8, epochs: 2 }, 8],
   ['momentum + weight decay, K = 3 models with their own rates (batched products)', { spec: { layers: wide, batch: 256, optimizer: 'momentum', models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01], weightDecay: 1e-4 }, samples: 256 * 8, epochs: 1 }, 7],
 ];
 if (tensorCores) {
   cases.push(['tf32, adam', { spec: { layers: wide, batch: 256, optimizer: 'adam', activations: [...relu] }, options: { precision: 'tf32' }, samples: 256 * 8, epochs: 2 }, 8]);
+  cases.push(['bf16, sgd, K = 3 models with their own rates (layer 1\'s bf16 copy of d times each lr)', { spec: { layers: wide, batch: 256, models: 3, activations: [...relu] }, options: { precision: 'bf16', lr: [0.05, 0.02, 0.01] }, samples: 256 * 8, epochs: 2 }, 8]);
   cases.push(['bf16, sgd (the operands\' bf16 copies made by the passes)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { precision: 'bf16', lr: 0.05 }, samples: 256 * 8, epochs: 3 }, 8]);
 }
 

@@ -115,15 +115,17 @@ export function checkHalfProducts(backend: 'cpu' | 'cuda', precision: 'bf16' | '
  *  (momentum, 2 epochs): the largest relative difference of any model's weights and biases. The
  *  CPU runs model after model (0 expected: bits); cuBLAS's batched product may order sums
  *  differently from the one-model call. */
-export async function kModelsVsOne(backend: 'cpu' | 'cuda', precision: 'bf16'): Promise<number> {
+// lrs: each model's (one for all by default); sgd with lrs that differ: the CUDA path folds layer
+// 1's step into its batched product from a copy of d times each model's lr.
+export async function kModelsVsOne(backend: 'cpu' | 'cuda', precision: 'bf16', optimizer: 'momentum' | 'sgd' = 'momentum', lrs = [0.02, 0.02, 0.02]): Promise<number> {
   const layers = [24, 32, 16, 5], seeds = [6, 7, 8];
-  const spec = { layers, batch: 16, samples: 64, activations: ['relu', 'tanh', 'softmax'] as never, optimizer: 'momentum' as const };
+  const spec = { layers, batch: 16, samples: 64, activations: ['relu', 'tanh', 'softmax'] as never, optimizer };
   const d = toyData(24, 5, 64, 4, false) as { x: Float64Array; labels: Uint8Array };
   const data = { x: Float32Array.from(d.x), labels: d.labels };
   const params = (a: Arena, m: number) => layers.slice(1).flatMap((_, i) => [...a.view(i + 1, 'w', m), ...a.view(i + 1, 'b', m)]);
   const k = Arena.create(planLayout({ ...spec, models: 3 }), { backend });
   try {
-    const t = new Trainer(k, { lr: 0.02, precision });
+    const t = new Trainer(k, { lr: lrs, precision });
     t.init(seeds);
     await t.fit(data, { epochs: 2, seed: 3 });
     t.syncToHost();
@@ -131,7 +133,7 @@ export async function kModelsVsOne(backend: 'cpu' | 'cuda', precision: 'bf16'): 
     for (const [m, seed] of seeds.entries()) {
       const one = Arena.create(planLayout(spec), { backend });
       try {
-        const u = new Trainer(one, { lr: 0.02, precision });
+        const u = new Trainer(one, { lr: lrs[m]!, precision });
         u.init(seed);
         await u.fit(data, { epochs: 2, seed: 3 });
         u.syncToHost();
