@@ -331,9 +331,18 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, Half
 template <typename T>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
-  const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;
+  const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32, n = O.units;
   if (r >= rows) return;  // whole warps leave together
-  const RowResult res = outputRowWarp<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scaleRows, grad, activated);
+  T *z = O.z + r * n, *d = O.d + r * n;
+  const T* y = O.y + r * n;
+  RowResult res;
+  if (n <= 32) {  // the row in registers, read once (the same bits: output_row.cuh)
+    const uint32_t lane = threadIdx.x % 32;
+    T dj;
+    res = outputRowLane<T>(lane < n ? z[lane] : T(0), lane < n ? y[lane] : T(0), z, d, n, ol, scaleRows, grad, activated, dj);
+  } else {
+    res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad, activated);
+  }
   if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
@@ -453,13 +462,16 @@ constexpr int kBiasStripesWide = 32;
 // lrScaled (with applyGrad): the copy the weight-gradient product reads holds d times the model's
 // lr, `half` or, without one, `scaled` (model z's at z * scaledStride): K models whose lrs differ
 // fold their SGD step into one batched product with alpha -1 (cuda_train.cu scalesD). d keeps d.
-template <typename T>
-__global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                               bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride) {
+// Stripes: row stripes a column (blockDim.y); kBiasStripes where K models give many blocks of
+// few rows (cuda_train.cu biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
+// sums, then the bias step) held half an SM.
+template <typename T, int Stripes = kBiasStripesWide>
+__global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
+                                                                      bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride) {
   if (scaled) scaled += blockIdx.z * scaledStride;
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  __shared__ T part[kBiasStripesWide][kBiasCols];
+  __shared__ T part[Stripes][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
   // Rows in groups of kBiasUnroll, every load of a group issued before its first use: one
@@ -468,11 +480,11 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   constexpr int kBiasUnroll = 4;
   const T* act = activationGradInput(C);
   if (j < C.units)
-    for (uint64_t r0 = threadIdx.y; r0 < rows; r0 += uint64_t(kBiasStripesWide) * kBiasUnroll) {
+    for (uint64_t r0 = threadIdx.y; r0 < rows; r0 += uint64_t(Stripes) * kBiasUnroll) {
       T v[kBiasUnroll], x[kBiasUnroll];
 #pragma unroll
       for (int u = 0; u < kBiasUnroll; ++u) {
-        const uint64_t r = r0 + uint64_t(u) * kBiasStripesWide, e = r * C.units + j;
+        const uint64_t r = r0 + uint64_t(u) * Stripes, e = r * C.units + j;
         if (r < rows) {
           v[u] = C.d[e];
           if (applyGrad) x[u] = act[e];
@@ -480,7 +492,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
       }
 #pragma unroll
       for (int u = 0; u < kBiasUnroll; ++u) {
-        const uint64_t r = r0 + uint64_t(u) * kBiasStripesWide, e = r * C.units + j;
+        const uint64_t r = r0 + uint64_t(u) * Stripes, e = r * C.units + j;
         if (r >= rows) break;
         if (applyGrad) {
           v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
@@ -496,7 +508,7 @@ __global__ void __launch_bounds__(kBiasCols * kBiasStripesWide) biasGradKernel(v
   __syncthreads();
   if (threadIdx.y != 0 || j >= C.units) return;
   T total = T(0);
-  for (int y = 0; y < kBiasStripesWide; ++y) total += part[y][threadIdx.x];
+  for (int y = 0; y < Stripes; ++y) total += part[y][threadIdx.x];
   C.db[j] = total;
   if (stepBiases) updateBias<T>(optimizer, C, j, total, forBiases(hp));
 }
