@@ -105,6 +105,11 @@ class LayerRun {
     // products keep K models bit-identical to one.
     head_ = !lt_ && blas_ && K_ == 1 && L_[last_].units <= kHeadMaxUnits;
     headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
+    // K models, an output layer of up to 32 units, blas: the output launch (outputWarpKernel) adds
+    // the bias and applies f before the row's loss, as outputHeadKernel does for one model: a
+    // pass less a step (K = 64 S models, H100: 4.7 us). Not in the primitives (a Forward run's
+    // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
+    biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
     scaling_ = p.lossScale.active() && p.op == Op::Train;
@@ -113,7 +118,7 @@ class LayerRun {
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
     sameLr_ = true;
     for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
-    if (scalesD(1) && !half_.active()) scaledD_ = static_cast<T*>(shelf.take(ScratchShelf::kScaledD, size_t(K_) * size_t(stride(1, NNA_D)) * sizeof(T)));
+    allocateScaledCopies(shelf);
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
     graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
@@ -254,8 +259,23 @@ class LayerRun {
       st_.errorDone = error;
     } else if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
       graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
-    else
-      graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+    else {
+      // Up to 32 units: d's 16-bit copy (the error product's operand) and scalesD's copy made here
+      OutputCopies<T> c;
+      if (grad && L_[last_].units <= 32) {
+        if (half_.active() && !scaling_) c.dHalf = half_.d(last_);
+        if (scalesD(last_)) {
+          c.hp = hyper(p_.stepBase + s + 1);
+          c.lrs = lrs_.get();
+          if (half_.active()) c.scaledHalf = gradientD(last_);
+          else c.scaled = scaledCopy(last_);
+          c.stride = uint64_t(stride(last_, NNA_D));
+        }
+      }
+      graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated, c,
+                     biasInOutput_ && !activated);
+      st_.dLastHalf = bool(c.dHalf);
+    }
     if (stats && crossPhase_ && p_.resident) st_.foldPending = true;  // the next gather (or the run's end) folds it
     else if (stats) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
     if constexpr (std::is_same_v<T, float>) {
@@ -346,6 +366,7 @@ class LayerRun {
   // column-major c x r matrix (its transpose) with leading dimension c.
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
     if (l == last_ && head_) {
       if (!headFused_) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
       return;  // else output() computes it
@@ -359,6 +380,7 @@ class LayerRun {
       }
       gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
       const bool copy = l < last_;
+      if (biasLater) return;
       graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
       if (copy) st_.zFresh[l] = true;
       return;
@@ -370,6 +392,7 @@ class LayerRun {
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
     }
+    if (biasLater) return;
     graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, HalfOut{});
   }
 
@@ -444,16 +467,38 @@ class LayerRun {
     return p_.op == Op::Train && optimizerFolds(h_.optimizer) && (!blas_ || blasFolds) && !sync_ && !clip_.active();  // clip_: clipping or loss scaling
   }
   // Whether layer l's SGD step folds into its weight-gradient product: every layer's (folds()),
-  // or layer 1's alone where K models' lrs differ (scalesD).
+  // or where K models' lrs differ, layer 1's and the output layer's (scalesD).
   bool foldsLayer(uint32_t l) const { return folds() || scalesD(l); }
-  // K models whose lrs differ: a batched cuBLAS product has one alpha, so layer 1's takes -1 and
-  // reads a copy of d[1] times each model's lr, which the pass making d[1] writes beside it (the
-  // 16-bit copy, or scaledD_ beside the arena): d[1] keeps d. Layer 1 only, where no error
-  // product reads that copy; the layers above keep dw and the update kernel. Saves a read and
-  // write of layer 1's dw and the update's pass (K = 256 S models: 127 us of 577 in fp32, H100).
+  // K models whose lrs differ: a batched cuBLAS product has one alpha, so the weight-gradient
+  // product takes -1 and reads a copy of d times each model's lr, which the pass making d writes
+  // beside it; d keeps d. Layer 1's copy comes from its activation-gradient pass (biasGradKernel:
+  // into the 16-bit copy, which only this product reads, or an fp32 / fp64 buffer), the output
+  // layer's from outputWarpKernel (a buffer: the error product reads d[L] and its 16-bit copy).
+  // The layers between keep dw and the update kernel. Saves a read and write of dw and the
+  // update's pass (K = 256 S models: 127 us of 577 a step in fp32, H100).
   bool scalesD(uint32_t l) const {
-    return l == 1 && last_ > 1 && K_ > 1 && !sameLr_ && crossPhase_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) &&
-           prec_ != Precision::Tf32x3 && p_.opt.weightDecay == 0 && !sync_ && !clip_.active();
+    const bool which = l == last_ ? L_[last_].units <= 32 && crossPhase_ : l == 1 && crossPhase_;
+    return which && K_ > 1 && !sameLr_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
+           p_.opt.weightDecay == 0 && !sync_ && !clip_.active();
+  }
+  // scalesD's buffers (one from the shelf): layer 1's in fp32 / fp64, the output layer's in the
+  // run's dtype or its 16 bits.
+  void allocateScaledCopies(ScratchShelf& shelf) {
+    const size_t first = scalesD(1) && last_ > 1 && !half_.active() ? (size_t(K_) * size_t(stride(1, NNA_D)) * sizeof(T) + 255) / 256 * 256 : 0;
+    const size_t last = !scalesD(last_) ? 0 : half_.active() ? size_t(K_) * size_t(half_.d(last_).stride) * 2 : size_t(K_) * size_t(stride(last_, NNA_D)) * sizeof(T);
+    if (!first && !last) return;
+    char* p = static_cast<char*>(shelf.take(ScratchShelf::kScaledD, first + last));
+    if (first) scaledFirst_ = reinterpret_cast<T*>(p);
+    if (last) scaledLast_ = p + first;
+  }
+  // The copy scalesD's product reads for layer l (fp32 / fp64 runs).
+  T* scaledCopy(uint32_t l) const { return l == last_ ? static_cast<T*>(scaledLast_) : scaledFirst_; }
+  // The 16-bit copy of d[l] layer l's weight-gradient product reads.
+  HalfOut gradientD(uint32_t l) const {
+    if (l != last_ || !scalesD(l)) return half_.d(l);
+    HalfOut h = half_.d(l);
+    h.p = scaledLast_;
+    return h;
   }
   // The folded products' alpha (-lr; all models share one: with per-model rates that differ, no fold).
   T foldAlpha(const Hyper<T>& hp) const { return -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr); }
@@ -513,7 +558,7 @@ class LayerRun {
     const T alpha = scalesD(l) ? T(-1) : fold ? foldAlpha(hp) : T(1);
     const T* scalars = fold ? foldScalars_.get() : nullptr;  // alpha from the device (a scheduled fold)
     if (K_ > 1)
-      gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledD_ : at(l, NNA_D), int(n),
+      gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledCopy(l) : at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
     else if (transposeForTensorCores(l))
       weightGradTf32(l, rows, alpha, fold, scalars);
@@ -711,7 +756,7 @@ class LayerRun {
     const bool narrow = K_ > 1 && uint64_t(grid.x) * K_ >= uint64_t(sms_);
     auto launch = [&](auto kernel, unsigned stripes) {
       graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
-                     scaled && !half ? scaledD_ : nullptr, uint64_t(stride(l, NNA_D)));
+                     scaled && !half ? scaledFirst_ : nullptr, uint64_t(stride(l, NNA_D)));
     };
     if (narrow) launch(biasGradKernel<T, kBiasStripes>, kBiasStripes);
     else launch(biasGradKernel<T, kBiasStripesWide>, kBiasStripesWide);
@@ -755,7 +800,7 @@ class LayerRun {
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
     const float alpha = scalesD(l) ? -1.0f : fold ? float(foldAlpha(hp)) : 1.0f;  // scalesD: the copy of d holds d times lr
     gradientWork(l, [&] {
-      gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), half_.d(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
+      gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), gradientD(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
                stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
     });
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
@@ -898,7 +943,7 @@ class LayerRun {
     uint32_t dbParked = 0;               // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
     uint64_t epilogues = 0;              // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
     bool sideOpen = false;               // the side stream was given work this step that the run's stream has not joined
-    bool dLastHalf = false;              // the step's output launch wrote d[L]'s 16-bit copy (headFused_)
+    bool dLastHalf = false;              // the step's output launch wrote d[L]'s 16-bit copy
     bool errorDone = false;              // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
   } st_;
   cudaStream_t s_;  // the stream launches go to: the lane's, or its side stream inside onSide()
@@ -928,12 +973,14 @@ class LayerRun {
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
+  bool biasInOutput_ = false;  // the output launch adds the output layer's bias (K models)
   bool graphs_ = false;          // steps after the first may run as graph launches
   FoldScalars<T> foldScalars_;   // a fold under a schedule: its alpha on the device
   unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;     // per-model learning rates on the device, or none
   bool sameLr_ = true;
-  T* scaledD_ = nullptr;  // scalesD in fp32 / fp64: d[1] times each model's lr (the shelf's)
+  T* scaledFirst_ = nullptr;     // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
+  void* scaledLast_ = nullptr;   // scalesD: d[L] times each model's lr (the run's dtype or 16 bits)
 };
 
 }  // namespace

@@ -325,11 +325,27 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, Half
   }
 }
 
+// The copies of d a Train run's outputWarpKernel makes beside d (rows of up to 32 units): the
+// 16-bit copy the error product reads, and where K models' SGD steps fold with their own lrs
+// (cuda_train.cu scalesD), d times model z's lr (hp's, scheduled) for the weight-gradient
+// product: in 16 bits (scaledHalf) or the run's dtype (scaled, model z's at z * stride).
+template <typename T>
+struct OutputCopies {
+  HalfOut dHalf, scaledHalf;
+  T* scaled = nullptr;
+  uint64_t stride = 0;
+  const double* lrs = nullptr;
+  Hyper<T> hp{};
+};
+
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
 // `scaleRows` (rows, or a data-parallel group's rows of the step).
 // One warp per row: output layers of up to 32 units, and rows wider than outputBlockKernel holds.
+// addBias (rows of up to 32 units): z holds the product alone; b is added and f applied here
+// (biasActivateKernel's expression: the same bits).
 template <typename T>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated,
+                                 OutputCopies<T> copies = {}, bool addBias = false) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32, n = O.units;
   if (r >= rows) return;  // whole warps leave together
@@ -338,8 +354,19 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
   RowResult res;
   if (n <= 32) {  // the row in registers, read once (the same bits: output_row.cuh)
     const uint32_t lane = threadIdx.x % 32;
-    T dj;
-    res = outputRowLane<T>(lane < n ? z[lane] : T(0), lane < n ? y[lane] : T(0), z, d, n, ol, scaleRows, grad, activated, dj);
+    T dj, zj = lane < n ? z[lane] : T(0);
+    const T yj = lane < n ? y[lane] : T(0);
+    if (addBias && lane < n) zj = activateAt(O, r * n + lane, zj + O.b[lane]);
+    res = outputRowLane<T>(zj, yj, z, d, n, ol, scaleRows, grad, activated, dj);
+    if (grad && lane < n) {
+      const uint64_t e = r * n + lane;
+      if (copies.dHalf) copies.dHalf.store(e, float(dj));
+      if (copies.lrs) {
+        const T v = dj * withLr(copies.hp, copies.lrs[blockIdx.z]).lr;
+        if (copies.scaledHalf) copies.scaledHalf.store(e, float(v));
+        else copies.scaled[blockIdx.z * copies.stride + e] = v;
+      }
+    }
   } else {
     res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad, activated);
   }
