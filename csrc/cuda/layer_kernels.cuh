@@ -487,14 +487,16 @@ constexpr int kBiasStripesWide = 32;
 // activation's derivative in place (activationGradKernel's work, the same expression) and, for
 // precision bf16 / fp16, rounds into `half`: one pass over d instead of two.
 // lrScaled (with applyGrad): the copy the weight-gradient product reads holds d times the model's
-// lr, `half` or, without one, `scaled` (model z's at z * scaledStride): K models whose lrs differ
-// fold their SGD step into one batched product with alpha -1 (cuda_train.cu scalesD). d keeps d.
+// lr, `half` or, without one, `scaled`, element (row r, unit j) of model z at z * scaledStride +
+// r * copyRow + j in either (copyRow: units, or units x K where the models' rows interleave for
+// one product over all of them): K models whose lrs differ fold their SGD step into the product
+// with alpha -1 (cuda_train.cu scalesD). d keeps d.
 // Stripes: row stripes a column (blockDim.y); kBiasStripes where K models give many blocks of
 // few rows (cuda_train.cu biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
 // sums, then the bias step) held half an SM.
 template <typename T, int Stripes = kBiasStripesWide>
 __global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                      bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride) {
+                                                                      bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride, uint64_t copyRow) {
   if (scaled) scaled += blockIdx.z * scaledStride;
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -524,9 +526,10 @@ __global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base
         if (applyGrad) {
           v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
           C.d[e] = v[u];
+          const uint64_t ec = lrScaled ? r * copyRow + j : e;
           const T copy = lrScaled ? v[u] * hp.lr : v[u];
-          if (half) half.store(e, float(copy));
-          else if (scaled) scaled[e] = copy;
+          if (half) half.store(ec, float(copy));
+          else if (scaled) scaled[ec] = copy;
         }
         s += v[u];
       }
