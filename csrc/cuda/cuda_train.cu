@@ -477,8 +477,8 @@ class LayerRun {
   // The layers between keep dw and the update kernel. Saves a read and write of dw and the
   // update's pass (K = 256 S models: 127 us of 577 a step in fp32, H100).
   bool scalesD(uint32_t l) const {
-    const bool which = l == last_ ? L_[last_].units <= 32 && crossPhase_ : l == 1 && crossPhase_;
-    return which && K_ > 1 && !sameLr_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
+    const bool which = l == last_ ? L_[last_].units <= 32 : l == 1;
+    return which && crossPhase_ && K_ > 1 && !sameLr_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
            p_.opt.weightDecay == 0 && !sync_ && !clip_.active();
   }
   // scalesD's buffers (one from the shelf): layer 1's in fp32 / fp64, the output layer's in the
@@ -508,6 +508,9 @@ class LayerRun {
   }
   // The folded products' alpha (-lr; all models share one: with per-model rates that differ, no fold).
   T foldAlpha(const Hyper<T>& hp) const { return -(p_.lrs.empty() ? hp.lr : withLr(hp, p_.lrs.front()).lr); }
+  // Layer l's weight-gradient product's alpha: -1 where it reads d times each model's lr (scalesD),
+  // foldAlpha where it folds, else 1.
+  T weightGradAlpha(uint32_t l, const Hyper<T>& hp, bool fold) const { return scalesD(l) ? T(-1) : fold ? foldAlpha(hp) : T(1); }
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
   // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
@@ -561,10 +564,10 @@ class LayerRun {
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
   void weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
-    const T alpha = scalesD(l) ? T(-1) : fold ? foldAlpha(hp) : T(1);
+    const T alpha = weightGradAlpha(l, hp, fold);
     const T* scalars = fold ? foldScalars_.get() : nullptr;  // alpha from the device (a scheduled fold)
     if (K_ > 1 && l == 1 && wideFirst_)  // every model's at once: [w_1 .. w_K]^T += -1 z[0]^T [lr_1 d_1 .. lr_K d_K]
-      gemmBatched(false, true, int(m), int(n * K_), int(rows), T(-1), at(0, NNA_Z), int(m), 0, scaledFirst_, int(n * K_), 0, T(1), at(1, NNA_W), int(m), 0, nullptr, 1);
+      gemmBatched(false, true, int(m), int(n * K_), int(rows), alpha, at(0, NNA_Z), int(m), 0, scaledFirst_, int(n * K_), 0, T(1), at(1, NNA_W), int(m), 0, nullptr, 1);
     else if (K_ > 1)
       gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledCopy(l) : at(l, NNA_D), int(n),
                       stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
@@ -809,12 +812,12 @@ class LayerRun {
       fork();
     }
     // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
-    const float alpha = scalesD(l) ? -1.0f : fold ? float(foldAlpha(hp)) : 1.0f;  // scalesD: the copy of d holds d times lr
+    const float alpha = float(weightGradAlpha(l, hp, fold));
     gradientWork(l, [&] {
       if (l == 1 && wideFirst_) {  // every model's at once (weightGrad)
         HalfOut d = half_.d(1);
         d.stride = 0;
-        gemmHalf(false, true, int(m), int(n * K_), int(rows), -1.0f, half_.z(0), int(m), d, int(n * K_), 1.0f, at(1, NNA_W), int(m), 0, nullptr, 1);
+        gemmHalf(false, true, int(m), int(n * K_), int(rows), alpha, half_.z(0), int(m), d, int(n * K_), 1.0f, at(1, NNA_W), int(m), 0, nullptr, 1);
         return;
       }
       gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), gradientD(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
