@@ -129,16 +129,19 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   T dj[kFusedOutMax];
 #pragma unroll
   for (int j = 0; j < kFusedOutMax; ++j) dj[j] = __shfl_sync(0xffffffffu, dl, j);
+  // f' reads the layer's pre-activations where it keeps them (GELU, SiLU, ...), else z: loaded
+  // with the chunk's weights, not after the sums (a dependent load at the end of every row).
+  const T* gin = activationGradInput(P) + r * m;
   for (uint32_t i0 = lane; i0 < m; i0 += 32 * kOutChunks) {
-    T wi[kOutChunks][kFusedOutMax], zi[kOutChunks];
-    loadOutputChunks(zp, O.w, n, m, i0, zi, wi);
+    T wi[kOutChunks][kFusedOutMax], vi[kOutChunks];
+    loadOutputChunks(gin, O.w, n, m, i0, vi, wi);
 #pragma unroll
     for (int c = 0; c < kOutChunks; ++c) {
       T acc = T(0);
 #pragma unroll
       for (int j = 0; j < kFusedOutMax; ++j) acc += dj[j] * wi[c][j];
       const uint32_t i = i0 + 32 * c;
-      if (i < m) P.d[r * m + i] = acc * (P.pre ? activationGradAt(P, r * m + i) : activationGrad<T>(P.activation, zi[c], T(P.act_param)));
+      if (i < m) P.d[r * m + i] = acc * activationGrad<T>(P.activation, vi[c], T(P.act_param));
     }
   }
 }

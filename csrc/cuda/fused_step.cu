@@ -89,10 +89,13 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     st.model = 0;
     // The step's hyperparameters (~170 bytes with the schedule) live in shared memory, read where
     // an update uses them: held in registers across the phases they made the 2-block kernel spill
-    // (ptxas: 2,864 against 1,560 bytes of spill loads a thread; S step 44 against 38 us).
-    __syncthreads();
-    if (threadIdx.x == 0) { hpStep = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1); hbStep = forBiases(hpStep); }
-    __syncthreads();
+    // (ptxas: 2,864 against 1,560 bytes of spill loads a thread; S step 44 against 38 us). Only the
+    // backward phases and the clip phase read them: the block's last warp computes them during the
+    // output phase (outputPhaseDone), where it has no row or few, not at the step's start, where
+    // the whole block waited on one thread's double-precision pow, sqrt and schedule.
+    auto outputPhaseDone = [&] {
+      if (threadIdx.x == blockDim.x - 32) { hpStep = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1); hbStep = forBiases(hpStep); }
+    };
     const Hyper<T>& hp0 = hpStep;
     // Item i of a phase with n items per model is item i % n of model i / n.
     auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
@@ -101,6 +104,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     for (uint32_t l = 1; l <= last; ++l) {
       if (l == last && p.fuseOutput) {
         for (uint64_t r = warp; r < st.rows * K; r += warpsInGrid) outputRowFused<T>(p, forModel(uint32_t(r / st.rows)), uint32_t(r % st.rows), s);
+        outputPhaseDone();
       } else {
         const uint64_t tiles = tileCount<T>(p, l, kForward, st.rows);
         if (p.tile[l][kForward] == kTileBlock) {
@@ -129,6 +133,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         const RowResult res = outputRowWarp<T>(out.z + r * out.units, yRow, out.d + r * out.units, out.units, p.loss, st.rows, st.grad);
         if (threadIdx.x % 32 == 0) accumulateRow(p, sm1, out, r, s, res);
       }
+      outputPhaseDone();
       grid.sync();
       traceMark(p, slot);
     }
