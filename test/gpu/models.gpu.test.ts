@@ -24,6 +24,9 @@ describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas 
     ['S sgd K=64, per-model lrs', S, lrsOf(64, 0.001, 0.1), 1],
     ['momentum K=4, 3 weight layers (deferred updates, error products)', { layers: [40, 96, 64, 7], batch: 32, samples: 200, optimizer: 'momentum' }, lrsOf(4, 0.01, 0.05), 2],
     ['adam K=5, kind-major', { layers: [40, 96, 64, 7], batch: 32, samples: 200, optimizer: 'adam', order: 'kind-major' }, lrsOf(5, 0.001, 0.01), 2],
+    // K = 8 S models are past the fused kernel's work limit: the per-layer path, where layer 1 and
+    // the output layer fold their SGD steps with each model's lr (scalesD) in float64 too.
+    ['S sgd K=8 float64, per-model lrs (auto: per-layer, the folds with each lr)', { ...S, dtype: 'float64' }, lrsOf(8, 0.01, 0.1), 1],
     ['adam K=3 float64, wide mse output (no fused output row)', { layers: [30, 50, 40], batch: 16, samples: 100, optimizer: 'adam', dtype: 'float64', activations: ['tanh', 'identity'] }, lrsOf(3, 0.001, 0.01), 2],
   ];
   it.each(cases)('%s', async (name, spec, lrs, epochs) => {
