@@ -100,6 +100,9 @@ describe('CLI optimizer flags, checked before any work', () => {
     [['--optimizer', 'adam', '--nesterov'], /nesterov/],
     [['--optimizer', 'adamw', '--schedule', 'cosine', '--warmup', '100000'], /schedule\.warmup/],
     [['--optimizer', 'lion'], /lion/],
+    [['--optimizer', 'adamw', '--warmup', '100'], /--warmup: applies to --schedule cosine, not 'constant'/],
+    [['--schedule', 'cosine', '--gamma', '0.5'], /--gamma: applies to --schedule step, not 'cosine'/],
+    [['--schedule', 'cosine', '--warmup', 'x'], /--warmup: 'x' is not a number/],
   ])('%j', (args, message) => {
     const r = cli(...args);
     expect(r.status).toBe(1);
