@@ -27,8 +27,10 @@ describe.skipIf(!hasGxx)('CPU GEMM kernels (bench/cpu/gemm_check.cc)', () => {
     expect(r.stdout).not.toMatch(/FAIL/);
     expect(r.status).toBe(0);
     const detected = /^detected (\w+)/m.exec(r.stdout)![1]!;
-    for (const isa of expectedIsas(detected)) expect(r.stdout).toContain(`isa ${isa} checked`);
-    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(1000);
+    const isas = expectedIsas(detected);
+    for (const isa of isas) expect(r.stdout).toContain(`isa ${isa} checked`);
+    // 432 checks an ISA (an AVX2-only host checks two ISAs: 864; with AVX-512, three).
+    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(400 * isas.length);
   });
 });
 
