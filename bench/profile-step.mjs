@@ -34,10 +34,11 @@ const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / perEpoch) });
 const us = (r.seconds * 1e6) / r.steps;
 const flops = 6 * batch * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
 const tflops = flops / us / 1e6;
-console.log(`${net} ${optimizer} ${backend} ${precision} [${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM ? ` bps=${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM}` : ''}${process.env.NN_ARENA_CUBLASLT && process.env.NN_ARENA_CUBLASLT !== '0' ? ' cublasLt' : ''}]: ${r.steps} steps, ${us.toFixed(1)} us/step, ${tflops.toFixed(2)} TFLOP/s, loss ${r.loss.toFixed(4)}, path ${r.path}`);
+console.log(`${net} ${optimizer} ${backend} ${precision} [${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM ? ` bps=${process.env.NN_ARENA_FUSED_BLOCKS_PER_SM}` : ''}${process.env.NN_ARENA_CUBLASLT ? ` cublasLt=${process.env.NN_ARENA_CUBLASLT}` : ''}]: ${r.steps} steps, ${us.toFixed(1)} us/step, ${tflops.toFixed(2)} TFLOP/s, loss ${r.loss.toFixed(4)}, path ${r.path}`);
 if (jsonFile) {
   const { appendFileSync } = await import('node:fs');
-  const row = { network: net, layers, batch, optimizer, backend, precision, path: r.path, cublasLt: Boolean(process.env.NN_ARENA_CUBLASLT && process.env.NN_ARENA_CUBLASLT !== '0'), steps: r.steps, microsPerStep: us, tflops, loss: r.loss };
+  // cublasLt: NN_ARENA_CUBLASLT (0, forward: the default, 1)
+  const row = { network: net, layers, batch, optimizer, backend, precision, path: r.path, cublasLt: process.env.NN_ARENA_CUBLASLT || 'forward', steps: r.steps, microsPerStep: us, tflops, loss: r.loss };
   appendFileSync(jsonFile, JSON.stringify(row) + '\n');
 }
 arena.dispose();

@@ -58,7 +58,7 @@ struct CudaInfo {
   int runtimeVersion = 0, driverVersion = 0, ccMajor = 0, ccMinor = 0;
   size_t freeBytes = 0, totalBytes = 0;
   std::string gemm;         // who runs the per-layer products: "cublas" or "tiled (why)"
-  std::string cublasLt;     // "" where cuBLASLt was found (NN_ARENA_CUBLASLT=1 may use it), else why not
+  std::string cublasLt;     // "" where cuBLASLt was found (the per-layer fp32 / tf32 forward products use it), else why not
   std::string archs;        // what the binary holds, e.g. "sm_75 sm_80 compute_120" ("" without CUDA)
   bool noKernelImage = false;  // a GPU is present but the binary has no code for it (devices == 0)
 };

@@ -14,9 +14,11 @@
 //                                 weight-gradient products run beside the error products on a
 //                                 second stream; read per run)
 //   NN_ARENA_CUBLAS               CUDA: 0 turns cuBLAS off; a path picks the library
-//   NN_ARENA_CUBLASLT             CUDA: 1 (or a path picking the library) runs the per-layer fp32 /
-//                                 tf32 products through cuBLASLt's fused epilogues (bias, ReLU and
-//                                 their gradients; read per run); default off
+//   NN_ARENA_CUBLASLT             CUDA, the per-layer path in fp32 / tf32 (read per run): forward
+//                                 (default) takes the forward products with bias and ReLU in
+//                                 cuBLASLt's epilogue where the library loads; 1 (or a path picking
+//                                 the library) every product with its epilogues (bias, ReLU and
+//                                 their gradients); 0 none
 //   NN_ARENA_NVRTC                CUDA: a path picks the NVRTC library of JIT kernels
 //   NN_ARENA_NCCL                 CUDA: 0 turns NCCL off; a path picks libnccl (data parallelism)
 //   NN_ARENA_FUSED_BLOCKS_PER_SM  CUDA: 1 | 2 (default) blocks per multiprocessor of the fused grid

@@ -5,8 +5,9 @@
 // gelu-tanh on the H100: 3.6e-2 apart after 8 Adam steps, so nn-arena keeps its own pass there).
 // A product takes this path only where cuBLASLt's heuristics offer an algorithm for its shape,
 // types and epilogue; the caller otherwise runs the plain product and its own passes.
-// Off unless NN_ARENA_CUBLASLT asks for it (1, or a path picking the library; read per run): on
-// the H100 it was not faster than cuBLAS and nn-arena's passes (docs/cuda.md, "Fused epilogues").
+// Read per run (cuda_train.cu): by default the forward products only (bias and ReLU in their
+// epilogue); NN_ARENA_CUBLASLT=1 (or a path picking the library) every product with its epilogues
+// (not faster on the H100: docs/cuda.md, "Fused epilogues"); 0 none.
 #pragma once
 #include <cuda_runtime.h>
 

@@ -77,14 +77,20 @@ class LayerRun {
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
     // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
     // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
-    // passes), no memory scheduler (it may move regions between launches). Asked for by
-    // NN_ARENA_CUBLASLT (read per run): on the H100 it was not faster than cuBLAS and the passes
-    // (docs/cuda.md, "Fused epilogues").
-    lt_ = std::is_same_v<T, float> && blas_ && K_ == 1 && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update && knobOn(Knob::CublasLt) && ltAvailable();
-    if (lt_) {
-      ltBuf_.allocate(h, layers, shelf);
-      st_.maskFresh.assign(h.num_layers, false);
-    }
+    // passes), no memory scheduler (it may move regions between launches). By default only the
+    // forward products take theirs (ltForward_: bias, and ReLU, whose derivative comes from z: no
+    // mask), every other launch, the side stream and the output launch as without cuBLASLt (H100,
+    // M tf32: 76 -> 71 us a step). NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
+    // picking the library) every epilogue (lt_: not faster on the H100, docs/cuda.md, "Fused
+    // epilogues"), forward the default.
+    const bool ltCan = std::is_same_v<T, float> && blas_ && K_ == 1 && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
+    const std::string ltKnob = knob(Knob::CublasLt);
+    const bool ltAll = knobOn(Knob::CublasLt) && ltKnob != "forward";
+    lt_ = ltCan && ltAll && ltAvailable();
+    ltForward_ = ltCan && !ltAll && ltKnob != "0" && ltAvailable();
+    if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
+    if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);
+    if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
     st_.dbDone.assign(h.num_layers, false);
     // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
     // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
@@ -372,7 +378,7 @@ class LayerRun {
       return;  // else output() computes it
     }
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
-    if (lt_ && ltForward(l, rows)) return;
+    if ((lt_ || ltForward_) && ltForward(l, rows)) return;
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
       if (l == 1) {
         if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
@@ -627,12 +633,20 @@ class LayerRun {
   // a compact plan's z then has a full Train run's bits: one epilogue, one algorithm). False: no
   // such epilogue or algorithm (the caller's passes).
   bool ltForward(uint32_t l, uint64_t rows) {
-    const uint64_t n = L_[l].units, m = L_[l].fan_in;
     st_.maskFresh[l] = false;
+    LtProduct p;
+    if (!ltForwardProduct(l, rows, &p) || !ltReady(p)) return false;
+    ltLaunch(p);
+    st_.maskFresh[l] = p.aux != nullptr;
+    return true;
+  }
+  // Layer l's forward product with its epilogue; false where the activation has none.
+  bool ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const {
+    const uint64_t n = L_[l].units, m = L_[l].fan_in;
     LtProduct p = ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
     p.bias = at(l, NNA_B);
     const uint32_t act = L_[l].activation;
-    const bool mask = act == NNA_ACT_RELU && ltBuf_.mask(l);
+    const bool mask = lt_ && act == NNA_ACT_RELU && ltBuf_.mask(l);  // ltForward_: relu' from z, as without cuBLASLt
     if (act == NNA_ACT_IDENTITY || act == NNA_ACT_SOFTMAX) {
       p.epilogue = LtEpilogue::Bias;
     } else if (act == NNA_ACT_RELU) {
@@ -641,10 +655,19 @@ class LayerRun {
     } else {
       return false;
     }
-    if (!ltReady(p)) return false;
-    ltLaunch(p);
-    st_.maskFresh[l] = mask;
+    *out = p;
     return true;
+  }
+  // The workspace ltForward_'s products ask for at the arena's batch (the largest algorithm's; a
+  // shorter last step whose algorithm wants more takes cuBLAS and the pass).
+  size_t forwardWorkspace() const {
+    size_t most = 0;
+    for (uint32_t l = 1; l <= last_; ++l) {
+      LtProduct p;
+      size_t need = 0;
+      if (ltForwardProduct(l, h_.batch, &p) && ltSupports(p, &need)) most = std::max(most, need);
+    }
+    return most;
   }
 
   // Layer l's backward through cuBLASLt: the error product with ReLU's derivative (this step's
@@ -981,6 +1004,7 @@ class LayerRun {
   bool blas_;
   Precision prec_;
   bool lt_ = false;  // products through cuBLASLt with epilogues (cublaslt_loader.h)
+  bool ltForward_ = false;  // only the forward products through cuBLASLt, with bias (+ ReLU) epilogues
   bool firstStep_ = true;  // the step being launched is the run's first (RunParams::epilogues counts it)
   std::shared_ptr<RunCache> cache_;  // the arena's, or none
   ScratchShelf ownShelf_;  // a run without the cache: its buffers go with it

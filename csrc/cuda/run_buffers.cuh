@@ -110,22 +110,25 @@ class HalfCopies {
 // with what layer l still needs).
 class LtScratch {
  public:
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, ScratchShelf& shelf) {
+  // `work`: the products' workspace bytes; `full`: every epilogue's buffers (the parked db and the
+  // ReLU masks), not only the forward products' workspace.
+  void allocate(const nna_header& h, const std::vector<nna_layer>& L, ScratchShelf& shelf, size_t work, bool full) {
     mask_.assign(h.num_layers, {});
-    uint64_t total = kLtMaxWorkspace, units = 0;
+    work_ = (work + 255) / 256 * 256;
+    uint64_t total = work_, units = 0;
     for (uint32_t l = 1; l < h.num_layers; ++l) units = std::max(units, L[l].units);
     parked_ = total;
-    total += (units * sizeof(float) + 255) / 256 * 256;
-    for (uint32_t l = 1; l + 1 < h.num_layers; ++l) {
+    if (full) total += (units * sizeof(float) + 255) / 256 * 256;
+    for (uint32_t l = 1; full && l + 1 < h.num_layers; ++l) {
       if (L[l].activation != NNA_ACT_RELU) continue;
       const uint64_t ld = (L[l].units + 127) / 128 * 128;
       mask_[l] = {total, ld};
       total += (ld / 8 * h.batch + 255) / 256 * 256;
     }
-    base_ = static_cast<char*>(shelf.take(ScratchShelf::kLt, total));
+    base_ = total ? static_cast<char*>(shelf.take(ScratchShelf::kLt, total)) : nullptr;
   }
   void* work() const { return base_; }
-  size_t workBytes() const { return kLtMaxWorkspace; }
+  size_t workBytes() const { return work_; }
   float* parked() const { return reinterpret_cast<float*>(base_ + parked_); }
   // Layer l's ReLU mask and its leading dimension in bits (null: the layer has none).
   void* mask(uint32_t l) const { return mask_[l].ld ? base_ + mask_[l].at : nullptr; }
@@ -134,6 +137,7 @@ class LtScratch {
  private:
   struct Mask { uint64_t at = 0, ld = 0; };
   char* base_ = nullptr;
+  size_t work_ = 0;
   uint64_t parked_ = 0;
   std::vector<Mask> mask_;
 };
