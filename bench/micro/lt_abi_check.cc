@@ -16,6 +16,9 @@ static_assert(kDescPointerMode == CUBLASLT_MATMUL_DESC_POINTER_MODE && kDescTran
                   kDescEpilogue == CUBLASLT_MATMUL_DESC_EPILOGUE && kDescBias == CUBLASLT_MATMUL_DESC_BIAS_POINTER &&
                   kDescAux == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER && kDescAuxLd == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
               "matmul descriptor attributes");
+static_assert(kDescBiasBatchStride == CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE && kLayoutBatchCount == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT &&
+                  kLayoutBatchStride == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+              "batched products");
 static_assert(kPrefMinAlignA == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES && kPrefMinAlignA + 1 == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES &&
                   kPrefMinAlignA + 2 == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES && kPrefMinAlignA + 3 == CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
               "alignment preferences");

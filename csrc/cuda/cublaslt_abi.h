@@ -14,7 +14,9 @@ constexpr int kR32F = 0;              // cudaDataType_t CUDA_R_32F
 constexpr int kCompute32F = 68;       // cublasComputeType_t CUBLAS_COMPUTE_32F
 constexpr int kComputeFastTf32 = 77;  // CUBLAS_COMPUTE_32F_FAST_TF32
 // cublasLtMatmulDescAttributes_t
-constexpr int kDescPointerMode = 2, kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBias = 8, kDescAux = 11, kDescAuxLd = 12;
+constexpr int kDescPointerMode = 2, kDescTransA = 3, kDescTransB = 4, kDescEpilogue = 7, kDescBias = 8, kDescBiasBatchStride = 10, kDescAux = 11, kDescAuxLd = 12;
+// cublasLtMatrixLayoutAttribute_t: CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, STRIDED_BATCH_OFFSET
+constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 // cublasLtMatmulPreferenceAttributes_t: CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, MIN_ALIGNMENT_A_BYTES (B, C, D follow)
 constexpr int kPrefMaxWorkspace = 1, kPrefMinAlignA = 5;
 constexpr int kPointerDevice = 1;     // cublasLtPointerMode_t CUBLASLT_POINTER_MODE_DEVICE

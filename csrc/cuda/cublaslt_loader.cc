@@ -34,6 +34,7 @@ struct Api {
   Status (*descSet)(Desc, int, const void*, size_t) = nullptr;
   Status (*layoutCreate)(Layout*, int, uint64_t, uint64_t, int64_t) = nullptr;
   Status (*layoutDestroy)(Layout) = nullptr;
+  Status (*layoutSet)(Layout, int, const void*, size_t) = nullptr;
   Status (*prefCreate)(Pref*) = nullptr;
   Status (*prefDestroy)(Pref) = nullptr;
   Status (*prefSet)(Pref, int, const void*, size_t) = nullptr;
@@ -58,12 +59,13 @@ const Api& api() {
     r.descSet = reinterpret_cast<decltype(r.descSet)>(sym("cublasLtMatmulDescSetAttribute"));
     r.layoutCreate = reinterpret_cast<decltype(r.layoutCreate)>(sym("cublasLtMatrixLayoutCreate"));
     r.layoutDestroy = reinterpret_cast<decltype(r.layoutDestroy)>(sym("cublasLtMatrixLayoutDestroy"));
+    r.layoutSet = reinterpret_cast<decltype(r.layoutSet)>(sym("cublasLtMatrixLayoutSetAttribute"));
     r.prefCreate = reinterpret_cast<decltype(r.prefCreate)>(sym("cublasLtMatmulPreferenceCreate"));
     r.prefDestroy = reinterpret_cast<decltype(r.prefDestroy)>(sym("cublasLtMatmulPreferenceDestroy"));
     r.prefSet = reinterpret_cast<decltype(r.prefSet)>(sym("cublasLtMatmulPreferenceSetAttribute"));
     r.heuristic = reinterpret_cast<decltype(r.heuristic)>(sym("cublasLtMatmulAlgoGetHeuristic"));
     r.matmul = reinterpret_cast<decltype(r.matmul)>(sym("cublasLtMatmul"));
-    if (!r.create || !r.descCreate || !r.descDestroy || !r.descSet || !r.layoutCreate || !r.layoutDestroy || !r.prefCreate || !r.prefDestroy || !r.prefSet ||
+    if (!r.create || !r.descCreate || !r.descDestroy || !r.descSet || !r.layoutCreate || !r.layoutDestroy || !r.layoutSet || !r.prefCreate || !r.prefDestroy || !r.prefSet ||
         !r.heuristic || !r.matmul) {
       r.status = "libcublasLt loaded but an entry point is missing";
       return r;  // the library stays loaded; nothing of it is called
@@ -113,9 +115,10 @@ class Descriptors {
       set(kDescPointerMode, &mode, sizeof mode);
     }
     // Column-major operands as stored: op(A) is m x k, op(B) k x n, C and D m x n.
-    layout(&a_, p.transA ? p.k : p.m, p.transA ? p.m : p.k, p.lda);
-    layout(&b_, p.transB ? p.n : p.k, p.transB ? p.k : p.n, p.ldb);
-    layout(&c_, p.m, p.n, p.ldc);
+    layout(&a_, p.transA ? p.k : p.m, p.transA ? p.m : p.k, p.lda, p.batch, p.strideA);
+    layout(&b_, p.transB ? p.n : p.k, p.transB ? p.k : p.n, p.ldb, p.batch, p.strideB);
+    layout(&c_, p.m, p.n, p.ldc, p.batch, p.strideC);
+    if (p.batch > 1 && p.bias) set(kDescBiasBatchStride, &p.strideBias, sizeof p.strideBias);
   }
   ~Descriptors() {
     const Api& a = api();
@@ -130,11 +133,17 @@ class Descriptors {
 
  private:
   void set(int attr, const void* v, size_t n) { ltCheck(api().descSet(desc_, attr, v, n), "cublasLtMatmulDescSetAttribute"); }
-  void layout(Layout* l, int rows, int cols, int ld) { ltCheck(api().layoutCreate(l, kR32F, uint64_t(rows), uint64_t(cols), int64_t(ld)), "cublasLtMatrixLayoutCreate"); }
+  void layout(Layout* l, int rows, int cols, int ld, int batch, int64_t stride) {
+    ltCheck(api().layoutCreate(l, kR32F, uint64_t(rows), uint64_t(cols), int64_t(ld)), "cublasLtMatrixLayoutCreate");
+    if (batch == 1) return;
+    const int32_t count = batch;
+    ltCheck(api().layoutSet(*l, kLayoutBatchCount, &count, sizeof count), "cublasLtMatrixLayoutSetAttribute");
+    ltCheck(api().layoutSet(*l, kLayoutBatchStride, &stride, sizeof stride), "cublasLtMatrixLayoutSetAttribute");
+  }
 };
 
 // What decides the algorithm: everything but the pointers' values, and their alignments.
-using Key = std::tuple<int, int, int, int, int, int, int, int, int, uint32_t, int64_t>;
+using Key = std::tuple<int, int, int, int, int, int, int, int, int, uint32_t, int64_t, int, int64_t, int64_t, int64_t, int64_t>;
 unsigned alignment(const void* p) {
   const uintptr_t v = reinterpret_cast<uintptr_t>(p);
   unsigned a = 1;
@@ -145,12 +154,15 @@ unsigned alignment(const void* p) {
 unsigned operandAlignment(const LtProduct& p) {
   unsigned al = 256;
   for (const void* q : {static_cast<const void*>(p.A), static_cast<const void*>(p.B), static_cast<const void*>(p.C)}) al = std::min(al, alignment(q));
+  if (p.batch > 1)  // every product's operands: model 0's plus a multiple of the stride
+    for (int64_t st : {p.strideA, p.strideB, p.strideC})
+      if (st) al = std::min(al, alignment(reinterpret_cast<const void*>(uintptr_t(st) * sizeof(float))));
   return al;
 }
 Key keyOf(const LtProduct& p, int device) {
   const unsigned al = operandAlignment(p);
   const int flags = (p.transA ? 1 : 0) | (p.transB ? 2 : 0) | (p.tf32 ? 4 : 0) | (p.scalars ? 8 : 0) | (p.beta != 0 || p.scalars ? 16 : 0);
-  return Key(device, flags, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(al), uint32_t(p.epilogue), p.auxLd);
+  return Key(device, flags, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(al), uint32_t(p.epilogue), p.auxLd, p.batch, p.strideA, p.strideB, p.strideC, p.strideBias);
 }
 struct Choice {
   bool ok = false;
@@ -195,6 +207,7 @@ const std::string& ltStatus() { return api().status; }
 bool ltSupports(const LtProduct& p, size_t* workspace) {
   if (!ltAvailable()) return false;
   if ((p.bias && alignment(p.bias) < 16) || (p.aux && alignment(p.aux) < 16)) return false;
+  if (p.batch > 1 && (p.aux || (p.bias && p.strideBias * sizeof(float) % 16 != 0))) return false;
   const Choice& c = choose(p);
   if (workspace) *workspace = c.ok ? c.h.workspaceSize : 0;
   return c.ok;

@@ -6,7 +6,7 @@
 // A product takes this path only where cuBLASLt's heuristics offer an algorithm for its shape,
 // types and epilogue; the caller otherwise runs the plain product and its own passes.
 // Read per run (cuda_train.cu): by default the forward products only (bias and ReLU in their
-// epilogue); NN_ARENA_CUBLASLT=1 (or a path picking the library) every product with its epilogues
+// epilogue; K models: batched, each model's bias); NN_ARENA_CUBLASLT=1 (or a path picking the library) every product with its epilogues
 // (not faster on the H100: docs/cuda.md, "Fused epilogues"); 0 none.
 #pragma once
 #include <cuda_runtime.h>
@@ -47,6 +47,10 @@ struct LtProduct {
   void* bias = nullptr;  // read (Bias*), written (*BGrad*)
   void* aux = nullptr;   // written (*Aux*), read (D*)
   int64_t auxLd = 0;     // elements (bits for the relu mask: a multiple of 128)
+  // Batched (K models): `batch` products, each operand `stride*` elements after the one before
+  // (0: the same operand for all), the bias too.
+  int batch = 1;
+  int64_t strideA = 0, strideB = 0, strideC = 0, strideBias = 0;
 };
 
 // Whether cuBLASLt was found ("" when it was; else why not).

@@ -83,13 +83,13 @@ class LayerRun {
     // M tf32: 76 -> 71 us a step). NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
     // picking the library) every epilogue (lt_: not faster on the H100, docs/cuda.md, "Fused
     // epilogues"), forward the default.
-    const bool ltCan = std::is_same_v<T, float> && blas_ && K_ == 1 && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
+    // K models take the forward epilogues too (batched, each model's bias), not the others.
+    const bool ltCan = std::is_same_v<T, float> && blas_ && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
     const std::string ltKnob = knob(Knob::CublasLt);
     const bool ltAll = knobOn(Knob::CublasLt) && ltKnob != "forward";
-    lt_ = ltCan && ltAll && ltAvailable();
+    lt_ = ltCan && K_ == 1 && ltAll && ltAvailable();
     ltForward_ = ltCan && !ltAll && ltKnob != "0" && ltAvailable();
     if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
-    if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);
     if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
     st_.dbDone.assign(h.num_layers, false);
     // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
@@ -116,6 +116,7 @@ class LayerRun {
     // pass less a step (K = 64 S models, H100: 4.7 us). Not in the primitives (a Forward run's
     // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
     biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
+    if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after biasInOutput_: ltForwardProduct reads it
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
     scaling_ = p.lossScale.active() && p.op == Op::Train;
@@ -643,8 +644,16 @@ class LayerRun {
   // Layer l's forward product with its epilogue; false where the activation has none.
   bool ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (l == last_ && biasInOutput_) return false;  // the output launch adds the bias
     LtProduct p = ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
     p.bias = at(l, NNA_B);
+    if (K_ > 1) {
+      p.batch = int(K_);
+      p.strideA = stride(l, NNA_W);
+      p.strideB = stride(l - 1, NNA_Z);
+      p.strideC = stride(l, NNA_Z);
+      p.strideBias = stride(l, NNA_B);
+    }
     const uint32_t act = L_[l].activation;
     const bool mask = lt_ && act == NNA_ACT_RELU && ltBuf_.mask(l);  // ltForward_: relu' from z, as without cuBLASLt
     if (act == NNA_ACT_IDENTITY || act == NNA_ACT_SOFTMAX) {
