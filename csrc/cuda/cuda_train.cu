@@ -627,12 +627,12 @@ class LayerRun {
     st_.sideOpen = false;
   }
 
-  // ---- cuBLASLt (lt_): the products with their epilogues -----------------------------------
-  // z[l]^T (n x rows) = act(w (n x m) . z[l-1]^T + b) in one product, where the activation has an
-  // epilogue: identity and softmax (the output applies it) as Bias, relu. A hidden ReLU also
-  // writes its mask for the error product's epilogue, in every run and plan (a Forward run's or
-  // a compact plan's z then has a full Train run's bits: one epilogue, one algorithm). False: no
-  // such epilogue or algorithm (the caller's passes).
+  // ---- cuBLASLt (lt_, and ltForward_ for the forward products): the products with their epilogues
+  // z[l]^T (n x rows) = act(w (n x m) . z[l-1]^T + b) in one product (K models: one batched
+  // product), where the activation has an epilogue: identity and softmax (the output applies it)
+  // as Bias, relu. Under lt_ a hidden ReLU also writes its mask for the error product's epilogue,
+  // in every run and plan (a Forward run's or a compact plan's z then has a full Train run's
+  // bits: one epilogue, one algorithm). False: no such epilogue or algorithm (the caller's passes).
   bool ltForward(uint32_t l, uint64_t rows) {
     st_.maskFresh[l] = false;
     LtProduct p;
