@@ -80,10 +80,10 @@ program
   .option('--weight-decay <x>', 'weight decay (sgd, momentum, adam: L2 on the gradient; adamw: decoupled; default 0, adamw 0.01)')
   .option('--nesterov', 'Nesterov momentum (--optimizer momentum)')
   .addOption(new Option('--schedule <name>', 'learning-rate schedule over the run\'s steps').choices(schedules().map((x) => x.name)).default('constant'))
-  .option('--warmup <steps>', 'cosine: linear warmup steps (default 0)')
-  .option('--min-lr <rate>', 'cosine: learning rate at the end (default 0)')
+  .option('--warmup <steps>', 'cosine: linear warmup steps', '0')
+  .option('--min-lr <rate>', 'cosine: learning rate at the end', '0')
   .option('--step-size <steps>', 'step: steps between decays (default: one epoch)')
-  .option('--gamma <x>', 'step: factor of each decay (default 0.1)')
+  .option('--gamma <x>', 'step: factor of each decay', '0.1')
   .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
   .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 / fp16 tensor cores; the CPU emulates bf16 and fp16; fp16 with loss scaling)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
@@ -96,7 +96,7 @@ program
   .option('--save <path>', 'write a checkpoint of the trained arena (resume with Trainer.load; see `nn-arena inspect`)')
   .option('--json', 'print a machine-readable summary on stdout (progress goes to stderr)')
   .option('--report <file>', 'write a self-contained HTML training report (charts, memory map, transfers, machine, settings)')
-  .action(async (o) => {
+  .action(async (o, cmd: Command) => {
     // All of them checked here, before the data is read or anything printed.
     const layers = parseList(o.layers, 'layers');
     if (layers.length < 2 || layers[0] !== 784 || layers[layers.length - 1] !== 10 || layers.some((n) => !Number.isInteger(n) || n < 1)) {
@@ -127,12 +127,12 @@ program
     };
     // A schedule's own flags without that schedule would be ignored: refused instead.
     for (const [key, flag, schedule] of [['warmup', 'warmup', 'cosine'], ['minLr', 'min-lr', 'cosine'], ['stepSize', 'step-size', 'step'], ['gamma', 'gamma', 'step']] as const) {
-      if (o[key] !== undefined && o.schedule !== schedule) throw usage(`--${flag}: applies to --schedule ${schedule}, not '${o.schedule}'`);
+      if (cmd.getOptionValueSource(key) === 'cli' && o.schedule !== schedule) throw usage(`--${flag}: applies to --schedule ${schedule}, not '${o.schedule}'`);
     }
-    if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup ?? '0', 'warmup', 0), minLr: parseNumber(o.minLr ?? '0', 'min-lr') };
+    if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
     else if (o.schedule === 'one-cycle') opt.schedule = { type: 'one-cycle', total: steps };
     else if (o.schedule === 'step') {
-      opt.schedule = { type: 'step', stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1), gamma: parseNumber(o.gamma ?? '0.1', 'gamma') };
+      opt.schedule = { type: 'step', stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1), gamma: parseNumber(o.gamma, 'gamma') };
     }
     const probeActivations = [...layers.slice(2).map(() => o.activation as Activation), lossRow.softmax ? 'softmax' : 'identity'] as Activation[];
     const probe = planLayout({

@@ -6,8 +6,9 @@
 // A product takes this path only where cuBLASLt's heuristics offer an algorithm for its shape,
 // types and epilogue; the caller otherwise runs the plain product and its own passes.
 // Read per run (cuda_train.cu): by default the forward products only (bias and ReLU in their
-// epilogue; K models: batched, each model's bias); NN_ARENA_CUBLASLT=1 (or a path picking the library) every product with its epilogues
-// (not faster on the H100: docs/cuda.md, "Fused epilogues"); 0 none.
+// epilogue; K models: batched, each model's bias); NN_ARENA_CUBLASLT=1 (or a path picking the
+// library) every product with its epilogues (not faster on the H100: docs/cuda.md, "Fused
+// epilogues"); 0 none.
 #pragma once
 #include <cuda_runtime.h>
 
