@@ -11,6 +11,7 @@
 
 using namespace nna;
 using namespace nna::lt_abi;
+static_assert(int(LtInputs::Fp32) == CUDA_R_32F && int(LtInputs::Fp16) == CUDA_R_16F && int(LtInputs::Bf16) == CUDA_R_16BF, "LtInputs");
 static_assert(kR32F == CUDA_R_32F && kCompute32F == CUBLAS_COMPUTE_32F && kComputeFastTf32 == CUBLAS_COMPUTE_32F_FAST_TF32, "types");
 static_assert(kDescPointerMode == CUBLASLT_MATMUL_DESC_POINTER_MODE && kDescTransA == CUBLASLT_MATMUL_DESC_TRANSA && kDescTransB == CUBLASLT_MATMUL_DESC_TRANSB &&
                   kDescEpilogue == CUBLASLT_MATMUL_DESC_EPILOGUE && kDescBias == CUBLASLT_MATMUL_DESC_BIAS_POINTER &&

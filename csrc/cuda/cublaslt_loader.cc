@@ -115,9 +115,10 @@ class Descriptors {
       set(kDescPointerMode, &mode, sizeof mode);
     }
     // Column-major operands as stored: op(A) is m x k, op(B) k x n, C and D m x n.
-    layout(&a_, p.transA ? p.k : p.m, p.transA ? p.m : p.k, p.lda, p.batch, p.strideA);
-    layout(&b_, p.transB ? p.n : p.k, p.transB ? p.k : p.n, p.ldb, p.batch, p.strideB);
-    layout(&c_, p.m, p.n, p.ldc, p.batch, p.strideC);
+    const int in = int(p.inputs);
+    layout(&a_, in, p.transA ? p.k : p.m, p.transA ? p.m : p.k, p.lda, p.batch, p.strideA);
+    layout(&b_, in, p.transB ? p.n : p.k, p.transB ? p.k : p.n, p.ldb, p.batch, p.strideB);
+    layout(&c_, kR32F, p.m, p.n, p.ldc, p.batch, p.strideC);
     if (p.batch > 1 && p.bias) set(kDescBiasBatchStride, &p.strideBias, sizeof p.strideBias);
   }
   ~Descriptors() {
@@ -133,8 +134,8 @@ class Descriptors {
 
  private:
   void set(int attr, const void* v, size_t n) { ltCheck(api().descSet(desc_, attr, v, n), "cublasLtMatmulDescSetAttribute"); }
-  void layout(Layout* l, int rows, int cols, int ld, int batch, int64_t stride) {
-    ltCheck(api().layoutCreate(l, kR32F, uint64_t(rows), uint64_t(cols), int64_t(ld)), "cublasLtMatrixLayoutCreate");
+  void layout(Layout* l, int type, int rows, int cols, int ld, int batch, int64_t stride) {
+    ltCheck(api().layoutCreate(l, type, uint64_t(rows), uint64_t(cols), int64_t(ld)), "cublasLtMatrixLayoutCreate");
     if (batch == 1) return;
     const int32_t count = batch;
     ltCheck(api().layoutSet(*l, kLayoutBatchCount, &count, sizeof count), "cublasLtMatrixLayoutSetAttribute");
@@ -153,16 +154,20 @@ unsigned alignment(const void* p) {
 // The alignment the heuristics are told for A, B, C and D (which they otherwise take as 256 bytes).
 unsigned operandAlignment(const LtProduct& p) {
   unsigned al = 256;
-  for (const void* q : {static_cast<const void*>(p.A), static_cast<const void*>(p.B), static_cast<const void*>(p.C)}) al = std::min(al, alignment(q));
+  for (const void* q : {p.A, p.B, static_cast<const void*>(p.C)}) al = std::min(al, alignment(q));
   if (p.batch > 1)  // every product's operands: model 0's plus a multiple of the stride
-    for (int64_t st : {p.strideA, p.strideB, p.strideC})
-      if (st) al = std::min(al, alignment(reinterpret_cast<const void*>(uintptr_t(st) * sizeof(float))));
+    for (int i = 0; i < 3; ++i) {
+      const int64_t st = i == 0 ? p.strideA : i == 1 ? p.strideB : p.strideC;
+      const size_t bytes = i < 2 && p.inputs != LtInputs::Fp32 ? 2 : sizeof(float);
+      if (st) al = std::min(al, alignment(reinterpret_cast<const void*>(uintptr_t(st) * bytes)));
+    }
   return al;
 }
 Key keyOf(const LtProduct& p, int device) {
   const unsigned al = operandAlignment(p);
   const int flags = (p.transA ? 1 : 0) | (p.transB ? 2 : 0) | (p.tf32 ? 4 : 0) | (p.scalars ? 8 : 0) | (p.beta != 0 || p.scalars ? 16 : 0);
-  return Key(device, flags, p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(al), uint32_t(p.epilogue), p.auxLd, p.batch, p.strideA, p.strideB, p.strideC, p.strideBias);
+  return Key(device, flags | (int(p.inputs) << 8), p.m, p.n, p.k, p.lda, p.ldb, p.ldc, int(al), uint32_t(p.epilogue), p.auxLd, p.batch, p.strideA, p.strideB, p.strideC,
+             p.strideBias);
 }
 struct Choice {
   bool ok = false;

@@ -30,15 +30,20 @@ enum class LtEpilogue : uint32_t {
   BGradB = 512,       // bias = sums of op(B) over the product's k (its rows), D as None
 };
 
+// The type A and B are stored in: fp32, or a bf16 / fp16 run's 16-bit copies (cudaDataType_t
+// values, checked by bench/micro/lt_abi_check.cc). C, D and the bias are fp32 either way.
+enum class LtInputs : int { Fp32 = 0, Fp16 = 2, Bf16 = 14 };
+
 // One product, column-major like cuBLAS: D = C = epilogue(alpha op(A) op(B) + beta C). FP32
-// storage throughout; `tf32`: CUBLAS_COMPUTE_32F_FAST_TF32, else CUBLAS_COMPUTE_32F.
+// storage but for A and B (`inputs`); `tf32`: CUBLAS_COMPUTE_32F_FAST_TF32, else CUBLAS_COMPUTE_32F.
 struct LtProduct {
   bool transA = false, transB = false;
   int m = 0, n = 0, k = 0;
   bool tf32 = false;
-  const float* A = nullptr;
+  LtInputs inputs = LtInputs::Fp32;
+  const void* A = nullptr;
   int lda = 0;
-  const float* B = nullptr;
+  const void* B = nullptr;
   int ldb = 0;
   float* C = nullptr;
   int ldc = 0;

@@ -77,7 +77,7 @@ class LayerRun {
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
     // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
     // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
-    // passes), no memory scheduler (it may move regions between launches). By default only the
+    // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
     // forward products take theirs (ltForward_: bias, and ReLU, whose derivative comes from z: no
     // mask), every other launch, the side stream and the output launch as without cuBLASLt (H100,
     // M tf32: 76 -> 71 us a step). NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
@@ -90,7 +90,6 @@ class LayerRun {
     lt_ = ltCan && K_ == 1 && ltAll && ltAvailable();
     ltForward_ = ltCan && !ltAll && ltKnob != "0" && ltAvailable();
     if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
-    if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
     st_.dbDone.assign(h.num_layers, false);
     // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
     // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
@@ -111,15 +110,23 @@ class LayerRun {
     // products keep K models bit-identical to one.
     head_ = !lt_ && blas_ && K_ == 1 && L_[last_].units <= kHeadMaxUnits;
     headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
+    // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
+    // they wait for the step's gradients to be known finite.
+    scaling_ = p.lossScale.active() && p.op == Op::Train;
+    // bf16 / fp16: that launch and its backward read z[L-1], w[L] and d[L] from the arena, rounded
+    // as they load (output_head.cuh HeadRead::Rounds; the same values as the copies), so layer
+    // L-1's forward product needs no pass to write z[L-1]'s copy: it takes bias and activation in
+    // its cuBLASLt epilogue where it has one (H100, S bf16: a launch less a step). Not with loss
+    // scaling (the products read d[L]'s scaled copy).
+    headRounds_ = head_ && half_.active() && !scaling_;
+    if (headRounds_ && last_ > 1 && !hooks && ltKnob != "0" && ltAvailable()) ltForward_ = true;
+    if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
     // K models, an output layer of up to 32 units, blas: the output launch (outputWarpKernel) adds
     // the bias and applies f before the row's loss, as outputHeadKernel does for one model: a
     // pass less a step (K = 64 S models, H100: 4.7 us). Not in the primitives (a Forward run's
     // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
     biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
     if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after biasInOutput_: ltForwardProduct reads it
-    // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
-    // they wait for the step's gradients to be known finite.
-    scaling_ = p.lossScale.active() && p.op == Op::Train;
     if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
     if (scaling_) lossScale_.allocate(p.lossScale, shelf, s_);
     // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
@@ -258,7 +265,7 @@ class LayerRun {
     // multiprocessor, a serial chain of loads and exps per thread (11 us of a 110 us tf32 step, ncu).
     st_.dLastHalf = st_.errorDone = false;
     if (headFused_) {
-      const HalfOut dHalf = half_.active() && grad && !scaling_ ? half_.d(last_) : HalfOut{};
+      const HalfOut dHalf = headRead() == HeadRead::Copies && grad && !scaling_ ? half_.d(last_) : HalfOut{};
       // d[L-1] too where it follows from this launch's d (a loss-scaled step's waits for the scale)
       const bool error = grad && last_ > 1 && !scaling_;
       head(rows, scaleRows, ol, grad, stats, s, dHalf, true, error);
@@ -270,7 +277,7 @@ class LayerRun {
       // Up to 32 units: d's 16-bit copy (the error product's operand) and scalesD's copy made here
       OutputCopies<T> c;
       if (grad && L_[last_].units <= 32) {
-        if (half_.active() && !scaling_) c.dHalf = half_.d(last_);
+        if (headRead() == HeadRead::Copies && !scaling_) c.dHalf = half_.d(last_);
         if (scalesD(last_)) {
           c.hp = hyper(p_.stepBase + s + 1);
           c.lrs = lrs_.get();
@@ -379,14 +386,15 @@ class LayerRun {
       return;  // else output() computes it
     }
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
-    if ((lt_ || ltForward_) && ltForward(l, rows)) return;
+    if ((lt_ || ltForward_) && !half_.active() && ltForward(l, rows)) return;
     if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
       if (l == 1) {
         if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
         staleWeightsToHalf();
       }
+      const bool copy = l < last_ && !(headRounds_ && l + 1 == last_);  // headRounds_: the output launch rounds z[L-1] itself
+      if (!copy && ltForward_ && ltForward(l, rows)) return;
       gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
-      const bool copy = l < last_;
       if (biasLater) return;
       graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
       if (copy) st_.zFresh[l] = true;
@@ -414,9 +422,10 @@ class LayerRun {
   // The output layer's product (output_head.cuh), and with `finish` its row's loss and d (the
   // arguments from `scaleRows` on serve that part). Its operands are the products' own: bf16 /
   // fp16 copies made first where the run has not made them.
+  HeadRead headRead() const { return !half_.active() ? HeadRead::Own : headRounds_ ? HeadRead::Rounds : HeadRead::Copies; }
   void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error = false) {
     HalfOut x, w;
-    if (half_.active()) {
+    if (headRead() == HeadRead::Copies) {
       const uint32_t in = last_ - 1;
       if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, rows * L_[last_].fan_in);
       if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
@@ -424,7 +433,7 @@ class LayerRun {
       w = half_.w(last_);
     }
     const HalfOut dPrev = error && half_.active() ? half_.d(last_ - 1) : HalfOut{};
-    launchOutputHead<T>(L_[last_].units, rows, K_, x, [&](auto kernel, dim3 grid, unsigned threads) {
+    launchOutputHead<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, unsigned threads) {
       graph_->launch(s_, kernel, grid, threads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, x, w, dHalf, finish, error, dPrev);
     });
   }
@@ -437,7 +446,7 @@ class LayerRun {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     st_.dbDone[l] = false;
     HalfOut x, d;
-    if (half_.active()) {
+    if (headRead() == HeadRead::Copies) {
       backwardCopies(l, rows);
       x = half_.z(l - 1);
       d = half_.d(l);
@@ -445,7 +454,7 @@ class LayerRun {
     if (l > 1) headError(rows);
     fork();
     gradientWork(l, [&] {
-      launchOutputWeightGrad<T>(n, m, K_, x, [&](auto kernel, dim3 grid, dim3 block) {
+      launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, dim3 block) {
         graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get());
       });
     });
@@ -461,9 +470,10 @@ class LayerRun {
       st_.errorDone = false;
       return;
     }
-    const HalfOut w = half_.active() ? half_.w(last_) : HalfOut{}, d = half_.active() ? half_.d(last_) : HalfOut{};
+    const bool copies = headRead() == HeadRead::Copies;
+    const HalfOut w = copies ? half_.w(last_) : HalfOut{}, d = copies ? half_.d(last_) : HalfOut{};
     const HalfOut dPrev = half_.active() ? half_.d(last_ - 1) : HalfOut{};
-    launchOutputError<T>(L_[last_].units, rows, K_, w, [&](auto kernel, dim3 grid, unsigned threads) {
+    launchOutputError<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, unsigned threads) {
       graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev);
     });
   }
@@ -645,7 +655,11 @@ class LayerRun {
   bool ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (l == last_ && biasInOutput_) return false;  // the output launch adds the bias
-    LtProduct p = ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
+    // bf16 / fp16: layer L-1's alone, from the 16-bit copies, where the output launch rounds its own operands
+    if (half_.active() && !(headRounds_ && l + 1 == last_)) return false;
+    LtProduct p = half_.active() ? ltBase(true, false, n, rows, m, half_.w(l).p, m, half_.z(l - 1).p, m, at(l, NNA_Z), n)
+                                 : ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
+    if (half_.active()) p.inputs = half_.fp16() ? LtInputs::Fp16 : LtInputs::Bf16;
     p.bias = at(l, NNA_B);
     if (K_ > 1) {
       p.batch = int(K_);
@@ -770,9 +784,9 @@ class LayerRun {
     p.n = int(n);
     p.k = int(k);
     p.tf32 = prec_ == Precision::Tf32;
-    p.A = static_cast<const float*>(A);
+    p.A = A;
     p.lda = int(lda);
-    p.B = static_cast<const float*>(B);
+    p.B = B;
     p.ldb = int(ldb);
     p.C = static_cast<float*>(C);
     p.ldc = int(ldc);
@@ -785,7 +799,7 @@ class LayerRun {
   }
   void ltLaunch(const LtProduct& p) {
     if (firstStep_ && p.epilogue != LtEpilogue::None) ++st_.epilogues;  // also where a replay launches it
-    if (!graph_->external(p.transA, p.transB, p.m, p.n, p.k, p.tf32, p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.scalars ? 0.0f : p.alpha, p.scalars ? 0.0f : p.beta,
+    if (!graph_->external(p.transA, p.transB, p.m, p.n, p.k, p.tf32, int(p.inputs), p.A, p.lda, p.B, p.ldb, p.C, p.ldc, p.scalars ? 0.0f : p.alpha, p.scalars ? 0.0f : p.beta,
                           p.scalars, uint32_t(p.epilogue), p.bias, p.aux, p.auxLd, ltBuf_.work()))
       return;
     ltMatmul(lane_, p, ltBuf_.work(), ltBuf_.workBytes());
@@ -1006,6 +1020,7 @@ class LayerRun {
   const Lane* on_ = &lane_;  // the lane products go to (its handle): lane_, or side_ inside onSide()
   bool besides_ = false;     // whether the run gives work to the side stream (constructor)
   bool head_ = false;        // the output layer's product is output_head.cuh's
+  bool headRounds_ = false;  // ... reading fp32 operands rounded to 16 bits as they load (bf16 / fp16)
   bool headFused_ = false;   // ... in the output launch itself
   uint32_t last_;
   int sms_;

@@ -20,12 +20,22 @@ constexpr uint64_t kHeadMaxUnits = 32;
 
 constexpr unsigned kHeadThreads = 128;  // a block a row: its threads share the fan-in
 
-// Operand values as T: the arena's own (E = T), or a run's 16-bit copies (E = __nv_bfloat16 /
-// __half, as the products of bf16 / fp16 runs read them).
-template <typename T, typename E>
+// v rounded to R (to nearest, ties to even, as the 16-bit copies' stores round: HalfOut::store);
+// R = float: v itself.
+template <typename R>
+__device__ __forceinline__ float roundedTo(float v) {
+  if constexpr (std::is_same_v<R, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(v));
+  else if constexpr (std::is_same_v<R, __half>) return __half2float(__float2half_rn(v));
+  else return v;
+}
+// Operand values as T: the arena's own (E = R = T), a run's 16-bit copies (E = R = __nv_bfloat16
+// / __half, as the products of bf16 / fp16 runs read them), or the arena's fp32 values rounded to
+// R as they load (E = float: the same values as the copies, which the run then never makes).
+template <typename T, typename R, typename E>
 __device__ __forceinline__ T headValue(E v) {
-  if constexpr (std::is_same_v<E, T>) return v;
-  else return T(float(v));
+  if constexpr (!std::is_same_v<E, T>) return T(float(v));
+  else if constexpr (std::is_same_v<R, T>) return v;
+  else return T(roundedTo<R>(float(v)));
 }
 // An operand of this layer's products: the arena's own values (E = T), or model blockIdx.z's
 // 16-bit copy of them.
@@ -35,11 +45,12 @@ __device__ __forceinline__ const E* headOperand(const T* own, const HalfOut& cop
   else return static_cast<const E*>(copy.p) + uint64_t(blockIdx.z) * copy.stride;
 }
 
-// Four consecutive values from 16-byte (fp32) or 8-byte (16-bit) loads.
-template <typename E>
+// Four consecutive values from 16-byte (fp32, rounded to R) or 8-byte (16-bit) loads.
+template <typename R, typename E>
 __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
   if constexpr (std::is_same_v<E, float>) {
-    return reinterpret_cast<const float4*>(p)[q];
+    const float4 v = reinterpret_cast<const float4*>(p)[q];
+    return make_float4(roundedTo<R>(v.x), roundedTo<R>(v.y), roundedTo<R>(v.z), roundedTo<R>(v.w));
   } else {
     using E2 = std::conditional_t<std::is_same_v<E, __half>, __half2, __nv_bfloat162>;
     const HalfQuad<E2> v = reinterpret_cast<const HalfQuad<E2>*>(p)[q];
@@ -54,7 +65,7 @@ __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
 // (u < NB; rows past the layer's last are its last again, so that every load is unconditional
 // and an iteration issues all of them at once: with a guarded load per unit, each waited for the
 // one before). Four values a load where the bytes allow.
-template <typename T, unsigned NB, typename E>
+template <typename T, unsigned NB, typename R, typename E>
 __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uint64_t m, unsigned t, T (&acc)[NB]) {
   const E* row[NB];
 #pragma unroll
@@ -67,10 +78,10 @@ __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uin
     constexpr uintptr_t align = 4 * sizeof(E) - 1;
     if (m % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & align) == 0 && (reinterpret_cast<uintptr_t>(w) & align) == 0) {
       for (uint64_t q = t; q < m / 4; q += kHeadThreads) {
-        const float4 a = headQuad(x, q);
+        const float4 a = headQuad<R>(x, q);
         float4 b[NB];
 #pragma unroll
-        for (unsigned u = 0; u < NB; ++u) b[u] = headQuad(row[u], q);
+        for (unsigned u = 0; u < NB; ++u) b[u] = headQuad<R>(row[u], q);
 #pragma unroll
         for (unsigned u = 0; u < NB; ++u) acc[u] += a.x * b[u].x + a.y * b[u].y + a.z * b[u].z + a.w * b[u].w;
       }
@@ -78,10 +89,10 @@ __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uin
     }
   }
   for (; k < m; k += kHeadThreads) {
-    const T a = headValue<T>(x[k]);
+    const T a = headValue<T, R>(x[k]);
     T b[NB];
 #pragma unroll
-    for (unsigned u = 0; u < NB; ++u) b[u] = headValue<T>(row[u][k]);
+    for (unsigned u = 0; u < NB; ++u) b[u] = headValue<T, R>(row[u][k]);
 #pragma unroll
     for (unsigned u = 0; u < NB; ++u) acc[u] += a * b[u];
   }
@@ -94,7 +105,7 @@ __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uin
 // product: through cuBLAS it and the activation-gradient pass after it were two launches on the
 // step's critical path. Thread t takes inputs t, t + kHeadThreads, ... (four at a time where the
 // bytes allow; the same arithmetic either way).
-template <typename T, unsigned NB, typename E>
+template <typename T, unsigned NB, typename R, typename E>
 __device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const E* w, const T* dRow, uint64_t n, uint64_t m, uint64_t r, const HalfOut& dPrevHalf) {
   const T* f = activationGradInput(P) + r * m;
   T* d = P.d + r * m;
@@ -110,7 +121,7 @@ __device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const 
       for (uint64_t q = threadIdx.x; q < m / 4; q += kHeadThreads) {
         float4 b[NB];
 #pragma unroll
-        for (unsigned u = 0; u < NB; ++u) b[u] = headQuad(row[u], q);
+        for (unsigned u = 0; u < NB; ++u) b[u] = headQuad<R>(row[u], q);
         const float4 g = reinterpret_cast<const float4*>(f)[q];
         float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
 #pragma unroll
@@ -129,7 +140,7 @@ __device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const 
   for (; k < m; k += kHeadThreads) {
     T b[NB];
 #pragma unroll
-    for (unsigned u = 0; u < NB; ++u) b[u] = headValue<T>(row[u][k]);
+    for (unsigned u = 0; u < NB; ++u) b[u] = headValue<T, R>(row[u][k]);
     const T g = f[k];
     T a = T(0);
 #pragma unroll
@@ -178,7 +189,7 @@ __device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
 // (outputRowLane: lane j unit j). `finish` false: z[L] only (the output row is then
 // outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan; its
 // outputRowWarp takes the same steps in the same order, so the same bits).
-template <typename T, unsigned NB, typename E>
+template <typename T, unsigned NB, typename E, typename R>
 __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate,
                                                                  uint64_t step, int fracBits, HalfOut xHalf, HalfOut wHalf, HalfOut dHalf, bool finish, bool error,
                                                                  HalfOut dPrevHalf) {
@@ -195,7 +206,7 @@ __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uin
     // warp 0's loads of the row's labels and the biases, in flight during the products
     const T yj = warp == 0 && finish && mine ? O.y[r * n + lane] : T(0), bj = warp == 0 && mine ? O.b[lane] : T(0);
     T acc[NB];
-    headDots<T, NB>(in + r * m, w, n, m, threadIdx.x, acc);
+    headDots<T, NB, R>(in + r * m, w, n, m, threadIdx.x, acc);
     const T sum = warpSumsSpread<T, NB>(acc);
     if (lane % kLanesPerUnit == 0) part[warp][lane / kLanesPerUnit] = sum;
     __syncthreads();
@@ -213,16 +224,16 @@ __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uin
         if (accumulate && lane == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
         if (grad && dHalf && mine) dHalf.store(r * n + lane, float(dj));
         // the error product reads d as the run's products do: its 16-bit copy where it has one
-        if constexpr (std::is_same_v<E, T>) {
+        if constexpr (std::is_same_v<R, T>) {
           if (error && lane < NB) dRow[lane] = dj;
         } else {
-          if (error && lane < NB) dRow[lane] = T(dHalf.rounded(float(dj)));
+          if (error && lane < NB) dRow[lane] = T(roundedTo<R>(float(dj)));
         }
       }
     }
     __syncthreads();  // dRow is the row's; part is the next row's
     if (error) {
-      headErrorRow<T, NB, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
+      headErrorRow<T, NB, R, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
       __syncthreads();  // dRow is the next row's
     }
   }
@@ -231,16 +242,16 @@ __global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uin
 // d[L-1] of rows outputHeadKernel did not take it for (headErrorRow; the same bits): a
 // compact plan's, a memory scheduler's, the primitives', a loss-scaled step's (dHalf: d[L]'s
 // scaled copy). A block a row.
-template <typename T, unsigned NB, typename E>
+template <typename T, unsigned NB, typename E, typename R>
 __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, uint32_t last, uint64_t rows, HalfOut wHalf, HalfOut dHalf, HalfOut dPrevHalf) {
   __shared__ T dRow[NB];
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in;
   const E *w = headOperand<E>(O.w, wHalf), *d = headOperand<E>(O.d, dHalf);
   for (uint64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    if (threadIdx.x < NB) dRow[threadIdx.x] = threadIdx.x < n ? headValue<T>(d[r * n + threadIdx.x]) : T(0);
+    if (threadIdx.x < NB) dRow[threadIdx.x] = threadIdx.x < n ? headValue<T, R>(d[r * n + threadIdx.x]) : T(0);
     __syncthreads();
-    headErrorRow<T, NB, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
+    headErrorRow<T, NB, R, E>(bindModel<T>(base, last - 1), w, dRow, n, m, r, dPrevHalf);
     __syncthreads();
   }
 }
@@ -258,7 +269,7 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 // thread's loads go kGroup at a time (one at a time, each waited a memory latency). Blocks
 // (0, g) also sum db, from the arena's d.
 constexpr unsigned kHeadGradStripes = 16, kHeadGradUnits = 4;
-template <typename T, typename E>
+template <typename T, typename E, typename R>
 __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(void* base, uint32_t last, uint64_t rows, HalfOut xHalf, HalfOut dHalf, bool fold,
                                                                                 uint32_t optimizer, Hyper<T> hp, const double* lrs) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
@@ -286,7 +297,7 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
       for (unsigned j = 0; j < kGroup; ++j) {
         const uint64_t i = i0 + uint64_t(j) * kThreads, u = u0 + i % U, e = (r0 + i / U) * n + u;
         const bool in = i < chunk * U && u < n;
-        v[j] = in ? headValue<T>(d[e]) : T(0);
+        v[j] = in ? headValue<T, R>(d[e]) : T(0);
         vb[j] = in && sums ? O.d[e] : T(0);
       }
 #pragma unroll
@@ -303,7 +314,7 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
 #pragma unroll
       for (unsigned j = 0; j < kGroup; ++j) {
         const uint64_t rr = r + uint64_t(j) * kHeadGradStripes;
-        a[j] = c < m && rr < chunk ? headValue<T>(x[(r0 + rr) * m + c]) : T(0);
+        a[j] = c < m && rr < chunk ? headValue<T, R>(x[(r0 + rr) * m + c]) : T(0);
       }
 #pragma unroll
       for (unsigned j = 0; j < kGroup; ++j) {
@@ -340,40 +351,52 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
   }
 }
 
-// The kernel of n units (n <= kHeadMaxUnits) and operands E: pick(NB, E{}) with NB an
-// integral_constant (8, 16 or 32); E the 16-bit type where `half` is a run's copy.
+// How the output layer's products read z[L-1], w[L] and d[L]: the arena's values (fp32, tf32,
+// tf32x3, float64), a bf16 / fp16 run's 16-bit copies, or the arena's fp32 values rounded to 16
+// bits as they load (the same values; a run of one model then makes no copy of z[L-1] and w[L],
+// and its forward product of layer L-1 needs no pass to write one: cuda_train.cu headRounds_).
+enum class HeadRead : uint8_t { Own, Copies, Rounds };
+
+// The kernel of n units (n <= kHeadMaxUnits): pick(NB, E{}, R{}) with NB an integral_constant (8,
+// 16 or 32), E the operands' stored type and R the type their values are rounded to (HeadRead;
+// fp16: __half, else __nv_bfloat16).
 template <typename T, typename Pick>
-void headVariant(uint64_t n, const HalfOut& half, Pick&& pick) {
-  auto withNB = [&](auto e) {
-    if (n <= 8) pick(std::integral_constant<unsigned, 8>{}, e);
-    else if (n <= 16) pick(std::integral_constant<unsigned, 16>{}, e);
-    else pick(std::integral_constant<unsigned, 32>{}, e);
+void headVariant(uint64_t n, HeadRead read, bool fp16, Pick&& pick) {
+  auto withNB = [&](auto e, auto r) {
+    if (n <= 8) pick(std::integral_constant<unsigned, 8>{}, e, r);
+    else if (n <= 16) pick(std::integral_constant<unsigned, 16>{}, e, r);
+    else pick(std::integral_constant<unsigned, 32>{}, e, r);
   };
   if constexpr (std::is_same_v<T, float>) {
-    if (half && half.fp16) return withNB(__half{});
-    if (half) return withNB(__nv_bfloat16{});
+    if (read == HeadRead::Copies) return fp16 ? withNB(__half{}, __half{}) : withNB(__nv_bfloat16{}, __nv_bfloat16{});
+    if (read == HeadRead::Rounds) return fp16 ? withNB(float{}, __half{}) : withNB(float{}, __nv_bfloat16{});
   }
-  withNB(T{});
+  withNB(T{}, T{});
 }
 
-// outputHeadKernel for n units, a block a row; the operands from the 16-bit copies where xHalf is one.
+// outputHeadKernel for n units, a block a row.
 template <typename T, typename Launch>
-void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, const HalfOut& xHalf, Launch&& launch) {
-  headVariant<T>(n, xHalf, [&](auto nb, auto e) { launch(outputHeadKernel<T, decltype(nb)::value, decltype(e)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
-}
-
-// outputWeightGradKernel for n units and m inputs; the operands from the copies where xHalf is one.
-template <typename T, typename Launch>
-void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, const HalfOut& xHalf, Launch&& launch) {
-  headVariant<T>(n, xHalf, [&](auto, auto e) {
-    launch(outputWeightGradKernel<T, decltype(e)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits), models), dim3(32, kHeadGradStripes));
+void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+  headVariant<T>(n, read, fp16, [&](auto nb, auto e, auto r) {
+    launch(outputHeadKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads);
   });
 }
 
-// outputErrorKernel likewise; the operands from the 16-bit copies where wHalf is one.
+// outputWeightGradKernel for n units and m inputs.
 template <typename T, typename Launch>
-void launchOutputError(uint64_t n, uint64_t rows, unsigned models, const HalfOut& wHalf, Launch&& launch) {
-  headVariant<T>(n, wHalf, [&](auto nb, auto e) { launch(outputErrorKernel<T, decltype(nb)::value, decltype(e)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
+void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+  headVariant<T>(n, read, fp16, [&](auto, auto e, auto r) {
+    launch(outputWeightGradKernel<T, decltype(e), decltype(r)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits), models),
+           dim3(32, kHeadGradStripes));
+  });
+}
+
+// outputErrorKernel likewise.
+template <typename T, typename Launch>
+void launchOutputError(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+  headVariant<T>(n, read, fp16, [&](auto nb, auto e, auto r) {
+    launch(outputErrorKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads);
+  });
 }
 
 }  // namespace nna
