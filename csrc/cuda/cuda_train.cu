@@ -286,8 +286,14 @@ class LayerRun {
           c.stride = uint64_t(stride(last_, NNA_D));
         }
       }
-      graph_->launch(s_, outputWarpKernel<T>, dim3(blocksFor(rows * 32), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated, c,
-                     biasInOutput_ && !activated);
+      const uint64_t n = L_[last_].units;  // a row a warp, or a half / quarter of one for rows of up to 16 / 8 units
+      auto rowLaunch = [&](auto kernel, unsigned lanes) {
+        graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated, c,
+                       biasInOutput_ && !activated);
+      };
+      if (n <= 8) rowLaunch(outputWarpKernel<T, 8>, 8);
+      else if (n <= 16) rowLaunch(outputWarpKernel<T, 16>, 16);
+      else rowLaunch(outputWarpKernel<T, 32>, 32);
       st_.dLastHalf = bool(c.dHalf);
     }
     if (stats && crossPhase_ && p_.resident) st_.foldPending = true;  // the next gather (or the run's end) folds it

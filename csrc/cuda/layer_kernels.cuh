@@ -340,24 +340,30 @@ struct OutputCopies {
 
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
 // `scaleRows` (rows, or a data-parallel group's rows of the step).
-// One warp per row: output layers of up to 32 units, and rows wider than outputBlockKernel holds.
-// addBias (rows of up to 32 units): z holds the product alone; b is added and f applied here
-// (biasActivateKernel's expression: the same bits).
-template <typename T>
+// One warp per row: output layers of up to 32 units, and rows wider than outputBlockKernel holds;
+// a row a W-lane segment where it has up to W = 16 or 8 units (two or four rows a warp: K = 256 S
+// models' 25,600 rows of 10 were 26,000 warps of ~750 instructions each, issue-bound, 28 us on the
+// H100 in ncu). addBias (rows of up to 32 units): z holds the product alone; b is added and f
+// applied here (biasActivateKernel's expression: the same bits).
+template <typename T, unsigned W = 32>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated,
                                  OutputCopies<T> copies = {}, bool addBias = false) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
-  const uint64_t r = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32, n = O.units;
-  if (r >= rows) return;  // whole warps leave together
+  const uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, n = O.units;
+  if (t / 32 * (32 / W) >= rows) return;  // whole warps leave together (the warp's first row)
+  const uint64_t r = t / W;
+  const bool live = r < rows;  // a segment past the last row still takes part in the shuffles
   T *z = O.z + r * n, *d = O.d + r * n;
   const T* y = O.y + r * n;
   RowResult res;
-  if (n <= 32) {  // the row in registers, read once (the same bits: output_row.cuh)
-    const uint32_t lane = threadIdx.x % 32;
-    T dj, zj = lane < n ? z[lane] : T(0);
-    const T yj = lane < n ? y[lane] : T(0);
-    if (addBias && lane < n) zj = activateAt(O, r * n + lane, zj + O.b[lane]);
-    res = outputRowLane<T>(zj, yj, z, d, n, ol, scaleRows, grad, activated, dj);
+  if (n <= W) {  // the row in registers, read once (the same bits: output_row.cuh)
+    const uint32_t lane = threadIdx.x % W;
+    const uint64_t units = live ? n : 0;  // a dead segment: no unit is its lane's
+    T dj, zj = lane < units ? z[lane] : T(0);
+    const T yj = lane < units ? y[lane] : T(0);
+    if (addBias && lane < units) zj = activateAt(O, r * n + lane, zj + O.b[lane]);
+    res = outputRowLane<T, W>(zj, yj, z, d, units, ol, scaleRows, grad, activated, dj);
+    if (!live) return;  // its shuffles are done
     if (grad && lane < n) {
       const uint64_t e = r * n + lane;
       if (copies.dHalf) copies.dHalf.store(e, float(dj));
@@ -368,9 +374,10 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
       }
     }
   } else {
+    if constexpr (W < 32) return;  // launched for rows of up to W units only (cuda_train.cu output)
     res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad, activated);
   }
-  if (accumulate && threadIdx.x % 32 == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
+  if (accumulate && threadIdx.x % W == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
 
 // Wide output layers: a block of 256 threads per row, each thread holding up to kOutPerThread

@@ -10,11 +10,38 @@
 
 namespace nna {
 
-template <typename T>
+// Over the W-lane segment of the warp that the lane is in (W a power of two up to 32: xor offsets
+// below W stay inside it). Lanes holding zero leave a sum's bits as they are, so a row of n <= W
+// units sums to the same bits in a segment of any such width.
+template <unsigned W = 32, typename T>
 __device__ __forceinline__ T warpSum(T v) {
 #pragma unroll
-  for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+  for (int off = W / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
+}
+
+// The segment's maximum by `>` (on ties the lane keeps its own): warpArgmax's value where every
+// index is the same, at a third of its shuffles.
+template <unsigned W = 32, typename T>
+__device__ __forceinline__ T warpMax(T v) {
+#pragma unroll
+  for (int off = W / 2; off > 0; off /= 2) {
+    const T o = __shfl_xor_sync(0xffffffffu, v, off);
+    if (o > v) v = o;
+  }
+  return v;
+}
+
+// The row's first-maximum index (outputRow's argmax) where lane j of the segment holds unit j's
+// value v (`mine`: j < n) and v0 is unit 0's: the maximum by `>` of each lane's candidate (v where
+// it exceeds v0, else v0), then the first unit holding it by one ballot; 0 where none does (v0
+// NaN). The same index as candidates (v, j) / (v0, 0) through warpArgmax, which took 15 shuffles.
+template <unsigned W = 32, typename T>
+__device__ __forceinline__ uint32_t rowArgmax(T v, T v0, bool mine) {
+  const T m = warpMax<W>(mine && v > v0 ? v : v0);
+  uint32_t bits = __ballot_sync(0xffffffffu, mine && v == m);
+  if constexpr (W < 32) bits = (bits >> ((threadIdx.x % 32) & ~(W - 1))) & ((1u << W) - 1);
+  return bits ? uint32_t(__ffs(int(bits)) - 1) : 0u;
 }
 
 // Maximum over the warp with the smallest index among equal maxima (outputRow keeps the first).
@@ -66,16 +93,17 @@ __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
   w[0] = w[1] = 0;
 }
 
-// A row of up to 32 units with lane j holding unit j's z (zj) and y (yj) in registers (lanes
+// A row of up to W units (a W-lane segment of the warp: 32, or 16 / 8 where one warp takes two /
+// four rows) with lane j of the segment holding unit j's z (zj) and y (yj) in registers (lanes
 // from n on: anything): outputRowWarp's loops taken once, in the same order, so the same bits
 // (a compact plan's output launch, outputWarpKernel, and the full plan's outputHeadKernel agree:
 // test/gpu/compact.gpu.test.ts), without its rounds through memory (z written, then read back by
 // each loop). Writes z (the softmax) and d of the lane's unit, and returns d's value in `dj`
 // (zero past n) for a copy to be made. (outputRowWarp itself keeps its loops: calling this from
 // it made the fused S step with AdamW + GELU + clipping 6% slower on the H100.)
-template <typename T>
+template <typename T, unsigned W = 32>
 __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated, T& dj) {
-  const uint32_t lane = threadIdx.x % 32;
+  const uint32_t lane = threadIdx.x % W;
   const bool mine = lane < n;
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
@@ -84,11 +112,9 @@ __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const Out
   if (info.softmax && activated) {
     if (mine && tj != T(0)) loss -= tj * logProb(zj);
   } else if (info.softmax) {
-    const T z0 = __shfl_sync(0xffffffffu, zj, 0);
-    T mx = mine && zj > z0 ? zj : z0;
-    uint64_t unused = 0;
-    warpArgmax(mx, unused);
-    const T lse = mx + nlog(warpSum(mine ? T(T(0) + nexp(zj - mx)) : T(0)));
+    const T z0 = __shfl_sync(0xffffffffu, zj, 0, W);
+    const T mx = warpMax<W>(mine && zj > z0 ? zj : z0);
+    const T lse = mx + nlog(warpSum<W>(mine ? T(T(0) + nexp(zj - mx)) : T(0)));
     if (mine) {
       loss += lossTerm(o.loss, zj, tj, lse);
       zj = nexp(zj - lse);
@@ -97,18 +123,12 @@ __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const Out
   } else if (mine) {
     loss += lossTerm(o.loss, zj, yj, T(0));
   }
-  res.loss = double(warpSum(loss));
+  res.loss = double(warpSum<W>(loss));
   if (info.meanUnits) res.loss /= double(n);
   if (info.multilabel) {
-    res.correct = warpSum(mine && labelMiss(zj, yj) ? T(1) : T(0)) == T(0);
+    res.correct = warpSum<W>(mine && labelMiss(zj, yj) ? T(1) : T(0)) == T(0);
   } else {
-    T zMax = __shfl_sync(0xffffffffu, zj, 0), yMax = __shfl_sync(0xffffffffu, yj, 0);
-    uint64_t zArg = 0, yArg = 0;
-    if (mine && zj > zMax) { zMax = zj; zArg = lane; }
-    if (mine && yj > yMax) { yMax = yj; yArg = lane; }
-    warpArgmax(zMax, zArg);
-    warpArgmax(yMax, yArg);
-    res.correct = zArg == yArg;
+    res.correct = rowArgmax<W>(zj, __shfl_sync(0xffffffffu, zj, 0, W), mine) == rowArgmax<W>(yj, __shfl_sync(0xffffffffu, yj, 0, W), mine);
   }
   dj = T(0);
   if (wantGrad && mine) {
