@@ -459,11 +459,16 @@ class LayerRun {
     }
     if (l > 1) headError(rows);
     fork();
+    // A two-layer net: db[1] (and its bias step) in this launch beside layer 1's weight-gradient
+    // product, where it was a launch of its own before that product (H100, S bf16: 24.4 us a step).
+    // d[1] is final here: the output launch (headFused_) applied f' to it.
+    const bool prevBias = l == 2 && headFused_ && !st_.dbDone[1];
     gradientWork(l, [&] {
-      launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, dim3 block) {
-        graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get());
+      launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), prevBias, [&](auto kernel, dim3 grid, dim3 block) {
+        graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get(), prevBias, prevBias && foldsLayer(1));
       });
     });
+    if (prevBias) st_.dbDone[1] = true;
     if (fold && half_.active()) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }

@@ -268,11 +268,18 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 // The block's columns of d[L] are staged in shared memory first (every lane reads each); a
 // thread's loads go kGroup at a time (one at a time, each waited a memory latency). Blocks
 // (0, g) also sum db, from the arena's d.
+// prevBias: the last row of blocks (y = gridDim.y - 1) takes db[L-1] instead (and its bias step
+// where foldPrev), which the run's stream otherwise ran in a launch of its own between the output
+// launch and layer 1's weight-gradient product (a two-layer net: S). Same arithmetic as
+// biasGradKernel<T, kBiasStripesWide> without applyGrad, so the same bits as the runs that launch it.
 constexpr unsigned kHeadGradStripes = 16, kHeadGradUnits = 4;
+template <typename T>
+__device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp);
 template <typename T, typename E, typename R>
 __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(void* base, uint32_t last, uint64_t rows, HalfOut xHalf, HalfOut dHalf, bool fold,
-                                                                                uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+                                                                                uint32_t optimizer, Hyper<T> hp, const double* lrs, bool prevBias, bool foldPrev) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
+  if (prevBias && blockIdx.y == gridDim.y - 1) return prevBiasGrad<T>(base, last - 1, rows, foldPrev, optimizer, hp);
   constexpr unsigned U = kHeadGradUnits, kThreads = 32 * kHeadGradStripes;
   constexpr unsigned kRows = 8192 / (U * sizeof(T));  // rows of d staged at a time: 8 KB
   constexpr unsigned kGroup = 8;                       // a thread's loads in flight at once
@@ -351,6 +358,44 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
   }
 }
 
+// db[l] of columns [32 x, 32 x + 32) for outputWeightGradKernel's prevBias blocks: lane = column,
+// warp y the row stripes y and y + 16 of biasGradKernel's 32 (rows in order within each), the 32
+// stripes' sums then added in order.
+template <typename T>
+__device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp) {
+  static_assert(2 * kHeadGradStripes == kBiasStripesWide, "two of biasGradKernel's stripes a warp");
+  __shared__ T part[kBiasStripesWide][33];
+  const nna_bound_layer<T> C = bindModel<T>(base, l);
+  const unsigned lane = threadIdx.x, y = threadIdx.y;
+  const uint64_t j = uint64_t(blockIdx.x) * 32 + lane;
+  constexpr int kUnroll = 4;  // biasGradKernel's groups: loads first, then the sums in row order
+  for (unsigned h = 0; h < 2; ++h) {
+    const unsigned stripe = y + h * kHeadGradStripes;
+    T s = T(0);
+    if (j < C.units)
+      for (uint64_t r0 = stripe; r0 < rows; r0 += uint64_t(kBiasStripesWide) * kUnroll) {
+        T v[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const uint64_t r = r0 + uint64_t(u) * kBiasStripesWide;
+          v[u] = r < rows ? C.d[r * C.units + j] : T(0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (r0 + uint64_t(u) * kBiasStripesWide >= rows) break;
+          s += v[u];
+        }
+      }
+    part[stripe][lane] = s;
+  }
+  __syncthreads();
+  if (y != 0 || j >= C.units) return;
+  T total = T(0);
+  for (int k = 0; k < kBiasStripesWide; ++k) total += part[k][lane];
+  C.db[j] = total;
+  if (fold) updateBias<T>(optimizer, C, j, total, forBiases(hp));
+}
+
 // How the output layer's products read z[L-1], w[L] and d[L]: the arena's values (fp32, tf32,
 // tf32x3, float64), a bf16 / fp16 run's 16-bit copies, or the arena's fp32 values rounded to 16
 // bits as they load (the same values; a run of one model then makes no copy of z[L-1] and w[L],
@@ -382,11 +427,11 @@ void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, HeadRead read,
   });
 }
 
-// outputWeightGradKernel for n units and m inputs.
+// outputWeightGradKernel for n units and m inputs (prevBias: a row of blocks more, for db[L-1]'s m columns).
 template <typename T, typename Launch>
-void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead read, bool fp16, bool prevBias, Launch&& launch) {
   headVariant<T>(n, read, fp16, [&](auto, auto e, auto r) {
-    launch(outputWeightGradKernel<T, decltype(e), decltype(r)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits), models),
+    launch(outputWeightGradKernel<T, decltype(e), decltype(r)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits + (prevBias ? 1 : 0)), models),
            dim3(32, kHeadGradStripes));
   });
 }
