@@ -3,8 +3,9 @@
 // path of a step (the product and its split-K reduction, bias + activation, the loss, d's bf16
 // copy): ~16 us of an 80 us bf16 step on the H200 (ncu), for 0.5% of its arithmetic. Here a block
 // per row computes the row's products with FP32 sums (FP64 in a float64 arena) from the operands
-// the run's products read: the 16-bit copies of z[L-1] and w[L] in bf16 / fp16, the arena's values
-// otherwise (tf32 and tf32x3 too: this layer is too small for tensor cores to matter), adds the
+// the run's products read: in bf16 / fp16 the 16-bit roundings of z[L-1] and w[L] (their copies,
+// or the arena's values rounded as they load: HeadRead), the arena's values otherwise (tf32 and
+// tf32x3 too: this layer is too small for tensor cores to matter), adds the
 // bias, applies the activation, and finishes the row as outputWarpKernel does (output_row.cuh),
 // writing d's 16-bit copy where the run has one. Each sum has a fixed order (threads, shuffle
 // rounds, warps): bit-identical run to run, and in every run that computes this layer (a compact
@@ -183,8 +184,9 @@ __device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
   return total;
 }
 
-// NB: the unit count rounded up to 8, 16 or 32 (the dots' registers); E: the operands' type
-// (xHalf and wHalf: the 16-bit copies of z[L-1] and w[L] where E is 16-bit). Block r: row r. Its
+// NB: the unit count rounded up to 8, 16 or 32 (the dots' registers); E: the operands' stored type
+// (xHalf and wHalf: the 16-bit copies of z[L-1] and w[L] where E is 16-bit), R: the type their
+// values are rounded to (HeadRead). Block r: row r. Its
 // warps' sums meet in shared memory (warps in order); warp 0 finishes the row in registers
 // (outputRowLane: lane j unit j). `finish` false: z[L] only (the output row is then
 // outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan; its
