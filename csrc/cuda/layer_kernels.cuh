@@ -54,8 +54,6 @@ struct HalfOut {
     if (fp16) reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
     else reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
   }
-  // v as its stored copy holds it.
-  __device__ __forceinline__ float rounded(float v) const { return fp16 ? __half2float(__float2half_rn(v)) : __bfloat162float(__float2bfloat16_rn(v)); }
   // Whether storeQuad may serve model blockIdx.z's copy.
   __device__ __forceinline__ bool quads() const { return (reinterpret_cast<uintptr_t>(p) & 7) == 0 && (stride & 3) == 0; }
 };
