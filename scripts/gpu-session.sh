@@ -19,6 +19,8 @@
 # files with NN_ARENA_CUBLASLT=1: compact == full, primitives == step, act, graphs, train, optimizers, precision).
 # table29 (issue 29's rows in one call: nn-arena's S / M / L / K steps in each precision, M fp32 over 10 processes,
 # PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT).
+# userpath (issue 47: bench/userpath.mjs on CUDA, S and M, beside bench/userpath_torch.py in the same call, and the
+# wall clock of `npm start`; JSON under $OUT).
 # Logs and results go to $OUT (the device tool brings them back).
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -28,6 +30,13 @@ node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.cuda
 for part in "$@"; do
   echo "=== $part ==="
   case $part in
+    userpath)  # issue 47: the wall clock of the user's calls, nn-arena and PyTorch in the same call
+      node bench/userpath.mjs --backend cuda --nets S,M --json "$OUT/userpath-cuda.json" 2>&1 | tee "$OUT/userpath.log"
+      python3 bench/userpath_torch.py --nets S,M --json "$OUT/userpath-torch.json" 2>&1 | tee -a "$OUT/userpath.log"
+      for i in 1 2 3; do
+        s=$(date +%s%N); node dist/cli.js train > "$OUT/start-$i.log" 2>&1; e=$(date +%s%N)
+        echo "npm start (node dist/cli.js train): wall $(( (e - s) / 1000000 )) ms; $(grep -iE 'wall|training' "$OUT/start-$i.log" | tail -1)" | tee -a "$OUT/userpath.log"
+      done ;;
     tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
       vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/primitives.gpu.test.ts > "$OUT/tests.log" 2>&1

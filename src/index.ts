@@ -9,6 +9,7 @@ export { Kernel, type KernelParam, type KernelArg, type LaunchConfig, type Dims 
 export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './selector.js';
 export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './errors.js';
 export { Trainer, type TrainerOptions, type LossScaleOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName, type BackwardTarget, type TrainerSaveOptions } from './train/trainer.js';
+export { Dataset } from './train/dataset.js';
 export { type Data } from './train/data.js';
 export { type Schedule } from './train/optimizer-options.js';
 export { DataParallel, ncclInfo, type DataParallelOptions, type JoinOptions } from './parallel/data-parallel.js';

@@ -27,6 +27,10 @@ export interface NativeHandle {
    *  nothing ran, because a run queued before it failed or found its one model diverged (until
    *  a run with `first`). */
   runQueued(params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<QueuedRun>;
+  /** run()'s work on the calling thread, for runs shorter than a worker's round trip (the
+   *  Trainer's choice: src/train/runner.ts). BUSY with anything in flight; NOT_SUPPORTED on a
+   *  group's or a budgeted arena. */
+  runInline(params: RunParams): RunPath;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
   /** [scale, good steps, steps skipped] after the last run that scaled its loss. */
@@ -235,6 +239,14 @@ export interface NativeAddon {
   decodeValues(src: Uint8Array, type: string, littleEndian: boolean, out: Float32Array | Float64Array, count: number): Promise<number>;
   /** src into dst and src2 into dst2 (same lengths), in parallel on the gather pool (copy_bytes.cc). */
   copyBytes(dst: Uint8Array, src: Uint8Array, dst2: Uint8Array, src2: Uint8Array): Promise<number>;
+  /** src (a numeric typed array) into dst[0, src.length) in one pass, converted as a JS
+   *  Number stored into dst would be, checked finite, compared with dst's old bits when
+   *  `compare` (csrc/core/checked_copy.h): [first bad index or -1, its value, changed, 0]; null
+   *  for a typed array it does not read (Float16Array). */
+  checkedCopy(dst: Float32Array | Float64Array, src: ArrayBufferView, compare: boolean): [number, number, boolean, number] | null;
+  /** labels into one-hot rows of `outputs` values at dst: [bad, value, changed, 1 where bad is
+   *  finite but not a class in [0, outputs)]; null as checkedCopy. */
+  oneHot(dst: Float32Array | Float64Array, labels: ArrayBufferView, outputs: number, compare: boolean): [number, number, boolean, number] | null;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };

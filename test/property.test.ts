@@ -307,6 +307,7 @@ class World {
         const exp = { none: okOrDiverged(mayDiverge(m)), rows: refuse('DataError', 'BAD_DATA'), label: refuse('DataError', 'BAD_LABEL'), nan: refuse('DataError', 'BAD_DATA') }[op.bad];
         const ref = !m.disposed && op.bad === 'none' ? this.referenceLosses(e, d.x, d.labels, rows) : undefined;
         const o = await this.both(e, `step ${op.bad}`, gone(exp), (side) => this.trainerOf(side, m).step(d.x, { labels: d.labels }), sameMetrics);
+        if (!m.disposed && op.bad !== 'none') m.forgetStaging();
         if (m.disposed || op.bad !== 'none') return;
         this.ran(e, o);
         m.steps++; m.forwardRows = undefined; m.gradients = false;

@@ -216,22 +216,32 @@ describe('issue 18 part 5: evaluation and prediction on resident data', () => {
     expect(mb.loss).toBeCloseTo(m.loss, 5);
   });
 
-  it('predict on resident rows gives the batch-by-batch outputs', async () => {
+  it('predict goes batch by batch through z[0] and leaves the resident data set where it is', async () => {
     const { arena, t } = setup({ ...spec, samples: 60 });
     using _a = arena;
-    await t.fit(toy(60, 1), { epochs: 5 });
+    const train = toy(60, 1);
+    await t.fit(train, { epochs: 5 });
     const d = toy(45, 2);
-    const s0 = arena.stats.toDeviceTransfers;
-    const resident = await t.predict(d.x);
-    expect(arena.stats.toDeviceTransfers - s0).toBe(1);
+    const s0 = arena.stats;
+    const out = await t.predict(d.x);
+    const s1 = arena.stats;
+    expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(Math.ceil(45 / 10));  // each batch's x rows
+    expect(s1.toDeviceBytes - s0.toDeviceBytes).toBe(45 * 6 * 4);
+    expect(s1.toHostBytes - s0.toHostBytes).toBe(45 * 3 * 4);  // each batch's output rows
+    // The same rows in other batches give the same outputs; into an array of the caller's.
     const big = new Float32Array(6 * 90);
     big.set(d.x); big.set(d.x, 6 * 45);
-    const byBatch = await t.predict(big);
-    expect(Array.from(byBatch.subarray(0, 45 * 3))).toEqual(Array.from(resident));
-    // predict replaced x but not y: an evaluate of the same x uploads the targets only.
-    const s1 = arena.stats.toDeviceBytes;
-    await t.evaluate(d);
-    expect(arena.stats.toDeviceBytes - s1).toBe(45 * 3 * 4);
+    const mine = new Float32Array(90 * 3 + 7);
+    const byBatch = await t.predict(big, { out: mine });
+    expect(byBatch).toBe(mine);
+    expect(Array.from(byBatch.subarray(0, 45 * 3))).toEqual(Array.from(out));
+    expect(Array.from(byBatch.subarray(45 * 3, 90 * 3))).toEqual(Array.from(out));
+    // The training set is still resident: fitting it again uploads nothing.
+    const s2 = arena.stats.toDeviceTransfers;
+    await t.fit(train, { epochs: 1 });
+    expect(arena.stats.toDeviceTransfers).toBe(s2);
+    await expect(t.predict(d.x, { out: new Float32Array(10) })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'out.length' });
+    await expect(t.predict(d.x, { out: new Float64Array(200) as never })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'out' });
   });
 });
 

@@ -9,6 +9,7 @@
 
 #include "addon_data.h"
 #include "arena_handle.h"
+#include "checked_copy.h"
 #include "copy_bytes.h"
 #include "decode_values.h"
 #include "functions.h"
@@ -27,6 +28,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("ShufflePool", nna::addon::ShufflePool::Define(env));
   exports.Set("decodeValues", Napi::Function::New(env, nna::addon::DecodeValues, "decodeValues"));
   exports.Set("copyBytes", Napi::Function::New(env, nna::addon::CopyBytes, "copyBytes"));
+  exports.Set("checkedCopy", Napi::Function::New(env, nna::addon::CheckedCopyJs, "checkedCopy"));
+  exports.Set("oneHot", Napi::Function::New(env, nna::addon::OneHotJs, "oneHot"));
   nna::addon::registerFunctions(env, exports);
   nna::addon::registerDescriptors(env, exports);
   nna::addon::registerJit(env, exports);

@@ -22,6 +22,7 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
                       InstanceMethod<&ArenaHandle::Addresses>("addresses"),
                       InstanceMethod<&ArenaHandle::Run>("run"),
                       InstanceMethod<&ArenaHandle::RunQueued>("runQueued"),
+                      InstanceMethod<&ArenaHandle::RunInline>("runInline"),
                       InstanceMethod<&ArenaHandle::Residency>("residency"),
                       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
                       InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
@@ -191,6 +192,24 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   const RunParams p = runParamsOf(env, info[0]);
   const std::shared_ptr<Block> b = live(env, true);
   return startRun(env, b, comm_, p, this, Value());
+}
+
+// runInline(params): run()'s work on the calling (JS) thread, returning its path: for runs so
+// short that handing them to a libuv worker and back costs more than the work (a step or a
+// forward pass of a small batch; the Trainer decides, src/train/runner.ts). BUSY while anything
+// is in flight; not for a data-parallel group's arenas or a budgeted arena (their runs wait on
+// other ranks or on page migration).
+Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const RunParams p = runParamsOf(env, info[0]);
+  const std::shared_ptr<Block> b = live(env, true);
+  if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
+  if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
+  return Napi::String::New(env, guarded(env, [&] {
+    std::lock_guard<std::mutex> lock(b->mutex());
+    b->backend().activate();
+    return runReplica(*b, nullptr, p);
+  }));
 }
 
 // runQueued(params, statsOffset, statsBytes, first): a run (params as run()'s) that may be

@@ -8,6 +8,7 @@ import { checkKnownKeys, keysOf } from '../known-keys.js';
 import { STATS } from '../layout/header.js';
 import { OPS, type RunPath } from '../native.js';
 import type { Snapshot } from './data.js';
+import type { Dataset } from './dataset.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
 import { checkSeed, positiveInt } from './options.js';
 import { Rng, affinePermutation } from './rng.js';
@@ -105,14 +106,16 @@ export function fitPlan(options: unknown, r: Runner): FitPlan {
   return o;
 }
 
-/** The data set fit() trains on: it must fit the data regions. */
-export function fitData(r: Runner, data: unknown): Snapshot {
-  const d = r.snapshot(data, 'data');
-  if (d.count > r.samples) {
-    throw new DataError('DATA_TOO_LARGE', 'data.x.length', d.x.length, `holds ${d.count} samples; the arena's data regions hold ${r.samples} (plan with samples >= ${d.count})`);
-  }
-  return d;
+/** The data set fit() trains on, read at the call (Runner.residentData): it must fit the data regions. */
+export function fitData(r: Runner, data: unknown): FitData {
+  const { d, dataset } = r.residentData(data, 'data', (count, n) => {
+    throw new DataError('DATA_TOO_LARGE', 'data.x.length', n, `holds ${count} samples; the arena's data regions hold ${r.samples} (plan with samples >= ${count})`);
+  });
+  return { d, dataset };
 }
+
+/** What fitLoop trains on: the rows read (or, for a Dataset the arena holds, its resident rows). */
+export interface FitData { d: Snapshot; dataset?: { handle: Dataset; version: number } }
 
 function diverges(stats: View, runBase: number, epoch: number): void {
   if (stats[STATS.badStep]! >= 0) {
@@ -170,13 +173,13 @@ function* fitRuns(o: FitPlan, start: FitStart, count: number, batches: number, s
  *  by the run's worker); where nothing looks at the arena between runs (no onProgress, no
  *  signal), the next run is queued while one trains, so the device does not wait for the JS
  *  thread between them (about 0.8 ms a run of M on the H200). */
-export async function fitLoop(r: Runner, d: Snapshot, o: FitPlan): Promise<FitResult> {
+export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): Promise<FitResult> {
   if (o.signal?.aborted) throw abortError('fit', o.signal);  // aborted while queued: nothing ran
   const { arenas, world } = r.target;
-  for (const a of arenas) r.makeResident(d, a);
+  for (const a of arenas) r.makeResident(d, a, dataset);
   const batch = r.globalBatch;
   const batches = Math.ceil(d.count / batch);
-  const { xCrc, yCrc = 0 } = r.state.resident!;
+  const { xCrc = 0, yCrc = 0 } = r.state.resident!;  // both uploaded by makeResident
   const p = o.resume;
   if (p && (p.count !== d.count || p.xCrc !== xCrc || p.yCrc !== yCrc)) {
     throw new DataError('BAD_DATA', 'data', `${d.count} samples`, `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`);

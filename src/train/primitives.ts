@@ -10,7 +10,7 @@
 import type { View } from '../arena.js';
 import { ArenaError, DataError } from '../errors.js';
 import { OPS } from '../native.js';
-import { snapshotData, snapshotNumbers, type Values } from './data.js';
+import { snapshotNumbers, type Values } from './data.js';
 import type { Runner } from './runner.js';
 
 /** What backward() goes back from: the built-in loss with integer labels or target rows, or the
@@ -32,13 +32,10 @@ function primitiveArena(r: Runner, method: string): void {
 
 export async function forward(r: Runner, x: ArrayLike<number>): Promise<View> {
   primitiveArena(r, 'forward');
-  const d = snapshotData({ x }, r.inputs, r.outputs, r.dtype, 'forward', false);
+  const d = r.readInputs(x, 'forward');
   if (d.count > r.batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${r.batch}`);
   return r.queue.enqueue(async () => {
-    r.syncDevice();
-    const rows = d.count;
-    r.arena.view(0, 'z').set(d.x);
-    r.rowsTransfer('toDevice', 0, 'z', d.x.byteLength);
+    const rows = r.stageBatch(d, 0, d.count);
     await r.run({ op: OPS.forward, rows, resetStats: false });
     r.state.forwardRows = rows;
     const out = r.arena.view(r.last, 'z').subarray(0, rows * r.outputs);

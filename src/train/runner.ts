@@ -6,16 +6,22 @@ import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError, fromNative } from '../errors.js';
 import { notifyTransfer } from '../transfer-events.js';
 import type { Dtype, Kind } from '../layout/header.js';
-import { LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native.js';
+import { call, LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native.js';
 import type { RunQueue } from '../run-queue.js';
 import { snapshotData, type Snapshot } from './data.js';
+import { Dataset } from './dataset.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
-import { makeResident } from './resident.js';
+import { holds, makeResident, readIntoRegions } from './resident.js';
 import { stateOf, type TrainState } from './state.js';
 import { lossScaleParams, type TrainerSettings } from './options.js';
 import { STATS } from '../layout/header.js';
 
 export const PARAM_KINDS: Kind[] = ['w', 'b'];
+
+/** The most multiply-adds a run may have to run on the JS thread (Runner.inlineRun): about a
+ *  millisecond of the CPU backend on two cores (a step of 784-128-10 on 100 rows is 3e7), and
+ *  well under one of an H100 / H200 (a step of 784-1024-1024-10 on 256 rows is 1.4e9). */
+const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32 } as const;
 
 export class Runner {
   readonly target: RunTarget;
@@ -66,13 +72,87 @@ export class Runner {
     return snapshotData(data, this.inputs, this.outputs, this.dtype, field);
   }
 
-  /** step() / gradients(): x and a target { labels } or { y }, at most the global batch. */
+  /** Nothing is queued or in flight on this process's arenas: a call may write their host
+   *  regions now (the run it queues is the next to touch them). */
+  get idle(): boolean {
+    return this.target.arenas.every((a) => queueOf(a).pending === 0);
+  }
+
+  /** A data set for the data regions (fit, evaluate): a Dataset the arenas hold is not read;
+   *  anything else is read at the call, straight into the first arena's data regions when no run
+   *  is queued (else into a snapshot). `fits`: the set fits the regions (resident); else (only
+   *  where `tooLarge` does not throw) a snapshot for batch-by-batch use. */
+  residentData(data: unknown, field: string, tooLarge?: (count: number, n: number) => void): { d: Snapshot; fits: boolean; dataset?: { handle: Dataset; version: number } } {
+    const handle = data instanceof Dataset ? data : undefined;
+    const dataset = handle ? { handle, version: handle.version } : undefined;
+    const src = handle ? Dataset.source(handle) : data;
+    const idle = this.idle;
+    if (handle && idle && this.target.arenas.every((a) => holds(a, handle, dataset!.version))) {
+      const rec = this.state.resident!;
+      const L = this.last;
+      return { d: { count: rec.count, x: this.arena.view(0, 'xdata').subarray(0, rec.count * this.inputs), y: this.arena.view(L, 'ydata').subarray(0, rec.count * this.outputs), staged: 'data' }, fits: true, dataset };
+    }
+    const cap = this.samples * this.inputs;
+    const over = (count: number, n: number) => {
+      if (n > cap) { tooLarge?.(count, n); return true; }
+      return false;
+    };
+    if (idle && this.samples > 0) {
+      const d = readIntoRegions(this.arena, src, this, field, true, over);
+      return { d, fits: d.staged === 'data', dataset };
+    }
+    const d = snapshotData(src, this.inputs, this.outputs, this.dtype, field);
+    return { d, fits: !over(d.count, d.x.length), dataset };
+  }
+
+  /** step() / gradients(): x and a target { labels } or { y }, at most the global batch; read at
+   *  the call straight into z[0] and y of the arena when it is one arena with no run queued. */
   snapshotBatch(x: unknown, target: unknown, field: string): Snapshot {
     if (target === null || typeof target !== 'object') throw new DataError('BAD_DATA', 'target', target, 'must be an object { labels } or { y }');
     const { labels, y } = target as { labels?: ArrayLike<number>; y?: ArrayLike<number> };
-    const d = snapshotData({ x, labels, y }, this.inputs, this.outputs, this.dtype, field);
-    const limit = this.globalBatch;
-    if (d.count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, d.x.length, `holds ${d.count} samples, more than the ${this.target.world > 1 ? 'global ' : ''}batch of ${limit}`);
+    return this.readBatch({ x, labels, y }, field, true, this.globalBatch);
+  }
+
+  /** Inputs alone (predict), any number of rows: read straight into z[0] where they fit one
+   *  batch and the call may write there now, else into a new array. */
+  readInputs(x: unknown, field: string): Snapshot {
+    const direct = this.target.kind === 'arena' && this.idle;
+    const V = this.dtype === 'float64' ? Float64Array : Float32Array;
+    let staged = false;
+    const d = snapshotData({ x }, this.inputs, this.outputs, this.dtype, field, false, {
+      x: (n) => (staged = direct && n <= this.batch * this.inputs) ? this.arena.view(0, 'z').subarray(0, n) : direct ? this.#scratchOf(n) : new V(n),
+      y: (n) => new V(n),
+      compare: false,
+    });
+    return staged ? { ...d, staged: 'batch' } : d;
+  }
+
+  /** A buffer reused by calls made with nothing queued (their run is the next, so it is free
+   *  again when the next such call comes): no allocation, and no fresh pages to fault in, a call. */
+  #scratch: Float32Array | Float64Array | undefined;
+  #scratchOf(n: number): Float32Array | Float64Array {
+    if (!this.#scratch || this.#scratch.length < n) this.#scratch = this.dtype === 'float64' ? new Float64Array(n) : new Float32Array(n);
+    return this.#scratch.subarray(0, n);
+  }
+
+  /** Rows of a batch (at most `limit`): into the arena's z[0] / y host rows (staged) where the
+   *  call may write them now, else a snapshot. */
+  readBatch(data: unknown, field: string, targets: boolean, limit: number): Snapshot {
+    const tooMany = (n: number) => {
+      const count = n / this.inputs;
+      if (count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, n, `holds ${count} samples, more than the ${this.target.world > 1 ? 'global ' : ''}batch of ${limit}`);
+    };
+    if (this.target.kind === 'arena' && this.idle) {
+      // Views taken as each field is written (the caller's getters may dispose the arena).
+      const d = snapshotData(data, this.inputs, this.outputs, this.dtype, field, targets, {
+        x: (n) => { tooMany(n); return this.arena.view(0, 'z').subarray(0, n); },
+        y: (n) => this.arena.view(this.last, 'y').subarray(0, n),
+        compare: false,
+      });
+      return { ...d, staged: 'batch' };
+    }
+    const d = snapshotData(data, this.inputs, this.outputs, this.dtype, field, targets);
+    tooMany(d.x.length);
     return d;
   }
 
@@ -105,24 +185,30 @@ export class Runner {
     }
   }
 
-  /** Writes rows [first, first+rows) of d into z[0] and y and uploads just those regions. */
+  /** Writes rows [first, first+rows) of d into z[0] and y (unless d was read there: staged)
+   *  and uploads just those rows. */
   stageBatch(d: Snapshot, first: number, rows: number, arena: Arena = this.arena): number {
     this.syncDevice(arena);
     if (rows === 0) return 0;
     const L = this.last;
-    arena.view(0, 'z').set(d.x.subarray(first * this.inputs, (first + rows) * this.inputs));
-    arena.toDevice({ layers: [0], kinds: ['z'] });
+    const xs = rows * this.inputs, ys = rows * this.outputs;
+    const bpe = d.x.BYTES_PER_ELEMENT;
+    const inPlace = d.staged === 'batch' && arena === this.arena && first === 0;
+    if (!inPlace) arena.view(0, 'z').set(d.x.subarray(first * this.inputs, first * this.inputs + xs));
+    const z0 = arena.plan.region(0, 'z')!;
+    const ranges = [z0.offset, xs * bpe];
     if (d.y) {
-      arena.view(L, 'y').set(d.y.subarray(first * this.outputs, (first + rows) * this.outputs));
-      arena.toDevice({ layers: [L], kinds: ['y'] });
+      if (!inPlace) arena.view(L, 'y').set(d.y.subarray(first * this.outputs, first * this.outputs + ys));
+      ranges.push(arena.plan.region(L, 'y')!.offset, ys * bpe);
     }
+    transferRanges(arena, 'toDevice', { layers: d.y ? [0, L] : [0], kinds: d.y ? ['z', 'y'] : ['z'] }, ranges);
     return rows;
   }
 
   /** Makes d the resident data set of `arena` (src/train/resident.ts). */
-  makeResident(d: Snapshot, arena: Arena = this.arena): void {
+  makeResident(d: Snapshot, arena: Arena = this.arena, dataset?: { handle: Dataset; version: number }): void {
     this.syncDevice(arena);
-    makeResident(arena, d, this.outputs);
+    makeResident(arena, d, this.outputs, dataset);
   }
 
   /** Copies region kinds `kinds` of every layer from the first arena's host side to `to`'s. */
@@ -131,10 +217,32 @@ export class Runner {
     for (let l = 1; l <= this.last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
   }
 
-  /** A run of the first arena alone (evaluate, predict, the primitives: no shards, no reduction). */
+  /** A run of the first arena alone (evaluate, predict, the primitives: no shards, no
+   *  reduction); a short one on this thread (inlineRun). */
   async run(params: RunParams): Promise<RunPath> {
     this.syncDevice();
-    return this.#tracked([this.arena], params.op, () => runArena(this.arena, { ...this.#baseParams(), ...params }));
+    const p = { ...this.#baseParams(), ...params };
+    if (this.inlineRun(p)) return this.#tracked([this.arena], params.op, async () => call(() => handleOf(this.arena).runInline(p)));
+    return this.#tracked([this.arena], params.op, () => runArena(this.arena, p));
+  }
+
+  /** Whether a run is short enough to run on the JS thread: handing it to a libuv worker and
+   *  back (two thread wake-ups, tens to hundreds of microseconds) would cost more than its work.
+   *  One arena without a device budget; a run of at most INLINE_MACS multiply-adds (rows x the
+   *  net's weights x 3 for a step, x 1 for a forward pass; K models count K times). */
+  inlineRun(p: RunParams): boolean {
+    if (this.target.kind !== 'arena' || this.arena.deviceBudget !== undefined) return false;
+    const rows = p.resident ? (p.numBatches ?? 1) * this.batch : (p.rows ?? this.batch);
+    const passes = p.op === OPS.forward || p.op === OPS.eval ? 1 : 3;
+    return rows * this.#macs * passes * this.models <= INLINE_MACS[this.arena.backend === 'cuda' ? 'cuda' : 'cpu'];
+  }
+
+  /** Multiply-adds of one row through the net. */
+  get #macs(): number {
+    const u = this.arena.plan.spec.layers;
+    let m = 0;
+    for (let l = 1; l < u.length; l++) m += u[l - 1]! * u[l]!;
+    return m;
   }
 
   /** A streamed window's run (src/train/stream-fit.ts): the window staged in `slot` goes into

@@ -1,15 +1,21 @@
 // state.ts: what the Trainers of one arena share about it (several Trainers may train one
 // arena; their runs queue on the arena's own RunQueue, src/run-queue.ts).
 import type { Arena } from '../arena.js';
+import type { Dataset } from './dataset.js';
 
 /** The rows of the resident data set as uploaded: the device holds exactly the host bytes of
- *  these rows while the host bytes still have these checksums (src/train/resident.ts). */
+ *  these rows (src/train/resident.ts); the checksums identify the set to a resumed fit. */
 export interface ResidentRows {
   count: number;
-  /** CRC-32C of the host bytes of xdata rows [0, count) at upload. */
-  xCrc: number;
-  /** CRC-32C of ydata rows [0, count); undefined when those rows were not uploaded with x. */
+  /** CRC-32C of the host bytes of xdata rows [0, count) at upload; undefined once a call read
+   *  other rows into the host side (they go up with its run). */
+  xCrc: number | undefined;
+  /** CRC-32C of ydata rows [0, count); undefined when those rows were not uploaded with x, or
+   *  changed on the host side since. */
   yCrc: number | undefined;
+  /** The Dataset handle these rows were read from, at its version (src/train/dataset.ts). */
+  dataset?: Dataset;
+  version?: number;
 }
 
 export interface TrainState {

@@ -31,7 +31,8 @@ import { abortError, ArenaError, OptionError } from '../errors.js';
 import { OPS, type PrecisionName } from '../native.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
 import { checkKnownKeys } from '../known-keys.js';
-import { snapshotData, type Data } from './data.js';
+import type { Data, Values } from './data.js';
+import { Dataset } from './dataset.js';
 import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fit.js';
 import { isStream, toStream, type DataStream } from './stream.js';
 import { fitStream } from './stream-fit.js';
@@ -260,26 +261,30 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     return this.#r.queue.enqueue(async () => this.#r.readStats());
   }
 
-  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts);
+  /** Trains `epochs` passes over `data`, resident in the arena's data regions (src/train/fit.ts):
+   *  a { x, labels } / { x, y } object is read at the call, natively, into the regions and
+   *  uploaded where it differs from what the device holds; a Dataset the arena holds is not
+   *  read at all;
    *  or streamed through them (src/train/stream.ts) from streamNpy(files), an (async) iterable
    *  of batches or a function returning one per epoch. */
-  async fit(data: Data | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
+  async fit(data: Data | Dataset | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
     const o = fitPlan(options, this.#r);
     if (o.signal?.aborted) throw abortError('fit', o.signal);
-    if (isStream(data)) return this.#r.queue.enqueue(() => fitStream(this.#r, toStream(data), o));
+    if (!(data instanceof Dataset) && isStream(data)) return this.#r.queue.enqueue(() => fitStream(this.#r, toStream(data), o));
     const d = fitData(this.#r, data);
     return this.#r.queue.enqueue(() => fitLoop(this.#r, d, o));
   }
 
-  /** Mean loss and accuracy over `data`. A set that fits the data regions (count <= the plan's
-   *  samples) is made resident (uploaded once, replacing the resident set, and again only when
-   *  its contents change) and evaluated in one run; a larger one batch by batch. */
-  async evaluate(data: Data): Promise<Metrics> {
+  /** Mean loss and accuracy over `data` (a { x, labels } / { x, y } object or a Dataset). A
+   *  set that fits the data regions (count <= the plan's samples) is made resident (read into
+   *  them at the call, uploaded where it differs from what the device holds; a Dataset the
+   *  arena holds is not read) and evaluated in one run; a larger one batch by batch. */
+  async evaluate(data: Data | Dataset): Promise<Metrics> {
     const r = this.#r;
-    const d = r.snapshot(data, 'data');
+    const { d, fits, dataset } = r.residentData(data, 'data');
     return r.queue.enqueue(async () => {
-      if (d.count <= r.samples) {
-        r.makeResident(d);
+      if (fits) {
+        r.makeResident(d, r.arena, dataset);
         await r.run({ op: OPS.eval, resident: true, samples: d.count, numBatches: Math.ceil(d.count / r.batch) });
         return r.readStats();
       }
@@ -292,31 +297,34 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
   }
 
   /** Outputs of the network (K models: of model `options.model`, default 0) for x (count x
-   *  outputs values). Inputs that fit the data regions go up once (resident) and run one batch
-   *  per run, each batch's outputs read back from z (a forward run leaves only its last batch
-   *  there); larger ones go batch by batch. */
-  async predict(x: ArrayLike<number>, options: { model?: number } = {}): Promise<ViewOf<D>> {
+   *  outputs values), batch by batch through z[0] (the resident data set stays where it is).
+   *  `options.out`: an array of the arena's dtype with room for count x outputs values to write
+   *  them into (and return), instead of a new one. */
+  async predict(x: ArrayLike<number>, options: { model?: number; out?: ViewOf<D> } = {}): Promise<ViewOf<D>> {
     const r = this.#r;
     const o = optionsObject(options, 'options');
-    checkKnownKeys(o, ['model'], 'predict');
+    checkKnownKeys(o, ['model', 'out'], 'predict');
     const model = o.model === undefined ? 0 : o.model;
     if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= r.models) {
       throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${r.models - 1}]`);
     }
-    const d = snapshotData({ x }, r.inputs, r.outputs, r.dtype, 'predict', false);
+    const V = r.dtype === 'float64' ? Float64Array : Float32Array;
+    const given = o.out;
+    if (given !== undefined && !(given instanceof V)) throw new OptionError('BAD_OPTION', 'out', given, `must be a ${V.name} (the arena's dtype)`);
+    const d = r.readInputs(x, 'predict');
+    const n = d.count * r.outputs;
+    if (given && (given as Values).length < n) throw new OptionError('BAD_OPTION', 'out.length', (given as Values).length, `must hold the ${d.count} rows x ${r.outputs} outputs = ${n} values`);
+    const out = (given as Values | undefined) ?? new V(n);
     return r.queue.enqueue(async () => {
       const L = r.last;
-      const out = r.dtype === 'float64' ? new Float64Array(d.count * r.outputs) : new Float32Array(d.count * r.outputs);
-      const resident = d.count <= r.samples;
-      if (resident) r.makeResident(d);
-      for (let first = 0, b = 0; first < d.count; first += r.batch, b++) {
-        const rows = Math.min(r.batch, d.count - first);
-        if (resident) await r.run({ op: OPS.forward, resident: true, samples: d.count, firstBatch: b, numBatches: 1, resetStats: false });
-        else await r.run({ op: OPS.forward, rows: r.stageBatch(d, first, rows), resetStats: false });
-        this.arena.toHost({ layers: [L], kinds: ['z'] });
+      for (let first = 0; first < d.count; first += r.batch) {
+        const rows = r.stageBatch(d, first, Math.min(r.batch, d.count - first));
+        await r.run({ op: OPS.forward, rows, resetStats: false });
+        if (r.models === 1) r.rowsTransfer('toHost', L, 'z', rows * r.outputs * out.BYTES_PER_ELEMENT);
+        else this.arena.toHost({ layers: [L], kinds: ['z'] });
         out.set(this.arena.view(L, 'z', model).subarray(0, rows * r.outputs), first * r.outputs);
       }
-      return out as ViewOf<D>;
+      return (given ?? out) as ViewOf<D>;
     });
   }
 

@@ -153,6 +153,17 @@ export class ArenaModel {
     for (const s of [...this.#host, ...this.#device]) { s.base = undefined; s.set.clear(); }
   }
 
+  /** A call refused for its data read the rows it had checked into the host side of the
+   *  regions it stages them in (z[0], y, xdata, ydata: src/train/data.ts); the device side and
+   *  every other region keep what they held. */
+  forgetStaging(): void {
+    this.slots.forEach((s, k) => {
+      if (!['z', 'y', 'xdata', 'ydata'].includes(s.kind)) return;
+      const h = this.#host[k]!;
+      h.base = undefined; h.set.clear();
+    });
+  }
+
   /** A loaded arena: the slots of kinds in `saved` hold what `from`'s host side held (on both
    *  sides: the load uploads them), the others zero. */
   loadedFrom(from: ArenaModel, saved: (kind: string) => boolean): void {

@@ -1,0 +1,159 @@
+#include "checked_copy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+namespace nna {
+namespace {
+
+template <typename D> struct Bits;
+template <> struct Bits<float> { using U = uint32_t; static constexpr U kExp = 0x7f800000u; };
+template <> struct Bits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
+
+// Elements [from, to): blocks are converted, written and OR-reduced without branches (the loop
+// vectorises); only a block that flagged is searched for its first bad element.
+template <typename S, typename D>
+CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to, bool compare) {
+  using U = typename Bits<D>::U;
+  constexpr U exp = Bits<D>::kExp;
+  constexpr uint64_t kBlock = 2048;
+  CheckedCopy r;
+  U* du = reinterpret_cast<U*>(dst);
+  for (uint64_t b = from; b < to; b += kBlock) {
+    const uint64_t e = std::min(to, b + kBlock);
+    U bad = 0, diff = 0;
+    if (compare) {
+      for (uint64_t i = b; i < e; ++i) {
+        const D v = D(double(src[i]));  // as Number(x) stored into the typed array
+        U u;
+        std::memcpy(&u, &v, sizeof u);
+        bad |= U((u & exp) == exp);
+        diff |= u ^ du[i];
+        du[i] = u;
+      }
+    } else {
+      for (uint64_t i = b; i < e; ++i) {
+        const D v = D(double(src[i]));
+        U u;
+        std::memcpy(&u, &v, sizeof u);
+        bad |= U((u & exp) == exp);
+        du[i] = u;
+      }
+    }
+    if (diff) r.changed = true;
+    if (bad) {
+      for (uint64_t i = b; i < e; ++i) {
+        U u = du[i];
+        if ((u & exp) == exp) {
+          r.bad = int64_t(i);
+          D v;
+          std::memcpy(&v, &u, sizeof v);
+          r.value = double(v);
+          return r;
+        }
+      }
+    }
+  }
+  return r;
+}
+
+// One-hot rows of labels [from, to).
+template <typename S, typename D>
+CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t outputs, bool compare) {
+  CheckedCopy r;
+  for (uint64_t i = from; i < to; ++i) {
+    const double v = double(src[i]);  // read once
+    if (!std::isfinite(v) || v != std::floor(v) || v < 0 || v >= double(outputs)) {
+      r.bad = int64_t(i);
+      r.value = v;
+      r.label = std::isfinite(v) ? 1 : 0;
+      return r;
+    }
+    D* row = dst + i * outputs;
+    const uint64_t k = uint64_t(v);
+    if (compare && !r.changed) {
+      for (uint64_t j = 0; j < outputs; ++j)
+        if (row[j] != (j == k ? D(1) : D(0))) { r.changed = true; break; }
+    }
+    std::fill(row, row + outputs, D(0));
+    row[k] = D(1);
+  }
+  return r;
+}
+
+// Splits [0, n) over a few threads where the bytes are worth it; the first bad element of all
+// parts wins (parts after it may have written theirs).
+template <typename F>
+CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
+  constexpr uint64_t kPerThread = uint64_t(2) << 20;  // bytes a thread is worth starting for
+  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  const uint64_t k = std::min<uint64_t>({8, hw, n * bytesPerItem / kPerThread + 1});
+  if (k <= 1) return part(0, n);
+  std::vector<CheckedCopy> found(k);
+  std::vector<std::thread> threads;
+  const uint64_t per = (n + k - 1) / k;
+  const auto run = [&](uint64_t t) { found[t] = part(std::min(n, t * per), std::min(n, (t + 1) * per)); };
+  for (uint64_t t = 1; t < k; ++t) {
+    try {
+      threads.emplace_back(run, t);
+    } catch (...) {  // no thread to be had: this one does that part
+      run(t);
+    }
+  }
+  run(0);
+  for (auto& th : threads) th.join();
+  CheckedCopy r;
+  for (const CheckedCopy& f : found) {
+    r.changed = r.changed || f.changed;
+    if (r.bad < 0 && f.bad >= 0) { r.bad = f.bad; r.value = f.value; r.label = f.label; }
+  }
+  return r;
+}
+
+template <typename D, typename Fn>
+CheckedCopy dispatch(SrcType type, Fn fn) {
+  switch (type) {
+    case SrcType::I8: return fn(static_cast<const int8_t*>(nullptr));
+    case SrcType::U8: return fn(static_cast<const uint8_t*>(nullptr));
+    case SrcType::I16: return fn(static_cast<const int16_t*>(nullptr));
+    case SrcType::U16: return fn(static_cast<const uint16_t*>(nullptr));
+    case SrcType::I32: return fn(static_cast<const int32_t*>(nullptr));
+    case SrcType::U32: return fn(static_cast<const uint32_t*>(nullptr));
+    case SrcType::F32: return fn(static_cast<const float*>(nullptr));
+    case SrcType::F64: return fn(static_cast<const double*>(nullptr));
+  }
+  return CheckedCopy{};
+}
+
+template <typename D>
+CheckedCopy copyAs(D* dst, const void* src, SrcType type, uint64_t n, bool compare) {
+  return dispatch<D>(type, [&](auto tag) {
+    using S = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const S* s = static_cast<const S*>(src);
+    return parts(n, sizeof(S) + sizeof(D), [&](uint64_t a, uint64_t b) { return copyPart<S, D>(dst, s, a, b, compare); });
+  });
+}
+
+template <typename D>
+CheckedCopy hotAs(D* dst, const void* src, SrcType type, uint64_t n, uint64_t outputs, bool compare) {
+  return dispatch<D>(type, [&](auto tag) {
+    using S = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
+    const S* s = static_cast<const S*>(src);
+    return parts(n, outputs * sizeof(D), [&](uint64_t a, uint64_t b) { return hotPart<S, D>(dst, s, a, b, outputs, compare); });
+  });
+}
+
+}  // namespace
+
+CheckedCopy checkedCopy(void* dst, bool f64, const void* src, SrcType type, uint64_t n, bool compare) {
+  return f64 ? copyAs(static_cast<double*>(dst), src, type, n, compare) : copyAs(static_cast<float*>(dst), src, type, n, compare);
+}
+
+CheckedCopy oneHotRows(void* dst, bool f64, const void* src, SrcType type, uint64_t n, uint64_t outputs, bool compare) {
+  return f64 ? hotAs(static_cast<double*>(dst), src, type, n, outputs, compare) : hotAs(static_cast<float*>(dst), src, type, n, outputs, compare);
+}
+
+}  // namespace nna
