@@ -89,7 +89,8 @@ CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t o
 template <typename F>
 CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
   constexpr uint64_t kPerThread = uint64_t(2) << 20;  // bytes a thread is worth starting for
-  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
+  if (n * bytesPerItem < kPerThread) return part(0, n);  // before asking for the cores: glibc reads a file for it
+  static const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t k = std::min<uint64_t>({8, hw, n * bytesPerItem / kPerThread + 1});
   if (k <= 1) return part(0, n);
   std::vector<CheckedCopy> found(k);

@@ -315,6 +315,7 @@ export class Runner {
     const arenas = this.target.arenas;
     for (const a of arenas) this.syncDevice(a);
     const all = arenas.map((_, i) => ({ ...this.#baseParams(), ...params(this.target.rank + i, i) }));
+    if (this.inlineRun(all[0]!)) return this.#tracked(arenas, all[0]!.op, async () => call(() => handleOf(this.arena).runInline(all[0]!)));
     return this.#tracked(arenas, all[0]!.op, () => this.target.run(all));
   }
 
