@@ -25,7 +25,7 @@ const o = program.opts<{ quick?: boolean; machine?: string; only: string; out: s
 const quick = Boolean(o.quick);
 const parts = new Set(o.only.split(','));
 const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-const outDir = o.out || join(here, '..', 'bench', 'results');
+const outDir = o.out || join(here, '..', 'results');
 const log = (s: string) => process.stderr.write(`${s}\n`);
 if (o.render) {
   renderReadme(outDir);

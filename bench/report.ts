@@ -168,5 +168,31 @@ export function renderReadme(dir: string): void {
     'Rows "vs raw" compare with the raw copy of the same bytes measured in the same run (pinned for pinned rows, pageable for pageable rows).',
     '',
     ...all.map(section),
+    ...userpathSections(dir),
   ].join('\n'));
+}
+
+/** A user-path results file (bench/userpath.mjs, PyTorch beside it: scripts/gpu-session.sh userpath). */
+interface UserpathRow { net: string; call: string; wallUs: number[]; secondsUs?: number[]; note?: string }
+interface Userpath { machine: string; date: string; commit: string; what: string; nnArena: UserpathRow[]; pytorch?: { version: string; rows: UserpathRow[] }; before?: { source: string; rows: Record<string, string> } }
+
+/** The wall clock of the user's calls (userpath-*.json): nn-arena's rows, the Trainer's seconds
+ *  beside them, PyTorch's rows of the same call, and the figures before issue 47. */
+function userpathSections(dir: string): string[] {
+  const files = readdirSync(dir).filter((f) => /^userpath-.*\.json$/.test(f)).sort();
+  const us = (v: number[]) => { const s = [...v].sort((a, b) => a - b); const m = s[Math.floor(s.length / 2)]!; return `${m.toFixed(1)}${s.length > 1 ? ` [${s[0]!.toFixed(1)}-${s[s.length - 1]!.toFixed(1)}]` : ''}`; };
+  return files.flatMap((f) => {
+    const r = JSON.parse(readFileSync(join(dir, f), 'utf8')) as Userpath;
+    const table = (rows: UserpathRow[], who: string) => rows.map((q) => `| ${who} | ${q.net} | ${q.call} | ${us(q.wallUs)} | ${q.secondsUs ? us(q.secondsUs) : ''} |${q.note ? ` ${q.note}` : ''}`);
+    return [
+      `## User calls, wall clock: ${r.machine}`, '',
+      `\`${f}\`, ${r.date}, commit ${r.commit}. ${r.what}`, '',
+      '| who | net | call | wall clock, us: median [min-max] | Trainer seconds, us |',
+      '|---|---|---|---:|---:|',
+      ...table(r.nnArena, 'nn-arena'),
+      ...(r.pytorch ? table(r.pytorch.rows, `PyTorch ${r.pytorch.version}`) : []),
+      '',
+      ...(r.before ? [`Before (${r.before.source}): ${Object.entries(r.before.rows).map(([k, v]) => `${k} ${v}`).join('; ')}.`, ''] : []),
+    ];
+  });
 }

@@ -5,6 +5,7 @@
 // another thread during the calls included). Speed is measured in bench/userpath.mjs.
 import { describe, expect, it } from 'vitest';
 import { Worker } from 'node:worker_threads';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Arena, Dataset, DataError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
 import { toyData } from './support/train-checks.js';
 
@@ -180,6 +181,29 @@ describe('step, predict and forward read into the arena', () => {
     expect(arena.stats.toDeviceTransfers).toBe(s0);
     // A snapshot a call would be 2.4 MB of array buffers each; none is made.
     expect(process.memoryUsage().arrayBuffers - heap0).toBeLessThan(rows * 6 * 4);
+  });
+});
+
+describe('no host copy of the data set beyond the user\'s array and the arena\'s region', () => {
+  const status = (key: string) => Number(/(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith(key))!)![1]) * 1024;
+  it.runIf(existsSync('/proc/self/clear_refs'))('the peak resident set of a first fit grows by the host region and the device side only (the CPU backend\'s device side is host memory)', async () => {
+    const rows = 20_000, inputs = 784;
+    const { arena, t } = setup({ layers: [inputs, 8, 10], batch: 100, samples: rows, optimizer: 'sgd' });
+    using _a = arena;
+    const x = new Float32Array(rows * inputs).map((_, i) => (i % 251) / 251);
+    const labels = new Uint8Array(rows).map((_, i) => i % 10);
+    const bytes = x.byteLength;
+    await t.evaluate({ x: x.subarray(0, inputs), labels: labels.subarray(0, 1) });  // code paths warm
+    writeFileSync('/proc/self/clear_refs', '5');  // the peak (VmHWM) starts again from here
+    const before = status('VmRSS:');
+    await t.fit({ x, labels }, { epochs: 1 });
+    const grown = status('VmHWM:') - before;
+    // The host region and the device side are touched once each: 2x; a snapshot would be a third.
+    expect(grown).toBeLessThan(2.5 * bytes);
+    writeFileSync('/proc/self/clear_refs', '5');
+    const again = status('VmRSS:');
+    for (let i = 0; i < 3; i++) await t.fit({ x, labels }, { epochs: 1 });
+    expect(status('VmHWM:') - again).toBeLessThan(0.25 * bytes);  // unchanged: nothing the size of the set
   });
 });
 
