@@ -3,8 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <thread>
-#include <vector>
+#include "split.h"
 
 namespace nna {
 namespace {
@@ -84,30 +83,13 @@ CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t o
   return r;
 }
 
-// Splits [0, n) over a few threads where the bytes are worth it; the first bad element of all
-// parts wins (parts after it may have written theirs).
+// The parts of a copy (split.h): the first bad element of all wins (parts after it may have
+// written theirs).
 template <typename F>
 CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
   constexpr uint64_t kPerThread = uint64_t(2) << 20;  // bytes a thread is worth starting for
-  if (n * bytesPerItem < kPerThread) return part(0, n);  // before asking for the cores: glibc reads a file for it
-  static const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t k = std::min<uint64_t>({8, hw, n * bytesPerItem / kPerThread + 1});
-  if (k <= 1) return part(0, n);
-  std::vector<CheckedCopy> found(k);
-  std::vector<std::thread> threads;
-  const uint64_t per = (n + k - 1) / k;
-  const auto run = [&](uint64_t t) { found[t] = part(std::min(n, t * per), std::min(n, (t + 1) * per)); };
-  for (uint64_t t = 1; t < k; ++t) {
-    try {
-      threads.emplace_back(run, t);
-    } catch (...) {  // no thread to be had: this one does that part
-      run(t);
-    }
-  }
-  run(0);
-  for (auto& th : threads) th.join();
   CheckedCopy r;
-  for (const CheckedCopy& f : found) {
+  for (const CheckedCopy& f : splitOverThreads<CheckedCopy>(n, bytesPerItem, kPerThread, 8, part)) {
     r.changed = r.changed || f.changed;
     if (r.bad < 0 && f.bad >= 0) { r.bad = f.bad; r.value = f.value; r.label = f.label; }
   }

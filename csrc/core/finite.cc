@@ -2,8 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
-#include <vector>
+#include "split.h"
 
 namespace nna {
 namespace {
@@ -28,23 +27,8 @@ int64_t scan(const U* v, uint64_t from, uint64_t to) {
 template <typename U>
 int64_t firstOf(const U* v, uint64_t n) {
   constexpr uint64_t kPerThread = uint64_t(4) << 20;  // bytes a thread is worth starting for
-  const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t parts = std::min<uint64_t>({4, hw, n * sizeof(U) / kPerThread + 1});
-  if (parts <= 1) return scan(v, 0, n);
-  std::vector<int64_t> found(parts, -1);
-  std::vector<std::thread> threads;
-  const uint64_t per = (n + parts - 1) / parts;
-  const auto part = [&](uint64_t t) { found[t] = scan(v, std::min(n, t * per), std::min(n, (t + 1) * per)); };
-  for (uint64_t t = 1; t < parts; ++t) {
-    try {
-      threads.emplace_back(part, t);
-    } catch (...) {  // no thread to be had: this one scans that part
-      part(t);
-    }
-  }
-  part(0);
-  for (auto& th : threads) th.join();
-  for (int64_t f : found) if (f >= 0) return f;
+  for (int64_t f : splitOverThreads<int64_t>(n, sizeof(U), kPerThread, 4, [&](uint64_t a, uint64_t b) { return scan(v, a, b); }))
+    if (f >= 0) return f;
   return -1;
 }
 
