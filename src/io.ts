@@ -6,7 +6,7 @@ export { toSafetensors, saveSafetensors, loadSafetensors, readSafetensors, type 
 export { toOnnx, saveOnnx } from './export/onnx.js';
 export { type ModelOptions } from './export/params.js';
 export { loadNpy, toNpy, type NpyArray, type NpyDtype, type NpyData } from './formats/npy.js';
-export { loadNpz } from './formats/npz.js';
+export { loadNpz, type NpzOptions } from './formats/npz.js';
 export { loadCsv, type CsvOptions } from './formats/csv.js';
 export { loadArrow, type ArrowOptions } from './formats/arrow.js';
 export { toData, type RowTable, type ColumnTable, type ColumnChoice, type NumericArray } from './formats/table.js';

@@ -34,13 +34,13 @@ describe('loadMnist binary cache', () => {
     expect(load().digest).toBe(parsed.digest);
     // A flipped pixel byte: the CRC no longer matches, the package is parsed again.
     const b = readFileSync(cache);
-    b[b.length - 5] ^= 0x40;
+    b[b.length - 5]! ^= 0x40;
     writeFileSync(cache, b);
     expect(load().digest).toBe(parsed.digest);
     expect(readFileSync(cache).equals(b)).toBe(false);  // rewritten
     // Another key (a package of another version): parsed, rewritten.
     const k = readFileSync(cache);
-    k[14] ^= 1;
+    k[14]! ^= 1;
     writeFileSync(cache, k);
     expect(load().digest).toBe(parsed.digest);
     expect(load().digest).toBe(parsed.digest);

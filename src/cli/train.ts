@@ -14,6 +14,7 @@ import { planSummary } from './plan.js';
 import { ReportCollector } from './train-report.js';
 import { recordTransfers } from '../report/transfers.js';
 import { bytes } from './format.js';
+import { checkOutputFile } from './output-file.js';
 
 export interface TrainOptions {
   backend: 'auto' | BackendName;
@@ -42,6 +43,9 @@ export interface TrainOptions {
 }
 
 export async function train(o: TrainOptions): Promise<void> {
+  // The checkpoint's path under the other output files' rule, before the data is read: a folder
+  // or a FIFO there fails now, not as SAVE_FAILED after the training.
+  if (o.save !== undefined) checkOutputFile('--save', o.save);
   const log = o.json ? (s: string) => process.stderr.write(`${s}\n`) : (s: string) => console.log(s);
   const started = performance.now();
   const { train: trainSet, test: testSet } = loadMnist({ seed: o.seed });

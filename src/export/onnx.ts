@@ -3,12 +3,11 @@
 // for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu). Input `input` [batch, inputs] and output `output` [batch,
 // outputs], the batch dimension symbolic; initializers carry the safetensors names (0.weight,
 // 0.bias, ...). Written with src/export/protobuf.ts (field numbers from onnx/onnx.proto).
-import { writeFileSync } from 'node:fs';
 import type { Arena } from '../arena.js';
 import { packageVersion } from '../doctor.js';
-import { layerParams, modelOf, syncParamsToHost, type ModelOptions } from './params.js';
+import { checkArena, layerParams, modelOf, syncParamsToHost, type ModelOptions } from './params.js';
 import { bytesOf, Message } from './protobuf.js';
-import { checkPath } from '../formats/file.js';
+import { saveFile, type OutputOptions } from '../formats/file.js';
 import { exportActivation, sequentialSource, type OnnxAttribute } from './sequential.js';
 
 const OPSET = 20;
@@ -56,6 +55,7 @@ function valueInfo(name: string, type: number, width: number): Message {
 
 /** The ONNX model of model `options.model` of `arena` (its inference graph). */
 export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
+  checkArena(arena);
   const model = modelOf(arena, options);
   // Activations are checked before anything moves: a network nn-arena cannot export is refused whole.
   const spec = arena.plan.spec;
@@ -93,10 +93,7 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   return bytesOf(m);
 }
 
-/** Writes toOnnx(arena) to `path`; the bytes written. */
-export function saveOnnx(arena: Arena, path: string, options?: ModelOptions): number {
-  checkPath(path);
-  const bytes = toOnnx(arena, options);
-  writeFileSync(path, bytes);
-  return bytes.length;
+/** Writes toOnnx(arena) to `path` (saveSafetensors' rules for the path); the bytes written. */
+export function saveOnnx(arena: Arena, path: string, options?: ModelOptions & OutputOptions): number {
+  return saveFile(path, options, () => toOnnx(arena, options));
 }

@@ -2,7 +2,7 @@
 // the safetensors and ONNX writers. The host side is read: it is brought up to date from the
 // device first, unless no Trainer has run on the arena yet (then the host side is the current
 // one and the device holds nothing newer).
-import { queueOf, type Arena, type View } from '../arena.js';
+import { Arena, queueOf, type View } from '../arena.js';
 import { OptionError } from '../errors.js';
 import { stateOf } from '../train/state.js';
 import { tensorNames } from './sequential.js';
@@ -13,6 +13,12 @@ export interface ModelOptions {
 }
 
 export interface LayerParams { layer: number; weight: View; bias: View; names: { weight: string; bias: string } }
+
+/** The arena argument of an export or import: an Arena (OptionError BAD_OPTION naming it, before
+ *  anything of it is read; an object is named by its kind, not spelled out). */
+export function checkArena(value: unknown): void {
+  if (!(value instanceof Arena)) throw new OptionError('BAD_OPTION', 'arena', typeof value === 'object' && value !== null ? Object.prototype.toString.call(value) : value, 'must be an Arena');
+}
 
 /** The model option, read once: an integer in [0, models). */
 export function modelOf(arena: Arena, options: unknown): number {

@@ -2,12 +2,11 @@
 // safetensors: an 8-byte little-endian header length, a JSON header naming every tensor's
 // dtype, shape and byte range, then the tensors back to back), under PyTorch nn.Sequential's
 // state_dict names (src/export/sequential.ts), and the way back into an arena.
-import { writeFileSync } from 'node:fs';
 import type { Arena } from '../arena.js';
 import { DataError, OptionError } from '../errors.js';
-import { bytesOf, checkPath } from '../formats/file.js';
+import { bytesOf, saveFile, type OutputOptions } from '../formats/file.js';
 import { DTYPE_BYTES, type Dtype } from '../layout/header.js';
-import { layerParams, modelOf, paramsWritten, syncParamsToHost, type ModelOptions } from './params.js';
+import { checkArena, layerParams, modelOf, paramsWritten, syncParamsToHost, type ModelOptions } from './params.js';
 import { sequentialSource } from './sequential.js';
 
 const DTYPE_NAME: Record<Dtype, string> = { float32: 'F32', float64: 'F64' };
@@ -22,6 +21,7 @@ export interface SafetensorsFile { tensors: Map<string, SafetensorsTensor>; meta
  *  [out], `2.weight`, ... in the arena's dtype (F32 / F64), and metadata naming the network
  *  (`nn_arena.layers`, `nn_arena.activations`, `nn_arena.sequential`). */
 export function toSafetensors(arena: Arena, options?: ModelOptions): Uint8Array {
+  checkArena(arena);
   const model = modelOf(arena, options);
   syncParamsToHost(arena, 'toSafetensors');
   const spec = arena.plan.spec;
@@ -53,12 +53,11 @@ export function toSafetensors(arena: Arena, options?: ModelOptions): Uint8Array 
   return out;
 }
 
-/** Writes toSafetensors(arena) to `path`; the bytes written. */
-export function saveSafetensors(arena: Arena, path: string, options?: ModelOptions): number {
-  checkPath(path);
-  const bytes = toSafetensors(arena, options);
-  writeFileSync(path, bytes);
-  return bytes.length;
+/** Writes toSafetensors(arena) to `path` (a new or regular file in an existing folder, not
+ *  through a symbolic link unless `followLinks`: OptionError BAD_PATH, checked first); the bytes
+ *  written. */
+export function saveSafetensors(arena: Arena, path: string, options?: ModelOptions & OutputOptions): number {
+  return saveFile(path, options, () => toSafetensors(arena, options));
 }
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
@@ -123,6 +122,7 @@ export function readSafetensors(bytes: Uint8Array): SafetensorsFile {
  *  F32 and F64 are both read (converted to the arena's dtype). The device gets w and b (BUSY while
  *  a run is queued or in flight); optimizer state is left as it is. */
 export function loadSafetensors(arena: Arena, source: string | Uint8Array, options?: ModelOptions): void {
+  checkArena(arena);
   const model = modelOf(arena, options);
   const bytes = bytesOf(source);
   const file = readSafetensors(bytes);

@@ -2,8 +2,11 @@
 // optional peer dependency loaded when first used (ArenaError NO_PACKAGE when absent). Numeric
 // columns (float32/64, int8-64, uint8-64) become typed arrays; a column held in one record batch
 // is a view over the bytes read (no copy), one spread over several batches is joined (one copy).
-// Null values, other types and a bad file are DataError BAD_FILE naming the column.
+// Null values, other types and a bad file are DataError BAD_FILE naming the column. The bytes are
+// checked (src/formats/arrow-ipc.ts) before apache-arrow reads them: it trusts every length they
+// state, and one flipped bit in a count has it build billions of entries.
 import { DataError } from '../errors.js';
+import { checkArrowIpc } from './arrow-ipc.js';
 import { bytesOf } from './file.js';
 import type { ColumnTable, NumericArray } from './table.js';
 import { optionalImport } from './optional.js';
@@ -26,6 +29,7 @@ export async function loadArrow(source: string | Uint8Array, options: ArrowOptio
   if (options === null || typeof options !== 'object') throw new DataError('BAD_DATA', 'options', options, 'must be an object { columns? }');
   const bytes = bytesOf(source);
   const arrow = await optionalImport<ArrowModule>('apache-arrow', 'loadArrow');
+  checkArrowIpc(bytes);
   let table: ArrowTable;
   try { table = arrow.tableFromIPC(bytes); } catch (e) { throw bad('arrow', `${bytes.length} bytes`, `is not Arrow IPC data (${(e as Error)?.message})`); }
   const names = table.schema.fields.map((f) => f.name);
@@ -39,7 +43,9 @@ export async function loadArrow(source: string | Uint8Array, options: ArrowOptio
     if (!numeric) throw bad(`column "${name}"`, t.toString(), 'is not a numeric column (float32/64 or an integer type)');
     const v = table.getChild(name)!;
     if (v.nullCount > 0) throw bad(`column "${name}"`, v.nullCount, 'holds null values');
-    return v.toArray() as NumericArray;
+    const array = v.toArray() as NumericArray;
+    if (array.length !== table.numRows) throw bad(`column "${name}"`, array.length, `holds ${array.length} values in a table of ${table.numRows} rows`);
+    return array;
   });
   return { columns: wanted.slice() as string[], rows: table.numRows, arrays };
 }

@@ -1,8 +1,10 @@
 // csv.ts: numeric CSV with a header row, parsed straight into one row-major typed array (no
-// intermediate arrays of numbers or strings per row). Fields may be double-quoted (RFC 4180,
-// "" for a quote, no line breaks inside, spaces around them ignored); lines end in \n or \r\n; a UTF-8 byte-order mark and a
-// last empty line are allowed. Every cell must be a finite number: a refusal is a DataError
-// BAD_FILE naming the line and column.
+// intermediate arrays of numbers per row). Fields may be double-quoted (RFC 4180, "" for a
+// quote, no line breaks inside, spaces and tabs around them ignored unless they are the
+// delimiter); a line ends at \n, \r\n or a lone \r (so files with any of those endings, or a mix,
+// split where each break is); a UTF-8 byte-order mark and a last empty line are allowed. Every
+// cell must be a finite decimal number: a refusal is a DataError BAD_FILE naming the line and
+// column. Every scan is bounded by its line, so the work is linear in the text.
 import { DataError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
 import { bytesOf } from './file.js';
@@ -15,34 +17,42 @@ export interface CsvOptions {
   dtype?: Dtype;
 }
 
+const LF = 10, CR = 13, SPACE = 32, TAB = 9, QUOTE = 34;
+
+/** A decimal number, as written in a data file. Number() also takes hex, binary and octal
+ *  literals, Infinity and blank text (as 0), none of which is a value a CSV cell means. */
+const DECIMAL = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
 
-/** Splits one line into fields; `line` is for messages. */
-function fields(text: string, start: number, end: number, delim: string, line: number): string[] {
-  const out: string[] = [];
+/** Splits text[start, end) (one line, without its break) into `out`; `line` is for messages. */
+function fields(text: string, start: number, end: number, delim: number, line: number, out: string[]): string[] {
+  out.length = 0;
+  // Spaces and tabs around a quoted field are not part of it, unless one is the delimiter.
+  const blank = (c: number) => (c === SPACE || c === TAB) && c !== delim;
+  const shown = () => text.slice(start, Math.min(end, start + 80));
   let i = start;
-  const blank = (j: number) => text[j] === ' ' || text[j] === '\t';
   for (;;) {
     let j = i;
-    while (j < end && blank(j)) j++;  // spaces around a quoted field are not part of it
-    if (text[j] === '"') {
+    while (j < end && blank(text.charCodeAt(j))) j++;
+    if (j < end && text.charCodeAt(j) === QUOTE) {
       let s = '';
       i = j + 1;
       for (;;) {
-        const q = text.indexOf('"', i);
-        if (q < 0 || q >= end) throw bad(`line ${line}`, text.slice(start, Math.min(end, start + 80)), 'has an unterminated quoted field');
+        let q = i;
+        while (q < end && text.charCodeAt(q) !== QUOTE) q++;
+        if (q >= end) throw bad(`line ${line}`, shown(), 'has an unterminated quoted field');
         s += text.slice(i, q);
-        if (text[q + 1] === '"') { s += '"'; i = q + 2; continue; }
+        if (q + 1 < end && text.charCodeAt(q + 1) === QUOTE) { s += '"'; i = q + 2; continue; }
         i = q + 1;
         break;
       }
       out.push(s);
-      while (i < end && blank(i)) i++;
-      if (i < end && text[i] !== delim) throw bad(`line ${line}`, text.slice(start, Math.min(end, start + 80)), 'has text after a closing quote');
+      while (i < end && blank(text.charCodeAt(i))) i++;
+      if (i < end && text.charCodeAt(i) !== delim) throw bad(`line ${line}`, shown(), 'has text after a closing quote');
     } else {
-      const d = text.indexOf(delim, i);
-      const e = d < 0 || d > end ? end : d;
+      let e = i;
+      while (e < end && text.charCodeAt(e) !== delim) e++;
       out.push(text.slice(i, e));
       i = e;
     }
@@ -65,33 +75,41 @@ export function loadCsv(source: string | Uint8Array, options: CsvOptions = {}): 
     if (e instanceof DataError || (e as { code?: string }).code === 'BAD_PATH') throw e;
     throw bad('csv', 'bytes', 'is not UTF-8 text');
   }
-  // Line starts and ends (a \r before \n is not part of the line).
-  const lines: Array<[number, number]> = [];
-  for (let s = 0; s < text.length;) {
-    let e = text.indexOf('\n', s);
-    const next = e < 0 ? text.length : e + 1;
-    if (e < 0) e = text.length;
-    lines.push([s, e > s && text[e - 1] === '\r' ? e - 1 : e]);
-    s = next;
+  // Line starts and ends, without their breaks (\n, \r\n or \r).
+  const starts: number[] = [];
+  const ends: number[] = [];
+  let s = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== LF && c !== CR) continue;
+    starts.push(s);
+    ends.push(i);
+    if (c === CR && text.charCodeAt(i + 1) === LF) i++;
+    s = i + 1;
   }
-  if (lines.length > 0 && lines[lines.length - 1]![0] === lines[lines.length - 1]![1]) lines.pop();
-  if (lines.length === 0) throw bad('csv', '', 'is empty: a header row is needed');
-  const columns = fields(text, lines[0]![0], lines[0]![1], delimiter, 1).map((c) => c.trim());
+  if (s < text.length) { starts.push(s); ends.push(text.length); }
+  if (starts.length > 0 && starts[starts.length - 1] === ends[ends.length - 1]) { starts.pop(); ends.pop(); }
+  if (starts.length === 0) throw bad('csv', '', 'is empty: a header row is needed');
+  const delim = delimiter.charCodeAt(0);
+  const f: string[] = [];
+  const columns = fields(text, starts[0]!, ends[0]!, delim, 1, f).map((c) => c.trim());
+  const seen = new Set<string>();
   columns.forEach((c, i) => {
     if (c === '') throw bad('line 1', i, `column ${i + 1} has no name`);
-    if (columns.indexOf(c) !== i) throw bad('line 1', c, 'names a column twice');
+    if (seen.has(c)) throw bad('line 1', c, 'names a column twice');
+    seen.add(c);
   });
-  const rows = lines.length - 1;
+  const rows = starts.length - 1;
   const width = columns.length;
   let data: Float32Array | Float64Array;
   try { data = dtype === 'float64' ? new Float64Array(rows * width) : new Float32Array(rows * width); } catch { throw bad('csv', rows, 'has too many rows to hold in memory'); }
   for (let r = 0; r < rows; r++) {
-    const [s, e] = lines[r + 1]!;
-    const f = fields(text, s, e, delimiter, r + 2);
+    fields(text, starts[r + 1]!, ends[r + 1]!, delim, r + 2, f);
     if (f.length !== width) throw bad(`line ${r + 2}`, f.length, `has ${f.length} fields; the header names ${width}`);
     for (let c = 0; c < width; c++) {
       const cell = f[c]!.trim();
-      const v = cell === '' ? NaN : Number(cell);
+      if (!DECIMAL.test(cell)) throw bad(`line ${r + 2}, column "${columns[c]}"`, f[c], 'is not a decimal number');
+      const v = Number(cell);
       const stored = dtype === 'float32' ? Math.fround(v) : v;
       if (!Number.isFinite(stored)) throw bad(`line ${r + 2}, column "${columns[c]}"`, f[c], `is not a finite ${dtype} number`);
       data[r * width + c] = v;

@@ -167,11 +167,18 @@ export function loadNpy(source: string | Uint8Array): NpyArray {
 
 const DESCR: Record<string, string> = { Float32Array: '<f4', Float64Array: '<f8', Int8Array: '|i1', Uint8Array: '|u1', Int16Array: '<i2', Uint16Array: '<u2', Int32Array: '<i4', Uint32Array: '<u4', BigInt64Array: '<i8', BigUint64Array: '<u8' };
 
+/** The .npy type of a typed array (DataError BAD_DATA naming `data` for anything else). */
+function descrOf(data: unknown): string {
+  const descr = ArrayBuffer.isView(data) ? DESCR[Object.prototype.toString.call(data).slice(8, -1)] : undefined;
+  if (!descr) throw new DataError('BAD_DATA', 'data', Object.prototype.toString.call(data), 'must be a typed array of numbers');
+  return descr;
+}
+
 /** The header bytes of a version 1.0 .npy file of `data`'s type and `shape` (padded to 64 bytes,
  *  as NumPy writes it: the data after it starts aligned). */
 export function npyHeader(data: NpyData, shape: readonly number[]): Uint8Array {
-  const descr = DESCR[Object.prototype.toString.call(data).slice(8, -1)];
-  if (!descr) throw new DataError('BAD_DATA', 'data', Object.prototype.toString.call(data), 'must be a typed array of numbers');
+  const descr = descrOf(data);
+  if (!Array.isArray(shape)) throw new DataError('BAD_DATA', 'shape', shape, `must be an array of whole numbers whose product is the ${data.length} elements`);
   const count = shape.reduce((a, d) => a * d, 1);
   if (shape.some((d) => !Number.isSafeInteger(d) || d < 0) || count !== data.length) throw new DataError('BAD_DATA', 'shape', shape, `must be whole numbers whose product is the ${data.length} elements`);
   let dict = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
@@ -185,8 +192,9 @@ export function npyHeader(data: NpyData, shape: readonly number[]): Uint8Array {
 }
 
 /** A whole .npy file of `data` (row-major) with `shape` (default: one dimension). */
-export function toNpy(data: NpyData, shape: readonly number[] = [data.length]): Uint8Array {
-  const head = npyHeader(data, shape);
+export function toNpy(data: NpyData, shape?: readonly number[]): Uint8Array {
+  descrOf(data);  // before its length is read for the default shape
+  const head = npyHeader(data, shape === undefined ? [data.length] : shape);
   const out = new Uint8Array(head.length + data.byteLength);
   out.set(head);
   out.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), head.length);

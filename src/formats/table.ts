@@ -1,7 +1,7 @@
 // table.ts: from a loaded table (CSV rows, Arrow columns) to the { x, labels } / { x, y } that
 // fit, evaluate and predict take: chosen columns become the targets, the rest (or the chosen
 // x columns) the row-major inputs, in one pass.
-import { DataError } from '../errors.js';
+import { DataError, OptionError } from '../errors.js';
 import type { Dtype } from '../layout/header.js';
 import type { Data } from '../train/data.js';
 
@@ -26,10 +26,41 @@ export interface ColumnChoice {
   dtype?: Dtype;
 }
 
+const DTYPES: readonly Dtype[] = ['float32', 'float64'];
+
+/** A list of column names (DataError BAD_DATA naming `field`). */
+function names(v: unknown, field: string): readonly string[] {
+  if (!Array.isArray(v) || !v.every((n) => typeof n === 'string')) throw new DataError('BAD_DATA', field, v, 'must be an array of column names');
+  return v;
+}
+
+/** The table's shape checked against its values: every row of every column is there to read
+ *  (a short array would give NaN for the rows it lacks). */
+function checkTable(table: unknown): asserts table is RowTable | ColumnTable {
+  if (table === null || typeof table !== 'object') throw new DataError('BAD_DATA', 'table', table, 'must be a table { columns, rows, data } (loadCsv) or { columns, rows, arrays } (loadArrow)');
+  const { columns, rows } = table as Partial<RowTable & ColumnTable>;
+  const n = names(columns, 'table.columns').length;
+  if (typeof rows !== 'number' || !Number.isSafeInteger(rows) || rows < 0) throw new DataError('BAD_DATA', 'table.rows', rows, 'must be a whole number');
+  if ('data' in table) {
+    const { data } = table as RowTable;
+    if (!(data instanceof Float32Array || data instanceof Float64Array) || data.length !== rows * n) {
+      throw new DataError('BAD_DATA', 'table.data', ArrayBuffer.isView(data) ? `${data.constructor.name} of ${(data as Float32Array).length}` : data, `must be a Float32Array or Float64Array of the ${rows} rows x ${n} columns`);
+    }
+    return;
+  }
+  const { arrays } = table as ColumnTable;
+  if (!Array.isArray(arrays) || arrays.length !== n) throw new DataError('BAD_DATA', 'table.arrays', Array.isArray(arrays) ? `${arrays.length} arrays` : arrays, `must be ${n} arrays, one per column`);
+  arrays.forEach((a, i) => {
+    if (!ArrayBuffer.isView(a) || a instanceof DataView || a.length < rows) throw new DataError('BAD_DATA', `table.arrays[${i}]`, ArrayBuffer.isView(a) ? `${a.constructor.name} of ${(a as NumericArray).length}` : a, `must be a typed array of the ${rows} rows`);
+  });
+}
+
 /** `table`'s columns as training data: `{ x, labels, inputs }` or `{ x, y, inputs }`. */
 export function toData(table: RowTable | ColumnTable, choice: ColumnChoice): Data & { inputs: number } {
+  checkTable(table);
   if (choice === null || typeof choice !== 'object') throw new DataError('BAD_DATA', 'choice', choice, 'must be an object { labels } or { y }');
   const { labels, y, dtype = 'float32' } = choice;
+  if (!DTYPES.includes(dtype)) throw new OptionError('BAD_OPTION', 'dtype', dtype, `must be one of ${DTYPES.map((d) => `'${d}'`).join(', ')}`);
   if ((labels === undefined) === (y === undefined)) throw new DataError('BAD_DATA', 'choice', labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
   const { columns, rows } = table;
   const index = (name: unknown, field: string) => {
@@ -37,8 +68,11 @@ export function toData(table: RowTable | ColumnTable, choice: ColumnChoice): Dat
     if (i < 0) throw new DataError('BAD_DATA', field, name, `is not a column (${columns.join(', ')})`);
     return i;
   };
-  const targets = labels !== undefined ? [index(labels, 'labels')] : (y as readonly string[]).map((n, i) => index(n, `y[${i}]`));
-  const inputs = choice.x ? choice.x.map((n, i) => index(n, `x[${i}]`)) : columns.map((_, i) => i).filter((i) => !targets.includes(i));
+  const targets = labels !== undefined ? [index(labels, 'labels')] : names(y, 'y').map((n, i) => index(n, `y[${i}]`));
+  const inputs = choice.x !== undefined ? names(choice.x, 'x').map((n, i) => index(n, `x[${i}]`)) : columns.map((_, i) => i).filter((i) => !targets.includes(i));
+  // The labels among the inputs would hand the network its answers.
+  const leak = labels !== undefined ? inputs.indexOf(targets[0]!) : -1;
+  if (leak >= 0) throw new DataError('BAD_DATA', `x[${leak}]`, labels, 'is the labels column: inputs cannot include the labels');
   if (inputs.length === 0) throw new DataError('BAD_DATA', 'x', [], 'no input columns are left');
   const get: (r: number, c: number) => number = 'data' in table
     ? (r, c) => table.data[r * columns.length + c]!

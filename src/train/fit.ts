@@ -91,7 +91,10 @@ export function fitPlan(options: unknown, r: Runner): FitPlan {
   if (resume !== undefined && typeof resume !== 'boolean') throw new OptionError('BAD_OPTION', 'resume', resume, 'must be a boolean');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
-  if (resume) return { ...resumeFitPlan(positionOf(r.arena), { epochs, shuffle, seed, reportsPerEpoch }), onProgress, signal };
+  if (resume) {
+    const limits = { models: r.models, samples: r.samples, globalBatch: r.globalBatch };
+    return { ...resumeFitPlan(positionOf(r.arena), { epochs, shuffle, seed, reportsPerEpoch }, limits), onProgress, signal };
+  }
   const o: FitPlan = {
     epochs: positiveInt('epochs', epochs),
     shuffle: shuffle === undefined ? true : shuffle as boolean,

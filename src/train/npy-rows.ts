@@ -3,16 +3,18 @@
 // every row), gathered natively off the JS thread in parallel (csrc/addon/read_rows.cc) straight
 // into the window buffer where the types match, else into a scratch buffer and converted on the
 // same pool (csrc/addon/decode_values.cc).
-import { open, type FileHandle } from 'node:fs/promises';
-import { DataError, fromNative, OptionError } from '../errors.js';
+import type { FileHandle } from 'node:fs/promises';
+import { DataError, fromNative, NnArenaError, OptionError } from '../errors.js';
+import { openRegular } from '../formats/file.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
 import { call, native, type NativeRowFile } from '../native.js';
 
 export interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string; rows?: NativeRowFile }
 
+/** `path` opened and its header read: a regular file (a FIFO, a device or a folder is refused,
+ *  OptionError BAD_PATH naming `field`, before a byte is read). */
 export async function openNpy(path: string, field: string): Promise<OpenNpy> {
-  let fd: FileHandle;
-  try { fd = await open(path, 'r'); } catch (e) { throw new OptionError('BAD_PATH', field, path, `cannot be read (${(e as Error).message})`); }
+  const fd = await openRegular(path, field);
   try {
     const head = new Uint8Array(12);
     await fd.read(head, 0, 12, 0);
@@ -26,7 +28,7 @@ export async function openNpy(path: string, field: string): Promise<OpenNpy> {
     return { fd, h, path };
   } catch (e) {
     await fd.close();
-    throw e;
+    throw e instanceof NnArenaError ? e : new OptionError('BAD_PATH', field, path, `cannot be read (${(e as Error).message})`);
   }
 }
 

@@ -3,12 +3,15 @@
 // the README). The arena's state records what the next primitive may use: the rows of the last
 // forward() (backward() goes back from them) and whether gradients wait for update().
 // Transfers: forward() uploads the rows of x and downloads the output rows it returns,
-// backward() uploads its targets or dOutput rows, update() reads the 32-byte stats (DIVERGED when the weights went non-finite). One model per arena:
-// on an arena of K models the native runs would cover every model, but forward()'s outputs and
-// backward()'s dOutput are one model's rows, so they are refused rather than answer for model 0
-// only; a data-parallel group too (no reduction between backward() and update()).
+// backward() uploads its targets or dOutput rows, update() reads the 32-byte stats (DIVERGED when
+// the weights went non-finite; the backward's loss and accuracy stay there for metrics()).
+// One model per arena: on an arena of K models the native runs would cover every model, but
+// forward()'s outputs and backward()'s dOutput are one model's rows, so they are refused rather
+// than answer for model 0 only; a data-parallel group too (no reduction between backward() and
+// update()).
 import type { View } from '../arena.js';
 import { ArenaError, DataError } from '../errors.js';
+import { STATS } from '../layout/header.js';
 import { OPS } from '../native.js';
 import { snapshotNumbers, type Values } from './data.js';
 import type { Runner } from './runner.js';
@@ -30,11 +33,16 @@ function primitiveArena(r: Runner, method: string): void {
   }
 }
 
+/** The arenas (by their shared state) whose stats region holds the built-in loss of the last
+ *  backward() (labels or y; dOutput leaves the region as it was), no run but forward() since. */
+const lossInStats = new WeakSet<object>();
+
 export async function forward(r: Runner, x: ArrayLike<number>): Promise<View> {
   primitiveArena(r, 'forward');
   const d = r.readInputs(x, 'forward');
   if (d.count > r.batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${r.batch}`);
   return r.queue.enqueue(async () => {
+    if (r.state.forwardRows === undefined) lossInStats.delete(r.state);  // another run came between
     const rows = r.stageBatch(d, 0, d.count);
     await r.run({ op: OPS.forward, rows, resetStats: false });
     r.state.forwardRows = rows;
@@ -85,6 +93,8 @@ export async function backward(r: Runner, target: BackwardTarget): Promise<void>
     const own = t.field === 'dOutput';
     await r.run({ op: own ? OPS.backwardFromOutput : OPS.backward, rows, resetStats: !own });
     r.state.gradients = true;
+    if (own) lossInStats.delete(r.state);
+    else lossInStats.add(r.state);
   });
 }
 
@@ -94,9 +104,20 @@ export async function update(r: Runner): Promise<void> {
     if (!r.state.gradients) throw new ArenaError('NO_GRADIENTS', 'update: no gradients to apply; call backward() (or gradients()) first, once per update()');
     const stepBase = r.state.steps;
     r.checkSteps(stepBase, 1);
-    await r.run({ op: OPS.update, stepBase });
+    // The stats stay as they are for metrics() (the backward's loss and accuracy): the run only
+    // marks non-finite weights there. Where they hold the backward's (no run but forward() since:
+    // every other one clears forwardRows), a bad step there is its non-finite loss, which step()
+    // calls diverged too. Otherwise the host holds what the region does (every other run that
+    // writes the stats reads them back), and a bad step there is an earlier run's: the update
+    // then starts the stats afresh, so that its own verdict is what it reads.
+    const fresh = r.state.forwardRows !== undefined && lossInStats.has(r.state);
+    lossInStats.delete(r.state);
+    const stale = !fresh && r.arena.view(r.last, 'stats')[STATS.badStep]! >= 0;
+    await r.run({ op: OPS.update, stepBase, resetStats: stale });
     r.state.steps++;
     r.stats();
-    if (r.diverged(0)) throw new ArenaError('DIVERGED', `update diverged: the weights became non-finite at step ${stepBase}; lower the learning rate`);
+    if (r.diverged(0)) {
+      throw new ArenaError('DIVERGED', `update diverged: the weights${fresh ? ' (or the loss of the backward() it applied)' : ''} became non-finite at step ${stepBase}; lower the learning rate`);
+    }
   });
 }

@@ -125,14 +125,38 @@ export function readTrainerMetadata(path: string, metadata: Record<string, unkno
   };
 }
 
+/** The most epochs a checkpoint's fit position may ask for: a larger count is no fit anyone
+ *  stopped, and resuming it would train for ever. */
+const MAX_FIT_EPOCHS = 2 ** 31;
+
+const gcd = (a: number, b: number): number => (b === 0 ? a : gcd(b, a % b));
+
+/** An epoch order for `count` samples as affinePermutation draws it (src/train/rng.ts). */
+const isOrder = (a: number, c: number, count: number) => (count <= 2 ? a === 1 : a < count && gcd(a, count) === 1) && c < count;
+
+/** The position as saved, each field checked on its own and against the others; what depends
+ *  on the arena (its models, samples and batch) is checked when the fit resumes (resumeFitPlan). */
 function fitPosition(path: string, f: unknown): FitPosition {
   if (!isObject(f)) throw bad(path, 'fit is not an object');
   const { seed, shuffle, reports, epochs, epoch, next, rng, perm, count, xCrc, yCrc, diverged } = f;
-  const ok = isInt(seed, Number.MIN_SAFE_INTEGER) && typeof shuffle === 'boolean' && isInt(reports, 1) && isInt(epochs, 1) && isInt(epoch, 1) && epoch <= epochs &&
-    isInt(next) && typeof rng === 'string' && /^[0-9a-f]{1,16}$/.test(rng) && isObject(perm) && isInt(perm.a, 1) && isInt(perm.c) &&
-    isInt(count, 1) && isInt(xCrc) && isInt(yCrc) && Array.isArray(diverged) && diverged.every((d) => typeof d === 'boolean');
-  if (!ok) throw bad(path, 'the fit position is not valid');
-  return { seed, shuffle, reports, epochs, epoch, next, rng, perm: { a: perm.a as number, c: perm.c as number }, count, xCrc, yCrc, diverged: diverged as boolean[] };
+  const check = (ok: boolean, field: string, why: string) => { if (!ok) throw bad(path, `fit.${field} ${why}`); };
+  check(isInt(seed, Number.MIN_SAFE_INTEGER), 'seed', 'is not an integer');
+  check(typeof shuffle === 'boolean', 'shuffle', 'is not a boolean');
+  check(isInt(reports, 1), 'reports', 'is not a positive integer');
+  check(isInt(epochs, 1) && epochs <= MAX_FIT_EPOCHS, 'epochs', `is not an integer in [1, 2^31] (got ${String(epochs)})`);
+  check(isInt(epoch, 1) && epoch <= (epochs as number), 'epoch', `is not an integer in [1, epochs] (got ${String(epoch)})`);
+  check(isInt(count, 1), 'count', 'is not a positive integer');
+  // An epoch has at most `count` batches (of one row); the plan's batch narrows it on resume.
+  check(isInt(next) && next <= (count as number), 'next', `is not a batch of the ${String(count)}-sample epoch (got ${String(next)})`);
+  check(typeof rng === 'string' && /^[0-9a-f]{1,16}$/.test(rng), 'rng', 'is not a generator state (1 to 16 hex digits)');
+  check(isObject(perm) && isInt(perm.a, 1) && isInt(perm.c) && isOrder(perm.a, perm.c, count as number) && (shuffle === true || (perm.a === 1 && perm.c === 0)), 'perm',
+    `is not an order of ${String(count)} samples ({ a, c }: a coprime to the count and below it, c below it; { a: 1, c: 0 } without shuffle)`);
+  check(isInt(xCrc) && xCrc <= 0xffffffff, 'xCrc', 'is not a CRC-32C');
+  check(isInt(yCrc) && yCrc <= 0xffffffff, 'yCrc', 'is not a CRC-32C');
+  check(Array.isArray(diverged) && diverged.length >= 1 && diverged.every((d) => typeof d === 'boolean'), 'diverged', 'is not a list of booleans, one per model');
+  const p = perm as { a: number; c: number };
+  return { seed: seed as number, shuffle: shuffle as boolean, reports: reports as number, epochs: epochs as number, epoch: epoch as number, next: next as number,
+    rng: rng as string, perm: { a: p.a, c: p.c }, count: count as number, xCrc: xCrc as number, yCrc: yCrc as number, diverged: diverged as boolean[] };
 }
 
 /** Trainer.load's options: the saved ones under the caller's; a value that could not be saved
@@ -198,9 +222,28 @@ export async function syncToHostInSteps(arena: Arena, onProgress: ((p: IoProgres
   }
 }
 
+/** What a resumed position must fit: the arena's models and data regions, and the rows of one
+ *  step (a data-parallel group's global batch). */
+export interface ResumeLimits { models: number; samples: number; globalBatch: number }
+
+/** A position that came from a checkpoint may be crafted: each field that depends on the arena
+ *  is checked against it before anything runs, so that a resume never skips an epoch's batches,
+ *  trains past the saved epochs or reports a model it does not have. */
+function checkAgainst(p: FitPosition, limits: ResumeLimits): void {
+  const bad = (field: string, why: string) => new ArenaError('BAD_CHECKPOINT', `fit({ resume: true }): the saved fit position's ${field} ${why} (a checkpoint of another arena, or crafted)`);
+  if (p.diverged.length !== limits.models) throw bad('diverged', `has ${p.diverged.length} flags; this arena holds ${limits.models} model${limits.models === 1 ? '' : 's'}`);
+  // One model's fit ends at its divergence (DIVERGED): no position of it is marked diverged.
+  if (limits.models === 1 && p.diverged[0]) throw bad('diverged', 'marks the one model diverged; a one-model fit that diverged stopped with DIVERGED');
+  if (p.count > limits.samples) throw bad('count', `is ${p.count} samples; this arena's data regions hold ${limits.samples}`);
+  const batches = Math.ceil(p.count / limits.globalBatch);
+  // next === batches: the epoch's batches were all trained (a stop at its last report).
+  if (p.next > batches) throw bad('next', `is batch ${p.next}; an epoch of ${p.count} samples has ${batches} of ${limits.globalBatch} rows`);
+}
+
 /** fit(data, { resume: true, ... })'s plan: the interrupted call's, its epochs extendable. */
-export function resumeFitPlan(p: FitPosition | undefined, given: { epochs?: unknown; shuffle?: unknown; seed?: unknown; reportsPerEpoch?: unknown }) {
+export function resumeFitPlan(p: FitPosition | undefined, given: { epochs?: unknown; shuffle?: unknown; seed?: unknown; reportsPerEpoch?: unknown }, limits: ResumeLimits) {
   if (!p) throw new OptionError('BAD_OPTION', 'resume', true, 'no fit() stopped early on this Trainer (nor in the checkpoint it was loaded from)');
+  checkAgainst(p, limits);
   const same = (field: string, v: unknown, want: unknown) => {
     if (v !== undefined && v !== want) throw new OptionError('BAD_OPTION', field, v, `must be the interrupted fit's ${String(want)} (or left out) to resume it`);
   };

@@ -29,6 +29,7 @@ import { combine, metricsOf, type Metrics } from './metrics.js';
 import { Rng } from './rng.js';
 import { PARAM_KINDS, type Runner } from './runner.js';
 import type { DataStream } from './stream.js';
+import { StreamStop } from './stream-stop.js';
 import type { Filled, WindowBuffers } from './window.js';
 
 /** A window filled into a slot: its rows and where it falls in the epochs. */
@@ -57,11 +58,12 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
       const ab = stager.slot(i);
       return { x: new V(ab, 0, window * inputs) as View, y: new V(ab, xCap, window * outputs) as View };
     });
-    const k = (kept = { stager, slots, inflight: new Set<Promise<unknown>>() });
+    const k = (kept = { stager, slots, inflight: new Set<Promise<unknown>>(), stops: new Set<StreamStop>() });
     buffersOf.set(arena, k);
-    // Fills in flight write the slots from native threads: then the slots go once they, and
-    // any started while they ran, have settled.
+    // A fit waiting on its source stops waiting (DISPOSED). Fills in flight write the slots from
+    // native threads: then the slots go once they, and any started while they ran, have settled.
     onDispose(arena, () => {
+      for (const s of k.stops) s.dispose();
       buffersOf.delete(arena);
       const drain = async () => { while (k.inflight.size > 0) await Promise.allSettled([...k.inflight]); };
       void drain().then(() => stager.dispose());
@@ -76,18 +78,32 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
     p.then(off, off);  // also: no unhandled rejection
     return p;
   };
-  const source = await stream.open({ inputs, outputs, dtype });
+  // Waits on the user's source end with the signal, dispose() or the fit itself (a run's error
+  // while a fill ahead of it waits): then every fill settles, and the source is closed.
+  const stop = new StreamStop(o.signal);
+  const { stops } = kept;
+  stops.add(stop);
   try {
-    return await train(r, o, window, stream, source, kept.slots, kept.stager, track);
+    const source = await stream.open({ inputs, outputs, dtype }, stop);
+    try {
+      return await train(r, o, window, stream, source, kept.slots, kept.stager, track);
+    } finally {
+      stop.end();
+      await Promise.allSettled(pending);
+      await source.close();
+    }
   } finally {
-    await Promise.allSettled(pending);
-    await source.close();
+    stop.end();
+    stops.delete(stop);
   }
 }
 
 const disposedError = () => new ArenaError('DISPOSED', 'the arena was disposed');
 
-const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[]; inflight: Set<Promise<unknown>> }>();
+/** A window's run that trained nothing (non-finite data) or diverged: the fit ends with it. */
+const failed = (res: { bad: number; stats: ArrayLike<number>[] }) => res.bad >= 0 || (res.stats[0]?.[STATS.badStep] ?? -1) >= 0;
+
+const buffersOf = new WeakMap<Arena, { stager: NativeWindowStager; slots: WindowBuffers[]; inflight: Set<Promise<unknown>>; stops: Set<StreamStop> }>();
 
 type Source = Awaited<ReturnType<DataStream['open']>>;
 
@@ -192,14 +208,24 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     arena.toHost({ kinds: PARAM_KINDS });  // between windows: the weights are those of the last whole window
     throw abortError('fit', o.signal);
   };
+  // A fill that stopped waiting on its source: the signal's abort (after the last whole window,
+  // as above) or dispose(), whatever the wait rejected with.
+  const stopped = (e: unknown): never => {
+    if (arena.disposed) throw disposedError();
+    aborted();
+    throw e;
+  };
   aborted();
-  const w0 = await filled;
+  const w0 = await filled.catch(stopped);
   let cur = w0 ? launch(w0) : undefined;
   while (cur) {
     // The next window's run, queued behind this one (unless aborted).
     let queued: Launched | undefined, pending: { w?: Window; error?: unknown } | undefined;
     if (!o.signal?.aborted) {
-      pending = await nextStaged();
+      // A run that failed needs no window after it: its error is not held up by a source slow to
+      // give the next one (then pending holds neither).
+      const upcoming = nextStaged();
+      pending = await Promise.race([upcoming, cur.run.then((res) => (failed(res) ? {} : upcoming), () => ({}))]);
       staged = cur.after;
       if (pending.w) queued = launch(pending.w);
     }
@@ -237,7 +263,7 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     trace?.(`progress ${w.index} end`);
     if (queued) { cur = queued; continue; }
     if (pending === undefined) aborted();  // the signal came before the next run was queued: throws
-    if (pending?.error) throw pending.error;
+    if (pending?.error) stopped(pending.error);
     cur = undefined;  // nothing was left to queue: the last window has trained
   }
   arena.toHost({ kinds: PARAM_KINDS });

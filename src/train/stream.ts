@@ -20,14 +20,17 @@ import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './
 import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';
 import { affinePermutation, mulmod, type Rng } from './rng.js';
 import { ShuffleBuffer, type Head } from './shuffle-buffer.js';
+import { StreamStop } from './stream-stop.js';
 import { subarray, viewBytes, type Batch, type Fill, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 
 /** A data source fit() streams: opened once per fit, one reader per epoch. */
 export interface DataStream {
   /** Rows in all, when known before reading (a .npy source); undefined for an iterable. */
   readonly rows: number | undefined;
-  /** @internal An epoch's reader: shuffled with `rng`; `buffer`: an iterable's shuffle buffer rows. */
-  open(target: StreamTarget): Promise<{ epoch(rng: Rng | undefined, window: number, buffer: number): Fill; close(): Promise<void> }>;
+  /** @internal An epoch's reader: shuffled with `rng`; `buffer`: an iterable's shuffle buffer rows.
+   *  Waits on the user's source go through `stop` (fit()'s; none: never cut short); close() ends
+   *  a source stopped early. */
+  open(target: StreamTarget, stop?: StreamStop): Promise<{ epoch(rng: Rng | undefined, window: number, buffer: number): Fill; close(): Promise<void> }>;
 }
 
 
@@ -111,17 +114,29 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
   const stream = {
     [STREAM]: true,
     rows: undefined,
-    async open(t: StreamTarget) {
+    async open(t: StreamTarget, stop = new StreamStop(undefined)) {
       let epochs = 0;
       let shuffler: ShuffleBuffer | undefined;  // kept from epoch to epoch
+      // The epoch's iterator, until it is done (or failed): a fit that stops before that closes
+      // it (return(), as a for-of loop left early does), so the user's finally blocks run.
+      let live: Live | undefined;
+      // Its next batch, or the fit's reason to stop waiting for one (a source may never answer).
+      const ask = (l: Live) => stop.source(() => {
+        let p: Promise<IteratorResult<Data>>;
+        try { p = Promise.resolve(l.iter.next()); } catch (e) { l.finished = true; throw e; }
+        l.asking = true;
+        p.then((r) => { l.asking = false; if (r?.done) l.finished = true; }, () => { l.asking = false; l.finished = true; });
+        return p;
+      });
       return {
         epoch(rng: Rng | undefined, window: number, buffer: number): Fill {
           epochs++;
           const it = typeof source === 'function' ? source() : source;
           if (it === null || typeof it !== 'object' || !(Symbol.asyncIterator in it || Symbol.iterator in it)) throw new DataError('BAD_DATA', 'data()', it, 'must return an (async) iterable of batches');
           const iter = Symbol.asyncIterator in it ? (it as AsyncIterable<Data>)[Symbol.asyncIterator]() : (it as Iterable<Data>)[Symbol.iterator]();
+          const l: Live = (live = { iter, asking: false, finished: false });
           let rest: Batch | undefined;
-          let index = 0, total = 0, done = false;
+          let index = 0, total = 0;
           const counted = (f: Filled): Filled => {
             total += f.rows;
             if (f.rows === 0 && total === 0) throw new DataError('BAD_DATA', 'data', `epoch ${epochs}`, 'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)');
@@ -134,10 +149,9 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             const head: Head = () => (rest && rest.at < rest.count ? rest : pull());
             const pull = async () => {
               rest = undefined;
-              if (done) return undefined;
-              const r = await iter.next();
-              if (r.done) done = true;
-              else rest = takeBatch(r.value, t, index++);
+              if (l.finished) return undefined;
+              const r = await ask(l);
+              if (!r.done) rest = takeBatch(r.value, t, index++);
               return rest;
             };
             return async (max: number, into: WindowBuffers) => counted(await buf.fill(max, into, head, rng));
@@ -147,9 +161,9 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             const segments: Array<{ row: number; batch: number; at: number }> = [];
             while (rows < max) {
               if (!rest) {
-                if (done) break;
-                const r = await iter.next();
-                if (r.done) { done = true; break; }
+                if (l.finished) break;
+                const r = await ask(l);
+                if (r.done) break;
                 rest = takeBatch(r.value, t, index++);
               }
               const n = Math.min(max - rows, rest.count - rest.at);
@@ -171,12 +185,28 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             });
           };
         },
-        async close() { shuffler?.dispose(); },
+        async close() {
+          shuffler?.dispose();
+          const l = live;
+          live = undefined;
+          if (!l || l.finished) return;
+          l.finished = true;
+          // Its own failure to close is not the fit's: the fit's error (or DISPOSED) stands.
+          let closing: unknown;
+          try { closing = l.iter.return?.(); } catch { return; }
+          // A return() asked while a next() is pending runs after it, which may be never: not awaited.
+          if (l.asking) { Promise.resolve(closing).catch(() => {}); return; }
+          await stop.cleanup(closing).catch(() => {});
+        },
       };
     },
   };
   return stream as DataStream;
 }
+
+/** An iterable source's epoch iterator: `asking` while a next() is unsettled, `finished` once it
+ *  said done or failed (nothing to close then). */
+interface Live { iter: Iterator<Data> | AsyncIterator<Data>; asking: boolean; finished: boolean }
 
 export interface NpyStreamFiles {
   /** count x inputs values (float32 or float64, any byte order). */
@@ -197,7 +227,7 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
   const stream = {
     [STREAM]: true,
     rows: undefined as number | undefined,
-    async open(t: StreamTarget) {
+    async open(t: StreamTarget) {  // file reads do not wait on the user: no StreamStop
       const fx = await openNpy(x, 'x');
       let fy: OpenNpy | undefined;
       try {

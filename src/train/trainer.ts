@@ -255,8 +255,8 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  (each set is applied once). */
   update(): Promise<void> { return update(this.#r); }
 
-  /** Mean loss and accuracy in the stats region: of the last backward() with labels or y,
-   *  step(), gradients() or evaluate() (one 32-byte read). */
+  /** Mean loss and accuracy in the stats region: of the last backward() with labels or y (also
+   *  once update() applied it), step(), gradients() or evaluate() (one 32-byte read). */
   async metrics(): Promise<Metrics> {
     return this.#r.queue.enqueue(async () => this.#r.readStats());
   }
