@@ -34,12 +34,18 @@ export interface JoinOptions {
   env?: Record<string, string | undefined>;
   /** The rendezvous with the other ranks, in milliseconds (default 60,000). */
   timeoutMs?: number;
+  /** The job's secret, the same on every rank (default: NN_ARENA_JOB_SECRET): only ranks that
+   *  prove it get the NCCL id, and rank 0 must prove it to them. Required unless MASTER_ADDR is
+   *  a loopback address or `allowUnauthenticated` is true. */
+  secret?: string | Uint8Array;
+  /** Run a rendezvous on a non-loopback MASTER_ADDR without a secret (warns once). */
+  allowUnauthenticated?: boolean;
   backend?: 'auto' | BackendName;
   pinned?: boolean;
 }
 
 const CREATE_KEYS = keysOf<DataParallelOptions>()(['devices', 'backend', 'pinned']);
-const JOIN_KEYS = keysOf<JoinOptions>()(['env', 'timeoutMs', 'backend', 'pinned']);
+const JOIN_KEYS = keysOf<JoinOptions>()(['env', 'timeoutMs', 'secret', 'allowUnauthenticated', 'backend', 'pinned']);
 
 /** Whether NCCL was found (libnccl.so.2), its version, and why not. */
 export function ncclInfo(): NcclInfo {
@@ -137,6 +143,7 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     try {
       const id = await rendezvous({
         rank: env.rank, world: env.world, addr: env.masterAddr, port: env.masterPort, timeoutMs: options.timeoutMs,
+        secret: options.secret ?? env.secret, allowUnauthenticated: options.allowUnauthenticated,
         ...(env.rank === 0 ? { id: call(() => native().ncclUniqueId()) } : {}),
       });
       try {

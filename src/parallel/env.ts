@@ -1,7 +1,9 @@
 // env.ts: the process's place in a multi-process data-parallel job, from the environment
 // variables launchers set (torchrun, mpirun wrappers, Slurm scripts): RANK, WORLD_SIZE,
-// LOCAL_RANK, MASTER_ADDR, MASTER_PORT. The only place nn-arena reads them.
+// LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and NN_ARENA_JOB_SECRET (the rendezvous's per-job
+// secret, which the launcher hands every rank). The only place nn-arena reads them.
 import { OptionError } from '../errors.js';
+import { MIN_SECRET_BYTES } from './rendezvous.js';
 
 export interface ParallelEnv {
   /** This process's rank in [0, world). */
@@ -12,6 +14,8 @@ export interface ParallelEnv {
   /** Where rank 0 serves the NCCL unique id (only needed when world > 1). */
   masterAddr: string;
   masterPort: number;
+  /** NN_ARENA_JOB_SECRET, when set (absent otherwise): the rendezvous's secret. */
+  secret?: string;
 }
 
 type Env = Record<string, string | undefined>;
@@ -38,5 +42,11 @@ export function readParallelEnv(env: Env = process.env): ParallelEnv {
     if (masterAddr.trim() === '') throw new OptionError('BAD_ENV', 'MASTER_ADDR', env.MASTER_ADDR, 'must name the host of rank 0 (a host name or an IP address)');
     if (masterPort === undefined) throw new OptionError('BAD_ENV', 'MASTER_PORT', env.MASTER_PORT, 'must be set to a free TCP port on the host of rank 0');
   }
-  return { rank, world, localRank, masterAddr: masterAddr.trim(), masterPort: masterPort ?? 0 };
+  // Empty counts as unset, as for the other variables; a short one is refused here, naming the
+  // variable (its value is never echoed).
+  const secret = env.NN_ARENA_JOB_SECRET;
+  if (secret !== undefined && secret !== '' && Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES) {
+    throw new OptionError('BAD_ENV', 'NN_ARENA_JOB_SECRET', `(hidden, ${Buffer.byteLength(secret, 'utf8')} bytes)`, `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes in hex from the launcher)`);
+  }
+  return { rank, world, localRank, masterAddr: masterAddr.trim(), masterPort: masterPort ?? 0, ...(secret ? { secret } : {}) };
 }

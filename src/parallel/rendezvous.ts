@@ -8,6 +8,21 @@
 // PORT_BUSY, WORLD_MISMATCH, BAD_RANK (out of range or twice), PEER_LOST (a connection closed
 // before the id went out), RENDEZVOUS_FAILED (any other socket error). A peer refused by rank 0
 // fails with rank 0's code, and rank 0 tells every waiting peer why it gave up.
+//
+// With a job secret (issue 51) the id goes only to peers that prove they hold it, and rank 0
+// proves it too, so that a process on MASTER_PORT without the secret cannot hand out an id:
+//   peer -> rank 0: the hello above plus "nonce":"<32 random bytes, base64>"
+//   rank 0 -> peer: {"challenge":"<32 random bytes>","proof":"<HMAC rank0>"}; the peer checks it
+//   peer -> rank 0: {"proof":"<HMAC peer>"}; rank 0 checks it, then answers as above
+// where HMAC role = HMAC-SHA256(secret, TAG, role, peer's nonce, rank 0's nonce, rank, world).
+// Both nonces are fresh, so a recorded exchange cannot be replayed, and the role keeps rank 0's
+// proof from serving as a peer's. A peer that fails the proof is told RENDEZVOUS_AUTH and
+// dropped: the job goes on (it would be a denial of service otherwise), and the checks that end
+// it (WORLD_MISMATCH, BAD_RANK) run only on proven peers. A joiner that rank 0 does not prove
+// itself to fails with RENDEZVOUS_AUTH and never reads an id from it.
+// Without a secret the exchange is the one above, unchanged: allowed on a loopback addr (one
+// host), refused elsewhere unless allowUnauthenticated.
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
 import { ArenaError, OptionError, type ArenaCode } from '../errors.js';
 
@@ -15,6 +30,11 @@ export const ID_BYTES = 128;
 const MAGIC = 'nn-arena-rendezvous';
 const VERSION = 1;
 const MAX_LINE = 4096;
+/** Domain separation of the proofs: another protocol's HMAC with the same secret never fits. */
+const TAG = 'nn-arena-rendezvous/1/hmac-sha256';
+const NONCE_BYTES = 32;
+/** A shorter secret could be guessed offline from one recorded exchange (nonces and proofs). */
+export const MIN_SECRET_BYTES = 16;
 
 export interface RendezvousOptions {
   rank: number;
@@ -26,16 +46,78 @@ export interface RendezvousOptions {
   id?: Uint8Array;
   /** The whole exchange, in milliseconds (default 60,000). */
   timeoutMs?: number;
+  /** The job's secret, the same on every rank (at least 16 bytes; a string counts as UTF-8).
+   *  Peers and rank 0 prove they hold it before the id is handed out. */
+  secret?: string | Uint8Array;
+  /** Without a secret, a job on a non-loopback addr is refused unless this is true. */
+  allowUnauthenticated?: boolean;
 }
+
+interface Checked {
+  rank: number;
+  world: number;
+  addr: string;
+  port: number;
+  id?: Uint8Array;
+  timeoutMs: number;
+  /** The secret as bytes; undefined: the unauthenticated exchange. */
+  key?: Buffer;
+}
+
+/** Warned once per process: the warning is about the setup, not about each call. */
+let warnedUnauthenticated = false;
+
+/** Whether `addr` names this host only: then only local processes can reach the rendezvous. */
+function isLoopback(addr: string): boolean {
+  const a = addr.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  if (a === 'localhost' || a === '::1') return true;
+  const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
+  return net.isIPv4(v4) && v4.startsWith('127.');
+}
+
+/** The secret as bytes; OptionError BAD_OPTION naming `secret` (its value is never echoed). */
+function secretKey(secret: unknown): Buffer | undefined {
+  if (secret === undefined) return undefined;
+  if (typeof secret !== 'string' && !(secret instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'secret', `(a ${secret === null ? 'null' : typeof secret})`, 'must be a string or a Uint8Array');
+  const key = typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
+  if (key.length < MIN_SECRET_BYTES) throw new OptionError('BAD_OPTION', 'secret', `(hidden, ${key.length} bytes)`, `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes from the launcher)`);
+  return key;
+}
+
+/** HMAC-SHA256 of the exchange: rank and world as 32-bit integers, every field fixed-size. */
+function proof(key: Buffer, role: 'rank0' | 'peer', peerNonce: Buffer, rootNonce: Buffer, rank: number, world: number): Buffer {
+  const ints = Buffer.alloc(8);
+  ints.writeUInt32BE(rank, 0);
+  ints.writeUInt32BE(world, 4);
+  return createHmac('sha256', key).update(`${TAG}\0${role}\0`).update(peerNonce).update(rootNonce).update(ints).digest();
+}
+
+/** Whether `got` (base64 from the wire) is `expected`, compared in constant time. */
+function proofMatches(expected: Buffer, got: unknown): boolean {
+  if (typeof got !== 'string' || got.length > 64) return false;
+  const bytes = Buffer.from(got, 'base64');
+  return bytes.length === expected.length && timingSafeEqual(bytes, expected);
+}
+
+/** A nonce from the wire: exactly NONCE_BYTES, else undefined. */
+function nonceOf(v: unknown): Buffer | undefined {
+  if (typeof v !== 'string' || v.length > 64) return undefined;
+  const b = Buffer.from(v, 'base64');
+  return b.length === NONCE_BYTES ? b : undefined;
+}
+
+interface Hello { magic?: unknown; version?: unknown; rank?: unknown; world?: unknown; nonce?: unknown }
+
+const isUint32 = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0xffffffff;
 
 /** The longest timeout setTimeout keeps (a larger one fires at once). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
 /** The options, checked: OptionError BAD_OPTION naming the field (rank, world, addr, port,
- *  timeoutMs). */
-function checkOptions(o: RendezvousOptions): Required<Omit<RendezvousOptions, 'id'>> & { id?: Uint8Array } {
-  if (o === null || typeof o !== 'object') throw new OptionError('BAD_OPTION', 'options', o, 'must be an object { rank, world, addr, port, id?, timeoutMs? }');
-  const { rank, world, addr, port, id, timeoutMs = 60_000 } = o;
+ *  timeoutMs, secret, allowUnauthenticated). */
+function checkOptions(o: RendezvousOptions): Checked {
+  if (o === null || typeof o !== 'object') throw new OptionError('BAD_OPTION', 'options', o, 'must be an object { rank, world, addr, port, id?, timeoutMs?, secret?, allowUnauthenticated? }');
+  const { rank, world, addr, port, id, timeoutMs = 60_000, allowUnauthenticated = false } = o;
   const int = (field: string, v: unknown, min: number, max: number) => {
     if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${min}, ${max}]`);
     return v;
@@ -48,7 +130,17 @@ function checkOptions(o: RendezvousOptions): Required<Omit<RendezvousOptions, 'i
     int('port', port, 1, 65535);
   }
   if (id !== undefined && !(id instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'id', id, 'must be a Uint8Array');
-  return { rank, world, addr, port, id, timeoutMs };
+  if (typeof allowUnauthenticated !== 'boolean') throw new OptionError('BAD_OPTION', 'allowUnauthenticated', allowUnauthenticated, 'must be a boolean');
+  const key = secretKey(o.secret);
+  if (world > 1 && key === undefined && !isLoopback(addr)) {
+    // Anyone who reaches addr:port could take a rank's place or hand out an id of its own.
+    if (!allowUnauthenticated) throw new OptionError('BAD_OPTION', 'secret', undefined, `must be set (or NN_ARENA_JOB_SECRET) for a rendezvous on ${addr}, which is not a loopback address: without it any process that reaches MASTER_PORT can join or impersonate rank 0 (allowUnauthenticated: true accepts that risk)`);
+    if (!warnedUnauthenticated) {
+      warnedUnauthenticated = true;
+      process.stderr.write(`nn-arena: warning: unauthenticated rendezvous on ${addr}:${port} (no job secret; allowUnauthenticated): any process that reaches it can join or impersonate rank 0\n`);
+    }
+  }
+  return { rank, world, addr, port, id, timeoutMs, key };
 }
 
 /** Resolves with rank 0's id on every rank (rank 0: its own, once every peer has it). */
@@ -92,7 +184,7 @@ function onLine(socket: net.Socket, fn: (line: string | undefined) => void): voi
   socket.on('error', () => finish(undefined));
 }
 
-function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise<Uint8Array> {
+function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     const peers = new Map<number, net.Socket>();
     const sockets = new Set<net.Socket>();
@@ -113,7 +205,8 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
       else resolve(id);
     };
     const isPeer = (s: net.Socket) => [...peers.values()].includes(s);
-    const talkers = new Set<net.Socket>();  // sockets that said hello in our protocol: told why it failed
+    // Sockets that said hello in our protocol (with a secret: proven peers only): told why it failed.
+    const talkers = new Set<net.Socket>();
     const missing = () => Array.from({ length: o.world - 1 }, (_, i) => i + 1).filter((r) => !peers.has(r));
     const timer = setTimeout(() => {
       const m = missing();
@@ -135,15 +228,52 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
           stop(new ArenaError('PEER_LOST', `rendezvous: rank ${rank} disconnected before every rank had joined`));
         }
       });
+      // A peer that fails the proof: told why, dropped; the rendezvous goes on without it.
+      const refuse = (message: string) => {
+        socket.end(JSON.stringify({ ok: false, code: 'RENDEZVOUS_AUTH', message }) + '\n', () => socket.destroy());
+      };
       onLine(socket, (line) => {
         if (settled) return;
         // Not a hello (closed, overlong): dropped at once, the rendezvous goes on.
         if (line === undefined) { socket.destroy(); return; }
-        let hello: { magic?: unknown; version?: unknown; rank?: unknown; world?: unknown };
+        let hello: Hello;
         try { hello = JSON.parse(line); } catch { socket.destroy(); return; }
         // Not ours (a port scanner, another program): dropped, the rendezvous goes on.
         if (hello === null || typeof hello !== 'object' || hello.magic !== MAGIC) { socket.destroy(); return; }
-        talkers.add(socket);
+        const key = o.key;
+        if (key === undefined) {
+          talkers.add(socket);
+          // The ranks were given different settings: every rank must have the secret or none.
+          if (hello.nonce !== undefined) {
+            stop(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${String(hello.rank)} has a job secret, rank 0 has none (set the same secret or NN_ARENA_JOB_SECRET on every rank)`));
+            return;
+          }
+          admit(hello);
+          return;
+        }
+        const peerNonce = nonceOf(hello.nonce);
+        if (peerNonce === undefined || !isUint32(hello.rank) || !isUint32(hello.world)) {
+          refuse('rank 0 requires the job secret (set the same secret or NN_ARENA_JOB_SECRET on every rank)');
+          return;
+        }
+        const { rank: r, world: w } = hello;
+        const rootNonce = randomBytes(NONCE_BYTES);
+        socket.write(JSON.stringify({ challenge: rootNonce.toString('base64'), proof: proof(key, 'rank0', peerNonce, rootNonce, r, w).toString('base64') }) + '\n');
+        onLine(socket, (answer) => {
+          if (settled) return;
+          if (answer === undefined) { socket.destroy(); return; }
+          let reply: { proof?: unknown } | null;
+          try { reply = JSON.parse(answer); } catch { reply = null; }
+          if (reply === null || typeof reply !== 'object' || !proofMatches(proof(key, 'peer', peerNonce, rootNonce, r, w), reply.proof)) {
+            refuse('the proof of the job secret is wrong (another secret, or not a rank of this job)');
+            return;
+          }
+          talkers.add(socket);
+          admit(hello);
+        });
+      });
+      /** A peer that may take part (proven, or no secret): the checks that end the job, then its rank. */
+      const admit = (hello: Hello) => {
         if (hello.version !== VERSION) {
           stop(new ArenaError('WORLD_MISMATCH', `rendezvous: a peer speaks protocol version ${String(hello.version)}, rank 0 version ${VERSION} (mixed nn-arena versions)`));
           return;
@@ -175,7 +305,7 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
             s.end(reply, () => s.destroy());
           }
         }
-      });
+      };
     });
     server.listen({ port: o.port, host: o.addr, exclusive: true });
   });
@@ -183,7 +313,7 @@ function serve(id: Uint8Array, o: RendezvousOptions, timeoutMs: number): Promise
 
 const RETRY: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
 
-function join(o: RendezvousOptions, timeoutMs: number): Promise<Uint8Array> {
+function join(o: Checked, timeoutMs: number): Promise<Uint8Array> {
   const deadline = Date.now() + timeoutMs;
   return new Promise((resolve, reject) => {
     let lastError = 'no answer';
@@ -197,9 +327,11 @@ function join(o: RendezvousOptions, timeoutMs: number): Promise<Uint8Array> {
       let answered = false;
       const expired = new Error('rendezvous deadline');
       const timer = setTimeout(() => socket.destroy(expired), Math.max(1, deadline - Date.now()));
+      // Fresh for each connection: rank 0's proof over it cannot be one recorded earlier.
+      const peerNonce = o.key === undefined ? undefined : randomBytes(NONCE_BYTES);
       socket.on('connect', () => {
         connected = true;
-        socket.write(JSON.stringify({ magic: MAGIC, version: VERSION, rank: o.rank, world: o.world }) + '\n');
+        socket.write(JSON.stringify({ magic: MAGIC, version: VERSION, rank: o.rank, world: o.world, ...(peerNonce ? { nonce: peerNonce.toString('base64') } : {}) }) + '\n');
       });
       socket.on('error', (e: NodeJS.ErrnoException) => {
         clearTimeout(timer);
@@ -215,7 +347,14 @@ function join(o: RendezvousOptions, timeoutMs: number): Promise<Uint8Array> {
           ? new ArenaError('PEER_LOST', `rendezvous: the connection to rank 0 at ${o.addr}:${o.port} failed: ${lastError}`)
           : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot reach rank 0 at ${o.addr}:${o.port}: ${lastError}`));
       });
-      onLine(socket, (line) => {
+      const fail = (error: ArenaError) => {
+        clearTimeout(timer);
+        answered = true;
+        socket.destroy();
+        reject(error);
+      };
+      /** Rank 0's last line: the id, or why it refused this rank. */
+      const settle = (line: string | undefined) => {
         if (!connected || answered) return;
         clearTimeout(timer);
         answered = true;
@@ -230,9 +369,30 @@ function join(o: RendezvousOptions, timeoutMs: number): Promise<Uint8Array> {
           const id = new Uint8Array(Buffer.from(reply.id, 'base64'));
           if (id.length === ID_BYTES) { resolve(id); return; }
         }
-        const known = new Set<string>(['RENDEZVOUS_TIMEOUT', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST', 'PORT_BUSY', 'RENDEZVOUS_FAILED']);
+        const known = new Set<string>(['RENDEZVOUS_TIMEOUT', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST', 'PORT_BUSY', 'RENDEZVOUS_FAILED', 'RENDEZVOUS_AUTH']);
         const code = (typeof reply.code === 'string' && known.has(reply.code) ? reply.code : 'RENDEZVOUS_FAILED') as ArenaCode;
         reject(new ArenaError(code, typeof reply.message === 'string' ? `rank 0 refused rank ${o.rank}: ${reply.message}` : `rendezvous: rank 0 sent an answer that is not an id`));
+      };
+      onLine(socket, (line) => {
+        const key = o.key;
+        if (key === undefined || peerNonce === undefined) { settle(line); return; }
+        if (!connected || answered) return;
+        if (line === undefined) { settle(undefined); return; }
+        // Rank 0 proves the secret before this rank does or reads an id: whoever answers on
+        // MASTER_PORT without it (a squatter, a rank 0 with another secret) is refused.
+        let challenge: { challenge?: unknown; proof?: unknown } | null;
+        try { challenge = JSON.parse(line); } catch { challenge = null; }
+        const rootNonce = challenge !== null && typeof challenge === 'object' ? nonceOf(challenge.challenge) : undefined;
+        if (challenge === null || rootNonce === undefined) {
+          fail(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} did not prove the job secret (rank 0 has no secret, or another process holds MASTER_PORT); its answer was refused`));
+          return;
+        }
+        if (!proofMatches(proof(key, 'rank0', peerNonce, rootNonce, o.rank, o.world), challenge.proof)) {
+          fail(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} proved another secret (the ranks were given different secrets, or another process holds MASTER_PORT); its answer was refused`));
+          return;
+        }
+        socket.write(JSON.stringify({ proof: proof(key, 'peer', peerNonce, rootNonce, o.rank, o.world).toString('base64') }) + '\n');
+        onLine(socket, settle);
       });
     };
     attempt();
