@@ -25,7 +25,7 @@ export interface DoctorReport {
   };
   /** 'cublas', 'tiled (why)', or null when no GPU is usable. */
   cublas: string | null;
-  /** 'found' (its fused epilogues run with NN_ARENA_CUBLASLT=1), why not, or null when no GPU is usable. */
+  /** 'found' (the forward products' epilogues use it by default; NN_ARENA_CUBLASLT), why not, or null when no GPU is usable. */
   cublasLt: string | null;
   auto: { backend: 'cpu' | 'cuda'; why: string };
 }

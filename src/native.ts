@@ -175,7 +175,7 @@ export interface CudaInfo {
   computeCapability: string; freeBytes: number; totalBytes: number;
   /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
   gemm: string;
-  /** '' where cuBLASLt was found (its fused epilogues run with NN_ARENA_CUBLASLT=1), else why not ('' without CUDA). */
+  /** '' where cuBLASLt was found (the forward products' epilogues use it by default; NN_ARENA_CUBLASLT), else why not ('' without CUDA). */
   cublasLt?: string;
   /** The architectures the binary holds, e.g. 'sm_75 sm_80 … compute_120' ('' without CUDA). */
   archs?: string;

@@ -57,7 +57,7 @@ enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
 enum nna_order { NNA_LAYER_MAJOR = 0, NNA_KIND_MAJOR = 1 };
 
 /* Optimizer codes. Each optimizer's state kinds, hyperparameters and element update: its
- * descriptor in csrc/train/optimizers.h (the one table; the addon hands it to TypeScript). */
+ * descriptor in csrc/descriptors/optimizers.h (the one table; the addon hands it to TypeScript). */
 enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2, NNA_ADAMW = 3 };
 
 /* ---- The activations: one row each, the one table of them ------------------------------------

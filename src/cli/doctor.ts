@@ -20,7 +20,7 @@ export function runDoctor(json: boolean): void {
     ? `${r.gpu.name}, compute capability ${r.gpu.computeCapability}, driver ${r.gpu.driver ?? 'unknown'}; ${r.gpu.covered === null ? 'not usable by a CPU-only binary' : r.gpu.covered ? 'the binary has kernels for it' : 'the binary has NO kernels for it'}`
     : 'none found']);
   rows.push(['cuBLAS', r.cublas === null ? 'not checked (no usable GPU)' : r.cublas === 'cublas' ? 'found' : `not used: ${r.cublas}`]);
-  rows.push(['cuBLASLt', r.cublasLt === null ? 'not checked (no usable GPU)' : r.cublasLt === 'found' ? 'found (fused epilogues with NN_ARENA_CUBLASLT=1)' : `not found: ${r.cublasLt}`]);
+  rows.push(['cuBLASLt', r.cublasLt === null ? 'not checked (no usable GPU)' : r.cublasLt === 'found' ? 'found (the forward products take their bias and ReLU in its epilogues; NN_ARENA_CUBLASLT=0 turns them off, 1 adds the backward ones)' : `not found: ${r.cublasLt}`]);
   rows.push(["backend 'auto'", `${r.auto.backend}: ${r.auto.why}`]);
   const w = Math.max(...rows.map(([k]) => k.length));
   console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));
