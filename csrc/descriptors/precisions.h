@@ -2,8 +2,9 @@
 // Storage stays float32 in the arena in every mode (the weights are the fp32 masters); a
 // precision says how the products read their operands and what that needs. The checks of
 // check.cc, cpu_train.cc, cuda_train.cu and budget_run.cu read this table; nothing else lists
-// the modes. Adding one: its code in Precision (train.h), its row here, its product in
-// cuda_train.cu (LayerRun::product), its name in src/native.ts PRECISIONS.
+// the modes. Adding one: its code in Precision (train.h), its row here (TypeScript gets it from
+// this row: scripts/gen-tables.cjs writes PRECISION_TABLE), and how its products run in
+// cuda_train.cu (LayerRun's product paths) and, where `cpu`, in the CPU GEMM (gemm_driver.h).
 #pragma once
 #include <cstdint>
 
