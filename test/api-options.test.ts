@@ -143,3 +143,17 @@ describe('unknown option keys', () => {
     expect(nearestName('weightDecay', v)).toBeUndefined();
   });
 });
+
+describe('clipping with a device budget: refused by checkTarget, its one home (issue 50)', () => {
+  it('a run that clips on a budgeted target is BAD_OPTION naming clipGradNorm; without the budget, or without clipping, it passes', async () => {
+    const { call, native } = await import('../src/native.js');
+    const header = planLayout({ layers: [4, 3, 2], batch: 2 }).header;
+    const run = { op: 0, rows: 1, lr: 0.1, clipGradNorm: 1 };
+    let err: unknown;
+    try { call(() => native().checkRun(header, run, { cuda: true, budgeted: true })); } catch (e) { err = e; }
+    expect(err).toBeInstanceOf(OptionError);
+    expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'clipGradNorm' });
+    expect(() => native().checkRun(header, run, { cuda: true, budgeted: false })).not.toThrow();
+    expect(() => native().checkRun(header, { ...run, clipGradNorm: 0 }, { cuda: true, budgeted: true })).not.toThrow();
+  });
+});

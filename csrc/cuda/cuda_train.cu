@@ -1104,11 +1104,6 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   if (precisionInfo(p.precision)->needsBlas && !productsUseBlas(h, layers))
     NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' computes its products through cuBLAS, which this run cannot use "
                    "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
-  // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
-  // every dw until the step's norm is known.
-  if (hooks && p.clips())
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
-                   "deviceBudget do not plan for: use an arena without a deviceBudget");
   LaneGuard lane;
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take

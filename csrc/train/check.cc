@@ -123,6 +123,11 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
 }
 
 void checkTarget(const RunParams& p, RunTarget target) {
+  // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
+  // every dw until the step's norm is known.
+  if (p.clips() && target.budgeted)
+    NNA_FAIL_FIELD("BAD_OPTION", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
+                   "deviceBudget do not plan for: use an arena without a deviceBudget");
   const PrecisionInfo* info = precisionInfo(p.precision);
   if (!info || p.precision == Precision::Fp32) return;
   // TF32 is a tensor-core format the CPU does not have: the CPU backend says so rather than run

@@ -114,8 +114,9 @@ void checkGroup(const void* header);
 struct RunTarget {
   bool cuda = false, budgeted = false;
 };
-// What a run's precision needs of where it runs (precisions.h): a backend that runs it (the CPU
-// computes fp32 and emulates bf16 and fp16), and no device budget when it takes a workspace beside the arena. The
+// What a run needs of where it runs: its precision (precisions.h) a backend that runs it (the CPU
+// computes fp32 and emulates bf16 and fp16) and no device budget when it takes a workspace beside
+// the arena; clipping no device budget (its schedulers free each dw early). The
 // backends check it before a run, the addon's checkRun with an arena's target (a Trainer
 // refuses at construction with the same message).
 void checkTarget(const RunParams& p, RunTarget target);

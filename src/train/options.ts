@@ -161,9 +161,6 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   const lossScale = checkLossScaleOptions(o.lossScale, precision);
   const run = { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision], ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0) };
   const opt = checkOptimizerOptions(arena.plan, o, run, { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined }, { precision: o.precision });
-  if (opt.clipGradNorm > 0 && arena.deviceBudget !== undefined) {
-    throw new OptionError('BAD_OPTION', 'clipGradNorm', opt.clipGradNorm, 'holds every layer\'s gradients until the step\'s norm is known, which the schedulers of a deviceBudget do not plan for');
-  }
   return { loss, labelSmoothing, opt, precision, lossScale };
 }
 
