@@ -190,3 +190,16 @@ describe('io arguments of the wrong kind: typed errors naming the argument', () 
     loadSafetensors(arena, bytes);  // the arena itself is fine
   });
 });
+
+describe('issue 51: options that were taken silently', () => {
+  it('lossScale: [] is refused, and learningRate() takes only a step and a model of this arena', () => {
+    using arena = Arena.create(planLayout({ layers: [4, 3, 2], batch: 2 }), { backend: 'cpu' });
+    expect(() => new Trainer(arena, { precision: 'fp16', lossScale: [] as never })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'lossScale' }));
+    const t = new Trainer(arena, { lr: 0.1, schedule: { type: 'cosine', total: 10 } });
+    expect(t.learningRate(0)).toBeCloseTo(0.1, 12);
+    expect(t.learningRate()).toBe(t.learningRate(0));
+    for (const [args, field] of [[[-1], 'step'], [['2'], 'step'], [[1.5], 'step'], [[0, 1], 'model'], [[0, -1], 'model']] as const) {
+      expect(() => t.learningRate(...(args as unknown as [number, number]))).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field }));
+    }
+  });
+});

@@ -112,7 +112,8 @@ const MAX_SEED = Number.MAX_SAFE_INTEGER;
 /** An options argument: undefined (defaults) or a plain object, read once per key. */
 export function optionsObject(v: unknown, field: string): Record<string, unknown> {
   if (v === undefined) return {};
-  if (v === null || typeof v !== 'object') throw new OptionError('BAD_OPTION', field, v, 'must be an object');
+  // An array is an object too, but never a bag of options (lossScale: [] was taken as the defaults).
+  if (v === null || typeof v !== 'object' || Array.isArray(v)) throw new OptionError('BAD_OPTION', field, v, 'must be an object');
   return v as Record<string, unknown>;
 }
 

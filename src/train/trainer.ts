@@ -87,7 +87,13 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
 
   /** The learning rate of 0-based optimizer step `step` (default: the next one) under this
    *  Trainer's schedule; model `model`'s where models have their own. */
-  learningRate(step: number = this.#r.state.steps, model = 0): number { return this.#r.learningRate(step, model); }
+  learningRate(step: number = this.#r.state.steps, model = 0): number {
+    if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 0) throw new OptionError('BAD_OPTION', 'step', step, 'must be a non-negative integer (a 0-based optimizer step)');
+    if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= this.#r.models) {
+      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${this.#r.models - 1}]`);
+    }
+    return this.#r.learningRate(step, model);
+  }
 
   /** With clipGradNorm: the global gradient norm (before clipping) of each step of the last
    *  training run (step(), update(), or fit's last report); K models: step s, model m at s * K + m. */
