@@ -5,9 +5,9 @@
 // Transfers: init() writes the host side and uploads it (on a new arena only what was written:
 // the parameters and optimizer state, not the empty data regions; else the whole arena). fit()
 // uploads the data set once (again only when its contents change), reads 32-byte stats per
-// report, and downloads the weights and biases once at the end. evaluate() and predict()
-// upload a data set that fits the data regions once and run over it resident. Nothing else
-// moves per step.
+// report, and downloads the weights and biases once at the end. evaluate() makes a data set that
+// fits the data regions resident the same way; predict() goes batch by batch through z[0],
+// leaving the resident set alone. Nothing else moves per step.
 //
 // Which side is current: after init(), markHostChanged() and fit(), host and device hold the
 // same weights and biases. After step() and gradients() the device is current (gradients()
@@ -17,7 +17,8 @@
 //
 // Runs on one arena are queued in call order (the arena's RunQueue), across Trainers too: each
 // async method holds the queue from its first transfer to its last read-back. Arguments are
-// read once, at the call, into checked snapshots (src/train/data.ts).
+// read once, at the call, checked as they are written into the arena's regions (or into a
+// snapshot while a run is queued: src/train/data.ts); a Dataset the arena holds is not read.
 //
 // Data parallel (a DataParallel group instead of an arena): step(), gradients() and fit() split
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
