@@ -148,7 +148,7 @@ describe('clipping with a device budget: refused by checkTarget, its one home (i
   it('a run that clips on a budgeted target is BAD_OPTION naming clipGradNorm; without the budget, or without clipping, it passes', async () => {
     const { call, native } = await import('../src/native.js');
     const header = planLayout({ layers: [4, 3, 2], batch: 2 }).header;
-    const run = { op: 0, rows: 1, lr: 0.1, clipGradNorm: 1 };
+    const run = { op: 0 as const, rows: 1, lr: 0.1, clipGradNorm: 1 };
     let err: unknown;
     try { call(() => native().checkRun(header, run, { cuda: true, budgeted: true })); } catch (e) { err = e; }
     expect(err).toBeInstanceOf(OptionError);
