@@ -13,9 +13,10 @@ template <> struct Bits<float> { using U = uint32_t; static constexpr U kExp = 0
 template <> struct Bits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
 
 // Elements [from, to): blocks are converted, written and OR-reduced without branches (the loop
-// vectorises); only a block that flagged is searched for its first bad element.
-template <typename S, typename D>
-CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to, bool compare) {
+// vectorises); only a block that flagged is searched for its first bad element. `Compare` is a
+// template argument so that the copy without it reads nothing of the destination.
+template <bool Compare, typename S, typename D>
+CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to) {
   using U = typename Bits<D>::U;
   constexpr U exp = Bits<D>::kExp;
   constexpr uint64_t kBlock = 2048;
@@ -24,23 +25,13 @@ CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to, bool comp
   for (uint64_t b = from; b < to; b += kBlock) {
     const uint64_t e = std::min(to, b + kBlock);
     U bad = 0, diff = 0;
-    if (compare) {
-      for (uint64_t i = b; i < e; ++i) {
-        const D v = D(double(src[i]));  // as Number(x) stored into the typed array
-        U u;
-        std::memcpy(&u, &v, sizeof u);
-        bad |= U((u & exp) == exp);
-        diff |= u ^ du[i];
-        du[i] = u;
-      }
-    } else {
-      for (uint64_t i = b; i < e; ++i) {
-        const D v = D(double(src[i]));
-        U u;
-        std::memcpy(&u, &v, sizeof u);
-        bad |= U((u & exp) == exp);
-        du[i] = u;
-      }
+    for (uint64_t i = b; i < e; ++i) {
+      const D v = D(double(src[i]));  // as Number(x) stored into the typed array
+      U u;
+      std::memcpy(&u, &v, sizeof u);
+      bad |= U((u & exp) == exp);
+      if constexpr (Compare) diff |= u ^ du[i];
+      du[i] = u;
     }
     if (diff) r.changed = true;
     if (bad) {
@@ -116,7 +107,7 @@ CheckedCopy copyAs(D* dst, const void* src, SrcType type, uint64_t n, bool compa
   return dispatch<D>(type, [&](auto tag) {
     using S = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     const S* s = static_cast<const S*>(src);
-    return parts(n, sizeof(S) + sizeof(D), [&](uint64_t a, uint64_t b) { return copyPart<S, D>(dst, s, a, b, compare); });
+    return parts(n, sizeof(S) + sizeof(D), [&](uint64_t a, uint64_t b) { return compare ? copyPart<true, S, D>(dst, s, a, b) : copyPart<false, S, D>(dst, s, a, b); });
   });
 }
 

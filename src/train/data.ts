@@ -143,8 +143,8 @@ export function readLabels(v: unknown, field: string, count: number, outputs: nu
     if (n !== count) throw new DataError('BAD_DATA', `${field}.length`, n, `must equal the ${count} samples in x`);
   };
   const badLabel = (i: number, value: number) => new DataError('BAD_LABEL', `${field}[${i}]`, value, `is not a class in [0, ${outputs - 1}]`);
-  if (numericTypedLength(v) !== undefined) {
-    const tl = typedLength(v as object)!;
+  const tl = numericTypedLength(v);
+  if (tl !== undefined) {
     expect(tl);
     const out = dest(count * outputs);
     const r = native().oneHot(out, v as ArrayBufferView, outputs, compare);

@@ -165,6 +165,14 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   return { loss, labelSmoothing, opt, precision, lossScale };
 }
 
+/** A model index of an arena of `models` (predict, learningRate): BAD_OPTION naming `model`. */
+export function checkModel(model: unknown, models: number): number {
+  if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models) {
+    throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}]`);
+  }
+  return model;
+}
+
 export function checkSeed(seed: unknown, field = 'seed'): number {
   if (typeof seed !== 'number' || !Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', field, seed, 'must be a safe integer');
   return seed;

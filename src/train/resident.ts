@@ -4,6 +4,7 @@
 // when what was read differs from what the device holds. A Dataset handle (dataset.ts) that is
 // resident is not read at all.
 import { transferRanges, type Arena } from '../arena.js';
+import type { Dtype } from '../layout/header.js';
 import { native } from '../native.js';
 import { snapshotData, type Into, type Snapshot } from './data.js';
 import type { Dataset } from './dataset.js';
@@ -11,8 +12,7 @@ import { stateOf } from './state.js';
 import { viewBytes } from './window.js';
 
 /** The shape a resident data set must fit. */
-export interface ResidentShape { inputs: number; outputs: number; dtype: import('../layout/header.js').Dtype; samples: number }
-
+export interface ResidentShape { inputs: number; outputs: number; dtype: Dtype }
 
 /** Reads `data` at the call straight into `arena`'s data regions (the caller checked that no
  *  run is queued or in flight, so nothing else reads or writes them before the run that uses

@@ -39,6 +39,8 @@ export class Runner {
   readonly inputs: number;
   readonly outputs: number;
   readonly models: number;
+  /** Multiply-adds of one row through the net (Runner.inlineRun). */
+  readonly #macs: number;
 
   /** precision 'fp16': the loss scale, its growth tracker, and the steps skipped (all runs). */
   readonly scaler = { scale: 0, good: 0, skipped: 0 };
@@ -55,6 +57,7 @@ export class Runner {
     this.inputs = s.layers[0]!;
     this.outputs = s.layers[this.last]!;
     this.models = s.models;
+    this.#macs = s.layers.reduce((m, u, l) => (l === 0 ? 0 : m + s.layers[l - 1]! * u), 0);
     this.queue = queueOf(this.arena);
     this.state = stateOf(this.arena);
     this.resetScaler();
@@ -222,8 +225,7 @@ export class Runner {
   async run(params: RunParams): Promise<RunPath> {
     this.syncDevice();
     const p = { ...this.#baseParams(), ...params };
-    if (this.inlineRun(p)) return this.#tracked([this.arena], params.op, async () => call(() => handleOf(this.arena).runInline(p)));
-    return this.#tracked([this.arena], params.op, () => runArena(this.arena, p));
+    return this.#tracked([this.arena], params.op, this.#dispatch(p, () => runArena(this.arena, p)));
   }
 
   /** Whether a run is short enough to run on the JS thread: handing it to a libuv worker and
@@ -237,12 +239,10 @@ export class Runner {
     return rows * this.#macs * passes * this.models <= INLINE_MACS[this.arena.backend === 'cuda' ? 'cuda' : 'cpu'];
   }
 
-  /** Multiply-adds of one row through the net. */
-  get #macs(): number {
-    const u = this.arena.plan.spec.layers;
-    let m = 0;
-    for (let l = 1; l < u.length; l++) m += u[l - 1]! * u[l]!;
-    return m;
+  /** A run on the first arena: on this thread where it is short (inlineRun), else on a worker
+   *  (`worker`: the run of every arena of the target). */
+  #dispatch(p: RunParams, worker: () => Promise<RunPath>): () => Promise<RunPath> {
+    return this.inlineRun(p) ? async () => call(() => handleOf(this.arena).runInline(p)) : worker;
   }
 
   /** A streamed window's run (src/train/stream-fit.ts): the window staged in `slot` goes into
@@ -315,8 +315,7 @@ export class Runner {
     const arenas = this.target.arenas;
     for (const a of arenas) this.syncDevice(a);
     const all = arenas.map((_, i) => ({ ...this.#baseParams(), ...params(this.target.rank + i, i) }));
-    if (this.inlineRun(all[0]!)) return this.#tracked(arenas, all[0]!.op, async () => call(() => handleOf(this.arena).runInline(all[0]!)));
-    return this.#tracked(arenas, all[0]!.op, () => this.target.run(all));
+    return this.#tracked(arenas, all[0]!.op, this.#dispatch(all[0]!, () => this.target.run(all)));
   }
 
   /** One step on the caller's batch d: each replica takes its shard (rank r: rows

@@ -38,7 +38,7 @@ import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fi
 import { isStream, toStream, type DataStream } from './stream.js';
 import { fitStream } from './stream-fit.js';
 import type { Metrics } from './metrics.js';
-import { modelSeeds, optionsObject, trainerSettings, type LossName, type TrainerOptions } from './options.js';
+import { checkModel, modelSeeds, optionsObject, trainerSettings, type LossName, type TrainerOptions } from './options.js';
 import { backward, forward, update, type BackwardTarget } from './primitives.js';
 import { Rng } from './rng.js';
 import { PARAM_KINDS, Runner } from './runner.js';
@@ -90,10 +90,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  Trainer's schedule; model `model`'s where models have their own. */
   learningRate(step: number = this.#r.state.steps, model = 0): number {
     if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 0) throw new OptionError('BAD_OPTION', 'step', step, 'must be a non-negative integer (a 0-based optimizer step)');
-    if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= this.#r.models) {
-      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${this.#r.models - 1}]`);
-    }
-    return this.#r.learningRate(step, model);
+    return this.#r.learningRate(step, checkModel(model, this.#r.models));
   }
 
   /** With clipGradNorm: the global gradient norm (before clipping) of each step of the last
@@ -311,10 +308,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     const r = this.#r;
     const o = optionsObject(options, 'options');
     checkKnownKeys(o, ['model', 'out'], 'predict');
-    const model = o.model === undefined ? 0 : o.model;
-    if (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= r.models) {
-      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${r.models - 1}]`);
-    }
+    const model = checkModel(o.model === undefined ? 0 : o.model, r.models);
     const V = r.dtype === 'float64' ? Float64Array : Float32Array;
     const given = o.out;
     if (given !== undefined && !(given instanceof V)) throw new OptionError('BAD_OPTION', 'out', given, `must be a ${V.name} (the arena's dtype)`);
@@ -331,7 +325,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
         else this.arena.toHost({ layers: [L], kinds: ['z'] });
         out.set(this.arena.view(L, 'z', model).subarray(0, rows * r.outputs), first * r.outputs);
       }
-      return (given ?? out) as ViewOf<D>;
+      return out as ViewOf<D>;
     });
   }
 
