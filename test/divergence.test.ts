@@ -28,9 +28,10 @@ describe('non-finite weights are DIVERGED', () => {
       let code = 'resolved';
       try { await t.fit(batches, { epochs: 2, seed, shuffle: false }); } catch (e) { code = (e as { code?: string }).code ?? String(e); }
       expect(code, `seed ${seed}`).toBe('DIVERGED');
-      // Whole windows of 4 steps: the one that diverged, and the one queued behind it, which ran.
-      expect(t.steps % 4, `seed ${seed}: ${t.steps} steps`).toBe(0);
-      expect(t.steps).toBeGreaterThanOrEqual(8);
+      // Whole windows of 4 steps: the one that diverged, and the one queued behind it if the next
+      // window was staged before the diverged run ended (a race: a run that failed waits for no
+      // window), which then ran and counts.
+      expect([4, 8], `seed ${seed}: ${t.steps} steps`).toContain(t.steps);
     }
   });
 
