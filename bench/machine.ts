@@ -1,7 +1,7 @@
 // machine.ts: what the results were measured on, recorded with every results file.
 import { cpus, totalmem } from 'node:os';
 import { execFileSync } from 'node:child_process';
-import { cudaInfo } from '../src/native.js';
+import { cudaInfo } from '../src/native/addon.js';
 
 export interface Machine {
   name: string; cpu: string; cores: number; memoryGiB: number; node: string;

@@ -2,7 +2,7 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Command, Option } from 'commander';
-import { cudaInfo } from '../src/native.js';
+import { cudaInfo } from '../src/native/addon.js';
 import type { BackendName } from '../src/index.js';
 import { benchCpu } from './cpu.js';
 import { describeMachine } from './machine.js';

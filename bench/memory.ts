@@ -1,7 +1,7 @@
 // memory.ts: arena bytes by kind against the planner's prediction, and the memory actually
 // taken (device: cudaMemGetInfo before and after; CPU backend: resident set growth).
 import { Arena, planLayout, type BackendName } from '../src/index.js';
-import { cudaInfo } from '../src/native.js';
+import { cudaInfo } from '../src/native/addon.js';
 import { NETWORKS } from './steps.js';
 import { testAddon } from '../src/internal.js';
 

@@ -8,7 +8,7 @@
 // run. Two bounds the scheduler cannot beat: the resident step time, and the bytes that must
 // cross the link per step (linkBytes below) over the link's measured rate.
 import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec, type Plan } from '../src/index.js';
-import { native, type LinkRates } from '../src/native.js';
+import { native, type LinkRates } from '../src/native/addon.js';
 import { testAddon } from '../src/internal.js';
 
 export interface UmRow {

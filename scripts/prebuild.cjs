@@ -1,7 +1,7 @@
 // prebuild.cjs (`npm run prebuild [-- cpu|cuda|arm64 ...]`; `npm pack` runs it through prepack,
 // for the flavors in NN_ARENA_PACK: `cpu` (default), or e.g. `cpu,arm64,cuda`): the binaries
 // shipped in the npm package, in prebuilds/<platform>-<arch>/ where node-gyp-build finds them
-// (src/loader.ts):
+// (src/native/loader.ts):
 //   cpu    linux-x64  node.napi.glibc.node  CPU only (NN_ARENA_CUDA=0);
 //   cuda   linux-x64  cuda.napi.glibc.node  CUDA, the runtime linked statically, SASS for every
 //                     architecture nvcc lists from sm_75 to sm_120 plus PTX of the newest

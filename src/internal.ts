@@ -6,14 +6,14 @@
 // user's native module would.
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import type { Arena } from './arena.js';
-import { ArenaError } from './errors.js';
-import { publicHeader, type KernelParam } from './jit.js';
-import { packageRoot } from './loader.js';
-import { call, type DecodedHeader, type LinkRates, type ResidencyCounters, type RunParams } from './native.js';
+import type { Arena } from './arena/arena.js';
+import { ArenaError } from './core/errors.js';
+import { publicHeader, type KernelParam } from './arena/jit.js';
+import { packageRoot } from './native/loader.js';
+import { call, type DecodedHeader, type LinkRates, type ResidencyCounters, type RunParams } from './native/addon.js';
 
-export { runArena } from './arena.js';
-export { kernelKey } from './jit.js';
+export { runArena } from './arena/arena.js';
+export { kernelKey } from './arena/jit.js';
 
 export interface TestAddon {
   decodeHeader(bytes: Uint8Array): DecodedHeader;

@@ -8,5 +8,5 @@ export { bf16CopyBytes } from './report/bf16-copies.js';
 export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './report/html.js';
 export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
 export { machineInfo, type MachineInfo } from './report/machine.js';
-export { doctor, type DoctorReport } from './doctor.js';
+export { doctor, type DoctorReport } from './native/doctor.js';
 export { optimizers, schedules, type OptimizerInfo, type ScheduleInfo, type ParamInfo } from './layout/optimizers.js';

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, DataParallel, OptionError, planLayout, Trainer } from '../src/index.js';
 import { ABORT_RUN_STEPS } from '../src/train/fit.js';
-import { nearestName } from '../src/known-keys.js';
+import { nearestName } from '../src/core/known-keys.js';
 
 const cpu = { backend: 'cpu' } as const;
 const spec = { layers: [4, 8, 3], batch: 4, samples: 400, optimizer: 'adam' } as const;
@@ -146,7 +146,7 @@ describe('unknown option keys', () => {
 
 describe('clipping with a device budget: refused by checkTarget, its one home (issue 50)', () => {
   it('a run that clips on a budgeted target is BAD_OPTION naming clipGradNorm; without the budget, or without clipping, it passes', async () => {
-    const { call, native } = await import('../src/native.js');
+    const { call, native } = await import('../src/native/addon.js');
     const header = planLayout({ layers: [4, 3, 2], batch: 2 }).header;
     const run = { op: 0 as const, rows: 1, lr: 0.1, clipGradNorm: 1 };
     let err: unknown;

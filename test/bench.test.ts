@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 import { describeMachine } from '../bench/machine.js';
 import { writeResults } from '../bench/report.js';
 import { flopsPerStep } from '../bench/steps.js';

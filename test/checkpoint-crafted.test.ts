@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena, inspectCheckpoint, NnArenaError, planLayout, type LayoutSpec } from '../src/index.js';
 import { EXTRA_FIELDS, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, headerTableBytes, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 
 const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-crafted-'));

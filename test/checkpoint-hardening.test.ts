@@ -7,8 +7,8 @@ import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, DataError, inspectCheckpoint, NnArenaError, OptionError, planLayout } from '../src/index.js';
-import { loadArena } from '../src/arena.js';
-import { native } from '../src/native.js';
+import { loadArena } from '../src/arena/arena.js';
+import { native } from '../src/native/addon.js';
 
 const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-ckpt-hard-'));

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, inspectCheckpoint, KINDS, planLayout, Trainer } from '../src/index.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 import { expectPattern, fillPattern, SPEC } from './support/arena-checks.js';
 import { toyData } from './support/train-checks.js';
 import { codeOf } from './support/errors.js';

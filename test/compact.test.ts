@@ -11,7 +11,7 @@ import { planToSVG } from '../src/tools.js';
 import { runArena, testAddon } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
 import { plannerShape } from '../src/layout/plan.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 import { toyData } from './support/train-checks.js';
 import { compactVsFull, COMPACT_NETS } from './support/compact-checks.js';
 

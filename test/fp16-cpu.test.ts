@@ -9,8 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer } from '../src/index.js';
-import { runArena } from '../src/arena.js';
-import { call, native, OPS, PRECISIONS } from '../src/native.js';
+import { runArena } from '../src/arena/arena.js';
+import { call, native, OPS, PRECISIONS } from '../src/native/addon.js';
 import { checkResumeWithScaler, checkScaleMoves, injectedOverflow } from './support/fp16-checks.js';
 import { checkHalfProducts, fp16, passThrough, withArena } from './support/half-checks.js';
 

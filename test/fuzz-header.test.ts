@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, type Plan } from '../src/index.js';
 import { EXTRA_FIELDS, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, REGION_SIZE } from '../src/layout/header.js';
 import { probeBind, testAddon } from '../src/internal.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 
 const BASES: Plan[] = [
   planLayout({ layers: [6, 5, 4], batch: 3 }),

@@ -8,7 +8,7 @@ import { Arena, KINDS, planLayout } from '../src/index.js';
 import { runArena, testAddon } from '../src/internal.js';
 import { decodeSpec } from '../src/layout/decode.js';
 import * as H from '../src/layout/header.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 
 describe('header round trip: written by TS, read by C++', () => {
   const spec = fc.record({

@@ -8,8 +8,8 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ArenaError } from '../src/errors.js';
-import { checkNodeVersion } from '../src/loader.js';
+import { ArenaError } from '../src/core/errors.js';
+import { checkNodeVersion } from '../src/native/loader.js';
 
 const root = join(import.meta.dirname, '..');
 const req = createRequire(import.meta.url);

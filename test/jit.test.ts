@@ -5,7 +5,7 @@
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, cudaInfo, planLayout, Trainer } from '../src/index.js';
 import { compileOnly, kernelKey, runArena } from '../src/internal.js';
-import { OPS } from '../src/native.js';
+import { OPS } from '../src/native/addon.js';
 import { codeOf } from './support/errors.js';
 import { EXTRA_SRC } from './support/jit-extras.js';
 

@@ -9,7 +9,7 @@ import { Arena, ArenaError, KINDS, LayoutError, OptionError, planLayout, Trainer
 import { runArena, testAddon } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
 import { decodeSpec } from '../src/layout/decode.js';
-import { native, OPS } from '../src/native.js';
+import { native, OPS } from '../src/native/addon.js';
 import { compareModels } from './support/models-checks.js';
 
 const cpu = { backend: 'cpu' } as const;

@@ -5,7 +5,7 @@ import { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, planLayout, Trainer } from '../src/index.js';
 import { runArena } from '../src/internal.js';
-import { MEMORY_KINDS, native, OPS } from '../src/native.js';
+import { MEMORY_KINDS, native, OPS } from '../src/native/addon.js';
 import { HEADER_FIELDS } from '../src/layout/header.js';
 
 const SMALL = planLayout({ layers: [3, 4, 2], batch: 2 });

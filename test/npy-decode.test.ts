@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { toNpy, type NpyData } from '../src/formats/npy.js';
 import { closeNpy, gatherRows, openNpy } from '../src/train/npy-rows.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-decode-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));

@@ -8,7 +8,7 @@ import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, DataParallel, ncclInfo, OptionError, planLayout, readParallelEnv, rendezvous, Trainer, type LayoutSpec } from '../src/index.js';
 import { runArena } from '../src/internal.js';
-import { OPS, LOSSES } from '../src/native.js';
+import { OPS, LOSSES } from '../src/native/addon.js';
 import { codeOf } from './support/errors.js';
 import { freePort } from './support/net.js';
 

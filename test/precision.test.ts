@@ -4,8 +4,8 @@
 // (test/bf16-cpu.test.ts). The GPU side: test/gpu/precision.gpu.test.ts.
 import { describe, expect, it } from 'vitest';
 import { Arena, OptionError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
-import { runArena } from '../src/arena.js';
-import { call, native, OPS, PRECISIONS } from '../src/native.js';
+import { runArena } from '../src/arena/arena.js';
+import { call, native, OPS, PRECISIONS } from '../src/native/addon.js';
 import { toyData } from './support/train-checks.js';
 
 const spec = (dtype: 'float32' | 'float64' = 'float32'): LayoutSpec => ({ layers: [6, 8, 3], batch: 4, dtype, activations: ['tanh', 'softmax'] });

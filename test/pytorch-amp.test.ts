@@ -96,12 +96,21 @@ describe('estimatePytorchMemory with AMP', () => {
   });
 });
 
-describe('bf16CopyBytes (HalfCopies, run_buffers.cuh)', () => {
-  it('counts z[0..L-1], every weight and two of the largest d, each rounded up to 64 elements, 2 bytes each', () => {
-    // 784-128-10, batch 100: 78,400 + 12,800 + 100,352 + 1,280 + 2 x 12,800 elements (all multiples of 64).
-    expect(bf16CopyBytes(planLayout({ layers: [784, 128, 10], batch: 100 }))).toBe(2 * (78_400 + 12_800 + 100_352 + 1_280 + 2 * 12_800));
-    // 3-5-2, batch 3: z 9, 15; w 15, 10; d max(15, 6) twice: six operands of 64 elements.
+describe('bf16CopyBytes (the native rule HalfCopies allocates by, csrc/train/half_copies.h)', () => {
+  it('counts z[0..L-1], then each layer\'s w and its own d, each rounded up to 64 elements, 2 bytes each', () => {
+    // 784-128-10, batch 100: z 78,400 + 12,800; w[1] 100,352, d[1] 12,800; w[2] 1,280, d[2] 1,000 -> 1,024.
+    expect(bf16CopyBytes(planLayout({ layers: [784, 128, 10], batch: 100 }))).toBe(2 * (78_400 + 12_800 + 100_352 + 12_800 + 1_280 + 1_024));
+    // 3-5-2, batch 3: z 9, 15; w 15, 10; d 15, 6: six operands of 64 elements.
     expect(bf16CopyBytes(planLayout({ layers: [3, 5, 2], batch: 3 }))).toBe(6 * 64 * 2);
+    // a layer's d is its own (not two buffers of the largest d): 4-64-64-2, batch 2 has three d copies
+    expect(bf16CopyBytes(planLayout({ layers: [4, 64, 64, 2], batch: 2 }))).toBe(2 * (64 + 128 + 128 + 256 + 128 + 4096 + 128 + 128 + 64));
+  });
+
+  it('K models: a copy per model of each region the models each keep; z[0] (the shared inputs) once', () => {
+    const one = planLayout({ layers: [784, 128, 10], batch: 100 });
+    const four = planLayout({ layers: [784, 128, 10], batch: 100, models: 4 });
+    expect(bf16CopyBytes(four)).toBe(2 * (78_400 + 4 * (12_800 + 100_352 + 12_800 + 1_280 + 1_024)));
+    expect(bf16CopyBytes(four) - 2 * 78_400).toBe(4 * (bf16CopyBytes(one) - 2 * 78_400));
   });
 });
 
@@ -113,14 +122,14 @@ describe('plan --vs-pytorch --precision', () => {
     expect(r.status, r.stderr).toBe(0);
     const est = estimatePytorchMemory({ layers: [784, 128, 10], batch: 100 }, { precision: 'bf16' });
     expect(r.stdout).toContain('autocast(bfloat16) forward and loss');
-    expect(r.stdout).toMatch(/^\s+\|\s+bf16 copies beside the arena\s+436,864$/m);
+    expect(r.stdout).toMatch(/^\s+\|\s+bf16 copies beside the arena\s+413,312$/m);
     expect(r.stdout).toContain(`peak: PyTorch ${est.peakBytes.toLocaleString('en-US')} B`);
-    expect(r.stdout).toContain('1,244,160 B (arena) + 436,864 B (bf16 copies) = 1,681,024 B');
+    expect(r.stdout).toContain('1,244,160 B (arena) + 413,312 B (bf16 copies) = 1,657,472 B');
     const j = JSON.parse(cli('--precision', 'bf16', '--json').stdout).vsPytorch;
     expect(j.precision).toBe('bf16');
     expect(j.pytorch.precision).toBe('bf16');
     expect(j.pytorch.peakBytes).toBe(est.peakBytes);
-    expect(j.arena.bf16CopyBytes).toBe(436_864);
+    expect(j.arena.bf16CopyBytes).toBe(413_312);
   });
 
   it('fp16: PyTorch with GradScaler, nn-arena with its fp16 copies (the size of bf16\'s); fp32 has no copies row', () => {
@@ -128,12 +137,12 @@ describe('plan --vs-pytorch --precision', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^backward\s+scaler\.scale\(loss\)\.backward\(\)/m);
     expect(r.stdout).toContain('the products read fp16 copies of z, w and d');
-    expect(r.stdout).toMatch(/fp16 copies beside the arena\s+436,864/);
+    expect(r.stdout).toMatch(/fp16 copies beside the arena\s+413,312/);
     expect(r.stdout).not.toContain('bf16 copies');
     const j = JSON.parse(cli('--precision', 'fp16', '--json').stdout).vsPytorch;
     expect(j.precision).toBe('fp16');
     expect(j.arena.bf16CopyBytes).toBeUndefined();
-    expect(j.arena.fp16CopyBytes).toBe(436_864);
+    expect(j.arena.fp16CopyBytes).toBe(413_312);
     expect(JSON.parse(cli('--json').stdout).vsPytorch.precision).toBe('fp32');
     expect(cli().stdout).not.toContain('bf16 copies');
   });

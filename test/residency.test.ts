@@ -3,7 +3,7 @@
 // replayed against a model of where every region's bytes are (no GPU needed).
 import { describe, expect, it } from 'vitest';
 import { Arena, ArenaError, OptionError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
-import { call, native, OPS, type RunParams } from '../src/native.js';
+import { call, native, OPS, type RunParams } from '../src/native/addon.js';
 import { codeOf } from './support/errors.js';
 import { testAddon } from '../src/internal.js';
 

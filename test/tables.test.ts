@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { createRequire } from 'node:module';
 import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, Trainer } from '../src/index.js';
-import { ACTIVATION_TABLE, LOSS_TABLE } from '../src/layout/tables.generated.js';
+import { ACTIVATION_TABLE, LOSS_TABLE } from '../src/native/tables.generated.js';
 
 const root = join(__dirname, '..');
 const gen = createRequire(import.meta.url)(join(root, 'scripts', 'gen-tables.cjs')) as { outputs(): Record<string, string> };

@@ -10,7 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { Arena, inspectCheckpoint, KINDS, LayoutError, planLayout, selectRanges, Trainer, type LayoutSpec, type Plan, type Region } from '../src/index.js';
 import { EXTRA_COLORS, planToSVG } from '../src/tools.js';
 import { HEADER_FIELDS } from '../src/layout/header.js';
-import { native } from '../src/native.js';
+import { native } from '../src/native/addon.js';
 import { codeOf } from './support/errors.js';
 import { toyData } from './support/train-checks.js';
 import { testAddon } from '../src/internal.js';

@@ -1,4 +1,4 @@
-// arena_handle.h: the JS object behind an Arena (src/arena.ts). It owns the block through a
+// arena_handle.h: the JS object behind an Arena (src/arena/arena.ts). It owns the block through a
 // shared_ptr that views and runs share, so memory is never freed under a view or a run; it
 // refuses transfers while a run holds the block (BUSY) instead of blocking the JS thread, and
 // dispose() returns at once (a run in flight frees the memory as it ends).

@@ -37,14 +37,14 @@ Advice adviceOf(Napi::Env env, const Napi::Value& v);
 Placement placementOf(Napi::Env env, const Napi::Value& v);
 // A JIT kernel's parameter types (["f32", "u64", ...]).
 std::vector<JitType> typesOf(Napi::Env env, const Napi::Value& v);
-// src/native.ts RunParams: every key known, every value of its type.
+// src/native/addon.ts RunParams: every key known, every value of its type.
 Schedule scheduleOf(Napi::Env env, const Napi::Value& v);
 RunParams runParamsOf(Napi::Env env, const Napi::Value& v);
 // A device budget in bytes: undefined is none, else a positive safe integer (BAD_BUDGET, field
 // deviceBudget).
 Budget budgetOf(Napi::Env env, const Napi::Value& bytes, const Napi::Value& scheduled);
 Memory memoryOf(Napi::Env env, const Napi::Value& v);
-// src/native.ts NativeArenaOptions.
+// src/native/addon.ts NativeArenaOptions.
 void arenaOptionsOf(Napi::Env env, const Napi::Value& v, BlockOptions* options, Budget* budget);
 
 Napi::Object statsObject(Napi::Env env, const Stats& s);

@@ -1,6 +1,6 @@
-// descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) handed to TypeScript,
-// which reads them once (src/layout/optimizers.ts) for spec validation, the planner's state
-// regions, Trainer options, CLI choices and the docs; the learning rate of a step under a
+// descriptors.cc: the optimizer and schedule tables (csrc/descriptors/) read out for
+// scripts/gen-tables.cjs, which writes them into src/native/tables.generated.ts at build time
+// (the one road of every native table to TypeScript); the learning rate of a step under a
 // schedule (lrAt, the one definition the runs use); and, for the TS planner, the native rules of
 // every region of a shape (regionRules: its count, the validator's rule, whether it outlives a
 // run, whether each model has a copy) and its phase table (stepPhases: the one that the native
@@ -11,6 +11,7 @@
 #include "../core/validate.h"
 #include "../descriptors/optimizers.h"
 #include "../train/aliasing.h"
+#include "../train/half_copies.h"
 #include "../train/train.h"
 #include "convert.h"
 #include "functions.h"
@@ -169,10 +170,22 @@ Napi::Value StepPhases(const Napi::CallbackInfo& info) {
   return phasesOf(env, b.data(), info);
 }
 
+// halfCopyBytes(shape): the device bytes a bf16 / fp16 CUDA run of the shape allocates beside the
+// arena for its 16-bit operand copies (halfCopiesLayout, the rule HalfCopies allocates by).
+Napi::Value HalfCopyBytes(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const std::vector<uint8_t> b = shapeHeader(env, info[0]);
+  nna_header h;
+  std::memcpy(&h, b.data(), sizeof h);
+  std::vector<nna_layer> layers(h.num_layers);
+  std::memcpy(layers.data(), b.data() + sizeof h, layers.size() * sizeof(nna_layer));
+  return Napi::Number::New(env, double(halfCopiesLayout(h, layers).total * sizeof(uint16_t)));
+}
+
 }  // namespace
 
 void registerDescriptors(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionRules", RegionRules}, {"stepPhases", StepPhases}});
+  exportFunctions(env, exports, {{"descriptors", Descriptors}, {"lrAt", LrAt}, {"regionRules", RegionRules}, {"stepPhases", StepPhases}, {"halfCopyBytes", HalfCopyBytes}});
 }
 
 }  // namespace nna::addon

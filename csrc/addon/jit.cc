@@ -1,6 +1,6 @@
 // jit.cc: the addon surface of JIT kernels (csrc/cuda/jit.h): compile on the JS thread, launch
 // off it as a run of the arena (counted like one: transfers are BUSY and synchronize() waits
-// while it is in flight). src/jit.ts is the only caller.
+// while it is in flight). src/arena/jit.ts is the only caller.
 #include <limits>
 #include <mutex>
 #include <type_traits>

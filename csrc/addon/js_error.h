@@ -1,6 +1,6 @@
 // js_error.h: how native failures reach JS. One shape for every error the addon throws or
 // rejects with: an Error with a string `code`, `detail` (where it was raised, for bug reports)
-// and `field` (the input refused, if any); src/errors.ts turns it into the one class of that code.
+// and `field` (the input refused, if any); src/core/errors.ts turns it into the one class of that code.
 #pragma once
 #include <napi.h>
 

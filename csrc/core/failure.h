@@ -1,6 +1,6 @@
 // failure.h: the one error type of the native core. Every failing call (CUDA, allocation,
 // validation) throws a Failure with a stable string code; the addon turns it into a JS error
-// carrying `code` (and `field` where an input field was refused), which src/errors.ts maps to
+// carrying `code` (and `field` where an input field was refused), which src/core/errors.ts maps to
 // the one class of that code. The message is for users; where it was raised (file and line)
 // goes to `detail`, for bug reports, never into the message.
 #pragma once

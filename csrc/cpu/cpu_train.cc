@@ -184,6 +184,10 @@ class CpuRun {
       return;
     }
     if (p_.op == Op::Backward) {
+      // The Forward run left softmax's probabilities in z[L], not the logits, and a loss read
+      // from probabilities that underflowed would be clamped: the output layer's product again
+      // (z[L-1] and w[L] are as the Forward run left them), so the loss and d are a Train run's.
+      forward(L, h_.num_layers - 1, rows);
       output(L, rows, 0);
     } else {
       const nna_bound_layer<T>& O = L.back();
@@ -251,11 +255,10 @@ class CpuRun {
     T* stats = O.stats;
     const OutputLoss ol = outputLoss(O.activation, O.act_param, p_);
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad || p_.op == Op::Backward;
-    const bool activated = p_.op == Op::Backward;  // z holds a Forward run's outputs
     res_.resize(rows);
     parallelFor(rows, O.units * 16, [&](uint64_t b, uint64_t e) {
       for (uint64_t r = b; r < e; ++r) {
-        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scale_, grad, activated);
+        res_[r] = outputRow<T>(O.z + r * O.units, O.y + r * O.units, O.d + r * O.units, O.units, ol, scale_, grad);
         if (scaling_)  // the loss scale: d of S times the loss (the loss itself stays unscaled)
           for (uint64_t j = 0; j < O.units; ++j) O.d[r * O.units + j] *= T(ls_.scale);
       }

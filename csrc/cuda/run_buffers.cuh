@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "../include/nn_arena.h"
+#include "../train/half_copies.h"
 #include "../train/loss_scale.h"
 #include "check.cuh"
 #include "cublaslt_loader.h"
@@ -58,47 +59,30 @@ class Tf32Workspace {
 // step by the pass that makes it (z[l] by the bias-activation pass, d[l-1] by the
 // activation-gradient pass) or by one cast (the inputs z[0], d[L], each weight matrix before its
 // forward product, which the error product then reuses: the update comes after both). Each
-// layer's d has its own (allocate). The fp32 values stay in the arena (the masters); the copies lie beside it, like
-// Tf32Workspace, and are made again by each run.
+// layer's d has its own (halfCopiesLayout). The fp32 values stay in the arena (the masters); the
+// copies lie beside it, like Tf32Workspace, and are made again by each run.
 class HalfCopies {
  public:
   // `copies(l, kind)`: how many copies region (l, kind) has in the arena (K, or 1 where the
-  // models share it: z[0]).
+  // models share it: z[0]). Where each copy lies: halfCopiesLayout (csrc/train/half_copies.h),
+  // which the addon's halfCopyBytes reports too.
   template <typename Copies>
   void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, ScratchShelf& shelf) {
-    const uint32_t last = h.num_layers - 1;
-    auto take = [&](uint64_t n, unsigned k, uint64_t* stride) {  // 128-byte aligned operands
-      const uint64_t at = total_, each = (n + 63) / 64 * 64;
-      total_ += each * k;
-      *stride = k > 1 ? each : 0;
-      return at;
-    };
-    z_.assign(last, {});
-    w_.assign(last + 1, {});
-    d_.assign(last + 1, {});
-    for (uint32_t l = 0; l < last; ++l) z_[l].at = take(h.batch * L[l].units, copies(l, NNA_Z), &z_[l].stride);
-    // One copy of d a layer: a layer's weight-gradient product may still read its d while the
-    // error products below it run (cuda_train.cu, the side stream).
-    for (uint32_t l = 1; l <= last; ++l) {
-      w_[l].at = take(L[l].units * L[l].fan_in, copies(l, NNA_W), &w_[l].stride);
-      d_[l].at = take(h.batch * L[l].units, copies(l, NNA_D), &d_[l].stride);
-    }
+    layout_ = halfCopiesLayout(h, L, copies);
     fp16_ = fp16;
-    base_ = static_cast<uint16_t*>(shelf.take(ScratchShelf::kHalf, total_ * sizeof(uint16_t)));
+    base_ = static_cast<uint16_t*>(shelf.take(ScratchShelf::kHalf, layout_.total * sizeof(uint16_t)));
   }
   bool active() const { return base_ != nullptr; }
   bool fp16() const { return fp16_; }
-  HalfOut z(uint32_t l) const { return of(z_[l]); }
-  HalfOut w(uint32_t l) const { return of(w_[l]); }
-  HalfOut d(uint32_t l) const { return of(d_[l]); }
+  HalfOut z(uint32_t l) const { return of(layout_.z[l]); }
+  HalfOut w(uint32_t l) const { return of(layout_.w[l]); }
+  HalfOut d(uint32_t l) const { return of(layout_.d[l]); }
 
  private:
-  struct Copy { uint64_t at = 0, stride = 0; };
-  HalfOut of(const Copy& c) const { return {base_ + c.at, fp16_, c.stride}; }
+  HalfOut of(const HalfCopyAt& c) const { return {base_ + c.at, fp16_, c.stride}; }
   uint16_t* base_ = nullptr;
   bool fp16_ = false;
-  uint64_t total_ = 0;
-  std::vector<Copy> z_, w_, d_;
+  HalfCopiesLayout layout_;
 };
 
 // The cuBLASLt products' scratch (cublaslt_loader.h), beside the arena like Tf32Workspace: the

@@ -25,7 +25,7 @@ namespace nna {
 // GradScaler does (loss_scale.h; cpu_train.cc, cuda_train.cu). On CUDA its products read fp16
 // copies, as bf16's read bf16 ones (run_buffers.cuh HalfCopies).
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
-// scripts/gen-tables.cjs reads this table into src/layout/tables.generated.ts.
+// scripts/gen-tables.cjs reads this table into src/native/tables.generated.ts.
 #define NNA_PRECISIONS(X)                                        \
   X(Fp32, 0, "fp32", 0, 0, 0, 1, 1, 0, 1, "FP32 units")             \
   X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, 0, "TF32 tensor cores")      \

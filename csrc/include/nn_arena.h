@@ -6,7 +6,7 @@
  * every region of every layer from that address alone: no other pointer is ever passed.
  *
  * The one definition of the format: scripts/gen-tables.cjs generates the TypeScript side's
- * sizes, offsets, codes and limits (FORMAT in src/layout/tables.generated.ts) from the #defines,
+ * sizes, offsets, codes and limits (FORMAT in src/native/tables.generated.ts) from the #defines,
  * enums and structs below, and the TS encoder (src/layout/header.ts) writes at those offsets.
  *
  * Layout of an arena:
@@ -72,7 +72,7 @@ enum nna_optimizer { NNA_SGD = 0, NNA_MOMENTUM = 1, NNA_ADAM = 2, NNA_ADAMW = 3 
  *              (one per arena: every layer of that activation uses it)
  *   torch      the torch.nn module of it (the PyTorch estimate), "" for none
  * f and f' of each: csrc/train/activations.h. The TypeScript tables are generated from this one (scripts/gen-tables.cjs writes
- * src/layout/tables.generated.ts); nothing else lists the activations. */
+ * src/native/tables.generated.ts); nothing else lists the activations. */
 #define NNA_ON_HIDDEN 1u
 #define NNA_ON_OUTPUT 2u
 #define NNA_INIT_HE 1u

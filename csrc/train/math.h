@@ -25,9 +25,9 @@ struct RowResult {
   bool correct;
 };
 
-// log(p) of a probability a Forward run left in z (Backward runs, which no longer have the
-// logits): an underflowed p counts as the smallest normal, so a confident miss is a large finite
-// loss (at most about 87 in float32, 708 in float64) as in a Train run, not a divergence.
+// log(p) of a probability a Forward run left in z (the CUDA Backward runs' output launches, which
+// no longer have the logits): an underflowed p counts as the smallest normal, so a confident miss
+// is a large finite loss (at most about 87 in float32, 708 in float64), not a divergence.
 template <typename T>
 NNA_FN T logProb(T p) {
   const T tiny = sizeof(T) == 4 ? T(1.17549435e-38f) : T(2.2250738585072014e-308);
@@ -36,19 +36,12 @@ NNA_FN T logProb(T p) {
 
 // The output layer for one row: softmax (when the loss takes softmax logits), the row's loss,
 // whether it is correct (losses.h), and (wantGrad) the error d of the mean loss over `rows` rows.
-// `activated`: z already holds the outputs of a Forward run (softmax applied); the loss comes
-// from them and d is the same as a Train run's (it is computed from those very values).
 template <typename T>
-NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
+NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad) {
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
   T loss = T(0);
-  if (info.softmax && activated) {
-    for (uint64_t j = 0; j < n; ++j) {
-      const T t = lossTarget(o, y[j], n);
-      if (t != T(0)) loss -= t * logProb(z[j]);
-    }
-  } else if (info.softmax) {
+  if (info.softmax) {
     T mx = z[0];
     for (uint64_t j = 1; j < n; ++j) mx = z[j] > mx ? z[j] : mx;
     T sum = T(0);

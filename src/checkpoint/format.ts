@@ -17,11 +17,11 @@
 // returns what it found, so the synchronous and the asynchronous drivers run the same checks in
 // the same order, reading nothing beyond what each check needs.
 import { totalmem } from 'node:os';
-import { ArenaError, OptionError } from '../errors.js';
+import { ArenaError, OptionError } from '../core/errors.js';
 import { decodeSpec, tableBytes } from '../layout/decode.js';
 import { HEADER_FIELDS, HEADER_SIZE, KINDS, KIND_INDEX, MAX_LAYERS, type Kind } from '../layout/header.js';
 import { planLayout, type Plan, type Region } from '../layout/plan.js';
-import { native } from '../native.js';
+import { native } from '../native/addon.js';
 
 const MAGIC = Buffer.from('NNACKPT\0', 'latin1');
 export const VERSION = 3;

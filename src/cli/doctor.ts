@@ -1,5 +1,5 @@
-// doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/doctor.ts as text or JSON.
-import { doctor } from '../doctor.js';
+// doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/native/doctor.ts as text or JSON.
+import { doctor } from '../native/doctor.js';
 
 export function runDoctor(json: boolean): void {
   const r = doctor();

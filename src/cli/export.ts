@@ -1,7 +1,7 @@
 // export.ts: `nn-arena export --format onnx|safetensors CHECKPOINT OUT`. Every argument is checked
 // before the checkpoint is read; the checkpoint is opened on the CPU backend (nothing runs).
 import { existsSync, statSync } from 'node:fs';
-import { Arena } from '../arena.js';
+import { Arena } from '../arena/arena.js';
 import { saveOnnx } from '../export/onnx.js';
 import { saveSafetensors } from '../export/safetensors.js';
 import { sequentialSource } from '../export/sequential.js';

@@ -1,19 +1,11 @@
 // format.ts: small printing and argument helpers shared by the CLI commands.
-import { ArenaError } from '../errors.js';
+import { ArenaError } from '../core/errors.js';
+
+// Byte and count formatting: the reports' own (the CLI prints the same numbers as the reports).
+export { bytesText as bytes, int } from '../report/text.js';
 
 /** A bad command-line argument: printed as `nn-arena: BAD_ARGUMENT: ...`. */
 export const usage = (message: string) => new ArenaError('BAD_ARGUMENT', message);
-export function bytes(n: number): string {
-  if (n < 1024) return `${n} B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
-  let v = n / 1024;
-  let i = 0;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
-  return `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
-}
-
-export const int = (n: number): string => n.toLocaleString('en-US');
-
 export function table(rows: string[][], rightAlign: boolean[] = []): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
   return rows.map((r) => r.map((cell, c) => (rightAlign[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd()).join('\n');

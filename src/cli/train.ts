@@ -1,14 +1,14 @@
 // train.ts (CLI): `nn-arena train`, the main job: an MLP on the MNIST digits shipped by the
 // `mnist` package, trained in one arena, tested on held-out digits.
 import cliProgress from 'cli-progress';
-import { Arena, type BackendName } from '../arena.js';
+import { Arena, type BackendName } from '../arena/arena.js';
 import { loadMnist } from '../data/mnist.js';
 import type { Activation, Dtype, Optimizer } from '../layout/header.js';
-import { LOSS_TABLE } from '../layout/tables.generated.js';
-import type { LossName } from '../native.js';
+import { LOSS_TABLE } from '../native/tables.generated.js';
+import type { LossName } from '../native/addon.js';
 import { planLayout } from '../layout/plan.js';
-import { ArenaError } from '../errors.js';
-import { cudaInfo } from '../native.js';
+import { ArenaError } from '../core/errors.js';
+import { cudaInfo } from '../native/addon.js';
 import { Trainer, type TrainerOptions } from '../train/trainer.js';
 import { planSummary } from './plan.js';
 import { ReportCollector } from './train-report.js';

@@ -3,8 +3,8 @@
 import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { OptionError } from '../errors.js';
-import { native } from '../native.js';
+import { OptionError } from '../core/errors.js';
+import { native } from '../native/addon.js';
 import { Rng } from '../train/rng.js';
 
 export interface Dataset { x: Float32Array; labels: Uint8Array; count: number; inputs: number; classes: number }

@@ -3,8 +3,8 @@
 // for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu). Input `input` [batch, inputs] and output `output` [batch,
 // outputs], the batch dimension symbolic; initializers carry the safetensors names (0.weight,
 // 0.bias, ...). Written with src/export/protobuf.ts (field numbers from onnx/onnx.proto).
-import type { Arena } from '../arena.js';
-import { packageVersion } from '../doctor.js';
+import type { Arena } from '../arena/arena.js';
+import { packageVersion } from '../native/doctor.js';
 import { checkArena, layerParams, modelOf, syncParamsToHost, type ModelOptions } from './params.js';
 import { bytesOf, Message } from './protobuf.js';
 import { saveFile, type OutputOptions } from '../formats/file.js';

@@ -2,8 +2,8 @@
 // the safetensors and ONNX writers. The host side is read: it is brought up to date from the
 // device first, unless no Trainer has run on the arena yet (then the host side is the current
 // one and the device holds nothing newer).
-import { Arena, queueOf, type View } from '../arena.js';
-import { OptionError } from '../errors.js';
+import { Arena, queueOf, type View } from '../arena/arena.js';
+import { OptionError } from '../core/errors.js';
 import { stateOf } from '../train/state.js';
 import { tensorNames } from './sequential.js';
 

@@ -2,8 +2,8 @@
 // safetensors: an 8-byte little-endian header length, a JSON header naming every tensor's
 // dtype, shape and byte range, then the tensors back to back), under PyTorch nn.Sequential's
 // state_dict names (src/export/sequential.ts), and the way back into an arena.
-import type { Arena } from '../arena.js';
-import { DataError, OptionError } from '../errors.js';
+import type { Arena } from '../arena/arena.js';
+import { DataError, OptionError } from '../core/errors.js';
 import { bytesOf, saveFile, type OutputOptions } from '../formats/file.js';
 import { DTYPE_BYTES, type Dtype } from '../layout/header.js';
 import { checkArena, layerParams, modelOf, paramsWritten, syncParamsToHost, type ModelOptions } from './params.js';

@@ -6,7 +6,7 @@
 // [units[l], units[l - 1]] row-major, exactly PyTorch's [out_features, in_features]; its bias is
 // b. nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 3), Softmax(dim=1)) has the state_dict
 // names 0.weight, 0.bias, 2.weight, 2.bias.
-import { ArenaError } from '../errors.js';
+import { ArenaError } from '../core/errors.js';
 import type { NormalizedSpec } from '../layout/spec.js';
 
 /** An ONNX attribute value, typed as ONNX stores it. */

@@ -8,7 +8,7 @@
 // footer's blocks within the file, apart from each other and agreeing with their messages.
 // Anything else is a DataError BAD_FILE; what passes reads in time and memory in proportion to
 // its size.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import { Flat, Table } from './flatbuffer.js';
 
 const V4 = 3, V5 = 4;  // MetadataVersion

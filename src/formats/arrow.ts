@@ -5,7 +5,7 @@
 // Null values, other types and a bad file are DataError BAD_FILE naming the column. The bytes are
 // checked (src/formats/arrow-ipc.ts) before apache-arrow reads them: it trusts every length they
 // state, and one flipped bit in a count has it build billions of entries.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import { checkArrowIpc } from './arrow-ipc.js';
 import { bytesOf } from './file.js';
 import type { ColumnTable, NumericArray } from './table.js';

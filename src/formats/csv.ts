@@ -5,7 +5,7 @@
 // split where each break is); a UTF-8 byte-order mark and a last empty line are allowed. Every
 // cell must be a finite decimal number: a refusal is a DataError BAD_FILE naming the line and
 // column. Every scan is bounded by its line, so the work is linear in the text.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
 import { bytesOf } from './file.js';
 import type { RowTable } from './table.js';

@@ -9,7 +9,7 @@
 import { closeSync, constants, fstatSync, ftruncateSync, lstatSync, openSync, readFileSync, statSync, writeSync, type Stats } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { OptionError } from '../errors.js';
+import { OptionError } from '../core/errors.js';
 
 /** A file path argument: a non-empty string without NUL bytes. */
 export function checkPath(path: unknown, field = 'path'): string {

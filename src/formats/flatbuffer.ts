@@ -2,7 +2,7 @@
 // with every table, vtable, field, vector and string checked to lie within its bytes. The
 // flatbuffers package reads whatever an offset points at (past the end it reads zeros), so a
 // flipped bit in a vector's length is a count of billions; here it is a DataError BAD_FILE.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const utf8 = new TextDecoder();

@@ -4,7 +4,7 @@
 // is a view over the file's bytes, no copy; big-endian data is byte-swapped and Fortran-order
 // data transposed to row-major (C) order, each into one new array. Every refusal is a DataError
 // BAD_FILE naming the part of the file.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import { bytesOf } from './file.js';
 
 export type NpyDtype = 'float32' | 'float64' | 'int8' | 'uint8' | 'int16' | 'uint16' | 'int32' | 'uint32' | 'int64' | 'uint64' | 'bool';

@@ -3,8 +3,8 @@
 // bytes when it lies aligned to its element (else one copy). What deflated members inflate to is
 // bounded (maxInflatedBytes): deflate packs zeros about a thousandfold, so a file's size says
 // little of the memory its members take.
-import { DataError, OptionError } from '../errors.js';
-import { checkKnownKeys, keysOf } from '../known-keys.js';
+import { DataError, OptionError } from '../core/errors.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { bytesOf } from './file.js';
 import { npyData, parseNpyHeader, type NpyArray } from './npy.js';
 import { readZip } from './zip.js';

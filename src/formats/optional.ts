@@ -1,6 +1,6 @@
 // optional.ts: packages nn-arena uses only when asked (optional peer dependencies), loaded when
 // first needed; a missing one is ArenaError NO_PACKAGE naming it.
-import { ArenaError } from '../errors.js';
+import { ArenaError } from '../core/errors.js';
 
 export async function optionalImport<T>(name: string, forWhat: string): Promise<T> {
   try {

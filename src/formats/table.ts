@@ -1,9 +1,20 @@
 // table.ts: from a loaded table (CSV rows, Arrow columns) to the { x, labels } / { x, y } that
 // fit, evaluate and predict take: chosen columns become the targets, the rest (or the chosen
 // x columns) the row-major inputs, in one pass.
-import { DataError, OptionError } from '../errors.js';
+import { DataError, OptionError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
-import type { Data } from '../train/data.js';
+
+/** A data set as the Trainer takes it (fit, evaluate, step, predict): inputs and labels or targets. */
+export interface Data {
+  /** count x inputs values, row-major. */
+  x: ArrayLike<number>;
+  /** Integer class labels in [0, outputs): one-hot targets are made from them. */
+  labels?: ArrayLike<number>;
+  /** Or count x outputs target values (one-hot rows for cross-entropy, any values for mse). */
+  y?: ArrayLike<number>;
+  /** Optional: the width the data was made for; must equal the input layer's units. */
+  inputs?: number;
+}
 
 /** A table of numbers, row-major: `data[r * columns.length + c]` is row r's value in column c
  *  (loadCsv). */

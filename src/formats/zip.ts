@@ -7,7 +7,7 @@
 // (DataError DATA_TOO_LARGE naming maxInflatedBytes) with zlib stopping at the bound.
 import { constants as bufferConstants } from 'node:buffer';
 import * as zlib from 'node:zlib';
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
 const EOCD = 0x06054b50, EOCD64 = 0x06064b50, LOCATOR64 = 0x07064b50, CENTRAL = 0x02014b50, LOCAL = 0x04034b50;

@@ -1,9 +1,9 @@
 // decode.ts: the spec an encoded header describes, so a saved arena can be re-planned and its
-// header compared byte for byte with what the planner would write (see checkpoint.ts). Whether
+// header compared byte for byte with what the planner would write (see checkpoint/checkpoint.ts). Whether
 // the bytes are a sound header is the native validator's call (csrc/core/validate.cc, the
 // check every arena's header passes); this file only reads what it accepted, at the offsets
 // FORMAT gives (generated from nn_arena.h).
-import { call, native } from '../native.js';
+import { call, native } from '../native/addon.js';
 import { ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, MAX_EXTRAS, ORDERS, REGION_SIZE, activationInfo, type Activation } from './header.js';
 import { optimizerCoded } from './optimizers.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';

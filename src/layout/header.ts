@@ -2,7 +2,7 @@
 // size, offset, code and limit comes from FORMAT, which scripts/gen-tables.cjs generates from
 // csrc/include/nn_arena.h (the one definition of the header); no number of the format is kept here.
 
-import { ACTIVATION_TABLE, FORMAT } from './tables.generated.js';
+import { ACTIVATION_TABLE, FORMAT } from '../native/tables.generated.js';
 
 export const MAGIC = FORMAT.magic;
 /** Version written; version 1 (no kind table) is still read. */

@@ -1,8 +1,9 @@
 // optimizers.ts: the optimizer and schedule tables as the native side defines them (one
-// descriptor per optimizer in csrc/descriptors/optimizers.h, the schedules in schedules.h),
-// read once from the addon. Spec validation, the planner's state regions, the phase table,
-// Trainer options, CLI choices and the docs all read these; nothing in TypeScript lists them.
-import { call, native } from '../native.js';
+// descriptor per optimizer in csrc/descriptors/, the schedules in schedules.h), generated into
+// src/native/tables.generated.ts like every other native table. Spec validation, the planner's
+// state regions, the phase table, Trainer options, CLI choices and the docs all read these;
+// nothing in TypeScript lists them.
+import { COMMON_PARAMS, OPTIMIZER_TABLE, SCHEDULE_TABLE } from '../native/tables.generated.js';
 import { KINDS, type Kind } from './header.js';
 
 /** One numeric (or boolean) parameter: its default and range (`min` / `max`, open or closed). */
@@ -44,25 +45,19 @@ interface Tables {
   common: readonly ParamInfo[];
 }
 
-interface RawTables {
-  optimizers: Array<Omit<OptimizerInfo, 'state'> & { state: number[] }>;
-  schedules: ScheduleInfo[];
-  common: ParamInfo[];
-}
-
 let tables: Tables | undefined;
 
 function load(): Tables {
   if (tables) return tables;
-  const raw = call(() => native().descriptors()) as RawTables;
   const deep = <T>(x: T): T => {
     if (x && typeof x === 'object') { for (const v of Object.values(x)) deep(v); Object.freeze(x); }
     return x;
   };
+  const copy = <T>(x: T): T => structuredClone(x) as T;  // the generated rows are readonly literals; these are the API's own objects
   tables = deep({
-    optimizers: raw.optimizers.map((o) => ({ ...o, state: o.state.map((k) => KINDS[k]!) })),
-    schedules: raw.schedules,
-    common: raw.common,
+    optimizers: OPTIMIZER_TABLE.map((o) => ({ ...copy(o), state: o.state.map((k) => KINDS[k]!) })) as OptimizerInfo[],
+    schedules: copy(SCHEDULE_TABLE) as unknown as ScheduleInfo[],
+    common: copy(COMMON_PARAMS) as unknown as ParamInfo[],
   });
   return tables;
 }

@@ -3,8 +3,8 @@
 // which the validator checks headers with), whether it keeps its bytes after a run
 // (aliasing.cc outlivesRun) and whether each model has a copy (nna_kind_per_model); sizes are
 // BigInt and must stay below 2^53 to be exact numbers.
-import { LayoutError } from '../errors.js';
-import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native.js';
+import { LayoutError } from '../core/errors.js';
+import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native/addon.js';
 import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
 import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';

@@ -1,10 +1,10 @@
 // spec.ts: the network description a user writes, and its validation. Every refusal is a
 // LayoutError naming the field and the value; nothing is clamped or rounded silently.
-import { LayoutError, type LayoutCode } from '../errors.js';
-import { checkKnownKeys, keysOf } from '../known-keys.js';
+import { LayoutError, type LayoutCode } from '../core/errors.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from './optimizers.js';
 import { ACTIVATIONS, activationInfo, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
-import { FORMAT } from './tables.generated.js';
+import { FORMAT } from '../native/tables.generated.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */

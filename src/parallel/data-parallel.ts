@@ -10,13 +10,13 @@
 //                                                    LOCAL_RANK, MASTER_ADDR, MASTER_PORT
 //
 // A group of one (one device, or WORLD_SIZE=1) is a pass-through: no NCCL, any backend.
-import { Arena, handleOf, runArena, type BackendName } from '../arena.js';
-import { registerRunTarget } from '../run-target.js';
-import { ArenaError, fromNative, OptionError } from '../errors.js';
+import { Arena, handleOf, runArena, type BackendName } from '../arena/arena.js';
+import { registerRunTarget } from '../arena/run-target.js';
+import { ArenaError, fromNative, OptionError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
 import { requirePlan, type Plan } from '../layout/plan.js';
-import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native.js';
-import { checkKnownKeys, keysOf } from '../known-keys.js';
+import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native/addon.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { readParallelEnv } from './env.js';
 import { rendezvous } from './rendezvous.js';
 

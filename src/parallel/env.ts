@@ -2,7 +2,7 @@
 // variables launchers set (torchrun, mpirun wrappers, Slurm scripts): RANK, WORLD_SIZE,
 // LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and NN_ARENA_JOB_SECRET (the rendezvous's per-job
 // secret, which the launcher hands every rank). The only place nn-arena reads them.
-import { OptionError } from '../errors.js';
+import { OptionError } from '../core/errors.js';
 import { MIN_SECRET_BYTES } from './rendezvous.js';
 
 export interface ParallelEnv {

@@ -24,7 +24,7 @@
 // host), refused elsewhere unless allowUnauthenticated.
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import net from 'node:net';
-import { ArenaError, OptionError, type ArenaCode } from '../errors.js';
+import { ArenaError, OptionError, type ArenaCode } from '../core/errors.js';
 
 export const ID_BYTES = 128;
 const MAGIC = 'nn-arena-rendezvous';

@@ -1,21 +1,14 @@
 // bf16-copies.ts: the device bytes a CUDA run with precision 'bf16' or 'fp16' holds beside the
 // arena (the products' 16-bit operands; the arena's plan stays fp32), for reports that set them
 // beside PyTorch. The two precisions' copies have the same layout and size.
-import { requirePlan, type Plan } from '../layout/plan.js';
+import { plannerShape, requirePlan, type Plan } from '../layout/plan.js';
+import { call, native } from '../native/addon.js';
 
-/** Mirrors HalfCopies::allocate (csrc/cuda/run_buffers.cuh): z[0..L-1] and every weight matrix at
- *  the batch, then two buffers of the largest d, each rounded up to 64 elements, 2 bytes each
- *  (bf16 or fp16: the same bytes). One model only: bf16 and fp16 runs refuse K models. */
+/** The bytes of the 16-bit copies a bf16 / fp16 run of `plan` allocates, by the native rule the
+ *  run allocates them by (halfCopiesLayout, csrc/train/half_copies.h): z[0..L-1], each layer's
+ *  w and d at the batch, 64-element aligned, a copy per model where the models each keep the
+ *  region (bf16; fp16 runs one model). */
 export function bf16CopyBytes(plan: Plan): number {
   requirePlan(plan);
-  const { layers: n, batch: B } = plan.spec;
-  const up = (elements: number) => Math.ceil(elements / 64) * 64;
-  let elements = 0;
-  let dMax = 0;
-  for (let l = 0; l < n.length - 1; l++) elements += up(B * n[l]!);
-  for (let l = 1; l < n.length; l++) {
-    elements += up(n[l]! * n[l - 1]!);
-    dMax = Math.max(dMax, B * n[l]!);
-  }
-  return 2 * (elements + 2 * up(dMax));
+  return call(() => native().halfCopyBytes(plannerShape(plan.spec)));
 }

@@ -1,6 +1,6 @@
 // html.ts: the training report, one self-contained HTML page: inline CSS and SVG only, no script
 // and no external reference, so it opens offline and fetches nothing.
-import { OptionError } from '../errors.js';
+import { OptionError } from '../core/errors.js';
 import { requirePlan, type Plan } from '../layout/plan.js';
 import { lineChart } from './chart.js';
 import type { MachineInfo } from './machine.js';

@@ -1,6 +1,6 @@
 // machine.ts: what the training report says about the machine it ran on.
 import { cpus, platform, release, totalmem } from 'node:os';
-import { cudaInfo } from '../native.js';
+import { cudaInfo } from '../native/addon.js';
 
 export interface MachineInfo {
   cpu: string;

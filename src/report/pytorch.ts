@@ -7,8 +7,8 @@
 // With a precision of bf16 / fp16 it is PyTorch's AMP recipe on the float32 model (autocast,
 // GradScaler for fp16). bench/torch_memory.py runs exactly this step on a GPU and measures the
 // same stages.
-import { LayoutError, OptionError } from '../errors.js';
-import { checkKnownKeys, didYouMean, keysOf } from '../known-keys.js';
+import { LayoutError, OptionError } from '../core/errors.js';
+import { checkKnownKeys, didYouMean, keysOf } from '../core/known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';

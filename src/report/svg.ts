@@ -2,7 +2,7 @@
 // scale (padding shows as hatching between regions), one row per layer on the same axis (so a
 // layer-major plan is a staircase, a kind-major one columns), and every region and gap in offset
 // order on a log scale, so that a 40-byte bias beside a 3 MiB weight matrix stays visible.
-import { OptionError } from '../errors.js';
+import { OptionError } from '../core/errors.js';
 import { KINDS, type Kind } from '../layout/header.js';
 import { requirePlan, type Plan, type Region } from '../layout/plan.js';
 import { bytesText, esc, int } from './text.js';

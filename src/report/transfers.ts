@@ -2,10 +2,10 @@
 // observes one arena's transfer calls (observeTransfers: each call's transfers and bytes as the
 // native layer counted them) and files each under what it was for, judged from the regions it
 // selected. The one transfer before recording starts is Arena.create's header.
-import { Arena } from '../arena.js';
-import { observeTransfers } from '../transfer-events.js';
-import { OptionError } from '../errors.js';
-import type { Selector, SelectorKind } from '../selector.js';
+import { Arena } from '../arena/arena.js';
+import { observeTransfers } from '../arena/transfer-events.js';
+import { OptionError } from '../core/errors.js';
+import type { Selector, SelectorKind } from '../layout/selector.js';
 
 export const PURPOSES = ['header', 'network', 'data', 'stats', 'weights back', 'other'] as const;
 export type Purpose = (typeof PURPOSES)[number];

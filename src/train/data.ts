@@ -5,20 +5,13 @@
 // (csrc/core/checked_copy.h). The checks run on the values written and only those are used, so
 // getters, Proxies or another thread writing a SharedArrayBuffer cannot make the data used
 // differ from the data checked. Each refusal is a DataError naming the field and the value.
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
-import { native } from '../native.js';
+import { native } from '../native/addon.js';
+import type { Data } from '../formats/table.js';
 
-export interface Data {
-  /** count x inputs values, row-major. */
-  x: ArrayLike<number>;
-  /** Integer class labels in [0, outputs): one-hot targets are made from them. */
-  labels?: ArrayLike<number>;
-  /** Or count x outputs target values (one-hot rows for cross-entropy, any values for mse). */
-  y?: ArrayLike<number>;
-  /** Optional: the width the data was made for; must equal the input layer's units. */
-  inputs?: number;
-}
+export type { Data };
+
 
 export type Values = Float32Array | Float64Array;
 

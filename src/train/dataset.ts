@@ -4,7 +4,7 @@
 // arena's data regions hold, so a call costs the same whatever the data set's size. When your
 // arrays change in place, say so with update(): the next call reads them again (and uploads
 // only if what it read differs from what the device holds).
-import { DataError } from '../errors.js';
+import { DataError } from '../core/errors.js';
 import type { Data } from './data.js';
 
 export class Dataset {

@@ -2,11 +2,11 @@
 // only when its contents change); each run trains a chunk of batches natively (the sample order
 // is an affine permutation drawn per epoch) and brings the 32-byte stats back, and the weights
 // and biases come back once at the end.
-import type { View } from '../arena.js';
-import { abortError, ArenaError, DataError, OptionError } from '../errors.js';
-import { checkKnownKeys, keysOf } from '../known-keys.js';
+import type { View } from '../arena/arena.js';
+import { abortError, ArenaError, DataError, OptionError } from '../core/errors.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { STATS } from '../layout/header.js';
-import { OPS, type RunPath } from '../native.js';
+import { OPS, type RunPath } from '../native/addon.js';
 import type { Snapshot } from './data.js';
 import type { Dataset } from './dataset.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';

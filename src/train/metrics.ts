@@ -1,5 +1,5 @@
 // metrics.ts: what runs report, read from the stats region (32 bytes per model).
-import type { View } from '../arena.js';
+import type { View } from '../arena/arena.js';
 import { STATS } from '../layout/header.js';
 
 export interface Metrics {

@@ -4,10 +4,10 @@
 // into the window buffer where the types match, else into a scratch buffer and converted on the
 // same pool (csrc/addon/decode_values.cc).
 import type { FileHandle } from 'node:fs/promises';
-import { DataError, fromNative, NnArenaError, OptionError } from '../errors.js';
+import { DataError, fromNative, NnArenaError, OptionError } from '../core/errors.js';
 import { openRegular } from '../formats/file.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
-import { call, native, type NativeRowFile } from '../native.js';
+import { call, native, type NativeRowFile } from '../native/addon.js';
 
 export interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string; rows?: NativeRowFile }
 

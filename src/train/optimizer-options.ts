@@ -3,10 +3,10 @@
 // tables (src/layout/optimizers.ts), as the arena's dtype will hold each value. The run checks
 // (csrc/train/check.cc: schedule consistency, refused combinations) run at construction too, so
 // a Trainer is refused before any work.
-import { OptionError } from '../errors.js';
+import { OptionError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
 import { commonParams, inRange, namesOf, optimizerNamed, optimizers, rangeText, schedules, type ParamInfo } from '../layout/optimizers.js';
-import { call, native, OPS, type RunParams, type RunTarget, type ScheduleParams } from '../native.js';
+import { call, native, OPS, type RunParams, type RunTarget, type ScheduleParams } from '../native/addon.js';
 
 /** A learning-rate schedule (evaluated natively for every step; docs/optimizers.md):
  *  `{ type: 'constant' }`, `{ type: 'step', stepSize, gamma }`, `{ type: 'cosine', total,

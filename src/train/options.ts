@@ -1,14 +1,14 @@
 // options.ts: the Trainer's options, checked once at construction into the values every run
 // passes (hyper-parameters as the arena's dtype holds them, the loss, the products' precision).
-import type { Arena } from '../arena.js';
-import { OptionError } from '../errors.js';
-import { checkKnownKeys, keysOf } from '../known-keys.js';
+import type { Arena } from '../arena/arena.js';
+import { OptionError } from '../core/errors.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { commonParams, optimizers } from '../layout/optimizers.js';
-import { PRECISION_TABLE } from '../layout/tables.generated.js';
-import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native.js';
+import { PRECISION_TABLE } from '../native/tables.generated.js';
+import { call, LOSSES, native, OPS, PRECISIONS, type LossName, type PrecisionName } from '../native/addon.js';
 import { checkOptimizerOptions, type OptimizerSettings, type Schedule } from './optimizer-options.js';
 
-export type { LossName } from '../native.js';
+export type { LossName } from '../native/addon.js';
 
 export interface TrainerOptions {
   /** Default: cross-entropy for a softmax output layer, mse otherwise (the first loss of the

@@ -9,10 +9,10 @@
 // forward()'s outputs and backward()'s dOutput are one model's rows, so they are refused rather
 // than answer for model 0 only; a data-parallel group too (no reduction between backward() and
 // update()).
-import type { View } from '../arena.js';
-import { ArenaError, DataError } from '../errors.js';
+import type { View } from '../arena/arena.js';
+import { ArenaError, DataError } from '../core/errors.js';
 import { STATS } from '../layout/header.js';
-import { OPS } from '../native.js';
+import { OPS } from '../native/addon.js';
 import { snapshotNumbers, type Values } from './data.js';
 import type { Runner } from './runner.js';
 

@@ -3,9 +3,9 @@
 // compared with what the regions held in the same pass) and uploaded; it goes up again only
 // when what was read differs from what the device holds. A Dataset handle (dataset.ts) that is
 // resident is not read at all.
-import { transferRanges, type Arena } from '../arena.js';
+import { transferRanges, type Arena } from '../arena/arena.js';
 import type { Dtype } from '../layout/header.js';
-import { native } from '../native.js';
+import { native } from '../native/addon.js';
 import { snapshotData, type Into, type Snapshot } from './data.js';
 import type { Dataset } from './dataset.js';
 import { stateOf } from './state.js';

@@ -11,10 +11,10 @@
 //   - whether gradients from backward() / gradients() wait for update();
 //   - precision fp16: the loss scale, its growth tracker and the steps it skipped.
 // The step count (Adam's t, the schedule's position) is the file header's `steps`.
-import { transferRanges, type Arena } from '../arena.js';
-import { DATA_KINDS, saveArenaAsync, type IoProgress, type SaveOptions } from '../checkpoint.js';
-import { ArenaError, OptionError } from '../errors.js';
-import { checkKnownKeys } from '../known-keys.js';
+import { transferRanges, type Arena } from '../arena/arena.js';
+import { DATA_KINDS, saveArenaAsync, type IoProgress, type SaveOptions } from '../checkpoint/checkpoint.js';
+import { ArenaError, OptionError } from '../core/errors.js';
+import { checkKnownKeys } from '../core/known-keys.js';
 import type { Plan } from '../layout/plan.js';
 
 /** Where an interrupted fit() stands: fit(data, { resume: true }) continues from here. */

@@ -1,13 +1,13 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
-// interface, src/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
+// interface, src/arena/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
-import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena.js';
+import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
 import { scheduledLr } from './optimizer-options.js';
-import { ArenaError, DataError, fromNative } from '../errors.js';
-import { notifyTransfer } from '../transfer-events.js';
+import { ArenaError, DataError, fromNative } from '../core/errors.js';
+import { notifyTransfer } from '../arena/transfer-events.js';
 import type { Dtype, Kind } from '../layout/header.js';
-import { call, LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native.js';
-import type { RunQueue } from '../run-queue.js';
+import { call, LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native/addon.js';
+import type { RunQueue } from '../arena/run-queue.js';
 import { snapshotData, type Snapshot } from './data.js';
 import { Dataset } from './dataset.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';

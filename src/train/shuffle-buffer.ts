@@ -8,8 +8,8 @@
 // and window rows out, in parallel off the JS thread; the draws are made there with the same
 // generator (the fit's Rng state goes in and comes back), so a seed gives the same order as
 // drawing here would.
-import { fromNative } from '../errors.js';
-import { call, native, type NativeShufflePool } from '../native.js';
+import { fromNative } from '../core/errors.js';
+import { call, native, type NativeShufflePool } from '../native/addon.js';
 import type { Rng } from './rng.js';
 import { subarray, viewBytes, type Batch, type Filled, type StreamTarget, type WindowBuffers } from './window.js';
 

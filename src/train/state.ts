@@ -1,6 +1,6 @@
 // state.ts: what the Trainers of one arena share about it (several Trainers may train one
-// arena; their runs queue on the arena's own RunQueue, src/run-queue.ts).
-import type { Arena } from '../arena.js';
+// arena; their runs queue on the arena's own RunQueue, src/arena/run-queue.ts).
+import type { Arena } from '../arena/arena.js';
 import type { Dataset } from './dataset.js';
 
 /** The rows of the resident data set as uploaded: the device holds exactly the host bytes of

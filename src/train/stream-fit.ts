@@ -19,11 +19,11 @@
 // training order (the source shuffles: src/train/stream.ts), so each run keeps them in place.
 // The seeded draws (a file's permutation per epoch, an iterable's shuffle buffer draws) happen
 // as fills run, one fill after another, so the order is that of filling one window at a time.
-import { handleOf, onDispose, type Arena, type View } from '../arena.js';
-import { notifyTransfer } from '../transfer-events.js';
-import { abortError, ArenaError, DataError, fromNative } from '../errors.js';
+import { handleOf, onDispose, type Arena, type View } from '../arena/arena.js';
+import { notifyTransfer } from '../arena/transfer-events.js';
+import { abortError, ArenaError, DataError, fromNative } from '../core/errors.js';
 import { STATS } from '../layout/header.js';
-import { call, native, OPS, type NativeWindowStager, type RunPath } from '../native.js';
+import { call, native, OPS, type NativeWindowStager, type RunPath } from '../native/addon.js';
 import type { FitPlan, FitResult } from './fit.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
 import { Rng } from './rng.js';

@@ -4,7 +4,7 @@
 // error of a window run ahead of a fill); the source's cleanup (its iterator's return(), where
 // the user's finally blocks run) is awaited through `cleanup()`, which only dispose() cuts short.
 // Each wait is its own entry, dropped once it settles: a long fit leaves no reactions behind.
-import { abortError, ArenaError } from '../errors.js';
+import { abortError, ArenaError } from '../core/errors.js';
 
 type Waiter = { reject: (e: unknown) => void; cleanup: boolean };
 

@@ -13,8 +13,8 @@
 // same seed. An iterable (no random access) goes through a shuffle buffer (shuffle-buffer.ts):
 // not uniform over the source. Without shuffle, rows go in source order: the same batches,
 // steps and weights as unshuffled resident training (test/stream.test.ts).
-import { DataError, fromNative } from '../errors.js';
-import { call, native } from '../native.js';
+import { DataError, fromNative } from '../core/errors.js';
+import { call, native } from '../native/addon.js';
 import { checkPath } from '../formats/file.js';
 import { numericTypedLength, snapshotData, snapshotNumbers, type Data } from './data.js';
 import { closeNpy, gatherRows, openNpy, type OpenNpy } from './npy-rows.js';

@@ -24,14 +24,14 @@
 // every global batch across the replicas (rows [r * batch, (r + 1) * batch) to rank r) and the
 // native run all-reduces gradients and stats; the other methods use the first replica of this
 // process (its weights are every replica's). `arena` is that replica.
-import { loadArena, loadArenaAsync, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena.js';
-import { runTargetOf } from '../run-target.js';
-import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint.js';
+import { loadArena, loadArenaAsync, uploadWritten, type Arena, type ArenaOptions, type ViewOf } from '../arena/arena.js';
+import { runTargetOf } from '../arena/run-target.js';
+import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint/checkpoint.js';
 import { activationInfo, type Dtype } from '../layout/header.js';
-import { abortError, ArenaError, OptionError } from '../errors.js';
-import { OPS, type PrecisionName } from '../native.js';
+import { abortError, ArenaError, OptionError } from '../core/errors.js';
+import { OPS, type PrecisionName } from '../native/addon.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
-import { checkKnownKeys } from '../known-keys.js';
+import { checkKnownKeys } from '../core/known-keys.js';
 import type { Data, Values } from './data.js';
 import { Dataset } from './dataset.js';
 import { fitData, fitLoop, fitPlan, type FitOptions, type FitResult } from './fit.js';

@@ -1,6 +1,6 @@
 // window.ts: what a streamed source (src/train/stream.ts, shuffle-buffer.ts) fills and how
 // fit() (src/train/stream-fit.ts) takes it: a window of rows in host buffers.
-import type { View } from '../arena.js';
+import type { View } from '../arena/arena.js';
 import type { Dtype } from '../layout/header.js';
 
 /** A window's buffers: rows from 0, x and y (targets, one-hot rows for labels). */

@@ -5,8 +5,8 @@
 // NN_ARENA_GEMM=tiled the run is refused (typed).
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
-import { runArena } from '../../src/arena.js';
-import { OPS, PRECISIONS } from '../../src/native.js';
+import { runArena } from '../../src/arena/arena.js';
+import { OPS, PRECISIONS } from '../../src/native/addon.js';
 import { checkHalfProducts, kModelsVsOne } from '../support/half-checks.js';
 import { toyData } from '../support/train-checks.js';
 

@@ -8,7 +8,7 @@
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/epilogues.gpu.test.ts
 import { afterEach, describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type Activation, type LayoutSpec, type Optimizer } from '../../src/index.js';
-import { handleOf } from '../../src/arena.js';
+import { handleOf } from '../../src/arena/arena.js';
 import { relDiff, toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();

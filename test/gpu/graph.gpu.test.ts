@@ -8,7 +8,7 @@
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/graph.gpu.test.ts
 import { afterEach, describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayoutSpec, type TrainerOptions } from '../../src/index.js';
-import { handleOf } from '../../src/arena.js';
+import { handleOf } from '../../src/arena/arena.js';
 import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();

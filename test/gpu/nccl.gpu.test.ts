@@ -13,7 +13,7 @@ import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
 import { runGroup } from '../../src/parallel/data-parallel.js';
-import { LOSSES, OPS } from '../../src/native.js';
+import { LOSSES, OPS } from '../../src/native/addon.js';
 
 const info = cudaInfo();
 const nccl = info.built && info.devices > 0 ? ncclInfo() : { available: false, why: 'no GPU', version: 0 };

@@ -5,8 +5,8 @@
 // and with NN_ARENA_GEMM=tiled (nn-arena's tensor-core kernels, tf32_kernels.cuh).
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
-import { runArena } from '../../src/arena.js';
-import { OPS, PRECISIONS } from '../../src/native.js';
+import { runArena } from '../../src/arena/arena.js';
+import { OPS, PRECISIONS } from '../../src/native/addon.js';
 import { toyData } from '../support/train-checks.js';
 
 const info = cudaInfo();

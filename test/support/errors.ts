@@ -1,5 +1,5 @@
 // errors.ts: the code of the nn-arena error a call throws (undefined when it does not throw),
-// checked to come as the one class of its code (src/errors.ts ERROR_CODES).
+// checked to come as the one class of its code (src/core/errors.ts ERROR_CODES).
 import { expect } from 'vitest';
 import { errorClassOf, NnArenaError } from '../../src/index.js';
 

@@ -54,3 +54,29 @@ export function importCycles(graph: Map<string, string[]>): string[][] {
   for (const n of [...graph.keys()].sort()) if (!state.has(n)) visit(n);
   return cycles;
 }
+
+/** The folders of src/ in the order of the layers table of docs/architecture.md ("## The layers
+ *  of src/"), highest first: the page is the rule, the tests hold the code to it. */
+export function srcLayers(doc: string): string[] {
+  const at = doc.indexOf('## The layers of src/');
+  if (at < 0) return [];
+  const section = doc.slice(at, doc.indexOf('\n## ', at + 1) >>> 0 || undefined);
+  return [...section.matchAll(/^\| `([a-z-]+)\/` \|/gm)].map((m) => m[1]!);
+}
+
+/** Imports from a folder of src/ into a folder at or above it in `layers` (highest first):
+ *  "from -> to (file -> file)". Files at the top of src/ (the package's entries) may import any. */
+export function upwardImports(graph: Map<string, string[]>, layers: string[]): string[] {
+  const rank = (f: string) => (f.includes('/') ? layers.indexOf(f.split('/')[0]!) : -1);
+  const out: string[] = [];
+  for (const [from, deps] of graph) {
+    const a = rank(from);
+    if (a < 0) continue;
+    for (const to of deps) {
+      const b = rank(to);
+      if (!to.includes('/') || (b > a) || from.split('/')[0] === to.split('/')[0]) continue;
+      out.push(`${from.split('/')[0]} -> ${to.split('/')[0]} (${from} -> ${to})`);
+    }
+  }
+  return out.sort();
+}

@@ -1,8 +1,8 @@
 // primitives-checks.ts: the trainer primitives (forward / backward / update) against step(), shared
 // by the CPU suite (test/primitives.test.ts) and the CUDA one (test/gpu/primitives.gpu.test.ts).
 import { Arena, planLayout, Trainer, type Activation, type ArenaOptions, type LayoutSpec, type Optimizer } from '../../src/index.js';
-import { runArena } from '../../src/arena.js';
-import { LOSSES, OPS, PRECISIONS, type PrecisionName } from '../../src/native.js';
+import { runArena } from '../../src/arena/arena.js';
+import { LOSSES, OPS, PRECISIONS, type PrecisionName } from '../../src/native/addon.js';
 import { toyData } from './train-checks.js';
 
 export interface Twins {

@@ -20,17 +20,17 @@ import { closeSync, constants, fstatSync, fsyncSync, openSync, readSync, renameS
 import { open, rename, unlink, type FileHandle } from 'node:fs/promises';
 import { freemem } from 'node:os';
 import { dirname } from 'node:path';
-import { ArenaError, OptionError } from './errors.js';
-import { checkKnownKeys } from './known-keys.js';
-import type { Plan } from './layout/plan.js';
-import { cudaInfo, native } from './native.js';
-import { selectRanges, type ByteRange } from './selector.js';
+import { ArenaError, OptionError } from '../core/errors.js';
+import { checkKnownKeys } from '../core/known-keys.js';
+import type { Plan } from '../layout/plan.js';
+import { cudaInfo, native } from '../native/addon.js';
+import { selectRanges, type ByteRange } from '../layout/selector.js';
 import {
   bad, checkPath, CHUNK, encodeFileHeader, FILE_HEADER, fsMessage, MAX_PIECE, parseCheckpoint, payloadPieces, savedRegions, saveOptions,
   type CheckpointInfo, type IoProgress, type Opened, type SaveOptions,
-} from './checkpoint/format.js';
+} from './format.js';
 
-export { DATA_KINDS, type CheckpointInfo, type IoProgress, type SaveOptions } from './checkpoint/format.js';
+export { DATA_KINDS, type CheckpointInfo, type IoProgress, type SaveOptions } from './format.js';
 
 /** What a checkpoint reads from and writes into: an arena's plan and host bytes. (The format
  *  sits below the Arena class: arena.ts uses this module, never the other way round.) */

@@ -2,7 +2,7 @@
 // chain): Trainer runs and kernel launches on an arena, from any number of Trainers, run in
 // call order, and a run and the reads that follow it (stats, outputs, weights) are never
 // interleaved with another run's.
-import { ArenaError } from './errors.js';
+import { ArenaError } from '../core/errors.js';
 
 export class RunQueue {
   /** Settles when the last queued job has; never rejects. */

@@ -1,7 +1,7 @@
 // selector.ts: which regions a transfer, prefetch or advice touches, as the fewest byte ranges.
-import { OptionError } from './errors.js';
-import { KINDS, KIND_INDEX, type Kind } from './layout/header.js';
-import { requirePlan, type Plan } from './layout/plan.js';
+import { OptionError } from '../core/errors.js';
+import { KINDS, KIND_INDEX, type Kind } from './header.js';
+import { requirePlan, type Plan } from './plan.js';
 
 /** A built-in kind, 'header', or the name of a user region of the plan. */
 export type SelectorKind = Kind | 'header' | (string & {});

@@ -1,16 +1,16 @@
 // arena.ts: one network's memory as exactly one host allocation and one device allocation.
 // The plan decides every offset; this class only allocates, moves byte ranges and hands out
 // zero-copy views. Counters come from the native layer, at the real memcpy / cudaMemcpy calls.
-import { ArenaError, fromNative, OptionError } from './errors.js';
-import type { Dtype, Kind } from './layout/header.js';
-import { requirePlan, type Plan } from './layout/plan.js';
-import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from './native.js';
-import { flatten, selectRanges, type Selector } from './selector.js';
-import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from './checkpoint.js';
+import { ArenaError, fromNative, OptionError } from '../core/errors.js';
+import type { Dtype, Kind } from '../layout/header.js';
+import { requirePlan, type Plan } from '../layout/plan.js';
+import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from '../native/addon.js';
+import { flatten, selectRanges, type Selector } from '../layout/selector.js';
+import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from '../checkpoint/checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
-import { checkKnownKeys, keysOf } from './known-keys.js';
+import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { registerRunTarget, type RunTarget as AnyRunTarget } from './run-target.js';
 import { notifyTransfer as notify, type TransferEvent, type TransferResult } from './transfer-events.js';
 import { WrittenRegions } from './written.js';
@@ -77,7 +77,7 @@ export let queueOf: (arena: Arena) => RunQueue;
  *  arena. Returns what moved. */
 export let uploadWritten: (arena: Arena) => TransferResult;
 
-/** What a Trainer trains: an Arena or a DataParallel group of Arenas (src/run-target.ts). */
+/** What a Trainer trains: an Arena or a DataParallel group of Arenas (src/arena/run-target.ts). */
 export type RunTarget = AnyRunTarget<Arena>;
 
 /** The largest ArrayBuffer a native view makes (csrc/addon/arena_handle.cc: VIEW_TOO_LARGE). */
@@ -129,7 +129,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
    *  of one ArrayBuffer take one native view per call instead. */
   #host: ArrayBuffer | undefined;
   #disposed = false;
-  // What the host side holds that a new arena's device side does not (src/written.ts). #fresh:
+  // What the host side holds that a new arena's device side does not (src/arena/written.ts). #fresh:
   // the device side holds only what create() put there (nothing ran, nothing was transferred,
   // no device address or native handle was handed out).
   readonly #written: WrittenRegions;
@@ -363,7 +363,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
-   *  takes the device base then `params` (src/jit.ts, docs/embedding.md). */
+   *  takes the device base then `params` (src/arena/jit.ts, docs/embedding.md). */
   compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel {
     this.#fresh = false;  // its launches write the device side
     return compileKernel({ backend: this.backend, live: () => this.#live(), queue: this.#queue, kernels: this.#kernels }, source, name, params);

@@ -1,8 +1,8 @@
-// native.ts: the addon (loaded by src/loader.ts: a local build or the package's prebuilt binary)
-// and its coded errors, turned into the class of their code (src/errors.ts). Only this file
+// addon.ts: the addon (loaded by src/native/loader.ts: a local build or the package's prebuilt binary)
+// and its coded errors, turned into the class of their code (src/core/errors.ts). Only this file
 // touches the addon.
-import { fromNative } from './errors.js';
-import { LOSS_TABLE, PRECISION_TABLE, RUN_CODES } from './layout/tables.generated.js';
+import { fromNative } from '../core/errors.js';
+import { LOSS_TABLE, PRECISION_TABLE, RUN_CODES } from './tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
@@ -264,6 +264,8 @@ export interface NativeAddon {
   /** The phase table of one step of a shape (csrc/train/phases.cc StepModel::step, which the
    *  native replay of a compact plan walks): uses are [layer, kind, reads]. */
   stepPhases(shape: PlannerShape, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
+  /** The bytes of a bf16 / fp16 CUDA run's 16-bit operand copies beside the arena (csrc/train/half_copies.h). */
+  halfCopyBytes(shape: PlannerShape): number;
   /** The run checks (csrc/train/check.cc) without a run, and with `target` what the run needs of
    *  where it would go (checkTarget): throws their coded error. */
   checkRun(header: Uint8Array, params: RunParams, target?: RunTarget): void;
@@ -287,7 +289,7 @@ export interface NativeAddon {
   groupInfo(handle: NativeHandle): { rank: number; world: number; device: number } | undefined;
 }
 
-/** The addon: a local build (build/Release) or the package's prebuilt binary (src/loader.ts). */
+/** The addon: a local build (build/Release) or the package's prebuilt binary (src/native/loader.ts). */
 export function native(): NativeAddon {
   return loadAddon<NativeAddon>().addon;
 }

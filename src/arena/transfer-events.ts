@@ -1,7 +1,7 @@
 // transfer-events.ts: every transfer call of an arena as observers see it (the training
 // report's accounting by purpose, src/report/transfers.ts). Keyed by the arena object: this file
 // must not import the Arena (arena.ts imports it).
-import type { Selector } from './selector.js';
+import type { Selector } from '../layout/selector.js';
 
 export interface TransferResult { transfers: number; bytes: number }
 

@@ -11,7 +11,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ArenaError, OptionError } from './errors.js';
+import { ArenaError, OptionError } from '../core/errors.js';
 
 export interface LoadedAddon<T = unknown> {
   addon: T;

@@ -1,9 +1,9 @@
 // run-target.ts: what a Trainer trains, an Arena or a DataParallel group of them, as the one
-// interface both register (src/arena.ts, src/parallel/data-parallel.ts), so that the Trainer
+// interface both register (src/arena/arena.ts, src/parallel/data-parallel.ts), so that the Trainer
 // never asks which of the two it holds. Generic in the arena type: this file must not import
-// the Arena (arena.ts imports it); src/arena.ts names RunTarget<Arena>.
-import { ArenaError, OptionError } from './errors.js';
-import type { RunParams, RunPath } from './native.js';
+// the Arena (arena.ts imports it); src/arena/arena.ts names RunTarget<Arena>.
+import { ArenaError, OptionError } from '../core/errors.js';
+import type { RunParams, RunPath } from '../native/addon.js';
 
 /** What the registry itself reads of an arena. */
 export interface TargetArena { readonly disposed: boolean }

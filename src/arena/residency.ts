@@ -1,10 +1,10 @@
 // residency.ts: device budgets. Validation of the options that ask for one (before anything is
 // allocated), and the residency report of a budgeted arena. The plan itself is native
 // (csrc/budget/residency.h): the smallest budget comes from the same phase table it plans from.
-import { LayoutError, OptionError } from './errors.js';
-import { KINDS, type Kind } from './layout/header.js';
-import type { Plan } from './layout/plan.js';
-import { call, native, type NativeResidency, type ResidencyCounters } from './native.js';
+import { LayoutError, OptionError } from '../core/errors.js';
+import { KINDS, type Kind } from '../layout/header.js';
+import type { Plan } from '../layout/plan.js';
+import { call, native, type NativeResidency, type ResidencyCounters } from '../native/addon.js';
 
 export type ResidencyMode = 'scheduler' | 'on-demand';
 

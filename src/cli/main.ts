@@ -1,32 +1,32 @@
-// cli.ts: the `nn-arena` command. Every option is checked before any work starts; every error,
+// main.ts: the `nn-arena` command. Every option is checked before any work starts; every error,
 // the argument parser's and the library's, prints as one line `nn-arena: CODE: message` (exit
 // status 1); --verbose adds the error's detail (where in the native code it was raised).
 import { existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
-import { NnArenaError } from './errors.js';
-import { packageVersion } from './doctor.js';
-import { runDoctor } from './cli/doctor.js';
-import { planLayout } from './layout/plan.js';
-import type { Activation, Dtype, Optimizer, Order } from './layout/header.js';
-import { ACTIVATION_TABLE, LOSS_TABLE, PRECISION_TABLE } from './layout/tables.generated.js';
-import type { LossName, PrecisionName } from './native.js';
-import type { LayoutSpec } from './layout/spec.js';
-import { parseExtras, parseInteger, parseList, parseNumber, usage } from './cli/format.js';
-import { planJson, planSummary } from './cli/plan.js';
-import { planOutput } from './cli/plan-output.js';
-import { train } from './cli/train.js';
-import { checkOutputFile } from './cli/output-file.js';
-import { inspectCheckpoint } from './checkpoint.js';
-import { optimizers, schedules } from './layout/optimizers.js';
-import { MNIST_TRAIN_COUNT } from './data/mnist.js';
-import { checkOptimizerOptions } from './train/optimizer-options.js';
-import { checkLossScaleOptions, lossScaleParams } from './train/options.js';
-import { PRECISIONS } from './native.js';
-import type { TrainerOptions } from './train/trainer.js';
-import { EXPORT_FORMATS, runExport } from './cli/export.js';
-import { PYTORCH_PRECISIONS, type PytorchPrecision } from './report/pytorch.js';
-import { didYouMean } from './known-keys.js';
+import { NnArenaError } from '../core/errors.js';
+import { packageVersion } from '../native/doctor.js';
+import { runDoctor } from './doctor.js';
+import { planLayout } from '../layout/plan.js';
+import type { Activation, Dtype, Optimizer, Order } from '../layout/header.js';
+import { ACTIVATION_TABLE, LOSS_TABLE, PRECISION_TABLE } from '../native/tables.generated.js';
+import type { LossName, PrecisionName } from '../native/addon.js';
+import type { LayoutSpec } from '../layout/spec.js';
+import { parseExtras, parseInteger, parseList, parseNumber, usage } from './format.js';
+import { planJson, planSummary } from './plan.js';
+import { planOutput } from './plan-output.js';
+import { train } from './train.js';
+import { checkOutputFile } from './output-file.js';
+import { inspectCheckpoint } from '../checkpoint/checkpoint.js';
+import { optimizers, schedules } from '../layout/optimizers.js';
+import { MNIST_TRAIN_COUNT } from '../data/mnist.js';
+import { checkOptimizerOptions } from '../train/optimizer-options.js';
+import { checkLossScaleOptions, lossScaleParams } from '../train/options.js';
+import { PRECISIONS } from '../native/addon.js';
+import type { TrainerOptions } from '../train/trainer.js';
+import { EXPORT_FORMATS, runExport } from './export.js';
+import { PYTORCH_PRECISIONS, type PytorchPrecision } from '../report/pytorch.js';
+import { didYouMean } from '../core/known-keys.js';
 
 const program = new Command();
 program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')

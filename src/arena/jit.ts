@@ -4,10 +4,10 @@
 // #include); the rest follow the signature given at compile time, checked by the compiler.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { ArenaError, fromNative, OptionError } from './errors.js';
-import { call, native, type NativeHandle } from './native.js';
+import { join } from 'node:path';
+import { ArenaError, fromNative, OptionError } from '../core/errors.js';
+import { call, native, type NativeHandle } from '../native/addon.js';
+import { packageRoot } from '../native/loader.js';
 import type { RunQueue } from './run-queue.js';
 
 /** What a kernel needs of its arena (the Arena passes its own; this module never imports it). */
@@ -34,12 +34,9 @@ export interface LaunchConfig { grid: Dims; block: Dims; sharedBytes?: number }
 export type KernelArg = number | bigint;
 
 let headerText: string | undefined;
-/** The public header as the package ships it (src/ and dist/ sit one level below the root). */
+/** The public header as the package ships it. */
 export function publicHeader(): string {
-  if (headerText === undefined) {
-    const here = typeof __dirname === 'string' ? __dirname : dirname(fileURLToPath(import.meta.url));
-    headerText = readFileSync(join(here, '..', 'csrc', 'include', 'nn_arena.h'), 'utf8');
-  }
+  headerText ??= readFileSync(join(packageRoot(), 'csrc', 'include', 'nn_arena.h'), 'utf8');
   return headerText;
 }
 

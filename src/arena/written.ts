@@ -1,7 +1,7 @@
 // written.ts: what the host side of a new arena holds that its device side does not, so that
 // the arena's first upload sends only that (Arena's uploadWritten): the regions a view or
 // bytes() was handed out for, the header's bytes, or everything once the host address was.
-import type { Plan } from './layout/plan.js';
+import type { Plan } from '../layout/plan.js';
 
 /** Untouched gaps up to this size between written regions go along (they are zero on both sides
  *  of a fresh arena): one transfer instead of several costs less than sending a MiB of zeros. */

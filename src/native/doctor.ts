@@ -5,9 +5,9 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { availableParallelism, cpus } from 'node:os';
 import { join } from 'node:path';
-import { NnArenaError } from './errors.js';
+import { NnArenaError } from '../core/errors.js';
 import { loadAddon, nvidiaDriverVisible, packageRoot } from './loader.js';
-import type { CudaInfo, NativeAddon } from './native.js';
+import type { CudaInfo, NativeAddon } from './addon.js';
 
 export interface DoctorReport {
   version: string;
