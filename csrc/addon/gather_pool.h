@@ -39,8 +39,8 @@ class GatherTask {
   std::string code_, message_;
 };
 
-// The pool's threads for the next task: NN_ARENA_GATHER_THREADS, else the cores up to 12 (on a
-// 16-core H100 host, 12 streamed M at 1.02x its resident step, 8 at 1.13x).
+// The pool's threads for the next task: NN_ARENA_GATHER_THREADS, else the cores up to 12 (with
+// 12 a streamed M step runs close to its resident one; with 8 it waited on its windows).
 size_t gatherThreads(Napi::Env env);
 // Starts `task` on the pool; `keep` (buffers it reads or writes) stay alive until it settles.
 // A promise of task->result(), or a rejection with its failure's code.

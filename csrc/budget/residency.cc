@@ -233,10 +233,10 @@ bool Planner::makeRoom(uint32_t r, int64_t now, uint64_t limit, const std::vecto
 
 // Staged: room is a contiguous hole. Of every window of `bytes` in the pool that only covers
 // evictable regions, take one that needs no copy out of a region the latest phase uses (that
-// copy cannot start before the phase ends, and the phase being prepared would wait for it:
-// 1.3 ms a step on the H100 for the L-class bench), then the one whose soonest needed region is
-// needed latest (Belady over windows), then the one evicting the fewest live bytes. Evicting
-// victims one by one instead fragments the pool and evicts regions fetched again a phase later.
+// copy cannot start before the phase ends, and the phase being prepared would wait for it), then
+// the one whose soonest needed region is needed latest (Belady over windows), then the one
+// evicting the fewest live bytes. Evicting victims one by one instead fragments the pool and
+// evicts regions fetched again a phase later.
 bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::vector<uint32_t>& pinned, std::vector<Move>& out) {
   if (res_.pool_.fits(bytes)) return true;
   struct Occupied { uint64_t begin, end; uint32_t region; };

@@ -111,9 +111,9 @@ class Residency {
   // Where regions are is no longer known (managed: an explicit prefetch or advice).
   void forgetAll();
   // Staged: the regions overlapping [offset, offset + bytes) whose pool copy is newer than the
-  // image. A run leaves them so (copying every updated weight out at the end of each run cost
-  // 5 ms a run on the L-class bench); whoever reads or rewrites the image between runs copies
-  // them out first (Block::transfer) and calls cleaned().
+  // image. A run leaves them so (copying every updated weight out at the end of each run would
+  // add that copy to every run, read or not); whoever reads or rewrites the image between runs
+  // copies them out first (Block::transfer) and calls cleaned().
   std::vector<uint32_t> dirtyIn(uint64_t offset, uint64_t bytes) const;
   void cleaned(uint32_t r);
 

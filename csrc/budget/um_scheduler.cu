@@ -223,10 +223,10 @@ class UmScheduler final : public LayerHooks {
     // the link then carries both directions at once. The device holds at most budget + slack.
     slack_ = uint64_t(knobInt(Knob::UmSlack, -1, -1, INT32_MAX));
     if (slack_ == uint64_t(-1)) slack_ = largestLayerRange();
-    // Two threads fetch, four evict (NN_ARENA_UM_MOVERS="in,out"): a prefetch to the host ran
-    // at a quarter of the link's copy rate on one thread (bench/um.ts, link rates). A thread of
-    // its own for what the next phase needs now was tried: its fetches then waited as long for
-    // the evictions that make room for them (NN_ARENA_UM_TRACE; 75 against 71 ms a step).
+    // Two threads fetch, four evict (NN_ARENA_UM_MOVERS="in,out"): a prefetch to the host on one
+    // thread ran far below the link's copy rate (bench/um.ts, link rates). A thread of its own for
+    // what the next phase needs now was tried and made the step slower: its fetches still waited
+    // for the evictions that make room for them (NN_ARENA_UM_TRACE).
     const std::string movers = knob(Knob::UmMovers, "2,4");
     const size_t comma = movers.find(',');
     const int nIn = std::atoi(movers.substr(0, comma).c_str()), nOut = comma == std::string::npos ? 0 : std::atoi(movers.substr(comma + 1).c_str());

@@ -3,8 +3,8 @@
 // Included inside gemm_driver.h's anonymous namespace, so each ISA's file compiles its own copy
 // under its target pragma; it needs <algorithm>, <cmath> and <cstring>, as gemm_driver.h does.
 //
-// erff and expf are library calls the compiler cannot vectorise: they were most of a GELU
-// step on the CPU (S network, 2 cores: ~170 us of ~620). Here Phi(x) and phi(x) come from
+// erff and expf are library calls the compiler cannot vectorise: they were a large part of a
+// GELU step on the CPU. Here Phi(x) and phi(x) come from
 // polynomials fitted for this (least squares in relative error on dense grids; the fit and its
 // check: scripts/fit-gelu.py): e^r on |r| <= ln2/2 (max 2.5 ulp over [-87, 88]); erf(a) / a on
 // |a| < 0.875; erfc(a) e^(a^2) in t = 1 / (1 + a/2) on [0.875, 4]. Phi(x) of a negative x is

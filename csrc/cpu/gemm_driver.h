@@ -294,8 +294,8 @@ struct Driver {
           update(e, e.w + off, e.m ? e.m + off : nullptr, e.v ? e.v + off : nullptr, g + off, std::min(NR, cols - j));
         }
     };
-    // A thread per 4k parameters: an Adam-like element update costs ~1.5 ns (6 us a thread), about
-    // what a wake-up costs; a clipping step's updates (after the norm, outside the GEMM) of the S
+    // A thread per 4k parameters: an Adam-like update of that many elements costs about what a
+    // thread's wake-up costs; a clipping step's updates (after the norm, outside the GEMM) of the S
     // network's 100k weights then take every core of a 16-core host.
     const size_t t = std::min<size_t>({poolThreads(), rows, std::max<size_t>(rows * cols / 4096, 1)});
     if (t <= 1) { rowsIn(0, rows); return; }
@@ -358,7 +358,7 @@ struct Driver {
     const double repack = double(g.k) * double(byCols ? g.m : g.n);
     size_t tasks = std::min(panels, t);
     while (tasks < 4 * t && tasks * 2 <= panels && repack * double(tasks * 2) * 50 <= macs) tasks *= 2;
-    // Under ~1M multiply-adds (~10 us) a product costs more to hand over than it saves.
+    // Under ~1M multiply-adds a product costs more to hand over than it saves.
     if (macs < 1048576.0) tasks = 1;
     if (tasks <= 1) { block(g, 0, g.m, 0, g.n); return; }
     parallel(unsigned(tasks), [&](unsigned i) {

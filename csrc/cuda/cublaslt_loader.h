@@ -1,14 +1,14 @@
 // cublaslt_loader.h: cuBLASLt found at run time (like cuBLAS: never needed by the build), for
 // the per-layer path's products with fused epilogues: bias and ReLU in the forward product, ReLU's
 // derivative and the bias gradient in the error product, the bias gradient in the weight-gradient
-// product (llm.c does the same for GELU; cuBLASLt's GELU epilogues did not give PyTorch's
-// gelu-tanh on the H100: 3.6e-2 apart after 8 Adam steps, so nn-arena keeps its own pass there).
+// product (llm.c does the same for GELU; cuBLASLt's GELU epilogues do not give PyTorch's
+// gelu-tanh, docs/cuda.md, "Fused epilogues", so nn-arena keeps its own pass there).
 // A product takes this path only where cuBLASLt's heuristics offer an algorithm for its shape,
 // types and epilogue; the caller otherwise runs the plain product and its own passes.
 // Read per run (cuda_train.cu): by default the forward products only (bias and ReLU in their
 // epilogue; K models: batched, each model's bias); NN_ARENA_CUBLASLT=1 (or a path picking the
-// library) every product with its epilogues (not faster on the H100: docs/cuda.md, "Fused
-// epilogues"); 0 none.
+// library) every product with its epilogues (not faster: docs/cuda.md, "Fused epilogues");
+// 0 none.
 #pragma once
 #include <cuda_runtime.h>
 

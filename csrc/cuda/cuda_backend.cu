@@ -120,8 +120,8 @@ struct CudaBackend final : Backend {
 
   // A non-blocking stream of the backend's own: it neither waits for nor delays a run's stream (a
   // blocking cudaMemcpy on the legacy default stream would serialise with it). One per kind,
-  // made on first use and kept (a stream made and destroyed per call cost ~50 us of a streamed
-  // window's commit): uploads come from a worker thread and commits from the JS thread, and
+  // made on first use and kept (a stream made and destroyed per call added its making to every
+  // streamed window's commit): uploads come from a worker thread and commits from the JS thread, and
   // they may overlap; each kind has one caller at a time (window_stager.cc).
   void copyAside(const Copy* c, size_t n, Dir dir, bool onDevice) override {
     DeviceScope scope(device_);

@@ -79,10 +79,10 @@ class LayerRun {
     // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
     // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
     // forward products take theirs (ltForward_: bias, and ReLU, whose derivative comes from z: no
-    // mask), every other launch, the side stream and the output launch as without cuBLASLt (H100,
-    // M tf32: 76 -> 71 us a step). NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
-    // picking the library) every epilogue (lt_: not faster on the H100, docs/cuda.md, "Fused
-    // epilogues"), forward the default.
+    // mask; a pass less after each forward product), every other launch, the side stream and the
+    // output launch as without cuBLASLt. NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
+    // picking the library) every epilogue (lt_: not faster, and it gives up the side stream and the
+    // output launch: docs/cuda.md, "Fused epilogues"), forward the default.
     // K models take the forward epilogues too (batched, each model's bias), not the others.
     const bool ltCan = std::is_same_v<T, float> && blas_ && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
     const std::string ltKnob = knob(Knob::CublasLt);
@@ -95,8 +95,8 @@ class LayerRun {
     // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
     // Not with a scheduler or a group (host work between launches), a compact plan (regions of
     // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
-    // both products), nor for K models (their batched products fill the GPU: S x 64 took 3% longer
-    // with the side stream on the H100). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
+    // both products), nor for K models (their batched products fill the GPU: a second stream only
+    // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
     side_ = lane.side();
     besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
     if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
@@ -105,8 +105,8 @@ class LayerRun {
     // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
     // output apart), in a compact plan, or in the primitives (a Backward run's z holds a Forward
     // run's outputs).
-    // One model through cuBLAS: a K-model arena keeps its batched products (as many blocks as
-    // rows x models, the kernel made S x 256 models 38% slower on the H200), and the tiled
+    // One model through cuBLAS: a K-model arena keeps its batched products (with as many blocks
+    // as rows x models the kernel was slower than they are), and the tiled
     // products keep K models bit-identical to one.
     head_ = !lt_ && blas_ && K_ == 1 && L_[last_].units <= kHeadMaxUnits;
     headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
@@ -116,14 +116,14 @@ class LayerRun {
     // bf16 / fp16: that launch and its backward read z[L-1], w[L] and d[L] from the arena, rounded
     // as they load (output_head.cuh HeadRead::Rounds; the same values as the copies), so layer
     // L-1's forward product needs no pass to write z[L-1]'s copy: it takes bias and activation in
-    // its cuBLASLt epilogue where it has one (H100, S bf16: 26.1 -> 24.5 us a step). Not with loss
+    // its cuBLASLt epilogue where it has one (a pass less a step). Not with loss
     // scaling (the products read d[L]'s scaled copy).
     headRounds_ = head_ && half_.active() && !scaling_;
     if (headRounds_ && last_ > 1 && !hooks && ltKnob != "0" && ltAvailable()) ltForward_ = true;
     if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
     // K models, an output layer of up to 32 units, blas: the output launch (outputWarpKernel) adds
     // the bias and applies f before the row's loss, as outputHeadKernel does for one model: a
-    // pass less a step (K = 64 S models, H100: 4.7 us). Not in the primitives (a Forward run's
+    // pass less a step. Not in the primitives (a Forward run's
     // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
     biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
     if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after biasInOutput_: ltForwardProduct reads it
@@ -139,7 +139,7 @@ class LayerRun {
     if (graphs_ && cache_) graph_ = &cache_->graph;
     graph_->beginRun();
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
-    // its scalars in device memory cuBLAS may pick another kernel: bf16 did on the H100), so that
+    // its scalars in device memory cuBLAS may pick another kernel, as it did for bf16), so that
     // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
     if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(shelf);
   }
@@ -210,8 +210,8 @@ class LayerRun {
       // later steps do (a folded layer's copy is made beside each step's gather, the first's too).
       if (half_.active() && p_.op == Op::Train && !folds()) staleWeightsToHalf(/*unfoldedOnly=*/true);
       // Graphs (step_graph.cuh): the second step is captured, later ones replayed. A graph an
-      // earlier run left serves from the first step: launched directly, a step of M kept the GPU
-      // waiting about 0.1-0.3 ms for the host's launches. Where that step differs from the
+      // earlier run left serves from the first step: launched directly, a step keeps the GPU
+      // waiting for the host's launches. Where that step differs from the
       // graph in more than kernel arguments, it is launched directly and the graph stays for the
       // next step.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
@@ -262,7 +262,7 @@ class LayerRun {
     const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
     const bool stats = p_.op != Op::Forward;
     // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
-    // multiprocessor, a serial chain of loads and exps per thread (11 us of a 110 us tf32 step, ncu).
+    // multiprocessor, a serial chain of loads and exps per thread.
     st_.dLastHalf = st_.errorDone = false;
     if (headFused_) {
       const HalfOut dHalf = headRead() == HeadRead::Copies && grad && !scaling_ ? half_.d(last_) : HalfOut{};
@@ -310,7 +310,7 @@ class LayerRun {
   // `scale`: each model's clip factor (clipAndUpdate), or null.
   void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
-    // of loads), which one parameter a thread paid in full (K=256 S models: 450 us of an update).
+    // of loads): with one parameter a thread, every parameter paid for a binding.
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
     graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : HalfOut{});
     if (!st_.wFresh.empty()) st_.wFresh[l] = half_.active();  // bf16 / fp16: the update wrote w's copy too
@@ -460,8 +460,8 @@ class LayerRun {
     if (l > 1) headError(rows);
     fork();
     // A two-layer net: db[1] (and its bias step) in this launch beside layer 1's weight-gradient
-    // product, where it was a launch of its own before that product (H100, S tf32: 28.5 -> 26.0 us
-    // a step; bf16 gained little: call 79, its second stream overlaps less).
+    // product, where it was a launch of its own on the chain before that product (bf16 gains less:
+    // its second stream overlaps less).
     // d[1] is final here: the output launch (headFused_) applied f' to it.
     const bool prevBias = l == 2 && headFused_ && !st_.dbDone[1];
     gradientWork(l, [&] {
@@ -504,7 +504,7 @@ class LayerRun {
   // into the 16-bit copy, which only this product reads, or an fp32 / fp64 buffer), the output
   // layer's from outputWarpKernel (a buffer: the error product reads d[L] and its 16-bit copy).
   // The layers between keep dw and the update kernel. Saves a read and write of dw and the
-  // update's pass (K = 256 S models: 127 us of 577 a step in fp32, H100).
+  // update's pass.
   bool scalesD(uint32_t l) const {
     const bool which = l == last_ ? L_[last_].units <= 32 : l == 1;
     return which && crossPhase_ && K_ > 1 && !sameLr_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
@@ -515,7 +515,8 @@ class LayerRun {
   void allocateScaledCopies(ScratchShelf& shelf) {
     // Layer 1 as one product over the models where they share z[0] (its 16-bit copy too) and
     // their w[1] lie back to back: w[1] of every model is then one matrix, and the scaled copy
-    // of d[1] is written with the models' rows interleaved (K = 256 S models: 193 us batched).
+    // of d[1] is written with the models' rows interleaved: one wide product instead of K narrow
+    // ones in a batched call.
     const uint64_t n1 = L_[1].units, m1 = L_[1].fan_in;
     wideFirst_ = scalesD(1) && last_ > 1 && stride(0, NNA_Z) == 0 && uint64_t(stride(1, NNA_W)) == n1 * m1 && n1 * K_ < (1ull << 31) &&
                  (!half_.active() || half_.z(0).stride == 0);
@@ -543,17 +544,17 @@ class LayerRun {
 
   // dw, db and d[l-1] of layer l. Returns true when the layer was also updated here: SGD
   // training folds w -= lr * dw into the product (cuBLAS: alpha = -lr, beta = 1; tiled: in the
-  // epilogue), which saves writing dw and a read-modify-write pass over w and dw (about 2% of a
-  // step of the 4096-wide network; dw is then not written, and a compact SGD plan has none),
+  // epilogue), which saves writing dw and a read-modify-write pass over w and dw (dw is then not
+  // written, and a compact SGD plan has none),
   // and the bias step into the bias-gradient kernel. d[l-1] is computed first, from the old w.
   bool backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     // The tiled kernels fold with each model's own lr (lrs[blockIdx.z]); a batched cuBLAS product
     // has one alpha for every model, so it folds only where the rates are equal. A compact SGD
     // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
-    // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (40 SGD
-    // steps drifted 120x fp32's own noise on the H100); dw is summed first, then applied (a
-    // compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
+    // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (over
+    // many steps the three roundings drift far past fp32's own noise); dw is summed first, then
+    // applied (a compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
     // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
@@ -634,8 +635,8 @@ class LayerRun {
   }
   // Layer l's gradient work (its db where not taken yet, its dw, its update) beside the error
   // chain, but for layer 1: no error product follows it, so the run's stream is free, where the
-  // side stream still has the layers above's work to do (M bf16: 21 us of it after the output
-  // layer, against 12 on the run's stream, ncu).
+  // side stream still has the layers above's work to do (more of it, after the output layer, than
+  // the run's stream has).
   template <typename F>
   void gradientWork(uint32_t l, F&& f) {
     if (l == 1) f();
@@ -718,7 +719,7 @@ class LayerRun {
       st_.dbDone[l] = true;
     }
     // tf32 reads d transposed, as the cuBLAS path does (Tf32Workspace): read as stored, L's step
-    // took 2809-2849 us against 2371-2384 on the H100 (M: within the noise).
+    // was much slower (M's no different).
     const bool dT = prec_ == Precision::Tf32;
     LtProduct wg = dT ? ltBase(false, false, m, n, rows, at(l - 1, NNA_Z), m, work_.transposed(l), rows, at(l, fold ? NNA_W : NNA_DW), m)
                       : ltBase(false, true, m, n, rows, at(l - 1, NNA_Z), m, at(l, NNA_D), n, at(l, fold ? NNA_W : NNA_DW), m);
@@ -824,7 +825,8 @@ class LayerRun {
     const uint64_t units = L_[l].units;
     if (wide && half) half.stride = units;
     const dim3 grid(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_);
-    // K models with blocks for every multiprocessor: narrow blocks (K = 256 S models' layer 1, H100: 40 -> 21 us)
+    // K models with blocks for every multiprocessor: narrow blocks (a wide block's 32 stripes serve
+    // layers whose few blocks each walk many rows; here the blocks already fill the GPU)
     const bool narrow = K_ > 1 && uint64_t(grid.x) * K_ >= uint64_t(sms_);
     auto launch = [&](auto kernel, unsigned stripes) {
       graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
@@ -956,8 +958,8 @@ class LayerRun {
 
   // The tensor-core precisions through cuBLAS (one model): the weight-gradient product of a layer
   // whose d has kTransposeMin elements or more at the arena's batch (the same choice in every step
-  // and run) reads d[l] transposed (Tf32Workspace): as "nt", L's took 380 us against 211. M's d
-  // (256 x 1024) is not: its transpose cost 3.6 us on the chain.
+  // and run) reads d[l] transposed (Tf32Workspace): cuBLAS's "nt" TF32 kernel is much slower for
+  // L's. M's d (256 x 1024) is not: its transpose, on the chain, cost more than it saved.
   static constexpr uint64_t kTransposeMin = uint64_t(1) << 21;
   bool transposeForTensorCores(uint32_t l) const {
     return std::is_same_v<T, float> && blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && h_.batch * L_[l].units >= kTransposeMin;

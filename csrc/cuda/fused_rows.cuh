@@ -113,7 +113,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
       if (lane == j) mine = v;
     }
   // The row's values stay in registers (lane j: unit j): a thread walking the row in global
-  // memory, as outputRow does, waits on a cache miss per value (~15 us for 10 units).
+  // memory, as outputRow does, waits on a cache miss per value.
   const bool on = lane < n;
   const T y = yl;
   T z = on ? activate<T>(O.activation, mine + bl, T(O.act_param)) : T(0);
@@ -212,9 +212,9 @@ template <typename T>
 __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, Hyper<T>& hpStep, Hyper<T>& hbStep, Hyper<T>& hpItem, Hyper<T>& hbItem) {
   const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t m = 0; m < p.models; ++m) {
-    // The whole block reads the partials (one thread reading all of them in turn took ~20 us of a
-    // 49 us S step), each thread its own in block order, then warp trees and the 8 warp totals
-    // in order: the same order, so the same total, in every block.
+    // The whole block reads the partials (one thread reading all of them in turn is a serial
+    // chain of loads that the whole grid waits on), each thread its own in block order, then warp
+    // trees and the 8 warp totals in order: the same order, so the same total, in every block.
     double part = 0;
     for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) part += p.clipPartials[uint64_t(m) * gridDim.x + b];
     const double sq = clipBlockSum(part);

@@ -1,7 +1,7 @@
 // fused_step.cu: every step of a run in ONE cooperative kernel. The per-layer path costs one
 // launch per product or pass (about 11 for a 2-layer network, 17 for 3 layers), and for small
-// networks those launches, not arithmetic, set the step time (76 us for 784-128-10, of which
-// under 1 us is arithmetic at the H100's FP32 rate). Here the grid stays resident for the whole
+// networks those launches, not arithmetic, set the step time (784-128-10's arithmetic is a small
+// fraction of its step). Here the grid stays resident for the whole
 // run and walks the phases of each step with a grid-wide barrier between them:
 //   forward l = 1..L   layer 1 gathers its rows straight from the resident data set (and
 //                      writes them to z[0]); when the last layer has <= 32 units it is done one
@@ -44,7 +44,7 @@ namespace {
 
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
 // some spilled, twice the warps; 1: up to 255, no spills). NN_ARENA_FUSED_BLOCKS_PER_SM picks
-// (default 2: 39.9 against 40.8 us for a 784-128-10 SGD step on the H100).
+// (default 2: on a 784-128-10 SGD step the twice as many warps outweighed the spills).
 template <typename T, int MINB>
 __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   const uint64_t warpsInGrid = uint64_t(gridDim.x) * kWarps;
   // The output rows' warps are spread over the blocks first (row r: block r % grid): a row is
   // a chain of dependent loads and shuffle trees, and 8 rows on one SM wait on each other's
-  // issue slots (S: 100 rows took 13 SMs, ~10 us a phase).
+  // issue slots (S's 100 rows would sit on 13 multiprocessors).
   const uint64_t warp = uint64_t(threadIdx.x / 32) * gridDim.x + blockIdx.x;
   const uint64_t batch = nna_header_of(p.base)->batch;
   for (uint64_t s = 0; s < p.numBatches; ++s) {
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     st.model = 0;
     // The step's hyperparameters (~170 bytes with the schedule) live in shared memory, read where
     // an update uses them: held in registers across the phases they made the 2-block kernel spill
-    // (ptxas: 2,864 against 1,560 bytes of spill loads a thread; S step 44 against 38 us). Only the
+    // more, and the step slower. Only the
     // backward phases and the clip phase read them: the block's last warp computes them during the
     // output phase (outputPhaseDone), where it has no row or few, not at the step's start, where
     // the whole block waited on one thread's double-precision pow, sqrt and schedule.
@@ -253,8 +253,8 @@ constexpr uint64_t kSmallOutputs = uint64_t(1) << 17;
 
 // The largest product (rows x units x fan_in) a fused run takes: beyond it the per-layer path,
 // with its larger grids and cuBLAS, is faster than one block per tile in a persistent grid.
-// (784-128-10 at batch 100: 2^23.3; 784-1024-1024-10 at batch 256: 2^28, where the per-layer
-// path with cuBLAS measured 190 us against 640 us fused on the H100.)
+// (784-128-10 at batch 100: 2^23.3, fused; 784-1024-1024-10 at batch 256: 2^28, where the
+// per-layer path with cuBLAS is several times faster than the fused kernel.)
 constexpr uint64_t kFusedMaxWork = uint64_t(1) << 26;
 
 template <typename T>
@@ -335,7 +335,8 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;
     if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
-    if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;  // K models: K times the work (8 S models: per-layer 110 us, fused 156)
+    // K models: K times the work (8 S models already run faster per layer).
+    if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;
   }
   if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane, norms);
   else launch<float>(devBase, h, layers, p, lane, norms);

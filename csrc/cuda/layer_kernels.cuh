@@ -89,7 +89,7 @@ __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldL
 
 // Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
 // the permutation is computed once a row and no element needs a 64-bit division (the
-// element-indexed version spent 145 us a step of the L network on them).
+// element-indexed version paid one an element).
 // `foldModels` > 0: block 0 first folds the previous step's loss sum of that many models (what
 // foldStatsKernel does after each step: one launch a step fewer).
 template <typename T>
@@ -124,8 +124,7 @@ inline unsigned rowBlocks(uint64_t rows) { return unsigned(rows < 65535 ? (rows 
 // Blocks a model for a pass over `rows` rows of `units` units of `models` models: a block a row up
 // to about four waves of 256-thread blocks over all models (sms multiprocessors), fewer a model
 // beyond. K models: no more than a block per kBandWork elements of a model, since each block
-// pays for binding its model and a round of memory latency (K = 256 S models, H100: the 10-unit
-// output layer's pass took 15 us in 4,096 blocks of 1,000 elements).
+// pays for binding its model and a round of memory latency.
 constexpr uint64_t kBandWork = 2048;
 inline unsigned bandBlocks(uint64_t rows, uint64_t units, unsigned models, int sms) {
   const uint64_t share = uint64_t(sms) * 32 / (models ? models : 1), most = share ? share : 1;
@@ -279,10 +278,10 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // d_{l-1} *= act'(z_{l-1}) after the error one (activations.h).
 // A block binds its model's layer once and takes a band of rows, its threads spread over the
 // band's elements (forBandElements): K-model arenas launch a few blocks a model, where a block a row
-// (K = 256 S models: 25,600 blocks, each binding from the header for 10 or 128 elements) took
-// 65 us a layer. `half`, when given (precision bf16 / fp16), also receives the result rounded to
-// 16 bits: the next products' operand, written in the same pass instead of a cast pass before
-// each product.
+// (K = 256 S models: 25,600 blocks, each binding from the header for 10 or 128 elements) spent
+// its time binding, not computing. `half`, when given (precision bf16 / fp16), also receives the
+// result rounded to 16 bits: the next products' operand, written in the same pass instead of a
+// cast pass before each product.
 template <typename T>
 __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -339,10 +338,10 @@ struct OutputCopies {
 // The output kernels: `rows` rows of this arena; the mean loss whose gradient d is divides by
 // `scaleRows` (rows, or a data-parallel group's rows of the step).
 // One warp per row: output layers of up to 32 units, and rows wider than outputBlockKernel holds;
-// a row a W-lane segment where it has up to W = 16 or 8 units (two or four rows a warp: K = 256 S
-// models' 25,600 rows of 10 were 26,000 warps of ~750 instructions each, issue-bound, 28 us on the
-// H100 in ncu). addBias (rows of up to 32 units): z holds the product alone; b is added and f
-// applied here (biasActivateKernel's expression: the same bits).
+// a row a W-lane segment where it has up to W = 16 or 8 units (two or four rows a warp: with a
+// warp a row, K = 256 S models' 25,600 rows of 10 were as many warps, most of their lanes idle,
+// and the launch was bound by instruction issue). addBias (rows of up to 32 units): z holds the
+// product alone; b is added and f applied here (biasActivateKernel's expression: the same bits).
 template <typename T, unsigned W = 32>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated,
                                  OutputCopies<T> copies = {}, bool addBias = false) {
@@ -380,7 +379,7 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
 
 // Wide output layers: a block of 256 threads per row, each thread holding up to kOutPerThread
 // of the row's values in registers, so z and y are read once and z and d written once (a warp
-// per row walked the 4096-unit row of the L network five times: 190 us a step). Same
+// per row walked the 4096-unit row of the L network five times). Same
 // definitions as outputRow; sums in a fixed order.
 constexpr int kOutPerThread = 16;
 constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
@@ -485,7 +484,7 @@ constexpr int kBiasCols = 32, kBiasStripes = 8;
 // stepBiases: also take the optimizer step of the biases here (when the weights' step was
 // folded into their gradient product, this saves the update kernel's launch).
 // The launch uses 32 row stripes (1024 threads): with 8, each thread of the L network's bias
-// gradients walked 256 rows one dependent load at a time (36 us a layer).
+// gradients walked 256 rows one dependent load at a time.
 constexpr int kBiasStripesWide = 32;
 
 // applyGrad: d holds the error product's raw result, which this pass first multiplies by the
@@ -509,8 +508,8 @@ __global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
   T s = T(0);
   // Rows in groups of kBiasUnroll, every load of a group issued before its first use: one
-  // latency round a group instead of one a row (M: 9 us a layer with a round per row, on the 32
-  // blocks 1024 units give). The sum still takes the rows in order: the same bits.
+  // latency round a group instead of one a row (M's 1024 units give only 32 blocks, each thread
+  // a long walk down its column). The sum still takes the rows in order: the same bits.
   constexpr int kBiasUnroll = 4;
   const T* act = activationGradInput(C);
   if (j < C.units)
@@ -561,8 +560,7 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, stride = uint64_t(gridDim.x) * blockDim.x;
   // The weights kUpdateUnroll at a time, every load of a round issued before the first update:
-  // one memory latency a round, not one a weight (K = 256 S models: 25.7M weights, 195 us a
-  // pass with a round a weight). Each weight's arithmetic is updateParam's: the same bits.
+  // one memory latency a round, not one a weight. Each weight's arithmetic is updateParam's: the same bits.
   constexpr int kUpdateUnroll = 4;
   for (uint64_t e0 = first; e0 < nw; e0 += stride * kUpdateUnroll) {
     T w[kUpdateUnroll], g[kUpdateUnroll], m[kUpdateUnroll], v[kUpdateUnroll];
@@ -622,8 +620,8 @@ __global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool s
 // launch (grid normBlocks(l) x 1 x K) sum the squares of their share of layer l's dw and db in
 // double into partials[(z * layers + l) * kNormBlocks + block], in a fixed order; the scale
 // kernels add every slot of a model in a fixed order. Slots a layer's grid leaves unused stay
-// zero (ClipScratch clears them). Enough blocks to fill the GPU for a large layer: 64 blocks
-// took 250 us a layer of 4096 x 4096 (each thread a long serial walk).
+// zero (ClipScratch clears them). Enough blocks to fill the GPU for a large layer: with 64, each
+// thread of a 4096 x 4096 layer made a long serial walk.
 constexpr unsigned kNormBlocks = 512;
 inline unsigned normBlocks(uint64_t elements) {
   const uint64_t b = (elements + kThreads * 16 - 1) / (kThreads * 16);  // about 16 elements a thread

@@ -1,7 +1,7 @@
 // output_head.cuh: a narrow output layer (up to 32 units) of the per-layer path in one launch, its
 // product included. Through cuBLAS, M's 10-unit output layer took five launches on the critical
 // path of a step (the product and its split-K reduction, bias + activation, the loss, d's bf16
-// copy): ~16 us of an 80 us bf16 step on the H200 (ncu), for 0.5% of its arithmetic. Here a block
+// copy), each bound by latency, for almost none of the step's arithmetic. Here a block
 // per row computes the row's products with FP32 sums (FP64 in a float64 arena) from the operands
 // the run's products read: in bf16 / fp16 the 16-bit roundings of z[L-1] and w[L] (their copies,
 // or the arena's values rounded as they load: HeadRead), the arena's values otherwise (tf32 and
@@ -261,12 +261,12 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 // dw[L] and db[L] of the narrow output layer from d[L] and z[L-1] (the operands the run's
 // products read: their 16-bit copies in bf16 / fp16), or with `fold` (SGD folds: cuda_train.cu
 // folds()) w[L] and b[L] stepped in place as the tiled products' epilogue steps them, no dw
-// written. Through cuBLAS this was a 10-row product and a bias-gradient launch beside the chain
-// (6.3 and 4.4 us of M bf16's, ncu, where the side stream was the step's longer branch). Block
-// (x, g) takes inputs [32 x, 32 x + 32), a lane each, and units [4 g, 4 g + 4): with all of a
-// layer's units a block, 32 blocks of 2,500 instructions a warp took 12.8 us (ncu); with 8 warps
-// a block (4 load rounds a thread for M), 9.9. Its 16 warps
-// take rows y, y + kHeadGradStripes, ... and their sums meet in shared memory in warp order.
+// written. Through cuBLAS this was a 10-row product and a bias-gradient launch beside the chain,
+// on the side stream, which was the step's longer branch. Block (x, g) takes inputs
+// [32 x, 32 x + 32), a lane each, and units [4 g, 4 g + 4): with all of a layer's units a block,
+// M's layer was 32 blocks of long serial warps; 8 warps a block (4 load rounds a thread for M)
+// shortened them, 16 more. Its 16 warps take rows y, y + kHeadGradStripes, ... and their sums
+// meet in shared memory in warp order.
 // The block's columns of d[L] are staged in shared memory first (every lane reads each); a
 // thread's loads go kGroup at a time (one at a time, each waited a memory latency). Blocks
 // (0, g) also sum db, from the arena's d.

@@ -1,7 +1,7 @@
 // output_row.cuh: the output layer for one row, computed by a whole warp (lanes over units).
 // One thread per row (math.h outputRow, the CPU's) walks a wide row serially and uncoalesced
-// (the 4096-unit output of the L network took milliseconds), and puts a narrow layer's rows on
-// few multiprocessors (M's 256 rows of 10: one block, 11 us a step).
+// (the 4096-unit output of the L network), and puts a narrow layer's rows on few
+// multiprocessors (M's 256 rows of 10: one block).
 // Same definition as outputRow: the loss's descriptor (losses.h), first-maximum argmax or every
 // label for the accuracy, d of the mean loss; only the order of the sums differs (a fixed shuffle tree).
 // (The layer path uses outputBlockKernel, a block per row, for rows of 33 to 4096 units.)
@@ -100,7 +100,7 @@ __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
 // test/gpu/compact.gpu.test.ts), without its rounds through memory (z written, then read back by
 // each loop). Writes z (the softmax) and d of the lane's unit, and returns d's value in `dj`
 // (zero past n) for a copy to be made. (outputRowWarp itself keeps its loops: calling this from
-// it made the fused S step with AdamW + GELU + clipping 6% slower on the H100.)
+// it made the fused S step with AdamW + GELU + clipping slower.)
 template <typename T, unsigned W = 32>
 __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated, T& dj) {
   const uint32_t lane = threadIdx.x % W;

@@ -23,12 +23,11 @@ namespace {
 // The workspace of the TF32 precisions through cuBLAS. tf32x3: the big and small parts of two
 // operands (slot 0: a weight matrix or z[l-1]; slot 1: z[l-1] or d[l]). Both modes: d[l]
 // transposed (units x rows), so that the weight-gradient product reads both operands in a
-// layout cuBLAS's TF32 kernels run fast (z^T d as "nt" took 380 us against 211 us for the same
-// product as "nn", L on the H100). Sized for the largest layer at the batch; with `firstApart`
-// layer 1's d^T has its own (its product runs beside the layers above's: gradientWork in
-// cuda_train.cu). It lies outside the
-// arena on purpose: it depends on a run parameter, not on the layout (an arena or checkpoint is
-// the same whichever precision trains it).
+// layout cuBLAS's TF32 kernels run fast (its "nt" kernel for z^T d is much slower than its "nn"
+// one for the same product: docs/cuda.md, "Precision"). Sized for the largest layer at the batch;
+// with `firstApart` layer 1's d^T has its own (its product runs beside the layers above's:
+// gradientWork in cuda_train.cu). It lies outside the arena on purpose: it depends on a run
+// parameter, not on the layout (an arena or checkpoint is the same whichever precision trains it).
 class Tf32Workspace {
  public:
   void allocate(const nna_header& h, const std::vector<nna_layer>& layers, bool split, bool firstApart, ScratchShelf& shelf) {
@@ -137,9 +136,9 @@ struct HalfCasts {
   HalfOut dst[kMaxCasts];
   uint64_t n[kMaxCasts];
 };
-// Four values a thread where the bytes are aligned for it (16-byte loads, 8-byte stores): one a
-// thread took 9.7 us for M's three weight matrices on the H200 (ncu), several times their bytes'
-// time. Each value rounds as HalfOut::store rounds it.
+// Four values a thread where the bytes are aligned for it (16-byte loads, 8-byte stores): with
+// one a thread the cast took several times what moving its bytes takes. Each value rounds as
+// HalfOut::store rounds it.
 static __global__ void halfCastsKernel(HalfCasts c) {
   const unsigned j = blockIdx.y;
   if (blockIdx.z > 0 && c.srcStride[j] == 0) return;  // a region the models share: one copy

@@ -11,11 +11,10 @@ namespace nna {
 
 // Where a CUDA run's buffers beside the arena get their bytes. An arena's shelf lives in its run
 // cache (run_cache.cuh, beside the step graph): the next run takes the same bytes back, so a run
-// allocates nothing, and a kept graph's addresses still hold. Allocating per run cost 0.2-0.4 ms
-// of GPU idle a run (bf16 and fp16 on the H200: the stream-ordered pool gave its memory back to
-// the driver at every sync). The cache frees them (dispose(), or a run on another lane). A run
-// without the cache (a memory scheduler's, whose budget counts the arena alone) has a shelf of
-// its own that goes with it.
+// allocates nothing, and a kept graph's addresses still hold. Allocating per run left the GPU
+// idle at every run (the stream-ordered pool gave its memory back to the driver at every sync).
+// The cache frees them (dispose(), or a run on another lane). A run without the cache (a memory
+// scheduler's, whose budget counts the arena alone) has a shelf of its own that goes with it.
 class ScratchShelf {
  public:
   enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kSlots };

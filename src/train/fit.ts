@@ -175,7 +175,7 @@ function* fitRuns(o: FitPlan, start: FitStart, count: number, batches: number, s
 /** The loop itself; runs in the arena's queue. An arena's runs come back with their stats (read
  *  by the run's worker); where nothing looks at the arena between runs (no onProgress, no
  *  signal), the next run is queued while one trains, so the device does not wait for the JS
- *  thread between them (about 0.8 ms a run of M on the H200). */
+ *  thread between them. */
 export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): Promise<FitResult> {
   if (o.signal?.aborted) throw abortError('fit', o.signal);  // aborted while queued: nothing ran
   const { arenas, world } = r.target;

@@ -18,9 +18,9 @@ import { STATS } from '../layout/header.js';
 
 export const PARAM_KINDS: Kind[] = ['w', 'b'];
 
-/** The most multiply-adds a run may have to run on the JS thread (Runner.inlineRun): about a
- *  millisecond of the CPU backend on two cores (a step of 784-128-10 on 100 rows is 3e7), and
- *  well under one of an H100 / H200 (a step of 784-1024-1024-10 on 256 rows is 1.4e9). */
+/** The most multiply-adds a run may have to run on the JS thread (Runner.inlineRun): work
+ *  short enough to hold the thread for, on each backend at its own rate (the CPU's bound takes a
+ *  step of 784-128-10 on 100 rows, 3e7; CUDA's a step of 784-1024-1024-10 on 256 rows, 1.4e9). */
 const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32 } as const;
 
 export class Runner {
