@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cudaInfo, DataParallel, planLayout, Trainer } from '../dist/index.js';
+import { headCommit } from './git-commit.mjs';
 
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
 const arg = (name, fallback) => {
@@ -57,5 +58,10 @@ if (arg('replica')) {
     console.log(`${net} x${devices} (one process per GPU): one GPU ${one.microsPerStep.toFixed(1)} us/step, group ${group.microsPerStep.toFixed(1)} us/step, throughput ${ratio.toFixed(2)}x`);
   }
   const out = arg('out', '');
-  if (out) writeFileSync(out, JSON.stringify({ kind: 'data-parallel-processes', gpu: cudaInfo().name, date: new Date().toISOString(), rows }, null, 2) + '\n');
+  if (out) {
+    writeFileSync(out, JSON.stringify({
+      kind: 'data-parallel-processes', machine: `${devices} x ${cudaInfo().name}`, gpu: cudaInfo().name, date: new Date().toISOString(),
+      commit: headCommit(), command: `node bench/data-parallel-mp.mjs ${process.argv.slice(2).join(' ')}`.trim(), rows,
+    }, null, 2) + '\n');
+  }
 }

@@ -3,7 +3,8 @@
 // batch): per-step time, throughput ratio, the all-reduce's share of a group step, and where
 // data parallelism stops paying. Any device count. Uses the built package (dist/).
 //   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--steps K] [--out DIR]
-// Writes DIR/data-parallel-<gpu>-x<N>.json (and .md); the default DIR is bench/results.
+// Writes DIR/data-parallel-<gpu>-x<N>.json (the default DIR is bench/results, whose README renders
+// it: `npm run bench -- --render`) and prints the table.
 //
 // The all-reduce's share: a group step against the same replicas stepping on their own (one
 // process, N threads, no reduction, the per-layer path as in the group): share =
@@ -14,6 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer } from '../dist/index.js';
 import { machineInfo } from '../dist/tools.js';
+import { headCommit } from './git-commit.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
@@ -112,17 +114,16 @@ for (const net of nets) {
 }
 const m = machineInfo();
 const slug = `${(info.name || 'gpu').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}-x${devices}`;
-const result = { kind: 'data-parallel', host: { ...m, gpus: info.devices, nccl: n.version }, date: new Date().toISOString(), command: `node bench/data-parallel.mjs ${process.argv.slice(2).join(' ')}`, rows };
+const result = {
+  kind: 'data-parallel', machine: `${devices} x ${info.name}`, host: { ...m, gpus: info.devices, nccl: n.version },
+  date: new Date().toISOString(), commit: headCommit(), command: `node bench/data-parallel.mjs ${process.argv.slice(2).join(' ')}`.trim(), rows,
+};
 mkdirSync(outDir, { recursive: true });
 writeFileSync(join(outDir, `data-parallel-${slug}.json`), JSON.stringify(result, null, 2) + '\n');
-const md = [
-  `# Data parallelism: ${devices} x ${info.name} (NCCL ${n.version})`, '',
-  `Made by \`${result.command}\` on ${result.date}. Per-GPU batch fixed; the group's global batch is ${devices} times it.`,
+console.log([
+  `Data parallelism: ${devices} x ${info.name} (NCCL ${n.version}). Per-GPU batch fixed; the group's global batch is ${devices} times it.`,
   'Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.', '',
   '| net | per-GPU batch | one GPU µs/step (path) | one GPU per-layer µs/step | group µs/step | throughput | all-reduce share | replicas identical | target |',
   '|---|---:|---:|---:|---:|---:|---:|---|---|',
   ...rows.map((r) => `| ${r.net} ${r.layers.join('-')} | ${r.perGpuBatch} | ${r.oneGpu.usPerStep.toFixed(1)} (${r.oneGpu.path}) | ${r.oneGpuLayers.usPerStep.toFixed(1)} | ${r.group.usPerStep.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${(r.allReduceShare * 100).toFixed(1)}% | ${r.group.replicasIdentical} | ${r.target ? `>= ${r.target}x ${r.speedup >= r.target ? 'met' : 'missed'}` : '—'} |`),
-  '',
-].join('\n');
-writeFileSync(join(outDir, `data-parallel-${slug}.md`), md);
-console.log(md);
+].join('\n'));

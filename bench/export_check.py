@@ -9,18 +9,22 @@ length, JSON header, raw little-endian tensors).
 
   npx tsup && python3 bench/export_check.py [--out bench/results/export_check.json]
 
-Writes a JSON result: torch version, devices, per network and device the largest |difference|,
-and ok. Exit status 1 when any check fails.
+Writes a JSON result: the machine, date, commit and command, torch version, devices, per network
+and device the largest |difference|, and ok. Exit status 1 when any check fails.
 """
 import argparse
 import json
 import os
+import platform
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 import torch
+
+from git_commit import head_commit  # bench/git_commit.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DTYPES = {"F32": torch.float32, "F64": torch.float64}
@@ -108,8 +112,11 @@ def main():
                                  "device": device, "sequential": meta.get("nn_arena_sequential"), "maxAbsDiff": diff,
                                  "tolerance": TOLERANCE[c["dtype"]], "ok": ok})
                     print(f"{c['name']:16s} {reader:11s} {device:4s} max |torch - nn-arena| = {diff:.3e} {'ok' if ok else 'FAIL'}")
-    result = {"torch": torch.__version__, "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-              "ok": all(r["ok"] for r in rows), "rows": rows}
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    result = {"machine": gpu or f"{os.cpu_count()}-core {platform.processor() or platform.machine()} (CPU only)",
+              "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "commit": head_commit(),
+              "command": " ".join(["python3", "bench/export_check.py", *sys.argv[1:]]),
+              "torch": torch.__version__, "cuda": gpu, "ok": all(r["ok"] for r in rows), "rows": rows}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)

@@ -28,3 +28,16 @@ export function describeMachine(name?: string): Machine {
     computeCapability: gpu ? info.computeCapability : null,
   };
 }
+
+/** The commit the run measured, recorded with its results so that a figure can be traced to its
+ *  code; "+uncommitted" where tracked files differ from it, null outside a git checkout (a copy of
+ *  the tree sent to a GPU machine). bench/git-commit.mjs is the same for the .mjs benches. */
+export function headCommit(): string | null {
+  const git = (...a: string[]) => execFileSync('git', a, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  try {
+    const sha = git('rev-parse', '--short', 'HEAD');
+    return git('status', '--porcelain', '--untracked-files=no') ? `${sha}+uncommitted` : sha;
+  } catch {
+    return null;
+  }
+}

@@ -5,9 +5,10 @@ import { Command, Option } from 'commander';
 import { cudaInfo } from '../src/native/addon.js';
 import type { BackendName } from '../src/index.js';
 import { benchCpu } from './cpu.js';
-import { describeMachine } from './machine.js';
+import { describeMachine, headCommit } from './machine.js';
 import { benchMemory } from './memory.js';
-import { renderReadme, writeResults, type Results } from './report.js';
+import { renderReadme } from './readme.js';
+import { writeResults, type Results } from './report.js';
 import { attachTorch, benchSteps, runTorchReference } from './steps.js';
 import { benchTransfers } from './transfers.js';
 import { benchUm } from './um.js';
@@ -38,7 +39,7 @@ const info = cudaInfo();
 const backends: BackendName[] = info.built && info.devices > 0 ? ['cpu', 'cuda'] : ['cpu'];
 log(`machine ${machine.name}: ${machine.gpu ?? 'no GPU'}; backends ${backends.join(', ')}${quick ? ' (quick)' : ''}`);
 
-const results: Results = { machine, date: new Date().toISOString(), quick, parts: (['transfers', 'steps', 'memory', 'um', 'cpu'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null, cpu: null };
+const results: Results = { machine, date: new Date().toISOString(), commit: headCommit(), quick, parts: (['transfers', 'steps', 'memory', 'um', 'cpu'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null, cpu: null };
 const main = backends.includes('cuda') ? 'cuda' : 'cpu';
 if (parts.has('transfers')) {
   log(`transfers (${main} backend)`);

@@ -8,6 +8,7 @@
 import { cpus, loadavg } from 'node:os';
 import { writeFileSync } from 'node:fs';
 import { Arena, planLayout, Trainer, cudaInfo } from '../dist/index.js';
+import { headCommit } from './git-commit.mjs';
 
 const arg = (name, dflt) => { const i = process.argv.indexOf(`--${name}`); return i > 0 ? process.argv[i + 1] : dflt; };
 const backend = arg('backend', 'cpu');
@@ -48,7 +49,8 @@ const info = backend === 'cuda' ? cudaInfo() : undefined;
 const machine = info?.name ?? `${cpus().length}-core ${cpus()[0]?.model ?? 'cpu'}`;
 const out = arg('out');
 if (out) {
-  writeFileSync(out, `${JSON.stringify({ machine, backend, network: '784-128-10', batch, stepsPerRound: steps, rounds, load: [load0, loadavg()[0]], date: new Date().toISOString(), rows }, null, 2)}\n`);
+  const command = `node bench/optimizer-step.mjs ${process.argv.slice(2).join(' ')}`.trim();
+  writeFileSync(out, `${JSON.stringify({ machine, backend, network: '784-128-10', batch, stepsPerRound: steps, rounds, load: [load0, loadavg()[0]], date: new Date().toISOString(), commit: headCommit(), command, rows }, null, 2)}\n`);
   console.log(`wrote ${out}`);
 }
 for (const r of runs) r.arena.dispose();

@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import { Arena, cudaInfo, planLayout, Trainer } from '../dist/index.js';
 import { streamNpy, toNpy } from '../dist/io.js';
 import { machineInfo } from '../dist/tools.js';
+import { headCommit } from './git-commit.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
@@ -101,5 +102,6 @@ try {
 const device = (cudaInfo().devices > 0 && backend !== 'cpu' ? cudaInfo().name : 'cpu').toLowerCase().replace(/[^a-z0-9]+/g, '-');
 const out = args.out ?? join('bench', 'results', `stream-${device}.json`);
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('NN_ARENA_GATHER') || k === 'UV_THREADPOOL_SIZE'));
-writeFileSync(out, `${JSON.stringify({ machine: machineInfo(), env, rows, window, epochs, results }, null, 2)}\n`);
+const run = { benchmark: 'stream', machine: machineInfo(), date: new Date().toISOString(), commit: headCommit(), command: `node bench/stream.mjs ${process.argv.slice(2).join(' ')}`.trim() };
+writeFileSync(out, `${JSON.stringify({ ...run, env, rows, window, epochs, results }, null, 2)}\n`);
 console.log(`wrote ${out}`);

@@ -33,6 +33,8 @@ import time
 
 import torch
 
+from git_commit import head_commit  # bench/git_commit.py
+
 NETS = {
     "seed": ([784, 10], 100),
     "S": ([784, 128, 10], 100),
@@ -228,8 +230,10 @@ def main():
                       "  ".join(f"{s['stage']} {s['allocated']:,}/{s['peak']:,}" for s in r["stages"]) +
                       (f"  LEFTOVER {r['leftoverAfter']:,}" if r["leftoverAfter"] else "") +
                       ("  SCALER SKIPPED THE STEP" if r.get("scalerSkippedStep") else ""), flush=True)
-    info = {"torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(device),
-            "workspaceBytes": workspace, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}
+    info = {"machine": torch.cuda.get_device_name(device), "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "commit": head_commit(), "command": " ".join(["python3", "bench/torch_memory.py", *sys.argv[1:]]),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "device": torch.cuda.get_device_name(device),
+            "workspaceBytes": workspace, "rows": rows}
     with open(a.out, "w") as f:
         json.dump(info, f, indent=2)
     print(f"wrote {a.out}")

@@ -8,6 +8,7 @@
 import { Arena, Dataset, planLayout, Trainer } from '../dist/index.js';
 import { writeFileSync } from 'node:fs';
 import { hostname, cpus } from 'node:os';
+import { headCommit } from './git-commit.mjs';
 
 const args = process.argv.slice(2);
 const opt = (name, dflt) => { const i = args.indexOf(`--${name}`); return i >= 0 ? args[i + 1] : dflt; };
@@ -102,5 +103,5 @@ for (const q of rows) {
   console.log(`${q.net} ${q.call}: wall ${w.median.toFixed(1)} us [${w.min.toFixed(1)}-${w.max.toFixed(1)}]${s ? `, seconds ${s.median.toFixed(1)} us (wall/seconds ${(w.median / s.median).toFixed(2)}x)` : ''}${q.note ? `; ${q.note}` : ''}`);
 }
 if (jsonOut) {
-  writeFileSync(jsonOut, JSON.stringify({ benchmark: 'userpath', date: new Date().toISOString(), host: hostname(), cpu: cpus()[0]?.model, cores: cpus().length, node: process.version, backend: backendUsed, samples, rows }, null, 2) + '\n');
+  writeFileSync(jsonOut, JSON.stringify({ benchmark: 'userpath', date: new Date().toISOString(), commit: headCommit(), command: `node bench/userpath.mjs ${args.join(' ')}`, host: hostname(), cpu: cpus()[0]?.model, cores: cpus().length, node: process.version, backend: backendUsed, samples, rows }, null, 2) + '\n');
 }

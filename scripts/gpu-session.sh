@@ -18,7 +18,7 @@
 # epilogues (issue 29: cuBLASLt's fused epilogues: the ABI check against cublasLt.h, their test, then the per-layer
 # files with NN_ARENA_CUBLASLT=1: compact == full, primitives == step, act, graphs, train, optimizers, precision).
 # table29 (issue 29's rows in one call: nn-arena's S / M / L / K steps in each precision, M fp32 over 10 processes,
-# PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT).
+# PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT, gathered into $OUT/steps-<gpu>.json).
 # userpath (issue 47: bench/userpath.mjs on CUDA, S and M, beside bench/userpath_torch.py in the same call, and the
 # wall clock of `npm start`; JSON under $OUT).
 # Logs and results go to $OUT (the device tool brings them back).
@@ -169,7 +169,7 @@ for part in "$@"; do
       NN_ARENA_UNDER_SANITIZER=1 NN_ARENA_PROP_BACKEND=cuda NN_ARENA_PROP_RUNS=40 compute-sanitizer --tool memcheck --target-processes all --report-api-errors no \
         vitest run test/property.test.ts > "$OUT/prop-memcheck.log" 2>&1
       grep -E "ERROR SUMMARY|Tests " "$OUT/prop-memcheck.log" | sed "s/^/[prop memcheck] /" ;;
-    table29)  # issue 29's rows in one call: nn-arena (ROUNDS rounds, default 2), M fp32 over 10 processes, PyTorch graphed, torch.func, the GEMM floor (bench/results/round3-h100, stop16 call 76)
+    table29)  # issue 29's rows in one call: nn-arena (ROUNDS rounds, default 2), M fp32 over 10 processes, PyTorch graphed, torch.func, the GEMM floor; gathered into $OUT/steps-<gpu>.json (bench/results keeps the last one)
       for r in $(seq 1 "${ROUNDS:-2}"); do
         for o in sgd adam recipe; do node bench/profile-step.mjs S $o 3000 cuda fp32 --json "$OUT/steps.jsonl" > /dev/null; done
         for pr in tf32 bf16 fp16; do node bench/profile-step.mjs S sgd 3000 cuda $pr --json "$OUT/steps.jsonl" > /dev/null; done
@@ -183,7 +183,8 @@ for part in "$@"; do
       PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --only S,M --modes graph --precisions fp32,tf32,bf16,fp16 --out "$OUT/torch-SM.json" | grep "graph:"
       PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --only L --optimizers sgd --modes graph --precisions tf32,bf16 --out "$OUT/torch-L.json" | grep "graph:"
       for pr in fp32 bf16; do PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --models 64,256 --precisions $pr --out "$OUT/torch-models-$pr.json" | tail -2; done
-      PYTHONUNBUFFERED=1 python3 bench/gemm_floor.py --only S,M,L --precisions tf32,bf16 --out "$OUT/gemm-floor.json" | tail -6 ;;
+      PYTHONUNBUFFERED=1 python3 bench/gemm_floor.py --only S,M,L --precisions tf32,bf16 --out "$OUT/gemm-floor.json" | tail -6
+      node bench/collect-steps.mjs "$OUT" --command "ROUNDS=${ROUNDS:-2} bash scripts/gpu-session.sh table29" ;;
     sync) nvcc -O3 -arch=sm_90 bench/micro/grid_sync.cu -o /tmp/gs && /tmp/gs ;;
     release) nvcc -O3 -arch=sm_90 bench/micro/um_release.cu -o /tmp/ur && /tmp/ur | tee "$OUT/um-release.txt" ;;
     *) echo "unknown part $part" ;;

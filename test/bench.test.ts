@@ -47,7 +47,8 @@ describe('bench plumbing', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
     const file = writeResults(dir, { machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['transfers'], transfers: rows, steps: [], memory: [] });
     expect(JSON.parse(readFileSync(file, 'utf8')).transfers).toHaveLength(6);
-    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/\| S 784-128-10 adam \| 2,058,752 \| toDevice \| arena, 1 transfer, pinned \| 1 \|/);
+    // One row per arena and direction, a column per method (GB/s).
+    expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/\| S 784-128-10 adam \| toDevice \| [\d.]+ \| [\d.]+ \| [\d.]+ \(24 buffers\) \|/);
   });
 
   it('the link bound of the device-budget rows: weights and activations that cannot stay, and the batch', () => {
