@@ -166,7 +166,7 @@ class Movers {
 
 // NN_ARENA_UM_TRACE=1: host-side times (ms from the run's start) of every mover op (waiting,
 // then in the driver) and of the compute thread's waits, printed when the run ends. Where the
-// managed step goes; bench/results/um-trace-*.txt.
+// managed step goes (docs/device-budgets.md says what such a trace showed).
 class UmTrace {
  public:
   explicit UmTrace(Progress& p) : on_(knobOn(Knob::UmTrace)), progress_(p) { progress_.trace = on_; }
