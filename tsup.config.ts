@@ -6,9 +6,23 @@ import { defineConfig } from 'tsup';
 // shipped).
 export default defineConfig([
   {
-    entry: { index: 'src/index.ts', io: 'src/io.ts', tools: 'src/tools.ts' }, format: ['esm', 'cjs'], dts: true, clean: true, target: 'node20', shims: true, sourcemap: true,
+    entry: { index: 'src/index.ts', io: 'src/io.ts', tools: 'src/tools.ts' },
+    format: ['esm', 'cjs'],
+    dts: true,
+    clean: true,
+    target: 'node20',
+    shims: true,
+    sourcemap: true,
     splitting: true,
   },
   { entry: { cli: 'src/cli/main.ts' }, format: ['esm'], target: 'node20', banner: { js: '#!/usr/bin/env node' }, sourcemap: true },
-  { entry: { bench: 'bench/main.ts', gather: 'bench/gather.ts' }, outDir: 'bench/dist', clean: true, format: ['esm'], target: 'node20', sourcemap: true, external: ['benny'] },
+  {
+    entry: { bench: 'bench/main.ts', gather: 'bench/gather.ts' },
+    outDir: 'bench/dist',
+    clean: true,
+    format: ['esm'],
+    target: 'node20',
+    sourcemap: true,
+    external: ['benny'],
+  },
 ]);

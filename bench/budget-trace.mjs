@@ -16,8 +16,10 @@ t.init(1);
 const x = new Float32Array(spec.samples * 4096);
 for (let i = 0; i < x.length; i++) x[i] = (i % 251) / 251;
 const labels = Uint8Array.from({ length: spec.samples }, (_, i) => i % 4096);
-await t.fit({ x, labels }, { epochs: 2 });  // warm-up
+await t.fit({ x, labels }, { epochs: 2 }); // warm-up
 process.env[memory === 'staged' ? 'NN_ARENA_STAGE_TRACE' : 'NN_ARENA_UM_TRACE'] = '1';
 const r = await t.fit({ x, labels }, { epochs: 1 });
-console.log(`${memory}, budget ${budget} B: ${((r.seconds * 1e6) / r.steps).toFixed(0)} us/step over ${r.steps} steps (with the final download of the weights)`);
+console.log(
+  `${memory}, budget ${budget} B: ${((r.seconds * 1e6) / r.steps).toFixed(0)} us/step over ${r.steps} steps (with the final download of the weights)`,
+);
 arena.dispose();

@@ -9,11 +9,33 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { attachTorch, benchSteps, runTorchReference, type StepRow } from './steps.js';
 
-export interface GemmRow { network: string; product: string; m: number; n: number; k: number; gflops: number; gflopsMedian: number; blasGflops: number | null; blasGflopsMedian: number | null }
-export interface CpuGemm { isa: string; threads: number; fmaPeak1: number; fmaPeak: number; blas: string | null; rows: GemmRow[] }
-export interface CpuTarget { target: string; figure: string; met: boolean }
+export interface GemmRow {
+  network: string;
+  product: string;
+  m: number;
+  n: number;
+  k: number;
+  gflops: number;
+  gflopsMedian: number;
+  blasGflops: number | null;
+  blasGflopsMedian: number | null;
+}
+export interface CpuGemm {
+  isa: string;
+  threads: number;
+  fmaPeak1: number;
+  fmaPeak: number;
+  blas: string | null;
+  rows: GemmRow[];
+}
+export interface CpuTarget {
+  target: string;
+  figure: string;
+  met: boolean;
+}
 export interface CpuResults {
-  threads: number; torch: string;
+  threads: number;
+  torch: string;
   gemm: CpuGemm | string;
   steps: StepRow[];
   targets: CpuTarget[];
@@ -28,14 +50,28 @@ function runGemmBench(quick: boolean, log: (s: string) => void): CpuGemm | strin
   const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-'));
   try {
     const exe = join(dir, 'gemm_bench');
-    const src = ['bench/cpu/gemm_bench.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/gemm_neon.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'].map((f) => join(root, f));
+    const src = [
+      'bench/cpu/gemm_bench.cc',
+      'csrc/cpu/gemm.cc',
+      'csrc/cpu/gemm_avx2.cc',
+      'csrc/cpu/gemm_avx512.cc',
+      'csrc/cpu/gemm_neon.cc',
+      'csrc/cpu/thread_pool.cc',
+      'csrc/core/env.cc',
+    ].map((f) => join(root, f));
     // The addon's flags (binding.gyp), so the kernels are the ones training runs.
     execFileSync('g++', ['-std=c++17', '-O3', '-fopenmp-simd', '-pthread', `-I${join(root, 'csrc')}`, ...src, '-ldl', '-o', exe], { stdio: 'pipe' });
-    const out = execFileSync(exe, ['--seconds', quick ? '0.2' : '1', ...(quick ? ['--only', 'S,M'] : [])], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000 });
+    const out = execFileSync(exe, ['--seconds', quick ? '0.2' : '1', ...(quick ? ['--only', 'S,M'] : [])], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+      timeout: 900_000,
+    });
     const g = JSON.parse(out) as CpuGemm;
     log(`  FMA peak ${g.fmaPeak.toFixed(1)} GFLOP/s on ${g.threads} threads (${g.fmaPeak1.toFixed(1)} on one), kernels ${g.isa}, BLAS ${g.blas ?? 'none'}`);
     for (const r of g.rows)
-      log(`  ${r.network} ${r.product.padEnd(18)} ${r.m}x${r.n}x${r.k}: ${r.gflops.toFixed(1)} GFLOP/s (${((100 * r.gflops) / g.fmaPeak).toFixed(0)}% of peak)${r.blasGflops === null ? '' : `, BLAS ${r.blasGflops.toFixed(1)}`}`);
+      log(
+        `  ${r.network} ${r.product.padEnd(18)} ${r.m}x${r.n}x${r.k}: ${r.gflops.toFixed(1)} GFLOP/s (${((100 * r.gflops) / g.fmaPeak).toFixed(0)}% of peak)${r.blasGflops === null ? '' : `, BLAS ${r.blasGflops.toFixed(1)}`}`,
+      );
     return g;
   } catch (e) {
     const err = e as { stderr?: string; message: string };
@@ -51,16 +87,32 @@ function targets(gemm: CpuGemm | string, steps: StepRow[]): CpuTarget[] {
   if (typeof gemm !== 'string') {
     for (const r of gemm.rows.filter((x) => x.network === 'L')) {
       const share = r.gflops / gemm.fmaPeak;
-      out.push({ target: `GEMM L ${r.product} >= 70% of FMA peak`, figure: `${r.gflops.toFixed(1)} GFLOP/s = ${(100 * share).toFixed(0)}% of ${gemm.fmaPeak.toFixed(1)}`, met: share >= 0.7 });
-      if (r.blasGflops !== null) out.push({ target: `GEMM L ${r.product} >= system BLAS`, figure: `${r.gflops.toFixed(1)} vs ${r.blasGflops.toFixed(1)} GFLOP/s`, met: r.gflops >= r.blasGflops });
+      out.push({
+        target: `GEMM L ${r.product} >= 70% of FMA peak`,
+        figure: `${r.gflops.toFixed(1)} GFLOP/s = ${(100 * share).toFixed(0)}% of ${gemm.fmaPeak.toFixed(1)}`,
+        met: share >= 0.7,
+      });
+      if (r.blasGflops !== null)
+        out.push({
+          target: `GEMM L ${r.product} >= system BLAS`,
+          figure: `${r.gflops.toFixed(1)} vs ${r.blasGflops.toFixed(1)} GFLOP/s`,
+          met: r.gflops >= r.blasGflops,
+        });
     }
   }
   for (const s of steps) {
-    const ms = s.microsPerStep / 1e3, gf = s.tflops * 1e3;
+    const ms = s.microsPerStep / 1e3,
+      gf = s.tflops * 1e3;
     if (s.network === 'S') out.push({ target: `S ${s.optimizer} <= 1.2 ms/step`, figure: `${ms.toFixed(3)} ms`, met: ms <= 1.2 });
     if (s.network === 'M') out.push({ target: `M ${s.optimizer} <= 40 ms/step`, figure: `${ms.toFixed(1)} ms`, met: ms <= 40 });
-    if (s.network === 'L') out.push({ target: `L ${s.optimizer} >= 200 GFLOP/s`, figure: `${gf.toFixed(1)} GFLOP/s (${ms.toFixed(0)} ms/step)`, met: gf >= 200 });
-    if (s.torch) out.push({ target: `${s.network} ${s.optimizer} ahead of PyTorch CPU`, figure: `${(s.torch.eager / 1e3).toFixed(3)} ms vs ${ms.toFixed(3)} ms (${(s.torch.eager / s.microsPerStep).toFixed(2)}x)`, met: s.microsPerStep < s.torch.eager });
+    if (s.network === 'L')
+      out.push({ target: `L ${s.optimizer} >= 200 GFLOP/s`, figure: `${gf.toFixed(1)} GFLOP/s (${ms.toFixed(0)} ms/step)`, met: gf >= 200 });
+    if (s.torch)
+      out.push({
+        target: `${s.network} ${s.optimizer} ahead of PyTorch CPU`,
+        figure: `${(s.torch.eager / 1e3).toFixed(3)} ms vs ${ms.toFixed(3)} ms (${(s.torch.eager / s.microsPerStep).toFixed(2)}x)`,
+        met: s.microsPerStep < s.torch.eager,
+      });
   }
   return out;
 }

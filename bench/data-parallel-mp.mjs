@@ -18,7 +18,7 @@ async function replica(net) {
   const [layers, batch] = NETS[net];
   const world = Number(process.env.WORLD_SIZE);
   const perEpoch = net === 'L' ? 10 : 100;
-  const samples = batch * world * perEpoch;  // the same steps per epoch whatever the world
+  const samples = batch * world * perEpoch; // the same steps per epoch whatever the world
   const plan = planLayout({ layers, batch, optimizer: 'sgd', samples });
   const group = world > 1 ? await DataParallel.join(plan) : DataParallel.create(plan, { devices: [0] });
   const t = new Trainer(group, { lr: 1e-3 });
@@ -26,21 +26,32 @@ async function replica(net) {
   const x = new Float32Array(samples * layers[0]);
   for (let i = 0; i < x.length; i++) x[i] = (i % 251) / 251;
   const labels = Uint8Array.from({ length: samples }, (_, i) => i % layers[layers.length - 1]);
-  await t.fit({ x, labels }, { epochs: 1 });  // warm-up
+  await t.fit({ x, labels }, { epochs: 1 }); // warm-up
   const r = await t.fit({ x, labels }, { epochs: net === 'L' ? 3 : 5 });
-  if (process.env.RANK === '0') process.stdout.write(JSON.stringify({ net, world, microsPerStep: (r.seconds * 1e6) / r.steps, steps: r.steps, loss: r.loss }) + '\n');
+  if (process.env.RANK === '0')
+    process.stdout.write(JSON.stringify({ net, world, microsPerStep: (r.seconds * 1e6) / r.steps, steps: r.steps, loss: r.loss }) + '\n');
   group.dispose();
 }
 
 function run(net, world, port) {
-  const procs = Array.from({ length: world }, (_, rank) =>
-    new Promise((resolve, reject) => {
-      const env = { ...process.env, RANK: String(rank), LOCAL_RANK: String(rank), WORLD_SIZE: String(world), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port) };
-      const c = spawn(process.execPath, [process.argv[1], '--replica', net], { env, stdio: ['ignore', 'pipe', 'inherit'] });
-      let out = '';
-      c.stdout.on('data', (d) => (out += d));
-      c.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`rank ${rank} of ${net} x${world} exited with ${code}`))));
-    }));
+  const procs = Array.from(
+    { length: world },
+    (_, rank) =>
+      new Promise((resolve, reject) => {
+        const env = {
+          ...process.env,
+          RANK: String(rank),
+          LOCAL_RANK: String(rank),
+          WORLD_SIZE: String(world),
+          MASTER_ADDR: '127.0.0.1',
+          MASTER_PORT: String(port),
+        };
+        const c = spawn(process.execPath, [process.argv[1], '--replica', net], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+        let out = '';
+        c.stdout.on('data', (d) => (out += d));
+        c.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`rank ${rank} of ${net} x${world} exited with ${code}`))));
+      }),
+  );
   return Promise.all(procs).then((outs) => JSON.parse(outs[0]));
 }
 
@@ -55,13 +66,27 @@ if (arg('replica')) {
     const group = await run(net, devices, port++);
     const ratio = (devices * one.microsPerStep) / group.microsPerStep;
     rows.push({ net, devices, oneGpuMicros: one.microsPerStep, groupMicros: group.microsPerStep, throughput: ratio });
-    console.log(`${net} x${devices} (one process per GPU): one GPU ${one.microsPerStep.toFixed(1)} us/step, group ${group.microsPerStep.toFixed(1)} us/step, throughput ${ratio.toFixed(2)}x`);
+    console.log(
+      `${net} x${devices} (one process per GPU): one GPU ${one.microsPerStep.toFixed(1)} us/step, group ${group.microsPerStep.toFixed(1)} us/step, throughput ${ratio.toFixed(2)}x`,
+    );
   }
   const out = arg('out', '');
   if (out) {
-    writeFileSync(out, JSON.stringify({
-      kind: 'data-parallel-processes', machine: `${devices} x ${cudaInfo().name}`, gpu: cudaInfo().name, date: new Date().toISOString(),
-      commit: headCommit(), command: `node bench/data-parallel-mp.mjs ${process.argv.slice(2).join(' ')}`.trim(), rows,
-    }, null, 2) + '\n');
+    writeFileSync(
+      out,
+      JSON.stringify(
+        {
+          kind: 'data-parallel-processes',
+          machine: `${devices} x ${cudaInfo().name}`,
+          gpu: cudaInfo().name,
+          date: new Date().toISOString(),
+          commit: headCommit(),
+          command: `node bench/data-parallel-mp.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+          rows,
+        },
+        null,
+        2,
+      ) + '\n',
+    );
   }
 }

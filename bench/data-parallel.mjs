@@ -19,7 +19,7 @@ import { headCommit } from './git-commit.mjs';
 
 const args = Object.fromEntries(process.argv.slice(2).reduce((a, v, i, all) => (v.startsWith('--') ? [...a, [v.slice(2), all[i + 1]]] : a), []));
 const NETS = { S: [[784, 128, 10], 100], M: [[784, 1024, 1024, 10], 256], L: [[4096, 4096, 4096, 4096], 2048] };
-const TARGETS = { S: null, M: 1.5, L: 1.85 };  // issue 20, for 2 GPUs
+const TARGETS = { S: null, M: 1.5, L: 1.85 }; // issue 20, for 2 GPUs
 const info = cudaInfo();
 const devices = Number(args.devices ?? info.devices);
 const nets = (args.nets ?? 'S,M,L').split(',');
@@ -44,7 +44,7 @@ function problem(net, replicas, steps) {
 }
 
 async function timed(trainer, p) {
-  await trainer.fit(p.data, { epochs: 1, shuffle: false });  // warm-up (cuBLAS, NCCL connections)
+  await trainer.fit(p.data, { epochs: 1, shuffle: false }); // warm-up (cuBLAS, NCCL connections)
   const r = await trainer.fit(p.data, { epochs: p.epochs, shuffle: false });
   return { usPerStep: (r.seconds * 1e6) / r.steps, steps: r.steps, path: r.path, loss: r.loss };
 }
@@ -62,8 +62,14 @@ async function oneGpu(net, steps) {
 // The replicas stepping on their own: N arenas, one per device, fits at once (no reduction).
 async function ownSteps(net, steps) {
   const p = problem(net, 1, steps);
-  const arenas = Array.from({ length: devices }, (_, d) => Arena.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples }), { backend: 'cuda', device: d }));
-  const ts = arenas.map((a) => { const t = new Trainer(a, { lr: 1e-3 }); t.init(1); return t; });
+  const arenas = Array.from({ length: devices }, (_, d) =>
+    Arena.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples }), { backend: 'cuda', device: d }),
+  );
+  const ts = arenas.map((a) => {
+    const t = new Trainer(a, { lr: 1e-3 });
+    t.init(1);
+    return t;
+  });
   const rs = await Promise.all(ts.map((t) => timed(t, p)));
   for (const a of arenas) a.dispose();
   return { usPerStep: Math.max(...rs.map((r) => r.usPerStep)), path: rs[0].path };
@@ -71,7 +77,9 @@ async function ownSteps(net, steps) {
 
 async function group(net, steps) {
   const p = problem(net, devices, steps);
-  const g = DataParallel.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples, order: args.order ?? 'layer-major' }), { devices: Array.from({ length: devices }, (_, i) => i) });
+  const g = DataParallel.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples, order: args.order ?? 'layer-major' }), {
+    devices: Array.from({ length: devices }, (_, i) => i),
+  });
   const t = new Trainer(g, { lr: 1e-3 });
   t.init(1);
   const r = await timed(t, p);
@@ -79,7 +87,8 @@ async function group(net, steps) {
   const bytesOf = (a) => {
     a.toHost({ kinds: ['w', 'b'] });
     const parts = [];
-    for (let l = 1; l < p.layers.length; l++) for (const k of ['w', 'b']) parts.push(Buffer.from(a.bytes(a.plan.region(l, k).offset, a.plan.region(l, k).bytes)));
+    for (let l = 1; l < p.layers.length; l++)
+      for (const k of ['w', 'b']) parts.push(Buffer.from(a.bytes(a.plan.region(l, k).offset, a.plan.region(l, k).bytes)));
     return Buffer.concat(parts);
   };
   const first = bytesOf(g.replicas[0]);
@@ -89,41 +98,75 @@ async function group(net, steps) {
   return { ...r, samplesPerSecond: (p.batch * devices * 1e6) / r.usPerStep, replicasIdentical: identical, gradientBytes: gradBytes };
 }
 
-if (devices < 2) { console.log(`data-parallel bench: needs 2+ GPUs (${info.devices} found)`); process.exit(0); }
+if (devices < 2) {
+  console.log(`data-parallel bench: needs 2+ GPUs (${info.devices} found)`);
+  process.exit(0);
+}
 const n = ncclInfo();
-if (!n.available) { console.log(`data-parallel bench: NCCL not available: ${n.why}`); process.exit(0); }
+if (!n.available) {
+  console.log(`data-parallel bench: NCCL not available: ${n.why}`);
+  process.exit(0);
+}
 const rows = [];
 for (const net of nets) {
   const steps = Number(args.steps ?? (net === 'L' ? 50 : 500));
   const one = await oneGpu(net, steps);
-  const child = spawnSync(process.execPath, [new URL(import.meta.url).pathname, '--child', net, '--steps', String(steps)], { env: { ...process.env, NN_ARENA_STEP_PATH: 'layers' }, encoding: 'utf8' });
+  const child = spawnSync(process.execPath, [new URL(import.meta.url).pathname, '--child', net, '--steps', String(steps)], {
+    env: { ...process.env, NN_ARENA_STEP_PATH: 'layers' },
+    encoding: 'utf8',
+  });
   const oneLayers = JSON.parse(child.stdout.trim().split('\n').pop());
   const own = await ownSteps(net, steps);
   const g = await group(net, steps);
   const speedup = g.samplesPerSecond / one.samplesPerSecond;
   const share = Math.max(0, (g.usPerStep - own.usPerStep) / g.usPerStep);
   const row = {
-    net, layers: NETS[net][0], perGpuBatch: NETS[net][1], globalBatch: NETS[net][1] * devices, devices,
-    oneGpu: one, oneGpuLayers: oneLayers, ownSteps: own, group: g, speedup, allReduceShare: share,
+    net,
+    layers: NETS[net][0],
+    perGpuBatch: NETS[net][1],
+    globalBatch: NETS[net][1] * devices,
+    devices,
+    oneGpu: one,
+    oneGpuLayers: oneLayers,
+    ownSteps: own,
+    group: g,
+    speedup,
+    allReduceShare: share,
     target: TARGETS[net] && devices === 2 ? TARGETS[net] : null,
   };
   rows.push(row);
-  console.log(`${net} x${devices}: one GPU ${one.usPerStep.toFixed(1)} us/step (${one.path}), per-layer ${oneLayers.usPerStep.toFixed(1)}; group ${g.usPerStep.toFixed(1)} us/step; ` +
-    `throughput ${speedup.toFixed(2)}x; all-reduce share ${(share * 100).toFixed(1)}% (${(g.gradientBytes / 1e6).toFixed(1)} MB of gradients); identical ${g.replicasIdentical}` +
-    (row.target ? `; target >= ${row.target}x: ${speedup >= row.target ? 'met' : 'MISSED'}` : ''));
+  console.log(
+    `${net} x${devices}: one GPU ${one.usPerStep.toFixed(1)} us/step (${one.path}), per-layer ${oneLayers.usPerStep.toFixed(1)}; group ${g.usPerStep.toFixed(1)} us/step; ` +
+      `throughput ${speedup.toFixed(2)}x; all-reduce share ${(share * 100).toFixed(1)}% (${(g.gradientBytes / 1e6).toFixed(1)} MB of gradients); identical ${g.replicasIdentical}` +
+      (row.target ? `; target >= ${row.target}x: ${speedup >= row.target ? 'met' : 'MISSED'}` : ''),
+  );
 }
 const m = machineInfo();
-const slug = `${(info.name || 'gpu').toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '')}-x${devices}`;
+const slug = `${(info.name || 'gpu')
+  .toLowerCase()
+  .replace(/[^a-z0-9]+/g, '-')
+  .replace(/^-|-$/g, '')}-x${devices}`;
 const result = {
-  kind: 'data-parallel', machine: `${devices} x ${info.name}`, host: { ...m, gpus: info.devices, nccl: n.version },
-  date: new Date().toISOString(), commit: headCommit(), command: `node bench/data-parallel.mjs ${process.argv.slice(2).join(' ')}`.trim(), rows,
+  kind: 'data-parallel',
+  machine: `${devices} x ${info.name}`,
+  host: { ...m, gpus: info.devices, nccl: n.version },
+  date: new Date().toISOString(),
+  commit: headCommit(),
+  command: `node bench/data-parallel.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+  rows,
 };
 mkdirSync(outDir, { recursive: true });
 writeFileSync(join(outDir, `data-parallel-${slug}.json`), JSON.stringify(result, null, 2) + '\n');
-console.log([
-  `Data parallelism: ${devices} x ${info.name} (NCCL ${n.version}). Per-GPU batch fixed; the group's global batch is ${devices} times it.`,
-  'Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.', '',
-  '| net | per-GPU batch | one GPU µs/step (path) | one GPU per-layer µs/step | group µs/step | throughput | all-reduce share | replicas identical | target |',
-  '|---|---:|---:|---:|---:|---:|---:|---|---|',
-  ...rows.map((r) => `| ${r.net} ${r.layers.join('-')} | ${r.perGpuBatch} | ${r.oneGpu.usPerStep.toFixed(1)} (${r.oneGpu.path}) | ${r.oneGpuLayers.usPerStep.toFixed(1)} | ${r.group.usPerStep.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${(r.allReduceShare * 100).toFixed(1)}% | ${r.group.replicasIdentical} | ${r.target ? `>= ${r.target}x ${r.speedup >= r.target ? 'met' : 'missed'}` : '—'} |`),
-].join('\n'));
+console.log(
+  [
+    `Data parallelism: ${devices} x ${info.name} (NCCL ${n.version}). Per-GPU batch fixed; the group's global batch is ${devices} times it.`,
+    'Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.',
+    '',
+    '| net | per-GPU batch | one GPU µs/step (path) | one GPU per-layer µs/step | group µs/step | throughput | all-reduce share | replicas identical | target |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---|',
+    ...rows.map(
+      (r) =>
+        `| ${r.net} ${r.layers.join('-')} | ${r.perGpuBatch} | ${r.oneGpu.usPerStep.toFixed(1)} (${r.oneGpu.path}) | ${r.oneGpuLayers.usPerStep.toFixed(1)} | ${r.group.usPerStep.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${(r.allReduceShare * 100).toFixed(1)}% | ${r.group.replicasIdentical} | ${r.target ? `>= ${r.target}x ${r.speedup >= r.target ? 'met' : 'missed'}` : '—'} |`,
+    ),
+  ].join('\n'),
+);

@@ -19,8 +19,11 @@ const networks = [
 const wave = (n, k) => Array.from({ length: n }, (_, i) => Math.sin(0.37 * i + k) * Math.cos(0.011 * i * k));
 const cases = [];
 for (const net of networks) {
-  const inputs = net.layers[0], outputs = net.layers.at(-1);
-  const arena = Arena.create(planLayout({ layers: net.layers, activations: net.activations, dtype: net.dtype, batch: 16, samples: 64, optimizer: 'adam' }), { backend: 'cpu' });
+  const inputs = net.layers[0],
+    outputs = net.layers.at(-1);
+  const arena = Arena.create(planLayout({ layers: net.layers, activations: net.activations, dtype: net.dtype, batch: 16, samples: 64, optimizer: 'adam' }), {
+    backend: 'cpu',
+  });
   try {
     const t = new Trainer(arena, { lr: 0.01 });
     t.init(7);

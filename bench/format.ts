@@ -6,7 +6,8 @@ export const int = (n: number): string => Math.round(n).toLocaleString('en-US');
 export const mb = (bytes: number, d = 1): string => (bytes / 1e6).toFixed(d);
 /** "a-b" over the values, or "a" where they agree to the digits shown. */
 export function span(values: number[], d = 1): string {
-  const lo = fix(Math.min(...values), d), hi = fix(Math.max(...values), d);
+  const lo = fix(Math.min(...values), d),
+    hi = fix(Math.max(...values), d);
   return lo === hi ? lo : `${lo}-${hi}`;
 }
 export const median = (v: number[]): number => [...v].sort((a, b) => a - b)[Math.floor(v.length / 2)]!;
@@ -17,7 +18,11 @@ export function table(header: string[], rows: string[][], right = 1): string[] {
   return [line(header), line(header.map((_, i) => (i >= right ? '---:' : '---'))), ...rows.map(line)];
 }
 
-export interface Provenance { date: string; commit?: string | null; command?: string }
+export interface Provenance {
+  date: string;
+  commit?: string | null;
+  command?: string;
+}
 
 /** The line under a section's title: which file, when, on which code, and the command that
  *  measures it again. A file written before results recorded their commit says where to look. */

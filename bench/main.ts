@@ -39,7 +39,19 @@ const info = cudaInfo();
 const backends: BackendName[] = info.built && info.devices > 0 ? ['cpu', 'cuda'] : ['cpu'];
 log(`machine ${machine.name}: ${machine.gpu ?? 'no GPU'}; backends ${backends.join(', ')}${quick ? ' (quick)' : ''}`);
 
-const results: Results = { machine, date: new Date().toISOString(), commit: headCommit(), quick, parts: (['transfers', 'steps', 'memory', 'um', 'cpu'] as const).filter((p) => parts.has(p)), command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`, transfers: [], steps: [], memory: [], um: null, cpu: null };
+const results: Results = {
+  machine,
+  date: new Date().toISOString(),
+  commit: headCommit(),
+  quick,
+  parts: (['transfers', 'steps', 'memory', 'um', 'cpu'] as const).filter((p) => parts.has(p)),
+  command: `npm run bench${process.argv.length > 2 ? ` -- ${process.argv.slice(2).join(' ')}` : ''}`,
+  transfers: [],
+  steps: [],
+  memory: [],
+  um: null,
+  cpu: null,
+};
 const main = backends.includes('cuda') ? 'cuda' : 'cpu';
 if (parts.has('transfers')) {
   log(`transfers (${main} backend)`);
@@ -68,7 +80,7 @@ if (parts.has('um')) {
   results.um = await benchUm(quick, log);
 }
 if (parts.has('cpu')) {
-  log('CPU backend at the machine\'s limit: GEMM, FMA peak, steps, PyTorch CPU (issue 16)');
+  log("CPU backend at the machine's limit: GEMM, FMA peak, steps, PyTorch CPU (issue 16)");
   results.cpu = await benchCpu(quick, log);
 }
 log(`wrote ${writeResults(outDir, results)}`);

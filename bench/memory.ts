@@ -6,8 +6,15 @@ import { NETWORKS } from './steps.js';
 import { testAddon } from '../src/internal.js';
 
 export interface MemoryRow {
-  network: string; optimizer: string; backend: BackendName; plannedBytes: number; headerTotalBytes: number;
-  byKind: Record<string, number>; deviceTakenBytes: number | null; hostRssGrowthBytes: number; exact: boolean;
+  network: string;
+  optimizer: string;
+  backend: BackendName;
+  plannedBytes: number;
+  headerTotalBytes: number;
+  byKind: Record<string, number>;
+  deviceTakenBytes: number | null;
+  hostRssGrowthBytes: number;
+  exact: boolean;
 }
 
 export function benchMemory(backend: BackendName, names: string[], log: (s: string) => void): MemoryRow[] {
@@ -24,11 +31,20 @@ export function benchMemory(backend: BackendName, names: string[], log: (s: stri
       const rss = process.memoryUsage().rss - rssBefore;
       const headerTotal = Number(testAddon().decodeHeader(arena.bytes(0, plan.headerBytes)).totalBytes);
       const row: MemoryRow = {
-        network: net.name, optimizer, backend, plannedBytes: plan.totalBytes, headerTotalBytes: headerTotal, byKind: { ...byKind },
-        deviceTakenBytes: taken, hostRssGrowthBytes: rss, exact: sum === plan.totalBytes && headerTotal === plan.totalBytes,
+        network: net.name,
+        optimizer,
+        backend,
+        plannedBytes: plan.totalBytes,
+        headerTotalBytes: headerTotal,
+        byKind: { ...byKind },
+        deviceTakenBytes: taken,
+        hostRssGrowthBytes: rss,
+        exact: sum === plan.totalBytes && headerTotal === plan.totalBytes,
       };
       rows.push(row);
-      log(`  ${net.name} ${optimizer.padEnd(4)}: planned ${plan.totalBytes} B, by kind sums to ${sum} B, header says ${headerTotal} B${taken !== null ? `, device took ${taken} B (+${(((taken - plan.totalBytes) / plan.totalBytes) * 100).toFixed(2)}%)` : ''}, host RSS +${rss} B`);
+      log(
+        `  ${net.name} ${optimizer.padEnd(4)}: planned ${plan.totalBytes} B, by kind sums to ${sum} B, header says ${headerTotal} B${taken !== null ? `, device took ${taken} B (+${(((taken - plan.totalBytes) / plan.totalBytes) * 100).toFixed(2)}%)` : ''}, host RSS +${rss} B`,
+      );
     }
   }
   return rows;

@@ -21,14 +21,15 @@ const ks = opt('models', '1,8,64,256').split(',').map(Number);
 const steps = Number(opt('steps', '500'));
 const backend = opt('backend', 'cuda');
 const out = opt('out', '');
-const precision = opt('precision', 'fp32');  // bf16: per-model bf16 copies, batched bf16 products (per-layer path)
-const layers = [784, 128, 10], batch = 100;
+const precision = opt('precision', 'fp32'); // bf16: per-model bf16 copies, batched bf16 products (per-layer path)
+const layers = [784, 128, 10],
+  batch = 100;
 const perEpoch = Math.min(steps, 100);
 const samples = batch * perEpoch;
 const x = new Float32Array(samples * layers[0]);
 for (let i = 0; i < x.length; i++) x[i] = (i % 251) / 251;
 const labels = Uint8Array.from({ length: samples }, (_, i) => i % 10);
-const lrsOf = (K) => Array.from({ length: K }, (_, m) => 1e-3 * (1 + (9 * m) / Math.max(K - 1, 1)));  // 1e-3 .. 1e-2
+const lrsOf = (K) => Array.from({ length: K }, (_, m) => 1e-3 * (1 + (9 * m) / Math.max(K - 1, 1))); // 1e-3 .. 1e-2
 
 const rows = [];
 const pathName = `${process.env.NN_ARENA_STEP_PATH ?? 'auto'}${process.env.NN_ARENA_GEMM ? ` gemm=${process.env.NN_ARENA_GEMM}` : ''}`;
@@ -38,13 +39,25 @@ for (const K of ks) {
   try {
     const t = new Trainer(arena, { lr: lrsOf(K), precision });
     t.init(1);
-    await t.fit({ x, labels }, { epochs: 1 });  // warm-up
+    await t.fit({ x, labels }, { epochs: 1 }); // warm-up
     const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / perEpoch) });
     const us = (r.seconds * 1e6) / r.steps;
     const flops = 6 * batch * K * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
-    const row = { impl: 'nn-arena', path: r.path, knobs: pathName, precision, models: K, steps: r.steps, microsPerStep: us, tflops: flops / us / 1e6, arenaBytes: plan.totalBytes };
+    const row = {
+      impl: 'nn-arena',
+      path: r.path,
+      knobs: pathName,
+      precision,
+      models: K,
+      steps: r.steps,
+      microsPerStep: us,
+      tflops: flops / us / 1e6,
+      arenaBytes: plan.totalBytes,
+    };
     rows.push(row);
-    console.log(`nn-arena S x${K} sgd ${backend} ${precision} [${pathName} -> ${r.path}]: ${us.toFixed(1)} us/step, ${row.tflops.toFixed(2)} TFLOP/s, arena ${(plan.totalBytes / 2 ** 20).toFixed(1)} MiB`);
+    console.log(
+      `nn-arena S x${K} sgd ${backend} ${precision} [${pathName} -> ${r.path}]: ${us.toFixed(1)} us/step, ${row.tflops.toFixed(2)} TFLOP/s, arena ${(plan.totalBytes / 2 ** 20).toFixed(1)} MiB`,
+    );
   } finally {
     arena.dispose();
   }
@@ -52,7 +65,10 @@ for (const K of ks) {
 
 if (!args.includes('--no-torch') && backend === 'cuda') {
   const file = out ? out.replace(/\.json$/, '') + '-torch.json' : '/tmp/nn-arena-models-torch.json';
-  const py = spawnSync('python3', ['bench/torch_ref.py', '--models', ks.join(','), '--precisions', precision, '--out', file], { stdio: ['ignore', 'inherit', 'inherit'], env: { ...process.env, PYTHONUNBUFFERED: '1' } });
+  const py = spawnSync('python3', ['bench/torch_ref.py', '--models', ks.join(','), '--precisions', precision, '--out', file], {
+    stdio: ['ignore', 'inherit', 'inherit'],
+    env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
   if (py.status === 0) rows.push(...JSON.parse(readFileSync(file, 'utf8')).rows.map((r) => ({ impl: 'torch.func', ...r })));
   else console.log(`torch.func reference not run (python3 bench/torch_ref.py exited ${py.status ?? py.error?.message})`);
 }

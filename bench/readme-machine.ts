@@ -49,10 +49,12 @@ function transfersTable(rows: TransferRow[]): string[] {
   ] as const;
   const shown = methods.filter(([, is]) => rows.some((t) => is(t.method)));
   const cell = (t: TransferRow | undefined) => (t ? `${fix(t.gbps, 2)}${t.method.startsWith('fragmented') ? ` (${t.transfers} buffers)` : ''}` : '—');
-  const body = arenas.flatMap((arena) => (['toDevice', 'toHost'] as const).map((dir) => {
-    const of = rows.filter((t) => t.arena === arena && t.direction === dir);
-    return [arena, dir, ...shown.map(([, is]) => cell(of.find((t) => is(t.method))))];
-  }));
+  const body = arenas.flatMap((arena) =>
+    (['toDevice', 'toHost'] as const).map((dir) => {
+      const of = rows.filter((t) => t.arena === arena && t.direction === dir);
+      return [arena, dir, ...shown.map(([, is]) => cell(of.find((t) => is(t.method))))];
+    }),
+  );
   return [
     `### Transfers, GB/s (mean of benny samples; ${new Set(rows.map((t) => t.arena)).size} arena sizes in the file)`,
     ...table(['arena', 'direction', ...shown.map(([name]) => name)], body, 2),
@@ -71,21 +73,43 @@ function currentSteps(r: Results): StepRow[] {
 function stepsTable(steps: StepRow[], inFile: number): string[] {
   if (!steps.length) return inFile ? [`Training steps: the CPU part below, measured later (the steps part's ${inFile} older rows stay in the JSON).`, ''] : [];
   const keys = [...new Set(steps.map((s) => `${s.network}|${s.backend}`))];
-  const pair = (of: StepRow[], f: (s: StepRow) => string) => ['sgd', 'adam'].map((o) => { const s = of.find((x) => x.optimizer === o); return s ? f(s) : '—'; }).join(' / ');
-  const torch = (mode: 'eager' | 'graph') => (s: StepRow) => (s.torch?.[mode] === undefined ? '—' : `${fix(s.torch[mode]!)} (${fix(s.torch[mode]! / s.microsPerStep, 2)}×)`);
+  const pair = (of: StepRow[], f: (s: StepRow) => string) =>
+    ['sgd', 'adam']
+      .map((o) => {
+        const s = of.find((x) => x.optimizer === o);
+        return s ? f(s) : '—';
+      })
+      .join(' / ');
+  const torch = (mode: 'eager' | 'graph') => (s: StepRow) =>
+    s.torch?.[mode] === undefined ? '—' : `${fix(s.torch[mode]!)} (${fix(s.torch[mode]! / s.microsPerStep, 2)}×)`;
   const withTorch = steps.some((s) => s.torch);
   const body = keys.map((k) => {
     const of = steps.filter((s) => `${s.network}|${s.backend}` === k);
     const s = of[0]!;
     const path = s.path && s.path !== s.backend ? ` (${s.path})` : '';
-    return [`${s.network} ${s.layers.join('-')}`, `${s.backend}${path}`, String(s.batch), pair(of, (x) => fix(x.microsPerStep)), pair(of, (x) => fix(x.tflops, 3)),
-      ...(withTorch ? [pair(of, torch('eager')), pair(of, torch('graph'))] : [])];
+    return [
+      `${s.network} ${s.layers.join('-')}`,
+      `${s.backend}${path}`,
+      String(s.batch),
+      pair(of, (x) => fix(x.microsPerStep)),
+      pair(of, (x) => fix(x.tflops, 3)),
+      ...(withTorch ? [pair(of, torch('eager')), pair(of, torch('graph'))] : []),
+    ];
   });
   const version = steps.find((s) => s.torch)?.torch?.version;
   return [
     '### Training step (Trainer.fit over a resident data set), SGD / Adam',
-    ...table(['network', 'backend (path)', 'batch', 'µs/step', 'TFLOP/s', ...(withTorch ? ['PyTorch eager µs (×)', 'PyTorch CUDA graph µs (×)'] : [])], body, 2),
-    ...(version ? ['', `PyTorch ${version}: float32, TF32 off, full steps on GPU-resident tensors, eager and replayed as a CUDA graph (bench/torch_ref.py, same call). × = PyTorch time / nn-arena time.`] : []),
+    ...table(
+      ['network', 'backend (path)', 'batch', 'µs/step', 'TFLOP/s', ...(withTorch ? ['PyTorch eager µs (×)', 'PyTorch CUDA graph µs (×)'] : [])],
+      body,
+      2,
+    ),
+    ...(version
+      ? [
+          '',
+          `PyTorch ${version}: float32, TF32 off, full steps on GPU-resident tensors, eager and replayed as a CUDA graph (bench/torch_ref.py, same call). × = PyTorch time / nn-arena time.`,
+        ]
+      : []),
     '',
   ];
 }
@@ -94,15 +118,24 @@ function stepsTable(steps: StepRow[], inFile: number): string[] {
 function memoryTable(rows: MemoryRow[]): string[] {
   if (!rows.length) return [];
   const inexact = rows.filter((x) => !x.exact).map((x) => `${x.network} ${x.optimizer}`);
-  const line = (name: string, f: (x: MemoryRow) => number | null) => [name, ...rows.map((x) => { const v = f(x); return v === null ? '—' : mb(v, 2); })];
+  const line = (name: string, f: (x: MemoryRow) => number | null) => [
+    name,
+    ...rows.map((x) => {
+      const v = f(x);
+      return v === null ? '—' : mb(v, 2);
+    }),
+  ];
   const device = rows.some((x) => x.deviceTakenBytes !== null);
   return [
-    `### Memory, MB: planned (sum by kind = the header's total: ${inexact.length ? `**not** in ${inexact.join(', ')}` : 'exact in every column'}) and taken${device ? ' (device: the drop in cudaMemGetInfo\'s free memory, which the driver hands out in 2 MiB pages: a small arena can land in a page it holds)' : ''}`,
-    ...table(['', ...rows.map((x) => `${x.network} ${x.optimizer}`)], [
-      line('planned', (x) => x.plannedBytes),
-      ...(device ? [line('device taken', (x) => x.deviceTakenBytes)] : []),
-      line('host RSS growth', (x) => x.hostRssGrowthBytes),
-    ]),
+    `### Memory, MB: planned (sum by kind = the header's total: ${inexact.length ? `**not** in ${inexact.join(', ')}` : 'exact in every column'}) and taken${device ? " (device: the drop in cudaMemGetInfo's free memory, which the driver hands out in 2 MiB pages: a small arena can land in a page it holds)" : ''}`,
+    ...table(
+      ['', ...rows.map((x) => `${x.network} ${x.optimizer}`)],
+      [
+        line('planned', (x) => x.plannedBytes),
+        ...(device ? [line('device taken', (x) => x.deviceTakenBytes)] : []),
+        line('host RSS growth', (x) => x.hostRssGrowthBytes),
+      ],
+    ),
     '',
   ];
 }
@@ -114,17 +147,29 @@ function umSection(u: UmResults | null | undefined): string[] {
   // The modes as shipped in the table; the scheduler's knob variants (NN_ARENA_UM_*) in one line.
   const main = u.rows.filter((r) => r.variant === '' || r.variant === 'as shipped');
   const variants = u.rows.filter((r) => !main.includes(r));
-  const row = (r: UmResults['rows'][number]) => (r.error
-    ? [r.mode, r.variant || '—', `failed: ${r.error.replace(/\|/g, '/')}`, '', '', '', '', '']
-    : [r.mode, r.variant || '—', String(r.steps), ms(r.microsPerStep), fix(r.microsPerStep / u.bounds.residentMicros, 3), mb(r.peakDeviceBytes),
-      r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes),
-      r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`]);
+  const row = (r: UmResults['rows'][number]) =>
+    r.error
+      ? [r.mode, r.variant || '—', `failed: ${r.error.replace(/\|/g, '/')}`, '', '', '', '', '']
+      : [
+          r.mode,
+          r.variant || '—',
+          String(r.steps),
+          ms(r.microsPerStep),
+          fix(r.microsPerStep / u.bounds.residentMicros, 3),
+          mb(r.peakDeviceBytes),
+          r.scheduledPeakBytes === null || r.scheduledPeakBytes === undefined ? '—' : mb(r.scheduledPeakBytes),
+          r.toDevicePerStep === null ? '—' : `${mb(r.toDevicePerStep)} / ${mb(r.toHostPerStep!)}`,
+        ];
   return [
     `### Device budget: ${u.network}, batch ${u.batch}, ${u.optimizer}, budget 25% of the arena`,
     `Arena ${mb(u.arenaBytes)} MB, budget ${mb(u.budget)} MB. Link (256 MiB, this run): pinned copy ${fix(u.link.copyToDevice)} / ${fix(u.link.copyToHost)} GB/s to device / host, ` +
       `prefetch ${fix(u.link.prefetchToDevice)} / ${fix(u.link.prefetchToHost)} GB/s. After a round trip to the device and back, ${mb(u.link.prefetchRetainedBytes ?? 0)} MB of device memory stayed taken for a ${mb(u.link.bytes)} MB range.`,
     '',
-    ...table(['mode', 'variant', 'steps', 'ms/step', 'vs resident', 'device peak measured (MB)', 'planned peak (MB)', 'moved in / out per step (MB)'], main.map(row), 2),
+    ...table(
+      ['mode', 'variant', 'steps', 'ms/step', 'vs resident', 'device peak measured (MB)', 'planned peak (MB)', 'moved in / out per step (MB)'],
+      main.map(row),
+      2,
+    ),
     '',
     `${variants.length ? `Scheduler variants, ms/step: ${variants.map((r) => `${r.variant} ${r.error ? 'failed' : ms(r.microsPerStep)}`).join('; ')}. ` : ''}Bounds: resident ${ms(u.bounds.residentMicros)} ms/step; at least ${mb(u.mustCross.toDevice)} MB in and ${mb(u.mustCross.toHost)} MB out must cross the link per step: ` +
       `${ms(u.bounds.linkMicrosCopy)} ms at the copy rates. ` +
@@ -144,15 +189,17 @@ function evictionFloor(u: UmResults): string {
   const rate = Math.max(u.link.prefetchToHost, u.link.prefetchToHost4 ?? 0);
   if (!row || row.toHostPerStep === null || !(rate > 0)) return '';
   const L = u.layers.length - 1;
-  const rows = u.samples > 0 ? u.batch * (u.layers[0]! + u.layers[L]!) * 4 : 0;  // float32 (UM_SPEC)
+  const rows = u.samples > 0 ? u.batch * (u.layers[0]! + u.layers[L]!) * 4 : 0; // float32 (UM_SPEC)
   const mustLeave = Math.max(0, u.mustCross.toDevice - rows);
   const ms = (bytes: number) => bytes / rate / 1e6;
-  const target = u.targets.schedulerToLargerBound * u.bounds.largerMicros / 1e3;
-  return ' ' +
+  const target = (u.targets.schedulerToLargerBound * u.bounds.largerMicros) / 1e3;
+  return (
+    ' ' +
     `Eviction floor of managed memory: at least ${mb(mustLeave)} MB per step must leave the device by prefetch (what must come in, less the rows read in place); ` +
-      `at the best prefetch-to-host rate above (${fix(rate)} GB/s) that is ${fix(ms(mustLeave), 2)} ms/step for any managed plan, against ${fix(target, 2)} ms for the target; ` +
-      `the scheduler's ${mb(row.toHostPerStep)} MB take ${fix(ms(row.toHostPerStep), 2)} ms. ` +
-      'The device memory the driver keeps for managed ranges after they went back to the host: bench/micro/um_release.cu (`bash scripts/gpu-session.sh release`).';
+    `at the best prefetch-to-host rate above (${fix(rate)} GB/s) that is ${fix(ms(mustLeave), 2)} ms/step for any managed plan, against ${fix(target, 2)} ms for the target; ` +
+    `the scheduler's ${mb(row.toHostPerStep)} MB take ${fix(ms(row.toHostPerStep), 2)} ms. ` +
+    'The device memory the driver keeps for managed ranges after they went back to the host: bench/micro/um_release.cu (`bash scripts/gpu-session.sh release`).'
+  );
 }
 
 /** The CPU backend against the machine: the FMA peak, the largest network's GEMM shapes, the
@@ -161,25 +208,40 @@ function cpuSection(c: CpuResults | null | undefined): string[] {
   if (!c) return [];
   const g = c.gemm;
   const largest = typeof g === 'string' ? [] : g.rows.filter((r) => r.network === g.rows[g.rows.length - 1]!.network);
-  const gemm = typeof g === 'string' ? g
-    : `FMA peak (float32, ${g.isa === 'avx512' ? 'AVX-512' : 'AVX2'} FMA loop, same run): ${fix(g.fmaPeak)} GFLOP/s on ${g.threads} threads. ` +
-      `GEMM on ${largest[0]?.network ?? '—'}'s shapes (best of repeats): ${largest.map((r) => `${r.product} ${fix(r.gflops)} GFLOP/s (${fix((100 * r.gflops) / g.fmaPeak, 0)}% of peak; ${g.blas ?? 'system BLAS'} ${r.blasGflops === null ? '—' : fix(r.blasGflops)})`).join(', ')}.`;
+  const gemm =
+    typeof g === 'string'
+      ? g
+      : `FMA peak (float32, ${g.isa === 'avx512' ? 'AVX-512' : 'AVX2'} FMA loop, same run): ${fix(g.fmaPeak)} GFLOP/s on ${g.threads} threads. ` +
+        `GEMM on ${largest[0]?.network ?? '—'}'s shapes (best of repeats): ${largest.map((r) => `${r.product} ${fix(r.gflops)} GFLOP/s (${fix((100 * r.gflops) / g.fmaPeak, 0)}% of peak; ${g.blas ?? 'system BLAS'} ${r.blasGflops === null ? '—' : fix(r.blasGflops)})`).join(', ')}.`;
   const nets = [...new Set(c.steps.map((s) => s.network))];
-  const pair = (net: string, f: (s: StepRow) => string) => ['sgd', 'adam'].map((o) => { const s = c.steps.find((x) => x.network === net && x.optimizer === o); return s ? f(s) : '—'; }).join(' / ');
+  const pair = (net: string, f: (s: StepRow) => string) =>
+    ['sgd', 'adam']
+      .map((o) => {
+        const s = c.steps.find((x) => x.network === net && x.optimizer === o);
+        return s ? f(s) : '—';
+      })
+      .join(' / ');
   const missed = c.targets.filter((t) => !t.met);
   return [
     '### CPU backend against the machine (GEMM, FMA peak, PyTorch CPU), SGD / Adam',
     `${c.threads} threads; ${c.torch}. Load average ${fix(c.load[0], 2)} at the start, ${fix(c.load[1], 2)} at the end (other processes share these cores: figures measured under load are lower bounds). ${gemm}`,
     '',
-    ...table(['network', 'ms/step', 'GFLOP/s', 'PyTorch CPU ms/step', '× (PyTorch / nn-arena)'], nets.map((net) => {
-      const s = c.steps.find((x) => x.network === net)!;
-      return [`${net} ${s.layers.join('-')}, batch ${s.batch}`, pair(net, (x) => fix(x.microsPerStep / 1e3, 3)), pair(net, (x) => fix(x.tflops * 1e3)),
-        pair(net, (x) => (x.torch ? fix(x.torch.eager / 1e3, 3) : '—')), pair(net, (x) => (x.torch ? fix(x.torch.eager / x.microsPerStep, 2) : '—'))];
-    })),
+    ...table(
+      ['network', 'ms/step', 'GFLOP/s', 'PyTorch CPU ms/step', '× (PyTorch / nn-arena)'],
+      nets.map((net) => {
+        const s = c.steps.find((x) => x.network === net)!;
+        return [
+          `${net} ${s.layers.join('-')}, batch ${s.batch}`,
+          pair(net, (x) => fix(x.microsPerStep / 1e3, 3)),
+          pair(net, (x) => fix(x.tflops * 1e3)),
+          pair(net, (x) => (x.torch ? fix(x.torch.eager / 1e3, 3) : '—')),
+          pair(net, (x) => (x.torch ? fix(x.torch.eager / x.microsPerStep, 2) : '—')),
+        ];
+      }),
+    ),
     '',
     `Targets (issue 16): ${c.targets.length - missed.length} of ${c.targets.length} met${missed.length ? `; missed: ${missed.map((t) => `${t.target} (${t.figure})`).join('; ')}` : ''}. ` +
       'Where one is missed, profile the run (perf stat, perf record) and keep the profile outside the repository (bench/.tmp/ is git-ignored).',
     '',
   ];
 }
-

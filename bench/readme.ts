@@ -10,7 +10,10 @@ import { machineSection } from './readme-machine.js';
 import type { Results } from './report.js';
 
 /** A kind of results file: which files it is, and its section. */
-interface Kind { is(file: string, json: unknown): boolean; render(file: string, json: unknown): string[] }
+interface Kind {
+  is(file: string, json: unknown): boolean;
+  render(file: string, json: unknown): string[];
+}
 
 // In the README's order. Files are matched by name, except `npm run bench`'s <machine>.json.
 const KINDS: Kind[] = [
@@ -27,12 +30,15 @@ const KINDS: Kind[] = [
 
 /** The README's text for the results files in `dir`. */
 export function readmeText(dir: string): string {
-  const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort().map((f) => {
-    const json: unknown = JSON.parse(readFileSync(join(dir, f), 'utf8'));
-    const kind = KINDS.findIndex((k) => k.is(f, json));
-    if (kind < 0) throw new Error(`bench/readme.ts renders no section for ${f}: add one, or keep the file out of ${dir}`);
-    return { f, json, kind };
-  });
+  const files = readdirSync(dir)
+    .filter((f) => f.endsWith('.json'))
+    .sort()
+    .map((f) => {
+      const json: unknown = JSON.parse(readFileSync(join(dir, f), 'utf8'));
+      const kind = KINDS.findIndex((k) => k.is(f, json));
+      if (kind < 0) throw new Error(`bench/readme.ts renders no section for ${f}: add one, or keep the file out of ${dir}`);
+      return { f, json, kind };
+    });
   files.sort((a, b) => a.kind - b.kind || a.f.localeCompare(b.f));
   return [
     '# Benchmark results',
@@ -53,12 +59,30 @@ export function renderReadme(dir: string): void {
 
 // ---- steps-<gpu>.json: one table29 call (bench/collect-steps.mjs) ----
 
-interface StepRecord { network: string; layers: number[]; batch: number; optimizer: string; precision: string; path?: string; microsPerStep: number; mode?: string; models?: number }
-interface TorchFile { torch: string; rows: StepRecord[] }
+interface StepRecord {
+  network: string;
+  layers: number[];
+  batch: number;
+  optimizer: string;
+  precision: string;
+  path?: string;
+  microsPerStep: number;
+  mode?: string;
+  models?: number;
+}
+interface TorchFile {
+  torch: string;
+  rows: StepRecord[];
+}
 interface StepsFile extends Provenance {
-  machine: string; peer: string; nnArena: StepRecord[]; spread: StepRecord[];
+  machine: string;
+  peer: string;
+  nnArena: StepRecord[];
+  spread: StepRecord[];
   models: Array<{ rows: Array<{ precision: string; models: number; microsPerStep: number }> }>;
-  pytorch: TorchFile[]; torchFunc: TorchFile[]; gemmFloor: StepRecord[];
+  pytorch: TorchFile[];
+  torchFunc: TorchFile[];
+  gemmFloor: StepRecord[];
 }
 
 const OPTIMIZERS: Record<string, string> = { sgd: 'SGD', adam: 'Adam', recipe: 'AdamW + GELU + cosine + clip' };
@@ -72,12 +96,21 @@ function stepsSection(file: string, r: StepsFile): string[] {
     const us = runs.map((x) => x.microsPerStep);
     const peer = torch.find((t) => t.network === s.network && t.optimizer === s.optimizer && t.precision === peerPrecision(s.precision));
     const floor = r.gemmFloor.find((g) => g.network === s.network && g.precision === s.precision);
-    return [`${s.network} ${s.layers.join('-')}, batch ${s.batch}`, OPTIMIZERS[s.optimizer] ?? s.optimizer, `${s.precision}${s.path === 'fused' ? ' (fused)' : ''}`, span(us),
+    return [
+      `${s.network} ${s.layers.join('-')}, batch ${s.batch}`,
+      OPTIMIZERS[s.optimizer] ?? s.optimizer,
+      `${s.precision}${s.path === 'fused' ? ' (fused)' : ''}`,
+      span(us),
       peer ? `${fix(peer.microsPerStep)}${peer.precision !== s.precision ? ` (${peer.precision})` : ''}` : '—',
-      peer ? `${fix(peer.microsPerStep / median(us), 2)}x` : '—', floor ? fix(floor.microsPerStep) : '—'];
+      peer ? `${fix(peer.microsPerStep / median(us), 2)}x` : '—',
+      floor ? fix(floor.microsPerStep) : '—',
+    ];
   });
   const func = r.torchFunc.flatMap((t) => t.rows);
-  const models = groupBy(r.models.flatMap((m) => m.rows), (m) => `${m.precision}|${m.models}`).map((runs) => {
+  const models = groupBy(
+    r.models.flatMap((m) => m.rows),
+    (m) => `${m.precision}|${m.models}`,
+  ).map((runs) => {
     const m = runs[0]!;
     const us = runs.map((x) => x.microsPerStep);
     const peer = func.find((t) => t.models === m.models && t.precision === m.precision);
@@ -90,10 +123,19 @@ function stepsSection(file: string, r: StepsFile): string[] {
     provenance(file, r),
     `Peer: ${r.peer}. µs a step of Trainer.fit over a resident data set; a range where the call ran several rounds.`,
     '',
-    ...table(['network', 'optimizer', 'precision', 'nn-arena µs', `PyTorch ${r.pytorch[0]?.torch ?? ''} graphed µs`, 'PyTorch / nn-arena', 'GEMM floor µs'], rows, 3),
+    ...table(
+      ['network', 'optimizer', 'precision', 'nn-arena µs', `PyTorch ${r.pytorch[0]?.torch ?? ''} graphed µs`, 'PyTorch / nn-arena', 'GEMM floor µs'],
+      rows,
+      3,
+    ),
     '',
     ...table(['K models in one arena (SGD)', 'precision', 'nn-arena µs', 'torch.func µs', 'torch.func / nn-arena'], models, 2),
-    ...(s0 ? ['', `${s0.network} ${OPTIMIZERS[s0.optimizer] ?? s0.optimizer} ${s0.precision} in ${spread.length} separate processes: ${span(spread)} µs a step (spread ${fix((100 * (Math.max(...spread) - Math.min(...spread))) / Math.min(...spread))}%).`] : []),
+    ...(s0
+      ? [
+          '',
+          `${s0.network} ${OPTIMIZERS[s0.optimizer] ?? s0.optimizer} ${s0.precision} in ${spread.length} separate processes: ${span(spread)} µs a step (spread ${fix((100 * (Math.max(...spread) - Math.min(...spread))) / Math.min(...spread))}%).`,
+        ]
+      : []),
     '',
   ];
 }
@@ -101,14 +143,30 @@ function stepsSection(file: string, r: StepsFile): string[] {
 // ---- stream-<device>.json: bench/stream.mjs ----
 
 interface StreamRow {
-  network: string; layers: number[]; batch: number; rows: number; window: number; epochs: number; optimizer?: string; trainerOptions?: Record<string, unknown>;
-  residentMicrosPerStep: number; npyVsResident?: number; npySteadyVsResident?: number; npyFirstReportMs?: number;
-  iterableInOrderVsResident?: number; iterableInOrderSteadyVsResident?: number; iterableVsResident?: number; iterableSteadyVsResident?: number;
+  network: string;
+  layers: number[];
+  batch: number;
+  rows: number;
+  window: number;
+  epochs: number;
+  optimizer?: string;
+  trainerOptions?: Record<string, unknown>;
+  residentMicrosPerStep: number;
+  npyVsResident?: number;
+  npySteadyVsResident?: number;
+  npyFirstReportMs?: number;
+  iterableInOrderVsResident?: number;
+  iterableInOrderSteadyVsResident?: number;
+  iterableVsResident?: number;
+  iterableSteadyVsResident?: number;
 }
 interface StreamFile extends Provenance {
-  machine: { gpu?: { name: string } | null; cpu: string; cores: number }; peer?: string; earlier?: string;
+  machine: { gpu?: { name: string } | null; cpu: string; cores: number };
+  peer?: string;
+  earlier?: string;
   /** The gather knobs the run was given (NN_ARENA_GATHER*, UV_THREADPOOL_SIZE). */
-  env?: Record<string, string>; results: StreamRow[];
+  env?: Record<string, string>;
+  results: StreamRow[];
 }
 
 function streamSection(file: string, r: StreamFile): string[] {
@@ -121,19 +179,43 @@ function streamSection(file: string, r: StreamFile): string[] {
   };
   const rows = groupBy(r.results, (x) => `${x.network}|${x.optimizer ?? 'sgd'}|${JSON.stringify(x.trainerOptions ?? {})}|${x.rows}|${x.window}`).map((runs) => {
     const x = runs[0]!;
-    const options = Object.entries(x.trainerOptions ?? {}).map(([k, v]) => `${k} ${String(v)}`).join(', ');
+    const options = Object.entries(x.trainerOptions ?? {})
+      .map(([k, v]) => `${k} ${String(v)}`)
+      .join(', ');
     const first = runs.map((y) => y.npyFirstReportMs).filter((v): v is number => typeof v === 'number');
-    return [`${x.network} ${x.layers.join('-')}, batch ${x.batch}, ${x.optimizer ?? 'sgd'}${options ? ` (${options})` : ''}`, `${int(x.rows)} / ${int(x.window)} / ${x.epochs}`,
-      span(runs.map((y) => y.residentMicrosPerStep)), ratio(runs, 'npyVsResident', 'npySteadyVsResident'),
-      ratio(runs, 'iterableInOrderVsResident', 'iterableInOrderSteadyVsResident'), ratio(runs, 'iterableVsResident', 'iterableSteadyVsResident'), first.length ? span(first) : '—'];
+    return [
+      `${x.network} ${x.layers.join('-')}, batch ${x.batch}, ${x.optimizer ?? 'sgd'}${options ? ` (${options})` : ''}`,
+      `${int(x.rows)} / ${int(x.window)} / ${x.epochs}`,
+      span(runs.map((y) => y.residentMicrosPerStep)),
+      ratio(runs, 'npyVsResident', 'npySteadyVsResident'),
+      ratio(runs, 'iterableInOrderVsResident', 'iterableInOrderSteadyVsResident'),
+      ratio(runs, 'iterableVsResident', 'iterableSteadyVsResident'),
+      first.length ? span(first) : '—',
+    ];
   });
   return [
     `## Streaming against resident training: ${machine}`,
     provenance(file, r),
     `Peer: ${r.peer ?? 'resident fit() on the same data'}. Streamed / resident time per step over the whole fit() (steady, from the first window's report on, in brackets). ` +
-      `Environment: ${Object.entries(r.env ?? {}).map(([k, v]) => `${k}=${v}`).join(' ') || 'the defaults'}.`,
+      `Environment: ${
+        Object.entries(r.env ?? {})
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ') || 'the defaults'
+      }.`,
     '',
-    ...table(['network, optimizer', 'rows / window / epochs', 'resident µs', 'shuffled `.npy`', 'iterable in order', 'iterable, shuffle buffer', 'first report from `.npy`, ms'], rows, 2),
+    ...table(
+      [
+        'network, optimizer',
+        'rows / window / epochs',
+        'resident µs',
+        'shuffled `.npy`',
+        'iterable in order',
+        'iterable, shuffle buffer',
+        'first report from `.npy`, ms',
+      ],
+      rows,
+      2,
+    ),
     ...(r.earlier ? ['', r.earlier] : []),
     '',
   ];
@@ -141,9 +223,18 @@ function streamSection(file: string, r: StreamFile): string[] {
 
 // ---- userpath-<machine>.json: bench/userpath.mjs (and bench/userpath_torch.py) ----
 
-interface UserpathRow { net: string; call: string; wallUs: number[]; secondsUs?: number[]; note?: string }
+interface UserpathRow {
+  net: string;
+  call: string;
+  wallUs: number[];
+  secondsUs?: number[];
+  note?: string;
+}
 interface Userpath extends Provenance {
-  machine: string; what: string; nnArena: UserpathRow[]; pytorch?: { version: string; rows: UserpathRow[] };
+  machine: string;
+  what: string;
+  nnArena: UserpathRow[];
+  pytorch?: { version: string; rows: UserpathRow[] };
   npmStart?: { wallSeconds: number[]; trainingSeconds: number };
 }
 
@@ -154,37 +245,72 @@ function userpathSection(file: string, r: Userpath): string[] {
   const all = [...r.nnArena, ...(r.pytorch?.rows ?? [])];
   const nets = [...new Set(all.map((q) => q.net))];
   const us = (v: number) => (v < 1000 ? fix(v) : int(v));
-  const cell = (q: UserpathRow | undefined) => (q ? `${us(median(q.wallUs))}${q.secondsUs ? ` (${us(median(q.secondsUs))})` : ''}${q.note ? `; ${q.note}` : ''}` : '—');
-  const rows = (list: UserpathRow[], who: string) => groupBy(list, (q) => q.call).map((calls) => [who, calls[0]!.call, ...nets.map((n) => cell(calls.find((q) => q.net === n)))]);
+  const cell = (q: UserpathRow | undefined) =>
+    q ? `${us(median(q.wallUs))}${q.secondsUs ? ` (${us(median(q.secondsUs))})` : ''}${q.note ? `; ${q.note}` : ''}` : '—';
+  const rows = (list: UserpathRow[], who: string) =>
+    groupBy(list, (q) => q.call).map((calls) => [who, calls[0]!.call, ...nets.map((n) => cell(calls.find((q) => q.net === n)))]);
   return [
     `## User calls, wall clock: ${r.machine}`,
     provenance(file, r),
     `${r.what}`,
     '',
-    ...table(['who', 'call', ...nets.map((n) => `${n}: wall µs (Trainer seconds)`)], [...rows(r.nnArena, 'nn-arena'), ...(r.pytorch ? rows(r.pytorch.rows, `PyTorch ${r.pytorch.version}`) : [])], 2),
+    ...table(
+      ['who', 'call', ...nets.map((n) => `${n}: wall µs (Trainer seconds)`)],
+      [...rows(r.nnArena, 'nn-arena'), ...(r.pytorch ? rows(r.pytorch.rows, `PyTorch ${r.pytorch.version}`) : [])],
+      2,
+    ),
     '',
-    ...(r.npmStart ? [`\`npm start\` (node dist/cli.js train): ${r.npmStart.wallSeconds.map((s) => `${s} s`).join(' / ')} of wall time (the first run makes the MNIST cache), ${r.npmStart.trainingSeconds} s of it training.`, ''] : []),
+    ...(r.npmStart
+      ? [
+          `\`npm start\` (node dist/cli.js train): ${r.npmStart.wallSeconds.map((s) => `${s} s`).join(' / ')} of wall time (the first run makes the MNIST cache), ${r.npmStart.trainingSeconds} s of it training.`,
+          '',
+        ]
+      : []),
   ];
 }
 
 // ---- data-parallel-<gpu>-x<N>.json (bench/data-parallel.mjs) and data-parallel-processes-*.json (bench/data-parallel-mp.mjs) ----
 
 interface DataParallelRow {
-  net: string; layers: number[]; perGpuBatch: number; oneGpu: { usPerStep: number; path: string }; oneGpuLayers: { usPerStep: number };
-  group: { usPerStep: number; replicasIdentical: boolean }; speedup: number; allReduceShare: number; target: number | null;
+  net: string;
+  layers: number[];
+  perGpuBatch: number;
+  oneGpu: { usPerStep: number; path: string };
+  oneGpuLayers: { usPerStep: number };
+  group: { usPerStep: number; replicasIdentical: boolean };
+  speedup: number;
+  allReduceShare: number;
+  target: number | null;
 }
-interface DataParallel extends Provenance { machine: string; host: { nccl?: number }; rows: DataParallelRow[]; variants?: Array<{ order: string; rows: DataParallelRow[] }> }
+interface DataParallel extends Provenance {
+  machine: string;
+  host: { nccl?: number };
+  rows: DataParallelRow[];
+  variants?: Array<{ order: string; rows: DataParallelRow[] }>;
+}
 
 function dataParallelSection(file: string, r: DataParallel): string[] {
-  const row = (x: DataParallelRow, label = '') => [`${x.net} ${x.layers.join('-')}${label}`, String(x.perGpuBatch), `${fix(x.oneGpu.usPerStep)} (${x.oneGpu.path})`, fix(x.oneGpuLayers.usPerStep),
-    fix(x.group.usPerStep), `${fix(x.speedup, 2)}x`, `${fix(100 * x.allReduceShare)}%`, String(x.group.replicasIdentical), x.target ? `>= ${x.target}x ${x.speedup >= x.target ? 'met' : 'missed'}` : '—'];
+  const row = (x: DataParallelRow, label = '') => [
+    `${x.net} ${x.layers.join('-')}${label}`,
+    String(x.perGpuBatch),
+    `${fix(x.oneGpu.usPerStep)} (${x.oneGpu.path})`,
+    fix(x.oneGpuLayers.usPerStep),
+    fix(x.group.usPerStep),
+    `${fix(x.speedup, 2)}x`,
+    `${fix(100 * x.allReduceShare)}%`,
+    String(x.group.replicasIdentical),
+    x.target ? `>= ${x.target}x ${x.speedup >= x.target ? 'met' : 'missed'}` : '—',
+  ];
   return [
     `## Data parallelism, one process: ${r.machine}${r.host.nccl ? ` (NCCL ${ncclVersion(r.host.nccl)})` : ''}`,
     provenance(file, r),
     'Per-GPU batch fixed. Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.',
     '',
-    ...table(['net', 'per-GPU batch', 'one GPU µs (path)', 'one GPU per-layer µs', 'group µs', 'throughput', 'all-reduce share', 'replicas identical', 'target'],
-      [...r.rows.map((x) => row(x)), ...(r.variants ?? []).flatMap((v) => v.rows.map((x) => row(x, ` (${v.order})`)))], 1),
+    ...table(
+      ['net', 'per-GPU batch', 'one GPU µs (path)', 'one GPU per-layer µs', 'group µs', 'throughput', 'all-reduce share', 'replicas identical', 'target'],
+      [...r.rows.map((x) => row(x)), ...(r.variants ?? []).flatMap((v) => v.rows.map((x) => row(x, ` (${v.order})`)))],
+      1,
+    ),
     '',
   ];
 }
@@ -192,7 +318,10 @@ function dataParallelSection(file: string, r: DataParallel): string[] {
 /** NCCL_VERSION_CODE (major * 10000 + minor * 100 + patch) as the release is named. */
 const ncclVersion = (code: number) => `${Math.floor(code / 10000)}.${Math.floor(code / 100) % 100}.${code % 100}`;
 
-interface Processes extends Provenance { machine: string; rows: Array<{ net: string; devices: number; oneGpuMicros: number; groupMicros: number; throughput: number }> }
+interface Processes extends Provenance {
+  machine: string;
+  rows: Array<{ net: string; devices: number; oneGpuMicros: number; groupMicros: number; throughput: number }>;
+}
 
 function processesSection(file: string, r: Processes): string[] {
   return [
@@ -206,8 +335,17 @@ function processesSection(file: string, r: Processes): string[] {
 // ---- torch-memory-<gpu>.json: bench/torch_memory.py ----
 
 interface TorchMemory extends Provenance {
-  machine: string; torch: string;
-  rows: Array<{ network: string; layers: number[]; batch: number; optimizer: string; dtype: string; precision?: string; stages: Array<{ stage: string; peak?: number; allocated: number }> }>;
+  machine: string;
+  torch: string;
+  rows: Array<{
+    network: string;
+    layers: number[];
+    batch: number;
+    optimizer: string;
+    dtype: string;
+    precision?: string;
+    stages: Array<{ stage: string; peak?: number; allocated: number }>;
+  }>;
 }
 
 /** PyTorch's peak per network and optimizer. The comparison with nn-arena's estimate of it needs
@@ -216,8 +354,15 @@ function torchMemorySection(file: string, r: TorchMemory): string[] {
   const optimizers = [...new Set(r.rows.map((x) => x.optimizer))];
   const rows = groupBy(r.rows, (x) => `${x.network}|${x.dtype}|${x.precision ?? 'fp32'}`).map((runs) => {
     const x = runs[0]!;
-    const peak = (o: string) => { const run = runs.find((y) => y.optimizer === o); return run ? mb(Math.max(...run.stages.map((s) => s.peak ?? s.allocated)), 3) : '—'; };
-    return [`${x.network} ${x.layers.join('-')}, batch ${x.batch}`, `${x.dtype}${x.precision && x.precision !== 'fp32' ? ` ${x.precision}` : ''}`, ...optimizers.map(peak)];
+    const peak = (o: string) => {
+      const run = runs.find((y) => y.optimizer === o);
+      return run ? mb(Math.max(...run.stages.map((s) => s.peak ?? s.allocated)), 3) : '—';
+    };
+    return [
+      `${x.network} ${x.layers.join('-')}, batch ${x.batch}`,
+      `${x.dtype}${x.precision && x.precision !== 'fp32' ? ` ${x.precision}` : ''}`,
+      ...optimizers.map(peak),
+    ];
   });
   return [
     `## PyTorch's training memory per stage: ${r.machine}`,
@@ -232,7 +377,12 @@ function torchMemorySection(file: string, r: TorchMemory): string[] {
 // ---- optimizer-step-<machine>.json: bench/optimizer-step.mjs ----
 
 interface OptimizerStep extends Provenance {
-  machine: string; backend: string; network: string; batch: number; rounds: number; load: [number, number];
+  machine: string;
+  backend: string;
+  network: string;
+  batch: number;
+  rounds: number;
+  load: [number, number];
   rows: Array<{ config: string; path: string; medianMicrosPerStep: number; minMicrosPerStep: number; ratioToAdam: number }>;
 }
 
@@ -248,10 +398,17 @@ function optimizerStepSection(file: string, r: OptimizerStep): string[] {
 
 // ---- export_check.json: bench/export_check.py ----
 
-interface ExportCheck extends Provenance { machine: string; torch: string; ok: boolean; rows: Array<{ network: string; dtype: string; reader: string; device: string; maxAbsDiff: number; tolerance: number; ok: boolean }> }
+interface ExportCheck extends Provenance {
+  machine: string;
+  torch: string;
+  ok: boolean;
+  rows: Array<{ network: string; dtype: string; reader: string; device: string; maxAbsDiff: number; tolerance: number; ok: boolean }>;
+}
 
 function exportCheckSection(file: string, r: ExportCheck): string[] {
-  const byDtype = groupBy(r.rows, (x) => x.dtype).map((rows) => `${rows[0]!.dtype} max |diff| ${Math.max(...rows.map((x) => x.maxAbsDiff)).toExponential(1)} (tolerance ${rows[0]!.tolerance.toExponential(0)})`);
+  const byDtype = groupBy(r.rows, (x) => x.dtype).map(
+    (rows) => `${rows[0]!.dtype} max |diff| ${Math.max(...rows.map((x) => x.maxAbsDiff)).toExponential(1)} (tolerance ${rows[0]!.tolerance.toExponential(0)})`,
+  );
   const failed = r.rows.filter((x) => !x.ok).length;
   return [
     `## Exported models in PyTorch: ${r.machine}`,

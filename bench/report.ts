@@ -14,7 +14,10 @@ import type { UmResults } from './um.js';
 export type Part = 'transfers' | 'steps' | 'memory' | 'um' | 'cpu';
 
 export interface Results {
-  machine: Machine; date: string; quick: boolean; command: string;
+  machine: Machine;
+  date: string;
+  quick: boolean;
+  command: string;
   /** The commit the run measured (null outside a git checkout; absent in files written before it was recorded). */
   commit?: string | null;
   /** When each part's figures were measured (a run of some parts keeps the others'). */
@@ -23,7 +26,9 @@ export interface Results {
   partCommits?: Record<string, string>;
   /** The parts measured in this run. */
   parts: Part[];
-  transfers: TransferRow[]; steps: StepRow[]; memory: MemoryRow[];
+  transfers: TransferRow[];
+  steps: StepRow[];
+  memory: MemoryRow[];
   /** Training with a device budget (bench/um.ts); null where there is no CUDA device. */
   um?: UmResults | null;
   /** The CPU backend against the FMA peak, a system BLAS and PyTorch CPU (bench/cpu.ts). */
@@ -34,7 +39,11 @@ export function writeResults(dir: string, r: Results): string {
   mkdirSync(dir, { recursive: true });
   const file = join(dir, `${r.machine.name}.json`);
   let previous: Partial<Results> = {};
-  try { previous = JSON.parse(readFileSync(file, 'utf8')) as Results; } catch { /* first run */ }
+  try {
+    previous = JSON.parse(readFileSync(file, 'utf8')) as Results;
+  } catch {
+    /* first run */
+  }
   const merged: Results = { ...r };
   for (const part of ['transfers', 'steps', 'memory', 'um', 'cpu'] as const) {
     if (!r.parts.includes(part) && previous[part]) (merged as unknown as Record<string, unknown>)[part] = previous[part];

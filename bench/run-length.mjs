@@ -5,7 +5,9 @@
 //   npx tsup && node bench/run-length.mjs
 import { Arena, planLayout, Trainer } from '../dist/index.js';
 
-const rows = 65536, layers = [784, 1024, 1024, 10], batch = 256;
+const rows = 65536,
+  layers = [784, 1024, 1024, 10],
+  batch = 256;
 const x = new Float32Array(rows * 784);
 for (let i = 0; i < x.length; i++) x[i] = ((i * 2654435761) % 1000) / 1000 - 0.5;
 const labels = Int32Array.from({ length: rows }, (_, i) => (i * 7) % 10);
@@ -15,7 +17,7 @@ for (const precision of ['fp16', 'fp32', 'bf16']) {
     try {
       const t = new Trainer(arena, { lr: 0.01, precision });
       t.init(1);
-      await t.fit({ x, labels }, { epochs: 1, seed: 1, reportsPerEpoch });  // warm-up: uploads, kernels, the kept graph
+      await t.fit({ x, labels }, { epochs: 1, seed: 1, reportsPerEpoch }); // warm-up: uploads, kernels, the kept graph
       const r = await t.fit({ x, labels }, { epochs: 3, seed: 1, reportsPerEpoch });
       console.log(`${precision} runs of ${256 / reportsPerEpoch} steps: ${((r.seconds * 1e6) / r.steps).toFixed(1)} us/step`);
     } finally {

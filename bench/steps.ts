@@ -9,10 +9,17 @@ import { fileURLToPath } from 'node:url';
 import { Arena, planLayout, Trainer, type BackendName, type Optimizer } from '../src/index.js';
 
 export interface StepRow {
-  network: string; layers: number[]; batch: number; optimizer: Optimizer; backend: BackendName;
+  network: string;
+  layers: number[];
+  batch: number;
+  optimizer: Optimizer;
+  backend: BackendName;
   /** The kernel path that ran (fused, layers (cublas), layers (tiled), cpu). */
   path?: string;
-  steps: number; microsPerStep: number; samplesPerSecond: number; tflops: number;
+  steps: number;
+  microsPerStep: number;
+  samplesPerSecond: number;
+  tflops: number;
   /** PyTorch on the same machine in the same call (bench/torch_ref.py), where it ran. */
   torch?: { eager: number; graph?: number; version: string };
 }
@@ -38,35 +45,59 @@ export async function benchSteps(backend: BackendName, names: string[], minSteps
       using arena = Arena.create(plan, { backend });
       const t = new Trainer(arena, { lr: optimizer === 'adam' ? 1e-4 : 1e-3 });
       t.init(1);
-      const inputs = net.layers[0]!, outputs = net.layers[net.layers.length - 1]!;
+      const inputs = net.layers[0]!,
+        outputs = net.layers[net.layers.length - 1]!;
       let s = 12345;
       const x = new Float32Array(samples * inputs);
-      for (let i = 0; i < x.length; i++) { s = (Math.imul(s, 1103515245) + 12345) >>> 0; x[i] = (s >>> 8) / 2 ** 24; }
+      for (let i = 0; i < x.length; i++) {
+        s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+        x[i] = (s >>> 8) / 2 ** 24;
+      }
       const labels = Uint8Array.from({ length: samples }, (_, i) => i % outputs);
       const data = { x, labels };
-      await t.fit(data, { epochs: 1, shuffle: true });  // warm-up: uploads, first launches, caches
+      await t.fit(data, { epochs: 1, shuffle: true }); // warm-up: uploads, first launches, caches
       const epochs = Math.max(1, Math.ceil(want / batchesPerEpoch));
       const r = await t.fit(data, { epochs, shuffle: true });
       const us = (r.seconds * 1e6) / r.steps;
       const row: StepRow = {
-        network: net.name, layers: net.layers, batch: net.batch, optimizer, backend, path: r.path, steps: r.steps,
-        microsPerStep: us, samplesPerSecond: (net.batch * 1e6) / us, tflops: flopsPerStep(net.layers, net.batch) / us / 1e6,
+        network: net.name,
+        layers: net.layers,
+        batch: net.batch,
+        optimizer,
+        backend,
+        path: r.path,
+        steps: r.steps,
+        microsPerStep: us,
+        samplesPerSecond: (net.batch * 1e6) / us,
+        tflops: flopsPerStep(net.layers, net.batch) / us / 1e6,
       };
       rows.push(row);
-      log(`  ${net.name} ${net.layers.join('-')} batch ${net.batch} ${optimizer.padEnd(4)} ${backend}: ${us.toFixed(1).padStart(10)} us/step  ${Math.round(row.samplesPerSecond).toString().padStart(9)} samples/s  ${row.tflops.toFixed(3)} TFLOP/s  (${r.steps} steps, ${r.path})`);
+      log(
+        `  ${net.name} ${net.layers.join('-')} batch ${net.batch} ${optimizer.padEnd(4)} ${backend}: ${us.toFixed(1).padStart(10)} us/step  ${Math.round(row.samplesPerSecond).toString().padStart(9)} samples/s  ${row.tflops.toFixed(3)} TFLOP/s  (${r.steps} steps, ${r.path})`,
+      );
     }
   }
   return rows;
 }
 
-export interface TorchReference { torch: string; cuda: string; device: string; rows: Array<{ network: string; optimizer: string; mode: 'eager' | 'graph'; microsPerStep: number }> }
+export interface TorchReference {
+  torch: string;
+  cuda: string;
+  device: string;
+  rows: Array<{ network: string; optimizer: string; mode: 'eager' | 'graph'; microsPerStep: number }>;
+}
 
 /** The python3 that imports torch: NN_ARENA_PYTHON, else python3 on PATH, else /usr/bin/python3
  *  (Debian's python3-torch; PATH may lead to another python without it). */
 export function torchPython(): string | null {
   for (const py of [process.env.NN_ARENA_PYTHON, 'python3', '/usr/bin/python3']) {
     if (!py) continue;
-    try { execFileSync(py, ['-c', 'import torch'], { stdio: 'ignore', timeout: 60_000 }); return py; } catch { /* next */ }
+    try {
+      execFileSync(py, ['-c', 'import torch'], { stdio: 'ignore', timeout: 60_000 });
+      return py;
+    } catch {
+      /* next */
+    }
   }
   return null;
 }
@@ -80,7 +111,9 @@ export function runTorchReference(names: string[], log: (s: string) => void, ext
   if (!py) return 'PyTorch reference did not run: no python3 with torch (apt-get install python3-torch libopenblas0-pthread)';
   try {
     execFileSync(py, [script, '--out', out, '--only', names.join(','), ...extra], { stdio: ['ignore', 'pipe', 'pipe'], timeout: 900_000, encoding: 'utf8' })
-      .split('\n').filter(Boolean).forEach((l) => log(`  ${l}`));
+      .split('\n')
+      .filter(Boolean)
+      .forEach((l) => log(`  ${l}`));
     return JSON.parse(readFileSync(out, 'utf8')) as TorchReference;
   } catch (e) {
     const err = e as { stderr?: string; message: string };
@@ -95,7 +128,8 @@ export function attachTorch(rows: StepRow[], ref: TorchReference, backend: Backe
   for (const r of rows) {
     if (r.backend !== backend) continue;
     const pick = (mode: 'eager' | 'graph') => ref.rows.find((t) => t.network === r.network && t.optimizer === r.optimizer && t.mode === mode)?.microsPerStep;
-    const eager = pick('eager'), graph = pick('graph');
+    const eager = pick('eager'),
+      graph = pick('graph');
     if (eager !== undefined && (graph !== undefined || backend === 'cpu')) r.torch = { eager, ...(graph !== undefined ? { graph } : {}), version: ref.torch };
   }
 }

@@ -41,14 +41,18 @@ const results = [];
 try {
   for (const net of nets) {
     const [layers, batch] = NETS[net];
-    const inputs = layers[0], outputs = layers.at(-1);
+    const inputs = layers[0],
+      outputs = layers.at(-1);
     const x = new Float32Array(rows * inputs);
     for (let i = 0; i < x.length; i++) x[i] = ((i * 2654435761) % 1000) / 1000 - 0.5;
     const labels = Int32Array.from({ length: rows }, (_, i) => (i * 7) % outputs);
     writeFileSync(join(dir, `x-${net}.npy`), toNpy(x, [rows, inputs]));
     writeFileSync(join(dir, `labels-${net}.npy`), toNpy(labels));
-    const chunk = 4096;  // the iterable yields batches of this many rows
-    const batches = Array.from({ length: Math.ceil(rows / chunk) }, (_, i) => ({ x: x.subarray(i * chunk * inputs, Math.min(rows, (i + 1) * chunk) * inputs), labels: labels.subarray(i * chunk, (i + 1) * chunk) }));
+    const chunk = 4096; // the iterable yields batches of this many rows
+    const batches = Array.from({ length: Math.ceil(rows / chunk) }, (_, i) => ({
+      x: x.subarray(i * chunk * inputs, Math.min(rows, (i + 1) * chunk) * inputs),
+      labels: labels.subarray(i * chunk, (i + 1) * chunk),
+    }));
     const sources = {
       resident: [rows, { x, labels }],
       iterable: [window, batches],
@@ -64,7 +68,7 @@ try {
         const t = new Trainer(arena, { lr: 0.01, ...trainerOptions });
         t.init(1);
         const data = () => (typeof source === 'function' ? source() : source);
-        await t.fit(data(), { epochs: 1, seed: 1, ...order });  // warm-up: first uploads, kernels, file cache
+        await t.fit(data(), { epochs: 1, seed: 1, ...order }); // warm-up: first uploads, kernels, file cache
         // Steady streaming: from the end of the first window's run to the end of the last, per
         // step (what the first window's fill and upload, which nothing overlaps, leave out).
         const reports = [];
@@ -79,7 +83,7 @@ try {
         } else {
           row[`${name}MicrosPerStep`] = (ms * 1000) / r.steps;
           const [[t1, s1], [tn, sn]] = [reports[0], reports.at(-1)];
-          row[`${name}FirstReportMs`] = t1 - start;  // the first window's fill, upload and run
+          row[`${name}FirstReportMs`] = t1 - start; // the first window's fill, upload and run
           row[`${name}SteadyMicrosPerStep`] = ((tn - t1) * 1000) / (sn - s1);
         }
         row.steps = r.steps;
@@ -93,7 +97,9 @@ try {
       row[`${name}SteadyVsResident`] = row[`${name}SteadyMicrosPerStep`] / row.residentMicrosPerStep;
       return `${name} ${row[`${name}MicrosPerStep`].toFixed(1)} (${row[`${name}VsResident`].toFixed(2)}x; steady ${row[`${name}SteadyMicrosPerStep`].toFixed(1)}, ${row[`${name}SteadyVsResident`].toFixed(2)}x; first report after ${row[`${name}FirstReportMs`].toFixed(1)} ms)`;
     };
-    console.log(`${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${streamed.map(f).join('; ')}`);
+    console.log(
+      `${net} ${layers.join('-')} batch ${batch} (${row.backend}, ${row.path}, ${row.steps} steps): resident ${row.residentMicrosPerStep.toFixed(1)} us/step (fit() wall ${row.residentWallMicrosPerStep.toFixed(1)}); ${streamed.map(f).join('; ')}`,
+    );
     results.push(row);
   }
 } finally {
@@ -102,6 +108,12 @@ try {
 const device = (cudaInfo().devices > 0 && backend !== 'cpu' ? cudaInfo().name : 'cpu').toLowerCase().replace(/[^a-z0-9]+/g, '-');
 const out = args.out ?? join('bench', 'results', `stream-${device}.json`);
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('NN_ARENA_GATHER') || k === 'UV_THREADPOOL_SIZE'));
-const run = { benchmark: 'stream', machine: machineInfo(), date: new Date().toISOString(), commit: headCommit(), command: `node bench/stream.mjs ${process.argv.slice(2).join(' ')}`.trim() };
+const run = {
+  benchmark: 'stream',
+  machine: machineInfo(),
+  date: new Date().toISOString(),
+  commit: headCommit(),
+  command: `node bench/stream.mjs ${process.argv.slice(2).join(' ')}`.trim(),
+};
 writeFileSync(out, `${JSON.stringify({ ...run, env, rows, window, epochs, results }, null, 2)}\n`);
 console.log(`wrote ${out}`);

@@ -9,7 +9,10 @@ import { planLayout } from '../dist/index.js';
 import { estimatePytorchMemory } from '../dist/tools.js';
 
 const args = process.argv.slice(2);
-const opt = (name, fallback) => { const i = args.indexOf(name); return i >= 0 ? args[i + 1] : fallback; };
+const opt = (name, fallback) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
 const file = args.find((a, i) => !a.startsWith('--') && !(i > 0 && args[i - 1].startsWith('--')));
 if (!file) {
   console.error('usage: node bench/torch-memory-compare.mjs MEASURED.json [--md OUT.md] [--tolerance 0.01]');
@@ -30,7 +33,7 @@ let worst = 0;
 let failures = 0;
 for (const row of measured.rows) {
   const spec = { layers: row.layers, batch: row.batch, dtype: row.dtype, optimizer: row.optimizer };
-  const precision = row.precision ?? 'fp32';  // older files: fp32 only
+  const precision = row.precision ?? 'fp32'; // older files: fp32 only
   const est = estimatePytorchMemory(spec, { precision });
   const dtype = precision === 'fp32' ? row.dtype : `${row.dtype} ${precision}`;
   const arena = planLayout(spec).totalBytes;
@@ -44,13 +47,20 @@ for (const row of measured.rows) {
     if (bad) failures++;
     worst = Math.max(worst, Math.abs(dA), Math.abs(dP));
     const f = (d) => `${d >= 0 ? '+' : ''}${(d * 100).toFixed(2)}%${Math.abs(d) > tolerance ? ' ✗' : ''}`;
-    lines.push(`| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${typeof m.reserved === 'number' ? int(m.reserved) : '—'} / ${int(e.reservedBytes)} | ${m.stage === 'step' ? int(arena) : ''} |`);
+    lines.push(
+      `| ${row.network} ${row.layers.join('-')} b${row.batch} | ${row.optimizer} | ${dtype} | ${m.stage} | ${int(m.allocated)} | ${int(e.allocatedBytes)} | ${f(dA)} | ${hasPeak ? int(m.peak) : '—'} | ${int(e.peakBytes)} | ${hasPeak ? f(dP) : '—'} | ${typeof m.reserved === 'number' ? int(m.reserved) : '—'} / ${int(e.reservedBytes)} | ${m.stage === 'step' ? int(arena) : ''} |`,
+    );
   }
   if (row.scalerSkippedStep) {
     failures++;
-    lines.push(`| ${row.network} | ${row.optimizer} | ${dtype} | step | GradScaler skipped the optimizer step (inf/NaN gradients): not the step the estimate models ✗ | | | | | | | |`);
+    lines.push(
+      `| ${row.network} | ${row.optimizer} | ${dtype} | step | GradScaler skipped the optimizer step (inf/NaN gradients): not the step the estimate models ✗ | | | | | | | |`,
+    );
   }
-  if (row.leftoverAfter) lines.push(`| ${row.network} | ${row.optimizer} | ${dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | | |`);
+  if (row.leftoverAfter)
+    lines.push(
+      `| ${row.network} | ${row.optimizer} | ${dtype} | (after) | leftover ${int(row.leftoverAfter)} B not freed: a workspace or cache the warm-up missed | | | | | | | |`,
+    );
 }
 lines.push('', `${measured.rows.length} runs, largest difference ${(worst * 100).toFixed(2)}%, ${failures} stage(s) beyond ${(tolerance * 100).toFixed(1)}%.`);
 const md = lines.join('\n');

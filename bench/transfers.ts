@@ -6,8 +6,16 @@ import { Arena, planLayout, type BackendName, type Plan } from '../src/index.js'
 import { testAddon } from '../src/internal.js';
 
 export interface TransferRow {
-  arena: string; totalBytes: number; direction: 'toDevice' | 'toHost'; method: string;
-  transfers: number; bytes: number; micros: number; gbps: number; ratioToRaw: number | null; baseline: string | null;
+  arena: string;
+  totalBytes: number;
+  direction: 'toDevice' | 'toHost';
+  method: string;
+  transfers: number;
+  bytes: number;
+  micros: number;
+  gbps: number;
+  ratioToRaw: number | null;
+  baseline: string | null;
 }
 
 const MiB = 2 ** 20;
@@ -29,7 +37,9 @@ async function measure(name: string, fn: () => unknown, quick: boolean): Promise
     name,
     b.add(name, fn),
     b.configure({ cases: { minSamples: quick ? 5 : 20, maxTime: quick ? 0.25 : 1.5, minTime: 0.05 } }),
-    b.complete((summary) => { mean = summary.results[0]!.details.mean; }),
+    b.complete((summary) => {
+      mean = summary.results[0]!.details.mean;
+    }),
   );
   return mean * 1e6;
 }
@@ -60,11 +70,21 @@ export async function benchTransfers(backend: BackendName, sizesMiB: number[], q
           micros.set(c.method, us);
           const raw = c.baseline ? micros.get(c.baseline)! : null;
           const row: TransferRow = {
-            arena: label, totalBytes: plan.totalBytes, direction, method: c.method, transfers, bytes: plan.totalBytes,
-            micros: us, gbps: plan.totalBytes / us / 1e3, ratioToRaw: raw ? raw / us : null, baseline: c.baseline,
+            arena: label,
+            totalBytes: plan.totalBytes,
+            direction,
+            method: c.method,
+            transfers,
+            bytes: plan.totalBytes,
+            micros: us,
+            gbps: plan.totalBytes / us / 1e3,
+            ratioToRaw: raw ? raw / us : null,
+            baseline: c.baseline,
           };
           rows.push(row);
-          log(`  ${label.padEnd(18)} ${direction.padEnd(8)} ${c.method.padEnd(28)} ${String(transfers).padStart(3)} x  ${us.toFixed(1).padStart(10)} us  ${row.gbps.toFixed(2).padStart(7)} GB/s${row.ratioToRaw ? `  ${(row.ratioToRaw * 100).toFixed(1)}% of raw (+${(us - raw!).toFixed(2)} us)` : ''}`);
+          log(
+            `  ${label.padEnd(18)} ${direction.padEnd(8)} ${c.method.padEnd(28)} ${String(transfers).padStart(3)} x  ${us.toFixed(1).padStart(10)} us  ${row.gbps.toFixed(2).padStart(7)} GB/s${row.ratioToRaw ? `  ${(row.ratioToRaw * 100).toFixed(1)}% of raw (+${(us - raw!).toFixed(2)} us)` : ''}`,
+          );
         } finally {
           h.dispose();
         }

@@ -31,8 +31,14 @@ export interface UmRow {
 }
 
 export interface UmResults {
-  network: string; layers: number[]; batch: number; samples: number; optimizer: string;
-  arenaBytes: number; budget: number; layerRangeBytes: number;
+  network: string;
+  layers: number[];
+  batch: number;
+  samples: number;
+  optimizer: string;
+  arenaBytes: number;
+  budget: number;
+  layerRangeBytes: number;
   link: LinkRates;
   /** Lower bound of the bytes that must cross the link per step (see linkBytes). */
   mustCross: { toDevice: number; toHost: number };
@@ -56,7 +62,9 @@ export const UM_SPEC: LayoutSpec = { layers: [4096, 4096, 4096, 4096, 4096, 4096
 export function linkBytes(plan: Plan, budget: number): { toDevice: number; toHost: number } {
   const L = plan.spec.layers.length - 1;
   const bytes = (l: number, k: Parameters<Plan['region']>[1]) => plan.region(l, k)?.bytes ?? 0;
-  let params = 0, state = 0, acts = 0;
+  let params = 0,
+    state = 0,
+    acts = 0;
   for (let l = 1; l <= L; l++) {
     params += bytes(l, 'w') + bytes(l, 'b');
     state += bytes(l, 'mw') + bytes(l, 'mb') + bytes(l, 'vw') + bytes(l, 'vb');
@@ -84,8 +92,10 @@ export function fillWeights(arena: Arena, seed: number): void {
     const w = arena.view(l, 'w');
     const a = Math.sqrt(3 / layers[l - 1]!);
     for (let i = 0; i < w.length; i++) {
-      s ^= s << 13; s ^= s >>> 17; s ^= s << 5;
-      w[i] = ((s >>> 0) / 2 ** 32 * 2 - 1) * a;
+      s ^= s << 13;
+      s ^= s >>> 17;
+      s ^= s << 5;
+      w[i] = (((s >>> 0) / 2 ** 32) * 2 - 1) * a;
     }
     arena.view(l, 'b').fill(0);
   }
@@ -95,7 +105,10 @@ const ENV = ['NN_ARENA_UM_EVICT_DEAD', 'NN_ARENA_UM_PLACE', 'NN_ARENA_UM_MOVERS'
 
 export async function benchUm(quick: boolean, log: (s: string) => void): Promise<UmResults | null> {
   const info = native().cudaInfo();
-  if (!info.built || info.devices === 0) { log('  um: no CUDA device, skipped'); return null; }
+  if (!info.built || info.devices === 0) {
+    log('  um: no CUDA device, skipped');
+    return null;
+  }
   const spec = UM_SPEC;
   const plan = planLayout(spec);
   const budget = Math.floor(plan.totalBytes / 4);
@@ -103,18 +116,24 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
   const MB = (x: number) => (x / 1e6).toFixed(1);
   log(`  um: arena ${MB(plan.totalBytes)} MB, budget ${MB(budget)} MB (25%), one layer's range ${MB(layerRangeBytes)} MB`);
   const link = testAddon().measureLink(256 * 2 ** 20);
-  log(`  link (256 MiB): copy ${link.copyToDevice.toFixed(1)} / ${link.copyToHost.toFixed(1)} GB/s, prefetch ${link.prefetchToDevice.toFixed(1)} / ${link.prefetchToHost.toFixed(1)} GB/s ` +
-    `(to host on 4 threads ${link.prefetchToHost4.toFixed(1)} GB/s; ${link.prefetchRetainedBytes} B still taken on the device once back on the host), ` +
-    `discard+prefetch ${link.discardToDevice.toFixed(1)} / ${link.discardToHost.toFixed(1)} GB/s, discard ${link.discardOnly.toFixed(1)} GB/s freeing ${link.discardFreedBytes} B${link.discard ? ` (${link.discard})` : ''}`);
+  log(
+    `  link (256 MiB): copy ${link.copyToDevice.toFixed(1)} / ${link.copyToHost.toFixed(1)} GB/s, prefetch ${link.prefetchToDevice.toFixed(1)} / ${link.prefetchToHost.toFixed(1)} GB/s ` +
+      `(to host on 4 threads ${link.prefetchToHost4.toFixed(1)} GB/s; ${link.prefetchRetainedBytes} B still taken on the device once back on the host), ` +
+      `discard+prefetch ${link.discardToDevice.toFixed(1)} / ${link.discardToHost.toFixed(1)} GB/s, discard ${link.discardOnly.toFixed(1)} GB/s freeing ${link.discardFreedBytes} B${link.discard ? ` (${link.discard})` : ''}`,
+  );
 
   const init = Arena.create(plan, { backend: 'cpu' });
   fillWeights(init, 12345);
-  const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+  const inputs = spec.layers[0]!,
+    outputs = spec.layers[spec.layers.length - 1]!;
   let s = 12345;
   const x = new Float32Array(spec.samples! * inputs);
-  for (let i = 0; i < x.length; i++) { s = (Math.imul(s, 1103515245) + 12345) >>> 0; x[i] = (s >>> 8) / 2 ** 24; }
+  for (let i = 0; i < x.length; i++) {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    x[i] = (s >>> 8) / 2 ** 24;
+  }
   const data = { x, labels: Int32Array.from({ length: spec.samples! }, (_, i) => (i * 7919) % outputs) };
-  const epochs = quick ? 4 : 11;  // the first is not timed (uploads, first faults, caches)
+  const epochs = quick ? 4 : 11; // the first is not timed (uploads, first faults, caches)
 
   // The scheduler as shipped, then without what each of its choices brings: one mover thread
   // each way and no eviction in flight while fetching; dead pages moved to the host after
@@ -140,7 +159,12 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
     for (const [mode, options, env] of modes) {
       for (const k of ENV) delete process.env[k];
       Object.assign(process.env, env);
-      const variant = mode === 'scheduler' ? (Object.entries(env).map(([k, v]) => `${k.replace('NN_ARENA_UM_', '').toLowerCase()}=${v}`).join(' ') || 'as shipped') : '';
+      const variant =
+        mode === 'scheduler'
+          ? Object.entries(env)
+              .map(([k, v]) => `${k.replace('NN_ARENA_UM_', '').toLowerCase()}=${v}`)
+              .join(' ') || 'as shipped'
+          : '';
       using arena = Arena.create(plan, options);
       for (let l = 1; l < spec.layers.length; l++) arena.view(l, 'w').set(init.view(l, 'w'));
       const t = new Trainer(arena, { lr: 1e-3 });
@@ -149,16 +173,31 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
       const ends: number[] = [];
       try {
         await t.fit(data, { epochs, onProgress: () => ends.push(performance.now()) });
-      } catch (e) {  // a variant that fails is a finding too: keep the other rows
+      } catch (e) {
+        // a variant that fails is a finding too: keep the other rows
         log(`  ${mode} ${variant}: failed: ${(e as Error).message}`);
-        rows.push({ mode, variant, steps: 0, microsPerStep: NaN, peakDeviceBytes: NaN, scheduledPeakBytes: null, toDevicePerStep: null, toHostPerStep: null, timing: null, error: (e as Error).message });
+        rows.push({
+          mode,
+          variant,
+          steps: 0,
+          microsPerStep: NaN,
+          peakDeviceBytes: NaN,
+          scheduledPeakBytes: null,
+          toDevicePerStep: null,
+          toHostPerStep: null,
+          timing: null,
+          error: (e as Error).message,
+        });
         continue;
       }
       const steps = (epochs - 1) * 2;
       const microsPerStep = ((ends[ends.length - 1]! - ends[0]!) * 1000) / steps;
       const rep = arena.deviceBudget ? arena.residency() : null;
       const row: UmRow = {
-        mode, variant, steps, microsPerStep,
+        mode,
+        variant,
+        steps,
+        microsPerStep,
         peakDeviceBytes: rep ? rep.peakDeviceBytes : plan.totalBytes,
         scheduledPeakBytes: rep && mode !== 'on-demand' ? rep.peakScheduledBytes : null,
         toDevicePerStep: rep && mode !== 'on-demand' ? rep.lastRun.fetchedBytes / rep.lastRun.steps : null,
@@ -166,10 +205,14 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
         timing: rep ? rep.timing : null,
       };
       rows.push(row);
-      log(`  ${mode.padEnd(10)} ${variant.padEnd(40)} ${microsPerStep.toFixed(0).padStart(8)} us/step  peak ${MB(row.peakDeviceBytes)} MB measured` +
-        (row.scheduledPeakBytes !== null ? ` (${MB(row.scheduledPeakBytes)} MB planned)` : '') +
-        (row.toDevicePerStep !== null ? `  moved ${MB(row.toDevicePerStep)} MB in, ${MB(row.toHostPerStep!)} MB out per step` : '') +
-        (row.timing ? `  last run: waited ${(row.timing.waitMicros / 1e3).toFixed(1)} ms, mover calls in ${(row.timing.fetchMicros / 1e3).toFixed(1)} ms, out ${(row.timing.evictMicros / 1e3).toFixed(1)} ms` : ''));
+      log(
+        `  ${mode.padEnd(10)} ${variant.padEnd(40)} ${microsPerStep.toFixed(0).padStart(8)} us/step  peak ${MB(row.peakDeviceBytes)} MB measured` +
+          (row.scheduledPeakBytes !== null ? ` (${MB(row.scheduledPeakBytes)} MB planned)` : '') +
+          (row.toDevicePerStep !== null ? `  moved ${MB(row.toDevicePerStep)} MB in, ${MB(row.toHostPerStep!)} MB out per step` : '') +
+          (row.timing
+            ? `  last run: waited ${(row.timing.waitMicros / 1e3).toFixed(1)} ms, mover calls in ${(row.timing.fetchMicros / 1e3).toFixed(1)} ms, out ${(row.timing.evictMicros / 1e3).toFixed(1)} ms`
+            : ''),
+      );
     }
   } finally {
     for (const k of ENV) delete process.env[k];
@@ -188,12 +231,27 @@ export async function benchUm(quick: boolean, log: (s: string) => void): Promise
   const scheduler = rows.find((r) => r.mode === 'scheduler' && r.variant === 'as shipped')!.microsPerStep;
   const staged = rows.find((r) => r.mode === 'staged')!.microsPerStep;
   const ratios = { schedulerToLargerBound: scheduler / bounds.largerMicros, schedulerToStaged: scheduler / staged };
-  log(`  must cross per step >= ${MB(mustCross.toDevice)} MB in, ${MB(mustCross.toHost)} MB out: ${bounds.linkMicrosCopy.toFixed(0)} us at the copy rates, ` +
-    `${bounds.linkMicrosPrefetch.toFixed(0)} us at the prefetch rates; resident ${resident.toFixed(0)} us`);
-  log(`  scheduler / larger bound ${ratios.schedulerToLargerBound.toFixed(3)} (target <= 1.25), scheduler / staged ${ratios.schedulerToStaged.toFixed(3)} (target <= 1.1)`);
+  log(
+    `  must cross per step >= ${MB(mustCross.toDevice)} MB in, ${MB(mustCross.toHost)} MB out: ${bounds.linkMicrosCopy.toFixed(0)} us at the copy rates, ` +
+      `${bounds.linkMicrosPrefetch.toFixed(0)} us at the prefetch rates; resident ${resident.toFixed(0)} us`,
+  );
+  log(
+    `  scheduler / larger bound ${ratios.schedulerToLargerBound.toFixed(3)} (target <= 1.25), scheduler / staged ${ratios.schedulerToStaged.toFixed(3)} (target <= 1.1)`,
+  );
   return {
-    network: `L ${spec.layers.length - 1}x4096`, layers: [...spec.layers], batch: spec.batch, samples: spec.samples!, optimizer: spec.optimizer!,
-    arenaBytes: plan.totalBytes, budget, layerRangeBytes, link, mustCross, bounds, rows, ratios,
+    network: `L ${spec.layers.length - 1}x4096`,
+    layers: [...spec.layers],
+    batch: spec.batch,
+    samples: spec.samples!,
+    optimizer: spec.optimizer!,
+    arenaBytes: plan.totalBytes,
+    budget,
+    layerRangeBytes,
+    link,
+    mustCross,
+    bounds,
+    rows,
+    ratios,
     targets: { schedulerToLargerBound: 1.25, schedulerToStaged: 1.1 },
   };
 }

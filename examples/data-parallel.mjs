@@ -5,7 +5,7 @@ import { cudaInfo, DataParallel, ncclInfo, planLayout, Trainer } from 'nn-arena'
 const gpus = cudaInfo().devices;
 const devices = gpus >= 2 && ncclInfo().available ? [0, 1] : [0];
 const plan = planLayout({ layers: [64, 128, 10], batch: 32, samples: 1024, activations: ['relu', 'softmax'] });
-const group = DataParallel.create(plan, { devices });   // batch 32 on each device
+const group = DataParallel.create(plan, { devices }); // batch 32 on each device
 const trainer = new Trainer(group, { lr: 0.05 });
 trainer.init(1);
 const x = Float32Array.from({ length: 1024 * 64 }, (_, i) => Math.sin(i));

@@ -20,7 +20,7 @@ try {
   const onnxFile = join(dir, 'mnist.onnx');
   console.log(`ONNX: ${saveOnnx(arena, onnxFile)} bytes; safetensors: ${saveSafetensors(arena, join(dir, 'mnist.safetensors'))} bytes`);
 
-  const x = Float32Array.from(test.x.subarray(0, 100 * 784));   // 100 held-out digits
+  const x = Float32Array.from(test.x.subarray(0, 100 * 784)); // 100 held-out digits
   const session = await ort.InferenceSession.create(onnxFile);
   const { output } = await session.run({ input: new ort.Tensor('float32', x, [100, 784]) });
   const ours = await trainer.predict(x);

@@ -4,10 +4,10 @@ const { loadMnist } = require('nn-arena/tools');
 
 async function main() {
   const plan = planLayout({ layers: [784, 64, 10], batch: 100, optimizer: 'adam', samples: 8000 });
-  const arena = Arena.create(plan, { backend: 'cpu' });   // or 'auto' / 'cuda'
+  const arena = Arena.create(plan, { backend: 'cpu' }); // or 'auto' / 'cuda'
   try {
     const { train, test } = loadMnist({ seed: 2 });
-    const trainer = new Trainer(arena);                    // adam: lr 0.001 by default
+    const trainer = new Trainer(arena); // adam: lr 0.001 by default
     trainer.init(2);
     await trainer.fit(train, { epochs: 2, seed: 2 });
     const { accuracy } = await trainer.evaluate(test);

@@ -14,7 +14,7 @@ try {
   // 3. Train on 8,000 MNIST digits and test on 2,000 held out (shipped by the `mnist` package).
   const { train, test } = loadMnist({ seed: 1 });
   const trainer = new Trainer(arena, { lr: 0.05 });
-  trainer.init(1);                                   // seeded weights: the same on every backend
+  trainer.init(1); // seeded weights: the same on every backend
   const fit = await trainer.fit(train, { epochs: 3, seed: 1 });
   const result = await trainer.evaluate(test);
   console.log(`train loss ${fit.loss.toFixed(4)}; test accuracy ${(result.accuracy * 100).toFixed(2)}%`);
@@ -29,7 +29,9 @@ try {
   //    regions) + 1 (the training set, resident from then on) + 2 (the test set's inputs and
   //    targets, made resident in its turn for one evaluation run).
   const s = arena.stats;
-  console.log(`allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device; transfers: ${s.toDeviceTransfers} to the device (${s.toDeviceBytes} bytes), ${s.toHostTransfers} to the host (${s.toHostBytes} bytes)`);
+  console.log(
+    `allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device; transfers: ${s.toDeviceTransfers} to the device (${s.toDeviceBytes} bytes), ${s.toHostTransfers} to the host (${s.toHostBytes} bytes)`,
+  );
 } finally {
-  arena.dispose();                                   // frees both allocations (Node 24+ or TypeScript: `using arena = ...`)
+  arena.dispose(); // frees both allocations (Node 24+ or TypeScript: `using arena = ...`)
 }

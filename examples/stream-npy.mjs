@@ -21,7 +21,9 @@ try {
   trainer.init(1);
   const fit = await trainer.fit(streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'labels.npy') }), { epochs: 3, seed: 1 });
   const result = await trainer.evaluate({ x: test.x.subarray(0, 1000 * 784), labels: test.labels.subarray(0, 1000) });
-  console.log(`streamed 8000 rows through a 1000-row arena: ${fit.steps} steps, train loss ${fit.loss.toFixed(4)}; test accuracy ${(result.accuracy * 100).toFixed(1)}%`);
+  console.log(
+    `streamed 8000 rows through a 1000-row arena: ${fit.steps} steps, train loss ${fit.loss.toFixed(4)}; test accuracy ${(result.accuracy * 100).toFixed(1)}%`,
+  );
 } finally {
   arena.dispose();
   rmSync(dir, { recursive: true, force: true });

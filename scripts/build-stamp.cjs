@@ -8,7 +8,7 @@
 'use strict';
 const fs = require('node:fs');
 const path = require('node:path');
-const crypto = require('node:crypto');
+const { createHash } = require('node:crypto');
 
 const root = path.resolve(__dirname, '..');
 const STAMP = path.join(root, 'build', 'nn-arena-build.json');
@@ -26,10 +26,14 @@ function walk(dir, out) {
 }
 
 function sourcesHash() {
-  const h = crypto.createHash('sha256');
+  const h = createHash('sha256');
   const files = [...walk(path.join(root, 'csrc'), []), ...['binding.gyp', 'scripts/find-nvcc.cjs', 'scripts/sources.cjs'].map((f) => path.join(root, f))];
   let addonApi = '';
-  try { addonApi = require(require.resolve('node-addon-api/package.json', { paths: [root] })).version; } catch { /* absent */ }
+  try {
+    addonApi = require(require.resolve('node-addon-api/package.json', { paths: [root] })).version;
+  } catch {
+    /* absent */
+  }
   h.update(`node-addon-api ${addonApi}\n`);
   for (const f of files) {
     h.update(`${path.relative(root, f).split(path.sep).join('/')}\n`);
@@ -49,7 +53,11 @@ function current(plan) {
 }
 
 function read() {
-  try { return JSON.parse(fs.readFileSync(STAMP, 'utf8')); } catch { return null; }
+  try {
+    return JSON.parse(fs.readFileSync(STAMP, 'utf8'));
+  } catch {
+    return null;
+  }
 }
 
 function write(stamp) {

@@ -16,7 +16,12 @@ function onPath(name) {
   for (const dir of (process.env.PATH || '').split(path.delimiter)) {
     for (const x of exe) {
       const p = path.join(dir, name + x);
-      try { fs.accessSync(p, fs.constants.X_OK); if (fs.statSync(p).isFile()) return p; } catch { /* next */ }
+      try {
+        fs.accessSync(p, fs.constants.X_OK);
+        if (fs.statSync(p).isFile()) return p;
+      } catch {
+        /* next */
+      }
     }
   }
   return null;
@@ -26,18 +31,18 @@ function onPath(name) {
  *  Visual Studio itself, so only Python is checked. */
 function missingTools() {
   const first = (v) => (v || '').trim().split(/\s+/)[0];
-  const need = [
-    { tool: 'Python 3 (node-gyp runs gyp with it)', names: [process.env.npm_config_python, process.env.PYTHON, 'python3', 'python'] },
-  ];
+  const need = [{ tool: 'Python 3 (node-gyp runs gyp with it)', names: [process.env.npm_config_python, process.env.PYTHON, 'python3', 'python'] }];
   if (process.platform !== 'win32') {
     need.push({ tool: 'C++17 compiler', names: [first(process.env.CXX), 'c++', 'g++', 'clang++'] });
     need.push({ tool: 'make', names: process.platform === 'linux' ? ['make'] : ['make', 'gmake'] });
   }
-  return need.filter((n) => !n.names.some((x) => onPath(x)))
-    .map((n) => ({ tool: n.tool, looked: n.names.filter(Boolean).join(', ') }));
+  return need.filter((n) => !n.names.some((x) => onPath(x))).map((n) => ({ tool: n.tool, looked: n.names.filter(Boolean).join(', ') }));
 }
 
-const fmt = (ms) => { const s = Math.round(ms / 1000); return s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`; };
+const fmt = (ms) => {
+  const s = Math.round(ms / 1000);
+  return s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s` : `${s}s`;
+};
 
 /** Runs node-gyp with args in root; resolves to its exit status. units: how many compile steps
  *  to expect (for [k/n]); say: prints one nn-arena line. */
@@ -50,7 +55,10 @@ function runGyp(cmd, args, { root, env, log, units, say }) {
   let last = Date.now();
   let current = '';
   const beat = setInterval(() => {
-    if (Date.now() - last >= 60_000) { say(`still building (${fmt(Date.now() - started)}; ${current || 'configure'})`); last = Date.now(); }
+    if (Date.now() - last >= 60_000) {
+      say(`still building (${fmt(Date.now() - started)}; ${current || 'configure'})`);
+      last = Date.now();
+    }
   }, 5_000);
   const onLine = (line) => {
     out.write(`${line}\n`);
@@ -59,8 +67,12 @@ function runGyp(cmd, args, { root, env, log, units, say }) {
     // "  SOLINK_MODULE(target) ...".
     const m = /^\s+(CXX\(target\)|CC\(target\)|RULE \S*nvcc\S*|SOLINK_MODULE\(target\)|LINK\(target\))\s+(\S+)/.exec(line);
     if (!m) return;
-    const what = m[1].startsWith('SOLINK') || m[1].startsWith('LINK') ? 'link'
-      : m[1].startsWith('RULE') ? `nvcc ${path.basename(m[2], '.o')}.cu` : m[2].replace(/^Release\/obj\.target\/[^/]+\//, '');
+    const what =
+      m[1].startsWith('SOLINK') || m[1].startsWith('LINK')
+        ? 'link'
+        : m[1].startsWith('RULE')
+          ? `nvcc ${path.basename(m[2], '.o')}.cu`
+          : m[2].replace(/^Release\/obj\.target\/[^/]+\//, '');
     if (what !== 'link') done += 1;
     current = what;
     last = Date.now();
@@ -69,14 +81,23 @@ function runGyp(cmd, args, { root, env, log, units, say }) {
   const lines = (stream) => {
     let buf = '';
     stream.setEncoding('utf8');
-    stream.on('data', (d) => { buf += d; const parts = buf.split('\n'); buf = parts.pop(); parts.forEach(onLine); });
-    stream.on('end', () => { if (buf) onLine(buf); });
+    stream.on('data', (d) => {
+      buf += d;
+      const parts = buf.split('\n');
+      buf = parts.pop();
+      parts.forEach(onLine);
+    });
+    stream.on('end', () => {
+      if (buf) onLine(buf);
+    });
   };
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
     lines(child.stdout);
     lines(child.stderr);
-    child.on('error', (e) => { out.write(`${e.message}\n`); });
+    child.on('error', (e) => {
+      out.write(`${e.message}\n`);
+    });
     child.on('close', (code, signal) => {
       clearInterval(beat);
       out.end(() => resolve(code ?? (signal ? 1 : 0)));
@@ -86,8 +107,12 @@ function runGyp(cmd, args, { root, env, log, units, say }) {
 
 /** The last n lines of the log that say what went wrong (errors first), for a failed build. */
 function tail(log, n = 25) {
-  let text = '';
-  try { text = fs.readFileSync(log, 'utf8'); } catch { return []; }
+  let text;
+  try {
+    text = fs.readFileSync(log, 'utf8');
+  } catch {
+    return [];
+  }
   const all = text.split('\n').filter(Boolean);
   const errors = all.filter((l) => /\berror\b/i.test(l) && !/^gyp (info|verb)/.test(l));
   return (errors.length ? errors : all).slice(-n);

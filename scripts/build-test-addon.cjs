@@ -31,7 +31,16 @@ async function main() {
   const units = sources('test-common').length + sources(cuda ? 'test-cuda' : 'test-absent').length;
   const started = Date.now();
   let compiled = false;
-  const status = await runGyp(cmd, args, { root, env, log, units, say: (s) => { compiled = true; say(s); } });
+  const status = await runGyp(cmd, args, {
+    root,
+    env,
+    log,
+    units,
+    say: (s) => {
+      compiled = true;
+      say(s);
+    },
+  });
   if (status !== 0) {
     for (const l of tail(log)) say(`  ${l}`);
     say(`the build failed: the whole output is in ${log}`);
@@ -41,4 +50,12 @@ async function main() {
   return 0;
 }
 
-main().then((code) => { process.exitCode = code; }, (e) => { say(e.message); process.exitCode = 1; });
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e) => {
+    say(e.message);
+    process.exitCode = 1;
+  },
+);

@@ -12,7 +12,14 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-const exists = (p) => { try { fs.accessSync(p); return true; } catch { return false; } };
+const exists = (p) => {
+  try {
+    fs.accessSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
 
 function roots() {
   const r = [process.env.CUDA_PATH, process.env.CUDA_HOME].filter(Boolean);
@@ -26,13 +33,17 @@ function roots() {
 
 function locate() {
   if (process.env.NN_ARENA_CUDA === '0') return null;
-  const nvcc = roots().map((r) => path.join(r, 'bin', 'nvcc')).find((p) => exists(p));
+  const nvcc = roots()
+    .map((r) => path.join(r, 'bin', 'nvcc'))
+    .find((p) => exists(p));
   if (!nvcc) return null;
   for (const root of roots()) {
     const lib = ['lib64', 'lib', 'targets/x86_64-linux/lib', 'targets/sbsa-linux/lib']
-      .map((d) => path.join(root, d)).find((d) => exists(path.join(d, 'libcudart_static.a')));
+      .map((d) => path.join(root, d))
+      .find((d) => exists(path.join(d, 'libcudart_static.a')));
     const inc = ['include', 'targets/x86_64-linux/include', 'targets/sbsa-linux/include']
-      .map((d) => path.join(root, d)).find((d) => exists(path.join(d, 'cuda_runtime.h')));
+      .map((d) => path.join(root, d))
+      .find((d) => exists(path.join(d, 'cuda_runtime.h')));
     if (lib && inc) return { nvcc, lib, inc };
   }
   return null;
@@ -45,17 +56,34 @@ const FULL = ['75', '80', '86', '87', '88', '89', '90', '100', '103', '110', '12
 function listed(nvcc) {
   try {
     const out = require('node:child_process').execFileSync(nvcc, ['--list-gpu-code'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
-    return out.split(/\s+/).map((c) => /^sm_(\d+a?)$/.exec(c)?.[1]).filter(Boolean);
-  } catch { return []; }
+    return out
+      .split(/\s+/)
+      .map((c) => /^sm_(\d+a?)$/.exec(c)?.[1])
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
 }
 
 // Compute capabilities of the GPUs visible here ('90' for an H100), or [] without nvidia-smi/GPU.
 function localGpus() {
   try {
-    const out = require('node:child_process').execFileSync('nvidia-smi', ['--query-gpu=compute_cap', '--format=csv,noheader'],
-      { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10000 });
-    return [...new Set(out.split(/\s+/).filter((c) => /^\d+\.\d+$/.test(c)).map((c) => c.replace('.', '')))];
-  } catch { return []; }
+    const out = require('node:child_process').execFileSync('nvidia-smi', ['--query-gpu=compute_cap', '--format=csv,noheader'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+      timeout: 10000,
+    });
+    return [
+      ...new Set(
+        out
+          .split(/\s+/)
+          .filter((c) => /^\d+\.\d+$/.test(c))
+          .map((c) => c.replace('.', '')),
+      ),
+    ];
+  } catch {
+    return [];
+  }
 }
 
 // Built from source with no GPU visible, the common set: SASS for sm_75 (T4, RTX 20), sm_80
@@ -72,7 +100,10 @@ function archPlan(nvcc) {
   const full = known.length ? FULL.filter((a) => known.includes(a)) : FULL;
   const env = (process.env.NN_ARENA_CUDA_ARCH || '').trim();
   if (env && env !== 'all') {
-    const archs = env.split(/[;, ]+/).filter(Boolean).map((a) => a.replace(/^(sm_|compute_)/, '').replace('.', ''));
+    const archs = env
+      .split(/[;, ]+/)
+      .filter(Boolean)
+      .map((a) => a.replace(/^(sm_|compute_)/, '').replace('.', ''));
     for (const a of archs) if (!/^\d+a?$/.test(a)) throw new Error(`NN_ARENA_CUDA_ARCH: bad architecture '${a}' (write e.g. 80 or 80;90 or all)`);
     return { archs, why: 'NN_ARENA_CUDA_ARCH' };
   }
@@ -82,7 +113,10 @@ function archPlan(nvcc) {
   if (gpus.length && ok.length === gpus.length) return { archs: ok, why: 'the GPU found here' };
   const common = COMMON.filter((a) => full.includes(a));
   const set = 'the common set (NN_ARENA_CUDA_ARCH=all for every one from sm_75 to sm_120)';
-  return { archs: common, why: gpus.length ? `this nvcc cannot build for the GPU found here (sm_${gpus.join(', sm_')}): ${set}` : `no GPU visible here: ${set}` };
+  return {
+    archs: common,
+    why: gpus.length ? `this nvcc cannot build for the GPU found here (sm_${gpus.join(', sm_')}): ${set}` : `no GPU visible here: ${set}`,
+  };
 }
 
 function gencode(nvcc) {
@@ -91,9 +125,11 @@ function gencode(nvcc) {
   // NN_ARENA_CUDA_PTX=0: SASS only (a binary that cannot JIT for newer GPUs: for testing the
   // no-kernel fallback on a GPU newer than the architectures built).
   const ptx = process.env.NN_ARENA_CUDA_PTX !== '0';
-  return [...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
+  return [
+    ...archs.map((a) => `-gencode=arch=compute_${a},code=sm_${a}`),
     ...(ptx ? [`-gencode=arch=compute_${top},code=compute_${top}`] : []),
-    `-DNNA_CUDA_PTX=${ptx ? parseInt(top, 10) : 0}`].join(' ');
+    `-DNNA_CUDA_PTX=${ptx ? parseInt(top, 10) : 0}`,
+  ].join(' ');
 }
 
 // nvcc -M of each .cu, reduced to the project's own headers (relative, '/'-separated).
@@ -128,11 +164,17 @@ if (require.main === module) {
   try {
     const found = locate();
     const what = process.argv[2] || 'nvcc';
-    const out = what === 'headers' ? (found ? headers(found) : '')
-      : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode(found.nvcc) : '' }[what];
+    const out =
+      what === 'headers'
+        ? found
+          ? headers(found)
+          : ''
+        : { nvcc: found?.nvcc, cudalib: found?.lib, cudainc: found?.inc, gencode: found ? gencode(found.nvcc) : '' }[what];
     process.stdout.write(out || '');
   } catch (e) {
-    const detail = String(e.stderr || '').trim().split('\n')[0];
+    const detail = String(e.stderr || '')
+      .trim()
+      .split('\n')[0];
     process.stderr.write(`nn-arena: scripts/find-nvcc.cjs ${process.argv[2] || ''}: ${e.message.split('\n')[0]}${detail ? ` (${detail})` : ''}\n`);
     process.exit(1);
   }

@@ -70,11 +70,15 @@ function enumerators(src, head) {
   const at = src.indexOf(`enum ${head}`);
   if (at < 0) throw new Error(`enum ${head} not found`);
   const body = stripComments(src.slice(src.indexOf('{', at) + 1, src.indexOf('}', at)));
-  return body.split(',').map((e) => e.trim()).filter(Boolean).map((e) => {
-    const m = /^(\w+)\s*=\s*(\S+)$/.exec(e);
-    if (!m) throw new Error(`enum ${head}: ${e} has no explicit value`);
-    return [m[1], cInt(m[2])];
-  });
+  return body
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)
+    .map((e) => {
+      const m = /^(\w+)\s*=\s*(\S+)$/.exec(e);
+      if (!m) throw new Error(`enum ${head}: ${e} has no explicit value`);
+      return [m[1], cInt(m[2])];
+    });
 }
 
 // The C types of the format's structs: fixed-width, so size and alignment are the same on every
@@ -86,21 +90,26 @@ function struct(src, name, counts, known) {
   const at = src.indexOf(`typedef struct ${name} {`);
   if (at < 0) throw new Error(`struct ${name} not found`);
   const body = stripComments(src.slice(src.indexOf('{', at) + 1, src.indexOf(`} ${name};`, at)));
-  let offset = 0, align = 1;
-  const fields = body.split(';').map((f) => f.trim()).filter(Boolean).map((f) => {
-    const m = /^(\w+)\s+(\w+)(?:\[(\w+)\])?$/.exec(f);
-    if (!m) throw new Error(`struct ${name}: cannot read field ${f}`);
-    const [, type, field, count] = m;
-    const t = C_TYPES[type] ? { size: C_TYPES[type], align: C_TYPES[type] } : known[type];
-    if (!t) throw new Error(`struct ${name}: unknown type ${type}`);
-    const n = count === undefined ? 1 : /^\d+$/.test(count) ? Number(count) : counts[count];
-    if (n === undefined) throw new Error(`struct ${name}: unknown count ${count}`);
-    offset = Math.ceil(offset / t.align) * t.align;
-    align = Math.max(align, t.align);
-    const out = { name: field, offset, size: t.size * n };
-    offset += out.size;
-    return out;
-  });
+  let offset = 0,
+    align = 1;
+  const fields = body
+    .split(';')
+    .map((f) => f.trim())
+    .filter(Boolean)
+    .map((f) => {
+      const m = /^(\w+)\s+(\w+)(?:\[(\w+)\])?$/.exec(f);
+      if (!m) throw new Error(`struct ${name}: cannot read field ${f}`);
+      const [, type, field, count] = m;
+      const t = C_TYPES[type] ? { size: C_TYPES[type], align: C_TYPES[type] } : known[type];
+      if (!t) throw new Error(`struct ${name}: unknown type ${type}`);
+      const n = count === undefined ? 1 : /^\d+$/.test(count) ? Number(count) : counts[count];
+      if (n === undefined) throw new Error(`struct ${name}: unknown count ${count}`);
+      offset = Math.ceil(offset / t.align) * t.align;
+      align = Math.max(align, t.align);
+      const out = { name: field, offset, size: t.size * n };
+      offset += out.size;
+      return out;
+    });
   return { fields, size: Math.ceil(offset / align) * align, align };
 }
 
@@ -108,10 +117,15 @@ function struct(src, name, counts, known) {
 const kebab = (n) => n.toLowerCase().replace(/_/g, '-');
 const camel = (n) => n.toLowerCase().replace(/_([a-z0-9])/g, (_, c) => c.toUpperCase());
 const lowerFirst = (n) => n[0].toLowerCase() + n.slice(1);
-const named = (pairs, prefix, style, skip = []) => Object.fromEntries(pairs.filter(([n]) => !skip.includes(n)).map(([n, v]) => {
-  if (!n.startsWith(prefix)) throw new Error(`${n} lacks the prefix ${prefix}`);
-  return [style(n.slice(prefix.length)), v];
-}));
+const named = (pairs, prefix, style, skip = []) =>
+  Object.fromEntries(
+    pairs
+      .filter(([n]) => !skip.includes(n))
+      .map(([n, v]) => {
+        if (!n.startsWith(prefix)) throw new Error(`${n} lacks the prefix ${prefix}`);
+        return [style(n.slice(prefix.length)), v];
+      }),
+  );
 
 /** The names of the kinds (rows [ENUM, code, name] of NNA_KINDS) in NNA_EXTRA_LIKE_KINDS (bits
  *  1u << NNA_<kind>), in kind order. */
@@ -140,37 +154,78 @@ function format() {
   const memory = enumerators(read('csrc/core/backend.h'), 'class Memory : uint32_t');
   return {
     format: {
-      magic: define(h, 'NNA_MAGIC'), version: define(h, 'NNA_VERSION'), maxLayers: define(h, 'NNA_MAX_LAYERS'), maxExtras: define(h, 'NNA_MAX_EXTRAS'),
-      extraNameBytes: counts.NNA_EXTRA_NAME_BYTES, maxModels: define(h, 'NNA_MAX_MODELS'),
-      minAlign: define(h, 'NNA_MIN_ALIGN'), maxAlign: define(h, 'NNA_MAX_ALIGN'), maxSamples: define(h, 'NNA_MAX_SAMPLES'),
-      flags: { compact: define(h, 'NNA_FLAG_COMPACT') }, flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
-      dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel), orders: named(enumerators(h, 'nna_order'), 'NNA_', kebab),
+      magic: define(h, 'NNA_MAGIC'),
+      version: define(h, 'NNA_VERSION'),
+      maxLayers: define(h, 'NNA_MAX_LAYERS'),
+      maxExtras: define(h, 'NNA_MAX_EXTRAS'),
+      extraNameBytes: counts.NNA_EXTRA_NAME_BYTES,
+      maxModels: define(h, 'NNA_MAX_MODELS'),
+      minAlign: define(h, 'NNA_MIN_ALIGN'),
+      maxAlign: define(h, 'NNA_MAX_ALIGN'),
+      maxSamples: define(h, 'NNA_MAX_SAMPLES'),
+      flags: { compact: define(h, 'NNA_FLAG_COMPACT') },
+      flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
+      dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel),
+      orders: named(enumerators(h, 'nna_order'), 'NNA_', kebab),
       kinds: names.map(([, , n]) => n),
-      stats: named(stats, 'NNA_STAT_', camel, ['NNA_STATS_COUNT']), statsCount: Object.fromEntries(stats).NNA_STATS_COUNT,
+      stats: named(stats, 'NNA_STAT_', camel, ['NNA_STATS_COUNT']),
+      statsCount: Object.fromEntries(stats).NNA_STATS_COUNT,
       extraRules: named(enumerators(h, 'nna_extra_rule'), 'NNA_EXTRA_', camel),
       extraLike: likeKinds(h, names),
-      header: offsets(header), layer: offsets(layer), region: offsets(region), extra: offsets(extra),
+      header: offsets(header),
+      layer: offsets(layer),
+      region: offsets(region),
+      extra: offsets(extra),
     },
     run: { ops: named(ops, '', lowerFirst), memory: named(memory, '', lowerFirst) },
   };
 }
 
 /** A plain value as TS source (objects on one line, strings single-quoted). */
-const tsValue = (v) => JSON.stringify(v).replace(/"([^"]+)":/g, (_, k) => (/^\w+$/.test(k) ? `${k}: ` : `'${k}': `)).replace(/"/g, "'").replace(/,(?=\S)/g, ', ');
+const tsValue = (v) =>
+  JSON.stringify(v)
+    .replace(/"([^"]+)":/g, (_, k) => (/^\w+$/.test(k) ? `${k}: ` : `'${k}': `))
+    .replace(/"/g, "'")
+    .replace(/,(?=\S)/g, ', ');
 
 function tables() {
   const activations = rows(read('csrc/include/nn_arena.h'), 'NNA_ACTIVATIONS').map(([, code, name, pre, on, init, param, torch]) => {
     if (!(init in INIT)) throw new Error(`unknown init ${init}`);
     const where = bits(on);
-    return { name: str(name), code: int(code), keepsPre: int(pre) === 1, hidden: (where & 1) !== 0, output: (where & 2) !== 0, init: INIT[init], param: num(param), torch: str(torch) };
+    return {
+      name: str(name),
+      code: int(code),
+      keepsPre: int(pre) === 1,
+      hidden: (where & 1) !== 0,
+      output: (where & 2) !== 0,
+      init: INIT[init],
+      param: num(param),
+      torch: str(torch),
+    };
   });
   const losses = rows(read('csrc/train/losses.h'), 'NNA_LOSSES').map(([, code, name, softmax, logits, smoothing, mean, multi]) => ({
-    name: str(name), code: int(code), softmax: int(softmax) === 1, logits: int(logits) === 1, smoothing: int(smoothing) === 1, meanUnits: int(mean) === 1, multilabel: int(multi) === 1,
+    name: str(name),
+    code: int(code),
+    softmax: int(softmax) === 1,
+    logits: int(logits) === 1,
+    smoothing: int(smoothing) === 1,
+    meanUnits: int(mean) === 1,
+    multilabel: int(multi) === 1,
   }));
-  const precisions = rows(read('csrc/descriptors/precisions.h'), 'NNA_PRECISIONS').map(([, code, name, major, work, blas, cpu, cuda, scaled, models, cores]) => ({
-    name: str(name), code: int(code), minMajor: int(major), workspace: int(work) === 1, needsBlas: int(blas) === 1, cpu: int(cpu) === 1, cuda: int(cuda) === 1,
-    scaled: int(scaled) === 1, models: int(models) === 1, cores: str(cores),
-  }));
+  const precisions = rows(read('csrc/descriptors/precisions.h'), 'NNA_PRECISIONS').map(
+    ([, code, name, major, work, blas, cpu, cuda, scaled, models, cores]) => ({
+      name: str(name),
+      code: int(code),
+      minMajor: int(major),
+      workspace: int(work) === 1,
+      needsBlas: int(blas) === 1,
+      cpu: int(cpu) === 1,
+      cuda: int(cuda) === 1,
+      scaled: int(scaled) === 1,
+      models: int(models) === 1,
+      cores: str(cores),
+    }),
+  );
   return { activations, losses, precisions, ...format(), ...descriptorTables() };
 }
 
@@ -181,18 +236,26 @@ function descriptorTables() {
   try {
     addon = require('node-gyp-build')(root);
   } catch (e) {
-    throw new Error(`the optimizer and schedule tables come from the built addon: build it first (npm run build:native): ${e.message}`);
+    throw new Error(`the optimizer and schedule tables come from the built addon: build it first (npm run build:native): ${e.message}`, { cause: e });
   }
   const d = addon.descriptors();
   return { optimizers: d.optimizers, schedules: d.schedules, common: d.common };
 }
 
 /** A JSON-like value as TS source, one entry a line (Infinity kept, which JSON cannot hold). */
-const tsData = (list) => `[\n${list.map((o) => `  ${JSON.stringify(o, (_, v) => (v === Infinity ? '__inf__' : v === -Infinity ? '__-inf__' : v)).replace(/"__(-?)inf__"/g, '$1Infinity')},`).join('\n')}\n]`;
+const tsData = (list) =>
+  `[\n${list.map((o) => `  ${JSON.stringify(o, (_, v) => (v === Infinity ? '__inf__' : v === -Infinity ? '__-inf__' : v)).replace(/"__(-?)inf__"/g, '$1Infinity')},`).join('\n')}\n]`;
 
 function typescript({ activations, losses, precisions, format: f, run, optimizers, schedules, common }) {
-  const block = (o) => `{\n${Object.entries(o).map(([k, v]) => `  ${/^\w+$/.test(k) ? k : `'${k}'`}: ${k === 'magic' ? `0x${v.toString(16)}` : tsValue(v)},`).join('\n')}\n}`;
-  const row = (o) => `  ${JSON.stringify(o).replace(/"(\w+)":/g, '$1: ').replace(/,(?=\w+: )/g, ', ').replace(/"/g, "'")},`;
+  const block = (o) =>
+    `{\n${Object.entries(o)
+      .map(([k, v]) => `  ${/^\w+$/.test(k) ? k : `'${k}'`}: ${k === 'magic' ? `0x${v.toString(16)}` : tsValue(v)},`)
+      .join('\n')}\n}`;
+  const row = (o) =>
+    `  ${JSON.stringify(o)
+      .replace(/"(\w+)":/g, '$1: ')
+      .replace(/,(?=\w+: )/g, ', ')
+      .replace(/"/g, "'")},`;
   return `// Generated by scripts/gen-tables.cjs from NNA_ACTIVATIONS and the header's format
 // (csrc/include/nn_arena.h), NNA_LOSSES (csrc/train/losses.h), NNA_PRECISIONS
 // (csrc/descriptors/precisions.h), the run codes (csrc/train/train.h Op, csrc/core/backend.h
@@ -248,22 +311,32 @@ export const COMMON_PARAMS = ${tsData(common)} as const;
 function markdown({ activations, losses }) {
   const where = (a) => [a.hidden && 'hidden', a.output && 'output'].filter(Boolean).join(', ');
   const act = [
-    '| activation | layers | f\' from | parameter (default) | PyTorch |',
+    "| activation | layers | f' from | parameter (default) | PyTorch |",
     '| --- | --- | --- | --- | --- |',
-    ...activations.filter((a) => a.name !== 'input').map((a) => `| \`${a.name}\` | ${where(a)} | ${a.keepsPre ? 'the pre-activation (z holds 2 x B x units)' : 'the output'} | ${a.param ? `\`leakyReluSlope\` (${a.param})` : '-'} | ${a.torch ? `\`nn.${a.torch}\`` : '-'} |`),
+    ...activations
+      .filter((a) => a.name !== 'input')
+      .map(
+        (a) =>
+          `| \`${a.name}\` | ${where(a)} | ${a.keepsPre ? 'the pre-activation (z holds 2 x B x units)' : 'the output'} | ${a.param ? `\`leakyReluSlope\` (${a.param})` : '-'} | ${a.torch ? `\`nn.${a.torch}\`` : '-'} |`,
+      ),
   ];
   const loss = [
-    '| loss | output layer | label smoothing | a row\'s loss | a row is correct when |',
+    "| loss | output layer | label smoothing | a row's loss | a row is correct when |",
     '| --- | --- | --- | --- | --- |',
-    ...losses.map((l) => `| \`${l.name}\` | ${l.softmax ? 'softmax' : l.logits ? 'identity (logits)' : 'any but softmax'} | ${l.smoothing ? 'yes' : '-'} | ${l.meanUnits ? 'mean over units' : 'sum over units'} | ${l.multilabel ? 'every label matches (logit > 0 vs target > 0.5)' : 'argmax of output and target agree'} |`),
+    ...losses.map(
+      (l) =>
+        `| \`${l.name}\` | ${l.softmax ? 'softmax' : l.logits ? 'identity (logits)' : 'any but softmax'} | ${l.smoothing ? 'yes' : '-'} | ${l.meanUnits ? 'mean over units' : 'sum over units'} | ${l.multilabel ? 'every label matches (logit > 0 vs target > 0.5)' : 'argmax of output and target agree'} |`,
+    ),
   ];
   return { activations: act.join('\n'), losses: loss.join('\n') };
 }
 
 /** `text` with the block between the markers of `name` replaced by `body`. */
 function splice(text, name, body, file) {
-  const begin = `<!-- generated:${name} (scripts/gen-tables.cjs) -->`, end = `<!-- /generated:${name} -->`;
-  const a = text.indexOf(begin), b = text.indexOf(end);
+  const begin = `<!-- generated:${name} (scripts/gen-tables.cjs) -->`,
+    end = `<!-- /generated:${name} -->`;
+  const a = text.indexOf(begin),
+    b = text.indexOf(end);
   if (a < 0 || b < a) throw new Error(`${file}: markers of ${name} not found`);
   return text.slice(0, a + begin.length) + '\n' + body + '\n' + text.slice(b);
 }

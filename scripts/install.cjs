@@ -29,9 +29,21 @@ const truthy = (v) => /^(1|true|yes)$/i.test(v || '');
 // Lines a user must see even where npm hides the script's output (a dependency's install).
 let tty = null;
 if (!process.stderr.isTTY && process.env.npm_lifecycle_event) {
-  try { tty = fs.openSync('/dev/tty', 'w'); } catch { tty = null; }
+  try {
+    tty = fs.openSync('/dev/tty', 'w');
+  } catch {
+    tty = null;
+  }
 }
-const shout = (s) => { say(s); if (tty !== null) try { fs.writeSync(tty, `nn-arena: ${s}\n`); } catch { /* gone */ } };
+const shout = (s) => {
+  say(s);
+  if (tty !== null)
+    try {
+      fs.writeSync(tty, `nn-arena: ${s}\n`);
+    } catch {
+      /* gone */
+    }
+};
 
 // A cross build (npm_config_arch, node-gyp's --arch: scripts/prebuild.cjs arm64) is CPU-only and
 // cannot be loaded here.
@@ -40,12 +52,17 @@ const cross = target !== process.arch;
 // A sanitizer build (scripts/test-asan.sh) loads only with the sanitizer runtimes preloaded:
 // NN_ARENA_CHECK_PRELOAD names them for this check alone (the compilers run without them).
 const checkEnv = process.env.NN_ARENA_CHECK_PRELOAD ? { ...process.env, LD_PRELOAD: process.env.NN_ARENA_CHECK_PRELOAD } : process.env;
-const loads = (file) => cross || spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore', env: checkEnv }).status === 0;
+const loads = (file) =>
+  cross || spawnSync(process.execPath, ['-e', 'require(process.argv[1]).cudaInfo()', file], { stdio: 'ignore', env: checkEnv }).status === 0;
 
 function prebuilt() {
-  process.env.PREBUILDS_ONLY = '1';  // node-gyp-build: look at prebuilds/ only
+  process.env.PREBUILDS_ONLY = '1'; // node-gyp-build: look at prebuilds/ only
   let file = null;
-  try { file = require('node-gyp-build').resolve(root); } catch { /* none for this platform */ }
+  try {
+    file = require('node-gyp-build').resolve(root);
+  } catch {
+    /* none for this platform */
+  }
   delete process.env.PREBUILDS_ONLY;
   return file && loads(file) ? file : null;
 }
@@ -58,22 +75,39 @@ function plan() {
   if (found) {
     const p = archPlan(found.nvcc);
     const ptx = process.env.NN_ARENA_CUDA_PTX === '0' ? ', no PTX' : '';
-    return { cuda: true, archs: p.archs, line: `CUDA for sm_${p.archs.join(', sm_')}${ptx} (${p.why}); NN_ARENA_CUDA_ARCH overrides, NN_ARENA_CUDA=0 builds CPU-only` };
+    return {
+      cuda: true,
+      archs: p.archs,
+      line: `CUDA for sm_${p.archs.join(', sm_')}${ptx} (${p.why}); NN_ARENA_CUDA_ARCH overrides, NN_ARENA_CUDA=0 builds CPU-only`,
+    };
   }
-  return { cuda: false, archs: [], line: process.env.NN_ARENA_CUDA === '0' ? 'CPU-only (NN_ARENA_CUDA=0)'
-    : 'CPU-only: nvcc not found (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda); see the README, Install' };
+  return {
+    cuda: false,
+    archs: [],
+    line:
+      process.env.NN_ARENA_CUDA === '0'
+        ? 'CPU-only (NN_ARENA_CUDA=0)'
+        : 'CPU-only: nvcc not found (CUDA_PATH, CUDA_HOME, PATH, /usr/local/cuda); see the README, Install',
+  };
 }
 
 async function main() {
   // `npm rebuild nn-arena` asks for a build (npm_command=rebuild), as --build-from-source does.
   const forced = truthy(process.env.npm_config_build_from_source) || truthy(process.env.NN_ARENA_BUILD_FROM_SOURCE) || process.env.npm_command === 'rebuild';
   let what;
-  try { what = plan(); } catch (e) { say(e.message); return 1; }
+  try {
+    what = plan();
+  } catch (e) {
+    say(e.message);
+    return 1;
+  }
   const now = stamp.current(what);
   const changed = stamp.differences(stamp.read(), now);
   const hasBuild = fs.existsSync(built);
   if (!forced && hasBuild && !changed.length && loads(built)) {
-    say(`keeping ${rel(built)}: built from these sources with the same options (${what.cuda ? `CUDA sm_${what.archs.join(', sm_')}` : 'CPU-only'}) under this Node ABI (${now.node.abi}); nothing to compile (npm run build:native rebuilds)`);
+    say(
+      `keeping ${rel(built)}: built from these sources with the same options (${what.cuda ? `CUDA sm_${what.archs.join(', sm_')}` : 'CPU-only'}) under this Node ABI (${now.node.abi}); nothing to compile (npm run build:native rebuilds)`,
+    );
     return 0;
   }
   if (!forced && !hasBuild) {
@@ -87,12 +121,20 @@ async function main() {
   }
   const missing = missingTools();
   if (missing.length) {
-    shout(`cannot build from source: ${missing.map((m) => `no ${m.tool} on PATH (looked for ${m.looked})`).join('; ')}. ` +
-      `${forced ? 'A build from source was requested' : `No prebuilt binary for ${process.platform}-${process.arch} loads here either`}. Install them (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install) ` +
-      'or install the npm package on a platform it ships binaries for (see the README, Install)');
+    shout(
+      `cannot build from source: ${missing.map((m) => `no ${m.tool} on PATH (looked for ${m.looked})`).join('; ')}. ` +
+        `${forced ? 'A build from source was requested' : `No prebuilt binary for ${process.platform}-${process.arch} loads here either`}. Install them (Debian/Ubuntu: apt-get install g++ make python3; macOS: xcode-select --install) ` +
+        'or install the npm package on a platform it ships binaries for (see the README, Install)',
+    );
     return 1;
   }
-  const why = forced ? (process.env.npm_command === 'rebuild' ? 'npm rebuild' : 'build from source requested') : hasBuild ? `the build in build/ differs: ${changed.join(', ')}` : 'no prebuilt binary';
+  const why = forced
+    ? process.env.npm_command === 'rebuild'
+      ? 'npm rebuild'
+      : 'build from source requested'
+    : hasBuild
+      ? `the build in build/ differs: ${changed.join(', ')}`
+      : 'no prebuilt binary';
   // Same Node ABI and options: node-gyp's make rebuilds only what changed; else from clean.
   const incremental = hasBuild && !forced && !changed.includes('no stamp') && !changed.includes('node') && !changed.includes('options');
   const [cmd, ...pre] = nodeGyp(root);
@@ -101,7 +143,7 @@ async function main() {
   if (!incremental) spawnSync(cmd, [...pre, 'clean'], { cwd: root, env, stdio: 'ignore' });
   fs.mkdirSync(path.dirname(log), { recursive: true });
   fs.writeFileSync(log, '');
-  fs.rmSync(stamp.STAMP, { force: true });  // an interrupted build must not look finished
+  fs.rmSync(stamp.STAMP, { force: true }); // an interrupted build must not look finished
   shout(`building from source (${why}${incremental ? ', incremental' : ''}): ${what.line}; log: ${rel(log)}`);
   const units = sources('common').length + sources(what.cuda ? 'cuda' : 'absent').length;
   const started = Date.now();
@@ -116,4 +158,12 @@ async function main() {
   return 0;
 }
 
-main().then((code) => { process.exitCode = code; }, (e) => { say(`install failed: ${e.message}`); process.exitCode = 1; });
+main().then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (e) => {
+    say(`install failed: ${e.message}`);
+    process.exitCode = 1;
+  },
+);

@@ -17,7 +17,11 @@ const root = path.resolve(__dirname, '..');
 function nodeGyp(cwd = process.cwd()) {
   const candidates = [process.env.npm_config_node_gyp];
   for (const from of [root, cwd]) {
-    try { candidates.push(require.resolve('node-gyp/bin/node-gyp.js', { paths: [from] })); } catch { /* not there */ }
+    try {
+      candidates.push(require.resolve('node-gyp/bin/node-gyp.js', { paths: [from] }));
+    } catch {
+      /* not there */
+    }
   }
   const js = candidates.find((p) => p && fs.existsSync(p));
   return js ? [process.execPath, js] : ['node-gyp'];
@@ -43,6 +47,9 @@ if (require.main === module) {
   const args = process.argv.slice(2);
   const [cmd, ...pre] = nodeGyp();
   const r = spawnSync(cmd, [...pre, ...args, ...nodedirArgs(args)], { stdio: 'inherit' });
-  if (r.error) { process.stderr.write(`nn-arena-gyp: could not run node-gyp: ${r.error.message}\n`); process.exit(1); }
+  if (r.error) {
+    process.stderr.write(`nn-arena-gyp: could not run node-gyp: ${r.error.message}\n`);
+    process.exit(1);
+  }
   process.exit(r.status ?? 1);
 }

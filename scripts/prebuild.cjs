@@ -28,16 +28,26 @@ const FLAVORS = {
 };
 const fromPack = process.env.npm_lifecycle_event === 'prepack';
 const args = (fromPack ? process.env.NN_ARENA_PACK || 'cpu' : process.argv.slice(2).join(',')).split(/[,; ]+/).filter(Boolean);
-for (const a of args) if (!(a in FLAVORS)) { console.error(`prebuild: unknown flavor '${a}' (cpu, cuda or arm64)`); process.exit(1); }
+for (const a of args)
+  if (!(a in FLAVORS)) {
+    console.error(`prebuild: unknown flavor '${a}' (cpu, cuda or arm64)`);
+    process.exit(1);
+  }
 const flavors = args.length ? args : ['cpu', 'cuda'];
 const say = (s) => console.error(`prebuild: ${s}`);
 
 const build = path.join(root, 'build');
 const kept = path.join(root, 'build.kept-by-prebuild');
-if (fs.existsSync(build)) { fs.rmSync(kept, { recursive: true, force: true }); fs.renameSync(build, kept); }
+if (fs.existsSync(build)) {
+  fs.rmSync(kept, { recursive: true, force: true });
+  fs.renameSync(build, kept);
+}
 process.on('exit', () => {
   fs.rmSync(build, { recursive: true, force: true });
-  if (fs.existsSync(kept)) { fs.renameSync(kept, build); say('build/ put back (a local build wins over the prebuilds)'); }
+  if (fs.existsSync(kept)) {
+    fs.renameSync(kept, build);
+    say('build/ put back (a local build wins over the prebuilds)');
+  }
 });
 
 /** Runs `code` on the binary with the Node that can load it: this one, or an arm64 node under
@@ -58,12 +68,21 @@ for (const key of flavors) {
   if (!flavor.cuda) env.NN_ARENA_CUDA = '0';
   else {
     delete env.NN_ARENA_CUDA;
-    if (!locate()) { say('nvcc not found: the CUDA prebuild needs the CUDA toolkit (CUDA_PATH or /usr/local/cuda)'); process.exit(1); }
+    if (!locate()) {
+      say('nvcc not found: the CUDA prebuild needs the CUDA toolkit (CUDA_PATH or /usr/local/cuda)');
+      process.exit(1);
+    }
     env.NN_ARENA_CUDA_ARCH = process.env.NN_ARENA_CUDA_ARCH || 'all';
   }
   if (flavor.cross) {
-    env.npm_config_arch = flavor.arch;  // node-gyp's --arch
-    for (const [k, tool] of [['CC', 'gcc'], ['CXX', 'g++'], ['LINK', 'g++'], ['AR', 'ar']]) env[k] = process.env[`${k}_${flavor.arch}`] || `${flavor.cross}-${tool}`;
+    env.npm_config_arch = flavor.arch; // node-gyp's --arch
+    for (const [k, tool] of [
+      ['CC', 'gcc'],
+      ['CXX', 'g++'],
+      ['LINK', 'g++'],
+      ['AR', 'ar'],
+    ])
+      env[k] = process.env[`${k}_${flavor.arch}`] || `${flavor.cross}-${tool}`;
   }
   const out = path.join(dir, flavor.name);
   const stampFile = out.replace(/\.node$/, '.build.json');
@@ -74,7 +93,13 @@ for (const key of flavors) {
   const now = stamp.current({ cuda: flavor.cuda, archs: flavor.cuda ? archPlan(locate().nvcc).archs : [] });
   for (const k of Object.keys(process.env)) if (!(k in saved)) delete process.env[k];
   Object.assign(process.env, saved);
-  const before = (() => { try { return JSON.parse(fs.readFileSync(stampFile, 'utf8')); } catch { return null; } })();
+  const before = (() => {
+    try {
+      return JSON.parse(fs.readFileSync(stampFile, 'utf8'));
+    } catch {
+      return null;
+    }
+  })();
   if (fs.existsSync(out) && !stamp.differences(before, now).length) {
     say(`${path.relative(root, out)}: ${key}, kept (built from these sources with these options ${before.builtAt})`);
     continue;
@@ -85,9 +110,20 @@ for (const key of flavors) {
   fs.copyFileSync(path.join(build, 'Release', 'nn_arena.node'), out);
   fs.copyFileSync(stamp.STAMP, stampFile);
   const strip = flavor.cross ? `${flavor.cross}-strip` : 'strip';
-  try { execFileSync(strip, ['--strip-unneeded', out]); } catch { say(`${strip} not found: left unstripped`); }
+  try {
+    execFileSync(strip, ['--strip-unneeded', out]);
+  } catch {
+    say(`${strip} not found: left unstripped`);
+  }
   const info = inspect(flavor, out);
-  if (info && info.built !== flavor.cuda) { say(`${out}: expected a ${key} binary`); process.exit(1); }
-  const checked = info ? `${info.archs ? ` (${info.archs})` : ''}, loads` : ', not loaded here (NN_ARENA_ARM64_NODE names an arm64 node to check it under qemu-user)';
-  say(`${path.relative(root, out)}: ${key}${checked}, ${(fs.statSync(out).size / 1048576).toFixed(1)} MiB, built in ${Math.round((Date.now() - started) / 1000)} s`);
+  if (info && info.built !== flavor.cuda) {
+    say(`${out}: expected a ${key} binary`);
+    process.exit(1);
+  }
+  const checked = info
+    ? `${info.archs ? ` (${info.archs})` : ''}, loads`
+    : ', not loaded here (NN_ARENA_ARM64_NODE names an arm64 node to check it under qemu-user)';
+  say(
+    `${path.relative(root, out)}: ${key}${checked}, ${(fs.statSync(out).size / 1048576).toFixed(1)} MiB, built in ${Math.round((Date.now() - started) / 1000)} s`,
+  );
 }

@@ -11,7 +11,9 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dir = join(root, 'examples');
 const only = process.argv.slice(2);
 let failed = 0;
-for (const file of readdirSync(dir).filter((f) => /\.(mjs|cjs|ts)$/.test(f)).sort()) {
+for (const file of readdirSync(dir)
+  .filter((f) => /\.(mjs|cjs|ts)$/.test(f))
+  .sort()) {
   if (only.length && !only.includes(file)) continue;
   let run = join(dir, file);
   if (file.endsWith('.ts')) {

@@ -20,8 +20,21 @@ const TEST_DIR = 'test/native';
 // The library sources the test addon's functions reach (decoder, validator, phases and their JS form, residency
 // replay, run checks, conversions, the backends of the copy bench, JIT compiles).
 const TEST_USES = {
-  common: ['addon/convert.cc', 'addon/fault_guard.cc', 'addon/js_error.cc', 'addon/phases_js.cc', 'budget/residency.cc', 'budget/residency_check.cc', 'core/env.cc', 'core/host_memory.cc',
-    'core/validate.cc', 'cpu/cpu_backend.cc', 'train/aliasing.cc', 'train/check.cc', 'train/phases.cc'],
+  common: [
+    'addon/convert.cc',
+    'addon/fault_guard.cc',
+    'addon/js_error.cc',
+    'addon/phases_js.cc',
+    'budget/residency.cc',
+    'budget/residency_check.cc',
+    'core/env.cc',
+    'core/host_memory.cc',
+    'core/validate.cc',
+    'cpu/cpu_backend.cc',
+    'train/aliasing.cc',
+    'train/check.cc',
+    'train/phases.cc',
+  ],
   cuda: ['cuda/cublas_loader.cc', 'cuda/cublaslt_loader.cc', 'cuda/cuda_backend.cu', 'cuda/jit.cc', 'cuda/nvrtc_loader.cc'],
   absent: ['cuda/absent.cc'],
 };
@@ -29,7 +42,10 @@ const TEST_USES = {
 function filesIn(dir) {
   const abs = path.join(root, dir);
   if (!fs.existsSync(abs)) return [];
-  return fs.readdirSync(abs, { withFileTypes: true }).filter((e) => e.isFile()).map((e) => `${dir}/${e.name}`);
+  return fs
+    .readdirSync(abs, { withFileTypes: true })
+    .filter((e) => e.isFile())
+    .map((e) => `${dir}/${e.name}`);
 }
 
 const absent = (f) => f.endsWith('/absent.cc');

@@ -4,11 +4,32 @@
 export { planLayout, type Plan, type Region, type KindRegion, type ExtraRegion, type BytesByKind } from './layout/plan.js';
 export { type LayoutSpec, type NormalizedSpec, type ExtraSpec, type NormalizedExtra, DEFAULT_ALIGN } from './layout/spec.js';
 export { KINDS, type Kind, type ExtraLike, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
-export { Arena, type ArenaOptions, type ArenaStats, type TransferResult, type View, type BackendName, type MemoryKind, type Advice, type Location } from './arena/arena.js';
+export {
+  Arena,
+  type ArenaOptions,
+  type ArenaStats,
+  type TransferResult,
+  type View,
+  type BackendName,
+  type MemoryKind,
+  type Advice,
+  type Location,
+} from './arena/arena.js';
 export { Kernel, type KernelParam, type KernelArg, type LaunchConfig, type Dims } from './arena/jit.js';
 export { type Selector, type SelectorKind, type ByteRange, selectRanges } from './layout/selector.js';
 export { NnArenaError, FieldError, LayoutError, OptionError, ArenaError, DataError, ERROR_CODES, errorClassOf, type ErrorCode } from './core/errors.js';
-export { Trainer, type TrainerOptions, type LossScaleOptions, type FitOptions, type FitResult, type Metrics, type Progress, type LossName, type BackwardTarget, type TrainerSaveOptions } from './train/trainer.js';
+export {
+  Trainer,
+  type TrainerOptions,
+  type LossScaleOptions,
+  type FitOptions,
+  type FitResult,
+  type Metrics,
+  type Progress,
+  type LossName,
+  type BackwardTarget,
+  type TrainerSaveOptions,
+} from './train/trainer.js';
 export { Dataset } from './train/dataset.js';
 export { type Data } from './train/data.js';
 export { type Schedule } from './train/optimizer-options.js';

@@ -17,10 +17,20 @@ export { kernelKey } from './arena/jit.js';
 
 export interface TestAddon {
   decodeHeader(bytes: Uint8Array): DecodedHeader;
-  replayResidency(header: Uint8Array, placement: 'managed' | 'staged', budget: number, runs: RunParams[]): { error: string; phases: number; counters: ResidencyCounters };
+  replayResidency(
+    header: Uint8Array,
+    placement: 'managed' | 'staged',
+    budget: number,
+    runs: RunParams[],
+  ): { error: string; phases: number; counters: ResidencyCounters };
   /** The native phase table (csrc/train/phases.h) of one step of a planned header, in the form of
    *  the shipped stepPhases (csrc/addon/phases_js.h): uses are [layer, kind, reads]. */
-  headerPhases(header: Uint8Array, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
+  headerPhases(
+    header: Uint8Array,
+    op: number,
+    resident: boolean,
+    fused: boolean,
+  ): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
   measureLink(bytes: number): LinkRates;
   probeBind(deviceAddress: bigint, layers: number, cuda: boolean): BigUint64Array;
   deviceHeader(deviceAddress: bigint, totalBytes: number, cuda: boolean): DecodedHeader;
@@ -45,12 +55,17 @@ let loaded: TestAddon | undefined;
 export function testAddon(): TestAddon {
   if (loaded) return loaded;
   const file = join(checkoutRoot(), 'build', 'Release', 'nn_arena_test.so');
-  if (!existsSync(file)) throw new ArenaError('NO_ADDON', `the test addon ${file} is not built: npm run build:test-addon (in a checkout; the package does not ship it)`);
+  if (!existsSync(file))
+    throw new ArenaError('NO_ADDON', `the test addon ${file} is not built: npm run build:test-addon (in a checkout; the package does not ship it)`);
   const m = { exports: {} as TestAddon };
   try {
     process.dlopen(m, file);
   } catch (e) {
-    throw new ArenaError('NO_ADDON', `the test addon ${file} could not be loaded: ${(e as Error).message.split('\n')[0]}; rebuild it with npm run build:test-addon`, { cause: e });
+    throw new ArenaError(
+      'NO_ADDON',
+      `the test addon ${file} could not be loaded: ${(e as Error).message.split('\n')[0]}; rebuild it with npm run build:test-addon`,
+      { cause: e },
+    );
   }
   return (loaded = m.exports);
 }

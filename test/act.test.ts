@@ -20,7 +20,15 @@ describe('gradient check of the new activations and losses (CPU, float64): analy
 /** Weights and biases after `steps` resident steps of a 6-10-8-3 network from one seed. */
 async function trained(spec: Partial<LayoutSpec>, models = 1, steps = 6, loss?: 'bce-with-logits') {
   const batch = 8;
-  const full: LayoutSpec = { layers: [6, 10, 8, 3], batch, samples: batch * steps, optimizer: 'adam', activations: ['gelu', 'silu', 'softmax'], ...spec, ...(models > 1 ? { models } : {}) };
+  const full: LayoutSpec = {
+    layers: [6, 10, 8, 3],
+    batch,
+    samples: batch * steps,
+    optimizer: 'adam',
+    activations: ['gelu', 'silu', 'softmax'],
+    ...spec,
+    ...(models > 1 ? { models } : {}),
+  };
   using arena = Arena.create(planLayout(full), cpu);
   const t = new Trainer(arena, { lr: 0.01, ...(loss ? { loss } : {}) });
   t.init(4);
@@ -32,7 +40,7 @@ async function trained(spec: Partial<LayoutSpec>, models = 1, steps = 6, loss?: 
   return out;
 }
 
-describe('pre-activations: kept in z only where f\' needs them', () => {
+describe("pre-activations: kept in z only where f' needs them", () => {
   it('a relu / tanh network keeps its exact bytes; gelu, gelu-tanh, silu, softplus double z of their layers', () => {
     const relu = planLayout({ layers: [4, 6, 5, 3], batch: 7, activations: ['relu', 'tanh', 'softmax'] });
     expect(relu.region(1, 'z')!.length).toBe(42);
@@ -43,7 +51,7 @@ describe('pre-activations: kept in z only where f\' needs them', () => {
       expect(p.totalBytes).toBeGreaterThan(relu.totalBytes);
     }
     const leaky = planLayout({ layers: [4, 6, 5, 3], batch: 7, activations: ['leaky-relu', 'tanh', 'softmax'] });
-    expect(leaky.region(1, 'z')!.length).toBe(42);  // f' from the output: z > 0 exactly where x > 0
+    expect(leaky.region(1, 'z')!.length).toBe(42); // f' from the output: z > 0 exactly where x > 0
   });
 
   it('after a forward pass the second half of z holds the pre-activations x W^T + b', async () => {
@@ -76,8 +84,9 @@ describe('every combination of the table trains alike', () => {
 
   it('bce-with-logits on a resident fit, compact or not', async () => {
     const spec = { activations: ['softplus', 'leaky-relu', 'identity'] as const, leakyReluSlope: 0.05 };
-    expect(await trained({ ...spec, activations: [...spec.activations], compact: true }, 1, 6, 'bce-with-logits'))
-      .toEqual(await trained({ ...spec, activations: [...spec.activations] }, 1, 6, 'bce-with-logits'));
+    expect(await trained({ ...spec, activations: [...spec.activations], compact: true }, 1, 6, 'bce-with-logits')).toEqual(
+      await trained({ ...spec, activations: [...spec.activations] }, 1, 6, 'bce-with-logits'),
+    );
   });
 
   it('forward / backward / update give the bits of step() (the pre-activations survive between runs)', async () => {
@@ -88,7 +97,11 @@ describe('every combination of the table trains alike', () => {
       const t = new Trainer(arena, { lr: 0.1, labelSmoothing: 0.1 });
       t.init(2);
       for (let s = 0; s < 3; s++) {
-        if (parts) { await t.forward(d.x); await t.backward({ labels: d.labels! }); await t.update(); } else await t.step(d.x, { labels: d.labels! });
+        if (parts) {
+          await t.forward(d.x);
+          await t.backward({ labels: d.labels! });
+          await t.update();
+        } else await t.step(d.x, { labels: d.labels! });
       }
       arena.toHost({ kinds: ['w'] });
       return [...arena.view(1, 'w'), ...arena.view(2, 'w')];
@@ -113,7 +126,11 @@ describe('every combination of the table trains alike', () => {
 describe('typed refusals, naming the field and the value', () => {
   const refuse = (f: () => unknown, cls: typeof LayoutError | typeof OptionError, code: string, field: string) => {
     let err: unknown;
-    try { f(); } catch (e) { err = e; }
+    try {
+      f();
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(cls);
     expect((err as { code: string }).code).toBe(code);
     expect((err as { field: string }).field).toBe(field);
@@ -125,9 +142,24 @@ describe('typed refusals, naming the field and the value', () => {
     }
     refuse(() => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['softmax', 'softmax'] }), LayoutError, 'BAD_ACTIVATIONS', 'activations[0]');
     refuse(() => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['swish' as never, 'softmax'] }), LayoutError, 'BAD_ACTIVATIONS', 'activations[0]');
-    refuse(() => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['leaky-relu', 'softmax'], leakyReluSlope: -0.1 }), LayoutError, 'BAD_ACTIVATIONS', 'leakyReluSlope');
-    refuse(() => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['leaky-relu', 'softmax'], leakyReluSlope: Number.NaN }), LayoutError, 'BAD_ACTIVATIONS', 'leakyReluSlope');
-    refuse(() => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['gelu', 'softmax'], leakyReluSlope: 0.1 }), LayoutError, 'BAD_ACTIVATIONS', 'leakyReluSlope');
+    refuse(
+      () => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['leaky-relu', 'softmax'], leakyReluSlope: -0.1 }),
+      LayoutError,
+      'BAD_ACTIVATIONS',
+      'leakyReluSlope',
+    );
+    refuse(
+      () => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['leaky-relu', 'softmax'], leakyReluSlope: Number.NaN }),
+      LayoutError,
+      'BAD_ACTIVATIONS',
+      'leakyReluSlope',
+    );
+    refuse(
+      () => planLayout({ layers: [3, 4, 2], batch: 1, activations: ['gelu', 'softmax'], leakyReluSlope: 0.1 }),
+      LayoutError,
+      'BAD_ACTIVATIONS',
+      'leakyReluSlope',
+    );
   });
 
   it('trainers: a loss the output layer does not take, label smoothing out of range or with another loss', () => {
@@ -144,7 +176,7 @@ describe('typed refusals, naming the field and the value', () => {
     refuse(() => new Trainer(id, { loss: 'bce-with-logits', labelSmoothing: 0.1 }), OptionError, 'BAD_OPTION', 'labelSmoothing');
     refuse(() => new Trainer(sig, { labelSmoothing: 0.1 }), OptionError, 'BAD_OPTION', 'labelSmoothing');
     expect(new Trainer(id, { loss: 'bce-with-logits' }).loss).toBe('bce-with-logits');
-    expect(new Trainer(id).loss).toBe('mse');  // the default: the first loss the output layer takes
+    expect(new Trainer(id).loss).toBe('mse'); // the default: the first loss the output layer takes
     expect(new Trainer(soft, { labelSmoothing: 0.1 }).loss).toBe('cross-entropy');
   });
 
@@ -157,8 +189,8 @@ describe('typed refusals, naming the field and the value', () => {
     // x = 1: logits 1, -1, -4 -> predictions 1, 0, 0; x = -1: -1, 1, -6 -> 0, 1, 0
     const m = await t.evaluate({ x: [1, -1], y: [1, 0, 0, 0, 1, 1] });
     expect(m.accuracy).toBe(0.5);
-    const softplus = (v: number) => Math.log1p(Math.exp(v));  // bce(x, y) = softplus(x) - x y
-    const want = ([1, -1, -4, -1, 1, -6].map((x, i) => softplus(x) - x * [1, 0, 0, 0, 1, 1][i]!).reduce((a, b) => a + b)) / 6;
+    const softplus = (v: number) => Math.log1p(Math.exp(v)); // bce(x, y) = softplus(x) - x y
+    const want = [1, -1, -4, -1, 1, -6].map((x, i) => softplus(x) - x * [1, 0, 0, 0, 1, 1][i]!).reduce((a, b) => a + b) / 6;
     expect(m.loss).toBeCloseTo(want, 14);
   });
 });

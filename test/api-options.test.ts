@@ -12,7 +12,8 @@ const cpu = { backend: 'cpu' } as const;
 const spec = { layers: [4, 8, 3], batch: 4, samples: 400, optimizer: 'adam' } as const;
 
 function data(n: number) {
-  const x = new Float32Array(n * 4), labels = new Uint8Array(n);
+  const x = new Float32Array(n * 4),
+    labels = new Uint8Array(n);
   for (let i = 0; i < n; i++) {
     labels[i] = i % 3;
     for (let j = 0; j < 4; j++) x[i * 4 + j] = Math.sin(i * 7 + j * 3) + (j === labels[i] ? 1 : 0);
@@ -21,14 +22,19 @@ function data(n: number) {
 }
 
 /** Caught error (sync or async). */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tests read whatever fields the error carries
 async function caught(f: () => unknown): Promise<any> {
-  try { await f(); } catch (e) { return e; }
+  try {
+    await f();
+  } catch (e) {
+    return e;
+  }
   throw new Error('did not throw');
 }
 
 describe('fit(data, { signal })', () => {
   it('a signal that never fires changes nothing: the same weights, steps and metrics, bit for bit', async () => {
-    const d = data(400);  // 100 batches: with a signal, runs of at most ABORT_RUN_STEPS
+    const d = data(400); // 100 batches: with a signal, runs of at most ABORT_RUN_STEPS
     expect(100).toBeGreaterThan(ABORT_RUN_STEPS);
     const run = async (signal?: AbortSignal) => {
       const a = Arena.create(planLayout(spec), cpu);
@@ -52,10 +58,19 @@ describe('fit(data, { signal })', () => {
     t.init(5);
     const ac = new AbortController();
     const reason = new Error('user stop');
-    const e = await caught(() => t.fit(data(400), { epochs: 3, reportsPerEpoch: 4, onProgress: (p) => { if (p.epoch === 2 && p.batch === 50) ac.abort(reason); }, signal: ac.signal }));
+    const e = await caught(() =>
+      t.fit(data(400), {
+        epochs: 3,
+        reportsPerEpoch: 4,
+        onProgress: (p) => {
+          if (p.epoch === 2 && p.batch === 50) ac.abort(reason);
+        },
+        signal: ac.signal,
+      }),
+    );
     expect(e).toBeInstanceOf(ArenaError);
     expect(e).toMatchObject({ code: 'ABORTED', name: 'AbortError', cause: reason });
-    expect(t.steps).toBe(150);  // 1.5 epochs of 100 batches
+    expect(t.steps).toBe(150); // 1.5 epochs of 100 batches
     // The host holds the device's weights: a download changes nothing.
     const host = [...a.view(1, 'w')];
     t.syncToHost();
@@ -76,7 +91,7 @@ describe('fit(data, { signal })', () => {
     const e = await caught(() => t.fit(data(8), { epochs: 1, signal: AbortSignal.abort() }));
     expect(e).toMatchObject({ code: 'ABORTED', name: 'AbortError' });
     expect(t.steps).toBe(0);
-    expect(a.stats.toDeviceTransfers).toBe(before);  // the data never went up
+    expect(a.stats.toDeviceTransfers).toBe(before); // the data never went up
     const bad = await caught(() => t.fit(data(8), { epochs: 1, signal: { aborted: false } as never }));
     expect(bad).toBeInstanceOf(OptionError);
     expect(bad).toMatchObject({ code: 'BAD_OPTION', field: 'signal' });
@@ -92,9 +107,9 @@ describe('Symbol.asyncDispose', () => {
     const fit = t.fit(data(400), { epochs: 2 });
     await a[Symbol.asyncDispose]();
     expect(a.disposed).toBe(true);
-    await expect(fit).resolves.toMatchObject({ steps: 200 });  // it ran to the end first
+    await expect(fit).resolves.toMatchObject({ steps: 200 }); // it ran to the end first
     expect(a.stats.hostFrees).toBe(1);
-    await a[Symbol.asyncDispose]();  // again: nothing
+    await a[Symbol.asyncDispose](); // again: nothing
     expect(a.stats.hostFrees).toBe(1);
   });
 
@@ -114,12 +129,72 @@ describe('unknown option keys', () => {
     ['planLayout', () => planLayout({ layers: [2, 2], batch: 1, optimiser: 'adam' } as never), 'optimiser', 'optimizer'],
     ['planLayout extra', () => planLayout({ layers: [2, 2], batch: 1, extra: [{ name: 'e', like: 'w', layer: [1] }] } as never), 'extra[0].layer', 'layers'],
     ['Arena.create', () => Arena.create(plan, { backnd: 'cpu' } as never), 'backnd', 'backend'],
-    ['Trainer', () => { const a = Arena.create(plan, cpu); try { new Trainer(a, { learningRate: 0.1 } as never); } finally { a.dispose(); } }, 'learningRate', 'lr'],
-    ['Trainer', () => { const a = Arena.create(plan, cpu); try { new Trainer(a, { mometum: 0.5 } as never); } finally { a.dispose(); } }, 'mometum', 'momentum'],
-    ['fit', async () => { const a = Arena.create(plan, cpu); try { await new Trainer(a).fit({ x: [1, 2], labels: [0] }, { epochs: 1, epoch: 2 } as never); } finally { a.dispose(); } }, 'epoch', 'epochs'],
-    ['save', () => { const a = Arena.create(plan, cpu); try { a.save(join(dir, 'a.nna'), { kind: ['w'] } as never); } finally { a.dispose(); } }, 'kind', 'kinds'],
+    [
+      'Trainer',
+      () => {
+        const a = Arena.create(plan, cpu);
+        try {
+          new Trainer(a, { learningRate: 0.1 } as never);
+        } finally {
+          a.dispose();
+        }
+      },
+      'learningRate',
+      'lr',
+    ],
+    [
+      'Trainer',
+      () => {
+        const a = Arena.create(plan, cpu);
+        try {
+          new Trainer(a, { mometum: 0.5 } as never);
+        } finally {
+          a.dispose();
+        }
+      },
+      'mometum',
+      'momentum',
+    ],
+    [
+      'fit',
+      async () => {
+        const a = Arena.create(plan, cpu);
+        try {
+          await new Trainer(a).fit({ x: [1, 2], labels: [0] }, { epochs: 1, epoch: 2 } as never);
+        } finally {
+          a.dispose();
+        }
+      },
+      'epoch',
+      'epochs',
+    ],
+    [
+      'save',
+      () => {
+        const a = Arena.create(plan, cpu);
+        try {
+          a.save(join(dir, 'a.nna'), { kind: ['w'] } as never);
+        } finally {
+          a.dispose();
+        }
+      },
+      'kind',
+      'kinds',
+    ],
     ['Arena.load', () => Arena.load(join(dir, 'none.nna'), { pined: true } as never), 'pined', 'pinned'],
-    ['predict', async () => { const a = Arena.create(plan, cpu); try { await new Trainer(a).predict([1, 2], { modle: 0 } as never); } finally { a.dispose(); } }, 'modle', 'model'],
+    [
+      'predict',
+      async () => {
+        const a = Arena.create(plan, cpu);
+        try {
+          await new Trainer(a).predict([1, 2], { modle: 0 } as never);
+        } finally {
+          a.dispose();
+        }
+      },
+      'modle',
+      'model',
+    ],
     ['DataParallel.create', () => DataParallel.create(plan, { devices: [0], backend: 'cpu', device: 0 } as never), 'device', 'devices'],
   ])('%s: %s', async (what, f, field, near) => {
     const e = await caught(f);
@@ -150,7 +225,11 @@ describe('clipping with a device budget: refused by checkTarget, its one home (i
     const header = planLayout({ layers: [4, 3, 2], batch: 2 }).header;
     const run = { op: 0 as const, rows: 1, lr: 0.1, clipGradNorm: 1 };
     let err: unknown;
-    try { call(() => native().checkRun(header, run, { cuda: true, budgeted: true })); } catch (e) { err = e; }
+    try {
+      call(() => native().checkRun(header, run, { cuda: true, budgeted: true }));
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(OptionError);
     expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'clipGradNorm' });
     expect(() => native().checkRun(header, run, { cuda: true, budgeted: false })).not.toThrow();

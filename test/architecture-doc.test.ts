@@ -26,7 +26,7 @@ export function namedPaths(text: string): string[] {
 describe('docs/architecture.md', () => {
   it('names only files and folders that exist', () => {
     const named = namedPaths(doc);
-    expect(named.length).toBeGreaterThan(60);  // the reader sees the page's paths
+    expect(named.length).toBeGreaterThan(60); // the reader sees the page's paths
     expect(named.filter((p) => !existsSync(join(root, p)))).toEqual([]);
   });
 
@@ -35,7 +35,10 @@ describe('docs/architecture.md', () => {
   });
 
   it('lists every folder of src/ in its table of layers', () => {
-    const folders = readdirSync(join(root, 'src'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const folders = readdirSync(join(root, 'src'), { withFileTypes: true })
+      .filter((e) => e.isDirectory())
+      .map((e) => e.name)
+      .sort();
     expect([...srcLayers(doc)].sort()).toEqual(folders);
   });
 });

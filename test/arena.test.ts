@@ -5,7 +5,6 @@ import { codeOf } from './support/errors.js';
 
 const cpu = { backend: 'cpu' } as const;
 
-
 describe('Arena on the CPU backend', () => {
   it('create: exactly one host and one device allocation, the header on both sides', () => {
     const plan = planLayout(SPEC);
@@ -25,7 +24,10 @@ describe('Arena on the CPU backend', () => {
 
   it('all weights: one transfer in kind-major order, one per layer with weights in layer-major', () => {
     const layers = [50, 40, 30, 20, 10];
-    for (const [order, expected] of [['kind-major', 1], ['layer-major', 4]] as const) {
+    for (const [order, expected] of [
+      ['kind-major', 1],
+      ['layer-major', 4],
+    ] as const) {
       const plan = planLayout({ layers, batch: 8, order });
       using arena = Arena.create(plan, cpu);
       const before = arena.stats;

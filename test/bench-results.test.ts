@@ -20,7 +20,12 @@ const jsonFiles = entries.filter((f) => f.endsWith('.json'));
  *  at least one file. */
 function cited(path: string): boolean {
   if (!/[<*]/.test(path)) return existsSync(join(DIR, path));
-  const re = new RegExp(`^${path.replace(/[.+?^${}()|[\]\\]/g, '\\$&').replace(/<[^>]*>/g, '[^/]+').replace(/\*/g, '[^/]*')}$`);
+  const re = new RegExp(
+    `^${path
+      .replace(/[.+?^${}()|[\]\\]/g, '\\$&')
+      .replace(/<[^>]*>/g, '[^/]+')
+      .replace(/\*/g, '[^/]*')}$`,
+  );
   return entries.some((f) => re.test(f));
 }
 
@@ -50,7 +55,14 @@ describe('bench/results', () => {
   });
 
   it('every bench/results path the README and the docs cite exists', () => {
-    const docs = ['README.md', join(DIR, 'README.md'), 'CONTRIBUTING.md', ...readdirSync('docs').filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+    const docs = [
+      'README.md',
+      join(DIR, 'README.md'),
+      'CONTRIBUTING.md',
+      ...readdirSync('docs')
+        .filter((f) => f.endsWith('.md'))
+        .map((f) => `docs/${f}`),
+    ];
     const missing: string[] = [];
     for (const doc of docs) {
       // A path in git history is cited as COMMIT:bench/results/..., which `git show` takes.

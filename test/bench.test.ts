@@ -17,7 +17,10 @@ describe('bench plumbing', () => {
   it('sized arenas come within one sample of the size asked for', () => {
     const plans = transferPlans([16, 256]);
     expect(plans[0]![0]).toMatch(/^S /);
-    for (const [i, mib] of [[1, 16], [2, 256]] as const) {
+    for (const [i, mib] of [
+      [1, 16],
+      [2, 256],
+    ] as const) {
       const total = plans[i]![1].totalBytes;
       expect(Math.abs(total - mib * 2 ** 20)).toBeLessThan(4096);
     }
@@ -39,13 +42,26 @@ describe('bench plumbing', () => {
   it('a quick transfer run writes results and a markdown table', async () => {
     const rows = await benchTransfers('cpu', [], true, () => {});
     expect(rows.map((r) => r.method)).toEqual([
-      'raw copy, pinned', 'arena, 1 transfer, pinned', 'fragmented, 24 buffers',
-      'raw copy, pinned', 'arena, 1 transfer, pinned', 'fragmented, 24 buffers',
+      'raw copy, pinned',
+      'arena, 1 transfer, pinned',
+      'fragmented, 24 buffers',
+      'raw copy, pinned',
+      'arena, 1 transfer, pinned',
+      'fragmented, 24 buffers',
     ]);
     expect(rows[1]!.transfers).toBe(1);
     expect(rows.every((r) => r.micros > 0 && r.gbps > 0)).toBe(true);
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
-    const file = writeResults(dir, { machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['transfers'], transfers: rows, steps: [], memory: [] });
+    const file = writeResults(dir, {
+      machine: describeMachine('test-machine'),
+      date: 'now',
+      quick: true,
+      command: 'test',
+      parts: ['transfers'],
+      transfers: rows,
+      steps: [],
+      memory: [],
+    });
     expect(JSON.parse(readFileSync(file, 'utf8')).transfers).toHaveLength(6);
     // One row per arena and direction, a column per method (GB/s).
     expect(readFileSync(join(dir, 'README.md'), 'utf8')).toMatch(/\| S 784-128-10 adam \| toDevice \| [\d.]+ \| [\d.]+ \| [\d.]+ \(24 buffers\) \|/);
@@ -53,13 +69,15 @@ describe('bench plumbing', () => {
 
   it('the link bound of the device-budget rows: weights and activations that cannot stay, and the batch', () => {
     const plan = planLayout(UM_SPEC);
-    const MiB = 2 ** 20, budget = Math.floor(plan.totalBytes / 4);
+    const MiB = 2 ** 20,
+      budget = Math.floor(plan.totalBytes / 4);
     const room = budget - plan.headerBytes;
-    const w = 6 * (64 * MiB + 16384), z = 32 * MiB;
+    const w = 6 * (64 * MiB + 16384),
+      z = 32 * MiB;
     // In: the weights that do not fit beside z[0], y before the forward pass; the weights and
     // z[0..5] that do not fit beside z[6], y, d[6], stats after the output; the batch's rows.
     expect(linkBytes(plan, budget)).toEqual({
-      toDevice: (w - (room - 2 * z)) + (w + 6 * z - (room - 3 * z - 32)) + 2048 * 8192 * 4,
+      toDevice: w - (room - 2 * z) + (w + 6 * z - (room - 3 * z - 32)) + 2048 * 8192 * 4,
       toHost: w - (room - 2 * z),
     });
     // With room for everything, only the batch crosses.
@@ -69,14 +87,54 @@ describe('bench plumbing', () => {
   it('the device-budget part is skipped without a CUDA device, and renders its table when measured', async () => {
     if (native().cudaInfo().devices === 0) expect(await benchUm(true, () => {})).toBeNull();
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-bench-'));
-    const row = (mode: string, us: number) => ({ mode, variant: '', steps: 20, microsPerStep: us, peakDeviceBytes: 1e8, scheduledPeakBytes: 9e7, toDevicePerStep: 7e8, toHostPerStep: 6e8, timing: null });
-    const link = { bytes: 1, copyToDevice: 50, copyToHost: 50, prefetchToDevice: 40, prefetchToHost: 13, prefetchToHost4: 30, prefetchRetainedBytes: 0, discardToHost: 100, discardToDevice: 100, discardOnly: 200, discardFreedBytes: 0, discard: '' };
+    const row = (mode: string, us: number) => ({
+      mode,
+      variant: '',
+      steps: 20,
+      microsPerStep: us,
+      peakDeviceBytes: 1e8,
+      scheduledPeakBytes: 9e7,
+      toDevicePerStep: 7e8,
+      toHostPerStep: 6e8,
+      timing: null,
+    });
+    const link = {
+      bytes: 1,
+      copyToDevice: 50,
+      copyToHost: 50,
+      prefetchToDevice: 40,
+      prefetchToHost: 13,
+      prefetchToHost4: 30,
+      prefetchRetainedBytes: 0,
+      discardToHost: 100,
+      discardToDevice: 100,
+      discardOnly: 200,
+      discardFreedBytes: 0,
+      discard: '',
+    };
     writeResults(dir, {
-      machine: describeMachine('test-machine'), date: 'now', quick: true, command: 'test', parts: ['um'], transfers: [], steps: [], memory: [],
+      machine: describeMachine('test-machine'),
+      date: 'now',
+      quick: true,
+      command: 'test',
+      parts: ['um'],
+      transfers: [],
+      steps: [],
+      memory: [],
       um: {
-        network: 'L 6x4096', layers: UM_SPEC.layers as number[], batch: 2048, samples: 4096, optimizer: 'sgd', arenaBytes: 1.4e9, budget: 3.5e8, layerRangeBytes: 2e8,
-        link, mustCross: { toDevice: 5e8, toHost: 1e8 }, bounds: { residentMicros: 40000, linkMicrosCopy: 10000, linkMicrosPrefetch: 12000, largerMicros: 40000 },
-        rows: [row('resident', 40000), row('scheduler', 60000), row('staged', 45000)], ratios: { schedulerToLargerBound: 1.5, schedulerToStaged: 60000 / 45000 },
+        network: 'L 6x4096',
+        layers: UM_SPEC.layers as number[],
+        batch: 2048,
+        samples: 4096,
+        optimizer: 'sgd',
+        arenaBytes: 1.4e9,
+        budget: 3.5e8,
+        layerRangeBytes: 2e8,
+        link,
+        mustCross: { toDevice: 5e8, toHost: 1e8 },
+        bounds: { residentMicros: 40000, linkMicrosCopy: 10000, linkMicrosPrefetch: 12000, largerMicros: 40000 },
+        rows: [row('resident', 40000), row('scheduler', 60000), row('staged', 45000)],
+        ratios: { schedulerToLargerBound: 1.5, schedulerToStaged: 60000 / 45000 },
         targets: { schedulerToLargerBound: 1.25, schedulerToStaged: 1.1 },
       },
     });

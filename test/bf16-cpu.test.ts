@@ -34,13 +34,19 @@ describe("precision 'bf16' on the CPU backend (emulated)", () => {
     // A learnable class: which of the first 4 inputs is largest.
     data.labels = Uint8Array.from({ length: 200 }, (_, i) => [0, 1, 2, 3].reduce((m, j) => (data.x[i * 20 + j]! > data.x[i * 20 + m]! ? j : m), 0));
     const train = (precision: 'fp32' | 'bf16') =>
-      withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-        const t = new Trainer(arena, { lr: 0.1, precision });
-        t.init(3);
-        const r = await t.fit({ x: Float32Array.from(data.x), labels: data.labels }, { epochs: 15, seed: 2 });
-        t.syncToHost();
-        return { loss: r.loss, accuracy: r.accuracy, w: Float32Array.from(arena.view(1, 'w')) };
-      }, 200);
+      withArena(
+        [20, 16, 4],
+        20,
+        ['tanh', 'softmax'],
+        async (arena) => {
+          const t = new Trainer(arena, { lr: 0.1, precision });
+          t.init(3);
+          const r = await t.fit({ x: Float32Array.from(data.x), labels: data.labels }, { epochs: 15, seed: 2 });
+          t.syncToHost();
+          return { loss: r.loss, accuracy: r.accuracy, w: Float32Array.from(arena.view(1, 'w')) };
+        },
+        200,
+      );
     const [fp32, a, b] = [await train('fp32'), await train('bf16'), await train('bf16')];
     expect(Buffer.compare(Buffer.from(a.w.buffer), Buffer.from(b.w.buffer))).toBe(0);
     expect(a.w).not.toEqual(fp32.w);
@@ -48,6 +54,6 @@ describe("precision 'bf16' on the CPU backend (emulated)", () => {
     expect(a.w.some((w) => bf16(w) !== w)).toBe(true);
     expect(Math.abs(a.loss - fp32.loss) / fp32.loss).toBeLessThan(0.05);
     expect(Math.abs(a.accuracy - fp32.accuracy)).toBeLessThan(0.05);
-    expect(a.loss).toBeLessThan(0.7);  // it learned (chance: ln 4 = 1.39)
+    expect(a.loss).toBeLessThan(0.7); // it learned (chance: ln 4 = 1.39)
   });
 });

@@ -26,7 +26,7 @@ function reachable(entry: string): string[] {
 }
 
 describe('the shipped addon', () => {
-  it('holds no test- or bench-only function: those are the test addon\'s, which node-gyp-build never picks', () => {
+  it("holds no test- or bench-only function: those are the test addon's, which node-gyp-build never picks", () => {
     const shipped = Object.keys(native());
     const testOnly = Object.keys(testAddon());
     expect(testOnly).toEqual(expect.arrayContaining(['decodeHeader', 'probeBind', 'CopyBench', 'measureLink', 'jitCompileOnly']));
@@ -41,15 +41,49 @@ describe('the shipped addon', () => {
 describe('the core entry', () => {
   it('exports the core API: these 23 values', () => {
     expect(Object.keys(core).sort()).toEqual([
-      'Arena', 'ArenaError', 'DEFAULT_ALIGN', 'DataError', 'DataParallel', 'Dataset', 'ERROR_CODES', 'FieldError', 'KINDS', 'Kernel', 'LayoutError',
-      'NnArenaError', 'OptionError', 'Trainer', 'cudaInfo', 'errorClassOf', 'inspectCheckpoint', 'minDeviceBudget', 'ncclInfo', 'planLayout',
-      'readParallelEnv', 'rendezvous', 'selectRanges',
+      'Arena',
+      'ArenaError',
+      'DEFAULT_ALIGN',
+      'DataError',
+      'DataParallel',
+      'Dataset',
+      'ERROR_CODES',
+      'FieldError',
+      'KINDS',
+      'Kernel',
+      'LayoutError',
+      'NnArenaError',
+      'OptionError',
+      'Trainer',
+      'cudaInfo',
+      'errorClassOf',
+      'inspectCheckpoint',
+      'minDeviceBudget',
+      'ncclInfo',
+      'planLayout',
+      'readParallelEnv',
+      'rendezvous',
+      'selectRanges',
     ]);
   });
 
   it('nn-arena/io holds the loaders, the streaming sources and model export, none of them in the core', () => {
-    expect(Object.keys(io).sort()).toEqual(['loadArrow', 'loadCsv', 'loadNpy', 'loadNpz', 'loadSafetensors', 'readSafetensors', 'saveOnnx', 'saveSafetensors',
-      'streamBatches', 'streamNpy', 'toData', 'toNpy', 'toOnnx', 'toSafetensors']);
+    expect(Object.keys(io).sort()).toEqual([
+      'loadArrow',
+      'loadCsv',
+      'loadNpy',
+      'loadNpz',
+      'loadSafetensors',
+      'readSafetensors',
+      'saveOnnx',
+      'saveSafetensors',
+      'streamBatches',
+      'streamNpy',
+      'toData',
+      'toNpy',
+      'toOnnx',
+      'toSafetensors',
+    ]);
     expect(Object.keys(io).filter((n) => n in core || n in tools)).toEqual([]);
   });
 
@@ -58,7 +92,10 @@ describe('the core entry', () => {
     expect(files).toContain('train/trainer.ts');
     for (const f of files) {
       const bare = importsOf(readFileSync(join(root, 'src', f), 'utf8')).filter((s) => !s.startsWith('.') && !s.startsWith('node:'));
-      expect(bare.filter((s) => TOOL_PACKAGES.includes(s)), f).toEqual([]);
+      expect(
+        bare.filter((s) => TOOL_PACKAGES.includes(s)),
+        f,
+      ).toEqual([]);
     }
     expect(files.filter((f) => f.startsWith('report/') || f.startsWith('cli') || f.startsWith('data/'))).toEqual([]);
     // The tools do reach them (the check above can fail).
@@ -67,7 +104,19 @@ describe('the core entry', () => {
 
   it('nn-arena/tools holds the rest, none of it in the core', () => {
     const names = Object.keys(tools);
-    expect(names).toEqual(expect.arrayContaining(['loadMnist', 'planToSVG', 'estimatePytorchMemory', 'trainingReportHtml', 'recordTransfers', 'machineInfo', 'doctor', 'TORCH_STAGES', 'KIND_COLORS']));
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'loadMnist',
+        'planToSVG',
+        'estimatePytorchMemory',
+        'trainingReportHtml',
+        'recordTransfers',
+        'machineInfo',
+        'doctor',
+        'TORCH_STAGES',
+        'KIND_COLORS',
+      ]),
+    );
     expect(names.filter((n) => n in core)).toEqual([]);
   });
 });
@@ -75,23 +124,38 @@ describe('the core entry', () => {
 // The built package (dist/, npx tsup), loaded by its own name as a user would, ESM and CJS.
 const built = existsSync(join(root, 'dist', 'tools.cjs')) && existsSync(join(root, 'dist', 'tools.js'));
 describe.skipIf(!built)('the built entries (dist/)', () => {
-  it('load without mnist, commander or cli-progress (CJS and ESM), and tools share the core\'s Arena', () => {
+  it("load without mnist, commander or cli-progress (CJS and ESM), and tools share the core's Arena", () => {
     const block = `const M = require('node:module'); const r = M._resolveFilename;
       M._resolveFilename = function (s, ...a) { if (${JSON.stringify(TOOL_PACKAGES)}.includes(s)) throw new Error('imported ' + s); return r.call(this, s, ...a); };`;
-    const cjs = execFileSync(process.execPath, ['-e', `${block}
+    const cjs = execFileSync(
+      process.execPath,
+      [
+        '-e',
+        `${block}
       const { Arena, planLayout } = require('nn-arena');
       const { recordTransfers } = require('nn-arena/tools');
       const a = Arena.create(planLayout({ layers: [2, 2], batch: 1 }), { backend: 'cpu' });
       const rec = recordTransfers(a); a.toDevice(); a.toHost({ kinds: ['w'] });
-      console.log(JSON.stringify(rec.byPurpose())); a.dispose();`], { cwd: root, encoding: 'utf8' });
+      console.log(JSON.stringify(rec.byPurpose())); a.dispose();`,
+      ],
+      { cwd: root, encoding: 'utf8' },
+    );
     // The header's upload (read from the counters) and the two calls observed through the core's
     // Arena: a second copy of the core in the tools bundle would observe none of them.
     const calls = (JSON.parse(cjs) as Array<{ calls: number }>).reduce((n, t) => n + t.calls, 0);
     expect(calls).toBe(3);
-    const esm = execFileSync(process.execPath, ['--input-type=module', '-e', `
+    const esm = execFileSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `
       const core = await import('nn-arena');
       const tools = await import('nn-arena/tools');
-      console.log(Object.keys(core).length, typeof tools.planToSVG(core.planLayout({ layers: [2, 2], batch: 1 })));`], { cwd: root, encoding: 'utf8' });
+      console.log(Object.keys(core).length, typeof tools.planToSVG(core.planLayout({ layers: [2, 2], batch: 1 })));`,
+      ],
+      { cwd: root, encoding: 'utf8' },
+    );
     expect(esm.trim()).toBe('23 string');
   });
 });

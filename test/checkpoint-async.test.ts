@@ -31,7 +31,14 @@ describe('saveAsync and loadAsync', () => {
     const async = file('async.nna');
     let m: number;
     try {
-      m = await a.saveAsync(async, { data: true, metadata: { tag: 1 }, onProgress: (p) => { expect(p.totalBytes).toBe(payload); progress.push(p.bytes); } });
+      m = await a.saveAsync(async, {
+        data: true,
+        metadata: { tag: 1 },
+        onProgress: (p) => {
+          expect(p.totalBytes).toBe(payload);
+          progress.push(p.bytes);
+        },
+      });
     } finally {
       clearInterval(timer);
     }
@@ -40,12 +47,12 @@ describe('saveAsync and loadAsync', () => {
     expect(progress.length).toBeGreaterThanOrEqual(3);
     expect(progress).toEqual([...progress].sort((p, q) => p - q));
     expect(progress.at(-1)).toBe(payload);
-    expect(ticks).toBeGreaterThan(0);  // the event loop ran during the save
+    expect(ticks).toBeGreaterThan(0); // the event loop ran during the save
     const loads: number[] = [];
     using b = await Arena.loadAsync(async, cpu, { onProgress: (p) => loads.push(p.bytes) });
     expect(loads.length).toBeGreaterThanOrEqual(3);
     expect(Buffer.from(b.bytes()).equals(Buffer.from(a.bytes()))).toBe(true);
-    b.toHost();  // the device side got every region the file held
+    b.toHost(); // the device side got every region the file held
     expect(Buffer.from(b.bytes()).equals(Buffer.from(a.bytes()))).toBe(true);
     expect(readdirSync(dir).filter((f) => f.includes('.tmp-'))).toEqual([]);
   });
@@ -62,7 +69,7 @@ describe('saveAsync and loadAsync', () => {
     using a = Arena.create(planLayout({ layers: [3, 2], batch: 1 }), cpu);
     await expect(a.saveAsync('')).rejects.toMatchObject({ code: 'BAD_PATH' });
     await expect(a.saveAsync(file('x.nna'), { onProgress: 3 } as never)).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'onProgress' });
-    expect(codeOf(() => a.save(file('x.nna'), { onProgress: () => {} }))).toBe('BAD_OPTION');  // progress is for saveAsync
+    expect(codeOf(() => a.save(file('x.nna'), { onProgress: () => {} }))).toBe('BAD_OPTION'); // progress is for saveAsync
     await expect(Arena.loadAsync(dir, cpu)).rejects.toMatchObject({ code: 'BAD_CHECKPOINT' });
     await expect(Arena.loadAsync('/dev/zero', cpu)).rejects.toThrow(/not a regular file/);
     await expect(Arena.loadAsync(file('none.nna'), cpu, { onProgress: 1 } as never)).rejects.toMatchObject({ code: 'BAD_OPTION' });
@@ -83,7 +90,7 @@ describe('queued behind running work instead of BUSY', () => {
     const saved = t.saveAsync(file('queued.nna'));
     const synced = t.syncToHostAsync({ onProgress: (p) => expect(p.bytes).toBeLessThanOrEqual(p.totalBytes) });
     const [res] = await Promise.all([fit, saved, synced]);
-    expect(inspectCheckpoint(file('queued.nna')).steps).toBe(res.steps);  // saved after the fit
+    expect(inspectCheckpoint(file('queued.nna')).steps).toBe(res.steps); // saved after the fit
     t.save(file('after.nna'));
     expect(readFileSync(file('queued.nna')).equals(readFileSync(file('after.nna')))).toBe(true);
     await using r = await Trainer.loadAsync(file('queued.nna'), cpu, {}, { onProgress: () => {} });

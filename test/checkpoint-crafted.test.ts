@@ -42,14 +42,39 @@ describe('special files', () => {
 /** A 32-bit xorshift: the same crafted files on every run. */
 function rng(seed: number) {
   let s = seed >>> 0 || 1;
-  return () => { s ^= s << 13; s >>>= 0; s ^= s >>> 17; s ^= s << 5; s >>>= 0; return s; };
+  return () => {
+    s ^= s << 13;
+    s >>>= 0;
+    s ^= s >>> 17;
+    s ^= s << 5;
+    s >>>= 0;
+    return s;
+  };
 }
 
 describe('crafted kind tables with valid checksums', () => {
   const SPECS: LayoutSpec[] = [
-    { layers: [5, 4, 3], batch: 2, optimizer: 'momentum', samples: 6, extra: [{ name: 'ema', like: 'w' }, { name: 'mask', per: 'z', layers: [2, 1] }, { name: 'rng', bytes: 1000 }] },
+    {
+      layers: [5, 4, 3],
+      batch: 2,
+      optimizer: 'momentum',
+      samples: 6,
+      extra: [
+        { name: 'ema', like: 'w' },
+        { name: 'mask', per: 'z', layers: [2, 1] },
+        { name: 'rng', bytes: 1000 },
+      ],
+    },
     { layers: [3, 2, 2, 2], batch: 1, extra: [{ name: 'g', bytes: 16 }] },
-    { layers: [4, 3], batch: 2, order: 'kind-major', extra: [{ name: 'p', like: 'b' }, { name: 'q', like: 'z' }] },
+    {
+      layers: [4, 3],
+      batch: 2,
+      order: 'kind-major',
+      extra: [
+        { name: 'p', like: 'b' },
+        { name: 'q', like: 'z' },
+      ],
+    },
   ] as LayoutSpec[];
 
   it('every mutation of the table fields is BAD_CHECKPOINT or a faithful load, never another error', () => {
@@ -59,16 +84,25 @@ describe('crafted kind tables with valid checksums', () => {
     for (const [s, spec] of SPECS.entries()) {
       const plan = planLayout(spec);
       const p = file(`spec${s}.nna`);
-      { using a = Arena.create(plan, cpu); a.save(p); }
+      {
+        using a = Arena.create(plan, cpu);
+        a.save(p);
+      }
       const orig = readFileSync(p);
-      const P = orig.length - Number(orig.readBigUInt64LE(24));  // where the payload (the arena header) starts
-      const layers = spec.layers.length, extras = spec.extra!.length;
+      const P = orig.length - Number(orig.readBigUInt64LE(24)); // where the payload (the arena header) starts
+      const layers = spec.layers.length,
+        extras = spec.extra!.length;
       const tableAt = P + HEADER_SIZE + layers * LAYER_SIZE;
       const entriesAt = tableAt + extras * EXTRA_SIZE;
       const entries = (headerTableBytes(layers, spec.extra!) - (entriesAt - P)) / REGION_SIZE;
       // Where a u32 / u64 of the table lives in the file, and values near every boundary.
-      const fields: Array<[at: number, width: 4 | 8]> = [[P + HEADER_FIELDS.num_extras, 4], [P + HEADER_FIELDS.extra_size, 4], [P + HEADER_FIELDS.extras_offset, 8]];
-      for (let i = 0; i < extras; i++) for (const f of ['rule', 'like', 'elem_bytes', 'entries', 'first'] as const) fields.push([tableAt + i * EXTRA_SIZE + EXTRA_FIELDS[f], 4]);
+      const fields: Array<[at: number, width: 4 | 8]> = [
+        [P + HEADER_FIELDS.num_extras, 4],
+        [P + HEADER_FIELDS.extra_size, 4],
+        [P + HEADER_FIELDS.extras_offset, 8],
+      ];
+      for (let i = 0; i < extras; i++)
+        for (const f of ['rule', 'like', 'elem_bytes', 'entries', 'first'] as const) fields.push([tableAt + i * EXTRA_SIZE + EXTRA_FIELDS[f], 4]);
       for (let e = 0; e < Math.min(entries, 2 * layers * extras); e++) fields.push([entriesAt + e * REGION_SIZE, 8], [entriesAt + e * REGION_SIZE + 8, 8]);
       const values = [0, 1, 2, 3, layers - 1, layers, layers + 1, extras, extras + 1, 13, 14, 63, 64, 65, entries, entries + 1, 0x7fffffff, 0xffffffff];
       for (let iter = 0; iter < 1000; iter++) {

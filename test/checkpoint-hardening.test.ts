@@ -17,7 +17,12 @@ const LIB = resolve('dist/index.cjs');
 const SMALL = { layers: [16, 32, 4], batch: 8, optimizer: 'adam' as const };
 
 function failure(f: () => unknown): NnArenaError {
-  try { f(); } catch (e) { expect(e).toBeInstanceOf(NnArenaError); return e as NnArenaError; }
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(NnArenaError);
+    return e as NnArenaError;
+  }
   throw new Error('did not throw');
 }
 
@@ -37,7 +42,9 @@ function craft(totalBytes: number, payload: Uint8Array, { steps = 0n, mask = 0 }
 }
 
 /** Every element of every region holds `salt` (a whole arena from one save). */
-const fill = (a: Arena, salt: number) => { for (const r of a.plan.regions) a.view(r.layer, r.kind).fill(salt); };
+const fill = (a: Arena, salt: number) => {
+  for (const r of a.plan.regions) a.view(r.layer, r.kind).fill(salt);
+};
 const salts = (a: Arena) => new Set(a.plan.regions.flatMap((r) => [...new Set(a.view(r.layer, r.kind))]));
 
 describe('item 4: a load reads the file once, verified', () => {
@@ -49,7 +56,8 @@ describe('item 4: a load reads the file once, verified', () => {
       a.save(path, { steps: 1 });
     }
     // The writer alternates two saves: steps 1 with every value 1, steps 2 with every value 2.
-    const worker = new Worker(`
+    const worker = new Worker(
+      `
       const { parentPort, workerData } = require('node:worker_threads');
       const { Arena, planLayout } = require(workerData.lib);
       const arenas = [1, 2].map((s) => { const a = Arena.create(planLayout(workerData.spec), { backend: 'cpu' });
@@ -59,7 +67,9 @@ describe('item 4: a load reads the file once, verified', () => {
       (function loop() {
         for (let i = 0; i < 20 && !stop; i++) { arenas[saves % 2].save(workerData.path, { steps: 1 + (saves % 2) }); saves++; }
         if (stop) parentPort.postMessage(saves); else setImmediate(loop);
-      })();`, { eval: true, workerData: { lib: LIB, spec: SMALL, path } });
+      })();`,
+      { eval: true, workerData: { lib: LIB, spec: SMALL, path } },
+    );
     const seen = new Set<number>();
     const t0 = performance.now();
     let loads = 0;
@@ -72,7 +82,10 @@ describe('item 4: a load reads the file once, verified', () => {
       loads++;
       if (loads % 50 === 0) await new Promise((r) => setImmediate(r));
     }
-    const saves = await new Promise<number>((r) => { worker.once('message', r); worker.postMessage('stop'); });
+    const saves = await new Promise<number>((r) => {
+      worker.once('message', r);
+      worker.postMessage('stop');
+    });
     await worker.terminate();
     expect(saves).toBeGreaterThan(10);
     expect(seen.size).toBe(2);
@@ -82,18 +95,31 @@ describe('item 4: a load reads the file once, verified', () => {
 describe('item 5: saves are exclusive, unpredictable and durable', () => {
   it('4 threads saving to one path leave one complete valid file every round', async () => {
     const path = file('shared.nna');
-    const workers = [0, 1, 2, 3].map((id) => new Worker(`
+    const workers = [0, 1, 2, 3].map(
+      (id) =>
+        new Worker(
+          `
       const { parentPort, workerData } = require('node:worker_threads');
       const { Arena, planLayout } = require(workerData.lib);
       const a = Arena.create(planLayout(workerData.spec), { backend: 'cpu' });
       for (const r of a.plan.regions) a.view(r.layer, r.kind).fill(workerData.id + 1);
       parentPort.on('message', () => { try { a.save(workerData.path, { steps: workerData.id + 1 }); parentPort.postMessage('ok'); }
         catch (e) { parentPort.postMessage(String(e.code) + ' ' + e.message); } });`,
-    { eval: true, workerData: { lib: LIB, spec: SMALL, path, id } }));
+          { eval: true, workerData: { lib: LIB, spec: SMALL, path, id } },
+        ),
+    );
     try {
       const rounds = 300;
       for (let round = 0; round < rounds; round++) {
-        const replies = await Promise.all(workers.map((w) => new Promise((r) => { w.once('message', r); w.postMessage(round); })));
+        const replies = await Promise.all(
+          workers.map(
+            (w) =>
+              new Promise((r) => {
+                w.once('message', r);
+                w.postMessage(round);
+              }),
+          ),
+        );
         expect(replies).toEqual(['ok', 'ok', 'ok', 'ok']);
         const { arena, info } = loadArena(path, cpu);
         const got = [...salts(arena)];
@@ -148,8 +174,25 @@ describe('item 7: crafted files with valid checksums', () => {
     const plan = planLayout(SMALL);
     const cases: Array<[string, Buffer, RegExp]> = [
       ['steps', craft(plan.totalBytes, plan.header, { steps: 2n ** 60n }), /step count/],
-      ['reserved', (() => { const b = craft(plan.totalBytes, plan.header); b[50] = 1; b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60); return b; })(), /reserved/],
-      ['layers', (() => { const h = Uint8Array.from(plan.header); new DataView(h.buffer).setUint32(20, 5000, true); return craft(plan.totalBytes, h); })(), /5000 layers/],
+      [
+        'reserved',
+        (() => {
+          const b = craft(plan.totalBytes, plan.header);
+          b[50] = 1;
+          b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60);
+          return b;
+        })(),
+        /reserved/,
+      ],
+      [
+        'layers',
+        (() => {
+          const h = Uint8Array.from(plan.header);
+          new DataView(h.buffer).setUint32(20, 5000, true);
+          return craft(plan.totalBytes, h);
+        })(),
+        /5000 layers/,
+      ],
     ];
     for (const [name, bytes, why] of cases) {
       const p = file(`crafted-${name}.nna`);
@@ -165,7 +208,13 @@ describe('item 9: checkpoint arguments', () => {
   it('bad save options and paths are typed errors naming the field; a directory is BAD_CHECKPOINT', () => {
     using a = Arena.create(planLayout(SMALL), cpu);
     const p = file('opts.nna');
-    for (const [o, field] of [[{ kinds: 'w' }, 'kinds'], [{ kinds: [5] }, 'kinds[0]'], [{ steps: 2n }, 'steps'], [{ steps: -1 }, 'steps'], [null, 'options']] as const) {
+    for (const [o, field] of [
+      [{ kinds: 'w' }, 'kinds'],
+      [{ kinds: [5] }, 'kinds[0]'],
+      [{ steps: 2n }, 'steps'],
+      [{ steps: -1 }, 'steps'],
+      [null, 'options'],
+    ] as const) {
       const e = failure(() => a.save(p, o as never));
       expect(e).toBeInstanceOf(OptionError);
       expect([e.code, (e as OptionError).field]).toEqual(['BAD_OPTION', field]);

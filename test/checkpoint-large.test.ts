@@ -15,7 +15,7 @@ const plan = planLayout({ layers: [3, 2], batch: 1, extra: [{ name: 'big', bytes
 
 it('the payload of a 4 GiB region is cut into pieces of at most MAX_PIECE bytes that cover it exactly', () => {
   const pieces = payloadPieces(plan, { mask: (1 << KINDS.length) - 1, extras: 1n });
-  expect(MAX_PIECE).toBeLessThan(2 ** 31);  // one read() moves at most 2 GiB; one view at most 4 GiB
+  expect(MAX_PIECE).toBeLessThan(2 ** 31); // one read() moves at most 2 GiB; one view at most 4 GiB
   expect(Math.max(...pieces.map(([, b]) => b))).toBeLessThanOrEqual(MAX_PIECE);
   const r = plan.find('big')[0]!;
   const inBig = pieces.filter(([o]) => o >= r.offset && o < r.offset + r.bytes);
@@ -40,7 +40,9 @@ describe.skipIf(!enough)('a region of 4 GiB and more', () => {
     const marks = [0, 2 ** 30 - 1, 2 ** 30, 2 ** 32 - 1, 2 ** 32, BIG - 1];
     {
       using a = Arena.create(plan, { backend: 'cpu' });
-      marks.forEach((m, i) => { a.bytes(r.offset + m, 1)[0] = i + 1; });
+      marks.forEach((m, i) => {
+        a.bytes(r.offset + m, 1)[0] = i + 1;
+      });
       a.view(1, 'w')[0] = 2.5;
       const n = a.save(p);
       expect(n).toBe(statSync(p).size);
@@ -49,11 +51,20 @@ describe.skipIf(!enough)('a region of 4 GiB and more', () => {
     const info = inspectCheckpoint(p);
     expect(info.extras).toEqual(['big']);
     let last = 0;
-    using b = await Arena.loadAsync(p, { backend: 'cpu' }, { onProgress: (q) => { expect(q.bytes).toBeGreaterThan(last); last = q.bytes; } });
+    using b = await Arena.loadAsync(
+      p,
+      { backend: 'cpu' },
+      {
+        onProgress: (q) => {
+          expect(q.bytes).toBeGreaterThan(last);
+          last = q.bytes;
+        },
+      },
+    );
     expect(last).toBe(info.payloadBytes - plan.headerBytes);
     expect(b.view(1, 'w')[0]).toBe(2.5);
     expect(marks.map((m) => b.bytes(r.offset + m, 1)[0])).toEqual(marks.map((_, i) => i + 1));
-    b.toHost({ kinds: ['big'] });  // the device side got them too
+    b.toHost({ kinds: ['big'] }); // the device side got them too
     expect(marks.map((m) => b.bytes(r.offset + m, 1)[0])).toEqual(marks.map((_, i) => i + 1));
   }, 300_000);
 });

@@ -25,7 +25,11 @@ describe('item 5: a planted symlink', () => {
     pinned.on = true;
     try {
       let err: unknown;
-      try { a.save(path); } catch (e) { err = e; }
+      try {
+        a.save(path);
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(ArenaError);
       expect((err as InstanceType<typeof ArenaError>).code).toBe('SAVE_FAILED');
     } finally {

@@ -12,7 +12,6 @@ const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-ckpt-'));
 const file = (name: string) => join(dir, name);
 
-
 /** Rewrites a field of the 64-byte file header and fixes that header's own checksum. */
 function withHeaderField(bytes: Buffer, at: number, value: bigint): Buffer {
   const b = Buffer.from(bytes);
@@ -51,7 +50,7 @@ describe('checkpoints', () => {
       using a = Arena.create(plan, cpu);
       fillPattern(a, 3);
       const n = a.save(p, { kinds: ['w', 'b'] });
-      expect(n).toBe(64 + 8 + plan.headerBytes + plan.bytesByKind().w + plan.bytesByKind().b);  // file header, an empty metadata block
+      expect(n).toBe(64 + 8 + plan.headerBytes + plan.bytesByKind().w + plan.bytesByKind().b); // file header, an empty metadata block
     }
     expect(inspectCheckpoint(p).kinds).toEqual(['b', 'w']);
     using b = Arena.load(p, cpu);
@@ -64,7 +63,10 @@ describe('checkpoints', () => {
     for (const cut of [0, 10, 63, 64, 100, plan.headerBytes + 64, bytes.length - 1]) {
       const p = file(`cut-${cut}.nna`);
       writeFileSync(p, bytes.subarray(0, cut));
-      expect(codeOf(() => Arena.load(p, cpu)), `cut at ${cut}`).toBe('BAD_CHECKPOINT');
+      expect(
+        codeOf(() => Arena.load(p, cpu)),
+        `cut at ${cut}`,
+      ).toBe('BAD_CHECKPOINT');
     }
   });
 
@@ -78,7 +80,11 @@ describe('checkpoints', () => {
       b[at]! ^= 1 << (at % 8);
       writeFileSync(p, b);
       let err: unknown;
-      try { Arena.load(p, cpu); } catch (e) { err = e; }
+      try {
+        Arena.load(p, cpu);
+      } catch (e) {
+        err = e;
+      }
       expect(err, `bit flipped at byte ${at}`).toBeInstanceOf(ArenaError);
       expect((err as ArenaError).code).toBe('BAD_CHECKPOINT');
     }
@@ -97,7 +103,11 @@ describe('checkpoints', () => {
       const p = file(`${name.replace(/ /g, '-')}.nna`);
       writeFileSync(p, b);
       let err: ArenaError | undefined;
-      try { Arena.load(p, cpu); } catch (e) { err = e as ArenaError; }
+      try {
+        Arena.load(p, cpu);
+      } catch (e) {
+        err = e as ArenaError;
+      }
       expect(err?.code, name).toBe('BAD_CHECKPOINT');
       expect(err?.message, name).toMatch(why);
     }

@@ -22,14 +22,17 @@ describe('--svg and --report paths', () => {
   it('a symlink at the path is refused, and its target is left alone (plan --svg, train --report)', () => {
     const target = join(dir, 'target.txt');
     writeFileSync(target, 'keep me');
-    for (const [flag, name, args] of [['--svg', 'map.svg', ['plan']], ['--report', 'r.html', ['train', '--epochs', '1']]] as const) {
+    for (const [flag, name, args] of [
+      ['--svg', 'map.svg', ['plan']],
+      ['--report', 'r.html', ['train', '--epochs', '1']],
+    ] as const) {
       const link = join(dir, name);
       symlinkSync(target, link);
       const t0 = Date.now();
       const r = run(...args, flag, link);
       expect(r.status, r.stderr).toBe(1);
       expect(r.stderr).toMatch(new RegExp(`^nn-arena: BAD_ARGUMENT: ${flag}: .* is a symbolic link`));
-      expect(r.stdout).toBe('');  // refused before anything ran or printed
+      expect(r.stdout).toBe(''); // refused before anything ran or printed
       expect(readFileSync(target, 'utf8')).toBe('keep me');
       expect(lstatSync(link).isSymbolicLink()).toBe(true);
       if (flag === '--report') expect(Date.now() - t0).toBeLessThan(30_000);
@@ -46,7 +49,10 @@ describe('--svg and --report paths', () => {
 
   it('train --report into a folder, or a missing folder, fails before training', () => {
     mkdirSync(join(dir, 'sub'));
-    for (const [file, why] of [[join(dir, 'sub'), /is not a regular file/], [join(dir, 'missing', 'r.html'), /does not exist/]] as const) {
+    for (const [file, why] of [
+      [join(dir, 'sub'), /is not a regular file/],
+      [join(dir, 'missing', 'r.html'), /does not exist/],
+    ] as const) {
       const r = run('train', '--epochs', '1', '--report', file);
       expect(r.status).toBe(1);
       expect(r.stderr).toMatch(why);
@@ -64,10 +70,19 @@ describe('--svg and --report paths', () => {
 
 describe('argument parser refusals in nn-arena form', () => {
   it.each([
-    [['plan', '--dtype', 'float16'], "nn-arena: BAD_ARGUMENT: --dtype: must be one of float32, float64, got 'float16'; did you mean 'float32'? (see nn-arena --help)"],
-    [['plan', '--vs-pytorch', '--precision', 'bf61'], "nn-arena: BAD_ARGUMENT: --precision: must be one of fp32, bf16, fp16, got 'bf61'; did you mean 'bf16'? (see nn-arena --help)"],
+    [
+      ['plan', '--dtype', 'float16'],
+      "nn-arena: BAD_ARGUMENT: --dtype: must be one of float32, float64, got 'float16'; did you mean 'float32'? (see nn-arena --help)",
+    ],
+    [
+      ['plan', '--vs-pytorch', '--precision', 'bf61'],
+      "nn-arena: BAD_ARGUMENT: --precision: must be one of fp32, bf16, fp16, got 'bf61'; did you mean 'bf16'? (see nn-arena --help)",
+    ],
     [['plan', '--precision', 'xyzzy'], "nn-arena: BAD_ARGUMENT: --precision: must be one of fp32, bf16, fp16, got 'xyzzy' (see nn-arena --help)"],
-    [['plan', '--precision', 'fp16'], "nn-arena: BAD_ARGUMENT: --precision: applies to --vs-pytorch (a plan is the same for every precision), got 'fp16' without it"],
+    [
+      ['plan', '--precision', 'fp16'],
+      "nn-arena: BAD_ARGUMENT: --precision: applies to --vs-pytorch (a plan is the same for every precision), got 'fp16' without it",
+    ],
     [['plan', '--batch'], 'nn-arena: BAD_ARGUMENT: --batch: needs a value (see nn-arena --help)'],
     [['plan', '--nope'], 'nn-arena: BAD_ARGUMENT: --nope: unknown option (see nn-arena --help)'],
   ])('%j', (args, want) => {
@@ -78,7 +93,10 @@ describe('argument parser refusals in nn-arena form', () => {
 
   it('an errno code is printed once', () => {
     // /proc/version opens for writing (as root) but the write fails: an errno error (old main: "EIO: EIO: ...")
-    for (const args of [['plan', '--svg', '/proc/version'], ['inspect', join(dir, 'missing.nna')]]) {
+    for (const args of [
+      ['plan', '--svg', '/proc/version'],
+      ['inspect', join(dir, 'missing.nna')],
+    ]) {
       const bad = run(...args);
       expect(bad.status).toBe(1);
       expect(bad.stderr).toMatch(/^nn-arena: [A-Z_]+: /);

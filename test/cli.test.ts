@@ -55,11 +55,14 @@ describe('nn-arena train (the npm start job) on the CPU backend', () => {
     // Down: stats 4x per epoch, w+b once (2 layer ranges), stats after testing.
     expect(j.transfers.toHost.transfers).toBe(4 * 10 + 2 + 1);
     // The same, by purpose; the parts add up to the native counters.
-    const up = (purpose: string) => j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to device');
-    const down = (purpose: string) => j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to host');
+    const up = (purpose: string) =>
+      j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to device');
+    const down = (purpose: string) =>
+      j.transfers.byPurpose.find((p: { purpose: string; direction: string }) => p.purpose === purpose && p.direction === 'to host');
     expect([up('header')?.transfers, up('network')?.transfers, up('data')?.transfers]).toEqual([1, 1, 3]);
     expect([down('stats')?.transfers, down('weights back')?.transfers]).toEqual([4 * 10 + 1, 2]);
-    const sum = (dir: string) => j.transfers.byPurpose.filter((p: { direction: string }) => p.direction === dir).reduce((a: number, p: { bytes: number }) => a + p.bytes, 0);
+    const sum = (dir: string) =>
+      j.transfers.byPurpose.filter((p: { direction: string }) => p.direction === dir).reduce((a: number, p: { bytes: number }) => a + p.bytes, 0);
     expect([sum('to device'), sum('to host')]).toEqual([j.transfers.toDevice.bytes, j.transfers.toHost.bytes]);
     expect(r.stderr).toMatch(/epoch 10\/10/);
   });
@@ -116,7 +119,14 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
   });
 
   it('every option is checked before any work: nothing printed but one error line', () => {
-    for (const args of [['--epochs', '0'], ['--batch', '2.5'], ['--lr', '-1'], ['--seed', 'x'], ['--layers', '784,0,10'], ['--save', '/no/such/folder/x.nna']]) {
+    for (const args of [
+      ['--epochs', '0'],
+      ['--batch', '2.5'],
+      ['--lr', '-1'],
+      ['--seed', 'x'],
+      ['--layers', '784,0,10'],
+      ['--save', '/no/such/folder/x.nna'],
+    ]) {
       const r = run('train', '--backend', 'cpu', ...args);
       expect(r.status, args.join(' ')).toBe(1);
       expect(r.stdout, args.join(' ')).toBe('');
@@ -134,7 +144,7 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
 
   it('no source paths in messages; --verbose prints them as detail', () => {
     const r = run('train', '--backend', 'cuda', '--epochs', '1');
-    if (r.status === 0) return;  // a usable GPU here
+    if (r.status === 0) return; // a usable GPU here
     expect(r.stderr).toMatch(/^nn-arena: (NO_DEVICE|NO_KERNEL_IMAGE): /);
     expect(r.stderr).not.toMatch(/csrc\/|\.cc:|\.cu:/);
     const v = run('--verbose', 'train', '--backend', 'cuda', '--epochs', '1');
@@ -145,7 +155,11 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'nn-arena-cli-'));
     const file = join(dir, 'wb.nna');
     const arena = Arena.create(planLayout({ layers: [4, 3, 2], batch: 2, optimizer: 'adam' }), { backend: 'cpu' });
-    try { arena.save(file, { kinds: ['w', 'b'] }); } finally { arena.dispose(); }
+    try {
+      arena.save(file, { kinds: ['w', 'b'] });
+    } finally {
+      arena.dispose();
+    }
     const t = run('inspect', file);
     expect(t.status, t.stderr).toBe(0);
     expect(t.stdout).toMatch(/^w\s/m);
@@ -174,13 +188,28 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     expect(t.stdout).toMatch(/^backend 'auto'\s+(cpu|cuda): /m);
     expect(t.stdout).toMatch(/^cuBLASLt\s+(not checked|found|not found)/m);
   });
+
+  it("doctor's cuBLASLt line, where it is found, says the forward epilogues are on by default (NN_ARENA_CUBLASLT=0 turns them off)", async () => {
+    const { doctorText } = await import('../src/cli/doctor.js');
+    const { doctor } = await import('../src/native/doctor.js');
+    const here = doctor();
+    const line = doctorText({ ...here, cublas: 'cublas', cublasLt: 'found' })
+      .split('\n')
+      .find((l) => l.startsWith('cuBLASLt'))!;
+    expect(line).toContain('the forward products take their bias and ReLU in its epilogues');
+    expect(line).toContain('NN_ARENA_CUBLASLT=0 turns them off');
+    expect(line).not.toMatch(/epilogues with NN_ARENA_CUBLASLT=1/);
+  });
 });
 
 describe('nn-arena train: activations and losses', () => {
   it('trains MNIST with --activation gelu (and silu with bce-with-logits, leaky-relu with label smoothing)', () => {
     // bce-with-logits counts a digit correct when all 10 labels are (logit > 0 on the digit only).
-    const cases: Array<[string[], number]> = [[['--activation', 'gelu'], 0.85], [['--activation', 'silu', '--loss', 'bce-with-logits'], 0.5],
-      [['--activation', 'leaky-relu', '--leaky-relu-slope', '0.1', '--label-smoothing', '0.1'], 0.85]];
+    const cases: Array<[string[], number]> = [
+      [['--activation', 'gelu'], 0.85],
+      [['--activation', 'silu', '--loss', 'bce-with-logits'], 0.5],
+      [['--activation', 'leaky-relu', '--leaky-relu-slope', '0.1', '--label-smoothing', '0.1'], 0.85],
+    ];
     for (const [args, accuracy] of cases) {
       const r = run('train', '--backend', 'cpu', '--epochs', '1', '--json', ...args);
       expect(r.status, `${args.join(' ')}: ${r.stderr}`).toBe(0);
@@ -190,8 +219,15 @@ describe('nn-arena train: activations and losses', () => {
   });
 
   it('bad activation and loss flags: one error line before any work', () => {
-    for (const args of [['--activation', 'swish'], ['--activation', 'softmax'], ['--loss', 'hinge'], ['--label-smoothing', '2'], ['--loss', 'mse', '--label-smoothing', '0.1'],
-      ['--activation', 'leaky-relu', '--leaky-relu-slope', '-1'], ['--leaky-relu-slope', '0.1']]) {
+    for (const args of [
+      ['--activation', 'swish'],
+      ['--activation', 'softmax'],
+      ['--loss', 'hinge'],
+      ['--label-smoothing', '2'],
+      ['--loss', 'mse', '--label-smoothing', '0.1'],
+      ['--activation', 'leaky-relu', '--leaky-relu-slope', '-1'],
+      ['--leaky-relu-slope', '0.1'],
+    ]) {
       const r = run('train', '--backend', 'cpu', ...args);
       expect(r.status, args.join(' ')).toBe(1);
       expect(r.stdout, args.join(' ')).toBe('');

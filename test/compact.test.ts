@@ -28,7 +28,8 @@ function moved(header: Uint8Array, layer: number, kind: Kind, offset: number): U
 
 describe('compact plan: sizes', () => {
   it('S training arena (784-128-10, batch 100, SGD): 837,632 bytes, <= 0.75 x PyTorch measured peak (1,186,304 B)', () => {
-    const full = planLayout(S), compact = planLayout({ ...S, compact: true });
+    const full = planLayout(S),
+      compact = planLayout({ ...S, compact: true });
     expect(full.totalBytes).toBe(1_244_160);
     expect(compact.totalBytes).toBe(837_632);
     expect(compact.totalBytes).toBeLessThanOrEqual(Math.floor(0.75 * 1_186_304));
@@ -42,7 +43,8 @@ describe('compact plan: sizes', () => {
   it('deeper nets share bytes between regions never live together; every compact plan passes the native replay', () => {
     for (const optimizer of ['sgd', 'momentum', 'adam'] as const) {
       for (const spec of [DEEP, { ...DEEP, samples: 300, order: 'kind-major' as const }, { layers: [30, 40, 40, 40, 40, 40, 3], batch: 7, samples: 20 }]) {
-        const full = planLayout({ ...spec, optimizer }), compact = planLayout({ ...spec, optimizer, compact: true });
+        const full = planLayout({ ...spec, optimizer }),
+          compact = planLayout({ ...spec, optimizer, compact: true });
         expect(native().validateHeader(compact.header, compact.totalBytes), `${optimizer} ${spec.layers}`).toBe('');
         expect(compact.totalBytes).toBeLessThan(full.totalBytes);
         const k = compact.bytesByKind();
@@ -109,14 +111,22 @@ describe('compact plan: the native replay refuses any other sharing', () => {
     expect(check(moved(plan.header, 2, 'd', at(1, 'd')))).toMatch(/^d\[[12]\] and d\[[12]\] share bytes but are both used in backward of layer 2/);
   });
   it('a region read after another wrote over its bytes', () => {
-    expect(check(moved(plan.header, 3, 'd', at(1, 'z')))).toMatch(/^z\[1\] is read in backward of layer 2 \(train, per-layer order\) but d\[3\] wrote over its bytes/);
+    expect(check(moved(plan.header, 3, 'd', at(1, 'z')))).toMatch(
+      /^z\[1\] is read in backward of layer 2 \(train, per-layer order\) but d\[3\] wrote over its bytes/,
+    );
   });
   it('weights sharing bytes hold no value of their own', () => {
-    expect(check(moved(plan.header, 4, 'w', insideD1(plan.region(4, 'w')!.bytes)))).toMatch(/^w\[4\] is read in forward of layer 4 \(train, per-layer order\) but holds no value of its own there/);
-    expect(check(moved(plan.header, 4, 'b', insideD1(plan.region(4, 'b')!.bytes)))).toMatch(/^b\[4\] is read in forward of layer 4 .* holds no value of its own there/);
+    expect(check(moved(plan.header, 4, 'w', insideD1(plan.region(4, 'w')!.bytes)))).toMatch(
+      /^w\[4\] is read in forward of layer 4 \(train, per-layer order\) but holds no value of its own there/,
+    );
+    expect(check(moved(plan.header, 4, 'b', insideD1(plan.region(4, 'b')!.bytes)))).toMatch(
+      /^b\[4\] is read in forward of layer 4 .* holds no value of its own there/,
+    );
   });
   it('outputs of the last layer overwritten after the output phase', () => {
-    expect(check(moved(plan.header, 4, 'z', insideD1(plan.region(4, 'z')!.bytes)))).toMatch(/^z\[4\] must outlive a run \(train, per-layer order\) but d\[1\] wrote over its bytes/);
+    expect(check(moved(plan.header, 4, 'z', insideD1(plan.region(4, 'z')!.bytes)))).toMatch(
+      /^z\[4\] must outlive a run \(train, per-layer order\) but d\[1\] wrote over its bytes/,
+    );
   });
   it('without the compact flag, any overlap is refused; unknown flags are refused', () => {
     const full = planLayout(DEEP);
@@ -145,7 +155,12 @@ describe('compact plan: the phases the planner reads are those of the planned he
     let compared = 0;
     for (const spec of nets) {
       const plan = planLayout(spec);
-      for (const [op, code] of [['train', 0], ['grad', 1], ['eval', 2], ['forward', 3]] as const) {
+      for (const [op, code] of [
+        ['train', 0],
+        ['grad', 1],
+        ['eval', 2],
+        ['forward', 3],
+      ] as const) {
         for (const resident of plan.spec.samples > 0 ? [false, true] : [false]) {
           for (const fused of [false, true]) {
             // uses' access as reads (kRead, bit 0 of csrc/train/phases.h Access), as the planner takes it.
@@ -183,15 +198,20 @@ describe('compact plan: what it refuses', () => {
       const t = new Trainer(arena);
       t.init(1);
       await expect(t.gradients([1, 2, 3, 4], { labels: [1] })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
-      await expect(runArena(arena, { op: 1, rows: 1 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact arena keeps no gradients/) });
-      expect((await t.step([1, 2, 3, 4], { labels: [1] })).loss).toBeGreaterThan(0);  // training still runs
+      await expect(runArena(arena, { op: 1, rows: 1 })).rejects.toMatchObject({
+        code: 'NOT_SUPPORTED',
+        message: expect.stringMatching(/compact arena keeps no gradients/),
+      });
+      expect((await t.step([1, 2, 3, 4], { labels: [1] })).loss).toBeGreaterThan(0); // training still runs
     } finally {
       arena.dispose();
     }
   });
 
   it('K models: a compact plan holds one (LayoutError naming compact; the native validator refuses such a header)', () => {
-    expect(() => planLayout({ ...S, compact: true, models: 2 })).toThrow(expect.objectContaining({ name: 'LayoutError', code: 'BAD_SPEC', field: 'compact', message: expect.stringMatching(/holds one model.*models: 2/) }));
+    expect(() => planLayout({ ...S, compact: true, models: 2 })).toThrow(
+      expect.objectContaining({ name: 'LayoutError', code: 'BAD_SPEC', field: 'compact', message: expect.stringMatching(/holds one model.*models: 2/) }),
+    );
     expect(planLayout({ ...S, compact: true, models: 1 }).header).toEqual(planLayout({ ...S, compact: true }).header);
     expect(planLayout({ ...S, compact: false, models: 3 }).spec.models).toBe(3);
     const plan = planLayout({ ...S, compact: true });
@@ -233,7 +253,8 @@ describe('compact plan: checkpoints, plan output and the memory map', () => {
         for (let l = 1; l < spec.layers.length; l++) for (const k of ['w', 'b', 'mw', 'vw'] as const) expect(t2.arena.view(l, k)).toEqual(a.view(l, k));
         const [r1, r2] = [await t.fit({ x, labels }, { epochs: 1, seed: 4 }), await t2.fit({ x, labels }, { epochs: 1, seed: 4 })];
         expect(r2.loss).toBe(r1.loss);
-        t.syncToHost(); t2.syncToHost();
+        t.syncToHost();
+        t2.syncToHost();
         for (let l = 1; l < spec.layers.length; l++) expect(t2.arena.view(l, 'w')).toEqual(a.view(l, 'w'));
       } finally {
         t2.arena.dispose();
@@ -269,20 +290,22 @@ describe('compact plan: checkpoints, plan output and the memory map', () => {
     expect(v.status, v.stderr).toBe(0);
     expect(v.stdout).toContain('peak: PyTorch 1,186,304 B');
     expect(v.stdout).toContain('nn-arena 837,632 B');
-    expect(v.stdout).toContain('= 0.71x PyTorch\'s peak');
+    expect(v.stdout).toContain("= 0.71x PyTorch's peak");
     expect(v.stdout).toContain("plans: full 1,244,160 B = 1.05x; compact (regions never live together share bytes, no dw) 837,632 B = 0.71x PyTorch's peak");
     const j = JSON.parse(cli('plan', '--layers', '784,128,10', '--batch', '100', '--vs-pytorch', '--json').stdout);
     expect([j.vsPytorch.arena.fullBytes, j.vsPytorch.arena.compactBytes]).toEqual([1_244_160, 837_632]);
   });
 
   it('nn-arena train --compact --report and inspect of its checkpoint', () => {
-    const report = join(dir, 'report.html'), save = join(dir, 'mnist.nna');
+    const report = join(dir, 'report.html'),
+      save = join(dir, 'mnist.nna');
     const r = cli('train', '--backend', 'cpu', '--epochs', '1', '--optimizer', 'sgd', '--compact', '--report', report, '--save', save, '--json');
     expect(r.status, r.stderr).toBe(0);
     const html = readFileSync(report, 'utf8');
     expect(html).toMatch(/nn-arena [\d,]+ B \(compact plan\)/);
     // batch 50: without the 8,000-digit data set, both plans beside PyTorch's peak
-    const full = planLayout({ layers: [784, 128, 10], batch: 50, samples: 8000 }), compact = planLayout({ layers: [784, 128, 10], batch: 50, samples: 8000, compact: true });
+    const full = planLayout({ layers: [784, 128, 10], batch: 50, samples: 8000 }),
+      compact = planLayout({ layers: [784, 128, 10], batch: 50, samples: 8000, compact: true });
     const data = full.bytesByKind().xdata + full.bytesByKind().ydata;
     expect(html).toContain(`the full plan ${(full.totalBytes - data).toLocaleString('en-US')} B`);
     expect(html).toContain(`the compact plan (regions never live together share bytes) ${(compact.totalBytes - data).toLocaleString('en-US')} B`);
@@ -295,7 +318,11 @@ describe('compact plan: checkpoints, plan output and the memory map', () => {
 });
 
 describe('compact plan with user regions: the user data keeps its bytes', () => {
-  const EXTRA = [{ name: 'ema', like: 'w' }, { name: 'mask', like: 'z', layers: [1, 2] }, { name: 'rng', bytes: 1000 }] as const;
+  const EXTRA = [
+    { name: 'ema', like: 'w' },
+    { name: 'mask', like: 'z', layers: [1, 2] },
+    { name: 'rng', bytes: 1000 },
+  ] as const;
   const spec: LayoutSpec = { ...COMPACT_NETS[1]![1], extra: EXTRA };
   const isExtra = (r: { extra?: number }) => r.extra !== undefined;
   /** A copy of a header with entry `entry` of the kind table moved to `offset`. */
@@ -311,13 +338,14 @@ describe('compact plan with user regions: the user data keeps its bytes', () => 
       const full = planLayout({ ...spec, optimizer });
       const c = planLayout({ ...spec, optimizer, compact: true });
       expect(c.totalBytes).toBeLessThan(full.totalBytes);
-      expect(c.headerBytes).toBe(full.headerBytes);  // the same kind table
+      expect(c.headerBytes).toBe(full.headerBytes); // the same kind table
       expect(c.shared.length).toBeGreaterThan(0);
       const extras = c.regions.filter(isExtra);
       expect(extras.map((r) => `${r.kind}${r.layer}`)).toEqual(full.regions.filter(isExtra).map((r) => `${r.kind}${r.layer}`));
       for (const x of extras) {
         expect(c.shared.some((s) => s.region === x || s.with.includes(x))).toBe(false);
-        for (const r of c.regions) if (r !== x) expect(r.offset >= x.offset + x.bytes || r.offset + r.bytes <= x.offset, `${x.kind}[${x.layer}] vs ${r.kind}[${r.layer}]`).toBe(true);
+        for (const r of c.regions)
+          if (r !== x) expect(r.offset >= x.offset + x.bytes || r.offset + r.bytes <= x.offset, `${x.kind}[${x.layer}] vs ${r.kind}[${r.layer}]`).toBe(true);
       }
       const k = c.bytesByKind();
       const sum = [...KINDS, 'header', 'padding', ...EXTRA.map((e) => e.name)].reduce((a, n) => a + k[n]!, 0);
@@ -331,15 +359,18 @@ describe('compact plan with user regions: the user data keeps its bytes', () => 
     const c = planLayout({ ...spec, compact: true });
     const L = c.spec.layers.length;
     const check = (h: Uint8Array) => native().validateHeader(h, c.totalBytes);
-    const ema1 = c.region(1, 'ema')!, rng = c.find('rng')[0]!;
+    const ema1 = c.region(1, 'ema')!,
+      rng = c.find('rng')[0]!;
     // a scratch region (d[1], which shares bytes with others) moved onto a user region
     expect(check(moved(c.header, 1, 'd', ema1.offset))).toMatch(/^user region 'ema' of layer 1 overlaps layer 1 region d$/);
     // a kept region moved onto one
     expect(check(moved(c.header, 2, 'b', rng.offset))).toMatch(/^user region 'rng' overlaps layer 2 region b$/);
     // a user region moved onto a scratch region, and onto another user region
-    const rngEntry = L * 2;  // ema and mask have one entry per layer before it
+    const rngEntry = L * 2; // ema and mask have one entry per layer before it
     expect(check(movedExtra(c.header, L, rngEntry, c.region(2, 'd')!.offset))).toMatch(/^user region 'rng' overlaps layer 2 region d$/);
-    expect(check(movedExtra(c.header, L, rngEntry, ema1.offset))).toMatch(/user region 'rng' overlaps user region 'ema' of layer 1|user region 'ema' of layer 1 overlaps user region 'rng'/);
+    expect(check(movedExtra(c.header, L, rngEntry, ema1.offset))).toMatch(
+      /user region 'rng' overlaps user region 'ema' of layer 1|user region 'ema' of layer 1 overlaps user region 'rng'/,
+    );
     expect(() => Arena.create({ ...c, header: moved(c.header, 1, 'd', ema1.offset) }, cpu)).toThrow(expect.objectContaining({ code: 'BAD_HEADER' }));
   });
 
@@ -359,11 +390,13 @@ describe('compact plan with user regions: the user data keeps its bytes', () => 
     try {
       const t = new Trainer(a, { lr: 0.01 });
       t.init(2);
-      const pattern = (r: { extra?: number; layer: number; length: number }) => Float64Array.from({ length: r.length }, (_, i) => (r.extra! + 1) * 1000 + r.layer * 100 + i);
+      const pattern = (r: { extra?: number; layer: number; length: number }) =>
+        Float64Array.from({ length: r.length }, (_, i) => (r.extra! + 1) * 1000 + r.layer * 100 + i);
       for (const r of p.regions) if (isExtra(r)) a.view(r.layer, r.kind).set(pattern(r));
       const want = p.regions.filter(isExtra).map((r) => a.bytes(r.offset, r.bytes).slice());
       a.toDevice();
-      const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+      const inputs = spec.layers[0]!,
+        outputs = spec.layers[spec.layers.length - 1]!;
       const data = toyData(inputs, outputs, 60, 3, false);
       const w1 = [...a.view('w', 1)];
       await t.fit({ x: data.x, labels: data.labels! }, { epochs: 2, seed: 3 });
@@ -376,7 +409,9 @@ describe('compact plan with user regions: the user data keeps its bytes', () => 
       await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
       t.syncToHost();
       expect([...a.view('w', 1)]).not.toEqual(w1);
-      p.regions.filter(isExtra).forEach((r, i) => expect(Buffer.from(a.bytes(r.offset, r.bytes)).equals(Buffer.from(want[i]!)), `${r.kind}[${r.layer}]`).toBe(true));
+      p.regions
+        .filter(isExtra)
+        .forEach((r, i) => expect(Buffer.from(a.bytes(r.offset, r.bytes)).equals(Buffer.from(want[i]!)), `${r.kind}[${r.layer}]`).toBe(true));
     } finally {
       a.dispose();
     }

@@ -8,12 +8,28 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const runs = (cmd: string) => { try { execFileSync(cmd, ['--version'], { stdio: 'ignore' }); return true; } catch { return false; } };
+const runs = (cmd: string) => {
+  try {
+    execFileSync(cmd, ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+};
 const hasGxx = runs('g++');
 const root = join(import.meta.dirname, '..');
-const GEMM_SOURCES = ['bench/cpu/gemm_check.cc', 'csrc/cpu/gemm.cc', 'csrc/cpu/gemm_avx2.cc', 'csrc/cpu/gemm_avx512.cc', 'csrc/cpu/gemm_neon.cc', 'csrc/cpu/thread_pool.cc', 'csrc/core/env.cc'];
+const GEMM_SOURCES = [
+  'bench/cpu/gemm_check.cc',
+  'csrc/cpu/gemm.cc',
+  'csrc/cpu/gemm_avx2.cc',
+  'csrc/cpu/gemm_avx512.cc',
+  'csrc/cpu/gemm_neon.cc',
+  'csrc/cpu/thread_pool.cc',
+  'csrc/core/env.cc',
+];
 /** The ISAs gemm_check must have checked, given the best one it detected. */
-const expectedIsas = (detected: string) => (detected === 'neon' ? ['portable', 'neon'] : ['portable', 'avx2', 'avx512'].slice(0, ['portable', 'avx2', 'avx512'].indexOf(detected) + 1));
+const expectedIsas = (detected: string) =>
+  detected === 'neon' ? ['portable', 'neon'] : ['portable', 'avx2', 'avx512'].slice(0, ['portable', 'avx2', 'avx512'].indexOf(detected) + 1);
 
 describe.skipIf(!hasGxx)('CPU GEMM kernels (bench/cpu/gemm_check.cc)', () => {
   const dir = mkdtempSync(join(tmpdir(), 'nna-gemm-'));
@@ -43,13 +59,17 @@ describe.skipIf(process.env.NN_ARENA_GEMM_QEMU !== '1')('CPU GEMM kernels on lin
 
   it('NEON and portable kernels match the long-double reference, float and double, epilogues; thread counts bit-identical', () => {
     const exe = join(dir, 'gemm_check');
-    execFileSync('aarch64-linux-gnu-g++', ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', '-static', `-I${join(root, 'csrc')}`, ...GEMM_SOURCES.map((f) => join(root, f)), '-o', exe], { stdio: 'pipe' });
+    execFileSync(
+      'aarch64-linux-gnu-g++',
+      ['-std=c++17', '-O2', '-fopenmp-simd', '-pthread', '-static', `-I${join(root, 'csrc')}`, ...GEMM_SOURCES.map((f) => join(root, f)), '-o', exe],
+      { stdio: 'pipe' },
+    );
     const r = spawnSync('qemu-aarch64', [exe, '--quick'], { encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: '3' }, timeout: 1_500_000 });
     expect(r.stdout).not.toMatch(/FAIL/);
     expect(r.status).toBe(0);
     expect(r.stdout).toMatch(/^detected neon, active neon$/m);
     for (const isa of expectedIsas('neon')) expect(r.stdout).toContain(`isa ${isa} checked`);
-    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(800);  // --quick: 864 checks over the two ISAs
+    expect(Number(/^ok (\d+)$/m.exec(r.stdout)?.[1])).toBeGreaterThan(800); // --quick: 864 checks over the two ISAs
   }, 1_600_000);
 });
 
@@ -78,7 +98,8 @@ console.log(h.digest('hex'), r.loss);
 `;
 const train = (threads: string, dtype: string, optimizer: string, isa = '', recipe = '') => {
   const r = spawnSync(process.execPath, ['--input-type=module', '-e', script, dtype, optimizer, ...(recipe ? [recipe] : [])], {
-    encoding: 'utf8', env: { ...process.env, NN_ARENA_THREADS: threads, NN_ARENA_CPU_ISA: isa },
+    encoding: 'utf8',
+    env: { ...process.env, NN_ARENA_THREADS: threads, NN_ARENA_CPU_ISA: isa },
   });
   expect(r.stderr).toBe('');
   const [digest, loss] = r.stdout.trim().split(' ');
@@ -86,17 +107,23 @@ const train = (threads: string, dtype: string, optimizer: string, isa = '', reci
 };
 
 describe('CPU training through the GEMM', () => {
-  for (const [dtype, optimizer, recipe] of [['float32', 'sgd', ''], ['float32', 'adam', ''], ['float64', 'momentum', ''], ['float32', 'adamw', 'recipe']] as const) {
+  for (const [dtype, optimizer, recipe] of [
+    ['float32', 'sgd', ''],
+    ['float32', 'adam', ''],
+    ['float64', 'momentum', ''],
+    ['float32', 'adamw', 'recipe'],
+  ] as const) {
     it(`${dtype} ${optimizer}${recipe ? ' + gelu + cosine + clipping' : ''}: bit-identical on repeat and with 1, 2 or 3 threads; learns`, () => {
       const first = train('2', dtype, optimizer, '', recipe);
       expect(first.digest).toMatch(/^[0-9a-f]{64}$/);
-      expect(first.loss).toBeLessThan(Math.log(10));  // below chance after three epochs
+      expect(first.loss).toBeLessThan(Math.log(10)); // below chance after three epochs
       for (const threads of ['2', '1', '3']) expect(train(threads, dtype, optimizer, '', recipe).digest).toBe(first.digest);
     });
   }
 
   it('the portable kernels train to the same loss (other rounding, so not the same bits)', () => {
-    const best = train('2', 'float64', 'sgd'), portable = train('2', 'float64', 'sgd', 'portable');
+    const best = train('2', 'float64', 'sgd'),
+      portable = train('2', 'float64', 'sgd', 'portable');
     expect(Math.abs(portable.loss - best.loss)).toBeLessThan(1e-9);
   });
 });

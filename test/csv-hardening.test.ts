@@ -12,7 +12,11 @@ const load = (s: string, options?: CsvOptions) => loadCsv(text(s), options);
 
 function refusal(s: string, options?: CsvOptions): DataError {
   let err: unknown;
-  try { load(s, options); } catch (e) { err = e; }
+  try {
+    load(s, options);
+  } catch (e) {
+    err = e;
+  }
   expect(err, JSON.stringify(s)).toBeInstanceOf(DataError);
   expect((err as DataError).code).toBe('BAD_FILE');
   return err as DataError;
@@ -24,13 +28,18 @@ function charactersRead(f: () => void): number {
   const proto = String.prototype;
   const { charCodeAt, indexOf } = proto;
   let read = 0;
-  proto.charCodeAt = function (this: string, i?: number) { read++; return charCodeAt.call(this, i as number); };
+  proto.charCodeAt = function (this: string, i?: number) {
+    read++;
+    return charCodeAt.call(this, i as number);
+  };
   proto.indexOf = function (this: string, search: string, from?: number) {
     const at = indexOf.call(this, search, from);
     read += (at < 0 ? this.length : at) - Math.max(0, Math.min(from ?? 0, this.length));
     return at;
   };
-  try { f(); } finally {
+  try {
+    f();
+  } finally {
     proto.charCodeAt = charCodeAt;
     proto.indexOf = indexOf;
   }
@@ -44,7 +53,9 @@ describe('one column is linear in the text', () => {
       for (let r = 0; r < 20_000; r++) lines.push(width === 1 ? `${r % 1000}` : `${r % 1000},${r % 7}`);
       const s = lines.join('\n') + '\n';
       let rows = 0;
-      const read = charactersRead(() => { rows = load(s).rows; });
+      const read = charactersRead(() => {
+        rows = load(s).rows;
+      });
       expect(rows).toBe(20_000);
       expect(read, `${width} column(s)`).toBeLessThan(4 * s.length);
     }
@@ -127,7 +138,28 @@ describe('decimal numbers only', () => {
   });
 
   it('hex, binary, octal, Infinity, NaN and empty-looking text: BAD_FILE naming the line, the column and the text', () => {
-    const cells = ['0x10', '0b11', '0o7', '0X1F', ' 0x10 ', '"0x10"', 'Infinity', '-Infinity', 'NaN', '', ' ', '""', '" "', '1_000', '.', '-', 'e5', '1e', '1.2.3', '١٢'];
+    const cells = [
+      '0x10',
+      '0b11',
+      '0o7',
+      '0X1F',
+      ' 0x10 ',
+      '"0x10"',
+      'Infinity',
+      '-Infinity',
+      'NaN',
+      '',
+      ' ',
+      '""',
+      '" "',
+      '1_000',
+      '.',
+      '-',
+      'e5',
+      '1e',
+      '1.2.3',
+      '١٢',
+    ];
     for (const cell of cells) {
       const err = refusal(`a,b\n1,2\n3,${cell}\n`);
       expect(err.field, cell).toBe('line 3, column "b"');

@@ -94,11 +94,18 @@ describe('examples/custom-kernel (CPU build)', () => {
 
   for (const dtype of ['float32', 'float64'] as const) {
     it(`keeps an EMA of the weights in a user region it finds by name (${dtype})`, async () => {
-      const plan = planLayout({ ...SPEC, dtype, extra: [{ name: 'rng', bytes: 64 }, { name: 'ema', like: 'w' }] });
+      const plan = planLayout({
+        ...SPEC,
+        dtype,
+        extra: [
+          { name: 'rng', bytes: 64 },
+          { name: 'ema', like: 'w' },
+        ],
+      });
       using a = Arena.create(plan, { backend: 'cpu' });
       const t = new Trainer(a, { lr: 0.1 });
       t.init(5);
-      for (const l of [1, 2]) a.view('ema', l).set(a.view(l, 'w'));  // the EMA starts at the initial weights
+      for (const l of [1, 2]) a.view('ema', l).set(a.view(l, 'w')); // the EMA starts at the initial weights
       a.toDevice({ kinds: ['ema'] });
       const start = [1, 2].map((l) => Float64Array.from(a.view('ema', l)));
       await t.step(X, { labels: LABELS });
@@ -106,12 +113,13 @@ describe('examples/custom-kernel (CPU build)', () => {
       a.toHost();
       // ema = 0.9 ema + 0.1 w, each product and the sum rounded to the dtype (as the C++ does).
       const r = dtype === 'float32' ? Math.fround : (x: number) => x;
-      const keep = r(0.9), rest = r(1 - keep);
+      const keep = r(0.9),
+        rest = r(1 - keep);
       const w = weightsOf(a);
       [1, 2].forEach((l, i) => {
         const want = start[i]!.map((e, k) => r(r(keep * e) + r(rest * w[i]![k]!)));
         expect(Float64Array.from(a.view('ema', l))).toEqual(want);
-        expect(want).not.toEqual(start[i]);  // the step moved the weights: the EMA moved
+        expect(want).not.toEqual(start[i]); // the step moved the weights: the EMA moved
       });
       // The next step trains on w alone: the EMA region is nobody's but ours.
       const ema = [1, 2].map((l) => Float64Array.from(a.view('ema', l)));

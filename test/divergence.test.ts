@@ -18,15 +18,19 @@ describe('non-finite weights are DIVERGED', () => {
     });
   }
 
-  it('a streamed fit (each window\'s run queued behind the one training) is DIVERGED too, with the steps that ran counted', async () => {
+  it("a streamed fit (each window's run queued behind the one training) is DIVERGED too, with the steps that ran counted", async () => {
     for (const seed of [1, 2, 3]) {
       using arena = Arena.create(planLayout(BLOWUP), cpu);
       const t = new Trainer(arena, { lr: BLOWUP_LR });
       t.init(seed);
       const data = toyData(8, 4, 64, seed, true);
-      const batches = () => Array.from({ length: 4 }, () => ({ x: data.x, y: data.y! }));  // 256 rows: 4 windows of the plan's 64
+      const batches = () => Array.from({ length: 4 }, () => ({ x: data.x, y: data.y! })); // 256 rows: 4 windows of the plan's 64
       let code = 'resolved';
-      try { await t.fit(batches, { epochs: 2, seed, shuffle: false }); } catch (e) { code = (e as { code?: string }).code ?? String(e); }
+      try {
+        await t.fit(batches, { epochs: 2, seed, shuffle: false });
+      } catch (e) {
+        code = (e as { code?: string }).code ?? String(e);
+      }
       expect(code, `seed ${seed}`).toBe('DIVERGED');
       // Whole windows of 4 steps: the one that diverged, and the one queued behind it if the next
       // window was staged before the diverged run ended (a race: a run that failed waits for no
@@ -46,12 +50,19 @@ describe('non-finite weights are DIVERGED', () => {
         let message = 'resolved';
         try {
           await t.fit({ x: data.x, y: data.y! }, { epochs: 3, seed, reportsPerEpoch: 4, ...(watched ? { onProgress: () => undefined } : {}) });
-        } catch (e) { message = `${(e as { code?: string }).code}: ${(e as Error).message}`; }
-        arena.toHost();  // the device's stats and weights, as the last run left them
-        ends.push({ message, steps: t.steps, stats: Array.from(arena.view(3, 'stats')), w: Buffer.from(Float32Array.from(arena.view(2, 'w')).buffer).toString('hex') });
+        } catch (e) {
+          message = `${(e as { code?: string }).code}: ${(e as Error).message}`;
+        }
+        arena.toHost(); // the device's stats and weights, as the last run left them
+        ends.push({
+          message,
+          steps: t.steps,
+          stats: Array.from(arena.view(3, 'stats')),
+          w: Buffer.from(Float32Array.from(arena.view(2, 'w')).buffer).toString('hex'),
+        });
       }
       expect(ends[0]!.message, `seed ${seed}`).toMatch(/^DIVERGED/);
-      expect(ends[1]).toEqual(ends[0]);  // same step named, same steps counted, same stats rows, same bits
+      expect(ends[1]).toEqual(ends[0]); // same step named, same steps counted, same stats rows, same bits
     }
   });
 
@@ -71,7 +82,7 @@ describe('non-finite weights are DIVERGED', () => {
     using arena = Arena.create(planLayout(BLOWUP), cpu);
     const t = new Trainer(arena, { lr: 1e-3 });
     t.init(1);
-    arena.view(1, 'w').fill(1e6);  // large but finite: still a step
+    arena.view(1, 'w').fill(1e6); // large but finite: still a step
     t.markHostChanged();
     const data = toyData(8, 4, 16, 1, true);
     await expect(t.step(data.x, { y: data.y! })).resolves.toBeDefined();

@@ -23,13 +23,21 @@ describe('nn-arena export', () => {
   it('writes the same bytes as toOnnx / toSafetensors of the saved arena', async () => {
     const t = new Trainer(arena, { lr: 0.01 });
     t.init(4);
-    await t.step(Float32Array.from({ length: 20 }, (_, i) => Math.sin(i)), { labels: [0, 1, 2, 1] });
+    await t.step(
+      Float32Array.from({ length: 20 }, (_, i) => Math.sin(i)),
+      { labels: [0, 1, 2, 1] },
+    );
     t.save(ckpt);
-    for (const [format, bytes] of [['onnx', toOnnx(arena)], ['safetensors', toSafetensors(arena)]] as const) {
+    for (const [format, bytes] of [
+      ['onnx', toOnnx(arena)],
+      ['safetensors', toSafetensors(arena)],
+    ] as const) {
       const out = join(dir, `m.${format}`);
       const r = cli('export', '--format', format, ckpt, out);
       expect(r.status, r.stderr).toBe(0);
-      expect(r.stdout).toContain(`${out}: ${format}, ${bytes.length.toLocaleString('en-US')} bytes; Sequential(Linear(5, 7), Tanh(), Linear(7, 3), Softmax(dim=1))`);
+      expect(r.stdout).toContain(
+        `${out}: ${format}, ${bytes.length.toLocaleString('en-US')} bytes; Sequential(Linear(5, 7), Tanh(), Linear(7, 3), Softmax(dim=1))`,
+      );
       expect(Buffer.compare(readFileSync(out), bytes)).toBe(0);
     }
   });

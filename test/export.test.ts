@@ -22,7 +22,10 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** A trained network (a few steps, so biases are not zero) and inputs of `count` rows. */
 async function trained(layers: number[], activations: Activation[], dtype: Dtype = 'float32', count = 37, leakyReluSlope?: number) {
-  const arena = Arena.create(planLayout({ layers, batch: 8, activations, dtype, optimizer: 'adam', samples: 64, ...(leakyReluSlope === undefined ? {} : { leakyReluSlope }) }), cpu);
+  const arena = Arena.create(
+    planLayout({ layers, batch: 8, activations, dtype, optimizer: 'adam', samples: 64, ...(leakyReluSlope === undefined ? {} : { leakyReluSlope }) }),
+    cpu,
+  );
   const t = new Trainer(arena, { lr: 0.01 });
   t.init(3);
   const mse = activations[activations.length - 1] !== 'softmax';
@@ -132,7 +135,7 @@ describe('safetensors', () => {
         const path = join(dir, `rt-${dtype}.safetensors`);
         saveSafetensors(arena, path);
         const t2 = new Trainer(other);
-        t2.init(99);                 // different weights, on both sides: the import must replace them
+        t2.init(99); // different weights, on both sides: the import must replace them
         loadSafetensors(other, path);
         for (let l = 1; l <= 3; l++) {
           expect(Buffer.compare(bytesOf(other.view(l, 'w')), bytesOf(arena.view(l, 'w')))).toBe(0);
@@ -162,14 +165,22 @@ describe('safetensors', () => {
     const { arena } = await trained([6, 16, 5], ['relu', 'softmax']);
     const bytes = toSafetensors(arena);
     const wrong = (layers: number[]) => Arena.create(planLayout({ layers, batch: 2 }), cpu);
-    const cases: Array<[number[], string]> = [[[6, 15, 5], '0.weight.shape'], [[6, 16, 5, 3], '4.weight'], [[6, 5], '0.weight.shape']];
+    const cases: Array<[number[], string]> = [
+      [[6, 15, 5], '0.weight.shape'],
+      [[6, 16, 5, 3], '4.weight'],
+      [[6, 5], '0.weight.shape'],
+    ];
     try {
       for (const [layers, field] of cases) {
         const a = wrong(layers);
         try {
           const before = Float32Array.from(a.view(1, 'w'));
           let err: unknown;
-          try { loadSafetensors(a, bytes); } catch (e) { err = e; }
+          try {
+            loadSafetensors(a, bytes);
+          } catch (e) {
+            err = e;
+          }
           expect(err).toBeInstanceOf(DataError);
           expect((err as DataError).code).toBe('BAD_TENSOR');
           expect((err as DataError).field).toBe(field);
@@ -203,23 +214,36 @@ describe('safetensors', () => {
       [file({ a: { dtype: 'F32', shape: [-1], data_offsets: [0, 4] } }, new Uint8Array(4)), 'a.shape'],
       [file({ a: { dtype: 'F32', shape: [1], data_offsets: [4, 8] } }, new Uint8Array(8)), 'a.data_offsets'],
       [file({ a: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, new Uint8Array(8)), 'data'],
-      [file({ a: { dtype: 'F32', shape: [1], data_offsets: [0, 4] }, b: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, new Uint8Array(4)), 'b.data_offsets'],
+      [
+        file({ a: { dtype: 'F32', shape: [1], data_offsets: [0, 4] }, b: { dtype: 'F32', shape: [1], data_offsets: [0, 4] } }, new Uint8Array(4)),
+        'b.data_offsets',
+      ],
       [file({ __metadata__: { a: 1 } }), '__metadata__'],
     ];
     for (const [bytes, field] of crafted) {
       let err: unknown;
-      try { readSafetensors(bytes); } catch (e) { err = e; }
+      try {
+        readSafetensors(bytes);
+      } catch (e) {
+        err = e;
+      }
       expect(err, field).toBeInstanceOf(DataError);
       expect((err as DataError).code).toBe('BAD_FILE');
       expect((err as DataError).field).toBe(field);
     }
     // A valid file, then random byte flips and truncations: a parsed file or BAD_FILE.
-    const good = file({ __metadata__: { k: 'v' }, w: { dtype: 'F32', shape: [2, 2], data_offsets: [0, 16] }, b: { dtype: 'F64', shape: [1], data_offsets: [16, 24] } }, new Uint8Array(24));
-    fc.assert(fc.property(fc.array(fc.tuple(fc.nat(good.length - 1), fc.nat(255)), { maxLength: 6 }), fc.nat(good.length), (flips, cut) => {
-      const b = good.slice(0, cut === 0 ? good.length : cut);
-      for (const [i, v] of flips) if (i < b.length) b[i] = v;
-      const code = codeOf(() => readSafetensors(b));
-      expect([undefined, 'BAD_FILE']).toContain(code);
-    }), { numRuns: 500 });
+    const good = file(
+      { __metadata__: { k: 'v' }, w: { dtype: 'F32', shape: [2, 2], data_offsets: [0, 16] }, b: { dtype: 'F64', shape: [1], data_offsets: [16, 24] } },
+      new Uint8Array(24),
+    );
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat(good.length - 1), fc.nat(255)), { maxLength: 6 }), fc.nat(good.length), (flips, cut) => {
+        const b = good.slice(0, cut === 0 ? good.length : cut);
+        for (const [i, v] of flips) if (i < b.length) b[i] = v;
+        const code = codeOf(() => readSafetensors(b));
+        expect([undefined, 'BAD_FILE']).toContain(code);
+      }),
+      { numRuns: 500 },
+    );
   });
 });

@@ -7,14 +7,18 @@ import { toyData } from './support/train-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
 const spec = { layers: [6, 9, 4], batch: 5, optimizer: 'momentum' as const, samples: 4000 };
-const upBytes = (a: Arena, f: () => void) => { const s0 = a.stats.toDeviceBytes; f(); return a.stats.toDeviceBytes - s0; };
+const upBytes = (a: Arena, f: () => void) => {
+  const s0 = a.stats.toDeviceBytes;
+  f();
+  return a.stats.toDeviceBytes - s0;
+};
 
 describe('the first upload sends what was written', () => {
   it('init() on a new arena leaves out the untouched data regions; training is bit-identical to a full upload', async () => {
     const plan = planLayout(spec);
     using fresh = Arena.create(plan, cpu);
     using full = Arena.create(plan, cpu);
-    full.toDevice();  // no longer fresh: its init uploads the whole arena
+    full.toDevice(); // no longer fresh: its init uploads the whole arena
     const [a, b] = [new Trainer(fresh, { lr: 0.1 }), new Trainer(full, { lr: 0.1 })];
     const sent = upBytes(fresh, () => a.init(3));
     expect(upBytes(full, () => b.init(3))).toBe(plan.totalBytes);
@@ -33,17 +37,17 @@ describe('the first upload sends what was written', () => {
     const plan = planLayout(spec);
     {
       using a = Arena.create(plan, cpu);
-      a.view(0, 'xdata')[7] = 5;  // written by hand before the first run
+      a.view(0, 'xdata')[7] = 5; // written by hand before the first run
       const t = new Trainer(a);
       const sent = upBytes(a, () => t.init(1));
       expect(sent).toBeGreaterThan(plan.bytesByKind().xdata!);
       a.view(0, 'xdata')[7] = 0;
       a.toHost({ kinds: ['xdata'] });
-      expect(a.view(0, 'xdata')[7]).toBe(5);  // it reached the device
+      expect(a.view(0, 'xdata')[7]).toBe(5); // it reached the device
     }
     {
       using a = Arena.create(plan, cpu);
-      void a.hostAddress;  // native code may write anywhere
+      void a.hostAddress; // native code may write anywhere
       expect(upBytes(a, () => new Trainer(a).init(1))).toBe(plan.totalBytes);
     }
   });

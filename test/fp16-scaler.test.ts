@@ -33,17 +33,42 @@ interface Setup {
 }
 
 const SETUPS: Setup[] = [
-  { name: 'default-factors', what: 'x2 / x0.5 every 3 good steps from 2^24: four overflows in a row, then growth and backoff in turn',
-    lossScale: { init: 2 ** 24, growthFactor: 2, backoffFactor: 0.5, growthInterval: 3 }, steps: 30, rows: () => 20 },
-  { name: 'growth4-backoff0.25', what: 'x4 / x0.25 every 3 good steps from 2^30: five overflows in a row, 2-row batches overflowing mid-run',
-    lossScale: { init: 2 ** 30, growthFactor: 4, backoffFactor: 0.25, growthInterval: 3 }, steps: 30, rows: (s) => ([9, 14, 15, 22].includes(s) ? 2 : 20) },
-  { name: 'mid-run-overflows', what: 'x2 / x0.5 every 4 good steps from 2^18: batches of 1-3 rows overflow 1-3 good steps into a run',
-    lossScale: { init: 2 ** 18, growthFactor: 2, backoffFactor: 0.5, growthInterval: 4 }, steps: 36, rows: (s) => ([5, 6, 13, 19, 20, 27, 33].includes(s) ? 1 + (s % 3) : 20) },
-  { name: 'float32-rounding', what: 'x1.5 / x0.3 every 2 good steps from 2^24 + 3: the scale is a float32 (2^24 + 4), each move rounded to float32 as GradScaler\'s tensor',
-    lossScale: { init: 2 ** 24 + 3, growthFactor: 1.5, backoffFactor: 0.3, growthInterval: 2 }, steps: 30, rows: (s) => ([11, 17, 23].includes(s) ? 1 : 20) },
+  {
+    name: 'default-factors',
+    what: 'x2 / x0.5 every 3 good steps from 2^24: four overflows in a row, then growth and backoff in turn',
+    lossScale: { init: 2 ** 24, growthFactor: 2, backoffFactor: 0.5, growthInterval: 3 },
+    steps: 30,
+    rows: () => 20,
+  },
+  {
+    name: 'growth4-backoff0.25',
+    what: 'x4 / x0.25 every 3 good steps from 2^30: five overflows in a row, 2-row batches overflowing mid-run',
+    lossScale: { init: 2 ** 30, growthFactor: 4, backoffFactor: 0.25, growthInterval: 3 },
+    steps: 30,
+    rows: (s) => ([9, 14, 15, 22].includes(s) ? 2 : 20),
+  },
+  {
+    name: 'mid-run-overflows',
+    what: 'x2 / x0.5 every 4 good steps from 2^18: batches of 1-3 rows overflow 1-3 good steps into a run',
+    lossScale: { init: 2 ** 18, growthFactor: 2, backoffFactor: 0.5, growthInterval: 4 },
+    steps: 36,
+    rows: (s) => ([5, 6, 13, 19, 20, 27, 33].includes(s) ? 1 + (s % 3) : 20),
+  },
+  {
+    name: 'float32-rounding',
+    what: "x1.5 / x0.3 every 2 good steps from 2^24 + 3: the scale is a float32 (2^24 + 4), each move rounded to float32 as GradScaler's tensor",
+    lossScale: { init: 2 ** 24 + 3, growthFactor: 1.5, backoffFactor: 0.3, growthInterval: 2 },
+    steps: 30,
+    rows: (s) => ([11, 17, 23].includes(s) ? 1 : 20),
+  },
 ];
 
-interface Run { overflow: boolean[]; scale: number[]; applied: boolean[]; skipped: number[] }
+interface Run {
+  overflow: boolean[];
+  scale: number[];
+  applied: boolean[];
+  skipped: number[];
+}
 
 const params = (a: Arena) => [1, 2].flatMap((l) => [Float32Array.from(a.view(l, 'w')), Float32Array.from(a.view(l, 'b'))]);
 const same = (a: Float32Array[], b: Float32Array[]) => a.every((v, i) => Buffer.compare(Buffer.from(v.buffer), Buffer.from(b[i]!.buffer)) === 0);
@@ -56,7 +81,9 @@ function train(c: Setup): Promise<Run> {
     t.init(4);
     const run: Run = { overflow: [], scale: [], applied: [], skipped: [] };
     for (let s = 0; s < c.steps; s++) {
-      const rows = c.rows(s), before = params(arena), skipped = t.skippedSteps;
+      const rows = c.rows(s),
+        before = params(arena),
+        skipped = t.skippedSteps;
       await t.step(data.x.subarray(s * 400, s * 400 + rows * 20), { labels: data.labels.subarray(s * 20, s * 20 + rows) });
       t.syncToHost();
       run.overflow.push(t.skippedSteps > skipped);
@@ -71,15 +98,25 @@ function train(c: Setup): Promise<Run> {
 /** 'X' for a step whose scaled gradients overflowed (skipped), '.' for one applied: gen_scaler.py's form. */
 const pattern = (overflow: boolean[]) => overflow.map((o) => (o ? 'X' : '.')).join('');
 
-interface TorchCase extends Run { name: string; lossScale: Required<LossScaleOptions> }
-interface ScalerFixture { torch: string; device: string; cases: TorchCase[] }
+interface TorchCase extends Run {
+  name: string;
+  lossScale: Required<LossScaleOptions>;
+}
+interface ScalerFixture {
+  torch: string;
+  device: string;
+  cases: TorchCase[];
+}
 const FIXTURE = join(__dirname, 'fixtures', 'scaler-torch.json');
 const fixture: ScalerFixture | undefined = existsSync(FIXTURE) ? JSON.parse(readFileSync(FIXTURE, 'utf8')) : undefined;
-const REGENERATE = 'NN_ARENA_PRINT_SCALER_PATTERN=1 npx vitest run test/fp16-scaler.test.ts prints the patterns: paste them into CASES in test/fixtures/gen_scaler.py and run python3 test/fixtures/gen_scaler.py (torch >= 2.3)';
+const REGENERATE =
+  'NN_ARENA_PRINT_SCALER_PATTERN=1 npx vitest run test/fp16-scaler.test.ts prints the patterns: paste them into CASES in test/fixtures/gen_scaler.py and run python3 test/fixtures/gen_scaler.py (torch >= 2.3)';
 if (!fixture) console.warn(`test/fp16-scaler.test.ts: SKIPPED, ${FIXTURE} is absent; python3 test/fixtures/gen_scaler.py (torch >= 2.3) writes it`);
 
 describe.skipIf(!fixture)(
-  fixture ? `the loss scale moves as torch.amp.GradScaler's (torch ${fixture.torch}, ${fixture.device}), fp16 on the CPU backend` : 'the loss scale against torch.amp.GradScaler: skipped, test/fixtures/scaler-torch.json is absent',
+  fixture
+    ? `the loss scale moves as torch.amp.GradScaler's (torch ${fixture.torch}, ${fixture.device}), fp16 on the CPU backend`
+    : 'the loss scale against torch.amp.GradScaler: skipped, test/fixtures/scaler-torch.json is absent',
   () => {
     const torchCase = (name: string) => fixture!.cases.find((t) => t.name === name);
 
@@ -92,19 +129,25 @@ describe.skipIf(!fixture)(
       }
     });
 
-    it.each(SETUPS.map((c) => [c.name, c.what, c] as const))('%s (%s): the overflow pattern is the fixture\'s, the scale after every step equals GradScaler\'s', async (_n, _w, c) => {
-      const want = torchCase(c.name)!;
-      const got = await train(c);
-      expect(pattern(got.overflow), `${c.name}: nn-arena no longer overflows on the steps the fixture was made from: ${REGENERATE}`).toBe(pattern(want.overflow));
-      expect(got.scale, `${c.name}: lossScale after each step`).toEqual(want.scale);
-      expect(got.skipped, `${c.name}: skippedSteps after each step`).toEqual(want.skipped);
-      expect(got.applied, `${c.name}: steps that changed the parameters`).toEqual(want.applied);
-    });
+    it.each(SETUPS.map((c) => [c.name, c.what, c] as const))(
+      "%s (%s): the overflow pattern is the fixture's, the scale after every step equals GradScaler's",
+      async (_n, _w, c) => {
+        const want = torchCase(c.name)!;
+        const got = await train(c);
+        expect(pattern(got.overflow), `${c.name}: nn-arena no longer overflows on the steps the fixture was made from: ${REGENERATE}`).toBe(
+          pattern(want.overflow),
+        );
+        expect(got.scale, `${c.name}: lossScale after each step`).toEqual(want.scale);
+        expect(got.skipped, `${c.name}: skippedSteps after each step`).toEqual(want.skipped);
+        expect(got.applied, `${c.name}: steps that changed the parameters`).toEqual(want.applied);
+      },
+    );
 
     it('the cases cover overflows in a row, growth, overflows with the growth tracker part way (reset), and other factors than 2 / 0.5', () => {
       // From PyTorch's records: the good steps since its scale last changed, when a step overflows.
       const trackersAtOverflow = fixture!.cases.flatMap((t) => {
-        let good = 0, scale = t.lossScale.init;
+        let good = 0,
+          scale = t.lossScale.init;
         return t.overflow.flatMap((o, s) => {
           const at = o ? [good] : [];
           good = t.scale[s] !== scale ? 0 : good + (o ? 0 : 1);
@@ -125,7 +168,9 @@ if (process.env.NN_ARENA_PRINT_SCALER_PATTERN === '1') {
     const lines: string[] = [];
     for (const c of SETUPS) {
       const l = c.lossScale;
-      lines.push(`    {"name": "${c.name}", "lossScale": {"init": ${l.init}, "growthFactor": ${l.growthFactor}, "backoffFactor": ${l.backoffFactor}, "growthInterval": ${l.growthInterval}},\n     "overflow": "${pattern((await train(c)).overflow)}"},`);
+      lines.push(
+        `    {"name": "${c.name}", "lossScale": {"init": ${l.init}, "growthFactor": ${l.growthFactor}, "backoffFactor": ${l.backoffFactor}, "growthInterval": ${l.growthInterval}},\n     "overflow": "${pattern((await train(c)).overflow)}"},`,
+      );
     }
     console.log(`CASES = [\n${lines.join('\n')}\n]`);
   });

@@ -8,22 +8,35 @@ import { importCycles, importGraph, importsOf, srcLayers, upwardImports } from '
 
 describe('the import graph of src/', () => {
   it('reads static, type-only, re-export, side-effect and dynamic imports', () => {
-    const src = `import { a } from './a.js';\nimport type { B } from "./b.js";\nexport { c } from './c.js';\n` +
+    const src =
+      `import { a } from './a.js';\nimport type { B } from "./b.js";\nexport { c } from './c.js';\n` +
       `export * from './d.js';\nimport './e.js';\nconst f = await import('./f.js');\n// import { g } from './g.js';\n` +
       `import {\n  h,\n  type H,\n} from './h.js';\n/* import { i } from './i.js'; */`;
     expect(importsOf(src)).toEqual(['./a.js', './b.js', './c.js', './d.js', './e.js', './f.js', './h.js'].sort((x, y) => src.indexOf(x) - src.indexOf(y)));
   });
 
   it('finds a circle where there is one', () => {
-    const g = new Map([['a.ts', ['b.ts']], ['b.ts', ['c.ts']], ['c.ts', ['a.ts']], ['d.ts', ['a.ts']]]);
+    const g = new Map([
+      ['a.ts', ['b.ts']],
+      ['b.ts', ['c.ts']],
+      ['c.ts', ['a.ts']],
+      ['d.ts', ['a.ts']],
+    ]);
     expect(importCycles(g)).toEqual([['a.ts', 'b.ts', 'c.ts', 'a.ts']]);
-    expect(importCycles(new Map([['a.ts', ['b.ts']], ['b.ts', []]]))).toEqual([]);
+    expect(
+      importCycles(
+        new Map([
+          ['a.ts', ['b.ts']],
+          ['b.ts', []],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it('has no circle', () => {
     const graph = importGraph(join(__dirname, '..', 'src'));
     expect(graph.size).toBeGreaterThan(30);
-    expect(graph.get('arena/arena.ts')).toContain('checkpoint/checkpoint.ts');  // the parser sees real edges
+    expect(graph.get('arena/arena.ts')).toContain('checkpoint/checkpoint.ts'); // the parser sees real edges
     expect(importCycles(graph)).toEqual([]);
   });
 
@@ -34,7 +47,11 @@ describe('the import graph of src/', () => {
   });
 
   it('finds an upward import where there is one', () => {
-    const g = new Map([['core/errors.ts', ['train/trainer.ts']], ['train/trainer.ts', ['core/errors.ts', 'train/fit.ts']], ['index.ts', ['cli/main.ts']]]);
+    const g = new Map([
+      ['core/errors.ts', ['train/trainer.ts']],
+      ['train/trainer.ts', ['core/errors.ts', 'train/fit.ts']],
+      ['index.ts', ['cli/main.ts']],
+    ]);
     expect(upwardImports(g, ['cli', 'train', 'core'])).toEqual(['core -> train (core/errors.ts -> train/trainer.ts)']);
   });
 });

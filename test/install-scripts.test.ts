@@ -29,7 +29,9 @@ function copy(built: boolean): string {
 }
 
 const dirs: string[] = [];
-afterAll(() => { for (const d of dirs) rmSync(d, { recursive: true, force: true }); });
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
 const install = (dir: string, env: Record<string, string>) =>
   spawnSync(process.execPath, [join(dir, 'scripts', 'install.cjs')], { cwd: dir, encoding: 'utf8', env: { ...process.env, NN_ARENA_CUDA: '0', ...env } });
@@ -55,7 +57,9 @@ describe('scripts/sources.cjs', () => {
     const { sources } = req(join(root, 'scripts', 'sources.cjs')) as { sources(kind: string): string[] };
     const lib = ['common', 'cuda', 'absent'].flatMap((k) => sources(k));
     const test = ['test-common', 'test-cuda', 'test-absent'].flatMap((k) => sources(k));
-    const own = readdirSync(join(root, 'test', 'native')).filter((f) => /\.(cc|cu)$/.test(f)).map((f) => `test/native/${f}`);
+    const own = readdirSync(join(root, 'test', 'native'))
+      .filter((f) => /\.(cc|cu)$/.test(f))
+      .map((f) => `test/native/${f}`);
     expect(test.filter((f) => f.startsWith('test/native/')).sort()).toEqual(own.sort());
     expect(lib.filter((f) => !f.startsWith('csrc/'))).toEqual([]);
     // What it reuses of the library is library code, compiled again for it.
@@ -95,7 +99,11 @@ describe('scripts/install.cjs', () => {
     dirs.push(dir);
     const stamp = req(join(dir, 'scripts', 'build-stamp.cjs')) as { current(p: object): object; write(s: object): void };
     process.env.NN_ARENA_CUDA = '0';
-    try { stamp.write(stamp.current({ cuda: false, archs: [] })); } finally { delete process.env.NN_ARENA_CUDA; }
+    try {
+      stamp.write(stamp.current({ cuda: false, archs: [] }));
+    } finally {
+      delete process.env.NN_ARENA_CUDA;
+    }
     const binary = join(dir, 'build', 'Release', 'nn_arena.node');
     const before = statSync(binary).mtimeMs;
     const r = install(dir, {});
@@ -112,7 +120,9 @@ describe('scripts/install.cjs', () => {
     symlinkSync(process.execPath, join(bin, 'node'));
     const r = install(dir, { PATH: bin, NN_ARENA_BUILD_FROM_SOURCE: '1', CXX: '' });
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/^nn-arena: cannot build from source: no Python 3 .*no C\+\+17 compiler on PATH \(looked for c\+\+, g\+\+, clang\+\+\); no make on PATH/m);
+    expect(r.stderr).toMatch(
+      /^nn-arena: cannot build from source: no Python 3 .*no C\+\+17 compiler on PATH \(looked for c\+\+, g\+\+, clang\+\+\); no make on PATH/m,
+    );
     expect(r.stderr).not.toMatch(/\n\s+at .*:\d+:\d+/);
   });
 });
@@ -140,7 +150,11 @@ describe('the loader and package.json engines', () => {
     expect(pkg.engines.node).toMatch(/^>=\d+\.\d+/);
     for (const old of ['18.20.4', '20.9.0', 'v16.0.0']) {
       let e: unknown;
-      try { checkNodeVersion(old); } catch (x) { e = x; }
+      try {
+        checkNodeVersion(old);
+      } catch (x) {
+        e = x;
+      }
       expect(e).toBeInstanceOf(ArenaError);
       expect((e as ArenaError).code).toBe('NODE_TOO_OLD');
       expect((e as Error).message).toContain(`Node ${pkg.engines.node}`);

@@ -17,7 +17,9 @@ const dir = mkdtempSync(join(tmpdir(), 'nn-arena-io-resume-'));
 
 /** The typed error `f` throws: its class, code and field (undefined when it does not throw). */
 function refusal(f: () => unknown): { name: string; code: string; field?: string; message: string } | undefined {
-  try { f(); } catch (e) {
+  try {
+    f();
+  } catch (e) {
     expect(e, String(e)).toBeInstanceOf(NnArenaError);
     const { name, code, field, message } = e as NnArenaError & { field?: string };
     return { name, code, field, message };
@@ -36,7 +38,15 @@ describe('a crafted fit position is refused, never a long run or a skipped epoch
     const arena = Arena.create(planLayout(spec), cpu);
     const t = new Trainer(arena, { lr: 0.01 });
     t.init(1);
-    await expect(t.fit(d, { epochs: 3, reportsPerEpoch: 3, onProgress: () => { throw new Error('stop'); } })).rejects.toThrow('stop');
+    await expect(
+      t.fit(d, {
+        epochs: 3,
+        reportsPerEpoch: 3,
+        onProgress: () => {
+          throw new Error('stop');
+        },
+      }),
+    ).rejects.toThrow('stop');
     const p = join(dir, 'stopped.nna');
     t.save(p);
     const record = inspectCheckpoint(p).metadata.trainer as Record<string, unknown> & { fit: Record<string, unknown> };
@@ -57,7 +67,7 @@ describe('a crafted fit position is refused, never a long run or a skipped epoch
       for (const [field, fit] of [
         ['epochs', { epochs: 2 ** 40 }],
         ['next', { next: 1e9 }],
-        ['perm', { perm: { a: 23, c: 0 } }],  // every position maps to row 0
+        ['perm', { perm: { a: 23, c: 0 } }], // every position maps to row 0
         ['perm', { perm: { a: 1, c: 1e6 } }],
       ] as const) {
         const p = crafted(arena, record, `load-${field}`, fit);
@@ -81,16 +91,19 @@ describe('a crafted fit position is refused, never a long run or a skipped epoch
       for (const [field, fit] of [
         ['diverged', { diverged: Array<boolean>(100_000).fill(true) }],
         ['diverged', { diverged: [true] }],
-        ['next', { next: 6 }],  // the epoch has 5 batches: the rest of it would be skipped
+        ['next', { next: 6 }], // the epoch has 5 batches: the rest of it would be skipped
         ['count', { count: 1000, perm: { a: 1, c: 0 } }],
       ] as const) {
         await using r = Trainer.load(crafted(arena, record, `resume-${field}`, fit), cpu);
         const steps = r.steps;
-        const e = await r.fit(d, { resume: true }).then(() => undefined, (x: unknown) => x as NnArenaError);
+        const e = await r.fit(d, { resume: true }).then(
+          () => undefined,
+          (x: unknown) => x as NnArenaError,
+        );
         expect(e, `${field} ${JSON.stringify(fit).slice(0, 60)}`).toBeInstanceOf(NnArenaError);
         expect(e).toMatchObject({ name: 'ArenaError', code: 'BAD_CHECKPOINT' });
         expect(e!.message).toContain(field);
-        expect(r.steps).toBe(steps);  // nothing ran
+        expect(r.steps).toBe(steps); // nothing ran
       }
     } finally {
       arena.dispose();
@@ -102,7 +115,10 @@ describe('a crafted fit position is refused, never a long run or a skipped epoch
 describe('metrics() after forward / backward / update', () => {
   for (const target of ['labels', 'y'] as const) {
     it(`is the backward's loss and accuracy, which step() reports on the same weights (${target})`, async () => {
-      const spec = target === 'labels' ? { layers: [6, 8, 4], batch: 8, optimizer: 'adam' as const } : { layers: [6, 8, 4], batch: 8, optimizer: 'momentum' as const, activations: ['tanh', 'identity'] as const };
+      const spec =
+        target === 'labels'
+          ? { layers: [6, 8, 4], batch: 8, optimizer: 'adam' as const }
+          : { layers: [6, 8, 4], batch: 8, optimizer: 'momentum' as const, activations: ['tanh', 'identity'] as const };
       using a = Arena.create(planLayout(spec as never), cpu);
       using b = Arena.create(planLayout(spec as never), cpu);
       const [t, s] = [new Trainer(a, target === 'y' ? { loss: 'mse' } : {}), new Trainer(b, target === 'y' ? { loss: 'mse' } : {})];
@@ -124,7 +140,11 @@ describe('metrics() after forward / backward / update', () => {
       // The parameters, the optimizer state and the stats region: the same bytes as step()'s.
       const state = (tr: Trainer, arena: Arena) => {
         tr.syncToHost();
-        return Buffer.concat(arena.plan.regions.filter((r) => ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'].includes(r.kind)).map((r) => Buffer.from(arena.bytes(r.offset, r.bytes))));
+        return Buffer.concat(
+          arena.plan.regions
+            .filter((r) => ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'].includes(r.kind))
+            .map((r) => Buffer.from(arena.bytes(r.offset, r.bytes))),
+        );
       };
       expect(state(t, a).equals(state(s, b))).toBe(true);
     });
@@ -158,7 +178,11 @@ describe('toData refuses what it cannot do', () => {
 
   it('a null table, columns that are no array, labels among the inputs: typed, naming the argument', () => {
     expect(refusal(() => toData(null as never, { labels: 'c' }))).toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'table' });
-    expect(refusal(() => toData({ ...table, columns: 'abc' as never }, { labels: 'c' }))).toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'table.columns' });
+    expect(refusal(() => toData({ ...table, columns: 'abc' as never }, { labels: 'c' }))).toMatchObject({
+      name: 'DataError',
+      code: 'BAD_DATA',
+      field: 'table.columns',
+    });
     expect(refusal(() => toData(table, { labels: 'c', x: ['a', 'c'] }))).toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'x[1]' });
     expect(refusal(() => toData(table, { labels: 'c', x: 'a' as never }))).toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'x' });
     // More rows than the data holds would read NaN for the missing ones.
@@ -181,24 +205,36 @@ describe('io arguments of the wrong kind: typed errors naming the argument', () 
     using arena = Arena.create(plan, cpu);
     const bytes = toSafetensors(arena);
     for (const v of [null, {}, plan, 5]) {
-      for (const [name, f] of [['toSafetensors', () => toSafetensors(v as never)], ['toOnnx', () => toOnnx(v as never)], ['loadSafetensors', () => loadSafetensors(v as never, bytes)]] as const) {
+      for (const [name, f] of [
+        ['toSafetensors', () => toSafetensors(v as never)],
+        ['toOnnx', () => toOnnx(v as never)],
+        ['loadSafetensors', () => loadSafetensors(v as never, bytes)],
+      ] as const) {
         const e = refusal(f);
         expect(e, `${name}(${v === plan ? 'plan' : JSON.stringify(v)})`).toMatchObject({ name: 'OptionError', code: 'BAD_OPTION', field: 'arena' });
-        expect(e!.message.length).toBeLessThan(200);  // an object is named by its kind, not spelled out
+        expect(e!.message.length).toBeLessThan(200); // an object is named by its kind, not spelled out
       }
     }
-    loadSafetensors(arena, bytes);  // the arena itself is fine
+    loadSafetensors(arena, bytes); // the arena itself is fine
   });
 });
 
 describe('issue 51: options that were taken silently', () => {
   it('lossScale: [] is refused, and learningRate() takes only a step and a model of this arena', () => {
     using arena = Arena.create(planLayout({ layers: [4, 3, 2], batch: 2 }), { backend: 'cpu' });
-    expect(() => new Trainer(arena, { precision: 'fp16', lossScale: [] as never })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'lossScale' }));
+    expect(() => new Trainer(arena, { precision: 'fp16', lossScale: [] as never })).toThrow(
+      expect.objectContaining({ code: 'BAD_OPTION', field: 'lossScale' }),
+    );
     const t = new Trainer(arena, { lr: 0.1, schedule: { type: 'cosine', total: 10 } });
     expect(t.learningRate(0)).toBeCloseTo(0.1, 12);
     expect(t.learningRate()).toBe(t.learningRate(0));
-    for (const [args, field] of [[[-1], 'step'], [['2'], 'step'], [[1.5], 'step'], [[0, 1], 'model'], [[0, -1], 'model']] as const) {
+    for (const [args, field] of [
+      [[-1], 'step'],
+      [['2'], 'step'],
+      [[1.5], 'step'],
+      [[0, 1], 'model'],
+      [[0, -1], 'model'],
+    ] as const) {
       expect(() => t.learningRate(...(args as unknown as [number, number]))).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field }));
     }
   });

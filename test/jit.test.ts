@@ -90,7 +90,9 @@ describe('arena.synchronize()', () => {
   it('waits natively for a run started outside any queue, which makes transfers BUSY meanwhile', async () => {
     using a = Arena.create(planLayout({ layers: [256, 256, 256, 3], batch: 256 }), { backend: 'cpu' });
     let ended = false;
-    const run = runArena(a, { op: OPS.forward, rows: 256 }).then(() => { ended = true; });
+    const run = runArena(a, { op: OPS.forward, rows: 256 }).then(() => {
+      ended = true;
+    });
     expect(codeOf(() => a.toHost())).toBe('BUSY');
     await a.synchronize();
     // The run has ended natively (its promise's callbacks may still be queued): transfers work.

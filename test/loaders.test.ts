@@ -13,7 +13,10 @@ import { optionalImport } from '../src/formats/optional.js';
 import { codeOf } from './support/errors.js';
 
 const fx = join(__dirname, 'fixtures', 'npy');
-const expected = JSON.parse(readFileSync(join(fx, 'expected.json'), 'utf8')).arrays as Record<string, { shape: number[]; values: Array<number | string | boolean> }>;
+const expected = JSON.parse(readFileSync(join(fx, 'expected.json'), 'utf8')).arrays as Record<
+  string,
+  { shape: number[]; values: Array<number | string | boolean> }
+>;
 const values = (a: NpyArray) => Array.from(a.data as ArrayLike<number | bigint>, (v) => (typeof v === 'bigint' ? String(v) : v));
 const want = (e: { values: Array<number | string | boolean> }) => e.values.map((v) => (typeof v === 'boolean' ? Number(v) : v));
 
@@ -21,7 +24,11 @@ const want = (e: { values: Array<number | string | boolean> }) => e.values.map((
 const fileBytes = (name: string) => new Uint8Array(readFileSync(join(fx, name)));
 
 async function rejectsWith(p: Promise<unknown>) {
-  try { await p; } catch (e) { return e; }
+  try {
+    await p;
+  } catch (e) {
+    return e;
+  }
   return undefined;
 }
 
@@ -39,7 +46,7 @@ describe('.npy', () => {
     const a = loadNpy(bytes);
     expect(a.data).toBeInstanceOf(Float32Array);
     expect(a.data.buffer).toBe(bytes.buffer);
-    bytes[bytes.length - 4]! ^= 0xff;  // the view sees writes to the bytes
+    bytes[bytes.length - 4]! ^= 0xff; // the view sees writes to the bytes
     expect(a.data[11]).not.toBe(11 / 7);
     const be = fileBytes('f8be.npy');
     expect(loadNpy(be).data.buffer).not.toBe(be.buffer);
@@ -49,7 +56,7 @@ describe('.npy', () => {
     expect(values(loadNpy(shifted.subarray(1)))).toEqual(want(expected.f4!));
   });
 
-  it('toNpy writes what loadNpy (and NumPy\'s header rules: 64-byte aligned data) reads', () => {
+  it("toNpy writes what loadNpy (and NumPy's header rules: 64-byte aligned data) reads", () => {
     const data = Float64Array.from({ length: 6 }, (_, i) => i / 3);
     const bytes = toNpy(data, [2, 3]);
     const h = (bytes[8]! | (bytes[9]! << 8)) + 10;
@@ -88,7 +95,11 @@ describe('.npy', () => {
     ];
     for (const [bytes, field] of cases) {
       let err: unknown;
-      try { loadNpy(bytes); } catch (e) { err = e; }
+      try {
+        loadNpy(bytes);
+      } catch (e) {
+        err = e;
+      }
       expect(err, field).toBeInstanceOf(DataError);
       expect((err as DataError).code, field).toBe('BAD_FILE');
       expect((err as DataError).field, String((err as Error).message)).toBe(field);
@@ -99,11 +110,14 @@ describe('.npy', () => {
 
   it('fuzzed: byte flips and truncations of a real file give its values or BAD_FILE, nothing else', () => {
     const good = fileBytes('fortran.npy');
-    fc.assert(fc.property(fc.array(fc.tuple(fc.nat(127), fc.nat(255)), { maxLength: 4 }), fc.nat(good.length), (flips, cut) => {
-      const b = good.slice(0, cut === 0 ? good.length : cut);
-      for (const [i, v] of flips) if (i < b.length) b[i] = v;
-      expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadNpy(b)));
-    }), { numRuns: 1500 });
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat(127), fc.nat(255)), { maxLength: 4 }), fc.nat(good.length), (flips, cut) => {
+        const b = good.slice(0, cut === 0 ? good.length : cut);
+        for (const [i, v] of flips) if (i < b.length) b[i] = v;
+        expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadNpy(b)));
+      }),
+      { numRuns: 1500 },
+    );
   });
 });
 
@@ -122,15 +136,18 @@ describe('.npz', () => {
   it('fuzzed: flips and truncations of both archives give a result or BAD_FILE (CRC-32 catches flipped data)', () => {
     for (const name of ['stored.npz', 'deflated.npz']) {
       const good = fileBytes(name);
-      fc.assert(fc.property(fc.array(fc.tuple(fc.nat(good.length - 1), fc.nat(255)), { minLength: 1, maxLength: 4 }), fc.nat(good.length), (flips, cut) => {
-        const b = good.slice(0, cut === 0 ? good.length : cut);
-        for (const [i, v] of flips) if (i < b.length) b[i] = v;
-        expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadNpz(b)));
-      }), { numRuns: 800 });
+      fc.assert(
+        fc.property(fc.array(fc.tuple(fc.nat(good.length - 1), fc.nat(255)), { minLength: 1, maxLength: 4 }), fc.nat(good.length), (flips, cut) => {
+          const b = good.slice(0, cut === 0 ? good.length : cut);
+          for (const [i, v] of flips) if (i < b.length) b[i] = v;
+          expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadNpz(b)));
+        }),
+        { numRuns: 800 },
+      );
     }
     if ((zlib as { crc32?: unknown }).crc32) {
       const b = fileBytes('stored.npz');
-      b[200]! ^= 1;  // inside x's data
+      b[200]! ^= 1; // inside x's data
       expect(codeOf(() => loadNpz(b))).toBe('BAD_FILE');
     }
     expect(codeOf(() => loadNpz(fileBytes('f4.npy')))).toBe('BAD_FILE');
@@ -162,7 +179,11 @@ describe('CSV', () => {
     ];
     for (const [csv, field] of cases) {
       let err: unknown;
-      try { loadCsv(text(csv)); } catch (e) { err = e; }
+      try {
+        loadCsv(text(csv));
+      } catch (e) {
+        err = e;
+      }
       expect(err, csv).toBeInstanceOf(DataError);
       expect((err as DataError).code).toBe('BAD_FILE');
       expect((err as DataError).field).toBe(field);
@@ -172,9 +193,12 @@ describe('CSV', () => {
   });
 
   it('fuzzed text: a table or BAD_FILE', () => {
-    fc.assert(fc.property(fc.stringMatching(/^[0-9a-c,.\-e"\r\n ]{0,60}$/), (s) => {
-      expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadCsv(text(s))));
-    }), { numRuns: 1500 });
+    fc.assert(
+      fc.property(fc.stringMatching(/^[0-9a-c,.\-e"\r\n ]{0,60}$/), (s) => {
+        expect([undefined, 'BAD_FILE']).toContain(codeOf(() => loadCsv(text(s))));
+      }),
+      { numRuns: 1500 },
+    );
   });
 
   it('toData gives fit its { x, labels }: a network trains on a CSV file', async () => {
@@ -210,7 +234,7 @@ describe('Apache Arrow IPC', () => {
       expect(t.columns).toEqual(['a', 'b', 'c']);
       expect(t.rows).toBe(10);
       expect(t.arrays[0]).toBeInstanceOf(Float32Array);
-      expect(t.arrays[0]!.buffer).toBe(bytes.buffer);  // no copy
+      expect(t.arrays[0]!.buffer).toBe(bytes.buffer); // no copy
       expect(Array.from(t.arrays[0] as Float32Array)).toEqual(Array.from(a));
       expect(Array.from(t.arrays[2] as BigInt64Array)).toEqual(Array.from(c));
       const d = toData(t, { y: ['a'], x: ['c', 'b'] });

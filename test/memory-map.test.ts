@@ -7,25 +7,48 @@ import { describe, expect, it } from 'vitest';
 import { OptionError, planLayout, type Plan } from '../src/index.js';
 import { planToSVG } from '../src/tools.js';
 
-interface Drawn { view: string; kind: string; layer: number; offset: number; bytes: number; x: number; width: number; widened: boolean }
+interface Drawn {
+  view: string;
+  kind: string;
+  layer: number;
+  offset: number;
+  bytes: number;
+  x: number;
+  width: number;
+  widened: boolean;
+}
 
 function drawn(svg: string): Drawn[] {
   return [...svg.matchAll(/<rect class="nna-span"([^>]*)>/g)].map((m) => {
     const a = (k: string) => m[1]!.match(new RegExp(` ${k}="([^"]*)"`))?.[1];
-    return { view: a('data-view')!, kind: a('data-kind')!, layer: Number(a('data-layer')), offset: Number(a('data-offset')), bytes: Number(a('data-bytes')), x: Number(a('x')), width: Number(a('width')), widened: a('data-widened') === '1' };
+    return {
+      view: a('data-view')!,
+      kind: a('data-kind')!,
+      layer: Number(a('data-layer')),
+      offset: Number(a('data-offset')),
+      bytes: Number(a('data-bytes')),
+      x: Number(a('x')),
+      width: Number(a('width')),
+      widened: a('data-widened') === '1',
+    };
   });
 }
 
-const deep = (order: 'layer-major' | 'kind-major') => planLayout({
-  layers: Array.from({ length: 50 }, (_, i) => (i === 0 ? 784 : i === 49 ? 10 : 32 + 5 * i)), batch: 16, optimizer: 'adam', order,
-});
+const deep = (order: 'layer-major' | 'kind-major') =>
+  planLayout({
+    layers: Array.from({ length: 50 }, (_, i) => (i === 0 ? 784 : i === 49 ? 10 : 32 + 5 * i)),
+    batch: 16,
+    optimizer: 'adam',
+    order,
+  });
 
 function checkScale(plan: Plan, svg: string) {
   const d = drawn(svg);
   const scale = d.filter((r) => r.view === 'scale');
-  expect(scale).toHaveLength(plan.regions.length + 1);  // + the header
+  expect(scale).toHaveLength(plan.regions.length + 1); // + the header
   // Default width 960: a 120 px label column, a 10 px right margin.
-  const x0 = 120, plotW = 960 - 120 - 10;
+  const x0 = 120,
+    plotW = 960 - 120 - 10;
   expect(scale.find((r) => r.kind === 'header')!.x).toBe(x0);
   for (const r of plan.regions) {
     const s = scale.find((q) => q.layer === r.layer && q.kind === r.kind)!;
@@ -46,12 +69,25 @@ describe('planToSVG', () => {
       // By layer: each row holds exactly that layer's regions.
       const rows = d.filter((r) => r.view === 'layer' && r.kind !== 'header');
       for (let l = 0; l < 3; l++) {
-        expect(rows.filter((r) => r.layer === l).map((r) => r.kind).sort()).toEqual(plan.regions.filter((r) => r.layer === l).map((r) => r.kind).sort());
+        expect(
+          rows
+            .filter((r) => r.layer === l)
+            .map((r) => r.kind)
+            .sort(),
+        ).toEqual(
+          plan.regions
+            .filter((r) => r.layer === l)
+            .map((r) => r.kind)
+            .sort(),
+        );
       }
       // Log strip: header, regions and padding tile [0, totalBytes) in offset order.
       const log = d.filter((r) => r.view === 'log');
       let cursor = 0;
-      for (const s of log) { expect(s.offset).toBe(cursor); cursor += s.bytes; }
+      for (const s of log) {
+        expect(s.offset).toBe(cursor);
+        cursor += s.bytes;
+      }
       expect(cursor).toBe(plan.totalBytes);
       expect(log.filter((s) => s.kind === 'padding').reduce((a, s) => a + s.bytes, 0)).toBe(plan.bytesByKind().padding);
       expect(log.filter((s) => s.kind !== 'padding')).toHaveLength(plan.regions.length + 1);
@@ -78,7 +114,12 @@ describe('planToSVG', () => {
   it('refuses bad options with an OptionError naming the field', () => {
     const plan = planLayout({ layers: [4, 3, 2], batch: 2 });
     expect(() => planToSVG(plan, { width: 100 })).toThrow(OptionError);
-    try { planToSVG(plan, { minRegionWidth: 0 }); } catch (e) { expect((e as OptionError).code).toBe('BAD_OPTION'); expect((e as OptionError).field).toBe('minRegionWidth'); }
+    try {
+      planToSVG(plan, { minRegionWidth: 0 });
+    } catch (e) {
+      expect((e as OptionError).code).toBe('BAD_OPTION');
+      expect((e as OptionError).field).toBe('minRegionWidth');
+    }
     expect(() => planToSVG(plan, { minRegionWidth: 0 })).toThrow(/minRegionWidth/);
   });
 

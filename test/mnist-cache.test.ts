@@ -12,7 +12,12 @@ const cache = join(dirname(createRequire(join(root, 'package.json')).resolve('mn
 
 /** A fresh process's loadMnist (the built tools entry, as a user loads it): a digest of every pixel and label, and its load time. */
 function load(): { digest: string; ms: number } {
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', `
+  const out = execFileSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `
     import { createHash } from 'node:crypto';
     const { loadMnist } = await import(${JSON.stringify(join(root, 'dist/tools.js'))});
     const t0 = performance.now();
@@ -21,7 +26,10 @@ function load(): { digest: string; ms: number } {
     const h = createHash('sha256');
     for (const d of [train, test]) h.update(new Uint8Array(d.x.buffer, d.x.byteOffset, d.x.byteLength)).update(d.labels);
     console.log(JSON.stringify({ digest: h.digest('hex') + ':' + (train.count + test.count), ms }));
-  `], { cwd: root, encoding: 'utf8' });
+  `,
+    ],
+    { cwd: root, encoding: 'utf8' },
+  );
   return JSON.parse(out.trim().split('\n').pop()!);
 }
 
@@ -37,7 +45,7 @@ describe('loadMnist binary cache', () => {
     b[b.length - 5]! ^= 0x40;
     writeFileSync(cache, b);
     expect(load().digest).toBe(parsed.digest);
-    expect(readFileSync(cache).equals(b)).toBe(false);  // rewritten
+    expect(readFileSync(cache).equals(b)).toBe(false); // rewritten
     // Another key (a package of another version): parsed, rewritten.
     const k = readFileSync(cache);
     k[14]! ^= 1;

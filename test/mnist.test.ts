@@ -12,16 +12,23 @@ describe('MNIST digits from the mnist package', () => {
     for (const l of all.labels) perClass[l]++;
     expect(perClass.reduce((a, b) => a + b, 0)).toBe(10_000);
     for (const c of perClass) expect(c).toBeGreaterThan(800);
-    let sum = 0, outside = 0;
-    for (const v of all.x) { if (!(v >= 0 && v <= 1)) outside++; sum += v; }
+    let sum = 0,
+      outside = 0;
+    for (const v of all.x) {
+      if (!(v >= 0 && v <= 1)) outside++;
+      sum += v;
+    }
     expect(outside).toBe(0);
     expect(sum / all.x.length).toBeGreaterThan(0.05);
   });
 
   it('splits 8,000 / 2,000 by default, disjoint, reproducible from the seed', () => {
-    const a = loadMnist({ seed: 3 }), b = loadMnist({ seed: 3 }), c = loadMnist({ seed: 4 });
+    const a = loadMnist({ seed: 3 }),
+      b = loadMnist({ seed: 3 }),
+      c = loadMnist({ seed: 4 });
     expect([a.train.count, a.test.count]).toEqual([8000, 2000]);
-    const same = (p: ArrayBufferView, q: ArrayBufferView) => Buffer.from(p.buffer, p.byteOffset, p.byteLength).equals(Buffer.from(q.buffer, q.byteOffset, q.byteLength));
+    const same = (p: ArrayBufferView, q: ArrayBufferView) =>
+      Buffer.from(p.buffer, p.byteOffset, p.byteLength).equals(Buffer.from(q.buffer, q.byteOffset, q.byteLength));
     expect(same(b.train.x, a.train.x)).toBe(true);
     expect(same(b.test.labels, a.test.labels)).toBe(true);
     expect(same(c.train.labels, a.train.labels)).toBe(false);
@@ -34,7 +41,15 @@ describe('MNIST digits from the mnist package', () => {
   });
 
   it('bad options give OptionError naming the field', () => {
-    const code = (f: () => unknown) => { try { f(); } catch (e) { expect(e).toBeInstanceOf(OptionError); return [(e as OptionError).code, (e as OptionError).field]; } return undefined; };
+    const code = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        expect(e).toBeInstanceOf(OptionError);
+        return [(e as OptionError).code, (e as OptionError).field];
+      }
+      return undefined;
+    };
     expect(code(() => loadMnist({ seed: 1.5 }))).toEqual(['BAD_SEED', 'seed']);
     expect(code(() => loadMnist({ trainCount: -1 }))).toEqual(['BAD_COUNT', 'trainCount']);
     expect(code(() => loadMnist({ trainCount: 9000, testCount: 2000 }))).toEqual(['BAD_COUNT', 'trainCount']);

@@ -17,12 +17,13 @@ const cpu = { backend: 'cpu' } as const;
 describe('layout of K models', () => {
   it('per-model regions hold K aligned copies; z[0], y and the data set are held once', () => {
     const spec: LayoutSpec = { layers: [5, 7, 3], batch: 4, samples: 9, optimizer: 'adam', align: 64 };
-    const one = planLayout(spec), three = planLayout({ ...spec, models: 3 });
+    const one = planLayout(spec),
+      three = planLayout({ ...spec, models: 3 });
     expect(three.spec.models).toBe(3);
-    const sharedByAll = ['0xdata', '0z', '2y', '2ydata'];  // nna_kind_per_model: z[0], y and the data set
+    const sharedByAll = ['0xdata', '0z', '2y', '2ydata']; // nna_kind_per_model: z[0], y and the data set
     for (const r of three.regions) {
       const r1 = one.region(r.layer, r.kind)!;
-      expect(r.length).toBe(r1.length);  // the header's count: one model's elements
+      expect(r.length).toBe(r1.length); // the header's count: one model's elements
       if (!sharedByAll.includes(`${r.layer}${r.kind}`)) {
         expect(r.models).toBe(3);
         expect(r.stride).toBe(Math.ceil((r.length * 4) / 64) * 64);
@@ -31,7 +32,10 @@ describe('layout of K models', () => {
         expect([r.models, r.stride, r.bytes]).toEqual([1, 0, r1.bytes]);
       }
     }
-    const shared = three.regions.filter((r) => r.models === 1).map((r) => `${r.layer}${r.kind}`).sort();
+    const shared = three.regions
+      .filter((r) => r.models === 1)
+      .map((r) => `${r.layer}${r.kind}`)
+      .sort();
     expect(shared).toEqual(sharedByAll);
     // One model: the plan and header of today (models written as 0).
     expect(one.regions.every((r) => r.models === 1 && r.stride === 0)).toBe(true);
@@ -42,8 +46,10 @@ describe('layout of K models', () => {
 
   it('bytesByKind counts K copies (padding between copies is padding)', () => {
     const spec: LayoutSpec = { layers: [5, 7, 3], batch: 4, models: 4 };
-    const p = planLayout(spec), p1 = planLayout({ ...spec, models: 1 });
-    const by = p.bytesByKind(), by1 = p1.bytesByKind();
+    const p = planLayout(spec),
+      p1 = planLayout({ ...spec, models: 1 });
+    const by = p.bytesByKind(),
+      by1 = p1.bytesByKind();
     expect(by.w).toBe(4 * by1.w);
     expect(by.y).toBe(by1.y);
     const sum = Object.values(by).reduce((a, b) => a + b, 0);
@@ -61,19 +67,24 @@ describe('layout of K models', () => {
       samples: fc.integer({ min: 0, max: 50 }),
       models: fc.integer({ min: 1, max: 9 }),
     });
-    fc.assert(fc.property(spec, (s) => {
-      const plan = planLayout(s);
-      expect(native().validateHeader(plan.header, plan.totalBytes)).toBe('');
-      const h = testAddon().decodeHeader(plan.header) as unknown as { models: bigint; layers: Array<{ regions: Array<[bigint, bigint]> }> };
-      expect(h.models).toBe(s.models === 1 ? 0n : BigInt(s.models));
-      h.layers.forEach((L, l) => KINDS.forEach((k, i) => {
-        const r = plan.region(l, k);
-        expect(L.regions[i]).toEqual(r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n]);
-      }));
-      const back = decodeSpec(plan.header);
-      expect(typeof back).toBe('object');
-      expect(planLayout(back as LayoutSpec).header).toEqual(plan.header);
-    }), { numRuns: 200 });
+    fc.assert(
+      fc.property(spec, (s) => {
+        const plan = planLayout(s);
+        expect(native().validateHeader(plan.header, plan.totalBytes)).toBe('');
+        const h = testAddon().decodeHeader(plan.header) as unknown as { models: bigint; layers: Array<{ regions: Array<[bigint, bigint]> }> };
+        expect(h.models).toBe(s.models === 1 ? 0n : BigInt(s.models));
+        h.layers.forEach((L, l) =>
+          KINDS.forEach((k, i) => {
+            const r = plan.region(l, k);
+            expect(L.regions[i]).toEqual(r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n]);
+          }),
+        );
+        const back = decodeSpec(plan.header);
+        expect(typeof back).toBe('object');
+        expect(planLayout(back as LayoutSpec).header).toEqual(plan.header);
+      }),
+      { numRuns: 200 },
+    );
   });
 
   it('the validator refuses a models field the regions do not make room for', () => {
@@ -102,7 +113,11 @@ describe('layout of K models', () => {
     const base: LayoutSpec = { layers: [4, 3, 2], batch: 2 };
     for (const models of [0, -1, 1.5, NaN, '2', 65536, 2 ** 53]) {
       let err: unknown;
-      try { planLayout({ ...base, models: models as number }); } catch (e) { err = e; }
+      try {
+        planLayout({ ...base, models: models as number });
+      } catch (e) {
+        err = e;
+      }
       expect(err, String(models)).toBeInstanceOf(LayoutError);
       expect(err).toMatchObject({ code: 'BAD_MODELS', field: 'models' });
     }
@@ -121,7 +136,11 @@ describe('K models on the CPU backend: bit-identical to K one-model arenas', () 
   const cases: Array<[string, LayoutSpec, number[]]> = [
     ['sgd', { layers: [6, 12, 3], batch: 8, samples: 40 }, [0.05, 0.2, 0.01]],
     ['momentum', { layers: [6, 12, 9, 3], batch: 8, samples: 40, optimizer: 'momentum', order: 'kind-major' }, [0.02, 0.05, 0.1]],
-    ['adam (float64, mse)', { layers: [5, 10, 4], batch: 7, samples: 40, optimizer: 'adam', dtype: 'float64', activations: ['tanh', 'identity'] }, [0.001, 0.01, 0.003]],
+    [
+      'adam (float64, mse)',
+      { layers: [5, 10, 4], batch: 7, samples: 40, optimizer: 'adam', dtype: 'float64', activations: ['tanh', 'identity'] },
+      [0.001, 0.01, 0.003],
+    ],
   ];
   it.each(cases)('%s: fit (resident, shuffled), step, evaluate', async (_name, spec, lrs) => {
     const r = await compareModels({ spec, lrs, seeds: [3, 30, 300], epochs: 3, count: 37 }, cpu);
@@ -152,7 +171,7 @@ describe('K models on the CPU backend: bit-identical to K one-model arenas', () 
     expect(() => new Trainer(multi).init([1, 2.5, 3])).toThrow(expect.objectContaining({ code: 'BAD_SEED', field: 'seed[1]' }));
     expect(() => new Trainer(multi).init(Number.MAX_SAFE_INTEGER)).toThrow(expect.objectContaining({ code: 'BAD_SEED' }));
     expect(() => multi.view(1, 'w', 3)).toThrow(OptionError);
-    expect(multi.view(0, 'z', 2).length).toBe(2 * 4);  // shared: the one copy
+    expect(multi.view(0, 'z', 2).length).toBe(2 * 4); // shared: the one copy
   });
 
   it('a native run refuses an lrs array whose length is not the arena models', async () => {
@@ -174,7 +193,7 @@ describe('K models on the CPU backend: bit-identical to K one-model arenas', () 
     expect(r.diverged).toEqual([false, true]);
     expect(Number.isFinite(r.losses![0]!)).toBe(true);
     expect(r.accuracies!.length).toBe(2);
-    expect(r.loss).toBeNaN();  // the mean over models
+    expect(r.loss).toBeNaN(); // the mean over models
   });
 
   it('a K-model arena saves and loads (the models field survives the checkpoint)', async () => {

@@ -12,7 +12,9 @@ import { native } from '../src/native/addon.js';
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-decode-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const ROWS = 3000, WIDTH = 7, N = ROWS * WIDTH;  // 21k values: more than one part of the pool
+const ROWS = 3000,
+  WIDTH = 7,
+  N = ROWS * WIDTH; // 21k values: more than one part of the pool
 // Values that exercise each type: signs, extremes, and (64-bit) values that round twice.
 const cases: [string, NpyData, (i: number) => number][] = [
   ['int8', Int8Array.from({ length: N }, (_, i) => ((i * 37) % 256) - 128), (v) => v],
@@ -21,15 +23,16 @@ const cases: [string, NpyData, (i: number) => number][] = [
   ['uint16', Uint16Array.from({ length: N }, (_, i) => (i * 7919) % 65536), (v) => v],
   ['int32', Int32Array.from({ length: N }, (_, i) => (i * 2654435761) | 0), (v) => v],
   ['uint32', Uint32Array.from({ length: N }, (_, i) => (i * 2654435761) >>> 0), (v) => v],
-  ['int64', BigInt64Array.from({ length: N }, (_, i) => (BigInt(i) * 0x9E3779B97F4A7C15n) % (1n << 63n) - (i % 2 ? 1n << 62n : 0n)), (v) => v],
-  ['uint64', BigUint64Array.from({ length: N }, (_, i) => (BigInt(i) * 0x9E3779B97F4A7C15n) % (1n << 64n)), (v) => v],
+  ['int64', BigInt64Array.from({ length: N }, (_, i) => ((BigInt(i) * 0x9e3779b97f4a7c15n) % (1n << 63n)) - (i % 2 ? 1n << 62n : 0n)), (v) => v],
+  ['uint64', BigUint64Array.from({ length: N }, (_, i) => (BigInt(i) * 0x9e3779b97f4a7c15n) % (1n << 64n)), (v) => v],
   ['float32', Float32Array.from({ length: N }, (_, i) => Math.sin(i) * 1e3), (v) => v],
-  ['float64', Float64Array.from({ length: N }, (_, i) => Math.sin(i) * 1e39), (v) => v],  // beyond float32: Infinity there
+  ['float64', Float64Array.from({ length: N }, (_, i) => Math.sin(i) * 1e39), (v) => v], // beyond float32: Infinity there
 ];
 
 /** The npy bytes of `data` big-endian (its header says '>'). */
 function bigEndian(bytes: Uint8Array, itemBytes: number, count: number, descr: string): Uint8Array {
-  const b = Uint8Array.from(bytes), head = b.length - count * itemBytes;
+  const b = Uint8Array.from(bytes),
+    head = b.length - count * itemBytes;
   for (let i = head; i < b.length; i += itemBytes) b.subarray(i, i + itemBytes).reverse();
   const at = Buffer.from(b.subarray(0, head)).toString('latin1').indexOf(`'<${descr}'`);
   if (at >= 0) b.set(Buffer.from(`'>${descr}'`, 'latin1'), at);

@@ -13,20 +13,38 @@ const crc = (d: Uint8Array) => (zlib as { crc32?: (d: Uint8Array) => number }).c
 const gc = () => (globalThis as { gc?: () => void }).gc?.();
 const MiB = 2 ** 20;
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the tests read whatever fields the error carries
 function caught(f: () => unknown): any {
-  try { f(); } catch (e) { return e; }
+  try {
+    f();
+  } catch (e) {
+    return e;
+  }
   throw new Error('did not throw');
 }
 
 /** One member's local record (header, name, data) and what the directory says of it. */
-interface Entry { name: string; local: number; method: number; crc: number; comp: number; size: number; zip64Size?: boolean }
+interface Entry {
+  name: string;
+  local: number;
+  method: number;
+  crc: number;
+  comp: number;
+  size: number;
+  zip64Size?: boolean;
+}
 
 function localRecord(name: string, data: Uint8Array, deflate: boolean, local: number): { bytes: Buffer; entry: Entry } {
   const body = deflate ? zlib.deflateRawSync(data) : Buffer.from(data);
   const n = Buffer.from(name, 'utf8');
   const h = Buffer.alloc(30);
-  h.writeUInt32LE(0x04034b50, 0); h.writeUInt16LE(20, 4); h.writeUInt16LE(deflate ? 8 : 0, 8);
-  h.writeUInt32LE(crc(data) >>> 0, 14); h.writeUInt32LE(body.length, 18); h.writeUInt32LE(data.length, 22); h.writeUInt16LE(n.length, 26);
+  h.writeUInt32LE(0x04034b50, 0);
+  h.writeUInt16LE(20, 4);
+  h.writeUInt16LE(deflate ? 8 : 0, 8);
+  h.writeUInt32LE(crc(data) >>> 0, 14);
+  h.writeUInt32LE(body.length, 18);
+  h.writeUInt32LE(data.length, 22);
+  h.writeUInt16LE(n.length, 26);
   return { bytes: Buffer.concat([h, n, body]), entry: { name, local, method: deflate ? 8 : 0, crc: crc(data) >>> 0, comp: body.length, size: data.length } };
 }
 
@@ -35,27 +53,45 @@ function archive(records: Buffer[], entries: Entry[]): Uint8Array {
   const cd = entries.map((e) => {
     const n = Buffer.from(e.name, 'utf8');
     const extra = e.zip64Size ? Buffer.alloc(12) : Buffer.alloc(0);
-    if (e.zip64Size) { extra.writeUInt16LE(1, 0); extra.writeUInt16LE(8, 2); extra.writeBigUInt64LE(BigInt(e.size), 4); }
+    if (e.zip64Size) {
+      extra.writeUInt16LE(1, 0);
+      extra.writeUInt16LE(8, 2);
+      extra.writeBigUInt64LE(BigInt(e.size), 4);
+    }
     const h = Buffer.alloc(46);
-    h.writeUInt32LE(0x02014b50, 0); h.writeUInt16LE(45, 4); h.writeUInt16LE(20, 6); h.writeUInt16LE(e.method, 10);
-    h.writeUInt32LE(e.crc, 16); h.writeUInt32LE(e.comp, 20); h.writeUInt32LE(e.zip64Size ? 0xffffffff : e.size, 24);
-    h.writeUInt16LE(n.length, 28); h.writeUInt16LE(extra.length, 30); h.writeUInt32LE(e.local, 42);
+    h.writeUInt32LE(0x02014b50, 0);
+    h.writeUInt16LE(45, 4);
+    h.writeUInt16LE(20, 6);
+    h.writeUInt16LE(e.method, 10);
+    h.writeUInt32LE(e.crc, 16);
+    h.writeUInt32LE(e.comp, 20);
+    h.writeUInt32LE(e.zip64Size ? 0xffffffff : e.size, 24);
+    h.writeUInt16LE(n.length, 28);
+    h.writeUInt16LE(extra.length, 30);
+    h.writeUInt32LE(e.local, 42);
     return Buffer.concat([h, n, extra]);
   });
-  const body = Buffer.concat(records), dir = Buffer.concat(cd);
+  const body = Buffer.concat(records),
+    dir = Buffer.concat(cd);
   const eocd = Buffer.alloc(22);
-  eocd.writeUInt32LE(0x06054b50, 0); eocd.writeUInt16LE(entries.length, 8); eocd.writeUInt16LE(entries.length, 10);
-  eocd.writeUInt32LE(dir.length, 12); eocd.writeUInt32LE(body.length, 16);
+  eocd.writeUInt32LE(0x06054b50, 0);
+  eocd.writeUInt16LE(entries.length, 8);
+  eocd.writeUInt16LE(entries.length, 10);
+  eocd.writeUInt32LE(dir.length, 12);
+  eocd.writeUInt32LE(body.length, 16);
   return new Uint8Array(Buffer.concat([body, dir, eocd]));
 }
 
 /** A plain archive: each member once. */
 function npz(members: Array<[string, Uint8Array, boolean]>): Uint8Array {
-  const records: Buffer[] = [], entries: Entry[] = [];
+  const records: Buffer[] = [],
+    entries: Entry[] = [];
   let at = 0;
   for (const [name, data, deflate] of members) {
     const r = localRecord(name, data, deflate, at);
-    records.push(r.bytes); entries.push(r.entry); at += r.bytes.length;
+    records.push(r.bytes);
+    entries.push(r.entry);
+    at += r.bytes.length;
   }
   return archive(records, entries);
 }
@@ -63,7 +99,9 @@ function npz(members: Array<[string, Uint8Array, boolean]>): Uint8Array {
 describe('.npz: overlapping members and the bound on inflated bytes', () => {
   // One deflated member of 64 MiB of zeros: about 65 KB of archive.
   let zeros: { bytes: Buffer; entry: Entry };
-  beforeAll(() => { zeros = localRecord('a.npy', toNpy(new Uint8Array(64 * MiB)), true, 0); });
+  beforeAll(() => {
+    zeros = localRecord('a.npy', toNpy(new Uint8Array(64 * MiB)), true, 0);
+  });
 
   it('a directory naming one deflated member many times is refused, naming the member, before anything inflates', () => {
     const entries = Array.from({ length: 16 }, (_, i) => ({ ...zeros.entry, name: `a${i}.npy` }));
@@ -75,12 +113,12 @@ describe('.npz: overlapping members and the bound on inflated bytes', () => {
     expect(e.code).toBe('BAD_FILE');
     expect(e.field).toBe('a1.npy local header');
     expect(e.message).toContain('inside member "a0.npy"');
-    expect(process.memoryUsage().rss - rss).toBeLessThan(64 * MiB);  // the issue's bound
+    expect(process.memoryUsage().rss - rss).toBeLessThan(64 * MiB); // the issue's bound
   });
 
-  it('a member hidden inside another member\'s data is refused', () => {
+  it("a member hidden inside another member's data is refused", () => {
     const y = localRecord('y.npy', toNpy(Float32Array.of(1, 2, 3)), false, 0);
-    const xData = toNpy(new Uint8Array(y.bytes));  // x's array is y's whole local record
+    const xData = toNpy(new Uint8Array(y.bytes)); // x's array is y's whole local record
     const x = localRecord('x.npy', xData, false, 0);
     const yAt = 30 + 'x.npy'.length + (xData.length - y.bytes.length);
     const e = caught(() => loadNpz(archive([x.bytes], [x.entry, { ...y.entry, local: yAt }])));
@@ -91,8 +129,12 @@ describe('.npz: overlapping members and the bound on inflated bytes', () => {
   });
 
   it('maxInflatedBytes bounds what deflated members inflate to in all; stored members do not count', () => {
-    const a = toNpy(Float32Array.from({ length: 1000 }, (_, i) => i)), b = toNpy(new Int32Array(500));
-    const bytes = npz([['a.npy', a, true], ['b.npy', b, true]]);
+    const a = toNpy(Float32Array.from({ length: 1000 }, (_, i) => i)),
+      b = toNpy(new Int32Array(500));
+    const bytes = npz([
+      ['a.npy', a, true],
+      ['b.npy', b, true],
+    ]);
     const z = loadNpz(bytes, { maxInflatedBytes: a.length + b.length });
     expect(Array.from((z.a!.data as Float32Array).subarray(0, 3))).toEqual([0, 1, 2]);
     expect(z.b!.shape).toEqual([500]);
@@ -161,7 +203,9 @@ async function outcome(bytes: Uint8Array): Promise<'loaded' | 'refused'> {
 
 describe('Arrow IPC: every single-bit flip loads or is refused, quickly', () => {
   let arrow: typeof import('apache-arrow');
-  beforeAll(async () => { arrow = await import('apache-arrow'); });
+  beforeAll(async () => {
+    arrow = await import('apache-arrow');
+  });
 
   it('the reported flip (byte 215, 0x40: a buffer count of a billion) is BAD_FILE', async () => {
     const bytes = arrow.tableToIPC(arrow.tableFromArrays({ a: new Float32Array(8) }), 'stream');
@@ -173,20 +217,23 @@ describe('Arrow IPC: every single-bit flip loads or is refused, quickly', () => 
   }, 10_000);
 
   for (const format of ['stream', 'file'] as const) {
-    it(`all ${format === 'stream' ? '312 * 8' : 'of the file format\'s'} single-bit flips: typed arrays of the table's length, or BAD_FILE`, async () => {
+    it(`all ${format === 'stream' ? '312 * 8' : "of the file format's"} single-bit flips: typed arrays of the table's length, or BAD_FILE`, async () => {
       const good = arrow.tableToIPC(arrow.tableFromArrays({ a: Float32Array.from({ length: 8 }, (_, i) => i) }), format);
       gc();
       const rss = process.memoryUsage().rss;
-      let loaded = 0, refused = 0, grew = 0;
+      let loaded = 0,
+        refused = 0,
+        grew = 0;
       for (let bit = 0; bit < good.length * 8; bit++) {
         const b = good.slice();
         b[bit >> 3]! ^= 1 << (bit & 7);
-        if ((await outcome(b)) === 'loaded') loaded++; else refused++;
+        if ((await outcome(b)) === 'loaded') loaded++;
+        else refused++;
         if (bit % 128 === 0) grew = Math.max(grew, process.memoryUsage().rss - rss);
       }
       expect(loaded + refused).toBe(good.length * 8);
-      expect(loaded).toBeGreaterThan(0);  // flips in the data (and in what nothing reads) still load
-      expect(grew).toBeLessThan(64 * MiB);  // the issue's bound
+      expect(loaded).toBeGreaterThan(0); // flips in the data (and in what nothing reads) still load
+      expect(grew).toBeLessThan(64 * MiB); // the issue's bound
     }, 20_000);
   }
 
@@ -197,7 +244,8 @@ describe('Arrow IPC: every single-bit flip loads or is refused, quickly', () => 
     // The footer's two blocks (offset: int64, metadata length: int32, padding, body length:
     // int64): the first one ends where the second starts.
     const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-    const footLen = dv.getInt32(bytes.length - 10, true), footAt = bytes.length - 10 - footLen;
+    const footLen = dv.getInt32(bytes.length - 10, true),
+      footAt = bytes.length - 10 - footLen;
     const block = (p: number) => [Number(dv.getBigInt64(p, true)), dv.getInt32(p + 8, true), Number(dv.getBigInt64(p + 16, true))] as const;
     let at = -1;
     for (let p = footAt; p + 48 <= bytes.length - 10 && at < 0; p += 4) {
@@ -205,7 +253,7 @@ describe('Arrow IPC: every single-bit flip loads or is refused, quickly', () => 
       if (o >= 8 && m > 0 && b > 0 && o + m + b === block(p + 24)[0]) at = p;
     }
     expect(at).toBeGreaterThan(0);
-    bytes.copyWithin(at + 24, at, at + 24);  // the second block := the first
+    bytes.copyWithin(at + 24, at, at + 24); // the second block := the first
     const e = await loadArrow(bytes).catch((err: unknown) => err);
     expect(e).toBeInstanceOf(DataError);
     expect((e as DataError).code).toBe('BAD_FILE');
@@ -226,12 +274,21 @@ describe('Arrow IPC: every single-bit flip loads or is refused, quickly', () => 
     const table = new arrow.Table({
       x: arrow.vectorFromArray(Float64Array.from({ length: n }, (_, i) => i / 2)),
       s: arrow.vectorFromArray(['a', 'b', null, 'dd', 'e', 'f'], new arrow.Utf8()),
-      d: arrow.vectorFromArray(['p', 'q', 'p', 'q', 'p', 'q']),  // dictionary-encoded
+      d: arrow.vectorFromArray(['p', 'q', 'p', 'q', 'p', 'q']), // dictionary-encoded
       l: arrow.vectorFromArray([[1], [], [2, 3], [4], [5], [6]], new arrow.List(new arrow.Field('v', new arrow.Int32()))),
-      st: arrow.vectorFromArray(Array.from({ length: n }, (_, i) => ({ k: i })), new arrow.Struct([new arrow.Field('k', new arrow.Int16())])),
+      st: arrow.vectorFromArray(
+        Array.from({ length: n }, (_, i) => ({ k: i })),
+        new arrow.Struct([new arrow.Field('k', new arrow.Int16())]),
+      ),
       b: arrow.vectorFromArray([true, false, true, null, false, true], new arrow.Bool()),
-      f: arrow.vectorFromArray(Array.from({ length: n }, () => [1, 2]), new arrow.FixedSizeList(2, new arrow.Field('v', new arrow.Uint8()))),
-      z: arrow.vectorFromArray(Array.from({ length: n }, () => null), new arrow.Null()),
+      f: arrow.vectorFromArray(
+        Array.from({ length: n }, () => [1, 2]),
+        new arrow.FixedSizeList(2, new arrow.Field('v', new arrow.Uint8())),
+      ),
+      z: arrow.vectorFromArray(
+        Array.from({ length: n }, () => null),
+        new arrow.Null(),
+      ),
     });
     for (const format of ['stream', 'file'] as const) {
       const t = await loadArrow(arrow.tableToIPC(table, format), { columns: ['x'] });

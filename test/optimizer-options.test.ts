@@ -31,7 +31,11 @@ describe('optimizer options from the native tables', () => {
     expect(optimizers().map((o) => o.name)).toEqual(['sgd', 'momentum', 'adam', 'adamw']);
     for (const o of optimizers()) expect(doc).toContain(`| \`${o.name}\` |`);
     for (const s of schedules()) expect(doc).toContain(`| \`${s.name}\` |`);
-    expect(optimizers().find((o) => o.name === 'adamw')!.hypers.find((h) => h.name === 'weightDecay')!.default).toBe(0.01);
+    expect(
+      optimizers()
+        .find((o) => o.name === 'adamw')!
+        .hypers.find((h) => h.name === 'weightDecay')!.default,
+    ).toBe(0.01);
   });
 
   it.each([
@@ -56,12 +60,12 @@ describe('optimizer options from the native tables', () => {
     const t = new Trainer(arena, { schedule: { type: 'one-cycle', total: 8 } });
     t.init(1);
     const d = toyData(6, 3, 40, 2, false);
-    await t.fit({ x: d.x, labels: d.labels! }, { epochs: 2 });  // 8 steps: the whole cycle
+    await t.fit({ x: d.x, labels: d.labels! }, { epochs: 2 }); // 8 steps: the whole cycle
     expect(t.learningRate(7)).toBeCloseTo(0.001 / 25 / 1e4, 15);
     await expect(t.fit({ x: d.x, labels: d.labels! }, { epochs: 1 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'schedule.total' });
   });
 
-  it('fit reports each step\'s norm and the learning rate; the step in parts clips as step() does (bits)', async () => {
+  it("fit reports each step's norm and the learning rate; the step in parts clips as step() does (bits)", async () => {
     const d = toyData(6, 3, 40, 3, false);
     const o: TrainerOptions = { lr: 0.01, weightDecay: 0.05, clipGradNorm: 0.25, schedule: { type: 'cosine', total: 12, warmup: 4 } };
     const reports: Array<{ lr: number; gradNorms?: number[] }> = [];
@@ -80,16 +84,24 @@ describe('optimizer options from the native tables', () => {
       const seen: number[] = [];
       for (let s = 0; s < 8; s++) {
         const first = (s % 4) * 10;
-        const x = d.x.subarray(first * 6, (first + 10) * 6), labels = d.labels!.subarray(first, first + 10);
+        const x = d.x.subarray(first * 6, (first + 10) * 6),
+          labels = d.labels!.subarray(first, first + 10);
         if (way === 'step') await u.step(x, { labels });
-        else { await u.forward(x); await u.backward({ labels }); await u.update(); }
+        else {
+          await u.forward(x);
+          await u.backward({ labels });
+          await u.update();
+        }
         seen.push(...u.gradNorms);
       }
       expect(seen).toEqual(norms);
-      a.toHost(); b.toHost();
-      expect(Buffer.from(b.view(1, 'w').buffer, b.view(1, 'w').byteOffset, b.view(1, 'w').byteLength)).toEqual(Buffer.from(a.view(1, 'w').buffer, a.view(1, 'w').byteOffset, a.view(1, 'w').byteLength));
+      a.toHost();
+      b.toHost();
+      expect(Buffer.from(b.view(1, 'w').buffer, b.view(1, 'w').byteOffset, b.view(1, 'w').byteLength)).toEqual(
+        Buffer.from(a.view(1, 'w').buffer, a.view(1, 'w').byteOffset, a.view(1, 'w').byteLength),
+      );
     }
-    expect(Math.max(...norms)).toBeGreaterThan(0.25);  // the clip did act
+    expect(Math.max(...norms)).toBeGreaterThan(0.25); // the clip did act
   });
 });
 
@@ -107,6 +119,6 @@ describe('CLI optimizer flags, checked before any work', () => {
     const r = cli(...args);
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(message);
-    expect(r.stdout).toBe('');  // nothing trained or printed
+    expect(r.stdout).toBe(''); // nothing trained or printed
   });
 });

@@ -17,7 +17,11 @@ describe(`optimizers, schedules and clipping match PyTorch ${FIXTURES.torch} (CP
       expect(err, `${c.name} ${dtype} weights`).toBeLessThanOrEqual(tol);
       got.lrs.forEach((lr, s) => expect(Math.abs(lr - want.lrs[s]!) / want.lrs[s]!, `${c.name} lr of step ${s}`).toBeLessThanOrEqual(1e-13));
       expect(got.gradNorms.length).toBe(want.gradNorms.length);
-      got.gradNorms.forEach((n, s) => expect(Math.abs(n - want.gradNorms[s]!) / want.gradNorms[s]!, `${c.name} ${dtype} norm of step ${s}`).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 1e-5));
+      got.gradNorms.forEach((n, s) =>
+        expect(Math.abs(n - want.gradNorms[s]!) / want.gradNorms[s]!, `${c.name} ${dtype} norm of step ${s}`).toBeLessThanOrEqual(
+          dtype === 'float64' ? 1e-12 : 1e-5,
+        ),
+      );
     }
   });
 });

@@ -14,17 +14,31 @@ import { freePort } from './support/net.js';
 
 const CHILD = 'test/fixtures/rendezvous-child.mjs';
 
-interface ChildResult { rank: number; id?: string; code?: string; message?: string }
+interface ChildResult {
+  rank: number;
+  id?: string;
+  code?: string;
+  message?: string;
+}
 
 function rank(env: Record<string, string>): Promise<ChildResult> {
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [CHILD], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '', err = '';
-    p.stdout.on('data', (c) => { out += c; });
-    p.stderr.on('data', (c) => { err += c; });
+    let out = '',
+      err = '';
+    p.stdout.on('data', (c) => {
+      out += c;
+    });
+    p.stderr.on('data', (c) => {
+      err += c;
+    });
     p.on('error', reject);
     p.on('close', (code) => {
-      try { resolve(JSON.parse(out.trim().split('\n').pop()!) as ChildResult); } catch { reject(new Error(`rank exited ${code}: ${out} ${err}`)); }
+      try {
+        resolve(JSON.parse(out.trim().split('\n').pop()!) as ChildResult);
+      } catch {
+        reject(new Error(`rank exited ${code}: ${out} ${err}`));
+      }
     });
   });
 }
@@ -56,21 +70,29 @@ describe('readParallelEnv', () => {
     [{ ...ok, MASTER_PORT: '0' }, 'MASTER_PORT'],
   ])('BAD_ENV for %o names %s', (env, field) => {
     let error: unknown;
-    try { readParallelEnv(env); } catch (e) { error = e; }
+    try {
+      readParallelEnv(env);
+    } catch (e) {
+      error = e;
+    }
     expect(error).toBeInstanceOf(OptionError);
     expect(error).toMatchObject({ code: 'BAD_ENV', field, value: env[field as keyof typeof env] });
   });
 });
 
 describe('rendezvous over TCP', () => {
-  it.each([2, 4, 8])('%i processes all receive rank 0\'s id', async (world) => {
-    const port = await freePort();
-    const base = { WORLD_SIZE: String(world), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), FAKE_ID_SEED: String(world) };
-    // Peers first: they retry until rank 0 listens.
-    const results = await Promise.all(Array.from({ length: world }, (_, r) => rank({ ...base, RANK: String(world - 1 - r) })));
-    expect(results.map((r) => r.rank).sort()).toEqual(Array.from({ length: world }, (_, r) => r));
-    for (const r of results) expect(r).toEqual({ rank: r.rank, id: fakeId(world) });
-  }, 60_000);
+  it.each([2, 4, 8])(
+    "%i processes all receive rank 0's id",
+    async (world) => {
+      const port = await freePort();
+      const base = { WORLD_SIZE: String(world), MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), FAKE_ID_SEED: String(world) };
+      // Peers first: they retry until rank 0 listens.
+      const results = await Promise.all(Array.from({ length: world }, (_, r) => rank({ ...base, RANK: String(world - 1 - r) })));
+      expect(results.map((r) => r.rank).sort()).toEqual(Array.from({ length: world }, (_, r) => r));
+      for (const r of results) expect(r).toEqual({ rank: r.rank, id: fakeId(world) });
+    },
+    60_000,
+  );
 
   it('WORLD_MISMATCH on both sides when a peer has another WORLD_SIZE', async () => {
     const port = await freePort();
@@ -94,8 +116,10 @@ describe('rendezvous over TCP', () => {
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
     const port = (blocker.address() as net.AddressInfo).port;
     try {
-      await expect(rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: new Uint8Array(128), timeoutMs: 5000 }))
-        .rejects.toMatchObject({ name: 'ArenaError', code: 'PORT_BUSY' });
+      await expect(rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: new Uint8Array(128), timeoutMs: 5000 })).rejects.toMatchObject({
+        name: 'ArenaError',
+        code: 'PORT_BUSY',
+      });
     } finally {
       blocker.close();
     }
@@ -159,10 +183,17 @@ describe('shards of a global batch (CPU backend)', () => {
     a.toDevice();
     return a;
   }
-  const grads = (a: Arena) => { a.toHost(); return [...a.view(1, 'dw'), ...a.view(1, 'db'), ...a.view(2, 'dw'), ...a.view(2, 'db')]; };
+  const grads = (a: Arena) => {
+    a.toHost();
+    return [...a.view(1, 'dw'), ...a.view(1, 'db'), ...a.view(2, 'dw'), ...a.view(2, 'db')];
+  };
   const base = { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, permA: 7, permC: 3 };
 
-  it.each([[12, 0], [12, 1], [10, 1]])('samples %i, step %i: the shards add up to the whole', async (samples, firstBatch) => {
+  it.each([
+    [12, 0],
+    [12, 1],
+    [10, 1],
+  ])('samples %i, step %i: the shards add up to the whole', async (samples, firstBatch) => {
     const whole = arena(8, samples);
     const shards = [arena(4, samples), arena(4, samples)];
     try {
@@ -172,9 +203,12 @@ describe('shards of a global batch (CPU backend)', () => {
       const [g0, g1] = shards.map(grads);
       for (let i = 0; i < g.length; i++) expect(g0![i]! + g1![i]!).toBeCloseTo(g[i]!, 12);
       expect(g.some((v) => Math.abs(v) > 1e-3)).toBe(true);
-      if (samples === 10 && firstBatch === 1) expect(g1!.every((v) => v === 0)).toBe(true);  // rows 8, 9: shard 1 is empty
+      if (samples === 10 && firstBatch === 1) expect(g1!.every((v) => v === 0)).toBe(true); // rows 8, 9: shard 1 is empty
       // Rows accumulated: the whole step's rows split between the shards.
-      const rows = (a: Arena) => { a.toHost({ layers: [2], kinds: ['stats'] }); return a.view(2, 'stats')[2]!; };
+      const rows = (a: Arena) => {
+        a.toHost({ layers: [2], kinds: ['stats'] });
+        return a.view(2, 'stats')[2]!;
+      };
       expect(rows(shards[0]!) + rows(shards[1]!)).toBe(rows(whole));
     } finally {
       whole.dispose();
@@ -183,14 +217,21 @@ describe('shards of a global batch (CPU backend)', () => {
   });
 
   it('a run on z[0]/y divides by lossRows; a replica with no rows has zero gradients', async () => {
-    const whole = arena(8, 12), half = arena(4, 12), none = arena(4, 12);
+    const whole = arena(8, 12),
+      half = arena(4, 12),
+      none = arena(4, 12);
     try {
-      whole.view(0, 'z').set(X.subarray(0, 8 * 6)); whole.view(2, 'y').set(Y.subarray(0, 8 * 3)); whole.toDevice();
-      half.view(0, 'z').set(X.subarray(0, 4 * 6)); half.view(2, 'y').set(Y.subarray(0, 4 * 3)); half.toDevice();
+      whole.view(0, 'z').set(X.subarray(0, 8 * 6));
+      whole.view(2, 'y').set(Y.subarray(0, 8 * 3));
+      whole.toDevice();
+      half.view(0, 'z').set(X.subarray(0, 4 * 6));
+      half.view(2, 'y').set(Y.subarray(0, 4 * 3));
+      half.toDevice();
       await runArena(whole, { op: OPS.grad, loss: LOSSES['cross-entropy'], rows: 4 });
       await runArena(half, { op: OPS.grad, loss: LOSSES['cross-entropy'], rows: 4, lossRows: 8 });
       await runArena(none, { op: OPS.grad, loss: LOSSES['cross-entropy'], rows: 0, lossRows: 8 });
-      const g = grads(whole), h = grads(half);
+      const g = grads(whole),
+        h = grads(half);
       for (let i = 0; i < g.length; i++) expect(h[i]!).toBeCloseTo(g[i]! / 2, 12);
       expect(grads(none).every((v) => v === 0)).toBe(true);
       await expect(runArena(none, { op: OPS.grad, loss: LOSSES['cross-entropy'], rows: 0 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
@@ -208,42 +249,62 @@ describe('shards of a global batch (CPU backend)', () => {
 describe('data parallelism and K models', () => {
   it('a plan of K models makes no group (NOT_SUPPORTED naming models); reduce on one is refused natively, naming models', async () => {
     const plan = planLayout({ layers: [4, 6, 3], batch: 4, samples: 8, models: 2 });
-    const err = (() => { try { DataParallel.create(plan, { devices: [0], backend: 'cpu' }); } catch (e) { return e; } return undefined; })();
+    const err = (() => {
+      try {
+        DataParallel.create(plan, { devices: [0], backend: 'cpu' });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
     expect(err).toBeInstanceOf(ArenaError);
     expect(err).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
-    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
+    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({
+      code: 'NOT_SUPPORTED',
+      message: expect.stringMatching(/models/),
+    });
     const a = Arena.create(plan, { backend: 'cpu' });
     try {
-      await expect(runArena(a, { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/models/) });
+      await expect(runArena(a, { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({
+        code: 'NOT_SUPPORTED',
+        message: expect.stringMatching(/models/),
+      });
     } finally {
       a.dispose();
     }
   });
 
-  it('shard runs of a K-model arena: each model\'s shards add up to its whole step', async () => {
+  it("shard runs of a K-model arena: each model's shards add up to its whole step", async () => {
     const spec = (batch: number): LayoutSpec => ({ layers: [6, 5, 3], batch, samples: 10, activations: ['tanh', 'softmax'], dtype: 'float64', models: 2 });
     const mk = (batch: number): Arena => {
       const a = Arena.create(planLayout(spec(batch)), { backend: 'cpu' });
-      for (let m = 0; m < 2; m++) for (let l = 1; l < 3; l++) {
-        const w = a.view(l, 'w', m);
-        for (let i = 0; i < w.length; i++) w[i] = Math.cos(i * 1.3 + l + 5 * m);
-      }
+      for (let m = 0; m < 2; m++)
+        for (let l = 1; l < 3; l++) {
+          const w = a.view(l, 'w', m);
+          for (let i = 0; i < w.length; i++) w[i] = Math.cos(i * 1.3 + l + 5 * m);
+        }
       a.view(0, 'xdata').set(Float64Array.from({ length: 60 }, (_, i) => Math.sin(i * 0.7)));
       a.view(2, 'ydata').set(Float64Array.from({ length: 30 }, (_, i) => (i % 3 === Math.floor(i / 3) % 3 ? 1 : 0)));
       a.toDevice();
       return a;
     };
-    const grads = (a: Arena, m: number) => { a.toHost(); return [...a.view(1, 'dw', m), ...a.view(2, 'db', m)]; };
+    const grads = (a: Arena, m: number) => {
+      a.toHost();
+      return [...a.view(1, 'dw', m), ...a.view(2, 'db', m)];
+    };
     const base = { op: OPS.grad, loss: LOSSES['cross-entropy'], resident: true, samples: 10, permA: 7, permC: 3, firstBatch: 1 };
-    const whole = mk(8), shards = [mk(4), mk(4)];
+    const whole = mk(8),
+      shards = [mk(4), mk(4)];
     try {
       await runArena(whole, base);
       for (const [r, a] of shards.entries()) await runArena(a, { ...base, globalBatch: 8, shardOffset: 4 * r });
       for (let m = 0; m < 2; m++) {
-        const g = grads(whole, m), g0 = grads(shards[0]!, m), g1 = grads(shards[1]!, m);
+        const g = grads(whole, m),
+          g0 = grads(shards[0]!, m),
+          g1 = grads(shards[1]!, m);
         for (let i = 0; i < g.length; i++) expect(g0[i]! + g1[i]!).toBeCloseTo(g[i]!, 12);
         expect(g.some((v) => Math.abs(v) > 1e-3)).toBe(true);
-        expect(g1.every((v) => v === 0)).toBe(true);  // rows 8, 9 of 10: shard 1 is empty, for every model
+        expect(g1.every((v) => v === 0)).toBe(true); // rows 8, 9 of 10: shard 1 is empty, for every model
       }
       expect(grads(whole, 0)).not.toEqual(grads(whole, 1));
     } finally {
@@ -256,22 +317,38 @@ describe('data parallelism and K models', () => {
 describe('data parallelism, compact plans and the trainer primitives', () => {
   const spec: LayoutSpec = { layers: [4, 6, 3], batch: 4, samples: 8, activations: ['relu', 'softmax'] };
 
-  it.each(['sgd', 'adam'] as const)('a compact %s plan makes no group (NOT_SUPPORTED naming compact); reduce on one is refused natively, naming compact', async (optimizer) => {
-    const plan = planLayout({ ...spec, optimizer, compact: true });
-    const err = (() => { try { DataParallel.create(plan, { devices: [0], backend: 'cpu' }); } catch (e) { return e; } return undefined; })();
-    expect(err).toBeInstanceOf(ArenaError);
-    expect(err).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
-    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
-    // The same plan without compact makes a group.
-    DataParallel.create(planLayout({ ...spec, optimizer }), { devices: [0], backend: 'cpu' }).dispose();
-    const a = Arena.create(plan, { backend: 'cpu' });
-    try {
-      // checkRun (both backends) names compact before the CPU backend's own refusal of reduce.
-      await expect(runArena(a, { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
-    } finally {
-      a.dispose();
-    }
-  });
+  it.each(['sgd', 'adam'] as const)(
+    'a compact %s plan makes no group (NOT_SUPPORTED naming compact); reduce on one is refused natively, naming compact',
+    async (optimizer) => {
+      const plan = planLayout({ ...spec, optimizer, compact: true });
+      const err = (() => {
+        try {
+          DataParallel.create(plan, { devices: [0], backend: 'cpu' });
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(err).toBeInstanceOf(ArenaError);
+      expect(err).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/compact/) });
+      await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' })).rejects.toMatchObject({
+        code: 'NOT_SUPPORTED',
+        message: expect.stringMatching(/compact/),
+      });
+      // The same plan without compact makes a group.
+      DataParallel.create(planLayout({ ...spec, optimizer }), { devices: [0], backend: 'cpu' }).dispose();
+      const a = Arena.create(plan, { backend: 'cpu' });
+      try {
+        // checkRun (both backends) names compact before the CPU backend's own refusal of reduce.
+        await expect(runArena(a, { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 8, reduce: true })).rejects.toMatchObject({
+          code: 'NOT_SUPPORTED',
+          message: expect.stringMatching(/compact/),
+        });
+      } finally {
+        a.dispose();
+      }
+    },
+  );
 
   it('forward / backward / update on a group are refused (NOT_SUPPORTED naming the group); step() on it still trains', async () => {
     const group = DataParallel.create(planLayout(spec), { devices: [0], backend: 'cpu' });
@@ -280,7 +357,14 @@ describe('data parallelism, compact plans and the trainer primitives', () => {
       t.init(1);
       const x = Float32Array.from({ length: 16 }, (_, i) => Math.cos(i));
       for (const call of [() => t.forward(x), () => t.backward({ labels: [0, 1, 2, 0] }), () => t.update()]) {
-        const e = await (async () => { try { await call(); } catch (err) { return err; } return undefined; })();
+        const e = await (async () => {
+          try {
+            await call();
+          } catch (err) {
+            return err;
+          }
+          return undefined;
+        })();
         expect(e).toBeInstanceOf(ArenaError);
         expect(e).toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringMatching(/data-parallel group/) });
       }
@@ -294,14 +378,23 @@ describe('data parallelism, compact plans and the trainer primitives', () => {
     }
   });
 
-  it('backward and update runs take none of a group\'s run parameters (BAD_ARGUMENT)', async () => {
+  it("backward and update runs take none of a group's run parameters (BAD_ARGUMENT)", async () => {
     const a = Arena.create(planLayout(spec), { backend: 'cpu' });
     try {
       const ce = LOSSES['cross-entropy'];
       await runArena(a, { op: OPS.forward, loss: ce, rows: 4 });
-      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, lossRows: 8 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/lossRows/) });
-      await expect(runArena(a, { op: OPS.update, loss: ce, lossRows: 8 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/lossRows/) });
-      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, reduce: true })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/reduce/) });
+      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, lossRows: 8 })).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+        message: expect.stringMatching(/lossRows/),
+      });
+      await expect(runArena(a, { op: OPS.update, loss: ce, lossRows: 8 })).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+        message: expect.stringMatching(/lossRows/),
+      });
+      await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4, reduce: true })).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+        message: expect.stringMatching(/reduce/),
+      });
       await expect(runArena(a, { op: OPS.backward, loss: ce, rows: 4 })).resolves.toBeDefined();
     } finally {
       a.dispose();
@@ -320,14 +413,17 @@ describe('DataParallel without NCCL', () => {
     const alone = Arena.create(plan, { backend: 'cpu' });
     try {
       expect(group).toMatchObject({ world: 1, rank: 0, globalBatch: 5, reduces: false });
-      const a = new Trainer(group, { lr: 0.01 }), b = new Trainer(alone, { lr: 0.01 });
+      const a = new Trainer(group, { lr: 0.01 }),
+        b = new Trainer(alone, { lr: 0.01 });
       expect(a.globalBatch).toBe(5);
-      a.init(7); b.init(7);
+      a.init(7);
+      b.init(7);
       const ra = await a.fit({ x, labels }, { epochs: 2, seed: 3 });
       const rb = await b.fit({ x, labels }, { epochs: 2, seed: 3 });
       expect(ra.loss).toBe(rb.loss);
       expect(await a.step(x.subarray(0, 20), { labels: labels.subarray(0, 5) })).toEqual(await b.step(x.subarray(0, 20), { labels: labels.subarray(0, 5) }));
-      a.syncToHost(); b.syncToHost();
+      a.syncToHost();
+      b.syncToHost();
       expect(Array.from(group.replicas[0]!.view(2, 'w'))).toEqual(Array.from(alone.view(2, 'w')));
       // From the environment: WORLD_SIZE=1.
       const joined = await DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu' });
@@ -349,8 +445,9 @@ describe('DataParallel without NCCL', () => {
     expect(codeOf(() => DataParallel.create(plan, { devices: [0, 1.5] }))).toBe('BAD_OPTION');
     expect(codeOf(() => Arena.create(plan, { backend: 'cpu', device: 1 }))).toBe('BAD_OPTION');
     expect(codeOf(() => Arena.create(plan, { backend: 'cpu', device: -2 }))).toBe('BAD_OPTION');
-    await expect(DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: '1' }, backend: 'cpu' }))
-      .rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
+    await expect(
+      DataParallel.join(plan, { env: { RANK: '0', WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: '1' }, backend: 'cpu' }),
+    ).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
     await expect(DataParallel.join(plan, { env: { RANK: '2', WORLD_SIZE: '2' } })).rejects.toMatchObject({ code: 'BAD_ENV', field: 'RANK' });
     const n = ncclInfo();
     expect(typeof n.available).toBe('boolean');

@@ -71,7 +71,9 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
   it('is frozen', () => {
     expect(Object.isFrozen(plan)).toBe(true);
     expect(Object.isFrozen(plan.regions[0])).toBe(true);
-    expect(() => { (plan as { totalBytes: number }).totalBytes = 1; }).toThrow(TypeError);
+    expect(() => {
+      (plan as { totalBytes: number }).totalBytes = 1;
+    }).toThrow(TypeError);
   });
 
   it('orders layer-major with each layer contiguous, kind-major with each kind contiguous', () => {
@@ -84,7 +86,10 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
   it('puts the resident data set after the network in both orders', () => {
     for (const order of ['layer-major', 'kind-major'] as const) {
       const p = planLayout({ layers: [4, 3, 2], batch: 2, samples: 10, order });
-      expect(p.regions.slice(-2).map((r) => [r.layer, r.kind])).toEqual([[0, 'xdata'], [2, 'ydata']]);
+      expect(p.regions.slice(-2).map((r) => [r.layer, r.kind])).toEqual([
+        [0, 'xdata'],
+        [2, 'ydata'],
+      ]);
       expect(p.region(0, 'xdata')!.length).toBe(40);
       expect(p.region(2, 'ydata')!.length).toBe(20);
     }
@@ -100,25 +105,35 @@ describe('planLayout: worked example 784-128-10, batch 100, float32, SGD', () =>
 
 describe('planLayout: properties over random specs', () => {
   it('regions aligned, non-overlapping, inside totalBytes, totals exact', () => {
-    fc.assert(fc.property(specArb, (spec) => checkPlanInvariants(planLayout(spec))), { numRuns: 3000 });
+    fc.assert(
+      fc.property(specArb, (spec) => checkPlanInvariants(planLayout(spec))),
+      { numRuns: 3000 },
+    );
   });
 
   it('is deterministic', () => {
-    fc.assert(fc.property(specArb, (spec) => {
-      const a = planLayout(spec), b = planLayout(structuredClone(spec));
-      expect(b.regions).toEqual(a.regions);
-      expect(b.header).toEqual(a.header);
-    }), { numRuns: 500 });
+    fc.assert(
+      fc.property(specArb, (spec) => {
+        const a = planLayout(spec),
+          b = planLayout(structuredClone(spec));
+        expect(b.regions).toEqual(a.regions);
+        expect(b.header).toEqual(a.header);
+      }),
+      { numRuns: 500 },
+    );
   });
 
   it('has exactly the regions its shape calls for', () => {
-    fc.assert(fc.property(specArb, (spec) => {
-      const p = planLayout(spec);
-      const L = spec.layers.length;
-      const perLayer = ({ sgd: 5, momentum: 7, adam: 9, adamw: 9 } as Record<string, number>)[spec.optimizer!]!;
-      const expected = L /* z */ + (L - 1) * perLayer /* b w d db dw + state */ + 2 /* y, stats */ + (spec.samples ? 2 : 0);
-      expect(p.regions.length).toBe(expected);
-    }), { numRuns: 1000 });
+    fc.assert(
+      fc.property(specArb, (spec) => {
+        const p = planLayout(spec);
+        const L = spec.layers.length;
+        const perLayer = ({ sgd: 5, momentum: 7, adam: 9, adamw: 9 } as Record<string, number>)[spec.optimizer!]!;
+        const expected = L /* z */ + (L - 1) * perLayer /* b w d db dw + state */ + 2 /* y, stats */ + (spec.samples ? 2 : 0);
+        expect(p.regions.length).toBe(expected);
+      }),
+      { numRuns: 1000 },
+    );
   });
 });
 
@@ -156,7 +171,11 @@ describe('planLayout: bad specs give LayoutError naming field and value', () => 
   ];
   it.each(cases)('%s', (_name, spec, field, code) => {
     let err: unknown;
-    try { planLayout(spec); } catch (e) { err = e; }
+    try {
+      planLayout(spec);
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(LayoutError);
     const le = err as LayoutError;
     expect(le.code).toBe(code);
@@ -177,16 +196,25 @@ describe('planLayout: bad specs give LayoutError naming field and value', () => 
       fc.record({ layers: fc.array(fc.integer({ min: 1, max: 9 }), { maxLength: 1 }), batch: fc.constant(4) }),
       fc.record({ layers: fc.constant([3, 2]), batch: fc.constant(4), dtype: fc.string().filter((s) => s !== 'float32' && s !== 'float64') }),
       fc.record({ layers: fc.constant([3, 2]), batch: fc.constant(4), align: fc.integer().filter((a) => a < 8 || (a & (a - 1)) !== 0) }),
-      fc.record({ layers: fc.constant([3, 3, 2]), batch: fc.constant(4), activations: fc.array(fc.constantFrom('relu', 'softmax', 'elu'), { maxLength: 4 }).filter((a) => a.length !== 2 || a.includes('elu') || a[0] === 'softmax') }),
+      fc.record({
+        layers: fc.constant([3, 3, 2]),
+        batch: fc.constant(4),
+        activations: fc
+          .array(fc.constantFrom('relu', 'softmax', 'elu'), { maxLength: 4 })
+          .filter((a) => a.length !== 2 || a.includes('elu') || a[0] === 'softmax'),
+      }),
     );
-    fc.assert(fc.property(badSpec, (spec) => {
-      try {
-        planLayout(spec as unknown as LayoutSpec);
-      } catch (e) {
-        if (!(e instanceof LayoutError)) throw new Error(`not a LayoutError: ${String(e)}`);
-        return;
-      }
-      throw new Error(`accepted ${JSON.stringify(spec)}`);
-    }), { numRuns: 3000 });
+    fc.assert(
+      fc.property(badSpec, (spec) => {
+        try {
+          planLayout(spec as unknown as LayoutSpec);
+        } catch (e) {
+          if (!(e instanceof LayoutError)) throw new Error(`not a LayoutError: ${String(e)}`, { cause: e });
+          return;
+        }
+        throw new Error(`accepted ${JSON.stringify(spec)}`);
+      }),
+      { numRuns: 3000 },
+    );
   });
 });

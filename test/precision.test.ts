@@ -45,28 +45,40 @@ describe('Trainer precision option', () => {
   it.each([['TF32'], ['fp8'], [1], [null], [{}], ['']])('refuses %j with BAD_OPTION naming precision', (bad) => {
     withArena('float32', (a) => {
       let err: unknown;
-      try { new Trainer(a, { precision: bad as never }); } catch (e) { err = e; }
+      try {
+        new Trainer(a, { precision: bad as never });
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(OptionError);
       expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'precision', value: bad });
       expect((err as Error).message).toContain("'tf32x3', 'bf16'");
     });
   });
 
-  it.each([['tf32'], ['tf32x3']])("%s on the CPU backend is a typed error (the CPU computes in fp32 and emulates only bf16)", (mode) => {
+  it.each([['tf32'], ['tf32x3']])('%s on the CPU backend is a typed error (the CPU computes in fp32 and emulates only bf16)', (mode) => {
     withArena('float32', (a) => {
       expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(OptionError);
-      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow("needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
+      expect(() => new Trainer(a, { precision: mode as 'tf32' })).toThrow(
+        "needs the CUDA backend (a GPU with TF32 tensor cores); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')",
+      );
     });
   });
 
   it("'bf16' on the CPU backend is accepted (emulated)", () => {
-    withArena('float32', (a) => { expect(new Trainer(a, { precision: 'bf16' }).precision).toBe('bf16'); });
+    withArena('float32', (a) => {
+      expect(new Trainer(a, { precision: 'bf16' }).precision).toBe('bf16');
+    });
   });
 
   it('a float64 arena refuses the TF32 modes (they apply to float32 products)', () => {
     withArena('float64', (a) => {
-      expect(() => new Trainer(a, { precision: 'tf32x3' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }));
-      expect(() => new Trainer(a, { precision: 'bf16' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }));
+      expect(() => new Trainer(a, { precision: 'tf32x3' })).toThrow(
+        expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }),
+      );
+      expect(() => new Trainer(a, { precision: 'bf16' })).toThrow(
+        expect.objectContaining({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float32') }),
+      );
       expect(new Trainer(a, { precision: 'fp32' }).precision).toBe('fp32');
     });
   });
@@ -76,12 +88,29 @@ describe('precision in the run contract (native checks)', () => {
   it('what a precision needs of its target is one native rule (checkTarget): the CPU, then a workspace under a budget', () => {
     const header = planLayout(spec()).header;
     const check = (precision: (typeof PRECISIONS)[keyof typeof PRECISIONS], target: { cuda: boolean; budgeted: boolean }) => {
-      try { call(() => native().checkRun(header, { op: OPS.train, rows: 1, loss: 0, precision }, target)); return undefined; } catch (e) { return e; }
+      try {
+        call(() => native().checkRun(header, { op: OPS.train, rows: 1, loss: 0, precision }, target));
+        return undefined;
+      } catch (e) {
+        return e;
+      }
     };
-    expect(check(PRECISIONS.tf32, { cuda: false, budgeted: false })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs the CUDA backend (a GPU with TF32 tensor cores)') });
-    expect(check(PRECISIONS.bf16, { cuda: false, budgeted: false })).toBeUndefined();  // emulated
-    expect(check(PRECISIONS.tf32x3, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
-    expect(check(PRECISIONS.bf16, { cuda: true, budgeted: true })).toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('needs a device workspace beside the arena') });
+    expect(check(PRECISIONS.tf32, { cuda: false, budgeted: false })).toMatchObject({
+      code: 'BAD_OPTION',
+      field: 'precision',
+      message: expect.stringContaining('needs the CUDA backend (a GPU with TF32 tensor cores)'),
+    });
+    expect(check(PRECISIONS.bf16, { cuda: false, budgeted: false })).toBeUndefined(); // emulated
+    expect(check(PRECISIONS.tf32x3, { cuda: true, budgeted: true })).toMatchObject({
+      code: 'BAD_OPTION',
+      field: 'precision',
+      message: expect.stringContaining('needs a device workspace beside the arena'),
+    });
+    expect(check(PRECISIONS.bf16, { cuda: true, budgeted: true })).toMatchObject({
+      code: 'BAD_OPTION',
+      field: 'precision',
+      message: expect.stringContaining('needs a device workspace beside the arena'),
+    });
     // tf32 takes no workspace, so a budget allows it; fp32 runs anywhere.
     expect(check(PRECISIONS.tf32, { cuda: true, budgeted: true })).toBeUndefined();
     expect(check(PRECISIONS.fp32, { cuda: false, budgeted: true })).toBeUndefined();
@@ -92,19 +121,23 @@ describe('precision in the run contract (native checks)', () => {
     try {
       arena.view(1, 'w').fill(0.5);
       const before = Float32Array.from(arena.view(2, 'w').fill(0.5));
-      arena.view(0, 'z').fill(1);  // one row that trains: input ones, class 0
+      arena.view(0, 'z').fill(1); // one row that trains: input ones, class 0
       arena.view(2, 'y').set([1, 0, 0]);
       arena.toDevice();
       for (const precision of [PRECISIONS.tf32, PRECISIONS.tf32x3]) {
         const run = runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision });
         await expect(run).rejects.toBeInstanceOf(OptionError);
-        await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('CUDA backend') });
+        await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision })).rejects.toMatchObject({
+          code: 'BAD_OPTION',
+          field: 'precision',
+          message: expect.stringContaining('CUDA backend'),
+        });
       }
       arena.toHost();
       expect(arena.view(2, 'w')).toEqual(before);
       await expect(runArena(arena, { op: OPS.train, rows: 1, loss: 0, precision: PRECISIONS.fp32 })).resolves.toBe('cpu');
       arena.toHost();
-      expect(arena.view(2, 'w')).not.toEqual(before);  // the fp32 run did train
+      expect(arena.view(2, 'w')).not.toEqual(before); // the fp32 run did train
     } finally {
       arena.dispose();
     }
@@ -114,8 +147,15 @@ describe('precision in the run contract (native checks)', () => {
     const f32 = Arena.create(planLayout(spec()), { backend: 'cpu' });
     const f64 = Arena.create(planLayout(spec('float64')), { backend: 'cpu' });
     try {
-      await expect(runArena(f32, { op: OPS.eval, rows: 1, loss: 0, precision: 9 as never })).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringContaining('precision 9') });
-      await expect(runArena(f64, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.tf32 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision', message: expect.stringContaining('float64') });
+      await expect(runArena(f32, { op: OPS.eval, rows: 1, loss: 0, precision: 9 as never })).rejects.toMatchObject({
+        code: 'BAD_ARGUMENT',
+        message: expect.stringContaining('precision 9'),
+      });
+      await expect(runArena(f64, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.tf32 })).rejects.toMatchObject({
+        code: 'BAD_OPTION',
+        field: 'precision',
+        message: expect.stringContaining('float64'),
+      });
     } finally {
       f32.dispose();
       f64.dispose();

@@ -33,7 +33,10 @@ describe('Huber loss through backward({ dOutput })', () => {
       try {
         const t = new Trainer(arena);
         t.init(7);
-        for (let l = 1; l < 4; l++) arena.view(l, 'b').forEach((_, i, b) => { b[i] = 0.05 * Math.sin(3 * l + 7 * i + 1); });
+        for (let l = 1; l < 4; l++)
+          arena.view(l, 'b').forEach((_, i, b) => {
+            b[i] = 0.05 * Math.sin(3 * l + 7 * i + 1);
+          });
         t.markHostChanged();
         const { x } = toyData(5, 3, 4, 11, true);
         const y = Float64Array.from({ length: 12 }, (_, i) => (output === 'softmax' ? (i % 3 === 1 ? 1 : 0) : Math.sin(i)));
@@ -43,7 +46,7 @@ describe('Huber loss through backward({ dOutput })', () => {
         let k = 5;
         for (let i = 4; i < 8; i++) if (res[i + 1]! - res[i]! > res[k + 1]! - res[k]!) k = i;
         const delta = (res[k]! + res[k + 1]!) / 2;
-        expect(res.some((r) => r < delta) && res.some((r) => r > delta)).toBe(true);  // both branches
+        expect(res.some((r) => r < delta) && res.some((r) => r > delta)).toBe(true); // both branches
         await t.backward({ dOutput: huberLoss(out, y, 4, delta).dOutput });
         arena.toHost({ kinds: ['dw', 'db'] });
         const loss = async () => huberLoss(await t.forward(x), y, 4, delta).loss;
@@ -86,7 +89,8 @@ const actGrad = (a: Activation, z: number) => (a === 'tanh' ? 1 - z * z : a === 
 function reference(W: Float64Array[], B: Float64Array[], layers: number[], acts: Activation[], x: Float64Array, y: Float64Array, rows: number) {
   const z: Float64Array[] = [x];
   for (let l = 1; l < layers.length; l++) {
-    const n = layers[l]!, m = layers[l - 1]!;
+    const n = layers[l]!,
+      m = layers[l - 1]!;
     const out = new Float64Array(rows * n);
     for (let r = 0; r < rows; r++) {
       for (let j = 0; j < n; j++) {
@@ -98,16 +102,20 @@ function reference(W: Float64Array[], B: Float64Array[], layers: number[], acts:
         const row = out.subarray(r * n, (r + 1) * n);
         const mx = Math.max(...row);
         const sum = row.reduce((a, v) => a + Math.exp(v - mx), 0);
-        row.forEach((v, j) => { row[j] = Math.exp(v - mx) / sum; });
+        row.forEach((v, j) => {
+          row[j] = Math.exp(v - mx) / sum;
+        });
       }
     }
     z.push(out);
   }
   const L = layers.length - 1;
   let d = z[L]!.map((p, i) => (p - y[i]!) / rows);
-  const dW: Float64Array[] = [], dB: Float64Array[] = [];
+  const dW: Float64Array[] = [],
+    dB: Float64Array[] = [];
   for (let l = L; l >= 1; l--) {
-    const n = layers[l]!, m = layers[l - 1]!;
+    const n = layers[l]!,
+      m = layers[l - 1]!;
     const gw = (dW[l] = new Float64Array(n * m));
     const gb = (dB[l] = new Float64Array(n));
     for (let r = 0; r < rows; r++)
@@ -130,8 +138,9 @@ function reference(W: Float64Array[], B: Float64Array[], layers: number[], acts:
 }
 
 describe('a custom optimizer written over the views', () => {
-  it('SGD with weight decay from backward()\'s dw / db matches a TS reference (float64)', async () => {
-    const layers = [7, 9, 5, 4], acts: Activation[] = ['tanh', 'relu', 'softmax'];
+  it("SGD with weight decay from backward()'s dw / db matches a TS reference (float64)", async () => {
+    const layers = [7, 9, 5, 4],
+      acts: Activation[] = ['tanh', 'relu', 'softmax'];
     const arena = Arena.create(planLayout({ layers, batch: 6, dtype: 'float64', activations: acts }), cpu);
     try {
       const t = new Trainer(arena);
@@ -139,13 +148,18 @@ describe('a custom optimizer written over the views', () => {
       const W = layers.map((_, l) => (l ? Float64Array.from(arena.view(l, 'w')) : new Float64Array()));
       const B = layers.map((_, l) => (l ? Float64Array.from(arena.view(l, 'b')) : new Float64Array()));
       const data = toyData(7, 4, 6 * 4, 3, false);
-      const lr = 0.2, wd = 0.01;
-      const sgdWd = (w: View | Float64Array, g: ArrayLike<number>) => { for (let i = 0; i < w.length; i++) w[i] = w[i]! - lr * (g[i]! + wd * w[i]!); };
+      const lr = 0.2,
+        wd = 0.01;
+      const sgdWd = (w: View | Float64Array, g: ArrayLike<number>) => {
+        for (let i = 0; i < w.length; i++) w[i] = w[i]! - lr * (g[i]! + wd * w[i]!);
+      };
       for (let s = 0; s < 4; s++) {
         const x = data.x.subarray(s * 6 * 7, (s + 1) * 6 * 7);
         const labels = data.labels!.subarray(s * 6, (s + 1) * 6);
         const y = new Float64Array(6 * 4);
-        labels.forEach((c, r) => { y[r * 4 + c] = 1; });
+        labels.forEach((c, r) => {
+          y[r * 4 + c] = 1;
+        });
         const out = await t.forward(x);
         const ref = reference(W, B, layers, acts, Float64Array.from(x), y, 6);
         for (let i = 0; i < out.length; i++) expect(out[i]).toBeCloseTo(ref.out[i]!, 12);
@@ -161,13 +175,16 @@ describe('a custom optimizer written over the views', () => {
       }
       let worst = 0;
       for (let l = 1; l < layers.length; l++) {
-        for (const [kind, mine] of [['w', W[l]!], ['b', B[l]!]] as const) {
+        for (const [kind, mine] of [
+          ['w', W[l]!],
+          ['b', B[l]!],
+        ] as const) {
           const v = arena.view(l, kind);
           for (let i = 0; i < v.length; i++) worst = Math.max(worst, Math.abs(v[i]! - mine[i]!) / Math.max(1, Math.abs(mine[i]!)));
         }
       }
       expect(worst).toBeLessThan(1e-12);
-      expect(t.steps).toBe(0);  // the built-in optimizer never ran
+      expect(t.steps).toBe(0); // the built-in optimizer never ran
     } finally {
       arena.dispose();
     }
@@ -188,7 +205,7 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
     }
   }
 
-  it('backward() reports step()\'s loss where softmax\'s probabilities underflow (logits far apart: a huge Adam step)', async () => {
+  it("backward() reports step()'s loss where softmax's probabilities underflow (logits far apart: a huge Adam step)", async () => {
     const spec = { layers: [6, 8, 4], batch: 5, optimizer: 'adam' as const };
     const data = toyData(6, 4, 5, 3, false);
     const losses: number[] = [];
@@ -196,7 +213,7 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
       using arena = Arena.create(planLayout(spec), cpu);
       const t = new Trainer(arena, { lr: 1e10 });
       t.init(7);
-      await t.step(data.x, { labels: data.labels! });  // the step that sends the logits far apart
+      await t.step(data.x, { labels: data.labels! }); // the step that sends the logits far apart
       if (way === 'step') losses.push((await t.step(data.x, { labels: data.labels! })).loss);
       else {
         await t.forward(data.x);
@@ -204,14 +221,14 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
         losses.push((await t.metrics()).loss);
       }
     }
-    expect(losses[0]).toBeGreaterThan(1e6);  // far beyond -log of the smallest float32 (about 87)
+    expect(losses[0]).toBeGreaterThan(1e6); // far beyond -log of the smallest float32 (about 87)
     expect(losses[1]).toBe(losses[0]);
   });
 
   it('adam, float32, a wide network (GEMM tiles and edges, several threads), sigmoid + mse with y', async () => {
     const r = await twins(cpu, 'float32', 'adam', { layers: [300, 520, 70], batch: 64, output: 'sigmoid', steps: 3 });
     expect(firstDiff(r.step, r.primitives)).toBe(-1);
-    expect(r.primitiveLoss).toEqual(r.stepLoss);  // mse: the same loss code on the same outputs
+    expect(r.primitiveLoss).toEqual(r.stepLoss); // mse: the same loss code on the same outputs
   });
 
   it('sgd, float32, a batch deeper than one GEMM K block (300 rows)', async () => {
@@ -223,13 +240,18 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
   // update()'s from cpu::squares over dw in memory: the same bits (multi-tile layers).
   const cases = [
     { name: '', spec: { layers: [10, 12, 3], batch: 8, optimizer: 'adam' as const }, options: {} },
-    { name: ' (momentum, float64, clipping by the global norm)', spec: { layers: [37, 50, 3], batch: 8, optimizer: 'momentum' as const, dtype: 'float64' as const }, options: { clipGradNorm: 0.05 } },
+    {
+      name: ' (momentum, float64, clipping by the global norm)',
+      spec: { layers: [37, 50, 3], batch: 8, optimizer: 'momentum' as const, dtype: 'float64' as const },
+      options: { clipGradNorm: 0.05 },
+    },
   ];
   for (const c of cases) {
     it(`gradients() then update() is a step too${c.name}`, async () => {
       const data = toyData(c.spec.layers[0]!, 3, 8, 1, false);
       const out: Uint8Array[] = [];
-      for (const way of [0, 1, 2]) {  // step(); gradients() + update(); step() without the options
+      for (const way of [0, 1, 2]) {
+        // step(); gradients() + update(); step() without the options
         if (way === 2 && !c.name) break;
         const arena = Arena.create(planLayout(c.spec), cpu);
         try {
@@ -237,30 +259,41 @@ describe('forward + backward + update is step, bit for bit (CPU)', () => {
           t.init(1);
           for (let s = 0; s < 3; s++) {
             if (way !== 1) await t.step(data.x, { labels: data.labels! });
-            else { await t.gradients(data.x, { labels: data.labels! }); await t.update(); }
+            else {
+              await t.gradients(data.x, { labels: data.labels! });
+              await t.update();
+            }
           }
           t.syncToHost();
           const state = c.spec.optimizer === 'adam' ? 'vb' : 'mb';
-          out.push(new Uint8Array([...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, state)].flatMap((v) => [...new Uint8Array(Float64Array.of(v).buffer)])));
+          out.push(
+            new Uint8Array(
+              [...arena.view(1, 'w'), ...arena.view(2, 'w'), ...arena.view(2, state)].flatMap((v) => [...new Uint8Array(Float64Array.of(v).buffer)]),
+            ),
+          );
           expect(t.steps).toBe(3);
         } finally {
           arena.dispose();
         }
       }
       expect(firstDiff(out[0]!, out[1]!)).toBe(-1);
-      if (out[2]) expect(firstDiff(out[0]!, out[2]!)).not.toBe(-1);  // the options did act
+      if (out[2]) expect(firstDiff(out[0]!, out[2]!)).not.toBe(-1); // the options did act
     });
   }
 });
 
 // ---- K models ----------------------------------------------------------------------------
 describe('K models: the native runs cover every model; the Trainer refuses its primitives', () => {
-  for (const [dtype, optimizer] of [['float32', 'sgd'], ['float64', 'momentum'], ['float32', 'adam']] as const) {
+  for (const [dtype, optimizer] of [
+    ['float32', 'sgd'],
+    ['float64', 'momentum'],
+    ['float32', 'adam'],
+  ] as const) {
     it(`Forward + Backward + Update runs == Train runs, each model bit for bit (${optimizer}, ${dtype}, 3 models, own lrs)`, async () => {
       const lrs = optimizer === 'adam' ? [0.01, 0.003, 0.02] : [0.1, 0.05, 0.2];
       const r = await modelTwins(cpu, dtype, optimizer, lrs);
       for (let m = 0; m < 3; m++) expect(firstDiff(r.step[m]!, r.primitives[m]!), `model ${m}`).toBe(-1);
-      expect(firstDiff(r.step[0]!, r.step[1]!)).not.toBe(-1);  // the models did train apart
+      expect(firstDiff(r.step[0]!, r.step[1]!)).not.toBe(-1); // the models did train apart
     });
   }
 
@@ -274,7 +307,7 @@ describe('K models: the native runs cover every model; the Trainer refuses its p
         await expect(call()).rejects.toMatchObject({ name: 'ArenaError', code: 'NOT_SUPPORTED', message: expect.stringMatching(/models: 2/) });
       }
       expect(t.steps).toBe(0);
-      await t.step(x, { labels: [0, 1] });  // the trainer still works
+      await t.step(x, { labels: [0, 1] }); // the trainer still works
       expect(t.steps).toBe(1);
     } finally {
       arena.dispose();
@@ -295,7 +328,12 @@ describe('what each primitive moves', () => {
         const a = arena.stats;
         await f();
         const b = arena.stats;
-        return [b.toDeviceTransfers - a.toDeviceTransfers, b.toDeviceBytes - a.toDeviceBytes, b.toHostTransfers - a.toHostTransfers, b.toHostBytes - a.toHostBytes];
+        return [
+          b.toDeviceTransfers - a.toDeviceTransfers,
+          b.toDeviceBytes - a.toDeviceBytes,
+          b.toHostTransfers - a.toHostTransfers,
+          b.toHostBytes - a.toHostBytes,
+        ];
       };
       expect(await delta(() => t.forward(x))).toEqual([1, rows * 8 * 4, 1, rows * 4 * 4]);
       expect(await delta(() => t.backward({ labels: labels! }))).toEqual([1, rows * 4 * 4, 0, 0]);
@@ -349,9 +387,9 @@ describe('primitives: typed refusals', () => {
       await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' });
       await t.forward(x);
       await t.backward({ labels: [0, 1] });
-      await t.backward({ labels: [1, 2] });  // again from the same activations: allowed
+      await t.backward({ labels: [1, 2] }); // again from the same activations: allowed
       await t.update();
-      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' });  // the weights changed
+      await expect(t.backward({ labels: [0, 1] })).rejects.toMatchObject({ code: 'NO_FORWARD' }); // the weights changed
     } finally {
       arena.dispose();
     }
@@ -368,7 +406,7 @@ describe('primitives: typed refusals', () => {
       await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
       await t.forward(x);
       await t.backward({ labels: [0, 1] });
-      await t.step(x, { labels: [0, 1] });  // a step overwrites dw / db with gradients it applied
+      await t.step(x, { labels: [0, 1] }); // a step overwrites dw / db with gradients it applied
       await expect(t.update()).rejects.toMatchObject({ code: 'NO_GRADIENTS' });
       expect(t.steps).toBe(2);
     } finally {
@@ -382,12 +420,25 @@ describe('primitives: typed refusals', () => {
       const before = arena.stats;
       await expect(t.forward(new Float32Array(4 * 5))).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'forward.x.length' });
       await expect(t.forward([1, 2, 3])).rejects.toMatchObject({ code: 'BAD_DATA_WIDTH', field: 'forward.x.length' });
-      await t.forward(x);  // 2 rows
-      await expect(t.backward({ dOutput: new Float32Array(9) })).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA_WIDTH', field: 'backward.dOutput.length', value: 9 });
-      await expect(t.backward({ dOutput: [0.1, 0, 0, 0, 0, NaN] })).rejects.toMatchObject({ name: 'DataError', code: 'BAD_DATA', field: 'backward.dOutput[5]' });
+      await t.forward(x); // 2 rows
+      await expect(t.backward({ dOutput: new Float32Array(9) })).rejects.toMatchObject({
+        name: 'DataError',
+        code: 'BAD_DATA_WIDTH',
+        field: 'backward.dOutput.length',
+        value: 9,
+      });
+      await expect(t.backward({ dOutput: [0.1, 0, 0, 0, 0, NaN] })).rejects.toMatchObject({
+        name: 'DataError',
+        code: 'BAD_DATA',
+        field: 'backward.dOutput[5]',
+      });
       await expect(t.backward({ dOutput: [0.1, 0, 0, 0, 0, Infinity] })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'backward.dOutput[5]' });
-      await expect(t.backward({ dOutput: [1e39, 0, 0, 0, 0, 0] })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'backward.dOutput[0]' });  // Infinity in float32
-      await expect(t.backward({ labels: [0, 1], dOutput: new Float32Array(6) } as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target', value: 'several' });
+      await expect(t.backward({ dOutput: [1e39, 0, 0, 0, 0, 0] })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'backward.dOutput[0]' }); // Infinity in float32
+      await expect(t.backward({ labels: [0, 1], dOutput: new Float32Array(6) } as never)).rejects.toMatchObject({
+        code: 'BAD_DATA',
+        field: 'target',
+        value: 'several',
+      });
       await expect(t.backward({} as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target', value: 'none' });
       await expect(t.backward(null as never)).rejects.toMatchObject({ code: 'BAD_DATA', field: 'target' });
       await expect(t.backward({ labels: [0, 3] })).rejects.toMatchObject({ code: 'BAD_LABEL', field: 'backward.labels[1]' });
@@ -410,7 +461,7 @@ describe('primitives: typed refusals', () => {
       await expect(runArena(arena, { op: OPS.backward, rows: 2, numBatches: 2 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
       await expect(runArena(arena, { op: OPS.backwardFromOutput, rows: 3 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
       await expect(runArena(arena, { op: 7 as never, rows: 1 })).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
-      await expect(runArena(arena, { op: OPS.update })).resolves.toBe('cpu');  // rows unused
+      await expect(runArena(arena, { op: OPS.update })).resolves.toBe('cpu'); // rows unused
     } finally {
       arena.dispose();
     }

@@ -16,22 +16,51 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { afterAll, expect, it } from 'vitest';
-import { Arena, ArenaError, DataError, FieldError, KINDS, LayoutError, NnArenaError, OptionError, planLayout, Trainer, type LayoutSpec, type Plan } from '../src/index.js';
 import {
-  ArenaModel, close, corruptSpec, dataOf, expectPlan, okOrDiverged, onDisposed, OK, refuse, referenceForward, referenceLoss,
-  type Corruption, type ErrorClass, type Expect, type Sel, type SpecChoice,
+  Arena,
+  ArenaError,
+  DataError,
+  FieldError,
+  KINDS,
+  LayoutError,
+  NnArenaError,
+  OptionError,
+  planLayout,
+  Trainer,
+  type LayoutSpec,
+  type Plan,
+} from '../src/index.js';
+import {
+  ArenaModel,
+  close,
+  corruptSpec,
+  dataOf,
+  expectPlan,
+  okOrDiverged,
+  onDisposed,
+  OK,
+  refuse,
+  referenceForward,
+  referenceLoss,
+  type Corruption,
+  type ErrorClass,
+  type Expect,
+  type Sel,
+  type SpecChoice,
 } from './support/property-model.js';
 
 const SEED = Number(process.env.NN_ARENA_PROP_SEED ?? 20270127);
 const RUNS = Number(process.env.NN_ARENA_PROP_RUNS ?? 1000);
-const MAX_LIVE = 4;  // live arenas per sequence (each has a twin)
+const MAX_LIVE = 4; // live arenas per sequence (each has a twin)
 const cpu = { backend: process.env.NN_ARENA_PROP_BACKEND === 'cuda' ? 'cuda' : 'cpu' } as const;
 // NN_ARENA_PROP_PRECISION=tf32 (CUDA): Trainers of one-model float32 arenas train with TF32
 // products (the others cannot: a typed refusal the sequences would not expect), and outputs are
 // compared with the float64 reference to TF32's rounding.
-const PRECISION = process.env.NN_ARENA_PROP_PRECISION === 'tf32' ? 'tf32' as const : undefined;
-const withPrecision = (m: ArenaModel, o: Record<string, unknown>) => (PRECISION && m.spec.dtype === 'float32' && m.spec.models === 1 ? { ...o, precision: PRECISION } : o);
-const near = (a: number, b: number, m: ArenaModel) => (PRECISION && m.spec.dtype === 'float32' ? Math.abs(a - b) <= 2e-2 * Math.max(1, Math.abs(a), Math.abs(b)) : close(a, b, m.spec.dtype));
+const PRECISION = process.env.NN_ARENA_PROP_PRECISION === 'tf32' ? ('tf32' as const) : undefined;
+const withPrecision = (m: ArenaModel, o: Record<string, unknown>) =>
+  PRECISION && m.spec.dtype === 'float32' && m.spec.models === 1 ? { ...o, precision: PRECISION } : o;
+const near = (a: number, b: number, m: ArenaModel) =>
+  PRECISION && m.spec.dtype === 'float32' ? Math.abs(a - b) <= 2e-2 * Math.max(1, Math.abs(a), Math.abs(b)) : close(a, b, m.spec.dtype);
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-prop-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const CLASSES: Record<ErrorClass, new (...a: never[]) => NnArenaError> = { LayoutError, OptionError, DataError, ArenaError };
@@ -77,7 +106,22 @@ const seed = fc.nat(1000);
 const planOp = (bad: fc.Arbitrary<Corruption>) => fc.record({ t: fc.constant('plan' as const), spec: specArb, bad });
 const corruption = fc.oneof(
   { weight: 6, arbitrary: fc.constant<Corruption>('none') },
-  { weight: 1, arbitrary: fc.constantFrom<Corruption>('batch-negative', 'batch-zero', 'batch-fraction', 'batch-string', 'layer-zero', 'one-layer', 'dtype', 'optimizer', 'models-zero', 'unknown-key', 'compact-string') },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<Corruption>(
+      'batch-negative',
+      'batch-zero',
+      'batch-fraction',
+      'batch-string',
+      'layer-zero',
+      'one-layer',
+      'dtype',
+      'optimizer',
+      'models-zero',
+      'unknown-key',
+      'compact-string',
+    ),
+  },
 );
 /** true about once in n. */
 const rarely = (n: number) => fc.nat(n - 1).map((v) => v === 0);
@@ -85,31 +129,107 @@ const subset = (n: number) => fc.option(fc.uniqueArray(fc.nat(n), { minLength: 1
 const opArb: fc.Arbitrary<Op> = fc.oneof(
   { weight: 3, arbitrary: planOp(corruption) },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('createBad' as const), a, how: fc.constantFrom('backend', 'memory', 'device', 'unknown', 'null') }) },
-  { weight: 8, arbitrary: fc.record({ t: fc.constant('write' as const), a, slot: fc.nat(200), i: fc.nat(10_000), model: fc.nat(2), viaModel: fc.boolean(), v: fc.integer({ min: -64, max: 64 }).map((n) => n / 64) }) },
-  { weight: 8, arbitrary: fc.record({
-    t: fc.constant('transfer' as const), a, dir: fc.constantFrom('toDevice', 'toHost'), whole: rarely(7),
-    kinds: subset(KINDS.length - 1), header: fc.boolean(), layers: subset(4),
-    bad: fc.oneof({ weight: 8, arbitrary: fc.constant<BadSel>('none') }, { weight: 1, arbitrary: fc.constantFrom<BadSel>('kind', 'layer', 'layer-negative', 'layer-string', 'kinds-not-array', 'null') }),
-  }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      t: fc.constant('write' as const),
+      a,
+      slot: fc.nat(200),
+      i: fc.nat(10_000),
+      model: fc.nat(2),
+      viaModel: fc.boolean(),
+      v: fc.integer({ min: -64, max: 64 }).map((n) => n / 64),
+    }),
+  },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      t: fc.constant('transfer' as const),
+      a,
+      dir: fc.constantFrom('toDevice', 'toHost'),
+      whole: rarely(7),
+      kinds: subset(KINDS.length - 1),
+      header: fc.boolean(),
+      layers: subset(4),
+      bad: fc.oneof(
+        { weight: 8, arbitrary: fc.constant<BadSel>('none') },
+        { weight: 1, arbitrary: fc.constantFrom<BadSel>('kind', 'layer', 'layer-negative', 'layer-string', 'kinds-not-array', 'null') },
+      ),
+    }),
+  },
   { weight: 4, arbitrary: fc.record({ t: fc.constant('check' as const), a }) },
-  { weight: 2, arbitrary: fc.record({ t: fc.constant('trainer' as const), a, lr: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('small', 'mid', 'array') }, { weight: 1, arbitrary: fc.constantFrom('huge', 'nan', 'string', 'array-length', 'unknown') }) }) as fc.Arbitrary<Op> },
-  { weight: 3, arbitrary: fc.record({ t: fc.constant('init' as const), a, seed, how: fc.oneof({ weight: 6, arbitrary: fc.constantFrom('number', 'array') }, { weight: 1, arbitrary: fc.constantFrom('nan', 'fraction', 'string', 'array-length') }) }) as fc.Arbitrary<Op> },
-  { weight: 4, arbitrary: fc.record({ t: fc.constant('step' as const), a, rows: fc.nat(5), seed, bad: fc.oneof({ weight: 8, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constantFrom('rows', 'label', 'nan') }) }) as fc.Arbitrary<Op> },
-  { weight: 2, arbitrary: fc.record({ t: fc.constant('fit' as const), a, count: fc.integer({ min: 1, max: 12 }), epochs: fc.integer({ min: 1, max: 2 }), seed }) },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant('trainer' as const),
+      a,
+      lr: fc.oneof(
+        { weight: 6, arbitrary: fc.constantFrom('small', 'mid', 'array') },
+        { weight: 1, arbitrary: fc.constantFrom('huge', 'nan', 'string', 'array-length', 'unknown') },
+      ),
+    }) as fc.Arbitrary<Op>,
+  },
+  {
+    weight: 3,
+    arbitrary: fc.record({
+      t: fc.constant('init' as const),
+      a,
+      seed,
+      how: fc.oneof(
+        { weight: 6, arbitrary: fc.constantFrom('number', 'array') },
+        { weight: 1, arbitrary: fc.constantFrom('nan', 'fraction', 'string', 'array-length') },
+      ),
+    }) as fc.Arbitrary<Op>,
+  },
+  {
+    weight: 4,
+    arbitrary: fc.record({
+      t: fc.constant('step' as const),
+      a,
+      rows: fc.nat(5),
+      seed,
+      bad: fc.oneof({ weight: 8, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constantFrom('rows', 'label', 'nan') }),
+    }) as fc.Arbitrary<Op>,
+  },
+  {
+    weight: 2,
+    arbitrary: fc.record({ t: fc.constant('fit' as const), a, count: fc.integer({ min: 1, max: 12 }), epochs: fc.integer({ min: 1, max: 2 }), seed }),
+  },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('forward' as const), a, rows: fc.nat(5), seed, bad: rarely(10) }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('backward' as const), a, rows: fc.nat(5), own: fc.boolean(), wrong: rarely(10), seed }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('update' as const), a }) },
   { weight: 3, arbitrary: fc.record({ t: fc.constant('parts' as const), a, rows: fc.nat(5), own: fc.boolean(), seed }) },
-  { weight: 2, arbitrary: fc.record({ t: fc.constant('predict' as const), a, count: fc.integer({ min: 1, max: 12 }), model: fc.nat(2), seed, bad: fc.oneof({ weight: 8, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constantFrom('model-string', 'model-range') }) }) as fc.Arbitrary<Op> },
+  {
+    weight: 2,
+    arbitrary: fc.record({
+      t: fc.constant('predict' as const),
+      a,
+      count: fc.integer({ min: 1, max: 12 }),
+      model: fc.nat(2),
+      seed,
+      bad: fc.oneof({ weight: 8, arbitrary: fc.constant('none') }, { weight: 1, arbitrary: fc.constantFrom('model-string', 'model-range') }),
+    }) as fc.Arbitrary<Op>,
+  },
   { weight: 1, arbitrary: fc.record({ t: fc.constant('evaluate' as const), a, count: fc.integer({ min: 1, max: 12 }), seed }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('save' as const), a, kinds: subset(KINDS.length - 1) }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('tsave' as const), a }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('sync' as const), a }) },
   { weight: 2, arbitrary: fc.record({ t: fc.constant('dispose' as const), a, via: fc.constantFrom('arena', 'trainer') }) },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant('viewBad' as const), a, how: fc.constantFrom('layer-range', 'layer0-w', 'kind', 'model-string', 'model-range', 'layer-fraction') }) as fc.Arbitrary<Op> },
-  { weight: 1, arbitrary: fc.record({ t: fc.constant('loadBad' as const), how: fc.constantFrom('missing', 'dir', 'garbage', 'empty-path') }) as fc.Arbitrary<Op> },
+  {
+    weight: 1,
+    arbitrary: fc.record({
+      t: fc.constant('viewBad' as const),
+      a,
+      how: fc.constantFrom('layer-range', 'layer0-w', 'kind', 'model-string', 'model-range', 'layer-fraction'),
+    }) as fc.Arbitrary<Op>,
+  },
+  {
+    weight: 1,
+    arbitrary: fc.record({ t: fc.constant('loadBad' as const), how: fc.constantFrom('missing', 'dir', 'garbage', 'empty-path') }) as fc.Arbitrary<Op>,
+  },
 );
-const sequence = fc.tuple(fc.array(planOp(fc.constant<Corruption>('none')), { minLength: 1, maxLength: 2 }), fc.array(opArb, { minLength: 10, maxLength: 40, size: 'max' }))
+const sequence = fc
+  .tuple(fc.array(planOp(fc.constant<Corruption>('none')), { minLength: 1, maxLength: 2 }), fc.array(opArb, { minLength: 10, maxLength: 40, size: 'max' }))
   .map(([first, rest]) => [...first, ...rest] as Op[]);
 
 // ---- outcomes -----------------------------------------------------------------------------------
@@ -125,16 +245,22 @@ function typed(e: unknown): NnArenaError {
 }
 
 async function attempt<T>(f: () => T | Promise<T>): Promise<Outcome<T>> {
-  try { return { ok: true, value: await f() }; } catch (e) { return { ok: false, error: typed(e) }; }
+  try {
+    return { ok: true, value: await f() };
+  } catch (e) {
+    return { ok: false, error: typed(e) };
+  }
 }
 
 const tally: Record<string, number> = {};
 function expectOutcome(o: Outcome<unknown>, e: Expect, what: string): void {
-  const allowed = e.ok ? e.or ?? [] : e.any;
+  const allowed = e.ok ? (e.or ?? []) : e.any;
   if (o.ok) {
     if (!e.ok) throw new Error(`${what}: resolved; expected ${allowed.map(([c, k]) => `${c} ${k}`).join(' or ')}`);
   } else if (!allowed.some(([cls, code]) => o.error instanceof CLASSES[cls] && o.error.code === code)) {
-    throw new Error(`${what}: threw ${o.error.name} ${o.error.code} (${o.error.message}); expected ${e.ok ? 'success' : ''}${allowed.map(([c, k]) => ` ${c} ${k}`).join(' or')}`);
+    throw new Error(
+      `${what}: threw ${o.error.name} ${o.error.code} (${o.error.message}); expected ${e.ok ? 'success' : ''}${allowed.map(([c, k]) => ` ${c} ${k}`).join(' or')}`,
+    );
   }
   const key = `${what} ${o.ok ? 'ok' : o.error.code}`;
   tally[key] = (tally[key] ?? 0) + 1;
@@ -152,8 +278,15 @@ const sameMetrics = (p: { loss: number; accuracy: number; losses?: number[]; div
 
 // ---- the world: arenas, each with a twin -------------------------------------------------------
 
-interface Side { arena: Arena; trainer?: Trainer }
-interface Entry { m: ArenaModel; plan: Plan; sides: [Side, Side] }
+interface Side {
+  arena: Arena;
+  trainer?: Trainer;
+}
+interface Entry {
+  m: ArenaModel;
+  plan: Plan;
+  sides: [Side, Side];
+}
 /** What may make a run diverge: a huge learning rate, values written into parameters, weights already non-finite. */
 const mayDiverge = (m: ArenaModel & { tainted?: boolean; nonFinite?: boolean }) => m.hugeLr || !!m.tainted || !!m.nonFinite;
 type M = ArenaModel & { tainted?: boolean; nonFinite?: boolean };
@@ -161,15 +294,20 @@ type M = ArenaModel & { tainted?: boolean; nonFinite?: boolean };
 class World {
   entries: Entry[] = [];
   files = 0;
-  get live(): number { return this.entries.filter((e) => !e.m.disposed).length; }
-  pick(a: number): Entry | undefined { return this.entries.length ? this.entries[a % this.entries.length] : undefined; }
+  get live(): number {
+    return this.entries.filter((e) => !e.m.disposed).length;
+  }
+  pick(a: number): Entry | undefined {
+    return this.entries.length ? this.entries[a % this.entries.length] : undefined;
+  }
 
   /** f on the arena and on its twin: the same outcome (code, and value by `eq`), checked against `exp`. */
   async both<T>(e: Entry, what: string, exp: Expect, f: (s: Side, k: 0 | 1) => T | Promise<T>, eq?: (p: T, q: T) => boolean): Promise<Outcome<T>> {
     const r = await attempt(() => f(e.sides[0], 0));
     const t = await attempt(() => f(e.sides[1], 1));
     expectOutcome(r, exp, what);
-    if (r.ok !== t.ok || (!r.ok && !t.ok && r.error.code !== t.error.code)) throw new Error(`${what}: the twin arena's outcome differs (${r.ok ? 'ok' : r.error.code} vs ${t.ok ? 'ok' : t.error.code})`);
+    if (r.ok !== t.ok || (!r.ok && !t.ok && r.error.code !== t.error.code))
+      throw new Error(`${what}: the twin arena's outcome differs (${r.ok ? 'ok' : r.error.code} vs ${t.ok ? 'ok' : t.error.code})`);
     if (r.ok && t.ok && eq && !eq(r.value, t.value)) throw new Error(`${what}: the twin arena's result differs (determinism)`);
     return r;
   }
@@ -184,7 +322,8 @@ class World {
 
   /** Host weights and biases of model `model` (after a toHost of w and b on both sides). */
   weights(s: Side, m: ArenaModel, model: number): { w: Float64Array[]; b: Float64Array[]; finite: boolean } {
-    const w: Float64Array[] = [], b: Float64Array[] = [];
+    const w: Float64Array[] = [],
+      b: Float64Array[] = [];
     let finite = true;
     for (let l = 1; l <= m.L; l++) {
       w.push(Float64Array.from(s.arena.view(l, 'w', model)));
@@ -203,7 +342,7 @@ class World {
   ran(e: Entry, o: Outcome<unknown>): void {
     const m = e.m as M;
     m.forget();
-    if (m.hugeLr) m.tainted = true;  // its weights may be huge under the next Trainer too, until init()
+    if (m.hugeLr) m.tainted = true; // its weights may be huge under the next Trainer too, until init()
     if (!o.ok && o.error.code === 'DIVERGED') m.nonFinite = true;
   }
 
@@ -214,18 +353,32 @@ class World {
     if (!e) return;
     const m = e.m as M;
     const gone = (exp: Expect) => (m.disposed ? onDisposed(exp) : exp);
-    const K = m.spec.models, B = m.spec.batch;
+    const K = m.spec.models,
+      B = m.spec.batch;
     switch (op.t) {
       case 'createBad': {
-        const opts = { backend: { backend: 'gpu' }, memory: { backend: 'cpu', memory: 'managed' }, device: { backend: 'cpu', device: 1 }, unknown: { backnd: 'cpu' }, null: null }[op.how];
-        const exp = { backend: refuse('OptionError', 'BAD_OPTION'), memory: refuse('ArenaError', 'NOT_SUPPORTED'), device: refuse('OptionError', 'BAD_OPTION'), unknown: refuse('OptionError', 'UNKNOWN_OPTION'), null: refuse('OptionError', 'BAD_OPTION') }[op.how];
+        const opts = {
+          backend: { backend: 'gpu' },
+          memory: { backend: 'cpu', memory: 'managed' },
+          device: { backend: 'cpu', device: 1 },
+          unknown: { backnd: 'cpu' },
+          null: null,
+        }[op.how];
+        const exp = {
+          backend: refuse('OptionError', 'BAD_OPTION'),
+          memory: refuse('ArenaError', 'NOT_SUPPORTED'),
+          device: refuse('OptionError', 'BAD_OPTION'),
+          unknown: refuse('OptionError', 'UNKNOWN_OPTION'),
+          null: refuse('OptionError', 'BAD_OPTION'),
+        }[op.how];
         const o = await attempt(() => Arena.create(e.plan, opts as never));
         if (o.ok) o.value.dispose();
         return expectOutcome(o, exp, `Arena.create ${op.how}`);
       }
       case 'write': {
         if (!m.slots.length) return;
-        const k = op.slot % m.slots.length, s = m.slots[k]!;
+        const k = op.slot % m.slots.length,
+          s = m.slots[k]!;
         const mi = op.model % K;
         const useModel = op.viaModel && K > 1;
         const i = useModel ? op.i % s.length : op.i % s.total;
@@ -242,22 +395,43 @@ class World {
       case 'transfer': {
         const L = m.L;
         const kinds = op.kinds?.map((j) => KINDS[j % KINDS.length]!);
-        const sel: Record<string, unknown> | null | undefined = op.whole ? undefined : {
-          ...(kinds || op.header ? { kinds: [...(kinds ?? []), ...(op.header ? ['header'] : [])] } : {}),
-          ...(op.layers ? { layers: op.layers.map((l) => l % (L + 1)) } : {}),
-        };
+        const sel: Record<string, unknown> | null | undefined = op.whole
+          ? undefined
+          : {
+              ...(kinds || op.header ? { kinds: [...(kinds ?? []), ...(op.header ? ['header'] : [])] } : {}),
+              ...(op.layers ? { layers: op.layers.map((l) => l % (L + 1)) } : {}),
+            };
         let given: unknown = sel;
         switch (op.bad) {
-          case 'none': break;
-          case 'kind': given = { ...sel, kinds: ['w', 'bogus'] }; break;
-          case 'layer': given = { ...sel, layers: [L + 1] }; break;
-          case 'layer-negative': given = { ...sel, layers: [-1] }; break;
-          case 'layer-string': given = { ...sel, layers: ['1'] }; break;
-          case 'kinds-not-array': given = { ...sel, kinds: 'w' }; break;
-          case 'null': given = null; break;
+          case 'none':
+            break;
+          case 'kind':
+            given = { ...sel, kinds: ['w', 'bogus'] };
+            break;
+          case 'layer':
+            given = { ...sel, layers: [L + 1] };
+            break;
+          case 'layer-negative':
+            given = { ...sel, layers: [-1] };
+            break;
+          case 'layer-string':
+            given = { ...sel, layers: ['1'] };
+            break;
+          case 'kinds-not-array':
+            given = { ...sel, kinds: 'w' };
+            break;
+          case 'null':
+            given = null;
+            break;
         }
         const exp = op.bad === 'none' ? OK : refuse('OptionError', 'BAD_SELECTOR');
-        const o = await this.both(e, `${op.dir} ${op.bad}`, gone(exp), (side) => side.arena[op.dir](given as never), (p, q) => p.bytes === q.bytes && p.transfers === q.transfers);
+        const o = await this.both(
+          e,
+          `${op.dir} ${op.bad}`,
+          gone(exp),
+          (side) => side.arena[op.dir](given as never),
+          (p, q) => p.bytes === q.bytes && p.transfers === q.transfers,
+        );
         if (o.ok) m.transfer(op.dir, sel as Sel | undefined);
         return;
       }
@@ -272,14 +446,31 @@ class World {
             }
           });
         });
-        for (const side of e.sides) expect(typeof side.arena.stats.toDeviceTransfers).toBe('number');  // readable, also after dispose
+        for (const side of e.sides) expect(typeof side.arena.stats.toDeviceTransfers).toBe('number'); // readable, also after dispose
         return;
       }
       case 'trainer': {
         const lrs = Array.from({ length: K }, (_, i) => 0.01 * (i + 1));
-        const options = { small: { lr: 0.01 }, mid: { lr: 0.1 }, array: { lr: lrs }, huge: { lr: 1e30 }, nan: { lr: NaN }, string: { lr: '0.1' }, 'array-length': { lr: [...lrs, 0.5] }, unknown: { learningRate: 0.1 } }[op.lr];
-        const exp = { nan: refuse('OptionError', 'BAD_OPTION'), string: refuse('OptionError', 'BAD_OPTION'), 'array-length': refuse('OptionError', 'BAD_OPTION'), unknown: refuse('OptionError', 'UNKNOWN_OPTION') }[op.lr as string] ?? OK;
-        const o = await this.both(e, `Trainer ${op.lr}`, gone(exp), (side) => { side.trainer = new Trainer(side.arena, (op.lr === 'unknown' ? options : withPrecision(m, options)) as never); });
+        const options = {
+          small: { lr: 0.01 },
+          mid: { lr: 0.1 },
+          array: { lr: lrs },
+          huge: { lr: 1e30 },
+          nan: { lr: NaN },
+          string: { lr: '0.1' },
+          'array-length': { lr: [...lrs, 0.5] },
+          unknown: { learningRate: 0.1 },
+        }[op.lr];
+        const exp =
+          {
+            nan: refuse('OptionError', 'BAD_OPTION'),
+            string: refuse('OptionError', 'BAD_OPTION'),
+            'array-length': refuse('OptionError', 'BAD_OPTION'),
+            unknown: refuse('OptionError', 'UNKNOWN_OPTION'),
+          }[op.lr as string] ?? OK;
+        const o = await this.both(e, `Trainer ${op.lr}`, gone(exp), (side) => {
+          side.trainer = new Trainer(side.arena, (op.lr === 'unknown' ? options : withPrecision(m, options)) as never);
+        });
         // The new Trainer replaces the side's: one that Trainer.load made (and that owned the arena) is dropped.
         if (o.ok) {
           m.lr = op.lr === 'huge' ? 1e30 : 0.01;
@@ -289,13 +480,23 @@ class World {
         return;
       }
       case 'init': {
-        const seeds = { number: op.seed, array: Array.from({ length: K }, (_, i) => op.seed + 3 * i), nan: NaN, fraction: 1.5, string: '7', 'array-length': Array.from({ length: K + 1 }, (_, i) => i) }[op.how];
+        const seeds = {
+          number: op.seed,
+          array: Array.from({ length: K }, (_, i) => op.seed + 3 * i),
+          nan: NaN,
+          fraction: 1.5,
+          string: '7',
+          'array-length': Array.from({ length: K + 1 }, (_, i) => i),
+        }[op.how];
         const exp = ['number', 'array'].includes(op.how) ? OK : refuse('OptionError', 'BAD_SEED');
         const o = await this.both(e, `init ${op.how}`, gone(exp), (side) => this.trainerOf(side, m).init(seeds as never));
         if (o.ok) {
           m.forget();
-          m.steps = 0; m.forwardRows = undefined; m.gradients = false;
-          m.tainted = false; m.nonFinite = false;
+          m.steps = 0;
+          m.forwardRows = undefined;
+          m.gradients = false;
+          m.tainted = false;
+          m.nonFinite = false;
         }
         return;
       }
@@ -304,13 +505,20 @@ class World {
         const d = dataOf(op.seed, rows, m.inputs, m.outputs);
         if (op.bad === 'label') d.labels[0] = m.outputs;
         if (op.bad === 'nan') d.x[0] = NaN;
-        const exp = { none: okOrDiverged(mayDiverge(m)), rows: refuse('DataError', 'BAD_DATA'), label: refuse('DataError', 'BAD_LABEL'), nan: refuse('DataError', 'BAD_DATA') }[op.bad];
+        const exp = {
+          none: okOrDiverged(mayDiverge(m)),
+          rows: refuse('DataError', 'BAD_DATA'),
+          label: refuse('DataError', 'BAD_LABEL'),
+          nan: refuse('DataError', 'BAD_DATA'),
+        }[op.bad];
         const ref = !m.disposed && op.bad === 'none' ? this.referenceLosses(e, d.x, d.labels, rows) : undefined;
         const o = await this.both(e, `step ${op.bad}`, gone(exp), (side) => this.trainerOf(side, m).step(d.x, { labels: d.labels }), sameMetrics);
         if (!m.disposed && op.bad !== 'none') m.forgetStaging();
         if (m.disposed || op.bad !== 'none') return;
         this.ran(e, o);
-        m.steps++; m.forwardRows = undefined; m.gradients = false;
+        m.steps++;
+        m.forwardRows = undefined;
+        m.gradients = false;
         if (o.ok && ref) this.compareLosses(o.value, ref, m, 'step loss');
         if (o.ok) this.checkFinite(e, o.value.diverged);
         return;
@@ -318,16 +526,22 @@ class World {
       case 'fit': {
         const d = dataOf(op.seed, op.count, m.inputs, m.outputs);
         const exp = op.count > m.spec.samples ? refuse('DataError', 'DATA_TOO_LARGE') : okOrDiverged(mayDiverge(m));
-        const o = await this.both(e, 'fit', gone(exp), (side) => this.trainerOf(side, m).fit(d, { epochs: op.epochs, seed: op.seed }),
-          (p, q) => sameMetrics(p, q) && p.steps === q.steps);
+        const o = await this.both(
+          e,
+          'fit',
+          gone(exp),
+          (side) => this.trainerOf(side, m).fit(d, { epochs: op.epochs, seed: op.seed }),
+          (p, q) => sameMetrics(p, q) && p.steps === q.steps,
+        );
         if (m.disposed || op.count > m.spec.samples) return;
         this.ran(e, o);
-        m.forwardRows = undefined; m.gradients = false;
+        m.forwardRows = undefined;
+        m.gradients = false;
         if (o.ok) {
           expect(o.value.steps).toBe(m.fitSteps(op.count, op.epochs));
           m.steps += o.value.steps;
           this.checkFinite(e, o.value.diverged);
-        } else m.steps = NaN;  // stopped at the diverging step
+        } else m.steps = NaN; // stopped at the diverging step
         return;
       }
       case 'forward': {
@@ -346,12 +560,21 @@ class World {
         const rows = (m.forwardRows ?? 1 + (op.rows % B)) + (op.wrong ? 1 : 0);
         const d = dataOf(op.seed, rows, m.inputs, m.outputs);
         const target = op.own ? { dOutput: Array.from({ length: rows * m.outputs }, (_, i) => Math.sin(i + op.seed) / rows) } : { labels: d.labels };
-        const exp = K > 1 ? refuse('ArenaError', 'NOT_SUPPORTED')
-          : m.forwardRows === undefined ? refuse('ArenaError', 'NO_FORWARD')
-            : op.wrong ? refuse('DataError', 'BAD_DATA_WIDTH')
-              : m.spec.compact ? refuse('ArenaError', 'NOT_SUPPORTED') : OK;
+        const exp =
+          K > 1
+            ? refuse('ArenaError', 'NOT_SUPPORTED')
+            : m.forwardRows === undefined
+              ? refuse('ArenaError', 'NO_FORWARD')
+              : op.wrong
+                ? refuse('DataError', 'BAD_DATA_WIDTH')
+                : m.spec.compact
+                  ? refuse('ArenaError', 'NOT_SUPPORTED')
+                  : OK;
         const o = await this.both(e, `backward${op.own ? ' dOutput' : ''}`, gone(exp), (side) => this.trainerOf(side, m).backward(target));
-        if (o.ok) { m.forget(); m.gradients = true; }
+        if (o.ok) {
+          m.forget();
+          m.gradients = true;
+        }
         return;
       }
       case 'update': {
@@ -359,11 +582,14 @@ class World {
         const o = await this.both(e, 'update', gone(exp), (side) => this.trainerOf(side, m).update());
         if (m.disposed || !(o.ok || o.error.code === 'DIVERGED')) return;
         this.ran(e, o);
-        m.steps++; m.gradients = false; m.forwardRows = undefined;
+        m.steps++;
+        m.gradients = false;
+        m.forwardRows = undefined;
         if (o.ok) this.checkFinite(e, undefined);
         return;
       }
-      case 'parts': {  // a step in parts, so that backward and update meet a forward often
+      case 'parts': {
+        // a step in parts, so that backward and update meet a forward often
         await this.op({ t: 'forward', a: op.a, rows: op.rows, seed: op.seed, bad: false });
         await this.op({ t: 'backward', a: op.a, rows: op.rows, own: op.own, wrong: false, seed: op.seed });
         return this.op({ t: 'update', a: op.a });
@@ -391,10 +617,24 @@ class World {
         if (o.ok && ref) this.compareLosses(o.value, ref, m, 'evaluate loss');
         return;
       }
-      case 'save': return this.save(e, op.kinds?.map((j) => KINDS[j % KINDS.length]!));
-      case 'tsave': return this.tsave(e);
+      case 'save':
+        return this.save(
+          e,
+          op.kinds?.map((j) => KINDS[j % KINDS.length]!),
+        );
+      case 'tsave':
+        return this.tsave(e);
       case 'sync': {
-        const o = await this.both(e, 'sync', gone(OK), (side) => { side.arena.toHost(); return side.arena.bytes().slice(); }, (p, q) => Buffer.from(p).equals(Buffer.from(q)));
+        const o = await this.both(
+          e,
+          'sync',
+          gone(OK),
+          (side) => {
+            side.arena.toHost();
+            return side.arena.bytes().slice();
+          },
+          (p, q) => Buffer.from(p).equals(Buffer.from(q)),
+        );
         if (o.ok) m.transfer('toHost', undefined);
         return;
       }
@@ -402,9 +642,12 @@ class World {
         const frees = op.via === 'arena' || (e.sides[0].trainer !== undefined && m.owned);
         await this.both(e, `dispose ${op.via}`, OK, (side) => {
           const old = side.arena.disposed ? undefined : side.arena.view(m.L, 'b');
-          if (op.via === 'arena') { side.arena.dispose(); side.arena.dispose(); } else side.trainer?.dispose();
+          if (op.via === 'arena') {
+            side.arena.dispose();
+            side.arena.dispose();
+          } else side.trainer?.dispose();
           expect(side.arena.disposed).toBe(frees || m.disposed);
-          if (old && side.arena.disposed) expect(old.length).toBe(0);  // detached
+          if (old && side.arena.disposed) expect(old.length).toBe(0); // detached
         });
         if (frees) m.disposed = true;
         return;
@@ -412,11 +655,19 @@ class World {
       case 'viewBad': {
         const L = m.L;
         const call = {
-          'layer-range': (x: Arena) => x.view(L + 1, 'w'), 'layer0-w': (x: Arena) => x.view(0, 'w'), kind: (x: Arena) => x.view(1, 'bogus'),
-          'model-string': (x: Arena) => x.view(1, 'w', '0' as never), 'model-range': (x: Arena) => x.view(1, 'w', K), 'layer-fraction': (x: Arena) => x.view(1.5, 'w'),
+          'layer-range': (x: Arena) => x.view(L + 1, 'w'),
+          'layer0-w': (x: Arena) => x.view(0, 'w'),
+          kind: (x: Arena) => x.view(1, 'bogus'),
+          'model-string': (x: Arena) => x.view(1, 'w', '0' as never),
+          'model-range': (x: Arena) => x.view(1, 'w', K),
+          'layer-fraction': (x: Arena) => x.view(1.5, 'w'),
         }[op.how];
         // A kind no plan has is a LayoutError BAD_KIND (as in planLayout); a kind this layer lacks, NO_REGION.
-        const exp = ['model-string', 'model-range', 'layer-fraction'].includes(op.how) ? refuse('OptionError', 'BAD_OPTION') : op.how === 'kind' ? refuse('LayoutError', 'BAD_KIND') : refuse('ArenaError', 'NO_REGION');
+        const exp = ['model-string', 'model-range', 'layer-fraction'].includes(op.how)
+          ? refuse('OptionError', 'BAD_OPTION')
+          : op.how === 'kind'
+            ? refuse('LayoutError', 'BAD_KIND')
+            : refuse('ArenaError', 'NO_REGION');
         await this.both(e, `view ${op.how}`, gone(exp), (side) => call(side.arena));
         return;
       }
@@ -451,26 +702,33 @@ class World {
     const n = this.files++;
     const files = [join(dir, `a${n}-0.nna`), join(dir, `a${n}-1.nna`)];
     const saved = (k: string) => (kinds ? kinds.includes(k) : k !== 'xdata' && k !== 'ydata');
-    const o = await this.both(e, 'Arena.save', m.disposed ? refuse('ArenaError', 'DISPOSED') : OK, (side, k) => {
-      const bytes = side.arena.save(files[k]!, kinds ? { kinds } : {});
-      const loaded = Arena.load(files[k]!, cpu);
-      expect(loaded.plan.totalBytes).toBe(e.plan.totalBytes);
-      for (const r of e.plan.regions) {
-        if (r.bytes === 0) continue;
-        const got = loaded.bytes(r.offset, r.bytes);
-        if (saved(r.kind)) {
-          if (!Buffer.from(got).equals(Buffer.from(side.arena.bytes(r.offset, r.bytes)))) throw new Error(`Arena.load: ${r.kind}[${r.layer}] differs from what was saved`);
+    const o = await this.both(
+      e,
+      'Arena.save',
+      m.disposed ? refuse('ArenaError', 'DISPOSED') : OK,
+      (side, k) => {
+        const bytes = side.arena.save(files[k]!, kinds ? { kinds } : {});
+        const loaded = Arena.load(files[k]!, cpu);
+        expect(loaded.plan.totalBytes).toBe(e.plan.totalBytes);
+        for (const r of e.plan.regions) {
+          if (r.bytes === 0) continue;
+          const got = loaded.bytes(r.offset, r.bytes);
+          if (saved(r.kind)) {
+            if (!Buffer.from(got).equals(Buffer.from(side.arena.bytes(r.offset, r.bytes))))
+              throw new Error(`Arena.load: ${r.kind}[${r.layer}] differs from what was saved`);
+          }
         }
-      }
-      loaded.dispose();
-      return bytes;
-    }, (p, q) => p === q);
+        loaded.dispose();
+        return bytes;
+      },
+      (p, q) => p === q,
+    );
     if (!o.ok) return;
-    expect(readFileSync(files[0]!).equals(readFileSync(files[1]!))).toBe(true);  // same calls, same file
+    expect(readFileSync(files[0]!).equals(readFileSync(files[1]!))).toBe(true); // same calls, same file
     if (this.live >= MAX_LIVE) return;
     const lm = new ArenaModel(m.spec, e.plan) as M;
     lm.loadedFrom(m, saved);
-    lm.tainted = m.tainted || m.nonFinite || m.hugeLr || kinds !== undefined;  // parameters left out are zero; non-finite ones stay
+    lm.tainted = m.tainted || m.nonFinite || m.hugeLr || kinds !== undefined; // parameters left out are zero; non-finite ones stay
     const sides = files.map((f) => ({ arena: Arena.load(f, cpu) })) as [Side, Side];
     this.entries.push({ m: lm, plan: sides[0].arena.plan, sides });
   }
@@ -480,27 +738,43 @@ class World {
     const m = e.m as M;
     const n = this.files++;
     const files = [join(dir, `t${n}-0.nna`), join(dir, `t${n}-1.nna`)];
-    const o = await this.both(e, 'Trainer.save', m.disposed ? refuse('ArenaError', 'DISPOSED') : OK, (side, k) => {
-      const t = this.trainerOf(side, m);
-      t.save(files[k]!);
-      const loaded = Trainer.load(files[k]!, cpu);
-      try {
-        expect(loaded.steps).toBe(t.steps);
-        for (const r of e.plan.regions) {
-          if (!PARAM_KINDS.includes(r.kind) || r.bytes === 0) continue;
-          if (!Buffer.from(loaded.arena.bytes(r.offset, r.bytes)).equals(Buffer.from(side.arena.bytes(r.offset, r.bytes)))) throw new Error(`Trainer.load: ${r.kind}[${r.layer}] differs from what was saved`);
+    const o = await this.both(
+      e,
+      'Trainer.save',
+      m.disposed ? refuse('ArenaError', 'DISPOSED') : OK,
+      (side, k) => {
+        const t = this.trainerOf(side, m);
+        t.save(files[k]!);
+        const loaded = Trainer.load(files[k]!, cpu);
+        try {
+          expect(loaded.steps).toBe(t.steps);
+          for (const r of e.plan.regions) {
+            if (!PARAM_KINDS.includes(r.kind) || r.bytes === 0) continue;
+            if (!Buffer.from(loaded.arena.bytes(r.offset, r.bytes)).equals(Buffer.from(side.arena.bytes(r.offset, r.bytes))))
+              throw new Error(`Trainer.load: ${r.kind}[${r.layer}] differs from what was saved`);
+          }
+        } finally {
+          loaded.dispose();
         }
-      } finally { loaded.dispose(); }
-      return t.steps;
-    }, (p, q) => p === q);
+        return t.steps;
+      },
+      (p, q) => p === q,
+    );
     if (!o.ok) return;
-    m.forget();  // save brought the device side back
+    m.forget(); // save brought the device side back
     if (!Number.isNaN(m.steps)) expect(o.value).toBe(m.steps);
     if (this.live >= MAX_LIVE) return;
     const loaded = files.map((f) => Trainer.load(f, cpu));
     const lm = new ArenaModel(m.spec, e.plan, false) as M;
     Object.assign(lm, { owned: true, lr: m.lr, hugeLr: m.hugeLr, steps: m.steps, gradients: m.gradients, tainted: m.tainted, nonFinite: m.nonFinite });
-    this.entries.push({ m: lm, plan: loaded[0]!.arena.plan, sides: [{ arena: loaded[0]!.arena, trainer: loaded[0]! }, { arena: loaded[1]!.arena, trainer: loaded[1]! }] });
+    this.entries.push({
+      m: lm,
+      plan: loaded[0]!.arena.plan,
+      sides: [
+        { arena: loaded[0]!.arena, trainer: loaded[0]! },
+        { arena: loaded[1]!.arena, trainer: loaded[1]! },
+      ],
+    });
   }
 
   // ---- the TypeScript reference of results --------------------------------------------------------
@@ -535,7 +809,7 @@ class World {
     const losses = m.spec.models > 1 ? got.losses! : [got.loss];
     tally['reference: losses compared'] = (tally['reference: losses compared'] ?? 0) + ref.length;
     ref.forEach((want, mi) => {
-      if (got.diverged?.[mi]) return;  // its loss reads NaN
+      if (got.diverged?.[mi]) return; // its loss reads NaN
       if (!near(losses[mi]!, want, m)) throw new Error(`${what}: model ${mi} ${losses[mi]}, the reference ${want}`);
     });
   }
@@ -545,13 +819,20 @@ class World {
     if (!mayDiverge(e.m as M)) return;
     this.paramsToHost(e);
     for (let mi = 0; mi < e.m.spec.models; mi++) {
-      if (diverged?.[mi]) { (e.m as M).nonFinite = true; continue; }
+      if (diverged?.[mi]) {
+        (e.m as M).nonFinite = true;
+        continue;
+      }
       if (!this.weights(e.sides[0], e.m, mi).finite) throw new Error(`a run resolved (model ${mi} not marked diverged) with non-finite weights`);
     }
   }
 
   async close(): Promise<void> {
-    for (const e of this.entries) for (const s of e.sides) { if (s.trainer) s.trainer.dispose(); s.arena.dispose(); }
+    for (const e of this.entries)
+      for (const s of e.sides) {
+        if (s.trainer) s.trainer.dispose();
+        s.arena.dispose();
+      }
   }
 }
 
@@ -559,21 +840,60 @@ it(`random sequences of public calls agree with the reference model (${RUNS} seq
   mkdirSync(dir, { recursive: true });
   const started = performance.now();
   let ops = 0;
-  await fc.assert(fc.asyncProperty(sequence, async (seq) => {
-    const w = new World();
-    try {
-      for (const op of seq) { await w.op(op); ops++; }
-    } finally {
-      await w.close();
-    }
-  }), { numRuns: RUNS, seed: SEED });
+  await fc.assert(
+    fc.asyncProperty(sequence, async (seq) => {
+      const w = new World();
+      try {
+        for (const op of seq) {
+          await w.op(op);
+          ops++;
+        }
+      } finally {
+        await w.close();
+      }
+    }),
+    { numRuns: RUNS, seed: SEED },
+  );
   const seconds = (performance.now() - started) / 1000;
-  console.log(`property: ${RUNS} sequences, ${ops} calls in ${seconds.toFixed(1)} s; outcomes:\n${Object.entries(tally).sort().map(([k, n]) => `  ${k}: ${n}`).join('\n')}`);
+  console.log(
+    `property: ${RUNS} sequences, ${ops} calls in ${seconds.toFixed(1)} s; outcomes:\n${Object.entries(tally)
+      .sort()
+      .map(([k, n]) => `  ${k}: ${n}`)
+      .join('\n')}`,
+  );
   // The sequences reached what they are meant to: each kind of call resolved, and each refusal the
   // model knows was seen (at the default count: a short run, e.g. under compute-sanitizer, may not).
-  if (RUNS >= 1000) for (const k of ['planLayout none ok', 'write ok', 'toDevice none ok', 'toHost none ok', 'check ok', 'init number ok', 'init array ok', 'step none ok', 'fit ok', 'forward ok', 'backward ok',
-    'backward dOutput ok', 'update ok', 'predict none ok', 'evaluate ok', 'Arena.save ok', 'Trainer.save ok', 'sync ok', 'dispose arena ok', 'check DISPOSED', 'step none DISPOSED',
-    'backward NOT_SUPPORTED', 'backward NO_FORWARD', 'update NO_GRADIENTS', 'forward NOT_SUPPORTED', 'planLayout none BAD_SPEC', 'fit DATA_TOO_LARGE', 'toHost kind BAD_SELECTOR']) {
-    expect(tally[k] ?? 0, k).toBeGreaterThan(0);
-  }
+  if (RUNS >= 1000)
+    for (const k of [
+      'planLayout none ok',
+      'write ok',
+      'toDevice none ok',
+      'toHost none ok',
+      'check ok',
+      'init number ok',
+      'init array ok',
+      'step none ok',
+      'fit ok',
+      'forward ok',
+      'backward ok',
+      'backward dOutput ok',
+      'update ok',
+      'predict none ok',
+      'evaluate ok',
+      'Arena.save ok',
+      'Trainer.save ok',
+      'sync ok',
+      'dispose arena ok',
+      'check DISPOSED',
+      'step none DISPOSED',
+      'backward NOT_SUPPORTED',
+      'backward NO_FORWARD',
+      'update NO_GRADIENTS',
+      'forward NOT_SUPPORTED',
+      'planLayout none BAD_SPEC',
+      'fit DATA_TOO_LARGE',
+      'toHost kind BAD_SELECTOR',
+    ]) {
+      expect(tally[k] ?? 0, k).toBeGreaterThan(0);
+    }
 }, 600_000);

@@ -15,7 +15,11 @@ const after = (e: PytorchEstimate) => Object.fromEntries(e.stages.map((s) => [s.
 const stage = (e: PytorchEstimate, name: string) => e.stages.find((s) => s.stage === name)!;
 const names = (list: Array<{ name: string }>) => list.map((t) => t.name);
 const blocks = (...counts: number[]) => counts.reduce((a, n) => a + roundSize(n), 0);
-const PARAMS = [[40, 50], [30, 40], [5, 30]] as const;  // [units, fan-in] per layer
+const PARAMS = [
+  [40, 50],
+  [30, 40],
+  [5, 30],
+] as const; // [units, fan-in] per layer
 
 describe('estimatePytorchMemory with AMP', () => {
   const fp32 = estimatePytorchMemory(SPEC);
@@ -32,8 +36,13 @@ describe('estimatePytorchMemory with AMP', () => {
     const fwd = stage(bf16, 'forward');
     const casts = fwd.allocated.filter((t) => t.name.endsWith(' bf16')).map((t) => [t.name, t.bytes]);
     expect(casts).toEqual([
-      ['linear1.bias bf16', 80], ['linear1.weight bf16', 4000], ['x bf16', 800],
-      ['linear2.bias bf16', 60], ['linear2.weight bf16', 2400], ['linear3.bias bf16', 10], ['linear3.weight bf16', 300],
+      ['linear1.bias bf16', 80],
+      ['linear1.weight bf16', 4000],
+      ['x bf16', 800],
+      ['linear2.bias bf16', 60],
+      ['linear2.weight bf16', 2400],
+      ['linear3.bias bf16', 10],
+      ['linear3.weight bf16', 300],
     ]);
     expect(fwd.allocated.find((t) => t.name === 'relu1 output')!.bytes).toBe(8 * 40 * 2);
     expect(fwd.allocated.find((t) => t.name === 'linear3 output')!.bytes).toBe(8 * 5 * 2);
@@ -46,18 +55,29 @@ describe('estimatePytorchMemory with AMP', () => {
   it('frees the casts nothing saved when autocast exits, the others in backward; nll_loss works on a float32 copy', () => {
     const loss = stage(bf16, 'loss');
     expect(names(loss.freed).sort()).toEqual(['linear1.bias bf16', 'linear1.weight bf16', 'linear2.bias bf16', 'linear3.bias bf16'].sort());
-    expect(loss.allocated.map((t) => [t.name, t.bytes])).toEqual([['log_softmax output', 8 * 5 * 2], ['log_softmax output float32', 8 * 5 * 4], ['loss', 4], ['nll_loss total_weight', 4]]);
+    expect(loss.allocated.map((t) => [t.name, t.bytes])).toEqual([
+      ['log_softmax output', 8 * 5 * 2],
+      ['log_softmax output float32', 8 * 5 * 4],
+      ['loss', 4],
+      ['nll_loss total_weight', 4],
+    ]);
     const back = stage(bf16, 'backward');
     expect(names(back.freed)).toEqual(expect.arrayContaining(['linear2.weight bf16', 'linear3.weight bf16', 'x bf16', 'log_softmax output float32']));
-    for (const st of bf16.stages.slice(TORCH_STAGES.indexOf('backward'))) expect(names(st.allocated).filter((n) => / bf16$/.test(n) && !n.startsWith('grad of'))).toEqual([]);
+    for (const st of bf16.stages.slice(TORCH_STAGES.indexOf('backward')))
+      expect(names(st.allocated).filter((n) => / bf16$/.test(n) && !n.startsWith('grad of'))).toEqual([]);
   });
 
   it('leaves float32 gradients after backward: what remains is what fp32 keeps, less half the output', () => {
     const grads = stage(bf16, 'backward').allocated.filter((t) => t.name.endsWith('.grad'));
-    expect(grads.map((t) => [t.name, t.bytes])).toEqual([3, 2, 1].flatMap((l) => {
-      const [u, f] = PARAMS[l - 1]!;
-      return [[`linear${l}.weight.grad`, u * f * 4], [`linear${l}.bias.grad`, u * 4]];
-    }));
+    expect(grads.map((t) => [t.name, t.bytes])).toEqual(
+      [3, 2, 1].flatMap((l) => {
+        const [u, f] = PARAMS[l - 1]!;
+        return [
+          [`linear${l}.weight.grad`, u * f * 4],
+          [`linear${l}.bias.grad`, u * 4],
+        ];
+      }),
+    );
     // The low-precision gradients of the casts are gone too.
     expect(after(fp32).backward! - after(bf16).backward!).toBe(roundSize(8 * 5 * 4) - roundSize(8 * 5 * 2));
     expect(after(bf16).step! - after(bf16).backward!).toBe(after(fp32).step! - after(fp32).backward!);
@@ -97,7 +117,7 @@ describe('estimatePytorchMemory with AMP', () => {
 });
 
 describe('bf16CopyBytes (the native rule HalfCopies allocates by, csrc/train/half_copies.h)', () => {
-  it('counts z[0..L-1], then each layer\'s w and its own d, each rounded up to 64 elements, 2 bytes each', () => {
+  it("counts z[0..L-1], then each layer's w and its own d, each rounded up to 64 elements, 2 bytes each", () => {
     // 784-128-10, batch 100: z 78,400 + 12,800; w[1] 100,352, d[1] 12,800; w[2] 1,280, d[2] 1,000 -> 1,024.
     expect(bf16CopyBytes(planLayout({ layers: [784, 128, 10], batch: 100 }))).toBe(2 * (78_400 + 12_800 + 100_352 + 12_800 + 1_280 + 1_024));
     // 3-5-2, batch 3: z 9, 15; w 15, 10; d 15, 6: six operands of 64 elements.
@@ -115,7 +135,8 @@ describe('bf16CopyBytes (the native rule HalfCopies allocates by, csrc/train/hal
 });
 
 describe('plan --vs-pytorch --precision', () => {
-  const cli = (...args: string[]) => spawnSync(process.execPath, ['dist/cli.js', 'plan', '--layers', '784,128,10', '--batch', '100', '--vs-pytorch', ...args], { encoding: 'utf8' });
+  const cli = (...args: string[]) =>
+    spawnSync(process.execPath, ['dist/cli.js', 'plan', '--layers', '784,128,10', '--batch', '100', '--vs-pytorch', ...args], { encoding: 'utf8' });
 
   it('bf16: the AMP stages, and the bf16 copies as their own row counted in the arena side', () => {
     const r = cli('--precision', 'bf16');
@@ -132,7 +153,7 @@ describe('plan --vs-pytorch --precision', () => {
     expect(j.arena.bf16CopyBytes).toBe(413_312);
   });
 
-  it('fp16: PyTorch with GradScaler, nn-arena with its fp16 copies (the size of bf16\'s); fp32 has no copies row', () => {
+  it("fp16: PyTorch with GradScaler, nn-arena with its fp16 copies (the size of bf16's); fp32 has no copies row", () => {
     const r = cli('--precision', 'fp16', '--optimizer', 'adam');
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^backward\s+scaler\.scale\(loss\)\.backward\(\)/m);
@@ -156,7 +177,13 @@ describe('bench/torch-memory-compare.mjs with AMP rows', () => {
     const rows = (['bf16', 'fp16'] as const).map((precision) => {
       const e = estimatePytorchMemory({ layers: [784, 128, 10], batch: 100, optimizer: 'adam' }, { precision });
       return {
-        network: 'S', layers: [784, 128, 10], batch: 100, optimizer: 'adam', dtype: 'float32', precision, leftoverAfter: 0,
+        network: 'S',
+        layers: [784, 128, 10],
+        batch: 100,
+        optimizer: 'adam',
+        dtype: 'float32',
+        precision,
+        leftoverAfter: 0,
         ...(precision === 'fp16' ? { scalerSkippedStep: false } : {}),
         stages: e.stages.map((s) => ({ stage: s.stage, allocated: s.allocatedBytes, peak: s.peakBytes, reserved: s.reservedBytes })),
       };
@@ -174,13 +201,21 @@ describe('bench/torch-memory-compare.mjs with AMP rows', () => {
     expect(r.stdout).toMatch(/\| S 784-128-10 b100 \| adam \| float32 fp16 \| backward \|/);
     // fp32's figures under a bf16 row are caught (autocast's casts, half-size activations).
     const fp32 = estimatePytorchMemory({ layers: [784, 128, 10], batch: 100, optimizer: 'adam' }).stages;
-    const wrong = compare(measured((rows) => { rows[0]!.stages = fp32.map((s) => ({ stage: s.stage, allocated: s.allocatedBytes, peak: s.peakBytes })); }));
+    const wrong = compare(
+      measured((rows) => {
+        rows[0]!.stages = fp32.map((s) => ({ stage: s.stage, allocated: s.allocatedBytes, peak: s.peakBytes }));
+      }),
+    );
     expect(wrong.status).toBe(1);
     expect(wrong.stdout).toMatch(/\| float32 bf16 \| forward \| 777,728 \| 1,111,552 \| \+42\.92% ✗/);
   });
 
   it('fails a row whose step GradScaler skipped', () => {
-    const r = compare(measured((rows) => { rows[1]!.scalerSkippedStep = true; }));
+    const r = compare(
+      measured((rows) => {
+        rows[1]!.scalerSkippedStep = true;
+      }),
+    );
     expect(r.status).toBe(1);
     expect(r.stdout).toContain('GradScaler skipped the optimizer step');
   });
@@ -189,7 +224,8 @@ describe('bench/torch-memory-compare.mjs with AMP rows', () => {
   it.skipIf(!existsSync(FIXTURE))("agrees with PyTorch's measured AMP steps (amp-memory.json) within 1% per stage", () => {
     const j = JSON.parse(readFileSync(FIXTURE, 'utf8'));
     const keys = new Set(j.rows.map((r: { network: string; optimizer: string; precision: string }) => `${r.network} ${r.optimizer} ${r.precision}`));
-    for (const net of ['seed', 'S', 'M']) for (const o of ['sgd', 'adam']) for (const p of ['bf16', 'fp16']) expect(keys, `${net} ${o} ${p}`).toContain(`${net} ${o} ${p}`);
+    for (const net of ['seed', 'S', 'M'])
+      for (const o of ['sgd', 'adam']) for (const p of ['bf16', 'fp16']) expect(keys, `${net} ${o} ${p}`).toContain(`${net} ${o} ${p}`);
     const r = compare(FIXTURE);
     expect(r.status, r.stdout).toBe(0);
     expect(r.stdout).toContain(`${j.rows.length} runs, largest difference`);

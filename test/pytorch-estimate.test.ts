@@ -11,7 +11,8 @@ import { CachingAllocatorModel, roundSize } from '../src/report/caching-allocato
 // Source document 002 (seed): torch.cuda.memory_allocated() after each line of the first training
 // step of a 784-10 MNIST MLP (one nn.Linear), batch 100, float32, PyTorch 1.13.1 on an A30.
 const SEED = {
-  layers: [784, 10], batch: 100,
+  layers: [784, 10],
+  batch: 100,
   sgd: { model: 32_256, inputs: 347_136, forward: 351_232, loss: 356_352, backward: 384_000 },
   adamStep: 448_512,
 };
@@ -83,7 +84,7 @@ describe('caching allocator model', () => {
     const a = new CachingAllocatorModel();
     const x = a.malloc(1);
     expect(a.allocated).toBe(512);
-    expect(a.reserved).toBe(2 << 20);  // one small segment
+    expect(a.reserved).toBe(2 << 20); // one small segment
     a.free(x);
     expect(a.allocated).toBe(0);
     // 11 MiB: a 12 MiB segment; the 1 MiB left is not split off (large pool splits only > 1 MiB).
@@ -105,10 +106,10 @@ describe('caching allocator model', () => {
 
   it('merges freed neighbours so a segment can serve one large request again', () => {
     const a = new CachingAllocatorModel();
-    const blocks = [0, 1, 2, 3].map(() => a.malloc(512 * 1024));  // 4 x 512 KiB fill one 2 MiB segment
+    const blocks = [0, 1, 2, 3].map(() => a.malloc(512 * 1024)); // 4 x 512 KiB fill one 2 MiB segment
     expect(a.reserved).toBe(2 << 20);
     blocks.forEach((b) => a.free(b));
-    a.malloc(1 << 20);  // fits in the merged segment: no new one
+    a.malloc(1 << 20); // fits in the merged segment: no new one
     expect(a.reserved).toBe(2 << 20);
   });
 });
@@ -134,7 +135,9 @@ describe('arenaBytesByStage and plan --vs-pytorch', () => {
     expect(r.stdout).toMatch(/^backward\s+loss\.backward\(\)\s+1,134,592\s+1,186,304\s+2,097,152\s+\|\s+d, db, dw\s+462,280$/m);
     expect(r.stdout).toContain('peak: PyTorch 1,186,304 B');
     expect(r.stdout).toContain('nn-arena 1,244,160 B');
-    const j = JSON.parse(spawnSync(process.execPath, ['dist/cli.js', 'plan', '--layers', '784,10', '--vs-pytorch', '--json', '--optimizer', 'adam'], { encoding: 'utf8' }).stdout);
+    const j = JSON.parse(
+      spawnSync(process.execPath, ['dist/cli.js', 'plan', '--layers', '784,10', '--vs-pytorch', '--json', '--optimizer', 'adam'], { encoding: 'utf8' }).stdout,
+    );
     expect(j.vsPytorch.pytorch.stages.at(-1).allocatedBytes).toBe(SEED.adamStep);
     expect(j.vsPytorch.arena.totalBytes).toBe(j.totalBytes);
   });

@@ -27,7 +27,10 @@ async function squatter(port: number, answer: (hello: Record<string, unknown>) =
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
         lines.push(line);
-        if (lines.length === 1) { const a = answer(JSON.parse(line)); if (a !== undefined) s.write(a + "\n"); }
+        if (lines.length === 1) {
+          const a = answer(JSON.parse(line));
+          if (a !== undefined) s.write(a + '\n');
+        }
       }
     });
   });
@@ -36,7 +39,7 @@ async function squatter(port: number, answer: (hello: Record<string, unknown>) =
 }
 
 describe('rendezvous with a job secret', () => {
-  it('a 3-rank exchange completes and every rank gets rank 0\'s id (string and bytes secrets)', async () => {
+  it("a 3-rank exchange completes and every rank gets rank 0's id (string and bytes secrets)", async () => {
     for (const secret of [SECRET, new TextEncoder().encode(SECRET)]) {
       const port = await freePort();
       const base = { world: 3, addr: '127.0.0.1', port, secret, timeoutMs: 10_000 };
@@ -82,7 +85,10 @@ describe('rendezvous with a job secret', () => {
       s.on('error', () => {});
       s.on('close', () => resolve(buf));
     });
-    const lines = received.trim().split('\n').map((l) => JSON.parse(l));
+    const lines = received
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
     expect(lines[0]).toHaveProperty('challenge');
     expect(lines.at(-1)).toMatchObject({ ok: false, code: 'RENDEZVOUS_AUTH' });
     expect(received).not.toContain(Buffer.from(ID).toString('base64'));
@@ -108,26 +114,35 @@ describe('a squatter on MASTER_PORT', () => {
   it.each([
     ['answers with an id at once (no secret)', () => reply(new Uint8Array(128).fill(66))],
     ['answers RENDEZVOUS_AUTH (a rank 0 without secret)', () => JSON.stringify({ ok: false, code: 'RENDEZVOUS_AUTH', message: 'x' })],
-    ['sends a challenge with a made-up proof', () => JSON.stringify({ challenge: Buffer.alloc(32, 5).toString('base64'), proof: Buffer.alloc(32, 6).toString('base64') })],
-  ])('that %s: the joiner fails with RENDEZVOUS_AUTH and never accepts its id', async (_, answer) => {
-    const port = await freePort();
-    const sq = await squatter(port, answer);
-    try {
-      const e = await rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 }).catch((err) => err);
-      expect(e).toBeInstanceOf(ArenaError);
-      expect(e).toMatchObject({ code: 'RENDEZVOUS_AUTH' });
-      // The joiner sent its hello and nothing after it: no proof to a process that gave none.
-      expect(sq.lines).toHaveLength(1);
-    } finally {
-      await sq.close();
-    }
-  }, 20_000);
+    [
+      'sends a challenge with a made-up proof',
+      () => JSON.stringify({ challenge: Buffer.alloc(32, 5).toString('base64'), proof: Buffer.alloc(32, 6).toString('base64') }),
+    ],
+  ])(
+    'that %s: the joiner fails with RENDEZVOUS_AUTH and never accepts its id',
+    async (_, answer) => {
+      const port = await freePort();
+      const sq = await squatter(port, answer);
+      try {
+        const e = await rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 }).catch((err) => err);
+        expect(e).toBeInstanceOf(ArenaError);
+        expect(e).toMatchObject({ code: 'RENDEZVOUS_AUTH' });
+        // The joiner sent its hello and nothing after it: no proof to a process that gave none.
+        expect(sq.lines).toHaveLength(1);
+      } finally {
+        await sq.close();
+      }
+    },
+    20_000,
+  );
 
   it('a real rank 0 with another secret: the joiner refuses it (RENDEZVOUS_AUTH)', async () => {
     const port = await freePort();
     const served = rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: ID, secret: 'rank-0-has-this-other-secret!!', timeoutMs: 600 }).catch((e) => e);
     await sleep(100);
-    await expect(rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 })).rejects.toMatchObject({ code: 'RENDEZVOUS_AUTH' });
+    await expect(rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 })).rejects.toMatchObject({
+      code: 'RENDEZVOUS_AUTH',
+    });
     expect(await served).toMatchObject({ code: 'RENDEZVOUS_TIMEOUT' });
   }, 20_000);
 
@@ -135,19 +150,27 @@ describe('a squatter on MASTER_PORT', () => {
     const port = await freePort();
     const served = rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: ID, timeoutMs: 5000 }).catch((e) => e);
     await sleep(100);
-    await expect(rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 })).rejects.toMatchObject({ code: 'RENDEZVOUS_AUTH' });
+    await expect(rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port, secret: SECRET, timeoutMs: 5000 })).rejects.toMatchObject({
+      code: 'RENDEZVOUS_AUTH',
+    });
     expect(await served).toMatchObject({ code: 'RENDEZVOUS_AUTH' });
   }, 20_000);
 });
 
 describe('without a secret', () => {
-  afterEach(() => { vi.restoreAllMocks(); });
+  afterEach(() => {
+    vi.restoreAllMocks();
+  });
   const remote = { rank: 1, world: 2, addr: '10.255.255.1', port: 29500, timeoutMs: 50 };
 
   it('a non-loopback addr is refused at once: OptionError naming secret', () => {
     for (const addr of ['10.255.255.1', 'node0', '0.0.0.0', '::']) {
       let err: unknown;
-      try { void rendezvous({ ...remote, addr }).catch(() => {}); } catch (e) { err = e; }
+      try {
+        void rendezvous({ ...remote, addr }).catch(() => {});
+      } catch (e) {
+        err = e;
+      }
       expect(err, addr).toBeInstanceOf(OptionError);
       expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'secret' });
     }
@@ -160,7 +183,7 @@ describe('without a secret', () => {
     const c = rendezvous({ ...remote, allowUnauthenticated: true }).catch((e) => e);
     await Promise.all([a, b, c]);
     const warnings = write.mock.calls.map((c) => String(c[0])).filter((t) => t.includes('unauthenticated rendezvous'));
-    expect(warnings).toHaveLength(1);  // loopback needs no warning; the remote ones warn once
+    expect(warnings).toHaveLength(1); // loopback needs no warning; the remote ones warn once
     expect(warnings[0]!.trim().split('\n')).toHaveLength(1);
   });
 
@@ -179,7 +202,11 @@ describe('without a secret', () => {
 describe('the secret option', () => {
   it.each([['short'], [new Uint8Array(15)], [''], [42], [null]])('secret = %o: OptionError BAD_OPTION naming secret, value not echoed', (secret) => {
     let err: unknown;
-    try { void rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port: 29500, timeoutMs: 50, secret } as never).catch(() => {}); } catch (e) { err = e; }
+    try {
+      void rendezvous({ rank: 1, world: 2, addr: '127.0.0.1', port: 29500, timeoutMs: 50, secret } as never).catch(() => {});
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(OptionError);
     expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'secret' });
     if (secret === 'short') expect((err as Error).message).not.toContain('short');
@@ -194,7 +221,11 @@ describe('the secret option', () => {
     expect(readParallelEnv(env)).not.toHaveProperty('secret');
     expect(readParallelEnv({ ...env, NN_ARENA_JOB_SECRET: SECRET }).secret).toBe(SECRET);
     let err: unknown;
-    try { readParallelEnv({ ...env, NN_ARENA_JOB_SECRET: 'tiny-secret' }); } catch (e) { err = e; }
+    try {
+      readParallelEnv({ ...env, NN_ARENA_JOB_SECRET: 'tiny-secret' });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toMatchObject({ code: 'BAD_ENV', field: 'NN_ARENA_JOB_SECRET' });
     expect((err as Error).message).not.toContain('tiny-secret');
   });

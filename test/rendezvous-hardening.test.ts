@@ -14,7 +14,9 @@ function peer(port: number, rank: number, world: number): Promise<string> {
     const s = net.connect(port, '127.0.0.1', () => s.write(HELLO(rank, world)));
     let buf = '';
     s.setEncoding('utf8');
-    s.on('data', (c: string) => { buf += c; });
+    s.on('data', (c: string) => {
+      buf += c;
+    });
     s.on('close', () => resolve(buf));
     s.on('error', reject);
   });
@@ -39,7 +41,16 @@ describe('rendezvous: hostile connections', () => {
     const chunk = Buffer.alloc(1 << 20, 0x61);
     const flood = junk(port, (s) => {
       let left = 39;
-      const pump = () => { while (left > 0 && !s.destroyed) { left--; if (!s.write(chunk)) { s.once('drain', pump); return; } } s.end(); };
+      const pump = () => {
+        while (left > 0 && !s.destroyed) {
+          left--;
+          if (!s.write(chunk)) {
+            s.once('drain', pump);
+            return;
+          }
+        }
+        s.end();
+      };
       pump();
     });
     const rss0 = process.memoryUsage().rss;
@@ -56,9 +67,12 @@ describe('rendezvous: hostile connections', () => {
   it('connections that are not peers are closed when the rendezvous settles (resolved or not)', async () => {
     for (const outcome of ['resolved', 'timeout'] as const) {
       const port = await freePort();
-      const served = rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: new Uint8Array(128), timeoutMs: outcome === 'timeout' ? 400 : 10_000 }).then(() => 'resolved', (e) => e.code);
+      const served = rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: new Uint8Array(128), timeoutMs: outcome === 'timeout' ? 400 : 10_000 }).then(
+        () => 'resolved',
+        (e) => e.code,
+      );
       await new Promise((r) => setTimeout(r, 100));
-      const silent = junk(port, () => {});  // connects and says nothing
+      const silent = junk(port, () => {}); // connects and says nothing
       await new Promise((r) => setTimeout(r, 100));
       if (outcome === 'resolved') await peer(port, 1, 2);
       expect(await served).toBe(outcome === 'resolved' ? 'resolved' : 'RENDEZVOUS_TIMEOUT');
@@ -72,7 +86,7 @@ describe('rendezvous: hostile connections', () => {
     const served = rendezvous({ rank: 0, world: 2, addr: '127.0.0.1', port, id: new Uint8Array(128), timeoutMs: 10_000 });
     await new Promise((r) => setTimeout(r, 100));
     for (const text of ['GET / HTTP/1.0\n\n', '{"magic":"other"}\n', 'null\n']) {
-      const j = await junk(port, (s) => s.write(text));  // resolves when rank 0 closed it
+      const j = await junk(port, (s) => s.write(text)); // resolves when rank 0 closed it
       expect(j.ms).toBeLessThan(3000);
     }
     await peer(port, 1, 2);
@@ -83,14 +97,33 @@ describe('rendezvous: hostile connections', () => {
 describe('rendezvous: options are checked', () => {
   const ok = { rank: 1, world: 2, addr: '127.0.0.1', port: 29500, timeoutMs: 1000 };
   it.each([
-    ['timeoutMs', 2 ** 31], ['timeoutMs', 0], ['timeoutMs', -5], ['timeoutMs', NaN], ['timeoutMs', 1.5], ['timeoutMs', '100'],
-    ['port', 70000], ['port', 0], ['port', -1], ['port', 80.5], ['port', '29500'],
-    ['world', 0], ['world', -1], ['world', 2.5], ['world', '2'],
-    ['rank', 2], ['rank', -1], ['rank', '1'],
-    ['addr', ''], ['addr', 7],
+    ['timeoutMs', 2 ** 31],
+    ['timeoutMs', 0],
+    ['timeoutMs', -5],
+    ['timeoutMs', NaN],
+    ['timeoutMs', 1.5],
+    ['timeoutMs', '100'],
+    ['port', 70000],
+    ['port', 0],
+    ['port', -1],
+    ['port', 80.5],
+    ['port', '29500'],
+    ['world', 0],
+    ['world', -1],
+    ['world', 2.5],
+    ['world', '2'],
+    ['rank', 2],
+    ['rank', -1],
+    ['rank', '1'],
+    ['addr', ''],
+    ['addr', 7],
   ] as const)('%s = %s: OptionError BAD_OPTION naming it', (field, value) => {
     let err: unknown;
-    try { void rendezvous({ ...ok, [field]: value } as never).catch(() => {}); } catch (e) { err = e; }
+    try {
+      void rendezvous({ ...ok, [field]: value } as never).catch(() => {});
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(OptionError);
     expect(err).toMatchObject({ code: 'BAD_OPTION', field });
   });

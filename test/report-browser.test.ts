@@ -10,7 +10,7 @@ import { planLayout, selectRanges } from '../src/index.js';
 
 // page.evaluate callbacks run in the page; this Node project has no DOM types (lib dom would
 // apply to every file), so the page's document is typed loosely here.
-declare const document: any;  // eslint-disable-line @typescript-eslint/no-explicit-any
+declare const document: any; // eslint-disable-line @typescript-eslint/no-explicit-any
 
 const CHROMIUM = process.env.NN_ARENA_CHROMIUM ?? '/usr/bin/chromium';
 const haveChromium = existsSync(CHROMIUM);
@@ -21,7 +21,9 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
     const dir = mkdtempSync(join(tmpdir(), 'nna-report-'));
     const file = join(dir, 'report.html');
     const epochs = 2;
-    const r = spawnSync(process.execPath, ['dist/cli.js', 'train', '--backend', 'cpu', '--epochs', String(epochs), '--report', file, '--json'], { encoding: 'utf8' });
+    const r = spawnSync(process.execPath, ['dist/cli.js', 'train', '--backend', 'cpu', '--epochs', String(epochs), '--report', file, '--json'], {
+      encoding: 'utf8',
+    });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stderr).toContain(`training report written to ${file}`);
     const summary = JSON.parse(r.stdout);
@@ -37,19 +39,30 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
       headless: true,
       // The browser is not ours: under npm run test:asan it must not inherit the sanitizer preload.
       env: { ...process.env, LD_PRELOAD: '' },
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
     });
     try {
       const page = await context.newPage();
       const requests: string[] = [];
       const problems: string[] = [];
       page.on('request', (q) => requests.push(q.url()));
-      page.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.text()); });
+      page.on('console', (m) => {
+        if (m.type() === 'error' || m.type() === 'warning') problems.push(m.text());
+      });
       page.on('pageerror', (e) => problems.push(String(e)));
       const url = `file://${file}`;
       await page.goto(url, { waitUntil: 'load' });
 
-      const reports = epochs * 4;  // the CLI asks for 4 progress reports per epoch
+      const reports = epochs * 4; // the CLI asks for 4 progress reports per epoch
       for (const id of ['loss-chart', 'accuracy-chart']) {
         const chart = await page.evaluate((id) => {
           const svg = document.getElementById(id);
@@ -59,7 +72,13 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
             const b = c.getBoundingClientRect();
             return { value: Number(c.getAttribute('data-value')), cy: b.top + b.height / 2 - box.top, w: b.width };
           });
-          return { width: box.width, height: box.height, vertices: (path.getAttribute('d')!.match(/[ML]/g) ?? []).length, pathLength: path.getTotalLength(), pts };
+          return {
+            width: box.width,
+            height: box.height,
+            vertices: (path.getAttribute('d')!.match(/[ML]/g) ?? []).length,
+            pathLength: path.getTotalLength(),
+            pts,
+          };
         }, id);
         expect(chart.width, id).toBeGreaterThan(200);
         expect(chart.height, id).toBeGreaterThan(100);
@@ -68,7 +87,7 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
         expect(chart.pts, id).toHaveLength(reports);
         for (const p of chart.pts) {
           expect(Number.isFinite(p.value)).toBe(true);
-          expect(p.w).toBeGreaterThan(0);  // laid out, visible
+          expect(p.w).toBeGreaterThan(0); // laid out, visible
           expect(p.cy).toBeGreaterThanOrEqual(0);
           expect(p.cy).toBeLessThanOrEqual(chart.height);
         }
@@ -84,16 +103,25 @@ describe.skipIf(!haveChromium)('nn-arena train --report in headless Chromium', (
       const plan = planLayout({ layers: [784, 128, 10], batch: 50, optimizer: 'momentum', samples: 8000 });
       const map = await page.evaluate(() => {
         const svg = document.querySelector('svg.nna-map')!;
-        return { total: Number(svg.getAttribute('data-total-bytes')), scale: svg.querySelectorAll('rect[data-view="scale"]').length, width: svg.getBoundingClientRect().width };
+        return {
+          total: Number(svg.getAttribute('data-total-bytes')),
+          scale: svg.querySelectorAll('rect[data-view="scale"]').length,
+          width: svg.getBoundingClientRect().width,
+        };
       });
       expect(map.total).toBe(plan.totalBytes);
       expect(map.scale).toBe(plan.regions.length + 1);
       expect(map.width).toBeGreaterThan(300);
 
       // Transfers by purpose add up to the arena's own totals.
-      const rows = await page.evaluate(() => [...document.querySelectorAll('#transfers .purpose')].map((e) => ({
-        purpose: e.getAttribute('data-purpose'), direction: e.getAttribute('data-direction'), transfers: Number(e.getAttribute('data-transfers')), bytes: Number(e.getAttribute('data-bytes')),
-      })));
+      const rows = await page.evaluate(() =>
+        [...document.querySelectorAll('#transfers .purpose')].map((e) => ({
+          purpose: e.getAttribute('data-purpose'),
+          direction: e.getAttribute('data-direction'),
+          transfers: Number(e.getAttribute('data-transfers')),
+          bytes: Number(e.getAttribute('data-bytes')),
+        })),
+      );
       const get = (p: string) => rows.find((x) => x.purpose === p)!;
       expect(rows.map((x) => x.purpose)).toEqual(['header', 'network', 'data', 'stats', 'weights back']);
       expect(get('header')).toMatchObject({ direction: 'to device', transfers: 1, bytes: plan.headerBytes });

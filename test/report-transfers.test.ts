@@ -17,7 +17,7 @@ describe('purposeOf', () => {
     expect(purposeOf('toHost', { kinds: ['w', 'b'] })).toBe('weights back');
     expect(purposeOf('toHost', undefined)).toBe('weights back');
     expect(purposeOf('toHost', { kinds: ['dw', 'db'] })).toBe('other');
-    expect(purposeOf('toHost', { kinds: ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'] })).toBe('weights back');  // a Trainer checkpoint's read-back
+    expect(purposeOf('toHost', { kinds: ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'] })).toBe('weights back'); // a Trainer checkpoint's read-back
   });
 });
 
@@ -45,13 +45,17 @@ describe('recordTransfers', () => {
       expect(by.stats).toMatchObject({ calls: 6, transfers: 6, bytes: 6 * k.stats, direction: 'to host' });
       expect(by['weights back']!.transfers).toBe(2);
       const s = arena.stats;
-      const total = (d: string, f: 'transfers' | 'bytes') => rec.byPurpose().filter((p) => p.direction === d).reduce((a, p) => a + p[f], 0);
+      const total = (d: string, f: 'transfers' | 'bytes') =>
+        rec
+          .byPurpose()
+          .filter((p) => p.direction === d)
+          .reduce((a, p) => a + p[f], 0);
       expect(total('to device', 'bytes')).toBe(s.toDeviceBytes);
       expect(total('to host', 'transfers')).toBe(s.toHostTransfers);
       rec.stop();
       expect(Object.prototype.hasOwnProperty.call(arena, 'toDevice')).toBe(false);
       arena.toHost();
-      expect(rec.byPurpose().find((p) => p.purpose === 'weights back')!.calls).toBe(1);  // no longer recorded
+      expect(rec.byPurpose().find((p) => p.purpose === 'weights back')!.calls).toBe(1); // no longer recorded
     } finally {
       arena.dispose();
     }

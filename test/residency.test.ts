@@ -11,7 +11,9 @@ const L_SPEC: LayoutSpec = { layers: [4096, 4096, 4096, 4096, 4096, 4096, 4096],
 const SMALL: LayoutSpec = { layers: [50, 40, 30, 10], batch: 16, samples: 40, optimizer: 'adam' };
 
 function optionError(f: () => unknown): OptionError {
-  try { f(); } catch (e) {
+  try {
+    f();
+  } catch (e) {
     expect(e).toBeInstanceOf(OptionError);
     return e as OptionError;
   }
@@ -32,7 +34,7 @@ function expectedMin(spec: LayoutSpec, granule: number): number {
   const last = plan.spec.layers.length - 1;
   let best = 0;
   const sum = (...parts: Array<[number, Kind]>) => parts.reduce((a, [l, k]) => a + round(l, k), 0);
-  best = Math.max(best, sum([0, 'z'], [last, 'y']));  // gather (the data set is read in place)
+  best = Math.max(best, sum([0, 'z'], [last, 'y'])); // gather (the data set is read in place)
   for (let l = 1; l <= last; l++) best = Math.max(best, sum([l - 1, 'z'], [l, 'w'], [l, 'b'], [l, 'z']));
   best = Math.max(best, sum([last, 'z'], [last, 'y'], [last, 'd']));
   for (let l = last; l >= 1; l--) {
@@ -104,9 +106,13 @@ describe('device budget options', () => {
   it('a valid budget on the CPU backend gives NOT_SUPPORTED, saying the CUDA backend is needed', () => {
     for (const memory of ['managed', 'staged'] as const) {
       for (const backend of ['cpu', 'auto'] as const) {
-        if (backend === 'auto' && native().cudaInfo().devices > 0) continue;  // 'auto' is CUDA there
+        if (backend === 'auto' && native().cudaInfo().devices > 0) continue; // 'auto' is CUDA there
         let err: unknown;
-        try { Arena.create(plan, { backend, memory, deviceBudget: min * 2 }); } catch (e) { err = e; }
+        try {
+          Arena.create(plan, { backend, memory, deviceBudget: min * 2 });
+        } catch (e) {
+          err = e;
+        }
         expect(err).toBeInstanceOf(ArenaError);
         expect((err as ArenaError).code).toBe('NOT_SUPPORTED');
         expect((err as ArenaError).message).toContain(`${memory} memory needs the CUDA backend`);
@@ -155,12 +161,16 @@ describe('residency plan (replayed without a GPU)', () => {
         const plan = planLayout(spec);
         const min = minDeviceBudget(plan, placement).bytes;
         const total = plan.totalBytes;
-        const batch = plan.spec.batch, samples = plan.spec.samples;
+        const batch = plan.spec.batch,
+          samples = plan.spec.samples;
         // Training (partial last batch, runs of 1 and 3 steps), then gradients, evaluation and
         // a forward pass on a staged batch, as a Trainer would issue them.
         const runs: Run[] = [
-          ...epoch(samples, batch, 1), ...epoch(samples, batch, 3),
-          { op: OP.grad, loss: 1, rows: 5 }, ...epoch(samples, batch, 2, OP.eval), { op: OP.forward, loss: 1, rows: batch },
+          ...epoch(samples, batch, 1),
+          ...epoch(samples, batch, 3),
+          { op: OP.grad, loss: 1, rows: 5 },
+          ...epoch(samples, batch, 2, OP.eval),
+          { op: OP.forward, loss: 1, rows: batch },
           ...epoch(samples, batch, 3),
         ];
         for (const budget of [min, min + 4096, min + Math.floor(total / 2), min + total * 2]) {
@@ -198,7 +208,7 @@ describe('residency plan (replayed without a GPU)', () => {
   it('L-class at 25%: each step moves the weights and activations that do not fit, never the data set', () => {
     const plan = planLayout(L_SPEC);
     const budget = Math.floor(plan.totalBytes / 4);
-    const runs = Array.from({ length: 4 }, () => epoch(4096, 2048, 2, OP.train, 0)).flat();  // softmax: cross-entropy
+    const runs = Array.from({ length: 4 }, () => epoch(4096, 2048, 2, OP.train, 0)).flat(); // softmax: cross-entropy
     const MiB = 2 ** 20;
     for (const placement of ['managed', 'staged'] as const) {
       const r = replay(L_SPEC, placement, budget, runs);
@@ -207,8 +217,10 @@ describe('residency plan (replayed without a GPU)', () => {
       const perStep = (x: number) => x / c.steps / MiB;
       // Lower bound (bench/um.ts, linkBound): weights that cannot stay resident come in twice a
       // step (forward and backward) and the activations kept for backward come back once.
-      const weights = 6 * 64, activations = 6 * 32, budgetMiB = budget / MiB;
-      const inBound = (weights - (budgetMiB - 64)) + (weights + activations - (budgetMiB - 96));
+      const weights = 6 * 64,
+        activations = 6 * 32,
+        budgetMiB = budget / MiB;
+      const inBound = weights - (budgetMiB - 64) + (weights + activations - (budgetMiB - 96));
       expect(perStep(c.fetchedBytes)).toBeGreaterThanOrEqual(inBound);
       // ... and not much more: the plan keeps the turn's weights and the first layers' resident.
       expect(perStep(c.fetchedBytes)).toBeLessThan(2 * weights + activations);

@@ -36,7 +36,9 @@ describe('what a Trainer checkpoint holds', () => {
     expect(info.kinds).toEqual(['b', 'w', 'mw', 'mb', 'vw', 'vb', 'stats']);
     expect(info.steps).toBe(5);
     expect(info.metadata.trainer).toEqual({
-      options: { lr: 0.004, beta2: 0.99 }, unsaved: [], gradients: false,
+      options: { lr: 0.004, beta2: 0.99 },
+      unsaved: [],
+      gradients: false,
       // The resolved entries of the arena's optimizer's table (adam: no momentum), clipping included.
       hyper: { lr: 0.004, beta1: 0.9, beta2: 0.99, eps: 1e-8, weightDecay: 0, decayBiases: false, clipGradNorm: 0, loss: 'cross-entropy', precision: 'fp32' },
     });
@@ -58,18 +60,28 @@ describe('what a Trainer checkpoint holds', () => {
     arena.save(p, { metadata: { trainer: { options: { beta2: 0.99 }, unsaved: ['lr'], hyper: {}, gradients: false } } });
     expect(codeOf(() => Trainer.load(p, cpu))).toBe('BAD_OPTION');
     expect(() => Trainer.load(p, cpu)).toThrow(/options\.lr/);
-    { using again = Trainer.load(p, cpu, { lr: 0.01 }); expect(again.steps).toBe(0); }
+    {
+      using again = Trainer.load(p, cpu, { lr: 0.01 });
+      expect(again.steps).toBe(0);
+    }
     const t = new Trainer(arena, { lr: 0.01 });
     t.init(1);
     const d = toyData(6, 4, 23, 1, false);
     await expect(t.fit(d, { resume: true })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'resume' });
-    await expect(t.fit(d, { epochs: 2, onProgress: () => { throw new Error('stop'); } })).rejects.toThrow('stop');
+    await expect(
+      t.fit(d, {
+        epochs: 2,
+        onProgress: () => {
+          throw new Error('stop');
+        },
+      }),
+    ).rejects.toThrow('stop');
     const other = toyData(6, 4, 23, 2, false);
     await expect(t.fit(other, { resume: true })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'data' });
     await expect(t.fit(d, { resume: true, seed: 9 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'seed' });
     const res = await t.fit(d, { resume: true });
-    expect(res.steps).toBe(5);  // 2 epochs of 5 batches (one report each): the first done before the stop
-    await expect(t.fit(d, { resume: true })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'resume' });  // it finished
+    expect(res.steps).toBe(5); // 2 epochs of 5 batches (one report each): the first done before the stop
+    await expect(t.fit(d, { resume: true })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'resume' }); // it finished
   });
 
   it('Trainer disposes what it loaded (dispose, Symbol.dispose, Symbol.asyncDispose), never an arena passed in', async () => {
@@ -84,14 +96,17 @@ describe('what a Trainer checkpoint holds', () => {
     a.dispose();
     expect(a.arena.disposed).toBe(true);
     let b: Trainer;
-    { using u = Trainer.load(p, cpu); b = u; }
+    {
+      using u = Trainer.load(p, cpu);
+      b = u;
+    }
     expect(b.arena.disposed).toBe(true);
     let c: Trainer;
     const d = toyData(6, 4, 23, 1, false);
     {
       await using u = Trainer.load(p, cpu);
       c = u;
-      void u.fit(d, { epochs: 2 });  // still queued when the block ends: asyncDispose waits for it
+      void u.fit(d, { epochs: 2 }); // still queued when the block ends: asyncDispose waits for it
     }
     expect(c.arena.disposed).toBe(true);
     expect(c.steps).toBe(10);

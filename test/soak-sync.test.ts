@@ -17,7 +17,7 @@ describe('synchronous loops', () => {
     let peak = start;
     for (let i = 0; i < 300; i++) {
       const a = Arena.create(plan, { backend: 'cpu' });
-      a.view(1, 'w').fill(i);  // touch it, and hold a view: the view goes with the arena
+      a.view(1, 'w').fill(i); // touch it, and hold a view: the view goes with the arena
       if (i % 10 === 0) peak = Math.max(peak, process.memoryUsage().rss);
     }
     const growth = peak - start;
@@ -35,12 +35,19 @@ describe('synchronous loops', () => {
       // Garbage the other arenas create pushes collections while these views are held.
       for (let j = 0; j < 5; j++) Arena.create(plan, { backend: 'cpu' });
     }
-    views.forEach((v, i) => { expect(v[0]).toBe(i); expect(v[v.length - 1]).toBe(i); });
+    views.forEach((v, i) => {
+      expect(v[0]).toBe(i);
+      expect(v[v.length - 1]).toBe(i);
+    });
   });
 
   it('20,000 create/dispose cycles of a 0.6 MiB arena in one synchronous loop grow RSS by under 128 MiB', () => {
     const plan = planLayout({ layers: [256, 256, 10], batch: 64 });
-    const cycle = () => { const a = Arena.create(plan, { backend: 'cpu' }); a.view(1, 'w')[0] = 1; a.dispose(); };
+    const cycle = () => {
+      const a = Arena.create(plan, { backend: 'cpu' });
+      a.view(1, 'w')[0] = 1;
+      a.dispose();
+    };
     for (let i = 0; i < 500; i++) cycle();
     const before = process.memoryUsage().rss;
     for (let i = 0; i < 20_000; i++) cycle();

@@ -15,8 +15,13 @@ describe('soak', () => {
       a.dispose();
     };
     // Let the GC run the wrappers' finalizers (they run after a collection, on the event loop).
-    const settle = async () => { for (let i = 0; i < 3; i++) { gc(); await new Promise((r) => setTimeout(r, 5)); } };
-    for (let i = 0; i < 3000; i++) cycle(i);  // warm up allocators, JIT and the test runner
+    const settle = async () => {
+      for (let i = 0; i < 3; i++) {
+        gc();
+        await new Promise((r) => setTimeout(r, 5));
+      }
+    };
+    for (let i = 0; i < 3000; i++) cycle(i); // warm up allocators, JIT and the test runner
     await settle();
     const before = process.memoryUsage().rss;
     for (let i = 0; i < 10_000; i++) {
@@ -42,7 +47,10 @@ describe('soak', () => {
     // 2,000 forgotten arenas of ~1 MB (two sides): without finalizers this would be ~2 GB.
     for (let i = 0; i < 2000; i++) {
       Arena.create(plan, { backend: 'cpu' }).view(1, 'w').fill(1);
-      if (i % 100 === 0) { gc(); await new Promise((r) => setTimeout(r, 1)); }
+      if (i % 100 === 0) {
+        gc();
+        await new Promise((r) => setTimeout(r, 1));
+      }
     }
     gc();
     await new Promise((r) => setTimeout(r, 10));

@@ -10,7 +10,10 @@ import { describe, expect, it } from 'vitest';
 const ROOT = join(__dirname, '..');
 const SOURCE = /\.(?:c|cc|cpp|cu|cuh|h|hpp|cjs|mjs|js|ts)$/;
 
-interface CommentLine { line: number; text: string }
+interface CommentLine {
+  line: number;
+  text: string;
+}
 
 /** The comment text of a C++ / CUDA / TypeScript source, a line at a time (1-based): `//` to the
  *  end of its line, and each line of a block comment. String, character and template literals and
@@ -19,11 +22,15 @@ function commentLines(src: string): CommentLine[] {
   const out: CommentLine[] = [];
   let line = 1;
   let i = 0;
-  let last = '';  // the last character of code before i that is not white space
+  let last = ''; // the last character of code before i that is not white space
   while (i < src.length) {
     const c = src[i] ?? '';
     const next = src[i + 1];
-    if (c === '\n') { ++line; ++i; continue; }
+    if (c === '\n') {
+      ++line;
+      ++i;
+      continue;
+    }
     if (c === '/' && next === '/') {
       const end = src.indexOf('\n', i);
       const stop = end < 0 ? src.length : end;
@@ -34,7 +41,10 @@ function commentLines(src: string): CommentLine[] {
     if (c === '/' && next === '*') {
       const end = src.indexOf('*/', i + 2);
       const stop = end < 0 ? src.length : end;
-      src.slice(i + 2, stop).split('\n').forEach((text, k) => out.push({ line: line + k, text }));
+      src
+        .slice(i + 2, stop)
+        .split('\n')
+        .forEach((text, k) => out.push({ line: line + k, text }));
       for (let k = i; k < stop; ++k) if (src[k] === '\n') ++line;
       i = stop + 2;
       last = '/';
@@ -44,11 +54,14 @@ function commentLines(src: string): CommentLine[] {
       // A literal: to its closing character (an escape skips one). A string, character or regular
       // expression ends at its line's end at the latest; a template literal may span lines.
       const close = c;
-      let inClass = false;  // inside a regular expression's [...]
+      let inClass = false; // inside a regular expression's [...]
       let k = i + 1;
       for (; k < src.length; ++k) {
         const d = src[k];
-        if (d === '\\') { ++k; continue; }
+        if (d === '\\') {
+          ++k;
+          continue;
+        }
         if (d === '\n') {
           if (close !== '`') break;
           ++line;
@@ -114,7 +127,7 @@ describe('measured figures stay out of source comments', () => {
       "const b = '/* 6 us */'; const re = /\\/\\/ 7 ms/; /* block",
       '   on two lines */ const t = `// 8 ms',
       ' still the template`; x = y / 2; // z / w',
-      'char q = \'"\'; // after a quote character',
+      "char q = '\"'; // after a quote character",
     ].join('\n');
     expect(commentLines(src)).toEqual([
       { line: 1, text: ' a comment' },
@@ -138,7 +151,8 @@ describe('measured figures stay out of source comments', () => {
       ['1.6x faster than before', ['1.6x faster']],
       ['not faster on the H100', ['H100']],
       ['bf16 on the H200', ['H200']],
-    ] as const) expect(measuredFigures(text), text).toEqual(figures);
+    ] as const)
+      expect(measuredFigures(text), text).toEqual(figures);
   });
 
   it('leaves the sizes and counts of a rule alone', () => {
@@ -147,11 +161,12 @@ describe('measured figures stay out of source comments', () => {
       'output layers of up to 16 units, 8 rows a block',
       'a 2 KiB cudaMemcpyAsync and a 64 MiB fetch',
       'cudaMemGetInfo, sampled every 0.2 ms through the run',
-      'printed (ms from the run\'s start, per stream)',
+      "printed (ms from the run's start, per stream)",
       'Host <-> device rates in GB/s',
       'params (us) and the 4x4 tile, 2x the warps',
       'the thread pool of 16 cores; 1e-5 in float32',
-    ]) expect(measuredFigures(text), text).toEqual([]);
+    ])
+      expect(measuredFigures(text), text).toEqual([]);
   });
 
   it('finds none in csrc/ or src/', () => {

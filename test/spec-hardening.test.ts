@@ -1,10 +1,15 @@
 // spec-hardening.test.ts: issue 14 items 8 and 9 (specs and selectors): sparse arrays, values
 // that change between reads, wrong types, each a typed error naming the field.
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, errorClassOf, FieldError, LayoutError, minDeviceBudget, OptionError, planLayout, type LayoutSpec } from '../src/index.js';
+import { Arena, errorClassOf, FieldError, LayoutError, minDeviceBudget, OptionError, planLayout, type LayoutSpec } from '../src/index.js';
 
 const layoutFailure = (spec: unknown) => {
-  try { planLayout(spec as LayoutSpec); } catch (e) { expect(e).toBeInstanceOf(LayoutError); return [(e as LayoutError).code, (e as LayoutError).field]; }
+  try {
+    planLayout(spec as LayoutSpec);
+  } catch (e) {
+    expect(e).toBeInstanceOf(LayoutError);
+    return [(e as LayoutError).code, (e as LayoutError).field];
+  }
   throw new Error('accepted');
 };
 
@@ -49,9 +54,21 @@ describe('item 8: specs are read once into a snapshot', () => {
 describe('item 9: selectors', () => {
   it('non-array kinds or layers, wrong element types: BAD_SELECTOR naming the field', () => {
     using arena = Arena.create(planLayout({ layers: [4, 3], batch: 2 }), { backend: 'cpu' });
-    for (const [sel, field] of [[{ kinds: 5 }, 'kinds'], [{ layers: 5 }, 'layers'], [{ kinds: 'w' }, 'kinds'], [{ layers: ['1'] }, 'layers'], [{ layers: [1n] }, 'layers'], [{ kinds: [Symbol('w')] }, 'kinds'], [null, 'selector']] as const) {
+    for (const [sel, field] of [
+      [{ kinds: 5 }, 'kinds'],
+      [{ layers: 5 }, 'layers'],
+      [{ kinds: 'w' }, 'kinds'],
+      [{ layers: ['1'] }, 'layers'],
+      [{ layers: [1n] }, 'layers'],
+      [{ kinds: [Symbol('w')] }, 'kinds'],
+      [null, 'selector'],
+    ] as const) {
       let err: unknown;
-      try { arena.toDevice(sel as never); } catch (e) { err = e; }
+      try {
+        arena.toDevice(sel as never);
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(OptionError);
       expect((err as OptionError).code).toBe('BAD_SELECTOR');
       expect((err as OptionError).field).toContain(field);
@@ -65,7 +82,12 @@ describe('item 9: selectors', () => {
 describe('item 9: minDeviceBudget arguments', () => {
   it('a missing plan (LayoutError) or an unknown memory kind (OptionError) names the field', () => {
     const plan = planLayout({ layers: [4, 3], batch: 2 });
-    for (const [p, m, code, f] of [[null, 'managed', 'BAD_PLAN', 'plan'], [{}, 'staged', 'BAD_PLAN', 'plan'], [plan, 'device', 'BAD_OPTION', 'memory'], [plan, 5, 'BAD_OPTION', 'memory']] as const) {
+    for (const [p, m, code, f] of [
+      [null, 'managed', 'BAD_PLAN', 'plan'],
+      [{}, 'staged', 'BAD_PLAN', 'plan'],
+      [plan, 'device', 'BAD_OPTION', 'memory'],
+      [plan, 5, 'BAD_OPTION', 'memory'],
+    ] as const) {
       expect(layoutFailure2(() => minDeviceBudget(p as never, m as never))).toEqual([code, f]);
     }
     expect(minDeviceBudget(plan, 'staged').bytes).toBeGreaterThan(0);
@@ -73,20 +95,32 @@ describe('item 9: minDeviceBudget arguments', () => {
 });
 
 function layoutFailure2(f: () => unknown) {
-  try { f(); } catch (e) { expect(e).toBeInstanceOf(FieldError); expect((e as FieldError).name).toBe(errorClassOf((e as FieldError).code)); return [(e as FieldError).code, (e as FieldError).field]; }
+  try {
+    f();
+  } catch (e) {
+    expect(e).toBeInstanceOf(FieldError);
+    expect((e as FieldError).name).toBe(errorClassOf((e as FieldError).code));
+    return [(e as FieldError).code, (e as FieldError).field];
+  }
   throw new Error('accepted');
 }
 
 describe('arena and plan are not reassignable', () => {
   it('a resident data set of 2^32 rows or more is refused by the planner, not at the first run', () => {
     let err: unknown;
-    try { planLayout({ layers: [1, 1], batch: 1, samples: 2 ** 32 }); } catch (e) { err = e; }
+    try {
+      planLayout({ layers: [1, 1], batch: 1, samples: 2 ** 32 });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(LayoutError);
     expect([(err as LayoutError).code, (err as LayoutError).field]).toEqual(['BAD_SAMPLES', 'samples']);
   });
   it("an arena's plan cannot be replaced to redirect its views", () => {
     using arena = Arena.create(planLayout({ layers: [4, 3], batch: 2 }), { backend: 'cpu' });
-    expect(() => { (arena as { plan: unknown }).plan = planLayout({ layers: [400, 300], batch: 2 }); }).toThrow(TypeError);
+    expect(() => {
+      (arena as { plan: unknown }).plan = planLayout({ layers: [400, 300], batch: 2 });
+    }).toThrow(TypeError);
     expect(arena.view(1, 'w').length).toBe(12);
   });
 });

@@ -7,7 +7,21 @@
 // path before training. Code that would block on a FIFO is given the FIFO's other end here, so a
 // regression fails on its assertion instead of wedging the test process.
 import { execFileSync } from 'node:child_process';
-import { closeSync, constants, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readFileSync, readSync, rmSync, symlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it, vi } from 'vitest';
@@ -27,9 +41,8 @@ const fifo = (name: string) => {
 };
 
 /** `p`, or a rejection once it has been pending for `ms` (a regression fails, not hangs). */
-const within = <T>(p: Promise<T>, ms = 3000): Promise<T> => Promise.race([
-  p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms)),
-]);
+const within = <T>(p: Promise<T>, ms = 3000): Promise<T> =>
+  Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`still pending after ${ms} ms`)), ms))]);
 
 /** `rows` rows of 6 inputs and 4 classes; x[nanAt] NaN if given. */
 const batch = (rows: number, nanAt = -1): Data => ({
@@ -41,7 +54,10 @@ const batch = (rows: number, nanAt = -1): Data => ({
 function silentAfter(batches: Data[]) {
   const returned = vi.fn(async () => ({ done: true as const, value: undefined }));
   let i = 0;
-  const iterator = { next: () => (i < batches.length ? Promise.resolve({ done: false as const, value: batches[i++]! }) : new Promise<never>(() => {})), return: returned };
+  const iterator = {
+    next: () => (i < batches.length ? Promise.resolve({ done: false as const, value: batches[i++]! }) : new Promise<never>(() => {})),
+    return: returned,
+  };
   return { source: { [Symbol.asyncIterator]: () => iterator } as AsyncIterable<Data>, returned };
 }
 
@@ -86,7 +102,13 @@ describe('fit() from a source that stops answering', () => {
       const { source, returned } = silentAfter([batch(16)]);
       // In order, windows 0 and 1 are the batch's 16 rows: window 0 reports once window 1 is queued,
       // with window 2's fill waiting on the source.
-      const p = t.fit(source, { epochs: 1, shuffle: false, onProgress: () => { throw new Error('stop here'); } });
+      const p = t.fit(source, {
+        epochs: 1,
+        shuffle: false,
+        onProgress: () => {
+          throw new Error('stop here');
+        },
+      });
       await expect(within(p)).rejects.toThrow('stop here');
       expect(returned).toHaveBeenCalledTimes(1);
     } finally {
@@ -109,20 +131,40 @@ describe('fit() from a source that stops answering', () => {
     ['an async generator, in order', false, false],
     ['an async generator, shuffled', true, false],
     ['a generator, in order', false, true],
-  ])("a bad batch from %s: BAD_DATA, and the generator's finally block has run", async (_, shuffle, sync) => {
-    const { arena, t } = trainer();
-    try {
-      let cleaned = 0;
-      const bad = { x: new Float32Array(6) } as Data;  // neither labels nor y
-      async function* asyncBatches() { try { yield batch(8); yield bad; yield batch(8); } finally { cleaned++; } }
-      function* syncBatches() { try { yield batch(8); yield bad; yield batch(8); } finally { cleaned++; } }
-      const source = sync ? syncBatches() : asyncBatches();
-      await expect(within(t.fit(source, { epochs: 1, shuffle }))).rejects.toMatchObject({ code: 'BAD_DATA', field: 'batch 1' });
-      expect(cleaned).toBe(1);
-    } finally {
-      arena.dispose();
-    }
-  }, 15_000);
+  ])(
+    "a bad batch from %s: BAD_DATA, and the generator's finally block has run",
+    async (_, shuffle, sync) => {
+      const { arena, t } = trainer();
+      try {
+        let cleaned = 0;
+        const bad = { x: new Float32Array(6) } as Data; // neither labels nor y
+        async function* asyncBatches() {
+          try {
+            yield batch(8);
+            yield bad;
+            yield batch(8);
+          } finally {
+            cleaned++;
+          }
+        }
+        function* syncBatches() {
+          try {
+            yield batch(8);
+            yield bad;
+            yield batch(8);
+          } finally {
+            cleaned++;
+          }
+        }
+        const source = sync ? syncBatches() : asyncBatches();
+        await expect(within(t.fit(source, { epochs: 1, shuffle }))).rejects.toMatchObject({ code: 'BAD_DATA', field: 'batch 1' });
+        expect(cleaned).toBe(1);
+      } finally {
+        arena.dispose();
+      }
+    },
+    15_000,
+  );
 });
 
 describe('streamNpy refuses special files before reading them', () => {
@@ -153,14 +195,27 @@ describe('streamNpy refuses special files before reading them', () => {
   }, 15_000);
 
   it('x a folder, labels a device: OptionError BAD_PATH naming them', async () => {
-    await expect(within(fitOn({ x: dir, labels }))).rejects.toMatchObject({ name: 'OptionError', code: 'BAD_PATH', field: 'x', message: expect.stringMatching(/is a folder/) });
+    await expect(within(fitOn({ x: dir, labels }))).rejects.toMatchObject({
+      name: 'OptionError',
+      code: 'BAD_PATH',
+      field: 'x',
+      message: expect.stringMatching(/is a folder/),
+    });
     writeFileSync(join(dir, 'x.npy'), toNpy(new Float32Array(16 * 6), [16, 6]));
-    await expect(within(fitOn({ x: join(dir, 'x.npy'), labels: '/dev/null' }))).rejects.toMatchObject({ name: 'OptionError', code: 'BAD_PATH', field: 'labels', message: expect.stringMatching(/is a device/) });
+    await expect(within(fitOn({ x: join(dir, 'x.npy'), labels: '/dev/null' }))).rejects.toMatchObject({
+      name: 'OptionError',
+      code: 'BAD_PATH',
+      field: 'labels',
+      message: expect.stringMatching(/is a device/),
+    });
   }, 15_000);
 });
 
 describe('saveSafetensors and saveOnnx write regular files only', () => {
-  const savers = [['saveSafetensors', saveSafetensors, toSafetensors], ['saveOnnx', saveOnnx, toOnnx]] as const;
+  const savers = [
+    ['saveSafetensors', saveSafetensors, toSafetensors],
+    ['saveOnnx', saveOnnx, toOnnx],
+  ] as const;
 
   it.each(savers)('%s: a FIFO, a missing folder, a folder, /proc/version: OptionError BAD_PATH, nothing written', (_, save) => {
     using arena = Arena.create(planLayout({ layers: [4, 3], batch: 2 }), cpu);
@@ -169,13 +224,21 @@ describe('saveSafetensors and saveOnnx write regular files only', () => {
     // instead of blocking the event loop forever, and what it wrote is seen.
     const reader = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
     try {
-      expect(() => save(arena, path)).toThrow(expect.objectContaining({ name: 'OptionError', code: 'BAD_PATH', field: 'path', message: expect.stringMatching(/is a FIFO/) }));
-      expect(readSync(reader, Buffer.alloc(16))).toBe(0);  // nothing was written (and no writer is left)
+      expect(() => save(arena, path)).toThrow(
+        expect.objectContaining({ name: 'OptionError', code: 'BAD_PATH', field: 'path', message: expect.stringMatching(/is a FIFO/) }),
+      );
+      expect(readSync(reader, Buffer.alloc(16))).toBe(0); // nothing was written (and no writer is left)
     } finally {
       closeSync(reader);
     }
-    for (const [bad, why] of [[join(dir, 'missing', 'm.out'), /the folder .* does not exist/], [dir, /is a folder/], ['/proc/version', /cannot write/]] as const) {
-      expect(() => save(arena, bad), bad).toThrow(expect.objectContaining({ name: 'OptionError', code: 'BAD_PATH', field: 'path', message: expect.stringMatching(why) }));
+    for (const [bad, why] of [
+      [join(dir, 'missing', 'm.out'), /the folder .* does not exist/],
+      [dir, /is a folder/],
+      ['/proc/version', /cannot write/],
+    ] as const) {
+      expect(() => save(arena, bad), bad).toThrow(
+        expect.objectContaining({ name: 'OptionError', code: 'BAD_PATH', field: 'path', message: expect.stringMatching(why) }),
+      );
     }
     expect(existsSync(join(dir, 'missing'))).toBe(false);
   });
@@ -192,7 +255,9 @@ describe('saveSafetensors and saveOnnx write regular files only', () => {
     symlinkSync(join(dir, `nowhere-${_}`), dangling);
     expect(() => save(arena, dangling)).toThrow(expect.objectContaining({ code: 'BAD_PATH' }));
     expect(existsSync(join(dir, `nowhere-${_}`))).toBe(false);
-    expect(() => save(arena, link, { followLinks: 'yes' as never })).toThrow(expect.objectContaining({ name: 'OptionError', code: 'BAD_OPTION', field: 'followLinks' }));
+    expect(() => save(arena, link, { followLinks: 'yes' as never })).toThrow(
+      expect.objectContaining({ name: 'OptionError', code: 'BAD_OPTION', field: 'followLinks' }),
+    );
     expect(save(arena, link, { followLinks: true })).toBe(bytes(arena).length);
     expect(Buffer.compare(readFileSync(target), bytes(arena))).toBe(0);
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
@@ -208,12 +273,16 @@ describe('the CLI checks output paths before any work', () => {
     const reader = openSync(out, constants.O_RDONLY | constants.O_NONBLOCK);
     const log = vi.spyOn(console, 'log').mockImplementation(() => {});
     try {
-      expect(() => runExport(ckpt, out, { format: 'onnx' })).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^OUT: .* is a FIFO/) }));
+      expect(() => runExport(ckpt, out, { format: 'onnx' })).toThrow(
+        expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^OUT: .* is a FIFO/) }),
+      );
       expect(readSync(reader, Buffer.alloc(16))).toBe(0);
       const target = join(dir, 'export-target');
       writeFileSync(target, 'keep me');
       symlinkSync(target, join(dir, 'export-link'));
-      expect(() => runExport(ckpt, join(dir, 'export-link'), { format: 'safetensors' })).toThrow(expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^OUT: .* is a symbolic link/) }));
+      expect(() => runExport(ckpt, join(dir, 'export-link'), { format: 'safetensors' })).toThrow(
+        expect.objectContaining({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^OUT: .* is a symbolic link/) }),
+      );
       expect(readFileSync(target, 'utf8')).toBe('keep me');
       expect(log).not.toHaveBeenCalled();
     } finally {
@@ -227,7 +296,17 @@ describe('the CLI checks output paths before any work', () => {
     mkdirSync(folder);
     const err = vi.spyOn(process.stderr, 'write').mockImplementation(() => true);
     try {
-      const p = trainCli({ backend: 'cpu', layers: [784, 8, 10], epochs: 1, batch: 100, optimizer: 'sgd', dtype: 'float32', seed: 1, save: folder, json: true });
+      const p = trainCli({
+        backend: 'cpu',
+        layers: [784, 8, 10],
+        epochs: 1,
+        batch: 100,
+        optimizer: 'sgd',
+        dtype: 'float32',
+        seed: 1,
+        save: folder,
+        json: true,
+      });
       await expect(within(p, 10_000)).rejects.toMatchObject({ code: 'BAD_ARGUMENT', message: expect.stringMatching(/^--save: .* is a folder/) });
       expect(err).not.toHaveBeenCalled();
     } finally {

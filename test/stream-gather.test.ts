@@ -16,7 +16,9 @@ const dir = mkdtempSync(join(tmpdir(), 'nn-arena-stream-gather-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const saved = { ...process.env };
 afterEach(() => {
-  for (const k of ['NN_ARENA_GATHER', 'NN_ARENA_GATHER_THREADS']) if (saved[k] === undefined) delete process.env[k]; else process.env[k] = saved[k];
+  for (const k of ['NN_ARENA_GATHER', 'NN_ARENA_GATHER_THREADS'])
+    if (saved[k] === undefined) delete process.env[k];
+    else process.env[k] = saved[k];
 });
 
 function npy(name: string, n: number, width: number): DataStream {
@@ -30,7 +32,9 @@ function npy(name: string, n: number, width: number): DataStream {
 /** Each window's row ids, every row checked whole and against its label. */
 async function ids(s: DataStream, width: number, seed: number | undefined, window: number, buffer = window): Promise<number[][]> {
   const src = await s.open({ inputs: width, outputs: 4, dtype: 'float32' });
-  const x = new Float32Array(window * width), y = new Float32Array(window * 4), out: number[][] = [];
+  const x = new Float32Array(window * width),
+    y = new Float32Array(window * 4),
+    out: number[][] = [];
   try {
     const fill = src.epoch(seed === undefined ? undefined : new Rng(seed), window, buffer);
     for (let f = await fill(window, { x, y }); f.rows > 0; f = await fill(window, { x, y })) {
@@ -48,7 +52,8 @@ async function ids(s: DataStream, width: number, seed: number | undefined, windo
 }
 
 describe('a .npy file gathered natively', () => {
-  const N = 3001, width = 700;  // parts of about 1 MiB: several a window
+  const N = 3001,
+    width = 700; // parts of about 1 MiB: several a window
   const s = npy('rows', N, width);
 
   it('mmap and pread, 1 to 5 threads, shuffled and in order: the permutation of every row, labels with their rows', async () => {
@@ -67,7 +72,11 @@ describe('a .npy file gathered natively', () => {
   });
 
   it('bad knobs: an OptionError naming the variable', async () => {
-    for (const [k, v] of [['NN_ARENA_GATHER', 'mmapp'], ['NN_ARENA_GATHER_THREADS', '0'], ['NN_ARENA_GATHER_THREADS', 'many']] as const) {
+    for (const [k, v] of [
+      ['NN_ARENA_GATHER', 'mmapp'],
+      ['NN_ARENA_GATHER_THREADS', '0'],
+      ['NN_ARENA_GATHER_THREADS', 'many'],
+    ] as const) {
       process.env[k] = v;
       const err = await ids(s, width, 1, 1000).catch((e: unknown) => e);
       expect(err, `${k}=${v}`).toBeInstanceOf(OptionError);
@@ -82,7 +91,11 @@ describe('a .npy file gathered natively', () => {
       const arena = Arena.create(planLayout({ layers: [width, 4], batch: 100, samples: 1000 }), { backend: 'cpu' });
       const t = new Trainer(arena);
       let err: unknown;
-      try { await t.fit(source as never, { epochs: 2, seed: 1, onProgress: () => arena.dispose() }); } catch (e) { err = e; }
+      try {
+        await t.fit(source as never, { epochs: 2, seed: 1, onProgress: () => arena.dispose() });
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(ArenaError);
       expect(err).toMatchObject({ code: 'DISPOSED' });
     }
@@ -107,7 +120,9 @@ describe('a .npy file gathered natively', () => {
 
 /** The shuffle buffer as it was drawn in JS (one row at a time), on row ids. */
 function reference(n: number, batch: number, B: number, window: number, seed: number): number[][] {
-  const rng = new Rng(seed), held: number[] = [], out: number[][] = [];
+  const rng = new Rng(seed),
+    held: number[] = [],
+    out: number[][] = [];
   let next = 0;
   const head = () => (next < n ? next++ : undefined);
   for (;;) {
@@ -118,7 +133,10 @@ function reference(n: number, batch: number, B: number, window: number, seed: nu
       w.push(held[j]!);
       const r = head();
       if (r !== undefined) held[j] = r;
-      else held[j] = held[held.length - 1]!, held.pop();
+      else {
+        held[j] = held[held.length - 1]!;
+        held.pop();
+      }
     }
     if (w.length === 0) return out;
     out.push(w);
@@ -129,15 +147,27 @@ function reference(n: number, batch: number, B: number, window: number, seed: nu
 describe('an iterable through the native shuffle buffer', () => {
   const width = 5;
   const source = (n: number, batch: number) => {
-    const x = new Float32Array(n * width), labels = Int32Array.from({ length: n }, (_, i) => i % 4);
+    const x = new Float32Array(n * width),
+      labels = Int32Array.from({ length: n }, (_, i) => i % 4);
     for (let i = 0; i < n; i++) x.fill(i, i * width, (i + 1) * width);
-    return streamBatches(() => Array.from({ length: Math.ceil(n / batch) }, (_, b) => ({ x: x.subarray(b * batch * width, (b + 1) * batch * width), labels: labels.subarray(b * batch, (b + 1) * batch) })));
+    return streamBatches(() =>
+      Array.from({ length: Math.ceil(n / batch) }, (_, b) => ({
+        x: x.subarray(b * batch * width, (b + 1) * batch * width),
+        labels: labels.subarray(b * batch, (b + 1) * batch),
+      })),
+    );
   };
 
   it('the order the JS buffer drew, for any buffer, batch and window sizes (threads 1 and 4)', async () => {
     for (const threads of ['1', '4']) {
       process.env.NN_ARENA_GATHER_THREADS = threads;
-      for (const [n, batch, B, window] of [[1000, 64, 100, 128], [1000, 7, 333, 50], [500, 500, 1000, 64], [777, 100, 1, 77], [2000, 300, 2000, 2000]] as const) {
+      for (const [n, batch, B, window] of [
+        [1000, 64, 100, 128],
+        [1000, 7, 333, 50],
+        [500, 500, 1000, 64],
+        [777, 100, 1, 77],
+        [2000, 300, 2000, 2000],
+      ] as const) {
         expect(await ids(source(n, batch), width, 11, window, B), `${n} ${batch} ${B} ${window}`).toEqual(reference(n, batch, B, window, 11));
       }
     }
@@ -148,7 +178,8 @@ describe('an iterable through the native shuffle buffer', () => {
     try {
       const rows = Float64Array.from({ length: 40 }, (_, i) => i);
       const b: Batch = { x: rows, y: new Float64Array(20), count: 20, at: 0, index: 0 };
-      const rng = new Rng(3), ref = new Rng(3);
+      const rng = new Rng(3),
+        ref = new Rng(3);
       const f = await buf.fill(10, { x: new Float64Array(20), y: new Float64Array(10) }, () => (b.at < b.count ? b : undefined), rng);
       expect(f.rows).toBe(10);
       for (let i = 0; i < 10; i++) ref.int(8);

@@ -24,14 +24,24 @@ function file(name: string, n: number, width: number, f64 = false): DataStream {
 
 /** The row ids of each window of each epoch, as the source fills them (labels checked). */
 /** `sizes`: fill k asks for sizes[k] rows (then `window`), as a fit's first windows do (stream-fit.ts). */
-async function windows(s: DataStream, width: number, seed: number | undefined, window: number, epochs = 1, buffer = window, sizes: number[] = []): Promise<number[][][]> {
+async function windows(
+  s: DataStream,
+  width: number,
+  seed: number | undefined,
+  window: number,
+  epochs = 1,
+  buffer = window,
+  sizes: number[] = [],
+): Promise<number[][][]> {
   const src = await s.open({ inputs: width, outputs: 4, dtype: 'float32' });
   const rng = seed === undefined ? undefined : new Rng(seed);
-  const x = new Float32Array(window * width), y = new Float32Array(window * 4);
+  const x = new Float32Array(window * width),
+    y = new Float32Array(window * 4);
   const out: number[][][] = [];
   try {
     for (let e = 0; e < epochs; e++) {
-      const fill = src.epoch(rng, window, buffer), ws: number[][] = [];
+      const fill = src.epoch(rng, window, buffer),
+        ws: number[][] = [];
       let k = 0;
       const next = () => fill(sizes[k++] ?? window, { x, y });
       for (let f = await next(); f.rows > 0; f = await next()) {
@@ -53,11 +63,18 @@ async function windows(s: DataStream, width: number, seed: number | undefined, w
 const everyRowOnce = (ws: number[][], n: number) => expect(ws.flat().sort((a, b) => a - b)).toEqual(Array.from({ length: n }, (_, i) => i));
 
 describe('a shuffled .npy stream: over all rows', () => {
-  const N = 1000, W = 100;  // 10 windows
-  const narrow = file('narrow', N, 3), wide = file('wide', 400, 2048), f64 = file('f64', N, 3, true);
+  const N = 1000,
+    W = 100; // 10 windows
+  const narrow = file('narrow', N, 3),
+    wide = file('wide', 400, 2048),
+    f64 = file('f64', N, 3, true);
 
   it('every row once per epoch, in the affine order of all rows the seed draws (narrow, wide, float64 rows)', async () => {
-    for (const [s, n, width] of [[narrow, N, 3], [wide, 400, 2048], [f64, N, 3]] as const) {
+    for (const [s, n, width] of [
+      [narrow, N, 3],
+      [wide, 400, 2048],
+      [f64, N, 3],
+    ] as const) {
       const got = await windows(s, width, 7, W, 2);
       const rng = new Rng(7);
       for (const ws of got) {
@@ -70,19 +87,27 @@ describe('a shuffled .npy stream: over all rows', () => {
   });
 
   it('rows of different parts of the file share windows: the first and last row for some seed; windows mix the file', async () => {
-    let together = false, blocks = 0, count = 0;
+    let together = false,
+      blocks = 0,
+      count = 0;
     for (let seed = 0; seed < 30; seed++) {
       const [ws] = await windows(narrow, 3, seed, W);
       if (ws!.some((w) => w.includes(0) && w.includes(N - 1))) together = true;
-      for (const w of ws!) blocks += new Set(w.map((id) => Math.floor(id / W))).size, count++;
+      for (const w of ws!) {
+        blocks += new Set(w.map((id) => Math.floor(id / W))).size;
+        count++;
+      }
     }
     expect(together).toBe(true);
     // Windows of contiguous rows (the former order) would come from 1 block of W rows each.
-    expect(blocks / count).toBeGreaterThan(8);  // uniform: about 10 of 10
+    expect(blocks / count).toBeGreaterThan(8); // uniform: about 10 of 10
   });
 
   it('a file cut short after it was opened: a DataError BAD_FILE naming it (rows read one by one, and in spans)', async () => {
-    for (const [name, n, width] of [['cut-wide', 400, 2048], ['cut-narrow', N, 3]] as const) {
+    for (const [name, n, width] of [
+      ['cut-wide', 400, 2048],
+      ['cut-narrow', N, 3],
+    ] as const) {
       const src = await file(name, n, width).open({ inputs: width, outputs: 4, dtype: 'float32' });
       try {
         truncateSync(join(dir, `${name}.npy`), 128 + (n - 5) * width * 4);
@@ -96,7 +121,7 @@ describe('a shuffled .npy stream: over all rows', () => {
     }
   });
 
-  it('windows of any sizes (a fit\'s first ones are smaller) hold the same rows in the same order', async () => {
+  it("windows of any sizes (a fit's first ones are smaller) hold the same rows in the same order", async () => {
     for (const seed of [3, undefined]) {
       const even = (await windows(narrow, 3, seed, W, 2)).map((ws) => ws.flat());
       const ramp = await windows(narrow, 3, seed, W, 2, W, [13, 25, 50]);
@@ -115,11 +140,13 @@ describe('a shuffled .npy stream: over all rows', () => {
 });
 
 describe('a shuffled iterable: a shuffle buffer', () => {
-  const N = 600, width = 3;
+  const N = 600,
+    width = 3;
   const x = new Float32Array(N * width);
   for (let i = 0; i < N; i++) x.fill(i, i * width, (i + 1) * width);
   const labels = Int32Array.from({ length: N }, (_, i) => i % 4);
-  const source = () => streamBatches(() => Array.from({ length: 12 }, (_, b) => ({ x: x.subarray(b * 150, (b + 1) * 150), labels: labels.subarray(b * 50, (b + 1) * 50) })));
+  const source = () =>
+    streamBatches(() => Array.from({ length: 12 }, (_, b) => ({ x: x.subarray(b * 150, (b + 1) * 150), labels: labels.subarray(b * 50, (b + 1) * 50) })));
 
   it('every row once per epoch; a row comes out at most B draws ahead of its place; windows mix', async () => {
     for (const B of [1, 60, 200, 1000]) {
@@ -129,11 +156,11 @@ describe('a shuffled iterable: a shuffle buffer', () => {
         ws.flat().forEach((id, pos) => expect(pos).toBeGreaterThanOrEqual(id - B));
       }
       if (B === 1) expect(got[0]!.flat()).toEqual(Array.from({ length: N }, (_, i) => i));
-      else expect(got[0]![0]!.some((id) => id >= 60)).toBe(true);  // window 0 holds later rows
+      else expect(got[0]![0]!.some((id) => id >= 60)).toBe(true); // window 0 holds later rows
     }
   });
 
-  it('windows of any sizes (a fit\'s first ones are smaller) draw the same rows in the same order', async () => {
+  it("windows of any sizes (a fit's first ones are smaller) draw the same rows in the same order", async () => {
     const even = (await windows(source(), width, 5, 60, 2, 100)).map((ws) => ws.flat());
     const ramp = await windows(source(), width, 5, 60, 2, 100, [7, 15, 30]);
     expect(ramp[0]!.map((w) => w.length).slice(0, 4)).toEqual([7, 15, 30, 60]);
@@ -151,7 +178,11 @@ describe('a shuffled iterable: a shuffle buffer', () => {
       const t = new Trainer(arena);
       for (const bad of [0, -5, 2.5, '64', Number.NaN, 2 ** 53]) {
         let err: unknown;
-        try { await t.fit(source() as never, { epochs: 1, shuffleBuffer: bad as number }); } catch (e) { err = e; }
+        try {
+          await t.fit(source() as never, { epochs: 1, shuffleBuffer: bad as number });
+        } catch (e) {
+          err = e;
+        }
         expect(err).toBeInstanceOf(OptionError);
         expect(err).toMatchObject({ code: 'BAD_OPTION', field: 'shuffleBuffer' });
         expect(Object.is((err as { value: unknown }).value, bad)).toBe(true);

@@ -22,15 +22,23 @@ describe('descriptor tables generated from the C headers', () => {
     const gelu = ACTIVATION_TABLE.find((a) => a.name === 'gelu')!;
     expect(gelu.keepsPre).toBe(true);
     const plan = planLayout({ layers: [1, 1, 1], batch: 1, dtype: 'float64', activations: ['gelu', 'identity'] });
-    expect(plan.region(1, 'z')!.length).toBe(2);  // the output, then the pre-activation
+    expect(plan.region(1, 'z')!.length).toBe(2); // the output, then the pre-activation
     using arena = Arena.create(plan, { backend: 'cpu' });
     const t = new Trainer(arena, { loss: 'mse' });
-    arena.view(1, 'w').set([1]); arena.view(1, 'b').set([0]); arena.view(2, 'w').set([1]); arena.view(2, 'b').set([0]);
+    arena.view(1, 'w').set([1]);
+    arena.view(1, 'b').set([0]);
+    arena.view(2, 'w').set([1]);
+    arena.view(2, 'b').set([0]);
     t.markHostChanged();
     const out = await t.predict([0.5]);
-    const erf = (x: number) => {  // Abramowitz-Stegun 7.1.26 is too coarse: use the series
-      let s = 0, term = x;
-      for (let n = 0; n < 60; n++) { s += term / (2 * n + 1); term *= -x * x / (n + 1); }
+    const erf = (x: number) => {
+      // Abramowitz-Stegun 7.1.26 is too coarse: use the series
+      let s = 0,
+        term = x;
+      for (let n = 0; n < 60; n++) {
+        s += term / (2 * n + 1);
+        term *= (-x * x) / (n + 1);
+      }
       return (2 / Math.sqrt(Math.PI)) * s;
     };
     expect(out[0]).toBeCloseTo(0.5 * 0.5 * (1 + erf(0.5 / Math.SQRT2)), 14);

@@ -23,8 +23,13 @@ describe('Trainer on the CPU backend', () => {
     using arena = Arena.create(planLayout(spec), cpu);
     const t = new Trainer(arena, { lr: 0.05 });
     t.init(1);
-    const n = 200, x = new Float32Array(n * 6), labels = new Uint8Array(n);
-    for (let i = 0; i < n; i++) { labels[i] = i % 3; for (let j = 0; j < 6; j++) x[i * 6 + j] = (j % 3 === labels[i] ? 1 : 0) + 0.3 * Math.sin(i * 13 + j * 7); }
+    const n = 200,
+      x = new Float32Array(n * 6),
+      labels = new Uint8Array(n);
+    for (let i = 0; i < n; i++) {
+      labels[i] = i % 3;
+      for (let j = 0; j < 6; j++) x[i * 6 + j] = (j % 3 === labels[i] ? 1 : 0) + 0.3 * Math.sin(i * 13 + j * 7);
+    }
     const before = await t.evaluate({ x, labels });
     const r = await t.fit({ x, labels }, { epochs: 30 });
     expect(r.accuracy).toBe(1);
@@ -53,7 +58,8 @@ describe('Trainer on the CPU backend', () => {
       const epochs = 4;
       await t.fit(data, { epochs });
       const s1 = arena.stats;
-      const xdata = plan.region(0, 'xdata')!, ydata = plan.region(2, 'ydata')!;
+      const xdata = plan.region(0, 'xdata')!,
+        ydata = plan.region(2, 'ydata')!;
       // Up: what init wrote (the parameters and optimizer state of a new arena: one range from
       // the first to the last, the small untouched regions between going along; nothing of the
       // data regions) and the data set (xdata, ydata adjacent: one range).
@@ -84,11 +90,27 @@ describe('Trainer on the CPU backend', () => {
     t.init(4);
     const d = toyData(6, 3, 200, 2, false);
     const seen: Array<[number, number]> = [];
-    await t.fit({ x: d.x, labels: d.labels! }, { epochs: 2, reportsPerEpoch: 4, onProgress: (p) => {
-      seen.push([p.epoch, p.batch]);
-      expect(Number.isFinite(p.loss) && p.samplesPerSecond > 0 && p.accuracy >= 0 && p.accuracy <= 1).toBe(true);
-    } });
-    expect(seen).toEqual([[1, 5], [1, 10], [1, 15], [1, 20], [2, 5], [2, 10], [2, 15], [2, 20]]);
+    await t.fit(
+      { x: d.x, labels: d.labels! },
+      {
+        epochs: 2,
+        reportsPerEpoch: 4,
+        onProgress: (p) => {
+          seen.push([p.epoch, p.batch]);
+          expect(Number.isFinite(p.loss) && p.samplesPerSecond > 0 && p.accuracy >= 0 && p.accuracy <= 1).toBe(true);
+        },
+      },
+    );
+    expect(seen).toEqual([
+      [1, 5],
+      [1, 10],
+      [1, 15],
+      [1, 20],
+      [2, 5],
+      [2, 10],
+      [2, 15],
+      [2, 20],
+    ]);
   });
 
   it('a fit with nothing watching between runs (each run queued behind the one training) trains as one with onProgress: same loss, steps and bits, fp32 and fp16', async () => {
@@ -100,7 +122,15 @@ describe('Trainer on the CPU backend', () => {
         t.init(4);
         const d = toyData(6, 3, 200, 2, false);
         const r = await t.fit({ x: d.x, labels: d.labels! }, { epochs: 3, reportsPerEpoch: 4, seed: 5, ...(watched ? { onProgress: () => undefined } : {}) });
-        ends.push({ loss: r.loss, accuracy: r.accuracy, steps: r.steps, trainerSteps: t.steps, w: Array.from(arena.view(1, 'w')), v: Array.from(arena.view(2, 'vw')), scale: t.lossScale });
+        ends.push({
+          loss: r.loss,
+          accuracy: r.accuracy,
+          steps: r.steps,
+          trainerSteps: t.steps,
+          w: Array.from(arena.view(1, 'w')),
+          v: Array.from(arena.view(2, 'vw')),
+          scale: t.lossScale,
+        });
       }
       expect(ends[1], precision).toEqual(ends[0]);
       expect(ends[0]!.steps).toBe(60);
@@ -117,20 +147,33 @@ describe('Trainer on the CPU backend', () => {
     using arena = Arena.create(planLayout(spec), cpu);
     const t = new Trainer(arena);
     t.init(1);
-    const x = new Float32Array(60), labels = new Uint8Array(10);
+    const x = new Float32Array(60),
+      labels = new Uint8Array(10);
     const fails = async (f: () => Promise<unknown>, code: string, field: RegExp) => {
       let err: unknown;
-      try { await f(); } catch (e) { err = e; }
+      try {
+        await f();
+      } catch (e) {
+        err = e;
+      }
       expect(err).toBeInstanceOf(FieldError);
       expect(codeOf(err)).toBe(code);
-      expect((err as FieldError).name).toBe(errorClassOf(code));  // DataError for data, OptionError for options
+      expect((err as FieldError).name).toBe(errorClassOf(code)); // DataError for data, OptionError for options
       expect((err as FieldError).field).toMatch(field);
     };
     await fails(() => t.step(new Float32Array(61), { labels }), 'BAD_DATA_WIDTH', /x\.length/);
     await fails(() => t.step(x, { labels: new Uint8Array(9) }), 'BAD_DATA', /labels\.length/);
     await fails(() => t.step(x, { labels: Uint8Array.from({ length: 10 }, (_, i) => (i === 4 ? 3 : 0)) }), 'BAD_LABEL', /labels\[4\]/);
     await fails(() => t.step(x, { labels: [0, 1, 2, 0, 1, 2, 0, 1, 2, -1] }), 'BAD_LABEL', /labels\[9\]/);
-    await fails(() => t.step(Float32Array.from(x, (_, i) => (i === 17 ? NaN : 0)), { labels }), 'BAD_DATA', /x\[17\]/);
+    await fails(
+      () =>
+        t.step(
+          Float32Array.from(x, (_, i) => (i === 17 ? NaN : 0)),
+          { labels },
+        ),
+      'BAD_DATA',
+      /x\[17\]/,
+    );
     await fails(() => t.step(x, { y: new Float32Array(29) }), 'BAD_DATA_WIDTH', /y\.length/);
     await fails(() => t.fit({ x, labels, inputs: 784 }, { epochs: 1 }), 'BAD_DATA_WIDTH', /inputs/);
     await fails(() => t.fit({ x: new Float32Array(6 * 201), labels: new Uint8Array(201) }, { epochs: 1 }), 'DATA_TOO_LARGE', /x\.length/);
@@ -146,7 +189,11 @@ describe('Trainer on the CPU backend', () => {
     t.init(1);
     const d = toyData(4, 2, 400, 3, true);
     let err: unknown;
-    try { await t.fit({ x: d.x, y: d.y! }, { epochs: 3 }); } catch (e) { err = e; }
+    try {
+      await t.fit({ x: d.x, y: d.y! }, { epochs: 3 });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(ArenaError);
     expect(codeOf(err)).toBe('DIVERGED');
     expect((err as Error).message).toMatch(/at step \d+/);
@@ -161,7 +208,11 @@ describe('Trainer on the CPU backend', () => {
     await new Promise((r) => setTimeout(r, 1));
     arena.dispose();
     let err: unknown;
-    try { await running; } catch (e) { err = e; }
+    try {
+      await running;
+    } catch (e) {
+      err = e;
+    }
     expect(codeOf(err)).toBe('DISPOSED');
     expect(arena.stats.hostFrees).toBe(1);
   });

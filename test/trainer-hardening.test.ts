@@ -1,7 +1,7 @@
 // trainer-hardening.test.ts: issue 14 items 9-13 (Trainer side) and issue 18 part 5 (resident
 // evaluation and prediction), each against the behaviour that was wrong before.
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, DataError, NnArenaError, planLayout, Trainer, type LayoutSpec, OptionError } from '../src/index.js';
+import { Arena, NnArenaError, planLayout, Trainer, type LayoutSpec, OptionError } from '../src/index.js';
 import { toyData } from './support/train-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
@@ -9,7 +9,11 @@ const spec: LayoutSpec = { layers: [6, 16, 3], batch: 10, samples: 200, optimize
 
 async function failure(f: () => unknown): Promise<NnArenaError> {
   let err: unknown;
-  try { await f(); } catch (e) { err = e; }
+  try {
+    await f();
+  } catch (e) {
+    err = e;
+  }
   expect(err).toBeInstanceOf(NnArenaError);
   return err as NnArenaError;
 }
@@ -21,7 +25,10 @@ function setup(s: LayoutSpec = spec, seed = 1) {
   return { arena, t };
 }
 
-const toy = (n: number, seed: number) => { const d = toyData(6, 3, n, seed, false); return { x: Float32Array.from(d.x), labels: d.labels! }; };
+const toy = (n: number, seed: number) => {
+  const d = toyData(6, 3, n, seed, false);
+  return { x: Float32Array.from(d.x), labels: d.labels! };
+};
 
 describe('item 9: every bad argument is a typed error with code and field', () => {
   it('fit, predict, init, the constructor', async () => {
@@ -44,7 +51,7 @@ describe('item 9: every bad argument is a typed error with code and field', () =
     expect([e.code, (e as OptionError).field]).toEqual(['BAD_DATA', 'target']);
     e = await failure(() => t.init(NaN));
     expect(e.code).toBe('BAD_SEED');
-    e = await failure(() => new Trainer(arena, null as unknown as {}));
+    e = await failure(() => new Trainer(arena, null as unknown as object));
     expect([e.code, (e as OptionError).field]).toEqual(['BAD_OPTION', 'options']);
     e = await failure(() => new Trainer(arena, { lr: 1n as unknown as number }));
     expect([e.code, (e as OptionError).field]).toEqual(['BAD_OPTION', 'lr']);
@@ -70,7 +77,14 @@ describe('item 9: every bad argument is a typed error with code and field', () =
 describe('item 10: hyper-parameters are checked as the dtype holds them', () => {
   it('refuses a learning rate that is 0 in float32, a momentum that rounds to 1', async () => {
     using arena = Arena.create(planLayout(spec), cpu);
-    for (const [o, field] of [[{ lr: 1e-50 }, 'lr'], [{ lr: 1e39 }, 'lr'], [{ momentum: 1 - 1e-9 }, 'momentum'], [{ beta2: 0.99999999999 }, 'beta2'], [{ eps: 1e-46 }, 'eps'], [{ beta1: -0.1 }, 'beta1']] as const) {
+    for (const [o, field] of [
+      [{ lr: 1e-50 }, 'lr'],
+      [{ lr: 1e39 }, 'lr'],
+      [{ momentum: 1 - 1e-9 }, 'momentum'],
+      [{ beta2: 0.99999999999 }, 'beta2'],
+      [{ eps: 1e-46 }, 'eps'],
+      [{ beta1: -0.1 }, 'beta1'],
+    ] as const) {
       const e = await failure(() => new Trainer(arena, o));
       expect([e.code, (e as OptionError).field]).toEqual(['BAD_OPTION', field]);
     }
@@ -84,9 +98,11 @@ describe('item 11: runs on one arena are queued in call order', () => {
   it('two evaluate() at once give what each gives alone', async () => {
     const { arena, t } = setup();
     using _a = arena;
-    const a = toy(200, 1), b = toy(50, 2);
+    const a = toy(200, 1),
+      b = toy(50, 2);
     await t.fit(a, { epochs: 20 });
-    const aloneA = await t.evaluate(a), aloneB = await t.evaluate(b);
+    const aloneA = await t.evaluate(a),
+      aloneB = await t.evaluate(b);
     const [ca, cb] = await Promise.all([t.evaluate(a), t.evaluate(b)]);
     expect(ca).toEqual(aloneA);
     expect(cb).toEqual(aloneB);
@@ -102,7 +118,7 @@ describe('item 11: runs on one arena are queued in call order', () => {
       using _a = arena;
       const sets = Array.from({ length: 8 }, (_, i) => toy(200 - i * 10, 10 + i));
       const results = [];
-      if (concurrent) results.push(...await Promise.all(sets.map((d, i) => t.fit(d, { epochs: 2, seed: i }))));
+      if (concurrent) results.push(...(await Promise.all(sets.map((d, i) => t.fit(d, { epochs: 2, seed: i })))));
       else for (const [i, d] of sets.entries()) results.push(await t.fit(d, { epochs: 2, seed: i }));
       return { losses: results.map((r) => r.loss), w: Array.from(arena.view(1, 'w')), steps: t.steps };
     };
@@ -206,11 +222,14 @@ describe('issue 18 part 5: evaluation and prediction on resident data', () => {
     const s0 = arena.stats;
     const m = await t.evaluate(small);
     const s1 = arena.stats;
-    expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(2);  // x rows and y rows
-    expect(s1.toHostTransfers - s0.toHostTransfers).toBe(1);  // stats once
+    expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(2); // x rows and y rows
+    expect(s1.toHostTransfers - s0.toHostTransfers).toBe(1); // stats once
     // A larger set goes batch by batch: same metrics over the first 55 rows repeated.
     const big = { x: new Float32Array(6 * 110), labels: new Uint8Array(110) };
-    big.x.set(small.x); big.x.set(small.x, 6 * 55); big.labels.set(small.labels); big.labels.set(small.labels, 55);
+    big.x.set(small.x);
+    big.x.set(small.x, 6 * 55);
+    big.labels.set(small.labels);
+    big.labels.set(small.labels, 55);
     const mb = await t.evaluate(big);
     expect(mb.accuracy).toBeCloseTo(m.accuracy, 10);
     expect(mb.loss).toBeCloseTo(m.loss, 5);
@@ -225,12 +244,13 @@ describe('issue 18 part 5: evaluation and prediction on resident data', () => {
     const s0 = arena.stats;
     const out = await t.predict(d.x);
     const s1 = arena.stats;
-    expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(Math.ceil(45 / 10));  // each batch's x rows
+    expect(s1.toDeviceTransfers - s0.toDeviceTransfers).toBe(Math.ceil(45 / 10)); // each batch's x rows
     expect(s1.toDeviceBytes - s0.toDeviceBytes).toBe(45 * 6 * 4);
-    expect(s1.toHostBytes - s0.toHostBytes).toBe(45 * 3 * 4);  // each batch's output rows
+    expect(s1.toHostBytes - s0.toHostBytes).toBe(45 * 3 * 4); // each batch's output rows
     // The same rows in other batches give the same outputs; into an array of the caller's.
     const big = new Float32Array(6 * 90);
-    big.set(d.x); big.set(d.x, 6 * 45);
+    big.set(d.x);
+    big.set(d.x, 6 * 45);
     const mine = new Float32Array(90 * 3 + 7);
     const byBatch = await t.predict(big, { out: mine });
     expect(byBatch).toBe(mine);

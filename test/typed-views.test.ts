@@ -4,7 +4,7 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
 import { Arena, planLayout, Trainer, type Dtype, type LayoutSpec, type View } from '../src/index.js';
 
-describe('views typed by the plan\'s dtype', () => {
+describe("views typed by the plan's dtype", () => {
   it('float32 and float64 plans give Float32Array and Float64Array without a cast', async () => {
     const p32 = planLayout({ layers: [3, 4, 2], batch: 2 });
     const p64 = planLayout({ layers: [3, 4, 2], batch: 2, dtype: 'float64' });

@@ -17,7 +17,11 @@ import { testAddon } from '../src/internal.js';
 
 const cpu = { backend: 'cpu' } as const;
 const dir = mkdtempSync(join(tmpdir(), 'nn-arena-extra-'));
-const EXTRA = [{ name: 'ema', like: 'w' }, { name: 'mask', per: 'z', layers: [2, 1] }, { name: 'rng', bytes: 1000 }] as const;
+const EXTRA = [
+  { name: 'ema', like: 'w' },
+  { name: 'mask', per: 'z', layers: [2, 1] },
+  { name: 'rng', bytes: 1000 },
+] as const;
 const SPEC: LayoutSpec = { layers: [5, 4, 3], batch: 2, optimizer: 'momentum', samples: 6, extra: EXTRA };
 
 const end = (r: Region) => r.offset + r.bytes;
@@ -28,18 +32,26 @@ describe('planning user regions', () => {
     for (const align of [8, 64, 256]) {
       const p = planLayout({ ...SPEC, order, align });
       const sorted = [...p.regions].sort((a, b) => a.offset - b.offset);
-      expect(sorted).toEqual(p.regions);  // offset order
+      expect(sorted).toEqual(p.regions); // offset order
       expect(p.regions[0]!.offset).toBe(p.headerBytes);
       for (let i = 0; i < sorted.length; i++) {
         expect(sorted[i]!.offset % align).toBe(0);
         if (i > 0) expect(sorted[i]!.offset).toBeGreaterThanOrEqual(end(sorted[i - 1]!));
-        if (i > 0) expect(sorted[i]!.offset - end(sorted[i - 1]!)).toBeLessThan(align);  // no gap beyond alignment
+        if (i > 0) expect(sorted[i]!.offset - end(sorted[i - 1]!)).toBeLessThan(align); // no gap beyond alignment
       }
       expect(p.totalBytes - end(sorted.at(-1)!)).toBeLessThan(align);
       // ema: like w in layers 1 and 2; mask: like z in layers 1 and 2 only; rng: 1000 bytes, global.
-      expect(byName(p, 'ema').map((r) => [r.layer, r.length, r.bytes])).toEqual(expect.arrayContaining([[1, 20, 80], [2, 12, 48]]));
+      expect(byName(p, 'ema').map((r) => [r.layer, r.length, r.bytes])).toEqual(
+        expect.arrayContaining([
+          [1, 20, 80],
+          [2, 12, 48],
+        ]),
+      );
       expect(p.find('ema').map((r) => r.layer)).toEqual([1, 2]);
-      expect(p.find('mask').map((r) => [r.layer, r.length])).toEqual([[1, 8], [2, 6]]);
+      expect(p.find('mask').map((r) => [r.layer, r.length])).toEqual([
+        [1, 8],
+        [2, 6],
+      ]);
       expect(p.find('rng')).toEqual([expect.objectContaining({ layer: -1, kind: 'rng', extra: 2, length: 1000, bytes: 1000 })]);
       expect(p.region(0, 'mask')).toBeUndefined();
       expect(p.region(1, 'ema')).toBe(p.find('ema')[0]);
@@ -54,8 +66,8 @@ describe('planning user regions', () => {
     for (const l of [1, 2]) {
       const mine = p.regions.filter((r) => r.layer === l && r.kind !== 'xdata' && r.kind !== 'ydata');
       const first = p.regions.indexOf(mine[0]!);
-      expect(p.regions.slice(first, first + mine.length)).toEqual(mine);  // one contiguous run per layer
-      expect(mine.slice(-2).map((r) => r.kind)).toEqual(['ema', 'mask']);  // after its built-in kinds
+      expect(p.regions.slice(first, first + mine.length)).toEqual(mine); // one contiguous run per layer
+      expect(mine.slice(-2).map((r) => r.kind)).toEqual(['ema', 'mask']); // after its built-in kinds
     }
     const kinds = p.regions.map((r) => r.kind);
     expect(kinds.slice(-3)).toEqual(['rng', 'xdata', 'ydata']);
@@ -83,8 +95,17 @@ describe('planning user regions', () => {
       const p = planLayout({ ...SPEC, order, dtype: 'float64' });
       expect(native().validateHeader(p.header, p.totalBytes)).toBe('');
       const h = testAddon().decodeHeader(p.header);
-      expect(h.extras.map((e) => [e.name, e.found, e.elemBytes])).toEqual([['ema', 0, 8], ['mask', 1, 8], ['rng', 2, 1]]);
-      expect(h.extras[0]!.regions).toEqual([0, 1, 2].map((l) => { const r = p.region(l, 'ema'); return r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n]; }));
+      expect(h.extras.map((e) => [e.name, e.found, e.elemBytes])).toEqual([
+        ['ema', 0, 8],
+        ['mask', 1, 8],
+        ['rng', 2, 1],
+      ]);
+      expect(h.extras[0]!.regions).toEqual(
+        [0, 1, 2].map((l) => {
+          const r = p.region(l, 'ema');
+          return r ? [BigInt(r.offset), BigInt(r.length)] : [0n, 0n];
+        }),
+      );
       expect(h.extras[2]!.regions).toEqual([[BigInt(p.find('rng')[0]!.offset), 1000n]]);
     }
   });
@@ -92,7 +113,14 @@ describe('planning user regions', () => {
   const bad: Array<[string, unknown, string]> = [
     ['not an array', { name: 'x', like: 'w' }, 'extra'],
     ['not an object', ['ema'], 'extra[0]'],
-    ['duplicate name', [{ name: 'a', like: 'w' }, { name: 'a', bytes: 4 }], 'extra[1].name'],
+    [
+      'duplicate name',
+      [
+        { name: 'a', like: 'w' },
+        { name: 'a', bytes: 4 },
+      ],
+      'extra[1].name',
+    ],
     ['built-in kind name', [{ name: 'mw', like: 'w' }], 'extra[0].name'],
     ['reserved name', [{ name: 'header', bytes: 4 }], 'extra[0].name'],
     ['bad charset', [{ name: 'e-ma', like: 'w' }], 'extra[0].name'],
@@ -115,7 +143,11 @@ describe('planning user regions', () => {
   ];
   it.each(bad)('refuses %s: LayoutError BAD_EXTRA naming the field', (_, extra, field) => {
     let err: unknown;
-    try { planLayout({ layers: [5, 4, 3], batch: 2, extra: extra as LayoutSpec['extra'] }); } catch (e) { err = e; }
+    try {
+      planLayout({ layers: [5, 4, 3], batch: 2, extra: extra as LayoutSpec['extra'] });
+    } catch (e) {
+      err = e;
+    }
     expect(err).toBeInstanceOf(LayoutError);
     expect(err).toMatchObject({ code: 'BAD_EXTRA', field });
   });
@@ -128,7 +160,12 @@ describe('planning user regions', () => {
 
   it('the spec is read once: a getter that changes its answer cannot change the plan', () => {
     let n = 0;
-    const e = { get name() { return n++ === 0 ? 'ema' : 'w'; }, like: 'w' as const };
+    const e = {
+      get name() {
+        return n++ === 0 ? 'ema' : 'w';
+      },
+      like: 'w' as const,
+    };
     const p = planLayout({ layers: [3, 2], batch: 1, extra: [e] });
     expect(p.spec.extra[0]!.name).toBe('ema');
     expect(n).toBe(1);
@@ -145,7 +182,7 @@ describe('arenas with user regions', () => {
     const rng = a.view('rng');
     expect(rng).toBeInstanceOf(Uint8Array);
     expect(rng.length).toBe(1000);
-    expect(a.view('w', 2)).toBe(a.view(2, 'w'));  // built-in kinds by name too
+    expect(a.view('w', 2)).toBe(a.view(2, 'w')); // built-in kinds by name too
     ema[3] = 1.5;
     rng[999] = 7;
     const r = a.plan.region(1, 'ema')!;
@@ -162,8 +199,11 @@ describe('arenas with user regions', () => {
     const p = planLayout({ ...SPEC, order: 'layer-major' });
     expect(selectRanges(p, { kinds: ['ema'] })).toEqual(p.find('ema').map((r) => ({ offset: r.offset, bytes: r.bytes })));
     expect(selectRanges(p, { kinds: ['rng'], layers: [1] })).toEqual([{ offset: p.find('rng')[0]!.offset, bytes: 1000 }]);
-    expect(selectRanges(p, { layers: [1] }).flatMap((g) => p.regions.filter((r) => r.offset >= g.offset && end(r) <= g.offset + g.bytes)).map((r) => r.kind))
-      .toEqual(p.regions.filter((r) => r.layer === 1).map((r) => r.kind));  // a layer's range holds its user regions
+    expect(
+      selectRanges(p, { layers: [1] })
+        .flatMap((g) => p.regions.filter((r) => r.offset >= g.offset && end(r) <= g.offset + g.bytes))
+        .map((r) => r.kind),
+    ).toEqual(p.regions.filter((r) => r.layer === 1).map((r) => r.kind)); // a layer's range holds its user regions
     // Every built-in kind of layer 1 but not its user regions: the ranges stop before them.
     const ranges = selectRanges(p, { kinds: [...KINDS], layers: [1] });
     for (const x of [...p.find('ema'), ...p.find('mask')]) for (const g of ranges) expect(x.offset >= g.offset + g.bytes || end(x) <= g.offset).toBe(true);
@@ -182,7 +222,17 @@ describe('arenas with user regions', () => {
   });
 
   it("nn-arena's training never reads or writes user regions", async () => {
-    const p = planLayout({ layers: [5, 4, 3], batch: 4, optimizer: 'adam', samples: 8, extra: [{ name: 'ema', like: 'w' }, { name: 'zz', like: 'z' }, { name: 'rng', bytes: 64 }] });
+    const p = planLayout({
+      layers: [5, 4, 3],
+      batch: 4,
+      optimizer: 'adam',
+      samples: 8,
+      extra: [
+        { name: 'ema', like: 'w' },
+        { name: 'zz', like: 'z' },
+        { name: 'rng', bytes: 64 },
+      ],
+    });
     using a = Arena.create(p, cpu);
     const t = new Trainer(a, { lr: 0.05 });
     t.init(3);
@@ -193,14 +243,16 @@ describe('arenas with user regions', () => {
     await t.fit(toyData(5, 3, 8, 1, false), { epochs: 3 });
     a.toHost();
     expect([...a.view('w', 1)]).not.toEqual(w1);
-    for (const r of p.regions) if (r.extra !== undefined) expect([...a.view(r.layer, r.kind)]).toEqual([...pattern(r)].map((x) => (r.kind === 'rng' ? x & 255 : x)));
+    for (const r of p.regions)
+      if (r.extra !== undefined) expect([...a.view(r.layer, r.kind)]).toEqual([...pattern(r)].map((x) => (r.kind === 'rng' ? x & 255 : x)));
   });
 });
 
 describe('checkpoints with user regions', () => {
   it('save and load them (all, or a subset by name)', () => {
     const p = planLayout({ ...SPEC, order: 'kind-major' });
-    const all = join(dir, 'all.nna'), some = join(dir, 'some.nna');
+    const all = join(dir, 'all.nna'),
+      some = join(dir, 'some.nna');
     {
       using a = Arena.create(p, cpu);
       a.view('ema', 1).fill(1.25);
@@ -238,7 +290,7 @@ describe('checkpoints with user regions', () => {
     const patched = (from: string, edit: (b: Buffer) => void) => {
       const b = Buffer.from(readFileSync(from));
       edit(b);
-      b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60);  // the file header's own checksum
+      b.writeUInt32LE(native().crc32c(b.subarray(0, 60)) >>> 0, 60); // the file header's own checksum
       const out = join(dir, `patched-${Math.random().toString(36).slice(2)}.nna`);
       writeFileSync(out, b);
       return out;
@@ -262,8 +314,9 @@ describe('checkpoints with user regions', () => {
     expect(info.plan.spec).toMatchObject({ layers: [3, 4, 2], batch: 2, optimizer: 'adam', samples: 5, order: 'kind-major', align: 64, extra: [] });
     {
       using a = Arena.load(f1, cpu);
-      for (const r of a.plan.regions) expect([...a.view(r.layer, r.kind)]).toEqual(Array.from({ length: r.length }, (_, i) => KINDS.indexOf(r.kind as never) * 1000 + r.layer * 100 + i));
-      expect(new DataView(a.bytes(0, 8).slice().buffer).getUint32(HEADER_FIELDS.version, true)).toBe(2);  // loaded as version 2
+      for (const r of a.plan.regions)
+        expect([...a.view(r.layer, r.kind)]).toEqual(Array.from({ length: r.length }, (_, i) => KINDS.indexOf(r.kind as never) * 1000 + r.layer * 100 + i));
+      expect(new DataView(a.bytes(0, 8).slice().buffer).getUint32(HEADER_FIELDS.version, true)).toBe(2); // loaded as version 2
       const again = join(dir, 'v1-resaved.nna');
       a.save(again);
       expect(inspectCheckpoint(again)).toMatchObject({ version: 3, arenaBytes: info.arenaBytes });
@@ -272,10 +325,13 @@ describe('checkpoints with user regions', () => {
     expect(inspectCheckpoint(f2)).toMatchObject({ version: 1, kinds: ['b', 'w'], extras: [] });
     const t = Trainer.load(f2, cpu);
     try {
-      for (const k of ['w', 'b'] as const) for (const l of [1, 2]) {
-        expect([...t.arena.view(l, k)]).toEqual(Array.from({ length: t.arena.plan.region(l, k)!.length }, (_, i) => KINDS.indexOf(k) * 1000 + l * 100 + i + 0.5));
-      }
-      expect([...t.arena.view(1, 'z')].every((x) => x === 0)).toBe(true);  // not saved
+      for (const k of ['w', 'b'] as const)
+        for (const l of [1, 2]) {
+          expect([...t.arena.view(l, k)]).toEqual(
+            Array.from({ length: t.arena.plan.region(l, k)!.length }, (_, i) => KINDS.indexOf(k) * 1000 + l * 100 + i + 0.5),
+          );
+        }
+      expect([...t.arena.view(1, 'z')].every((x) => x === 0)).toBe(true); // not saved
     } finally {
       t.arena.dispose();
     }
@@ -288,7 +344,9 @@ describe('memory map and CLI', () => {
     const svg = planToSVG(p);
     for (const [i, name] of ['ema', 'mask', 'rng'].entries()) {
       expect(svg).toContain(`data-kind="${name}" data-extra="${i}"`);
-      expect(svg).toMatch(new RegExp(`class="nna-legend" data-kind="${name}" data-extra="${i}" data-bytes="${p.bytesByKind()[name]}"><rect [^>]*fill="${EXTRA_COLORS[i]}"`));
+      expect(svg).toMatch(
+        new RegExp(`class="nna-legend" data-kind="${name}" data-extra="${i}" data-bytes="${p.bytesByKind()[name]}"><rect [^>]*fill="${EXTRA_COLORS[i]}"`),
+      );
     }
     expect(svg).toContain('data-row="global (user)" data-bytes="1000"');
     expect(svg).toContain('user region ema of layer 1');
@@ -304,7 +362,14 @@ describe('memory map and CLI', () => {
     expect(r.stdout).toContain('user region rng: 1,000 raw bytes, global');
     expect(r.stdout).toMatch(/^\s+-\s+rng \(user\)\s+[\d,]+\s+1,000\s+1,000$/m);
     const j = JSON.parse(run('plan', '--layers', '5,4,3', '--batch', '2', '--extra', 'ema:w', '--extra', 'rng:1000', '--json').stdout);
-    const p = planLayout({ layers: [5, 4, 3], batch: 2, extra: [{ name: 'ema', like: 'w' }, { name: 'rng', bytes: 1000 }] });
+    const p = planLayout({
+      layers: [5, 4, 3],
+      batch: 2,
+      extra: [
+        { name: 'ema', like: 'w' },
+        { name: 'rng', bytes: 1000 },
+      ],
+    });
     expect(j.regions).toEqual(p.regions);
     expect(j.bytesByKind).toEqual(p.bytesByKind());
     const bad = run('plan', '--layers', '5,4,3', '--extra', 'w:w');
@@ -333,7 +398,14 @@ describe('memory map and CLI', () => {
 describe('user regions and K models (models > 1)', () => {
   it('planLayout refuses extra with models > 1: a LayoutError BAD_EXTRA naming the field', () => {
     for (const models of [2, 7]) {
-      const e = (() => { try { planLayout({ ...SPEC, models }); } catch (x) { return x; } return undefined; })();
+      const e = (() => {
+        try {
+          planLayout({ ...SPEC, models });
+        } catch (x) {
+          return x;
+        }
+        return undefined;
+      })();
       expect(e).toBeInstanceOf(LayoutError);
       expect(e).toMatchObject({ code: 'BAD_EXTRA', field: 'extra', value: ['ema', 'mask', 'rng'] });
       expect((e as Error).message).toMatch(new RegExp(`models: ${models}`));
@@ -348,7 +420,7 @@ describe('user regions and K models (models > 1)', () => {
     const h = p.header.slice();
     new DataView(h.buffer).setBigUint64(HEADER_FIELDS.models, 2n, true);
     expect(native().validateHeader(h, p.totalBytes * 4)).toMatch(/user regions cannot be combined with models: 2/);
-    new DataView(h.buffer).setBigUint64(HEADER_FIELDS.models, 1n, true);  // 1 and 0 both mean one model
+    new DataView(h.buffer).setBigUint64(HEADER_FIELDS.models, 1n, true); // 1 and 0 both mean one model
     expect(native().validateHeader(h, p.totalBytes)).toBe('');
   });
 

@@ -11,7 +11,10 @@ import { toyData } from './support/train-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
 const spec: LayoutSpec = { layers: [6, 16, 3], batch: 10, samples: 200, optimizer: 'momentum' };
-const toy = (n: number, seed: number) => { const d = toyData(6, 3, n, seed, false); return { x: Float32Array.from(d.x), labels: Uint8Array.from(d.labels!) }; };
+const toy = (n: number, seed: number) => {
+  const d = toyData(6, 3, n, seed, false);
+  return { x: Float32Array.from(d.x), labels: Uint8Array.from(d.labels!) };
+};
 
 function setup(s: LayoutSpec = spec) {
   const arena = Arena.create(planLayout(s), cpu);
@@ -45,7 +48,8 @@ describe('Dataset: read once, then not at all while the arena holds it', () => {
   });
 
   it('trains exactly as the plain object does', async () => {
-    const a = setup(), b = setup();
+    const a = setup(),
+      b = setup();
     using _a = a.arena;
     using _b = b.arena;
     const d = toy(100, 2);
@@ -92,7 +96,7 @@ describe('the native checked copy', () => {
     const base = toy(100, 3);
     const cases: Array<[ArrayLike<number>, string, unknown]> = [
       [Float64Array.from(base.x, (v, i) => (i === 17 ? NaN : v)), 'data.x[17]', NaN],
-      [Float64Array.from(base.x, (v, i) => (i === 599 ? 1e39 : v)), 'data.x[599]', Infinity],  // finite in float64, not float32
+      [Float64Array.from(base.x, (v, i) => (i === 599 ? 1e39 : v)), 'data.x[599]', Infinity], // finite in float64, not float32
       [Array.from(base.x, (v, i) => (i === 3 ? -Infinity : v)), 'data.x[3]', -Infinity],
     ];
     for (const [x, field, value] of cases) {
@@ -101,8 +105,15 @@ describe('the native checked copy', () => {
       expect(e).toMatchObject({ code: 'BAD_DATA', field });
       expect(Object.is(e.value, value)).toBe(true);
     }
-    await expect(t.evaluate({ x: base.x, labels: Float64Array.from(base.labels, (v, i) => (i === 9 ? 1.5 : v)) })).rejects.toMatchObject({ code: 'BAD_LABEL', field: 'data.labels[9]', value: 1.5 });
-    await expect(t.evaluate({ x: base.x, labels: Float32Array.from(base.labels, (v, i) => (i === 2 ? NaN : v)) })).rejects.toMatchObject({ code: 'BAD_DATA', field: 'data.labels[2]' });
+    await expect(t.evaluate({ x: base.x, labels: Float64Array.from(base.labels, (v, i) => (i === 9 ? 1.5 : v)) })).rejects.toMatchObject({
+      code: 'BAD_LABEL',
+      field: 'data.labels[9]',
+      value: 1.5,
+    });
+    await expect(t.evaluate({ x: base.x, labels: Float32Array.from(base.labels, (v, i) => (i === 2 ? NaN : v)) })).rejects.toMatchObject({
+      code: 'BAD_DATA',
+      field: 'data.labels[2]',
+    });
     // Integer inputs are numbers like any other: the same metrics as their float32 copy.
     const ints = { x: Int16Array.from(base.x, (v) => Math.round(v * 100)), labels: Int32Array.from(base.labels) };
     const m1 = await t.evaluate(ints);
@@ -120,7 +131,8 @@ describe('the native checked copy', () => {
     x[rows * 3 + 1] = Infinity;
     await expect(t.fit({ x, labels }, { epochs: 1 })).rejects.toMatchObject({ code: 'BAD_DATA', field: `data.x[${rows * 3 + 1}]` });
     expect(t.steps).toBe(0);
-    x[rows * 3 + 1] = 0; x[rows * 6 - 2] = 0;
+    x[rows * 3 + 1] = 0;
+    x[rows * 6 - 2] = 0;
     const r = await t.fit({ x, labels }, { epochs: 1 });
     expect(Number.isFinite(r.loss)).toBe(true);
   });
@@ -132,7 +144,7 @@ describe('the native checked copy', () => {
     const m0 = await t.evaluate(d);
     const bad = { x: Float32Array.from(d.x), labels: d.labels };
     bad.x.fill(9, 0, 300);
-    bad.x[301] = NaN;  // rows before it were written into the host side
+    bad.x[301] = NaN; // rows before it were written into the host side
     await expect(t.evaluate(bad)).rejects.toMatchObject({ field: 'data.x[301]' });
     expect(await t.evaluate(d)).toEqual(m0);
   });
@@ -140,7 +152,8 @@ describe('the native checked copy', () => {
 
 describe('step, predict and forward read into the arena', () => {
   it('step() in a loop moves the batch rows only and trains as fit does on the same batches', async () => {
-    const a = setup({ ...spec, samples: 40 }), b = setup({ ...spec, samples: 40 });
+    const a = setup({ ...spec, samples: 40 }),
+      b = setup({ ...spec, samples: 40 });
     using _a = a.arena;
     using _b = b.arena;
     const d = toy(40, 5);
@@ -148,13 +161,14 @@ describe('step, predict and forward read into the arena', () => {
     const s0 = b.arena.stats;
     for (let i = 0; i < 4; i++) await b.t.step(d.x.subarray(i * 60, (i + 1) * 60), { labels: d.labels.subarray(i * 10, (i + 1) * 10) });
     const s1 = b.arena.stats;
-    expect(s1.toDeviceBytes - s0.toDeviceBytes).toBe(40 * (6 + 3) * 4);  // x rows and one-hot rows, nothing else
+    expect(s1.toDeviceBytes - s0.toDeviceBytes).toBe(40 * (6 + 3) * 4); // x rows and one-hot rows, nothing else
     b.arena.toHost({ kinds: ['w', 'b'] });
     expect(Array.from(b.arena.view(1, 'w'))).toEqual(Array.from(a.arena.view(1, 'w')));
   });
 
   it('steps queued without awaiting each take their own batch', async () => {
-    const a = setup({ ...spec, samples: 40 }), b = setup({ ...spec, samples: 40 });
+    const a = setup({ ...spec, samples: 40 }),
+      b = setup({ ...spec, samples: 40 });
     using _a = a.arena;
     using _b = b.arena;
     const d = toy(40, 6);
@@ -162,7 +176,7 @@ describe('step, predict and forward read into the arena', () => {
     const x = Float32Array.from(d.x);
     const queued = [];
     for (let i = 0; i < 4; i++) queued.push(b.t.step(x.subarray(i * 60, (i + 1) * 60), { labels: d.labels.subarray(i * 10, (i + 1) * 10) }));
-    x.fill(NaN);  // after the calls: what they read was read at the call
+    x.fill(NaN); // after the calls: what they read was read at the call
     await Promise.all(queued);
     b.arena.toHost({ kinds: ['w', 'b'] });
     a.arena.toHost({ kinds: ['w', 'b'] });
@@ -170,7 +184,7 @@ describe('step, predict and forward read into the arena', () => {
   });
 
   it('fit on a plain object that did not change uploads nothing, and allocates nothing the size of the set', async () => {
-    const rows = 100_000;  // 6 x 4 bytes a row: 2.4 MB
+    const rows = 100_000; // 6 x 4 bytes a row: 2.4 MB
     const { arena, t } = setup({ ...spec, samples: rows });
     using _a = arena;
     const d = { x: new Float32Array(rows * 6).map((_, i) => (i % 13) / 13), labels: new Uint8Array(rows).map((_, i) => i % 3) };
@@ -184,27 +198,38 @@ describe('step, predict and forward read into the arena', () => {
   });
 });
 
-describe('no host copy of the data set beyond the user\'s array and the arena\'s region', () => {
-  const status = (key: string) => Number(/(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8').split('\n').find((l) => l.startsWith(key))!)![1]) * 1024;
-  it.runIf(existsSync('/proc/self/clear_refs'))('the peak resident set of a first fit grows by the host region and the device side only (the CPU backend\'s device side is host memory)', async () => {
-    const rows = 20_000, inputs = 784;
-    const { arena, t } = setup({ layers: [inputs, 8, 10], batch: 100, samples: rows, optimizer: 'sgd' });
-    using _a = arena;
-    const x = new Float32Array(rows * inputs).map((_, i) => (i % 251) / 251);
-    const labels = new Uint8Array(rows).map((_, i) => i % 10);
-    const bytes = x.byteLength;
-    await t.evaluate({ x: x.subarray(0, inputs), labels: labels.subarray(0, 1) });  // code paths warm
-    writeFileSync('/proc/self/clear_refs', '5');  // the peak (VmHWM) starts again from here
-    const before = status('VmRSS:');
-    await t.fit({ x, labels }, { epochs: 1 });
-    const grown = status('VmHWM:') - before;
-    // The host region and the device side are touched once each: 2x; a snapshot would be a third.
-    expect(grown).toBeLessThan(2.5 * bytes);
-    writeFileSync('/proc/self/clear_refs', '5');
-    const again = status('VmRSS:');
-    for (let i = 0; i < 3; i++) await t.fit({ x, labels }, { epochs: 1 });
-    expect(status('VmHWM:') - again).toBeLessThan(0.25 * bytes);  // unchanged: nothing the size of the set
-  });
+describe("no host copy of the data set beyond the user's array and the arena's region", () => {
+  const status = (key: string) =>
+    Number(
+      /(\d+) kB/.exec(
+        readFileSync('/proc/self/status', 'utf8')
+          .split('\n')
+          .find((l) => l.startsWith(key))!,
+      )![1],
+    ) * 1024;
+  it.runIf(existsSync('/proc/self/clear_refs'))(
+    "the peak resident set of a first fit grows by the host region and the device side only (the CPU backend's device side is host memory)",
+    async () => {
+      const rows = 20_000,
+        inputs = 784;
+      const { arena, t } = setup({ layers: [inputs, 8, 10], batch: 100, samples: rows, optimizer: 'sgd' });
+      using _a = arena;
+      const x = new Float32Array(rows * inputs).map((_, i) => (i % 251) / 251);
+      const labels = new Uint8Array(rows).map((_, i) => i % 10);
+      const bytes = x.byteLength;
+      await t.evaluate({ x: x.subarray(0, inputs), labels: labels.subarray(0, 1) }); // code paths warm
+      writeFileSync('/proc/self/clear_refs', '5'); // the peak (VmHWM) starts again from here
+      const before = status('VmRSS:');
+      await t.fit({ x, labels }, { epochs: 1 });
+      const grown = status('VmHWM:') - before;
+      // The host region and the device side are touched once each: 2x; a snapshot would be a third.
+      expect(grown).toBeLessThan(2.5 * bytes);
+      writeFileSync('/proc/self/clear_refs', '5');
+      const again = status('VmRSS:');
+      for (let i = 0; i < 3; i++) await t.fit({ x, labels }, { epochs: 1 });
+      expect(status('VmHWM:') - again).toBeLessThan(0.25 * bytes); // unchanged: nothing the size of the set
+    },
+  );
 });
 
 describe('a SharedArrayBuffer written by another thread during the calls', () => {
@@ -215,12 +240,16 @@ describe('a SharedArrayBuffer written by another thread during the calls', () =>
     const sab = new SharedArrayBuffer(rows * 6 * 4);
     const x = new Float32Array(sab).fill(0.5);
     const labels = new Uint8Array(rows);
-    const writer = new Worker(`
+    const writer = new Worker(
+      `
       const { workerData } = require('node:worker_threads');
       const x = new Float32Array(workerData.sab);
       for (let k = 0; k < 4e8; k++) { const i = (k * 7919) % x.length; x[i] = (k & 3) === 0 ? NaN : 0.5; }
-    `, { eval: true, workerData: { sab } });
-    let refused = 0, trained = 0;
+    `,
+      { eval: true, workerData: { sab } },
+    );
+    let refused = 0,
+      trained = 0;
     try {
       for (let i = 0; i < 20; i++) {
         try {

@@ -37,7 +37,8 @@ describe('views in a synchronous loop', () => {
   it('views still slice the right bytes, share them, and detach on dispose', () => {
     const plan = planLayout({ layers: [5, 7, 3], batch: 2, dtype: 'float64' });
     const a = Arena.create(plan, { backend: 'cpu' });
-    const w = a.view(1, 'w'), b = a.view(1, 'b');
+    const w = a.view(1, 'w'),
+      b = a.view(1, 'b');
     expect(w.byteOffset).toBe(plan.region(1, 'w')!.offset);
     expect(w.length).toBe(35);
     w.fill(2.5);

@@ -21,4 +21,6 @@ const labels = Uint8Array.from({ length: samples }, (_, i) => i % layers[layers.
 await t.fit({ x, labels }, { epochs: 1, shuffle: true });
 const r = await t.fit({ x, labels }, { epochs: Math.ceil(steps / Math.min(steps, 10)), shuffle: true });
 const flops = 6 * batch * layers.slice(1).reduce((a, n, i) => a + n * layers[i], 0);
-console.log(`${net} ${optimizer}: ${(r.seconds * 1e3 / r.steps).toFixed(3)} ms/step, ${(flops * r.steps / r.seconds / 1e9).toFixed(1)} GFLOP/s (${r.steps} steps)`);
+console.log(
+  `${net} ${optimizer}: ${((r.seconds * 1e3) / r.steps).toFixed(3)} ms/step, ${((flops * r.steps) / r.seconds / 1e9).toFixed(1)} GFLOP/s (${r.steps} steps)`,
+);

@@ -25,7 +25,10 @@ int main() {
       cudaEventRecord(a);
       cudaLaunchCooperativeKernel((void*)syncs, dim3(sms * perSm), dim3(256), args, 0, 0);
       cudaEventRecord(b);
-      if (cudaEventSynchronize(b) != cudaSuccess) { printf("error: %s\n", cudaGetErrorString(cudaGetLastError())); return 1; }
+      if (cudaEventSynchronize(b) != cudaSuccess) {
+        printf("error: %s\n", cudaGetErrorString(cudaGetLastError()));
+        return 1;
+      }
       float ms = 0;
       cudaEventElapsedTime(&ms, a, b);
       printf("grid %d blocks x 256 threads: %d syncs in %.1f us (%.2f us per sync incl. launch)\n", sms * perSm, n, ms * 1000, ms * 1000 / n);

@@ -14,8 +14,8 @@ using namespace nna::lt_abi;
 static_assert(int(LtInputs::Fp32) == CUDA_R_32F && int(LtInputs::Fp16) == CUDA_R_16F && int(LtInputs::Bf16) == CUDA_R_16BF, "LtInputs");
 static_assert(kR32F == CUDA_R_32F && kCompute32F == CUBLAS_COMPUTE_32F && kComputeFastTf32 == CUBLAS_COMPUTE_32F_FAST_TF32, "types");
 static_assert(kDescPointerMode == CUBLASLT_MATMUL_DESC_POINTER_MODE && kDescTransA == CUBLASLT_MATMUL_DESC_TRANSA && kDescTransB == CUBLASLT_MATMUL_DESC_TRANSB &&
-                  kDescEpilogue == CUBLASLT_MATMUL_DESC_EPILOGUE && kDescBias == CUBLASLT_MATMUL_DESC_BIAS_POINTER &&
-                  kDescAux == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER && kDescAuxLd == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                  kDescEpilogue == CUBLASLT_MATMUL_DESC_EPILOGUE && kDescBias == CUBLASLT_MATMUL_DESC_BIAS_POINTER && kDescAux == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER &&
+                  kDescAuxLd == CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
               "matmul descriptor attributes");
 static_assert(kDescBiasBatchStride == CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE && kLayoutBatchCount == CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT &&
                   kLayoutBatchStride == CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,

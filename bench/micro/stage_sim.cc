@@ -35,17 +35,20 @@ struct Timeline {
   double inGB, outGB;
   std::vector<double> ready, lastEvict, phaseDone;
   std::vector<bool> fetched;
-  struct Freed { uint64_t begin, end; double at; };
+  struct Freed {
+    uint64_t begin, end;
+    double at;
+  };
   std::vector<Freed> freed;
   double in = 0, out = 0, drop = 0, compute = 0, inBusy = 0, outBusy = 0;
   bool verbose = std::getenv("SIM_MOVES") != nullptr;
 
-  Timeline(const Residency& r, double i, double o)
-      : res(r), inGB(i), outGB(o), ready(r.model().regions().size(), 0), lastEvict(ready), fetched(ready.size(), false) {}
+  Timeline(const Residency& r, double i, double o) : res(r), inGB(i), outGB(o), ready(r.model().regions().size(), 0), lastEvict(ready), fetched(ready.size(), false) {}
 
   double slotFreed(const Move& m, double at) const {
     const uint64_t end = m.slot + res.cost(m.region);
-    for (const Freed& f : freed) if (f.begin < end && m.slot < f.end) at = std::max(at, f.at);
+    for (const Freed& f : freed)
+      if (f.begin < end && m.slot < f.end) at = std::max(at, f.at);
     return at;
   }
 
@@ -87,7 +90,10 @@ struct Timeline {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) { std::fprintf(stderr, "usage: sim HEADER BUDGET [RUNS] [STEPS_PER_RUN] [TFLOPS] [IN_GBPS] [OUT_GBPS]\n"); return 2; }
+  if (argc < 3) {
+    std::fprintf(stderr, "usage: sim HEADER BUDGET [RUNS] [STEPS_PER_RUN] [TFLOPS] [IN_GBPS] [OUT_GBPS]\n");
+    return 2;
+  }
   std::ifstream f(argv[1], std::ios::binary);
   std::vector<uint8_t> hdr((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   const uint64_t budget = std::strtoull(argv[2], nullptr, 10);
@@ -131,9 +137,11 @@ int main(int argc, char** argv) {
         plan.before(t, moves);
         tl.issue(moves, base);
         double start = tl.compute;
-        for (const Use& u : ph.uses) if (!regions[u.region].remote) start = std::max(start, tl.ready[u.region]);
+        for (const Use& u : ph.uses)
+          if (!regions[u.region].remote) start = std::max(start, tl.ready[u.region]);
         if (start - tl.compute > 50)
-          std::printf("  run %llu step %llu: %s %u waits %.0f us\n", (unsigned long long)run, (unsigned long long)(t / plan.phasesPerStep()), stageName(ph.stage), ph.layer, start - tl.compute);
+          std::printf("  run %llu step %llu: %s %u waits %.0f us\n", (unsigned long long)run, (unsigned long long)(t / plan.phasesPerStep()), stageName(ph.stage), ph.layer,
+                      start - tl.compute);
         waited += start - tl.compute;
         tl.compute = start + micros(ph);
         if (run == 0 && t < plan.phasesPerStep()) computeAlone += micros(ph);
@@ -149,13 +157,13 @@ int main(int argc, char** argv) {
       // endRun synchronises every stream: the next run starts when the last copy has ended.
       const double end = std::max({tl.compute, tl.in, tl.out, tl.drop});
       tl.compute = tl.in = tl.out = tl.drop = end;
-      std::printf("run %llu: %.0f us per step (moved in %.1f MB, out %.1f MB per step; %llu B in, %llu B out in the run)\n", (unsigned long long)run,
-                  (end - runStart) / steps, res.lastRun.fetchedBytes / 1e6 / steps, res.lastRun.writtenBackBytes / 1e6 / steps,
-                  (unsigned long long)res.lastRun.fetchedBytes, (unsigned long long)res.lastRun.writtenBackBytes);
+      std::printf("run %llu: %.0f us per step (moved in %.1f MB, out %.1f MB per step; %llu B in, %llu B out in the run)\n", (unsigned long long)run, (end - runStart) / steps,
+                  res.lastRun.fetchedBytes / 1e6 / steps, res.lastRun.writtenBackBytes / 1e6 / steps, (unsigned long long)res.lastRun.fetchedBytes,
+                  (unsigned long long)res.lastRun.writtenBackBytes);
       runStart = end;
     }
-    std::printf("compute alone %.0f us per step; the compute stream waited %.0f us for copies in all; link busy in %.0f us, out %.0f us\n",
-                computeAlone, waited, tl.inBusy, tl.outBusy);
+    std::printf("compute alone %.0f us per step; the compute stream waited %.0f us for copies in all; link busy in %.0f us, out %.0f us\n", computeAlone, waited, tl.inBusy,
+                tl.outBusy);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 1;

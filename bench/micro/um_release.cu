@@ -9,7 +9,14 @@
 #include <thread>
 #include <vector>
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); std::exit(1); } } while (0)
+#define CK(x)                                                                        \
+  do {                                                                               \
+    cudaError_t e_ = (x);                                                            \
+    if (e_ != cudaSuccess) {                                                         \
+      std::printf("%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                  \
+    }                                                                                \
+  } while (0)
 
 static const size_t kMiB = size_t(1) << 20;
 
@@ -38,13 +45,19 @@ int main() {
   CK(cudaMemGetInfo(&f, &t));
   base = t - f;
   const size_t R = 64 * kMiB, N = 8, bytes = R * N;
-  if (bytes > f / 10 * 9) { std::printf("refused: above 90%% of free\n"); return 1; }
+  if (bytes > f / 10 * 9) {
+    std::printf("refused: above 90%% of free\n");
+    return 1;
+  }
   char* m = nullptr;
   CK(cudaMallocManaged(&m, bytes));
   std::memset(m, 1, bytes);
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  auto pf = [&](size_t i, bool dev) { CK(cudaMemPrefetchAsync(m + i * R, R, at(dev), 0, s)); CK(cudaStreamSynchronize(s)); };
+  auto pf = [&](size_t i, bool dev) {
+    CK(cudaMemPrefetchAsync(m + i * R, R, at(dev), 0, s));
+    CK(cudaStreamSynchronize(s));
+  };
   auto advise = [&](size_t i, cudaMemoryAdvise a, bool dev) { CK(cudaMemAdvise(m + i * R, R, a, at(dev))); };
 
   std::printf("[cycle] each 64 MiB range to the device and back, one after the other (MiB in use above the start)\n");
@@ -80,7 +93,11 @@ int main() {
   std::printf("[reuse] ranges 0..7 cycled twice more: does in-use grow past the first cycle?\n");
   for (int rep = 0; rep < 2; ++rep) {
     long peak = 0;
-    for (size_t i = 0; i < N; ++i) { pf(i, true); peak = std::max(peak, usedMiB()); pf(i, false); }
+    for (size_t i = 0; i < N; ++i) {
+      pf(i, true);
+      peak = std::max(peak, usedMiB());
+      pf(i, false);
+    }
     std::printf("  cycle %d: peak %ld, after %ld\n", rep, peak, usedMiB());
   }
   std::printf("[all on device] then all back\n");
@@ -91,7 +108,10 @@ int main() {
 
   // Speed of sending 256 MiB back: one call, split over threads, the batch call, after advice.
   std::printf("[speed] 256 MiB (ranges 0..3) device -> host, GB/s\n");
-  auto toDevice = [&] { CK(cudaMemPrefetchAsync(m, 4 * R, at(true), 0, s)); CK(cudaStreamSynchronize(s)); };
+  auto toDevice = [&] {
+    CK(cudaMemPrefetchAsync(m, 4 * R, at(true), 0, s));
+    CK(cudaStreamSynchronize(s));
+  };
   for (int threads : {1, 4, 8, 16}) {
     toDevice();
     const double a = now();
@@ -113,7 +133,10 @@ int main() {
     toDevice();
     std::vector<void*> ps;
     std::vector<size_t> ss;
-    for (size_t o = 0; o < 4 * R; o += 2 * kMiB) { ps.push_back(m + o); ss.push_back(2 * kMiB); }
+    for (size_t o = 0; o < 4 * R; o += 2 * kMiB) {
+      ps.push_back(m + o);
+      ss.push_back(2 * kMiB);
+    }
     std::vector<cudaMemLocation> loc(1, at(false));
     size_t idx = 0;
     const double a = now();
@@ -130,8 +153,7 @@ int main() {
     for (size_t i = 0; i < 4; ++i) advise(i, cudaMemAdviseSetPreferredLocation, false);
     for (size_t i = 0; i < 4; ++i) advise(i, cudaMemAdviseUnsetReadMostly, false);  // collapse to the host copy
     const double collapse = now() - t0;
-    std::printf("  read-mostly duplicate collapsed to host: %.1f GB/s equivalent (%.2f ms), in use %ld -> %ld\n",
-                4 * R / collapse / 1e9, collapse * 1e3, a, usedMiB());
+    std::printf("  read-mostly duplicate collapsed to host: %.1f GB/s equivalent (%.2f ms), in use %ld -> %ld\n", 4 * R / collapse / 1e9, collapse * 1e3, a, usedMiB());
   }
   // Eviction of bytes the GPU wrote (a training step's evictions nearly all are): the plain
   // prefetch, advice first, and a detour through a read-mostly duplicate collapsed to the host.
@@ -147,7 +169,8 @@ int main() {
   };
   auto check = [&](float v) {
     const float* f = reinterpret_cast<const float*>(m);
-    for (size_t i = 0; i < 4 * R / 4; i += 4099) if (f[i] != v) return false;
+    for (size_t i = 0; i < 4 * R / 4; i += 4099)
+      if (f[i] != v) return false;
     return true;
   };
   {
@@ -174,8 +197,8 @@ int main() {
     const double b = now();
     for (size_t i = 0; i < 4; ++i) advise(i, cudaMemAdviseSetPreferredLocation, false);
     for (size_t i = 0; i < 4; ++i) advise(i, cudaMemAdviseUnsetReadMostly, false);  // collapse to the host copy
-    std::printf("  read-mostly duplicate on the host, collapsed there: %.1f (copy %.2f ms, collapse %.2f ms) (%s)\n", 4 * R / (now() - a) / 1e9,
-                (b - a) * 1e3, (now() - b) * 1e3, check(4.f) ? "ok" : "WRONG");
+    std::printf("  read-mostly duplicate on the host, collapsed there: %.1f (copy %.2f ms, collapse %.2f ms) (%s)\n", 4 * R / (now() - a) / 1e9, (b - a) * 1e3, (now() - b) * 1e3,
+                check(4.f) ? "ok" : "WRONG");
   }
   {
     dirty(5.f);

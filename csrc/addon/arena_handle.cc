@@ -11,24 +11,14 @@
 namespace nna::addon {
 
 Napi::Function ArenaHandle::Define(Napi::Env env) {
-  return DefineClass(env, "ArenaHandle",
-                     {InstanceMethod<&ArenaHandle::Transfer>("transfer"),
-                      InstanceMethod<&ArenaHandle::TransferAll>("transferAll"),
-                      InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
-                      InstanceMethod<&ArenaHandle::Advise>("advise"),
-                      InstanceMethod<&ArenaHandle::View>("view"),
-                      InstanceMethod<&ArenaHandle::Stats>("stats"),
-                      InstanceMethod<&ArenaHandle::Dispose>("dispose"),
-                      InstanceMethod<&ArenaHandle::Addresses>("addresses"),
-                      InstanceMethod<&ArenaHandle::Run>("run"),
-                      InstanceMethod<&ArenaHandle::RunQueued>("runQueued"),
-                      InstanceMethod<&ArenaHandle::RunInline>("runInline"),
-                      InstanceMethod<&ArenaHandle::Residency>("residency"),
-                      InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"),
-                      InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
-                      InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
-                      InstanceMethod<&ArenaHandle::Epilogues>("epilogues"),
-                      InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
+  return DefineClass(
+      env, "ArenaHandle",
+      {InstanceMethod<&ArenaHandle::Transfer>("transfer"), InstanceMethod<&ArenaHandle::TransferAll>("transferAll"), InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
+       InstanceMethod<&ArenaHandle::Advise>("advise"), InstanceMethod<&ArenaHandle::View>("view"), InstanceMethod<&ArenaHandle::Stats>("stats"),
+       InstanceMethod<&ArenaHandle::Dispose>("dispose"), InstanceMethod<&ArenaHandle::Addresses>("addresses"), InstanceMethod<&ArenaHandle::Run>("run"),
+       InstanceMethod<&ArenaHandle::RunQueued>("runQueued"), InstanceMethod<&ArenaHandle::RunInline>("runInline"), InstanceMethod<&ArenaHandle::Residency>("residency"),
+       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"), InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"), InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
+       InstanceMethod<&ArenaHandle::Epilogues>("epilogues"), InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
 ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ArenaHandle>(info) {
@@ -81,8 +71,10 @@ void ArenaHandle::runEnded() {
 Napi::Value ArenaHandle::Synchronize(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Promise::Deferred d = Napi::Promise::Deferred::New(env);
-  if (runsInFlight_ == 0) d.Resolve(env.Undefined());
-  else idleWaiters_.push_back(d);
+  if (runsInFlight_ == 0)
+    d.Resolve(env.Undefined());
+  else
+    idleWaiters_.push_back(d);
   return d.Promise();
 }
 
@@ -144,16 +136,15 @@ Napi::Value ArenaHandle::View(const Napi::CallbackInfo& info) {
   ab.Set(owner(env), Value());
   // Drop references to views the GC already collected, then remember this one (weakly).
   std::vector<Napi::Reference<Napi::ArrayBuffer>> alive;
-  for (auto& r : views_) if (!r.Value().IsEmpty()) alive.push_back(std::move(r));
+  for (auto& r : views_)
+    if (!r.Value().IsEmpty()) alive.push_back(std::move(r));
   views_ = std::move(alive);
   views_.push_back(Napi::Reference<Napi::ArrayBuffer>::New(ab, 0));
   return ab;
 }
 
 // Never waits: the counters have a lock of their own, apart from the one a run holds.
-Napi::Value ArenaHandle::Stats(const Napi::CallbackInfo& info) {
-  return statsObject(info.Env(), block_ ? block_->stats() : finalStats_);
-}
+Napi::Value ArenaHandle::Stats(const Napi::CallbackInfo& info) { return statsObject(info.Env(), block_ ? block_->stats() : finalStats_); }
 
 // Detaches every view and frees both allocations, at once; while a run holds the block, as
 // soon as it ends (BlockWorker). Returns at once either way.
@@ -169,7 +160,10 @@ Napi::Value ArenaHandle::Dispose(const Napi::CallbackInfo& info) {
   releaseExternal(env);
   // The counters as they will stand once the memory is freed (a run in flight frees it later).
   finalStats_ = block_->stats();
-  if (finalStats_.hostFrees == 0) { finalStats_.hostFrees++; finalStats_.deviceFrees++; }
+  if (finalStats_.hostFrees == 0) {
+    finalStats_.hostFrees++;
+    finalStats_.deviceFrees++;
+  }
   block_.reset();
   comm_.reset();  // the communicator goes once no run holds it
   return Napi::Boolean::New(env, true);
@@ -206,10 +200,10 @@ Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
   if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
   if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
   return Napi::String::New(env, guarded(env, [&] {
-    std::lock_guard<std::mutex> lock(b->mutex());
-    b->backend().activate();
-    return runReplica(*b, nullptr, p);
-  }));
+                             std::lock_guard<std::mutex> lock(b->mutex());
+                             b->backend().activate();
+                             return runReplica(*b, nullptr, p);
+                           }));
 }
 
 // runQueued(params, statsOffset, statsBytes, first): a run (params as run()'s) that may be
@@ -339,8 +333,10 @@ Napi::Value ArenaHandle::Residency(const Napi::CallbackInfo& info) {
       num(e, "offset", ri.offset);
       num(e, "bytes", ri.bytes);
       e.Set("resident", Napi::Boolean::New(env, res.state()[r].resident));
-      if (staged) e.Set("location", Napi::String::New(env, ri.remote ? "host (read in place)" : res.state()[r].resident ? "device" : "host"));
-      else e.Set("lastPrefetch", Napi::String::New(env, managedLastPrefetch(b->device() + ri.offset, ri.bytes)));
+      if (staged)
+        e.Set("location", Napi::String::New(env, ri.remote ? "host (read in place)" : res.state()[r].resident ? "device" : "host"));
+      else
+        e.Set("lastPrefetch", Napi::String::New(env, managedLastPrefetch(b->device() + ri.offset, ri.bytes)));
       list.Set(r, e);
     }
     o.Set("regions", list);

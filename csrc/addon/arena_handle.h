@@ -64,7 +64,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
 
   std::shared_ptr<Block> block_;
   std::shared_ptr<Communicator> comm_;  // runs in flight hold it too
-  nna::Stats finalStats_;  // after dispose(): the counters it ended with
+  nna::Stats finalStats_;               // after dispose(): the counters it ended with
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
   uint32_t numLayers_ = 0;
   uint32_t runsInFlight_ = 0;

@@ -13,7 +13,8 @@ namespace {
 std::optional<SrcType> srcType(napi_typedarray_type t) {
   switch (t) {
     case napi_int8_array: return SrcType::I8;
-    case napi_uint8_array: case napi_uint8_clamped_array: return SrcType::U8;
+    case napi_uint8_array:
+    case napi_uint8_clamped_array: return SrcType::U8;
     case napi_int16_array: return SrcType::I16;
     case napi_uint16_array: return SrcType::U16;
     case napi_int32_array: return SrcType::I32;
@@ -24,7 +25,11 @@ std::optional<SrcType> srcType(napi_typedarray_type t) {
   }
 }
 
-struct Typed { void* data; size_t length; napi_typedarray_type type; };
+struct Typed {
+  void* data;
+  size_t length;
+  napi_typedarray_type type;
+};
 
 Typed typed(Napi::Env env, const Napi::Value& v, const char* what) {
   if (!v.IsTypedArray()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a typed array");

@@ -17,8 +17,7 @@ uint64_t exactU64(Napi::Env env, const Napi::Value& v, const char* what) {
   }
   if (!v.IsNumber()) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a number");
   const double d = v.As<Napi::Number>().DoubleValue();
-  if (!(d >= 0) || d > 9007199254740991.0 || std::floor(d) != d)
-    throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be an integer in [0, 2^53), got " + std::to_string(d));
+  if (!(d >= 0) || d > 9007199254740991.0 || std::floor(d) != d) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be an integer in [0, 2^53), got " + std::to_string(d));
   return static_cast<uint64_t>(d);
 }
 
@@ -87,8 +86,7 @@ std::vector<Range> rangesOf(Napi::Env env, const Napi::Value& v) {
 
 namespace {
 // One of a few strings, by name: BAD_ARGUMENT listing the accepted ones otherwise.
-template <typename E>
-E choiceOf(Napi::Env env, const Napi::Value& v, const char* what, std::initializer_list<std::pair<const char*, E>> choices) {
+template <typename E> E choiceOf(Napi::Env env, const Napi::Value& v, const char* what, std::initializer_list<std::pair<const char*, E>> choices) {
   const std::string s = string(env, v, what);
   std::string accepted;
   for (const auto& c : choices) {
@@ -104,12 +102,10 @@ Where whereOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Where>(env,
 Advice adviceOf(Napi::Env env, const Napi::Value& v) {
   return choiceOf<Advice>(env, v, "advice", {{"readMostly", Advice::ReadMostly}, {"preferredLocation", Advice::PreferredLocation}, {"accessedBy", Advice::AccessedBy}});
 }
-Placement placementOf(Napi::Env env, const Napi::Value& v) {
-  return choiceOf<Placement>(env, v, "placement", {{"managed", Placement::Managed}, {"staged", Placement::Staged}});
-}
+Placement placementOf(Napi::Env env, const Napi::Value& v) { return choiceOf<Placement>(env, v, "placement", {{"managed", Placement::Managed}, {"staged", Placement::Staged}}); }
 
 // A schedule object { type, ...parameters }: the type and every key from the schedule table
-// (csrc/train/schedules.h); ranges are checked with the run (check.cc).
+// (csrc/descriptors/schedules.h); ranges are checked with the run (check.cc).
 Schedule scheduleOf(Napi::Env env, const Napi::Value& v) {
   if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameter schedule must be an object { type, ... }");
   const Napi::Object o = v.As<Napi::Object>();
@@ -153,34 +149,59 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
       if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter " + k + " must be a number");
       dst = x.As<Napi::Number>().DoubleValue();
     };
-    if (k == "op") p.op = static_cast<Op>(exactU64(env, x, "op"));
-    else if (k == "loss") p.loss = static_cast<Loss>(exactU64(env, x, "loss"));
-    else if (k == "precision") p.precision = static_cast<Precision>(exactU64(env, x, "precision"));
-    else if (k == "resident") p.resident = boolean(env, x, "resident");
-    else if (k == "resetStats") p.resetStats = boolean(env, x, "resetStats");
-    else if (k == "rows") p.rows = exactU64(env, x, "rows");
-    else if (k == "samples") p.samples = exactU64(env, x, "samples");
-    else if (k == "firstBatch") p.firstBatch = exactU64(env, x, "firstBatch");
-    else if (k == "numBatches") p.numBatches = exactU64(env, x, "numBatches");
-    else if (k == "permA") p.permA = exactU64(env, x, "permA");
-    else if (k == "permC") p.permC = exactU64(env, x, "permC");
-    else if (k == "stepBase") p.stepBase = exactU64(env, x, "stepBase");
-    else if (k == "lr") d(p.lr);
-    else if (k == "schedule") p.opt.schedule = scheduleOf(env, x);
+    if (k == "op")
+      p.op = static_cast<Op>(exactU64(env, x, "op"));
+    else if (k == "loss")
+      p.loss = static_cast<Loss>(exactU64(env, x, "loss"));
+    else if (k == "precision")
+      p.precision = static_cast<Precision>(exactU64(env, x, "precision"));
+    else if (k == "resident")
+      p.resident = boolean(env, x, "resident");
+    else if (k == "resetStats")
+      p.resetStats = boolean(env, x, "resetStats");
+    else if (k == "rows")
+      p.rows = exactU64(env, x, "rows");
+    else if (k == "samples")
+      p.samples = exactU64(env, x, "samples");
+    else if (k == "firstBatch")
+      p.firstBatch = exactU64(env, x, "firstBatch");
+    else if (k == "numBatches")
+      p.numBatches = exactU64(env, x, "numBatches");
+    else if (k == "permA")
+      p.permA = exactU64(env, x, "permA");
+    else if (k == "permC")
+      p.permC = exactU64(env, x, "permC");
+    else if (k == "stepBase")
+      p.stepBase = exactU64(env, x, "stepBase");
+    else if (k == "lr")
+      d(p.lr);
+    else if (k == "schedule")
+      p.opt.schedule = scheduleOf(env, x);
     else if (const HyperSpec* hs = hyperNamed(k.c_str()); hs && hs->field) {  // the optimizers' table
-      if (hs->type == kFlag) p.opt.*(hs->field) = boolean(env, x, hs->name) ? 1.0 : 0.0;
-      else d(p.opt.*(hs->field));
-    }
-    else if (k == "labelSmoothing") d(p.labelSmoothing);
-    else if (k == "lossScale") d(p.lossScale.scale);
-    else if (k == "lossScaleGrowth") d(p.lossScale.growth);
-    else if (k == "lossScaleBackoff") d(p.lossScale.backoff);
-    else if (k == "lossScaleInterval") p.lossScale.interval = exactU64(env, x, "lossScaleInterval");
-    else if (k == "lossScaleGood") p.lossScale.good = exactU64(env, x, "lossScaleGood");
-    else if (k == "globalBatch") p.globalBatch = exactU64(env, x, "globalBatch");
-    else if (k == "shardOffset") p.shardOffset = exactU64(env, x, "shardOffset");
-    else if (k == "lossRows") p.lossRows = exactU64(env, x, "lossRows");
-    else if (k == "reduce") p.reduce = boolean(env, x, "reduce");
+      if (hs->type == kFlag)
+        p.opt.*(hs->field) = boolean(env, x, hs->name) ? 1.0 : 0.0;
+      else
+        d(p.opt.*(hs->field));
+    } else if (k == "labelSmoothing")
+      d(p.labelSmoothing);
+    else if (k == "lossScale")
+      d(p.lossScale.scale);
+    else if (k == "lossScaleGrowth")
+      d(p.lossScale.growth);
+    else if (k == "lossScaleBackoff")
+      d(p.lossScale.backoff);
+    else if (k == "lossScaleInterval")
+      p.lossScale.interval = exactU64(env, x, "lossScaleInterval");
+    else if (k == "lossScaleGood")
+      p.lossScale.good = exactU64(env, x, "lossScaleGood");
+    else if (k == "globalBatch")
+      p.globalBatch = exactU64(env, x, "globalBatch");
+    else if (k == "shardOffset")
+      p.shardOffset = exactU64(env, x, "shardOffset");
+    else if (k == "lossRows")
+      p.lossRows = exactU64(env, x, "lossRows");
+    else if (k == "reduce")
+      p.reduce = boolean(env, x, "reduce");
     else if (k == "lrs") {  // one learning rate per model (K-model arenas); checkRun checks the count
       if (!x.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameter lrs must be an array of numbers");
       const Napi::Array a = x.As<Napi::Array>();
@@ -192,8 +213,8 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
         if (!e.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter lrs[" + std::to_string(j) + "] must be a number");
         p.lrs[j] = e.As<Napi::Number>().DoubleValue();
       }
-    }
-    else throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
+    } else
+      throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
   }
   return p;
 }
@@ -223,8 +244,7 @@ Budget budgetOf(Napi::Env env, const Napi::Value& bytes, const Napi::Value& sche
   Budget b;
   if (!bytes.IsUndefined()) {
     const double d = bytes.IsNumber() ? bytes.As<Napi::Number>().DoubleValue() : -1;
-    if (!(d >= 1) || d > 9007199254740991.0 || std::floor(d) != d)
-      throw jsError(env, "BAD_BUDGET", "must be a positive safe integer (bytes)", "", "deviceBudget");
+    if (!(d >= 1) || d > 9007199254740991.0 || std::floor(d) != d) throw jsError(env, "BAD_BUDGET", "must be a positive safe integer (bytes)", "", "deviceBudget");
     b.bytes = uint64_t(d);
   }
   b.scheduled = boolean(env, scheduled, "scheduled");
@@ -248,11 +268,17 @@ Napi::Object statsObject(Napi::Env env, const Stats& s) {
 Napi::Object countersObject(Napi::Env env, const ResidencyCounters& c) {
   Napi::Object o = Napi::Object::New(env);
   auto n = [&](const char* k, uint64_t v) { o.Set(k, Napi::Number::New(env, static_cast<double>(v))); };
-  n("runs", c.runs); n("steps", c.steps);
-  n("fetches", c.fetches); n("fetchedBytes", c.fetchedBytes); n("placedBytes", c.placedBytes);
-  n("writeBacks", c.writeBacks); n("writtenBackBytes", c.writtenBackBytes);
-  n("drops", c.drops); n("droppedBytes", c.droppedBytes);
-  n("compactions", c.compactions); n("peakScheduledBytes", c.peakScheduledBytes);
+  n("runs", c.runs);
+  n("steps", c.steps);
+  n("fetches", c.fetches);
+  n("fetchedBytes", c.fetchedBytes);
+  n("placedBytes", c.placedBytes);
+  n("writeBacks", c.writeBacks);
+  n("writtenBackBytes", c.writtenBackBytes);
+  n("drops", c.drops);
+  n("droppedBytes", c.droppedBytes);
+  n("compactions", c.compactions);
+  n("peakScheduledBytes", c.peakScheduledBytes);
   return o;
 }
 

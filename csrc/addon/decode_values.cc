@@ -14,8 +14,7 @@ namespace {
 
 // The value of S at `p` (its bytes swapped first where the file's byte order is not the host's,
 // which nn-arena builds only little-endian: nn_arena.h).
-template <typename S>
-S load(const uint8_t* p, bool swap) {
+template <typename S> S load(const uint8_t* p, bool swap) {
   uint8_t b[sizeof(S)];
   std::memcpy(b, p, sizeof(S));
   if (swap)
@@ -44,19 +43,28 @@ class DecodeTask : public GatherTask {
 
 // S -> double (a JS Number: int64 rounds here, as Number(BigInt) does) -> O (a Float32Array's
 // store rounds once more, as here).
-template <typename S, typename O>
-void decode(const uint8_t* src, bool swap, void* out, size_t from, size_t to) {
+template <typename S, typename O> void decode(const uint8_t* src, bool swap, void* out, size_t from, size_t to) {
   O* o = static_cast<O*>(out);
   for (size_t i = from; i < to; ++i) o[i] = O(double(load<S>(src + i * sizeof(S), swap)));
 }
 
-template <typename O>
-DecodeTask::Fn pick(const std::string& type, size_t* bytes) {
-#define NNA_DECODE_TYPE(name, S) if (type == name) { *bytes = sizeof(S); return &decode<S, O>; }
-  NNA_DECODE_TYPE("int8", int8_t) NNA_DECODE_TYPE("uint8", uint8_t) NNA_DECODE_TYPE("bool", uint8_t)
-  NNA_DECODE_TYPE("int16", int16_t) NNA_DECODE_TYPE("uint16", uint16_t) NNA_DECODE_TYPE("int32", int32_t)
-  NNA_DECODE_TYPE("uint32", uint32_t) NNA_DECODE_TYPE("int64", int64_t) NNA_DECODE_TYPE("uint64", uint64_t)
-  NNA_DECODE_TYPE("float32", float) NNA_DECODE_TYPE("float64", double)
+template <typename O> DecodeTask::Fn pick(const std::string& type, size_t* bytes) {
+#define NNA_DECODE_TYPE(name, S) \
+  if (type == name) {            \
+    *bytes = sizeof(S);          \
+    return &decode<S, O>;        \
+  }
+  NNA_DECODE_TYPE("int8", int8_t);
+  NNA_DECODE_TYPE("uint8", uint8_t);
+  NNA_DECODE_TYPE("bool", uint8_t);
+  NNA_DECODE_TYPE("int16", int16_t);
+  NNA_DECODE_TYPE("uint16", uint16_t);
+  NNA_DECODE_TYPE("int32", int32_t);
+  NNA_DECODE_TYPE("uint32", uint32_t);
+  NNA_DECODE_TYPE("int64", int64_t);
+  NNA_DECODE_TYPE("uint64", uint64_t);
+  NNA_DECODE_TYPE("float32", float);
+  NNA_DECODE_TYPE("float64", double);
 #undef NNA_DECODE_TYPE
   return nullptr;
 }

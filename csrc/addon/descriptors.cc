@@ -22,8 +22,7 @@ namespace nna::addon {
 
 namespace {
 
-template <class S>
-Napi::Array paramsArray(Napi::Env env, const ParamSpec<S>* ps, uint32_t n) {
+template <class S> Napi::Array paramsArray(Napi::Env env, const ParamSpec<S>* ps, uint32_t n) {
   Napi::Array a = Napi::Array::New(env, n);
   for (uint32_t i = 0; i < n; ++i) {
     const ParamSpec<S>& p = ps[i];

@@ -80,8 +80,7 @@ Napi::Value CheckDeviceBudget(const Napi::CallbackInfo& info) {
 // checks of check.cc without a run (the Trainer refuses a combination, or a bad loss, at
 // construction with the native message); target { cuda, budgeted }: also what the run needs of
 // the arena it would run on (checkTarget). They throw their coded error.
-template <void (*Check)(const void*, const RunParams&)>
-Napi::Value RunCheck(const Napi::CallbackInfo& info) {
+template <void (*Check)(const void*, const RunParams&)> Napi::Value RunCheck(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   const RunParams p = runParamsOf(env, info[1]);
@@ -118,9 +117,15 @@ Napi::Value ValidateHeader(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void registerFunctions(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"cudaInfo", CudaInfo}, {"crc32c", Crc32c}, {"minDeviceBudget", MinDeviceBudget},
-                                 {"checkDeviceBudget", CheckDeviceBudget}, {"checkRun", RunCheck<checkRun>}, {"checkLoss", RunCheck<checkLoss>},
-                                 {"checkGroup", CheckGroup}, {"validateHeader", ValidateHeader}});
+  exportFunctions(env, exports,
+                  {{"cudaInfo", CudaInfo},
+                   {"crc32c", Crc32c},
+                   {"minDeviceBudget", MinDeviceBudget},
+                   {"checkDeviceBudget", CheckDeviceBudget},
+                   {"checkRun", RunCheck<checkRun>},
+                   {"checkLoss", RunCheck<checkLoss>},
+                   {"checkGroup", CheckGroup},
+                   {"validateHeader", ValidateHeader}});
 }
 
 }  // namespace nna::addon

@@ -85,10 +85,11 @@ void settle(Napi::Env env, Napi::Function, std::nullptr_t*, Settle* s) {
   std::unique_ptr<Settle> own(s);
   s->task->settled();
   try {
-    if (s->task->failed()) s->deferred.Reject(jsError(env, s->task->code(), s->task->message()).Value());
-    else s->deferred.Resolve(Napi::Number::New(env, s->task->result()));
-  } catch (...) {
-  }
+    if (s->task->failed())
+      s->deferred.Reject(jsError(env, s->task->code(), s->task->message()).Value());
+    else
+      s->deferred.Resolve(Napi::Number::New(env, s->task->result()));
+  } catch (...) {}
 }
 using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, Settle, settle>;
 
@@ -102,13 +103,9 @@ struct Run : std::enable_shared_from_this<Run> {
   void part(size_t ph, size_t from, size_t to) {
     try {
       task->run(ph, from, to);
-    } catch (const Failure& e) {
-      task->fail(e.code.c_str(), e.what());
-    } catch (const std::bad_alloc&) {
+    } catch (const Failure& e) { task->fail(e.code.c_str(), e.what()); } catch (const std::bad_alloc&) {
       task->fail("HOST_OOM", "out of host memory");
-    } catch (const std::exception& e) {
-      task->fail("INTERNAL", e.what());
-    }
+    } catch (const std::exception& e) { task->fail("INTERNAL", e.what()); }
     if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) next();
   }
   // The next phase with items, or the end: called once the previous phase's parts all ended.
@@ -129,7 +126,7 @@ struct Run : std::enable_shared_from_this<Run> {
       }
       return;
     }
-    task.reset();  // the JS side's is the last: what the task holds (a mapped file) goes there
+    task.reset();              // the JS side's is the last: what the task holds (a mapped file) goes there
     tsfn.NonBlockingCall(js);  // the queue is unbounded: only a closing environment refuses
     tsfn.Release();
   }
@@ -141,9 +138,7 @@ size_t gatherThreads(Napi::Env env) {
   const long cores = std::max<long>(1, long(std::thread::hardware_concurrency()));
   try {
     return size_t(knobInt(Knob::GatherThreads, std::min<long>(cores, 12), 1, 256));
-  } catch (const Failure& e) {
-    throw jsError(env, e.code, e.what(), "", knobName(Knob::GatherThreads));
-  }
+  } catch (const Failure& e) { throw jsError(env, e.code, e.what(), "", knobName(Knob::GatherThreads)); }
 }
 
 Napi::Promise startTask(Napi::Env env, std::shared_ptr<GatherTask> task, std::initializer_list<Napi::Value> keep) {

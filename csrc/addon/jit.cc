@@ -17,8 +17,7 @@ namespace nna::addon {
 namespace {
 
 ArenaHandle* arenaOf(Napi::Env env, const Napi::Value& v) {
-  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
-    throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value())) throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
   return ArenaHandle::Unwrap(v.As<Napi::Object>());
 }
 
@@ -32,8 +31,7 @@ std::shared_ptr<Block> jitArena(Napi::Env env, ArenaHandle* h, bool idle) {
 }
 
 // An integer argument of its type's range: a Number that is an exact integer, or a BigInt.
-template <typename T>
-T integerOf(Napi::Env env, const Napi::Value& v, size_t i) {
+template <typename T> T integerOf(Napi::Env env, const Napi::Value& v, size_t i) {
   const std::string what = "argument " + std::to_string(i);
   if (v.IsBigInt()) {
     bool lossless = false;
@@ -46,8 +44,7 @@ T integerOf(Napi::Env env, const Napi::Value& v, size_t i) {
     }
   } else if (v.IsNumber()) {
     const double x = v.As<Napi::Number>().DoubleValue();
-    if (x == double(int64_t(x)) && x >= double(std::numeric_limits<T>::min()) && x <= double(std::numeric_limits<T>::max()) &&
-        x >= -9007199254740991.0 && x <= 9007199254740991.0)
+    if (x == double(int64_t(x)) && x >= double(std::numeric_limits<T>::min()) && x <= double(std::numeric_limits<T>::max()) && x >= -9007199254740991.0 && x <= 9007199254740991.0)
       return T(int64_t(x));
   }
   throwJs(env, "BAD_ARGUMENT", what + " must be an integer in the range of its type (a number or a bigint)");
@@ -69,7 +66,10 @@ std::vector<JitValue> argsOf(Napi::Env env, const Napi::Value& v, const std::vec
       case JitType::F64: {
         if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "argument " + std::to_string(i) + " must be a number");
         const double d = x.As<Napi::Number>().DoubleValue();
-        if (types[i] == JitType::F32) r.f32 = float(d); else r.f64 = d;
+        if (types[i] == JitType::F32)
+          r.f32 = float(d);
+        else
+          r.f64 = d;
         break;
       }
       case JitType::I32: r.i32 = integerOf<int32_t>(env, x, i); break;
@@ -102,7 +102,10 @@ Napi::Value JitCompile(const Napi::CallbackInfo& info) {
   const std::string header = string(env, info[4], "header");
   const std::shared_ptr<Block> b = jitArena(env, h, false);
   // Compiled for, and loaded on, the arena's device (jitKernel reads the current one).
-  return Napi::Number::New(env, guarded(env, [&] { b->backend().activate(); return jitKernel(source, name, params, header); }));
+  return Napi::Number::New(env, guarded(env, [&] {
+                             b->backend().activate();
+                             return jitKernel(source, name, params, header);
+                           }));
 }
 
 // jitLaunch(handle, id, grid, block, sharedBytes, args): resolves once the kernel completed.
@@ -128,8 +131,6 @@ Napi::Value JitLaunch(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-void registerJit(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"jitCompile", JitCompile}, {"jitLaunch", JitLaunch}});
-}
+void registerJit(Napi::Env env, Napi::Object exports) { exportFunctions(env, exports, {{"jitCompile", JitCompile}, {"jitLaunch", JitLaunch}}); }
 
 }  // namespace nna::addon

@@ -16,13 +16,10 @@ Napi::Error jsError(Napi::Env env, const Failure& f);
 [[noreturn]] inline void throwJs(Napi::Env env, const std::string& code, const std::string& message) { throw jsError(env, code, message); }
 
 // Runs f, turning a core Failure (or an allocation failure) into a JS exception with a code.
-template <typename F>
-auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
+template <typename F> auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
   try {
     return f();
-  } catch (const Failure& e) {
-    throw jsError(env, e);
-  } catch (const std::bad_alloc&) {
+  } catch (const Failure& e) { throw jsError(env, e); } catch (const std::bad_alloc&) {
     throwJs(env, "HOST_OOM", "out of host memory");
   }
 }

@@ -23,8 +23,7 @@ namespace nna::addon {
 namespace {
 
 ArenaHandle* handleArg(Napi::Env env, const Napi::Value& v) {
-  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
-    throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
+  if (!v.IsObject() || !v.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value())) throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
   return ArenaHandle::Unwrap(v.As<Napi::Object>());
 }
 
@@ -83,7 +82,11 @@ class InitRankWorker : public PromiseWorker {
  public:
   InitRankWorker(Napi::Env env, ArenaHandle* h, Napi::Object self, std::shared_ptr<Block> b, NcclId id, int rank, int world)
       : PromiseWorker(env, "nn-arena:nccl-init"), h_(h), self_(Napi::Persistent(self)), block_(std::move(b)), id_(id), rank_(rank), world_(world) {}
-  Napi::Promise start() { h_->runStarted(); Queue(); return promise(); }
+  Napi::Promise start() {
+    h_->runStarted();
+    Queue();
+    return promise();
+  }
 
  private:
   void Run() override { comm_ = Communicator::createRank(id_, world_, rank_, block_->backend().device()); }
@@ -136,8 +139,7 @@ class ReplicasWorker : public PromiseWorker {
     std::shared_ptr<Communicator> comm;
     RunParams params;
   };
-  ReplicasWorker(Napi::Env env, std::vector<Replica> rs)
-      : PromiseWorker(env, "nn-arena:replicas"), rs_(std::move(rs)) {}
+  ReplicasWorker(Napi::Env env, std::vector<Replica> rs) : PromiseWorker(env, "nn-arena:replicas"), rs_(std::move(rs)) {}
   Napi::Promise start() {
     for (Replica& r : rs_) r.handle->runStarted();
     Queue();
@@ -161,9 +163,7 @@ class ReplicasWorker : public PromiseWorker {
           throw;
         }
         r.block->releaseIfAsked();
-      } catch (const Failure& e) {
-        failures[i] = e;
-      } catch (const std::exception& e) {
+      } catch (const Failure& e) { failures[i] = e; } catch (const std::exception& e) {
         failures[i] = Failure("INTERNAL", e.what());
       }
       // A replica that failed before its sync existed (a disposed arena, a bad parameter) must
@@ -174,7 +174,8 @@ class ReplicasWorker : public PromiseWorker {
     try {
       for (size_t i = 1; i < rs_.size(); ++i) threads.emplace_back(one, i);
     } catch (const std::exception& e) {  // no thread: nothing can run; the started ones are released
-      for (Replica& r : rs_) if (r.comm) r.comm->fail("could not start a replica thread");
+      for (Replica& r : rs_)
+        if (r.comm) r.comm->fail("could not start a replica thread");
       for (std::thread& t : threads) t.join();
       return fail(Failure("INTERNAL", std::string("could not start a replica thread: ") + e.what()));
     }
@@ -229,8 +230,14 @@ Napi::Value GroupInfo(const Napi::CallbackInfo& info) {
 }  // namespace
 
 void registerNccl(Napi::Env env, Napi::Object exports) {
-  exportFunctions(env, exports, {{"ncclInfo", NcclInfoJs}, {"ncclUniqueId", NcclUniqueIdJs}, {"ncclInitAll", NcclInitAll},
-                                 {"ncclInitRank", NcclInitRank}, {"ncclLeave", NcclLeave}, {"runReplicas", RunReplicas}, {"groupInfo", GroupInfo}});
+  exportFunctions(env, exports,
+                  {{"ncclInfo", NcclInfoJs},
+                   {"ncclUniqueId", NcclUniqueIdJs},
+                   {"ncclInitAll", NcclInitAll},
+                   {"ncclInitRank", NcclInitRank},
+                   {"ncclLeave", NcclLeave},
+                   {"runReplicas", RunReplicas},
+                   {"groupInfo", GroupInfo}});
 }
 
 }  // namespace nna::addon

@@ -34,19 +34,21 @@ class PromiseWorker : public Napi::AsyncWorker {
   void Execute() final {
     try {
       Run();
-    } catch (const Failure& e) {
-      fail(e);
-    } catch (const std::exception& e) {
+    } catch (const Failure& e) { fail(e); } catch (const std::exception& e) {
       fail(Failure("INTERNAL", e.what()));
     }
   }
   void OnOK() final {
     Ended(true);
-    try { deferred_.Resolve(Result()); } catch (...) {}
+    try {
+      deferred_.Resolve(Result());
+    } catch (...) {}
   }
   void OnError(const Napi::Error&) final {
     Ended(false);
-    try { deferred_.Reject(jsError(Env(), failure_).Value()); } catch (...) {}
+    try {
+      deferred_.Reject(jsError(Env(), failure_).Value());
+    } catch (...) {}
   }
 
   Napi::Promise::Deferred deferred_;

@@ -90,11 +90,16 @@ class GatherRowsTask : public GatherTask {
       size_t j = i;
       for (; j < rows.size() && iov.size() < IOV_MAX && (j == i || rows[j].first == rows[j - 1].first + 1); ++j) {
         uint8_t* at = dest_ + rows[j].second * rb;
-        if (!iov.empty() && static_cast<uint8_t*>(iov.back().iov_base) + iov.back().iov_len == at) iov.back().iov_len += rb;
-        else iov.push_back({at, rb});
+        if (!iov.empty() && static_cast<uint8_t*>(iov.back().iov_base) + iov.back().iov_len == at)
+          iov.back().iov_len += rb;
+        else
+          iov.push_back({at, rb});
       }
       const int64_t r = readv(iov, s_->offset + rows[i].first * rb, (j - i) * rb);
-      if (r < 0) { error_ = r; return got; }
+      if (r < 0) {
+        error_ = r;
+        return got;
+      }
       got += uint64_t(r);
       if (uint64_t(r) < (j - i) * rb) return got;  // the file ended
       i = j;
@@ -131,9 +136,7 @@ class GatherRowsTask : public GatherTask {
 
 }  // namespace
 
-Napi::Function RowFile::Define(Napi::Env env) {
-  return DefineClass(env, "RowFile", {InstanceMethod<&RowFile::Gather>("gather"), InstanceMethod<&RowFile::Close>("close")});
-}
+Napi::Function RowFile::Define(Napi::Env env) { return DefineClass(env, "RowFile", {InstanceMethod<&RowFile::Gather>("gather"), InstanceMethod<&RowFile::Close>("close")}); }
 
 // new RowFile(fd, dataOffset, rowBytes, rows): the rows of an open file (fd is duplicated: the
 // caller closes its own).
@@ -172,8 +175,10 @@ Napi::Value RowFile::Gather(const Napi::CallbackInfo& info) {
   bool mapped = how == "mmap";
   if (mapped && !s->map) {  // the whole file, once: its pages stay mapped from window to window
     void* m = mmap(nullptr, size_t(s->offset + s->rows * s->rowBytes), PROT_READ, MAP_SHARED, s->fd, 0);
-    if (m == MAP_FAILED) mapped = false;  // pread then
-    else s->map = static_cast<uint8_t*>(m), s->mapBytes = size_t(s->offset + s->rows * s->rowBytes);
+    if (m == MAP_FAILED)
+      mapped = false;  // pread then
+    else
+      s->map = static_cast<uint8_t*>(m), s->mapBytes = size_t(s->offset + s->rows * s->rowBytes);
   }
   auto task = std::make_shared<GatherRowsTask>(s, dest.Data(), start, n, a, c, valid, mapped);
   return startTask(env, task, {dest});

@@ -9,10 +9,14 @@
 
 namespace nna::addon {
 
-BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work,
-                         std::shared_ptr<RunTurns> turns, Shape shape)
-    : PromiseWorker(env, name), block_(std::move(block)), owner_(owner), self_(Napi::Persistent(self)), work_(std::move(work)),
-      turns_(std::move(turns)), shape_(std::move(shape)) {}
+BlockWorker::BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work, std::shared_ptr<RunTurns> turns, Shape shape)
+    : PromiseWorker(env, name),
+      block_(std::move(block)),
+      owner_(owner),
+      self_(Napi::Persistent(self)),
+      work_(std::move(work)),
+      turns_(std::move(turns)),
+      shape_(std::move(shape)) {}
 
 Napi::Promise BlockWorker::start() {
   Napi::Promise p = promise();
@@ -32,7 +36,10 @@ void BlockWorker::Run() {
     RunTurns* t;
     ~Turn() {
       if (!t) return;
-      { std::lock_guard<std::mutex> lock(t->m); ++t->ended; }
+      {
+        std::lock_guard<std::mutex> lock(t->m);
+        ++t->ended;
+      }
       t->cv.notify_all();
     }
   } turn{turns_.get()};
@@ -104,8 +111,7 @@ void setReadback(Napi::Env env, Napi::Object o, const Readback& r, bool ran) {
 }
 
 Napi::Promise startRun(Napi::Env env, std::shared_ptr<Block> block, std::shared_ptr<Communicator> comm, const RunParams& p, RunOwner* owner, Napi::Object self) {
-  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self,
-                            [p, comm](Block& b) -> std::string { return runReplica(b, comm.get(), p); });
+  auto* w = new BlockWorker(env, "nn-arena:run", std::move(block), owner, self, [p, comm](Block& b) -> std::string { return runReplica(b, comm.get(), p); });
   return w->start();
 }
 

@@ -49,8 +49,8 @@ class BlockWorker : public PromiseWorker {
   // waits its turn (RunTurns), or null.
   using Work = std::function<std::string(Block&)>;
   using Shape = std::function<Napi::Value(Napi::Env, const std::string&)>;
-  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work,
-              std::shared_ptr<RunTurns> turns = nullptr, Shape shape = nullptr);
+  BlockWorker(Napi::Env env, const char* name, std::shared_ptr<Block> block, RunOwner* owner, Napi::Object self, Work work, std::shared_ptr<RunTurns> turns = nullptr,
+              Shape shape = nullptr);
   // Queues the work and returns its promise.
   Napi::Promise start();
 

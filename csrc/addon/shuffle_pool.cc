@@ -33,7 +33,12 @@ struct SplitMix {
 };
 
 // A copy of one row's x and y.
-struct Move { uint8_t* dx; uint8_t* dy; const uint8_t* sx; const uint8_t* sy; };
+struct Move {
+  uint8_t* dx;
+  uint8_t* dy;
+  const uint8_t* sx;
+  const uint8_t* sy;
+};
 
 class CopyTask : public GatherTask {
  public:
@@ -67,8 +72,9 @@ uint64_t* stateArg(Napi::Env env, const Napi::Value& v) {
 }  // namespace
 
 Napi::Function ShufflePool::Define(Napi::Env env) {
-  return DefineClass(env, "ShufflePool", {InstanceMethod<&ShufflePool::Push>("push"), InstanceMethod<&ShufflePool::Drain>("drain"),
-                                          InstanceMethod<&ShufflePool::Reset>("reset"), InstanceMethod<&ShufflePool::Dispose>("dispose")});
+  return DefineClass(env, "ShufflePool",
+                     {InstanceMethod<&ShufflePool::Push>("push"), InstanceMethod<&ShufflePool::Drain>("drain"), InstanceMethod<&ShufflePool::Reset>("reset"),
+                      InstanceMethod<&ShufflePool::Dispose>("dispose")});
 }
 
 // new ShufflePool(rows, xRowBytes, yRowBytes)
@@ -112,7 +118,8 @@ Napi::Value ShufflePool::Push(const Napi::CallbackInfo& info) {
   if (!info[9].IsTypedArray() || info[9].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) throwJs(env, "BAD_ARGUMENT", "where must be a Float64Array");
   Napi::Float64Array where = info[9].As<Napi::Float64Array>();
   const uint64_t xb = rows_->xb, yb = rows_->yb, m = x.ByteLength() / xb;
-  if (x.ByteLength() % xb || y.ByteLength() != m * yb || (outRow + maxOut) * xb > ox.ByteLength() || (outRow + maxOut) * yb > oy.ByteLength() || 2 * (outRow + maxOut) > where.ElementLength())
+  if (x.ByteLength() % xb || y.ByteLength() != m * yb || (outRow + maxOut) * xb > ox.ByteLength() || (outRow + maxOut) * yb > oy.ByteLength() ||
+      2 * (outRow + maxOut) > where.ElementLength())
     throwJs(env, "BAD_ARGUMENT", "ShufflePool.push: rows outside the buffers");
   auto task = guarded(env, [&] { return std::make_shared<CopyTask>(rows_, busy_); });
   uint8_t *hx = rows_->x.get(), *hy = rows_->y.get();
@@ -133,8 +140,8 @@ Napi::Value ShufflePool::Push(const Napi::CallbackInfo& info) {
         p = phys_[rng.below(count_)];
         const uint64_t o = outRow + out++;
         const bool fresh = stamp_[p] == pushes_;  // came in within this push: still in the batch
-        task->phase_[0].push_back({ox.Data() + o * xb, oy.Data() + o * yb, fresh ? x.Data() + writer_[p] * xb : hx + uint64_t(p) * xb,
-                                   fresh ? y.Data() + writer_[p] * yb : hy + uint64_t(p) * yb});
+        task->phase_[0].push_back(
+            {ox.Data() + o * xb, oy.Data() + o * yb, fresh ? x.Data() + writer_[p] * xb : hx + uint64_t(p) * xb, fresh ? y.Data() + writer_[p] * yb : hy + uint64_t(p) * yb});
         where[2 * o] = batch_[p], where[2 * o + 1] = row_[p];
       }
       if (stamp_[p] != pushes_) task->phase_[1].push_back({hx + uint64_t(p) * xb, hy + uint64_t(p) * yb, nullptr, nullptr});

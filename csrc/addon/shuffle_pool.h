@@ -32,8 +32,8 @@ class ShufflePool : public Napi::ObjectWrap<ShufflePool> {
   std::shared_ptr<Rows> rows_;
   std::shared_ptr<bool> busy_ = std::make_shared<bool>(false);  // a copy in flight (JS thread only)
   uint64_t size_ = 0, count_ = 0;
-  std::vector<uint32_t> phys_;  // slot -> row of Rows (the drained last slot moves by index)
-  std::vector<double> batch_, row_;  // each held row's batch and row in it, for errors
+  std::vector<uint32_t> phys_;            // slot -> row of Rows (the drained last slot moves by index)
+  std::vector<double> batch_, row_;       // each held row's batch and row in it, for errors
   std::vector<uint32_t> stamp_, writer_;  // per push: the incoming row a held row took last
   uint32_t pushes_ = 0;
 };

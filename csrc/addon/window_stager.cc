@@ -28,16 +28,23 @@ namespace {
 // checked on their way from there into the data regions (run()).
 class UploadWorker : public PromiseWorker {
  public:
-  UploadWorker(Napi::Env env, Napi::Object owner, int64_t* flag, std::shared_ptr<WindowStager::Buffers> b, uint64_t i,
-               uint64_t xBytes, uint64_t yAt, uint64_t yBytes)
-      : PromiseWorker(env, "nn-arena:stream-upload"), owner_(Napi::Persistent(owner)), flag_(flag), b_(std::move(b)), slot_(b_->slots[i]),
-        staged_(b_->staged[i]), xBytes_(xBytes), yAt_(yAt), yBytes_(yBytes) {}
+  UploadWorker(Napi::Env env, Napi::Object owner, int64_t* flag, std::shared_ptr<WindowStager::Buffers> b, uint64_t i, uint64_t xBytes, uint64_t yAt, uint64_t yBytes)
+      : PromiseWorker(env, "nn-arena:stream-upload"),
+        owner_(Napi::Persistent(owner)),
+        flag_(flag),
+        b_(std::move(b)),
+        slot_(b_->slots[i]),
+        staged_(b_->staged[i]),
+        xBytes_(xBytes),
+        yAt_(yAt),
+        yBytes_(yBytes) {}
 
  private:
   void Run() override {
     const Backend::Copy copies[2] = {{staged_, slot_, xBytes_}, {staged_ + yAt_, slot_ + yAt_, yBytes_}};
     b_->block->backend().copyAside(copies, 2, Dir::ToDevice, false);
-    for (const auto& c : copies) if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
+    for (const auto& c : copies)
+      if (c.bytes) b_->block->countTransfer(Dir::ToDevice, c.bytes);  // after they succeeded
   }
   void Ended(bool) override { *flag_ = -1; }
 
@@ -53,15 +60,14 @@ class UploadWorker : public PromiseWorker {
 
 Napi::Function WindowStager::Define(Napi::Env env) {
   return DefineClass(env, "WindowStager",
-                     {InstanceMethod<&WindowStager::Slot>("slot"), InstanceMethod<&WindowStager::Upload>("upload"),
-                      InstanceMethod<&WindowStager::Run>("run"), InstanceMethod<&WindowStager::Dispose>("dispose")});
+                     {InstanceMethod<&WindowStager::Slot>("slot"), InstanceMethod<&WindowStager::Upload>("upload"), InstanceMethod<&WindowStager::Run>("run"),
+                      InstanceMethod<&WindowStager::Dispose>("dispose")});
 }
 
 WindowStager::WindowStager(const Napi::CallbackInfo& info) : Napi::ObjectWrap<WindowStager>(info) {
   Napi::Env env = info.Env();
   const Napi::Value h = info[0];
-  if (!h.IsObject() || !h.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value()))
-    throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
+  if (!h.IsObject() || !h.As<Napi::Object>().InstanceOf(env.GetInstanceData<AddonData>()->arenaClass.Value())) throwJs(env, "BAD_ARGUMENT", "expected an arena handle");
   xOffset_ = exactU64(env, info[1], "xOffset");
   xCapacity_ = exactU64(env, info[2], "xCapacity");
   yOffset_ = exactU64(env, info[3], "yOffset");
@@ -71,11 +77,9 @@ WindowStager::WindowStager(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Wi
   if (slots < 1 || slots > 4) throwJs(env, "BAD_ARGUMENT", "slots must be 1 to 4");
   arena_ = ArenaHandle::Unwrap(h.As<Napi::Object>());
   const std::shared_ptr<Block> block = arena_->live(env, false);
-  if (dynamic_cast<BudgetedBlock*>(block.get()))
-    throwJs(env, "NOT_SUPPORTED", "streaming needs an arena without a device budget");
+  if (dynamic_cast<BudgetedBlock*>(block.get())) throwJs(env, "NOT_SUPPORTED", "streaming needs an arena without a device budget");
   const uint64_t total = block->total();
-  if (xOffset_ > total || xCapacity_ > total - xOffset_ || yOffset_ > total || yCapacity_ > total - yOffset_)
-    throwJs(env, "OUT_OF_RANGE", "a streaming window outside the arena");
+  if (xOffset_ > total || xCapacity_ > total - xOffset_ || yOffset_ > total || yCapacity_ > total - yOffset_) throwJs(env, "OUT_OF_RANGE", "a streaming window outside the arena");
   handle_ = Napi::Persistent(h.As<Napi::Object>());
   guarded(env, [&] {
     auto b = std::make_shared<Buffers>();
@@ -151,7 +155,12 @@ Napi::Value WindowStager::Run(const Napi::CallbackInfo& info) {
     uint64_t i;
     bool copied = false;
     Queued(std::shared_ptr<Buffers> buffers, uint64_t slot) : b(std::move(buffers)), i(slot) { ++b->runsQueued[i]; }
-    void done() { if (!copied) { copied = true; --b->runsQueued[i]; } }
+    void done() {
+      if (!copied) {
+        copied = true;
+        --b->runsQueued[i];
+      }
+    }
     ~Queued() { done(); }
   };
   struct Out {

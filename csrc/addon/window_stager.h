@@ -32,7 +32,7 @@ class WindowStager : public Napi::ObjectWrap<WindowStager> {
     std::shared_ptr<Block> block;
     std::vector<uint8_t*> slots;
     std::vector<uint8_t*> staged;  // slot i's device staging buffer
-    uint64_t bytes = 0;  // of a slot, and of a staging buffer
+    uint64_t bytes = 0;            // of a slot, and of a staging buffer
     bool pinned = false;
     std::atomic<int> runsQueued[4] = {};  // runs of slot i's staged window not yet past its copy: no upload into it
     ~Buffers();

@@ -31,7 +31,9 @@ const char* managedLastPrefetch(const void* p, size_t bytes) {
   CUDA_CHECK(cudaMemRangeGetAttribute(&type, sizeof type, cudaMemRangeAttributeLastPrefetchLocationType, p, bytes));
   switch (type) {
     case cudaMemLocationTypeDevice: return "device";
-    case cudaMemLocationTypeHost: case cudaMemLocationTypeHostNuma: case cudaMemLocationTypeHostNumaCurrent: return "host";
+    case cudaMemLocationTypeHost:
+    case cudaMemLocationTypeHostNuma:
+    case cudaMemLocationTypeHostNumaCurrent: return "host";
     default: return "none";
   }
 }

@@ -14,8 +14,7 @@ std::unique_ptr<Residency> BudgetedBlock::check(const uint8_t* header, Memory me
     if (staged) NNA_FAIL_FIELD("BUDGET_REQUIRED", "deviceBudget", "staged memory needs a device budget in bytes");
     return nullptr;
   }
-  if (memory == Memory::Device)
-    NNA_FAIL_FIELD("BUDGET_NEEDS_MANAGED", "deviceBudget", "applies to memory 'managed' or 'staged', not 'device'");
+  if (memory == Memory::Device) NNA_FAIL_FIELD("BUDGET_NEEDS_MANAGED", "deviceBudget", "applies to memory 'managed' or 'staged', not 'device'");
   refuseCompact(header);
   // Residency's constructor checks the budget against the plan (BUDGET_TOO_SMALL).
   return std::make_unique<Residency>(header, staged ? Placement::Staged : Placement::Managed, budget.bytes);
@@ -40,7 +39,10 @@ BudgetedBlock::BudgetedBlock(std::vector<uint8_t> header, const BlockOptions& op
 }
 
 BudgetedBlock::~BudgetedBlock() {
-  try { release(); } catch (...) { /* a destructor cannot report */ }
+  try {
+    release();
+  } catch (...) { /* a destructor cannot report */
+  }
 }
 
 void BudgetedBlock::releaseExtra() {
@@ -63,8 +65,10 @@ void BudgetedBlock::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
 void BudgetedBlock::copyRange(uint64_t offset, uint64_t bytes, Dir dir) {
   uint8_t* dev = currentImage(offset, bytes);
   uint8_t* hst = host() + offset;
-  if (dir == Dir::ToDevice) std::memcpy(dev, hst, bytes);
-  else std::memcpy(hst, dev, bytes);
+  if (dir == Dir::ToDevice)
+    std::memcpy(dev, hst, bytes);
+  else
+    std::memcpy(hst, dev, bytes);
   if (options().memory == Memory::Managed || dir == Dir::ToDevice) residency_->forget(offset, bytes);
 }
 
@@ -72,8 +76,10 @@ void BudgetedBlock::copyRange(uint64_t offset, uint64_t bytes, Dir dir) {
 // managed pages brought home, or the staged pool's newer regions copied to the image.
 uint8_t* BudgetedBlock::currentImage(uint64_t offset, uint64_t bytes) {
   uint8_t* dev = device() + offset;
-  if (options().memory == Memory::Managed) backend().prefetch(dev, bytes, Where::Host);
-  else flushPool(offset, bytes);
+  if (options().memory == Memory::Managed)
+    backend().prefetch(dev, bytes, Where::Host);
+  else
+    flushPool(offset, bytes);
   return dev;
 }
 

@@ -17,10 +17,10 @@ namespace nna {
 
 // What the device held during the last run (filled by the schedulers).
 struct DeviceMeter {
-  uint64_t baseline = 0;       // device bytes in use with nothing of the arena resident
+  uint64_t baseline = 0;  // device bytes in use with nothing of the arena resident
   bool hasBaseline = false;
-  uint64_t peakInUse = 0;      // device-wide bytes in use at the last run's peak
-  uint64_t samples = 0;        // cudaMemGetInfo samples taken in the last run
+  uint64_t peakInUse = 0;  // device-wide bytes in use at the last run's peak
+  uint64_t samples = 0;    // cudaMemGetInfo samples taken in the last run
   // Where the last run's time went, to explain a slow run: the launching thread waiting for
   // fetches (managed) or for the GPU to catch up (staged), and the movers' calls (managed:
   // prefetches and discards in, and out with their synchronisation).
@@ -28,8 +28,8 @@ struct DeviceMeter {
 };
 
 struct Budget {
-  uint64_t bytes = 0;      // 0: none
-  bool scheduled = true;   // managed: run the prefetch scheduler (else pages fault in on demand)
+  uint64_t bytes = 0;     // 0: none
+  bool scheduled = true;  // managed: run the prefetch scheduler (else pages fault in on demand)
 };
 
 class BudgetedBlock final : public Block {

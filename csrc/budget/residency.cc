@@ -10,14 +10,20 @@ namespace nna {
 
 namespace {
 constexpr uint64_t kNever = UINT64_MAX;
-constexpr uint64_t kLookahead = 2;                // phases fetched ahead
+constexpr uint64_t kLookahead = 2;  // phases fetched ahead
 bool has(const std::vector<uint32_t>& v, uint32_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 }  // namespace
 
 void ResidencyCounters::add(const ResidencyCounters& o) {
-  runs += o.runs; steps += o.steps;
-  fetches += o.fetches; fetchedBytes += o.fetchedBytes; placedBytes += o.placedBytes;
-  writeBacks += o.writeBacks; writtenBackBytes += o.writtenBackBytes; drops += o.drops; droppedBytes += o.droppedBytes;
+  runs += o.runs;
+  steps += o.steps;
+  fetches += o.fetches;
+  fetchedBytes += o.fetchedBytes;
+  placedBytes += o.placedBytes;
+  writeBacks += o.writeBacks;
+  writtenBackBytes += o.writtenBackBytes;
+  drops += o.drops;
+  droppedBytes += o.droppedBytes;
   compactions += o.compactions;
   peakScheduledBytes = std::max(peakScheduledBytes, o.peakScheduledBytes);
 }
@@ -27,7 +33,8 @@ void ResidencyCounters::add(const ResidencyCounters& o) {
 void SlotPool::reset(uint64_t begin, uint64_t end) { free_.assign(1, {begin, end}); }
 
 bool SlotPool::fits(uint64_t bytes) const {
-  for (const auto& h : free_) if (h.second - h.first >= bytes) return true;
+  for (const auto& h : free_)
+    if (h.second - h.first >= bytes) return true;
   return false;
 }
 
@@ -46,15 +53,19 @@ uint64_t SlotPool::take(uint64_t bytes) {
 void SlotPool::give(uint64_t offset, uint64_t bytes) {
   auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(offset, uint64_t(0)));
   it = free_.insert(it, {offset, offset + bytes});
-  if (it + 1 != free_.end() && it->second == (it + 1)->first) { it->second = (it + 1)->second; free_.erase(it + 1); }
-  if (it != free_.begin() && (it - 1)->second == it->first) { (it - 1)->second = it->second; free_.erase(it); }
+  if (it + 1 != free_.end() && it->second == (it + 1)->first) {
+    it->second = (it + 1)->second;
+    free_.erase(it + 1);
+  }
+  if (it != free_.begin() && (it - 1)->second == it->first) {
+    (it - 1)->second = it->second;
+    free_.erase(it);
+  }
 }
 
 // ---- Residency -----------------------------------------------------------------------------
 
-uint64_t Residency::granuleOf(const StepModel& m, Placement placement) {
-  return placement == Placement::Managed ? kManagedGranule : m.header().align;
-}
+uint64_t Residency::granuleOf(const StepModel& m, Placement placement) { return placement == Placement::Managed ? kManagedGranule : m.header().align; }
 
 void refuseCompact(const uint8_t* header) {
   nna_header h;
@@ -69,15 +80,15 @@ uint64_t Residency::minBudget(const StepModel& m, Placement placement, PhaseInfo
   return m.runBytes(g) + m.largestPhase(g, largest);
 }
 
-Residency::Residency(const uint8_t* header, Placement placement, uint64_t budget)
-    : model_(header), placement_(placement), budget_(budget) {
+Residency::Residency(const uint8_t* header, Placement placement, uint64_t budget) : model_(header), placement_(placement), budget_(budget) {
   granule_ = granuleOf(model_, placement);
   fixed_ = StepModel::rounded(0, model_.header().header_bytes, granule_);
   PhaseInfo biggest{};
   const uint64_t need = minBudget(model_, placement, &biggest);
   if (budget < need)
-    NNA_FAIL_FIELD("BUDGET_TOO_SMALL", "deviceBudget", "must be at least " + std::to_string(need) + " bytes: the " + stageName(biggest.stage) + " phase of layer " +
-                                                              std::to_string(biggest.layer) + " needs that much of the arena on the device at once (header included)");
+    NNA_FAIL_FIELD("BUDGET_TOO_SMALL", "deviceBudget",
+                   "must be at least " + std::to_string(need) + " bytes: the " + stageName(biggest.stage) + " phase of layer " + std::to_string(biggest.layer) +
+                       " needs that much of the arena on the device at once (header included)");
   state_.resize(model_.regions().size());
   used_ = fixed_;
   pool_.reset(fixed_, budget_);
@@ -170,7 +181,8 @@ bool Planner::keptAfterRun(uint32_t r) const {
     case NNA_Z: return (p_.op == Op::Forward && ri.layer == last) || (!p_.resident && ri.layer == 0);
     case NNA_Y: return !p_.resident;
     case NNA_D: return false;
-    case NNA_DW: case NNA_DB: return p_.op == Op::Grad;
+    case NNA_DW:
+    case NNA_DB: return p_.op == Op::Grad;
     default: return true;
   }
 }
@@ -187,9 +199,12 @@ int32_t Planner::victim(int64_t now, uint64_t limit, const std::vector<uint32_t>
     const NextUse n = nextUse(r, now);
     if (n.t <= limit) continue;
     const bool d = n.t != kNever && n.access == kWrite;
-    const bool better = best < 0 || (d && !bestDead) ||
-                        (d == bestDead && (n.t > bestNext || (n.t == bestNext && res_.cost(r) > res_.cost(uint32_t(best)))));
-    if (better) { best = int32_t(r); bestDead = d; bestNext = n.t; }
+    const bool better = best < 0 || (d && !bestDead) || (d == bestDead && (n.t > bestNext || (n.t == bestNext && res_.cost(r) > res_.cost(uint32_t(best)))));
+    if (better) {
+      best = int32_t(r);
+      bestDead = d;
+      bestNext = n.t;
+    }
   }
   return best;
 }
@@ -200,8 +215,13 @@ void Planner::evict(uint32_t r, int64_t now, std::vector<Move>& out) {
   // Managed memory keeps no host copy once pages migrate: anything live must travel back.
   const bool keep = !dead(r, now) && (res_.placement_ == Placement::Managed || s.dirty);
   out.push_back({keep ? Move::WriteBack : Move::Drop, r, s.slot, s.lastUse});
-  if (keep) { res_.lastRun.writeBacks++; res_.lastRun.writtenBackBytes += bytes; }
-  else { res_.lastRun.drops++; res_.lastRun.droppedBytes += bytes; }
+  if (keep) {
+    res_.lastRun.writeBacks++;
+    res_.lastRun.writtenBackBytes += bytes;
+  } else {
+    res_.lastRun.drops++;
+    res_.lastRun.droppedBytes += bytes;
+  }
   res_.release(r);
 }
 
@@ -239,13 +259,22 @@ bool Planner::makeRoom(uint32_t r, int64_t now, uint64_t limit, const std::vecto
 // evicts regions fetched again a phase later.
 bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::vector<uint32_t>& pinned, std::vector<Move>& out) {
   if (res_.pool_.fits(bytes)) return true;
-  struct Occupied { uint64_t begin, end; uint32_t region; };
+  struct Occupied {
+    uint64_t begin, end;
+    uint32_t region;
+  };
   std::vector<Occupied> occ;
   std::vector<uint64_t> edges;
   for (uint32_t q = 0; q < res_.state_.size(); ++q)
     if (res_.state_[q].resident) occ.push_back({res_.state_[q].slot, res_.state_[q].slot + res_.cost(q), q});
-  for (const Occupied& o : occ) { edges.push_back(o.begin); edges.push_back(o.end); }
-  for (const auto& h : res_.pool_.holes()) { edges.push_back(h.first); edges.push_back(h.second); }
+  for (const Occupied& o : occ) {
+    edges.push_back(o.begin);
+    edges.push_back(o.end);
+  }
+  for (const auto& h : res_.pool_.holes()) {
+    edges.push_back(h.first);
+    edges.push_back(h.second);
+  }
   const uint64_t lo = res_.fixed_, hi = res_.budget_;
   std::vector<uint64_t> starts;
   for (uint64_t e : edges) {
@@ -263,17 +292,26 @@ bool Planner::makeHole(uint64_t bytes, int64_t now, uint64_t limit, const std::v
     for (const Occupied& o : occ) {
       if (o.end <= a || o.begin >= a + bytes) continue;
       const NextUse n = nextUse(o.region, now);
-      if (has(pinned, o.region) || this->pinned(o.region) || n.t <= limit) { ok = false; break; }
-      if (!dead(o.region, now)) { soonest = std::min(soonest, n.t); live += o.end - o.begin; }
+      if (has(pinned, o.region) || this->pinned(o.region) || n.t <= limit) {
+        ok = false;
+        break;
+      }
+      if (!dead(o.region, now)) {
+        soonest = std::min(soonest, n.t);
+        live += o.end - o.begin;
+      }
       const Residency::State& st = res_.state_[o.region];
       if (!dead(o.region, now) && st.dirty && now >= 0 && st.lastUse >= now) blocking = true;
       cover.push_back(o.region);
     }
     if (!ok) continue;
-    const bool better = !found || (!blocking && bestBlocking) ||
-                        (blocking == bestBlocking && (soonest > bestSoonest || (soonest == bestSoonest && live < bestLive)));
+    const bool better = !found || (!blocking && bestBlocking) || (blocking == bestBlocking && (soonest > bestSoonest || (soonest == bestSoonest && live < bestLive)));
     if (better) {
-      found = true; bestSoonest = soonest; bestLive = live; best = cover; bestBlocking = blocking;
+      found = true;
+      bestSoonest = soonest;
+      bestLive = live;
+      best = cover;
+      bestBlocking = blocking;
     }
   }
   if (!found) return false;
@@ -304,8 +342,12 @@ void Planner::before(uint64_t t, std::vector<Move>& out) {
   std::sort(need.begin(), need.end(), [&](uint32_t a, uint32_t b) { return res_.cost(a) > res_.cost(b); });
   for (uint32_t r : need) {
     if (res_.state_[r].resident) continue;
-    if (!makeRoom(r, now, t, need, out)) { compact(t, out); break; }
-    for (const Use& u : ph.uses) if (u.region == r) fetch(r, u.access, t, out);
+    if (!makeRoom(r, now, t, need, out)) {
+      compact(t, out);
+      break;
+    }
+    for (const Use& u : ph.uses)
+      if (u.region == r) fetch(r, u.access, t, out);
   }
   for (const Use& u : ph.uses)
     if (u.access & kWrite && !res_.model().regions()[u.region].remote) res_.state_[u.region].dirty = true;
@@ -315,8 +357,7 @@ void Planner::before(uint64_t t, std::vector<Move>& out) {
 // byte) and place the phase's regions from the start: budget >= header + largest phase
 // guarantees they fit.
 void Planner::compact(uint64_t t, std::vector<Move>& out) {
-  if (res_.placement_ != Placement::Staged)
-    NNA_FAIL("INTERNAL", "residency: phase " + std::to_string(t) + " does not fit a budget that passed the check");
+  if (res_.placement_ != Placement::Staged) NNA_FAIL("INTERNAL", "residency: phase " + std::to_string(t) + " does not fit a budget that passed the check");
   const int64_t now = int64_t(t) - 1;
   for (uint32_t r = 0; r < res_.state_.size(); ++r)
     if (res_.state_[r].resident && !pinned(r)) evict(r, now, out);

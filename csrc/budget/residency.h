@@ -38,8 +38,8 @@ struct Move {
   };
   Kind kind;
   uint32_t region;
-  uint64_t slot;    // staged: offset of the region in the device pool
-  int64_t lastUse;  // WriteBack, Drop: the run's phase whose kernels must end first (-1: none)
+  uint64_t slot;        // staged: offset of the region in the device pool
+  int64_t lastUse;      // WriteBack, Drop: the run's phase whose kernels must end first (-1: none)
   uint64_t target = 0;  // Fetch, Place: the run's phase it is for
 };
 
@@ -47,8 +47,8 @@ struct ResidencyCounters {
   uint64_t runs = 0, steps = 0;
   uint64_t fetches = 0, fetchedBytes = 0, placedBytes = 0;
   uint64_t writeBacks = 0, writtenBackBytes = 0, drops = 0, droppedBytes = 0;
-  uint64_t compactions = 0;          // staged: pool too fragmented for a phase, emptied and refilled
-  uint64_t peakScheduledBytes = 0;   // most bytes accounted on the device at once (granule-rounded)
+  uint64_t compactions = 0;         // staged: pool too fragmented for a phase, emptied and refilled
+  uint64_t peakScheduledBytes = 0;  // most bytes accounted on the device at once (granule-rounded)
   void add(const ResidencyCounters& o);
 };
 
@@ -77,9 +77,9 @@ class Residency {
 
   struct State {
     bool resident = false;
-    bool dirty = false;   // staged: the device copy is newer than the host's
-    uint64_t slot = 0;    // staged: offset in the pool
-    int64_t lastUse = -1; // the current run's last phase that used it
+    bool dirty = false;    // staged: the device copy is newer than the host's
+    uint64_t slot = 0;     // staged: offset in the pool
+    int64_t lastUse = -1;  // the current run's last phase that used it
   };
 
   const StepModel& model() const { return model_; }
@@ -156,7 +156,10 @@ class Planner {
   bool pinned(uint32_t r) const;
 
  private:
-  struct NextUse { uint64_t t; uint8_t access; };
+  struct NextUse {
+    uint64_t t;
+    uint8_t access;
+  };
   // `now`: the last phase already planned (-1 before the first). t = UINT64_MAX: no further use.
   NextUse nextUse(uint32_t r, int64_t now) const;
   bool dead(uint32_t r, int64_t now) const;

@@ -26,7 +26,8 @@ class Replay {
   std::string apply(const std::vector<Move>& moves) {
     static const bool trace = knobOn(Knob::ResidencyTrace);
     static const char* names[] = {"fetch", "place", "writeback", "drop"};
-    if (trace) for (const Move& m : moves) std::fprintf(stderr, "  %s %s (after %lld)\n", names[m.kind], label(m.region).c_str(), (long long)m.lastUse);
+    if (trace)
+      for (const Move& m : moves) std::fprintf(stderr, "  %s %s (after %lld)\n", names[m.kind], label(m.region).c_str(), (long long)m.lastUse);
     const bool staged = res_.placement() == Placement::Staged;
     for (const Move& m : moves) {
       Copy& c = copies_[m.region];
@@ -71,8 +72,11 @@ class Replay {
       if (!c.resident || !res_.state()[u.region].resident) return where + " uses " + label(u.region) + " while it is not resident";
       if (u.access & kRead && !(staged ? c.dev : c.host)) return where + " reads " + label(u.region) + " whose bytes are not there";
       if (u.access & kWrite) {
-        if (staged) { c.dev = true; c.host = false; }
-        else c.host = true;
+        if (staged) {
+          c.dev = true;
+          c.host = false;
+        } else
+          c.host = true;
       }
     }
     return "";

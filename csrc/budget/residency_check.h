@@ -13,9 +13,9 @@
 namespace nna {
 
 struct ResidencyReplay {
-  std::string error;            // empty when every rule held
-  ResidencyCounters counters;   // summed over the runs
-  uint64_t phases = 0;          // phases replayed
+  std::string error;           // empty when every rule held
+  ResidencyCounters counters;  // summed over the runs
+  uint64_t phases = 0;         // phases replayed
 };
 
 ResidencyReplay replayResidency(const uint8_t* header, Placement placement, uint64_t budget, const std::vector<RunParams>& runs);

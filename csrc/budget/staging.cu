@@ -78,7 +78,11 @@ class StageTrace {
   }
 
  private:
-  struct Item { std::string what; cudaStream_t s; cudaEvent_t a, b; };
+  struct Item {
+    std::string what;
+    cudaStream_t s;
+    cudaEvent_t a, b;
+  };
   bool on_;
   std::chrono::steady_clock::time_point born_;
   std::vector<Item> items_;
@@ -87,8 +91,13 @@ class StageTrace {
 class Stager final : public LayerHooks {
  public:
   Stager(BudgetedBlock& block, const RunParams& p)
-      : block_(block), res_(block.residency()), plan_(res_, p), pool_(block.pool()), image_(block.device()),
-        regions_(res_.model().regions()), headerBytes_(res_.model().header().header_bytes) {
+      : block_(block),
+        res_(block.residency()),
+        plan_(res_, p),
+        pool_(block.pool()),
+        image_(block.device()),
+        regions_(res_.model().regions()),
+        headerBytes_(res_.model().header().header_bytes) {
     // A ring of phase events and shadow headers: the host runs at most half of it ahead of
     // the GPU, so an entry is never reused while a copy or a wait may still refer to it.
     ring_ = std::max<uint64_t>(8, std::min<uint64_t>(64, (uint64_t(16) << 20) / headerBytes_));
@@ -113,9 +122,12 @@ class Stager final : public LayerHooks {
     if (in_) cudaStreamSynchronize(in_);
     if (out_) cudaStreamSynchronize(out_);
     if (drop_) cudaStreamSynchronize(drop_);
-    for (cudaEvent_t e : phaseDone_) if (e) cudaEventDestroy(e);
-    for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);
-    for (cudaEvent_t e : freedEvents_) if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : phaseDone_)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : ready_)
+      if (e) cudaEventDestroy(e);
+    for (cudaEvent_t e : freedEvents_)
+      if (e) cudaEventDestroy(e);
     if (in_) cudaStreamDestroy(in_);
     if (out_) cudaStreamDestroy(out_);
     if (drop_) cudaStreamDestroy(drop_);
@@ -188,9 +200,7 @@ class Stager final : public LayerHooks {
   }
 
   // cuBLAS takes pointers: where region (layer, kind) is for the phase being launched.
-  void* address(uint32_t layer, uint32_t kind) override {
-    return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(pool_) + table_[layer].region[kind].offset);
-  }
+  void* address(uint32_t layer, uint32_t kind) override { return reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(pool_) + table_[layer].region[kind].offset); }
 
  private:
   // The shadow header as residency stands now, written into ring entry `slot` and copied to
@@ -204,8 +214,7 @@ class Stager final : public LayerHooks {
     const auto& st = res_.state();
     for (uint32_t r = 0; r < regions_.size(); ++r) {
       const RegionInfo& ri = regions_[r];
-      table_[ri.layer].region[ri.kind].offset =
-          st[r].resident ? st[r].slot : uint64_t(reinterpret_cast<uintptr_t>(image_) + ri.offset - reinterpret_cast<uintptr_t>(pool_));
+      table_[ri.layer].region[ri.kind].offset = st[r].resident ? st[r].slot : uint64_t(reinterpret_cast<uintptr_t>(image_) + ri.offset - reinterpret_cast<uintptr_t>(pool_));
     }
     std::memcpy(shadow + h.layers_offset, table_.data(), table_.size() * sizeof(nna_layer));
     // Pinned memory from cudaMallocHost is device-accessible at its host address (UVA).
@@ -232,8 +241,7 @@ class Stager final : public LayerHooks {
           continue;
         }
         // And its own last write-back to the image must have ended before the image is read.
-        if (lastEviction_[r] && evictions_ - lastEviction_[r] < kFreed)
-          CUDA_CHECK(cudaStreamWaitEvent(in_, freedEvents_[(lastEviction_[r] - 1) % kFreed], 0));
+        if (lastEviction_[r] && evictions_ - lastEviction_[r] < kFreed) CUDA_CHECK(cudaStreamWaitEvent(in_, freedEvents_[(lastEviction_[r] - 1) % kFreed], 0));
         if (trace_.on()) trace_.begin(in_, "fetch " + describe(r));
         CUDA_CHECK(cudaMemcpyAsync(slot, home, size_t(ri.bytes), cudaMemcpyHostToDevice, in_));
         if (trace_.on()) trace_.end();
@@ -266,12 +274,18 @@ class Stager final : public LayerHooks {
   }
 
   // A slot is free when an eviction's event fires, or (phase >= 0) when that phase ends.
-  struct Freed { uint64_t begin, end; int64_t phase; uint32_t event; };
+  struct Freed {
+    uint64_t begin, end;
+    int64_t phase;
+    uint32_t event;
+  };
   static constexpr int64_t kByEvent = INT64_MIN;
 
   void waitFreed(cudaStream_t s, const Freed& f) {
-    if (f.phase == kByEvent) CUDA_CHECK(cudaStreamWaitEvent(s, freedEvents_[f.event], 0));
-    else if (f.phase > completed_) CUDA_CHECK(cudaStreamWaitEvent(s, phaseDone_[uint64_t(f.phase) % ring_], 0));
+    if (f.phase == kByEvent)
+      CUDA_CHECK(cudaStreamWaitEvent(s, freedEvents_[f.event], 0));
+    else if (f.phase > completed_)
+      CUDA_CHECK(cudaStreamWaitEvent(s, phaseDone_[uint64_t(f.phase) % ring_], 0));
   }
 
   // The oldest entry makes way: the in and compute streams wait on it first, so nothing later
@@ -296,11 +310,11 @@ class Stager final : public LayerHooks {
   const std::vector<RegionInfo>& regions_;
   uint64_t headerBytes_;
   uint64_t ring_ = 0;
-  uint8_t* shadows_ = nullptr;  // pinned: ring_ entries + one for the start of the run
+  uint8_t* shadows_ = nullptr;    // pinned: ring_ entries + one for the start of the run
   std::vector<nna_layer> table_;  // the layer table of the last shadow header (for address())
   std::vector<cudaEvent_t> phaseDone_, ready_;
   static constexpr size_t kFreed = 256;
-  std::deque<Freed> freed_;            // the last kFreed slots evictions freed
+  std::deque<Freed> freed_;  // the last kFreed slots evictions freed
   std::vector<cudaEvent_t> freedEvents_;
   uint64_t evictions_ = 0;
   std::vector<uint64_t> lastEviction_;

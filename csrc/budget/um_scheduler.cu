@@ -56,26 +56,27 @@ cudaMemLocation locationOf(bool device, int id) {
 struct Progress {
   std::mutex m;
   std::condition_variable cv;
-  uint64_t phasesDone = 0;                 // phases of the run whose kernels have ended
-  std::set<uint64_t> unissued;             // fetches not yet issued
-  std::map<uint64_t, uint64_t> evicting;   // evictions not yet complete -> their bytes
+  uint64_t phasesDone = 0;                // phases of the run whose kernels have ended
+  std::set<uint64_t> unissued;            // fetches not yet issued
+  std::map<uint64_t, uint64_t> evicting;  // evictions not yet complete -> their bytes
   uint64_t evictingBytes = 0;
-  bool failed = false;                     // a mover failed: every wait gives up
-  std::vector<double> phaseEnds;           // NN_ARENA_UM_TRACE: when each phase's callback ran (ms)
+  bool failed = false;            // a mover failed: every wait gives up
+  std::vector<double> phaseEnds;  // NN_ARENA_UM_TRACE: when each phase's callback ran (ms)
   std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
   bool trace = false;
   // Waits for `ready`; a minute without progress is a scheduling bug, reported (STALLED) with
   // the state of the counters rather than left to hang the run.
-  template <class Pred>
-  void wait(Pred ready, const char* what) {
+  template <class Pred> void wait(Pred ready, const char* what) {
     std::unique_lock<std::mutex> l(m);
     if (cv.wait_for(l, std::chrono::seconds(60), [&] { return failed || ready(); })) return;
-    NNA_FAIL("STALLED", std::string("memory scheduler stalled waiting for ") + what + ": phases ended " + std::to_string(phasesDone) +
-                            ", fetches unissued " + std::to_string(unissued.size()) + ", evictions in flight " + std::to_string(evicting.size()));
+    NNA_FAIL("STALLED", std::string("memory scheduler stalled waiting for ") + what + ": phases ended " + std::to_string(phasesDone) + ", fetches unissued " +
+                            std::to_string(unissued.size()) + ", evictions in flight " + std::to_string(evicting.size()));
   }
-  template <class F>
-  void update(F change) {
-    { std::lock_guard<std::mutex> l(m); change(); }
+  template <class F> void update(F change) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      change();
+    }
     cv.notify_all();
   }
 };
@@ -98,12 +99,18 @@ class Movers {
     for (int i = 0; i < threads; ++i) threads_.emplace_back([this, device] { loop(device); });
   }
   ~Movers() {
-    { std::lock_guard<std::mutex> l(m_); stop_ = true; }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      stop_ = true;
+    }
     cv_.notify_all();
     for (std::thread& t : threads_) t.join();
   }
   void push(std::function<void(cudaStream_t)> op) {
-    { std::lock_guard<std::mutex> l(m_); ops_.push_back(std::move(op)); }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      ops_.push_back(std::move(op));
+    }
     cv_.notify_all();
   }
   // Waits until every op pushed so far has run; rethrows the first failure.
@@ -131,26 +138,35 @@ class Movers {
         ++busy_;
       }
       run([&] { op(stream); });
-      { std::lock_guard<std::mutex> l(m_); --busy_; }
+      {
+        std::lock_guard<std::mutex> l(m_);
+        --busy_;
+      }
       cv_.notify_all();
     }
     if (stream) cudaStreamDestroy(stream);  // thread exit: nothing left to report to
   }
   // Runs one op unless an earlier one failed; a failure is kept for drain() and releases
   // everyone waiting on progress.
-  template <class F>
-  void run(F op) {
-    { std::lock_guard<std::mutex> l(m_); if (!code_.empty()) return; }
+  template <class F> void run(F op) {
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (!code_.empty()) return;
+    }
     try {
       op();
-    } catch (const Failure& e) {
-      fail(e.code, e.what());
-    } catch (const std::exception& e) {
+    } catch (const Failure& e) { fail(e.code, e.what()); } catch (const std::exception& e) {
       fail("INTERNAL", e.what());
     }
   }
   void fail(const std::string& code, const std::string& message) {
-    { std::lock_guard<std::mutex> l(m_); if (code_.empty()) { code_ = code; message_ = message; } }
+    {
+      std::lock_guard<std::mutex> l(m_);
+      if (code_.empty()) {
+        code_ = code;
+        message_ = message;
+      }
+    }
     progress_.update([&] { progress_.failed = true; });
   }
 
@@ -179,14 +195,17 @@ class UmTrace {
   void print() {
     std::lock_guard<std::mutex> l(m_);
     std::sort(items_.begin(), items_.end(), [](const Item& x, const Item& y) { return x.a < y.a; });
-    for (const Item& it : items_)
-      std::fprintf(stderr, "[um] %-7s %9.3f %9.3f %9.3f  %s\n", it.who, it.a, it.b, it.c, it.what.c_str());
+    for (const Item& it : items_) std::fprintf(stderr, "[um] %-7s %9.3f %9.3f %9.3f  %s\n", it.who, it.a, it.b, it.c, it.what.c_str());
     std::lock_guard<std::mutex> p(progress_.m);
     for (size_t i = 0; i < progress_.phaseEnds.size(); ++i) std::fprintf(stderr, "[um] phase %zu ended %9.3f\n", i, progress_.phaseEnds[i]);
   }
 
  private:
-  struct Item { double a, b, c; const char* who; std::string what; };
+  struct Item {
+    double a, b, c;
+    const char* who;
+    std::string what;
+  };
   bool on_;
   Progress& progress_;
   std::mutex m_;
@@ -207,8 +226,7 @@ class UmScheduler final : public LayerHooks {
     place_ = knob(Knob::UmPlace, "discard-device");
     if (evictDead_ != "discard-host" && evictDead_ != "discard" && evictDead_ != "host")
       NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_EVICT_DEAD must be discard-host, discard or host, got '" + evictDead_ + "'");
-    if (place_ != "discard-device" && place_ != "device")
-      NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_PLACE must be discard-device or device, got '" + place_ + "'");
+    if (place_ != "discard-device" && place_ != "device") NNA_FAIL("BAD_OPTION", "NN_ARENA_UM_PLACE must be discard-device or device, got '" + place_ + "'");
     ready_.assign(regions_.size(), nullptr);
     for (cudaEvent_t& e : ready_) CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     fetchSeq_.assign(regions_.size(), 0);
@@ -240,7 +258,8 @@ class UmScheduler final : public LayerHooks {
     progress_.update([&] { progress_.failed = true; });
     in_.reset();
     out_.reset();
-    for (cudaEvent_t e : ready_) if (e) cudaEventDestroy(e);  // a destructor cannot report
+    for (cudaEvent_t e : ready_)
+      if (e) cudaEventDestroy(e);  // a destructor cannot report
   }
 
   void beginRun(cudaStream_t s, uint64_t) override {
@@ -285,7 +304,8 @@ class UmScheduler final : public LayerHooks {
 
   uint64_t largestLayerRange() const {
     std::vector<uint64_t> perLayer(res_.model().layers().size(), 0);
-    for (const RegionInfo& r : regions_) if (!r.remote) perLayer[r.layer] += r.bytes;
+    for (const RegionInfo& r : regions_)
+      if (!r.remote) perLayer[r.layer] += r.bytes;
     return *std::max_element(perLayer.begin(), perLayer.end());
   }
 
@@ -328,7 +348,10 @@ class UmScheduler final : public LayerHooks {
     out_->drain();
     // No advice outlives the run: what is still a duplicate becomes a plain device copy.
     for (uint32_t r = 0; r < regions_.size(); ++r)
-      if (shared_[r]) { collapse(r, true); shared_[r] = false; }
+      if (shared_[r]) {
+        collapse(r, true);
+        shared_[r] = false;
+      }
     if (meter_) meter_->stop();
     if (trace_.on()) trace_.print();
     block_.meter().waitMicros = waitMicros_;
@@ -384,8 +407,7 @@ class UmScheduler final : public LayerHooks {
       size_t size = size_t(in.second - in.first);
       cudaMemLocation loc = to;
       size_t first = 0;
-      const cudaError_t e = stay ? cudaMemDiscardBatchAsync(&ptr, &size, 1, 0, st)
-                                 : cudaMemDiscardAndPrefetchBatchAsync(&ptr, &size, 1, &loc, &first, 1, 0, st);
+      const cudaError_t e = stay ? cudaMemDiscardBatchAsync(&ptr, &size, 1, 0, st) : cudaMemDiscardAndPrefetchBatchAsync(&ptr, &size, 1, &loc, &first, 1, 0, st);
       if (e == cudaErrorNotSupported || e == cudaErrorInvalidValue) {
         (void)cudaGetLastError();  // not sticky: plain prefetches from now on
         noDiscard_ = true;
@@ -417,11 +439,13 @@ class UmScheduler final : public LayerHooks {
           const double ta = trace_.on() ? trace_.now() : 0;
           // Room first: the evictions planned before this fetch have left the device, or what
           // is still leaving is within the slack; and never while its own range is leaving.
-          progress_.wait([&] {
-            const auto& ev = progress_.evicting;
-            const bool room = ev.empty() || ev.begin()->first > needEvicted || progress_.evictingBytes <= slack_;
-            return room && !ev.count(ownEviction);
-          }, "the evictions that make room for a fetch");
+          progress_.wait(
+              [&] {
+                const auto& ev = progress_.evicting;
+                const bool room = ev.empty() || ev.begin()->first > needEvicted || progress_.evictingBytes <= slack_;
+                return room && !ev.count(ownEviction);
+              },
+              "the evictions that make room for a fetch");
           const cudaMemLocation dev = locationOf(true, device_);
           const auto t0 = std::chrono::steady_clock::now();
           if (dup) {
@@ -446,7 +470,10 @@ class UmScheduler final : public LayerHooks {
       const uint64_t waitPhases = uint64_t(m.lastUse + 1), needFetch = fetchSeq_[r];
       const bool dead = m.kind == Move::Drop, wasShared = shared_[r];
       shared_[r] = false;
-      progress_.update([&] { progress_.evicting[seq] = bytes; progress_.evictingBytes += bytes; });
+      progress_.update([&] {
+        progress_.evicting[seq] = bytes;
+        progress_.evictingBytes += bytes;
+      });
       out_->push([=](cudaStream_t st) {
         const double ta = trace_.on() ? trace_.now() : 0;
         progress_.wait([&] { return progress_.phasesDone >= waitPhases && !progress_.unissued.count(needFetch); }, "the last use of a region to evict");
@@ -456,13 +483,19 @@ class UmScheduler final : public LayerHooks {
         // A duplicate: the host copy is current, drop the device's (the prefetch below then
         // finds every page on the host and moves nothing).
         if (wasShared) collapse(r, false);
-        if (dead && evictDead_ != "host") moveDead(r, host, evictDead_ == "discard", st);
-        else CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
+        if (dead && evictDead_ != "host")
+          moveDead(r, host, evictDead_ == "discard", st);
+        else
+          CUDA_CHECK(cudaMemPrefetchAsync(p, bytes, host, 0, st));
         const double tb = trace_.on() ? std::chrono::duration<double, std::milli>(t0 - progress_.t0).count() : 0;
         CUDA_CHECK(cudaStreamSynchronize(st));
         evictMicros_ += microsSince(t0);
-        if (trace_.on()) trace_.add("out", ta, tb, trace_.now(), std::string(dead ? "drop " : "write-back ") + describe(r) + " after phase " + std::to_string(int64_t(waitPhases) - 1));
-        progress_.update([&] { progress_.evicting.erase(seq); progress_.evictingBytes -= bytes; });
+        if (trace_.on())
+          trace_.add("out", ta, tb, trace_.now(), std::string(dead ? "drop " : "write-back ") + describe(r) + " after phase " + std::to_string(int64_t(waitPhases) - 1));
+        progress_.update([&] {
+          progress_.evicting.erase(seq);
+          progress_.evictingBytes -= bytes;
+        });
       });
     }
   }
@@ -503,7 +536,9 @@ class MeterOnly final : public LayerHooks {
     }
     meter_ = std::make_unique<MeterThread>(block_.meter());
   }
-  void endRun(cudaStream_t) override { if (meter_) meter_->stop(); }
+  void endRun(cudaStream_t) override {
+    if (meter_) meter_->stop();
+  }
 
  private:
   BudgetedBlock& block_;

@@ -30,7 +30,11 @@ struct Backend {
   // Copies on a stream of the backend's own (never a run's; one per kind of copy), all complete
   // on return, one wait for them all: a streaming window's upload while a run trains, host -> device, and its commit
   // into the data regions, device -> device (csrc/addon/window_stager.cc). CPU: memcpys.
-  struct Copy { void* dst; const void* src; size_t bytes; };
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
   virtual void copyAside(const Copy* copies, size_t n, Dir dir, bool onDevice) = 0;
   // Device-to-device copies of float values (float64 when f64, else float32) on the backend's
   // own stream, complete on return, with the index of the first NaN or infinity among the values
@@ -51,15 +55,15 @@ std::unique_ptr<Backend> makeCpuBackend();
 
 // --- CUDA: defined in csrc/cuda/*.cu, or in csrc/cuda/absent.cc for a CPU-only build ---------
 struct CudaInfo {
-  bool built = false;       // compiled with nvcc
-  int devices = 0;          // usable devices (0 when the driver or GPU is missing)
-  std::string why;          // why devices == 0
-  std::string name;         // device 0
+  bool built = false;  // compiled with nvcc
+  int devices = 0;     // usable devices (0 when the driver or GPU is missing)
+  std::string why;     // why devices == 0
+  std::string name;    // device 0
   int runtimeVersion = 0, driverVersion = 0, ccMajor = 0, ccMinor = 0;
   size_t freeBytes = 0, totalBytes = 0;
-  std::string gemm;         // who runs the per-layer products: "cublas" or "tiled (why)"
-  std::string cublasLt;     // "" where cuBLASLt was found (the per-layer fp32 / tf32 forward products use it), else why not
-  std::string archs;        // what the binary holds, e.g. "sm_75 sm_80 compute_120" ("" without CUDA)
+  std::string gemm;            // who runs the per-layer products: "cublas" or "tiled (why)"
+  std::string cublasLt;        // "" where cuBLASLt was found (the per-layer fp32 / tf32 forward products use it), else why not
+  std::string archs;           // what the binary holds, e.g. "sm_75 sm_80 compute_120" ("" without CUDA)
   bool noKernelImage = false;  // a GPU is present but the binary has no code for it (devices == 0)
 };
 CudaInfo cudaInfo();

@@ -51,7 +51,10 @@ Block::Block(std::vector<uint8_t> header, const BlockOptions& options)
 }
 
 Block::~Block() {
-  try { release(); } catch (...) { /* a destructor cannot report; releaseLocked() already cleared the pointers */ }
+  try {
+    release();
+  } catch (...) { /* a destructor cannot report; releaseLocked() already cleared the pointers */
+  }
 }
 
 void Block::release() {
@@ -61,8 +64,10 @@ void Block::release() {
 
 void Block::releaseSoon() {
   std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
-  if (lock.owns_lock()) releaseLocked();
-  else releaseAsked_ = true;  // the run holding the block frees it as it ends (releaseIfAsked)
+  if (lock.owns_lock())
+    releaseLocked();
+  else
+    releaseAsked_ = true;  // the run holding the block frees it as it ends (releaseIfAsked)
 }
 
 void Block::releaseIfAsked() {
@@ -93,8 +98,10 @@ void Block::checkRanges(const std::vector<Range>& ranges) const {
 }
 
 void Block::copyRange(uint64_t offset, uint64_t bytes, Dir dir) {
-  if (dir == Dir::ToDevice) backend_->copy(device_ + offset, host_ + offset, bytes, dir);
-  else backend_->copy(host_ + offset, device_ + offset, bytes, dir);
+  if (dir == Dir::ToDevice)
+    backend_->copy(device_ + offset, host_ + offset, bytes, dir);
+  else
+    backend_->copy(host_ + offset, device_ + offset, bytes, dir);
 }
 
 uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
@@ -144,7 +151,8 @@ void Block::prefetch(const std::vector<Range>& ranges, Where where) {
   std::lock_guard<std::mutex> lock(mutex_);
   checkRanges(ranges);
   requireManaged(options_, "prefetch");
-  for (const Range& r : ranges) if (r.bytes) backend_->prefetch(device_ + r.offset, r.bytes, where);
+  for (const Range& r : ranges)
+    if (r.bytes) backend_->prefetch(device_ + r.offset, r.bytes, where);
   placementChanged();
 }
 
@@ -152,7 +160,8 @@ void Block::advise(const std::vector<Range>& ranges, Advice advice, Where where,
   std::lock_guard<std::mutex> lock(mutex_);
   checkRanges(ranges);
   requireManaged(options_, "advise");
-  for (const Range& r : ranges) if (r.bytes) backend_->advise(device_ + r.offset, r.bytes, advice, where, unset);
+  for (const Range& r : ranges)
+    if (r.bytes) backend_->advise(device_ + r.offset, r.bytes, advice, where, unset);
 }
 
 Stats Block::stats() const {

@@ -21,7 +21,9 @@ struct Stats {
   uint64_t toDeviceTransfers = 0, toDeviceBytes = 0, toHostTransfers = 0, toHostBytes = 0;
 };
 
-struct Range { uint64_t offset, bytes; };
+struct Range {
+  uint64_t offset, bytes;
+};
 
 struct BlockOptions {
   bool cuda = false;

@@ -9,14 +9,19 @@ namespace nna {
 namespace {
 
 template <typename D> struct Bits;
-template <> struct Bits<float> { using U = uint32_t; static constexpr U kExp = 0x7f800000u; };
-template <> struct Bits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
+template <> struct Bits<float> {
+  using U = uint32_t;
+  static constexpr U kExp = 0x7f800000u;
+};
+template <> struct Bits<double> {
+  using U = uint64_t;
+  static constexpr U kExp = 0x7ff0000000000000ull;
+};
 
 // Elements [from, to): blocks are converted, written and OR-reduced without branches (the loop
 // vectorises); only a block that flagged is searched for its first bad element. `Compare` is a
 // template argument so that the copy without it reads nothing of the destination.
-template <bool Compare, typename S, typename D>
-CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to) {
+template <bool Compare, typename S, typename D> CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to) {
   using U = typename Bits<D>::U;
   constexpr U exp = Bits<D>::kExp;
   constexpr uint64_t kBlock = 2048;
@@ -51,8 +56,7 @@ CheckedCopy copyPart(D* dst, const S* src, uint64_t from, uint64_t to) {
 }
 
 // One-hot rows of labels [from, to).
-template <typename S, typename D>
-CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t outputs, bool compare) {
+template <typename S, typename D> CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t outputs, bool compare) {
   CheckedCopy r;
   for (uint64_t i = from; i < to; ++i) {
     const double v = double(src[i]);  // read once
@@ -66,7 +70,10 @@ CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t o
     const uint64_t k = uint64_t(v);
     if (compare && !r.changed) {
       for (uint64_t j = 0; j < outputs; ++j)
-        if (row[j] != (j == k ? D(1) : D(0))) { r.changed = true; break; }
+        if (row[j] != (j == k ? D(1) : D(0))) {
+          r.changed = true;
+          break;
+        }
     }
     std::fill(row, row + outputs, D(0));
     row[k] = D(1);
@@ -76,19 +83,21 @@ CheckedCopy hotPart(D* dst, const S* src, uint64_t from, uint64_t to, uint64_t o
 
 // The parts of a copy (split.h): the first bad element of all wins (parts after it may have
 // written theirs).
-template <typename F>
-CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
+template <typename F> CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
   constexpr uint64_t kPerThread = uint64_t(2) << 20;  // bytes a thread is worth starting for
   CheckedCopy r;
   for (const CheckedCopy& f : splitOverThreads<CheckedCopy>(n, bytesPerItem, kPerThread, 8, part)) {
     r.changed = r.changed || f.changed;
-    if (r.bad < 0 && f.bad >= 0) { r.bad = f.bad; r.value = f.value; r.label = f.label; }
+    if (r.bad < 0 && f.bad >= 0) {
+      r.bad = f.bad;
+      r.value = f.value;
+      r.label = f.label;
+    }
   }
   return r;
 }
 
-template <typename D, typename Fn>
-CheckedCopy dispatch(SrcType type, Fn fn) {
+template <typename D, typename Fn> CheckedCopy dispatch(SrcType type, Fn fn) {
   switch (type) {
     case SrcType::I8: return fn(static_cast<const int8_t*>(nullptr));
     case SrcType::U8: return fn(static_cast<const uint8_t*>(nullptr));
@@ -102,8 +111,7 @@ CheckedCopy dispatch(SrcType type, Fn fn) {
   return CheckedCopy{};
 }
 
-template <typename D>
-CheckedCopy copyAs(D* dst, const void* src, SrcType type, uint64_t n, bool compare) {
+template <typename D> CheckedCopy copyAs(D* dst, const void* src, SrcType type, uint64_t n, bool compare) {
   return dispatch<D>(type, [&](auto tag) {
     using S = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     const S* s = static_cast<const S*>(src);
@@ -111,8 +119,7 @@ CheckedCopy copyAs(D* dst, const void* src, SrcType type, uint64_t n, bool compa
   });
 }
 
-template <typename D>
-CheckedCopy hotAs(D* dst, const void* src, SrcType type, uint64_t n, uint64_t outputs, bool compare) {
+template <typename D> CheckedCopy hotAs(D* dst, const void* src, SrcType type, uint64_t n, uint64_t outputs, bool compare) {
   return dispatch<D>(type, [&](auto tag) {
     using S = std::remove_const_t<std::remove_pointer_t<decltype(tag)>>;
     const S* s = static_cast<const S*>(src);

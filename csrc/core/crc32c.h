@@ -7,4 +7,4 @@
 namespace nna {
 // Continues `crc` (0 to start) over n bytes.
 uint32_t crc32c(uint32_t crc, const uint8_t* p, size_t n);
-}
+}  // namespace nna

@@ -50,9 +50,29 @@
 namespace nna {
 
 enum class Knob : uint32_t {
-  Threads, CpuIsa, StepPath, Gemm, Cublas, FusedBlocksPerSm, FusedTrace, StageTrace, UmTrace,
-  UmEvictDead, UmPlace, UmMovers, UmSlack, UmReadDup, ResidencyTrace, Nvrtc, Nccl, FusedForward, GatherThreads,
-  Gather, CudaGraph, CublasLt, SideStream,
+  Threads,
+  CpuIsa,
+  StepPath,
+  Gemm,
+  Cublas,
+  FusedBlocksPerSm,
+  FusedTrace,
+  StageTrace,
+  UmTrace,
+  UmEvictDead,
+  UmPlace,
+  UmMovers,
+  UmSlack,
+  UmReadDup,
+  ResidencyTrace,
+  Nvrtc,
+  Nccl,
+  FusedForward,
+  GatherThreads,
+  Gather,
+  CudaGraph,
+  CublasLt,
+  SideStream,
   Count
 };
 

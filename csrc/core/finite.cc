@@ -9,8 +9,7 @@ namespace {
 
 // All exponent bits set: NaN or an infinity. Blocks are OR-reduced without branches (the loop
 // vectorises) and only a block that flagged is scanned for its first element.
-template <typename U>
-int64_t scan(const U* v, uint64_t from, uint64_t to) {
+template <typename U> int64_t scan(const U* v, uint64_t from, uint64_t to) {
   constexpr U exp = sizeof(U) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
   constexpr uint64_t kBlock = 4096;
   for (uint64_t b = from; b < to; b += kBlock) {
@@ -24,8 +23,7 @@ int64_t scan(const U* v, uint64_t from, uint64_t to) {
   return -1;
 }
 
-template <typename U>
-int64_t firstOf(const U* v, uint64_t n) {
+template <typename U> int64_t firstOf(const U* v, uint64_t n) {
   constexpr uint64_t kPerThread = uint64_t(4) << 20;  // bytes a thread is worth starting for
   for (int64_t f : splitOverThreads<int64_t>(n, sizeof(U), kPerThread, 4, [&](uint64_t a, uint64_t b) { return scan(v, a, b); }))
     if (f >= 0) return f;
@@ -34,8 +32,6 @@ int64_t firstOf(const U* v, uint64_t n) {
 
 }  // namespace
 
-int64_t firstNonFinite(const void* p, uint64_t n, bool f64) {
-  return f64 ? firstOf(static_cast<const uint64_t*>(p), n) : firstOf(static_cast<const uint32_t*>(p), n);
-}
+int64_t firstNonFinite(const void* p, uint64_t n, bool f64) { return f64 ? firstOf(static_cast<const uint64_t*>(p), n) : firstOf(static_cast<const uint32_t*>(p), n); }
 
 }  // namespace nna

@@ -15,7 +15,7 @@ namespace {
 // records a view keeps until the loop yields split up: 6,000 cycles of an 80 KiB arena with views
 // kept ~380 MiB resident through malloc, ~50 MiB through mmap (test/views-loop.test.ts).
 constexpr size_t kMapThreshold = size_t(16) << 10;
-}
+}  // namespace
 
 void* hostAlloc(size_t bytes, const char* what) {
   void* p = nullptr;
@@ -34,8 +34,10 @@ bool hostAllocZeroed(size_t bytes) { return bytes >= kMapThreshold; }
 
 void hostFree(void* p, size_t bytes) {
   if (!p) return;
-  if (bytes >= kMapThreshold) munmap(p, bytes);
-  else std::free(p);
+  if (bytes >= kMapThreshold)
+    munmap(p, bytes);
+  else
+    std::free(p);
 }
 
 }  // namespace nna

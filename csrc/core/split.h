@@ -11,8 +11,7 @@ namespace nna {
 
 // part(from, to) over [0, n) in up to `maxParts` parts of at least `perThread` bytes
 // (`bytesPerItem` an item); the calling thread does the first. One part (no thread) below that.
-template <typename R, typename F>
-std::vector<R> splitOverThreads(uint64_t n, uint64_t bytesPerItem, uint64_t perThread, uint64_t maxParts, F part) {
+template <typename R, typename F> std::vector<R> splitOverThreads(uint64_t n, uint64_t bytesPerItem, uint64_t perThread, uint64_t maxParts, F part) {
   if (n * bytesPerItem < perThread) return {part(uint64_t(0), n)};  // before asking for the cores: glibc reads a file for it
   static const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
   const uint64_t k = std::min<uint64_t>({maxParts, hw, n * bytesPerItem / perThread + 1});

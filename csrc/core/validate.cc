@@ -49,18 +49,28 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   switch (k) {
     case NNA_Z:  // an activation whose f' needs x keeps it in a second half (nn_arena.h)
       return !mulOverflows(h.batch, L.units, out) && !mulOverflows(*out, nna_act_keeps_pre(L.activation) ? 2 : 1, out);
-    case NNA_D: case NNA_Y:
+    case NNA_D:
+    case NNA_Y:
       if (k == NNA_D ? hidden : last) return !mulOverflows(h.batch, L.units, out);
       return true;
-    case NNA_B: case NNA_DB: *out = hidden ? L.units : 0; return true;
-    case NNA_MB: case NNA_VB: *out = hidden && keeps ? L.units : 0; return true;
-    case NNA_W: case NNA_DW: case NNA_MW: case NNA_VW: {
+    case NNA_B:
+    case NNA_DB: *out = hidden ? L.units : 0; return true;
+    case NNA_MB:
+    case NNA_VB: *out = hidden && keeps ? L.units : 0; return true;
+    case NNA_W:
+    case NNA_DW:
+    case NNA_MW:
+    case NNA_VW: {
       const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || keeps);
       if (present) return !mulOverflows(L.units, L.fan_in, out);
       return true;
     }
-    case NNA_XDATA: if (l == 0) return !mulOverflows(h.samples, L.units, out); return true;
-    case NNA_YDATA: if (last) return !mulOverflows(h.samples, L.units, out); return true;
+    case NNA_XDATA:
+      if (l == 0) return !mulOverflows(h.samples, L.units, out);
+      return true;
+    case NNA_YDATA:
+      if (last) return !mulOverflows(h.samples, L.units, out);
+      return true;
     case NNA_STATS: *out = last ? NNA_STATS_COUNT : 0; return true;
   }
   return false;
@@ -70,8 +80,7 @@ namespace {
 
 // The kind table (version 2): every entry's name, rule and counts against the shapes, every
 // region in bounds and aligned (added to the spans for the overlap check by `span`).
-template <typename AddSpan>
-std::string checkExtras(const void* base, size_t readable, const nna_header& h, const std::vector<nna_layer>& layers, size_t elem, AddSpan span) {
+template <typename AddSpan> std::string checkExtras(const void* base, size_t readable, const nna_header& h, const std::vector<nna_layer>& layers, size_t elem, AddSpan span) {
   if (!h.num_extras) return "";
   const char* p = static_cast<const char*>(base);
   const uint64_t structsEnd = h.extras_offset + uint64_t(h.num_extras) * sizeof(nna_extra);  // small: no overflow
@@ -89,7 +98,8 @@ std::string checkExtras(const void* base, size_t readable, const nna_header& h, 
       if (std::strncmp(extras[j].name, e.name, NNA_EXTRA_NAME_BYTES) == 0) return who + " name '" + e.name + "' repeats user region " + std::to_string(j);
     if (e.reserved0 || e.reserved1) return who + " '" + e.name + "' has non-zero reserved fields";
     if (e.rule == NNA_EXTRA_PER_LAYER) {
-      if (e.like >= NNA_KIND_COUNT || !(NNA_EXTRA_LIKE_KINDS >> e.like & 1u)) return who + " '" + e.name + "' is shaped like kind " + std::to_string(e.like) + " (must be z, b or w)";
+      if (e.like >= NNA_KIND_COUNT || !(NNA_EXTRA_LIKE_KINDS >> e.like & 1u))
+        return who + " '" + e.name + "' is shaped like kind " + std::to_string(e.like) + " (must be z, b or w)";
       if (e.elem_bytes != elem) return who + " '" + e.name + "' elem_bytes " + std::to_string(e.elem_bytes) + " != the dtype's " + std::to_string(elem);
       if (e.entries != h.num_layers) return who + " '" + e.name + "' has " + std::to_string(e.entries) + " entries, not one per layer";
     } else if (e.rule == NNA_EXTRA_BYTES) {
@@ -113,9 +123,13 @@ std::string checkExtras(const void* base, size_t readable, const nna_header& h, 
       const std::string who = std::string("user region '") + e.name + "'" + (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(l));
       uint64_t want = 0, bytes;
       if (e.rule == NNA_EXTRA_PER_LAYER && !expectedCount(h, layers[l], l, e.like, &want)) return who + ": size overflows 64 bits";
-      if (!r.count) { if (r.offset) return who + " is absent but has offset " + std::to_string(r.offset); continue; }
+      if (!r.count) {
+        if (r.offset) return who + " is absent but has offset " + std::to_string(r.offset);
+        continue;
+      }
       // A layer has this region or not (count 0); where it has it, the shape decides the count.
-      if (e.rule == NNA_EXTRA_PER_LAYER && r.count != want) return who + " has count " + std::to_string(r.count) + ", its shape (like " + kindName(e.like) + ") needs " + std::to_string(want);
+      if (e.rule == NNA_EXTRA_PER_LAYER && r.count != want)
+        return who + " has count " + std::to_string(r.count) + ", its shape (like " + kindName(e.like) + ") needs " + std::to_string(want);
       if (mulOverflows(r.count, e.elem_bytes, &bytes)) return who + ": byte size overflows 64 bits";
       if (r.offset % h.align) return who + " offset " + std::to_string(r.offset) + " is not aligned to " + std::to_string(h.align);
       if (r.offset < h.header_bytes) return who + " starts inside the header";
@@ -175,7 +189,10 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models);
   if (combination.field) return combination.why;
 
-  struct Span { uint64_t begin, end; std::string what; };
+  struct Span {
+    uint64_t begin, end;
+    std::string what;
+  };
   std::vector<Span> spans;
   std::vector<nna_layer> layers(h.num_layers);
   uint64_t prevUnits = 0;
@@ -186,8 +203,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
     if (L.units == 0) return "layer " + std::to_string(l) + " has 0 units";
     if (L.fan_in != prevUnits) return "layer " + std::to_string(l) + " fan_in " + std::to_string(L.fan_in) + " != units of the layer before (" + std::to_string(prevUnits) + ")";
     const uint32_t on = l + 1 == h.num_layers ? NNA_ON_OUTPUT : NNA_ON_HIDDEN;  // where the table allows it
-    if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on))
-      return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
+    if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on)) return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
     if (nna_act_param_default(L.activation) != 0) usesParam = true;
     prevUnits = L.units;
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
@@ -195,12 +211,14 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
       uint64_t want, bytes;
       if (!expectedCount(h, L, l, k, &want)) return at(l, k) + ": size overflows 64 bits";
       if (r.count != want) return at(l, k) + " has count " + std::to_string(r.count) + ", its shape needs " + std::to_string(want);
-      if (!r.count) { if (r.offset) return at(l, k) + " is absent but has offset " + std::to_string(r.offset); continue; }
+      if (!r.count) {
+        if (r.offset) return at(l, k) + " is absent but has offset " + std::to_string(r.offset);
+        continue;
+      }
       if (mulOverflows(r.count, elem, &bytes)) return at(l, k) + ": byte size overflows 64 bits";
       if (models > 1 && nna_kind_per_model(&h, l, k)) {  // K copies, each starting aligned
         uint64_t rest;
-        if (bytes > UINT64_MAX - h.align || mulOverflows((bytes + h.align - 1) / h.align * h.align, models - 1, &rest) ||
-            rest > UINT64_MAX - bytes)
+        if (bytes > UINT64_MAX - h.align || mulOverflows((bytes + h.align - 1) / h.align * h.align, models - 1, &rest) || rest > UINT64_MAX - bytes)
           return at(l, k) + ": the copies of " + std::to_string(models) + " models overflow 64 bits";
         bytes += rest;
       }

@@ -14,8 +14,7 @@ constexpr float kExpP[] = {0.5f, 0.166666672f, 0.041666504f, 0.00833337102f, 0.0
 constexpr float kErfSmall[] = {1.12837923f, -0.376126379f, 0.112837903f, -0.0268659852f, 0.00522298878f, -0.000851943856f, 0.000115827577f, -1.07832657e-05f};
 constexpr float kErfcTail[] = {-0.000159133808f, 0.284985214f, 0.259236068f, 0.349340826f, -0.106713794f, 0.566975415f, -0.473630756f, 0.120024055f};
 
-template <size_t N>
-inline float horner(const float (&c)[N], float v) {
+template <size_t N> inline float horner(const float (&c)[N], float v) {
   float p = c[N - 1];
   for (size_t i = N - 1; i-- > 0;) p = p * v + c[i];  // a constant count: unrolled
   return p;
@@ -37,8 +36,8 @@ inline float expF(float x) {
 // Phi(x) (the standard normal's cdf) and phi(x) (its pdf).
 inline void normalF(float x, float& cdf, float& pdf) {
   const float a = x * 0.707106781f, aa = std::fabs(a);
-  const float hi = a * a, lo = std::fma(a, a, -hi);  // a^2 = hi + lo
-  const float e = aa < 10.0f ? expF(-hi) * (1.0f - lo) : 0.0f;  // e^(-a^2)
+  const float hi = a * a, lo = std::fma(a, a, -hi);                            // a^2 = hi + lo
+  const float e = aa < 10.0f ? expF(-hi) * (1.0f - lo) : 0.0f;                 // e^(-a^2)
   const float tail = 0.5f * e * horner(kErfcTail, 1.0f / (1.0f + 0.5f * aa));  // 0.5 erfc(|a|)
   const float small = 0.5f + 0.5f * a * horner(kErfSmall, hi);
   cdf = aa < 0.875f ? small : (a > 0.0f ? 1.0f - tail : tail);
@@ -64,4 +63,3 @@ inline float siluGradF(float x) {
   const float s = sigmoidF(x);
   return s * (1.0f + x * (1.0f - s));
 }
-

@@ -21,7 +21,9 @@ struct CpuBackend final : Backend {
   }
   void freeDevice(void* p, size_t bytes, Memory) override { hostFree(p, bytes); }
   // Called on memory fresh from allocDevice (block.cc), so mmap'd memory is zero already.
-  void zeroDevice(void* p, size_t bytes) override { if (!hostAllocZeroed(bytes)) std::memset(p, 0, bytes); }
+  void zeroDevice(void* p, size_t bytes) override {
+    if (!hostAllocZeroed(bytes)) std::memset(p, 0, bytes);
+  }
   void copy(void* dst, const void* src, size_t bytes, Dir) override { std::memcpy(dst, src, bytes); }
   void copyAside(const Copy* c, size_t n, Dir, bool) override {
     for (size_t i = 0; i < n; ++i) std::memcpy(c[i].dst, c[i].src, c[i].bytes);
@@ -37,12 +39,8 @@ struct CpuBackend final : Backend {
     }
     return found;
   }
-  void prefetch(void*, size_t, Where) override {
-    NNA_FAIL("NOT_SUPPORTED", "prefetch applies to managed memory on the CUDA backend; this arena is on the CPU backend");
-  }
-  void advise(void*, size_t, Advice, Where, bool) override {
-    NNA_FAIL("NOT_SUPPORTED", "advise applies to managed memory on the CUDA backend; this arena is on the CPU backend");
-  }
+  void prefetch(void*, size_t, Where) override { NNA_FAIL("NOT_SUPPORTED", "prefetch applies to managed memory on the CUDA backend; this arena is on the CPU backend"); }
+  void advise(void*, size_t, Advice, Where, bool) override { NNA_FAIL("NOT_SUPPORTED", "advise applies to managed memory on the CUDA backend; this arena is on the CPU backend"); }
   void synchronize() override {}
 };
 

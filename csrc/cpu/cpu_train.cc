@@ -24,8 +24,7 @@ namespace {
 #endif
 
 // Column sums of d (rows x n), row after row: the same order whatever the thread count.
-template <typename T>
-inline void colSumT(const T* d, uint64_t rows, uint64_t n, T* out) {
+template <typename T> inline void colSumT(const T* d, uint64_t rows, uint64_t n, T* out) {
   std::fill(out, out + n, T(0));
   for (uint64_t r = 0; r < rows; ++r) {
     const T* row = d + r * n;
@@ -38,8 +37,7 @@ NNA_CLONES void colSum(const double* d, uint64_t rows, uint64_t n, double* out) 
 
 // Whether every x[i] is finite: x * 0 is 0 for a finite x and NaN otherwise, and the sum is
 // NaN as soon as one is (any order: vectorized).
-template <typename T>
-inline bool allFiniteT(const T* x, uint64_t n) {
+template <typename T> inline bool allFiniteT(const T* x, uint64_t n) {
   T acc = T(0);
 #pragma omp simd reduction(+ : acc)
   for (uint64_t i = 0; i < n; ++i) acc += x[i] * T(0);
@@ -48,8 +46,7 @@ inline bool allFiniteT(const T* x, uint64_t n) {
 NNA_CLONES bool allFinite(const float* x, uint64_t n) { return allFiniteT(x, n); }
 NNA_CLONES bool allFinite(const double* x, uint64_t n) { return allFiniteT(x, n); }
 // Sum of squares in double, in 4 interleaved partial sums added in a fixed order.
-template <typename T>
-inline double sumSquaresT(const T* g, uint64_t n) {
+template <typename T> inline double sumSquaresT(const T* g, uint64_t n) {
   double s[4] = {0, 0, 0, 0};
   uint64_t i = 0;
   for (; i + 4 <= n; i += 4)
@@ -62,11 +59,13 @@ NNA_CLONES double sumSquares(const double* g, uint64_t n) { return sumSquaresT(g
 
 // Runs f(begin, end) over [0, count) in one contiguous chunk per pool thread when the work
 // (count * costPerItem) is worth waking them; otherwise inline.
-template <typename F>
-void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
+template <typename F> void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
   const uint64_t work = count * std::max<uint64_t>(costPerItem, 1);
   const unsigned t = unsigned(std::min<uint64_t>({cpu::poolThreads(), count, std::max<uint64_t>(work / 200000, 1)}));
-  if (t <= 1) { f(uint64_t(0), count); return; }
+  if (t <= 1) {
+    f(uint64_t(0), count);
+    return;
+  }
   cpu::parallel(t, [&](unsigned i) { f(count * i / t, count * (i + 1) / t); });
 }
 
@@ -74,8 +73,7 @@ void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
 // K-model arenas (nna_header.models): each step gathers the shared batch once, then runs every
 // model's forward, output and backward pass in turn on its own copies of the regions, with its
 // own learning rate and stats; each model's arithmetic is exactly a one-model run's.
-template <typename T>
-class CpuRun {
+template <typename T> class CpuRun {
  public:
   CpuRun(void* base, const RunParams& p) : p_(p) {
     std::memcpy(&h_, base, sizeof h_);
@@ -237,10 +235,15 @@ class CpuRun {
     const nna_bound_layer<T>& C = L[l];
     cpu::Gemm<T> g;
     g.transB = true;
-    g.m = rows; g.n = C.units; g.k = C.fan_in;
-    g.a = P.z; g.lda = C.fan_in;
-    g.b = C.w; g.ldb = C.fan_in;
-    g.c = C.z; g.ldc = C.units;
+    g.m = rows;
+    g.n = C.units;
+    g.k = C.fan_in;
+    g.a = P.z;
+    g.lda = C.fan_in;
+    g.b = C.w;
+    g.ldb = C.fan_in;
+    g.c = C.z;
+    g.ldc = C.units;
     g.ep.kind = cpu::Epi::BiasAct;
     g.ep.act = C.activation;
     g.ep.param = T(C.act_param);
@@ -287,10 +290,15 @@ class CpuRun {
     const uint64_t n = C.units, m = C.fan_in;
     if (l > 1) {
       cpu::Gemm<T> g;
-      g.m = rows; g.n = m; g.k = n;
-      g.a = C.d; g.lda = n;
-      g.b = C.w; g.ldb = m;
-      g.c = P.d; g.ldc = m;
+      g.m = rows;
+      g.n = m;
+      g.k = n;
+      g.a = C.d;
+      g.lda = n;
+      g.b = C.w;
+      g.ldb = m;
+      g.c = P.d;
+      g.ldc = m;
       g.ep.kind = cpu::Epi::ActGrad;
       g.ep.act = P.activation;
       g.ep.param = T(P.act_param);
@@ -305,9 +313,13 @@ class CpuRun {
     const Hyper<T> hp = hyper(lr, t);
     cpu::Gemm<T> g;
     g.transA = true;
-    g.m = n; g.n = m; g.k = rows;
-    g.a = C.d; g.lda = n;
-    g.b = P.z; g.ldb = m;
+    g.m = n;
+    g.n = m;
+    g.k = rows;
+    g.a = C.d;
+    g.lda = n;
+    g.b = P.z;
+    g.ldb = m;
     g.ldc = m;
     g.round = round_;
     g.c = C.dw;
@@ -331,7 +343,9 @@ class CpuRun {
     cpu::Epilogue<T> e;
     e.kind = cpu::Epi::Update;
     e.optimizer = h_.optimizer;
-    e.w = C.w; e.m = C.mw; e.v = C.vw;
+    e.w = C.w;
+    e.m = C.mw;
+    e.v = C.vw;
     e.h = hp;
     return e;
   }
@@ -344,15 +358,17 @@ class CpuRun {
   RunParams p_;
   // Precisions bf16 and fp16 (float arenas: check.cc): the three products read roundings of
   // their operands (gemm.h), as the CUDA path's products read its bf16 copies.
-  cpu::Round round_ = !std::is_same_v<T, float> ? cpu::Round::None : p_.precision == Precision::Bf16 ? cpu::Round::Bf16
-                      : p_.precision == Precision::Fp16 ? cpu::Round::Fp16 : cpu::Round::None;
+  cpu::Round round_ = !std::is_same_v<T, float>         ? cpu::Round::None
+                      : p_.precision == Precision::Bf16 ? cpu::Round::Bf16
+                      : p_.precision == Precision::Fp16 ? cpu::Round::Fp16
+                                                        : cpu::Round::None;
   // fp16's dynamic loss scaling (loss_scale.h), for a Train run (checkRun refuses the primitives):
   // d[L] times the scale; the updates wait for the step's gradients to be known finite.
   LossScale ls_ = p_.lossScale;
   bool scaling_ = ls_.active() && p_.op == Op::Train;
   bool deferred_ = (p_.clips() && p_.op == Op::Train) || scaling_;  // updates wait for the step's global norm
-  std::vector<std::vector<double>> squares_;  // per layer: the Squares epilogue's slots (gradNorm)
-  uint64_t scale_ = 0;  // rows the step's mean loss divides by
+  std::vector<std::vector<double>> squares_;                        // per layer: the Squares epilogue's slots (gradNorm)
+  uint64_t scale_ = 0;                                              // rows the step's mean loss divides by
   nna_header h_;
   uint64_t models_ = 1;
   std::vector<std::vector<nna_bound_layer<T>>> L_;  // [model][layer]
@@ -370,8 +386,10 @@ void runCpu(void* base, const RunParams& p) {
   if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
   checkTarget(p, RunTarget{/*cuda=*/false, /*budgeted=*/false});
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
-  if (dtype == NNA_FLOAT64) CpuRun<double>(base, p).run();
-  else CpuRun<float>(base, p).run();
+  if (dtype == NNA_FLOAT64)
+    CpuRun<double>(base, p).run();
+  else
+    CpuRun<float>(base, p).run();
 }
 
 }  // namespace nna

@@ -14,14 +14,17 @@ namespace nna {
 namespace cpu {
 namespace {
 
-template <typename TT, size_t Lanes>
-struct PortableK {
+template <typename TT, size_t Lanes> struct PortableK {
   using T = TT;
   typedef T V __attribute__((vector_size(sizeof(T) * Lanes)));
   static constexpr size_t L = Lanes, MR = 4, NV = 2, KC = 256, MC = 128, NC = 2048;
   static constexpr bool kT16 = false;
   static V zero() { return V{}; }
-  static V load(const T* p) { V v; std::memcpy(&v, p, sizeof v); return v; }
+  static V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);
+    return v;
+  }
   static V loadu(const T* p) { return load(p); }
   static void storeu(T* p, V v) { std::memcpy(p, &v, sizeof v); }
   static V set1(T x) { return V{} + x; }
@@ -99,11 +102,16 @@ Isa activeIsa() {
     const std::string env = knob(Knob::CpuIsa);
     if (env.empty()) return best;
     Isa want = best;
-    if (env == "portable") want = Isa::Portable;
-    else if (env == "avx2") want = Isa::Avx2;
-    else if (env == "avx512") want = Isa::Avx512;
-    else if (env == "neon") want = Isa::Neon;
-    else NNA_FAIL("BAD_OPTION", "NN_ARENA_CPU_ISA must be portable, avx2, avx512 or neon, got '" + env + "'");
+    if (env == "portable")
+      want = Isa::Portable;
+    else if (env == "avx2")
+      want = Isa::Avx2;
+    else if (env == "avx512")
+      want = Isa::Avx512;
+    else if (env == "neon")
+      want = Isa::Neon;
+    else
+      NNA_FAIL("BAD_OPTION", "NN_ARENA_CPU_ISA must be portable, avx2, avx512 or neon, got '" + env + "'");
     return capIsa(want);
   }();
   return isa;
@@ -118,8 +126,7 @@ const char* isaName(Isa isa) {
   }
 }
 
-template <typename T>
-static void dispatch(const Gemm<T>& g, Isa isa, unsigned threads) {
+template <typename T> static void dispatch(const Gemm<T>& g, Isa isa, unsigned threads) {
   isa = capIsa(isa);
 #if defined(NNA_X86_KERNELS)
   if (isa == Isa::Avx512) return gemmAvx512(g, threads);
@@ -134,8 +141,7 @@ static void dispatch(const Gemm<T>& g, Isa isa, unsigned threads) {
 void gemm(const Gemm<float>& g, Isa isa, unsigned threads) { dispatch(g, isa, threads); }
 void gemm(const Gemm<double>& g, Isa isa, unsigned threads) { dispatch(g, isa, threads); }
 
-template <typename T>
-static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t cols) {
+template <typename T> static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t cols) {
   const Isa isa = capIsa(activeIsa());  // the ISA gemm(g) runs, so its epilogue's bits
 #if defined(NNA_X86_KERNELS)
   if (isa == Isa::Avx512) return updateAvx512(e, g, rows, cols);
@@ -151,8 +157,7 @@ static void dispatchUpdate(const Epilogue<T>& e, const T* g, size_t rows, size_t
 void update(const Epilogue<float>& e, const float* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
 void update(const Epilogue<double>& e, const double* g, size_t rows, size_t cols) { dispatchUpdate(e, g, rows, cols); }
 
-template <typename T>
-static double dispatchSquares(const T* c, size_t rows, size_t cols) {
+template <typename T> static double dispatchSquares(const T* c, size_t rows, size_t cols) {
   const Isa isa = capIsa(activeIsa());  // the ISA gemm(g) runs, so its Squares epilogue's bits
 #if defined(NNA_X86_KERNELS)
   if (isa == Isa::Avx512) return squaresAvx512(c, rows, cols);

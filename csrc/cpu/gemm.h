@@ -26,22 +26,21 @@ enum class Epi : uint32_t { None = 0, BiasAct = 1, ActGrad = 2, Update = 3, Squa
 // nearest (ties to even) from float.
 enum class Round : uint32_t { None = 0, Bf16 = 1, Fp16 = 2 };
 
-template <typename T>
-struct Epilogue {
+template <typename T> struct Epilogue {
   Epi kind = Epi::None;
-  uint32_t act = 0;          // nna_activation (BiasAct, ActGrad)
-  T param = 0;               // BiasAct, ActGrad: the header's act_param
-  const T* bias = nullptr;   // BiasAct
-  T* pre = nullptr;          // BiasAct: where the pre-activations go (same leading dimension as C), or null
-  const T* z = nullptr;      // ActGrad
+  uint32_t act = 0;         // nna_activation (BiasAct, ActGrad)
+  T param = 0;              // BiasAct, ActGrad: the header's act_param
+  const T* bias = nullptr;  // BiasAct
+  T* pre = nullptr;         // BiasAct: where the pre-activations go (same leading dimension as C), or null
+  const T* z = nullptr;     // ActGrad
   size_t ldz = 0;
-  uint32_t optimizer = 0;    // Update: nna_optimizer
-  T* w = nullptr;            // Update: parameters, same shape and leading dimension as C
+  uint32_t optimizer = 0;  // Update: nna_optimizer
+  T* w = nullptr;          // Update: parameters, same shape and leading dimension as C
   T* m = nullptr;
   T* v = nullptr;
-  Hyper<T> h{};              // Update: the step's hyperparameters (optimizers.h)
-  double* squares = nullptr; // Squares: squareSlots(m, n) slots, zeroed by the caller; the tile at
-                             // (i0, j0) writes slot (i0 / MR) * ceil(n / NR) + j0 / NR
+  Hyper<T> h{};               // Update: the step's hyperparameters (optimizers.h)
+  double* squares = nullptr;  // Squares: squareSlots(m, n) slots, zeroed by the caller; the tile at
+                              // (i0, j0) writes slot (i0 / MR) * ceil(n / NR) + j0 / NR
 };
 
 // Slots a Squares epilogue may write for an m x n C on any ISA (every micro-tile is >= 4 x 4).
@@ -54,8 +53,7 @@ inline double squaresTotal(const double* slots, size_t n) {
   return total;
 }
 
-template <typename T>
-struct Gemm {
+template <typename T> struct Gemm {
   bool transA = false, transB = false;  // op(A) is m x k: A[i*lda+p], or A[p*lda+i] when transA
   size_t m = 0, n = 0, k = 0;           // op(B) is k x n: B[p*ldb+j], or B[j*ldb+p] when transB
   T alpha = 1;
@@ -63,11 +61,11 @@ struct Gemm {
   size_t lda = 0;
   const T* b = nullptr;
   size_t ldb = 0;
-  T beta = 0;                           // 0: C is not read (may hold anything)
+  T beta = 0;  // 0: C is not read (may hold anything)
   T* c = nullptr;
   size_t ldc = 0;
   Epilogue<T> ep;
-  Round round = Round::None;            // float only: op(A) and op(B) read as their roundings
+  Round round = Round::None;  // float only: op(A) and op(B) read as their roundings
 };
 
 // The best ISA this CPU runs, and the one in use: NN_ARENA_CPU_ISA=portable|avx2|avx512|neon
@@ -86,8 +84,7 @@ Isa capIsa(Isa want);
 // on the thread count or timing; it does depend on the ISA (FMA vs separate multiply and add).
 void gemm(const Gemm<float>& g, Isa isa, unsigned threads = 0);
 void gemm(const Gemm<double>& g, Isa isa, unsigned threads = 0);
-template <typename T>
-void gemm(const Gemm<T>& g) { gemm(g, activeIsa(), 0); }
+template <typename T> void gemm(const Gemm<T>& g) { gemm(g, activeIsa(), 0); }
 
 // The optimizer step of a rows x cols parameter matrix (row-major, leading dimension cols) from
 // its gradient g, with e.w / e.m / e.v and the hyper-parameters of e (kind Update): the code and

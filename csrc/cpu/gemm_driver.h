@@ -13,8 +13,7 @@ namespace {
 
 #include "act_float.h"  // GELU and SiLU in float (inside this namespace: per ISA)
 
-template <class K>
-struct Driver {
+template <class K> struct Driver {
   using T = typename K::T;
   using V = typename K::V;
   static constexpr size_t MR = K::MR, NV = K::NV, L = K::L, NR = K::NV * K::L;
@@ -24,7 +23,10 @@ struct Driver {
   static inline void micro(size_t kc, const T* __restrict a, const T* __restrict b, T* c, size_t ldc, T alpha, T beta, bool first) {
     V acc[MR][NV];
     // C's tile is read at the end; start bringing it in now (it is often in L3 only).
-    for (size_t i = 0; i < MR; ++i) { __builtin_prefetch(c + i * ldc, 1, 3); __builtin_prefetch(c + i * ldc + NR - 1, 1, 3); }
+    for (size_t i = 0; i < MR; ++i) {
+      __builtin_prefetch(c + i * ldc, 1, 3);
+      __builtin_prefetch(c + i * ldc + NR - 1, 1, 3);
+    }
 #pragma GCC unroll 32
     for (size_t i = 0; i < MR; ++i)
 #pragma GCC unroll 8
@@ -77,9 +79,12 @@ struct Driver {
       for (size_t j = 0; j < nr; ++j) {
         T& out = c[i * ldc + j];
         const T acc = tmp[i * NR + j];
-        if (first && beta == T(0)) out = alpha * acc;
-        else if (first) out = K::fmaS(alpha, acc, beta * out);
-        else out = K::fmaS(alpha, acc, out);
+        if (first && beta == T(0))
+          out = alpha * acc;
+        else if (first)
+          out = K::fmaS(alpha, acc, beta * out);
+        else
+          out = K::fmaS(alpha, acc, out);
       }
   }
 
@@ -173,9 +178,10 @@ struct Driver {
           uint32_t s;
           std::memcpy(&s, &small, 4);
           const uint32_t normal = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;
-          const uint32_t r = a > 0x7f800000u ? a | 0x00400000u  // NaN
+          const uint32_t r = a > 0x7f800000u    ? a | 0x00400000u  // NaN
                              : a >= 0x477ff000u ? 0x7f800000u      // from 65520 (the tie with 65536) up: infinite
-                             : a >= 0x38800000u ? normal : s;
+                             : a >= 0x38800000u ? normal
+                                                : s;
           u[i] = r | (b & 0x80000000u);
         }
       }
@@ -218,14 +224,26 @@ struct Driver {
         if (e.pre) {  // an activation whose f' needs x: keep it beside z (activations.h)
           T* x = e.pre + (i0 + i) * g.ldc + j0;
           if (std::is_same_v<T, float> && e.act == NNA_ACT_GELU) {
-            for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = T(geluF(float(x[j]))); }
+            for (size_t j = 0; j < nr; ++j) {
+              x[j] = c[j] + b[j];
+              c[j] = T(geluF(float(x[j])));
+            }
           } else if (std::is_same_v<T, float> && e.act == NNA_ACT_SILU) {
-            for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = T(siluF(float(x[j]))); }
+            for (size_t j = 0; j < nr; ++j) {
+              x[j] = c[j] + b[j];
+              c[j] = T(siluF(float(x[j])));
+            }
           } else {
-            for (size_t j = 0; j < nr; ++j) { x[j] = c[j] + b[j]; c[j] = activate<T>(e.act, x[j], e.param); }
+            for (size_t j = 0; j < nr; ++j) {
+              x[j] = c[j] + b[j];
+              c[j] = activate<T>(e.act, x[j], e.param);
+            }
           }
         } else if (e.act == NNA_ACT_RELU) {
-          for (size_t j = 0; j < nr; ++j) { const T x = c[j] + b[j]; c[j] = x > T(0) ? x : T(0); }
+          for (size_t j = 0; j < nr; ++j) {
+            const T x = c[j] + b[j];
+            c[j] = x > T(0) ? x : T(0);
+          }
         } else if (e.act == NNA_ACT_IDENTITY || e.act == NNA_ACT_SOFTMAX) {
           for (size_t j = 0; j < nr; ++j) c[j] += b[j];
         } else {
@@ -254,7 +272,7 @@ struct Driver {
 #pragma GCC diagnostic ignored "-Wpsabi"  // always inlined (NNA_ELEM): no call passes a vector
   struct Lanes {
     V v;
-    Lanes(V x) : v(x) {}  // NOLINT: implicit, as T's arithmetic
+    Lanes(V x) : v(x) {}           // NOLINT: implicit, as T's arithmetic
     Lanes(T x) : v(K::set1(x)) {}  // NOLINT
     friend Lanes operator+(Lanes a, Lanes b) { return K::add(a.v, b.v); }
     friend Lanes operator-(Lanes a, Lanes b) { return K::sub(a.v, b.v); }
@@ -298,7 +316,10 @@ struct Driver {
     // thread's wake-up costs; a clipping step's updates (after the norm, outside the GEMM) of the S
     // network's 100k weights then take every core of a 16-core host.
     const size_t t = std::min<size_t>({poolThreads(), rows, std::max<size_t>(rows * cols / 4096, 1)});
-    if (t <= 1) { rowsIn(0, rows); return; }
+    if (t <= 1) {
+      rowsIn(0, rows);
+      return;
+    }
     parallel(unsigned(t), [&](unsigned k) { rowsIn(rows * k / t, rows * (k + 1) / t); });
   }
 
@@ -309,7 +330,10 @@ struct Driver {
       a = static_cast<T*>(std::aligned_alloc(64, sizeof(T) * K::MC * K::KC));
       b = static_cast<T*>(std::aligned_alloc(64, sizeof(T) * (K::NC + NR) * K::KC));
     }
-    ~Buffers() { std::free(a); std::free(b); }
+    ~Buffers() {
+      std::free(a);
+      std::free(b);
+    }
   };
 
   // C rows [i0, i1) x columns [j0, j1), all of K, on the calling thread.
@@ -331,8 +355,10 @@ struct Driver {
             for (size_t ir = 0; ir < mc; ir += MR) {
               const size_t mr = std::min(MR, mc - ir);
               T* c = g.c + (ic + ir) * g.ldc + jc + jr;
-              if (mr == MR && nr == NR) micro(kc, buf.a + ir * kc, buf.b + jr * kc, c, g.ldc, g.alpha, g.beta, first);
-              else edge(kc, buf.a + ir * kc, buf.b + jr * kc, c, g.ldc, mr, nr, g.alpha, g.beta, first);
+              if (mr == MR && nr == NR)
+                micro(kc, buf.a + ir * kc, buf.b + jr * kc, c, g.ldc, g.alpha, g.beta, first);
+              else
+                edge(kc, buf.a + ir * kc, buf.b + jr * kc, c, g.ldc, mr, nr, g.alpha, g.beta, first);
               if (last && g.ep.kind != Epi::None) epilogue(g, ic + ir, jc + jr, mr, nr);
             }
           }
@@ -360,11 +386,16 @@ struct Driver {
     while (tasks < 4 * t && tasks * 2 <= panels && repack * double(tasks * 2) * 50 <= macs) tasks *= 2;
     // Under ~1M multiply-adds a product costs more to hand over than it saves.
     if (macs < 1048576.0) tasks = 1;
-    if (tasks <= 1) { block(g, 0, g.m, 0, g.n); return; }
+    if (tasks <= 1) {
+      block(g, 0, g.m, 0, g.n);
+      return;
+    }
     parallel(unsigned(tasks), [&](unsigned i) {
       const size_t p0 = panels * i / tasks, p1 = panels * (i + 1) / tasks;
-      if (byCols) block(g, 0, g.m, p0 * NR, std::min(g.n, p1 * NR));
-      else block(g, p0 * MR, std::min(g.m, p1 * MR), 0, g.n);
+      if (byCols)
+        block(g, 0, g.m, p0 * NR, std::min(g.n, p1 * NR));
+      else
+        block(g, p0 * MR, std::min(g.m, p1 * MR), 0, g.n);
     });
   }
 };

@@ -52,8 +52,10 @@ class Pool {
     // A worker still in a task may have been descheduled by another process: after a short
     // spin, give the core up so it can finish.
     for (int s = 0; done_.load(std::memory_order_acquire) != tasks; ++s) {
-      if (s < 1000) NNA_PAUSE();
-      else std::this_thread::yield();
+      if (s < 1000)
+        NNA_PAUSE();
+      else
+        std::this_thread::yield();
     }
   }
 

@@ -24,8 +24,6 @@ size_t jitCompileOnly(const std::string&, const std::string&, const std::vector<
   NNA_FAIL("NOT_SUPPORTED", "JIT kernels need CUDA: " + cudaInfo().why);
 }
 const std::vector<JitType>* jitParams(uint32_t) { return nullptr; }
-void jitLaunch(uint32_t, void*, JitDims, JitDims, uint32_t, const std::vector<JitValue>&) {
-  NNA_FAIL("NOT_SUPPORTED", "JIT kernels need CUDA: " + cudaInfo().why);
-}
+void jitLaunch(uint32_t, void*, JitDims, JitDims, uint32_t, const std::vector<JitValue>&) { NNA_FAIL("NOT_SUPPORTED", "JIT kernels need CUDA: " + cudaInfo().why); }
 
 }  // namespace nna

@@ -12,7 +12,8 @@ namespace nna {
 inline const char* cudaCode(cudaError_t e) {
   switch (e) {
     case cudaErrorMemoryAllocation: return "CUDA_OOM";
-    case cudaErrorNoDevice: case cudaErrorInsufficientDriver: return "NO_DEVICE";
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver: return "NO_DEVICE";
     default: return "CUDA_ERROR";
   }
 }
@@ -34,10 +35,14 @@ class DeviceScope {
  public:
   explicit DeviceScope(int device) {
     CUDA_CHECK(cudaGetDevice(&previous_));
-    if (previous_ != device) CUDA_CHECK(cudaSetDevice(device));
-    else previous_ = -1;
+    if (previous_ != device)
+      CUDA_CHECK(cudaSetDevice(device));
+    else
+      previous_ = -1;
   }
-  ~DeviceScope() { if (previous_ >= 0) cudaSetDevice(previous_); }
+  ~DeviceScope() {
+    if (previous_ >= 0) cudaSetDevice(previous_);
+  }
   DeviceScope(const DeviceScope&) = delete;
   DeviceScope& operator=(const DeviceScope&) = delete;
 

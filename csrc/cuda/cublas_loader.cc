@@ -18,15 +18,15 @@ namespace nna {
 namespace {
 
 using Handle = void*;
-using Status = int;  // cublasStatus_t: 0 = CUBLAS_STATUS_SUCCESS
-constexpr int kOpN = 0, kOpT = 1;          // cublasOperation_t
-constexpr int kDefaultMath = 0;            // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
-constexpr int kR32F = 0;                   // cudaDataType_t CUDA_R_32F
-constexpr int kR16BF = 14;                 // cudaDataType_t CUDA_R_16BF
-constexpr int kR16F = 2;                   // cudaDataType_t CUDA_R_16F
-constexpr int kCompute32F = 68;            // cublasComputeType_t CUBLAS_COMPUTE_32F
-constexpr int kComputeFastTf32 = 77;       // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
-constexpr int kGemmDefault = -1;           // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
+using Status = int;                   // cublasStatus_t: 0 = CUBLAS_STATUS_SUCCESS
+constexpr int kOpN = 0, kOpT = 1;     // cublasOperation_t
+constexpr int kDefaultMath = 0;       // cublasMath_t CUBLAS_DEFAULT_MATH: no TF32 for SGEMM
+constexpr int kR32F = 0;              // cudaDataType_t CUDA_R_32F
+constexpr int kR16BF = 14;            // cudaDataType_t CUDA_R_16BF
+constexpr int kR16F = 2;              // cudaDataType_t CUDA_R_16F
+constexpr int kCompute32F = 68;       // cublasComputeType_t CUBLAS_COMPUTE_32F
+constexpr int kComputeFastTf32 = 77;  // cublasComputeType_t CUBLAS_COMPUTE_32F_FAST_TF32
+constexpr int kGemmDefault = -1;      // cublasGemmAlgo_t CUBLAS_GEMM_DEFAULT
 
 struct Api {
   Status (*create)(Handle*) = nullptr;
@@ -40,12 +40,12 @@ struct Api {
   Status (*gemmEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int, const void*, void*, int, int, int, int) = nullptr;
   // Strided batched products (K-model arenas: one call for every model's product; cuBLAS 8+).
   // Optional: without them the batch runs as one call per model.
-  Status (*sgemmBatched)(Handle, int, int, int, int, int, const float*, const float*, int, long long, const float*, int, long long,
-                         const float*, float*, int, long long, int) = nullptr;
-  Status (*dgemmBatched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*, int, long long,
-                         const double*, double*, int, long long, int) = nullptr;
-  Status (*gemmBatchedEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int, int, long long, const void*, void*, int, int,
-                          long long, int, int, int) = nullptr;
+  Status (*sgemmBatched)(Handle, int, int, int, int, int, const float*, const float*, int, long long, const float*, int, long long, const float*, float*, int, long long,
+                         int) = nullptr;
+  Status (*dgemmBatched)(Handle, int, int, int, int, int, const double*, const double*, int, long long, const double*, int, long long, const double*, double*, int, long long,
+                         int) = nullptr;
+  Status (*gemmBatchedEx)(Handle, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int, int, long long, const void*, void*, int, int, long long,
+                          int, int, int) = nullptr;
   std::string status = "not loaded";
   bool ok = false;
 };
@@ -54,10 +54,16 @@ const Api& api() {
   static const Api a = [] {
     Api r;
     const std::string env = knob(Knob::Cublas);
-    if (env == "0") { r.status = "disabled (NN_ARENA_CUBLAS=0)"; return r; }
+    if (env == "0") {
+      r.status = "disabled (NN_ARENA_CUBLAS=0)";
+      return r;
+    }
     std::string tried;
     void* lib = openCudaLibrary(env == "1" ? "" : env, {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, "libcublas.so", &tried);
-    if (!lib) { r.status = "libcublas not found (tried " + tried + ")"; return r; }
+    if (!lib) {
+      r.status = "libcublas not found (tried " + tried + ")";
+      return r;
+    }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.create = reinterpret_cast<decltype(r.create)>(sym("cublasCreate_v2"));
     r.destroy = reinterpret_cast<decltype(r.destroy)>(sym("cublasDestroy_v2"));
@@ -154,10 +160,10 @@ void releaseLane(const Lane& lane) {
 namespace {
 // The scalars of one call: the host values, or (`dev`) device memory, with the handle in device
 // pointer mode for the call only.
-template <typename T>
-class Scalars {
+template <typename T> class Scalars {
  public:
-  Scalars(const Lane& lane, const T& alpha, const T& beta, const void* dev) : lane_(lane), dev_(static_cast<const T*>(dev)), alpha_(dev_ ? dev_ : &alpha), beta_(dev_ ? dev_ + 1 : &beta) {
+  Scalars(const Lane& lane, const T& alpha, const T& beta, const void* dev)
+      : lane_(lane), dev_(static_cast<const T*>(dev)), alpha_(dev_ ? dev_ : &alpha), beta_(dev_ ? dev_ + 1 : &beta) {
     if (dev_) blasCheck(api().setPointerMode(lane.blas, 1), "cublasSetPointerMode");
   }
   ~Scalars() {
@@ -173,56 +179,54 @@ class Scalars {
 };
 }  // namespace
 
-void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-              float beta, float* C, int ldc, const void* scalars) {
+void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+              const void* scalars) {
   const Scalars<float> s(lane, alpha, beta, scalars);
   blasCheck(api().sgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, lda, B, ldb, s.beta(), C, ldc), "cublasSgemm");
 }
-void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb,
-                  float beta, float* C, int ldc, const void* scalars) {
+void blasGemmTf32(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                  const void* scalars) {
   const Scalars<float> s(lane, alpha, beta, scalars);
-  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, kR32F, lda, B, kR32F, ldb, s.beta(), C, kR32F, ldc,
-                         kComputeFastTf32, kGemmDefault),
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, kR32F, lda, B, kR32F, ldb, s.beta(), C, kR32F, ldc, kComputeFastTf32, kGemmDefault),
             "cublasGemmEx (TF32)");
 }
 namespace {
 int halfType(bool fp16) { return fp16 ? kR16F : kR16BF; }
 // One product of 16-bit operands (blasGemmHalfBatched's count 1).
-void blasGemmHalf(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb,
-                  float beta, float* C, int ldc, const void* scalars) {
+void blasGemmHalf(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, const void* B, int ldb, float beta, float* C, int ldc,
+                  const void* scalars) {
   const Scalars<float> s(lane, alpha, beta, scalars);
   const int type = halfType(fp16);
-  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, B, type, ldb, s.beta(), C, kR32F, ldc,
-                         kCompute32F, kGemmDefault),
+  blasCheck(api().gemmEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, B, type, ldb, s.beta(), C, kR32F, ldc, kCompute32F, kGemmDefault),
             fp16 ? "cublasGemmEx (FP16)" : "cublasGemmEx (BF16)");
 }
 }  // namespace
 
-void blasGemmHalfBatched(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, long long sA, const void* B,
-                         int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
+void blasGemmHalfBatched(const Lane& lane, bool fp16, bool tA, bool tB, int m, int n, int k, float alpha, const void* A, int lda, long long sA, const void* B, int ldb,
+                         long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
   const size_t bytes = 2;  // one element of an operand (bf16 or fp16)
   if (count == 1 || !api().gemmBatchedEx) {
     for (int i = 0; i < count; ++i)
-      blasGemmHalf(lane, fp16, tA, tB, m, n, k, alpha, static_cast<const char*>(A) + i * sA * bytes, lda, static_cast<const char*>(B) + i * sB * bytes, ldb, beta,
-                   C + i * sC, ldc, scalars);
+      blasGemmHalf(lane, fp16, tA, tB, m, n, k, alpha, static_cast<const char*>(A) + i * sA * bytes, lda, static_cast<const char*>(B) + i * sB * bytes, ldb, beta, C + i * sC, ldc,
+                   scalars);
     return;
   }
   const Scalars<float> s(lane, alpha, beta, scalars);
   const int type = halfType(fp16);
-  blasCheck(api().gemmBatchedEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, sA, B, type, ldb, sB, s.beta(), C, kR32F, ldc, sC,
-                                count, kCompute32F, kGemmDefault),
+  blasCheck(api().gemmBatchedEx(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, type, lda, sA, B, type, ldb, sB, s.beta(), C, kR32F, ldc, sC, count,
+                                kCompute32F, kGemmDefault),
             fp16 ? "cublasGemmStridedBatchedEx (FP16)" : "cublasGemmStridedBatchedEx (BF16)");
 }
-void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb,
-              double beta, double* C, int ldc, const void* scalars) {
+void blasGemm(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb, double beta, double* C, int ldc,
+              const void* scalars) {
   const Scalars<double> s(lane, alpha, beta, scalars);
   blasCheck(api().dgemm(lane.blas, tA ? kOpT : kOpN, tB ? kOpT : kOpN, m, n, k, s.alpha(), A, lda, B, ldb, s.beta(), C, ldc), "cublasDgemm");
 }
 
 namespace {
 template <typename T, typename F, typename G>
-void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA,
-             const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, int count, const void* scalars, const char* what) {
+void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta,
+             T* C, int ldc, long long sC, int count, const void* scalars, const char* what) {
   if (count == 1) return single(lane, tA, tB, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, scalars);
   if (batchedFn) {
     const Scalars<T> s(lane, alpha, beta, scalars);
@@ -233,15 +237,15 @@ void batched(const Lane& lane, F batchedFn, G single, bool tA, bool tB, int m, i
 }
 }  // namespace
 
-void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, long long sA, const float* B,
-                     int ldb, long long sB, float beta, float* C, int ldc, long long sC, int count, const void* scalars) {
-  batched<float>(lane, api().sgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
-                 scalars, "cublasSgemmStridedBatched");
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, float alpha, const float* A, int lda, long long sA, const float* B, int ldb, long long sB, float beta,
+                     float* C, int ldc, long long sC, int count, const void* scalars) {
+  batched<float>(
+      lane, api().sgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count, scalars, "cublasSgemmStridedBatched");
 }
-void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, long long sA, const double* B,
-                     int ldb, long long sB, double beta, double* C, int ldc, long long sC, int count, const void* scalars) {
-  batched<double>(lane, api().dgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count,
-                  scalars, "cublasDgemmStridedBatched");
+void blasGemmBatched(const Lane& lane, bool tA, bool tB, int m, int n, int k, double alpha, const double* A, int lda, long long sA, const double* B, int ldb, long long sB,
+                     double beta, double* C, int ldc, long long sC, int count, const void* scalars) {
+  batched<double>(
+      lane, api().dgemmBatched, [](auto&&... a) { blasGemm(a...); }, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count, scalars, "cublasDgemmStridedBatched");
 }
 
 }  // namespace nna

@@ -62,33 +62,30 @@ class LaneGuard {
 bool cublasAvailable();
 const std::string& cublasStatus();
 
-
 // Column-major C = alpha op(A) op(B) + beta C on lane.stream (cuBLAS conventions, host scalars;
 // `scalars`, where given: alpha and beta read from device memory instead, scalars[0] and
 // scalars[1] of the product's scalar type, so that a captured product takes a new alpha each
 // replay). Throws Failure CUBLAS_ERROR on a failed call.
-void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
-              const float* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
+void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+              const void* scalars = nullptr);
 // The same product with TF32 tensor cores (cublasGemmEx, CUBLAS_COMPUTE_32F_FAST_TF32): FP32
 // storage and accumulation, the operands rounded to TF32 by cuBLAS.
-void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda,
-                  const float* B, int ldb, float beta, float* C, int ldc, const void* scalars = nullptr);
-void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda,
-              const double* B, int ldb, double beta, double* C, int ldc, const void* scalars = nullptr);
+void blasGemmTf32(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc,
+                  const void* scalars = nullptr);
+void blasGemm(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda, const double* B, int ldb, double beta, double* C, int ldc,
+              const void* scalars = nullptr);
 // `count` products of 16-bit operands (A and B as __half where `fp16`, else __nv_bfloat16; FP32
 // accumulation and FP32 C, CUBLAS_COMPUTE_32F) at once (strides in elements; 0 = the same operand
 // for all): bf16 / fp16 runs, K-model arenas in bf16. count 1, or no cublasGemmStridedBatchedEx:
 // one cublasGemmEx per model.
-void blasGemmHalfBatched(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda, long long strideA,
-                         const void* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
+void blasGemmHalfBatched(const Lane& lane, bool fp16, bool transA, bool transB, int m, int n, int k, float alpha, const void* A, int lda, long long strideA, const void* B, int ldb,
+                         long long strideB, float beta, float* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
 
 // `count` products at once (strides in elements between one product's operands and the next;
 // 0 = the same operand for all): K-model arenas, one call for every model. count 1 is blasGemm.
-void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, long long strideA,
-                     const float* B, int ldb, long long strideB, float beta, float* C, int ldc, long long strideC, int count,
-                     const void* scalars = nullptr);
-void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda, long long strideA,
-                     const double* B, int ldb, long long strideB, double beta, double* C, int ldc, long long strideC, int count,
-                     const void* scalars = nullptr);
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, float alpha, const float* A, int lda, long long strideA, const float* B, int ldb,
+                     long long strideB, float beta, float* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
+void blasGemmBatched(const Lane& lane, bool transA, bool transB, int m, int n, int k, double alpha, const double* A, int lda, long long strideA, const double* B, int ldb,
+                     long long strideB, double beta, double* C, int ldc, long long strideC, int count, const void* scalars = nullptr);
 
 }  // namespace nna

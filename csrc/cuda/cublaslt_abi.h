@@ -19,10 +19,12 @@ constexpr int kDescPointerMode = 2, kDescTransA = 3, kDescTransB = 4, kDescEpilo
 constexpr int kLayoutBatchCount = 5, kLayoutBatchStride = 6;
 // cublasLtMatmulPreferenceAttributes_t: CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, MIN_ALIGNMENT_A_BYTES (B, C, D follow)
 constexpr int kPrefMaxWorkspace = 1, kPrefMinAlignA = 5;
-constexpr int kPointerDevice = 1;     // cublasLtPointerMode_t CUBLASLT_POINTER_MODE_DEVICE
+constexpr int kPointerDevice = 1;  // cublasLtPointerMode_t CUBLASLT_POINTER_MODE_DEVICE
 
-struct Algo { uint64_t data[8]; };  // cublasLtMatmulAlgo_t
-struct Heuristic {                  // cublasLtMatmulHeuristicResult_t
+struct Algo {
+  uint64_t data[8];
+};                  // cublasLtMatmulAlgo_t
+struct Heuristic {  // cublasLtMatmulHeuristicResult_t
   Algo algo;
   size_t workspaceSize;
   Status state;

@@ -51,7 +51,10 @@ const Api& api() {
     const std::string env = knob(Knob::CublasLt);  // a path picks the library; on / off is read per run (cuda_train.cu)
     std::string tried;
     void* lib = openCudaLibrary(env == "0" || env == "1" || env == "forward" ? "" : env, {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "libcublasLt.so", &tried);
-    if (!lib) { r.status = "libcublasLt not found (tried " + tried + ")"; return r; }
+    if (!lib) {
+      r.status = "libcublasLt not found (tried " + tried + ")";
+      return r;
+    }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.create = reinterpret_cast<decltype(r.create)>(sym("cublasLtCreate"));
     r.descCreate = reinterpret_cast<decltype(r.descCreate)>(sym("cublasLtMatmulDescCreate"));

@@ -32,8 +32,7 @@ cudaMemLocation locationOf(Where where) {
 // least index i < n whose value has every exponent bit set (NaN or an infinity), plus `base`,
 // into *first by atomicMin (it starts at ~0: none). Grid-stride: a warp's loads are coalesced,
 // and a thread's later indices are larger, so it stops at its first.
-template <typename U>
-__global__ void copyCheckedKernel(U* dst, const U* src, uint64_t n, uint64_t base, unsigned long long* first) {
+template <typename U> __global__ void copyCheckedKernel(U* dst, const U* src, uint64_t n, uint64_t base, unsigned long long* first) {
   constexpr U exp = sizeof(U) == 4 ? U(0x7f800000u) : U(0x7ff0000000000000ull);
   constexpr uint64_t per = 16 / sizeof(U);
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x, t = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -45,12 +44,18 @@ __global__ void copyCheckedKernel(U* dst, const U* src, uint64_t n, uint64_t bas
     reinterpret_cast<uint4*>(dst)[c] = v;
     const U* u = reinterpret_cast<const U*>(&v);
     for (uint64_t j = 0; j < per && !found; ++j)
-      if ((u[j] & exp) == exp) { atomicMin(first, (unsigned long long)(base + c * per + j)); found = true; }
+      if ((u[j] & exp) == exp) {
+        atomicMin(first, (unsigned long long)(base + c * per + j));
+        found = true;
+      }
   }
   for (uint64_t i = chunks * per + t; i < n; i += stride) {
     const U v = src[i];
     dst[i] = v;
-    if (!found && (v & exp) == exp) { atomicMin(first, (unsigned long long)(base + i)); found = true; }
+    if (!found && (v & exp) == exp) {
+      atomicMin(first, (unsigned long long)(base + i));
+      found = true;
+    }
   }
 }
 
@@ -71,8 +76,10 @@ struct CudaBackend final : Backend {
   }
   void freeHost(void* p, size_t bytes, bool pinned) override {
     DeviceScope scope(device_);
-    if (pinned) CUDA_CHECK(cudaFreeHost(p));
-    else hostFree(p, bytes);
+    if (pinned)
+      CUDA_CHECK(cudaFreeHost(p));
+    else
+      hostFree(p, bytes);
   }
 
   void* allocDevice(size_t bytes, Memory memory) override {
@@ -82,8 +89,7 @@ struct CudaBackend final : Backend {
     void* p = nullptr;
     if (memory == Memory::Managed) {
       if (bytes > freeB / 10 * 9)
-        NNA_FAIL("MANAGED_LIMIT", "managed allocation of " + std::to_string(bytes) + " bytes refused: above 90% of the " +
-                                      std::to_string(freeB) + " bytes of free device memory");
+        NNA_FAIL("MANAGED_LIMIT", "managed allocation of " + std::to_string(bytes) + " bytes refused: above 90% of the " + std::to_string(freeB) + " bytes of free device memory");
       CUDA_CHECK(cudaMallocManaged(&p, bytes ? bytes : 1, cudaMemAttachGlobal));
       return p;
     }
@@ -96,16 +102,17 @@ struct CudaBackend final : Backend {
     const cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();  // not sticky: clear it so the process goes on
-      NNA_FAIL("CUDA_OOM", "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + std::to_string(freeB) +
-                               " of " + std::to_string(totalB) + " bytes free on the device");
+      NNA_FAIL("CUDA_OOM", "cudaMalloc of " + std::to_string(bytes) + " bytes failed: " + std::to_string(freeB) + " of " + std::to_string(totalB) + " bytes free on the device");
     }
     CUDA_CHECK(e);
     return p;
   }
   void freeDevice(void* p, size_t, Memory memory) override {
     DeviceScope scope(device_);
-    if (memory == Memory::Staged) CUDA_CHECK(cudaFreeHost(p));
-    else CUDA_CHECK(cudaFree(p));
+    if (memory == Memory::Staged)
+      CUDA_CHECK(cudaFreeHost(p));
+    else
+      CUDA_CHECK(cudaFree(p));
   }
   void zeroDevice(void* p, size_t bytes) override {
     DeviceScope scope(device_);
@@ -148,8 +155,10 @@ struct CudaBackend final : Backend {
       const uint64_t count = c[i].bytes / size;
       if (count == 0) continue;
       const unsigned blocks = unsigned(std::min<uint64_t>(2048, (count / (16 / size) + 255) / 256 + 1));
-      if (f64) copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint64_t*>(c[i].dst), static_cast<const uint64_t*>(c[i].src), count, base, first_);
-      else copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint32_t*>(c[i].dst), static_cast<const uint32_t*>(c[i].src), count, base, first_);
+      if (f64)
+        copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint64_t*>(c[i].dst), static_cast<const uint64_t*>(c[i].src), count, base, first_);
+      else
+        copyCheckedKernel<<<blocks, 256, 0, s>>>(static_cast<uint32_t*>(c[i].dst), static_cast<const uint32_t*>(c[i].src), count, base, first_);
       CUDA_CHECK(cudaGetLastError());
       base += count;
     }
@@ -222,7 +231,8 @@ __global__ void imageProbeKernel() {}
 #endif
 std::string compiledArchs() {
   std::string s;
-  for (int a : {__CUDA_ARCH_LIST__}) if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a / 10);
+  for (int a : {__CUDA_ARCH_LIST__})
+    if (a) s += (s.empty() ? "sm_" : " sm_") + std::to_string(a / 10);
   if (NNA_CUDA_PTX) s += (s.empty() ? "compute_" : " compute_") + std::to_string(NNA_CUDA_PTX);
   return s;
 }
@@ -242,7 +252,10 @@ CudaInfo cudaInfo() {
     i.why = std::string("no usable CUDA device: ") + cudaGetErrorName(e) + ": " + cudaGetErrorString(e);
     return i;
   }
-  if (i.devices == 0) { i.why = "no CUDA device present"; return i; }
+  if (i.devices == 0) {
+    i.why = "no CUDA device present";
+    return i;
+  }
   cudaDeviceProp prop;
   if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
     i.name = prop.name;
@@ -258,10 +271,9 @@ CudaInfo cudaInfo() {
     i.devices = 0;
     i.noKernelImage = k == cudaErrorNoKernelImageForDevice || k == cudaErrorInvalidDeviceFunction || k == cudaErrorUnsupportedPtxVersion;
     i.why = i.noKernelImage
-        ? "the GPU " + i.name + " (" + cc + ") has no kernels in this nn-arena binary (built for " + i.archs +
-              "); rebuild for it: NN_ARENA_CUDA_ARCH=" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor) +
-              " npm rebuild nn-arena (see the README, Install)"
-        : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
+                ? "the GPU " + i.name + " (" + cc + ") has no kernels in this nn-arena binary (built for " + i.archs +
+                      "); rebuild for it: NN_ARENA_CUDA_ARCH=" + std::to_string(i.ccMajor) + std::to_string(i.ccMinor) + " npm rebuild nn-arena (see the README, Install)"
+                : std::string("the GPU ") + i.name + " (" + cc + ") cannot run this binary's kernels: " + cudaGetErrorName(k) + ": " + cudaGetErrorString(k);
     return i;
   }
   {
@@ -277,7 +289,9 @@ std::unique_ptr<Backend> makeCudaBackend(int device) {
   const CudaInfo i = cudaInfo();
   if (i.devices == 0) NNA_FAIL(i.noKernelImage ? "NO_KERNEL_IMAGE" : "NO_DEVICE", i.why);
   if (device < 0 || device >= i.devices)
-    NNA_FAIL_FIELD("BAD_OPTION", "device", "device " + std::to_string(device) + " does not exist: this machine has " + std::to_string(i.devices) + " CUDA device(s), 0 to " + std::to_string(i.devices - 1));
+    NNA_FAIL_FIELD(
+        "BAD_OPTION", "device",
+        "device " + std::to_string(device) + " does not exist: this machine has " + std::to_string(i.devices) + " CUDA device(s), 0 to " + std::to_string(i.devices - 1));
   return std::make_unique<CudaBackend>(device);
 }
 

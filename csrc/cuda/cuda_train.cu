@@ -48,29 +48,44 @@ static void launchNonFinite(void* devBase, const nna_header& h, const std::vecto
   const dim3 models(1, 1, unsigned(nna_models(&h)));
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const dim3 grid(blocksFor(layers[l].units * (layers[l].fan_in + 1)), 1, models.z);
-    if (h.dtype == NNA_FLOAT64) nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
-    else nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
+    if (h.dtype == NNA_FLOAT64)
+      nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
+    else
+      nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
     CUDA_CHECK(cudaGetLastError());
   }
 }
 
-template <typename T>
-class LayerRun {
+template <typename T> class LayerRun {
  public:
   // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
   // the lane's device current anyway, so that the run's allocations (the per-model lrs, what
   // the shelf first holds) are made and freed on the arena's device.
   LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
-      : device_(lane.device), base_(base), h_(h), L_(layers), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()),
-        frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
-        K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
+      : device_(lane.device),
+        base_(base),
+        h_(h),
+        L_(layers),
+        p_(p),
+        lane_(lane),
+        hooks_(hooks),
+        sync_(sync),
+        s_(lane.stream),
+        last_(h.num_layers - 1),
+        sms_(multiprocessors()),
+        frac_(lossFracBits(h.batch)),
+        blas_(lane.blas && productsUseBlas(h, layers)),
+        prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
+        K_(unsigned(nna_models(&h))),
+        lrs_(p.lrs, lane.stream) {
     // The arena's cache (its graph and shelf), if an earlier run on this lane left one. Not
     // with a memory scheduler: its budget counts the arena alone, and its work between launches
     // is host-side (no graph).
     if (!hooks) cache_ = runCacheOf(p, lane);
     ScratchShelf& shelf = cache_ ? cache_->shelf : ownShelf_;
     if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
-      half_.allocate(h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
+      half_.allocate(
+          h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
       st_.zFresh.assign(h.num_layers, false);
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
@@ -99,7 +114,8 @@ class LayerRun {
     // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
     side_ = lane.side();
     besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
-    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update) work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
+    if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update)
+      work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
     // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
     // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
     // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
@@ -192,10 +208,14 @@ class LayerRun {
           for (uint32_t l = last_; l >= 1; --l) {
             before(Stage::Backward, l);
             bool folded = false;
-            if (rows) folded = backward(l, rows, hp);
-            else zeroGradients(l);
-            if (sync_) sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
-            else if (p_.op == Op::Train && !folded && !deferred) gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
+            if (rows)
+              folded = backward(l, rows, hp);
+            else
+              zeroGradients(l);
+            if (sync_)
+              sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
+            else if (p_.op == Op::Train && !folded && !deferred)
+              gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
             after(Stage::Backward, l);
           }
           join();
@@ -215,9 +235,15 @@ class LayerRun {
       // graph in more than kernel arguments, it is launched directly and the graph stays for the
       // next step.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready())) { step(s); continue; }
+        if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready())) {
+          step(s);
+          continue;
+        }
         const HostState began = st_;
-        if (graph_->ready() ? graph_->replay(s_, [&] { step(s); }, /*tentative=*/s == 0) : graph_->capture(s_, [&] { step(s); })) continue;
+        if (graph_->ready() ? graph_->replay(
+                                  s_, [&] { step(s); }, /*tentative=*/s == 0)
+                            : graph_->capture(s_, [&] { step(s); }))
+          continue;
         st_ = began;  // the host state the step began with, then the step launched directly
         step(s);
       }
@@ -281,8 +307,10 @@ class LayerRun {
         if (scalesD(last_)) {
           c.hp = hyper(p_.stepBase + s + 1);
           c.lrs = lrs_.get();
-          if (half_.active()) c.scaledHalf = gradientD(last_);
-          else c.scaled = scaledCopy(last_);
+          if (half_.active())
+            c.scaledHalf = gradientD(last_);
+          else
+            c.scaled = scaledCopy(last_);
           c.stride = uint64_t(stride(last_, NNA_D));
         }
       }
@@ -291,13 +319,18 @@ class LayerRun {
         graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated, c,
                        biasInOutput_ && !activated);
       };
-      if (n <= 8) rowLaunch(outputWarpKernel<T, 8>, 8);
-      else if (n <= 16) rowLaunch(outputWarpKernel<T, 16>, 16);
-      else rowLaunch(outputWarpKernel<T, 32>, 32);
+      if (n <= 8)
+        rowLaunch(outputWarpKernel<T, 8>, 8);
+      else if (n <= 16)
+        rowLaunch(outputWarpKernel<T, 16>, 16);
+      else
+        rowLaunch(outputWarpKernel<T, 32>, 32);
       st_.dLastHalf = bool(c.dHalf);
     }
-    if (stats && crossPhase_ && p_.resident) st_.foldPending = true;  // the next gather (or the run's end) folds it
-    else if (stats) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+    if (stats && crossPhase_ && p_.resident)
+      st_.foldPending = true;  // the next gather (or the run's end) folds it
+    else if (stats)
+      graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
     if constexpr (std::is_same_v<T, float>) {
       if (scaling_ && grad) {  // d[L] times the loss scale, and its fp16 copy (backwardHalf reads it)
         const uint64_t n = rows * L_[last_].units;
@@ -329,8 +362,12 @@ class LayerRun {
     for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
   }
 
-  void before(Stage ph, uint32_t l) { if (hooks_) hooks_->before(ph, l, s_); }
-  void after(Stage ph, uint32_t l) { if (hooks_) hooks_->after(ph, l, s_); }
+  void before(Stage ph, uint32_t l) {
+    if (hooks_) hooks_->before(ph, l, s_);
+  }
+  void after(Stage ph, uint32_t l) {
+    if (hooks_) hooks_->after(ph, l, s_);
+  }
 
   // Host-side address of a region on the device, from the validated header copy (cuBLAS takes
   // pointers; kernels bind the same offsets themselves).
@@ -340,16 +377,14 @@ class LayerRun {
   }
 
   // Elements from one model's copy of region (l, kind) to the next (0: shared, or one model).
-  long long stride(uint32_t l, uint32_t kind) const {
-    return static_cast<long long>(nna_region_stride(&h_, l, L_[l].region[kind].count, kind) / sizeof(T));
-  }
+  long long stride(uint32_t l, uint32_t kind) const { return static_cast<long long>(nna_region_stride(&h_, l, L_[l].region[kind].count, kind) / sizeof(T)); }
 
   Hyper<T> hyper(uint64_t t) const { return hyperAt<T>(p_.opt, p_.lr, t); }
 
   void gather(const StepRows& sr) {
     before(Stage::Gather, 0);
-    graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples,
-                  half_.active() ? half_.z(0) : HalfOut{}, st_.foldPending ? K_ : 0u, frac_);
+    graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples, half_.active() ? half_.z(0) : HalfOut{},
+                   st_.foldPending ? K_ : 0u, frac_);
     st_.foldPending = false;
     if (half_.active()) st_.zFresh[0] = true;  // the gather wrote z[0]'s copy
     after(Stage::Gather, 0);
@@ -359,27 +394,30 @@ class LayerRun {
   void zeroGradients(uint32_t l) {
     for (unsigned m = 0; m < K_; ++m)
       for (uint32_t kind : {uint32_t(NNA_DB), uint32_t(NNA_DW)})
-        if (graph_->external(l, kind, m))
-          CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
+        if (graph_->external(l, kind, m)) CUDA_CHECK(cudaMemsetAsync(at(l, kind) + m * stride(l, kind), 0, L_[l].region[kind].count * sizeof(T), s_));
   }
 
   // The tiled product of `MODE` over an M x N result, with the largest tile that still gives
   // at least one block per multiprocessor (64, then 32, then 16).
-  template <int MODE>
-  void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold = false, const Hyper<T>& hp = {}) {
+  template <int MODE> void tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold = false, const Hyper<T>& hp = {}) {
     if constexpr (std::is_same_v<T, float>) {
-      if (prec_ != Precision::Fp32) {  // float only (checkRun): nn-arena's tensor-core kernels
+      if (prec_ != Precision::Fp32) {                                                                      // float only (checkRun): nn-arena's tensor-core kernels
         const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-        if (prec_ == Precision::Tf32x3) graph_->launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
-        else graph_->launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
+        if (prec_ == Precision::Tf32x3)
+          graph_->launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
+        else
+          graph_->launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
         return;
       }
     }
     auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
     auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-    if (blocks(64) >= uint64_t(sms_)) graph_->launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
-    else if (blocks(32) >= uint64_t(sms_)) graph_->launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
-    else graph_->launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
+    if (blocks(64) >= uint64_t(sms_))
+      graph_->launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
+    else if (blocks(32) >= uint64_t(sms_))
+      graph_->launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
+    else
+      graph_->launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
   }
 
   // Row-major products through column-major cuBLAS: a row-major r x c matrix is the
@@ -407,8 +445,8 @@ class LayerRun {
       return;
     }
     if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
-      gemmBatched(true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z),
-                      T(0), at(l, NNA_Z), int(n), stride(l, NNA_Z));
+      gemmBatched(true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), T(0), at(l, NNA_Z), int(n),
+                  stride(l, NNA_Z));
     } else {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
       const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
       product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
@@ -485,9 +523,8 @@ class LayerRun {
     const bool copies = headRead() == HeadRead::Copies;
     const HalfOut w = copies ? half_.w(last_) : HalfOut{}, d = copies ? half_.d(last_) : HalfOut{};
     const HalfOut dPrev = half_.active() ? half_.d(last_ - 1) : HalfOut{};
-    launchOutputError<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, unsigned threads) {
-      graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev);
-    });
+    launchOutputError<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(),
+                         [&](auto kernel, dim3 grid, unsigned threads) { graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev); });
   }
 
   // Whether a Train step folds its SGD update into the weight-gradient products (backward).
@@ -518,8 +555,7 @@ class LayerRun {
     // of d[1] is written with the models' rows interleaved: one wide product instead of K narrow
     // ones in a batched call.
     const uint64_t n1 = L_[1].units, m1 = L_[1].fan_in;
-    wideFirst_ = scalesD(1) && last_ > 1 && stride(0, NNA_Z) == 0 && uint64_t(stride(1, NNA_W)) == n1 * m1 && n1 * K_ < (1ull << 31) &&
-                 (!half_.active() || half_.z(0).stride == 0);
+    wideFirst_ = scalesD(1) && last_ > 1 && stride(0, NNA_Z) == 0 && uint64_t(stride(1, NNA_W)) == n1 * m1 && n1 * K_ < (1ull << 31) && (!half_.active() || half_.z(0).stride == 0);
     const size_t first = scalesD(1) && last_ > 1 && !half_.active() ? (size_t(K_) * size_t(stride(1, NNA_D)) * sizeof(T) + 255) / 256 * 256 : 0;
     const size_t last = !scalesD(last_) ? 0 : half_.active() ? size_t(K_) * size_t(half_.d(last_).stride) * 2 : size_t(K_) * size_t(stride(last_, NNA_D)) * sizeof(T);
     if (!first && !last) return;
@@ -578,8 +614,8 @@ class LayerRun {
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       if (K_ > 1)
-        gemmBatched(false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D),
-                        T(0), at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
+        gemmBatched(false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D), T(0), at(l - 1, NNA_D), int(m),
+                    stride(l - 1, NNA_D));
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
       fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
@@ -596,16 +632,16 @@ class LayerRun {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     const T alpha = weightGradAlpha(l, hp, fold);
     const T* scalars = fold ? foldScalars_.get() : nullptr;  // alpha from the device (a scheduled fold)
-    if (K_ > 1 && l == 1 && wideFirst_)  // every model's at once: [w_1 .. w_K]^T += -1 z[0]^T [lr_1 d_1 .. lr_K d_K]
+    if (K_ > 1 && l == 1 && wideFirst_)                      // every model's at once: [w_1 .. w_K]^T += -1 z[0]^T [lr_1 d_1 .. lr_K d_K]
       gemmBatched(false, true, int(m), int(n * K_), int(rows), alpha, at(0, NNA_Z), int(m), 0, scaledFirst_, int(n * K_), 0, T(1), at(1, NNA_W), int(m), 0, nullptr, 1);
     else if (K_ > 1)
       gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledCopy(l) : at(l, NNA_D), int(n),
-                      stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
+                  stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
     else if (transposeForTensorCores(l))
       weightGradTf32(l, rows, alpha, fold, scalars);
     else
-      product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0),
-              at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
+      product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m),
+              scalars);
   }
 
   // ---- the side stream (besides_) ---------------------------------------------------------
@@ -617,8 +653,7 @@ class LayerRun {
   }
   // f's launches and products on the side stream (after the last fork), or on the run's stream
   // where the run has no side work.
-  template <typename F>
-  void onSide(F&& f) {
+  template <typename F> void onSide(F&& f) {
     if (!besides_) return f();
     const cudaStream_t main = s_;
     s_ = side_.stream;
@@ -637,10 +672,11 @@ class LayerRun {
   // chain, but for layer 1: no error product follows it, so the run's stream is free, where the
   // side stream still has the layers above's work to do (more of it, after the output layer, than
   // the run's stream has).
-  template <typename F>
-  void gradientWork(uint32_t l, F&& f) {
-    if (l == 1) f();
-    else onSide(std::forward<F>(f));
+  template <typename F> void gradientWork(uint32_t l, F&& f) {
+    if (l == 1)
+      f();
+    else
+      onSide(std::forward<F>(f));
   }
   // The run's stream waits for the side's work (within the step that forked it: a graph's
   // branches join before its end).
@@ -687,7 +723,10 @@ class LayerRun {
       p.epilogue = LtEpilogue::Bias;
     } else if (act == NNA_ACT_RELU) {
       p.epilogue = mask ? LtEpilogue::ReluAuxBias : LtEpilogue::ReluBias;
-      if (mask) { p.aux = ltBuf_.mask(l); p.auxLd = ltBuf_.maskLd(l); }
+      if (mask) {
+        p.aux = ltBuf_.mask(l);
+        p.auxLd = ltBuf_.maskLd(l);
+      }
     } else {
       return false;
     }
@@ -761,8 +800,10 @@ class LayerRun {
           if (fold) st_.biasSteps |= uint64_t(1) << (l - 1);
         }
       } else {
-        if (ltReady(plain)) ltLaunch(plain);
-        else product(false, false, int(m), int(rows), int(n), T(1), Split{at(l, NNA_W)}, int(m), Split{at(l, NNA_D)}, int(n), T(0), at(l - 1, NNA_D), int(m));
+        if (ltReady(plain))
+          ltLaunch(plain);
+        else
+          product(false, false, int(m), int(rows), int(n), T(1), Split{at(l, NNA_W)}, int(m), Split{at(l, NNA_D)}, int(n), T(0), at(l - 1, NNA_D), int(m));
         activationGrad(l, rows, fold, hp, HalfOut{});
       }
     }
@@ -771,9 +812,11 @@ class LayerRun {
       if constexpr (std::is_same_v<T, float>)
         if (dT) graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), work_.transposed(l), rows, n);
       ltLaunch(wg);
-    } else if (transposeForTensorCores(l)) weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
-    else product(false, true, int(m), int(n), int(rows), alpha, Split{at(l - 1, NNA_Z)}, int(m), Split{at(l, NNA_D)}, int(n), fold ? T(1) : T(0),
-                 at(l, fold ? NNA_W : NNA_DW), int(m), fold ? foldScalars_.get() : nullptr);
+    } else if (transposeForTensorCores(l))
+      weightGradTf32(l, rows, alpha, fold, wg.scalars ? foldScalars_.get() : nullptr);
+    else
+      product(false, true, int(m), int(n), int(rows), alpha, Split{at(l - 1, NNA_Z)}, int(m), Split{at(l, NNA_D)}, int(n), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m),
+              fold ? foldScalars_.get() : nullptr);
     return fold;
   }
 
@@ -821,7 +864,7 @@ class LayerRun {
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half) {
     const bool scaled = applyGrad && scalesD(l);  // the copy the folded product reads: d times lr
-    const bool wide = scaled && wideFirst_;           // its rows interleaved over the models
+    const bool wide = scaled && wideFirst_;       // its rows interleaved over the models
     const uint64_t units = L_[l].units;
     if (wide && half) half.stride = units;
     const dim3 grid(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_);
@@ -832,8 +875,10 @@ class LayerRun {
       graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
                      scaled && !half ? scaledFirst_ : nullptr, wide ? units : uint64_t(stride(l, NNA_D)), wide ? units * K_ : units);
     };
-    if (narrow) launch(biasGradKernel<T, kBiasStripes>, kBiasStripes);
-    else launch(biasGradKernel<T, kBiasStripesWide>, kBiasStripesWide);
+    if (narrow)
+      launch(biasGradKernel<T, kBiasStripes>, kBiasStripes);
+    else
+      launch(biasGradKernel<T, kBiasStripesWide>, kBiasStripesWide);
   }
 
   // d[l-1] times act'(z[l-1]) after layer l's error product (and its 16-bit copy into `half`). Where
@@ -901,8 +946,8 @@ class LayerRun {
   // fp16) into fp32 (float arenas only: check.cc), for every model at once (sC: elements from one
   // model's C to the next; the copies carry their own strides). `scalars`: alpha and beta from
   // the device, as in product().
-  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC,
-                const T* scalars = nullptr, int count = 0) {
+  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC, const T* scalars = nullptr,
+                int count = 0) {
     if (!count) count = int(K_);
     const void *a = A.p, *b = B.p;
     const long long sA = static_cast<long long>(A.stride), sB = static_cast<long long>(B.stride);
@@ -973,8 +1018,8 @@ class LayerRun {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
       float* dT = work_.transposed(l);
       graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
-      product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows),
-              fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
+      product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows), fold ? T(1) : T(0),
+              at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
     }
   }
 
@@ -1017,20 +1062,20 @@ class LayerRun {
   // What the host code of a step reads and changes as it launches: a replay that falls back to
   // direct launches starts again from the state the step began with (one assignment).
   struct HostState {
-    uint64_t stepNow = 0;                // the optimizer step being taken (Adam's t), for `update`
-    std::vector<bool> zFresh, wFresh;    // bf16: the copy of z[l] / w[l] was made this run from the current values
-    bool foldPending = false;            // a step's loss sum awaits its fold (crossPhase_, resident runs)
-    std::vector<bool> dbDone;            // db[l] of this step already taken by activationGrad
-    std::vector<bool> maskFresh;         // lt_: this step's forward wrote layer l's ReLU mask
-    uint64_t biasSteps = 0;              // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
-    uint32_t dbParked = 0;               // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
-    uint64_t epilogues = 0;              // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
-    bool sideOpen = false;               // the side stream was given work this step that the run's stream has not joined
-    bool dLastHalf = false;              // the step's output launch wrote d[L]'s 16-bit copy
-    bool errorDone = false;              // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
+    uint64_t stepNow = 0;              // the optimizer step being taken (Adam's t), for `update`
+    std::vector<bool> zFresh, wFresh;  // bf16: the copy of z[l] / w[l] was made this run from the current values
+    bool foldPending = false;          // a step's loss sum awaits its fold (crossPhase_, resident runs)
+    std::vector<bool> dbDone;          // db[l] of this step already taken by activationGrad
+    std::vector<bool> maskFresh;       // lt_: this step's forward wrote layer l's ReLU mask
+    uint64_t biasSteps = 0;            // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
+    uint32_t dbParked = 0;             // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
+    uint64_t epilogues = 0;            // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
+    bool sideOpen = false;             // the side stream was given work this step that the run's stream has not joined
+    bool dLastHalf = false;            // the step's output launch wrote d[L]'s 16-bit copy
+    bool errorDone = false;            // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
   } st_;
-  cudaStream_t s_;  // the stream launches go to: the lane's, or its side stream inside onSide()
-  Lane side_;       // the lane's side stream and handle
+  cudaStream_t s_;           // the stream launches go to: the lane's, or its side stream inside onSide()
+  Lane side_;                // the lane's side stream and handle
   const Lane* on_ = &lane_;  // the lane products go to (its handle): lane_, or side_ inside onSide()
   bool besides_ = false;     // whether the run gives work to the side stream (constructor)
   bool head_ = false;        // the output layer's product is output_head.cuh's
@@ -1041,32 +1086,32 @@ class LayerRun {
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
   Precision prec_;
-  bool lt_ = false;  // products through cuBLASLt with epilogues (cublaslt_loader.h)
-  bool ltForward_ = false;  // only the forward products through cuBLASLt, with bias (+ ReLU) epilogues
-  bool firstStep_ = true;  // the step being launched is the run's first (RunParams::epilogues counts it)
+  bool lt_ = false;                  // products through cuBLASLt with epilogues (cublaslt_loader.h)
+  bool ltForward_ = false;           // only the forward products through cuBLASLt, with bias (+ ReLU) epilogues
+  bool firstStep_ = true;            // the step being launched is the run's first (RunParams::epilogues counts it)
   std::shared_ptr<RunCache> cache_;  // the arena's, or none
-  ScratchShelf ownShelf_;  // a run without the cache: its buffers go with it
+  ScratchShelf ownShelf_;            // a run without the cache: its buffers go with it
   LtScratch ltBuf_;
   Tf32Workspace work_;
   HalfCopies half_;
   ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)
   DeviceLossScale lossScale_;
-  bool scaling_ = false;  // precision fp16 training: the loss scaled, each step checked (loss_scale.h)
-  StepGraph own_;  // a run's own graph where the arena keeps none (graphs off: never captures)
+  bool scaling_ = false;      // precision fp16 training: the loss scaled, each step checked (loss_scale.h)
+  StepGraph own_;             // a run's own graph where the arena keeps none (graphs off: never captures)
   StepGraph* graph_ = &own_;  // launches pass through it either way
   // Launches may do work of a later phase of the step (a layer's bias gradient with the
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
-  bool biasInOutput_ = false;  // the output launch adds the output layer's bias (K models)
-  bool graphs_ = false;          // steps after the first may run as graph launches
-  FoldScalars<T> foldScalars_;   // a fold under a schedule: its alpha on the device
-  unsigned K_;        // models (grid z of every per-model launch, batch count of every product)
-  DeviceLrs lrs_;     // per-model learning rates on the device, or none
+  bool biasInOutput_ = false;   // the output launch adds the output layer's bias (K models)
+  bool graphs_ = false;         // steps after the first may run as graph launches
+  FoldScalars<T> foldScalars_;  // a fold under a schedule: its alpha on the device
+  unsigned K_;                  // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;               // per-model learning rates on the device, or none
   bool sameLr_ = true;
-  T* scaledFirst_ = nullptr;     // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
-  bool wideFirst_ = false;       // scalesD: layer 1's product over every model at once (allocateScaledCopies)
-  void* scaledLast_ = nullptr;   // scalesD: d[L] times each model's lr (the run's dtype or 16 bits)
+  T* scaledFirst_ = nullptr;    // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
+  bool wideFirst_ = false;      // scalesD: layer 1's product over every model at once (allocateScaledCopies)
+  void* scaledLast_ = nullptr;  // scalesD: d[L] times each model's lr (the run's dtype or 16 bits)
 };
 
 }  // namespace
@@ -1089,8 +1134,9 @@ static void requireTensorCores(Precision p) {
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
   if (major < info.minMajor)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info.name + "' needs " + info.cores + " (compute capability " + std::to_string(info.minMajor) + ".0 or newer); this GPU is " +
-                                                  std::to_string(major) + "." + std::to_string(minor));
+    NNA_FAIL_FIELD("BAD_OPTION", "precision",
+                   std::string("precision '") + info.name + "' needs " + info.cores + " (compute capability " + std::to_string(info.minMajor) + ".0 or newer); this GPU is " +
+                       std::to_string(major) + "." + std::to_string(minor));
 }
 
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks, GradSync* sync) {
@@ -1104,8 +1150,10 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::memcpy(layers.data(), static_cast<const char*>(header) + h.layers_offset, layers.size() * sizeof(nna_layer));
   if (p.precision != Precision::Fp32) requireTensorCores(p.precision);
   if (precisionInfo(p.precision)->needsBlas && !productsUseBlas(h, layers))
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' computes its products through cuBLAS, which this run cannot use "
-                   "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision",
+                   std::string("precision '") + precisionName(p.precision) +
+                       "' computes its products through cuBLAS, which this run cannot use "
+                       "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
   LaneGuard lane;
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
@@ -1123,11 +1171,16 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   }
   bool blas = false;
   try {
-    if (h.dtype == NNA_FLOAT64) blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
-    else blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks, sync).run();
+    if (h.dtype == NNA_FLOAT64)
+      blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
+    else
+      blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks, sync).run();
   } catch (...) {
     if (sync) sync->abort();
-    if (hooks) { cudaStreamSynchronize(lane->stream); hooks->endRun(lane->stream); }
+    if (hooks) {
+      cudaStreamSynchronize(lane->stream);
+      hooks->endRun(lane->stream);
+    }
     throw;
   }
   // Budgeted arenas: the parameters need not be on the device after the run (a stager's pool).

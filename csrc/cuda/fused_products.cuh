@@ -55,8 +55,10 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
     __syncthreads();
   }
   storeTile<MODE>(acc, C, P, bm, bn, M, N, tx, ty, st.keepDw && C.dw, [&](uint64_t e, T g) {
-    if (updateNow) updateWeight<T>(p.optimizer, C, e, g, hp);
-    else if (clipping(p, st)) clipAdd(double(g));
+    if (updateNow)
+      updateWeight<T>(p.optimizer, C, e, g, hp);
+    else if (clipping(p, st))
+      clipAdd(double(g));
   });
 }
 
@@ -67,8 +69,7 @@ __device__ void gemmTile(const FusedParams& p, const StepInfo& st, uint32_t l, u
 // use; then a shuffle tree per output. No shared memory and no block barrier: the warps of a
 // block take different tiles. Index arithmetic is 32-bit: the fused path takes only layers
 // whose regions have < 2^31 elements (runFused).
-template <typename T>
-__device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti) {
+template <typename T> __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti) {
   const nna_bound_layer<T> C = bound<T>(l, st.model);
   const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
@@ -108,7 +109,8 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
       const uint32_t k = k0 + c * 32;
       if (writeRows && k < m)
 #pragma unroll
-        for (int i = 0; i < kFwdRows; ++i) if (xr[i]) P.z[size_t(r0 + i) * m + k] = a[c][i];
+        for (int i = 0; i < kFwdRows; ++i)
+          if (xr[i]) P.z[size_t(r0 + i) * m + k] = a[c][i];
     }
   }
   T mine = T(0);  // lane q: output (row q / 8, unit q % 8)
@@ -128,15 +130,14 @@ __device__ void forwardWarp(const FusedParams& p, const StepInfo& st, uint32_t l
 // multiply-adds, and 4 parts of each slice are summed apart and added in a fixed order. The
 // warp routine (forwardWarp) walks the reduction in 7 dependent rounds for 784 inputs; this
 // takes 4, and its loads are 8-wide reuse of each operand row instead of 4- and 8-wide.
-template <typename T>
-__device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm) {
+template <typename T> __device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm) {
   const nna_bound_layer<T> C = bound<T>(l, st.model);
   const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
   const uint32_t tilesN = (n + kFbTile - 1) / kFbTile;
   const uint32_t r0 = uint32_t(ti / tilesN) * kFbTile, c0 = uint32_t(ti % tilesN) * kFbTile;
   const bool gatherRows = l == 1 && p.resident, writeRows = gatherRows && c0 == 0 && st.model == 0;  // z[0]: shared
-  const uint32_t kk = threadIdx.x;  // this thread loads input kk of every slice, for all 16 rows
+  const uint32_t kk = threadIdx.x;                                                                   // this thread loads input kk of every slice, for all 16 rows
   const T* src[2 * kFbTile];
 #pragma unroll
   for (int q = 0; q < kFbTile; ++q) {
@@ -183,8 +184,7 @@ __device__ void forwardBlock(const FusedParams& p, const StepInfo& st, uint32_t 
 }
 
 // dw[l] units [j0, j0+16) x inputs [i0, i0+32): lanes walk i, warp w takes batch rows w, w+8, ...
-template <typename T>
-__device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+template <typename T> __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   const nna_bound_layer<T> C = bound<T>(l, st.model);
   const nna_bound_layer<T> P = bound<T>(l - 1, st.model);
   const uint32_t n = uint32_t(C.units), m = uint32_t(C.fan_in), rows = uint32_t(st.rows);
@@ -219,8 +219,10 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
     if (j < n && i < m) {
       const uint32_t e = j * m + i;
       if (st.keepDw && C.dw) C.dw[e] = total;
-      if (updateNow) updateWeight<T>(p.optimizer, C, e, total, hp);
-      else if (clipping(p, st)) clipAdd(double(total));
+      if (updateNow)
+        updateWeight<T>(p.optimizer, C, e, total, hp);
+      else if (clipping(p, st))
+        clipAdd(double(total));
     }
   }
   __syncthreads();
@@ -229,8 +231,7 @@ __device__ void weightGradSmall(const FusedParams& p, const StepInfo& st, uint32
 // Tile kinds in FusedParams::tile: 64 / 32 / 16 = shared-memory tiles of that size; 0 = the
 // latency-bound routines above (forward and dw only); kTileBlock = forwardBlock (forward only).
 constexpr uint8_t kTileBlock = 1;
-template <typename T>
-__device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64_t rows) {
+template <typename T> __device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64_t rows) {
   const nna_layer* L = nna_layer_of(p.base, l);
   const uint64_t n = L->units, m = L->fan_in;
   const uint64_t M = mode == kWeightGrad ? n : rows, N = mode == kForward ? n : m;
@@ -240,8 +241,7 @@ __device__ uint64_t tileCount(const FusedParams& p, uint32_t l, int mode, uint64
   return ceilDiv(M, t) * ceilDiv(N, t);
 }
 
-template <typename T, int MODE>
-__device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
+template <typename T, int MODE> __device__ void productTile(const FusedParams& p, const StepInfo& st, uint32_t l, uint64_t ti, Smem<T>& sm, const Hyper<T>& hp, bool updateNow) {
   switch (p.tile[l][MODE]) {
     case 64: gemmTile<T, MODE, 64>(p, st, l, ti, sm, hp, updateNow); break;
     case 32: gemmTile<T, MODE, 32>(p, st, l, ti, sm, hp, updateNow); break;

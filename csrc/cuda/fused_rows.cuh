@@ -8,14 +8,12 @@ namespace nna {
 namespace {
 
 // A finished row into the stats (not for Forward runs, which leave the stats alone).
-template <typename T>
-__device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
+template <typename T> __device__ void accumulateRow(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint64_t s, const RowResult& res) {
   if (p.op != uint32_t(Op::Forward)) accumulateRowStats(O.stats, res.loss, res.correct, r, st.rows, s, p.lossFracBits);
 }
 
 // Row r's targets from ydata through the permutation (resident runs), lanes striding the units.
-template <typename T>
-__device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint32_t lane, uint32_t lanes) {
+template <typename T> __device__ void gatherTargets(const FusedParams& p, const StepInfo& st, const nna_bound_layer<T>& O, uint64_t r, uint32_t lane, uint32_t lanes) {
   if (!p.resident) return;
   const uint64_t k = permIndex(st.first + r, p.permA, p.permC, p.samples);
   for (uint64_t j = lane; j < O.units; j += lanes) O.y[r * O.units + j] = O.ydata[k * O.units + j];
@@ -32,8 +30,7 @@ constexpr int kFusedOutMax = int(kFusedOutputMaxUnits);  // phases.h: the table 
 // outputRow (math.h) for a row of n <= 32 units held one per lane: softmax (z becomes the
 // probabilities), the loss, and whether the first maximum of z and y fall on the same unit.
 // Same definitions; the sums run as shuffle trees.
-template <typename T>
-__device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, const OutputLoss& o, uint64_t rows) {
+template <typename T> __device__ RowResult outputRowLanes(T& z, T y, bool on, uint32_t n, const OutputLoss& o, uint64_t rows) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
@@ -66,8 +63,7 @@ constexpr int kOutChunks = 2;  // 2 x 32 inputs per lane of the output row, ever
 // w[j][k] for each unit j (zero past m or n), issued before any is used. The forward product
 // and the error of the layer below walk the same inputs.
 template <typename T>
-__device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32_t n, uint32_t m, uint32_t k0, T (&zk)[kOutChunks],
-                                                 T (&wk)[kOutChunks][kFusedOutMax]) {
+__device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32_t n, uint32_t m, uint32_t k0, T (&zk)[kOutChunks], T (&wk)[kOutChunks][kFusedOutMax]) {
 #pragma unroll
   for (int c = 0; c < kOutChunks; ++c) {
     const uint32_t k = k0 + 32 * c;
@@ -77,8 +73,7 @@ __device__ __forceinline__ void loadOutputChunks(const T* zp, const T* w, uint32
   }
 }
 
-template <typename T>
-__device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
+template <typename T> __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_t r, uint64_t s) {
   const nna_bound_layer<T> O = bound<T>(p.last, st.model);
   const nna_bound_layer<T> P = bound<T>(p.last - 1, st.model);
   const uint32_t lane = threadIdx.x % 32;
@@ -146,8 +141,7 @@ __device__ void outputRowFused(const FusedParams& p, const StepInfo& st, uint32_
   }
 }
 
-template <typename T>
-__device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hb, bool updateNow) {
+template <typename T> __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t l, uint32_t item, Smem<T>& sm, const Hyper<T>& hb, bool updateNow) {
   const nna_bound_layer<T> C = bound<T>(l, st.model);
   const uint32_t col = threadIdx.x % kBiasCols, stripe = threadIdx.x / kBiasCols;
   const uint32_t j = item * kBiasCols + col, n = uint32_t(C.units), rows = uint32_t(st.rows);
@@ -158,7 +152,8 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
 #pragma unroll
       for (int q = 0; q < 4; ++q) v[q] = r0 + q * kBiasStripes < rows ? C.d[(r0 + q * kBiasStripes) * n + j] : T(0);
 #pragma unroll
-      for (int q = 0; q < 4; ++q) if (r0 + q * kBiasStripes < rows) s += v[q];
+      for (int q = 0; q < 4; ++q)
+        if (r0 + q * kBiasStripes < rows) s += v[q];
     }
   sm.bias[stripe][col] = s;
   __syncthreads();
@@ -166,8 +161,10 @@ __device__ void biasGradItem(const FusedParams& p, const StepInfo& st, uint32_t 
     T total = T(0);
     for (int y = 0; y < kBiasStripes; ++y) total += sm.bias[y][col];
     C.db[j] = total;
-    if (updateNow) updateBias<T>(p.optimizer, C, j, total, hb);  // hb: forBiases
-    else if (clipping(p, st)) clipAdd(double(total));
+    if (updateNow)
+      updateBias<T>(p.optimizer, C, j, total, hb);  // hb: forBiases
+    else if (clipping(p, st))
+      clipAdd(double(total));
   }
   __syncthreads();
 }
@@ -208,8 +205,7 @@ __device__ void clipReset(const FusedParams& p) {
 // nothing, and left each block's sum of their squares in partials[model][block]): every block
 // adds a model's partials in one fixed order (the same total in every block), records it (block
 // 0), and takes its share of that model's updates with the clip factor. One barrier per step.
-template <typename T>
-__device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, Hyper<T>& hpStep, Hyper<T>& hbStep, Hyper<T>& hpItem, Hyper<T>& hbItem) {
+template <typename T> __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s, Hyper<T>& hpStep, Hyper<T>& hbStep, Hyper<T>& hpItem, Hyper<T>& hbItem) {
   const uint64_t thread = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x, threads = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t m = 0; m < p.models; ++m) {
     // The whole block reads the partials (one thread reading all of them in turn is a serial
@@ -224,8 +220,15 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
       const double norm = sqrt(sq);
       if (blockIdx.x == 0) p.clipNorms[s * p.models + m] = norm;
       const T gs = T(clipScale(p.opt.clipGradNorm, norm));
-      if (p.lrs) { hpItem = hyperOf<T>(p, hpStep, m); hbItem = forBiases(hpItem); hpItem.gs = gs; hbItem.gs = gs; }
-      else { hpStep.gs = gs; hbStep.gs = gs; }
+      if (p.lrs) {
+        hpItem = hyperOf<T>(p, hpStep, m);
+        hbItem = forBiases(hpItem);
+        hpItem.gs = gs;
+        hbItem.gs = gs;
+      } else {
+        hpStep.gs = gs;
+        hbStep.gs = gs;
+      }
     }
     __syncthreads();
     const Hyper<T>& hp = p.lrs ? hpItem : hpStep;
@@ -234,8 +237,10 @@ __device__ void clipPhase(const FusedParams& p, cg::grid_group& grid, uint64_t s
       const nna_bound_layer<T> C = bound<T>(l, m);
       const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
       for (uint64_t e = thread; e < n; e += threads) {
-        if (e < nw) updateWeight<T>(p.optimizer, C, e, C.dw[e], hp);
-        else updateBias<T>(p.optimizer, C, e - nw, C.db[e - nw], hb);
+        if (e < nw)
+          updateWeight<T>(p.optimizer, C, e, C.dw[e], hp);
+        else
+          updateBias<T>(p.optimizer, C, e - nw, C.db[e - nw], hb);
       }
     }
     __syncthreads();  // the hyperparameters and clipWarp are the next model's

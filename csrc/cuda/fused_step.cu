@@ -45,8 +45,7 @@ namespace {
 // MINB: blocks per multiprocessor the registers are budgeted for (2: 128 registers a thread,
 // some spilled, twice the warps; 1: up to 255, no spills). NN_ARENA_FUSED_BLOCKS_PER_SM picks
 // (default 2: on a 784-128-10 SGD step the twice as many warps outweighed the spills).
-template <typename T, int MINB>
-__global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
+template <typename T, int MINB> __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
   cg::grid_group grid = cg::this_grid();
   __shared__ __align__(16) Smem<T> sm;
   const uint32_t last = p.last;
@@ -94,11 +93,18 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
     // output phase (outputPhaseDone), where it has no row or few, not at the step's start, where
     // the whole block waited on one thread's double-precision pow, sqrt and schedule.
     auto outputPhaseDone = [&] {
-      if (threadIdx.x == blockDim.x - 32) { hpStep = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1); hbStep = forBiases(hpStep); }
+      if (threadIdx.x == blockDim.x - 32) {
+        hpStep = hyperAt<T>(p.opt, p.lr, p.stepBase + s + 1);
+        hbStep = forBiases(hpStep);
+      }
     };
     const Hyper<T>& hp0 = hpStep;
     // Item i of a phase with n items per model is item i % n of model i / n.
-    auto forModel = [&](uint32_t m) { StepInfo t = st; t.model = m; return t; };
+    auto forModel = [&](uint32_t m) {
+      StepInfo t = st;
+      t.model = m;
+      return t;
+    };
 
     // ---- forward (and, for a small last layer, the output and d[L-1]) ----
     for (uint32_t l = 1; l <= last; ++l) {
@@ -110,15 +116,17 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
         if (p.tile[l][kForward] == kTileBlock) {
           for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) forwardBlock<T>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm);
         } else if (p.tile[l][kForward] == 0) {  // one warp a tile, spread over the blocks first
-          for (uint64_t i = warp; i < tiles * K; i += warpsInGrid)
-            forwardWarp<T>(p, forModel(uint32_t(i / tiles)), l, uint32_t(i % tiles));
+          for (uint64_t i = warp; i < tiles * K; i += warpsInGrid) forwardWarp<T>(p, forModel(uint32_t(i / tiles)), l, uint32_t(i % tiles));
         } else {
           for (uint64_t i = blockIdx.x; i < tiles * K; i += gridDim.x) productTile<T, kForward>(p, forModel(uint32_t(i / tiles)), l, i % tiles, sm, hp0, false);
         }
       }
       grid.sync();
       traceMark(p, slot);
-      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
+      if (p.emptyPhases) {
+        grid.sync();
+        traceMark(p, slot);
+      }
     }
     if (!p.fuseOutput) {  // one warp per row
       for (uint64_t i = warp; i < st.rows * K; i += warpsInGrid) {
@@ -160,29 +168,50 @@ __global__ void __launch_bounds__(256, MINB) fusedRunKernel(FusedParams p) {
       for (uint64_t i = blockIdx.x; i < total * K; i += gridDim.x) {
         const uint32_t m = uint32_t(i / total);  // item i % total of model i / total
         const StepInfo sti = forModel(m);
-        if (clip && m != clipModel) { clipFlush(p, clipModel); clipModel = m; }
+        if (clip && m != clipModel) {
+          clipFlush(p, clipModel);
+          clipModel = m;
+        }
         if (p.lrs) {  // the item's model has its own rate (uniform in the block: one item a block)
           __syncthreads();
-          if (threadIdx.x == 0) { hpItem = hyperOf<T>(p, hp0, m); hbItem = forBiases(hpItem); }
+          if (threadIdx.x == 0) {
+            hpItem = hyperOf<T>(p, hp0, m);
+            hbItem = forBiases(hpItem);
+          }
           __syncthreads();
         }
         const Hyper<T>& hp = p.lrs ? hpItem : hpStep;
         const Hyper<T>& hb = p.lrs ? hbItem : hbStep;
         uint64_t k = i % total;
-        if (k < nW) { productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train && !clip); continue; }
+        if (k < nW) {
+          productTile<T, kWeightGrad>(p, sti, up, k, sm, hp, st.train && !clip);
+          continue;
+        }
         k -= nW;
-        if (k < nW1) { productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train && !clip); continue; }
+        if (k < nW1) {
+          productTile<T, kWeightGrad>(p, sti, 1, k, sm, hp, st.train && !clip);
+          continue;
+        }
         k -= nW1;
-        if (k < nE) { productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false); continue; }
+        if (k < nE) {
+          productTile<T, kErrorPrev>(p, sti, l, k, sm, hp, false);
+          continue;
+        }
         k -= nE;
-        if (k < nB) { biasGradItem<T>(p, sti, up, k, sm, hb, st.train && !clip); continue; }
+        if (k < nB) {
+          biasGradItem<T>(p, sti, up, k, sm, hb, st.train && !clip);
+          continue;
+        }
         k -= nB;
         biasGradItem<T>(p, sti, 1, k, sm, hb, st.train && !clip);
       }
       if (clip) clipFlush(p, clipModel);
       grid.sync();
       traceMark(p, slot);
-      if (p.emptyPhases) { grid.sync(); traceMark(p, slot); }
+      if (p.emptyPhases) {
+        grid.sync();
+        traceMark(p, slot);
+      }
     }
     if (clip) clipPhase<T>(p, grid, s, hpStep, hbStep, hpItem, hbItem);
   }
@@ -226,14 +255,12 @@ int blocksPerSm() {
   return b;
 }
 
-template <typename T>
-const void* kernelFor(int perSm) {
+template <typename T> const void* kernelFor(int perSm) {
   return perSm == 1 ? reinterpret_cast<const void*>(fusedRunKernel<T, 1>) : reinterpret_cast<const void*>(fusedRunKernel<T, 2>);
 }
 
 // Every block must be resident at once (cooperative launch): the grid is what fits.
-template <typename T>
-int gridBlocks() {
+template <typename T> int gridBlocks() {
   static const int g = [] {
     int fits = 0;
     CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fits, kernelFor<T>(blocksPerSm()), 256, 0));
@@ -257,8 +284,7 @@ constexpr uint64_t kSmallOutputs = uint64_t(1) << 17;
 // per-layer path with cuBLAS is several times faster than the fused kernel.)
 constexpr uint64_t kFusedMaxWork = uint64_t(1) << 26;
 
-template <typename T>
-void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, const RunParams& rp, const Lane& lane, FusedNorms* norms) {
+template <typename T> void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, const RunParams& rp, const Lane& lane, FusedNorms* norms) {
   FusedParams p{};
   p.base = base;
   p.last = h.num_layers - 1;
@@ -269,8 +295,13 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   p.resetStats = rp.resetStats;
   p.fuseOutput = p.last >= 2 && L[p.last].units <= kFusedOutMax;
   p.lossFracBits = lossFracBits(h.batch);
-  p.rows = rp.rows; p.samples = rp.samples; p.firstBatch = rp.firstBatch; p.numBatches = rp.numBatches;
-  p.permA = rp.permA; p.permC = rp.permC; p.stepBase = rp.stepBase;
+  p.rows = rp.rows;
+  p.samples = rp.samples;
+  p.firstBatch = rp.firstBatch;
+  p.numBatches = rp.numBatches;
+  p.permA = rp.permA;
+  p.permC = rp.permC;
+  p.stepBase = rp.stepBase;
   p.lr = rp.lr;
   p.opt = rp.opt;
   p.models = uint32_t(nna_models(&h));
@@ -308,7 +339,8 @@ void launch(void* base, const nna_header& h, const std::vector<nna_layer>& L, co
   // The run's end is awaited by the caller's stream sync (runCuda's), after which it reads the
   // norms: the GPU goes on to the weights' check without waiting for the host. A run without the
   // cache reads them here: its scratch goes with it.
-  if (clip && cache) *norms = {p.clipNorms, normCount};
+  if (clip && cache)
+    *norms = {p.clipNorms, normCount};
   else if (clip && rp.gradNorms) {
     CUDA_CHECK(cudaStreamSynchronize(lane.stream));
     rp.gradNorms->resize(normCount);
@@ -338,8 +370,10 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
     // K models: K times the work (8 S models already run faster per layer).
     if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;
   }
-  if (h.dtype == NNA_FLOAT64) launch<double>(devBase, h, layers, p, lane, norms);
-  else launch<float>(devBase, h, layers, p, lane, norms);
+  if (h.dtype == NNA_FLOAT64)
+    launch<double>(devBase, h, layers, p, lane, norms);
+  else
+    launch<float>(devBase, h, layers, p, lane, norms);
   return true;
 }
 

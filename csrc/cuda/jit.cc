@@ -51,15 +51,17 @@ std::string signatureCheck(const std::string& name, const std::vector<JitType>& 
   return "\nnamespace nna_jit_check {\n"
          "template <class A, class B> struct same { static const bool value = false; };\n"
          "template <class A> struct same<A, A> { static const bool value = true; };\n"
-         "static_assert(same<decltype(&::" + name + "), " + fn + ">::value, \"nn-arena: the kernel must be declared "
-         "extern \\\"C\\\" __global__ " + signature(name, params) + " to match the signature given to compileKernel\");\n"
+         "static_assert(same<decltype(&::" +
+         name + "), " + fn +
+         ">::value, \"nn-arena: the kernel must be declared "
+         "extern \\\"C\\\" __global__ " +
+         signature(name, params) +
+         " to match the signature given to compileKernel\");\n"
          "}\n";
 }
 
-std::vector<char> compile(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                          const std::string& header, const std::string& arch) {
-  const NvrtcOutput out = nvrtcCompile(source + signatureCheck(name, params), name + ".cu",
-                                       {{"nn_arena.h", header}, {"stdint.h", kStdint}, {"stddef.h", kStddef}},
+std::vector<char> compile(const std::string& source, const std::string& name, const std::vector<JitType>& params, const std::string& header, const std::string& arch) {
+  const NvrtcOutput out = nvrtcCompile(source + signatureCheck(name, params), name + ".cu", {{"nn_arena.h", header}, {"stdint.h", kStdint}, {"stddef.h", kStddef}},
                                        {"--gpu-architecture=" + arch, "-std=c++17", "-default-device"});
   // The log goes to the message and, alone, to `detail` (where a Failure's origin usually is).
   if (!out.ok) throw Failure("COMPILE_FAILED", "kernel '" + name + "' did not compile for " + arch + ":\n" + out.log, out.log);
@@ -85,8 +87,7 @@ const JitKernel& kernelOf(uint32_t id) {
 }
 
 std::string checkArgs(const JitKernel& k, const std::vector<JitValue>& args) {
-  if (args.size() != k.params.size())
-    return "the kernel takes " + std::to_string(k.params.size()) + " argument(s) after the base pointer, got " + std::to_string(args.size());
+  if (args.size() != k.params.size()) return "the kernel takes " + std::to_string(k.params.size()) + " argument(s) after the base pointer, got " + std::to_string(args.size());
   for (size_t i = 0; i < args.size(); ++i)
     if (args[i].type != k.params[i]) return "argument " + std::to_string(i) + " is not a " + jitTypeName(k.params[i]);
   return "";
@@ -106,13 +107,11 @@ const char* jitTypeName(JitType t) {
   return "?";
 }
 
-size_t jitCompileOnly(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                      const std::string& header, const std::string& arch) {
+size_t jitCompileOnly(const std::string& source, const std::string& name, const std::vector<JitType>& params, const std::string& header, const std::string& arch) {
   return compile(source, name, params, header, arch).size();
 }
 
-uint32_t jitKernel(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                   const std::string& header) {
+uint32_t jitKernel(const std::string& source, const std::string& name, const std::vector<JitType>& params, const std::string& header) {
   int device = 0;
   CUDA_CHECK(cudaGetDevice(&device));
   int major = 0, minor = 0;  // attributes, not cudaGetDeviceProperties: a cache hit stays cheap
@@ -157,8 +156,8 @@ void jitLaunch(uint32_t id, void* deviceBase, JitDims grid, JitDims block, uint3
   ptrs.push_back(&deviceBase);
   for (const JitValue& a : args) ptrs.push_back(const_cast<void*>(static_cast<const void*>(&a.f32)));  // the union's first byte
   LaneGuard lane;
-  const cudaError_t e = cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(grid.x, grid.y, grid.z),
-                                         dim3(block.x, block.y, block.z), ptrs.data(), sharedBytes, lane->stream);
+  const cudaError_t e =
+      cudaLaunchKernel(reinterpret_cast<const void*>(k.kernel), dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), ptrs.data(), sharedBytes, lane->stream);
   // A refused launch (bad dimensions, too much shared memory) is not sticky: clear it from this
   // thread's last error so that a later check of another call does not report it.
   if (e != cudaSuccess) (void)cudaGetLastError();

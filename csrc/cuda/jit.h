@@ -15,10 +15,19 @@ enum class JitType : uint8_t { F32, F64, I32, U32, I64, U64 };
 // One launch argument, already converted to its parameter's type.
 struct JitValue {
   JitType type;
-  union { float f32; double f64; int32_t i32; uint32_t u32; int64_t i64; uint64_t u64; };
+  union {
+    float f32;
+    double f64;
+    int32_t i32;
+    uint32_t u32;
+    int64_t i64;
+    uint64_t u64;
+  };
 };
 
-struct JitDims { uint32_t x = 1, y = 1, z = 1; };
+struct JitDims {
+  uint32_t x = 1, y = 1, z = 1;
+};
 
 // The C++ type of a parameter ("float", "unsigned long long", ...), for messages and the check.
 const char* jitTypeName(JitType t);
@@ -29,12 +38,10 @@ const char* jitTypeName(JitType t);
 // with `params` after the base: a mismatch is a compile error. COMPILE_FAILED carries the log;
 // NOT_SUPPORTED when NVRTC is missing. Returns the kernel's id; loaded kernels stay loaded for
 // the process (ids are never reused).
-uint32_t jitKernel(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                           const std::string& header);
+uint32_t jitKernel(const std::string& source, const std::string& name, const std::vector<JitType>& params, const std::string& header);
 
 // Compiles without a device, for `arch` ("sm_90"): the CUBIN's size, or COMPILE_FAILED. Tests.
-size_t jitCompileOnly(const std::string& source, const std::string& name, const std::vector<JitType>& params,
-                      const std::string& header, const std::string& arch);
+size_t jitCompileOnly(const std::string& source, const std::string& name, const std::vector<JitType>& params, const std::string& header, const std::string& arch);
 
 // The parameter types of kernel `id` (after the base pointer); null for an id never returned.
 const std::vector<JitType>* jitParams(uint32_t id);

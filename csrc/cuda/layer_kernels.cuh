@@ -17,8 +17,7 @@ constexpr int kThreads = 256;
 // K-model arenas: every kernel below but the gather runs over grid z = models and binds model
 // blockIdx.z's copies (nna_bind_model; shared regions are the one copy). One model's blocks do
 // exactly what a one-model launch does, so each model's results are a one-model run's.
-template <typename T>
-__device__ __forceinline__ nna_bound_layer<T> bindModel(void* base, uint32_t l) { return nna_bind_model<T>(base, l, blockIdx.z); }
+template <typename T> __device__ __forceinline__ nna_bound_layer<T> bindModel(void* base, uint32_t l) { return nna_bind_model<T>(base, l, blockIdx.z); }
 
 // Fraction bits of the fixed-point loss sum (output_row.cuh): 48, fewer for batches of 2^15
 // rows or more, so that a step's fractions (each < 2^fracBits) cannot overflow 64 bits.
@@ -30,8 +29,7 @@ inline int lossFracBits(uint64_t batch) {
 
 // Four consecutive 16-bit values as one 8-byte access (H2: __half2 or __nv_bfloat162): the
 // casts' stores (HalfOut::storeQuad) and the output layer's loads (output_head.cuh).
-template <typename H2>
-struct alignas(8) HalfQuad {
+template <typename H2> struct alignas(8) HalfQuad {
   H2 lo, hi;
 };
 
@@ -45,14 +43,18 @@ struct HalfOut {
   __host__ __device__ explicit operator bool() const { return p != nullptr; }
   __device__ __forceinline__ void store(uint64_t e, float v) const {
     const uint64_t at = e + uint64_t(blockIdx.z) * stride;
-    if (fp16) static_cast<__half*>(p)[at] = __float2half_rn(v);
-    else static_cast<__nv_bfloat16*>(p)[at] = __float2bfloat16_rn(v);
+    if (fp16)
+      static_cast<__half*>(p)[at] = __float2half_rn(v);
+    else
+      static_cast<__nv_bfloat16*>(p)[at] = __float2bfloat16_rn(v);
   }
   // Elements 4q .. 4q + 3 as store rounds them, one 8-byte store (p 8-byte aligned, stride a multiple of 4).
   __device__ __forceinline__ void storeQuad(uint64_t q, float4 v) const {
     const uint64_t at = uint64_t(blockIdx.z) * stride;
-    if (fp16) reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
-    else reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
+    if (fp16)
+      reinterpret_cast<HalfQuad<__half2>*>(static_cast<__half*>(p) + at)[q] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+    else
+      reinterpret_cast<HalfQuad<__nv_bfloat162>*>(static_cast<__nv_bfloat16*>(p) + at)[q] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
   }
   // Whether storeQuad may serve model blockIdx.z's copy.
   __device__ __forceinline__ bool quads() const { return (reinterpret_cast<uintptr_t>(p) & 7) == 0 && (stride & 3) == 0; }
@@ -63,8 +65,7 @@ inline unsigned blocksFor(uint64_t n) {
   return unsigned(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16);
 }
 
-template <typename T>
-__global__ void resetStatsKernel(void* base, uint32_t last) {
+template <typename T> __global__ void resetStatsKernel(void* base, uint32_t last) {
   T* s = bindModel<T>(base, last).stats;
   for (int i = 0; i < NNA_STATS_COUNT; ++i) s[i] = T(0);
   s[NNA_STAT_BAD_STEP] = T(-1);
@@ -72,20 +73,17 @@ __global__ void resetStatsKernel(void* base, uint32_t last) {
 
 // Marks the run's bad step `step` (unless one is marked) when a weight or bias of layer l is
 // not finite: a diverged step whose loss stayed finite (cpu_train.cc, markNonFinite).
-template <typename T>
-__global__ void nonFiniteKernel(void* base, uint32_t l, uint32_t last, T step) {
+template <typename T> __global__ void nonFiniteKernel(void* base, uint32_t l, uint32_t last, T step) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
   bool bad = false;
-  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x)
-    bad |= !isfinite(i < nw ? C.w[i] : C.b[i - nw]);
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) bad |= !isfinite(i < nw ? C.w[i] : C.b[i - nw]);
   if (!bad) return;
   T* s = bindModel<T>(base, last).stats;
   if (s[NNA_STAT_BAD_STEP] < T(0)) s[NNA_STAT_BAD_STEP] = step;  // every writer writes the same value
 }
 
-template <typename T>
-__global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(bindModel<T>(base, last).stats, fracBits); }
+template <typename T> __global__ void foldStatsKernel(void* base, uint32_t last, int fracBits) { foldLossExact(bindModel<T>(base, last).stats, fracBits); }
 
 // Rows of one shuffled batch from the resident data set into z[0] and y: a block per row, so
 // the permutation is computed once a row and no element needs a 64-bit division (the
@@ -141,8 +139,7 @@ inline unsigned bandBlocks(uint64_t rows, uint64_t units, unsigned models, int s
 // move them past): a round of memory latency a group, not one an element. A band of one row
 // (one model, or few rows a model) walks the row's units without a division.
 constexpr int kBandGroup = 4;
-template <typename Load, typename Store>
-__device__ void forBandElements(uint64_t rows, uint64_t units, Load&& load, Store&& store) {
+template <typename Load, typename Store> __device__ void forBandElements(uint64_t rows, uint64_t units, Load&& load, Store&& store) {
   const uint64_t per = (rows + gridDim.x - 1) / gridDim.x, r0 = uint64_t(blockIdx.x) * per;
   if (r0 >= rows) return;
   const uint64_t end = r0 + per < rows ? r0 + per : rows, n = (end - r0) * units, first = r0 * units;
@@ -166,8 +163,10 @@ __device__ void forBandElements(uint64_t rows, uint64_t units, Load&& load, Stor
       }
     }
   };
-  if (n <= 0xffffffffull && units <= 0xffffffffull) walk(uint32_t(n), uint32_t(units));
-  else walk(n, units);
+  if (n <= 0xffffffffull && units <= 0xffffffffull)
+    walk(uint32_t(n), uint32_t(units));
+  else
+    walk(n, units);
 }
 
 // C = op(A) op(B) for the three products of a layer. 256 threads compute a TILE x TILE block
@@ -178,13 +177,15 @@ constexpr int BK = 16;
 
 // The multiply-adds of one BK-deep slice of a tile: thread (tx, ty) of 16 x 16 owns a TM x TM
 // block of the result. Shared by gemmKernel and the fused kernel's tiles (fused_step.cu).
-template <typename T, int TM, int LD>
-__device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD], const T (*Bs)[LD], int tx, int ty) {
+template <typename T, int TM, int LD> __device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD], const T (*Bs)[LD], int tx, int ty) {
 #pragma unroll
   for (int k = 0; k < BK; ++k) {
     T a[TM], b[TM];
 #pragma unroll
-    for (int i = 0; i < TM; ++i) { a[i] = As[k][ty * TM + i]; b[i] = Bs[k][tx * TM + i]; }
+    for (int i = 0; i < TM; ++i) {
+      a[i] = As[k][ty * TM + i];
+      b[i] = Bs[k][tx * TM + i];
+    }
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -197,8 +198,8 @@ __device__ __forceinline__ void tileMultiply(T (&acc)[TM][TM], const T (*As)[LD]
 // false: a folded SGD step writes no dw), then `afterDw(e, sum)` at element e (the in-place
 // update); d[l-1] = sum * act'(z[l-1]). Shared by gemmKernel and the fused kernel's tiles.
 template <int MODE, typename T, int TM, class AfterDw>
-__device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_bound_layer<T>& C, const nna_bound_layer<T>& P, uint64_t bm,
-                                          uint64_t bn, uint64_t M, uint64_t N, int tx, int ty, bool keepDw, AfterDw afterDw) {
+__device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_bound_layer<T>& C, const nna_bound_layer<T>& P, uint64_t bm, uint64_t bn, uint64_t M, uint64_t N,
+                                          int tx, int ty, bool keepDw, AfterDw afterDw) {
   const uint64_t n = C.units, m = C.fan_in;
   for (int i = 0; i < TM; ++i) {
     const uint64_t r = bm + ty * TM + i;
@@ -220,8 +221,7 @@ __device__ __forceinline__ void storeTile(const T (&acc)[TM][TM], const nna_boun
 
 // The product of layer l in MODE: its sizes (C = op(A) op(B) is M x N, K deep) and its operands
 // by index, shared by gemmKernel and the tensor-core kernels (tf32_kernels.cuh).
-template <typename T, int MODE>
-struct LayerProduct {
+template <typename T, int MODE> struct LayerProduct {
   nna_bound_layer<T> C, P;
   uint64_t n, m, M, N, K;
   __device__ LayerProduct(void* base, uint32_t l, uint64_t rows) : C(bindModel<T>(base, l)), P(bindModel<T>(base, l - 1)) {
@@ -235,8 +235,7 @@ struct LayerProduct {
   __device__ T B(uint64_t k, uint64_t j) const { return MODE == kForward ? C.w[j * m + k] : MODE == kWeightGrad ? P.z[k * m + j] : C.w[k * m + j]; }
   // The BK-deep slices at k0 of the BM-row block at bm and the BN-column block at bn, zero
   // outside the product, into As[k][row] and Bs[k][col] (256 threads).
-  template <int BM, int BN, int LD>
-  __device__ void loadSlices(T (*As)[LD], T (*Bs)[LD], uint64_t bm, uint64_t bn, uint64_t k0) const {
+  template <int BM, int BN, int LD> __device__ void loadSlices(T (*As)[LD], T (*Bs)[LD], uint64_t bm, uint64_t bn, uint64_t k0) const {
 #pragma unroll
     for (int q = 0; q < BM / 16; ++q) {  // BM * BK = 256 * (BM / 16) elements of each tile
       const int e = threadIdx.x + 256 * q;
@@ -250,8 +249,7 @@ struct LayerProduct {
 
 // `fold` (weight gradients of SGD training): w -= lr * sum in the epilogue instead of writing dw,
 // as the cuBLAS product and the CPU backend do; the caller computes d[l-1] from the old w first.
-template <typename T, int MODE, int TILE>
-__global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<T> hp, const double* lrs) {
+template <typename T, int MODE, int TILE> __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<T> hp, const double* lrs) {
   constexpr int BM = TILE, BN = TILE, TM = TILE / 16;
   const LayerProduct<T, MODE> g(base, l, rows);
   __shared__ T As[BK][BM];
@@ -282,8 +280,7 @@ __global__ void __launch_bounds__(256) gemmKernel(void* base, uint32_t l, uint64
 // its time binding, not computing. `half`, when given (precision bf16 / fp16), also receives the
 // result rounded to 16 bits: the next products' operand, written in the same pass instead of a
 // cast pass before each product.
-template <typename T>
-__global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
+template <typename T> __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   auto finish = [&](uint64_t e, T x) {
     activateAt(C, e, x);
@@ -310,10 +307,10 @@ __global__ void biasActivateKernel(void* base, uint32_t l, uint64_t rows, HalfOu
     }
     return;
   }
-  forBandElements(rows, C.units, [&](uint64_t e, uint64_t j) { return C.z[e] + C.b[j]; }, [&](uint64_t e, uint64_t, T x) { finish(e, x); });
+  forBandElements(
+      rows, C.units, [&](uint64_t e, uint64_t j) { return C.z[e] + C.b[j]; }, [&](uint64_t e, uint64_t, T x) { finish(e, x); });
 }
-template <typename T>
-__global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
+template <typename T> __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, HalfOut half = {}) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1);
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < rows * P.units; e += uint64_t(gridDim.x) * blockDim.x) {
     const T v = P.d[e] * activationGradAt(P, e);
@@ -326,8 +323,7 @@ __global__ void activationGradKernel(void* base, uint32_t l, uint64_t rows, Half
 // 16-bit copy the error product reads, and where K models' SGD steps fold with their own lrs
 // (cuda_train.cu scalesD), d times model z's lr (hp's, scheduled) for the weight-gradient
 // product: in 16 bits (scaledHalf) or the run's dtype (scaled, model z's at z * stride).
-template <typename T>
-struct OutputCopies {
+template <typename T> struct OutputCopies {
   HalfOut dHalf, scaledHalf;
   T* scaled = nullptr;
   uint64_t stride = 0;
@@ -343,8 +339,8 @@ struct OutputCopies {
 // and the launch was bound by instruction issue). addBias (rows of up to 32 units): z holds the
 // product alone; b is added and f applied here (biasActivateKernel's expression: the same bits).
 template <typename T, unsigned W = 32>
-__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated,
-                                 OutputCopies<T> copies = {}, bool addBias = false) {
+__global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits,
+                                 bool activated, OutputCopies<T> copies = {}, bool addBias = false) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, n = O.units;
   if (t / 32 * (32 / W) >= rows) return;  // whole warps leave together (the warp's first row)
@@ -366,8 +362,10 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
       if (copies.dHalf) copies.dHalf.store(e, float(dj));
       if (copies.lrs) {
         const T v = dj * withLr(copies.hp, copies.lrs[blockIdx.z]).lr;
-        if (copies.scaledHalf) copies.scaledHalf.store(e, float(v));
-        else copies.scaled[blockIdx.z * copies.stride + e] = v;
+        if (copies.scaledHalf)
+          copies.scaledHalf.store(e, float(v));
+        else
+          copies.scaled[blockIdx.z * copies.stride + e] = v;
       }
     }
   } else {
@@ -386,7 +384,8 @@ constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
 // `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
-__global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+__global__ void __launch_bounds__(256)
+    outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -415,11 +414,13 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       T mx = -INFINITY;
       uint64_t unused = 0;
 #pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q) if (on(q) && zv[q] > mx) mx = zv[q];
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q) && zv[q] > mx) mx = zv[q];
       blockArgmax(mx, unused, sv, si);
       T sum = T(0);
 #pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) sum += nexp(zv[q] - mx);
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q)) sum += nexp(zv[q] - mx);
       const T lse = mx + nlog(blockSum(sum, sv));
 #pragma unroll
       for (int q = 0; q < kOutPerThread; ++q)
@@ -429,7 +430,8 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
         }
     } else {
 #pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q) if (on(q)) l += lossTerm(ol.loss, zv[q], yv[q], T(0));
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q)) l += lossTerm(ol.loss, zv[q], yv[q], T(0));
     }
     double loss = double(blockSum(l, sv));
     if (info.meanUnits) loss /= double(n);
@@ -437,7 +439,8 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
     if (info.multilabel) {
       T miss = T(0);
 #pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q) if (on(q) && labelMiss(zv[q], yv[q])) miss += T(1);
+      for (int q = 0; q < kOutPerThread; ++q)
+        if (on(q) && labelMiss(zv[q], yv[q])) miss += T(1);
       correct = blockSum(miss, sv) == T(0);
     } else {
       // First maxima of z and y: a thread walks its units in increasing order, the block keeps
@@ -448,8 +451,14 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
       for (int q = 0; q < kOutPerThread; ++q)
         if (on(q)) {
           const uint64_t j = threadIdx.x + uint64_t(q) * 256;
-          if (zArg == ~uint64_t(0) || zv[q] > zMax) { zMax = zv[q]; zArg = j; }
-          if (yArg == ~uint64_t(0) || yv[q] > yMax) { yMax = yv[q]; yArg = j; }
+          if (zArg == ~uint64_t(0) || zv[q] > zMax) {
+            zMax = zv[q];
+            zArg = j;
+          }
+          if (yArg == ~uint64_t(0) || yv[q] > yMax) {
+            yMax = yv[q];
+            yArg = j;
+          }
         }
       blockArgmax(zMax, zArg, sv, si);
       blockArgmax(yMax, yArg, sv, si);
@@ -470,8 +479,7 @@ __global__ void __launch_bounds__(256) outputBlockKernel(void* base, uint32_t la
 
 // BackwardFromOutput: d of the output layer holds the caller's dL/dz; make it dL/d(pre-activation)
 // (outputGradRow), a thread per row.
-template <typename T>
-__global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
+template <typename T> __global__ void outputGradKernel(void* base, uint32_t last, uint64_t rows) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
   if (r < rows) outputGradRow<T>(O.z + r * O.units, O.d + r * O.units, O.units, O.activation, T(O.act_param));
@@ -499,8 +507,8 @@ constexpr int kBiasStripesWide = 32;
 // few rows (cuda_train.cu biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
 // sums, then the bias step) held half an SM.
 template <typename T, int Stripes = kBiasStripesWide>
-__global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                      bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride, uint64_t copyRow) {
+__global__ void __launch_bounds__(kBiasCols* Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
+                                                                     bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride, uint64_t copyRow) {
   if (scaled) scaled += blockIdx.z * scaledStride;
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -532,8 +540,10 @@ __global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base
           C.d[e] = v[u];
           const uint64_t ec = lrScaled ? r * copyRow + j : e;
           const T copy = lrScaled ? v[u] * hp.lr : v[u];
-          if (half) half.store(ec, float(copy));
-          else if (scaled) scaled[ec] = copy;
+          if (half)
+            half.store(ec, float(copy));
+          else if (scaled)
+            scaled[ec] = copy;
         }
         s += v[u];
       }
@@ -551,8 +561,7 @@ __global__ void __launch_bounds__(kBiasCols * Stripes) biasGradKernel(void* base
 // clipping or loss-scaled run (clipScaleKernel, lossScaleKernel), or null; NaN there skips the
 // step (its scaled gradients overflowed: nothing moves, the optimizer state included). `half`:
 // precision bf16 / fp16's copy of w (model blockIdx.z's), written in the same pass as the master, or none.
-template <typename T>
-__global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, HalfOut half) {
+template <typename T> __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, HalfOut half) {
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
   if (scale && isnan(scale[blockIdx.z])) return;
   if (scale) hp.gs = T(scale[blockIdx.z]);
@@ -590,22 +599,19 @@ __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T
 // The bias steps of the layers in `layers` (bit l: layer l), one launch a step: SGD runs whose
 // weight step was folded into its product and whose db came from a cuBLASLt epilogue (the error
 // product of the layer above), where the bias-gradient kernel that would have taken it did not run.
-template <typename T>
-__global__ void biasStepsKernel(void* base, uint64_t layers, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+template <typename T> __global__ void biasStepsKernel(void* base, uint64_t layers, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
   const uint32_t l = blockIdx.y + 1;
   if (!(layers >> l & 1u)) return;
   if (lrs) hp = withLr(hp, lrs[0]);  // one model (cuBLASLt's products: K = 1)
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x)
-    updateBias<T>(optimizer, C, i, C.db[i], hb);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.units; i += uint64_t(gridDim.x) * blockDim.x) updateBias<T>(optimizer, C, i, C.db[i], hb);
 }
 
 // db of layer l from where a compact plan's cuBLASLt error product of layer l + 1 left it
 // (LtScratch::parked), and with `stepBiases` the bias step biasStepsKernel takes in a full plan:
 // the same values, so that compact and full plans train to the same bits.
-template <typename T>
-__global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
+template <typename T> __global__ void parkedBiasKernel(void* base, uint32_t l, const T* parked, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs) {
   if (lrs) hp = withLr(hp, lrs[0]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -641,8 +647,7 @@ __device__ __forceinline__ double blockTreeSum(double v) {
   return part[0];
 }
 
-template <typename T>
-__global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
+template <typename T> __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
   double s = 0;

@@ -23,7 +23,9 @@ class DeviceLrs {
       throw;
     }
   }
-  ~DeviceLrs() { if (p_) cudaFree(p_); }
+  ~DeviceLrs() {
+    if (p_) cudaFree(p_);
+  }
   DeviceLrs(const DeviceLrs&) = delete;
   DeviceLrs& operator=(const DeviceLrs&) = delete;
   const double* get() const { return p_; }

@@ -36,7 +36,10 @@ const Api& api() {
     const std::string env = knob(Knob::Nvrtc);
     std::string tried;
     void* lib = openCudaLibrary(env, {"libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"}, "libnvrtc.so", &tried);
-    if (!lib) { r.status = "NVRTC (libnvrtc) was not found (tried " + tried + "); install the CUDA toolkit's NVRTC or set NN_ARENA_NVRTC"; return r; }
+    if (!lib) {
+      r.status = "NVRTC (libnvrtc) was not found (tried " + tried + "); install the CUDA toolkit's NVRTC or set NN_ARENA_NVRTC";
+      return r;
+    }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.create = reinterpret_cast<decltype(r.create)>(sym("nvrtcCreateProgram"));
     r.destroy = reinterpret_cast<decltype(r.destroy)>(sym("nvrtcDestroyProgram"));
@@ -66,13 +69,15 @@ void check(Result res, const char* what) {
 bool nvrtcAvailable() { return api().ok; }
 const std::string& nvrtcStatus() { return api().status; }
 
-NvrtcOutput nvrtcCompile(const std::string& source, const std::string& name,
-                         const std::vector<std::pair<std::string, std::string>>& headers,
+NvrtcOutput nvrtcCompile(const std::string& source, const std::string& name, const std::vector<std::pair<std::string, std::string>>& headers,
                          const std::vector<std::string>& options) {
   const Api& a = api();
   if (!a.ok) NNA_FAIL("NOT_SUPPORTED", "JIT kernels need NVRTC: " + a.status);
   std::vector<const char*> hSrc, hName, opts;
-  for (const auto& h : headers) { hName.push_back(h.first.c_str()); hSrc.push_back(h.second.c_str()); }
+  for (const auto& h : headers) {
+    hName.push_back(h.first.c_str());
+    hSrc.push_back(h.second.c_str());
+  }
   for (const auto& o : options) opts.push_back(o.c_str());
   Program prog = nullptr;
   check(a.create(&prog, source.c_str(), name.c_str(), int(headers.size()), hSrc.data(), hName.data()), "nvrtcCreateProgram");
@@ -90,7 +95,8 @@ NvrtcOutput nvrtcCompile(const std::string& source, const std::string& name,
       return out;
     }
     if (res == kBuiltinFailure)
-      NNA_FAIL("NOT_SUPPORTED", "JIT kernels need NVRTC's builtins library (libnvrtc-builtins), which libnvrtc could not load: put its folder on the library path (LD_LIBRARY_PATH)");
+      NNA_FAIL("NOT_SUPPORTED",
+               "JIT kernels need NVRTC's builtins library (libnvrtc-builtins), which libnvrtc could not load: put its folder on the library path (LD_LIBRARY_PATH)");
     if (res != 0) NNA_FAIL("NVRTC_ERROR", std::string("nvrtcCompileProgram failed: ") + a.errorString(res) + (out.log.empty() ? "" : ":\n" + out.log));
     check(a.cubinSize(prog, &n), "nvrtcGetCUBINSize");
     out.cubin.resize(n);

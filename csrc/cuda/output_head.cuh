@@ -23,32 +23,36 @@ constexpr unsigned kHeadThreads = 128;  // a block a row: its threads share the 
 
 // v rounded to R (to nearest, ties to even, as the 16-bit copies' stores round: HalfOut::store);
 // R = float: v itself.
-template <typename R>
-__device__ __forceinline__ float roundedTo(float v) {
-  if constexpr (std::is_same_v<R, __nv_bfloat16>) return __bfloat162float(__float2bfloat16_rn(v));
-  else if constexpr (std::is_same_v<R, __half>) return __half2float(__float2half_rn(v));
-  else return v;
+template <typename R> __device__ __forceinline__ float roundedTo(float v) {
+  if constexpr (std::is_same_v<R, __nv_bfloat16>)
+    return __bfloat162float(__float2bfloat16_rn(v));
+  else if constexpr (std::is_same_v<R, __half>)
+    return __half2float(__float2half_rn(v));
+  else
+    return v;
 }
 // Operand values as T: the arena's own (E = R = T), a run's 16-bit copies (E = R = __nv_bfloat16
 // / __half, as the products of bf16 / fp16 runs read them), or the arena's fp32 values rounded to
 // R as they load (E = float: the same values as the copies, which the run then never makes).
-template <typename T, typename R, typename E>
-__device__ __forceinline__ T headValue(E v) {
-  if constexpr (!std::is_same_v<E, T>) return T(float(v));
-  else if constexpr (std::is_same_v<R, T>) return v;
-  else return T(roundedTo<R>(float(v)));
+template <typename T, typename R, typename E> __device__ __forceinline__ T headValue(E v) {
+  if constexpr (!std::is_same_v<E, T>)
+    return T(float(v));
+  else if constexpr (std::is_same_v<R, T>)
+    return v;
+  else
+    return T(roundedTo<R>(float(v)));
 }
 // An operand of this layer's products: the arena's own values (E = T), or model blockIdx.z's
 // 16-bit copy of them.
-template <typename E, typename T>
-__device__ __forceinline__ const E* headOperand(const T* own, const HalfOut& copy) {
-  if constexpr (std::is_same_v<E, T>) return own;
-  else return static_cast<const E*>(copy.p) + uint64_t(blockIdx.z) * copy.stride;
+template <typename E, typename T> __device__ __forceinline__ const E* headOperand(const T* own, const HalfOut& copy) {
+  if constexpr (std::is_same_v<E, T>)
+    return own;
+  else
+    return static_cast<const E*>(copy.p) + uint64_t(blockIdx.z) * copy.stride;
 }
 
 // Four consecutive values from 16-byte (fp32, rounded to R) or 8-byte (16-bit) loads.
-template <typename R, typename E>
-__device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
+template <typename R, typename E> __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
   if constexpr (std::is_same_v<E, float>) {
     const float4 v = reinterpret_cast<const float4*>(p)[q];
     return make_float4(roundedTo<R>(v.x), roundedTo<R>(v.y), roundedTo<R>(v.z), roundedTo<R>(v.w));
@@ -56,8 +60,13 @@ __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
     using E2 = std::conditional_t<std::is_same_v<E, __half>, __half2, __nv_bfloat162>;
     const HalfQuad<E2> v = reinterpret_cast<const HalfQuad<E2>*>(p)[q];
     float2 a, b;
-    if constexpr (std::is_same_v<E, __half>) { a = __half22float2(v.lo); b = __half22float2(v.hi); }
-    else { a = __bfloat1622float2(v.lo); b = __bfloat1622float2(v.hi); }
+    if constexpr (std::is_same_v<E, __half>) {
+      a = __half22float2(v.lo);
+      b = __half22float2(v.hi);
+    } else {
+      a = __bfloat1622float2(v.lo);
+      b = __bfloat1622float2(v.hi);
+    }
     return make_float4(a.x, a.y, b.x, b.y);
   }
 }
@@ -66,8 +75,7 @@ __device__ __forceinline__ float4 headQuad(const E* p, uint64_t q) {
 // (u < NB; rows past the layer's last are its last again, so that every load is unconditional
 // and an iteration issues all of them at once: with a guarded load per unit, each waited for the
 // one before). Four values a load where the bytes allow.
-template <typename T, unsigned NB, typename R, typename E>
-__device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uint64_t m, unsigned t, T (&acc)[NB]) {
+template <typename T, unsigned NB, typename R, typename E> __device__ __forceinline__ void headDots(const E* x, const E* w, uint64_t n, uint64_t m, unsigned t, T (&acc)[NB]) {
   const E* row[NB];
 #pragma unroll
   for (unsigned u = 0; u < NB; ++u) {
@@ -160,8 +168,7 @@ __device__ __forceinline__ void headErrorRow(const nna_bound_layer<T>& P, const 
 // their partner's (NB - 1 shuffles in all where NB separate warp sums take 5 NB), the rounds left
 // add as warpSum does. Lane t ends with the sum of value t / (32 / NB): the same in each of those lanes.
 // One round: C values a lane, the partner `O` lanes away.
-template <unsigned C, unsigned O, typename T, unsigned NB>
-__device__ __forceinline__ void spreadRound(T (&v)[NB], unsigned lane) {
+template <unsigned C, unsigned O, typename T, unsigned NB> __device__ __forceinline__ void spreadRound(T (&v)[NB], unsigned lane) {
   if constexpr (C > 1) {
     constexpr unsigned kHalf = C / 2;
     const bool upper = lane & O;
@@ -174,8 +181,7 @@ __device__ __forceinline__ void spreadRound(T (&v)[NB], unsigned lane) {
     spreadRound<kHalf, O / 2>(v, lane);
   }
 }
-template <typename T, unsigned NB>
-__device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
+template <typename T, unsigned NB> __device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
   static_assert(NB >= 1 && NB <= 32 && (NB & (NB - 1)) == 0, "NB: a power of two up to 32");
   spreadRound<NB, 16>(v, threadIdx.x % 32);
   T total = v[0];
@@ -192,9 +198,9 @@ __device__ __forceinline__ T warpSumsSpread(T (&v)[NB]) {
 // outputWarpKernel's, in a launch of its own: a memory scheduler's stages, a compact plan; its
 // outputRowWarp takes the same steps in the same order, so the same bits).
 template <typename T, unsigned NB, typename E, typename R>
-__global__ void __launch_bounds__(kHeadThreads) outputHeadKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate,
-                                                                 uint64_t step, int fracBits, HalfOut xHalf, HalfOut wHalf, HalfOut dHalf, bool finish, bool error,
-                                                                 HalfOut dPrevHalf) {
+__global__ void __launch_bounds__(kHeadThreads)
+    outputHeadKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, HalfOut xHalf,
+                     HalfOut wHalf, HalfOut dHalf, bool finish, bool error, HalfOut dPrevHalf) {
   constexpr unsigned kWarps = kHeadThreads / 32, kLanesPerUnit = 32 / NB;
   __shared__ T part[kWarps][NB];
   __shared__ T dRow[NB];
@@ -275,8 +281,7 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 // launch and layer 1's weight-gradient product (a two-layer net: S). Same arithmetic as
 // biasGradKernel<T, kBiasStripesWide> without applyGrad, so the same bits as the runs that launch it.
 constexpr unsigned kHeadGradStripes = 16, kHeadGradUnits = 4;
-template <typename T>
-__device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp);
+template <typename T> __device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp);
 template <typename T, typename E, typename R>
 __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(void* base, uint32_t last, uint64_t rows, HalfOut xHalf, HalfOut dHalf, bool fold,
                                                                                 uint32_t optimizer, Hyper<T> hp, const double* lrs, bool prevBias, bool foldPrev) {
@@ -284,10 +289,10 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
   if (prevBias && blockIdx.y == gridDim.y - 1) return prevBiasGrad<T>(base, last - 1, rows, foldPrev, optimizer, hp);
   constexpr unsigned U = kHeadGradUnits, kThreads = 32 * kHeadGradStripes;
   constexpr unsigned kRows = 8192 / (U * sizeof(T));  // rows of d staged at a time: 8 KB
-  constexpr unsigned kGroup = 8;                       // a thread's loads in flight at once
-  __shared__ T dS[kRows][U];                           // d's rows as the products read them
-  __shared__ T dB[kRows][U];                           // ... and as the arena holds them (db)
-  __shared__ T part[kHeadGradStripes][U][33];          // 33: a warp's stores on distinct banks
+  constexpr unsigned kGroup = 8;                      // a thread's loads in flight at once
+  __shared__ T dS[kRows][U];                          // d's rows as the products read them
+  __shared__ T dB[kRows][U];                          // ... and as the arena holds them (db)
+  __shared__ T part[kHeadGradStripes][U][33];         // 33: a warp's stores on distinct banks
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units, m = O.fan_in, u0 = uint64_t(blockIdx.y) * U;
   const E *x = headOperand<E>(bindModel<T>(base, last - 1).z, xHalf), *d = headOperand<E>(O.d, dHalf);
@@ -340,7 +345,7 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
   }
   const Hyper<T> hb = forBiases(hp);
   for (int pass = 0; pass < (sums ? 2 : 1); ++pass) {  // the weights, then the biases
-    __syncthreads();  // part is free
+    __syncthreads();                                   // part is free
 #pragma unroll
     for (unsigned u = 0; u < U; ++u) part[y][u][lane] = pass ? bacc[u] : acc[u];
     __syncthreads();
@@ -351,8 +356,10 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
     for (unsigned s = 0; s < kHeadGradStripes; ++s) total += part[s][y][lane];
     if (pass == 0 && c < m) {
       const uint64_t e = u * m + c;
-      if (fold) updateParam<T>(NNA_SGD, O.w + e, total, nullptr, nullptr, hp);
-      else O.dw[e] = total;
+      if (fold)
+        updateParam<T>(NNA_SGD, O.w + e, total, nullptr, nullptr, hp);
+      else
+        O.dw[e] = total;
     } else if (pass == 1 && lane == 0) {
       O.db[u] = total;
       if (fold) updateBias<T>(optimizer, O, u, total, hb);
@@ -363,8 +370,7 @@ __global__ void __launch_bounds__(32 * kHeadGradStripes) outputWeightGradKernel(
 // db[l] of columns [32 x, 32 x + 32) for outputWeightGradKernel's prevBias blocks: lane = column,
 // warp y the row stripes y and y + 16 of biasGradKernel's 32 (rows in order within each), the 32
 // stripes' sums then added in order.
-template <typename T>
-__device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp) {
+template <typename T> __device__ void prevBiasGrad(void* base, uint32_t l, uint64_t rows, bool fold, uint32_t optimizer, const Hyper<T>& hp) {
   static_assert(2 * kHeadGradStripes == kBiasStripesWide, "two of biasGradKernel's stripes a warp");
   __shared__ T part[kBiasStripesWide][33];
   const nna_bound_layer<T> C = bindModel<T>(base, l);
@@ -407,12 +413,14 @@ enum class HeadRead : uint8_t { Own, Copies, Rounds };
 // The kernel of n units (n <= kHeadMaxUnits): pick(NB, E{}, R{}) with NB an integral_constant (8,
 // 16 or 32), E the operands' stored type and R the type their values are rounded to (HeadRead;
 // fp16: __half, else __nv_bfloat16).
-template <typename T, typename Pick>
-void headVariant(uint64_t n, HeadRead read, bool fp16, Pick&& pick) {
+template <typename T, typename Pick> void headVariant(uint64_t n, HeadRead read, bool fp16, Pick&& pick) {
   auto withNB = [&](auto e, auto r) {
-    if (n <= 8) pick(std::integral_constant<unsigned, 8>{}, e, r);
-    else if (n <= 16) pick(std::integral_constant<unsigned, 16>{}, e, r);
-    else pick(std::integral_constant<unsigned, 32>{}, e, r);
+    if (n <= 8)
+      pick(std::integral_constant<unsigned, 8>{}, e, r);
+    else if (n <= 16)
+      pick(std::integral_constant<unsigned, 16>{}, e, r);
+    else
+      pick(std::integral_constant<unsigned, 32>{}, e, r);
   };
   if constexpr (std::is_same_v<T, float>) {
     if (read == HeadRead::Copies) return fp16 ? withNB(__half{}, __half{}) : withNB(__nv_bfloat16{}, __nv_bfloat16{});
@@ -422,16 +430,13 @@ void headVariant(uint64_t n, HeadRead read, bool fp16, Pick&& pick) {
 }
 
 // outputHeadKernel for n units, a block a row.
-template <typename T, typename Launch>
-void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
-  headVariant<T>(n, read, fp16, [&](auto nb, auto e, auto r) {
-    launch(outputHeadKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads);
-  });
+template <typename T, typename Launch> void launchOutputHead(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+  headVariant<T>(n, read, fp16,
+                 [&](auto nb, auto e, auto r) { launch(outputHeadKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
 }
 
 // outputWeightGradKernel for n units and m inputs (prevBias: a row of blocks more, for db[L-1]'s m columns).
-template <typename T, typename Launch>
-void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead read, bool fp16, bool prevBias, Launch&& launch) {
+template <typename T, typename Launch> void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead read, bool fp16, bool prevBias, Launch&& launch) {
   headVariant<T>(n, read, fp16, [&](auto, auto e, auto r) {
     launch(outputWeightGradKernel<T, decltype(e), decltype(r)>, dim3(unsigned((m + 31) / 32), unsigned((n + kHeadGradUnits - 1) / kHeadGradUnits + (prevBias ? 1 : 0)), models),
            dim3(32, kHeadGradStripes));
@@ -439,11 +444,9 @@ void launchOutputWeightGrad(uint64_t n, uint64_t m, unsigned models, HeadRead re
 }
 
 // outputErrorKernel likewise.
-template <typename T, typename Launch>
-void launchOutputError(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
-  headVariant<T>(n, read, fp16, [&](auto nb, auto e, auto r) {
-    launch(outputErrorKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads);
-  });
+template <typename T, typename Launch> void launchOutputError(uint64_t n, uint64_t rows, unsigned models, HeadRead read, bool fp16, Launch&& launch) {
+  headVariant<T>(n, read, fp16,
+                 [&](auto nb, auto e, auto r) { launch(outputErrorKernel<T, decltype(nb)::value, decltype(e), decltype(r)>, dim3(rowBlocks(rows), 1, models), kHeadThreads); });
 }
 
 }  // namespace nna

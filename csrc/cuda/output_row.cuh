@@ -13,8 +13,7 @@ namespace nna {
 // Over the W-lane segment of the warp that the lane is in (W a power of two up to 32: xor offsets
 // below W stay inside it). Lanes holding zero leave a sum's bits as they are, so a row of n <= W
 // units sums to the same bits in a segment of any such width.
-template <unsigned W = 32, typename T>
-__device__ __forceinline__ T warpSum(T v) {
+template <unsigned W = 32, typename T> __device__ __forceinline__ T warpSum(T v) {
 #pragma unroll
   for (int off = W / 2; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
@@ -22,8 +21,7 @@ __device__ __forceinline__ T warpSum(T v) {
 
 // The segment's maximum by `>` (on ties the lane keeps its own): warpArgmax's value where every
 // index is the same, at a third of its shuffles.
-template <unsigned W = 32, typename T>
-__device__ __forceinline__ T warpMax(T v) {
+template <unsigned W = 32, typename T> __device__ __forceinline__ T warpMax(T v) {
 #pragma unroll
   for (int off = W / 2; off > 0; off /= 2) {
     const T o = __shfl_xor_sync(0xffffffffu, v, off);
@@ -36,8 +34,7 @@ __device__ __forceinline__ T warpMax(T v) {
 // value v (`mine`: j < n) and v0 is unit 0's: the maximum by `>` of each lane's candidate (v where
 // it exceeds v0, else v0), then the first unit holding it by one ballot; 0 where none does (v0
 // NaN). The same index as candidates (v, j) / (v0, 0) through warpArgmax, which took 15 shuffles.
-template <unsigned W = 32, typename T>
-__device__ __forceinline__ uint32_t rowArgmax(T v, T v0, bool mine) {
+template <unsigned W = 32, typename T> __device__ __forceinline__ uint32_t rowArgmax(T v, T v0, bool mine) {
   const T m = warpMax<W>(mine && v > v0 ? v : v0);
   uint32_t bits = __ballot_sync(0xffffffffu, mine && v == m);
   if constexpr (W < 32) bits = (bits >> ((threadIdx.x % 32) & ~(W - 1))) & ((1u << W) - 1);
@@ -45,13 +42,15 @@ __device__ __forceinline__ uint32_t rowArgmax(T v, T v0, bool mine) {
 }
 
 // Maximum over the warp with the smallest index among equal maxima (outputRow keeps the first).
-template <typename T>
-__device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
+template <typename T> __device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
 #pragma unroll
   for (int off = 16; off > 0; off /= 2) {
     const T ov = __shfl_xor_sync(0xffffffffu, v, off);
     const uint64_t oa = __shfl_xor_sync(0xffffffffu, at, off);
-    if (ov > v || (ov == v && oa < at)) { v = ov; at = oa; }
+    if (ov > v || (ov == v && oa < at)) {
+      v = ov;
+      at = oa;
+    }
   }
 }
 
@@ -61,8 +60,7 @@ __device__ __forceinline__ void warpArgmax(T& v, uint64_t& at) {
 // (warps, blocks) finish; float atomics made the reported loss differ from run to run. The
 // fraction word cannot wrap: fracBits = lossFracBits(batch) leaves room for a batch of rows.
 // A value the format cannot hold (negative, >= 2^62, NaN, inf) goes to NNA_STAT_LOSS directly.
-template <typename T>
-__device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits) {
+template <typename T> __device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits) {
   if (!(loss >= 0.0 && loss < 4611686018427387904.0)) {
     atomicAdd(stats + NNA_STAT_LOSS, T(loss));
     return;
@@ -77,8 +75,7 @@ __device__ __forceinline__ void addLossExact(T* stats, double loss, int fracBits
 // correctly, the batch's row count (row 0 adds it) and the first step with a non-finite loss.
 // Steps run in order on one stream, so only this step's rows can race on BAD_STEP, all with one
 // value. Every output routine (thread, warp or block per row; fused or per layer) ends here.
-template <typename T>
-__device__ __forceinline__ void accumulateRowStats(T* stats, double loss, bool correct, uint64_t r, uint64_t rows, uint64_t step, int fracBits) {
+template <typename T> __device__ __forceinline__ void accumulateRowStats(T* stats, double loss, bool correct, uint64_t r, uint64_t rows, uint64_t step, int fracBits) {
   addLossExact(stats, loss, fracBits);
   atomicAdd(stats + NNA_STAT_CORRECT, T(correct ? 1 : 0));
   if (r == 0) atomicAdd(stats + NNA_STAT_ROWS, T(rows));
@@ -86,8 +83,7 @@ __device__ __forceinline__ void accumulateRowStats(T* stats, double loss, bool c
 }
 
 // After a step: the exact sum, rounded once, joins NNA_STAT_LOSS; the accumulator restarts.
-template <typename T>
-__device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
+template <typename T> __device__ __forceinline__ void foldLossExact(T* stats, int fracBits) {
   unsigned long long* w = reinterpret_cast<unsigned long long*>(stats + NNA_STAT_LOSS_FIXED);
   stats[NNA_STAT_LOSS] += T(double(w[1]) + ldexp(double(w[0]), -fracBits));
   w[0] = w[1] = 0;
@@ -138,8 +134,7 @@ __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const Out
   return res;
 }
 
-template <typename T>
-__device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
+template <typename T> __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
@@ -174,8 +169,14 @@ __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const Out
     T zMax = z[0], yMax = y[0];
     uint64_t zArg = 0, yArg = 0;
     for (uint64_t j = lane; j < n; j += 32) {
-      if (z[j] > zMax) { zMax = z[j]; zArg = j; }
-      if (y[j] > yMax) { yMax = y[j]; yArg = j; }
+      if (z[j] > zMax) {
+        zMax = z[j];
+        zArg = j;
+      }
+      if (y[j] > yMax) {
+        yMax = y[j];
+        yArg = j;
+      }
     }
     warpArgmax(zMax, zArg);
     warpArgmax(yMax, yArg);
@@ -194,8 +195,7 @@ namespace nna {
 
 // Block-wide reductions of 256 threads in a fixed order (warp trees, then warps in order), for
 // the block-per-row output kernel. `scratch` holds 8 values; every thread gets the result.
-template <typename T>
-__device__ T blockSum(T v, T* scratch) {
+template <typename T> __device__ T blockSum(T v, T* scratch) {
   v = warpSum(v);
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
@@ -206,15 +206,20 @@ __device__ T blockSum(T v, T* scratch) {
 }
 
 // Maximum with the smallest index among equal maxima (outputRow keeps the first maximum).
-template <typename T>
-__device__ void blockArgmax(T& v, uint64_t& at, T* sv, uint64_t* si) {
+template <typename T> __device__ void blockArgmax(T& v, uint64_t& at, T* sv, uint64_t* si) {
   warpArgmax(v, at);
-  if (threadIdx.x % 32 == 0) { sv[threadIdx.x / 32] = v; si[threadIdx.x / 32] = at; }
+  if (threadIdx.x % 32 == 0) {
+    sv[threadIdx.x / 32] = v;
+    si[threadIdx.x / 32] = at;
+  }
   __syncthreads();
   v = sv[0];
   at = si[0];
   for (int w = 1; w < 8; ++w)
-    if (sv[w] > v || (sv[w] == v && si[w] < at)) { v = sv[w]; at = si[w]; }
+    if (sv[w] > v || (sv[w] == v && si[w] < at)) {
+      v = sv[w];
+      at = si[w];
+    }
   __syncthreads();
 }
 

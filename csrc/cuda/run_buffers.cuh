@@ -4,7 +4,6 @@
 // Included by cuda_train.cu only (its anonymous namespace).
 #pragma once
 
-
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -65,8 +64,7 @@ class HalfCopies {
   // `copies(l, kind)`: how many copies region (l, kind) has in the arena (K, or 1 where the
   // models share it: z[0]). Where each copy lies: halfCopiesLayout (csrc/train/half_copies.h),
   // which the addon's halfCopyBytes reports too.
-  template <typename Copies>
-  void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, ScratchShelf& shelf) {
+  template <typename Copies> void allocate(const nna_header& h, const std::vector<nna_layer>& L, bool fp16, Copies copies, ScratchShelf& shelf) {
     layout_ = halfCopiesLayout(h, L, copies);
     fp16_ = fp16;
     base_ = static_cast<uint16_t*>(shelf.take(ScratchShelf::kHalf, layout_.total * sizeof(uint16_t)));
@@ -118,7 +116,9 @@ class LtScratch {
   int64_t maskLd(uint32_t l) const { return int64_t(mask_[l].ld); }
 
  private:
-  struct Mask { uint64_t at = 0, ld = 0; };
+  struct Mask {
+    uint64_t at = 0, ld = 0;
+  };
   char* base_ = nullptr;
   size_t work_ = 0;
   uint64_t parked_ = 0;
@@ -197,8 +197,7 @@ static __global__ void transposeKernel(const float* in, float* out, uint64_t row
 // An SGD run with a scheduled lr, folded into cuBLAS's products: they read alpha = -lr and
 // beta = 1 from here (cuBLAS in device pointer mode), written by one launch a step whose argument
 // a graph updates in place (a cuBLAS node's host scalars cannot be).
-template <typename T>
-class FoldScalars {
+template <typename T> class FoldScalars {
  public:
   void allocate(ScratchShelf& shelf) { base_ = static_cast<T*>(shelf.take(ScratchShelf::kFold, 2 * sizeof(T))); }
   T* get() const { return base_; }
@@ -207,8 +206,7 @@ class FoldScalars {
   T* base_ = nullptr;
 };
 
-template <typename T>
-static __global__ void foldScalarsKernel(T* s, T alpha) {
+template <typename T> static __global__ void foldScalarsKernel(T* s, T alpha) {
   s[0] = alpha;
   s[1] = T(1);
 }

@@ -45,7 +45,11 @@ class ScratchShelf {
   }
 
  private:
-  struct Held { void* p = nullptr; size_t bytes = 0; int device = 0; };
+  struct Held {
+    void* p = nullptr;
+    size_t bytes = 0;
+    int device = 0;
+  };
   Held held_[kSlots];
 };
 

@@ -53,8 +53,7 @@ class StepGraph {
   }
 
   // Kernel k<<<grid, block, 0, s>>>(a...), or its capture, or its comparison with the graph's.
-  template <typename... P, typename... A>
-  void launch(cudaStream_t s, void (*k)(P...), dim3 grid, dim3 block, A&&... a) {
+  template <typename... P, typename... A> void launch(cudaStream_t s, void (*k)(P...), dim3 grid, dim3 block, A&&... a) {
     Record r = pack<P...>(reinterpret_cast<const void*>(k), grid, block, std::forward<A>(a)...);
     if (mode_ == Mode::Replay) return compare(std::move(r));
     std::vector<void*> args = r.args();
@@ -72,10 +71,12 @@ class StepGraph {
 
   // Work the graph cannot update in place (a cuBLAS product, a memset), identified by its
   // arguments. Returns whether the caller issues it: not in a replay, where it only compares.
-  template <typename... A>
-  bool external(A... a) {
+  template <typename... A> bool external(A... a) {
     Record r = pack<A...>(nullptr, dim3(), dim3(), a...);
-    if (mode_ == Mode::Replay) { compare(std::move(r)); return false; }
+    if (mode_ == Mode::Replay) {
+      compare(std::move(r));
+      return false;
+    }
     if (mode_ == Mode::Capture) records_.push_back(std::move(r));
     return true;
   }
@@ -92,8 +93,7 @@ class StepGraph {
 
   // Captures what `step` launches on s, instantiates it and launches it once. False (nothing
   // ran, the graph off for good) where the step cannot be captured; the caller runs it directly.
-  template <typename F>
-  bool capture(cudaStream_t s, F&& step) {
+  template <typename F> bool capture(cudaStream_t s, F&& step) {
     if (cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
       (void)cudaGetLastError();
       return off();
@@ -125,8 +125,7 @@ class StepGraph {
   // differs in anything else; after two such steps the graph is dropped for the run. A
   // `tentative` replay that differs changes nothing (a run's first step, which may differ from
   // the graph kept from the run before where the steps after it will not).
-  template <typename F>
-  bool replay(cudaStream_t s, F&& step, bool tentative = false) {
+  template <typename F> bool replay(cudaStream_t s, F&& step, bool tentative = false) {
     mode_ = Mode::Replay;
     next_ = 0;
     differs_ = false;
@@ -140,8 +139,10 @@ class StepGraph {
     mode_ = Mode::Direct;
     if (differs_ || next_ != records_.size()) {
       if (tentative) return false;
-      if (inherited_ && replayed_ == tentative_) drop();  // an earlier run's step: this run captures its own
-      else if (++misses_ >= 2) off();
+      if (inherited_ && replayed_ == tentative_)
+        drop();  // an earlier run's step: this run captures its own
+      else if (++misses_ >= 2)
+        off();
       inherited_ = false;
       return false;
     }
@@ -189,14 +190,13 @@ class StepGraph {
       return v;
     }
     bool same(const Record& o) const {
-      return func == o.func && grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z && block.x == o.block.x && block.y == o.block.y &&
-             block.z == o.block.z && bytes == o.bytes;
+      return func == o.func && grid.x == o.grid.x && grid.y == o.grid.y && grid.z == o.grid.z && block.x == o.block.x && block.y == o.block.y && block.z == o.block.z &&
+             bytes == o.bytes;
     }
   };
 
   // The arguments converted to the kernel's parameter types, as the launch would pass them.
-  template <typename... P, typename... A>
-  static Record pack(const void* func, dim3 grid, dim3 block, A&&... a) {
+  template <typename... P, typename... A> static Record pack(const void* func, dim3 grid, dim3 block, A&&... a) {
     Record r;
     r.func = func;
     r.grid = grid;
@@ -207,11 +207,17 @@ class StepGraph {
   }
 
   void compare(Record r) {
-    if (next_ >= records_.size()) { differs_ = true; return; }
+    if (next_ >= records_.size()) {
+      differs_ = true;
+      return;
+    }
     const Record& old = records_[next_];
     r.index = next_++;
     if (old.same(r)) return;
-    if (!r.func || r.func != old.func) { differs_ = true; return; }
+    if (!r.func || r.func != old.func) {
+      differs_ = true;
+      return;
+    }
     changed_.push_back(std::move(r));
   }
 

@@ -62,8 +62,7 @@ constexpr int kTcTile = 64;
 
 // `fold` (SGD training, kWeightGrad): w -= lr * sum in the epilogue and no dw written, as
 // gemmKernel (a compact SGD arena has no dw). One model only (check.cc refuses TF32 for K > 1).
-template <int MODE, bool X3>
-__global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<float> hp) {
+template <int MODE, bool X3> __global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint64_t rows, bool fold, Hyper<float> hp) {
   constexpr int T = kTcTile, LD = T + 8;  // +8: the fragment loads hit 32 different banks
   constexpr int TM = T / 16;
   const LayerProduct<float, MODE> g(base, l, rows);
@@ -83,8 +82,10 @@ __global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint
       uint32_t ab[4], as[4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
-        if (X3) splitBits(av[i], ab[i], as[i]);
-        else ab[i] = __float_as_uint(tf32Round(av[i]));
+        if (X3)
+          splitBits(av[i], ab[i], as[i]);
+        else
+          ab[i] = __float_as_uint(tf32Round(av[i]));
       }
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
@@ -93,8 +94,10 @@ __global__ void __launch_bounds__(256) tcGemmKernel(void* base, uint32_t l, uint
         uint32_t bb[2], bs[2];
 #pragma unroll
         for (int i = 0; i < 2; ++i) {
-          if (X3) splitBits(bv[i], bb[i], bs[i]);
-          else bb[i] = __float_as_uint(tf32Round(bv[i]));
+          if (X3)
+            splitBits(bv[i], bb[i], bs[i]);
+          else
+            bb[i] = __float_as_uint(tf32Round(bv[i]));
         }
         if (X3) {
           mmaTf32(acc[t], as, bb);

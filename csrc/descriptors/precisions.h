@@ -26,11 +26,11 @@ namespace nna {
 // copies, as bf16's read bf16 ones (run_buffers.cuh HalfCopies).
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
 // scripts/gen-tables.cjs reads this table into src/native/tables.generated.ts.
-#define NNA_PRECISIONS(X)                                        \
-  X(Fp32, 0, "fp32", 0, 0, 0, 1, 1, 0, 1, "FP32 units")             \
-  X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, 0, "TF32 tensor cores")      \
-  X(Tf32x3, 2, "tf32x3", 8, 1, 0, 0, 1, 0, 0, "TF32 tensor cores")  \
-  X(Bf16, 3, "bf16", 8, 1, 1, 1, 1, 0, 1, "BF16 tensor cores")      \
+#define NNA_PRECISIONS(X)                                          \
+  X(Fp32, 0, "fp32", 0, 0, 0, 1, 1, 0, 1, "FP32 units")            \
+  X(Tf32, 1, "tf32", 8, 0, 0, 0, 1, 0, 0, "TF32 tensor cores")     \
+  X(Tf32x3, 2, "tf32x3", 8, 1, 0, 0, 1, 0, 0, "TF32 tensor cores") \
+  X(Bf16, 3, "bf16", 8, 1, 1, 1, 1, 0, 1, "BF16 tensor cores")     \
   X(Fp16, 4, "fp16", 7, 1, 1, 1, 1, 1, 0, "FP16 tensor cores")
 
 #define NNA_PRECISION_ENUM(id, code, ...) id = code,

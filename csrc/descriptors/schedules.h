@@ -15,8 +15,7 @@ namespace nna {
 // addon hands these tables to TypeScript (csrc/addon/descriptors.cc), which checks options with
 // them; nothing else lists the names.
 enum ParamType : uint32_t { kReal = 0, kFlag = 1, kInteger = 2 };
-template <class S>
-struct ParamSpec {
+template <class S> struct ParamSpec {
   const char* name;
   double S::*field;
   double def, lo, hi;
@@ -30,9 +29,9 @@ enum ScheduleKind : uint32_t { kConstant = 0, kStepLr = 1, kCosine = 2, kOneCycl
 // Every schedule's parameters; the table says which kind reads which.
 struct Schedule {
   uint32_t kind = kConstant;
-  double stepSize = 1, gamma = 0.1;                                 // step: StepLR
+  double stepSize = 1, gamma = 0.1;                                // step: StepLR
   double warmup = 0, total = 1, minLr = 0, startFactor = 1.0 / 3;  // cosine: LinearLR, then CosineAnnealingLR
-  double pctStart = 0.3, divFactor = 25, finalDivFactor = 1e4;      // one-cycle: OneCycleLR
+  double pctStart = 0.3, divFactor = 25, finalDivFactor = 1e4;     // one-cycle: OneCycleLR
 };
 
 // The learning rate of optimizer step i (0-based: the scheduler steps taken before it) from the
@@ -74,24 +73,20 @@ struct ScheduleInfo {
 // The schedules, in kind order (host only).
 inline const ScheduleInfo* scheduleTable(uint32_t* count) {
   static constexpr double inf = INFINITY;
-  static const ScheduleParam stepP[] = {
-      {"stepSize", &Schedule::stepSize, 1, 1, inf, false, true, kInteger, "steps between decays"},
-      {"gamma", &Schedule::gamma, 0.1, 0, inf, true, true, kReal, "factor of each decay"}};
-  static const ScheduleParam cosineP[] = {
-      {"total", &Schedule::total, 1, 1, inf, false, true, kInteger, "steps of warmup and cosine together"},
-      {"warmup", &Schedule::warmup, 0, 0, inf, false, true, kInteger, "linear warmup steps (< total)"},
-      {"startFactor", &Schedule::startFactor, 1.0 / 3, 0, 1, true, false, kReal, "warmup starts at lr * startFactor"},
-      {"minLr", &Schedule::minLr, 0, 0, inf, false, true, kReal, "learning rate at the end of the cosine"}};
-  static const ScheduleParam oneCycleP[] = {
-      {"total", &Schedule::total, 1, 2, inf, false, true, kInteger, "steps of the cycle (a run past it is refused)"},
-      {"pctStart", &Schedule::pctStart, 0.3, 0, 1, true, true, kReal, "part of the cycle spent raising the rate"},
-      {"divFactor", &Schedule::divFactor, 25, 0, inf, true, true, kReal, "the cycle starts at lr / divFactor"},
-      {"finalDivFactor", &Schedule::finalDivFactor, 1e4, 0, inf, true, true, kReal, "and ends at lr / divFactor / finalDivFactor"}};
-  static const ScheduleInfo table[] = {
-      {kConstant, "constant", "the learning rate of every step", nullptr, 0},
-      {kStepLr, "step", "StepLR: lr * gamma^floor(step / stepSize)", stepP, 2},
-      {kCosine, "cosine", "linear warmup (LinearLR), then cosine annealing to minLr (CosineAnnealingLR)", cosineP, 4},
-      {kOneCycle, "one-cycle", "OneCycleLR (cosine, two phases; lr is the maximum)", oneCycleP, 4}};
+  static const ScheduleParam stepP[] = {{"stepSize", &Schedule::stepSize, 1, 1, inf, false, true, kInteger, "steps between decays"},
+                                        {"gamma", &Schedule::gamma, 0.1, 0, inf, true, true, kReal, "factor of each decay"}};
+  static const ScheduleParam cosineP[] = {{"total", &Schedule::total, 1, 1, inf, false, true, kInteger, "steps of warmup and cosine together"},
+                                          {"warmup", &Schedule::warmup, 0, 0, inf, false, true, kInteger, "linear warmup steps (< total)"},
+                                          {"startFactor", &Schedule::startFactor, 1.0 / 3, 0, 1, true, false, kReal, "warmup starts at lr * startFactor"},
+                                          {"minLr", &Schedule::minLr, 0, 0, inf, false, true, kReal, "learning rate at the end of the cosine"}};
+  static const ScheduleParam oneCycleP[] = {{"total", &Schedule::total, 1, 2, inf, false, true, kInteger, "steps of the cycle (a run past it is refused)"},
+                                            {"pctStart", &Schedule::pctStart, 0.3, 0, 1, true, true, kReal, "part of the cycle spent raising the rate"},
+                                            {"divFactor", &Schedule::divFactor, 25, 0, inf, true, true, kReal, "the cycle starts at lr / divFactor"},
+                                            {"finalDivFactor", &Schedule::finalDivFactor, 1e4, 0, inf, true, true, kReal, "and ends at lr / divFactor / finalDivFactor"}};
+  static const ScheduleInfo table[] = {{kConstant, "constant", "the learning rate of every step", nullptr, 0},
+                                       {kStepLr, "step", "StepLR: lr * gamma^floor(step / stepSize)", stepP, 2},
+                                       {kCosine, "cosine", "linear warmup (LinearLR), then cosine annealing to minLr (CosineAnnealingLR)", cosineP, 4},
+                                       {kOneCycle, "one-cycle", "OneCycleLR (cosine, two phases; lr is the maximum)", oneCycleP, 4}};
   *count = uint32_t(sizeof table / sizeof table[0]);
   return table;
 }

@@ -1,3 +1,6 @@
+/* The public C header keeps the layout it is read in (and its one-line case macros, which the
+ * formatter would join). */
+/* clang-format off */
 /*
  * nn_arena.h: the header at offset 0 of every nn-arena buffer.
  *

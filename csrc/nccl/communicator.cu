@@ -37,9 +37,9 @@ struct CommGroup {
   std::mutex mutex;
   std::condition_variable cv;
   std::vector<Communicator*> members;
-  std::vector<void*> comms;   // by rank within the process; null once aborted or destroyed
-  std::vector<bool> quiet;    // by member: parked or done with the current run
-  std::vector<bool> released; // by member: destructor ran
+  std::vector<void*> comms;    // by rank within the process; null once aborted or destroyed
+  std::vector<bool> quiet;     // by member: parked or done with the current run
+  std::vector<bool> released;  // by member: destructor ran
   bool failed = false, aborted = false;
   std::string why;
 
@@ -50,7 +50,11 @@ struct CommGroup {
     if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
     const nccl::Api& a = nccl::api();
     a.groupStart();
-    for (void*& c : comms) if (c) { a.commAbort(static_cast<nccl::Comm>(c)); c = nullptr; }
+    for (void*& c : comms)
+      if (c) {
+        a.commAbort(static_cast<nccl::Comm>(c));
+        c = nullptr;
+      }
     a.groupEnd();
     aborted = true;
     cv.notify_all();
@@ -147,12 +151,17 @@ Communicator::~Communicator() {
     if (std::find(group_->released.begin(), group_->released.end(), false) == group_->released.end()) {
       const nccl::Api& a = nccl::api();
       a.groupStart();
-      for (void*& c : group_->comms) if (c) { a.commDestroy(static_cast<nccl::Comm>(c)); c = nullptr; }
+      for (void*& c : group_->comms)
+        if (c) {
+          a.commDestroy(static_cast<nccl::Comm>(c));
+          c = nullptr;
+        }
       a.groupEnd();
     }
   }
   if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
-  for (void* d : done_) if (d) cudaEventDestroy(static_cast<cudaEvent_t>(d));
+  for (void* d : done_)
+    if (d) cudaEventDestroy(static_cast<cudaEvent_t>(d));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
   if (saved_) cudaFree(saved_);
   if (previous >= 0) cudaSetDevice(previous);
@@ -171,7 +180,10 @@ void Communicator::runEnded() {
 
 void Communicator::fail(const std::string& why) {
   std::lock_guard<std::mutex> lock(group_->mutex);
-  if (!group_->failed) { group_->failed = true; group_->why = why; }
+  if (!group_->failed) {
+    group_->failed = true;
+    group_->why = why;
+  }
   group_->cv.notify_all();
   group_->abortIfQuiet();
 }
@@ -202,8 +214,7 @@ constexpr double kNoBadStep = 1e30;  // BAD_STEP -1 ("none") while the group tak
 // Stats slots LOSS, CORRECT and ROWS become the group's sums of what this run added (the slots
 // may hold earlier runs' group totals: those are saved first and added back once); BAD_STEP
 // becomes the group's first bad step.
-template <typename T>
-__global__ void statsKernel(T* stats, double* saved, int phase) {
+template <typename T> __global__ void statsKernel(T* stats, double* saved, int phase) {
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   if (phase == 0) {
     for (int i = 0; i < NNA_STAT_BAD_STEP; ++i) saved[i] = double(stats[i]);
@@ -232,7 +243,11 @@ class NcclSync final : public GradSync {
     std::memcpy(L.data(), static_cast<const char*>(header) + h_.layers_offset, L.size() * sizeof(nna_layer));
     elem_ = h_.dtype == NNA_FLOAT64 ? 8 : 4;
     stats_ = base_ + L.back().region[NNA_STATS].offset;
-    struct Span { uint64_t offset, end; uint32_t layer; bool grad; };
+    struct Span {
+      uint64_t offset, end;
+      uint32_t layer;
+      bool grad;
+    };
     std::vector<Span> spans;
     for (uint32_t l = 0; l < h_.num_layers; ++l)
       for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
@@ -243,7 +258,10 @@ class NcclSync final : public GradSync {
     // Adjacent gradient regions in offset order (with only padding between) are one range.
     bool open = false;
     for (const Span& s : spans) {
-      if (!s.grad) { open = false; continue; }
+      if (!s.grad) {
+        open = false;
+        continue;
+      }
       if (!open) pieces_.push_back({s.offset, 0, {}, 0});
       Piece& p = pieces_.back();
       p.bytes = s.end - p.offset;
@@ -251,7 +269,8 @@ class NcclSync final : public GradSync {
       open = true;
     }
     piecesOfLayer_.assign(h_.num_layers, 0);
-    for (const Piece& p : pieces_) for (uint32_t l : p.layers) piecesOfLayer_[l]++;
+    for (const Piece& p : pieces_)
+      for (uint32_t l : p.layers) piecesOfLayer_[l]++;
     resetStep();
   }
 
@@ -265,10 +284,13 @@ class NcclSync final : public GradSync {
     bool waited = false;
     for (Piece& p : pieces_) {
       if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end() || --p.waiting) continue;
-      if (!waited) { handOver(compute); waited = true; }
+      if (!waited) {
+        handOver(compute);
+        waited = true;
+      }
       const uint64_t count = p.bytes / elem_;
-      nccl::check(nccl::api().allReduce(base_ + p.offset, base_ + p.offset, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum,
-                                        comm(), stream()), "ncclAllReduce (gradients)");
+      nccl::check(nccl::api().allReduce(base_ + p.offset, base_ + p.offset, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum, comm(), stream()),
+                  "ncclAllReduce (gradients)");
       for (uint32_t l : p.layers)
         if (--layerWaiting_[l] == 0 && update) update(l, stream());
     }
@@ -326,8 +348,10 @@ class NcclSync final : public GradSync {
   }
 
   void launchStats(int phase) {
-    if (elem_ == 8) statsKernel<double><<<1, 1, 0, stream()>>>(reinterpret_cast<double*>(stats_), c_.saved_, phase);
-    else statsKernel<float><<<1, 1, 0, stream()>>>(reinterpret_cast<float*>(stats_), c_.saved_, phase);
+    if (elem_ == 8)
+      statsKernel<double><<<1, 1, 0, stream()>>>(reinterpret_cast<double*>(stats_), c_.saved_, phase);
+    else
+      statsKernel<float><<<1, 1, 0, stream()>>>(reinterpret_cast<float*>(stats_), c_.saved_, phase);
     CUDA_CHECK(cudaGetLastError());
   }
 

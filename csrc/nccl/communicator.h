@@ -17,8 +17,8 @@ namespace nna {
 
 struct NcclInfo {
   bool available = false;
-  int version = 0;   // NCCL_VERSION_CODE of the library found (22805: 2.28.5)
-  std::string why;   // why not available
+  int version = 0;  // NCCL_VERSION_CODE of the library found (22805: 2.28.5)
+  std::string why;  // why not available
 };
 NcclInfo ncclInfo();
 
@@ -63,11 +63,11 @@ class Communicator {
   [[noreturn]] void parkAndThrow();
   friend class NcclSync;
   int rank_, world_, device_;
-  void* comm_ = nullptr;  // ncclComm_t (the group frees it: destroyed or aborted with its peers)
-  void* stream_ = nullptr;  // cudaStream_t: reductions and updates
-  void* ready_ = nullptr;   // cudaEvent_t: compute -> stream
+  void* comm_ = nullptr;                // ncclComm_t (the group frees it: destroyed or aborted with its peers)
+  void* stream_ = nullptr;              // cudaStream_t: reductions and updates
+  void* ready_ = nullptr;               // cudaEvent_t: compute -> stream
   void* done_[2] = {nullptr, nullptr};  // cudaEvent_t: stream -> compute, even and odd steps
-  double* saved_ = nullptr; // device scratch: the stats before a run (8 values)
+  double* saved_ = nullptr;             // device scratch: the stats before a run (8 values)
   std::shared_ptr<CommGroup> group_;
 };
 

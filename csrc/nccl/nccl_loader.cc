@@ -12,7 +12,10 @@ const Api& api() {
   static const Api a = [] {
     Api r;
     const std::string env = knob(Knob::Nccl);
-    if (env == "0") { r.status = "disabled (NN_ARENA_NCCL=0)"; return r; }
+    if (env == "0") {
+      r.status = "disabled (NN_ARENA_NCCL=0)";
+      return r;
+    }
     void* lib = nullptr;
     std::string tried;
     for (const std::string& name : {env == "1" ? std::string() : env, std::string("libnccl.so.2"), std::string("libnccl.so")}) {
@@ -20,7 +23,10 @@ const Api& api() {
       if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL))) break;
       tried += (tried.empty() ? "" : ", ") + name;
     }
-    if (!lib) { r.status = "libnccl not found (tried " + tried + "); install NCCL 2 (libnccl2) or set NN_ARENA_NCCL to its path"; return r; }
+    if (!lib) {
+      r.status = "libnccl not found (tried " + tried + "); install NCCL 2 (libnccl2) or set NN_ARENA_NCCL to its path";
+      return r;
+    }
     auto sym = [&](const char* name) { return dlsym(lib, name); };
     r.getVersion = reinterpret_cast<decltype(r.getVersion)>(sym("ncclGetVersion"));
     r.getUniqueId = reinterpret_cast<decltype(r.getUniqueId)>(sym("ncclGetUniqueId"));
@@ -33,12 +39,15 @@ const Api& api() {
     r.getErrorString = reinterpret_cast<decltype(r.getErrorString)>(sym("ncclGetErrorString"));
     r.groupStart = reinterpret_cast<decltype(r.groupStart)>(sym("ncclGroupStart"));
     r.groupEnd = reinterpret_cast<decltype(r.groupEnd)>(sym("ncclGroupEnd"));
-    if (!r.getVersion || !r.getUniqueId || !r.commInitRank || !r.commInitAll || !r.allReduce || !r.commDestroy || !r.commAbort ||
-        !r.commGetAsyncError || !r.getErrorString || !r.groupStart || !r.groupEnd) {
+    if (!r.getVersion || !r.getUniqueId || !r.commInitRank || !r.commInitAll || !r.allReduce || !r.commDestroy || !r.commAbort || !r.commGetAsyncError || !r.getErrorString ||
+        !r.groupStart || !r.groupEnd) {
       r.status = "libnccl loaded but an entry point is missing (NCCL 2.4 or later is needed)";
       return r;
     }
-    if (r.getVersion(&r.version) != kSuccess) { r.status = "ncclGetVersion failed"; return r; }
+    if (r.getVersion(&r.version) != kSuccess) {
+      r.status = "ncclGetVersion failed";
+      return r;
+    }
     r.status = "";
     return r;
   }();

@@ -11,12 +11,14 @@
 namespace nna::nccl {
 
 constexpr size_t kUniqueIdBytes = 128;  // NCCL_UNIQUE_ID_BYTES
-struct UniqueId { char internal[kUniqueIdBytes]; };  // ncclUniqueId
-using Comm = struct ncclComm*;                          // ncclComm_t
-using Result = int;                                     // ncclResult_t: 0 = ncclSuccess
+struct UniqueId {
+  char internal[kUniqueIdBytes];
+};                              // ncclUniqueId
+using Comm = struct ncclComm*;  // ncclComm_t
+using Result = int;             // ncclResult_t: 0 = ncclSuccess
 constexpr Result kSuccess = 0, kInProgress = 7;
-enum DataType : int { kFloat32 = 7, kFloat64 = 8 };     // ncclDataType_t
-enum RedOp : int { kSum = 0, kMax = 2, kMin = 3 };      // ncclRedOp_t
+enum DataType : int { kFloat32 = 7, kFloat64 = 8 };  // ncclDataType_t
+enum RedOp : int { kSum = 0, kMax = 2, kMin = 3 };   // ncclRedOp_t
 
 struct Api {
   Result (*getVersion)(int*) = nullptr;

@@ -95,24 +95,24 @@ template <> struct Act<NNA_ACT_SOFTPLUS> {
   }
 };
 
+// One-line case macros, left as written: the formatter would join them.
+// clang-format off
 #define NNA_ACT_F_(e, code, name, pre, on, init, param, torch) case code: return Act<code>::f<T>(x, p);
 #define NNA_ACT_DF_(e, code, name, pre, on, init, param, torch) case code: return Act<code>::df<T>(v, p);
+// clang-format on
 
 // f(x) of activation `act` (softmax: x; the output code applies it per row).
-template <typename T>
-NNA_FN T activate(uint32_t act, T x, T p = T(0)) {
-  switch (act) { NNA_ACTIVATIONS(NNA_ACT_F_) default: return x; }
+template <typename T> NNA_FN T activate(uint32_t act, T x, T p = T(0)) {
+  switch (act) { NNA_ACTIVATIONS(NNA_ACT_F_) default : return x; }
 }
 
 // f' from v: the pre-activation where nna_act_keeps_pre(act), else the output.
-template <typename T>
-NNA_FN T activationGrad(uint32_t act, T v, T p = T(0)) {
-  switch (act) { NNA_ACTIVATIONS(NNA_ACT_DF_) default: return T(1); }
+template <typename T> NNA_FN T activationGrad(uint32_t act, T v, T p = T(0)) {
+  switch (act) { NNA_ACTIVATIONS(NNA_ACT_DF_) default : return T(1); }
 }
 
 // A layer's forward at element e: z[e] = f(x), and x kept where f' needs it. Returns f(x).
-template <typename T>
-NNA_FN T activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
+template <typename T> NNA_FN T activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
   const T v = activate<T>(C.activation, x, T(C.act_param));
   C.z[e] = v;
   if (C.pre) C.pre[e] = x;
@@ -120,15 +120,9 @@ NNA_FN T activateAt(const nna_bound_layer<T>& C, uint64_t e, T x) {
 }
 
 // What a layer's f' is a function of: its pre-activations where it keeps them, else its outputs.
-template <typename T>
-NNA_FN const T* activationGradInput(const nna_bound_layer<T>& P) {
-  return P.pre ? P.pre : P.z;
-}
+template <typename T> NNA_FN const T* activationGradInput(const nna_bound_layer<T>& P) { return P.pre ? P.pre : P.z; }
 
 // f' of a layer at element e, from what the layer keeps (pre-activation or output).
-template <typename T>
-NNA_FN T activationGradAt(const nna_bound_layer<T>& P, uint64_t e) {
-  return activationGrad<T>(P.activation, activationGradInput(P)[e], T(P.act_param));
-}
+template <typename T> NNA_FN T activationGradAt(const nna_bound_layer<T>& P, uint64_t e) { return activationGrad<T>(P.activation, activationGradInput(P)[e], T(P.act_param)); }
 
 }  // namespace nna

@@ -15,7 +15,10 @@ namespace {
 // Which region last wrote each byte: segment start -> region (-1: nobody's, scratch).
 class Owners {
  public:
-  explicit Owners(uint64_t total) { seg_[0] = -1; seg_[total] = -1; }
+  explicit Owners(uint64_t total) {
+    seg_[0] = -1;
+    seg_[total] = -1;
+  }
   void assign(uint64_t begin, uint64_t end, int32_t owner) {
     split(begin);
     split(end);
@@ -40,7 +43,10 @@ class Owners {
 // The user regions of a validated header (the kind table): the user's data, persistent like the
 // kept kinds. validateHeader already refused any overlap with them; the replay holds them too, so
 // that no run may write over their bytes whatever validated the header.
-struct UserSpan { uint64_t begin, end; std::string name; };
+struct UserSpan {
+  uint64_t begin, end;
+  std::string name;
+};
 std::vector<UserSpan> userSpans(const uint8_t* header, const nna_header& h) {
   std::vector<UserSpan> out;
   if (!h.num_extras) return out;
@@ -52,8 +58,8 @@ std::vector<UserSpan> userSpans(const uint8_t* header, const nna_header& h) {
       nna_region r;
       std::memcpy(&r, table + uint64_t(e.first + i) * sizeof(nna_region), sizeof r);
       if (!r.count) continue;
-      const std::string name = std::string("user region '") + std::string(e.name, strnlen(e.name, NNA_EXTRA_NAME_BYTES)) + "'" +
-                               (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(i));
+      const std::string name =
+          std::string("user region '") + std::string(e.name, strnlen(e.name, NNA_EXTRA_NAME_BYTES)) + "'" + (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(i));
       out.push_back({r.offset, r.offset + r.count * e.elem_bytes, name});
     }
   return out;
@@ -86,9 +92,7 @@ std::string checkAliasing(const uint8_t* header) {
   // User regions take owner ids after the built-in ones.
   const std::vector<UserSpan> user = userSpans(header, h);
   const int32_t firstUser = int32_t(regions.size());
-  auto label = [&](int32_t r) {
-    return r < 0 ? std::string("nothing") : r >= firstUser ? user[size_t(r - firstUser)].name : regionLabel(regions[size_t(r)]);
-  };
+  auto label = [&](int32_t r) { return r < 0 ? std::string("nothing") : r >= firstUser ? user[size_t(r - firstUser)].name : regionLabel(regions[size_t(r)]); };
 
   for (const Op op : {Op::Train, Op::Eval, Op::Forward})
     for (const bool resident : {false, true}) {
@@ -126,7 +130,8 @@ std::string checkAliasing(const uint8_t* header) {
           const RegionInfo& ri = regions[r];
           if (!outlivesRun(h.num_layers, ri.layer, ri.kind)) continue;
           const int32_t other = owners.intruder(ri.offset, ri.offset + ri.bytes, int32_t(r));
-          if (other != int32_t(r)) return label(int32_t(r)) + " must outlive a run (" + run + ") but " + (other < 0 ? "shares bytes that no phase gives it" : label(other) + " wrote over its bytes");
+          if (other != int32_t(r))
+            return label(int32_t(r)) + " must outlive a run (" + run + ") but " + (other < 0 ? "shares bytes that no phase gives it" : label(other) + " wrote over its bytes");
         }
         for (size_t u = 0; u < user.size(); ++u) {
           const int32_t other = owners.intruder(user[u].begin, user[u].end, firstUser + int32_t(u));
@@ -139,8 +144,15 @@ std::string checkAliasing(const uint8_t* header) {
 
 bool outlivesRun(uint32_t numLayers, uint32_t layer, uint32_t kind) {
   switch (kind) {
-    case NNA_W: case NNA_B: case NNA_MW: case NNA_MB: case NNA_VW: case NNA_VB:
-    case NNA_XDATA: case NNA_YDATA: case NNA_STATS: return true;
+    case NNA_W:
+    case NNA_B:
+    case NNA_MW:
+    case NNA_MB:
+    case NNA_VW:
+    case NNA_VB:
+    case NNA_XDATA:
+    case NNA_YDATA:
+    case NNA_STATS: return true;
     case NNA_Z: return layer + 1 == numLayers;  // the outputs, read after the run
     default: return false;
   }

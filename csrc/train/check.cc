@@ -19,10 +19,8 @@ const char* precisionName(Precision p) {
 namespace {
 
 // A value against its table entry (the range TypeScript checks first, in the arena's dtype).
-template <class S>
-void checkParam(const ParamSpec<S>& spec, double x, const std::string& field) {
-  const bool ok = std::isfinite(x) && (spec.loOpen ? x > spec.lo : x >= spec.lo) && (spec.hiOpen ? x < spec.hi : x <= spec.hi) &&
-                  (spec.type == kReal || std::floor(x) == x);
+template <class S> void checkParam(const ParamSpec<S>& spec, double x, const std::string& field) {
+  const bool ok = std::isfinite(x) && (spec.loOpen ? x > spec.lo : x >= spec.lo) && (spec.hiOpen ? x < spec.hi : x <= spec.hi) && (spec.type == kReal || std::floor(x) == x);
   if (!ok) NNA_FAIL_FIELD("BAD_OPTION", field.c_str(), field + " " + std::to_string(x) + " is outside its range (" + spec.doc + ")");
 }
 
@@ -47,17 +45,20 @@ void checkOptimizer(const nna_header& h, const RunParams& p) {
     checkParam(sp, s.*(sp.field), std::string("schedule.") + sp.name);
   }
   if (s.kind == kCosine && !(s.warmup < s.total))
-    NNA_FAIL_FIELD("BAD_OPTION", "schedule.warmup", "a cosine schedule's warmup (" + std::to_string(uint64_t(s.warmup)) + ") must be below its total (" + std::to_string(uint64_t(s.total)) + ")");
+    NNA_FAIL_FIELD("BAD_OPTION", "schedule.warmup",
+                   "a cosine schedule's warmup (" + std::to_string(uint64_t(s.warmup)) + ") must be below its total (" + std::to_string(uint64_t(s.total)) + ")");
   if (s.kind == kOneCycle && !(s.pctStart * s.total > 1.0))
     NNA_FAIL_FIELD("BAD_OPTION", "schedule.pctStart", "a one-cycle schedule needs pctStart * total > 1 (a rising phase of at least one step)");
   const bool steps = p.op == Op::Train || p.op == Op::Update;
   if (s.kind == kOneCycle && steps && double(p.stepBase) + double(isPrimitive(p.op) ? 1 : p.numBatches) > s.total)
-    NNA_FAIL_FIELD("BAD_OPTION", "schedule.total", "the one-cycle schedule ends after " + std::to_string(uint64_t(s.total)) + " steps; this run would take step " +
-                   std::to_string(p.stepBase + (isPrimitive(p.op) ? 1 : p.numBatches)) + " (as torch's OneCycleLR, nn-arena does not step past it)");
+    NNA_FAIL_FIELD("BAD_OPTION", "schedule.total",
+                   "the one-cycle schedule ends after " + std::to_string(uint64_t(s.total)) + " steps; this run would take step " +
+                       std::to_string(p.stepBase + (isPrimitive(p.op) ? 1 : p.numBatches)) + " (as torch's OneCycleLR, nn-arena does not step past it)");
   // Clipping needs every gradient of the step before any update, while a compact plan lets a
   // layer's dw share bytes with what the layers below it write next (an SGD plan has no dw).
   if (p.opt.clipGradNorm > 0 && (h.flags & NNA_FLAG_COMPACT))
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which a compact arena "
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "clipGradNorm",
+                   "clipping holds every layer's gradients until the step's norm is known, which a compact arena "
                    "does not (its dw and db share bytes with later phases): plan it without compact");
 }
 
@@ -72,16 +73,13 @@ void checkLoss(const void* header, const RunParams& p) {
   // What the loss's row of NNA_LOSSES asks of the output layer and of labelSmoothing.
   const LossInfo loss = lossInfo(uint32_t(p.loss));
   const bool softmax = out.activation == NNA_ACT_SOFTMAX;
-  if (loss.softmax && !softmax)
-    NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " needs a softmax output layer");
+  if (loss.softmax && !softmax) NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " needs a softmax output layer");
   if (!loss.softmax && softmax)
     NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string("a softmax output layer trains with a loss that takes its logits (cross-entropy), not ") + loss.name);
   if (loss.logits && out.activation != NNA_ACT_IDENTITY)
     NNA_FAIL_FIELD("BAD_LOSS", "loss", std::string(loss.name) + " takes logits: the output layer's activation must be identity");
-  if (!(p.labelSmoothing >= 0 && p.labelSmoothing <= 1))
-    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", "labelSmoothing must be in [0, 1]");
-  if (p.labelSmoothing != 0 && !loss.smoothing)
-    NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", std::string("labelSmoothing applies to cross-entropy, not ") + loss.name);
+  if (!(p.labelSmoothing >= 0 && p.labelSmoothing <= 1)) NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", "labelSmoothing must be in [0, 1]");
+  if (p.labelSmoothing != 0 && !loss.smoothing) NNA_FAIL_FIELD("BAD_OPTION", "labelSmoothing", std::string("labelSmoothing applies to cross-entropy, not ") + loss.name);
 }
 
 void checkGroup(const void* header) {
@@ -89,7 +87,8 @@ void checkGroup(const void* header) {
   std::memcpy(&h, header, sizeof h);
   // The all-reduce ranges (grad_sync.h) cover one model's gradients; K-model arenas train alone.
   if (nna_models(&h) > 1)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "models", "data parallelism trains one model per replica; this plan holds " + std::to_string(nna_models(&h)) + " (models: plan it with models 1)");
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "models",
+                   "data parallelism trains one model per replica; this plan holds " + std::to_string(nna_models(&h)) + " (models: plan it with models 1)");
   // A compact arena shares gradient bytes with other regions (an SGD plan has no dw at all),
   // while a group's all-reduce needs each layer's dw and db intact until its update.
   if (h.flags & NNA_FLAG_COMPACT)
@@ -107,12 +106,15 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
     return;
   }
   if (p.op == Op::Grad || p.op == Op::Backward || p.op == Op::BackwardFromOutput || p.op == Op::Update)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) +
-                   "' scales the loss inside step() and fit() (dynamic loss scaling); the step in parts (gradients, forward / backward / update) runs in 'fp32' or 'bf16'");
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision",
+                   std::string("precision '") + precisionName(p.precision) +
+                       "' scales the loss inside step() and fit() (dynamic loss scaling); the step in parts (gradients, forward / backward / update) runs in 'fp32' or 'bf16'");
   if (p.op != Op::Train) return;
   if (h.flags & NNA_FLAG_COMPACT)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' holds every layer's gradients until the step is known "
-                   "not to overflow, which a compact arena does not (its dw and db share bytes with later phases): plan it without compact");
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision",
+                   std::string("precision '") + precisionName(p.precision) +
+                       "' holds every layer's gradients until the step is known "
+                       "not to overflow, which a compact arena does not (its dw and db share bytes with later phases): plan it without compact");
   // The Trainer checks each setting with its own message (src/train/options.ts); this guards a run made without one.
   if (!(s.scale > 0 && std::isfinite(s.scale) && s.growth >= 1 && std::isfinite(s.growth) && s.backoff > 0 && s.backoff <= 1 && s.interval >= 1)) {
     char buf[160];
@@ -126,20 +128,23 @@ void checkTarget(const RunParams& p, RunTarget target) {
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)
-    NNA_FAIL_FIELD("BAD_OPTION", "clipGradNorm", "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
+    NNA_FAIL_FIELD("BAD_OPTION", "clipGradNorm",
+                   "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
                    "deviceBudget do not plan for: use an arena without a deviceBudget");
   const PrecisionInfo* info = precisionInfo(p.precision);
   if (!info || p.precision == Precision::Fp32) return;
   // TF32 is a tensor-core format the CPU does not have: the CPU backend says so rather than run
   // another mode under its name. bf16 and fp16 it emulates (precisions.h).
   if (!target.cuda && !info->cpu)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
-  if (target.cuda && !info->cuda)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' does not run on the CUDA backend in this version");
+    NNA_FAIL_FIELD(
+        "BAD_OPTION", "precision",
+        std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
+  if (target.cuda && !info->cuda) NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' does not run on the CUDA backend in this version");
   // tf32x3, bf16 and fp16 through cuBLAS take a device workspace (cuda_train.cu) that a budget
   // does not allow for.
   if (info->workspace && target.budgeted)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", std::string("precision '") + info->name + "' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
+    NNA_FAIL_FIELD("BAD_OPTION", "precision",
+                   std::string("precision '") + info->name + "' needs a device workspace beside the arena, which a deviceBudget does not allow; use 'tf32' or 'fp32'");
 }
 
 void checkRun(const void* header, const RunParams& p) {
@@ -152,14 +157,17 @@ void checkRun(const void* header, const RunParams& p) {
   // dw / db until update() (they share bytes with later layers' errors; an SGD plan has none),
   // so backward and update there could only be inexact. Forward runs are exact and allowed.
   if ((h.flags & NNA_FLAG_COMPACT) && (p.op == Op::Backward || p.op == Op::BackwardFromOutput || p.op == Op::Update))
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "backward and update keep gradients between runs, which a compact arena does not (dw and db share bytes, "
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact",
+                   "backward and update keep gradients between runs, which a compact arena does not (dw and db share bytes, "
                    "and an SGD plan has no dw); use step() or fit(), or plan it without compact");
   if (!precisionInfo(p.precision)) NNA_FAIL("BAD_ARGUMENT", "unknown precision " + std::to_string(uint32_t(p.precision)));
   if (!precisionInfo(p.precision)->models && nna_models(&h) > 1)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " +
-                   std::to_string(nna_models(&h)) + " (models: use 'fp32' or 'bf16')");
+    NNA_FAIL_FIELD(
+        "NOT_SUPPORTED", "precision",
+        std::string("precision '") + precisionName(p.precision) + "' trains one model; this arena holds " + std::to_string(nna_models(&h)) + " (models: use 'fp32' or 'bf16')");
   if (p.precision == Precision::Tf32x3 && (h.flags & NNA_FLAG_COMPACT) && optimizerFolds(h.optimizer) && p.op == Op::Train)
-    NNA_FAIL_FIELD("BAD_OPTION", "precision", "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
+    NNA_FAIL_FIELD("BAD_OPTION", "precision",
+                   "precision 'tf32x3' sums an SGD step's weight gradients before applying them, and a compact SGD arena "
                    "has no dw regions: use a full plan, or 'tf32' / 'fp32'");
   checkLossScale(h, p);
   if (p.precision != Precision::Fp32 && h.dtype != NNA_FLOAT32)
@@ -185,10 +193,8 @@ void checkRun(const void* header, const RunParams& p) {
   if (!p.resident) {
     if (p.globalBatch || p.shardOffset) NNA_FAIL("BAD_ARGUMENT", "globalBatch and shardOffset apply to resident runs; use lossRows");
     // A replica may have no rows of a group's step (lossRows says the group has some).
-    if ((p.rows == 0 && p.lossRows == 0) || p.rows > h.batch)
-      NNA_FAIL("BAD_ARGUMENT", "rows " + std::to_string(p.rows) + " outside [1, batch " + std::to_string(h.batch) + "]");
-    if (p.lossRows && p.lossRows < p.rows)
-      NNA_FAIL("BAD_ARGUMENT", "lossRows " + std::to_string(p.lossRows) + " is below rows " + std::to_string(p.rows));
+    if ((p.rows == 0 && p.lossRows == 0) || p.rows > h.batch) NNA_FAIL("BAD_ARGUMENT", "rows " + std::to_string(p.rows) + " outside [1, batch " + std::to_string(h.batch) + "]");
+    if (p.lossRows && p.lossRows < p.rows) NNA_FAIL("BAD_ARGUMENT", "lossRows " + std::to_string(p.lossRows) + " is below rows " + std::to_string(p.rows));
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "a run on z[0]/y as they stand is one step");
     return;
   }

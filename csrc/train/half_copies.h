@@ -23,8 +23,7 @@ struct HalfCopiesLayout {
 };
 
 // `copies(l, kind)`: how many copies region (l, kind) has (K, or 1 where the models share it).
-template <typename Copies>
-HalfCopiesLayout halfCopiesLayout(const nna_header& h, const std::vector<nna_layer>& L, Copies copies) {
+template <typename Copies> HalfCopiesLayout halfCopiesLayout(const nna_header& h, const std::vector<nna_layer>& L, Copies copies) {
   HalfCopiesLayout out;
   const uint32_t last = h.num_layers - 1;
   auto take = [&](uint64_t n, unsigned k) {

@@ -18,9 +18,9 @@
 //   multilabel  1: a row is correct when every unit's prediction (logit > 0) matches its target
 //               (> 0.5); 0: when the first maxima of z and y fall on the same unit
 // The TypeScript table is generated from this one (scripts/gen-tables.cjs).
-#define NNA_LOSSES(X)                                      \
-  X(CrossEntropy, 0, "cross-entropy", 1, 0, 1, 0, 0)       \
-  X(Mse, 1, "mse", 0, 0, 0, 1, 0)                          \
+#define NNA_LOSSES(X)                                \
+  X(CrossEntropy, 0, "cross-entropy", 1, 0, 1, 0, 0) \
+  X(Mse, 1, "mse", 0, 0, 0, 1, 0)                    \
   X(BceWithLogits, 2, "bce-with-logits", 0, 1, 0, 1, 1)
 
 namespace nna {
@@ -37,7 +37,7 @@ struct LossInfo {
 NNA_FN LossInfo lossInfo(uint32_t loss) {
 #define NNA_LOSS_INFO_(e, code, name, softmax, logits, smoothing, mean, multi) \
   case code: return LossInfo{name, softmax != 0, logits != 0, smoothing != 0, mean != 0, multi != 0};
-  switch (loss) { NNA_LOSSES(NNA_LOSS_INFO_) default: return LossInfo{"unknown", false, false, false, false, false}; }
+  switch (loss) { NNA_LOSSES(NNA_LOSS_INFO_) default : return LossInfo{"unknown", false, false, false, false, false}; }
 #undef NNA_LOSS_INFO_
 }
 
@@ -52,16 +52,14 @@ struct OutputLoss {
 
 // Element j's target: y, or under label smoothing eps (1 - eps) y + eps / n (F.cross_entropy's
 // label_smoothing for probability targets; one-hot rows give its class-index result).
-template <typename T>
-NNA_FN T lossTarget(const OutputLoss& o, T y, uint64_t n) {
+template <typename T> NNA_FN T lossTarget(const OutputLoss& o, T y, uint64_t n) {
   if (o.smoothing == 0) return y;
   return (T(1) - T(o.smoothing)) * y + T(o.smoothing) / T(n);
 }
 
 // Element j's share of the row's loss from output z (softmax: the logit, lse the row's
 // log-sum-exp) and target t.
-template <typename T>
-NNA_FN T lossTerm(uint32_t loss, T z, T t, T lse) {
+template <typename T> NNA_FN T lossTerm(uint32_t loss, T z, T t, T lse) {
   switch (loss) {
     case uint32_t(Loss::CrossEntropy): return t != T(0) ? -t * (z - lse) : T(0);  // 0 * -inf is not a loss
     case uint32_t(Loss::BceWithLogits): {
@@ -74,8 +72,7 @@ NNA_FN T lossTerm(uint32_t loss, T z, T t, T lse) {
 }
 
 // The scale of dL/dz of the mean loss over `rows` rows of n units.
-template <typename T>
-NNA_FN T lossGradScale(uint32_t loss, uint64_t rows, uint64_t n) {
+template <typename T> NNA_FN T lossGradScale(uint32_t loss, uint64_t rows, uint64_t n) {
   switch (loss) {
     case uint32_t(Loss::CrossEntropy): return T(1) / T(rows);
     case uint32_t(Loss::BceWithLogits): return T(1) / (T(rows) * T(n));
@@ -84,8 +81,7 @@ NNA_FN T lossGradScale(uint32_t loss, uint64_t rows, uint64_t n) {
 }
 
 // dL/d(pre-activation) of element j, the D kind: z the output (softmax: the probability).
-template <typename T>
-NNA_FN T lossGrad(const OutputLoss& o, T z, T t, T scale) {
+template <typename T> NNA_FN T lossGrad(const OutputLoss& o, T z, T t, T scale) {
   switch (o.loss) {
     case uint32_t(Loss::CrossEntropy): return scale * (z - t);
     case uint32_t(Loss::BceWithLogits): return scale * (T(1) / (T(1) + nexp(-z)) - t);
@@ -94,7 +90,6 @@ NNA_FN T lossGrad(const OutputLoss& o, T z, T t, T scale) {
 }
 
 // Multi-label losses: whether element j's prediction misses its target.
-template <typename T>
-NNA_FN bool labelMiss(T z, T y) { return (z > T(0)) != (y > T(0.5)); }
+template <typename T> NNA_FN bool labelMiss(T z, T y) { return (z > T(0)) != (y > T(0.5)); }
 
 }  // namespace nna

@@ -28,16 +28,14 @@ struct RowResult {
 // log(p) of a probability a Forward run left in z (the CUDA Backward runs' output launches, which
 // no longer have the logits): an underflowed p counts as the smallest normal, so a confident miss
 // is a large finite loss (at most about 87 in float32, 708 in float64), not a divergence.
-template <typename T>
-NNA_FN T logProb(T p) {
+template <typename T> NNA_FN T logProb(T p) {
   const T tiny = sizeof(T) == 4 ? T(1.17549435e-38f) : T(2.2250738585072014e-308);
   return nlog(p < tiny ? tiny : p);  // NaN stays NaN
 }
 
 // The output layer for one row: softmax (when the loss takes softmax logits), the row's loss,
 // whether it is correct (losses.h), and (wantGrad) the error d of the mean loss over `rows` rows.
-template <typename T>
-NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad) {
+template <typename T> NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad) {
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
   T loss = T(0);
@@ -77,8 +75,7 @@ NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss&
 // BackwardFromOutput, one row: d holds the caller's dL/dz (z: the outputs of the Forward run)
 // and becomes dL/d(pre-activation), the D kind: times act'(z), or for softmax the Jacobian's
 // product d_j = z_j (g_j - sum_k g_k z_k).
-template <typename T>
-NNA_FN void outputGradRow(const T* z, T* d, uint64_t n, uint32_t act, T param) {
+template <typename T> NNA_FN void outputGradRow(const T* z, T* d, uint64_t n, uint32_t act, T param) {
   if (act == NNA_ACT_SOFTMAX) {
     T dot = T(0);
     for (uint64_t j = 0; j < n; ++j) dot += d[j] * z[j];

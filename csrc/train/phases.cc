@@ -26,8 +26,8 @@ StepModel::StepModel(const uint8_t* header) {
   std::memcpy(&h_, header, sizeof h_);
   // The residency plan walks one network's regions; a K-model arena is not planned for.
   if (nna_models(&h_) > 1)
-    NNA_FAIL("NOT_SUPPORTED", "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " +
-                                  std::to_string(nna_models(&h_)) + " (models)");
+    NNA_FAIL("NOT_SUPPORTED",
+             "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " + std::to_string(nna_models(&h_)) + " (models)");
   layers_.resize(h_.num_layers);
   std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
   index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);
@@ -42,8 +42,7 @@ StepModel::StepModel(const uint8_t* header) {
 }
 
 void requireScheduled(Op op) {
-  if (isPrimitive(op))
-    NNA_FAIL("NOT_SUPPORTED", "forward / backward / update as separate runs are not supported on an arena with a device budget; use step() or fit()");
+  if (isPrimitive(op)) NNA_FAIL("NOT_SUPPORTED", "forward / backward / update as separate runs are not supported on an arena with a device budget; use step() or fit()");
 }
 
 std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
@@ -54,20 +53,29 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
   const bool fused = path == Path::Fused;
   const bool fuseOutput = fused && last >= 2 && layers_[last].units <= kFusedOutputMaxUnits;
   std::vector<PhaseInfo> out;
-  auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& { out.push_back({s, l, {}}); return out.back(); };
+  auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& {
+    out.push_back({s, l, {}});
+    return out.back();
+  };
   // A region used twice in a phase: read then written is an update; written then read stays a
   // write (the old bytes are still dead).
   auto use = [&](PhaseInfo& ph, uint32_t l, uint32_t kind, uint8_t access) {
     const int32_t r = regionOf(l, kind);
     if (r < 0) return;
     for (Use& u : ph.uses)
-      if (u.region == uint32_t(r)) { if (u.access != kWrite) u.access |= access; return; }
+      if (u.region == uint32_t(r)) {
+        if (u.access != kWrite) u.access |= access;
+        return;
+      }
     ph.uses.push_back({uint32_t(r), access});
   };
   // The target rows: copied from ydata in a resident run, else y as it stands.
   auto targets = [&](PhaseInfo& ph) {
-    if (resident) { use(ph, last, NNA_YDATA, kRead); use(ph, last, NNA_Y, kWrite); }
-    else use(ph, last, NNA_Y, kRead);
+    if (resident) {
+      use(ph, last, NNA_YDATA, kRead);
+      use(ph, last, NNA_Y, kWrite);
+    } else
+      use(ph, last, NNA_Y, kRead);
   };
   // dw, db of layer l; then its update when training.
   auto gradients = [&](PhaseInfo& ph, uint32_t l) {
@@ -107,7 +115,10 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
     if (l == last && fuseOutput) {  // with the output: softmax, loss, d[L] and d[L-1] in registers
       targets(f);
       use(f, l, NNA_Z, kWrite);
-      if (grad) { use(f, l, NNA_D, kWrite); use(f, l - 1, NNA_D, kWrite); }
+      if (grad) {
+        use(f, l, NNA_D, kWrite);
+        use(f, l - 1, NNA_D, kWrite);
+      }
       use(f, last, NNA_STATS, kUpdate);
     } else {
       use(f, l, NNA_Z, kWrite);
@@ -126,7 +137,10 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
     for (uint32_t l = last; l >= 1; --l) {  // dw, db, d[l-1]; then the update of layer l
       PhaseInfo& b = phase(Stage::Backward, l);
       gradients(b, l);
-      if (l > 1) { use(b, l, NNA_W, kRead); use(b, l - 1, NNA_D, kWrite); }
+      if (l > 1) {
+        use(b, l, NNA_W, kRead);
+        use(b, l - 1, NNA_D, kWrite);
+      }
       update(b, l);
     }
     return out;
@@ -135,7 +149,10 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
     PhaseInfo& b = phase(Stage::Backward, l);
     if (l > 1) errorPrev(b, l);
     for (uint32_t k : {l + 1, l == 1 ? 1u : 0u})
-      if (k >= 1 && k <= last) { gradients(b, k); update(b, k); }
+      if (k >= 1 && k <= last) {
+        gradients(b, k);
+        update(b, k);
+      }
   }
   return out;
 }
@@ -166,7 +183,10 @@ uint64_t StepModel::largestPhase(uint64_t granule, PhaseInfo* which) const {
   uint64_t best = 0;
   for (const PhaseInfo& ph : step(Op::Train, h_.samples > 0)) {
     const uint64_t b = phaseBytes(ph, granule);
-    if (b > best) { best = b; if (which) *which = ph; }
+    if (b > best) {
+      best = b;
+      if (which) *which = ph;
+    }
   }
   return best;
 }

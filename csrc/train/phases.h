@@ -14,7 +14,6 @@
 
 namespace nna {
 
-
 // How a phase uses a region. kWrite: the phase writes it before anything reads it, so the bytes
 // it held before are dead (no copy in; the previous value need not be kept). A partial batch
 // writes only its rows of z, d and y; the rows past it are never read (every kernel stops at

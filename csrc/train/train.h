@@ -32,17 +32,17 @@ enum class Op : uint32_t {
 struct RunParams {
   Op op = Op::Train;
   Loss loss = Loss::CrossEntropy;
-  bool resident = false;    // rows from xdata/ydata (else z[0]/y as they are)
-  bool resetStats = true;   // zero the stats region first (BAD_STEP = -1)
-  uint64_t rows = 0;        // non-resident: rows of z[0]/y to use (1..batch); Update: ignored
-  uint64_t samples = 0;     // resident: samples in the data set (<= header samples)
-  uint64_t firstBatch = 0;  // resident: first batch of the epoch to run
-  uint64_t numBatches = 1;  // steps in this run
+  bool resident = false;          // rows from xdata/ydata (else z[0]/y as they are)
+  bool resetStats = true;         // zero the stats region first (BAD_STEP = -1)
+  uint64_t rows = 0;              // non-resident: rows of z[0]/y to use (1..batch); Update: ignored
+  uint64_t samples = 0;           // resident: samples in the data set (<= header samples)
+  uint64_t firstBatch = 0;        // resident: first batch of the epoch to run
+  uint64_t numBatches = 1;        // steps in this run
   uint64_t permA = 1, permC = 0;  // resident row k of the epoch is sample (permA * k + permC) % samples
-  uint64_t stepBase = 0;    // optimizer step count before this run (Adam's t starts at stepBase + 1)
+  uint64_t stepBase = 0;          // optimizer step count before this run (Adam's t starts at stepBase + 1)
   Precision precision = Precision::Fp32;
-  double lr = 0.01;          // base learning rate (scheduled per step: opt.schedule)
-  OptimizerParams opt;       // the other hyperparameters, the schedule, clipping (optimizers.h)
+  double lr = 0.01;           // base learning rate (scheduled per step: opt.schedule)
+  OptimizerParams opt;        // the other hyperparameters, the schedule, clipping (optimizers.h)
   double labelSmoothing = 0;  // losses whose row of NNA_LOSSES takes it: eps in [0, 1]
   // Data parallelism (one replica of a group; 0 / false: a run of its own, as before):
   uint64_t globalBatch = 0;  // resident: rows one step of the whole group takes (>= batch)
@@ -84,7 +84,9 @@ inline OutputLoss outputLoss(uint32_t act, double actParam, const RunParams& p) 
 // The rows of step `s` of a run: which rows of the epoch it reads (resident), how many (0 for a
 // replica whose shard of the last global batch is empty) and what the mean loss divides by
 // (the rows of the whole group's step, so that summed gradients are the group's mean).
-struct StepRows { uint64_t first = 0, rows = 0, scale = 0; };
+struct StepRows {
+  uint64_t first = 0, rows = 0, scale = 0;
+};
 inline StepRows stepRows(uint64_t batch, const RunParams& p, uint64_t s) {
   StepRows r;
   if (!p.resident) {

@@ -4,7 +4,14 @@
 const fs = require('node:fs');
 const path = require('node:path');
 
-const exists = (p) => { try { fs.accessSync(p); return true; } catch { return false; } };
+const exists = (p) => {
+  try {
+    fs.accessSync(p);
+    return true;
+  } catch {
+    return false;
+  }
+};
 const roots = [process.env.CUDA_PATH, process.env.CUDA_HOME, '/usr/local/cuda'].filter(Boolean);
 
 function locate() {

@@ -6,7 +6,17 @@ import type { Dtype, Kind } from '../layout/header.js';
 import { requirePlan, type Plan } from '../layout/plan.js';
 import { call, cudaInfo, MEMORY_KINDS, native, type NativeHandle, type NativeStats, type RunParams, type RunPath } from '../native/addon.js';
 import { flatten, selectRanges, type Selector } from '../layout/selector.js';
-import { cutRanges, readCheckpoint, readCheckpointAsync, saveArena, saveArenaAsync, type CheckpointInfo, type LoadOptions, type OpenCheckpoint, type SaveOptions } from '../checkpoint/checkpoint.js';
+import {
+  cutRanges,
+  readCheckpoint,
+  readCheckpointAsync,
+  saveArena,
+  saveArenaAsync,
+  type CheckpointInfo,
+  type LoadOptions,
+  type OpenCheckpoint,
+  type SaveOptions,
+} from '../checkpoint/checkpoint.js';
 import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
@@ -47,7 +57,7 @@ export interface ArenaOptions {
 const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'data', 'steps', 'metadata', 'onProgress']);
 const ARENA_KEYS = keysOf<ArenaOptions>()(['backend', 'memory', 'device', 'pinned', 'deviceBudget', 'residency']);
 
-export interface ArenaStats extends NativeStats {}
+export type ArenaStats = NativeStats;
 
 export type View = Float32Array | Float64Array;
 
@@ -137,7 +147,15 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   readonly #queue = new RunQueue();
   readonly #kernels = new Map<string, Kernel>();
 
-  private constructor(plan: Plan<D>, handle: NativeHandle, backend: BackendName, memory: MemoryKind, pinned: boolean, deviceBudget: number | undefined, device: number) {
+  private constructor(
+    plan: Plan<D>,
+    handle: NativeHandle,
+    backend: BackendName,
+    memory: MemoryKind,
+    pinned: boolean,
+    deviceBudget: number | undefined,
+    device: number,
+  ) {
     this.plan = plan;
     this.#written = new WrittenRegions(plan);
     this.device = device;
@@ -146,13 +164,19 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     this.memory = memory;
     this.pinned = pinned;
     this.deviceBudget = deviceBudget;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter below has the registry entry as its this
     const self = this;
     registerRunTarget(this, {
-      kind: 'arena', arenas: [this], rank: 0, world: 1,
-      get disposed() { return self.#disposed; },
+      kind: 'arena',
+      arenas: [this],
+      rank: 0,
+      world: 1,
+      get disposed() {
+        return self.#disposed;
+      },
       run: (params) => runArena(this, params[0]!),
     });
-    Object.freeze(this);  // plan, backend and the rest cannot be swapped under the views
+    Object.freeze(this); // plan, backend and the rest cannot be swapped under the views
   }
 
   /** Allocates the plan's totalBytes once on the host and once on the device, zeroed, with the
@@ -168,20 +192,32 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     const budget = options.deviceBudget;
     // A budget (or staged memory, which needs one) is checked before the backend is chosen, so a
     // bad one is reported alike on every machine; the rules themselves are native, in one place.
-    if (budget !== undefined || memory === 'staged') call(() => native().checkDeviceBudget(plan.header, MEMORY_KINDS[memory], budget as number | undefined), { deviceBudget: budget });
+    if (budget !== undefined || memory === 'staged')
+      call(() => native().checkDeviceBudget(plan.header, MEMORY_KINDS[memory], budget as number | undefined), { deviceBudget: budget });
     const scheduled = residencyOption(memory, budget, options.residency);
     const backend = resolveBackend(options.backend);
     if (memory !== 'device' && backend !== 'cuda') {
       throw new ArenaError('NOT_SUPPORTED', `${memory} memory needs the CUDA backend; this arena would use the CPU backend (${cudaInfo().why || 'requested'})`);
     }
     const device = options.device ?? 0;
-    if (typeof device !== 'number' || !Number.isSafeInteger(device) || device < 0) throw new OptionError('BAD_OPTION', 'device', device, 'must be a CUDA device index (an integer >= 0)');
-    if (device !== 0 && backend !== 'cuda') throw new OptionError('BAD_OPTION', 'device', device, `the CPU backend has only device 0 (${cudaInfo().why || 'backend: cpu'})`);
-    const pinned = backend === 'cuda' ? options.pinned ?? true : false;
+    if (typeof device !== 'number' || !Number.isSafeInteger(device) || device < 0)
+      throw new OptionError('BAD_OPTION', 'device', device, 'must be a CUDA device index (an integer >= 0)');
+    if (device !== 0 && backend !== 'cuda')
+      throw new OptionError('BAD_OPTION', 'device', device, `the CPU backend has only device 0 (${cudaInfo().why || 'backend: cpu'})`);
+    const pinned = backend === 'cuda' ? (options.pinned ?? true) : false;
     // The device budget is checked once, natively, before anything is allocated.
-    const handle = call(() => new (native().ArenaHandle)(plan.header, {
-      cuda: backend === 'cuda', pinned, memory: MEMORY_KINDS[memory], ...(budget === undefined ? {} : { budget: budget as number }), scheduled, device,
-    }), { deviceBudget: budget, device });
+    const handle = call(
+      () =>
+        new (native().ArenaHandle)(plan.header, {
+          cuda: backend === 'cuda',
+          pinned,
+          memory: MEMORY_KINDS[memory],
+          ...(budget === undefined ? {} : { budget: budget as number }),
+          scheduled,
+          device,
+        }),
+      { deviceBudget: budget, device },
+    );
     return new Arena(plan, handle, backend, memory, pinned, budget, device);
   }
 
@@ -216,7 +252,9 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     return this.#queue.enqueue(() => saveArenaAsync(this, path, options));
   }
 
-  get disposed(): boolean { return this.#disposed; }
+  get disposed(): boolean {
+    return this.#disposed;
+  }
 
   #live(): NativeHandle {
     if (this.#disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
@@ -224,7 +262,10 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   static {
-    handleOf = (arena) => { arena.#fresh = false; return arena.#live(); };
+    handleOf = (arena) => {
+      arena.#fresh = false;
+      return arena.#live();
+    };
     queueOf = (arena) => arena.#queue;
     uploadWritten = (arena) => arena.#uploadWritten();
   }
@@ -256,7 +297,12 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     // Checked before the cache: a model index '0' must not find the view of model 0.
     const models = this.plan.spec.models;
     if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
-      throw new OptionError('BAD_OPTION', 'model', model, `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`);
+      throw new OptionError(
+        'BAD_OPTION',
+        'model',
+        model,
+        `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`,
+      );
     }
     const key = `${layer}:${kind}:${model ?? ''}`;
     const cached = this.#views.get(key);
@@ -264,8 +310,14 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     const r = this.plan.region(layer, kind);
     if (!r) {
       const global = this.plan.spec.extra.some((e) => e.name === kind && e.bytes !== undefined);
-      throw new ArenaError('NO_REGION', global ? `'${kind}' is a global user region: view('${kind}') takes no layer`
-        : layer === -1 ? `'${kind}' has a region per layer: view('${kind}', layer)` : `layer ${layer} has no region '${kind}' in this plan`);
+      throw new ArenaError(
+        'NO_REGION',
+        global
+          ? `'${kind}' is a global user region: view('${kind}') takes no layer`
+          : layer === -1
+            ? `'${kind}' has a region per layer: view('${kind}', layer)`
+            : `layer ${layer} has no region '${kind}' in this plan`,
+      );
     }
     const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
     const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
@@ -305,10 +357,14 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   /** Host -> device. No selector: the whole arena in one transfer. */
-  toDevice(selector?: Selector): TransferResult { return this.#transfer('toDevice', selector); }
+  toDevice(selector?: Selector): TransferResult {
+    return this.#transfer('toDevice', selector);
+  }
 
   /** Device -> host. No selector: the whole arena in one transfer. */
-  toHost(selector?: Selector): TransferResult { return this.#transfer('toHost', selector); }
+  toHost(selector?: Selector): TransferResult {
+    return this.#transfer('toHost', selector);
+  }
 
   /** Managed memory only: cudaMemPrefetchAsync of the selected ranges (then synchronised). */
   prefetch(selector: Selector | undefined, location: Location): void {
@@ -338,19 +394,21 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   }
 
   /** Allocation and transfer counters, kept by the native layer (readable after dispose). */
-  get stats(): ArenaStats { return this.#handle.stats(); }
+  get stats(): ArenaStats {
+    return this.#handle.stats();
+  }
 
   /** Base of the host allocation, for a native module of your own (csrc/include/nn_arena.h). */
   get hostAddress(): bigint {
     const a = call(() => this.#live().addresses().host);
-    this.#written.markAll();  // your code may write anywhere
+    this.#written.markAll(); // your code may write anywhere
     return a;
   }
 
   /** Base of the device allocation (a device pointer on CUDA; the stand-in buffer on CPU). */
   get deviceAddress(): bigint {
     const a = call(() => this.#live().addresses().device);
-    this.#fresh = false;  // your code may write the device side
+    this.#fresh = false; // your code may write the device side
     return a;
   }
 
@@ -365,7 +423,7 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   /** CUDA: compiles `name` from CUDA C++ `source` with NVRTC (cached by source); the kernel
    *  takes the device base then `params` (src/arena/jit.ts, docs/embedding.md). */
   compileKernel(source: string, name: string, params: readonly KernelParam[] = []): Kernel {
-    this.#fresh = false;  // its launches write the device side
+    this.#fresh = false; // its launches write the device side
     return compileKernel({ backend: this.backend, live: () => this.#live(), queue: this.#queue, kernels: this.#kernels }, source, name, params);
   }
 
@@ -380,7 +438,9 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     call(() => this.#handle.dispose());
   }
 
-  [Symbol.dispose](): void { this.dispose(); }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
 
   /** `await using arena = Arena.create(plan)`: waits for what is queued or in flight on the
    *  arena (synchronize()), then disposes it. */

@@ -28,7 +28,11 @@ const PARAMS: readonly KernelParam[] = ['f32', 'f64', 'i32', 'u32', 'i64', 'u64'
 
 /** A grid or block: x, or [x, y?, z?]. */
 export type Dims = number | readonly [number, number?, number?];
-export interface LaunchConfig { grid: Dims; block: Dims; sharedBytes?: number }
+export interface LaunchConfig {
+  grid: Dims;
+  block: Dims;
+  sharedBytes?: number;
+}
 
 /** f32 / f64: a number; the integer types: an exact integer number or a bigint in range. */
 export type KernelArg = number | bigint;
@@ -61,7 +65,8 @@ function checkArg(p: KernelParam, v: unknown, i: number): KernelArg {
   }
   const [lo, hi] = { i32: [-(2n ** 31n), 2n ** 31n - 1n], u32: [0n, 2n ** 32n - 1n], i64: [-(2n ** 63n), 2n ** 63n - 1n], u64: [0n, 2n ** 64n - 1n] }[p];
   const big = typeof v === 'bigint' ? v : typeof v === 'number' && Number.isSafeInteger(v) ? BigInt(v) : undefined;
-  if (big === undefined || big < lo! || big > hi!) throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${lo}, ${hi}] (${p}), as a safe-integer number or a bigint`);
+  if (big === undefined || big < lo! || big > hi!)
+    throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${lo}, ${hi}] (${p}), as a safe-integer number or a bigint`);
   return v as KernelArg;
 }
 
@@ -85,14 +90,21 @@ export class Kernel {
    *  it, before one called after it); while it runs, transfers are BUSY. */
   async launch(config: LaunchConfig, ...args: KernelArg[]): Promise<void> {
     if (config === null || typeof config !== 'object') throw new OptionError('BAD_OPTION', 'config', config, 'must be { grid, block, sharedBytes? }');
-    const grid = dims(config.grid, 'grid'), block = dims(config.block, 'block');
+    const grid = dims(config.grid, 'grid'),
+      block = dims(config.block, 'block');
     const shared = config.sharedBytes ?? 0;
-    if (!Number.isInteger(shared) || shared < 0 || shared > 0xffffffff) throw new OptionError('BAD_OPTION', 'sharedBytes', shared, 'must be an integer in [0, 2^32)');
+    if (!Number.isInteger(shared) || shared < 0 || shared > 0xffffffff)
+      throw new OptionError('BAD_OPTION', 'sharedBytes', shared, 'must be an integer in [0, 2^32)');
     if (args.length !== this.params.length) {
-      throw new OptionError('BAD_OPTION', 'args', args, `kernel '${this.name}' takes ${this.params.length} argument(s) after the base pointer (${this.params.join(', ') || 'none'})`);
+      throw new OptionError(
+        'BAD_OPTION',
+        'args',
+        args,
+        `kernel '${this.name}' takes ${this.params.length} argument(s) after the base pointer (${this.params.join(', ') || 'none'})`,
+      );
     }
     const checked = this.params.map((p, i) => checkArg(p, args[i], i));
-    this.#arena.live();  // DISPOSED now rather than when its turn comes
+    this.#arena.live(); // DISPOSED now rather than when its turn comes
     return this.#arena.queue.enqueue(async () => {
       try {
         await native().jitLaunch(this.#arena.live(), this.#id, grid, block, shared, checked);
@@ -106,11 +118,17 @@ export class Kernel {
 /** Internal: Arena.compileKernel. */
 export function compileKernel(arena: KernelHost, source: string, name: string, params: readonly KernelParam[] = []): Kernel {
   if (typeof source !== 'string' || source.length === 0) throw new OptionError('BAD_OPTION', 'source', source, 'must be a non-empty string of CUDA C++');
-  if (typeof name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new OptionError('BAD_OPTION', 'name', name, 'must be the C identifier of an extern "C" __global__ function');
+  if (typeof name !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]*$/.test(name))
+    throw new OptionError('BAD_OPTION', 'name', name, 'must be the C identifier of an extern "C" __global__ function');
   // Array.from reads a hole as undefined (every() would skip it)
-  if (!Array.isArray(params) || !Array.from(params, (p) => PARAMS.includes(p)).every(Boolean)) throw new OptionError('BAD_OPTION', 'params', params, `must be an array of ${PARAMS.join(', ')}`);
+  if (!Array.isArray(params) || !Array.from(params, (p) => PARAMS.includes(p)).every(Boolean))
+    throw new OptionError('BAD_OPTION', 'params', params, `must be an array of ${PARAMS.join(', ')}`);
   const h = arena.live();
-  if (arena.backend !== 'cuda') throw new ArenaError('NOT_SUPPORTED', 'JIT kernels need the CUDA backend; this arena uses the CPU backend (create it with { backend: \'cuda\' } on a machine with a GPU)');
+  if (arena.backend !== 'cuda')
+    throw new ArenaError(
+      'NOT_SUPPORTED',
+      "JIT kernels need the CUDA backend; this arena uses the CPU backend (create it with { backend: 'cuda' } on a machine with a GPU)",
+    );
   const key = kernelKey(source, name, params);
   const cached = arena.kernels.get(key);
   if (cached) return cached;

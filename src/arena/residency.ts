@@ -15,7 +15,8 @@ export type ResidencyMode = 'scheduler' | 'on-demand';
 export function residencyOption(memory: string, deviceBudget: unknown, residency: unknown): boolean {
   if (residency === undefined) return true;
   if (residency !== 'scheduler' && residency !== 'on-demand') throw new OptionError('BAD_OPTION', 'residency', residency, "must be 'scheduler' or 'on-demand'");
-  if (memory !== 'managed' || deviceBudget === undefined) throw new OptionError('BAD_OPTION', 'residency', residency, "applies to memory 'managed' with a deviceBudget");
+  if (memory !== 'managed' || deviceBudget === undefined)
+    throw new OptionError('BAD_OPTION', 'residency', residency, "applies to memory 'managed' with a deviceBudget");
   return residency === 'scheduler';
 }
 
@@ -68,9 +69,12 @@ export function residencyReport(n: NativeResidency): ResidencyReport {
   const layers = new Map<number, LayerResidency>();
   for (const r of n.regions) {
     const kind = KINDS[r.kind]!;
-    const where: Where = n.placement === 'staged' ? (r.resident ? 'device' : 'host') : r.lastPrefetch ?? 'none';
+    const where: Where = n.placement === 'staged' ? (r.resident ? 'device' : 'host') : (r.lastPrefetch ?? 'none');
     let l = layers.get(r.layer);
-    if (!l) { l = { layer: r.layer, range: { offset: r.offset, bytes: 0 }, location: 'none', regions: {} }; layers.set(r.layer, l); }
+    if (!l) {
+      l = { layer: r.layer, range: { offset: r.offset, bytes: 0 }, location: 'none', regions: {} };
+      layers.set(r.layer, l);
+    }
     l.regions[kind] = DATA_KINDS.includes(kind) && n.placement === 'staged' ? 'host' : where;
     if (DATA_KINDS.includes(kind)) continue;
     const end = Math.max(l.range.offset + l.range.bytes, r.offset + r.bytes);
@@ -78,13 +82,24 @@ export function residencyReport(n: NativeResidency): ResidencyReport {
     l.range.bytes = end - l.range.offset;
   }
   for (const l of layers.values()) {
-    const places = new Set(Object.entries(l.regions).filter(([k]) => !DATA_KINDS.includes(k as Kind)).map(([, w]) => w));
+    const places = new Set(
+      Object.entries(l.regions)
+        .filter(([k]) => !DATA_KINDS.includes(k as Kind))
+        .map(([, w]) => w),
+    );
     l.location = places.size === 1 ? [...places][0]! : places.size === 0 ? 'none' : 'mixed';
   }
   return {
-    placement: n.placement, budget: n.budget, measured: n.measured,
-    peakDeviceBytes: n.peakDeviceBytes, peakDeviceInUse: n.peakDeviceInUse, baselineDeviceBytes: n.baselineDeviceBytes, samples: n.samples,
-    peakScheduledBytes: n.lastRun.peakScheduledBytes, lastRun: n.lastRun, total: n.total,
+    placement: n.placement,
+    budget: n.budget,
+    measured: n.measured,
+    peakDeviceBytes: n.peakDeviceBytes,
+    peakDeviceInUse: n.peakDeviceInUse,
+    baselineDeviceBytes: n.baselineDeviceBytes,
+    samples: n.samples,
+    peakScheduledBytes: n.lastRun.peakScheduledBytes,
+    lastRun: n.lastRun,
+    total: n.total,
     timing: { waitMicros: n.waitMicros, fetchMicros: n.fetchMicros, evictMicros: n.evictMicros },
     layers: [...layers.values()].sort((a, b) => a.layer - b.layer),
   };

@@ -10,13 +10,17 @@ export class RunQueue {
   /** Jobs queued or running. */
   #pending = 0;
 
-  get pending(): number { return this.#pending; }
+  get pending(): number {
+    return this.#pending;
+  }
 
   /** Runs `job` once every job queued before it has settled. */
   enqueue<T>(job: () => Promise<T>): Promise<T> {
     this.#pending++;
     const result = this.#tail.then(job);
-    const done = () => { this.#pending--; };
+    const done = () => {
+      this.#pending--;
+    };
     this.#tail = result.then(done, done);
     return result;
   }

@@ -6,7 +6,9 @@ import { ArenaError, OptionError } from '../core/errors.js';
 import type { RunParams, RunPath } from '../native/addon.js';
 
 /** What the registry itself reads of an arena. */
-export interface TargetArena { readonly disposed: boolean }
+export interface TargetArena {
+  readonly disposed: boolean;
+}
 
 export interface RunTarget<A extends TargetArena = TargetArena> {
   /** 'arena', or 'group' for a DataParallel group (of any size). */

@@ -3,10 +3,16 @@
 // must not import the Arena (arena.ts imports it).
 import type { Selector } from '../layout/selector.js';
 
-export interface TransferResult { transfers: number; bytes: number }
+export interface TransferResult {
+  transfers: number;
+  bytes: number;
+}
 
 /** One transfer call as observers see it: `regions` selects what the bytes belong to. */
-export interface TransferEvent extends TransferResult { dir: 'toDevice' | 'toHost'; regions: Selector | undefined }
+export interface TransferEvent extends TransferResult {
+  dir: 'toDevice' | 'toHost';
+  regions: Selector | undefined;
+}
 
 // Each arena's observers: several at once (two recorders on one arena each see every transfer).
 const observers = new WeakMap<object, Set<(e: TransferEvent) => void>>();
@@ -22,7 +28,9 @@ export function notifyTransfer(arena: object, dir: TransferEvent['dir'], regions
 export function observeTransfers(arena: object, fn: (e: TransferEvent) => void): () => void {
   const set = observers.get(arena) ?? new Set();
   observers.set(arena, set);
-  const own = (e: TransferEvent) => fn(e);  // its own entry, even for a function added twice
+  const own = (e: TransferEvent) => fn(e); // its own entry, even for a function added twice
   set.add(own);
-  return () => { set.delete(own); };
+  return () => {
+    set.delete(own);
+  };
 }

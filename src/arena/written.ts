@@ -16,10 +16,14 @@ export class WrittenRegions {
    *  overlap): the regions meeting a byte range are found by bisection, not by a scan. */
   #byOffset: { order: number[]; reach: number[] } | undefined;
 
-  constructor(plan: Pick<Plan, 'headerBytes' | 'regions'>) { this.#plan = plan; }
+  constructor(plan: Pick<Plan, 'headerBytes' | 'regions'>) {
+    this.#plan = plan;
+  }
 
   /** Anything may have been written (the host address went out). */
-  markAll(): void { this.#written = 'all'; }
+  markAll(): void {
+    this.#written = 'all';
+  }
 
   /** Host bytes [offset, offset + bytes) were handed out. */
   mark(offset: number, bytes: number): void {
@@ -33,8 +37,13 @@ export class WrittenRegions {
       this.#byOffset = { order, reach: order.map((i) => (far = Math.max(far, regions[i]!.offset + regions[i]!.bytes))) };
     }
     const { order, reach } = this.#byOffset;
-    let lo = 0, hi = order.length;
-    while (lo < hi) { const mid = (lo + hi) >>> 1; if (reach[mid]! <= offset) lo = mid + 1; else hi = mid; }
+    let lo = 0,
+      hi = order.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (reach[mid]! <= offset) lo = mid + 1;
+      else hi = mid;
+    }
     const end = offset + bytes;
     for (let k = lo; k < order.length && regions[order[k]!]!.offset < end; k++) {
       const r = regions[order[k]!]!;
@@ -54,7 +63,9 @@ export class WrittenRegions {
       else ranges.push(offset, end - offset);
     };
     if (this.#header) add(0, this.#plan.headerBytes);
-    this.#plan.regions.forEach((r, i) => { if (written.has(i) && r.bytes > 0) add(r.offset, r.offset + r.bytes); });
+    this.#plan.regions.forEach((r, i) => {
+      if (written.has(i) && r.bytes > 0) add(r.offset, r.offset + r.bytes);
+    });
     return { ranges, kinds: [...new Set([...written].map((i) => this.#plan.regions[i]!.kind))] };
   }
 }

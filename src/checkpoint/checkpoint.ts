@@ -26,8 +26,20 @@ import type { Plan } from '../layout/plan.js';
 import { cudaInfo, native } from '../native/addon.js';
 import { selectRanges, type ByteRange } from '../layout/selector.js';
 import {
-  bad, checkPath, CHUNK, encodeFileHeader, FILE_HEADER, fsMessage, MAX_PIECE, parseCheckpoint, payloadPieces, savedRegions, saveOptions,
-  type CheckpointInfo, type IoProgress, type Opened, type SaveOptions,
+  bad,
+  checkPath,
+  CHUNK,
+  encodeFileHeader,
+  fsMessage,
+  MAX_PIECE,
+  parseCheckpoint,
+  payloadPieces,
+  savedRegions,
+  saveOptions,
+  type CheckpointInfo,
+  type IoProgress,
+  type Opened,
+  type SaveOptions,
 } from './format.js';
 
 export { DATA_KINDS, type CheckpointInfo, type IoProgress, type SaveOptions } from './format.js';
@@ -56,7 +68,8 @@ const READ = constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY;
 const NO_DIR_SYNC = new Set(['EINVAL', 'ENOTSUP', 'EOPNOTSUPP']);
 
 function noProgress(onProgress: unknown, what: string): void {
-  if (onProgress !== undefined) throw new OptionError('BAD_OPTION', 'onProgress', onProgress, `is for ${what}Async (the synchronous ${what} reports no progress)`);
+  if (onProgress !== undefined)
+    throw new OptionError('BAD_OPTION', 'onProgress', onProgress, `is for ${what}Async (the synchronous ${what} reports no progress)`);
 }
 
 // ---- save -------------------------------------------------------------------------------------
@@ -72,7 +85,11 @@ export function saveArena(arena: ArenaBytes, path: string, options: SaveOptions 
   const head = encodeFileHeader(plan, s, payloadBytes, crc);
   const tmp = tmpName(path);
   let fd: number;
-  try { fd = openSync(tmp, CREATE, 0o666); } catch (e) { throw failed(path, e); }
+  try {
+    fd = openSync(tmp, CREATE, 0o666);
+  } catch (e) {
+    throw failed(path, e);
+  }
   try {
     try {
       writeAll(fd, [head, ...parts]);
@@ -82,12 +99,22 @@ export function saveArena(arena: ArenaBytes, path: string, options: SaveOptions 
     }
     renameSync(tmp, path);
   } catch (e) {
-    try { unlinkSync(tmp); } catch { /* already gone */ }
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* already gone */
+    }
     throw failed(path, e);
   }
   let dir: number;
-  try { dir = openSync(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY); } catch (e) { throw failed(path, e); }
-  try { fsyncSync(dir); } catch (e) {
+  try {
+    dir = openSync(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
+  } catch (e) {
+    throw failed(path, e);
+  }
+  try {
+    fsyncSync(dir);
+  } catch (e) {
     if (!NO_DIR_SYNC.has((e as { code?: string }).code ?? '')) throw failed(path, e);
   } finally {
     closeSync(dir);
@@ -102,8 +129,13 @@ function writeAll(fd: number, parts: Uint8Array[]): void {
     let n = writevSync(fd, pending);
     while (n > 0) {
       const first = pending[0]!;
-      if (n >= first.length) { n -= first.length; pending.shift(); }
-      else { pending[0] = first.subarray(n); n = 0; }
+      if (n >= first.length) {
+        n -= first.length;
+        pending.shift();
+      } else {
+        pending[0] = first.subarray(n);
+        n = 0;
+      }
     }
   }
 }
@@ -121,9 +153,14 @@ export async function saveArenaAsync(arena: ArenaBytes, path: string, options: S
   const headBytes = encodeFileHeader(plan, s, 0, 0).length;
   const tmp = tmpName(path);
   let fh: FileHandle;
-  try { fh = await open(tmp, CREATE, 0o666); } catch (e) { throw failed(path, e); }
   try {
-    let crc = 0, done = 0;
+    fh = await open(tmp, CREATE, 0o666);
+  } catch (e) {
+    throw failed(path, e);
+  }
+  try {
+    let crc = 0,
+      done = 0;
     const buf = Buffer.allocUnsafe(Math.min(CHUNK, Math.max(total, 1)));
     for (const [offset, bytes] of pieces) {
       for (let at = 0; at < bytes;) {
@@ -148,12 +185,16 @@ export async function saveArenaAsync(arena: ArenaBytes, path: string, options: S
   }
   try {
     const dir = await open(dirname(path), constants.O_RDONLY | constants.O_DIRECTORY);
-    try { await dir.sync(); } catch (e) {
+    try {
+      await dir.sync();
+    } catch (e) {
       if (!NO_DIR_SYNC.has((e as { code?: string }).code ?? '')) throw e;
     } finally {
       await dir.close();
     }
-  } catch (e) { throw failed(path, e); }
+  } catch (e) {
+    throw failed(path, e);
+  }
   return headBytes + total;
 }
 
@@ -170,7 +211,11 @@ async function writeFully(fh: FileHandle, data: Uint8Array, position: number): P
 function readFullySync(fd: number, path: string, into: Uint8Array, position: number): void {
   for (let done = 0; done < into.length;) {
     let n: number;
-    try { n = readSync(fd, into, done, Math.min(into.length - done, MAX_PIECE), position + done); } catch (e) { throw bad(path, fsMessage(e)); }
+    try {
+      n = readSync(fd, into, done, Math.min(into.length - done, MAX_PIECE), position + done);
+    } catch (e) {
+      throw bad(path, fsMessage(e));
+    }
     if (n === 0) throw bad(path, `truncated: ended at byte ${position + done}`);
     done += n;
   }
@@ -179,7 +224,11 @@ function readFullySync(fd: number, path: string, into: Uint8Array, position: num
 async function readFully(fh: FileHandle, path: string, into: Uint8Array, position: number): Promise<void> {
   for (let done = 0; done < into.length;) {
     let n: number;
-    try { ({ bytesRead: n } = await fh.read(into, done, Math.min(into.length - done, MAX_PIECE), position + done)); } catch (e) { throw bad(path, fsMessage(e)); }
+    try {
+      ({ bytesRead: n } = await fh.read(into, done, Math.min(into.length - done, MAX_PIECE), position + done));
+    } catch (e) {
+      throw bad(path, fsMessage(e));
+    }
     if (n === 0) throw bad(path, `truncated: ended at byte ${position + done}`);
     done += n;
   }
@@ -188,7 +237,11 @@ async function readFully(fh: FileHandle, path: string, into: Uint8Array, positio
 function openSyncChecked(path: string): { fd: number; size: number } {
   checkPath(path);
   let fd: number;
-  try { fd = openSync(path, READ); } catch (e) { throw bad(path, fsMessage(e)); }
+  try {
+    fd = openSync(path, READ);
+  } catch (e) {
+    throw bad(path, fsMessage(e));
+  }
   try {
     const st = fstatSync(fd);
     if (!st.isFile()) throw bad(path, 'not a regular file');
@@ -202,7 +255,11 @@ function openSyncChecked(path: string): { fd: number; size: number } {
 async function openChecked(path: string): Promise<{ fh: FileHandle; size: number }> {
   checkPath(path);
   let fh: FileHandle;
-  try { fh = await open(path, READ); } catch (e) { throw bad(path, fsMessage(e)); }
+  try {
+    fh = await open(path, READ);
+  } catch (e) {
+    throw bad(path, fsMessage(e));
+  }
   try {
     const st = await fh.stat();
     if (!st.isFile()) throw bad(path, 'not a regular file');
@@ -217,7 +274,7 @@ async function openChecked(path: string): Promise<{ fh: FileHandle; size: number
 function parseSync(fd: number, path: string, size: number): Opened {
   const gen = parseCheckpoint(path, size);
   let at = 0;
-  for (let r = gen.next(); ; ) {
+  for (let r = gen.next(); ;) {
     if (r.done) return r.value;
     const buf = new Uint8Array(r.value);
     readFullySync(fd, path, buf, at);
@@ -229,7 +286,7 @@ function parseSync(fd: number, path: string, size: number): Opened {
 async function parse(fh: FileHandle, path: string, size: number): Promise<Opened> {
   const gen = parseCheckpoint(path, size);
   let at = 0;
-  for (let r = gen.next(); ; ) {
+  for (let r = gen.next(); ;) {
     if (r.done) return r.value;
     const buf = new Uint8Array(r.value);
     await readFully(fh, path, buf, at);
@@ -240,7 +297,10 @@ async function parse(fh: FileHandle, path: string, size: number): Promise<Opened
 
 /** The saved regions in file order, cut to CHUNK bytes. */
 function regionChunks(o: Opened): Array<[offset: number, bytes: number]> {
-  return cutRanges(savedRegions(o.info.plan, o.saved).map((r) => ({ offset: r.offset, bytes: r.bytes })), CHUNK).map((r) => [r.offset, r.bytes]);
+  return cutRanges(
+    savedRegions(o.info.plan, o.saved).map((r) => ({ offset: r.offset, bytes: r.bytes })),
+    CHUNK,
+  ).map((r) => [r.offset, r.bytes]);
 }
 
 /** Reads and checks a checkpoint's headers and checksum; allocates no arena. */
@@ -256,7 +316,7 @@ export function inspectCheckpoint(path: string): CheckpointInfo {
       crc = native().crc32c(part, crc);
       at += part.length;
     }
-    if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+    if (crc >>> 0 !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
     return o.info;
   } finally {
     closeSync(fd);
@@ -285,7 +345,10 @@ function checkMemory(path: string, plan: Plan, options: MemoryOptions): void {
   const host = cuda ? plan.totalBytes : 2 * plan.totalBytes;
   const free = freemem();
   if (host > free) {
-    throw new ArenaError('HOST_OOM', `${path}: the arena needs ${host} bytes of host memory (${cuda ? 'its host side' : 'host and device side: the CPU backend keeps both in host memory'}); ${free} bytes are available`);
+    throw new ArenaError(
+      'HOST_OOM',
+      `${path}: the arena needs ${host} bytes of host memory (${cuda ? 'its host side' : 'host and device side: the CPU backend keeps both in host memory'}); ${free} bytes are available`,
+    );
   }
   if (cuda && (options.memory ?? 'device') === 'device' && info && info.devices > 0 && plan.totalBytes > info.freeBytes) {
     throw new ArenaError('DEVICE_OOM', `${path}: the arena needs ${plan.totalBytes} bytes of device memory; ${info.freeBytes} bytes are free`);
@@ -293,7 +356,10 @@ function checkMemory(path: string, plan: Plan, options: MemoryOptions): void {
 }
 
 /** The options of the arena to be loaded that decide where its memory comes from. */
-export interface MemoryOptions { backend?: unknown; memory?: unknown }
+export interface MemoryOptions {
+  backend?: unknown;
+  memory?: unknown;
+}
 
 /** A checkpoint opened and checked up to its payload (readCheckpoint, readCheckpointAsync). */
 export interface OpenCheckpoint<R> {
@@ -311,7 +377,13 @@ export interface OpenCheckpoint<R> {
 
 function opened<R>(o: Opened, path: string, readInto: (arena: ArenaBytes) => R): OpenCheckpoint<R> {
   const kinds = [...o.info.kinds, ...o.info.extras];
-  return { info: o.info, checkMemory: (options) => checkMemory(path, o.info.plan, options), readInto, ranges: kinds.length ? selectRanges(o.info.plan, { kinds }) : [], kinds };
+  return {
+    info: o.info,
+    checkMemory: (options) => checkMemory(path, o.info.plan, options),
+    readInto,
+    ranges: kinds.length ? selectRanges(o.info.plan, { kinds }) : [],
+    kinds,
+  };
 }
 
 /** Opens `path` once, checks its headers, and hands the open checkpoint to `use` (Arena.load
@@ -321,16 +393,19 @@ export function readCheckpoint<T>(path: string, use: (cp: OpenCheckpoint<void>) 
   const { fd, size } = openSyncChecked(path);
   try {
     const o = parseSync(fd, path, size);
-    return use(opened(o, path, (arena) => {
-      let crc = o.crc, at = o.at;
-      for (const [offset, bytes] of regionChunks(o)) {
-        const into = arena.bytes(offset, bytes);
-        readFullySync(fd, path, into, at);
-        crc = native().crc32c(into, crc);
-        at += bytes;
-      }
-      if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-    }));
+    return use(
+      opened(o, path, (arena) => {
+        let crc = o.crc,
+          at = o.at;
+        for (const [offset, bytes] of regionChunks(o)) {
+          const into = arena.bytes(offset, bytes);
+          readFullySync(fd, path, into, at);
+          crc = native().crc32c(into, crc);
+          at += bytes;
+        }
+        if (crc >>> 0 !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+      }),
+    );
   } finally {
     closeSync(fd);
   }
@@ -343,18 +418,21 @@ export async function readCheckpointAsync<T>(path: string, loadOptions: LoadOpti
   const { fh, size } = await openChecked(path);
   try {
     const o = await parse(fh, path, size);
-    return await use(opened(o, path, async (arena) => {
-      let crc = o.crc, at = o.at;
-      const total = size - o.at;
-      for (const [offset, bytes] of regionChunks(o)) {
-        const into = arena.bytes(offset, bytes);
-        await readFully(fh, path, into, at);
-        crc = native().crc32c(into, crc);
-        at += bytes;
-        onProgress?.({ bytes: at - o.at, totalBytes: total });
-      }
-      if ((crc >>> 0) !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
-    }));
+    return await use(
+      opened(o, path, async (arena) => {
+        let crc = o.crc,
+          at = o.at;
+        const total = size - o.at;
+        for (const [offset, bytes] of regionChunks(o)) {
+          const into = arena.bytes(offset, bytes);
+          await readFully(fh, path, into, at);
+          crc = native().crc32c(into, crc);
+          at += bytes;
+          onProgress?.({ bytes: at - o.at, totalBytes: total });
+        }
+        if (crc >>> 0 !== o.payloadCrc) throw bad(path, 'payload checksum mismatch (corrupted)');
+      }),
+    );
   } finally {
     await fh.close().catch(() => {});
   }
@@ -362,6 +440,7 @@ export async function readCheckpointAsync<T>(path: string, loadOptions: LoadOpti
 
 /** Ranges cut to at most `max` bytes each. */
 export function cutRanges(ranges: readonly ByteRange[], max: number): ByteRange[] {
-  return ranges.flatMap((r) => Array.from({ length: Math.ceil(r.bytes / max) }, (_, i) => ({ offset: r.offset + i * max, bytes: Math.min(max, r.bytes - i * max) })));
+  return ranges.flatMap((r) =>
+    Array.from({ length: Math.ceil(r.bytes / max) }, (_, i) => ({ offset: r.offset + i * max, bytes: Math.min(max, r.bytes - i * max) })),
+  );
 }
-

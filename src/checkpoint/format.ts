@@ -39,7 +39,10 @@ export const MAX_PIECE = 2 ** 30;
 export const DATA_KINDS: readonly Kind[] = ['xdata', 'ydata'];
 
 /** How far a long save or load is: payload bytes done of the total. */
-export interface IoProgress { bytes: number; totalBytes: number }
+export interface IoProgress {
+  bytes: number;
+  totalBytes: number;
+}
 
 export interface SaveOptions {
   /** Regions to save, built-in kinds and user regions by name. Default: every region but the
@@ -56,7 +59,11 @@ export interface SaveOptions {
 }
 
 export interface CheckpointInfo {
-  path: string; version: number; arenaBytes: number; payloadBytes: number; steps: number;
+  path: string;
+  version: number;
+  arenaBytes: number;
+  payloadBytes: number;
+  steps: number;
   /** Built-in kinds saved. */
   kinds: Kind[];
   /** User regions saved, by name. */
@@ -69,7 +76,10 @@ export interface CheckpointInfo {
 }
 
 /** What a checkpoint holds: a bit per built-in kind, a bit per user region (kind-table index). */
-export interface Saved { mask: number; extras: bigint }
+export interface Saved {
+  mask: number;
+  extras: bigint;
+}
 
 export const bad = (path: string, why: string) => new ArenaError('BAD_CHECKPOINT', `${path}: ${why}`);
 export const fsMessage = (e: unknown) => (e as Error)?.message ?? String(e);
@@ -102,8 +112,14 @@ export function encodeMetadata(meta: Record<string, unknown>, field: string): Ui
   const check = (v: unknown, at: string, depth: number): void => {
     if (depth > 32) throw new OptionError('BAD_OPTION', at, v, 'nests deeper than 32 levels');
     if (v === null || typeof v === 'string' || typeof v === 'boolean') return;
-    if (typeof v === 'number') { if (!Number.isFinite(v)) throw new OptionError('BAD_OPTION', at, v, 'is not a finite number (JSON holds no NaN or Infinity)'); return; }
-    if (Array.isArray(v)) { for (let i = 0; i < v.length; i++) check(v[i], `${at}[${i}]`, depth + 1); return; }
+    if (typeof v === 'number') {
+      if (!Number.isFinite(v)) throw new OptionError('BAD_OPTION', at, v, 'is not a finite number (JSON holds no NaN or Infinity)');
+      return;
+    }
+    if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) check(v[i], `${at}[${i}]`, depth + 1);
+      return;
+    }
     if (typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
       for (const [k, x] of Object.entries(v)) check(x, `${at}.${k}`, depth + 1);
       return;
@@ -117,13 +133,18 @@ export function encodeMetadata(meta: Record<string, unknown>, field: string): Ui
   return bytes;
 }
 
-export interface SavePlan extends Saved { steps: number; meta: Uint8Array; onProgress: ((p: IoProgress) => void) | undefined }
+export interface SavePlan extends Saved {
+  steps: number;
+  meta: Uint8Array;
+  onProgress: ((p: IoProgress) => void) | undefined;
+}
 
 /** Save options read once: kinds an array of known kinds and user region names, data a boolean,
  *  steps a safe integer >= 0, metadata a plain JSON object. */
 export function saveOptions(plan: Plan, options: unknown): SavePlan {
   if (options === undefined) options = {};
-  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { kinds?, data?, steps?, metadata?, onProgress? }');
+  if (options === null || typeof options !== 'object')
+    throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { kinds?, data?, steps?, metadata?, onProgress? }');
   const { kinds, data = false, steps = 0, metadata = {}, onProgress } = options as SaveOptions;
   const names = plan.spec.extra.map((e) => e.name);
   const known = [...KINDS, ...names].join(', ');
@@ -145,8 +166,10 @@ export function saveOptions(plan: Plan, options: unknown): SavePlan {
     for (const k of DATA_KINDS) saved.mask &= ~(1 << KIND_INDEX[k]);
   }
   if (data) for (const k of DATA_KINDS) saved.mask |= 1 << KIND_INDEX[k];
-  if (typeof steps !== 'number' || !Number.isSafeInteger(steps) || steps < 0) throw new OptionError('BAD_OPTION', 'steps', steps, 'must be a non-negative safe integer');
-  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata)) throw new OptionError('BAD_OPTION', 'metadata', metadata, 'must be a plain object');
+  if (typeof steps !== 'number' || !Number.isSafeInteger(steps) || steps < 0)
+    throw new OptionError('BAD_OPTION', 'steps', steps, 'must be a non-negative safe integer');
+  if (metadata === null || typeof metadata !== 'object' || Array.isArray(metadata))
+    throw new OptionError('BAD_OPTION', 'metadata', metadata, 'must be a plain object');
   if (onProgress !== undefined && typeof onProgress !== 'function') throw new OptionError('BAD_OPTION', 'onProgress', onProgress, 'must be a function');
   return { ...saved, steps, meta: encodeMetadata(metadata, 'metadata'), onProgress };
 }
@@ -190,11 +213,13 @@ export function* parseCheckpoint(path: string, size: number): Generator<number, 
   const head = Buffer.from(yield FILE_HEADER);
   if (!head.subarray(0, 8).equals(MAGIC)) throw bad(path, 'not an nn-arena checkpoint (bad magic)');
   if (head.readUInt32LE(12) !== BOM) throw bad(path, 'written with another byte order');
-  if ((native().crc32c(head.subarray(0, 60)) >>> 0) !== head.readUInt32LE(60)) throw bad(path, 'file header checksum mismatch (corrupted)');
+  if (native().crc32c(head.subarray(0, 60)) >>> 0 !== head.readUInt32LE(60)) throw bad(path, 'file header checksum mismatch (corrupted)');
   const version = head.readUInt32LE(8);
   if (version < 1 || version > VERSION) throw bad(path, `unsupported checkpoint version ${version} (this build reads 1 to ${VERSION})`);
   const big = (at: number) => head.readBigUInt64LE(at);
-  const arenaBytes = big(16), payloadBytes = big(24), steps = big(32);
+  const arenaBytes = big(16),
+    payloadBytes = big(24),
+    steps = big(32);
   const MAX = BigInt(Number.MAX_SAFE_INTEGER);
   if (arenaBytes > MAX || payloadBytes > arenaBytes) throw bad(path, `impossible sizes (arena ${arenaBytes}, payload ${payloadBytes})`);
   // Steps cross to the native side as exact integers and keep counting from there.
@@ -215,10 +240,14 @@ export function* parseCheckpoint(path: string, size: number): Generator<number, 
     metaBlock = META_PREFIX + n;
     if (size < FILE_HEADER + metaBlock) throw bad(path, `truncated: ${size} bytes, ended in the metadata block`);
     const bytes = yield n;
-    if ((native().crc32c(bytes) >>> 0) !== prefix.readUInt32LE(4)) throw bad(path, 'metadata checksum mismatch (corrupted)');
+    if (native().crc32c(bytes) >>> 0 !== prefix.readUInt32LE(4)) throw bad(path, 'metadata checksum mismatch (corrupted)');
     let parsed: unknown = {};
     if (n > 0) {
-      try { parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes)); } catch (e) { throw bad(path, `metadata is not UTF-8 JSON: ${fsMessage(e)}`); }
+      try {
+        parsed = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+      } catch (e) {
+        throw bad(path, `metadata is not UTF-8 JSON: ${fsMessage(e)}`);
+      }
     }
     if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw bad(path, 'metadata is not a JSON object');
     metadata = parsed as Record<string, unknown>;
@@ -255,7 +284,11 @@ export function* parseCheckpoint(path: string, size: number): Generator<number, 
   const spec = decodeSpec(table);
   if (typeof spec === 'string') throw bad(path, `arena header: ${spec}`);
   let plan: Plan;
-  try { plan = planLayout(spec); } catch (e) { throw bad(path, `arena header describes no valid layout: ${fsMessage(e)}`); }
+  try {
+    plan = planLayout(spec);
+  } catch (e) {
+    throw bad(path, `arena header describes no valid layout: ${fsMessage(e)}`);
+  }
   if (plan.totalBytes !== Number(arenaBytes)) throw bad(path, `arena header gives ${plan.totalBytes} bytes, the file header ${arenaBytes}`);
   const extrasMask = version === 1 ? 0n : head.readBigUInt64LE(48);
   if (extrasMask >> BigInt(plan.spec.extra.length)) throw bad(path, `unknown user regions in the saved mask 0x${extrasMask.toString(16)}`);
@@ -276,9 +309,16 @@ export function* parseCheckpoint(path: string, size: number): Generator<number, 
   }
   const kinds = KINDS.filter((k) => mask & (1 << KIND_INDEX[k]));
   const info: CheckpointInfo = {
-    path, version, arenaBytes: Number(arenaBytes), payloadBytes: payload, steps: Number(steps), kinds,
+    path,
+    version,
+    arenaBytes: Number(arenaBytes),
+    payloadBytes: payload,
+    steps: Number(steps),
+    kinds,
     extras: plan.spec.extra.filter((_, i) => extrasMask & (1n << BigInt(i))).map((e) => e.name),
-    data: DATA_KINDS.every((k) => kinds.includes(k)), metadata, plan,
+    data: DATA_KINDS.every((k) => kinds.includes(k)),
+    metadata,
+    plan,
   };
   return { info, saved, crc, payloadCrc: head.readUInt32LE(44), at: FILE_HEADER + metaBlock + plan.headerBytes };
 }

@@ -1,12 +1,13 @@
 // doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/native/doctor.ts as text or JSON.
-import { doctor } from '../native/doctor.js';
+import { doctor, type DoctorReport } from '../native/doctor.js';
 
 export function runDoctor(json: boolean): void {
   const r = doctor();
-  if (json) {
-    console.log(JSON.stringify(r, null, 2));
-    return;
-  }
+  console.log(json ? JSON.stringify(r, null, 2) : doctorText(r));
+}
+
+/** The report as the text `nn-arena doctor` prints: one line a fact. */
+export function doctorText(r: DoctorReport): string {
   const yes = (b: boolean) => (b ? 'yes' : 'no');
   const b = r.binary;
   const rows: Array<[string, string]> = [
@@ -16,12 +17,22 @@ export function runDoctor(json: boolean): void {
   if (b.loaded && b.flavor === 'cuda') rows.push(['CUDA', `runtime ${b.cudaRuntime}; kernels for ${b.archs.join(' ')}`]);
   const simd = r.cpu.neon ? 'NEON yes' : `AVX2 ${yes(r.cpu.avx2)}, AVX-512 ${yes(r.cpu.avx512)}, FMA ${yes(r.cpu.fma)}`;
   rows.push(['CPU', `${r.cpu.model}; ${r.cpu.threads} threads; ${simd}`]);
-  rows.push(['GPU', r.gpu
-    ? `${r.gpu.name}, compute capability ${r.gpu.computeCapability}, driver ${r.gpu.driver ?? 'unknown'}; ${r.gpu.covered === null ? 'not usable by a CPU-only binary' : r.gpu.covered ? 'the binary has kernels for it' : 'the binary has NO kernels for it'}`
-    : 'none found']);
+  rows.push([
+    'GPU',
+    r.gpu
+      ? `${r.gpu.name}, compute capability ${r.gpu.computeCapability}, driver ${r.gpu.driver ?? 'unknown'}; ${r.gpu.covered === null ? 'not usable by a CPU-only binary' : r.gpu.covered ? 'the binary has kernels for it' : 'the binary has NO kernels for it'}`
+      : 'none found',
+  ]);
   rows.push(['cuBLAS', r.cublas === null ? 'not checked (no usable GPU)' : r.cublas === 'cublas' ? 'found' : `not used: ${r.cublas}`]);
-  rows.push(['cuBLASLt', r.cublasLt === null ? 'not checked (no usable GPU)' : r.cublasLt === 'found' ? 'found (the forward products take their bias and ReLU in its epilogues; NN_ARENA_CUBLASLT=0 turns them off, 1 adds the backward ones)' : `not found: ${r.cublasLt}`]);
+  rows.push([
+    'cuBLASLt',
+    r.cublasLt === null
+      ? 'not checked (no usable GPU)'
+      : r.cublasLt === 'found'
+        ? 'found (the forward products take their bias and ReLU in its epilogues; NN_ARENA_CUBLASLT=0 turns them off, 1 adds the backward ones)'
+        : `not found: ${r.cublasLt}`,
+  ]);
   rows.push(["backend 'auto'", `${r.auto.backend}: ${r.auto.why}`]);
   const w = Math.max(...rows.map(([k]) => k.length));
-  console.log(rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n'));
+  return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
 }

@@ -8,7 +8,14 @@ export { bytesText as bytes, int } from '../report/text.js';
 export const usage = (message: string) => new ArenaError('BAD_ARGUMENT', message);
 export function table(rows: string[][], rightAlign: boolean[] = []): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
-  return rows.map((r) => r.map((cell, c) => (rightAlign[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!))).join('  ').trimEnd()).join('\n');
+  return rows
+    .map((r) =>
+      r
+        .map((cell, c) => (rightAlign[c] ? cell.padStart(widths[c]!) : cell.padEnd(widths[c]!)))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 export function parseList(value: string, field: string): number[] {

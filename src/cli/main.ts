@@ -29,7 +29,9 @@ import { PYTORCH_PRECISIONS, type PytorchPrecision } from '../report/pytorch.js'
 import { didYouMean } from '../core/known-keys.js';
 
 const program = new Command();
-program.name('nn-arena').description('Plan, allocate and train neural networks in one contiguous memory arena.')
+program
+  .name('nn-arena')
+  .description('Plan, allocate and train neural networks in one contiguous memory arena.')
   .version(packageVersion(), '-V, --version', 'print the version of nn-arena')
   .option('--verbose', 'on an error, also print its detail (for bug reports)')
   .exitOverride()
@@ -45,15 +47,28 @@ program
   .addOption(new Option('--order <order>', 'region order').choices(['layer-major', 'kind-major']).default('layer-major'))
   .option('--align <bytes>', 'alignment of every region start', '256')
   .option('--samples <n>', 'rows of a resident data set', '0')
-  .option('--extra <spec>', 'a user region (repeatable): NAME:KIND (z, b or w: one per layer shaped like it), NAME:KIND:LAYERS (1,2) or NAME:BYTES (global)', (v: string, prev: string[]) => [...prev, v], [] as string[])
+  .option(
+    '--extra <spec>',
+    'a user region (repeatable): NAME:KIND (z, b or w: one per layer shaped like it), NAME:KIND:LAYERS (1,2) or NAME:BYTES (global)',
+    (v: string, prev: string[]) => [...prev, v],
+    [] as string[],
+  )
   .option('--compact', 'regions never live at the same time share bytes (an SGD plan has no dw); gradients cannot be read')
   .option('--json', 'print the plan as JSON')
   .option('--svg <file>', 'also write the memory map (SVG) to <file>')
   .option('--vs-pytorch', "print, per training stage, what PyTorch's caching allocator would hold beside the arena's regions")
-  .addOption(new Option('--precision <name>', '--vs-pytorch: PyTorch plain (fp32) or with AMP (bf16 autocast; fp16 autocast + GradScaler), beside nn-arena\'s precision of that name').choices([...PYTORCH_PRECISIONS]).default('fp32'))
+  .addOption(
+    new Option(
+      '--precision <name>',
+      "--vs-pytorch: PyTorch plain (fp32) or with AMP (bf16 autocast; fp16 autocast + GradScaler), beside nn-arena's precision of that name",
+    )
+      .choices([...PYTORCH_PRECISIONS])
+      .default('fp32'),
+  )
   .action((o) => {
     if (o.svg !== undefined) checkOutputFile('--svg', o.svg);
-    if (o.precision !== 'fp32' && !o.vsPytorch) throw usage(`--precision: applies to --vs-pytorch (a plan is the same for every precision), got '${o.precision}' without it`);
+    if (o.precision !== 'fp32' && !o.vsPytorch)
+      throw usage(`--precision: applies to --vs-pytorch (a plan is the same for every precision), got '${o.precision}' without it`);
     const plan = planLayout({
       layers: parseList(o.layers, 'layers'),
       batch: parseInteger(o.batch, 'batch', 1),
@@ -79,17 +94,30 @@ program
   .addOption(new Option('--optimizer <name>', 'optimizer').choices(optimizers().map((x) => x.name)).default('momentum'))
   .option('--weight-decay <x>', 'weight decay (sgd, momentum, adam: L2 on the gradient; adamw: decoupled; default 0, adamw 0.01)')
   .option('--nesterov', 'Nesterov momentum (--optimizer momentum)')
-  .addOption(new Option('--schedule <name>', 'learning-rate schedule over the run\'s steps').choices(schedules().map((x) => x.name)).default('constant'))
+  .addOption(new Option('--schedule <name>', "learning-rate schedule over the run's steps").choices(schedules().map((x) => x.name)).default('constant'))
   .option('--warmup <steps>', 'cosine: linear warmup steps', '0')
   .option('--min-lr <rate>', 'cosine: learning rate at the end', '0')
   .option('--step-size <steps>', 'step: steps between decays (default: one epoch)')
   .option('--gamma <x>', 'step: factor of each decay', '0.1')
   .option('--clip <norm>', 'clip gradients to this global norm before each step')
   .addOption(new Option('--dtype <dtype>', 'element type').choices(['float32', 'float64']).default('float32'))
-  .addOption(new Option('--precision <name>', 'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 / fp16 tensor cores; the CPU emulates bf16 and fp16; fp16 with loss scaling)').choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
-  .addOption(new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'))
+  .addOption(
+    new Option(
+      '--precision <name>',
+      'how the products are computed (float32; CUDA: tf32 / tf32x3 / bf16 / fp16 tensor cores; the CPU emulates bf16 and fp16; fp16 with loss scaling)',
+    )
+      .choices(PRECISION_TABLE.map((p) => p.name))
+      .default('fp32'),
+  )
+  .addOption(
+    new Option('--activation <name>', 'activation of the hidden layers').choices(ACTIVATION_TABLE.filter((a) => a.hidden).map((a) => a.name)).default('relu'),
+  )
   .option('--leaky-relu-slope <s>', 'negative slope of leaky-relu layers (default 0.01)')
-  .addOption(new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)').choices(LOSS_TABLE.map((l) => l.name)).default('cross-entropy'))
+  .addOption(
+    new Option('--loss <name>', 'loss (the output layer is softmax for cross-entropy, identity for the others)')
+      .choices(LOSS_TABLE.map((l) => l.name))
+      .default('cross-entropy'),
+  )
   .option('--label-smoothing <eps>', 'label smoothing of cross-entropy, in [0, 1]')
   .option('--seed <n>', 'seed of the split, the weights and the shuffles', '1')
   .option('--compact', 'train on a compact plan (regions never live at the same time share bytes; SGD keeps no dw)')
@@ -108,10 +136,12 @@ program
     if (lr !== undefined && !(lr > 0 && Number.isFinite(lr))) throw usage(`--lr: must be a positive number, got '${o.lr}'`);
     const seed = parseInteger(o.seed, 'seed', 0);
     const slope = o.leakyReluSlope === undefined ? undefined : parseNumber(o.leakyReluSlope, 'leaky-relu-slope');
-    if (slope !== undefined && !(slope >= 0 && Number.isFinite(slope))) throw usage(`--leaky-relu-slope: must be a finite number >= 0, got '${o.leakyReluSlope}'`);
+    if (slope !== undefined && !(slope >= 0 && Number.isFinite(slope)))
+      throw usage(`--leaky-relu-slope: must be a finite number >= 0, got '${o.leakyReluSlope}'`);
     if (slope !== undefined && o.activation !== 'leaky-relu') throw usage(`--leaky-relu-slope: applies to --activation leaky-relu, not '${o.activation}'`);
     const labelSmoothing = o.labelSmoothing === undefined ? undefined : parseNumber(o.labelSmoothing, 'label-smoothing');
-    if (labelSmoothing !== undefined && !(labelSmoothing >= 0 && labelSmoothing <= 1)) throw usage(`--label-smoothing: must be a number in [0, 1], got '${o.labelSmoothing}'`);
+    if (labelSmoothing !== undefined && !(labelSmoothing >= 0 && labelSmoothing <= 1))
+      throw usage(`--label-smoothing: must be a number in [0, 1], got '${o.labelSmoothing}'`);
     const lossRow = LOSS_TABLE.find((l) => l.name === o.loss)!;
     if (labelSmoothing !== undefined && !lossRow.smoothing) throw usage(`--label-smoothing: applies to cross-entropy, not '${o.loss}'`);
     // The optimizer flags as Trainer options, checked against the optimizer table and the native
@@ -126,32 +156,66 @@ program
       ...(o.precision !== 'fp32' ? { precision: o.precision as PrecisionName } : {}),
     };
     // A schedule's own flags without that schedule would be ignored: refused instead.
-    for (const [key, flag, schedule] of [['warmup', 'warmup', 'cosine'], ['minLr', 'min-lr', 'cosine'], ['stepSize', 'step-size', 'step'], ['gamma', 'gamma', 'step']] as const) {
+    for (const [key, flag, schedule] of [
+      ['warmup', 'warmup', 'cosine'],
+      ['minLr', 'min-lr', 'cosine'],
+      ['stepSize', 'step-size', 'step'],
+      ['gamma', 'gamma', 'step'],
+    ] as const) {
       if (cmd.getOptionValueSource(key) === 'cli' && o.schedule !== schedule) throw usage(`--${flag}: applies to --schedule ${schedule}, not '${o.schedule}'`);
     }
-    if (o.schedule === 'cosine') opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
+    if (o.schedule === 'cosine')
+      opt.schedule = { type: 'cosine', total: steps, warmup: parseInteger(o.warmup, 'warmup', 0), minLr: parseNumber(o.minLr, 'min-lr') };
     else if (o.schedule === 'one-cycle') opt.schedule = { type: 'one-cycle', total: steps };
     else if (o.schedule === 'step') {
-      opt.schedule = { type: 'step', stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1), gamma: parseNumber(o.gamma, 'gamma') };
+      opt.schedule = {
+        type: 'step',
+        stepSize: o.stepSize === undefined ? Math.ceil(MNIST_TRAIN_COUNT / batch) : parseInteger(o.stepSize, 'step-size', 1),
+        gamma: parseNumber(o.gamma, 'gamma'),
+      };
     }
     const probeActivations = [...layers.slice(2).map(() => o.activation as Activation), lossRow.softmax ? 'softmax' : 'identity'] as Activation[];
     const probe = planLayout({
-      layers, batch, dtype: o.dtype as Dtype, optimizer: o.optimizer as Optimizer, compact: Boolean(o.compact), activations: probeActivations,
+      layers,
+      batch,
+      dtype: o.dtype as Dtype,
+      optimizer: o.optimizer as Optimizer,
+      compact: Boolean(o.compact),
+      activations: probeActivations,
       ...(slope === undefined ? {} : { leakyReluSlope: slope }),
     });
-    const lossScale = checkLossScaleOptions(undefined, o.precision as PrecisionName);  // fp16: GradScaler's defaults
+    const lossScale = checkLossScaleOptions(undefined, o.precision as PrecisionName); // fp16: GradScaler's defaults
     checkOptimizerOptions(probe, opt as Record<string, unknown>, {
-      loss: lossRow.code, ...(labelSmoothing ? { labelSmoothing } : {}), precision: PRECISIONS[o.precision as PrecisionName], ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0),
+      loss: lossRow.code,
+      ...(labelSmoothing ? { labelSmoothing } : {}),
+      precision: PRECISIONS[o.precision as PrecisionName],
+      ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0),
     });
     if (o.report !== undefined) checkOutputFile('--report', o.report);
-    if (o.save !== undefined) {  // the checkpoint's own rules (no symlink, atomic) apply when it is written
+    if (o.save !== undefined) {
+      // the checkpoint's own rules (no symlink, atomic) apply when it is written
       const dir = dirname(resolve(o.save));
       if (typeof o.save !== 'string' || o.save.trim() === '') throw usage(`--save: needs a file name, got '${String(o.save)}'`);
       if (!existsSync(dir) || !statSync(dir).isDirectory()) throw usage(`--save: the folder ${dir} does not exist`);
     }
     await train({
-      backend: o.backend, layers, epochs, batch, lr, trainer: opt, optimizer: o.optimizer as Optimizer, dtype: o.dtype as Dtype, compact: Boolean(o.compact), seed,
-      activation: o.activation as Activation, leakyReluSlope: slope, loss: o.loss as LossName, labelSmoothing, save: o.save, report: o.report, json: Boolean(o.json),
+      backend: o.backend,
+      layers,
+      epochs,
+      batch,
+      lr,
+      trainer: opt,
+      optimizer: o.optimizer as Optimizer,
+      dtype: o.dtype as Dtype,
+      compact: Boolean(o.compact),
+      seed,
+      activation: o.activation as Activation,
+      leakyReluSlope: slope,
+      loss: o.loss as LossName,
+      labelSmoothing,
+      save: o.save,
+      report: o.report,
+      json: Boolean(o.json),
     });
   });
 
@@ -164,10 +228,29 @@ program
     const info = inspectCheckpoint(file);
     if (o.json) {
       const saved = [...info.kinds, ...info.extras];
-      console.log(JSON.stringify({ file, version: info.version, arenaBytes: info.arenaBytes, payloadBytes: info.payloadBytes, steps: info.steps, kinds: info.kinds, extras: info.extras, data: info.data, metadata: info.metadata, ...planJson(info.plan, saved) }, null, 2));
+      console.log(
+        JSON.stringify(
+          {
+            file,
+            version: info.version,
+            arenaBytes: info.arenaBytes,
+            payloadBytes: info.payloadBytes,
+            steps: info.steps,
+            kinds: info.kinds,
+            extras: info.extras,
+            data: info.data,
+            metadata: info.metadata,
+            ...planJson(info.plan, saved),
+          },
+          null,
+          2,
+        ),
+      );
       return;
     }
-    console.log(`${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; data set ${info.data ? 'included' : 'not included'}; trainer steps ${info.steps}`);
+    console.log(
+      `${file}: nn-arena checkpoint v${info.version}, checksum ok; ${info.payloadBytes} payload bytes; saved kinds ${info.kinds.join(', ')}${info.extras.length ? `; saved user regions ${info.extras.join(', ')}` : ''}; data set ${info.data ? 'included' : 'not included'}; trainer steps ${info.steps}`,
+    );
     for (const [key, value] of Object.entries(info.metadata)) console.log(`${key}: ${JSON.stringify(value)}`);
     console.log(planSummary(info.plan, [...info.kinds, ...info.extras]));
   });
@@ -183,7 +266,9 @@ program
 
 program
   .command('doctor')
-  .description('what this installation can do here: binary (prebuilt or local, CPU or CUDA, architectures), CPU, GPU, driver, cuBLAS, and the backend \'auto\' picks')
+  .description(
+    "what this installation can do here: binary (prebuilt or local, CPU or CUDA, architectures), CPU, GPU, driver, cuBLAS, and the backend 'auto' picks",
+  )
   .option('--json', 'print as JSON')
   .action((o) => runDoctor(Boolean(o.json)));
 

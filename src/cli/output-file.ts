@@ -5,7 +5,10 @@
 import { checkOutputPath, writeOutputFile as writeChecked, type Refuse } from '../formats/file.js';
 import { usage } from './format.js';
 
-const refuse = (flag: string): Refuse => (why) => usage(`${flag}: ${why}`);
+const refuse =
+  (flag: string): Refuse =>
+  (why) =>
+    usage(`${flag}: ${why}`);
 
 /** The path of an output file as given, checked: non-empty, in an existing folder, and not a
  *  folder, a symlink or another non-regular file. */

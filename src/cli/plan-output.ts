@@ -6,11 +6,21 @@ import { writeOutputFile } from './output-file.js';
 import { planJson, planSummary, regionTable } from './plan.js';
 import { vsPytorchJson, vsPytorchText } from './vs-pytorch.js';
 
-export interface PlanOutputOptions { json?: boolean; svg?: string; vsPytorch?: boolean; precision?: PytorchPrecision }
+export interface PlanOutputOptions {
+  json?: boolean;
+  svg?: string;
+  vsPytorch?: boolean;
+  precision?: PytorchPrecision;
+}
 
 export function planOutput(plan: Plan, o: PlanOutputOptions): string {
   if (o.svg) writeOutputFile('--svg', o.svg, planToSVG(plan));
-  if (o.json) return JSON.stringify({ ...planJson(plan), ...(o.vsPytorch ? { vsPytorch: vsPytorchJson(plan, o.precision) } : {}), ...(o.svg ? { svg: o.svg } : {}) }, null, 2);
+  if (o.json)
+    return JSON.stringify(
+      { ...planJson(plan), ...(o.vsPytorch ? { vsPytorch: vsPytorchJson(plan, o.precision) } : {}), ...(o.svg ? { svg: o.svg } : {}) },
+      null,
+      2,
+    );
   const parts = [planSummary(plan), o.vsPytorch ? vsPytorchText(plan, o.precision) : regionTable(plan)];
   if (o.svg) parts.push(`memory map written to ${o.svg}`);
   return parts.join('\n\n');

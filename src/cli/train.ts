@@ -56,7 +56,13 @@ export async function train(o: TrainOptions): Promise<void> {
   const loss = LOSS_TABLE.find((l) => l.name === (o.loss ?? 'cross-entropy'))!;
   const activations = [...o.layers.slice(2).map(() => o.activation ?? 'relu'), loss.softmax ? 'softmax' : 'identity'] as Activation[];
   const plan = planLayout({
-    layers: o.layers, batch: o.batch, dtype: o.dtype, optimizer: o.optimizer, samples: trainSet.count, compact: o.compact === true, activations,
+    layers: o.layers,
+    batch: o.batch,
+    dtype: o.dtype,
+    optimizer: o.optimizer,
+    samples: trainSet.count,
+    compact: o.compact === true,
+    activations,
     ...(o.leakyReluSlope === undefined ? {} : { leakyReluSlope: o.leakyReluSlope }),
   });
   using arena = Arena.create(plan, { backend: o.backend });
@@ -65,30 +71,42 @@ export async function train(o: TrainOptions): Promise<void> {
   const report = o.report ? new ReportCollector(transfers) : undefined;
   const info = arena.backend === 'cuda' ? cudaInfo() : undefined;
   log(planSummary(plan));
-  log(`backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`);
+  log(
+    `backend ${arena.backend}${info ? ` (${info.name}, CUDA runtime ${info.runtimeVersion})` : ''}; ${trainSet.count} training digits, ${testSet.count} held out`,
+  );
 
   const trainer = new Trainer(arena, {
     ...(o.trainer ?? (o.lr === undefined ? {} : { lr: o.lr })),
-    loss: loss.name, ...(o.labelSmoothing === undefined ? {} : { labelSmoothing: o.labelSmoothing }),
+    loss: loss.name,
+    ...(o.labelSmoothing === undefined ? {} : { labelSmoothing: o.labelSmoothing }),
   });
   trainer.init(o.seed);
-  const bar = new cliProgress.SingleBar({
-    format: 'epoch {epoch}/{epochs} |{bar}| {percentage}% loss {loss} acc {acc} {speed} samples/s',
-    stream: process.stderr,
-    hideCursor: true,
-    noTTYOutput: !process.stderr.isTTY,
-    notTTYSchedule: 5000,
-  }, cliProgress.Presets.shades_classic);
+  const bar = new cliProgress.SingleBar(
+    {
+      format: 'epoch {epoch}/{epochs} |{bar}| {percentage}% loss {loss} acc {acc} {speed} samples/s',
+      stream: process.stderr,
+      hideCursor: true,
+      noTTYOutput: !process.stderr.isTTY,
+      notTTYSchedule: 5000,
+    },
+    cliProgress.Presets.shades_classic,
+  );
   const batches = Math.ceil(trainSet.count / o.batch);
   bar.start(o.epochs * batches, 0, { epoch: 1, epochs: o.epochs, loss: '-', acc: '-', speed: '-' });
   let fit;
   try {
     fit = await trainer.fit(trainSet, {
-      epochs: o.epochs, seed: o.seed, reportsPerEpoch: 4,
+      epochs: o.epochs,
+      seed: o.seed,
+      reportsPerEpoch: 4,
       onProgress: (p) => {
         report?.onProgress(p);
         bar.update((p.epoch - 1) * batches + p.batch, {
-          epoch: p.epoch, epochs: p.epochs, loss: p.loss.toFixed(4), acc: `${(p.accuracy * 100).toFixed(2)}%`, speed: Math.round(p.samplesPerSecond),
+          epoch: p.epoch,
+          epochs: p.epochs,
+          loss: p.loss.toFixed(4),
+          acc: `${(p.accuracy * 100).toFixed(2)}%`,
+          speed: Math.round(p.samplesPerSecond),
         });
       },
     });
@@ -99,8 +117,27 @@ export async function train(o: TrainOptions): Promise<void> {
   const seconds = (performance.now() - started) / 1000;
   if (o.save) log(`saved a checkpoint of ${trainer.save(o.save)} bytes to ${o.save}`);
   const reportPath = report?.write(o.report!, {
-    plan, backend: arena.backend, path: fit.path, seconds,
-    settings: { layers: o.layers.join(','), batch: o.batch, epochs: o.epochs, optimizer: o.optimizer, lr: o.lr ?? 'default', ...optimizerSettings(o.trainer), activation: o.activation ?? 'relu', loss: loss.name, dtype: o.dtype, precision: o.trainer?.precision ?? 'fp32', seed: o.seed, backend: o.backend, 'reports per epoch': 4, 'training samples (resident)': trainSet.count, 'held-out samples': testSet.count },
+    plan,
+    backend: arena.backend,
+    path: fit.path,
+    seconds,
+    settings: {
+      layers: o.layers.join(','),
+      batch: o.batch,
+      epochs: o.epochs,
+      optimizer: o.optimizer,
+      lr: o.lr ?? 'default',
+      ...optimizerSettings(o.trainer),
+      activation: o.activation ?? 'relu',
+      loss: loss.name,
+      dtype: o.dtype,
+      precision: o.trainer?.precision ?? 'fp32',
+      seed: o.seed,
+      backend: o.backend,
+      'reports per epoch': 4,
+      'training samples (resident)': trainSet.count,
+      'held-out samples': testSet.count,
+    },
     test: { ...test, count: testSet.count },
     train: { loss: fit.loss, accuracy: fit.accuracy, seconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond },
   });
@@ -109,9 +146,20 @@ export async function train(o: TrainOptions): Promise<void> {
   const byPurpose = transfers.byPurpose();
   transfers.stop();
   const summary = {
-    accuracy: test.accuracy, loss: test.loss, trainAccuracy: fit.accuracy, trainLoss: fit.loss,
-    epochs: o.epochs, seconds, trainSeconds: fit.seconds, samplesPerSecond: fit.samplesPerSecond,
-    backend: arena.backend, device: info?.name ?? null, layers: o.layers, batch: o.batch, optimizer: o.optimizer, dtype: o.dtype,
+    accuracy: test.accuracy,
+    loss: test.loss,
+    trainAccuracy: fit.accuracy,
+    trainLoss: fit.loss,
+    epochs: o.epochs,
+    seconds,
+    trainSeconds: fit.seconds,
+    samplesPerSecond: fit.samplesPerSecond,
+    backend: arena.backend,
+    device: info?.name ?? null,
+    layers: o.layers,
+    batch: o.batch,
+    optimizer: o.optimizer,
+    dtype: o.dtype,
     arenaBytes: plan.totalBytes,
     transfers: {
       toDevice: { transfers: s.toDeviceTransfers, bytes: s.toDeviceBytes },
@@ -125,9 +173,13 @@ export async function train(o: TrainOptions): Promise<void> {
     console.log(JSON.stringify(summary, null, 2));
     return;
   }
-  log(`test accuracy ${(test.accuracy * 100).toFixed(2)}% (loss ${test.loss.toFixed(4)}) on ${testSet.count} held-out digits; train accuracy ${(fit.accuracy * 100).toFixed(2)}%`);
+  log(
+    `test accuracy ${(test.accuracy * 100).toFixed(2)}% (loss ${test.loss.toFixed(4)}) on ${testSet.count} held-out digits; train accuracy ${(fit.accuracy * 100).toFixed(2)}%`,
+  );
   log(`wall time ${seconds.toFixed(2)} s (training ${fit.seconds.toFixed(2)} s, ${Math.round(fit.samplesPerSecond)} samples/s)`);
-  log(`transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`);
+  log(
+    `transfers: to device ${s.toDeviceTransfers} (${s.toDeviceBytes} bytes), to host ${s.toHostTransfers} (${s.toHostBytes} bytes); allocations: ${s.hostAllocs} host, ${s.deviceAllocs} device`,
+  );
   log(`  by purpose: ${byPurpose.map((p) => `${p.purpose} ${p.transfers} ${p.direction === 'to device' ? 'up' : 'down'} (${bytes(p.bytes)})`).join(', ')}`);
 }
 
@@ -138,6 +190,9 @@ function optimizerSettings(t: TrainerOptions | undefined): Record<string, string
   if (t.weightDecay !== undefined) out['weight decay'] = t.weightDecay;
   if (t.nesterov) out.nesterov = 'yes';
   if (t.clipGradNorm !== undefined) out['clip grad norm'] = t.clipGradNorm;
-  if (t.schedule) out.schedule = Object.entries(t.schedule).map(([k, v]) => (k === 'type' ? v : `${k} ${v}`)).join(', ');
+  if (t.schedule)
+    out.schedule = Object.entries(t.schedule)
+      .map(([k, v]) => (k === 'type' ? v : `${k} ${v}`))
+      .join(', ');
   return out;
 }

@@ -26,7 +26,12 @@ const SCALER_WHAT: Partial<Record<TorchStage, string>> = {
 };
 
 const ARENA: Record<TorchStage, string> = {
-  model: 'w, b', inputs: 'z[0], y (+ xdata, ydata)', forward: 'z[1..]', loss: 'stats', backward: 'd, db, dw', step: 'mw, mb, vw, vb',
+  model: 'w, b',
+  inputs: 'z[0], y (+ xdata, ydata)',
+  forward: 'z[1..]',
+  loss: 'stats',
+  backward: 'd, db, dw',
+  step: 'mw, mb, vw, vb',
 };
 
 /** nn.Sequential(Linear, ReLU, Linear) for the plan's layers. */
@@ -37,14 +42,22 @@ function moduleText(plan: Plan): string {
 }
 
 const names = (list: Array<{ name: string }>, max = 4) =>
-  list.length <= max ? list.map((t) => t.name).join(', ') : `${list.slice(0, max).map((t) => t.name).join(', ')}, … ${list.length} in all`;
+  list.length <= max
+    ? list.map((t) => t.name).join(', ')
+    : `${list
+        .slice(0, max)
+        .map((t) => t.name)
+        .join(', ')}, … ${list.length} in all`;
 
 /** What the arena side adds for `precision`: bf16's or fp16's copies beside the arena (made by each run, kept from the first run to dispose)
  *  (CUDA; the CPU emulates both without copies). */
 function arenaSide(plan: Plan, precision: PytorchPrecision): { copies: number; note?: string } {
   if (precision === 'fp32') return { copies: 0 };
   const scaler = precision === 'fp16' ? ', and dynamic loss scaling keeps its scale on the device (a few bytes)' : '';
-  return { copies: bf16CopyBytes(plan), note: `nn-arena ${precision} (CUDA${precision === 'fp16' ? ', one model' : ''}): the plan stays fp32 (the masters, dw, db, optimizer state); the products read ${precision} copies of z, w and d that a run allocates beside the arena (HalfCopies, run_buffers.cuh)${scaler}` };
+  return {
+    copies: bf16CopyBytes(plan),
+    note: `nn-arena ${precision} (CUDA${precision === 'fp16' ? ', one model' : ''}): the plan stays fp32 (the masters, dw, db, optimizer state); the products read ${precision} copies of z, w and d that a run allocates beside the arena (HalfCopies, run_buffers.cuh)${scaler}`,
+  };
 }
 
 export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'): string {
@@ -64,8 +77,13 @@ export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'):
   const total = plan.totalBytes + side.copies;
   const { full, compact } = fullAndCompact(plan);
   const x = (bytes: number) => `${((bytes + side.copies) / est.peakBytes).toFixed(2)}x`;
-  const amp = precision === 'fp32' ? '' : `, AMP: autocast(${precision === 'bf16' ? 'bfloat16' : 'float16'}) forward and loss${precision === 'fp16' ? ', GradScaler' : ''}`;
-  const arenaPeak = side.copies ? `${int(plan.totalBytes)} B (arena) + ${int(side.copies)} B (${precision} copies) = ${int(total)} B (${bytes(total)})` : `${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once)`;
+  const amp =
+    precision === 'fp32'
+      ? ''
+      : `, AMP: autocast(${precision === 'bf16' ? 'bfloat16' : 'float16'}) forward and loss${precision === 'fp16' ? ', GradScaler' : ''}`;
+  const arenaPeak = side.copies
+    ? `${int(plan.totalBytes)} B (arena) + ${int(side.copies)} B (${precision} copies) = ${int(total)} B (${bytes(total)})`
+    : `${int(plan.totalBytes)} B (${bytes(plan.totalBytes)}, the whole arena, allocated once)`;
   const lines = [
     `PyTorch estimate: caching allocator model (one block per tensor, 512-byte rounding, 2 / 20 MiB segments), first training step of ${moduleText(plan)} + CrossEntropyLoss, ${est.optimizer} (foreach), ${plan.spec.dtype}${amp}, int64 labels, batch ${plan.spec.batch}`,
     '',
@@ -74,11 +92,14 @@ export function vsPytorchText(plan: Plan, precision: PytorchPrecision = 'fp32'):
     `peak: PyTorch ${int(est.peakBytes)} B (${bytes(est.peakBytes)}, max_memory_allocated, during ${est.peakStage}); nn-arena ${arenaPeak} = ${x(plan.totalBytes)} PyTorch's peak`,
     `PyTorch holds ${int(est.stages[est.stages.length - 1]!.allocatedBytes)} B after the step (${int(est.tensorBytes)} B of tensor elements); it reserves ${int(est.stages[est.stages.length - 1]!.reservedBytes)} B of segments`,
   ];
-  lines.push(`plans${side.copies ? ` (+ the ${precision} copies)` : ''}: full ${int(full.totalBytes)} B = ${x(full.totalBytes)}; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${x(compact.totalBytes)} PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`);
+  lines.push(
+    `plans${side.copies ? ` (+ the ${precision} copies)` : ''}: full ${int(full.totalBytes)} B = ${x(full.totalBytes)}; compact (regions never live together share bytes${plan.spec.optimizer === 'sgd' ? ', no dw' : ''}) ${int(compact.totalBytes)} B = ${x(compact.totalBytes)} PyTorch's peak${plan.spec.compact ? '' : ' (plan --compact)'}`,
+  );
   if (side.note) lines.push(side.note);
   lines.push('', 'PyTorch tensors per stage (allocated +, freed -):');
   for (const st of est.stages) {
-    if (st.allocated.length || st.freed.length) lines.push(`  ${st.stage}: + ${names(st.allocated) || 'nothing'}${st.freed.length ? `; - ${names(st.freed)}` : ''}`);
+    if (st.allocated.length || st.freed.length)
+      lines.push(`  ${st.stage}: + ${names(st.allocated) || 'nothing'}${st.freed.length ? `; - ${names(st.freed)}` : ''}`);
   }
   return lines.join('\n');
 }
@@ -88,8 +109,15 @@ export function vsPytorchJson(plan: Plan, precision: PytorchPrecision = 'fp32'):
   const { full, compact } = fullAndCompact(plan);
   const side = arenaSide(plan, precision);
   return {
-    precision, pytorch: est,
-    arena: { ...arenaBytesByStage(plan), totalBytes: plan.totalBytes, fullBytes: full.totalBytes, compactBytes: compact.totalBytes, ...(precision === 'bf16' ? { bf16CopyBytes: side.copies } : precision === 'fp16' ? { fp16CopyBytes: side.copies } : {}) },
+    precision,
+    pytorch: est,
+    arena: {
+      ...arenaBytesByStage(plan),
+      totalBytes: plan.totalBytes,
+      fullBytes: full.totalBytes,
+      compactBytes: compact.totalBytes,
+      ...(precision === 'bf16' ? { bf16CopyBytes: side.copies } : precision === 'fp16' ? { fp16CopyBytes: side.copies } : {}),
+    },
     ...(side.note ? { note: side.note } : {}),
   };
 }

@@ -6,19 +6,88 @@
 /** Every code nn-arena throws, grouped by the class it always comes as. */
 export const ERROR_CODES = {
   /** A network description that cannot be laid out. */
-  LayoutError: ['BAD_SPEC', 'BAD_LAYERS', 'BAD_BATCH', 'BAD_SAMPLES', 'BAD_MODELS', 'BAD_DTYPE', 'BAD_OPTIMIZER', 'BAD_ORDER', 'BAD_ALIGN', 'BAD_ACTIVATIONS', 'TOO_LARGE', 'BAD_KIND', 'BAD_PLAN', 'BAD_EXTRA'],
+  LayoutError: [
+    'BAD_SPEC',
+    'BAD_LAYERS',
+    'BAD_BATCH',
+    'BAD_SAMPLES',
+    'BAD_MODELS',
+    'BAD_DTYPE',
+    'BAD_OPTIMIZER',
+    'BAD_ORDER',
+    'BAD_ALIGN',
+    'BAD_ACTIVATIONS',
+    'TOO_LARGE',
+    'BAD_KIND',
+    'BAD_PLAN',
+    'BAD_EXTRA',
+  ],
   /** An option or argument of a call (arena, trainer, fit, save, selector, budget) refused. */
-  OptionError: ['BAD_OPTION', 'BAD_SEED', 'BAD_LOSS', 'BAD_COUNT', 'BAD_PATH', 'BAD_SELECTOR', 'BAD_BUDGET', 'BUDGET_TOO_SMALL', 'BUDGET_NEEDS_MANAGED', 'BUDGET_REQUIRED', 'BAD_ENV', 'UNKNOWN_OPTION'],
+  OptionError: [
+    'BAD_OPTION',
+    'BAD_SEED',
+    'BAD_LOSS',
+    'BAD_COUNT',
+    'BAD_PATH',
+    'BAD_SELECTOR',
+    'BAD_BUDGET',
+    'BUDGET_TOO_SMALL',
+    'BUDGET_NEEDS_MANAGED',
+    'BUDGET_REQUIRED',
+    'BAD_ENV',
+    'UNKNOWN_OPTION',
+  ],
   /** Training data or targets that cannot be used with this network. */
-  DataError: ['BAD_DATA', 'BAD_DATA_WIDTH', 'BAD_LABEL', 'DATA_TOO_LARGE',
+  DataError: [
+    'BAD_DATA',
+    'BAD_DATA_WIDTH',
+    'BAD_LABEL',
+    'DATA_TOO_LARGE',
     /** A data or model file that cannot be read (npy, npz, CSV, Arrow, safetensors), or a tensor that does not fit the network. */
-    'BAD_FILE', 'BAD_TENSOR'],
+    'BAD_FILE',
+    'BAD_TENSOR',
+  ],
   /** A failure of the arena or its native layer: allocation, transfer, CUDA, lifetime, files. */
   ArenaError: [
-    'NO_ADDON', 'NODE_TOO_OLD', 'NO_PACKAGE', 'NO_DEVICE', 'NO_KERNEL_IMAGE', 'CUDA_OOM', 'DEVICE_OOM', 'CUDA_ERROR', 'CUBLAS_ERROR', 'HOST_OOM', 'MANAGED_LIMIT',
-    'DISPOSED', 'BUSY', 'NOT_SUPPORTED', 'NO_REGION', 'NO_DATA', 'OUT_OF_RANGE', 'VIEW_TOO_LARGE', 'BAD_HEADER',
-    'BAD_CHECKPOINT', 'SAVE_FAILED', 'DIVERGED', 'TOO_MANY_STEPS', 'NO_FORWARD', 'NO_GRADIENTS', 'STALLED', 'BAD_ARGUMENT', 'INTERNAL', 'COMPILE_FAILED', 'NVRTC_ERROR',
-    'ABORTED', 'NCCL_ERROR', 'NCCL_UNAVAILABLE', 'RENDEZVOUS_TIMEOUT', 'RENDEZVOUS_FAILED', 'PORT_BUSY', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST',
+    'NO_ADDON',
+    'NODE_TOO_OLD',
+    'NO_PACKAGE',
+    'NO_DEVICE',
+    'NO_KERNEL_IMAGE',
+    'CUDA_OOM',
+    'DEVICE_OOM',
+    'CUDA_ERROR',
+    'CUBLAS_ERROR',
+    'HOST_OOM',
+    'MANAGED_LIMIT',
+    'DISPOSED',
+    'BUSY',
+    'NOT_SUPPORTED',
+    'NO_REGION',
+    'NO_DATA',
+    'OUT_OF_RANGE',
+    'VIEW_TOO_LARGE',
+    'BAD_HEADER',
+    'BAD_CHECKPOINT',
+    'SAVE_FAILED',
+    'DIVERGED',
+    'TOO_MANY_STEPS',
+    'NO_FORWARD',
+    'NO_GRADIENTS',
+    'STALLED',
+    'BAD_ARGUMENT',
+    'INTERNAL',
+    'COMPILE_FAILED',
+    'NVRTC_ERROR',
+    'ABORTED',
+    'NCCL_ERROR',
+    'NCCL_UNAVAILABLE',
+    'RENDEZVOUS_TIMEOUT',
+    'RENDEZVOUS_FAILED',
+    'PORT_BUSY',
+    'WORLD_MISMATCH',
+    'BAD_RANK',
+    'PEER_LOST',
     'RENDEZVOUS_AUTH',
   ],
 } as const;
@@ -116,8 +185,9 @@ export function fromNative(e: unknown, values: Record<string, unknown> = {}): un
   const { code, detail, field } = e as Error & { code: string; detail?: string; field?: string };
   const options = { cause: e, ...(typeof detail === 'string' ? { detail } : {}) };
   const cls = errorClassOf(code);
-  if (cls === 'ArenaError') return new ArenaError((CLASS_OF.has(code) ? code : 'INTERNAL') as ArenaCode, CLASS_OF.has(code) ? e.message : `${code}: ${e.message}`, options);
-  const name = typeof field === 'string' && field ? field : NATIVE_FIELD[code as ErrorCode] ?? 'arguments';
+  if (cls === 'ArenaError')
+    return new ArenaError((CLASS_OF.has(code) ? code : 'INTERNAL') as ArenaCode, CLASS_OF.has(code) ? e.message : `${code}: ${e.message}`, options);
+  const name = typeof field === 'string' && field ? field : (NATIVE_FIELD[code as ErrorCode] ?? 'arguments');
   const Cls = cls === 'LayoutError' ? LayoutError : cls === 'OptionError' ? OptionError : DataError;
   const message = e.message.startsWith(`${name} `) ? e.message.slice(name.length + 1) : e.message;
   return new Cls(code as never, name, values[name], message, options);
@@ -136,9 +206,14 @@ function render(value: unknown): string {
   if (typeof value === 'string') return JSON.stringify(value);
   if (typeof value === 'bigint') return `${value}n`;
   if (typeof value === 'symbol') return value.toString();
-  if (Array.isArray(value)) return value.length > 8 ? `[${value.slice(0, 8).map(describe).join(', ')}, … ${value.length} items]` : `[${Array.from(value, describe).join(', ')}]`;
+  if (Array.isArray(value))
+    return value.length > 8 ? `[${value.slice(0, 8).map(describe).join(', ')}, … ${value.length} items]` : `[${Array.from(value, describe).join(', ')}]`;
   if (value !== null && typeof value === 'object') {
-    try { return JSON.stringify(value); } catch { return Object.prototype.toString.call(value); }
+    try {
+      return JSON.stringify(value);
+    } catch {
+      return Object.prototype.toString.call(value);
+    }
   }
   return String(value);
 }

@@ -19,16 +19,25 @@ function distance(a: string, b: string): number {
 }
 
 /** The initials of a camelCase or snake_case name: learningRate -> lr, learning_rate -> lr. */
-const initials = (s: string) => s.split(/(?=[A-Z])|_|-/).filter(Boolean).map((w) => w[0]!.toLowerCase()).join('');
+const initials = (s: string) =>
+  s
+    .split(/(?=[A-Z])|_|-/)
+    .filter(Boolean)
+    .map((w) => w[0]!.toLowerCase())
+    .join('');
 
 /** The valid name `key` most likely meant: the closest by edit distance (case ignored) within
  *  a third of its length (at least 2 edits), or the one its initials spell; undefined if none. */
 export function nearestName(key: string, valid: readonly string[]): string | undefined {
   const k = key.toLowerCase();
-  let best: string | undefined, bestD = Infinity;
+  let best: string | undefined,
+    bestD = Infinity;
   for (const v of valid) {
     const dv = distance(k, v.toLowerCase());
-    if (dv < bestD) { best = v; bestD = dv; }
+    if (dv < bestD) {
+      best = v;
+      bestD = dv;
+    }
   }
   if (best !== undefined && bestD <= Math.max(2, Math.floor(key.length / 3))) return best;
   const ini = initials(key);
@@ -52,11 +61,18 @@ export function checkKnownKeys(options: object, valid: readonly string[], what: 
   }
   for (const key of keys) {
     if (valid.includes(key)) continue;
-    throw new OptionError('UNKNOWN_OPTION', field ? `${field}.${key}` : key, key,
-      `is not an option of ${what}${didYouMean(key, valid)} (its options: ${valid.join(', ')})`);
+    throw new OptionError(
+      'UNKNOWN_OPTION',
+      field ? `${field}.${key}` : key,
+      key,
+      `is not an option of ${what}${didYouMean(key, valid)} (its options: ${valid.join(', ')})`,
+    );
   }
 }
 
 /** The keys of an options interface T, as a list the compiler holds to T: a key of T missing
  *  from `keys` (or a name not in T) does not compile, so the list cannot drift from the type. */
-export const keysOf = <T>() => <const K extends readonly (keyof T & string)[]>(keys: K & ([keyof T] extends [K[number]] ? unknown : never)): readonly string[] => keys;
+export const keysOf =
+  <T>() =>
+  <const K extends readonly (keyof T & string)[]>(keys: K & ([keyof T] extends [K[number]] ? unknown : never)): readonly string[] =>
+    keys;

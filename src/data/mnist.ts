@@ -7,8 +7,17 @@ import { OptionError } from '../core/errors.js';
 import { native } from '../native/addon.js';
 import { Rng } from '../train/rng.js';
 
-export interface Dataset { x: Float32Array; labels: Uint8Array; count: number; inputs: number; classes: number }
-export interface MnistSplit { train: Dataset; test: Dataset }
+export interface Dataset {
+  x: Float32Array;
+  labels: Uint8Array;
+  count: number;
+  inputs: number;
+  classes: number;
+}
+export interface MnistSplit {
+  train: Dataset;
+  test: Dataset;
+}
 
 const INPUTS = 28 * 28;
 const CLASSES = 10;
@@ -59,25 +68,33 @@ function cacheOf(req: NodeRequire): { file: string; key: string } | undefined {
     const pkg = req.resolve('mnist/package.json');
     const dir = join(dirname(pkg), 'src', 'digits');
     const version = (JSON.parse(readFileSync(pkg, 'utf8')) as { version?: string }).version;
-    const stamps = Array.from({ length: CLASSES }, (_, c) => { const st = statSync(join(dir, `${c}.json`)); return `${st.size}:${Math.floor(st.mtimeMs)}`; });
+    const stamps = Array.from({ length: CLASSES }, (_, c) => {
+      const st = statSync(join(dir, `${c}.json`));
+      return `${st.size}:${Math.floor(st.mtimeMs)}`;
+    });
     return { file: join(dirname(pkg), '..', '.cache', 'nn-arena', 'mnist.bin'), key: `mnist@${version} ${stamps.join(' ')}` };
   } catch {
-    return undefined;  // no package.json to resolve (a bundler): parse every time
+    return undefined; // no package.json to resolve (a bundler): parse every time
   }
 }
 
 function readCache({ file, key }: { file: string; key: string }): Dataset | undefined {
   let b: Buffer;
-  try { b = readFileSync(file); } catch { return undefined; }
+  try {
+    b = readFileSync(file);
+  } catch {
+    return undefined;
+  }
   if (b.length < 16 || b.toString('latin1', 0, 8) !== MAGIC) return undefined;
   const keyBytes = b.readUInt32LE(8);
   if (16 + keyBytes + 8 > b.length || b.toString('utf8', 12, 12 + keyBytes) !== key) return undefined;
   let at = 12 + keyBytes;
-  const count = b.readUInt32LE(at), crc = b.readUInt32LE(at + 4);
+  const count = b.readUInt32LE(at),
+    crc = b.readUInt32LE(at + 4);
   at += 8;
   if (b.length !== at + count + count * INPUTS * 4) return undefined;
   const payload = new Uint8Array(b.buffer, b.byteOffset + at, b.length - at);
-  if ((native().crc32c(payload) >>> 0) !== crc) return undefined;
+  if (native().crc32c(payload) >>> 0 !== crc) return undefined;
   const labels = Uint8Array.from(payload.subarray(0, count));
   const x = new Float32Array(count * INPUTS);
   new Uint8Array(x.buffer).set(payload.subarray(count));
@@ -86,7 +103,10 @@ function readCache({ file, key }: { file: string; key: string }): Dataset | unde
 
 function writeCache({ file, key }: { file: string; key: string }, d: Dataset): void {
   try {
-    const payload = Buffer.concat([Buffer.from(d.labels.buffer, d.labels.byteOffset, d.labels.byteLength), Buffer.from(d.x.buffer, d.x.byteOffset, d.x.byteLength)]);
+    const payload = Buffer.concat([
+      Buffer.from(d.labels.buffer, d.labels.byteOffset, d.labels.byteLength),
+      Buffer.from(d.x.buffer, d.x.byteOffset, d.x.byteLength),
+    ]);
     const k = Buffer.from(key, 'utf8');
     const head = Buffer.alloc(12 + k.length + 8);
     head.write(MAGIC, 0, 'latin1');
@@ -97,7 +117,7 @@ function writeCache({ file, key }: { file: string; key: string }, d: Dataset): v
     mkdirSync(dirname(file), { recursive: true });
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, Buffer.concat([head, payload]));
-    renameSync(tmp, file);  // whole or not at all: a reader never sees half a file
+    renameSync(tmp, file); // whole or not at all: a reader never sees half a file
   } catch {
     // a read-only installation: the package is parsed each time, as before
   }
@@ -109,7 +129,9 @@ export function splitIndices(seed: number, trainCount: number, testCount: number
   const rng = new Rng(seed);
   for (let i = total - 1; i > 0; i--) {
     const j = rng.int(i + 1);
-    const t = order[i]!; order[i] = order[j]!; order[j] = t;
+    const t = order[i]!;
+    order[i] = order[j]!;
+    order[j] = t;
   }
   return { train: order.slice(0, trainCount), test: order.slice(trainCount, trainCount + testCount) };
 }
@@ -125,15 +147,20 @@ function subset(src: Dataset, idx: Uint32Array): Dataset {
 }
 
 /** The default split: training and held-out digits. */
-export const MNIST_TRAIN_COUNT = 8000, MNIST_TEST_COUNT = 2000;
+export const MNIST_TRAIN_COUNT = 8000,
+  MNIST_TEST_COUNT = 2000;
 
 /** A fixed split of the 10,000 digits: same seed, same split on every machine. */
 export function loadMnist(options: { seed?: number; trainCount?: number; testCount?: number } = {}): MnistSplit {
-  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { seed?, trainCount?, testCount? }');
+  if (options === null || typeof options !== 'object')
+    throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { seed?, trainCount?, testCount? }');
   const { seed = 1, trainCount = MNIST_TRAIN_COUNT, testCount = MNIST_TEST_COUNT } = options;
   if (!Number.isSafeInteger(seed)) throw new OptionError('BAD_SEED', 'seed', seed, 'must be a safe integer');
   const src = loadMnistAll();
-  for (const [field, v] of [['trainCount', trainCount], ['testCount', testCount]] as const) {
+  for (const [field, v] of [
+    ['trainCount', trainCount],
+    ['testCount', testCount],
+  ] as const) {
     if (!Number.isSafeInteger(v) || v < 0) throw new OptionError('BAD_COUNT', field, v, 'must be a non-negative integer');
   }
   if (trainCount + testCount > src.count) {

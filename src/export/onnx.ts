@@ -42,14 +42,17 @@ function node(op: string, inputs: string[], output: string, name: string, attrib
 function tensor(name: string, dims: number[], type: number, data: Float32Array | Float64Array): Message {
   const m = new Message();
   for (const d of dims) m.int(TENSOR.dims, d);
-  return m.int(TENSOR.dataType, type).string(TENSOR.name, name).bytes(TENSOR.rawData, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+  return m
+    .int(TENSOR.dataType, type)
+    .string(TENSOR.name, name)
+    .bytes(TENSOR.rawData, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
 }
 
 /** A float tensor [batch, width] value description. */
 function valueInfo(name: string, type: number, width: number): Message {
   // TensorShapeProto: dim (1) = Dimension { dim_value (1) | dim_param (2) }.
   const shape = new Message().message(1, new Message().string(2, 'batch')).message(1, new Message().int(1, width));
-  const tensorType = new Message().int(1, type).message(2, shape);  // TypeProto.Tensor: elem_type, shape
+  const tensorType = new Message().int(1, type).message(2, shape); // TypeProto.Tensor: elem_type, shape
   return new Message().string(VALUE_INFO.name, name).message(VALUE_INFO.type, new Message().message(1, tensorType));
 }
 
@@ -73,7 +76,10 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
     h = gemmOut;
     steps.forEach((st, i) => {
       const out = last && i === steps.length - 1 ? 'output' : `act_${p.layer}${steps.length > 1 ? `_${i}` : ''}`;
-      graph.message(GRAPH.node, node(st.op, st.alsoInput ? [gemmOut, h] : [h], out, `${st.op.toLowerCase()}_${p.layer}${steps.length > 1 ? `_${i}` : ''}`, st.attributes));
+      graph.message(
+        GRAPH.node,
+        node(st.op, st.alsoInput ? [gemmOut, h] : [h], out, `${st.op.toLowerCase()}_${p.layer}${steps.length > 1 ? `_${i}` : ''}`, st.attributes),
+      );
       h = out;
     });
   }

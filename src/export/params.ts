@@ -12,12 +12,23 @@ export interface ModelOptions {
   model?: number;
 }
 
-export interface LayerParams { layer: number; weight: View; bias: View; names: { weight: string; bias: string } }
+export interface LayerParams {
+  layer: number;
+  weight: View;
+  bias: View;
+  names: { weight: string; bias: string };
+}
 
 /** The arena argument of an export or import: an Arena (OptionError BAD_OPTION naming it, before
  *  anything of it is read; an object is named by its kind, not spelled out). */
 export function checkArena(value: unknown): void {
-  if (!(value instanceof Arena)) throw new OptionError('BAD_OPTION', 'arena', typeof value === 'object' && value !== null ? Object.prototype.toString.call(value) : value, 'must be an Arena');
+  if (!(value instanceof Arena))
+    throw new OptionError(
+      'BAD_OPTION',
+      'arena',
+      typeof value === 'object' && value !== null ? Object.prototype.toString.call(value) : value,
+      'must be an Arena',
+    );
 }
 
 /** The model option, read once: an integer in [0, models). */
@@ -27,7 +38,8 @@ export function modelOf(arena: Arena, options: unknown): number {
   const m = (options as ModelOptions).model;
   const models = arena.plan.spec.models;
   if (m === undefined) return 0;
-  if (typeof m !== 'number' || !Number.isSafeInteger(m) || m < 0 || m >= models) throw new OptionError('BAD_OPTION', 'model', m, `must be an integer in [0, ${models - 1}]`);
+  if (typeof m !== 'number' || !Number.isSafeInteger(m) || m < 0 || m >= models)
+    throw new OptionError('BAD_OPTION', 'model', m, `must be an integer in [0, ${models - 1}]`);
   return m;
 }
 
@@ -35,7 +47,10 @@ export function modelOf(arena: Arena, options: unknown): number {
 export function layerParams(arena: Arena, model: number): LayerParams[] {
   const L = arena.plan.spec.layers.length - 1;
   return Array.from({ length: L }, (_, i) => ({
-    layer: i + 1, weight: arena.view(i + 1, 'w', model), bias: arena.view(i + 1, 'b', model), names: tensorNames(i + 1),
+    layer: i + 1,
+    weight: arena.view(i + 1, 'w', model),
+    bias: arena.view(i + 1, 'b', model),
+    names: tensorNames(i + 1),
   }));
 }
 

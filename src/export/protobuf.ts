@@ -13,10 +13,14 @@ export class Message {
     return this;
   }
 
-  #tag(field: number, wire: number): this { return this.#push(varint(field * 8 + wire)); }
+  #tag(field: number, wire: number): this {
+    return this.#push(varint(field * 8 + wire));
+  }
 
   /** A varint field (int32, int64, enum, bool); `v` a non-negative safe integer. */
-  int(field: number, v: number): this { return this.#tag(field, 0).#push(varint(v)); }
+  int(field: number, v: number): this {
+    return this.#tag(field, 0).#push(varint(v));
+  }
 
   /** A 32-bit float field (fixed32). */
   float(field: number, v: number): this {
@@ -25,10 +29,14 @@ export class Message {
     return this.#tag(field, 5).#push(b);
   }
 
-  string(field: number, s: string): this { return this.bytes(field, Buffer.from(s, 'utf8')); }
+  string(field: number, s: string): this {
+    return this.bytes(field, Buffer.from(s, 'utf8'));
+  }
 
   /** A length-delimited field of raw bytes (kept by reference until bytesOf). */
-  bytes(field: number, b: Uint8Array): this { return this.#tag(field, 2).#push(varint(b.length)).#push(b); }
+  bytes(field: number, b: Uint8Array): this {
+    return this.#tag(field, 2).#push(varint(b.length)).#push(b);
+  }
 
   /** A nested message. */
   message(field: number, m: Message): this {
@@ -54,6 +62,9 @@ export function varint(v: number): Uint8Array {
 export function bytesOf(m: Message): Uint8Array {
   const out = new Uint8Array(m.length);
   let at = 0;
-  for (const p of m.parts) { out.set(p, at); at += p.length; }
+  for (const p of m.parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }

@@ -14,8 +14,15 @@ const NAME_DTYPE: Record<string, Dtype> = { F32: 'float32', F64: 'float64' };
 /** The reference implementation's limit on the JSON header. */
 const MAX_HEADER = 100_000_000;
 
-export interface SafetensorsTensor { dtype: 'F32' | 'F64'; shape: number[]; data: Float32Array | Float64Array }
-export interface SafetensorsFile { tensors: Map<string, SafetensorsTensor>; metadata: Record<string, string> }
+export interface SafetensorsTensor {
+  dtype: 'F32' | 'F64';
+  shape: number[];
+  data: Float32Array | Float64Array;
+}
+export interface SafetensorsFile {
+  tensors: Map<string, SafetensorsTensor>;
+  metadata: Record<string, string>;
+}
 
 /** The safetensors bytes of model `options.model` of `arena`: `0.weight` [out, in], `0.bias`
  *  [out], `2.weight`, ... in the arena's dtype (F32 / F64), and metadata naming the network
@@ -27,7 +34,12 @@ export function toSafetensors(arena: Arena, options?: ModelOptions): Uint8Array 
   const spec = arena.plan.spec;
   const dtype = DTYPE_NAME[spec.dtype];
   const header: Record<string, unknown> = {
-    __metadata__: { format: 'pt', nn_arena_layers: spec.layers.join(','), nn_arena_activations: spec.activations.join(','), nn_arena_sequential: sequentialSource(spec) },
+    __metadata__: {
+      format: 'pt',
+      nn_arena_layers: spec.layers.join(','),
+      nn_arena_activations: spec.activations.join(','),
+      nn_arena_sequential: sequentialSource(spec),
+    },
   };
   const parts: Uint8Array[] = [];
   let offset = 0;
@@ -49,7 +61,10 @@ export function toSafetensors(arena: Arena, options?: ModelOptions): Uint8Array 
   new DataView(out.buffer).setBigUint64(0, BigInt(json.length), true);
   out.set(Buffer.from(json, 'utf8'), 8);
   let at = 8 + json.length;
-  for (const p of parts) { out.set(p, at); at += p.length; }
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
   return out;
 }
 
@@ -69,7 +84,8 @@ export function readSafetensors(bytes: Uint8Array): SafetensorsFile {
   if (!(bytes instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'bytes', bytes, 'must be a Uint8Array');
   if (bytes.length < 8) throw bad('header size', bytes.length, 'the file is shorter than the 8-byte header size');
   const n = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength).getBigUint64(0, true);
-  if (n > BigInt(Math.min(MAX_HEADER, bytes.length - 8))) throw bad('header size', n, `exceeds the ${bytes.length - 8} bytes after it (or the ${MAX_HEADER}-byte limit)`);
+  if (n > BigInt(Math.min(MAX_HEADER, bytes.length - 8)))
+    throw bad('header size', n, `exceeds the ${bytes.length - 8} bytes after it (or the ${MAX_HEADER}-byte limit)`);
   const start = 8 + Number(n);
   let header: unknown;
   try {
@@ -84,21 +100,30 @@ export function readSafetensors(bytes: Uint8Array): SafetensorsFile {
   const ranges: Array<[number, number, string]> = [];
   for (const [name, entry] of Object.entries(header)) {
     if (name === '__metadata__') {
-      if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || Object.values(entry).some((v) => typeof v !== 'string')) throw bad('__metadata__', entry, 'must map strings to strings');
+      if (entry === null || typeof entry !== 'object' || Array.isArray(entry) || Object.values(entry).some((v) => typeof v !== 'string'))
+        throw bad('__metadata__', entry, 'must map strings to strings');
       metadata = entry as Record<string, string>;
       continue;
     }
     if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) throw bad(name, entry, 'must be an object { dtype, shape, data_offsets }');
     const { dtype, shape, data_offsets: offsets } = entry as { dtype?: unknown; shape?: unknown; data_offsets?: unknown };
     if (typeof dtype !== 'string' || !Object.hasOwn(NAME_DTYPE, dtype)) throw bad(`${name}.dtype`, dtype, "is not supported (nn-arena reads 'F32' and 'F64')");
-    if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0)) throw bad(`${name}.shape`, shape, 'must be an array of non-negative integers');
-    if (!Array.isArray(offsets) || offsets.length !== 2 || offsets.some((o) => !Number.isSafeInteger(o) || o < 0) || offsets[0] > offsets[1] || offsets[1] > dataBytes) {
+    if (!Array.isArray(shape) || shape.some((d) => !Number.isSafeInteger(d) || d < 0))
+      throw bad(`${name}.shape`, shape, 'must be an array of non-negative integers');
+    if (
+      !Array.isArray(offsets) ||
+      offsets.length !== 2 ||
+      offsets.some((o) => !Number.isSafeInteger(o) || o < 0) ||
+      offsets[0] > offsets[1] ||
+      offsets[1] > dataBytes
+    ) {
       throw bad(`${name}.data_offsets`, offsets, `must be [begin, end] with 0 <= begin <= end <= ${dataBytes} (the data bytes)`);
     }
     const elem = DTYPE_BYTES[NAME_DTYPE[dtype]!];
     const count = (shape as number[]).reduce((a, d) => a * d, 1);
     const [b, e] = offsets as [number, number];
-    if (count * elem !== e - b) throw bad(`${name}.data_offsets`, offsets, `span ${e - b} bytes; shape [${shape.join(', ')}] of ${dtype} takes ${count * elem}`);
+    if (count * elem !== e - b)
+      throw bad(`${name}.data_offsets`, offsets, `span ${e - b} bytes; shape [${shape.join(', ')}] of ${dtype} takes ${count * elem}`);
     ranges.push([b, e, name]);
     const at = bytes.byteOffset + start + b;
     const Ctor = elem === 4 ? Float32Array : Float64Array;
@@ -136,10 +161,17 @@ export function loadSafetensors(arena: Arena, source: string | Uint8Array, optio
   for (const [name, shape] of expected) {
     const t = file.tensors.get(name);
     if (!t) throw new DataError('BAD_TENSOR', name, undefined, `is missing: this ${spec.layers.join('-')} network needs ${[...expected.keys()].join(', ')}`);
-    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i])) throw new DataError('BAD_TENSOR', `${name}.shape`, t.shape, `must be [${shape.join(', ')}] for the ${spec.layers.join('-')} network`);
+    if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
+      throw new DataError('BAD_TENSOR', `${name}.shape`, t.shape, `must be [${shape.join(', ')}] for the ${spec.layers.join('-')} network`);
   }
   for (const name of file.tensors.keys()) {
-    if (!expected.has(name)) throw new DataError('BAD_TENSOR', name, file.tensors.get(name)!.shape, `is not a tensor of the ${spec.layers.join('-')} network (${[...expected.keys()].join(', ')})`);
+    if (!expected.has(name))
+      throw new DataError(
+        'BAD_TENSOR',
+        name,
+        file.tensors.get(name)!.shape,
+        `is not a tensor of the ${spec.layers.join('-')} network (${[...expected.keys()].join(', ')})`,
+      );
   }
   for (const [name, t] of file.tensors) {
     const f32 = spec.dtype === 'float32';

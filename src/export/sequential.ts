@@ -14,10 +14,17 @@ export type OnnxAttribute = { int: number } | { float: number } | { string: stri
 
 /** One ONNX node of an activation: `op` reads the previous node's output (the activation's input
  *  for the first), and the activation's input too where `alsoInput` (silu: x * sigmoid(x)). */
-export interface OnnxStep { op: string; attributes?: Record<string, OnnxAttribute>; alsoInput?: boolean }
+export interface OnnxStep {
+  op: string;
+  attributes?: Record<string, OnnxAttribute>;
+  alsoInput?: boolean;
+}
 
 /** How an activation is written: its PyTorch module and its ONNX nodes (none: identity). */
-interface ActivationExport { torch: string; onnx: OnnxStep[] }
+interface ActivationExport {
+  torch: string;
+  onnx: OnnxStep[];
+}
 
 /** Activations with an export. One that is missing here (a newer activation) is refused by
  *  exportActivation rather than written wrongly. `slope`: the spec's leakyReluSlope. */

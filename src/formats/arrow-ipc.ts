@@ -11,9 +11,12 @@
 import { DataError } from '../core/errors.js';
 import { Flat, Table } from './flatbuffer.js';
 
-const V4 = 3, V5 = 4;  // MetadataVersion
-const SCHEMA = 1, DICTIONARY_BATCH = 2, RECORD_BATCH = 3;  // MessageHeader
-const MAGIC = [0x41, 0x52, 0x52, 0x4f, 0x57, 0x31];  // ARROW1
+const V4 = 3,
+  V5 = 4; // MetadataVersion
+const SCHEMA = 1,
+  DICTIONARY_BATCH = 2,
+  RECORD_BATCH = 3; // MessageHeader
+const MAGIC = [0x41, 0x52, 0x52, 0x4f, 0x57, 0x31]; // ARROW1
 const MAX_DEPTH = 64;
 
 const bad = (value: unknown, why: string, field = 'arrow') => new DataError('BAD_FILE', field, value, why);
@@ -27,7 +30,11 @@ interface Column {
   children: Column[];
 }
 
-interface Schema { columns: Column[]; dictionaries: Map<number, Column>; version: number }
+interface Schema {
+  columns: Column[];
+  dictionaries: Map<number, Column>;
+  version: number;
+}
 
 function checkVersion(flat: Flat, version: number): void {
   if (version !== V4 && version !== V5) throw flat.fail(version, 'has an Arrow metadata version other than V4 or V5');
@@ -35,7 +42,10 @@ function checkVersion(flat: Flat, version: number): void {
 
 /** Custom metadata: key / value strings. */
 function keyValues(t: Table, i: number): void {
-  for (const kv of t.tables(i, 'custom metadata')) { kv.string(0, 'metadata key'); kv.string(1, 'metadata value'); }
+  for (const kv of t.tables(i, 'custom metadata')) {
+    kv.string(0, 'metadata key');
+    kv.string(1, 'metadata value');
+  }
 }
 
 function readSchema(t: Table, version: number): Schema {
@@ -71,12 +81,13 @@ function readField(f: Table, dictionaries: Map<number, Column>, depth: number, b
   dict.i16(3, 0);
   if (![8, 16, 32, 64].includes(bits)) throw flat.fail(bits, 'has a dictionary index width other than 8, 16, 32 or 64 bits', `column "${name}"`);
   if (!dictionaries.has(id)) dictionaries.set(id, value);
-  return { name, kind: 'fixed', size: bits, children: [] };  // a record batch holds the indices
+  return { name, kind: 'fixed', size: bits, children: [] }; // a record batch holds the indices
 }
 
 /** The layout of a field's type (the Type union of Schema.fbs), its parameters checked. */
 function columnOf(f: Table, name: string, children: Column[]): Column {
-  const flat = f.flat, field = `column "${name}"`;
+  const flat = f.flat,
+    field = `column "${name}"`;
   const typeId = f.u8(2, 0);
   const type = () => {
     const t = f.table(3, 'field type');
@@ -84,30 +95,90 @@ function columnOf(f: Table, name: string, children: Column[]): Column {
     return t;
   };
   const col = (kind: Column['kind'], size = 0): Column => ({ name, kind, size, children });
-  const oneOf = (v: number, allowed: number[], what: string) => { if (!allowed.includes(v)) throw flat.fail(v, `has a ${what} other than ${allowed.join(', ')}`, field); return v; };
-  const oneChild = (c: Column) => { if (children.length !== 1) throw flat.fail(children.length, 'is a list type without exactly one child field', field); return c; };
+  const oneOf = (v: number, allowed: number[], what: string) => {
+    if (!allowed.includes(v)) throw flat.fail(v, `has a ${what} other than ${allowed.join(', ')}`, field);
+    return v;
+  };
+  const oneChild = (c: Column) => {
+    if (children.length !== 1) throw flat.fail(children.length, 'is a list type without exactly one child field', field);
+    return c;
+  };
   switch (typeId) {
-    case 0: case 1: return col('null');
-    case 2: { const t = type(); t.u8(1, 0); return col('fixed', oneOf(t.i32(0, 0), [8, 16, 32, 64], 'integer width')); }
-    case 3: return col('fixed', 16 << oneOf(type().i16(0, 0), [0, 1, 2], 'float precision'));
-    case 4: case 5: return col('binary', 4);
-    case 19: case 20: return col('binary', 8);
-    case 6: return col('bool');
-    case 7: { const t = type(); t.i32(0, 0); t.i32(1, 0); return col('fixed', oneOf(t.i32(2, 128), [32, 64, 128, 256], 'decimal width')); }
-    case 8: return col('fixed', 32 << oneOf(type().i16(0, 1), [0, 1], 'date unit'));
-    case 9: { const t = type(); oneOf(t.i16(0, 1), [0, 1, 2, 3], 'time unit'); return col('fixed', oneOf(t.i32(1, 32), [32, 64], 'time width')); }
-    case 10: { const t = type(); oneOf(t.i16(0, 0), [0, 1, 2, 3], 'timestamp unit'); t.string(1, 'timezone'); return col('fixed', 64); }
-    case 11: return col('fixed', 32 << oneOf(type().i16(0, 0), [0, 1, 2], 'interval unit'));
-    case 18: oneOf(type().i16(0, 1), [0, 1, 2, 3], 'duration unit'); return col('fixed', 64);
-    case 15: { const w = type().i32(0, 0); if (w < 0) throw flat.fail(w, 'has a negative byte width', field); return col('fixed', 8 * w); }
-    case 12: oneChild(children[0]!); return col('list', 4);
-    case 21: oneChild(children[0]!); return col('list', 8);
-    case 17: oneChild(children[0]!); type().u8(0, 0); return col('list', 4);
-    case 16: { oneChild(children[0]!); const n = type().i32(0, 0); if (n < 0) throw flat.fail(n, 'has a negative list size', field); return col('fixedList', n); }
-    case 13: return col('struct');
-    case 14: { const t = type(); t.vector(1, 4, 'union type ids'); return col(oneOf(t.i16(0, 0), [0, 1], 'union mode') === 0 ? 'sparse' : 'dense'); }
-    case 23: case 24: return col('view');
-    default: throw flat.fail(typeId, 'has a type apache-arrow does not read (run-end encoded, list view or unknown)', field);
+    case 0:
+    case 1:
+      return col('null');
+    case 2: {
+      const t = type();
+      t.u8(1, 0);
+      return col('fixed', oneOf(t.i32(0, 0), [8, 16, 32, 64], 'integer width'));
+    }
+    case 3:
+      return col('fixed', 16 << oneOf(type().i16(0, 0), [0, 1, 2], 'float precision'));
+    case 4:
+    case 5:
+      return col('binary', 4);
+    case 19:
+    case 20:
+      return col('binary', 8);
+    case 6:
+      return col('bool');
+    case 7: {
+      const t = type();
+      t.i32(0, 0);
+      t.i32(1, 0);
+      return col('fixed', oneOf(t.i32(2, 128), [32, 64, 128, 256], 'decimal width'));
+    }
+    case 8:
+      return col('fixed', 32 << oneOf(type().i16(0, 1), [0, 1], 'date unit'));
+    case 9: {
+      const t = type();
+      oneOf(t.i16(0, 1), [0, 1, 2, 3], 'time unit');
+      return col('fixed', oneOf(t.i32(1, 32), [32, 64], 'time width'));
+    }
+    case 10: {
+      const t = type();
+      oneOf(t.i16(0, 0), [0, 1, 2, 3], 'timestamp unit');
+      t.string(1, 'timezone');
+      return col('fixed', 64);
+    }
+    case 11:
+      return col('fixed', 32 << oneOf(type().i16(0, 0), [0, 1, 2], 'interval unit'));
+    case 18:
+      oneOf(type().i16(0, 1), [0, 1, 2, 3], 'duration unit');
+      return col('fixed', 64);
+    case 15: {
+      const w = type().i32(0, 0);
+      if (w < 0) throw flat.fail(w, 'has a negative byte width', field);
+      return col('fixed', 8 * w);
+    }
+    case 12:
+      oneChild(children[0]!);
+      return col('list', 4);
+    case 21:
+      oneChild(children[0]!);
+      return col('list', 8);
+    case 17:
+      oneChild(children[0]!);
+      type().u8(0, 0);
+      return col('list', 4);
+    case 16: {
+      oneChild(children[0]!);
+      const n = type().i32(0, 0);
+      if (n < 0) throw flat.fail(n, 'has a negative list size', field);
+      return col('fixedList', n);
+    }
+    case 13:
+      return col('struct');
+    case 14: {
+      const t = type();
+      t.vector(1, 4, 'union type ids');
+      return col(oneOf(t.i16(0, 0), [0, 1], 'union mode') === 0 ? 'sparse' : 'dense');
+    }
+    case 23:
+    case 24:
+      return col('view');
+    default:
+      throw flat.fail(typeId, 'has a type apache-arrow does not read (run-end encoded, list view or unknown)', field);
   }
 }
 
@@ -115,20 +186,25 @@ function columnOf(f: Table, name: string, children: Column[]): Column {
 function checkBatch(rb: Table, body: number, columns: Column[], version: number): void {
   const flat = rb.flat;
   const length = rb.count(0, 'length');
-  const nodes = rb.vector(1, 16, 'field nodes'), buffers = rb.vector(2, 16, 'buffers');
+  const nodes = rb.vector(1, 16, 'field nodes'),
+    buffers = rb.vector(2, 16, 'buffers');
   if (rb.has(3)) throw flat.fail('compressed', 'has compressed buffers (LZ4 / ZSTD), which loadArrow does not read: write the data uncompressed');
   const counts = rb.vector(4, 8, 'variadic buffer counts');
-  let node = 0, buffer = 0, variadic = 0;
+  let node = 0,
+    buffer = 0,
+    variadic = 0;
   const visit = (c: Column, expect: number | undefined): void => {
     const field = `column "${c.name}"`;
     if (node >= nodes.n) throw flat.fail(nodes.n, `has fewer field nodes than its schema's columns need (at ${field})`);
-    const n = flat.count(nodes.at + 16 * node, 'field node length'), nulls = flat.count(nodes.at + 16 * node + 8, 'null count');
+    const n = flat.count(nodes.at + 16 * node, 'field node length'),
+      nulls = flat.count(nodes.at + 16 * node + 8, 'null count');
     node++;
     if (nulls > n) throw flat.fail(nulls, `states more nulls than its ${n} values`, field);
     if (expect !== undefined && n !== expect) throw flat.fail(n, `holds ${n} values where ${expect} belong`, field);
     const next = (min: number, part: string) => {
       if (buffer >= buffers.n) throw flat.fail(buffers.n, `has fewer buffers than its schema's columns need (at ${field})`);
-      const offset = flat.count(buffers.at + 16 * buffer, 'buffer offset'), bytes = flat.count(buffers.at + 16 * buffer + 8, 'buffer length');
+      const offset = flat.count(buffers.at + 16 * buffer, 'buffer offset'),
+        bytes = flat.count(buffers.at + 16 * buffer + 8, 'buffer length');
       buffer++;
       if (offset % 8 !== 0) throw flat.fail(offset, `its ${part} buffer is not at a multiple of 8 bytes in the body`, field);
       if (offset + bytes > body) throw flat.fail(offset + bytes, `its ${part} buffer runs past the ${body}-byte body`, field);
@@ -136,10 +212,21 @@ function checkBatch(rb: Table, body: number, columns: Column[], version: number)
     };
     const validity = () => next(nulls > 0 ? Math.ceil(n / 8) : 0, 'validity');
     switch (c.kind) {
-      case 'null': break;
-      case 'fixed': validity(); next(Math.ceil((n * c.size) / 8), 'data'); break;
-      case 'bool': validity(); next(Math.ceil(n / 8), 'data'); break;
-      case 'binary': validity(); next(n > 0 ? (n + 1) * c.size : 0, 'offsets'); next(0, 'data'); break;
+      case 'null':
+        break;
+      case 'fixed':
+        validity();
+        next(Math.ceil((n * c.size) / 8), 'data');
+        break;
+      case 'bool':
+        validity();
+        next(Math.ceil(n / 8), 'data');
+        break;
+      case 'binary':
+        validity();
+        next(n > 0 ? (n + 1) * c.size : 0, 'offsets');
+        next(0, 'data');
+        break;
       case 'view': {
         validity();
         next(16 * n, 'views');
@@ -148,11 +235,22 @@ function checkBatch(rb: Table, body: number, columns: Column[], version: number)
         for (let i = 0; i < k; i++) next(0, 'variadic data');
         break;
       }
-      case 'list': validity(); next(n > 0 ? (n + 1) * c.size : 0, 'offsets'); visit(c.children[0]!, undefined); break;
-      case 'fixedList': validity(); visit(c.children[0]!, n * c.size); break;
-      case 'struct': validity(); for (const child of c.children) visit(child, n); break;
-      case 'sparse': case 'dense':
-        if (version < V5) validity();  // unions lost their validity buffer in V5
+      case 'list':
+        validity();
+        next(n > 0 ? (n + 1) * c.size : 0, 'offsets');
+        visit(c.children[0]!, undefined);
+        break;
+      case 'fixedList':
+        validity();
+        visit(c.children[0]!, n * c.size);
+        break;
+      case 'struct':
+        validity();
+        for (const child of c.children) visit(child, n);
+        break;
+      case 'sparse':
+      case 'dense':
+        if (version < V5) validity(); // unions lost their validity buffer in V5
         next(n, 'type ids');
         if (c.kind === 'dense') next(4 * n, 'offsets');
         for (const child of c.children) visit(child, c.kind === 'sparse' ? n : undefined);
@@ -175,14 +273,23 @@ function checkDictionary(d: Table, body: number, schema: Schema): void {
   checkBatch(data, body, [column], schema.version);
 }
 
-interface Message { type: number; header: Table | null; version: number; metaEnd: number; bodyLength: number; end: number }
+interface Message {
+  type: number;
+  header: Table | null;
+  version: number;
+  metaEnd: number;
+  bodyLength: number;
+  end: number;
+}
 
 /** The message at `at` (ending by `limit`), or where an end-of-stream marker ends. */
 function readMessage(bytes: Uint8Array, dv: DataView, at: number, limit: number): Message | { eos: number } {
   const where = `the message at byte ${at}`;
   if (at + 4 > limit) throw bad(limit - at, `${where}: ends inside its length prefix`);
-  let len = dv.getInt32(at, true), head = 4;
-  if (len === -1) {  // the continuation marker; without it, the format before Arrow 0.15
+  let len = dv.getInt32(at, true),
+    head = 4;
+  if (len === -1) {
+    // the continuation marker; without it, the format before Arrow 0.15
     if (at + 8 > limit) throw bad(limit - at, `${where}: ends inside its length prefix`);
     len = dv.getInt32(at + 4, true);
     head = 8;
@@ -191,7 +298,8 @@ function readMessage(bytes: Uint8Array, dv: DataView, at: number, limit: number)
   if (len < 0 || at + head + len > limit) throw bad(len, `${where}: states ${len} metadata bytes where ${limit - at - head} remain`);
   const flat = new Flat(bytes, at + head, len, 'arrow', where);
   const m = flat.root('message');
-  const version = m.i16(0, 0), type = m.u8(1, 0);
+  const version = m.i16(0, 0),
+    type = m.u8(1, 0);
   checkVersion(flat, version);
   const header = type >= SCHEMA && type <= RECORD_BATCH ? m.table(2, 'message header') : null;
   if (!header) throw flat.fail(type, 'is not a schema, dictionary batch or record batch message');
@@ -204,10 +312,14 @@ function readMessage(bytes: Uint8Array, dv: DataView, at: number, limit: number)
 }
 
 function checkStream(bytes: Uint8Array, dv: DataView): void {
-  let schema: Schema | undefined, at = 0;
+  let schema: Schema | undefined,
+    at = 0;
   while (at < bytes.length) {
     const m = readMessage(bytes, dv, at, bytes.length);
-    if ('eos' in m) { at = m.eos; break; }
+    if ('eos' in m) {
+      at = m.eos;
+      break;
+    }
     const where = `the message at byte ${at}`;
     at = m.end;
     if (!schema) {
@@ -228,7 +340,8 @@ function checkStream(bytes: Uint8Array, dv: DataView): void {
 function checkFile(bytes: Uint8Array, dv: DataView): void {
   const n = bytes.length;
   if (n < 18 || !MAGIC.every((b, i) => bytes[n - 6 + i] === b)) throw bad(`${n} bytes`, 'starts as an Arrow file but does not end with its ARROW1 magic');
-  const footLen = dv.getInt32(n - 10, true), footAt = n - 10 - footLen;
+  const footLen = dv.getInt32(n - 10, true),
+    footAt = n - 10 - footLen;
   if (footLen <= 0 || footAt < 8) throw bad(footLen, `states a ${footLen}-byte footer in a ${n}-byte file`);
   const flat = new Flat(bytes, footAt, footLen, 'arrow', 'the file footer');
   const footer = flat.root('footer');
@@ -238,9 +351,15 @@ function checkFile(bytes: Uint8Array, dv: DataView): void {
   const schema = readSchema(s, version);
   const blocks = (i: number, type: number) => {
     const { at, n: count } = footer.vector(i, 24, 'blocks');
-    return Array.from({ length: count }, (_, k) => ({ type, offset: flat.count(at + 24 * k, 'block offset'), meta: flat.i32(at + 24 * k + 8), body: flat.count(at + 24 * k + 16, 'block body length') }));
+    return Array.from({ length: count }, (_, k) => ({
+      type,
+      offset: flat.count(at + 24 * k, 'block offset'),
+      meta: flat.i32(at + 24 * k + 8),
+      body: flat.count(at + 24 * k + 16, 'block body length'),
+    }));
   };
-  const dictionaries = blocks(2, DICTIONARY_BATCH), batches = blocks(3, RECORD_BATCH);
+  const dictionaries = blocks(2, DICTIONARY_BATCH),
+    batches = blocks(3, RECORD_BATCH);
   keyValues(footer, 4);
   // apache-arrow reads each block where the footer says: blocks sharing bytes would read the
   // same batch more than once.
@@ -255,7 +374,8 @@ function checkFile(bytes: Uint8Array, dv: DataView): void {
   for (const b of [...dictionaries, ...batches]) {
     const m = readMessage(bytes, dv, b.offset, footAt);
     if ('eos' in m) throw flat.fail(b.offset, `has a block at byte ${b.offset} that is no message`);
-    if (m.type !== b.type || m.metaEnd - b.offset !== b.meta || m.bodyLength !== b.body) throw flat.fail(b.offset, `has a block at byte ${b.offset} that does not match the message there`);
+    if (m.type !== b.type || m.metaEnd - b.offset !== b.meta || m.bodyLength !== b.body)
+      throw flat.fail(b.offset, `has a block at byte ${b.offset} that does not match the message there`);
     if (b.type === DICTIONARY_BATCH) checkDictionary(m.header!, m.bodyLength, schema);
     else checkBatch(m.header!, m.bodyLength, schema.columns, schema.version);
   }

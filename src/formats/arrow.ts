@@ -17,10 +17,25 @@ export interface ArrowOptions {
 }
 
 // The part of apache-arrow used here (typed structurally: the package stays optional).
-interface ArrowField { name: string; type: { typeId: number; precision?: number; bitWidth?: number; toString(): string } }
-interface ArrowVector { nullCount: number; length: number; data: unknown[]; toArray(): unknown }
-interface ArrowTable { numRows: number; schema: { fields: ArrowField[] }; getChild(name: string): ArrowVector | null }
-interface ArrowModule { tableFromIPC(bytes: Uint8Array): ArrowTable; Type: Record<string, number> }
+interface ArrowField {
+  name: string;
+  type: { typeId: number; precision?: number; bitWidth?: number; toString(): string };
+}
+interface ArrowVector {
+  nullCount: number;
+  length: number;
+  data: unknown[];
+  toArray(): unknown;
+}
+interface ArrowTable {
+  numRows: number;
+  schema: { fields: ArrowField[] };
+  getChild(name: string): ArrowVector | null;
+}
+interface ArrowModule {
+  tableFromIPC(bytes: Uint8Array): ArrowTable;
+  Type: Record<string, number>;
+}
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
 
@@ -31,7 +46,11 @@ export async function loadArrow(source: string | Uint8Array, options: ArrowOptio
   const arrow = await optionalImport<ArrowModule>('apache-arrow', 'loadArrow');
   checkArrowIpc(bytes);
   let table: ArrowTable;
-  try { table = arrow.tableFromIPC(bytes); } catch (e) { throw bad('arrow', `${bytes.length} bytes`, `is not Arrow IPC data (${(e as Error)?.message})`); }
+  try {
+    table = arrow.tableFromIPC(bytes);
+  } catch (e) {
+    throw bad('arrow', `${bytes.length} bytes`, `is not Arrow IPC data (${(e as Error)?.message})`);
+  }
   const names = table.schema.fields.map((f) => f.name);
   const wanted = options.columns ?? names;
   if (!Array.isArray(wanted)) throw new DataError('BAD_DATA', 'columns', wanted, 'must be an array of column names');
@@ -39,7 +58,7 @@ export async function loadArrow(source: string | Uint8Array, options: ArrowOptio
     const field = table.schema.fields.find((f) => f.name === name);
     if (typeof name !== 'string' || !field) throw new DataError('BAD_DATA', `columns[${i}]`, name, `is not a column of the table (${names.join(', ')})`);
     const t = field.type;
-    const numeric = t.typeId === arrow.Type.Int || (t.typeId === arrow.Type.Float && t.precision !== 0);  // precision 0: float16
+    const numeric = t.typeId === arrow.Type.Int || (t.typeId === arrow.Type.Float && t.precision !== 0); // precision 0: float16
     if (!numeric) throw bad(`column "${name}"`, t.toString(), 'is not a numeric column (float32/64 or an integer type)');
     const v = table.getChild(name)!;
     if (v.nullCount > 0) throw bad(`column "${name}"`, v.nullCount, 'holds null values');

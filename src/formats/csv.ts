@@ -17,7 +17,11 @@ export interface CsvOptions {
   dtype?: Dtype;
 }
 
-const LF = 10, CR = 13, SPACE = 32, TAB = 9, QUOTE = 34;
+const LF = 10,
+  CR = 13,
+  SPACE = 32,
+  TAB = 9,
+  QUOTE = 34;
 
 /** A decimal number, as written in a data file. Number() also takes hex, binary and octal
  *  literals, Infinity and blank text (as 0), none of which is a value a CSV cell means. */
@@ -43,7 +47,11 @@ function fields(text: string, start: number, end: number, delim: number, line: n
         while (q < end && text.charCodeAt(q) !== QUOTE) q++;
         if (q >= end) throw bad(`line ${line}`, shown(), 'has an unterminated quoted field');
         s += text.slice(i, q);
-        if (q + 1 < end && text.charCodeAt(q + 1) === QUOTE) { s += '"'; i = q + 2; continue; }
+        if (q + 1 < end && text.charCodeAt(q + 1) === QUOTE) {
+          s += '"';
+          i = q + 2;
+          continue;
+        }
         i = q + 1;
         break;
       }
@@ -57,8 +65,11 @@ function fields(text: string, start: number, end: number, delim: number, line: n
       i = e;
     }
     if (i >= end) return out;
-    i++;  // the delimiter
-    if (i === end) { out.push(''); return out; }
+    i++; // the delimiter
+    if (i === end) {
+      out.push('');
+      return out;
+    }
   }
 }
 
@@ -71,7 +82,9 @@ export function loadCsv(source: string | Uint8Array, options: CsvOptions = {}): 
   }
   if (dtype !== 'float32' && dtype !== 'float64') throw new DataError('BAD_DATA', 'dtype', dtype, "must be 'float32' or 'float64'");
   let text: string;
-  try { text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytesOf(source)); } catch (e) {
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytesOf(source));
+  } catch (e) {
     if (e instanceof DataError || (e as { code?: string }).code === 'BAD_PATH') throw e;
     throw bad('csv', 'bytes', 'is not UTF-8 text');
   }
@@ -87,8 +100,14 @@ export function loadCsv(source: string | Uint8Array, options: CsvOptions = {}): 
     if (c === CR && text.charCodeAt(i + 1) === LF) i++;
     s = i + 1;
   }
-  if (s < text.length) { starts.push(s); ends.push(text.length); }
-  if (starts.length > 0 && starts[starts.length - 1] === ends[ends.length - 1]) { starts.pop(); ends.pop(); }
+  if (s < text.length) {
+    starts.push(s);
+    ends.push(text.length);
+  }
+  if (starts.length > 0 && starts[starts.length - 1] === ends[ends.length - 1]) {
+    starts.pop();
+    ends.pop();
+  }
   if (starts.length === 0) throw bad('csv', '', 'is empty: a header row is needed');
   const delim = delimiter.charCodeAt(0);
   const f: string[] = [];
@@ -102,7 +121,11 @@ export function loadCsv(source: string | Uint8Array, options: CsvOptions = {}): 
   const rows = starts.length - 1;
   const width = columns.length;
   let data: Float32Array | Float64Array;
-  try { data = dtype === 'float64' ? new Float64Array(rows * width) : new Float32Array(rows * width); } catch { throw bad('csv', rows, 'has too many rows to hold in memory'); }
+  try {
+    data = dtype === 'float64' ? new Float64Array(rows * width) : new Float32Array(rows * width);
+  } catch {
+    throw bad('csv', rows, 'has too many rows to hold in memory');
+  }
   for (let r = 0; r < rows; r++) {
     fields(text, starts[r + 1]!, ends[r + 1]!, delim, r + 2, f);
     if (f.length !== width) throw bad(`line ${r + 2}`, f.length, `has ${f.length} fields; the header names ${width}`);

@@ -13,7 +13,8 @@ import { OptionError } from '../core/errors.js';
 
 /** A file path argument: a non-empty string without NUL bytes. */
 export function checkPath(path: unknown, field = 'path'): string {
-  if (typeof path !== 'string' || path.length === 0 || path.includes('\0')) throw new OptionError('BAD_PATH', field, path, 'must be a non-empty file path string');
+  if (typeof path !== 'string' || path.length === 0 || path.includes('\0'))
+    throw new OptionError('BAD_PATH', field, path, 'must be a non-empty file path string');
   return path;
 }
 
@@ -41,20 +42,44 @@ const cannotRead = (field: string, path: string, why: string) => new OptionError
 /** `path` opened for reading, a regular file (OptionError BAD_PATH naming `field` otherwise). */
 export function openRegularSync(path: string, field: string): number {
   let fd: number;
-  try { fd = openSync(path, READ); } catch (e) { throw cannotRead(field, path, fsMessage(e)); }
+  try {
+    fd = openSync(path, READ);
+  } catch (e) {
+    throw cannotRead(field, path, fsMessage(e));
+  }
   let st: Stats;
-  try { st = fstatSync(fd); } catch (e) { closeSync(fd); throw cannotRead(field, path, fsMessage(e)); }
-  if (!st.isFile()) { closeSync(fd); throw cannotRead(field, path, notRegular(st)); }
+  try {
+    st = fstatSync(fd);
+  } catch (e) {
+    closeSync(fd);
+    throw cannotRead(field, path, fsMessage(e));
+  }
+  if (!st.isFile()) {
+    closeSync(fd);
+    throw cannotRead(field, path, notRegular(st));
+  }
   return fd;
 }
 
 /** openRegularSync's rule, asynchronously (the streamed .npy files). */
 export async function openRegular(path: string, field: string): Promise<FileHandle> {
   let fd: FileHandle;
-  try { fd = await open(path, READ); } catch (e) { throw cannotRead(field, path, fsMessage(e)); }
+  try {
+    fd = await open(path, READ);
+  } catch (e) {
+    throw cannotRead(field, path, fsMessage(e));
+  }
   let st: Stats;
-  try { st = await fd.stat(); } catch (e) { await fd.close(); throw cannotRead(field, path, fsMessage(e)); }
-  if (!st.isFile()) { await fd.close(); throw cannotRead(field, path, notRegular(st)); }
+  try {
+    st = await fd.stat();
+  } catch (e) {
+    await fd.close();
+    throw cannotRead(field, path, fsMessage(e));
+  }
+  if (!st.isFile()) {
+    await fd.close();
+    throw cannotRead(field, path, notRegular(st));
+  }
   return fd;
 }
 
@@ -77,7 +102,10 @@ export function bytesOf(source: unknown, field = 'source'): Uint8Array {
 export type Refuse = (why: string) => Error;
 
 /** The library's refusal of output path `path` (argument `field`): OptionError BAD_PATH. */
-const badOutputPath = (field: string, path: string): Refuse => (why) => new OptionError('BAD_PATH', field, path, why);
+const badOutputPath =
+  (field: string, path: string): Refuse =>
+  (why) =>
+    new OptionError('BAD_PATH', field, path, why);
 
 /** The option of a saver that writes a file by path. */
 export interface OutputOptions {
@@ -98,13 +126,25 @@ export function checkOutputPath(path: string, refuse: Refuse, links = false): vo
   const full = resolve(path);
   const dir = dirname(full);
   let dirOk = false;
-  try { dirOk = statSync(dir).isDirectory(); } catch { /* missing */ }
+  try {
+    dirOk = statSync(dir).isDirectory();
+  } catch {
+    /* missing */
+  }
   if (!dirOk) throw refuse(`the folder ${dir} does not exist`);
   let st: Stats;
-  try { st = lstatSync(full); } catch { return; }  // a new file
+  try {
+    st = lstatSync(full);
+  } catch {
+    return;
+  } // a new file
   if (st.isSymbolicLink()) {
     if (!links) throw refuse(`${full} is a symbolic link; nn-arena does not write through links`);
-    try { st = statSync(full); } catch { return; }  // a link to a new file
+    try {
+      st = statSync(full);
+    } catch {
+      return;
+    } // a link to a new file
   }
   if (!st.isFile()) throw refuse(`${full} ${notRegular(st)}`);
 }

@@ -10,11 +10,19 @@ const utf8 = new TextDecoder();
 /** A FlatBuffer of `n` bytes at `at` in `bytes`; `field` and `where` name it in refusals. */
 export class Flat {
   private readonly dv: DataView;
-  constructor(readonly bytes: Uint8Array, readonly at: number, n: number, readonly field: string, readonly where: string) {
+  constructor(
+    readonly bytes: Uint8Array,
+    readonly at: number,
+    n: number,
+    readonly field: string,
+    readonly where: string,
+  ) {
     this.dv = new DataView(bytes.buffer, bytes.byteOffset + at, n);
   }
 
-  get size(): number { return this.dv.byteLength; }
+  get size(): number {
+    return this.dv.byteLength;
+  }
 
   fail(value: unknown, why: string, field = this.field): DataError {
     return new DataError('BAD_FILE', field, value, `${this.where}: ${why}`);
@@ -24,11 +32,26 @@ export class Flat {
     if (!(at >= 0 && at + n <= this.size)) throw this.fail(at, `points past its ${this.size} bytes (at its ${part})`);
   }
 
-  u8(at: number): number { this.within(at, 1, 'value'); return this.dv.getUint8(at); }
-  u16(at: number): number { this.within(at, 2, 'value'); return this.dv.getUint16(at, true); }
-  i16(at: number): number { this.within(at, 2, 'value'); return this.dv.getInt16(at, true); }
-  i32(at: number): number { this.within(at, 4, 'value'); return this.dv.getInt32(at, true); }
-  u32(at: number): number { this.within(at, 4, 'value'); return this.dv.getUint32(at, true); }
+  u8(at: number): number {
+    this.within(at, 1, 'value');
+    return this.dv.getUint8(at);
+  }
+  u16(at: number): number {
+    this.within(at, 2, 'value');
+    return this.dv.getUint16(at, true);
+  }
+  i16(at: number): number {
+    this.within(at, 2, 'value');
+    return this.dv.getInt16(at, true);
+  }
+  i32(at: number): number {
+    this.within(at, 4, 'value');
+    return this.dv.getInt32(at, true);
+  }
+  u32(at: number): number {
+    this.within(at, 4, 'value');
+    return this.dv.getUint32(at, true);
+  }
 
   /** A 64-bit count, size or offset: refused when negative or past 2^53. */
   count(at: number, part: string): number {
@@ -46,17 +69,26 @@ export class Flat {
   }
 
   /** The root table (its offset is the buffer's first 4 bytes). */
-  root(part: string): Table { return Table.at(this, this.ref(0, part), part); }
+  root(part: string): Table {
+    return Table.at(this, this.ref(0, part), part);
+  }
 }
 
 /** One table of a Flat: field i's value, or the default when its vtable leaves it out. */
 export class Table {
-  private constructor(readonly flat: Flat, readonly at: number, private readonly vtable: number, private readonly vsize: number, private readonly tsize: number) {}
+  private constructor(
+    readonly flat: Flat,
+    readonly at: number,
+    private readonly vtable: number,
+    private readonly vsize: number,
+    private readonly tsize: number,
+  ) {}
 
   static at(flat: Flat, at: number, part: string): Table {
     const vtable = at - flat.i32(at);
     flat.within(vtable, 4, `${part} vtable`);
-    const vsize = flat.u16(vtable), tsize = flat.u16(vtable + 2);
+    const vsize = flat.u16(vtable),
+      tsize = flat.u16(vtable + 2);
     // The flatbuffers package reads both as signed 16-bit numbers: 0x8000 and up would differ.
     if (vsize < 4 || vsize % 2 !== 0 || vsize >= 0x8000 || tsize < 4 || tsize >= 0x8000) throw flat.fail(vsize, `its ${part} has a malformed vtable`);
     flat.within(vtable, vsize, `${part} vtable`);
@@ -73,11 +105,25 @@ export class Table {
     return this.at + off;
   }
 
-  has(i: number): boolean { return this.field(i, 4) >= 0; }
-  u8(i: number, def: number): number { const p = this.field(i, 1); return p < 0 ? def : this.flat.u8(p); }
-  i16(i: number, def: number): number { const p = this.field(i, 2); return p < 0 ? def : this.flat.i16(p); }
-  i32(i: number, def: number): number { const p = this.field(i, 4); return p < 0 ? def : this.flat.i32(p); }
-  count(i: number, part: string): number { const p = this.field(i, 8); return p < 0 ? 0 : this.flat.count(p, part); }
+  has(i: number): boolean {
+    return this.field(i, 4) >= 0;
+  }
+  u8(i: number, def: number): number {
+    const p = this.field(i, 1);
+    return p < 0 ? def : this.flat.u8(p);
+  }
+  i16(i: number, def: number): number {
+    const p = this.field(i, 2);
+    return p < 0 ? def : this.flat.i16(p);
+  }
+  i32(i: number, def: number): number {
+    const p = this.field(i, 4);
+    return p < 0 ? def : this.flat.i32(p);
+  }
+  count(i: number, part: string): number {
+    const p = this.field(i, 8);
+    return p < 0 ? 0 : this.flat.count(p, part);
+  }
 
   table(i: number, part: string): Table | null {
     const p = this.field(i, 4);
@@ -88,7 +134,8 @@ export class Table {
   vector(i: number, size: number, part: string): { at: number; n: number } {
     const p = this.field(i, 4);
     if (p < 0) return { at: 0, n: 0 };
-    const v = this.flat.ref(p, part), n = this.flat.u32(v);
+    const v = this.flat.ref(p, part),
+      n = this.flat.u32(v);
     this.flat.within(v + 4, n * size, part);
     return { at: v + 4, n };
   }

@@ -8,7 +8,8 @@ import { DataError } from '../core/errors.js';
 import { bytesOf } from './file.js';
 
 export type NpyDtype = 'float32' | 'float64' | 'int8' | 'uint8' | 'int16' | 'uint16' | 'int32' | 'uint32' | 'int64' | 'uint64' | 'bool';
-export type NpyData = Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
+export type NpyData =
+  Float32Array | Float64Array | Int8Array | Uint8Array | Int16Array | Uint16Array | Int32Array | Uint32Array | BigInt64Array | BigUint64Array;
 
 export interface NpyArray {
   dtype: NpyDtype;
@@ -19,15 +20,31 @@ export interface NpyArray {
 }
 
 /** A parsed header: where the data starts and how to read it. */
-export interface NpyHeader { dtype: NpyDtype; shape: number[]; fortranOrder: boolean; littleEndian: boolean; dataOffset: number; count: number; itemBytes: number }
+export interface NpyHeader {
+  dtype: NpyDtype;
+  shape: number[];
+  fortranOrder: boolean;
+  littleEndian: boolean;
+  dataOffset: number;
+  count: number;
+  itemBytes: number;
+}
 
 type Ctor = { new (buffer: ArrayBuffer, offset: number, length: number): NpyData; new (length: number): NpyData; BYTES_PER_ELEMENT: number };
 const TYPES: Record<string, [NpyDtype, Ctor]> = {
-  f4: ['float32', Float32Array], f8: ['float64', Float64Array], i1: ['int8', Int8Array], u1: ['uint8', Uint8Array],
-  i2: ['int16', Int16Array], u2: ['uint16', Uint16Array], i4: ['int32', Int32Array], u4: ['uint32', Uint32Array],
-  i8: ['int64', BigInt64Array as unknown as Ctor], u8: ['uint64', BigUint64Array as unknown as Ctor], b1: ['bool', Uint8Array],
+  f4: ['float32', Float32Array],
+  f8: ['float64', Float64Array],
+  i1: ['int8', Int8Array],
+  u1: ['uint8', Uint8Array],
+  i2: ['int16', Int16Array],
+  u2: ['uint16', Uint16Array],
+  i4: ['int32', Int32Array],
+  u4: ['uint32', Uint32Array],
+  i8: ['int64', BigInt64Array as unknown as Ctor],
+  u8: ['uint64', BigUint64Array as unknown as Ctor],
+  b1: ['bool', Uint8Array],
 };
-const MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59];  // \x93NUMPY
+const MAGIC = [0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59]; // \x93NUMPY
 const MAX_ELEMENTS = 2 ** 32 - 1;
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
@@ -36,9 +53,17 @@ const bad = (field: string, value: unknown, why: string) => new DataError('BAD_F
  *  tuple of ints. */
 function parseLiteral(text: string): Record<string, unknown> {
   let i = 0;
-  const ws = () => { while (i < text.length && ' \t\n\r'.includes(text[i]!)) i++; };
-  const fail = (why: string): never => { throw bad('npy header', text.length > 120 ? `${text.slice(0, 120)}…` : text, `${why} at character ${i}`); };
-  const expect = (c: string) => { ws(); if (text[i] !== c) fail(`expected '${c}'`); i++; };
+  const ws = () => {
+    while (i < text.length && ' \t\n\r'.includes(text[i]!)) i++;
+  };
+  const fail = (why: string): never => {
+    throw bad('npy header', text.length > 120 ? `${text.slice(0, 120)}…` : text, `${why} at character ${i}`);
+  };
+  const expect = (c: string) => {
+    ws();
+    if (text[i] !== c) fail(`expected '${c}'`);
+    i++;
+  };
   const str = (): string => {
     ws();
     const q = text[i];
@@ -53,14 +78,23 @@ function parseLiteral(text: string): Record<string, unknown> {
   const value = (): unknown => {
     ws();
     if (text[i] === "'" || text[i] === '"') return str();
-    if (text.startsWith('True', i)) { i += 4; return true; }
-    if (text.startsWith('False', i)) { i += 5; return false; }
+    if (text.startsWith('True', i)) {
+      i += 4;
+      return true;
+    }
+    if (text.startsWith('False', i)) {
+      i += 5;
+      return false;
+    }
     if (text[i] === '(') {
       i++;
       const dims: number[] = [];
       for (;;) {
         ws();
-        if (text[i] === ')') { i++; return dims; }
+        if (text[i] === ')') {
+          i++;
+          return dims;
+        }
         const m = /^\d+L?/.exec(text.slice(i, i + 24));
         if (!m) fail('expected a dimension');
         dims.push(Number(m![0].replace('L', '')));
@@ -76,7 +110,10 @@ function parseLiteral(text: string): Record<string, unknown> {
   expect('{');
   for (;;) {
     ws();
-    if (text[i] === '}') { i++; break; }
+    if (text[i] === '}') {
+      i++;
+      break;
+    }
     const k = str();
     expect(':');
     if (k in out) fail(`key '${k}' repeated`);
@@ -92,8 +129,10 @@ function parseLiteral(text: string): Record<string, unknown> {
 
 /** Parses the header of a .npy file's first bytes (at least the whole header). */
 export function parseNpyHeader(bytes: Uint8Array): NpyHeader {
-  if (bytes.length < 10 || MAGIC.some((b, i) => bytes[i] !== b)) throw bad('npy magic', Buffer.from(bytes.subarray(0, 6)).toString('latin1'), 'is not \\x93NUMPY: not a .npy file');
-  const major = bytes[6]!, minor = bytes[7]!;
+  if (bytes.length < 10 || MAGIC.some((b, i) => bytes[i] !== b))
+    throw bad('npy magic', Buffer.from(bytes.subarray(0, 6)).toString('latin1'), 'is not \\x93NUMPY: not a .npy file');
+  const major = bytes[6]!,
+    minor = bytes[7]!;
   if (major < 1 || major > 3 || minor !== 0) throw bad('npy version', `${major}.${minor}`, 'is not 1.0, 2.0 or 3.0');
   const dv = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const lenBytes = major === 1 ? 2 : 4;
@@ -103,12 +142,16 @@ export function parseNpyHeader(bytes: Uint8Array): NpyHeader {
   if (dataOffset > bytes.length) throw bad('npy header length', headerLen, `runs past the end of the ${bytes.length} bytes read`);
   const raw = bytes.subarray(8 + lenBytes, dataOffset);
   let text: string;
-  try { text = new TextDecoder(major === 3 ? 'utf-8' : 'latin1', { fatal: true }).decode(raw); } catch { throw bad('npy header', `${headerLen} bytes`, 'is not text'); }
+  try {
+    text = new TextDecoder(major === 3 ? 'utf-8' : 'latin1', { fatal: true }).decode(raw);
+  } catch {
+    throw bad('npy header', `${headerLen} bytes`, 'is not text');
+  }
   const dict = parseLiteral(text);
   const keys = Object.keys(dict).sort().join(',');
   if (keys !== 'descr,fortran_order,shape') throw bad('npy header', keys, "must have exactly the keys 'descr', 'fortran_order' and 'shape'");
   const { descr, fortran_order: fortranOrder, shape } = dict as { descr: unknown; fortran_order: unknown; shape: unknown };
-  if (typeof descr !== 'string') throw bad('npy descr', descr, 'must be a string such as \'<f4\' (structured dtypes are not read)');
+  if (typeof descr !== 'string') throw bad('npy descr', descr, "must be a string such as '<f4' (structured dtypes are not read)");
   const m = /^([<>|=])([a-z]\d+)$/.exec(descr);
   const type = m ? TYPES[m[2]!] : undefined;
   if (!m || !type) throw bad('npy descr', descr, `is not a type nn-arena reads (${Object.keys(TYPES).join(', ')}, little- or big-endian)`);
@@ -129,14 +172,20 @@ export function parseNpyHeader(bytes: Uint8Array): NpyHeader {
 function transposeFortran<T extends NpyData>(src: T, shape: number[], make: (n: number) => T): T {
   const out = make(src.length);
   const n = shape.length;
-  const strides = new Array<number>(n);  // Fortran strides, in elements
-  for (let k = 0, s = 1; k < n; k++) { strides[k] = s; s *= shape[k]!; }
+  const strides = new Array<number>(n); // Fortran strides, in elements
+  for (let k = 0, s = 1; k < n; k++) {
+    strides[k] = s;
+    s *= shape[k]!;
+  }
   const idx = new Array<number>(n).fill(0);
   for (let i = 0; i < out.length; i++) {
     let f = 0;
     for (let k = 0; k < n; k++) f += idx[k]! * strides[k]!;
     (out as { [i: number]: unknown })[i] = (src as { [i: number]: unknown })[f];
-    for (let k = n - 1; k >= 0; k--) { if (++idx[k]! < shape[k]!) break; idx[k] = 0; }
+    for (let k = n - 1; k >= 0; k--) {
+      if (++idx[k]! < shape[k]!) break;
+      idx[k] = 0;
+    }
   }
   return out;
 }
@@ -144,14 +193,15 @@ function transposeFortran<T extends NpyData>(src: T, shape: number[], make: (n: 
 /** The data of a .npy file whose header is `h`, from `bytes` (the whole file). */
 export function npyData(bytes: Uint8Array, h: NpyHeader, field = 'npy data'): NpyData {
   const need = h.count * h.itemBytes;
-  if (bytes.length - h.dataOffset !== need) throw bad(field, bytes.length - h.dataOffset, `must be ${need} bytes (shape [${h.shape.join(', ')}] of ${h.dtype})`);
+  if (bytes.length - h.dataOffset !== need)
+    throw bad(field, bytes.length - h.dataOffset, `must be ${need} bytes (shape [${h.shape.join(', ')}] of ${h.dtype})`);
   const Type = TYPES[Object.keys(TYPES).find((k) => TYPES[k]![0] === h.dtype)!]![1];
   const at = bytes.byteOffset + h.dataOffset;
   let data: NpyData;
   if (h.littleEndian && at % h.itemBytes === 0) {
-    data = new Type(bytes.buffer as ArrayBuffer, at, h.count);  // a view: no copy
+    data = new Type(bytes.buffer as ArrayBuffer, at, h.count); // a view: no copy
   } else {
-    const copy = new Uint8Array(bytes.subarray(h.dataOffset, h.dataOffset + need));  // a copy (Buffer's slice would not be)
+    const copy = new Uint8Array(bytes.subarray(h.dataOffset, h.dataOffset + need)); // a copy (Buffer's slice would not be)
     if (!h.littleEndian) for (let i = 0; i < need; i += h.itemBytes) copy.subarray(i, i + h.itemBytes).reverse();
     data = new Type(copy.buffer, 0, h.count);
   }
@@ -165,7 +215,18 @@ export function loadNpy(source: string | Uint8Array): NpyArray {
   return { dtype: h.dtype, shape: h.shape, data: npyData(bytes, h) };
 }
 
-const DESCR: Record<string, string> = { Float32Array: '<f4', Float64Array: '<f8', Int8Array: '|i1', Uint8Array: '|u1', Int16Array: '<i2', Uint16Array: '<u2', Int32Array: '<i4', Uint32Array: '<u4', BigInt64Array: '<i8', BigUint64Array: '<u8' };
+const DESCR: Record<string, string> = {
+  Float32Array: '<f4',
+  Float64Array: '<f8',
+  Int8Array: '|i1',
+  Uint8Array: '|u1',
+  Int16Array: '<i2',
+  Uint16Array: '<u2',
+  Int32Array: '<i4',
+  Uint32Array: '<u4',
+  BigInt64Array: '<i8',
+  BigUint64Array: '<u8',
+};
 
 /** The .npy type of a typed array (DataError BAD_DATA naming `data` for anything else). */
 function descrOf(data: unknown): string {
@@ -180,7 +241,8 @@ export function npyHeader(data: NpyData, shape: readonly number[]): Uint8Array {
   const descr = descrOf(data);
   if (!Array.isArray(shape)) throw new DataError('BAD_DATA', 'shape', shape, `must be an array of whole numbers whose product is the ${data.length} elements`);
   const count = shape.reduce((a, d) => a * d, 1);
-  if (shape.some((d) => !Number.isSafeInteger(d) || d < 0) || count !== data.length) throw new DataError('BAD_DATA', 'shape', shape, `must be whole numbers whose product is the ${data.length} elements`);
+  if (shape.some((d) => !Number.isSafeInteger(d) || d < 0) || count !== data.length)
+    throw new DataError('BAD_DATA', 'shape', shape, `must be whole numbers whose product is the ${data.length} elements`);
   let dict = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${shape.join(', ')}${shape.length === 1 ? ',' : ''}), }`;
   dict += ' '.repeat(63 - ((10 + dict.length) % 64)) + '\n';
   const out = new Uint8Array(10 + dict.length);
@@ -193,7 +255,7 @@ export function npyHeader(data: NpyData, shape: readonly number[]): Uint8Array {
 
 /** A whole .npy file of `data` (row-major) with `shape` (default: one dimension). */
 export function toNpy(data: NpyData, shape?: readonly number[]): Uint8Array {
-  descrOf(data);  // before its length is read for the default shape
+  descrOf(data); // before its length is read for the default shape
   const head = npyHeader(data, shape === undefined ? [data.length] : shape);
   const out = new Uint8Array(head.length + data.byteLength);
   out.set(head);

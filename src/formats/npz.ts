@@ -25,7 +25,10 @@ export function loadNpz(source: string | Uint8Array, options: NpzOptions = {}): 
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { maxInflatedBytes? }');
   checkKnownKeys(options, OPTION_KEYS, 'loadNpz');
   const { maxInflatedBytes } = options;
-  if (maxInflatedBytes !== undefined && !(typeof maxInflatedBytes === 'number' && maxInflatedBytes >= 0 && (Number.isSafeInteger(maxInflatedBytes) || maxInflatedBytes === Infinity))) {
+  if (
+    maxInflatedBytes !== undefined &&
+    !(typeof maxInflatedBytes === 'number' && maxInflatedBytes >= 0 && (Number.isSafeInteger(maxInflatedBytes) || maxInflatedBytes === Infinity))
+  ) {
     throw new OptionError('BAD_OPTION', 'maxInflatedBytes', maxInflatedBytes, 'must be a whole number of bytes >= 0, or Infinity');
   }
   const bytes = bytesOf(source);
@@ -35,7 +38,12 @@ export function loadNpz(source: string | Uint8Array, options: NpzOptions = {}): 
     const key = name.slice(0, -4);
     if (Object.hasOwn(out, key)) throw new DataError('BAD_FILE', 'npz member', name, 'appears twice');
     const h = parseNpyHeader(data);
-    Object.defineProperty(out, key, { value: { dtype: h.dtype, shape: h.shape, data: npyData(data, h, `${key} data`) }, enumerable: true, writable: true, configurable: true });
+    Object.defineProperty(out, key, {
+      value: { dtype: h.dtype, shape: h.shape, data: npyData(data, h, `${key} data`) },
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
   }
   return out;
 }

@@ -10,13 +10,29 @@ import * as zlib from 'node:zlib';
 import { DataError } from '../core/errors.js';
 
 const bad = (field: string, value: unknown, why: string) => new DataError('BAD_FILE', field, value, why);
-const EOCD = 0x06054b50, EOCD64 = 0x06064b50, LOCATOR64 = 0x07064b50, CENTRAL = 0x02014b50, LOCAL = 0x04034b50;
+const EOCD = 0x06054b50,
+  EOCD64 = 0x06064b50,
+  LOCATOR64 = 0x07064b50,
+  CENTRAL = 0x02014b50,
+  LOCAL = 0x04034b50;
 const crc32 = (zlib as { crc32?: (data: Uint8Array) => number }).crc32;
 
-export interface ZipEntry { name: string; data: Uint8Array }
+export interface ZipEntry {
+  name: string;
+  data: Uint8Array;
+}
 
 /** What one central-directory entry says, with where its data lies. */
-interface Member { name: string; nameBytes: Uint8Array; method: number; crc: number; comp: number; size: number; local: number; start: number }
+interface Member {
+  name: string;
+  nameBytes: Uint8Array;
+  method: number;
+  crc: number;
+  comp: number;
+  size: number;
+  local: number;
+  start: number;
+}
 
 /** The entries of `bytes`, in central-directory order; the deflated ones may inflate to at most
  *  `maxInflated` bytes in all. */
@@ -26,14 +42,21 @@ export function readZip(bytes: Uint8Array, maxInflated = Infinity): ZipEntry[] {
   // entries would let one small deflated member be inflated once per entry.
   const spans = members.slice().sort((a, b) => a.local - b.local);
   for (let i = 1; i < spans.length; i++) {
-    const prev = spans[i - 1]!, m = spans[i]!;
-    if (m.local < prev.start + prev.comp) throw bad(`${m.name} local header`, m.local, `lies inside member "${prev.name}" (bytes ${prev.local} to ${prev.start + prev.comp}): zip members never share bytes`);
+    const prev = spans[i - 1]!,
+      m = spans[i]!;
+    if (m.local < prev.start + prev.comp)
+      throw bad(
+        `${m.name} local header`,
+        m.local,
+        `lies inside member "${prev.name}" (bytes ${prev.local} to ${prev.start + prev.comp}): zip members never share bytes`,
+      );
   }
   const out: ZipEntry[] = [];
   let left = maxInflated;
   for (const { name, nameBytes, method, crc, comp, size, local, start } of members) {
     const localName = bytes.subarray(local + 30, local + 30 + (bytes[local + 26]! | (bytes[local + 27]! << 8)));
-    if (Buffer.compare(localName, nameBytes) !== 0) throw bad(`${name} local header`, local, `names another member (${JSON.stringify(Buffer.from(localName).toString('utf8'))})`);
+    if (Buffer.compare(localName, nameBytes) !== 0)
+      throw bad(`${name} local header`, local, `names another member (${JSON.stringify(Buffer.from(localName).toString('utf8'))})`);
     const raw = bytes.subarray(start, start + comp);
     let data: Uint8Array;
     if (method === 0) {
@@ -45,7 +68,7 @@ export function readZip(bytes: Uint8Array, maxInflated = Infinity): ZipEntry[] {
     } else {
       throw bad(`${name} method`, method, 'is not stored (0) or deflated (8)');
     }
-    if (crc32 && (crc32(data) >>> 0) !== crc) throw bad(`${name} crc32`, crc, 'does not match the data (corrupted)');
+    if (crc32 && crc32(data) >>> 0 !== crc) throw bad(`${name} crc32`, crc, 'does not match the data (corrupted)');
     out.push({ name, data });
   }
   return out;
@@ -63,7 +86,12 @@ function inflate(name: string, raw: Uint8Array, size: number, left: number, maxI
   }
   if (data === undefined || data.length > cap) {
     if (cap < size) {
-      throw new DataError('DATA_TOO_LARGE', 'maxInflatedBytes', maxInflated, `npz member "${name}" inflates past the ${left} bytes left of this bound on what an archive's members inflate to in all (it states ${size} bytes): pass a larger maxInflatedBytes to read it`);
+      throw new DataError(
+        'DATA_TOO_LARGE',
+        'maxInflatedBytes',
+        maxInflated,
+        `npz member "${name}" inflates past the ${left} bytes left of this bound on what an archive's members inflate to in all (it states ${size} bytes): pass a larger maxInflatedBytes to read it`,
+      );
     }
     throw bad(`${name} size`, size, 'is less than the data inflates to');
   }
@@ -81,12 +109,20 @@ function readDirectory(bytes: Uint8Array): Member[] {
     if (v > BigInt(max)) throw bad(field, v, max === bytes.length ? `exceeds the archive's ${bytes.length} bytes` : 'is too large');
     return Number(v);
   };
-  const within = (at: number, n: number, field: string) => { if (at < 0 || at + n > bytes.length) throw bad(field, at, `runs past the end of the ${bytes.length}-byte archive`); };
+  const within = (at: number, n: number, field: string) => {
+    if (at < 0 || at + n > bytes.length) throw bad(field, at, `runs past the end of the ${bytes.length}-byte archive`);
+  };
   // The end-of-central-directory record: the last one, within the 64 KiB a comment may take.
   let eocd = -1;
-  for (let at = bytes.length - 22; at >= Math.max(0, bytes.length - 22 - 0xffff); at--) if (u32(at) === EOCD) { eocd = at; break; }
+  for (let at = bytes.length - 22; at >= Math.max(0, bytes.length - 22 - 0xffff); at--)
+    if (u32(at) === EOCD) {
+      eocd = at;
+      break;
+    }
   if (eocd < 0) throw bad('zip', `${bytes.length} bytes`, 'has no end-of-central-directory record: not a zip archive (.npz)');
-  let entries = u16(eocd + 10), cdSize = u32(eocd + 12), cdOffset = u32(eocd + 16);
+  let entries = u16(eocd + 10),
+    cdSize = u32(eocd + 12),
+    cdOffset = u32(eocd + 16);
   if (entries === 0xffff || cdSize === 0xffffffff || cdOffset === 0xffffffff) {
     const loc = eocd - 20;
     if (loc < 0 || u32(loc) !== LOCATOR64) throw bad('zip64 locator', loc, 'is missing though the directory needs zip64');
@@ -103,17 +139,29 @@ function readDirectory(bytes: Uint8Array): Member[] {
   for (let e = 0; e < entries; e++) {
     within(p, 46, `zip entry ${e}`);
     if (u32(p) !== CENTRAL) throw bad(`zip entry ${e}`, p, 'has a bad signature');
-    const method = u16(p + 10), crc = u32(p + 16), nameLen = u16(p + 28), extraLen = u16(p + 30), commentLen = u16(p + 32);
-    let comp = u32(p + 20), size = u32(p + 24), local = u32(p + 42);
+    const method = u16(p + 10),
+      crc = u32(p + 16),
+      nameLen = u16(p + 28),
+      extraLen = u16(p + 30),
+      commentLen = u16(p + 32);
+    let comp = u32(p + 20),
+      size = u32(p + 24),
+      local = u32(p + 42);
     within(p + 46, nameLen + extraLen + commentLen, `zip entry ${e}`);
     const nameBytes = bytes.subarray(p + 46, p + 46 + nameLen);
     const name = Buffer.from(nameBytes).toString('utf8');
     // Zip64 extended information: the 64-bit values of the fields that are 0xffffffff, in order.
     for (let x = p + 46 + nameLen; x + 4 <= p + 46 + nameLen + extraLen;) {
-      const id = u16(x), len = u16(x + 2);
+      const id = u16(x),
+        len = u16(x + 2);
       if (id === 1) {
         let q = x + 4;
-        const next = (field: string, max?: number) => { if (q + 8 > x + 4 + len) throw bad(field, len, 'is missing from the zip64 extra field'); const v = u64(q, field, max); q += 8; return v; };
+        const next = (field: string, max?: number) => {
+          if (q + 8 > x + 4 + len) throw bad(field, len, 'is missing from the zip64 extra field');
+          const v = u64(q, field, max);
+          q += 8;
+          return v;
+        };
         // The inflated size may exceed the archive's (maxInflated bounds it); the others may not.
         if (size === 0xffffffff) size = next(`${name} size`, Number.MAX_SAFE_INTEGER);
         if (comp === 0xffffffff) comp = next(`${name} compressed size`);

@@ -4,7 +4,24 @@
 // check every arena's header passes); this file only reads what it accepted, at the offsets
 // FORMAT gives (generated from nn_arena.h).
 import { call, native } from '../native/addon.js';
-import { ACTIVATIONS, DTYPES, EXTRA_FIELDS, EXTRA_NAME_BYTES, EXTRA_RULES, EXTRA_SIZE, HEADER_FIELDS, HEADER_SIZE, KINDS, LAYER_FIELDS, LAYER_SIZE, MAX_EXTRAS, ORDERS, REGION_SIZE, activationInfo, type Activation } from './header.js';
+import {
+  ACTIVATIONS,
+  DTYPES,
+  EXTRA_FIELDS,
+  EXTRA_NAME_BYTES,
+  EXTRA_RULES,
+  EXTRA_SIZE,
+  HEADER_FIELDS,
+  HEADER_SIZE,
+  KINDS,
+  LAYER_FIELDS,
+  LAYER_SIZE,
+  MAX_EXTRAS,
+  ORDERS,
+  REGION_SIZE,
+  activationInfo,
+  type Activation,
+} from './header.js';
 import { optimizerCoded } from './optimizers.js';
 import type { ExtraSpec, LayoutSpec } from './spec.js';
 
@@ -27,10 +44,18 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const models = u64(F.models);
   const takesParam = activations.some((a) => activationInfo(a).param !== 0);
   return {
-    layers: units, batch: u64(F.batch), dtype: keyOf(DTYPES, u32(F.dtype)), order: keyOf(ORDERS, u32(F.order)), optimizer: optimizerCoded(u32(F.optimizer))!.name,
-    activations, align: u64(F.align), samples: u64(F.samples),
+    layers: units,
+    batch: u64(F.batch),
+    dtype: keyOf(DTYPES, u32(F.dtype)),
+    order: keyOf(ORDERS, u32(F.order)),
+    optimizer: optimizerCoded(u32(F.optimizer))!.name,
+    activations,
+    align: u64(F.align),
+    samples: u64(F.samples),
     ...(takesParam ? { leakyReluSlope: v.getFloat64(F.act_param, true) } : {}),
-    ...(v.getBigUint64(F.flags, true) ? { compact: true } : {}), ...(models > 1 ? { models } : {}), ...(extra.length ? { extra } : {}),
+    ...(v.getBigUint64(F.flags, true) ? { compact: true } : {}),
+    ...(models > 1 ? { models } : {}),
+    ...(extra.length ? { extra } : {}),
   };
 }
 

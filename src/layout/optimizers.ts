@@ -50,10 +50,13 @@ let tables: Tables | undefined;
 function load(): Tables {
   if (tables) return tables;
   const deep = <T>(x: T): T => {
-    if (x && typeof x === 'object') { for (const v of Object.values(x)) deep(v); Object.freeze(x); }
+    if (x && typeof x === 'object') {
+      for (const v of Object.values(x)) deep(v);
+      Object.freeze(x);
+    }
     return x;
   };
-  const copy = <T>(x: T): T => structuredClone(x) as T;  // the generated rows are readonly literals; these are the API's own objects
+  const copy = <T>(x: T): T => structuredClone(x) as T; // the generated rows are readonly literals; these are the API's own objects
   tables = deep({
     optimizers: OPTIMIZER_TABLE.map((o) => ({ ...copy(o), state: o.state.map((k) => KINDS[k]!) })) as OptimizerInfo[],
     schedules: copy(SCHEDULE_TABLE) as unknown as ScheduleInfo[],
@@ -63,7 +66,9 @@ function load(): Tables {
 }
 
 /** Every optimizer, in code order. */
-export function optimizers(): readonly OptimizerInfo[] { return load().optimizers; }
+export function optimizers(): readonly OptimizerInfo[] {
+  return load().optimizers;
+}
 
 export function optimizerNamed(name: unknown): OptimizerInfo | undefined {
   return optimizers().find((o) => o.name === name);
@@ -74,10 +79,14 @@ export function optimizerCoded(code: number): OptimizerInfo | undefined {
 }
 
 /** Every learning-rate schedule. */
-export function schedules(): readonly ScheduleInfo[] { return load().schedules; }
+export function schedules(): readonly ScheduleInfo[] {
+  return load().schedules;
+}
 
 /** clipGradNorm's entry (and any other setting every optimizer reads). */
-export function commonParams(): readonly ParamInfo[] { return load().common; }
+export function commonParams(): readonly ParamInfo[] {
+  return load().common;
+}
 
 /** The names, quoted, for messages and CLI help: 'sgd', 'momentum', ... */
 export const namesOf = (list: ReadonlyArray<{ name: string }>): string => list.map((x) => `'${x.name}'`).join(', ');

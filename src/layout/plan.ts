@@ -70,8 +70,16 @@ export interface Plan<D extends Dtype = Dtype> {
  *  one check every function that takes a plan makes before it reads one. */
 export function requirePlan(value: unknown, field = 'plan'): Plan {
   const p = value as Partial<Plan> | null;
-  const ok = p !== null && typeof p === 'object' && p.header instanceof Uint8Array && Array.isArray(p.regions) && Number.isSafeInteger(p.totalBytes) &&
-    typeof p.spec === 'object' && p.spec !== null && typeof p.region === 'function' && typeof p.bytesByKind === 'function';
+  const ok =
+    p !== null &&
+    typeof p === 'object' &&
+    p.header instanceof Uint8Array &&
+    Array.isArray(p.regions) &&
+    Number.isSafeInteger(p.totalBytes) &&
+    typeof p.spec === 'object' &&
+    p.spec !== null &&
+    typeof p.region === 'function' &&
+    typeof p.bytesByKind === 'function';
   if (!ok) throw new LayoutError('BAD_PLAN', field, value, 'must be a plan from planLayout()');
   return p as Plan;
 }
@@ -79,14 +87,23 @@ export function requirePlan(value: unknown, field = 'plan'): Plan {
 /** The spec's shape as the native rules take it (region counts, the phase table). */
 export function plannerShape(s: NormalizedSpec): PlannerShape {
   return {
-    batch: s.batch, samples: s.samples, optimizer: optimizerNamed(s.optimizer)!.code, compact: s.compact, models: s.models, extras: s.extra.length,
-    units: [...s.layers], activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
+    batch: s.batch,
+    samples: s.samples,
+    optimizer: optimizerNamed(s.optimizer)!.code,
+    compact: s.compact,
+    models: s.models,
+    extras: s.extra.length,
+    units: [...s.layers],
+    activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
   };
 }
 
 /** The native rules of a shape's regions, asked once per plan: count (2^64 - 1 where one
  *  overflows: then TOO_LARGE below) and the REGION_FLAGS bits of (layer, kind). */
-interface RegionRules { count(l: number, kind: Kind): bigint; has(l: number, kind: Kind, flag: number): boolean }
+interface RegionRules {
+  count(l: number, kind: Kind): bigint;
+  has(l: number, kind: Kind, flag: number): boolean;
+}
 function regionRules(s: NormalizedSpec, shape: PlannerShape): RegionRules {
   const { counts, flags } = call(() => native().regionRules(shape), { compact: s.compact, extra: s.extra.map((e) => e.name) });
   const at = (l: number, kind: Kind) => l * KINDS.length + KIND_INDEX[kind];
@@ -114,9 +131,10 @@ function placementOrder(s: NormalizedSpec): Slot[] {
   const layers = s.layers.map((_, l) => l);
   const perLayer = s.extra.flatMap((e, i) => (e.like === undefined ? [] : [i]));
   const global = s.extra.flatMap((e, i) => (e.like === undefined ? [i] : []));
-  const network: Slot[] = s.order === 'layer-major'
-    ? layers.flatMap((l) => [...NETWORK_KINDS.map((k): Slot => [l, k]), ...perLayer.map((i): Slot => [l, undefined, i])])
-    : [...NETWORK_KINDS.flatMap((k) => layers.map((l): Slot => [l, k])), ...perLayer.flatMap((i) => layers.map((l): Slot => [l, undefined, i]))];
+  const network: Slot[] =
+    s.order === 'layer-major'
+      ? layers.flatMap((l) => [...NETWORK_KINDS.map((k): Slot => [l, k]), ...perLayer.map((i): Slot => [l, undefined, i])])
+      : [...NETWORK_KINDS.flatMap((k) => layers.map((l): Slot => [l, k])), ...perLayer.flatMap((i) => layers.map((l): Slot => [l, undefined, i]))];
   return [...network, ...global.map((i): Slot => [-1, undefined, i]), ...DATA_KINDS.flatMap((k) => layers.map((l): Slot => [l, k]))];
 }
 
@@ -136,8 +154,7 @@ function exact(x: bigint, what: string, spec: NormalizedSpec): number {
 function liveness(s: NormalizedSpec, shape: PlannerShape, rules: RegionRules, keys: readonly string[]): Map<string, Int32Array | null> {
   const runs: Array<[keyof typeof OPS, boolean, boolean]> = [];
   for (const op of ['train', 'eval', 'forward'] as const)
-    for (const resident of s.samples > 0 ? [false, true] : [false])
-      for (const fused of [false, true]) runs.push([op, resident, fused]);
+    for (const resident of s.samples > 0 ? [false, true] : [false]) for (const fused of [false, true]) runs.push([op, resident, fused]);
   const live = new Map<string, Int32Array | null>();
   for (const key of keys) {
     const [l, k] = key.split(':') as [string, Kind];
@@ -150,7 +167,10 @@ function liveness(s: NormalizedSpec, shape: PlannerShape, rules: RegionRules, ke
         const iv = live.get(key);
         if (!iv) continue;
         if (iv[2 * r]! < 0) {
-          if (reads) { live.set(key, null); continue; }  // its value comes from before the run
+          if (reads) {
+            live.set(key, null);
+            continue;
+          } // its value comes from before the run
           iv[2 * r] = i;
         }
         iv[2 * r + 1] = i;
@@ -180,10 +200,30 @@ export function planLayout(input: LayoutSpec): Plan {
   const order = placementOrder(s).filter(([l, k, x]) => (x === undefined ? rules.count(l, k!) : extraCount(rules, s.extra[x]!, l)) > 0n);
   // Compact: regions with a live interval are placed after the kept ones (and the user regions),
   // sharing bytes.
-  const live = s.compact ? liveness(s, shape, rules, order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : []))) : null;
+  const live = s.compact
+    ? liveness(
+        s,
+        shape,
+        rules,
+        order.flatMap(([l, k, x]) => (x === undefined ? [`${l}:${k}`] : [])),
+      )
+    : null;
   // hull: the smallest and largest phase index of any run it is live in: two regions live at the
   // same phase of a run have hulls that meet, so the hulls are a cheap first test.
-  interface Placed { layer: number; kind: string; extra: number | undefined; offset: bigint; bytes: bigint; length: bigint; copies: bigint; stride: bigint; rank: number; live: Int32Array | null; lo: number; hi: number }
+  interface Placed {
+    layer: number;
+    kind: string;
+    extra: number | undefined;
+    offset: bigint;
+    bytes: bigint;
+    length: bigint;
+    copies: bigint;
+    stride: bigint;
+    rank: number;
+    live: Int32Array | null;
+    lo: number;
+    hi: number;
+  }
   const placed: Placed[] = [];
   const shareable: Placed[] = [];
   let cursor = headerBytes;
@@ -191,25 +231,51 @@ export function planLayout(input: LayoutSpec): Plan {
     const e = extra === undefined ? undefined : s.extra[extra]!;
     const length = e ? extraCount(rules, e, layer) : rules.count(layer, kind!);
     // User regions are the user's data: never shared (no live interval), like the kept kinds.
-    const iv = e ? null : live?.get(`${layer}:${kind}`) ?? null;
-    let lo = Infinity, hi = -1;
-    for (let i = 0; iv && i < iv.length; i += 2) if (iv[i]! >= 0) { lo = Math.min(lo, iv[i]!); hi = Math.max(hi, iv[i + 1]!); }
+    const iv = e ? null : (live?.get(`${layer}:${kind}`) ?? null);
+    let lo = Infinity,
+      hi = -1;
+    for (let i = 0; iv && i < iv.length; i += 2)
+      if (iv[i]! >= 0) {
+        lo = Math.min(lo, iv[i]!);
+        hi = Math.max(hi, iv[i + 1]!);
+      }
     // K models: a per-model region holds K copies back to back, each starting aligned
     // (nna_region_stride in nn_arena.h); shared regions one copy. User regions and compact plans
     // are refused with models > 1 (regionRules), so they always have one copy.
     const copies = !e && s.models > 1 && rules.has(layer, kind!, REGION_FLAGS.perModel) ? BigInt(s.models) : 1n;
-    const one = e && e.like === undefined ? length : length * elem;  // raw bytes: count is bytes
+    const one = e && e.like === undefined ? length : length * elem; // raw bytes: count is bytes
     const stride = copies > 1n ? alignUp(one, align) : 0n;
-    const r: Placed = { layer, kind: e ? e.name : kind!, extra, offset: cursor, bytes: (copies - 1n) * stride + one, length, copies, stride, rank, live: iv, lo, hi };
-    if (r.live) { shareable.push(r); return; }
+    const r: Placed = {
+      layer,
+      kind: e ? e.name : kind!,
+      extra,
+      offset: cursor,
+      bytes: (copies - 1n) * stride + one,
+      length,
+      copies,
+      stride,
+      rank,
+      live: iv,
+      lo,
+      hi,
+    };
+    if (r.live) {
+      shareable.push(r);
+      return;
+    }
     placed.push(r);
     cursor = alignUp(cursor + r.bytes, align);
   });
   // Largest first, each at the lowest aligned offset past the kept regions where it overlaps no
   // region live at the same time in any run (first fit over those, in offset order).
   // In exact numbers: none of it can pass the end of an unshared layout, checked first.
-  exact(shareable.reduce((a, r) => alignUp(a + r.bytes, align), cursor), 'the arena', s);
-  const base = Number(cursor), al = Number(align);
+  exact(
+    shareable.reduce((a, r) => alignUp(a + r.bytes, align), cursor),
+    'the arena',
+    s,
+  );
+  const base = Number(cursor),
+    al = Number(align);
   const up = (x: number) => Math.ceil(x / al) * al;
   const pool: Array<{ r: Placed; at: number; end: number }> = [];
   shareable.sort((a, b) => (a.bytes === b.bytes ? a.rank - b.rank : a.bytes > b.bytes ? -1 : 1));
@@ -229,8 +295,11 @@ export function planLayout(input: LayoutSpec): Plan {
   placed.sort((a, b) => (a.offset === b.offset ? a.rank - b.rank : a.offset < b.offset ? -1 : 1));
   const regions: Region[] = placed.map((r) => {
     const at = {
-      offset: exact(r.offset, 'a region offset', s), bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s), length: exact(r.length, 'a region length', s),
-      models: Number(r.copies), stride: exact(r.stride, 'a model stride', s),
+      offset: exact(r.offset, 'a region offset', s),
+      bytes: exact(r.bytes, `region ${r.kind} of layer ${r.layer}`, s),
+      length: exact(r.length, 'a region length', s),
+      models: Number(r.copies),
+      stride: exact(r.stride, 'a model stride', s),
     };
     return r.extra === undefined ? { layer: r.layer, kind: r.kind as Kind, ...at } : { layer: r.layer, kind: r.kind, extra: r.extra, ...at };
   });
@@ -240,18 +309,32 @@ export function planLayout(input: LayoutSpec): Plan {
   const byName = new Map<string, Region[]>();
   for (const r of [...regions].sort((a, b) => a.layer - b.layer)) byName.set(r.kind, [...(byName.get(r.kind) ?? []), byKey.get(`${r.layer}:${r.kind}`)!]);
   for (const list of byName.values()) Object.freeze(list);
-  const entry = (l: number, name: string): readonly [number, number] => { const r = byKey.get(`${l}:${name}`); return [r?.offset ?? 0, r?.length ?? 0]; };
+  const entry = (l: number, name: string): readonly [number, number] => {
+    const r = byKey.get(`${l}:${name}`);
+    return [r?.offset ?? 0, r?.length ?? 0];
+  };
   const header = encodeHeader({
     flags: s.compact ? FLAGS.compact : 0,
-    dtype: s.dtype, order: s.order, optimizer: optimizerNamed(s.optimizer)!.code, batch: s.batch, samples: s.samples, align: s.align, models: s.models, actParam: s.leakyReluSlope ?? 0,
-    headerBytes: Number(headerBytes), totalBytes,
+    dtype: s.dtype,
+    order: s.order,
+    optimizer: optimizerNamed(s.optimizer)!.code,
+    batch: s.batch,
+    samples: s.samples,
+    align: s.align,
+    models: s.models,
+    actParam: s.leakyReluSlope ?? 0,
+    headerBytes: Number(headerBytes),
+    totalBytes,
     layers: s.layers.map((units, l) => ({
-      units, fanIn: l > 0 ? s.layers[l - 1]! : 0,
+      units,
+      fanIn: l > 0 ? s.layers[l - 1]! : 0,
       activation: l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!],
       regions: KINDS.map((k) => entry(l, k)),
     })),
     extras: s.extra.map((e) => ({
-      name: e.name, like: e.like, elemBytes: e.like === undefined ? 1 : DTYPE_BYTES[s.dtype],
+      name: e.name,
+      like: e.like,
+      elemBytes: e.like === undefined ? 1 : DTYPE_BYTES[s.dtype],
       regions: e.like === undefined ? [entry(-1, e.name)] : s.layers.map((_, l) => entry(l, e.name)),
     })),
   });
@@ -261,16 +344,21 @@ export function planLayout(input: LayoutSpec): Plan {
   const held = (r: Region) => (r.models === 1 ? r.bytes : r.models * r.length * DTYPE_BYTES[s.dtype]);
   for (const r of regions) byKind[r.kind]! += held(r);
   // Bytes covered by some region's span (regions are in offset order) and who shares with whom.
-  let covered = 0, reach = 0;
+  let covered = 0,
+    reach = 0;
   const partners = new Map<Region, Region[]>();
   regions.forEach((r, i) => {
     covered += Math.max(0, r.offset + r.bytes - Math.max(r.offset, reach));
     reach = Math.max(reach, r.offset + r.bytes);
     for (let j = i + 1; j < regions.length && regions[j]!.offset < r.offset + r.bytes; j++) {
       const q = regions[j]!;
-      for (const [a, b] of [[r, q], [q, r]] as const) {
+      for (const [a, b] of [
+        [r, q],
+        [q, r],
+      ] as const) {
         const list = partners.get(a);
-        if (list) list.push(b); else partners.set(a, [b]);
+        if (list) list.push(b);
+        else partners.set(a, [b]);
       }
     }
   });

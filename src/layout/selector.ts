@@ -14,16 +14,23 @@ export interface Selector {
   layers?: readonly number[];
 }
 
-export interface ByteRange { offset: number; bytes: number }
+export interface ByteRange {
+  offset: number;
+  bytes: number;
+}
 
-interface SelectorSnapshot { kinds: Set<SelectorKind> | undefined; layers: Set<number> | undefined }
+interface SelectorSnapshot {
+  kinds: Set<SelectorKind> | undefined;
+  layers: Set<number> | undefined;
+}
 
 /** Reads an optional array field of the selector once: its length, then each element once. */
 function readList(field: string, v: unknown): unknown[] | undefined {
   if (v === undefined) return undefined;
   if (!Array.isArray(v)) throw new OptionError('BAD_SELECTOR', `selector.${field}`, v, 'must be an array');
   const n: unknown = v.length;
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n > 2 ** 16) throw new OptionError('BAD_SELECTOR', `selector.${field}.length`, n, 'must be at most 65536');
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n > 2 ** 16)
+    throw new OptionError('BAD_SELECTOR', `selector.${field}.length`, n, 'must be at most 65536');
   const out: unknown[] = [];
   for (let i = 0; i < n; i++) out.push(v[i]);
   return out;
@@ -43,7 +50,8 @@ function readSelector(plan: Plan, sel: unknown): SelectorSnapshot {
   }
   const L = plan.spec.layers.length;
   for (const l of layers ?? []) {
-    if (typeof l !== 'number' || !Number.isInteger(l) || l < 0 || l >= L) throw new OptionError('BAD_SELECTOR', 'selector.layers', l, `is not a layer index in [0, ${L - 1}]`);
+    if (typeof l !== 'number' || !Number.isInteger(l) || l < 0 || l >= L)
+      throw new OptionError('BAD_SELECTOR', 'selector.layers', l, `is not a layer index in [0, ${L - 1}]`);
   }
   return { kinds: kinds && new Set(kinds as SelectorKind[]), layers: layers && new Set(layers as number[]) };
 }
@@ -61,7 +69,8 @@ export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
   const all = [
     { offset: 0, bytes: plan.headerBytes, selected: kinds ? kinds.has('header') : !layers },
     ...plan.regions.map((r) => ({
-      offset: r.offset, bytes: r.bytes,
+      offset: r.offset,
+      bytes: r.bytes,
       selected: r.layer < 0 ? (kinds ? kinds.has(r.kind) : !layers) : (!kinds || kinds.has(r.kind)) && (!layers || layers.has(r.layer)),
     })),
   ];
@@ -69,7 +78,7 @@ export function selectRanges(plan: Plan, sel?: Selector): ByteRange[] {
   // region that reaches past it closes it, and a new range starts past the bytes already sent.
   const out: ByteRange[] = [];
   let open: ByteRange | undefined;
-  let reach = 0;  // end of the ranges so far
+  let reach = 0; // end of the ranges so far
   for (const r of all) {
     const end = r.offset + r.bytes;
     if (!r.selected) {

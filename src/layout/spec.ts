@@ -3,7 +3,23 @@
 import { LayoutError, type LayoutCode } from '../core/errors.js';
 import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from './optimizers.js';
-import { ACTIVATIONS, activationInfo, DTYPES, EXTRA_LIKE, EXTRA_NAME_BYTES, KINDS, MAX_EXTRAS, MAX_LAYERS, MAX_MODELS, ORDERS, type Activation, type Dtype, type ExtraLike, type Optimizer, type Order } from './header.js';
+import {
+  ACTIVATIONS,
+  activationInfo,
+  DTYPES,
+  EXTRA_LIKE,
+  EXTRA_NAME_BYTES,
+  KINDS,
+  MAX_EXTRAS,
+  MAX_LAYERS,
+  MAX_MODELS,
+  ORDERS,
+  type Activation,
+  type Dtype,
+  type ExtraLike,
+  type Optimizer,
+  type Order,
+} from './header.js';
 import { FORMAT } from '../native/tables.generated.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
@@ -73,15 +89,32 @@ export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly models: number;
 }
 
-const SPEC_KEYS = keysOf<LayoutSpec>()(['layers', 'batch', 'dtype', 'activations', 'leakyReluSlope', 'optimizer', 'order', 'align', 'samples', 'extra', 'compact', 'models']);
+const SPEC_KEYS = keysOf<LayoutSpec>()([
+  'layers',
+  'batch',
+  'dtype',
+  'activations',
+  'leakyReluSlope',
+  'optimizer',
+  'order',
+  'align',
+  'samples',
+  'extra',
+  'compact',
+  'models',
+]);
 const EXTRA_KEYS = keysOf<ExtraSpec>()(['name', 'like', 'per', 'layers', 'bytes']);
 
 export const DEFAULT_ALIGN = 256;
 
 function positiveInt(field: string, v: unknown, allowZero = false): number {
   if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < (allowZero ? 0 : 1)) {
-    throw new LayoutError(`BAD_${field.replace(/\[.*$/, '').toUpperCase()}` as LayoutCode, field, v,
-      `must be a ${allowZero ? 'non-negative' : 'positive'} safe integer`);
+    throw new LayoutError(
+      `BAD_${field.replace(/\[.*$/, '').toUpperCase()}` as LayoutCode,
+      field,
+      v,
+      `must be a ${allowZero ? 'non-negative' : 'positive'} safe integer`,
+    );
   }
   return v;
 }
@@ -89,7 +122,14 @@ function positiveInt(field: string, v: unknown, allowZero = false): number {
 function oneOf<T extends string>(field: string, v: unknown, table: Record<T, number>, fallback: T): T {
   if (v === undefined) return fallback;
   if (typeof v !== 'string' || !Object.prototype.hasOwnProperty.call(table, v)) {
-    throw new LayoutError(`BAD_${field.toUpperCase()}` as LayoutCode, field, v, `must be one of ${Object.keys(table).map((k) => `'${k}'`).join(', ')}`);
+    throw new LayoutError(
+      `BAD_${field.toUpperCase()}` as LayoutCode,
+      field,
+      v,
+      `must be one of ${Object.keys(table)
+        .map((k) => `'${k}'`)
+        .join(', ')}`,
+    );
   }
   return v as T;
 }
@@ -113,14 +153,28 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
 export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
   checkKnownKeys(spec, SPEC_KEYS, 'planLayout');
-  const { layers: rawLayers, batch: rawBatch, dtype: rawDtype, activations: rawActivations, leakyReluSlope: rawSlope, optimizer: rawOptimizer, order: rawOrder, align: rawAlign, samples: rawSamples, compact: rawCompact, models: rawModels, extra: rawExtra } = spec;
+  const {
+    layers: rawLayers,
+    batch: rawBatch,
+    dtype: rawDtype,
+    activations: rawActivations,
+    leakyReluSlope: rawSlope,
+    optimizer: rawOptimizer,
+    order: rawOrder,
+    align: rawAlign,
+    samples: rawSamples,
+    compact: rawCompact,
+    models: rawModels,
+    extra: rawExtra,
+  } = spec;
   const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
   const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
   const batch = positiveInt('batch', rawBatch);
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
   // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
-  if (samples > FORMAT.maxSamples) throw new LayoutError('BAD_SAMPLES', 'samples', samples, `must be below 2^${Math.log2(FORMAT.maxSamples + 1)} (rows of a resident data set)`);
+  if (samples > FORMAT.maxSamples)
+    throw new LayoutError('BAD_SAMPLES', 'samples', samples, `must be below 2^${Math.log2(FORMAT.maxSamples + 1)} (rows of a resident data set)`);
   const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
   if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
   const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
@@ -138,9 +192,10 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   // compact or user regions with models > 1: refused by the native rule (planLayout, regionRules).
 
   const n = units.length - 1;
-  const activations = rawActivations === undefined
-    ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
-    : readArray('activations', 'BAD_ACTIVATIONS', rawActivations, MAX_LAYERS, 'activation names');
+  const activations =
+    rawActivations === undefined
+      ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
+      : readArray('activations', 'BAD_ACTIVATIONS', rawActivations, MAX_LAYERS, 'activation names');
   if (activations.length !== n) {
     throw new LayoutError('BAD_ACTIVATIONS', 'activations', activations, `must list one activation per non-input layer (${n})`);
   }
@@ -151,19 +206,38 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     }
     const info = activationInfo(a as Activation);
     if (!(i === n - 1 ? info.output : info.hidden)) {
-      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, a, `is allowed on ${info.hidden ? 'hidden layers' : 'the output layer'} only (${i === n - 1 ? 'this is the output layer' : 'this is a hidden layer'})`);
+      throw new LayoutError(
+        'BAD_ACTIVATIONS',
+        `activations[${i}]`,
+        a,
+        `is allowed on ${info.hidden ? 'hidden layers' : 'the output layer'} only (${i === n - 1 ? 'this is the output layer' : 'this is a hidden layer'})`,
+      );
     }
   });
   // The one activation parameter (the header's act_param): leaky-relu's slope, >= 0 so that its
   // f' can come from the output (z > 0 exactly where x > 0).
   const param = (activations as Activation[]).map(activationInfo).find((x) => x.param !== 0);
-  if (rawSlope !== undefined && !param) throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'applies to leaky-relu layers; no layer is leaky-relu');
+  if (rawSlope !== undefined && !param)
+    throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'applies to leaky-relu layers; no layer is leaky-relu');
   if (rawSlope !== undefined && (typeof rawSlope !== 'number' || !Number.isFinite(rawSlope) || rawSlope < 0)) {
     throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'must be a finite number >= 0');
   }
   const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
   const extra = normalizeExtras(rawExtra, units.length);
-  return Object.freeze({ layers: Object.freeze(units), batch, dtype, activations: Object.freeze(activations as Activation[]), ...slope, optimizer, order, align, samples, compact, models, extra });
+  return Object.freeze({
+    layers: Object.freeze(units),
+    batch,
+    dtype,
+    activations: Object.freeze(activations as Activation[]),
+    ...slope,
+    optimizer,
+    order,
+    align,
+    samples,
+    compact,
+    models,
+    extra,
+  });
 }
 
 const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];
@@ -176,38 +250,44 @@ function normalizeExtras(raw: unknown, L: number): readonly NormalizedExtra[] {
   if (raw === undefined) return Object.freeze([]);
   const list = readArray('extra', 'BAD_EXTRA', raw, MAX_EXTRAS, 'user regions ({ name, like | per, layers? } or { name, bytes })');
   const seen = new Set<string>();
-  return Object.freeze(list.map((e, i): NormalizedExtra => {
-    const at = `extra[${i}]`;
-    if (e === null || typeof e !== 'object' || Array.isArray(e)) throw new LayoutError('BAD_EXTRA', at, e, 'must be an object { name, like | per, layers? } or { name, bytes }');
-    checkKnownKeys(e, EXTRA_KEYS, 'a user region', at);
-    const { name, like: rawLike, per, layers: rawLayers, bytes } = e as ExtraSpec;
-    if (typeof name !== 'string' || !NAME.test(name)) {
-      throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `must match [A-Za-z_][A-Za-z0-9_]* and be at most ${EXTRA_NAME_BYTES - 1} characters`);
-    }
-    if (RESERVED_NAMES.includes(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `is reserved (${RESERVED_NAMES.join(', ')})`);
-    if (seen.has(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, 'repeats the name of an earlier user region');
-    seen.add(name);
-    if (rawLike !== undefined && per !== undefined) throw new LayoutError('BAD_EXTRA', `${at}.per`, per, "give 'like' or 'per' (the same thing), not both");
-    const like: unknown = rawLike ?? per;
-    const likeField = rawLike !== undefined ? 'like' : 'per';
-    if (bytes !== undefined) {
-      if (like !== undefined || rawLayers !== undefined) throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, "a region of raw bytes is global: no 'like', 'per' or 'layers'");
-      if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 1) throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, 'must be a positive safe integer');
-      return Object.freeze({ name, bytes });
-    }
-    if (like === undefined) throw new LayoutError('BAD_EXTRA', at, e, "needs 'like' (or 'per': z, b or w) or 'bytes'");
-    if (typeof like !== 'string' || !(EXTRA_LIKE as readonly string[]).includes(like)) {
-      throw new LayoutError('BAD_EXTRA', `${at}.${likeField}`, like, `must be one of ${EXTRA_LIKE.map((k) => `'${k}'`).join(', ')}`);
-    }
-    const has = layersWith(like as ExtraLike, L);
-    if (rawLayers === undefined) return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze(has) });
-    const layers = readArray(`${at}.layers`, 'BAD_EXTRA', rawLayers, L, 'layer indices');
-    if (layers.length === 0) throw new LayoutError('BAD_EXTRA', `${at}.layers`, layers, 'must name at least one layer');
-    layers.forEach((l, j) => {
-      if (typeof l !== 'number' || !Number.isInteger(l) || l < 0 || l >= L) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `must be a layer index in [0, ${L - 1}]`);
-      if (!has.includes(l)) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `layer ${l} has no '${like}' to shape the region like`);
-      if (layers.indexOf(l) !== j) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, 'repeats a layer');
-    });
-    return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze((layers as number[]).sort((a, b) => a - b)) });
-  }));
+  return Object.freeze(
+    list.map((e, i): NormalizedExtra => {
+      const at = `extra[${i}]`;
+      if (e === null || typeof e !== 'object' || Array.isArray(e))
+        throw new LayoutError('BAD_EXTRA', at, e, 'must be an object { name, like | per, layers? } or { name, bytes }');
+      checkKnownKeys(e, EXTRA_KEYS, 'a user region', at);
+      const { name, like: rawLike, per, layers: rawLayers, bytes } = e as ExtraSpec;
+      if (typeof name !== 'string' || !NAME.test(name)) {
+        throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `must match [A-Za-z_][A-Za-z0-9_]* and be at most ${EXTRA_NAME_BYTES - 1} characters`);
+      }
+      if (RESERVED_NAMES.includes(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, `is reserved (${RESERVED_NAMES.join(', ')})`);
+      if (seen.has(name)) throw new LayoutError('BAD_EXTRA', `${at}.name`, name, 'repeats the name of an earlier user region');
+      seen.add(name);
+      if (rawLike !== undefined && per !== undefined) throw new LayoutError('BAD_EXTRA', `${at}.per`, per, "give 'like' or 'per' (the same thing), not both");
+      const like: unknown = rawLike ?? per;
+      const likeField = rawLike !== undefined ? 'like' : 'per';
+      if (bytes !== undefined) {
+        if (like !== undefined || rawLayers !== undefined)
+          throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, "a region of raw bytes is global: no 'like', 'per' or 'layers'");
+        if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes < 1)
+          throw new LayoutError('BAD_EXTRA', `${at}.bytes`, bytes, 'must be a positive safe integer');
+        return Object.freeze({ name, bytes });
+      }
+      if (like === undefined) throw new LayoutError('BAD_EXTRA', at, e, "needs 'like' (or 'per': z, b or w) or 'bytes'");
+      if (typeof like !== 'string' || !(EXTRA_LIKE as readonly string[]).includes(like)) {
+        throw new LayoutError('BAD_EXTRA', `${at}.${likeField}`, like, `must be one of ${EXTRA_LIKE.map((k) => `'${k}'`).join(', ')}`);
+      }
+      const has = layersWith(like as ExtraLike, L);
+      if (rawLayers === undefined) return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze(has) });
+      const layers = readArray(`${at}.layers`, 'BAD_EXTRA', rawLayers, L, 'layer indices');
+      if (layers.length === 0) throw new LayoutError('BAD_EXTRA', `${at}.layers`, layers, 'must name at least one layer');
+      layers.forEach((l, j) => {
+        if (typeof l !== 'number' || !Number.isInteger(l) || l < 0 || l >= L)
+          throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `must be a layer index in [0, ${L - 1}]`);
+        if (!has.includes(l)) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, `layer ${l} has no '${like}' to shape the region like`);
+        if (layers.indexOf(l) !== j) throw new LayoutError('BAD_EXTRA', `${at}.layers[${j}]`, l, 'repeats a layer');
+      });
+      return Object.freeze({ name, like: like as ExtraLike, layers: Object.freeze((layers as number[]).sort((a, b) => a - b)) });
+    }),
+  );
 }

@@ -6,8 +6,14 @@ import { LOSS_TABLE, PRECISION_TABLE, RUN_CODES } from './tables.generated.js';
 import { loadAddon } from './loader.js';
 
 export interface NativeStats {
-  hostAllocs: number; deviceAllocs: number; hostFrees: number; deviceFrees: number;
-  toDeviceTransfers: number; toDeviceBytes: number; toHostTransfers: number; toHostBytes: number;
+  hostAllocs: number;
+  deviceAllocs: number;
+  hostFrees: number;
+  deviceFrees: number;
+  toDeviceTransfers: number;
+  toDeviceBytes: number;
+  toHostTransfers: number;
+  toHostBytes: number;
 }
 
 export interface NativeHandle {
@@ -46,27 +52,60 @@ export interface NativeHandle {
 }
 
 export interface ResidencyCounters {
-  runs: number; steps: number; fetches: number; fetchedBytes: number; placedBytes: number;
-  writeBacks: number; writtenBackBytes: number; drops: number; droppedBytes: number;
-  compactions: number; peakScheduledBytes: number;
+  runs: number;
+  steps: number;
+  fetches: number;
+  fetchedBytes: number;
+  placedBytes: number;
+  writeBacks: number;
+  writtenBackBytes: number;
+  drops: number;
+  droppedBytes: number;
+  compactions: number;
+  peakScheduledBytes: number;
 }
 
 export interface NativeResidency {
-  placement: 'scheduler' | 'on-demand' | 'staged'; budget: number; granule: number; measured: boolean;
-  baselineDeviceBytes: number; peakDeviceInUse: number; peakDeviceBytes: number; samples: number; scheduledBytes: number;
-  waitMicros: number; fetchMicros: number; evictMicros: number;
-  lastRun: ResidencyCounters; total: ResidencyCounters;
-  regions: Array<{ layer: number; kind: number; offset: number; bytes: number; resident: boolean; lastPrefetch?: 'device' | 'host' | 'none'; location?: string }>;
+  placement: 'scheduler' | 'on-demand' | 'staged';
+  budget: number;
+  granule: number;
+  measured: boolean;
+  baselineDeviceBytes: number;
+  peakDeviceInUse: number;
+  peakDeviceBytes: number;
+  samples: number;
+  scheduledBytes: number;
+  waitMicros: number;
+  fetchMicros: number;
+  evictMicros: number;
+  lastRun: ResidencyCounters;
+  total: ResidencyCounters;
+  regions: Array<{
+    layer: number;
+    kind: number;
+    offset: number;
+    bytes: number;
+    resident: boolean;
+    lastPrefetch?: 'device' | 'host' | 'none';
+    location?: string;
+  }>;
 }
 
 /** Host <-> device rates in GB/s (the bench's test/native/link_bench.cu). */
 export interface LinkRates {
-  bytes: number; copyToDevice: number; copyToHost: number; prefetchToDevice: number; prefetchToHost: number;
+  bytes: number;
+  copyToDevice: number;
+  copyToHost: number;
+  prefetchToDevice: number;
+  prefetchToHost: number;
   /** The way back split over 4 threads and streams. */
   prefetchToHost4: number;
   /** Device memory still taken once the range is back on the host (the driver keeps GPU pages). */
   prefetchRetainedBytes: number;
-  discardToHost: number; discardToDevice: number; discardOnly: number; discardFreedBytes: number;
+  discardToHost: number;
+  discardToDevice: number;
+  discardOnly: number;
+  discardFreedBytes: number;
   /** '' when the driver discards; else why not. */
   discard: string;
 }
@@ -132,7 +171,10 @@ export interface RunParams {
 }
 
 /** A learning-rate schedule: its type and parameters, by their names in the schedule table. */
-export interface ScheduleParams { type: string; [param: string]: number | string }
+export interface ScheduleParams {
+  type: string;
+  [param: string]: number | string;
+}
 
 /** Options of a native arena: the TS mirror of struct BlockOptions (csrc/core/block.h) plus the
  *  budget of csrc/budget/budgeted_block.h. */
@@ -161,8 +203,18 @@ export interface NcclInfo {
 export type RunPath = 'cpu' | 'fused' | 'layers (cublas)' | 'layers (tiled)';
 
 export interface DecodedHeader {
-  magic: number; version: number; dtype: number; order: number; optimizer: number; numLayers: number;
-  batch: bigint; samples: bigint; align: bigint; headerBytes: bigint; totalBytes: bigint; flags: bigint;
+  magic: number;
+  version: number;
+  dtype: number;
+  order: number;
+  optimizer: number;
+  numLayers: number;
+  batch: bigint;
+  samples: bigint;
+  align: bigint;
+  headerBytes: bigint;
+  totalBytes: bigint;
+  flags: bigint;
   /** Networks in the arena; 0 (one model) in older headers and one-model plans. */
   models: bigint;
   layers: Array<{ units: bigint; fanIn: bigint; activation: number; regions: Array<[bigint, bigint]> }>;
@@ -171,8 +223,15 @@ export interface DecodedHeader {
 }
 
 export interface CudaInfo {
-  built: boolean; devices: number; why: string; name: string; runtimeVersion: number; driverVersion: number;
-  computeCapability: string; freeBytes: number; totalBytes: number;
+  built: boolean;
+  devices: number;
+  why: string;
+  name: string;
+  runtimeVersion: number;
+  driverVersion: number;
+  computeCapability: string;
+  freeBytes: number;
+  totalBytes: number;
   /** Who runs the per-layer products: 'cublas' (found at run time) or 'tiled (why not cuBLAS)'; '' without CUDA. */
   gemm: string;
   /** '' where cuBLASLt was found (the forward products' epilogues use it by default; NN_ARENA_CUBLASLT), else why not ('' without CUDA). */
@@ -184,8 +243,15 @@ export interface CudaInfo {
 }
 
 /** What a queued run brings back (runQueued, NativeWindowStager.run); stats is empty where it did not run. */
-export interface Readback { path: RunPath; stats: ArrayBuffer; gradNorms: Float64Array; lossScale: Float64Array }
-export interface QueuedRun extends Readback { skipped: boolean }
+export interface Readback {
+  path: RunPath;
+  stats: ArrayBuffer;
+  gradNorms: Float64Array;
+  lossScale: Float64Array;
+}
+export interface QueuedRun extends Readback {
+  skipped: boolean;
+}
 
 /** A streaming fit's window buffers (csrc/addon/window_stager.h): host slots JS fills, checked
  *  and uploaded to a device staging buffer off the JS thread, committed into the data regions. */
@@ -199,7 +265,15 @@ export interface NativeWindowStager {
    *  run in flight. gradNorms: the run's clipping norms; lossScale: [scale, good, skipped] after it
    *  (fp16: a run after a fit's first goes on from the scale the run before it left). bad: -1, or the first non-finite value's index (x's, then y's; `value`: it)
    *  and nothing trained, or -2: a run after such a window (until a run with `first`), nothing done. */
-  run(slot: number, xBytes: number, yBytes: number, params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<Readback & { bad: number; value: number }>;
+  run(
+    slot: number,
+    xBytes: number,
+    yBytes: number,
+    params: RunParams,
+    statsOffset: number,
+    statsBytes: number,
+    first: boolean,
+  ): Promise<Readback & { bad: number; value: number }>;
   dispose(): void;
 }
 
@@ -213,7 +287,18 @@ export interface NativeRowFile {
 
 /** An iterable's shuffle buffer rows (csrc/addon/shuffle_pool.cc); `state` is the Rng's. */
 export interface NativeShufflePool {
-  push(x: Uint8Array, y: Uint8Array, batch: number, firstRow: number, outX: Uint8Array, outY: Uint8Array, outRow: number, maxOut: number, state: BigUint64Array, where: Float64Array): [taken: number, out: number, done: Promise<number>];
+  push(
+    x: Uint8Array,
+    y: Uint8Array,
+    batch: number,
+    firstRow: number,
+    outX: Uint8Array,
+    outY: Uint8Array,
+    outRow: number,
+    maxOut: number,
+    state: BigUint64Array,
+    where: Float64Array,
+  ): [taken: number, out: number, done: Promise<number>];
   drain(outX: Uint8Array, outY: Uint8Array, outRow: number, maxOut: number, state: BigUint64Array, where: Float64Array): [out: number, done: Promise<number>];
   reset(): void;
   dispose(): void;
@@ -221,17 +306,37 @@ export interface NativeShufflePool {
 
 /** What the planner hands the native rules of a spec: activations[l] is layer l's code; extras:
  *  how many user regions. */
-export interface PlannerShape { batch: number; samples: number; optimizer: number; compact: boolean; models: number; extras: number; units: number[]; activations: number[] }
+export interface PlannerShape {
+  batch: number;
+  samples: number;
+  optimizer: number;
+  compact: boolean;
+  models: number;
+  extras: number;
+  units: number[];
+  activations: number[];
+}
 
 /** Bits of regionRules' flags (csrc/addon/descriptors.cc). */
 export const REGION_FLAGS = { outlivesRun: 1, perModel: 2 } as const;
 
 /** Where a run would go, for the checks of what it needs there (csrc/train/check.cc checkTarget). */
-export interface RunTarget { cuda: boolean; budgeted: boolean }
+export interface RunTarget {
+  cuda: boolean;
+  budgeted: boolean;
+}
 
 export interface NativeAddon {
   ArenaHandle: new (header: Uint8Array, options: NativeArenaOptions) => NativeHandle;
-  WindowStager: new (handle: NativeHandle, xOffset: number, xCapacity: number, yOffset: number, yCapacity: number, f64: boolean, slots: number) => NativeWindowStager;
+  WindowStager: new (
+    handle: NativeHandle,
+    xOffset: number,
+    xCapacity: number,
+    yOffset: number,
+    yCapacity: number,
+    f64: boolean,
+    slots: number,
+  ) => NativeWindowStager;
   RowFile: new (fd: number, dataOffset: number, rowBytes: number, rows: number) => NativeRowFile;
   ShufflePool: new (rows: number, xRowBytes: number, yRowBytes: number) => NativeShufflePool;
   /** src's first `count` values of .npy type `type` into out, converted as a JS Number stored into
@@ -263,7 +368,12 @@ export interface NativeAddon {
   regionRules(shape: PlannerShape): { counts: BigUint64Array; flags: Uint8Array };
   /** The phase table of one step of a shape (csrc/train/phases.cc StepModel::step, which the
    *  native replay of a compact plan walks): uses are [layer, kind, reads]. */
-  stepPhases(shape: PlannerShape, op: number, resident: boolean, fused: boolean): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
+  stepPhases(
+    shape: PlannerShape,
+    op: number,
+    resident: boolean,
+    fused: boolean,
+  ): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
   /** The bytes of a bf16 / fp16 CUDA run's 16-bit operand copies beside the arena (csrc/train/half_copies.h). */
   halfCopyBytes(shape: PlannerShape): number;
   /** The run checks (csrc/train/check.cc) without a run, and with `target` what the run needs of

@@ -44,7 +44,10 @@ export function checkNodeVersion(version: string = process.versions.node, engine
   const min = /^>=\s*(\d+)(?:\.(\d+))?(?:\.(\d+))?$/.exec(engines.trim());
   if (!min) throw new ArenaError('INTERNAL', `package.json engines.node '${engines}' is not of the form >=X.Y.Z`);
   const want = min.slice(1).map((x) => Number(x ?? 0));
-  const have = version.replace(/^v/, '').split('.').map((x) => Number.parseInt(x, 10) || 0);
+  const have = version
+    .replace(/^v/, '')
+    .split('.')
+    .map((x) => Number.parseInt(x, 10) || 0);
   for (let i = 0; i < 3; i++) {
     if ((have[i] ?? 0) > want[i]!) return;
     if ((have[i] ?? 0) < want[i]!) {
@@ -81,15 +84,22 @@ function find(): LoadedAddon {
   try {
     first = (req('node-gyp-build') as { resolve(dir: string): string }).resolve(root);
   } catch (e) {
-    throw new ArenaError('NO_ADDON',
+    throw new ArenaError(
+      'NO_ADDON',
       `no nn-arena binary for ${process.platform}-${process.arch} (Node ${process.versions.node}): none is prebuilt for this platform and none was built here; ` +
-      'build one with `npm rebuild nn-arena` (needs a C++ compiler, make and Python; nvcc for CUDA; see the README, Install)', { cause: e });
+        'build one with `npm rebuild nn-arena` (needs a C++ compiler, make and Python; nvcc for CUDA; see the README, Install)',
+      { cause: e },
+    );
   }
   const load = (file: string) => {
     try {
       return req(file) as { cudaInfo(): { built: boolean } };
     } catch (e) {
-      throw new ArenaError('NO_ADDON', `the nn-arena binary ${rel(file)} could not be loaded: ${(e as Error).message.split('\n')[0]}; rebuild it with \`npm rebuild nn-arena\``, { cause: e });
+      throw new ArenaError(
+        'NO_ADDON',
+        `the nn-arena binary ${rel(file)} could not be loaded: ${(e as Error).message.split('\n')[0]}; rebuild it with \`npm rebuild nn-arena\``,
+        { cause: e },
+      );
     }
   };
   if (/[\\/]build[\\/](Release|Debug)[\\/][^\\/]+$/.test(first)) {
@@ -108,15 +118,19 @@ function find(): LoadedAddon {
   if (wantCuda && cudaFile) {
     const file = join(dirname(first), cudaFile);
     try {
-      return { addon: load(file), variant: 'prebuilt', flavor: 'cuda', path: rel(file), reason: env ? 'NN_ARENA_VARIANT=cuda' : 'an NVIDIA driver is installed here' };
+      return {
+        addon: load(file),
+        variant: 'prebuilt',
+        flavor: 'cuda',
+        path: rel(file),
+        reason: env ? 'NN_ARENA_VARIANT=cuda' : 'an NVIDIA driver is installed here',
+      };
     } catch (e) {
       if (env === 'cuda') throw e;
       fallback = `; the CUDA one failed to load: ${(e as Error).message}`;
     }
   }
-  const why = env === 'cpu' ? 'NN_ARENA_VARIANT=cpu'
-    : !cudaFile ? 'no CUDA prebuild for this platform'
-      : !driver ? 'no NVIDIA driver here' : 'CPU fallback';
+  const why = env === 'cpu' ? 'NN_ARENA_VARIANT=cpu' : !cudaFile ? 'no CUDA prebuild for this platform' : !driver ? 'no NVIDIA driver here' : 'CPU fallback';
   return { addon: load(first), variant: 'prebuilt', flavor: 'cpu', path: rel(first), reason: `${why}${fallback}` };
 }
 

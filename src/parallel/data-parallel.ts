@@ -78,31 +78,45 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     this.replicas = Object.freeze(replicas);
     this.rank = rank;
     this.world = world;
+    // eslint-disable-next-line @typescript-eslint/no-this-alias -- the getter below has the registry entry as its this
     const self = this;
     registerRunTarget(this, {
-      kind: 'group', arenas: this.replicas, rank, world,
-      get disposed() { return self.#disposed; },
+      kind: 'group',
+      arenas: this.replicas,
+      rank,
+      world,
+      get disposed() {
+        return self.#disposed;
+      },
       run: (params) => runGroup(this, params),
     });
     Object.freeze(this);
   }
 
   /** Rows of one step of the whole group: the plan's batch on every replica. */
-  get globalBatch(): number { return this.plan.spec.batch * this.world; }
+  get globalBatch(): number {
+    return this.plan.spec.batch * this.world;
+  }
 
   /** Whether steps all-reduce over NCCL (false for a group of one). */
-  get reduces(): boolean { return this.world > 1; }
+  get reduces(): boolean {
+    return this.world > 1;
+  }
 
-  get disposed(): boolean { return this.#disposed; }
+  get disposed(): boolean {
+    return this.#disposed;
+  }
 
   /** Every replica in this process, one per device of `devices`. */
   static create<D extends Dtype>(plan: Plan<D>, options: DataParallelOptions): DataParallel<D> {
     if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { devices }');
     checkKnownKeys(options, CREATE_KEYS, 'DataParallel.create');
     const devices = options.devices;
-    if (!Array.isArray(devices) || devices.length === 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must be a non-empty array of CUDA device indices');
+    if (!Array.isArray(devices) || devices.length === 0)
+      throw new OptionError('BAD_OPTION', 'devices', devices, 'must be a non-empty array of CUDA device indices');
     for (const d of devices) {
-      if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0) throw new OptionError('BAD_OPTION', 'devices', devices, 'must hold CUDA device indices (integers >= 0)');
+      if (typeof d !== 'number' || !Number.isSafeInteger(d) || d < 0)
+        throw new OptionError('BAD_OPTION', 'devices', devices, 'must hold CUDA device indices (integers >= 0)');
     }
     if (new Set(devices).size !== devices.length) throw new OptionError('BAD_OPTION', 'devices', devices, 'lists a device twice (one replica per device)');
     requireGroupPlan(plan);
@@ -142,8 +156,13 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     const arena = Arena.create(plan, { ...base, backend: 'cuda', device: env.localRank });
     try {
       const id = await rendezvous({
-        rank: env.rank, world: env.world, addr: env.masterAddr, port: env.masterPort, timeoutMs: options.timeoutMs,
-        secret: options.secret ?? env.secret, allowUnauthenticated: options.allowUnauthenticated,
+        rank: env.rank,
+        world: env.world,
+        addr: env.masterAddr,
+        port: env.masterPort,
+        timeoutMs: options.timeoutMs,
+        secret: options.secret ?? env.secret,
+        allowUnauthenticated: options.allowUnauthenticated,
         ...(env.rank === 0 ? { id: call(() => native().ncclUniqueId()) } : {}),
       });
       try {
@@ -165,7 +184,9 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     for (const a of this.replicas) a.dispose();
   }
 
-  [Symbol.dispose](): void { this.dispose(); }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
 
   /** Waits for what is queued or in flight on every replica, then disposes the group. */
   async [Symbol.asyncDispose](): Promise<void> {
@@ -179,7 +200,10 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
 export async function runGroup(group: DataParallel, params: readonly RunParams[]): Promise<RunPath> {
   if (group.replicas.length === 1) return runArena(group.replicas[0]!, params[0]!);
   try {
-    return await native().runReplicas(group.replicas.map((a) => handleOf(a)), [...params]);
+    return await native().runReplicas(
+      group.replicas.map((a) => handleOf(a)),
+      [...params],
+    );
   } catch (e) {
     throw fromNative(e);
   }

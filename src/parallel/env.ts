@@ -39,14 +39,20 @@ export function readParallelEnv(env: Env = process.env): ParallelEnv {
   const masterAddr = env.MASTER_ADDR ?? '';
   const masterPort = integer(env, 'MASTER_PORT', 1, 65535, 'a TCP port in [1, 65535]');
   if (world > 1) {
-    if (masterAddr.trim() === '') throw new OptionError('BAD_ENV', 'MASTER_ADDR', env.MASTER_ADDR, 'must name the host of rank 0 (a host name or an IP address)');
+    if (masterAddr.trim() === '')
+      throw new OptionError('BAD_ENV', 'MASTER_ADDR', env.MASTER_ADDR, 'must name the host of rank 0 (a host name or an IP address)');
     if (masterPort === undefined) throw new OptionError('BAD_ENV', 'MASTER_PORT', env.MASTER_PORT, 'must be set to a free TCP port on the host of rank 0');
   }
   // Empty counts as unset, as for the other variables; a short one is refused here, naming the
   // variable (its value is never echoed).
   const secret = env.NN_ARENA_JOB_SECRET;
   if (secret !== undefined && secret !== '' && Buffer.byteLength(secret, 'utf8') < MIN_SECRET_BYTES) {
-    throw new OptionError('BAD_ENV', 'NN_ARENA_JOB_SECRET', `(hidden, ${Buffer.byteLength(secret, 'utf8')} bytes)`, `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes in hex from the launcher)`);
+    throw new OptionError(
+      'BAD_ENV',
+      'NN_ARENA_JOB_SECRET',
+      `(hidden, ${Buffer.byteLength(secret, 'utf8')} bytes)`,
+      `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes in hex from the launcher)`,
+    );
   }
   return { rank, world, localRank, masterAddr: masterAddr.trim(), masterPort: masterPort ?? 0, ...(secret ? { secret } : {}) };
 }

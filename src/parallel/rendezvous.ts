@@ -69,7 +69,10 @@ let warnedUnauthenticated = false;
 
 /** Whether `addr` names this host only: then only local processes can reach the rendezvous. */
 function isLoopback(addr: string): boolean {
-  const a = addr.trim().toLowerCase().replace(/^\[(.*)\]$/, '$1');
+  const a = addr
+    .trim()
+    .toLowerCase()
+    .replace(/^\[(.*)\]$/, '$1');
   if (a === 'localhost' || a === '::1') return true;
   const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
   return net.isIPv4(v4) && v4.startsWith('127.');
@@ -78,9 +81,16 @@ function isLoopback(addr: string): boolean {
 /** The secret as bytes; OptionError BAD_OPTION naming `secret` (its value is never echoed). */
 function secretKey(secret: unknown): Buffer | undefined {
   if (secret === undefined) return undefined;
-  if (typeof secret !== 'string' && !(secret instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'secret', `(a ${secret === null ? 'null' : typeof secret})`, 'must be a string or a Uint8Array');
+  if (typeof secret !== 'string' && !(secret instanceof Uint8Array))
+    throw new OptionError('BAD_OPTION', 'secret', `(a ${secret === null ? 'null' : typeof secret})`, 'must be a string or a Uint8Array');
   const key = typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
-  if (key.length < MIN_SECRET_BYTES) throw new OptionError('BAD_OPTION', 'secret', `(hidden, ${key.length} bytes)`, `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes from the launcher)`);
+  if (key.length < MIN_SECRET_BYTES)
+    throw new OptionError(
+      'BAD_OPTION',
+      'secret',
+      `(hidden, ${key.length} bytes)`,
+      `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes from the launcher)`,
+    );
   return key;
 }
 
@@ -106,7 +116,13 @@ function nonceOf(v: unknown): Buffer | undefined {
   return b.length === NONCE_BYTES ? b : undefined;
 }
 
-interface Hello { magic?: unknown; version?: unknown; rank?: unknown; world?: unknown; nonce?: unknown }
+interface Hello {
+  magic?: unknown;
+  version?: unknown;
+  rank?: unknown;
+  world?: unknown;
+  nonce?: unknown;
+}
 
 const isUint32 = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0xffffffff;
 
@@ -116,17 +132,20 @@ const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 /** The options, checked: OptionError BAD_OPTION naming the field (rank, world, addr, port,
  *  timeoutMs, secret, allowUnauthenticated). */
 function checkOptions(o: RendezvousOptions): Checked {
-  if (o === null || typeof o !== 'object') throw new OptionError('BAD_OPTION', 'options', o, 'must be an object { rank, world, addr, port, id?, timeoutMs?, secret?, allowUnauthenticated? }');
+  if (o === null || typeof o !== 'object')
+    throw new OptionError('BAD_OPTION', 'options', o, 'must be an object { rank, world, addr, port, id?, timeoutMs?, secret?, allowUnauthenticated? }');
   const { rank, world, addr, port, id, timeoutMs = 60_000, allowUnauthenticated = false } = o;
   const int = (field: string, v: unknown, min: number, max: number) => {
-    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max) throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${min}, ${max}]`);
+    if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < min || v > max)
+      throw new OptionError('BAD_OPTION', field, v, `must be an integer in [${min}, ${max}]`);
     return v;
   };
   int('world', world, 1, 65536);
   int('rank', rank, 0, world - 1);
   int('timeoutMs', timeoutMs, 1, MAX_TIMEOUT_MS);
   if (world > 1) {
-    if (typeof addr !== 'string' || addr.trim() === '') throw new OptionError('BAD_OPTION', 'addr', addr, 'must name the host of rank 0 (a host name or an IP address)');
+    if (typeof addr !== 'string' || addr.trim() === '')
+      throw new OptionError('BAD_OPTION', 'addr', addr, 'must name the host of rank 0 (a host name or an IP address)');
     int('port', port, 1, 65535);
   }
   if (id !== undefined && !(id instanceof Uint8Array)) throw new OptionError('BAD_OPTION', 'id', id, 'must be a Uint8Array');
@@ -134,10 +153,18 @@ function checkOptions(o: RendezvousOptions): Checked {
   const key = secretKey(o.secret);
   if (world > 1 && key === undefined && !isLoopback(addr)) {
     // Anyone who reaches addr:port could take a rank's place or hand out an id of its own.
-    if (!allowUnauthenticated) throw new OptionError('BAD_OPTION', 'secret', undefined, `must be set (or NN_ARENA_JOB_SECRET) for a rendezvous on ${addr}, which is not a loopback address: without it any process that reaches MASTER_PORT can join or impersonate rank 0 (allowUnauthenticated: true accepts that risk)`);
+    if (!allowUnauthenticated)
+      throw new OptionError(
+        'BAD_OPTION',
+        'secret',
+        undefined,
+        `must be set (or NN_ARENA_JOB_SECRET) for a rendezvous on ${addr}, which is not a loopback address: without it any process that reaches MASTER_PORT can join or impersonate rank 0 (allowUnauthenticated: true accepts that risk)`,
+      );
     if (!warnedUnauthenticated) {
       warnedUnauthenticated = true;
-      process.stderr.write(`nn-arena: warning: unauthenticated rendezvous on ${addr}:${port} (no job secret; allowUnauthenticated): any process that reaches it can join or impersonate rank 0\n`);
+      process.stderr.write(
+        `nn-arena: warning: unauthenticated rendezvous on ${addr}:${port} (no job secret; allowUnauthenticated): any process that reaches it can join or impersonate rank 0\n`,
+      );
     }
   }
   return { rank, world, addr, port, id, timeoutMs, key };
@@ -175,7 +202,7 @@ function onLine(socket: net.Socket, fn: (line: string | undefined) => void): voi
     done = true;
     buf = '';
     socket.off('data', onData);
-    socket.resume();  // what still arrives is read and dropped
+    socket.resume(); // what still arrives is read and dropped
     fn(line);
   };
   socket.setEncoding('utf8');
@@ -210,15 +237,25 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
     const missing = () => Array.from({ length: o.world - 1 }, (_, i) => i + 1).filter((r) => !peers.has(r));
     const timer = setTimeout(() => {
       const m = missing();
-      stop(new ArenaError('RENDEZVOUS_TIMEOUT', `rendezvous on ${o.addr}:${o.port}: ${m.length} of ${o.world - 1} peers did not join within ${timeoutMs} ms (missing rank${m.length > 1 ? 's' : ''} ${m.slice(0, 16).join(', ')}${m.length > 16 ? ', …' : ''})`));
+      stop(
+        new ArenaError(
+          'RENDEZVOUS_TIMEOUT',
+          `rendezvous on ${o.addr}:${o.port}: ${m.length} of ${o.world - 1} peers did not join within ${timeoutMs} ms (missing rank${m.length > 1 ? 's' : ''} ${m.slice(0, 16).join(', ')}${m.length > 16 ? ', …' : ''})`,
+        ),
+      );
     }, timeoutMs);
     server.on('error', (e: NodeJS.ErrnoException) => {
-      stop(e.code === 'EADDRINUSE'
-        ? new ArenaError('PORT_BUSY', `rendezvous: MASTER_PORT ${o.port} on ${o.addr} is already in use (another job, or a rank 0 still running?)`)
-        : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot listen on ${o.addr}:${o.port}: ${e.code ?? e.message}`));
+      stop(
+        e.code === 'EADDRINUSE'
+          ? new ArenaError('PORT_BUSY', `rendezvous: MASTER_PORT ${o.port} on ${o.addr} is already in use (another job, or a rank 0 still running?)`)
+          : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot listen on ${o.addr}:${o.port}: ${e.code ?? e.message}`),
+      );
     });
     server.on('connection', (socket) => {
-      if (settled) { socket.destroy(); return; }
+      if (settled) {
+        socket.destroy();
+        return;
+      }
       sockets.add(socket);
       let rank: number | undefined;
       socket.on('close', () => {
@@ -235,17 +272,33 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
       onLine(socket, (line) => {
         if (settled) return;
         // Not a hello (closed, overlong): dropped at once, the rendezvous goes on.
-        if (line === undefined) { socket.destroy(); return; }
+        if (line === undefined) {
+          socket.destroy();
+          return;
+        }
         let hello: Hello;
-        try { hello = JSON.parse(line); } catch { socket.destroy(); return; }
+        try {
+          hello = JSON.parse(line);
+        } catch {
+          socket.destroy();
+          return;
+        }
         // Not ours (a port scanner, another program): dropped, the rendezvous goes on.
-        if (hello === null || typeof hello !== 'object' || hello.magic !== MAGIC) { socket.destroy(); return; }
+        if (hello === null || typeof hello !== 'object' || hello.magic !== MAGIC) {
+          socket.destroy();
+          return;
+        }
         const key = o.key;
         if (key === undefined) {
           talkers.add(socket);
           // The ranks were given different settings: every rank must have the secret or none.
           if (hello.nonce !== undefined) {
-            stop(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${String(hello.rank)} has a job secret, rank 0 has none (set the same secret or NN_ARENA_JOB_SECRET on every rank)`));
+            stop(
+              new ArenaError(
+                'RENDEZVOUS_AUTH',
+                `rendezvous: rank ${String(hello.rank)} has a job secret, rank 0 has none (set the same secret or NN_ARENA_JOB_SECRET on every rank)`,
+              ),
+            );
             return;
           }
           admit(hello);
@@ -258,12 +311,21 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
         }
         const { rank: r, world: w } = hello;
         const rootNonce = randomBytes(NONCE_BYTES);
-        socket.write(JSON.stringify({ challenge: rootNonce.toString('base64'), proof: proof(key, 'rank0', peerNonce, rootNonce, r, w).toString('base64') }) + '\n');
+        socket.write(
+          JSON.stringify({ challenge: rootNonce.toString('base64'), proof: proof(key, 'rank0', peerNonce, rootNonce, r, w).toString('base64') }) + '\n',
+        );
         onLine(socket, (answer) => {
           if (settled) return;
-          if (answer === undefined) { socket.destroy(); return; }
+          if (answer === undefined) {
+            socket.destroy();
+            return;
+          }
           let reply: { proof?: unknown } | null;
-          try { reply = JSON.parse(answer); } catch { reply = null; }
+          try {
+            reply = JSON.parse(answer);
+          } catch {
+            reply = null;
+          }
           if (reply === null || typeof reply !== 'object' || !proofMatches(proof(key, 'peer', peerNonce, rootNonce, r, w), reply.proof)) {
             refuse('the proof of the job secret is wrong (another secret, or not a rank of this job)');
             return;
@@ -275,11 +337,18 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
       /** A peer that may take part (proven, or no secret): the checks that end the job, then its rank. */
       const admit = (hello: Hello) => {
         if (hello.version !== VERSION) {
-          stop(new ArenaError('WORLD_MISMATCH', `rendezvous: a peer speaks protocol version ${String(hello.version)}, rank 0 version ${VERSION} (mixed nn-arena versions)`));
+          stop(
+            new ArenaError(
+              'WORLD_MISMATCH',
+              `rendezvous: a peer speaks protocol version ${String(hello.version)}, rank 0 version ${VERSION} (mixed nn-arena versions)`,
+            ),
+          );
           return;
         }
         if (hello.world !== o.world) {
-          stop(new ArenaError('WORLD_MISMATCH', `rendezvous: rank ${String(hello.rank)} has WORLD_SIZE=${String(hello.world)}, rank 0 has WORLD_SIZE=${o.world}`));
+          stop(
+            new ArenaError('WORLD_MISMATCH', `rendezvous: rank ${String(hello.rank)} has WORLD_SIZE=${String(hello.world)}, rank 0 has WORLD_SIZE=${o.world}`),
+          );
           return;
         }
         const r = hello.rank;
@@ -298,10 +367,15 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
           let left = peers.size;
           settled = true;
           clearTimeout(timer);
-          for (const s of sockets) if (!isPeer(s)) s.destroy();  // connections that are not peers
+          for (const s of sockets) if (!isPeer(s)) s.destroy(); // connections that are not peers
           // Resolved once every peer's socket closed (the reply sent, or the socket failed).
           for (const s of peers.values()) {
-            s.once('close', () => { if (--left === 0) { server.close(); resolve(id); } });
+            s.once('close', () => {
+              if (--left === 0) {
+                server.close();
+                resolve(id);
+              }
+            });
             s.end(reply, () => s.destroy());
           }
         }
@@ -319,7 +393,9 @@ function join(o: Checked, timeoutMs: number): Promise<Uint8Array> {
     let lastError = 'no answer';
     const attempt = () => {
       if (Date.now() >= deadline) {
-        reject(new ArenaError('RENDEZVOUS_TIMEOUT', `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${lastError})`));
+        reject(
+          new ArenaError('RENDEZVOUS_TIMEOUT', `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${lastError})`),
+        );
         return;
       }
       const socket = net.connect({ host: o.addr, port: o.port });
@@ -331,21 +407,34 @@ function join(o: Checked, timeoutMs: number): Promise<Uint8Array> {
       const peerNonce = o.key === undefined ? undefined : randomBytes(NONCE_BYTES);
       socket.on('connect', () => {
         connected = true;
-        socket.write(JSON.stringify({ magic: MAGIC, version: VERSION, rank: o.rank, world: o.world, ...(peerNonce ? { nonce: peerNonce.toString('base64') } : {}) }) + '\n');
+        socket.write(
+          JSON.stringify({ magic: MAGIC, version: VERSION, rank: o.rank, world: o.world, ...(peerNonce ? { nonce: peerNonce.toString('base64') } : {}) }) +
+            '\n',
+        );
       });
       socket.on('error', (e: NodeJS.ErrnoException) => {
         clearTimeout(timer);
         if (answered) return;
         answered = true;
         if (e === expired) {
-          reject(new ArenaError('RENDEZVOUS_TIMEOUT', `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${connected ? 'connected; rank 0 is waiting for other ranks' : lastError})`));
+          reject(
+            new ArenaError(
+              'RENDEZVOUS_TIMEOUT',
+              `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${connected ? 'connected; rank 0 is waiting for other ranks' : lastError})`,
+            ),
+          );
           return;
         }
         lastError = e.code ?? e.message;
-        if (!connected && RETRY.has(e.code ?? '')) { setTimeout(attempt, 100); return; }
-        reject(connected
-          ? new ArenaError('PEER_LOST', `rendezvous: the connection to rank 0 at ${o.addr}:${o.port} failed: ${lastError}`)
-          : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot reach rank 0 at ${o.addr}:${o.port}: ${lastError}`));
+        if (!connected && RETRY.has(e.code ?? '')) {
+          setTimeout(attempt, 100);
+          return;
+        }
+        reject(
+          connected
+            ? new ArenaError('PEER_LOST', `rendezvous: the connection to rank 0 at ${o.addr}:${o.port} failed: ${lastError}`)
+            : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot reach rank 0 at ${o.addr}:${o.port}: ${lastError}`),
+        );
       });
       const fail = (error: ArenaError) => {
         clearTimeout(timer);
@@ -364,31 +453,63 @@ function join(o: Checked, timeoutMs: number): Promise<Uint8Array> {
           return;
         }
         let reply: { ok?: unknown; id?: unknown; code?: unknown; message?: unknown };
-        try { reply = JSON.parse(line); } catch { reply = {}; }
+        try {
+          reply = JSON.parse(line);
+        } catch {
+          reply = {};
+        }
         if (reply.ok === true && typeof reply.id === 'string') {
           const id = new Uint8Array(Buffer.from(reply.id, 'base64'));
-          if (id.length === ID_BYTES) { resolve(id); return; }
+          if (id.length === ID_BYTES) {
+            resolve(id);
+            return;
+          }
         }
         const known = new Set<string>(['RENDEZVOUS_TIMEOUT', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST', 'PORT_BUSY', 'RENDEZVOUS_FAILED', 'RENDEZVOUS_AUTH']);
         const code = (typeof reply.code === 'string' && known.has(reply.code) ? reply.code : 'RENDEZVOUS_FAILED') as ArenaCode;
-        reject(new ArenaError(code, typeof reply.message === 'string' ? `rank 0 refused rank ${o.rank}: ${reply.message}` : `rendezvous: rank 0 sent an answer that is not an id`));
+        reject(
+          new ArenaError(
+            code,
+            typeof reply.message === 'string' ? `rank 0 refused rank ${o.rank}: ${reply.message}` : `rendezvous: rank 0 sent an answer that is not an id`,
+          ),
+        );
       };
       onLine(socket, (line) => {
         const key = o.key;
-        if (key === undefined || peerNonce === undefined) { settle(line); return; }
+        if (key === undefined || peerNonce === undefined) {
+          settle(line);
+          return;
+        }
         if (!connected || answered) return;
-        if (line === undefined) { settle(undefined); return; }
+        if (line === undefined) {
+          settle(undefined);
+          return;
+        }
         // Rank 0 proves the secret before this rank does or reads an id: whoever answers on
         // MASTER_PORT without it (a squatter, a rank 0 with another secret) is refused.
         let challenge: { challenge?: unknown; proof?: unknown } | null;
-        try { challenge = JSON.parse(line); } catch { challenge = null; }
+        try {
+          challenge = JSON.parse(line);
+        } catch {
+          challenge = null;
+        }
         const rootNonce = challenge !== null && typeof challenge === 'object' ? nonceOf(challenge.challenge) : undefined;
         if (challenge === null || rootNonce === undefined) {
-          fail(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} did not prove the job secret (rank 0 has no secret, or another process holds MASTER_PORT); its answer was refused`));
+          fail(
+            new ArenaError(
+              'RENDEZVOUS_AUTH',
+              `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} did not prove the job secret (rank 0 has no secret, or another process holds MASTER_PORT); its answer was refused`,
+            ),
+          );
           return;
         }
         if (!proofMatches(proof(key, 'rank0', peerNonce, rootNonce, o.rank, o.world), challenge.proof)) {
-          fail(new ArenaError('RENDEZVOUS_AUTH', `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} proved another secret (the ranks were given different secrets, or another process holds MASTER_PORT); its answer was refused`));
+          fail(
+            new ArenaError(
+              'RENDEZVOUS_AUTH',
+              `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} proved another secret (the ranks were given different secrets, or another process holds MASTER_PORT); its answer was refused`,
+            ),
+          );
           return;
         }
         socket.write(JSON.stringify({ proof: proof(key, 'peer', peerNonce, rootNonce, o.rank, o.world).toString('base64') }) + '\n');

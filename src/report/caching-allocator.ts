@@ -22,7 +22,14 @@ export function segmentSize(size: number): number {
   return Math.ceil(size / ROUND_LARGE) * ROUND_LARGE;
 }
 
-interface Block { addr: number; size: number; small: boolean; free: boolean; prev?: Block; next?: Block }
+interface Block {
+  addr: number;
+  size: number;
+  small: boolean;
+  free: boolean;
+  prev?: Block;
+  next?: Block;
+}
 
 export class CachingAllocatorModel {
   /** Sum of allocated block sizes: torch.cuda.memory_allocated(). */
@@ -34,7 +41,9 @@ export class CachingAllocatorModel {
   #free: Block[] = [];
   #nextAddr = 0;
 
-  resetPeak(): void { this.peak = this.allocated; }
+  resetPeak(): void {
+    this.peak = this.allocated;
+  }
 
   /** Allocates a tensor of `bytes` (> 0) and returns its block (pass it to free). */
   malloc(bytes: number): object {

@@ -20,10 +20,25 @@ export function machineInfo(): MachineInfo {
   let noGpu = '';
   try {
     const i = cudaInfo();
-    if (i.built && i.devices > 0) gpu = { name: i.name, computeCapability: i.computeCapability, memoryBytes: i.totalBytes, driverVersion: i.driverVersion, runtimeVersion: i.runtimeVersion };
+    if (i.built && i.devices > 0)
+      gpu = {
+        name: i.name,
+        computeCapability: i.computeCapability,
+        memoryBytes: i.totalBytes,
+        driverVersion: i.driverVersion,
+        runtimeVersion: i.runtimeVersion,
+      };
     else noGpu = i.why || 'no CUDA device';
   } catch (e) {
     noGpu = (e as Error).message;
   }
-  return { cpu: c[0]?.model.trim() ?? 'unknown', cores: c.length, memoryBytes: totalmem(), os: `${platform()} ${release()}`, node: process.version, gpu, noGpu };
+  return {
+    cpu: c[0]?.model.trim() ?? 'unknown',
+    cores: c.length,
+    memoryBytes: totalmem(),
+    os: `${platform()} ${release()}`,
+    node: process.version,
+    gpu,
+    noGpu,
+  };
 }

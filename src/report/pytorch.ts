@@ -67,12 +67,17 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
   const L = s.layers.length - 1;
   if (s.activations[L - 1] !== 'softmax') {
-    throw new LayoutError('BAD_ACTIVATIONS', `activations[${L - 1}]`, s.activations[L - 1], 'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax');
+    throw new LayoutError(
+      'BAD_ACTIVATIONS',
+      `activations[${L - 1}]`,
+      s.activations[L - 1],
+      'the PyTorch estimate models CrossEntropyLoss, so the output layer must be softmax',
+    );
   }
   const amp = precision !== 'fp32';
-  const e = DTYPE_BYTES[s.dtype];  // parameters, their gradients and state, x
-  const a = amp ? 2 : e;  // what autocast's products make: activations and their gradients
-  const f = amp ? 4 : e;  // the loss side: nll_loss autocasts to float32
+  const e = DTYPE_BYTES[s.dtype]; // parameters, their gradients and state, x
+  const a = amp ? 2 : e; // what autocast's products make: activations and their gradients
+  const f = amp ? 4 : e; // the loss side: nll_loss autocasts to float32
   const n = s.layers;
   const B = s.batch;
   const sim = new Sim();
@@ -100,8 +105,8 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   // order GCC evaluates the wrapper's casts in): the bias and weight casts go to autocast's cache
   // (float32 leaves that require grad) until the context exits; x's cast is not cached.
   sim.begin('forward', stages);
-  const acts: Live[] = [];  // acts[l-1]: the input of Linear l as its AddmmBackward saved it
-  const casts: Live[] = [];  // [bias, weight] casts per layer
+  const acts: Live[] = []; // acts[l-1]: the input of Linear l as its AddmmBackward saved it
+  const casts: Live[] = []; // [bias, weight] casts per layer
   sim.hold(x, 'seq');
   let cur = x;
   for (let l = 1; l <= L; l++) {
@@ -155,7 +160,8 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   sim.drop(totalWeight, 'nll');
   sim.drop(nllInput, 'nll');
   let gLogp = gNll;
-  if (amp) {  // the float32 cast's backward: the gradient back in the logits' dtype
+  if (amp) {
+    // the float32 cast's backward: the gradient back in the logits' dtype
     gLogp = sim.make('grad of log_softmax output', B * n[L]! * a, 'in');
     sim.drop(gNll, 'in');
   }
@@ -173,7 +179,10 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
       if (l > 1) sim.drop(casts[2 * l - 1]!, `addmm${l}`);
       // The casts' backward (the weight's cast is the later node, so it runs first): each
       // gradient back in the parameter's dtype, taken as .grad.
-      for (const [low, p] of [[gW, params[2 * l - 2]!], [gB, params[2 * l - 1]!]] as const) {
+      for (const [low, p] of [
+        [gW, params[2 * l - 2]!],
+        [gB, params[2 * l - 1]!],
+      ] as const) {
         grads.push(sim.make(`${p.name}.grad`, p.bytes, 'grad'));
         sim.drop(low, 'grad');
       }
@@ -210,11 +219,17 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   }
   if (foundInf) sim.drop(foundInf, 'scaler');
   sim.end();
-  void labels; void grads;
+  void labels;
+  void grads;
 
   const peak = stages.reduce((p, st) => (st.peakBytes > p.peakBytes ? st : p));
   return {
-    spec: s, optimizer, precision, stages, peakBytes: peak.peakBytes, peakStage: peak.stage,
+    spec: s,
+    optimizer,
+    precision,
+    stages,
+    peakBytes: peak.peakBytes,
+    peakStage: peak.stage,
     tensorBytes: [...sim.live].reduce((sum, t) => sum + t.bytes, 0),
   };
 }
@@ -247,14 +262,18 @@ function unscale(sim: Sim): Live {
 /** nn-arena's regions that do the work of each PyTorch stage's tensors. */
 export const STAGE_KINDS: Readonly<Record<TorchStage, readonly Kind[]>> = {
   model: ['w', 'b'],
-  inputs: ['z', 'y', 'xdata', 'ydata'],  // z of layer 0 only: the batch's inputs
-  forward: ['z'],  // z of layers 1..L, activations applied in place
+  inputs: ['z', 'y', 'xdata', 'ydata'], // z of layer 0 only: the batch's inputs
+  forward: ['z'], // z of layers 1..L, activations applied in place
   loss: ['stats'],
   backward: ['d', 'db', 'dw'],
   step: ['mw', 'mb', 'vw', 'vb'],
 };
 
-export interface ArenaStageBytes { stage: TorchStage; regions: number; bytes: number }
+export interface ArenaStageBytes {
+  stage: TorchStage;
+  regions: number;
+  bytes: number;
+}
 
 /** Exact bytes of the plan's regions per stage; with the user regions (no PyTorch stage: they are
  *  the user's), the header and padding, less the bytes that regions of a compact plan share
@@ -268,7 +287,10 @@ export function arenaBytesByStage(plan: Plan): { stages: ArenaStageBytes[]; extr
   const stages = TORCH_STAGES.map((stage): ArenaStageBytes => ({ stage, regions: 0, bytes: 0 }));
   let extras = 0;
   for (const r of plan.regions) {
-    if (r.extra !== undefined) { extras += r.bytes; continue; }
+    if (r.extra !== undefined) {
+      extras += r.bytes;
+      continue;
+    }
     const row = stages[TORCH_STAGES.indexOf(stageOf(r.layer, r.kind))]!;
     row.regions++;
     row.bytes += r.bytes;

@@ -16,15 +16,41 @@ export interface SvgOptions {
 
 /** One colour per kind: parameters blue, gradients orange, optimizer state green/teal, data grey. */
 export const KIND_COLORS: Readonly<Record<Kind | 'header' | 'padding', string>> = {
-  header: '#6b7280', z: '#8b5cf6', b: '#1d4ed8', w: '#3b82f6', d: '#f97316', db: '#c2410c', dw: '#fb923c',
-  mw: '#16a34a', mb: '#15803d', vw: '#14b8a6', vb: '#0f766e', y: '#e11d48', xdata: '#a3a3a3', ydata: '#737373',
-  stats: '#eab308', padding: '#d4d4d4',
+  header: '#6b7280',
+  z: '#8b5cf6',
+  b: '#1d4ed8',
+  w: '#3b82f6',
+  d: '#f97316',
+  db: '#c2410c',
+  dw: '#fb923c',
+  mw: '#16a34a',
+  mb: '#15803d',
+  vw: '#14b8a6',
+  vb: '#0f766e',
+  y: '#e11d48',
+  xdata: '#a3a3a3',
+  ydata: '#737373',
+  stats: '#eab308',
+  padding: '#d4d4d4',
 };
 
 const KIND_NAMES: Readonly<Record<Kind | 'header' | 'padding', string>> = {
-  header: 'header + layer table', z: 'outputs (z)', b: 'biases (b)', w: 'weights (w)', d: 'errors (d)', db: 'bias gradients (db)',
-  dw: 'weight gradients (dw)', mw: 'momentum / Adam m of w', mb: 'momentum / Adam m of b', vw: 'Adam v of w', vb: 'Adam v of b',
-  y: 'targets (y)', xdata: 'resident inputs', ydata: 'resident targets', stats: 'loss / accuracy stats', padding: 'padding (alignment)',
+  header: 'header + layer table',
+  z: 'outputs (z)',
+  b: 'biases (b)',
+  w: 'weights (w)',
+  d: 'errors (d)',
+  db: 'bias gradients (db)',
+  dw: 'weight gradients (dw)',
+  mw: 'momentum / Adam m of w',
+  mb: 'momentum / Adam m of b',
+  vw: 'Adam v of w',
+  vb: 'Adam v of b',
+  y: 'targets (y)',
+  xdata: 'resident inputs',
+  ydata: 'resident targets',
+  stats: 'loss / accuracy stats',
+  padding: 'padding (alignment)',
 };
 
 /** User regions (planLayout's `extra`), by their index in the kind table: pinks, ambers, limes
@@ -32,7 +58,13 @@ const KIND_NAMES: Readonly<Record<Kind | 'header' | 'padding', string>> = {
 export const EXTRA_COLORS: readonly string[] = ['#db2777', '#d97706', '#65a30d', '#0891b2', '#c026d3', '#a16207', '#059669', '#be123c'];
 
 /** A built-in kind, 'header' or 'padding', or a user region (its name, with `extra` its index). */
-interface Span { kind: string; layer: number; offset: number; bytes: number; extra?: number }
+interface Span {
+  kind: string;
+  layer: number;
+  offset: number;
+  bytes: number;
+  extra?: number;
+}
 
 const colorOf = (s: { kind: string; extra?: number }) =>
   s.extra !== undefined ? EXTRA_COLORS[s.extra % EXTRA_COLORS.length]! : KIND_COLORS[s.kind as Kind | 'header' | 'padding'];
@@ -48,7 +80,7 @@ export function arenaSpans(plan: Plan): Span[] {
   const push = (r: Region) => {
     if (r.offset > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: r.offset - cursor });
     out.push({ kind: r.kind, layer: r.layer, offset: r.offset, bytes: r.bytes, ...(r.extra !== undefined ? { extra: r.extra } : {}) });
-    cursor = Math.max(cursor, r.offset + r.bytes);  // a compact plan's regions overlap
+    cursor = Math.max(cursor, r.offset + r.bytes); // a compact plan's regions overlap
   };
   plan.regions.forEach(push);
   if (plan.totalBytes > cursor) out.push({ kind: 'padding', layer: -1, offset: cursor, bytes: plan.totalBytes - cursor });
@@ -62,8 +94,12 @@ export const networkText = (layers: readonly number[]): string =>
 const f = (x: number) => (Math.round(x * 100) / 100).toString();
 
 function spanTitle(s: Span): string {
-  const who = s.extra !== undefined ? `user region ${s.kind}${s.layer >= 0 ? ` of layer ${s.layer}` : ' (global)'}`
-    : s.layer >= 0 ? `layer ${s.layer} ${s.kind}` : KIND_NAMES[s.kind as Kind | 'header' | 'padding'];
+  const who =
+    s.extra !== undefined
+      ? `user region ${s.kind}${s.layer >= 0 ? ` of layer ${s.layer}` : ' (global)'}`
+      : s.layer >= 0
+        ? `layer ${s.layer} ${s.kind}`
+        : KIND_NAMES[s.kind as Kind | 'header' | 'padding'];
   return `${who}: offset ${int(s.offset)}, ${int(s.bytes)} bytes (${bytesText(s.bytes)}), ends at ${int(s.offset + s.bytes)}`;
 }
 
@@ -81,16 +117,20 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const width = options.width ?? 960;
   if (typeof width !== 'number' || !Number.isFinite(width) || width < 320) throw new OptionError('BAD_OPTION', 'width', width, 'must be a number >= 320 (px)');
   const minW = options.minRegionWidth ?? 3;
-  if (typeof minW !== 'number' || !Number.isFinite(minW) || minW < 1 || minW > 20) throw new OptionError('BAD_OPTION', 'minRegionWidth', minW, 'must be a number in [1, 20] (px)');
+  if (typeof minW !== 'number' || !Number.isFinite(minW) || minW < 1 || minW > 20)
+    throw new OptionError('BAD_OPTION', 'minRegionWidth', minW, 'must be a number in [1, 20] (px)');
   const s = plan.spec;
   const total = plan.totalBytes;
   const spans = arenaSpans(plan);
   const labelW = 110;
-  const x0 = 10 + labelW, plotW = width - x0 - 10;
+  const x0 = 10 + labelW,
+    plotW = width - x0 - 10;
   const scale = (b: number) => (b / total) * plotW;
   const parts: string[] = [];
   let y = 24;
-  parts.push(`<text x="10" y="16" class="nna-title">${esc(`${networkText(s.layers)}  batch ${s.batch}  ${s.dtype}  ${s.optimizer}  ${s.order}  align ${s.align}${s.samples ? `  samples ${s.samples}` : ''}: ${int(total)} bytes (${bytesText(total)}), ${plan.regions.length} regions${s.compact ? `, compact: ${int(plan.bytesByKind().shared)} bytes shared` : ''}`)}</text>`);
+  parts.push(
+    `<text x="10" y="16" class="nna-title">${esc(`${networkText(s.layers)}  batch ${s.batch}  ${s.dtype}  ${s.optimizer}  ${s.order}  align ${s.align}${s.samples ? `  samples ${s.samples}` : ''}: ${int(total)} bytes (${bytesText(total)}), ${plan.regions.length} regions${s.compact ? `, compact: ${int(plan.bytesByKind().shared)} bytes shared` : ''}`)}</text>`,
+  );
 
   // 1. The whole arena to scale; hatching behind it is the padding between regions.
   y += 14;
@@ -105,15 +145,20 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const index = new Map(plan.regions.map((r, i) => [r, i]));
   for (const { region: r, with: others } of plan.shared) {
     for (const q of others) {
-      if (index.get(q)! < index.get(r)!) continue;  // each pair once
-      const from = Math.max(r.offset, q.offset), to = Math.min(r.offset + r.bytes, q.offset + q.bytes);
-      parts.push(`<rect class="nna-shared" data-offset="${from}" data-bytes="${to - from}" x="${f(x0 + scale(from))}" y="${y + 22}" width="${f(Math.max(scale(to - from), 0.5))}" height="3" fill="#111"><title>${esc(`${int(to - from)} bytes shared by layer ${r.layer} ${r.kind} and layer ${q.layer} ${q.kind} (never live at the same time)`)}</title></rect>`);
+      if (index.get(q)! < index.get(r)!) continue; // each pair once
+      const from = Math.max(r.offset, q.offset),
+        to = Math.min(r.offset + r.bytes, q.offset + q.bytes);
+      parts.push(
+        `<rect class="nna-shared" data-offset="${from}" data-bytes="${to - from}" x="${f(x0 + scale(from))}" y="${y + 22}" width="${f(Math.max(scale(to - from), 0.5))}" height="3" fill="#111"><title>${esc(`${int(to - from)} bytes shared by layer ${r.layer} ${r.kind} and layer ${q.layer} ${q.kind} (never live at the same time)`)}</title></rect>`,
+      );
     }
   }
   y += 22;
   for (const t of [0, 0.25, 0.5, 0.75, 1]) {
     const x = x0 + t * plotW;
-    parts.push(`<line x1="${f(x)}" y1="${y}" x2="${f(x)}" y2="${y + 4}" stroke="#555"/><text x="${f(x)}" y="${y + 14}" class="nna-tick" text-anchor="${t === 0 ? 'start' : t === 1 ? 'end' : 'middle'}">${int(Math.round(t * total))}</text>`);
+    parts.push(
+      `<line x1="${f(x)}" y1="${y}" x2="${f(x)}" y2="${y + 4}" stroke="#555"/><text x="${f(x)}" y="${y + 14}" class="nna-tick" text-anchor="${t === 0 ? 'start' : t === 1 ? 'end' : 'middle'}">${int(Math.round(t * total))}</text>`,
+    );
   }
   y += 24;
 
@@ -128,7 +173,9 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   if (global.length) rows.push({ label: 'global (user)', spans: global });
   for (const row of rows) {
     const bytes = row.spans.reduce((a, p) => a + p.bytes, 0);
-    parts.push(`<g class="nna-row" data-row="${esc(row.label)}" data-bytes="${bytes}"><text x="10" y="${y + rowH - 2}" class="nna-label${rowH < 12 ? ' nna-small' : ''}">${esc(row.label)}</text>`);
+    parts.push(
+      `<g class="nna-row" data-row="${esc(row.label)}" data-bytes="${bytes}"><text x="10" y="${y + rowH - 2}" class="nna-label${rowH < 12 ? ' nna-small' : ''}">${esc(row.label)}</text>`,
+    );
     parts.push(`<line x1="${x0}" y1="${y + rowH / 2}" x2="${x0 + plotW}" y2="${y + rowH / 2}" stroke="#eee"/>`);
     for (const sp of row.spans) {
       const w = scale(sp.bytes);
@@ -154,33 +201,51 @@ export function planToSVG(plan: Plan, options: SvgOptions = {}): string {
   const logH = 18;
   for (const sp of spans) {
     let w = Math.max(1.5, weight(sp.bytes) * unit);
-    if (x + w > 10 + lineW + 0.01) { x = 10; y += logH + 4; }
+    if (x + w > 10 + lineW + 0.01) {
+      x = 10;
+      y += logH + 4;
+    }
     w = Math.min(w, lineW);
     parts.push(rect('log', sp, x, y, w, logH, false));
-    if (w >= 24 && sp.kind !== 'padding') parts.push(`<text x="${f(x + w / 2)}" y="${y + 12}" class="nna-in" text-anchor="middle">${esc(sp.layer >= 0 ? `${sp.kind}${sp.layer}` : sp.extra !== undefined ? sp.kind : 'hdr')}</text>`);
+    if (w >= 24 && sp.kind !== 'padding')
+      parts.push(
+        `<text x="${f(x + w / 2)}" y="${y + 12}" class="nna-in" text-anchor="middle">${esc(sp.layer >= 0 ? `${sp.kind}${sp.layer}` : sp.extra !== undefined ? sp.kind : 'hdr')}</text>`,
+      );
     x += w;
   }
   y += logH + 16;
 
   // Legend: every kind present, with its bytes; then the user regions.
   const byKind = plan.bytesByKind();
-  const legend = (['header', ...KINDS, 'padding'] as const).filter((k) => byKind[k] > 0)
+  const legend = (['header', ...KINDS, 'padding'] as const)
+    .filter((k) => byKind[k] > 0)
     .map((k) => ({ k, name: KIND_NAMES[k], fill: k === 'padding' ? 'url(#nna-hatch)' : KIND_COLORS[k], extra: '' }))
-    .concat(s.extra.map((e, i) => ({ k: e.name as never, name: `user region ${e.name}`, fill: colorOf({ kind: e.name, extra: i }), extra: ` data-extra="${i}"` })));
+    .concat(
+      s.extra.map((e, i) => ({ k: e.name as never, name: `user region ${e.name}`, fill: colorOf({ kind: e.name, extra: i }), extra: ` data-extra="${i}"` })),
+    );
   const colW = 230;
   const perRow = Math.max(1, Math.floor((width - 20) / colW));
   legend.forEach(({ k, name, fill, extra }, i) => {
-    const lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;
+    const lx = 10 + (i % perRow) * colW,
+      ly = y + Math.floor(i / perRow) * 18;
     const b = byKind[k]!;
-    parts.push(`<g class="nna-legend" data-kind="${k}"${extra} data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${fill}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${name}: ${int(b)} B`)}</text></g>`);
+    parts.push(
+      `<g class="nna-legend" data-kind="${k}"${extra} data-bytes="${b}"><rect x="${lx}" y="${ly}" width="12" height="12" fill="${fill}" stroke="#999" stroke-width="0.5"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`${name}: ${int(b)} B`)}</text></g>`,
+    );
   });
   if (byKind.shared > 0) {
-    const i = legend.length, lx = 10 + (i % perRow) * colW, ly = y + Math.floor(i / perRow) * 18;
-    parts.push(`<g class="nna-legend" data-kind="shared" data-bytes="${byKind.shared}"><rect x="${lx}" y="${ly + 4}" width="12" height="3" fill="#111"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`shared (never live together): ${int(byKind.shared)} B`)}</text></g>`);
+    const i = legend.length,
+      lx = 10 + (i % perRow) * colW,
+      ly = y + Math.floor(i / perRow) * 18;
+    parts.push(
+      `<g class="nna-legend" data-kind="shared" data-bytes="${byKind.shared}"><rect x="${lx}" y="${ly + 4}" width="12" height="3" fill="#111"/><text x="${lx + 17}" y="${ly + 10}" class="nna-label">${esc(`shared (never live together): ${int(byKind.shared)} B`)}</text></g>`,
+    );
   }
   y += Math.ceil((legend.length + (byKind.shared > 0 ? 1 : 0)) / perRow) * 18 + 6;
 
-  const defs = '<defs><pattern id="nna-hatch" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="4" height="4" fill="#f3f4f6"/><line x1="0" y1="0" x2="0" y2="4" stroke="#9ca3af" stroke-width="1.5"/></pattern></defs>';
-  const style = '<style>.nna-title{font:600 13px sans-serif}.nna-section{font:600 11px sans-serif;fill:#333}.nna-label{font:11px sans-serif;fill:#222}.nna-small{font-size:8px}.nna-tick{font:10px sans-serif;fill:#555}.nna-in{font:9px sans-serif;fill:#fff;pointer-events:none}</style>';
+  const defs =
+    '<defs><pattern id="nna-hatch" width="4" height="4" patternUnits="userSpaceOnUse" patternTransform="rotate(45)"><rect width="4" height="4" fill="#f3f4f6"/><line x1="0" y1="0" x2="0" y2="4" stroke="#9ca3af" stroke-width="1.5"/></pattern></defs>';
+  const style =
+    '<style>.nna-title{font:600 13px sans-serif}.nna-section{font:600 11px sans-serif;fill:#333}.nna-label{font:11px sans-serif;fill:#222}.nna-small{font-size:8px}.nna-tick{font:10px sans-serif;fill:#555}.nna-in{font:9px sans-serif;fill:#fff;pointer-events:none}</style>';
   return `<svg xmlns="http://www.w3.org/2000/svg" class="nna-map" width="${width}" height="${y}" viewBox="0 0 ${width} ${y}" data-total-bytes="${total}" data-order="${s.order}">${defs}${style}${parts.join('')}</svg>`;
 }

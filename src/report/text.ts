@@ -5,13 +5,15 @@ export function bytesText(n: number): string {
   const units = ['KiB', 'MiB', 'GiB', 'TiB'];
   let v = n / 1024;
   let i = 0;
-  while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+  while (v >= 1024 && i < units.length - 1) {
+    v /= 1024;
+    i++;
+  }
   return `${v.toFixed(v < 10 ? 2 : 1)} ${units[i]}`;
 }
 
 /** An integer with thousands separators. */
 export const int = (n: number): string => n.toLocaleString('en-US');
-
 
 const ENTITIES: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
 

@@ -26,7 +26,10 @@ export interface TorchStageEstimate {
   freed: TorchTensor[];
 }
 
-export interface Live extends TorchTensor { handle: object; holders: Set<string> }
+export interface Live extends TorchTensor {
+  handle: object;
+  holders: Set<string>;
+}
 
 export class Sim {
   readonly alloc = new CachingAllocatorModel();
@@ -41,7 +44,9 @@ export class Sim {
     return t;
   }
 
-  hold(t: Live, who: string): void { t.holders.add(who); }
+  hold(t: Live, who: string): void {
+    t.holders.add(who);
+  }
 
   drop(t: Live, who: string): void {
     if (!t.holders.delete(who)) throw new Error(`${t.name} is not held by ${who}`);
@@ -52,7 +57,9 @@ export class Sim {
   }
 
   /** A temporary: made and freed at once (it still counts in the stage's peak). */
-  temp(name: string, bytes: number): void { this.drop(this.make(name, bytes, 'tmp'), 'tmp'); }
+  temp(name: string, bytes: number): void {
+    this.drop(this.make(name, bytes, 'tmp'), 'tmp');
+  }
 
   begin(stage: TorchStage, out: TorchStageEstimate[]): void {
     this.alloc.resetPeak();

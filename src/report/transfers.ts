@@ -35,7 +35,7 @@ const only = (kinds: readonly SelectorKind[] | undefined, allowed: readonly Sele
 export function purposeOf(dir: 'toDevice' | 'toHost', sel: Selector | undefined): Purpose {
   const kinds = sel?.kinds;
   if (dir === 'toDevice') {
-    if (sel === undefined) return 'network';  // the whole arena: header, network, data regions
+    if (sel === undefined) return 'network'; // the whole arena: header, network, data regions
     if (only(kinds, ['header'])) return 'header';
     if (only(kinds, ['xdata', 'ydata', 'z', 'y']) && (!kinds!.includes('z') || (sel.layers?.length === 1 && sel.layers[0] === 0))) return 'data';
     if (only(kinds, ['w', 'b', 'mw', 'mb', 'vw', 'vb'])) return 'network';
@@ -48,7 +48,9 @@ export function purposeOf(dir: 'toDevice' | 'toHost', sel: Selector | undefined)
 }
 
 const describeSel = (sel: Selector | undefined): string =>
-  sel === undefined ? 'whole arena' : `${(sel.kinds ?? ['all kinds']).join(', ')}${sel.layers ? ` of layer${sel.layers.length > 1 ? 's' : ''} ${sel.layers.join(', ')}` : ''}`;
+  sel === undefined
+    ? 'whole arena'
+    : `${(sel.kinds ?? ['all kinds']).join(', ')}${sel.layers ? ` of layer${sel.layers.length > 1 ? 's' : ''} ${sel.layers.join(', ')}` : ''}`;
 
 export function recordTransfers(arena: Arena): TransferRecorder {
   if (!(arena instanceof Arena)) throw new OptionError('BAD_OPTION', 'arena', arena, 'must be an Arena');
@@ -71,7 +73,10 @@ export function recordTransfers(arena: Arena): TransferRecorder {
   });
 
   return {
-    byPurpose: () => [...totals.values()].sort((a, b) => PURPOSES.indexOf(a.purpose) - PURPOSES.indexOf(b.purpose) || a.direction.localeCompare(b.direction)).map((t) => ({ ...t, what: [...t.what] })),
+    byPurpose: () =>
+      [...totals.values()]
+        .sort((a, b) => PURPOSES.indexOf(a.purpose) - PURPOSES.indexOf(b.purpose) || a.direction.localeCompare(b.direction))
+        .map((t) => ({ ...t, what: [...t.what] })),
     stop,
   };
 }

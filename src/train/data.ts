@@ -12,7 +12,6 @@ import type { Data } from '../formats/table.js';
 
 export type { Data };
 
-
 export type Values = Float32Array | Float64Array;
 
 /** A checked copy of a data set in the arena's dtype. */
@@ -37,7 +36,11 @@ const taLength = Object.getOwnPropertyDescriptor(TypedArrayProto, 'length')!.get
 const taTag = Object.getOwnPropertyDescriptor(TypedArrayProto, Symbol.toStringTag)!.get!;
 
 function typedLength(v: object): number | undefined {
-  try { return taLength.call(v) as number; } catch { return undefined; }
+  try {
+    return taLength.call(v) as number;
+  } catch {
+    return undefined;
+  }
 }
 
 /** A real typed array of numbers (not BigInts; by its internal slots) and its length, or undefined. */
@@ -64,9 +67,15 @@ function alloc(dtype: Dtype, n: number, field: string): Values {
 export type Dest = (n: number) => Values;
 
 /** What a read wrote: the values, and whether any differ from what the destination held. */
-export interface Read { values: Values; changed: boolean }
+export interface Read {
+  values: Values;
+  changed: boolean;
+}
 
-const alloc$ = (dtype: Dtype, field: string): Dest => (n) => alloc(dtype, n, field);
+const alloc$ =
+  (dtype: Dtype, field: string): Dest =>
+  (n) =>
+    alloc(dtype, n, field);
 
 function notFinite(field: string, i: number, value: number, dtype: Dtype): DataError {
   return new DataError('BAD_DATA', `${field}[${i}]`, value, `is not a finite ${dtype} number`);
@@ -105,7 +114,11 @@ export function readNumbers(v: unknown, field: string, dtype: Dtype, dest: Dest,
     return { values: out, changed };
   }
   let n: unknown;
-  try { n = (v as { length?: unknown }).length; } catch (e) { throw new DataError('BAD_DATA', `${field}.length`, undefined, `could not be read (${(e as Error)?.message})`); }
+  try {
+    n = (v as { length?: unknown }).length;
+  } catch (e) {
+    throw new DataError('BAD_DATA', `${field}.length`, undefined, `could not be read (${(e as Error)?.message})`);
+  }
   if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0 || n > MAX_ELEMENTS) {
     throw new DataError('BAD_DATA', `${field}.length`, n, 'must be an array length');
   }
@@ -113,11 +126,11 @@ export function readNumbers(v: unknown, field: string, dtype: Dtype, dest: Dest,
   out = dest(n);
   const src = v as ArrayLike<unknown>;
   for (let i = 0; i < n; i++) {
-    const e = src[i];  // read once
+    const e = src[i]; // read once
     if (typeof e !== 'number') throw new DataError('BAD_DATA', `${field}[${i}]`, e, 'is not a number');
     const before = out[i]!;
     out[i] = e;
-    const stored = out[i]!;  // the dtype's value (float32 rounds; 1e39 is Infinity)
+    const stored = out[i]!; // the dtype's value (float32 rounds; 1e39 is Infinity)
     if (!Number.isFinite(stored)) throw notFinite(field, i, stored, dtype);
     if (compare && !changed && !Object.is(before, stored)) changed = true;
   }
@@ -163,12 +176,17 @@ export function readLabels(v: unknown, field: string, count: number, outputs: nu
 
 /** Where snapshotData writes x and the target rows (default: new arrays), and whether to tell
  *  what changed there. */
-export interface Into { x: Dest; y: Dest; compare: boolean }
+export interface Into {
+  x: Dest;
+  y: Dest;
+  compare: boolean;
+}
 
 /** Reads one data object: { x, labels } or { x, y }; `targets: false` reads x alone. `into`:
  *  where the values go (an arena's regions: src/train/resident.ts), else new arrays. */
 export function snapshotData(data: unknown, inputs: number, outputs: number, dtype: Dtype, field = 'data', targets = true, into?: Into): Snapshot {
-  if (data === null || typeof data !== 'object') throw new DataError('BAD_DATA', field, data, targets ? 'must be an object { x, labels } or { x, y }' : 'must be an object { x }');
+  if (data === null || typeof data !== 'object')
+    throw new DataError('BAD_DATA', field, data, targets ? 'must be an object { x, labels } or { x, y }' : 'must be an object { x }');
   // One read of each field.
   const { x, labels, y, inputs: declared } = data as Data;
   if (declared !== undefined && declared !== inputs) {
@@ -180,16 +198,33 @@ export function snapshotData(data: unknown, inputs: number, outputs: number, dty
   if (targets && (labels === undefined) === (y === undefined)) {
     throw new DataError('BAD_DATA', field, labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
   }
-  const xr = readNumbers(x, `${field}.x`, dtype, into?.x ?? alloc$(dtype, `${field}.x`), (n) => {
-    if (n === 0 || n % inputs !== 0) throw new DataError('BAD_DATA_WIDTH', `${field}.x.length`, n, `is not a positive multiple of the input layer's ${inputs} units`);
-  }, compare);
+  const xr = readNumbers(
+    x,
+    `${field}.x`,
+    dtype,
+    into?.x ?? alloc$(dtype, `${field}.x`),
+    (n) => {
+      if (n === 0 || n % inputs !== 0)
+        throw new DataError('BAD_DATA_WIDTH', `${field}.x.length`, n, `is not a positive multiple of the input layer's ${inputs} units`);
+    },
+    compare,
+  );
   const count = xr.values.length / inputs;
   if (!targets) return { count, x: xr.values, y: undefined, xChanged: xr.changed, yChanged: false };
   const yDest = into?.y ?? alloc$(dtype, `${field}.labels`);
-  const yr = labels !== undefined
-    ? readLabels(labels, `${field}.labels`, count, outputs, yDest, compare)
-    : readNumbers(y, `${field}.y`, dtype, yDest, (n) => {
-      if (n !== count * outputs) throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, n, `must be ${count} samples x ${outputs} outputs = ${count * outputs}`);
-    }, compare);
+  const yr =
+    labels !== undefined
+      ? readLabels(labels, `${field}.labels`, count, outputs, yDest, compare)
+      : readNumbers(
+          y,
+          `${field}.y`,
+          dtype,
+          yDest,
+          (n) => {
+            if (n !== count * outputs)
+              throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, n, `must be ${count} samples x ${outputs} outputs = ${count * outputs}`);
+          },
+          compare,
+        );
   return { count, x: xr.values, y: yr.values, xChanged: xr.changed, yChanged: yr.changed };
 }

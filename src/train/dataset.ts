@@ -20,12 +20,18 @@ export class Dataset {
   }
 
   /** Bumped by update(): the arena holds the handle's data only at the version it read. */
-  get version(): number { return this.#version; }
+  get version(): number {
+    return this.#version;
+  }
 
   /** The arrays changed (in place): the next fit() / evaluate() with this handle reads them
    *  again, checks them, and uploads what differs from what the device holds. */
-  update(): void { this.#version++; }
+  update(): void {
+    this.#version++;
+  }
 
   /** The fields given to the constructor. @internal */
-  static source(d: Dataset): Data { return d.#data; }
+  static source(d: Dataset): Data {
+    return d.#data;
+  }
 }

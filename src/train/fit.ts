@@ -64,7 +64,16 @@ export type FitOptions = FitOptionsBase & ({ epochs: number; resume?: false } | 
  *  most this many; the reports and their figures do not change. */
 export const ABORT_RUN_STEPS = 32;
 
-const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()(['epochs', 'shuffle', 'shuffleBuffer', 'seed', 'onProgress', 'reportsPerEpoch', 'signal', 'resume']);
+const FIT_KEYS = keysOf<FitOptionsBase & { epochs?: number; resume?: boolean }>()([
+  'epochs',
+  'shuffle',
+  'shuffleBuffer',
+  'seed',
+  'onProgress',
+  'reportsPerEpoch',
+  'signal',
+  'resume',
+]);
 
 export interface FitResult extends Metrics {
   /** The code that ran the steps: 'cpu', 'fused' (one CUDA launch per run) or the per-layer
@@ -78,7 +87,13 @@ export interface FitResult extends Metrics {
 
 /** fit()'s options as checked. */
 export interface FitPlan {
-  epochs: number; shuffle: boolean; shuffleBuffer?: number; seed: number; onProgress: ((p: Progress) => void) | undefined; reports: number; signal: AbortSignal | undefined;
+  epochs: number;
+  shuffle: boolean;
+  shuffleBuffer?: number;
+  seed: number;
+  onProgress: ((p: Progress) => void) | undefined;
+  reports: number;
+  signal: AbortSignal | undefined;
   /** resume: true: where the interrupted fit stopped. */
   resume: FitPosition | undefined;
 }
@@ -86,7 +101,10 @@ export interface FitPlan {
 export function fitPlan(options: unknown, r: Runner): FitPlan {
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { epochs, ... }');
   checkKnownKeys(options, FIT_KEYS, 'fit');
-  const { epochs, shuffle, shuffleBuffer, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & { epochs?: number; resume?: boolean };
+  const { epochs, shuffle, shuffleBuffer, seed, onProgress, reportsPerEpoch, signal, resume } = options as FitOptionsBase & {
+    epochs?: number;
+    resume?: boolean;
+  };
   if (shuffleBuffer !== undefined) positiveInt('shuffleBuffer', shuffleBuffer);
   if (resume !== undefined && typeof resume !== 'boolean') throw new OptionError('BAD_OPTION', 'resume', resume, 'must be a boolean');
   if (signal !== undefined && !(signal instanceof AbortSignal)) throw new OptionError('BAD_OPTION', 'signal', signal, 'must be an AbortSignal');
@@ -97,7 +115,7 @@ export function fitPlan(options: unknown, r: Runner): FitPlan {
   }
   const o: FitPlan = {
     epochs: positiveInt('epochs', epochs),
-    shuffle: shuffle === undefined ? true : shuffle as boolean,
+    shuffle: shuffle === undefined ? true : (shuffle as boolean),
     shuffleBuffer,
     seed: seed === undefined ? 0 : checkSeed(seed),
     onProgress,
@@ -112,18 +130,29 @@ export function fitPlan(options: unknown, r: Runner): FitPlan {
 /** The data set fit() trains on, read at the call (Runner.residentData): it must fit the data regions. */
 export function fitData(r: Runner, data: unknown): FitData {
   const { d, dataset } = r.residentData(data, 'data', (count, n) => {
-    throw new DataError('DATA_TOO_LARGE', 'data.x.length', n, `holds ${count} samples; the arena's data regions hold ${r.samples} (plan with samples >= ${count})`);
+    throw new DataError(
+      'DATA_TOO_LARGE',
+      'data.x.length',
+      n,
+      `holds ${count} samples; the arena's data regions hold ${r.samples} (plan with samples >= ${count})`,
+    );
   });
   return { d, dataset };
 }
 
 /** What fitLoop trains on: the rows read (or, for a Dataset the arena holds, its resident rows). */
-export interface FitData { d: Snapshot; dataset?: { handle: Dataset; version: number } }
+export interface FitData {
+  d: Snapshot;
+  dataset?: { handle: Dataset; version: number };
+}
 
 function diverges(stats: View, runBase: number, epoch: number): void {
   if (stats[STATS.badStep]! >= 0) {
     const badStep = runBase + stats[STATS.badStep]!;
-    throw new ArenaError('DIVERGED', `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`);
+    throw new ArenaError(
+      'DIVERGED',
+      `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`,
+    );
   }
 }
 
@@ -145,7 +174,10 @@ interface FitRun {
 
 /** Where a fit starts: a resumed one goes on from the recorded batch (possibly inside a report's
  *  batches: the report still comes where it would have). */
-interface FitStart { epoch: number; at: number }
+interface FitStart {
+  epoch: number;
+  at: number;
+}
 
 /** The runs of a fit in order: one per report, or runs of at most ABORT_RUN_STEPS with a signal
  *  (the stats accumulate over the runs of an epoch either way). Each epoch's order is drawn when
@@ -177,15 +209,20 @@ function* fitRuns(o: FitPlan, start: FitStart, count: number, batches: number, s
  *  signal), the next run is queued while one trains, so the device does not wait for the JS
  *  thread between them. */
 export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): Promise<FitResult> {
-  if (o.signal?.aborted) throw abortError('fit', o.signal);  // aborted while queued: nothing ran
+  if (o.signal?.aborted) throw abortError('fit', o.signal); // aborted while queued: nothing ran
   const { arenas, world } = r.target;
   for (const a of arenas) r.makeResident(d, a, dataset);
   const batch = r.globalBatch;
   const batches = Math.ceil(d.count / batch);
-  const { xCrc = 0, yCrc = 0 } = r.state.resident!;  // both uploaded by makeResident
+  const { xCrc = 0, yCrc = 0 } = r.state.resident!; // both uploaded by makeResident
   const p = o.resume;
   if (p && (p.count !== d.count || p.xCrc !== xCrc || p.yCrc !== yCrc)) {
-    throw new DataError('BAD_DATA', 'data', `${d.count} samples`, `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`);
+    throw new DataError(
+      'BAD_DATA',
+      'data',
+      `${d.count} samples`,
+      `is not the data set of the interrupted fit (${p.count} samples; contents compared by checksum)`,
+    );
   }
   const start: FitStart = p ? { epoch: p.epoch, at: p.next } : { epoch: 1, at: 0 };
   const todo = (o.epochs - start.epoch + 1) * batches - start.at;
@@ -197,19 +234,37 @@ export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): P
   let path: RunPath = 'cpu';
   let epochStart = t0;
   // Where to go on from if this fit stops after `next` batches of f's epoch.
-  const mark = (f: FitRun, next: number) => setPosition(r.arena, {
-    seed: o.seed, shuffle: o.shuffle, reports: o.reports, epochs: o.epochs, epoch: f.epoch, next, rng: f.rng, perm: f.perm,
-    count: d.count, xCrc, yCrc, diverged: [...diverged],
-  });
-  const one = r.target.kind === 'arena';  // a group's runs go through runAll, its stats read after
+  const mark = (f: FitRun, next: number) =>
+    setPosition(r.arena, {
+      seed: o.seed,
+      shuffle: o.shuffle,
+      reports: o.reports,
+      epochs: o.epochs,
+      epoch: f.epoch,
+      next,
+      rng: f.rng,
+      perm: f.perm,
+      count: d.count,
+      xCrc,
+      yCrc,
+      diverged: [...diverged],
+    });
+  const one = r.target.kind === 'arena'; // a group's runs go through runAll, its stats read after
   const ahead = one && !o.onProgress && !o.signal;
   const launch = async (f: FitRun, first: boolean): Promise<{ path: RunPath; stats?: View[] }> => {
     const params = (rank: number) => ({
-      op: OPS.train, resident: true, samples: d.count, firstBatch: f.at, numBatches: f.m,
-      permA: f.perm.a, permC: f.perm.c, stepBase: f.base, resetStats: f.at === 0,
+      op: OPS.train,
+      resident: true,
+      samples: d.count,
+      firstBatch: f.at,
+      numBatches: f.m,
+      permA: f.perm.a,
+      permC: f.perm.c,
+      stepBase: f.base,
+      resetStats: f.at === 0,
       ...(world > 1 ? { globalBatch: batch, shardOffset: rank * r.batch, reduce: true } : {}),
     });
-    if (one) return r.runQueued(params(0), first);  // skipped only behind a run that failed or diverged
+    if (one) return r.runQueued(params(0), first); // skipped only behind a run that failed or diverged
     return { path: await r.runAll((rank) => params(rank)) };
   };
   const settle = (f: FitRun, run: { path: RunPath; stats?: View[] }) => {
@@ -223,15 +278,23 @@ export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): P
       const stats = run.stats ?? r.stats();
       if (r.models === 1) diverges(stats[0]!, f.base, f.epoch);
       if (!f.reportEnd) return;
-      stats.forEach((st, m) => { if (st[STATS.badStep]! >= 0) diverged[m] = true; });
+      stats.forEach((st, m) => {
+        if (st[STATS.badStep]! >= 0) diverged[m] = true;
+      });
       last = combine(stats.map(metricsOf), [...diverged]);
       mark(f, f.at + f.m);
       if (o.onProgress) {
         const done = f.at + f.m;
         o.onProgress({
-          ...last, epoch: f.epoch, epochs: o.epochs, batch: done, batches, step: r.state.steps,
+          ...last,
+          epoch: f.epoch,
+          epochs: o.epochs,
+          batch: done,
+          batches,
+          step: r.state.steps,
           samplesPerSecond: Math.min(done * batch, d.count) / ((performance.now() - epochStart) / 1000),
-          lr: r.learningRate(r.state.steps - 1), ...r.progressExtras(),
+          lr: r.learningRate(r.state.steps - 1),
+          ...r.progressExtras(),
         });
       }
     }
@@ -246,7 +309,7 @@ export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): P
       }
       if (f.epochFirst) epochStart = performance.now();
       const run = launch(f, first);
-      run.catch(() => undefined);  // awaited below, maybe after the run before it
+      run.catch(() => undefined); // awaited below, maybe after the run before it
       first = false;
       if (ahead) {
         const before = queued;
@@ -259,10 +322,10 @@ export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): P
     if (queued) settle(queued.f, await queued.run);
     queued = undefined;
   } catch (e) {
-    await queued?.run.catch(() => undefined);  // a run queued behind the one that failed or diverged: skipped natively
+    await queued?.run.catch(() => undefined); // a run queued behind the one that failed or diverged: skipped natively
     throw e;
   }
-  setPosition(r.arena, undefined);  // finished
+  setPosition(r.arena, undefined); // finished
   r.arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;
   const samples = (o.epochs - start.epoch + 1) * d.count - Math.min(start.at * batch, d.count);

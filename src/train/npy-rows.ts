@@ -9,7 +9,12 @@ import { openRegular } from '../formats/file.js';
 import { parseNpyHeader, type NpyHeader } from '../formats/npy.js';
 import { call, native, type NativeRowFile } from '../native/addon.js';
 
-export interface OpenNpy { fd: FileHandle; h: NpyHeader; path: string; rows?: NativeRowFile }
+export interface OpenNpy {
+  fd: FileHandle;
+  h: NpyHeader;
+  path: string;
+  rows?: NativeRowFile;
+}
 
 /** `path` opened and its header read: a regular file (a FIFO, a device or a folder is refused,
  *  OptionError BAD_PATH naming `field`, before a byte is read). */
@@ -22,9 +27,11 @@ export async function openNpy(path: string, field: string): Promise<OpenNpy> {
     const all = new Uint8Array(Math.min(12 + len, 2 ** 26));
     const { bytesRead } = await fd.read(all, 0, all.length, 0);
     const h = parseNpyHeader(all.subarray(0, bytesRead));
-    if (h.fortranOrder && h.shape.length > 1 && h.shape[1] !== 1) throw new DataError('BAD_FILE', `${field} fortran_order`, true, 'is not streamed: rows must be contiguous (save it in C order)');
+    if (h.fortranOrder && h.shape.length > 1 && h.shape[1] !== 1)
+      throw new DataError('BAD_FILE', `${field} fortran_order`, true, 'is not streamed: rows must be contiguous (save it in C order)');
     const size = (await fd.stat()).size;
-    if (size - h.dataOffset !== h.count * h.itemBytes) throw new DataError('BAD_FILE', `${field} data`, size - h.dataOffset, `must be ${h.count * h.itemBytes} bytes (shape [${h.shape.join(', ')}])`);
+    if (size - h.dataOffset !== h.count * h.itemBytes)
+      throw new DataError('BAD_FILE', `${field} data`, size - h.dataOffset, `must be ${h.count * h.itemBytes} bytes (shape [${h.shape.join(', ')}])`);
     return { fd, h, path };
   } catch (e) {
     await fd.close();
@@ -46,19 +53,36 @@ export async function closeNpy(f: OpenNpy): Promise<void> {
 
 /** Positions [start, start + n) of the order k -> (a k + c) mod N of `f`'s rows (a = 1, c = 0:
  *  the file in order; row width `width`) into `out` from row 0, as numbers. */
-export async function gatherRows(f: OpenNpy, p: { a: number; c: number }, start: number, n: number, width: number, out: Float32Array | Float64Array): Promise<void> {
-  const { h } = f, bytes = n * width * h.itemBytes;
+export async function gatherRows(
+  f: OpenNpy,
+  p: { a: number; c: number },
+  start: number,
+  n: number,
+  width: number,
+  out: Float32Array | Float64Array,
+): Promise<void> {
+  const { h } = f,
+    bytes = n * width * h.itemBytes;
   const same = sameType(h, out);
   const buf = same ? new Uint8Array(out.buffer, out.byteOffset, bytes) : new Uint8Array(bytes);
   const r = rowFile(f, width);
   let got: number;
-  try { got = await call(() => r.gather(buf, start, n, p.a, p.c)); } catch (e) { throw fromNative(e); }
+  try {
+    got = await call(() => r.gather(buf, start, n, p.a, p.c));
+  } catch (e) {
+    throw fromNative(e);
+  }
   if (got < 0) throw new DataError('BAD_FILE', f.path, got, `cannot be read (errno ${-got})`);
   if (got !== bytes) throw new DataError('BAD_FILE', f.path, got, `ended early: ${bytes} bytes of rows expected`);
   if (!same) {
-    try { await call(() => native().decodeValues(buf, h.dtype, h.littleEndian, out, n * width)); } catch (e) { throw fromNative(e); }
+    try {
+      await call(() => native().decodeValues(buf, h.dtype, h.littleEndian, out, n * width));
+    } catch (e) {
+      throw fromNative(e);
+    }
   }
 }
 
 /** The file's own element type, little-endian, is the window's: rows are read straight into it. */
-const sameType = (h: NpyHeader, out: Float32Array | Float64Array) => h.littleEndian && ((h.dtype === 'float32' && out instanceof Float32Array) || (h.dtype === 'float64' && out instanceof Float64Array));
+const sameType = (h: NpyHeader, out: Float32Array | Float64Array) =>
+  h.littleEndian && ((h.dtype === 'float32' && out instanceof Float32Array) || (h.dtype === 'float64' && out instanceof Float64Array));

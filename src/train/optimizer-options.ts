@@ -52,11 +52,17 @@ function checkSchedule(v: unknown): ScheduleParams {
   const out: ScheduleParams = { type: info.name };
   for (const k of Object.keys(o)) {
     if (k !== 'type' && !info.params.some((p) => p.name === k)) {
-      throw new OptionError('BAD_OPTION', `schedule.${k}`, o[k], `is not a parameter of the '${info.name}' schedule (${info.params.map((p) => p.name).join(', ') || 'none'})`);
+      throw new OptionError(
+        'BAD_OPTION',
+        `schedule.${k}`,
+        o[k],
+        `is not a parameter of the '${info.name}' schedule (${info.params.map((p) => p.name).join(', ') || 'none'})`,
+      );
     }
   }
   // Schedule parameters are steps and factors computed in double: no dtype rounding.
-  for (const p of info.params) out[p.name] = o[p.name] === undefined ? p.default as number : checkParam(p, o[p.name], 'float64', `schedule.${p.name}`) as number;
+  for (const p of info.params)
+    out[p.name] = o[p.name] === undefined ? (p.default as number) : (checkParam(p, o[p.name], 'float64', `schedule.${p.name}`) as number);
   return out;
 }
 
@@ -73,7 +79,7 @@ export function readOptimizerOptions(o: Record<string, unknown>, optimizer: stri
       lrs = [];
       for (let m = 0; m < models; m++) lrs.push(checkParam(p, v[m], dtype, `lr[${m}]`) as number);
       params.lr = lrs[0]!;
-      params.lrs = lrs as unknown as number;  // a run parameter of its own (RunParams.lrs)
+      params.lrs = lrs as unknown as number; // a run parameter of its own (RunParams.lrs)
     } else {
       params[p.name] = v === undefined ? p.default : checkParam(p, v, dtype, p.name);
     }
@@ -82,7 +88,9 @@ export function readOptimizerOptions(o: Record<string, unknown>, optimizer: stri
   for (const other of optimizers()) {
     for (const p of other.hypers) {
       if (o[p.name] === undefined || info.hypers.some((h) => h.name === p.name)) continue;
-      const has = optimizers().filter((x) => x.hypers.some((h) => h.name === p.name)).map((x) => x.name);
+      const has = optimizers()
+        .filter((x) => x.hypers.some((h) => h.name === p.name))
+        .map((x) => x.name);
       throw new OptionError('BAD_OPTION', p.name, o[p.name], `applies to ${has.join(', ')}; this arena's optimizer is ${info.name}`);
     }
   }
@@ -96,10 +104,18 @@ export function readOptimizerOptions(o: Record<string, unknown>, optimizer: stri
  *  the schedule's consistency, the refused combinations) on them with `run` (loss, precision)
  *  and, given an arena's `target`, what the run needs of it, so that a Trainer, or the CLI before
  *  it reads any data, refuses them before any work. `values`: the options as given, for errors. */
-export function checkOptimizerOptions(plan: { header: Uint8Array; spec: { optimizer: string; dtype: Dtype; models: number } }, o: Record<string, unknown>, run: Omit<RunParams, 'op'>,
-  target?: RunTarget, values?: Record<string, unknown>): OptimizerSettings {
+export function checkOptimizerOptions(
+  plan: { header: Uint8Array; spec: { optimizer: string; dtype: Dtype; models: number } },
+  o: Record<string, unknown>,
+  run: Omit<RunParams, 'op'>,
+  target?: RunTarget,
+  values?: Record<string, unknown>,
+): OptimizerSettings {
   const settings = readOptimizerOptions(o, plan.spec.optimizer, plan.spec.dtype, plan.spec.models);
-  call(() => native().checkRun(plan.header, { ...settings.params, ...(settings.lrs ? { lrs: [...settings.lrs] } : {}), ...run, op: OPS.train, rows: 1 }, target), values);
+  call(
+    () => native().checkRun(plan.header, { ...settings.params, ...(settings.lrs ? { lrs: [...settings.lrs] } : {}), ...run, op: OPS.train, rows: 1 }, target),
+    values,
+  );
   return settings;
 }
 

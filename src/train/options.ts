@@ -55,16 +55,36 @@ export interface TrainerOptions {
   lossScale?: LossScaleOptions;
 }
 
-export interface LossScaleOptions { init?: number; growthFactor?: number; backoffFactor?: number; growthInterval?: number }
+export interface LossScaleOptions {
+  init?: number;
+  growthFactor?: number;
+  backoffFactor?: number;
+  growthInterval?: number;
+}
 
 /** Every option name a Trainer reads: loss, labelSmoothing, precision, the schedule and every
  *  name of the optimizer tables (a name of another optimizer than the arena's is refused with its
  *  reason). The static list is checked against TrainerOptions; the tables' names join it. */
 const TRAINER_KEYS = keysOf<TrainerOptions>()([
-  'loss', 'labelSmoothing', 'precision', 'lossScale', 'lr', 'momentum', 'nesterov', 'beta1', 'beta2', 'eps', 'weightDecay', 'decayBiases', 'schedule', 'clipGradNorm',
+  'loss',
+  'labelSmoothing',
+  'precision',
+  'lossScale',
+  'lr',
+  'momentum',
+  'nesterov',
+  'beta1',
+  'beta2',
+  'eps',
+  'weightDecay',
+  'decayBiases',
+  'schedule',
+  'clipGradNorm',
 ]);
 const LOSS_SCALE_KEYS = keysOf<LossScaleOptions>()(['init', 'growthFactor', 'backoffFactor', 'growthInterval']);
-const trainerKeys = (): string[] => [...new Set([...TRAINER_KEYS, ...optimizers().flatMap((o) => o.hypers.map((h) => h.name)), ...commonParams().map((p) => p.name)])];
+const trainerKeys = (): string[] => [
+  ...new Set([...TRAINER_KEYS, ...optimizers().flatMap((o) => o.hypers.map((h) => h.name)), ...commonParams().map((p) => p.name)]),
+];
 
 /** lossScale: only with a precision that scales (fp16), defaults as PyTorch's GradScaler. The
  *  native side checks the same ranges for every run (checkLossScale, csrc/train/check.cc). */
@@ -82,7 +102,12 @@ export function checkLossScaleOptions(v: unknown, precision: PrecisionName): Req
     return x;
   };
   return {
-    init: num('init', 65536, (x) => x > 0 && Number.isFinite(Math.fround(x)), 'a positive number, finite in float32 (the scale is kept in float32, as GradScaler\'s)'),
+    init: num(
+      'init',
+      65536,
+      (x) => x > 0 && Number.isFinite(Math.fround(x)),
+      "a positive number, finite in float32 (the scale is kept in float32, as GradScaler's)",
+    ),
     growthFactor: num('growthFactor', 2, (x) => x >= 1 && Number.isFinite(x), 'a finite number >= 1'),
     backoffFactor: num('backoffFactor', 0.5, (x) => x > 0 && x <= 1, 'in (0, 1]'),
     growthInterval: num('growthInterval', 2000, (x) => Number.isSafeInteger(x) && x >= 1, 'a positive integer (steps)'),
@@ -92,7 +117,9 @@ export function checkLossScaleOptions(v: unknown, precision: PrecisionName): Req
 /** A run's loss scaling parameters (RunParams): the settings, and the scale and growth tracker
  *  where the last run left them. */
 export function lossScaleParams(s: Required<LossScaleOptions> | undefined, scale: number, good: number) {
-  return s ? { lossScale: scale, lossScaleGood: good, lossScaleGrowth: s.growthFactor, lossScaleBackoff: s.backoffFactor, lossScaleInterval: s.growthInterval } : {};
+  return s
+    ? { lossScale: scale, lossScaleGood: good, lossScaleGrowth: s.growthFactor, lossScaleBackoff: s.backoffFactor, lossScaleInterval: s.growthInterval }
+    : {};
 }
 
 /** The options as checked: what every run of the Trainer passes. */
@@ -131,7 +158,9 @@ function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): L
     try {
       call(() => native().checkLoss(header, { op: OPS.train, loss: LOSSES[name], labelSmoothing: smoothing }), { loss: name, labelSmoothing: smoothing });
       return undefined;
-    } catch (e) { return e; }
+    } catch (e) {
+      return e;
+    }
   };
   if (loss !== undefined && (typeof loss !== 'string' || !names.includes(loss as LossName))) {
     throw new OptionError('BAD_LOSS', 'loss', loss, `must be one of ${names.map((n) => `'${n}'`).join(', ')}`);
@@ -148,7 +177,8 @@ function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): L
 function checkPrecision(v: unknown): PrecisionName {
   if (v === undefined) return 'fp32';
   const row = PRECISION_TABLE.find((r) => r.name === v);
-  if (typeof v !== 'string' || !row) throw new OptionError('BAD_OPTION', 'precision', v, `must be one of ${PRECISION_TABLE.map((r) => `'${r.name}'`).join(', ')}`);
+  if (typeof v !== 'string' || !row)
+    throw new OptionError('BAD_OPTION', 'precision', v, `must be one of ${PRECISION_TABLE.map((r) => `'${r.name}'`).join(', ')}`);
   return row.name;
 }
 
@@ -160,8 +190,19 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
   const precision = checkPrecision(o.precision);
   const lossScale = checkLossScaleOptions(o.lossScale, precision);
-  const run = { loss: LOSSES[loss], ...(labelSmoothing !== 0 ? { labelSmoothing } : {}), precision: PRECISIONS[precision], ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0) };
-  const opt = checkOptimizerOptions(arena.plan, o, run, { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined }, { precision: o.precision });
+  const run = {
+    loss: LOSSES[loss],
+    ...(labelSmoothing !== 0 ? { labelSmoothing } : {}),
+    precision: PRECISIONS[precision],
+    ...lossScaleParams(lossScale, lossScale?.init ?? 0, 0),
+  };
+  const opt = checkOptimizerOptions(
+    arena.plan,
+    o,
+    run,
+    { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined },
+    { precision: o.precision },
+  );
   return { loss, labelSmoothing, opt, precision, lossScale };
 }
 

@@ -26,10 +26,16 @@ export type BackwardTarget = { labels: ArrayLike<number> } | { y: ArrayLike<numb
  *  and update(), which the native primitive runs do not do), or `models`. */
 function primitiveArena(r: Runner, method: string): void {
   if (r.target.kind === 'group') {
-    throw new ArenaError('NOT_SUPPORTED', `${method}: forward / backward / update take one arena, not a data-parallel group (use step() or fit() on the group, or a Trainer on one arena)`);
+    throw new ArenaError(
+      'NOT_SUPPORTED',
+      `${method}: forward / backward / update take one arena, not a data-parallel group (use step() or fit() on the group, or a Trainer on one arena)`,
+    );
   }
   if (r.models !== 1) {
-    throw new ArenaError('NOT_SUPPORTED', `${method}: forward / backward / update take an arena of one model; this one holds models: ${r.models} (use step() or fit(), or one arena per model)`);
+    throw new ArenaError(
+      'NOT_SUPPORTED',
+      `${method}: forward / backward / update take an arena of one model; this one holds models: ${r.models} (use step() or fit(), or one arena per model)`,
+    );
   }
 }
 
@@ -42,7 +48,7 @@ export async function forward(r: Runner, x: ArrayLike<number>): Promise<View> {
   const d = r.readInputs(x, 'forward');
   if (d.count > r.batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${r.batch}`);
   return r.queue.enqueue(async () => {
-    if (r.state.forwardRows === undefined) lossInStats.delete(r.state);  // another run came between
+    if (r.state.forwardRows === undefined) lossInStats.delete(r.state); // another run came between
     const rows = r.stageBatch(d, 0, d.count);
     await r.run({ op: OPS.forward, rows, resetStats: false });
     r.state.forwardRows = rows;
@@ -60,7 +66,8 @@ function snapshotTarget(r: Runner, target: unknown): { field: 'labels' | 'y' | '
   const given = [labels, y, dOutput].filter((v) => v !== undefined).length;
   if (given !== 1) throw new DataError('BAD_DATA', 'target', given ? 'several' : 'none', 'needs exactly one of labels, y or dOutput');
   const rowsOf = (field: string) => (n: number) => {
-    if (n === 0 || n % r.outputs !== 0) throw new DataError('BAD_DATA_WIDTH', `backward.${field}.length`, n, `is not a positive multiple of the output layer's ${r.outputs} units`);
+    if (n === 0 || n % r.outputs !== 0)
+      throw new DataError('BAD_DATA_WIDTH', `backward.${field}.length`, n, `is not a positive multiple of the output layer's ${r.outputs} units`);
   };
   if (dOutput !== undefined) return { field: 'dOutput', values: snapshotNumbers(dOutput, 'backward.dOutput', r.dtype, rowsOf('dOutput')) };
   if (y !== undefined) return { field: 'y', values: snapshotNumbers(y, 'backward.y', r.dtype, rowsOf('y')) };
@@ -68,7 +75,8 @@ function snapshotTarget(r: Runner, target: unknown): { field: 'labels' | 'y' | '
   const ys = r.dtype === 'float64' ? new Float64Array(ls.length * r.outputs) : new Float32Array(ls.length * r.outputs);
   for (let i = 0; i < ls.length; i++) {
     const v = ls[i]!;
-    if (!Number.isInteger(v) || v < 0 || v >= r.outputs) throw new DataError('BAD_LABEL', `backward.labels[${i}]`, v, `is not a class in [0, ${r.outputs - 1}]`);
+    if (!Number.isInteger(v) || v < 0 || v >= r.outputs)
+      throw new DataError('BAD_LABEL', `backward.labels[${i}]`, v, `is not a class in [0, ${r.outputs - 1}]`);
     ys[i * r.outputs + v] = 1;
   }
   return { field: 'labels', values: ys };
@@ -80,12 +88,21 @@ export async function backward(r: Runner, target: BackwardTarget): Promise<void>
   return r.queue.enqueue(async () => {
     const rows = r.state.forwardRows;
     if (rows === undefined) {
-      throw new ArenaError('NO_FORWARD', 'backward: no forward(x) to go back from; call forward(x) first (step, fit, evaluate, predict, gradients and update replace its activations)');
+      throw new ArenaError(
+        'NO_FORWARD',
+        'backward: no forward(x) to go back from; call forward(x) first (step, fit, evaluate, predict, gradients and update replace its activations)',
+      );
     }
     const n = rows * r.outputs;
     if (t.values.length !== n) {
-      throw new DataError('BAD_DATA_WIDTH', `backward.${t.field}.length`, t.field === 'labels' ? t.values.length / r.outputs : t.values.length,
-        t.field === 'labels' ? `must equal the ${rows} rows of the last forward()` : `must be the ${rows} rows of the last forward() x ${r.outputs} outputs = ${n}`);
+      throw new DataError(
+        'BAD_DATA_WIDTH',
+        `backward.${t.field}.length`,
+        t.field === 'labels' ? t.values.length / r.outputs : t.values.length,
+        t.field === 'labels'
+          ? `must equal the ${rows} rows of the last forward()`
+          : `must be the ${rows} rows of the last forward() x ${r.outputs} outputs = ${n}`,
+      );
     }
     const kind = t.field === 'dOutput' ? 'd' : 'y';
     r.arena.view(r.last, kind).set(t.values);
@@ -117,7 +134,10 @@ export async function update(r: Runner): Promise<void> {
     r.state.steps++;
     r.stats();
     if (r.diverged(0)) {
-      throw new ArenaError('DIVERGED', `update diverged: the weights${fresh ? ' (or the loss of the backward() it applied)' : ''} became non-finite at step ${stepBase}; lower the learning rate`);
+      throw new ArenaError(
+        'DIVERGED',
+        `update diverged: the weights${fresh ? ' (or the loss of the backward() it applied)' : ''} became non-finite at step ${stepBase}; lower the learning rate`,
+      );
     }
   });
 }

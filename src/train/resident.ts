@@ -12,21 +12,35 @@ import { stateOf } from './state.js';
 import { viewBytes } from './window.js';
 
 /** The shape a resident data set must fit. */
-export interface ResidentShape { inputs: number; outputs: number; dtype: Dtype }
+export interface ResidentShape {
+  inputs: number;
+  outputs: number;
+  dtype: Dtype;
+}
 
 /** Reads `data` at the call straight into `arena`'s data regions (the caller checked that no
  *  run is queued or in flight, so nothing else reads or writes them before the run that uses
  *  them). A set larger than the regions (`tooBig(count, n)` true, or throwing before anything
  *  is written) is read into new arrays instead (not staged). */
-export function readIntoRegions(arena: Arena, data: unknown, shape: ResidentShape, field: string, targets: boolean, tooBig: (count: number, n: number) => boolean): Snapshot {
+export function readIntoRegions(
+  arena: Arena,
+  data: unknown,
+  shape: ResidentShape,
+  field: string,
+  targets: boolean,
+  tooBig: (count: number, n: number) => boolean,
+): Snapshot {
   const L = arena.plan.spec.layers.length - 1;
   const V = shape.dtype === 'float64' ? Float64Array : Float32Array;
   let big = false;
   // The views are taken as each field is written: reading the fields runs the caller's code
   // (getters, Proxies), which may dispose the arena (a view then says DISPOSED).
   const into: Into = {
-    x: (n) => (big = tooBig(n / shape.inputs, n)) ? new V(n) : arena.view(0, 'xdata').subarray(0, n),
-    y: (n) => big ? new V(n) : arena.view(L, 'ydata').subarray(0, n),
+    x: (n) => {
+      big = tooBig(n / shape.inputs, n);
+      return big ? new V(n) : arena.view(0, 'xdata').subarray(0, n);
+    },
+    y: (n) => (big ? new V(n) : arena.view(L, 'ydata').subarray(0, n)),
     compare: true,
   };
   const st = stateOf(arena);
@@ -34,7 +48,7 @@ export function readIntoRegions(arena: Arena, data: unknown, shape: ResidentShap
   try {
     d = snapshotData(data, shape.inputs, shape.outputs, shape.dtype, field, targets, into);
   } catch (e) {
-    if (!big) st.resident = undefined;  // the host rows may hold part of it: they go up whole next time
+    if (!big) st.resident = undefined; // the host rows may hold part of it: they go up whole next time
     throw e;
   }
   if (big) return d;
@@ -43,7 +57,7 @@ export function readIntoRegions(arena: Arena, data: unknown, shape: ResidentShap
   const rec = st.resident;
   if (rec && rec.count !== d.count) st.resident = undefined;
   else if (rec && (d.xChanged || d.yChanged)) {
-    const { dataset: _d, version: _v, ...rows } = rec;  // no longer any handle's rows
+    const { dataset: _d, version: _v, ...rows } = rec; // no longer any handle's rows
     st.resident = { ...rows, xCrc: d.xChanged ? undefined : rec.xCrc, yCrc: d.yChanged ? undefined : rec.yCrc };
   }
   return { ...d, staged: 'data' };
@@ -59,16 +73,19 @@ export function makeResident(arena: Arena, d: Snapshot, outputs: number, dataset
   const st = stateOf(arena);
   const plan = arena.plan;
   const L = plan.spec.layers.length - 1;
-  const xr = plan.region(0, 'xdata')!, yr = plan.region(L, 'ydata')!;
+  const xr = plan.region(0, 'xdata')!,
+    yr = plan.region(L, 'ydata')!;
   const hostX = arena.view(0, 'xdata').subarray(0, d.x.length);
   const hostY = arena.view(L, 'ydata').subarray(0, d.count * outputs);
-  let xSame = true, ySame = true;
+  let xSame = true,
+    ySame = true;
   if (!(d.staged === 'data' && d.x.buffer === hostX.buffer && d.x.byteOffset === hostX.byteOffset)) {
     xSame = !native().checkedCopy(hostX, d.x, true)![2];
     if (d.y) ySame = !native().checkedCopy(hostY, d.y, true)![2];
   }
   const rec = st.resident?.count === d.count ? st.resident : undefined;
-  const xKeep = rec?.xCrc !== undefined && xSame, yKeep = d.y === undefined || (rec?.yCrc !== undefined && ySame);
+  const xKeep = rec?.xCrc !== undefined && xSame,
+    yKeep = d.y === undefined || (rec?.yCrc !== undefined && ySame);
   if (xKeep && yKeep) {
     if (dataset) st.resident = { ...st.resident!, dataset: dataset.handle, version: dataset.version };
     return;

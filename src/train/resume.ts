@@ -89,7 +89,9 @@ export const TRAINER_KEY = 'trainer';
 const positions = new WeakMap<Arena, FitPosition>();
 
 /** Where the last fit() on `arena` stopped, when it stopped early (undefined once one finished). */
-export function positionOf(arena: Arena): FitPosition | undefined { return positions.get(arena); }
+export function positionOf(arena: Arena): FitPosition | undefined {
+  return positions.get(arena);
+}
 
 export function setPosition(arena: Arena, p: FitPosition | undefined): void {
   if (p) positions.set(arena, p);
@@ -98,7 +100,16 @@ export function setPosition(arena: Arena, p: FitPosition | undefined): void {
 
 /** The record as checkpoint metadata. */
 export function trainerMetadata(r: TrainerRecord): Record<string, unknown> {
-  return { [TRAINER_KEY]: { options: r.options, unsaved: r.unsaved, hyper: r.hyper, gradients: r.gradients, ...(r.fit ? { fit: r.fit } : {}), ...(r.lossScale ? { lossScale: r.lossScale } : {}) } };
+  return {
+    [TRAINER_KEY]: {
+      options: r.options,
+      unsaved: r.unsaved,
+      hyper: r.hyper,
+      gradients: r.gradients,
+      ...(r.fit ? { fit: r.fit } : {}),
+      ...(r.lossScale ? { lossScale: r.lossScale } : {}),
+    },
+  };
 }
 
 const bad = (path: string, why: string) => new ArenaError('BAD_CHECKPOINT', `${path}: trainer metadata: ${why}`);
@@ -116,11 +127,25 @@ export function readTrainerMetadata(path: string, metadata: Record<string, unkno
   if (!Array.isArray(unsaved) || !unsaved.every((k) => typeof k === 'string')) throw bad(path, 'unsaved is not a list of names');
   if (!isObject(hyper)) throw bad(path, 'hyper is not an object');
   if (typeof gradients !== 'boolean') throw bad(path, 'gradients is not a boolean');
-  if (lossScale !== undefined && !(isObject(lossScale) && typeof lossScale.scale === 'number' && lossScale.scale > 0 && Number.isFinite(lossScale.scale) && isInt(lossScale.good) && isInt(lossScale.skipped))) {
+  if (
+    lossScale !== undefined &&
+    !(
+      isObject(lossScale) &&
+      typeof lossScale.scale === 'number' &&
+      lossScale.scale > 0 &&
+      Number.isFinite(lossScale.scale) &&
+      isInt(lossScale.good) &&
+      isInt(lossScale.skipped)
+    )
+  ) {
     throw bad(path, 'lossScale is not { scale, good, skipped }');
   }
   return {
-    options, unsaved: unsaved as string[], hyper, gradients, fit: fit === undefined ? undefined : fitPosition(path, fit),
+    options,
+    unsaved: unsaved as string[],
+    hyper,
+    gradients,
+    fit: fit === undefined ? undefined : fitPosition(path, fit),
     ...(lossScale ? { lossScale: { scale: lossScale.scale as number, good: lossScale.good as number, skipped: lossScale.skipped as number } } : {}),
   };
 }
@@ -139,7 +164,9 @@ const isOrder = (a: number, c: number, count: number) => (count <= 2 ? a === 1 :
 function fitPosition(path: string, f: unknown): FitPosition {
   if (!isObject(f)) throw bad(path, 'fit is not an object');
   const { seed, shuffle, reports, epochs, epoch, next, rng, perm, count, xCrc, yCrc, diverged } = f;
-  const check = (ok: boolean, field: string, why: string) => { if (!ok) throw bad(path, `fit.${field} ${why}`); };
+  const check = (ok: boolean, field: string, why: string) => {
+    if (!ok) throw bad(path, `fit.${field} ${why}`);
+  };
   check(isInt(seed, Number.MIN_SAFE_INTEGER), 'seed', 'is not an integer');
   check(typeof shuffle === 'boolean', 'shuffle', 'is not a boolean');
   check(isInt(reports, 1), 'reports', 'is not a positive integer');
@@ -149,21 +176,46 @@ function fitPosition(path: string, f: unknown): FitPosition {
   // An epoch has at most `count` batches (of one row); the plan's batch narrows it on resume.
   check(isInt(next) && next <= (count as number), 'next', `is not a batch of the ${String(count)}-sample epoch (got ${String(next)})`);
   check(typeof rng === 'string' && /^[0-9a-f]{1,16}$/.test(rng), 'rng', 'is not a generator state (1 to 16 hex digits)');
-  check(isObject(perm) && isInt(perm.a, 1) && isInt(perm.c) && isOrder(perm.a, perm.c, count as number) && (shuffle === true || (perm.a === 1 && perm.c === 0)), 'perm',
-    `is not an order of ${String(count)} samples ({ a, c }: a coprime to the count and below it, c below it; { a: 1, c: 0 } without shuffle)`);
+  check(
+    isObject(perm) && isInt(perm.a, 1) && isInt(perm.c) && isOrder(perm.a, perm.c, count as number) && (shuffle === true || (perm.a === 1 && perm.c === 0)),
+    'perm',
+    `is not an order of ${String(count)} samples ({ a, c }: a coprime to the count and below it, c below it; { a: 1, c: 0 } without shuffle)`,
+  );
   check(isInt(xCrc) && xCrc <= 0xffffffff, 'xCrc', 'is not a CRC-32C');
   check(isInt(yCrc) && yCrc <= 0xffffffff, 'yCrc', 'is not a CRC-32C');
-  check(Array.isArray(diverged) && diverged.length >= 1 && diverged.every((d) => typeof d === 'boolean'), 'diverged', 'is not a list of booleans, one per model');
+  check(
+    Array.isArray(diverged) && diverged.length >= 1 && diverged.every((d) => typeof d === 'boolean'),
+    'diverged',
+    'is not a list of booleans, one per model',
+  );
   const p = perm as { a: number; c: number };
-  return { seed: seed as number, shuffle: shuffle as boolean, reports: reports as number, epochs: epochs as number, epoch: epoch as number, next: next as number,
-    rng: rng as string, perm: { a: p.a, c: p.c }, count: count as number, xCrc: xCrc as number, yCrc: yCrc as number, diverged: diverged as boolean[] };
+  return {
+    seed: seed as number,
+    shuffle: shuffle as boolean,
+    reports: reports as number,
+    epochs: epochs as number,
+    epoch: epoch as number,
+    next: next as number,
+    rng: rng as string,
+    perm: { a: p.a, c: p.c },
+    count: count as number,
+    xCrc: xCrc as number,
+    yCrc: yCrc as number,
+    diverged: diverged as boolean[],
+  };
 }
 
 /** Trainer.load's options: the saved ones under the caller's; a value that could not be saved
  *  must come from the caller. */
 export function loadOptions(record: TrainerRecord, given: Record<string, unknown>): Record<string, unknown> {
   for (const k of record.unsaved) {
-    if (given[k] === undefined) throw new OptionError('BAD_OPTION', `options.${k}`, undefined, 'was not plain data when the checkpoint was saved (a function?): pass it again to Trainer.load');
+    if (given[k] === undefined)
+      throw new OptionError(
+        'BAD_OPTION',
+        `options.${k}`,
+        undefined,
+        'was not plain data when the checkpoint was saved (a function?): pass it again to Trainer.load',
+      );
   }
   return { ...record.options, ...given };
 }
@@ -181,16 +233,19 @@ export interface TrainerSaveOptions {
  *  resumed fit's progress goes on accumulating them), gradients waiting for update(), and
  *  every user region. Activations and batch scratch are rewritten before they are read. */
 function checkpointKinds(plan: Plan, gradients: boolean): string[] {
-  const kinds = ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats', ...(gradients ? ['dw', 'db'] : [])].filter((k) => plan.regions.some((r) => r.kind === k && r.bytes > 0));
+  const kinds = ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats', ...(gradients ? ['dw', 'db'] : [])].filter((k) =>
+    plan.regions.some((r) => r.kind === k && r.bytes > 0),
+  );
   return [...kinds, ...plan.spec.extra.map((e) => e.name)];
 }
 
 function trainerSave(arena: Arena, options: unknown, record: TrainerRecord, steps: number): SaveOptions & { kinds: string[] } {
-  if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { data?, metadata?, onProgress? }');
+  if (options === null || typeof options !== 'object')
+    throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { data?, metadata?, onProgress? }');
   checkKnownKeys(options, ['data', 'metadata', 'onProgress'], 'save');
   const { data, metadata = {}, onProgress } = options as TrainerSaveOptions;
   if (metadata === null || typeof metadata !== 'object') throw new OptionError('BAD_OPTION', 'metadata', metadata, 'must be a plain object');
-  if (Object.hasOwn(metadata, TRAINER_KEY)) throw new OptionError('BAD_OPTION', `metadata.${TRAINER_KEY}`, metadata[TRAINER_KEY], 'is the Trainer\'s own key');
+  if (Object.hasOwn(metadata, TRAINER_KEY)) throw new OptionError('BAD_OPTION', `metadata.${TRAINER_KEY}`, metadata[TRAINER_KEY], "is the Trainer's own key");
   return { kinds: checkpointKinds(arena.plan, record.gradients), data, steps, metadata: { ...metadata, ...trainerMetadata(record) }, onProgress };
 }
 
@@ -224,14 +279,20 @@ export async function syncToHostInSteps(arena: Arena, onProgress: ((p: IoProgres
 
 /** What a resumed position must fit: the arena's models and data regions, and the rows of one
  *  step (a data-parallel group's global batch). */
-export interface ResumeLimits { models: number; samples: number; globalBatch: number }
+export interface ResumeLimits {
+  models: number;
+  samples: number;
+  globalBatch: number;
+}
 
 /** A position that came from a checkpoint may be crafted: each field that depends on the arena
  *  is checked against it before anything runs, so that a resume never skips an epoch's batches,
  *  trains past the saved epochs or reports a model it does not have. */
 function checkAgainst(p: FitPosition, limits: ResumeLimits): void {
-  const bad = (field: string, why: string) => new ArenaError('BAD_CHECKPOINT', `fit({ resume: true }): the saved fit position's ${field} ${why} (a checkpoint of another arena, or crafted)`);
-  if (p.diverged.length !== limits.models) throw bad('diverged', `has ${p.diverged.length} flags; this arena holds ${limits.models} model${limits.models === 1 ? '' : 's'}`);
+  const bad = (field: string, why: string) =>
+    new ArenaError('BAD_CHECKPOINT', `fit({ resume: true }): the saved fit position's ${field} ${why} (a checkpoint of another arena, or crafted)`);
+  if (p.diverged.length !== limits.models)
+    throw bad('diverged', `has ${p.diverged.length} flags; this arena holds ${limits.models} model${limits.models === 1 ? '' : 's'}`);
   // One model's fit ends at its divergence (DIVERGED): no position of it is marked diverged.
   if (limits.models === 1 && p.diverged[0]) throw bad('diverged', 'marks the one model diverged; a one-model fit that diverged stopped with DIVERGED');
   if (p.count > limits.samples) throw bad('count', `is ${p.count} samples; this arena's data regions hold ${limits.samples}`);
@@ -241,18 +302,28 @@ function checkAgainst(p: FitPosition, limits: ResumeLimits): void {
 }
 
 /** fit(data, { resume: true, ... })'s plan: the interrupted call's, its epochs extendable. */
-export function resumeFitPlan(p: FitPosition | undefined, given: { epochs?: unknown; shuffle?: unknown; seed?: unknown; reportsPerEpoch?: unknown }, limits: ResumeLimits) {
+export function resumeFitPlan(
+  p: FitPosition | undefined,
+  given: { epochs?: unknown; shuffle?: unknown; seed?: unknown; reportsPerEpoch?: unknown },
+  limits: ResumeLimits,
+) {
   if (!p) throw new OptionError('BAD_OPTION', 'resume', true, 'no fit() stopped early on this Trainer (nor in the checkpoint it was loaded from)');
   checkAgainst(p, limits);
   const same = (field: string, v: unknown, want: unknown) => {
-    if (v !== undefined && v !== want) throw new OptionError('BAD_OPTION', field, v, `must be the interrupted fit's ${String(want)} (or left out) to resume it`);
+    if (v !== undefined && v !== want)
+      throw new OptionError('BAD_OPTION', field, v, `must be the interrupted fit's ${String(want)} (or left out) to resume it`);
   };
   same('seed', given.seed, p.seed);
   same('shuffle', given.shuffle, p.shuffle);
   same('reportsPerEpoch', given.reportsPerEpoch, p.reports);
   const epochs = given.epochs === undefined ? p.epochs : given.epochs;
   if (typeof epochs !== 'number' || !Number.isSafeInteger(epochs) || epochs < p.epoch) {
-    throw new OptionError('BAD_OPTION', 'epochs', epochs, `must be an integer >= ${p.epoch}, the epoch the interrupted fit stopped in (epochs count from that call's start)`);
+    throw new OptionError(
+      'BAD_OPTION',
+      'epochs',
+      epochs,
+      `must be an integer >= ${p.epoch}, the epoch the interrupted fit stopped in (epochs count from that call's start)`,
+    );
   }
   return { epochs, shuffle: p.shuffle, seed: p.seed, reports: p.reports, resume: p };
 }

@@ -6,15 +6,21 @@ export class Rng {
     this.#state = BigInt.asUintN(64, BigInt(Math.trunc(seed)) ^ 0x9e3779b97f4a7c15n);
   }
   /** The generator's state (hex), for a checkpoint; Rng.fromState gives it back. */
-  get state(): string { return this.#state.toString(16); }
+  get state(): string {
+    return this.#state.toString(16);
+  }
   static fromState(hex: string): Rng {
     const r = new Rng(0);
     r.#state = BigInt.asUintN(64, BigInt(`0x${hex}`));
     return r;
   }
   /** @internal The raw state: the native shuffle buffer draws from it (the same generator). */
-  get bits(): bigint { return this.#state; }
-  set bits(v: bigint) { this.#state = BigInt.asUintN(64, v); }
+  get bits(): bigint {
+    return this.#state;
+  }
+  set bits(v: bigint) {
+    this.#state = BigInt.asUintN(64, v);
+  }
   /** Uniform in [0, 1) with 53 random bits. */
   next(): number {
     this.#state = BigInt.asUintN(64, this.#state + 0x9e3779b97f4a7c15n);
@@ -25,7 +31,9 @@ export class Rng {
     return Number(z >> 11n) / 2 ** 53;
   }
   /** Integer in [0, n). */
-  int(n: number): number { return Math.floor(this.next() * n); }
+  int(n: number): number {
+    return Math.floor(this.next() * n);
+  }
   /** Standard normal (Box-Muller). */
   normal(): number {
     const u = 1 - this.next();

@@ -65,11 +65,13 @@ export class Runner {
 
   /** The loss scale back at its start (a new Trainer, init()). */
   resetScaler(): void {
-    Object.assign(this.scaler, { scale: Math.fround(this.settings.lossScale?.init ?? 0), good: 0, skipped: 0 });  // float32, as GradScaler's (loss_scale.h)
+    Object.assign(this.scaler, { scale: Math.fround(this.settings.lossScale?.init ?? 0), good: 0, skipped: 0 }); // float32, as GradScaler's (loss_scale.h)
   }
 
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
-  get globalBatch(): number { return this.batch * this.target.world; }
+  get globalBatch(): number {
+    return this.batch * this.target.world;
+  }
 
   snapshot(data: unknown, field: string): Snapshot {
     return snapshotData(data, this.inputs, this.outputs, this.dtype, field);
@@ -85,7 +87,11 @@ export class Runner {
    *  anything else is read at the call, straight into the first arena's data regions when no run
    *  is queued (else into a snapshot). `fits`: the set fits the regions (resident); else (only
    *  where `tooLarge` does not throw) a snapshot for batch-by-batch use. */
-  residentData(data: unknown, field: string, tooLarge?: (count: number, n: number) => void): { d: Snapshot; fits: boolean; dataset?: { handle: Dataset; version: number } } {
+  residentData(
+    data: unknown,
+    field: string,
+    tooLarge?: (count: number, n: number) => void,
+  ): { d: Snapshot; fits: boolean; dataset?: { handle: Dataset; version: number } } {
     const handle = data instanceof Dataset ? data : undefined;
     const dataset = handle ? { handle, version: handle.version } : undefined;
     const src = handle ? Dataset.source(handle) : data;
@@ -93,11 +99,23 @@ export class Runner {
     if (handle && idle && this.target.arenas.every((a) => holds(a, handle, dataset!.version))) {
       const rec = this.state.resident!;
       const L = this.last;
-      return { d: { count: rec.count, x: this.arena.view(0, 'xdata').subarray(0, rec.count * this.inputs), y: this.arena.view(L, 'ydata').subarray(0, rec.count * this.outputs), staged: 'data' }, fits: true, dataset };
+      return {
+        d: {
+          count: rec.count,
+          x: this.arena.view(0, 'xdata').subarray(0, rec.count * this.inputs),
+          y: this.arena.view(L, 'ydata').subarray(0, rec.count * this.outputs),
+          staged: 'data',
+        },
+        fits: true,
+        dataset,
+      };
     }
     const cap = this.samples * this.inputs;
     const over = (count: number, n: number) => {
-      if (n > cap) { tooLarge?.(count, n); return true; }
+      if (n > cap) {
+        tooLarge?.(count, n);
+        return true;
+      }
       return false;
     };
     if (idle && this.samples > 0) {
@@ -123,7 +141,10 @@ export class Runner {
     const V = this.dtype === 'float64' ? Float64Array : Float32Array;
     let staged = false;
     const d = snapshotData({ x }, this.inputs, this.outputs, this.dtype, field, false, {
-      x: (n) => (staged = direct && n <= this.batch * this.inputs) ? this.arena.view(0, 'z').subarray(0, n) : direct ? this.#scratchOf(n) : new V(n),
+      x: (n) => {
+        staged = direct && n <= this.batch * this.inputs;
+        return staged ? this.arena.view(0, 'z').subarray(0, n) : direct ? this.#scratchOf(n) : new V(n);
+      },
       y: (n) => new V(n),
       compare: false,
     });
@@ -143,12 +164,21 @@ export class Runner {
   readBatch(data: unknown, field: string, targets: boolean, limit: number): Snapshot {
     const tooMany = (n: number) => {
       const count = n / this.inputs;
-      if (count > limit) throw new DataError('BAD_DATA', `${field}.x.length`, n, `holds ${count} samples, more than the ${this.target.world > 1 ? 'global ' : ''}batch of ${limit}`);
+      if (count > limit)
+        throw new DataError(
+          'BAD_DATA',
+          `${field}.x.length`,
+          n,
+          `holds ${count} samples, more than the ${this.target.world > 1 ? 'global ' : ''}batch of ${limit}`,
+        );
     };
     if (this.target.kind === 'arena' && this.idle) {
       // Views taken as each field is written (the caller's getters may dispose the arena).
       const d = snapshotData(data, this.inputs, this.outputs, this.dtype, field, targets, {
-        x: (n) => { tooMany(n); return this.arena.view(0, 'z').subarray(0, n); },
+        x: (n) => {
+          tooMany(n);
+          return this.arena.view(0, 'z').subarray(0, n);
+        },
         y: (n) => this.arena.view(this.last, 'y').subarray(0, n),
         compare: false,
       });
@@ -194,7 +224,8 @@ export class Runner {
     this.syncDevice(arena);
     if (rows === 0) return 0;
     const L = this.last;
-    const xs = rows * this.inputs, ys = rows * this.outputs;
+    const xs = rows * this.inputs,
+      ys = rows * this.outputs;
     const bpe = d.x.BYTES_PER_ELEMENT;
     const inPlace = d.staged === 'batch' && arena === this.arena && first === 0;
     if (!inPlace) arena.view(0, 'z').set(d.x.subarray(first * this.inputs, first * this.inputs + xs));
@@ -225,7 +256,11 @@ export class Runner {
   async run(params: RunParams): Promise<RunPath> {
     this.syncDevice();
     const p = { ...this.#baseParams(), ...params };
-    return this.#tracked([this.arena], params.op, this.#dispatch(p, () => runArena(this.arena, p)));
+    return this.#tracked(
+      [this.arena],
+      params.op,
+      this.#dispatch(p, () => runArena(this.arena, p)),
+    );
   }
 
   /** Whether a run is short enough to run on the JS thread: handing it to a libuv worker and
@@ -250,10 +285,19 @@ export class Runner {
    *  transfer, as stats() makes). It may be queued while the run before it trains: the runs keep
    *  their order. `bad` >= 0: the window held a NaN or infinity there (`value`), nothing trained;
    *  -2: a window before it did (nothing done). `first`: a fit's first run. */
-  async runWindow(stager: NativeWindowStager, slot: number, xBytes: number, yBytes: number, params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; gradNorms: number[]; bad: number; value: number }> {
+  async runWindow(
+    stager: NativeWindowStager,
+    slot: number,
+    xBytes: number,
+    yBytes: number,
+    params: RunParams,
+    first: boolean,
+  ): Promise<{ path: RunPath; stats: View[]; gradNorms: number[]; bad: number; value: number }> {
     this.syncDevice();
     const region = this.arena.plan.region(this.last, 'stats')!;
-    const { r, stats } = await this.#readingBack(params.op, () => stager.run(slot, xBytes, yBytes, { ...this.#baseParams(), ...params }, region.offset, region.bytes, first));
+    const { r, stats } = await this.#readingBack(params.op, () =>
+      stager.run(slot, xBytes, yBytes, { ...this.#baseParams(), ...params }, region.offset, region.bytes, first),
+    );
     if (r.bad !== -1) return { path: r.path, stats: [], gradNorms: [], bad: r.bad, value: r.value };
     return { path: r.path, stats, gradNorms: Array.from(r.gradNorms), bad: -1, value: 0 };
   }
@@ -262,9 +306,11 @@ export class Runner {
    *  while it trains), its stats read back by its worker. `first`: a fit's first run. skipped:
    *  nothing ran (a run before it failed, or found the one model diverged). */
   async runQueued(params: RunParams, first: boolean): Promise<{ path: RunPath; stats: View[]; skipped: boolean }> {
-    if (first) this.syncDevice();  // never with a run in flight: nothing writes the host side between
+    if (first) this.syncDevice(); // never with a run in flight: nothing writes the host side between
     const region = this.arena.plan.region(this.last, 'stats')!;
-    const { r, stats } = await this.#readingBack(params.op, () => handleOf(this.arena).runQueued({ ...this.#baseParams(), ...params }, region.offset, region.bytes, first));
+    const { r, stats } = await this.#readingBack(params.op, () =>
+      handleOf(this.arena).runQueued({ ...this.#baseParams(), ...params }, region.offset, region.bytes, first),
+    );
     return { path: r.path, stats, skipped: r.skipped };
   }
 
@@ -281,17 +327,22 @@ export class Runner {
     const before = this.#taken;
     let r!: R;
     let stats: View[] = [];
-    const taken = this.#tracked([this.arena], op, async () => {
-      try {
-        r = await run();  // queued at the call: call order is turn order
-      } catch (e) {
-        throw fromNative(e);
-      } finally {
-        await before;
-      }
-      if (ran(r)) stats = this.#statsOf(r.stats);
-      return r.path;
-    }, () => (ran(r) ? r.lossScale : undefined));
+    const taken = this.#tracked(
+      [this.arena],
+      op,
+      async () => {
+        try {
+          r = await run(); // queued at the call: call order is turn order
+        } catch (e) {
+          throw fromNative(e);
+        } finally {
+          await before;
+        }
+        if (ran(r)) stats = this.#statsOf(r.stats);
+        return r.path;
+      },
+      () => (ran(r) ? r.lossScale : undefined),
+    );
     this.#taken = taken.catch(() => undefined);
     await taken;
     const region = this.arena.plan.region(this.last, 'stats')!;
@@ -315,7 +366,11 @@ export class Runner {
     const arenas = this.target.arenas;
     for (const a of arenas) this.syncDevice(a);
     const all = arenas.map((_, i) => ({ ...this.#baseParams(), ...params(this.target.rank + i, i) }));
-    return this.#tracked(arenas, all[0]!.op, this.#dispatch(all[0]!, () => this.target.run(all)));
+    return this.#tracked(
+      arenas,
+      all[0]!.op,
+      this.#dispatch(all[0]!, () => this.target.run(all)),
+    );
   }
 
   /** One step on the caller's batch d: each replica takes its shard (rank r: rows
@@ -334,7 +389,12 @@ export class Runner {
    *  weights); training runs overwrite dw/db (a Train step leaves them applied already), update
    *  consumes them. fp16: the loss scale the run left (`lossScale`: the handle's, or what a
    *  window's run brought back) becomes the Trainer's. */
-  async #tracked(arenas: readonly Arena[], op: RunParams['op'], run: () => Promise<RunPath>, lossScale: () => ArrayLike<number> | undefined = () => handleOf(this.arena).lossScale()): Promise<RunPath> {
+  async #tracked(
+    arenas: readonly Arena[],
+    op: RunParams['op'],
+    run: () => Promise<RunPath>,
+    lossScale: () => ArrayLike<number> | undefined = () => handleOf(this.arena).lossScale(),
+  ): Promise<RunPath> {
     // A run refused as DISPOSED changes nothing: checked before the state (an update() on a
     // disposed arena used to consume its gradients and forward rows, so a later call said
     // NO_FORWARD or NO_GRADIENTS instead of DISPOSED).
@@ -346,7 +406,7 @@ export class Runner {
     }
     const path = await run();
     if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
-    const left = op === OPS.train && this.settings.lossScale ? lossScale() : undefined;  // where the run left the loss scale (none: it did not run)
+    const left = op === OPS.train && this.settings.lossScale ? lossScale() : undefined; // where the run left the loss scale (none: it did not run)
     if (left) Object.assign(this.scaler, { scale: left[0]!, good: left[1]!, skipped: this.scaler.skipped + left[2]! });
     return path;
   }
@@ -355,7 +415,10 @@ export class Runner {
   #baseParams(): Omit<RunParams, 'op'> {
     const s = this.settings;
     return {
-      ...s.opt.params, ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}), loss: LOSSES[s.loss], precision: PRECISIONS[s.precision],
+      ...s.opt.params,
+      ...(s.opt.lrs ? { lrs: [...s.opt.lrs] } : {}),
+      loss: LOSSES[s.loss],
+      precision: PRECISIONS[s.precision],
       ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
       ...lossScaleParams(s.lossScale, this.scaler.scale, this.scaler.good),
     };
@@ -398,6 +461,9 @@ export class Runner {
 
   readStats(): Metrics {
     const stats = this.stats();
-    return combine(stats.map(metricsOf), stats.map((s) => s[STATS.badStep]! >= 0));
+    return combine(
+      stats.map(metricsOf),
+      stats.map((s) => s[STATS.badStep]! >= 0),
+    );
   }
 }

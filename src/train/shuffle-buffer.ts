@@ -20,21 +20,30 @@ export class ShuffleBuffer {
   readonly #pool: NativeShufflePool;
   readonly #state = new BigUint64Array(1);
 
-  constructor(private readonly t: StreamTarget, readonly size: number) {
+  constructor(
+    private readonly t: StreamTarget,
+    readonly size: number,
+  ) {
     const bpe = t.dtype === 'float64' ? 8 : 4;
     this.#pool = call(() => new (native().ShufflePool)(size, t.inputs * bpe, t.outputs * bpe));
   }
 
   /** Empties the buffer (a new epoch). */
-  reset(): void { call(() => this.#pool.reset()); }
+  reset(): void {
+    call(() => this.#pool.reset());
+  }
 
   /** Frees the held rows (once a copy in flight ends). */
-  dispose(): void { this.#pool.dispose(); }
+  dispose(): void {
+    this.#pool.dispose();
+  }
 
   /** Up to `max` rows drawn into `into` (0: the source and the buffer are exhausted). */
   async fill(max: number, into: WindowBuffers, head: Head, rng: Rng): Promise<Filled> {
     const { inputs: wx, outputs: wy } = this.t;
-    const where = new Float64Array(2 * max), ox = viewBytes(into.x), oy = viewBytes(into.y);
+    const where = new Float64Array(2 * max),
+      ox = viewBytes(into.x),
+      oy = viewBytes(into.y);
     let rows = 0;
     while (rows < max) {
       const h = head();
@@ -44,7 +53,11 @@ export class ShuffleBuffer {
         ? call(() => this.#pool.push(this.#rows(b.x, b, wx), this.#rows(b.y, b, wy), b.index, b.at, ox, oy, rows, max - rows, this.#state, where))
         : [0, ...call(() => this.#pool.drain(ox, oy, rows, max - rows, this.#state, where))];
       rng.bits = this.#state[0]!;
-      try { await done; } catch (e) { throw fromNative(e); }
+      try {
+        await done;
+      } catch (e) {
+        throw fromNative(e);
+      }
       rows += out;
       if (!b) break;
       b.at += taken;
@@ -52,7 +65,8 @@ export class ShuffleBuffer {
     return {
       rows,
       where(kind: 'x' | 'y', i: number) {
-        const width = kind === 'x' ? wx : wy, row = Math.floor(i / width);
+        const width = kind === 'x' ? wx : wy,
+          row = Math.floor(i / width);
         return `batch ${where[2 * row]}.${kind}[${where[2 * row + 1]! * width + (i % width)}]`;
       },
     };

@@ -33,21 +33,37 @@ import { StreamStop } from './stream-stop.js';
 import type { Filled, WindowBuffers } from './window.js';
 
 /** A window filled into a slot: its rows and where it falls in the epochs. */
-interface Window extends Filled { slot: number; epoch: number; index: number }
+interface Window extends Filled {
+  slot: number;
+  epoch: number;
+  index: number;
+}
 
 /** The streaming fit. Runs in the arena's queue. */
 export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Promise<FitResult> {
   const { arena, batch } = r;
   if (r.target.world > 1 || r.target.arenas.length > 1 || r.models !== 1) {
-    throw new ArenaError('NOT_SUPPORTED', `fit() from a stream takes one arena of one model${r.models !== 1 ? `; this one holds models: ${r.models}` : ', not a data-parallel group'}`);
+    throw new ArenaError(
+      'NOT_SUPPORTED',
+      `fit() from a stream takes one arena of one model${r.models !== 1 ? `; this one holds models: ${r.models}` : ', not a data-parallel group'}`,
+    );
   }
-  if (arena.deviceBudget !== undefined) throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions between runs)');
+  if (arena.deviceBudget !== undefined)
+    throw new ArenaError('NOT_SUPPORTED', 'fit() from a stream needs an arena without a device budget (it refills the data regions between runs)');
   const window = Math.floor(r.samples / batch) * batch;
-  if (window === 0) throw new DataError('DATA_TOO_LARGE', 'data', 'a stream', `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${r.samples})`);
+  if (window === 0)
+    throw new DataError(
+      'DATA_TOO_LARGE',
+      'data',
+      'a stream',
+      `is streamed through the data regions a window of whole batches at a time: plan with samples >= the batch of ${batch} (this plan has ${r.samples})`,
+    );
   const { inputs, outputs, dtype } = r;
   const bpe = dtype === 'float64' ? 8 : 4;
-  const xCap = window * inputs * bpe, yCap = window * outputs * bpe;
-  const xr = arena.plan.region(0, 'xdata')!, yr = arena.plan.region(r.last, 'ydata')!;
+  const xCap = window * inputs * bpe,
+    yCap = window * outputs * bpe;
+  const xr = arena.plan.region(0, 'xdata')!,
+    yr = arena.plan.region(r.last, 'ydata')!;
   // The buffers stay with the arena for its next streaming fit (pinning and first touches of
   // three windows cost as much as many steps); they go with the arena's dispose().
   let kept = buffersOf.get(arena);
@@ -65,17 +81,21 @@ export async function fitStream(r: Runner, stream: DataStream, o: FitPlan): Prom
     onDispose(arena, () => {
       for (const s of k.stops) s.dispose();
       buffersOf.delete(arena);
-      const drain = async () => { while (k.inflight.size > 0) await Promise.allSettled([...k.inflight]); };
+      const drain = async () => {
+        while (k.inflight.size > 0) await Promise.allSettled([...k.inflight]);
+      };
       void drain().then(() => stager.dispose());
     });
   }
-  const pending: Array<Promise<unknown>> = [];  // settled before the files close and the next fit
+  const pending: Array<Promise<unknown>> = []; // settled before the files close and the next fit
   const { inflight } = kept;
   const track = <T>(p: Promise<T>): Promise<T> => {
     pending.push(p);
     inflight.add(p);
-    const off = () => { inflight.delete(p); };
-    p.then(off, off);  // also: no unhandled rejection
+    const off = () => {
+      inflight.delete(p);
+    };
+    p.then(off, off); // also: no unhandled rejection
     return p;
   };
   // Waits on the user's source end with the signal, dispose() or the fit itself (a run's error
@@ -121,23 +141,36 @@ function rampRows(window: number, batch: number, rowBytes: number): number[] {
   }
   return sizes;
 }
-const RAMP_STEPS = 3, RAMP_MIN_BYTES = 1 << 20;
+const RAMP_STEPS = 3,
+  RAMP_MIN_BYTES = 1 << 20;
 
-async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, source: Source, slots: WindowBuffers[], stager: NativeWindowStager, track: <T>(p: Promise<T>) => Promise<T>): Promise<FitResult> {
+async function train(
+  r: Runner,
+  o: FitPlan,
+  window: number,
+  stream: DataStream,
+  source: Source,
+  slots: WindowBuffers[],
+  stager: NativeWindowStager,
+  track: <T>(p: Promise<T>) => Promise<T>,
+): Promise<FitResult> {
   const { arena, batch, inputs, outputs } = r;
   const bpe = r.dtype === 'float64' ? 8 : 4;
   const rng = new Rng(o.seed);
   const batches = stream.rows === undefined ? undefined : Math.ceil(stream.rows / batch);
-  let epoch = 1, index = 0, fills = 0;
+  let epoch = 1,
+    index = 0,
+    fills = 0;
   const ramp = rampRows(window, batch, inputs * bpe);
   const epochOf = () => source.epoch(o.shuffle ? rng : undefined, window, o.shuffleBuffer ?? window);
   let fill = epochOf();
   const t0 = performance.now();
   // NN_ARENA_STREAM_TRACE=1 (a diagnostic, docs/benchmarks.md): each window's stage times on stderr.
-  const trace = process.env.NN_ARENA_STREAM_TRACE === '1' ? (what: string) => process.stderr.write(`stream ${(performance.now() - t0).toFixed(3)} ${what}\n`) : undefined;
+  const trace =
+    process.env.NN_ARENA_STREAM_TRACE === '1' ? (what: string) => process.stderr.write(`stream ${(performance.now() - t0).toFixed(3)} ${what}\n`) : undefined;
   // The next window of the source into `slot` (undefined after the last epoch's last).
   const fillNext = async (slot: number): Promise<Window | undefined> => {
-    if (arena.disposed) throw disposedError();  // its slots are going
+    if (arena.disposed) throw disposedError(); // its slots are going
     trace?.(`fill ${index} begin`);
     const rows = ramp[fills++] ?? window;
     let f = await fill(rows, slots[slot]!);
@@ -154,28 +187,47 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const upload = async (w: Window | undefined): Promise<Window | undefined> => {
     if (!w) return undefined;
     trace?.(`upload ${w.index} begin`);
-    const xBytes = w.rows * inputs * bpe, yBytes = w.rows * outputs * bpe;
-    try { await stager.upload(w.slot, xBytes, yBytes); } catch (e) { throw fromNative(e); }
+    const xBytes = w.rows * inputs * bpe,
+      yBytes = w.rows * outputs * bpe;
+    try {
+      await stager.upload(w.slot, xBytes, yBytes);
+    } catch (e) {
+      throw fromNative(e);
+    }
     trace?.(`upload ${w.index} end`);
     notifyTransfer(arena, 'toDevice', { kinds: ['xdata', 'ydata'] }, { transfers: (xBytes > 0 ? 1 : 0) + (yBytes > 0 ? 1 : 0), bytes: xBytes + yBytes });
     return w;
   };
 
   let last: Metrics = { loss: NaN, accuracy: NaN };
-  let path: RunPath = 'cpu', steps = 0, samples = 0, done = 0, seen = 0, epochStart = t0, queuedSteps = 0, lastEnd = 0;
+  let path: RunPath = 'cpu',
+    steps = 0,
+    samples = 0,
+    done = 0,
+    seen = 0,
+    epochStart = t0,
+    queuedSteps = 0,
+    lastEnd = 0;
   // Window k lives in slot k % 2: its host slot and its device staging buffer. Fills run one
   // after another (their seeded draws), and so do uploads.
   // A window goes up once it is filled and the window before it is up.
   const uploadAfter = (before: Promise<unknown>, filling: Promise<Window | undefined>) => track(Promise.all([before, filling]).then(([, f]) => upload(f)));
   const first = track(fillNext(0));
-  let next = track(first.then((w) => (w ? fillNext(1) : undefined)));  // window k + 1, filling
-  const filled = track(first.then(upload));  // window 0, staged
-  let staged = uploadAfter(filled, next);  // window k + 1, going up
+  let next = track(first.then((w) => (w ? fillNext(1) : undefined))); // window k + 1, filling
+  const filled = track(first.then(upload)); // window 0, staged
+  let staged = uploadAfter(filled, next); // window k + 1, going up
   // A window's run takes it from its staging buffer into the data regions, trains, and brings
   // the stats, clipping's norms and fp16's loss scale back (Runner.runWindow): nothing waits on
   // this thread between two runs. The next window's run is queued while this one trains, so the
   // device goes from one window to the next at once.
-  interface Launched { w: Window; n: number; stepBase: number; at: number; run: ReturnType<Runner['runWindow']>; after: Promise<Window | undefined> }
+  interface Launched {
+    w: Window;
+    n: number;
+    stepBase: number;
+    at: number;
+    run: ReturnType<Runner['runWindow']>;
+    after: Promise<Window | undefined>;
+  }
   let launches = 0;
   const launch = (w: Window): Launched => {
     if (arena.disposed) throw disposedError();
@@ -188,7 +240,16 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     r.checkSteps(stepBase, n);
     queuedSteps += n;
     trace?.(`run ${w.index} queued`);
-    const run = track(r.runWindow(stager, w.slot, w.rows * inputs * bpe, w.rows * outputs * bpe, { op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 }, launches++ === 0));
+    const run = track(
+      r.runWindow(
+        stager,
+        w.slot,
+        w.rows * inputs * bpe,
+        w.rows * outputs * bpe,
+        { op: OPS.train, resident: true, samples: w.rows, firstBatch: 0, numBatches: n, permA: 1, permC: 0, stepBase, resetStats: w.index === 0 },
+        launches++ === 0,
+      ),
+    );
     // Window k's host slot is free (uploaded): window k + 2 fills it, then goes up after window
     // k + 1, and after this run has taken the staging buffer's window.
     next = track(next.then((f) => (f ? fillNext(w.slot) : undefined)));
@@ -199,13 +260,14 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
   const nextStaged = async (): Promise<{ w?: Window; error?: unknown }> => {
     try {
       return { w: await staged };
-    } catch (e) {  // a fill into buffers that dispose() took away: say so
+    } catch (e) {
+      // a fill into buffers that dispose() took away: say so
       return { error: arena.disposed ? disposedError() : e };
     }
   };
   const aborted = () => {
     if (!o.signal?.aborted) return;
-    arena.toHost({ kinds: PARAM_KINDS });  // between windows: the weights are those of the last whole window
+    arena.toHost({ kinds: PARAM_KINDS }); // between windows: the weights are those of the last whole window
     throw abortError('fit', o.signal);
   };
   // A fill that stopped waiting on its source: the signal's abort (after the last whole window,
@@ -225,7 +287,13 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       // A run that failed needs no window after it: its error is not held up by a source slow to
       // give the next one (then pending holds neither).
       const upcoming = nextStaged();
-      pending = await Promise.race([upcoming, cur.run.then((res) => (failed(res) ? {} : upcoming), () => ({}))]);
+      pending = await Promise.race([
+        upcoming,
+        cur.run.then(
+          (res) => (failed(res) ? {} : upcoming),
+          () => ({}),
+        ),
+      ]);
       staged = cur.after;
       if (pending.w) queued = launch(pending.w);
     }
@@ -240,15 +308,21 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
       const q = queued && (await queued.run.catch(() => undefined));
       if (q?.bad === -1) r.addSteps(queued!.n);
     };
-    if (res.bad >= 0) {  // checked on its way into the data regions: nothing of it trained, nor after it
+    if (res.bad >= 0) {
+      // checked on its way into the data regions: nothing of it trained, nor after it
       await settle();
-      const kind = res.bad < w.rows * inputs ? 'x' : 'y', i = kind === 'x' ? res.bad : res.bad - w.rows * inputs;
+      const kind = res.bad < w.rows * inputs ? 'x' : 'y',
+        i = kind === 'x' ? res.bad : res.bad - w.rows * inputs;
       throw new DataError('BAD_DATA', w.where(kind, i), res.value, `is not a finite ${r.dtype} number`);
     }
     path = res.path;
     queuedSteps -= n;
     r.addSteps(n);
-    if (w.index === 0) { done = 0; seen = 0; epochStart = began; }
+    if (w.index === 0) {
+      done = 0;
+      seen = 0;
+      epochStart = began;
+    }
     steps += n;
     done += n;
     seen += w.rows;
@@ -256,15 +330,31 @@ async function train(r: Runner, o: FitPlan, window: number, stream: DataStream, 
     const stats = res.stats;
     if (stats[0]![STATS.badStep]! >= 0) {
       await settle();
-      throw new ArenaError('DIVERGED', `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`);
+      throw new ArenaError(
+        'DIVERGED',
+        `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`,
+      );
     }
     last = combine(stats.map(metricsOf), [false]);
-    o.onProgress?.({ ...last, epoch: w.epoch, epochs: o.epochs, batch: done, batches: batches ?? done, step: r.state.steps, samplesPerSecond: seen / ((performance.now() - epochStart) / 1000), lr: r.learningRate(r.state.steps - 1), ...r.progressExtras(res.gradNorms) });
+    o.onProgress?.({
+      ...last,
+      epoch: w.epoch,
+      epochs: o.epochs,
+      batch: done,
+      batches: batches ?? done,
+      step: r.state.steps,
+      samplesPerSecond: seen / ((performance.now() - epochStart) / 1000),
+      lr: r.learningRate(r.state.steps - 1),
+      ...r.progressExtras(res.gradNorms),
+    });
     trace?.(`progress ${w.index} end`);
-    if (queued) { cur = queued; continue; }
-    if (pending === undefined) aborted();  // the signal came before the next run was queued: throws
+    if (queued) {
+      cur = queued;
+      continue;
+    }
+    if (pending === undefined) aborted(); // the signal came before the next run was queued: throws
     if (pending?.error) stopped(pending.error);
-    cur = undefined;  // nothing was left to queue: the last window has trained
+    cur = undefined; // nothing was left to queue: the last window has trained
   }
   arena.toHost({ kinds: PARAM_KINDS });
   const seconds = (performance.now() - t0) / 1000;

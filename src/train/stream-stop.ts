@@ -17,12 +17,15 @@ export class StreamStop {
 
   constructor(signal: AbortSignal | undefined) {
     this.#signal = signal;
-    if (signal?.aborted) this.#onAbort();  // while the fit was queued: its fills ask nothing
+    if (signal?.aborted)
+      this.#onAbort(); // while the fit was queued: its fills ask nothing
     else signal?.addEventListener('abort', this.#onAbort, { once: true });
   }
 
   /** The arena was disposed: every wait, the cleanup's too, rejects with DISPOSED. */
-  dispose(): void { this.#stop(new ArenaError('DISPOSED', 'the arena was disposed'), true); }
+  dispose(): void {
+    this.#stop(new ArenaError('DISPOSED', 'the arena was disposed'), true);
+  }
 
   /** The fit has ended (its own error or result stands): waits on the source reject. */
   end(): void {
@@ -35,14 +38,18 @@ export class StreamStop {
   source<T>(ask: () => T | PromiseLike<T>): Promise<Awaited<T>> {
     if (this.#stopped !== undefined) return Promise.reject(this.#stopped);
     let p: T | PromiseLike<T>;
-    try { p = ask(); } catch (e) { return Promise.reject(e); }
+    try {
+      p = ask();
+    } catch (e) {
+      return Promise.reject(e);
+    }
     return this.#race(p, false);
   }
 
   /** `p` (the source's cleanup), unless the arena is disposed first. */
   cleanup<T>(p: T | PromiseLike<T>): Promise<Awaited<T>> {
     if (this.#disposed !== undefined) {
-      void Promise.resolve(p).catch(() => {});  // its own rejection, if any, is not the fit's
+      void Promise.resolve(p).catch(() => {}); // its own rejection, if any, is not the fit's
       return Promise.reject(this.#disposed);
     }
     return this.#race(p, true);
@@ -52,7 +59,10 @@ export class StreamStop {
     this.#stopped ??= e;
     if (all) this.#disposed ??= e;
     for (const w of this.#waiters) {
-      if (all || !w.cleanup) { this.#waiters.delete(w); w.reject(e); }
+      if (all || !w.cleanup) {
+        this.#waiters.delete(w);
+        w.reject(e);
+      }
     }
   }
 
@@ -61,8 +71,14 @@ export class StreamStop {
       const w: Waiter = { reject, cleanup };
       this.#waiters.add(w);
       Promise.resolve(p).then(
-        (v) => { this.#waiters.delete(w); resolve(v as Awaited<T>); },
-        (e) => { this.#waiters.delete(w); reject(e); },
+        (v) => {
+          this.#waiters.delete(w);
+          resolve(v as Awaited<T>);
+        },
+        (e) => {
+          this.#waiters.delete(w);
+          reject(e);
+        },
       );
     });
   }

@@ -33,7 +33,6 @@ export interface DataStream {
   open(target: StreamTarget, stop?: StreamStop): Promise<{ epoch(rng: Rng | undefined, window: number, buffer: number): Fill; close(): Promise<void> }>;
 }
 
-
 const STREAM = Symbol('nn-arena.stream');
 type Iterableish = AsyncIterable<Data> | Iterable<Data>;
 
@@ -60,13 +59,17 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
   const { x, labels, y, inputs: declared } = v as Data;
   const nx = numericTypedLength(x);
   if (nx === undefined || (y !== undefined && numericTypedLength(y) === undefined)) return snapshotted({ x, labels, y, inputs: declared }, t, index);
-  if (declared !== undefined && declared !== t.inputs) throw new DataError('BAD_DATA_WIDTH', `${field}.inputs`, declared, `does not match the input layer's ${t.inputs} units`);
-  if (nx === 0 || nx % t.inputs !== 0) throw new DataError('BAD_DATA_WIDTH', `${field}.x.length`, nx, `is not a positive multiple of the input layer's ${t.inputs} units`);
+  if (declared !== undefined && declared !== t.inputs)
+    throw new DataError('BAD_DATA_WIDTH', `${field}.inputs`, declared, `does not match the input layer's ${t.inputs} units`);
+  if (nx === 0 || nx % t.inputs !== 0)
+    throw new DataError('BAD_DATA_WIDTH', `${field}.x.length`, nx, `is not a positive multiple of the input layer's ${t.inputs} units`);
   const count = nx / t.inputs;
-  if ((labels === undefined) === (y === undefined)) throw new DataError('BAD_DATA', field, labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
+  if ((labels === undefined) === (y === undefined))
+    throw new DataError('BAD_DATA', field, labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
   if (y !== undefined) {
     const ny = numericTypedLength(y)!;
-    if (ny !== count * t.outputs) throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, ny, `must be ${count} samples x ${t.outputs} outputs = ${count * t.outputs}`);
+    if (ny !== count * t.outputs)
+      throw new DataError('BAD_DATA_WIDTH', `${field}.y.length`, ny, `must be ${count} samples x ${t.outputs} outputs = ${count * t.outputs}`);
     return { x, y, count, at: 0, index };
   }
   const ls = snapshotNumbers(labels, `${field}.labels`, 'float64', (n) => {
@@ -75,7 +78,8 @@ function takeBatch(v: unknown, t: StreamTarget, index: number): Batch {
   const ys = t.dtype === 'float64' ? new Float64Array(count * t.outputs) : new Float32Array(count * t.outputs);
   for (let i = 0; i < count; i++) {
     const c = ls[i]!;
-    if (!Number.isInteger(c) || c < 0 || c >= t.outputs) throw new DataError('BAD_LABEL', `${field}.labels[${i}]`, c, `is not a class in [0, ${t.outputs - 1}]`);
+    if (!Number.isInteger(c) || c < 0 || c >= t.outputs)
+      throw new DataError('BAD_LABEL', `${field}.labels[${i}]`, c, `is not a class in [0, ${t.outputs - 1}]`);
     ys[i * t.outputs + c] = 1;
   }
   return { x, y: ys, count, at: 0, index };
@@ -90,9 +94,14 @@ const PARALLEL_COPY_BYTES = 1 << 20;
 async function copyRows(into: WindowBuffers, row: number, b: Batch, n: number, t: StreamTarget): Promise<void> {
   const xs = subarray.call(b.x, b.at * t.inputs, (b.at + n) * t.inputs) as ArrayBufferView & ArrayLike<number>;
   const ys = subarray.call(b.y, b.at * t.outputs, (b.at + n) * t.outputs) as ArrayBufferView & ArrayLike<number>;
-  const dx = into.x.subarray(row * t.inputs, (row + n) * t.inputs), dy = into.y.subarray(row * t.outputs, (row + n) * t.outputs);
+  const dx = into.x.subarray(row * t.inputs, (row + n) * t.inputs),
+    dy = into.y.subarray(row * t.outputs, (row + n) * t.outputs);
   if (xs.constructor === dx.constructor && ys.constructor === dy.constructor && xs.byteLength >= PARALLEL_COPY_BYTES) {
-    try { await call(() => native().copyBytes(viewBytes(dx), viewBytes(xs), viewBytes(dy), viewBytes(ys))); } catch (e) { throw fromNative(e); }
+    try {
+      await call(() => native().copyBytes(viewBytes(dx), viewBytes(xs), viewBytes(dy), viewBytes(ys)));
+    } catch (e) {
+      throw fromNative(e);
+    }
     return;
   }
   dx.set(xs);
@@ -116,34 +125,60 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
     rows: undefined,
     async open(t: StreamTarget, stop = new StreamStop(undefined)) {
       let epochs = 0;
-      let shuffler: ShuffleBuffer | undefined;  // kept from epoch to epoch
+      let shuffler: ShuffleBuffer | undefined; // kept from epoch to epoch
       // The epoch's iterator, until it is done (or failed): a fit that stops before that closes
       // it (return(), as a for-of loop left early does), so the user's finally blocks run.
       let live: Live | undefined;
       // Its next batch, or the fit's reason to stop waiting for one (a source may never answer).
-      const ask = (l: Live) => stop.source(() => {
-        let p: Promise<IteratorResult<Data>>;
-        try { p = Promise.resolve(l.iter.next()); } catch (e) { l.finished = true; throw e; }
-        l.asking = true;
-        p.then((r) => { l.asking = false; if (r?.done) l.finished = true; }, () => { l.asking = false; l.finished = true; });
-        return p;
-      });
+      const ask = (l: Live) =>
+        stop.source(() => {
+          let p: Promise<IteratorResult<Data>>;
+          try {
+            p = Promise.resolve(l.iter.next());
+          } catch (e) {
+            l.finished = true;
+            throw e;
+          }
+          l.asking = true;
+          p.then(
+            (r) => {
+              l.asking = false;
+              if (r?.done) l.finished = true;
+            },
+            () => {
+              l.asking = false;
+              l.finished = true;
+            },
+          );
+          return p;
+        });
       return {
         epoch(rng: Rng | undefined, window: number, buffer: number): Fill {
           epochs++;
           const it = typeof source === 'function' ? source() : source;
-          if (it === null || typeof it !== 'object' || !(Symbol.asyncIterator in it || Symbol.iterator in it)) throw new DataError('BAD_DATA', 'data()', it, 'must return an (async) iterable of batches');
+          if (it === null || typeof it !== 'object' || !(Symbol.asyncIterator in it || Symbol.iterator in it))
+            throw new DataError('BAD_DATA', 'data()', it, 'must return an (async) iterable of batches');
           const iter = Symbol.asyncIterator in it ? (it as AsyncIterable<Data>)[Symbol.asyncIterator]() : (it as Iterable<Data>)[Symbol.iterator]();
           const l: Live = (live = { iter, asking: false, finished: false });
           let rest: Batch | undefined;
-          let index = 0, total = 0;
+          let index = 0,
+            total = 0;
           const counted = (f: Filled): Filled => {
             total += f.rows;
-            if (f.rows === 0 && total === 0) throw new DataError('BAD_DATA', 'data', `epoch ${epochs}`, 'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)');
+            if (f.rows === 0 && total === 0)
+              throw new DataError(
+                'BAD_DATA',
+                'data',
+                `epoch ${epochs}`,
+                'yielded no batches (an iterable that cannot restart trains one epoch: pass a function that returns a new one)',
+              );
             return f;
           };
           if (rng) {
-            if (shuffler?.size !== buffer) { shuffler?.dispose(); shuffler = new ShuffleBuffer(t, buffer); }
+            if (shuffler?.size !== buffer) {
+              shuffler?.dispose();
+              shuffler = new ShuffleBuffer(t, buffer);
+            }
             const buf = shuffler;
             buf.reset();
             const head: Head = () => (rest && rest.at < rest.count ? rest : pull());
@@ -178,7 +213,8 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
             return counted({
               rows,
               where(kind: 'x' | 'y', i: number) {
-                const width = kind === 'x' ? t.inputs : t.outputs, row = Math.floor(i / width);
+                const width = kind === 'x' ? t.inputs : t.outputs,
+                  row = Math.floor(i / width);
                 const s = segments.findLast((g) => g.row <= row)!;
                 return `batch ${s.batch}.${kind}[${(s.at + row - s.row) * width + (i % width)}]`;
               },
@@ -193,9 +229,16 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
           l.finished = true;
           // Its own failure to close is not the fit's: the fit's error (or DISPOSED) stands.
           let closing: unknown;
-          try { closing = l.iter.return?.(); } catch { return; }
+          try {
+            closing = l.iter.return?.();
+          } catch {
+            return;
+          }
           // A return() asked while a next() is pending runs after it, which may be never: not awaited.
-          if (l.asking) { Promise.resolve(closing).catch(() => {}); return; }
+          if (l.asking) {
+            Promise.resolve(closing).catch(() => {});
+            return;
+          }
           await stop.cleanup(closing).catch(() => {});
         },
       };
@@ -206,7 +249,11 @@ export function streamBatches(source: Iterableish | (() => Iterableish)): DataSt
 
 /** An iterable source's epoch iterator: `asking` while a next() is unsettled, `finished` once it
  *  said done or failed (nothing to close then). */
-interface Live { iter: Iterator<Data> | AsyncIterator<Data>; asking: boolean; finished: boolean }
+interface Live {
+  iter: Iterator<Data> | AsyncIterator<Data>;
+  asking: boolean;
+  finished: boolean;
+}
 
 export interface NpyStreamFiles {
   /** count x inputs values (float32 or float64, any byte order). */
@@ -222,22 +269,31 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
   if (files === null || typeof files !== 'object') throw new DataError('BAD_DATA', 'files', files, 'must be an object { x, labels } or { x, y }');
   const { x, labels, y } = files;
   checkPath(x, 'x');
-  if ((labels === undefined) === (y === undefined)) throw new DataError('BAD_DATA', 'files', labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
+  if ((labels === undefined) === (y === undefined))
+    throw new DataError('BAD_DATA', 'files', labels === undefined ? 'neither' : 'both', 'needs exactly one of labels or y');
   const targetPath = checkPath(labels ?? y, labels !== undefined ? 'labels' : 'y');
   const stream = {
     [STREAM]: true,
     rows: undefined as number | undefined,
-    async open(t: StreamTarget) {  // file reads do not wait on the user: no StreamStop
+    async open(t: StreamTarget) {
+      // file reads do not wait on the user: no StreamStop
       const fx = await openNpy(x, 'x');
       let fy: OpenNpy | undefined;
       try {
         fy = await openNpy(targetPath, labels !== undefined ? 'labels' : 'y');
         const rows = fx.h.shape[0] ?? 0;
-        if (fx.h.shape.length !== 2 || fx.h.shape[1] !== t.inputs) throw new DataError('BAD_DATA_WIDTH', 'x shape', fx.h.shape, `must be [count, ${t.inputs}] (the input layer's units)`);
+        if (fx.h.shape.length !== 2 || fx.h.shape[1] !== t.inputs)
+          throw new DataError('BAD_DATA_WIDTH', 'x shape', fx.h.shape, `must be [count, ${t.inputs}] (the input layer's units)`);
         if (fx.h.dtype !== 'float32' && fx.h.dtype !== 'float64') throw new DataError('BAD_FILE', 'x dtype', fx.h.dtype, 'must be float32 or float64');
         const ys = fy.h.shape;
-        const want = labels !== undefined ? (ys.length === 1 || (ys.length === 2 && ys[1] === 1)) : ys.length === 2 && ys[1] === t.outputs;
-        if (ys[0] !== rows || !want) throw new DataError('BAD_DATA_WIDTH', `${labels !== undefined ? 'labels' : 'y'} shape`, ys, labels !== undefined ? `must be [${rows}] (one label per row of x)` : `must be [${rows}, ${t.outputs}]`);
+        const want = labels !== undefined ? ys.length === 1 || (ys.length === 2 && ys[1] === 1) : ys.length === 2 && ys[1] === t.outputs;
+        if (ys[0] !== rows || !want)
+          throw new DataError(
+            'BAD_DATA_WIDTH',
+            `${labels !== undefined ? 'labels' : 'y'} shape`,
+            ys,
+            labels !== undefined ? `must be [${rows}] (one label per row of x)` : `must be [${rows}, ${t.outputs}]`,
+          );
         if (rows === 0) throw new DataError('BAD_DATA', 'x shape', fx.h.shape, 'holds no rows');
         stream.rows = rows;
       } catch (e) {
@@ -251,11 +307,12 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
       let labelBuf = staging;
       return {
         epoch(rng: Rng | undefined, window: number): Fill {
-          const p = rng ? affinePermutation(rng, rows) : undefined;  // a resident epoch's draw
-          let next = 0;  // the epoch's next position
+          const p = rng ? affinePermutation(rng, rows) : undefined; // a resident epoch's draw
+          let next = 0; // the epoch's next position
           return async (max: number, into: WindowBuffers) => {
             if (next === rows) return { rows: 0, where: () => '' };
-            const start = next, n = Math.min(window, max, rows - start);
+            const start = next,
+              n = Math.min(window, max, rows - start);
             next += n;
             const fileRow = (i: number) => (p ? (mulmod(p.a, start + i, rows) + p.c) % rows : start + i);
             const read = (f: OpenNpy, width: number, out: Float32Array | Float64Array) => gatherRows(f, p ?? { a: 1, c: 0 }, start, n, width, out);
@@ -266,7 +323,8 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
               into.y.fill(0, 0, n * t.outputs);
               for (let i = 0; i < n; i++) {
                 const v = labelBuf![i]!;
-                if (!Number.isInteger(v) || v < 0 || v >= t.outputs) throw new DataError('BAD_LABEL', `labels[${fileRow(i)}]`, v, `is not a class in [0, ${t.outputs - 1}]`);
+                if (!Number.isInteger(v) || v < 0 || v >= t.outputs)
+                  throw new DataError('BAD_LABEL', `labels[${fileRow(i)}]`, v, `is not a class in [0, ${t.outputs - 1}]`);
                 into.y[i * t.outputs + v] = 1;
               }
             } else {
@@ -282,7 +340,10 @@ export function streamNpy(files: NpyStreamFiles): DataStream {
             };
           };
         },
-        async close() { await closeNpy(fx); await closeNpy(fyy); },
+        async close() {
+          await closeNpy(fx);
+          await closeNpy(fyy);
+        },
       };
     },
   };

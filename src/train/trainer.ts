@@ -42,7 +42,18 @@ import { checkModel, modelSeeds, optionsObject, trainerSettings, type LossName, 
 import { backward, forward, update, type BackwardTarget } from './primitives.js';
 import { Rng } from './rng.js';
 import { PARAM_KINDS, Runner } from './runner.js';
-import { loadOptions, positionOf, readTrainerMetadata, saveFile, saveFileAsync, settingsOf, setPosition, syncToHostInSteps, type TrainerRecord, type TrainerSaveOptions } from './resume.js';
+import {
+  loadOptions,
+  positionOf,
+  readTrainerMetadata,
+  saveFile,
+  saveFileAsync,
+  settingsOf,
+  setPosition,
+  syncToHostInSteps,
+  type TrainerRecord,
+  type TrainerSaveOptions,
+} from './resume.js';
 import { stateOf } from './state.js';
 
 export type { Metrics } from './metrics.js';
@@ -70,7 +81,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
 
   constructor(arena: Arena<D> | DataParallel<D>, options: TrainerOptions = {}) {
     const target = runTargetOf<Arena>(arena);
-    this.group = target.kind === 'group' ? arena as DataParallel<D> : undefined;
+    this.group = target.kind === 'group' ? (arena as DataParallel<D>) : undefined;
     this.arena = target.arenas[0]! as Arena<D>;
     // Every key read once: what is checked is what runs and what a checkpoint keeps.
     const given = { ...optionsObject(options, 'options') };
@@ -84,32 +95,45 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
   }
 
   /** Optimizer steps taken on this arena's parameters (shared by the Trainers of one arena). */
-  get steps(): number { return this.#r.state.steps; }
+  get steps(): number {
+    return this.#r.state.steps;
+  }
 
   /** The learning rate of 0-based optimizer step `step` (default: the next one) under this
    *  Trainer's schedule; model `model`'s where models have their own. */
   learningRate(step: number = this.#r.state.steps, model = 0): number {
-    if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 0) throw new OptionError('BAD_OPTION', 'step', step, 'must be a non-negative integer (a 0-based optimizer step)');
+    if (typeof step !== 'number' || !Number.isSafeInteger(step) || step < 0)
+      throw new OptionError('BAD_OPTION', 'step', step, 'must be a non-negative integer (a 0-based optimizer step)');
     return this.#r.learningRate(step, checkModel(model, this.#r.models));
   }
 
   /** With clipGradNorm: the global gradient norm (before clipping) of each step of the last
    *  training run (step(), update(), or fit's last report); K models: step s, model m at s * K + m. */
-  get gradNorms(): number[] { return this.#r.gradNorms(); }
+  get gradNorms(): number[] {
+    return this.#r.gradNorms();
+  }
 
   /** precision 'fp16': the loss scale the next step multiplies the loss's gradient by (it moves
    *  as PyTorch's GradScaler's does: TrainerOptions.lossScale); undefined in other precisions. */
-  get lossScale(): number | undefined { return this.#r.settings.lossScale ? this.#r.scaler.scale : undefined; }
+  get lossScale(): number | undefined {
+    return this.#r.settings.lossScale ? this.#r.scaler.scale : undefined;
+  }
 
   /** precision 'fp16': the steps this Trainer skipped because their scaled gradients overflowed
    *  (each still counts in `steps`: the schedule and Adam's step move on); 0 otherwise. */
-  get skippedSteps(): number { return this.#r.scaler.skipped; }
+  get skippedSteps(): number {
+    return this.#r.scaler.skipped;
+  }
 
   /** Rows of one step: the plan's batch, times the replicas of a data-parallel group. */
-  get globalBatch(): number { return this.#r.globalBatch; }
+  get globalBatch(): number {
+    return this.#r.globalBatch;
+  }
 
   /** Arenas of K models: the number of models (planLayout `models`); 1 otherwise. */
-  get models(): number { return this.#r.models; }
+  get models(): number {
+    return this.#r.models;
+  }
 
   /** Saves everything needed to resume exactly: the weights, biases, optimizer state, stats and
    *  user regions (brought back from the device first), gradients waiting for update(), the
@@ -128,12 +152,13 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
 
   #record(): TrainerRecord {
     const { params, lrs } = this.#r.settings.opt;
-    const { lrs: _perModel, ...hyper } = params;  // the resolved optimizer table entries, schedule and clipping
+    const { lrs: _perModel, ...hyper } = params; // the resolved optimizer table entries, schedule and clipping
     const smoothing = this.#r.settings.labelSmoothing;
     return {
       ...this.#given,
       hyper: { ...hyper, ...(lrs ? { lr: [...lrs] } : {}), loss: this.loss, ...(smoothing ? { labelSmoothing: smoothing } : {}), precision: this.precision },
-      gradients: this.#r.state.gradients && !this.arena.plan.spec.compact, fit: positionOf(this.arena),
+      gradients: this.#r.state.gradients && !this.arena.plan.spec.compact,
+      fit: positionOf(this.arena),
       ...(this.#r.settings.lossScale ? { lossScale: { ...this.#r.scaler } } : {}),
     };
   }
@@ -159,7 +184,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       t.#owned = true;
       const st = t.#r.state;
       st.steps = info.steps;
-      st.deviceStale = false;  // the load sent up what the file held; the rest is zero on both sides
+      st.deviceStale = false; // the load sent up what the file held; the rest is zero on both sides
       st.gradients = record.gradients && info.kinds.includes('dw');
       setPosition(arena, record.fit);
       if (record.lossScale && t.#r.settings.lossScale) Object.assign(t.#r.scaler, record.lossScale);
@@ -176,7 +201,9 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     if (this.#owned) this.arena.dispose();
   }
 
-  [Symbol.dispose](): void { this.dispose(); }
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
 
   /** Waits for the work queued on the arena, then dispose(). */
   async [Symbol.asyncDispose](): Promise<void> {
@@ -198,7 +225,8 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     seeds.forEach((sm, m) => {
       const rng = new Rng(sm);
       for (let l = 1; l < layers.length; l++) {
-        const fanIn = layers[l - 1]!, fanOut = layers[l]!;
+        const fanIn = layers[l - 1]!,
+          fanOut = layers[l]!;
         const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
         const w = this.arena.view(l, 'w', m);
         for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
@@ -210,14 +238,14 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     // processes draw the same numbers).
     for (const a of r.target.arenas) {
       if (a !== this.arena) r.copyParams(a, ['w', 'b', 'mw', 'mb', 'vw', 'vb']);
-      uploadWritten(a);  // a new arena: what was written; else the whole arena
+      uploadWritten(a); // a new arena: what was written; else the whole arena
       const st = stateOf(a);
       st.steps = 0;
       st.deviceStale = false;
-      st.forwardRows = undefined;  // new weights: no activations or gradients of them yet
+      st.forwardRows = undefined; // new weights: no activations or gradients of them yet
       st.gradients = false;
     }
-    r.resetScaler();  // a new start: the loss scale too
+    r.resetScaler(); // a new start: the loss scale too
   }
 
   /** One step on one batch given by the caller (rows <= the plan's batch). */
@@ -230,7 +258,11 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       await r.runShards(d, { op: OPS.train, stepBase });
       r.addSteps(1);
       const m = r.readStats();
-      if (r.models === 1 && r.diverged(0)) throw new ArenaError('DIVERGED', `training diverged: the loss (${m.loss}) or the weights became non-finite at step ${stepBase}; lower the learning rate`);
+      if (r.models === 1 && r.diverged(0))
+        throw new ArenaError(
+          'DIVERGED',
+          `training diverged: the loss (${m.loss}) or the weights became non-finite at step ${stepBase}; lower the learning rate`,
+        );
       return m;
     });
   }
@@ -241,7 +273,9 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  outputs, softmax applied): a view over the arena's host side, valid until the next run or
    *  transfer on this arena (copy it with slice() to keep it). Leaves every layer's activations
    *  for backward(). One arena of one model (NOT_SUPPORTED for a group or K models). */
-  forward(x: ArrayLike<number>): Promise<ViewOf<D>> { return forward(this.#r, x) as Promise<ViewOf<D>>; }
+  forward(x: ArrayLike<number>): Promise<ViewOf<D>> {
+    return forward(this.#r, x) as Promise<ViewOf<D>>;
+  }
 
   /** Gradients of the loss over the rows of the last forward(), left in the dw / db regions on
    *  the device (weights untouched; update() applies them, or bring them to the host with
@@ -251,13 +285,17 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  derivative with respect to the outputs forward() returned, including any 1/rows of a
    *  mean; for softmax, with respect to the probabilities). ArenaError NO_FORWARD when no
    *  forward() output is in the arena (any other run since replaced it). */
-  backward(target: BackwardTarget): Promise<void> { return backward(this.#r, target); }
+  backward(target: BackwardTarget): Promise<void> {
+    return backward(this.#r, target);
+  }
 
   /** The built-in optimizer step (the arena's sgd, momentum or adam, this Trainer's
    *  hyper-parameters) from the gradients of backward() or gradients(), on the device; counts
    *  one step (Adam's t) as step() does. ArenaError NO_GRADIENTS when there are none to apply
    *  (each set is applied once). */
-  update(): Promise<void> { return update(this.#r); }
+  update(): Promise<void> {
+    return update(this.#r);
+  }
 
   /** Mean loss and accuracy in the stats region: of the last backward() with labels or y (also
    *  once update() applied it), step(), gradients() or evaluate() (one 32-byte read). */
@@ -271,7 +309,10 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  read at all;
    *  or streamed through them (src/train/stream.ts) from streamNpy(files), an (async) iterable
    *  of batches or a function returning one per epoch. */
-  async fit(data: Data | Dataset | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>), options: FitOptions): Promise<FitResult> {
+  async fit(
+    data: Data | Dataset | DataStream | AsyncIterable<Data> | Iterable<Data> | (() => AsyncIterable<Data> | Iterable<Data>),
+    options: FitOptions,
+  ): Promise<FitResult> {
     const o = fitPlan(options, this.#r);
     if (o.signal?.aborted) throw abortError('fit', o.signal);
     if (!(data instanceof Dataset) && isStream(data)) return this.#r.queue.enqueue(() => fitStream(this.#r, toStream(data), o));
@@ -314,7 +355,8 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     if (given !== undefined && !(given instanceof V)) throw new OptionError('BAD_OPTION', 'out', given, `must be a ${V.name} (the arena's dtype)`);
     const d = r.readInputs(x, 'predict');
     const n = d.count * r.outputs;
-    if (given && (given as Values).length < n) throw new OptionError('BAD_OPTION', 'out.length', (given as Values).length, `must hold the ${d.count} rows x ${r.outputs} outputs = ${n} values`);
+    if (given && (given as Values).length < n)
+      throw new OptionError('BAD_OPTION', 'out.length', (given as Values).length, `must hold the ${d.count} rows x ${r.outputs} outputs = ${n} values`);
     const out = (given as Values | undefined) ?? new V(n);
     return r.queue.enqueue(async () => {
       const L = r.last;
@@ -333,7 +375,10 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
    *  on both sides. NOT_SUPPORTED on a compact plan. */
   async gradients(x: ArrayLike<number>, target: { labels: ArrayLike<number> } | { y: ArrayLike<number> }): Promise<Metrics> {
     if (this.arena.plan.spec.compact) {
-      throw new ArenaError('NOT_SUPPORTED', 'gradients() needs a plan without compact: a compact arena keeps no gradients after a run (dw and db share bytes, and an SGD plan has no dw)');
+      throw new ArenaError(
+        'NOT_SUPPORTED',
+        'gradients() needs a plan without compact: a compact arena keeps no gradients after a run (dw and db share bytes, and an SGD plan has no dw)',
+      );
     }
     const r = this.#r;
     const d = r.snapshotBatch(x, target, 'gradients');

@@ -20,7 +20,8 @@ async function fitOn(spec: LayoutSpec, backend: 'cpu' | 'cuda', loss?: LossName,
   using arena = Arena.create(planLayout(spec), { backend });
   const t = new Trainer(arena, { lr: 0.02, ...(loss ? { loss } : {}), ...extra });
   t.init(6);
-  const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+  const inputs = spec.layers[0]!,
+    outputs = spec.layers[spec.layers.length - 1]!;
   const multi = loss === 'bce-with-logits' || loss === 'mse';
   const d = toyData(inputs, outputs, spec.samples!, 4, multi);
   const data = multi ? { x: d.x, y: loss === 'bce-with-logits' ? d.y!.map((v) => (v > 0.3 ? 1 : 0)) : d.y! } : { x: d.x, labels: d.labels! };
@@ -47,9 +48,24 @@ describe.skipIf(!hasGpu)(`activations and losses on CUDA (${path})`, () => {
   // Wider networks: tiled product edges, several tiles per layer, the warp- and block-per-row
   // output kernels (> 32 and > 4096 / 16 units), the fused kernel's output rows.
   const nets: Array<[string, LayoutSpec, LossName | undefined, number]> = [
-    ['gelu + silu, softmax 10, label smoothing', { layers: [100, 130, 70, 10], batch: 33, samples: 99, activations: ['gelu', 'silu', 'softmax'] }, undefined, 0.1],
-    ['gelu-tanh + softplus, 300 logits, bce-with-logits', { layers: [40, 72, 48, 300], batch: 16, samples: 48, activations: ['gelu-tanh', 'softplus', 'identity'] }, 'bce-with-logits', 0],
-    ['leaky-relu 0.2 + gelu, 40 softmax, label smoothing', { layers: [30, 64, 64, 40], batch: 20, samples: 60, activations: ['leaky-relu', 'gelu', 'softmax'], leakyReluSlope: 0.2 }, undefined, 0.3],
+    [
+      'gelu + silu, softmax 10, label smoothing',
+      { layers: [100, 130, 70, 10], batch: 33, samples: 99, activations: ['gelu', 'silu', 'softmax'] },
+      undefined,
+      0.1,
+    ],
+    [
+      'gelu-tanh + softplus, 300 logits, bce-with-logits',
+      { layers: [40, 72, 48, 300], batch: 16, samples: 48, activations: ['gelu-tanh', 'softplus', 'identity'] },
+      'bce-with-logits',
+      0,
+    ],
+    [
+      'leaky-relu 0.2 + gelu, 40 softmax, label smoothing',
+      { layers: [30, 64, 64, 40], batch: 20, samples: 60, activations: ['leaky-relu', 'gelu', 'softmax'], leakyReluSlope: 0.2 },
+      undefined,
+      0.3,
+    ],
     ['silu, 12 logits, bce-with-logits', { layers: [24, 96, 12], batch: 32, samples: 64, activations: ['silu', 'identity'] }, 'bce-with-logits', 0],
   ];
   for (const [name, spec, loss, labelSmoothing] of nets) {
@@ -102,7 +118,10 @@ describe.skipIf(!hasGpu)(`activations and losses on CUDA (${path})`, () => {
     // flips its sign moves a weight by 2 lr, and the comparison would measure that, not the precision.
     const spec: LayoutSpec = { layers: [256, 512, 256, 10], batch: 64, samples: 192, activations: ['gelu', 'silu', 'softmax'], optimizer: 'sgd' };
     const fp32 = await fitOn(spec, 'cuda', undefined, { labelSmoothing: 0.1 });
-    for (const [precision, tol] of [['tf32x3', 1e-4], ['tf32', 3e-2]] as const) {
+    for (const [precision, tol] of [
+      ['tf32x3', 1e-4],
+      ['tf32', 3e-2],
+    ] as const) {
       const r = await fitOn(spec, 'cuda', undefined, { labelSmoothing: 0.1, precision });
       const d = relDiff(fp32.params, r.params);
       console.log(`act ${path} ${precision}: params vs fp32 ${d.toExponential(2)}`);
@@ -114,18 +133,30 @@ describe.skipIf(!hasGpu)(`activations and losses on CUDA (${path})`, () => {
 const nccl = hasGpu ? ncclInfo() : { available: false };
 describe.skipIf(!(hasGpu && info.devices >= 2 && nccl.available))('activations and losses with data parallelism', () => {
   it('a gelu / leaky-relu network with bce-with-logits: replicas identical, near one GPU on the global batch', async () => {
-    const spec = (batch: number): LayoutSpec => ({ layers: [20, 48, 32, 6], batch, samples: 64, dtype: 'float64', activations: ['gelu', 'leaky-relu', 'identity'], optimizer: 'adam' });
+    const spec = (batch: number): LayoutSpec => ({
+      layers: [20, 48, 32, 6],
+      batch,
+      samples: 64,
+      dtype: 'float64',
+      activations: ['gelu', 'leaky-relu', 'identity'],
+      optimizer: 'adam',
+    });
     const group = DataParallel.create(planLayout(spec(16)), { devices: [0, 1] });
     const one = Arena.create(planLayout(spec(32)), cuda);
     try {
-      const tg = new Trainer(group, { lr: 0.01, loss: 'bce-with-logits' }), t1 = new Trainer(one, { lr: 0.01, loss: 'bce-with-logits' });
-      tg.init(3); t1.init(3);
+      const tg = new Trainer(group, { lr: 0.01, loss: 'bce-with-logits' }),
+        t1 = new Trainer(one, { lr: 0.01, loss: 'bce-with-logits' });
+      tg.init(3);
+      t1.init(3);
       const d = toyData(20, 6, 64, 5, true);
       const data = { x: d.x, y: d.y!.map((v) => (v > 0 ? 1 : 0)) };
       const rg = await tg.fit(data, { epochs: 2, seed: 1 });
       const r1 = await t1.fit(data, { epochs: 2, seed: 1 });
       expect(rg.loss).toBeCloseTo(r1.loss, 9);
-      const p = (a: Arena) => { a.toHost({ kinds: ['w'] }); return Float64Array.from([...a.view(1, 'w'), ...a.view(2, 'w'), ...a.view(3, 'w')]); };
+      const p = (a: Arena) => {
+        a.toHost({ kinds: ['w'] });
+        return Float64Array.from([...a.view(1, 'w'), ...a.view(2, 'w'), ...a.view(3, 'w')]);
+      };
       const reps = group.replicas.map(p);
       expect(Buffer.from(reps[0]!.buffer).equals(Buffer.from(reps[1]!.buffer))).toBe(true);
       expect(relDiff(p(one), reps[0]!)).toBeLessThan(1e-6);

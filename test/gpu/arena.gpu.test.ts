@@ -13,7 +13,6 @@ const required = process.env.NN_ARENA_REQUIRE_GPU === '1';
 // move cudaMemGetInfo: the exact memory-accounting checks are skipped there.
 const sanitized = process.env.NN_ARENA_UNDER_SANITIZER === '1';
 
-
 /** A plan of about `bytes` bytes: the size sits in a resident data set, so nothing large is touched. */
 function planOfSize(bytes: number) {
   return planLayout({ layers: [1024, 2, 2], batch: 1, samples: Math.ceil(bytes / 4096) });
@@ -44,7 +43,10 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
   it('the same kernel on managed memory', () => checkDeviceBinding(managed));
 
   it('weights: 1 transfer kind-major, 1 per weighted layer layer-major', () => {
-    for (const [order, n] of [['kind-major', 1], ['layer-major', 3]] as const) {
+    for (const [order, n] of [
+      ['kind-major', 1],
+      ['layer-major', 3],
+    ] as const) {
       using a = Arena.create(planLayout({ layers: [64, 32, 16, 8], batch: 4, order }), cuda);
       const before = a.stats.toDeviceTransfers;
       expect(a.toDevice({ kinds: ['w'] }).transfers).toBe(n);
@@ -77,7 +79,11 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
     const free = cudaInfo().freeBytes;
     const plan = planOfSize(free + 4 * 2 ** 30);
     let err: ArenaError | undefined;
-    try { Arena.create(plan, { ...cuda, pinned: false }); } catch (e) { err = e as ArenaError; }
+    try {
+      Arena.create(plan, { ...cuda, pinned: false });
+    } catch (e) {
+      err = e as ArenaError;
+    }
     expect(err).toBeInstanceOf(ArenaError);
     expect(err!.code).toBe('CUDA_OOM');
     expect(err!.message).toContain(String(plan.totalBytes));
@@ -95,7 +101,10 @@ describe.skipIf(!hasGpu)(`CUDA backend on ${info.name || 'no device'}`, () => {
   it('soak: 2,000 create/use/dispose cycles return device memory to its baseline', () => {
     const plan = planLayout({ layers: [784, 128, 10], batch: 100, optimizer: 'adam' });
     const cycles = Number(process.env.NN_ARENA_SOAK_CYCLES ?? 2000);
-    { using warm = Arena.create(plan, cuda); warm.toDevice(); }
+    {
+      using warm = Arena.create(plan, cuda);
+      warm.toDevice();
+    }
     const before = cudaInfo().freeBytes;
     for (let i = 0; i < cycles; i++) {
       using a = Arena.create(plan, cuda);

@@ -16,8 +16,12 @@ const viaBlas = process.env.NN_ARENA_GEMM !== 'tiled' && info.gemm.startsWith('c
 
 /** max |got - ref| / max |ref| */
 function relErr(got: ArrayLike<number>, ref: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < ref.length; i++) { num = Math.max(num, Math.abs(got[i]! - ref[i]!)); den = Math.max(den, Math.abs(ref[i]!)); }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < ref.length; i++) {
+    num = Math.max(num, Math.abs(got[i]! - ref[i]!));
+    den = Math.max(den, Math.abs(ref[i]!));
+  }
   return num / den;
 }
 
@@ -28,11 +32,23 @@ async function forwardError(precision: 'fp32' | 'tf32' | 'bf16', rows: number, k
     const t = new Trainer(arena, { precision, loss: 'mse' });
     t.init(11);
     const x = Float32Array.from(toyData(k, n, rows, 17, true).x);
-    const w1 = arena.view(1, 'w'), w2 = arena.view(2, 'w'), b1 = arena.view(1, 'b'), b2 = arena.view(2, 'b');
-    const ref = new Float64Array(rows * n), z1 = new Float64Array(h);
+    const w1 = arena.view(1, 'w'),
+      w2 = arena.view(2, 'w'),
+      b1 = arena.view(1, 'b'),
+      b2 = arena.view(2, 'b');
+    const ref = new Float64Array(rows * n),
+      z1 = new Float64Array(h);
     for (let r = 0; r < rows; r++) {
-      for (let j = 0; j < h; j++) { let s = b1[j]!; for (let q = 0; q < k; q++) s += x[r * k + q]! * w1[j * k + q]!; z1[j] = s; }
-      for (let j = 0; j < n; j++) { let s = b2[j]!; for (let q = 0; q < h; q++) s += z1[q]! * w2[j * h + q]!; ref[r * n + j] = s; }
+      for (let j = 0; j < h; j++) {
+        let s = b1[j]!;
+        for (let q = 0; q < k; q++) s += x[r * k + q]! * w1[j * k + q]!;
+        z1[j] = s;
+      }
+      for (let j = 0; j < n; j++) {
+        let s = b2[j]!;
+        for (let q = 0; q < h; q++) s += z1[q]! * w2[j * h + q]!;
+        ref[r * n + j] = s;
+      }
     }
     return relErr(await t.predict(x), ref);
   } finally {
@@ -50,14 +66,22 @@ async function train(precision: 'fp32' | 'bf16', layers: number[], batch: number
     t.init(3);
     const data = toyData(layers[0]!, layers.at(-1)!, batch * stepsPerEpoch, 5, false);
     // learnable labels: the class of the largest of the first `classes` inputs
-    const classes = layers.at(-1)!, k = layers[0]!;
-    const labels = Uint8Array.from({ length: batch * stepsPerEpoch }, (_, r) => { let at = 0; for (let c = 1; c < classes; c++) if (data.x[r * k + c]! > data.x[r * k + at]!) at = c; return at; });
+    const classes = layers.at(-1)!,
+      k = layers[0]!;
+    const labels = Uint8Array.from({ length: batch * stepsPerEpoch }, (_, r) => {
+      let at = 0;
+      for (let c = 1; c < classes; c++) if (data.x[r * k + c]! > data.x[r * k + at]!) at = c;
+      return at;
+    });
     const r = await t.fit({ x: Float32Array.from(data.x), labels }, { epochs, seed: 9 });
     const parts = [];
     for (let l = 1; l < layers.length; l++) parts.push(arena.view(l, 'w'), arena.view(l, 'b'));
     const w = new Float64Array(parts.reduce((n, p) => n + p.length, 0));
     let at = 0;
-    for (const p of parts) { w.set(p, at); at += p.length; }
+    for (const p of parts) {
+      w.set(p, at);
+      at += p.length;
+    }
     return { w, loss: r.loss, path: r.path };
   } finally {
     arena.dispose();
@@ -68,18 +92,24 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
   // The CPU emulation's own check (test/bf16-cpu.test.ts): the two backends compute the same thing.
   it('each product reads bf16 roundings of both operands and sums in fp32', () => checkHalfProducts('cuda', 'bf16'));
 
-  it.each([[53, 131, 67, 45], [256, 784, 1024, 10]])('forward rows %i, %i -> %i -> %i: bf16 rounding shows, bounded', async (rows, k, h, n) => {
-    const fp32 = await forwardError('fp32', rows, k, h, n), tf32 = await forwardError('tf32', rows, k, h, n), bf16 = await forwardError('bf16', rows, k, h, n);
+  it.each([
+    [53, 131, 67, 45],
+    [256, 784, 1024, 10],
+  ])('forward rows %i, %i -> %i -> %i: bf16 rounding shows, bounded', async (rows, k, h, n) => {
+    const fp32 = await forwardError('fp32', rows, k, h, n),
+      tf32 = await forwardError('tf32', rows, k, h, n),
+      bf16 = await forwardError('bf16', rows, k, h, n);
     console.log(`bf16 forward ${rows}x${k}->${h}->${n}: fp32 ${fp32.toExponential(2)} tf32 ${tf32.toExponential(2)} bf16 ${bf16.toExponential(2)}`);
     expect(fp32).toBeLessThan(1e-5);
-    expect(bf16).toBeGreaterThan(tf32);           // 8 mantissa bits against TF32's 10
+    expect(bf16).toBeGreaterThan(tf32); // 8 mantissa bits against TF32's 10
     expect(bf16).toBeGreaterThan(100 * fp32);
     expect(bf16).toBeLessThan(3e-2);
   });
 
   for (const optimizer of ['sgd', 'adam'] as const) {
     it(`40 steps of ${optimizer}: bf16 near fp32, and not fp32`, async () => {
-      const f = await train('fp32', [96, 256, 128, 10], 64, optimizer, 40, 1), b = await train('bf16', [96, 256, 128, 10], 64, optimizer, 40, 1);
+      const f = await train('fp32', [96, 256, 128, 10], 64, optimizer, 40, 1),
+        b = await train('bf16', [96, 256, 128, 10], 64, optimizer, 40, 1);
       const d = relErr(b.w, f.w);
       console.log(`bf16 ${optimizer} 40 steps: weights vs fp32 ${d.toExponential(3)}; loss fp32 ${f.loss} bf16 ${b.loss}`);
       expect(b.path).toBe('layers (cublas)');
@@ -90,7 +120,8 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
   }
 
   it("1,000 SGD steps of M (784-1024-1024-10, batch 256): bf16's loss tracks fp32's within 1%", async () => {
-    const f = await train('fp32', [784, 1024, 1024, 10], 256, 'sgd', 100, 10), b = await train('bf16', [784, 1024, 1024, 10], 256, 'sgd', 100, 10);
+    const f = await train('fp32', [784, 1024, 1024, 10], 256, 'sgd', 100, 10),
+      b = await train('bf16', [784, 1024, 1024, 10], 256, 'sgd', 100, 10);
     console.log(`bf16 M 1000 sgd steps: last epoch loss fp32 ${f.loss} bf16 ${b.loss} (${((b.loss / f.loss - 1) * 100).toFixed(3)}%)`);
     expect(Math.abs(b.loss / f.loss - 1)).toBeLessThan(0.01);
   }, 120_000);
@@ -101,7 +132,7 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
     expect(d).toBeLessThan(1e-3);
   });
 
-  it('K = 3 SGD models with their own lrs (layer 1 folds its step: a copy of d times each model\'s lr): each trains as a one-model arena', async () => {
+  it("K = 3 SGD models with their own lrs (layer 1 folds its step: a copy of d times each model's lr): each trains as a one-model arena", async () => {
     const d = await kModelsVsOne('cuda', 'bf16', 'sgd', [0.05, 0.02, 0.01]);
     console.log(`bf16 K = 3 sgd, own lrs, vs one model: ${d.toExponential(2)}`);
     expect(d).toBeLessThan(1e-3);
@@ -112,7 +143,10 @@ describe.skipIf(!bf16Gpu || !viaBlas)('bf16 through cuBLAS', () => {
     const b = Arena.create(plan, { backend: 'cuda', memory: 'managed', deviceBudget: minDeviceBudget(plan, 'managed').bytes });
     try {
       expect(() => new Trainer(b, { precision: 'bf16' })).toThrow(expect.objectContaining({ code: 'BAD_OPTION', field: 'precision' }));
-      await expect(runArena(b, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.bf16 })).rejects.toMatchObject({ code: 'BAD_OPTION', field: 'precision' });
+      await expect(runArena(b, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.bf16 })).rejects.toMatchObject({
+        code: 'BAD_OPTION',
+        field: 'precision',
+      });
     } finally {
       b.dispose();
     }
@@ -123,7 +157,10 @@ describe.skipIf(!bf16Gpu || viaBlas)('bf16 without cuBLAS', () => {
   it('is refused with NOT_SUPPORTED (its products exist only through cuBLAS)', async () => {
     const a = Arena.create(planLayout({ layers: [16, 8, 4], batch: 4, activations: ['relu', 'softmax'] }), { backend: 'cuda' });
     try {
-      await expect(runArena(a, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.bf16 })).rejects.toMatchObject({ code: 'NOT_SUPPORTED', message: expect.stringContaining("precision 'bf16' computes its products through cuBLAS") });
+      await expect(runArena(a, { op: OPS.eval, rows: 1, loss: 0, precision: PRECISIONS.bf16 })).rejects.toMatchObject({
+        code: 'NOT_SUPPORTED',
+        message: expect.stringContaining("precision 'bf16' computes its products through cuBLAS"),
+      });
     } finally {
       a.dispose();
     }

@@ -55,7 +55,9 @@ describe.skipIf(!tf32)(`compact == full on CUDA with a TF32 precision (${tcPath}
             return;
           }
           const { full, compact } = await compactVsFull({ ...spec, optimizer, dtype: 'float32' }, cuda, optimizer === 'adam' ? 0.01 : 0.05, { precision });
-          console.log(`compact ${tcPath} ${precision} ${optimizer} ${name}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`);
+          console.log(
+            `compact ${tcPath} ${precision} ${optimizer} ${name}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`,
+          );
           expect(full.path).toBe(tcPath);
           expect(compact.path).toBe(tcPath);
           expect(compact.metrics).toEqual(full.metrics);

@@ -36,7 +36,9 @@ describe.skipIf(!hasGpu || !ex?.cudaBuilt)('examples/custom-kernel on the GPU', 
     });
 
     it(`its CUDA EMA into the user region 'ema' (found by name) agrees bit for bit with its CPU function (${dtype})`, async () => {
-      using a = Arena.create(planLayout({ layers: [50, 700, 10], batch: 16, dtype, optimizer: 'adam', extra: [{ name: 'ema', like: 'w' }] }), { backend: 'cuda' });
+      using a = Arena.create(planLayout({ layers: [50, 700, 10], batch: 16, dtype, optimizer: 'adam', extra: [{ name: 'ema', like: 'w' }] }), {
+        backend: 'cuda',
+      });
       const t = new Trainer(a, { lr: 0.01 });
       t.init(7);
       for (const l of [1, 2]) a.view('ema', l).set(a.view(l, 'w'));
@@ -53,7 +55,7 @@ describe.skipIf(!hasGpu || !ex?.cudaBuilt)('examples/custom-kernel on the GPU', 
       for (const l of [1, 2]) a.view('ema', l).fill(0);
       a.toHost({ kinds: ['ema'] });
       expect([1, 2].map((l) => Array.from(a.view('ema', l)))).toEqual(cpu);
-      expect(cpu[0]).not.toEqual(Array.from(a.view(1, 'w')));  // the EMA lags the weights
+      expect(cpu[0]).not.toEqual(Array.from(a.view(1, 'w'))); // the EMA lags the weights
     });
   }
 });

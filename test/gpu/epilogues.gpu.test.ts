@@ -21,7 +21,12 @@ afterEach(() => {
   else process.env.NN_ARENA_CUBLASLT = asked;
 });
 
-interface Case { activations: Activation[]; optimizer: Optimizer; precision: 'fp32' | 'tf32'; epilogues: number }
+interface Case {
+  activations: Activation[];
+  optimizer: Optimizer;
+  precision: 'fp32' | 'tf32';
+  epilogues: number;
+}
 
 // batch x units x fan-in above 2^26: the per-layer path in fp32 too.
 const layers = [600, 640, 640, 40];
@@ -37,7 +42,16 @@ async function train(c: Case, backend: 'cpu' | 'cuda', epilogues: boolean) {
     const d = toyData(layers[0]!, layers.at(-1)!, spec.samples!, 6, false);
     const losses: number[] = [];
     // Two epochs: the second run replays the first's graph; the last step of each is partial.
-    const r = await t.fit({ x: d.x, labels: d.labels! }, { epochs: 2, seed: 5, onProgress: (p) => { losses.push(p.loss); } });
+    const r = await t.fit(
+      { x: d.x, labels: d.labels! },
+      {
+        epochs: 2,
+        seed: 5,
+        onProgress: (p) => {
+          losses.push(p.loss);
+        },
+      },
+    );
     const used = backend === 'cuda' ? handleOf(arena).epilogues() : 0;
     const pred = Float64Array.from(await t.predict(d.x.subarray(0, layers[0]! * 7)));
     t.syncToHost();

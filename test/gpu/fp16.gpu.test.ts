@@ -15,28 +15,44 @@ const viaBlas = process.env.NN_ARENA_GEMM !== 'tiled' && info.gemm.startsWith('c
 
 describe.skipIf(!gpu || !viaBlas)("precision 'fp16' through cuBLAS", () => {
   it('the copies the products read: ties to even, 65504 the largest, infinite from 65520, subnormals from 2^-24', () =>
-    withArena([1, 1], 12, ['identity'], async (arena) => {
-      const t = passThrough(arena, 'fp16');
-      const x = [1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), 65504, 65519.99, 65520, -70000, 2 ** -25, 3 * 2 ** -25, 2 ** -24, 0.1, -3.3];
-      const got = Array.from(await t.forward(Float32Array.from(x)));
-      expect(got).toEqual(x.map((v) => Math.fround(fp16(v)) + 0));
-    }, undefined, 'cuda'));
+    withArena(
+      [1, 1],
+      12,
+      ['identity'],
+      async (arena) => {
+        const t = passThrough(arena, 'fp16');
+        const x = [1 + 2 ** -11, 1 + 3 * 2 ** -11, -(1 + 2 ** -11), 65504, 65519.99, 65520, -70000, 2 ** -25, 3 * 2 ** -25, 2 ** -24, 0.1, -3.3];
+        const got = Array.from(await t.forward(Float32Array.from(x)));
+        expect(got).toEqual(x.map((v) => Math.fround(fp16(v)) + 0));
+      },
+      undefined,
+      'cuda',
+    ));
 
   it('forward, error and weight-gradient products read fp16 roundings (the scaled errors) and sum in fp32', () => checkHalfProducts('cuda', 'fp16'));
 
-  it('the scale on the device: halved with each step whose scaled gradients overflow (skipped: the weights stay), doubled after growthInterval good steps', () => checkScaleMoves('cuda'));
+  it('the scale on the device: halved with each step whose scaled gradients overflow (skipped: the weights stay), doubled after growthInterval good steps', () =>
+    checkScaleMoves('cuda'));
 
   it('graphed runs move the scale step by step: a 60-step fit skips and grows as 60 single steps do', async () => {
     const data = classes(20 * 60, 4);
     const run = (single: boolean) =>
-      withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-        const t = new Trainer(arena, { lr: 0.05, precision: 'fp16', lossScale: { init: 2 ** 30, growthInterval: 4 } });
-        t.init(6);
-        if (single) for (let s = 0; s < 60; s++) await t.step(data.x.subarray(s * 400, (s + 1) * 400), { labels: data.labels.subarray(s * 20, (s + 1) * 20) });
-        else await t.fit(data, { epochs: 1, shuffle: false });
-        t.syncToHost();
-        return { w: weights(arena), scale: t.lossScale, skipped: t.skippedSteps, steps: t.steps };
-      }, 20 * 60, 'cuda');
+      withArena(
+        [20, 16, 4],
+        20,
+        ['tanh', 'softmax'],
+        async (arena) => {
+          const t = new Trainer(arena, { lr: 0.05, precision: 'fp16', lossScale: { init: 2 ** 30, growthInterval: 4 } });
+          t.init(6);
+          if (single)
+            for (let s = 0; s < 60; s++) await t.step(data.x.subarray(s * 400, (s + 1) * 400), { labels: data.labels.subarray(s * 20, (s + 1) * 20) });
+          else await t.fit(data, { epochs: 1, shuffle: false });
+          t.syncToHost();
+          return { w: weights(arena), scale: t.lossScale, skipped: t.skippedSteps, steps: t.steps };
+        },
+        20 * 60,
+        'cuda',
+      );
     const [a, b] = [await run(true), await run(false)];
     expect(a.skipped).toBeGreaterThan(3);
     expect({ scale: b.scale, skipped: b.skipped, steps: b.steps }).toEqual({ scale: a.scale, skipped: a.skipped, steps: a.steps });
@@ -55,18 +71,26 @@ describe.skipIf(!gpu || !viaBlas)("precision 'fp16' through cuBLAS", () => {
   it('clipping with loss scaling: the recorded norms are the true (unscaled) ones, as fp32 records them', async () => {
     const data = classes(100, 8);
     const norms = (precision: 'fp32' | 'fp16') =>
-      withArena([20, 16, 4], 20, ['tanh', 'softmax'], async (arena) => {
-        const t = new Trainer(arena, { lr: 0.1, precision, clipGradNorm: 0.5, ...(precision === 'fp16' ? { lossScale: { init: 1024 } } : {}) });
-        t.init(4);
-        await t.fit(data, { epochs: 1, shuffle: false });
-        return t.gradNorms;
-      }, 100, 'cuda');
+      withArena(
+        [20, 16, 4],
+        20,
+        ['tanh', 'softmax'],
+        async (arena) => {
+          const t = new Trainer(arena, { lr: 0.1, precision, clipGradNorm: 0.5, ...(precision === 'fp16' ? { lossScale: { init: 1024 } } : {}) });
+          t.init(4);
+          await t.fit(data, { epochs: 1, shuffle: false });
+          return t.gradNorms;
+        },
+        100,
+        'cuda',
+      );
     const [a, b] = [await norms('fp32'), await norms('fp16')];
     expect(b.length).toBe(a.length);
     for (let i = 0; i < a.length; i++) expect(Math.abs(b[i]! - a[i]!)).toBeLessThan(0.02 * a[i]!);
   });
 
-  it('exact resume on the GPU: the scale, its growth tracker and the skipped steps come back, and the runs stay bit-identical', () => checkResumeWithScaler('cuda'));
+  it('exact resume on the GPU: the scale, its growth tracker and the skipped steps come back, and the runs stay bit-identical', () =>
+    checkResumeWithScaler('cuda'));
 
   it('refused with a deviceBudget (BAD_OPTION naming precision: the fp16 copies are a workspace beside the arena)', () => {
     const plan = planLayout({ layers: [64, 128, 10], batch: 32, activations: ['relu', 'softmax'] });

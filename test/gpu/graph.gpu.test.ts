@@ -18,9 +18,17 @@ const tensorCores = hasGpu && Number(info.computeCapability.split('.')[0]) >= 8 
 // Graphs serve every run of the per-layer path, its products through cuBLAS or the tiled kernels.
 const graphed = hasGpu;
 
-afterEach(() => { delete process.env.NN_ARENA_CUDA_GRAPH; delete process.env.NN_ARENA_SIDE_STREAM; });
+afterEach(() => {
+  delete process.env.NN_ARENA_CUDA_GRAPH;
+  delete process.env.NN_ARENA_SIDE_STREAM;
+});
 
-interface Case { spec: LayoutSpec; options: TrainerOptions; samples: number; epochs: number }
+interface Case {
+  spec: LayoutSpec;
+  options: TrainerOptions;
+  samples: number;
+  epochs: number;
+}
 
 /** Trains `c` with the graph on or off (and the side stream: NN_ARENA_SIDE_STREAM): every weight, bias and optimizer state; the losses; how many steps were graphed. */
 async function train(c: Case, graph: boolean, side = true) {
@@ -30,11 +38,25 @@ async function train(c: Case, graph: boolean, side = true) {
   try {
     const t = new Trainer(arena, c.options);
     t.init(3);
-    const k = c.spec.layers[0]!, n = c.spec.layers.at(-1)!;
+    const k = c.spec.layers[0]!,
+      n = c.spec.layers.at(-1)!;
     const data = toyData(k, n, c.samples, 5, false);
-    const labels = Uint8Array.from({ length: c.samples }, (_, r) => { let at = 0; for (let j = 1; j < n; j++) if (data.x[r * k + j]! > data.x[r * k + at]!) at = j; return at; });
+    const labels = Uint8Array.from({ length: c.samples }, (_, r) => {
+      let at = 0;
+      for (let j = 1; j < n; j++) if (data.x[r * k + j]! > data.x[r * k + at]!) at = j;
+      return at;
+    });
     const losses: number[] = [];
-    const r = await t.fit({ x: Float32Array.from(data.x), labels }, { epochs: c.epochs, seed: 9, onProgress: (p) => { losses.push(p.loss); } });
+    const r = await t.fit(
+      { x: Float32Array.from(data.x), labels },
+      {
+        epochs: c.epochs,
+        seed: 9,
+        onProgress: (p) => {
+          losses.push(p.loss);
+        },
+      },
+    );
     const graphSteps = handleOf(arena).graphSteps();
     arena.toHost();
     const parts: Float32Array[] = [];
@@ -42,7 +64,10 @@ async function train(c: Case, graph: boolean, side = true) {
       for (let l = 1; l < c.spec.layers.length; l++)
         for (const kind of ['w', 'b', 'mw', 'vw'] as const) if (arena.plan.region(l, kind)) parts.push(Float32Array.from(arena.view(l, kind, m)));
     const state = new Float32Array(parts.reduce((n, p) => n + p.length, 0));
-    parts.reduce((at, p) => { state.set(p, at); return at + p.length; }, 0);
+    parts.reduce((at, p) => {
+      state.set(p, at);
+      return at + p.length;
+    }, 0);
     return { state, loss: r.loss, losses, path: r.path, graphSteps };
   } finally {
     arena.dispose();
@@ -57,52 +82,120 @@ const cases: [string, Case, number][] = [
   // [name, case, graphed steps of the last run: a fit's first run launches its first step
   // directly (it captures the second), a later run replays from its first; a last partial step
   // is launched directly]
-  ['sgd, constant lr (the update folded into the products)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { lr: 0.05 }, samples: 256 * 12, epochs: 2 }, 12],
-  ['adamw + cosine + clipping (bias corrections, lr and the norm change every step), a partial last step', { spec: { layers: wide, batch: 256, optimizer: 'adamw', activations: ['gelu', 'silu', 'softmax'] }, options: { schedule: { type: 'cosine', total: 40, warmup: 5 }, clipGradNorm: 1 }, samples: 256 * 12 + 50, epochs: 2 }, 12],
-  ['sgd, K = 3 models with their own rates (layer 1 folds its step from d times each lr)', { spec: { layers: wide, batch: 256, models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01] }, samples: 256 * 8, epochs: 2 }, 8],
-  ['momentum + weight decay, K = 3 models with their own rates (batched products)', { spec: { layers: wide, batch: 256, optimizer: 'momentum', models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01], weightDecay: 1e-4 }, samples: 256 * 8, epochs: 1 }, 7],
+  [
+    'sgd, constant lr (the update folded into the products)',
+    { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { lr: 0.05 }, samples: 256 * 12, epochs: 2 },
+    12,
+  ],
+  [
+    'adamw + cosine + clipping (bias corrections, lr and the norm change every step), a partial last step',
+    {
+      spec: { layers: wide, batch: 256, optimizer: 'adamw', activations: ['gelu', 'silu', 'softmax'] },
+      options: { schedule: { type: 'cosine', total: 40, warmup: 5 }, clipGradNorm: 1 },
+      samples: 256 * 12 + 50,
+      epochs: 2,
+    },
+    12,
+  ],
+  [
+    'sgd, K = 3 models with their own rates (layer 1 folds its step from d times each lr)',
+    { spec: { layers: wide, batch: 256, models: 3, activations: [...relu] }, options: { lr: [0.05, 0.02, 0.01] }, samples: 256 * 8, epochs: 2 },
+    8,
+  ],
+  [
+    'momentum + weight decay, K = 3 models with their own rates (batched products)',
+    {
+      spec: { layers: wide, batch: 256, optimizer: 'momentum', models: 3, activations: [...relu] },
+      options: { lr: [0.05, 0.02, 0.01], weightDecay: 1e-4 },
+      samples: 256 * 8,
+      epochs: 1,
+    },
+    7,
+  ],
 ];
 if (tensorCores) {
-  cases.push(['tf32, adam', { spec: { layers: wide, batch: 256, optimizer: 'adam', activations: [...relu] }, options: { precision: 'tf32' }, samples: 256 * 8, epochs: 2 }, 8]);
-  cases.push(['bf16, sgd, K = 3 models with their own rates (layer 1\'s bf16 copy of d times each lr)', { spec: { layers: wide, batch: 256, models: 3, activations: [...relu] }, options: { precision: 'bf16', lr: [0.05, 0.02, 0.01] }, samples: 256 * 8, epochs: 2 }, 8]);
-  cases.push(['bf16, sgd (the operands\' bf16 copies made by the passes)', { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { precision: 'bf16', lr: 0.05 }, samples: 256 * 8, epochs: 3 }, 8]);
+  cases.push([
+    'tf32, adam',
+    { spec: { layers: wide, batch: 256, optimizer: 'adam', activations: [...relu] }, options: { precision: 'tf32' }, samples: 256 * 8, epochs: 2 },
+    8,
+  ]);
+  cases.push([
+    "bf16, sgd, K = 3 models with their own rates (layer 1's bf16 copy of d times each lr)",
+    {
+      spec: { layers: wide, batch: 256, models: 3, activations: [...relu] },
+      options: { precision: 'bf16', lr: [0.05, 0.02, 0.01] },
+      samples: 256 * 8,
+      epochs: 2,
+    },
+    8,
+  ]);
+  cases.push([
+    "bf16, sgd (the operands' bf16 copies made by the passes)",
+    { spec: { layers: wide, batch: 256, activations: [...relu] }, options: { precision: 'bf16', lr: 0.05 }, samples: 256 * 8, epochs: 3 },
+    8,
+  ]);
 }
 
 describe.skipIf(!hasGpu)('CUDA graphs of the per-layer path', () => {
-  it.each(cases)('%s: the bits of the run without the graph, its steps replayed', async (_name, c, steps) => {
-    const direct = await train(c, false), graphedRun = await train(c, true);
-    expect(graphedRun.path).toMatch(/^layers/);
-    expect(direct.graphSteps).toBe(0);
-    expect(graphedRun.graphSteps).toBe(graphed ? steps : 0);
-    expect(graphedRun.losses).toEqual(direct.losses);
-    expect(graphedRun.loss).toBe(direct.loss);
-    expect(graphedRun.state.length).toBeGreaterThan(0);
-    expect(Buffer.from(graphedRun.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
-  }, 60_000);
+  it.each(cases)(
+    '%s: the bits of the run without the graph, its steps replayed',
+    async (_name, c, steps) => {
+      const direct = await train(c, false),
+        graphedRun = await train(c, true);
+      expect(graphedRun.path).toMatch(/^layers/);
+      expect(direct.graphSteps).toBe(0);
+      expect(graphedRun.graphSteps).toBe(graphed ? steps : 0);
+      expect(graphedRun.losses).toEqual(direct.losses);
+      expect(graphedRun.loss).toBe(direct.loss);
+      expect(graphedRun.state.length).toBeGreaterThan(0);
+      expect(Buffer.from(graphedRun.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+    },
+    60_000,
+  );
 
   // The weight-gradient products (and the updates after them) run on a second stream beside the
   // error products, the weights' bf16 casts beside the gather: the graph has branches. Same
   // kernels on the same data: the bits of the run on one stream, graphed or not.
-  it.each(cases)('%s: the side stream gives the bits of one stream', async (_name, c, steps) => {
-    const one = await train(c, true, false), two = await train(c, true), twoDirect = await train(c, false);
-    expect(two.graphSteps).toBe(graphed ? steps : 0);
-    expect(two.losses).toEqual(one.losses);
-    expect(twoDirect.losses).toEqual(one.losses);
-    expect(Buffer.from(two.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
-    expect(Buffer.from(twoDirect.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
-  }, 60_000);
+  it.each(cases)(
+    '%s: the side stream gives the bits of one stream',
+    async (_name, c, steps) => {
+      const one = await train(c, true, false),
+        two = await train(c, true),
+        twoDirect = await train(c, false);
+      expect(two.graphSteps).toBe(graphed ? steps : 0);
+      expect(two.losses).toEqual(one.losses);
+      expect(twoDirect.losses).toEqual(one.losses);
+      expect(Buffer.from(two.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
+      expect(Buffer.from(twoDirect.state.buffer).equals(Buffer.from(one.state.buffer))).toBe(true);
+    },
+    60_000,
+  );
 
   // The folded products' alpha (-lr) changes every step: cuBLAS reads it from the device, written
   // by a launch whose argument the graph updates.
-  it.each([['fp32', 'sgd'], ['bf16', 'sgd'], ['fp32', 'sgd, K = 2 models']] as const)('%s %s under a schedule, the update folded into cuBLAS\'s products: replayed, same bits', async (precision, what) => {
-    if (precision === 'bf16' && !tensorCores) return;
-    const models = what.endsWith('models') ? 2 : 1;
-    const c: Case = { spec: { layers: wide, batch: 256, models, activations: [...relu] }, options: { lr: 0.05, precision, schedule: { type: 'cosine', total: 20 } }, samples: 256 * 8, epochs: 1 };
-    const direct = await train(c, false), g = await train(c, true);
-    expect(g.graphSteps).toBe(graphed ? 7 : 0);
-    expect(g.losses).toEqual(direct.losses);
-    expect(Buffer.from(g.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
-  }, 60_000);
+  it.each([
+    ['fp32', 'sgd'],
+    ['bf16', 'sgd'],
+    ['fp32', 'sgd, K = 2 models'],
+  ] as const)(
+    "%s %s under a schedule, the update folded into cuBLAS's products: replayed, same bits",
+    async (precision, what) => {
+      if (precision === 'bf16' && !tensorCores) return;
+      const models = what.endsWith('models') ? 2 : 1;
+      const c: Case = {
+        spec: { layers: wide, batch: 256, models, activations: [...relu] },
+        options: { lr: 0.05, precision, schedule: { type: 'cosine', total: 20 } },
+        samples: 256 * 8,
+        epochs: 1,
+      };
+      const direct = await train(c, false),
+        g = await train(c, true);
+      expect(g.graphSteps).toBe(graphed ? 7 : 0);
+      expect(g.losses).toEqual(direct.losses);
+      expect(Buffer.from(g.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+    },
+    60_000,
+  );
 });
 
 // The buffers beside the arena (the 16-bit copies, the clipping scratch: csrc/cuda/run_buffers.cuh,
@@ -111,12 +204,17 @@ describe.skipIf(!hasGpu)('CUDA graphs of the per-layer path', () => {
 // 300-4096-4096-10 are about 40 MB, so three leaked cycles would show as more than 100 MB.
 describe.skipIf(!tensorCores || process.env.NN_ARENA_UNDER_SANITIZER === '1')('buffers beside the arena', () => {
   it('are kept between runs and freed by dispose()', async () => {
-    const c: Case = { spec: { layers: [300, 4096, 4096, 10], batch: 256, activations: [...relu] }, options: { precision: 'bf16', lr: 0.05, clipGradNorm: 1 }, samples: 256 * 4, epochs: 2 };
-    await train(c, true);  // warm-up: cuBLAS's handle workspace and the lane stay for the process
+    const c: Case = {
+      spec: { layers: [300, 4096, 4096, 10], batch: 256, activations: [...relu] },
+      options: { precision: 'bf16', lr: 0.05, clipGradNorm: 1 },
+      samples: 256 * 4,
+      epochs: 2,
+    };
+    await train(c, true); // warm-up: cuBLAS's handle workspace and the lane stay for the process
     const before = cudaInfo().freeBytes;
     for (let i = 0; i < 3; i++) {
       const r = await train(c, true);
-      expect(r.graphSteps).toBe(4);  // the second fit's run replays the first one's graph, in the same bytes
+      expect(r.graphSteps).toBe(4); // the second fit's run replays the first one's graph, in the same bytes
     }
     expect(before - cudaInfo().freeBytes).toBeLessThan(8 * 2 ** 20);
   }, 60_000);

@@ -47,11 +47,13 @@ describe.skipIf(!hasGpu)(`JIT kernels on ${info.name || 'no device'}`, () => {
     }
     a.toDevice();
     const k = a.compileKernel(EXTRA_SRC, 'scaleRows', ['u32']);
-    await k.launch({ grid: 8, block: 128 }, 1);  // 'flags' is entry 1 of the kind table
+    await k.launch({ grid: 8, block: 128 }, 1); // 'flags' is entry 1 of the kind table
     for (const l of [1, 3]) a.view('scaled', l).fill(-1);
     a.toHost({ kinds: ['scaled', 'flags'] });
     for (const l of [1, 3]) {
-      const w = a.view(l, 'w'), sc = a.view('scale', l), fanIn = EXTRA_SPEC.layers[l - 1]!;
+      const w = a.view(l, 'w'),
+        sc = a.view('scale', l),
+        fanIn = EXTRA_SPEC.layers[l - 1]!;
       expect(Array.from(a.view('scaled', l))).toEqual(Array.from(w, (x, i) => Math.fround(sc[Math.floor(i / fanIn)]! * x)));
     }
     expect(a.plan.region(2, 'scaled')).toBeUndefined();

@@ -22,31 +22,47 @@ describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas 
     ['S sgd K=4, per-model lrs', S, lrsOf(4, 0.01, 0.1), 2],
     ['S sgd K=4, one lr (the per-layer path folds the update into the batched product)', S, lrsOf(4, 0.05, 0.05), 2],
     ['S sgd K=64, per-model lrs', S, lrsOf(64, 0.001, 0.1), 1],
-    ['momentum K=4, 3 weight layers (deferred updates, error products)', { layers: [40, 96, 64, 7], batch: 32, samples: 200, optimizer: 'momentum' }, lrsOf(4, 0.01, 0.05), 2],
+    [
+      'momentum K=4, 3 weight layers (deferred updates, error products)',
+      { layers: [40, 96, 64, 7], batch: 32, samples: 200, optimizer: 'momentum' },
+      lrsOf(4, 0.01, 0.05),
+      2,
+    ],
     ['adam K=5, kind-major', { layers: [40, 96, 64, 7], batch: 32, samples: 200, optimizer: 'adam', order: 'kind-major' }, lrsOf(5, 0.001, 0.01), 2],
     // K = 8 S models are past the fused kernel's work limit: the per-layer path, where layer 1 and
     // the output layer fold their SGD steps with each model's lr (scalesD) in float64 too.
     ['S sgd K=8 float64, per-model lrs (auto: per-layer, the folds with each lr)', { ...S, dtype: 'float64' }, lrsOf(8, 0.01, 0.1), 1],
-    ['adam K=3 float64, wide mse output (no fused output row)', { layers: [30, 50, 40], batch: 16, samples: 100, optimizer: 'adam', dtype: 'float64', activations: ['tanh', 'identity'] }, lrsOf(3, 0.001, 0.01), 2],
+    [
+      'adam K=3 float64, wide mse output (no fused output row)',
+      { layers: [30, 50, 40], batch: 16, samples: 100, optimizer: 'adam', dtype: 'float64', activations: ['tanh', 'identity'] },
+      lrsOf(3, 0.001, 0.01),
+      2,
+    ],
   ];
-  it.each(cases)('%s', async (name, spec, lrs, epochs) => {
-    const K = lrs.length;
-    const r = await compareModels({ spec, lrs, seeds: seedsOf(K), epochs, count: spec.samples! - 3 }, cuda);
-    console.log(`models [${knobs}] ${name}: path ${r.path}, ${r.regionsCompared} regions compared, ${r.mismatches.length} differ${r.mismatches.length ? ` (${r.mismatches.slice(0, 4).join('; ')})` : ''}`);
-    if (process.env.NN_ARENA_STEP_PATH === 'fused') expect(r.path).toBe('fused');
-    if (process.env.NN_ARENA_STEP_PATH === 'layers') expect(r.path).toMatch(/^layers/);
-    if (r.path === 'layers (cublas)') {
-      // cuBLAS picks its kernels by the batch count: a strided batched product of K models is not
-      // the one-model call's kernel, so the sums may be ordered differently (rounding, not more).
-      console.log(`models [${knobs}] ${name}: cuBLAS batched vs alone, largest relative weight difference ${r.maxRelWeights.toExponential(3)}`);
-      expect(r.maxRelWeights).toBeLessThan(spec.dtype === 'float64' ? 1e-12 : 1e-5);
-      for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) expect(Math.abs(a - b)).toBeLessThan(1e-4 * Math.abs(b));
-      return;
-    }
-    expect(r.mismatches).toEqual([]);
-    for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) {
-      expect(Number.isFinite(b)).toBe(true);
-      expect(a).toBe(b);
-    }
-  }, 300_000);
+  it.each(cases)(
+    '%s',
+    async (name, spec, lrs, epochs) => {
+      const K = lrs.length;
+      const r = await compareModels({ spec, lrs, seeds: seedsOf(K), epochs, count: spec.samples! - 3 }, cuda);
+      console.log(
+        `models [${knobs}] ${name}: path ${r.path}, ${r.regionsCompared} regions compared, ${r.mismatches.length} differ${r.mismatches.length ? ` (${r.mismatches.slice(0, 4).join('; ')})` : ''}`,
+      );
+      if (process.env.NN_ARENA_STEP_PATH === 'fused') expect(r.path).toBe('fused');
+      if (process.env.NN_ARENA_STEP_PATH === 'layers') expect(r.path).toMatch(/^layers/);
+      if (r.path === 'layers (cublas)') {
+        // cuBLAS picks its kernels by the batch count: a strided batched product of K models is not
+        // the one-model call's kernel, so the sums may be ordered differently (rounding, not more).
+        console.log(`models [${knobs}] ${name}: cuBLAS batched vs alone, largest relative weight difference ${r.maxRelWeights.toExponential(3)}`);
+        expect(r.maxRelWeights).toBeLessThan(spec.dtype === 'float64' ? 1e-12 : 1e-5);
+        for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) expect(Math.abs(a - b)).toBeLessThan(1e-4 * Math.abs(b));
+        return;
+      }
+      expect(r.mismatches).toEqual([]);
+      for (const [a, b] of [...r.fits, ...r.steps, ...r.evals]) {
+        expect(Number.isFinite(b)).toBe(true);
+        expect(a).toBe(b);
+      }
+    },
+    300_000,
+  );
 });

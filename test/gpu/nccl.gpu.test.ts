@@ -21,8 +21,15 @@ const ready = info.built && info.devices >= 2 && nccl.available;
 if (!ready && process.env.NN_ARENA_REQUIRE_GPU === '1') console.log(`nccl.gpu: skipped (${info.devices} GPU(s); NCCL: ${nccl.why || 'ok'})`);
 
 const PER_GPU = 16;
-const spec = (batch: number, samples: number, order: Order, optimizer: Optimizer): LayoutSpec =>
-  ({ layers: [20, 48, 32, 5], batch, samples, activations: ['relu', 'tanh', 'softmax'], dtype: 'float64', order, optimizer });
+const spec = (batch: number, samples: number, order: Order, optimizer: Optimizer): LayoutSpec => ({
+  layers: [20, 48, 32, 5],
+  batch,
+  samples,
+  activations: ['relu', 'tanh', 'softmax'],
+  dtype: 'float64',
+  order,
+  optimizer,
+});
 
 function data(samples: number) {
   const x = Float64Array.from({ length: samples * 20 }, (_, i) => Math.sin(i * 0.37));
@@ -41,7 +48,11 @@ function params(a: Arena): Float64Array[] {
 
 function maxRel(a: Float64Array[], b: Float64Array[]): number {
   let m = 0;
-  a.forEach((x, i) => x.forEach((v, j) => { m = Math.max(m, Math.abs(v - b[i]![j]!) / Math.max(1e-3, Math.abs(v))); }));
+  a.forEach((x, i) =>
+    x.forEach((v, j) => {
+      m = Math.max(m, Math.abs(v - b[i]![j]!) / Math.max(1e-3, Math.abs(v)));
+    }),
+  );
   return m;
 }
 
@@ -53,7 +64,8 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
 
   it('an arena on device 1 trains exactly as one on device 0', async () => {
     const plan = planLayout(spec(PER_GPU, 64, 'layer-major', 'adam'));
-    const a = Arena.create(plan, { backend: 'cuda', device: 0 }), b = Arena.create(plan, { backend: 'cuda', device: 1 });
+    const a = Arena.create(plan, { backend: 'cuda', device: 0 }),
+      b = Arena.create(plan, { backend: 'cuda', device: 1 });
     try {
       expect(b.device).toBe(1);
       for (const arena of [a, b]) {
@@ -78,8 +90,10 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
         const one = Arena.create(planLayout(spec(PER_GPU * world, samples, order, optimizer)), { backend: 'cuda' });
         try {
           expect(group).toMatchObject({ world, reduces: true, globalBatch: PER_GPU * world });
-          const tg = new Trainer(group, { lr: 0.02 }), t1 = new Trainer(one, { lr: 0.02 });
-          tg.init(5); t1.init(5);
+          const tg = new Trainer(group, { lr: 0.02 }),
+            t1 = new Trainer(one, { lr: 0.02 });
+          tg.init(5);
+          t1.init(5);
           const rg = await tg.fit(data(samples), { epochs: 3, seed: 9, reportsPerEpoch: 2 });
           const r1 = await t1.fit(data(samples), { epochs: 3, seed: 9, reportsPerEpoch: 2 });
           expect(rg.steps).toBe(r1.steps);
@@ -96,7 +110,8 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
           expect(rg.accuracy).toBe(r1.accuracy);
           // Further steps on a caller's global batch (fewer rows than the global batch).
           const d = data(PER_GPU * world - 3);
-          const mg = await tg.step(d.x, { labels: d.labels }), m1 = await t1.step(d.x, { labels: d.labels });
+          const mg = await tg.step(d.x, { labels: d.labels }),
+            m1 = await t1.step(d.x, { labels: d.labels });
           expect(mg.loss).toBeCloseTo(m1.loss, 9);
           const after = group.replicas.map(params);
           for (const r of after.slice(1)) expect(identical(after[0]!, r)).toBe(true);
@@ -119,12 +134,18 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
     const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
     try {
-      const tg = new Trainer(group, { lr: 0.02 }), t1 = new Trainer(one, { lr: 0.02 });
-      tg.init(2); t1.init(2);
-      const x = Float32Array.from(data(PER_GPU * world * 4).x), labels = data(PER_GPU * world * 4).labels;
+      const tg = new Trainer(group, { lr: 0.02 }),
+        t1 = new Trainer(one, { lr: 0.02 });
+      tg.init(2);
+      t1.init(2);
+      const x = Float32Array.from(data(PER_GPU * world * 4).x),
+        labels = data(PER_GPU * world * 4).labels;
       await tg.fit({ x, labels }, { epochs: 2, seed: 4 });
       await t1.fit({ x, labels }, { epochs: 2, seed: 4 });
-      const bytes = (a: Arena) => { a.toHost(); return Buffer.from(a.bytes(a.plan.region(1, 'w')!.offset, a.plan.region(1, 'w')!.bytes)); };
+      const bytes = (a: Arena) => {
+        a.toHost();
+        return Buffer.from(a.bytes(a.plan.region(1, 'w')!.offset, a.plan.region(1, 'w')!.bytes));
+      };
       for (const r of group.replicas.slice(1)) expect(Buffer.compare(bytes(group.replicas[0]!), bytes(r))).toBe(0);
       const b = group.replicas[0]!.view(1, 'w');
       one.toHost();
@@ -141,47 +162,85 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
   // precision on a group: every replica's run allocates its tf32x3 workspace on its own device
   // (cudaMallocAsync on the replica's stream); the products differ from fp32 (the option reaches
   // every replica) and the replicas stay bit-identical, close to one GPU in the same precision.
-  it.each([['tf32x3', 1e-4], ['tf32', 1e-3], ['bf16', 1e-3], ['fp16', 1e-3]] as const)('float32, precision %s: replicas bit-identical, close to one GPU', async (precision, tol) => {
-    const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'sgd'), dtype: 'float32' });
-    const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
-    const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
-    const fp32 = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
-    try {
-      const tg = new Trainer(group, { lr: 0.02, precision }), t1 = new Trainer(one, { lr: 0.02, precision }), tf = new Trainer(fp32, { lr: 0.02 });
-      tg.init(2); t1.init(2); tf.init(2);
-      const x = Float32Array.from(data(PER_GPU * world * 4).x), labels = data(PER_GPU * world * 4).labels;
-      for (const t of [tg, t1, tf]) await t.fit({ x, labels }, { epochs: 2, seed: 4 });
-      const w = (a: Arena) => { a.toHost(); return Float32Array.from(a.view(1, 'w')); };
-      const w0 = w(group.replicas[0]!);
-      for (const r of group.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
-      const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
-      expect(diff(w0, w(one))).toBeLessThanOrEqual(tol);
-      expect(diff(w(one), w(fp32))).toBeGreaterThan(0);  // the precision took effect
-      if (precision === 'fp16') expect({ scale: tg.lossScale, skipped: tg.skippedSteps }).toEqual({ scale: t1.lossScale, skipped: t1.skippedSteps });
-    } finally {
-      group.dispose();
-      one.dispose();
-      fp32.dispose();
-    }
-  }, 120_000);
+  it.each([
+    ['tf32x3', 1e-4],
+    ['tf32', 1e-3],
+    ['bf16', 1e-3],
+    ['fp16', 1e-3],
+  ] as const)(
+    'float32, precision %s: replicas bit-identical, close to one GPU',
+    async (precision, tol) => {
+      const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'sgd'), dtype: 'float32' });
+      const group = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
+      const one = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
+      const fp32 = Arena.create(planLayout(s32(PER_GPU * world)), { backend: 'cuda' });
+      try {
+        const tg = new Trainer(group, { lr: 0.02, precision }),
+          t1 = new Trainer(one, { lr: 0.02, precision }),
+          tf = new Trainer(fp32, { lr: 0.02 });
+        tg.init(2);
+        t1.init(2);
+        tf.init(2);
+        const x = Float32Array.from(data(PER_GPU * world * 4).x),
+          labels = data(PER_GPU * world * 4).labels;
+        for (const t of [tg, t1, tf]) await t.fit({ x, labels }, { epochs: 2, seed: 4 });
+        const w = (a: Arena) => {
+          a.toHost();
+          return Float32Array.from(a.view(1, 'w'));
+        };
+        const w0 = w(group.replicas[0]!);
+        for (const r of group.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
+        const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+        expect(diff(w0, w(one))).toBeLessThanOrEqual(tol);
+        expect(diff(w(one), w(fp32))).toBeGreaterThan(0); // the precision took effect
+        if (precision === 'fp16') expect({ scale: tg.lossScale, skipped: tg.skippedSteps }).toEqual({ scale: t1.lossScale, skipped: t1.skippedSteps });
+      } finally {
+        group.dispose();
+        one.dispose();
+        fp32.dispose();
+      }
+    },
+    120_000,
+  );
 
   it('two processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT) end bit-identical and equal to the in-process group', async () => {
     const port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => { const p = (s.address() as net.AddressInfo).port; s.close(() => resolve(p)); });
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const p = (s.address() as net.AddressInfo).port;
+        s.close(() => resolve(p));
+      });
     });
     const samples = PER_GPU * 2 * 4 + 3;
     const sp = spec(PER_GPU, samples, 'kind-major', 'adam');
     const run = { samples, epochs: 2, seed: 6, lr: 0.01 };
-    const rank = (r: number) => new Promise<{ rank: number; weights?: string; loss?: number; code?: string; message?: string }>((resolve, reject) => {
-      const p = spawn(process.execPath, ['test/fixtures/nccl-rank.mjs'], {
-        env: { ...process.env, RANK: String(r), LOCAL_RANK: String(r), WORLD_SIZE: '2', MASTER_ADDR: '127.0.0.1', MASTER_PORT: String(port), DP_SPEC: JSON.stringify(sp), DP_RUN: JSON.stringify(run) },
-        stdio: ['ignore', 'pipe', 'inherit'],
+    const rank = (r: number) =>
+      new Promise<{ rank: number; weights?: string; loss?: number; code?: string; message?: string }>((resolve, reject) => {
+        const p = spawn(process.execPath, ['test/fixtures/nccl-rank.mjs'], {
+          env: {
+            ...process.env,
+            RANK: String(r),
+            LOCAL_RANK: String(r),
+            WORLD_SIZE: '2',
+            MASTER_ADDR: '127.0.0.1',
+            MASTER_PORT: String(port),
+            DP_SPEC: JSON.stringify(sp),
+            DP_RUN: JSON.stringify(run),
+          },
+          stdio: ['ignore', 'pipe', 'inherit'],
+        });
+        let out = '';
+        p.stdout.on('data', (c) => {
+          out += c;
+        });
+        p.on('error', reject);
+        p.on('close', () => {
+          try {
+            resolve(JSON.parse(out.trim().split('\n').pop()!));
+          } catch {
+            reject(new Error(`rank ${r}: ${out}`));
+          }
+        });
       });
-      let out = '';
-      p.stdout.on('data', (c) => { out += c; });
-      p.on('error', reject);
-      p.on('close', () => { try { resolve(JSON.parse(out.trim().split('\n').pop()!)); } catch { reject(new Error(`rank ${r}: ${out}`)); } });
-    });
     const [r0, r1] = await Promise.all([rank(0), rank(1)]);
     expect(r0.code, r0.message).toBeUndefined();
     expect(r1.code, r1.message).toBeUndefined();
@@ -210,12 +269,17 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     try {
       const t = new Trainer(group);
       t.init(1);
-      await t.fit(data(64), { epochs: 1 });  // connections up
+      await t.fit(data(64), { epochs: 1 }); // connections up
       const base = { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 64, reduce: true, globalBatch: PER_GPU * world };
       const params = devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU }));
-      params[world - 1] = { ...params[world - 1]!, shardOffset: PER_GPU * world };  // outside the global batch
+      params[world - 1] = { ...params[world - 1]!, shardOffset: PER_GPU * world }; // outside the global batch
       await expect(runGroup(group, params)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
-      await expect(runGroup(group, devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU })))).rejects.toMatchObject({ code: 'NCCL_ERROR' });
+      await expect(
+        runGroup(
+          group,
+          devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU })),
+        ),
+      ).rejects.toMatchObject({ code: 'NCCL_ERROR' });
     } finally {
       group.dispose();
     }

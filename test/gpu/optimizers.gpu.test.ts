@@ -13,23 +13,29 @@ import { FIXTURES, FLOOR, maxRelError, trainCase, trainerOptions, weightToleranc
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
-const cpu = { backend: 'cpu' } as const, cuda = { backend: 'cuda' } as const;
+const cpu = { backend: 'cpu' } as const,
+  cuda = { backend: 'cuda' } as const;
 
 describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?? 'auto'} path, gemm ${process.env.NN_ARENA_GEMM ?? info.gemm})`, () => {
-  it.each(FIXTURES.cases.map((c) => [c.name, c] as const))('%s: CUDA matches PyTorch as the CPU does (float64 1e-12; float32 within its rounding), norms and rates too', async (_n, c) => {
-    for (const dtype of ['float64', 'float32'] as const) {
-      const [a, b] = [await trainCase(c, dtype, cpu), await trainCase(c, dtype, cuda)];
-      const rel = maxRelError(b, a, FLOOR), torch = maxRelError(b, c[dtype], FLOOR), tol = weightTolerance(c, dtype);
-      console.log(`${c.name} ${dtype}: cuda vs cpu ${rel.toExponential(2)}, cuda vs torch ${torch.toExponential(2)} (tolerance ${tol.toExponential(2)})`);
-      // The real thing first: CUDA as close to PyTorch as test/optimizers.test.ts holds the CPU;
-      // so the two backends are within twice that of each other.
-      expect(torch, `${c.name} ${dtype} vs torch`).toBeLessThanOrEqual(tol);
-      expect(rel, `${c.name} ${dtype}`).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 2 * tol);
-      expect(b.lrs).toEqual(a.lrs);
-      expect(b.gradNorms.length).toBe(a.gradNorms.length);
-      b.gradNorms.forEach((n, s) => expect(Math.abs(n - a.gradNorms[s]!) / a.gradNorms[s]!).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 1e-5));
-    }
-  });
+  it.each(FIXTURES.cases.map((c) => [c.name, c] as const))(
+    '%s: CUDA matches PyTorch as the CPU does (float64 1e-12; float32 within its rounding), norms and rates too',
+    async (_n, c) => {
+      for (const dtype of ['float64', 'float32'] as const) {
+        const [a, b] = [await trainCase(c, dtype, cpu), await trainCase(c, dtype, cuda)];
+        const rel = maxRelError(b, a, FLOOR),
+          torch = maxRelError(b, c[dtype], FLOOR),
+          tol = weightTolerance(c, dtype);
+        console.log(`${c.name} ${dtype}: cuda vs cpu ${rel.toExponential(2)}, cuda vs torch ${torch.toExponential(2)} (tolerance ${tol.toExponential(2)})`);
+        // The real thing first: CUDA as close to PyTorch as test/optimizers.test.ts holds the CPU;
+        // so the two backends are within twice that of each other.
+        expect(torch, `${c.name} ${dtype} vs torch`).toBeLessThanOrEqual(tol);
+        expect(rel, `${c.name} ${dtype}`).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 2 * tol);
+        expect(b.lrs).toEqual(a.lrs);
+        expect(b.gradNorms.length).toBe(a.gradNorms.length);
+        b.gradNorms.forEach((n, s) => expect(Math.abs(n - a.gradNorms[s]!) / a.gradNorms[s]!).toBeLessThanOrEqual(dtype === 'float64' ? 1e-12 : 1e-5));
+      }
+    },
+  );
 
   const tf32 = info.computeCapability >= '8.0';
   it.skipIf(!tf32).each(['tf32', 'tf32x3'] as const)('%s: AdamW + cosine + clipping trains as fp32 does (within the precision)', async (precision) => {
@@ -44,17 +50,30 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
 
   it('K models: per-model rates under a schedule, with clipping and AdamW, each model as a run of it alone', async () => {
     const c = FIXTURES.cases.find((x) => x.name === 'adamw-cosine-clip')!;
-    const f = FIXTURES, K = 3, lrs = [0.02, 0.01, 0.005];
+    const f = FIXTURES,
+      K = 3,
+      lrs = [0.02, 0.01, 0.005];
     const multi = Arena.create(planLayout({ layers: f.layers, batch: f.batch, dtype: 'float64', optimizer: 'adamw', models: K }), cuda);
     try {
       const t = new Trainer(multi, { ...trainerOptions(c), lr: lrs });
-      for (let m = 0; m < K; m++) for (let l = 1; l < f.layers.length; l++) { multi.view(l, 'w', m).set(f.w[l - 1]!.flat()); multi.view(l, 'b', m).set(f.b[l - 1]!); }
+      for (let m = 0; m < K; m++)
+        for (let l = 1; l < f.layers.length; l++) {
+          multi.view(l, 'w', m).set(f.w[l - 1]!.flat());
+          multi.view(l, 'b', m).set(f.b[l - 1]!);
+        }
       t.markHostChanged();
-      for (let s = 0; s < f.steps; s++) await t.step(f.x.slice(s * f.batch, (s + 1) * f.batch).flat(), { labels: f.labels.slice(s * f.batch, (s + 1) * f.batch) });
+      for (let s = 0; s < f.steps; s++)
+        await t.step(f.x.slice(s * f.batch, (s + 1) * f.batch).flat(), { labels: f.labels.slice(s * f.batch, (s + 1) * f.batch) });
       multi.toHost({ kinds: ['w', 'b'] });
       for (let m = 0; m < K; m++) {
         const alone = await trainCase({ ...c, lr: lrs[m]! }, 'float64', cuda);
-        const got = { ...alone, w: f.layers.slice(1).map((n, i) => Array.from({ length: n }, (_, j) => Array.from(multi.view(i + 1, 'w', m).subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))), b: f.layers.slice(1).map((_, i) => Array.from(multi.view(i + 1, 'b', m))) };
+        const got = {
+          ...alone,
+          w: f.layers
+            .slice(1)
+            .map((n, i) => Array.from({ length: n }, (_, j) => Array.from(multi.view(i + 1, 'w', m).subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))),
+          b: f.layers.slice(1).map((_, i) => Array.from(multi.view(i + 1, 'b', m))),
+        };
         expect(maxRelError(got, alone, 1e-3), `model ${m}`).toBeLessThanOrEqual(1e-12);
       }
       expect(t.gradNorms.length).toBe(K);
@@ -68,13 +87,24 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
   // K = 2 walks model 1's too. Momentum (with Nesterov and decay) keeps its state in the walk;
   // Adam's m / sqrt(v) would magnify the backends' last-bit differences in gradients that cancel.
   it.each([1, 2])('clipping on a network of more parameters than two per thread of the fused grid, K = %i: CUDA as the CPU (momentum)', async (K) => {
-    const layers = [784, 256, 10], batch = 32, samples = batch * 3;
+    const layers = [784, 256, 10],
+      batch = 32,
+      samples = batch * 3;
     const x = Float64Array.from({ length: samples * 784 }, (_, i) => Math.sin(i * 0.37) * 0.5);
     const labels = Array.from({ length: samples }, (_, i) => (i * 7) % 10);
     const train = async (backend: 'cpu' | 'cuda') => {
-      const arena = Arena.create(planLayout({ layers, batch, samples, dtype: 'float64', optimizer: 'momentum', activations: ['gelu', 'softmax'], models: K }), { backend });
+      const arena = Arena.create(planLayout({ layers, batch, samples, dtype: 'float64', optimizer: 'momentum', activations: ['gelu', 'softmax'], models: K }), {
+        backend,
+      });
       try {
-        const t = new Trainer(arena, { lr: K === 1 ? 0.01 : [0.01, 0.004], momentum: 0.9, nesterov: true, weightDecay: 0.01, clipGradNorm: 0.01, schedule: { type: 'cosine', total: 6, warmup: 2 } });
+        const t = new Trainer(arena, {
+          lr: K === 1 ? 0.01 : [0.01, 0.004],
+          momentum: 0.9,
+          nesterov: true,
+          weightDecay: 0.01,
+          clipGradNorm: 0.01,
+          schedule: { type: 'cosine', total: 6, warmup: 2 },
+        });
         t.init(3);
         const r = await t.fit({ x, labels }, { epochs: 2, seed: 1 });
         arena.toHost({ kinds: ['w', 'b'] });
@@ -88,12 +118,14 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
     if (!process.env.NN_ARENA_STEP_PATH || process.env.NN_ARENA_STEP_PATH === 'fused') expect(b.path).toBe('fused');
     expect(b.norms.length).toBe(a.norms.length);
     a.norms.forEach((n, s) => {
-      expect(n).toBeGreaterThan(0.01);  // every step clips
+      expect(n).toBeGreaterThan(0.01); // every step clips
       expect(Math.abs(b.norms[s]! - n) / n).toBeLessThanOrEqual(1e-12);
     });
     for (let m = 0; m < K; m++) {
       let worst = 0;
-      a.params[m]!.forEach((v, i) => { worst = Math.max(worst, Math.abs(b.params[m]![i]! - v) / Math.max(Math.abs(v), 1e-3)); });
+      a.params[m]!.forEach((v, i) => {
+        worst = Math.max(worst, Math.abs(b.params[m]![i]! - v) / Math.max(Math.abs(v), 1e-3));
+      });
       expect(worst, `model ${m}`).toBeLessThanOrEqual(1e-12);
     }
   });
@@ -101,11 +133,16 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
   const nccl = info.devices >= 2 ? ncclInfo() : { available: false };
   it.skipIf(!(info.devices >= 2 && nccl.available))('a data-parallel group clips after the all-reduce: equal to one GPU on the global batch', async () => {
     const c = FIXTURES.cases.find((x) => x.name === 'adamw-cosine-clip')!;
-    const f = FIXTURES, world = 2;
+    const f = FIXTURES,
+      world = 2;
     const group = DataParallel.create(planLayout({ layers: f.layers, batch: f.batch / world, dtype: 'float64', optimizer: 'adamw' }), { devices: [0, 1] });
     try {
       const t = new Trainer(group, trainerOptions(c));
-      for (const a of group.replicas) for (let l = 1; l < f.layers.length; l++) { a.view(l, 'w').set(f.w[l - 1]!.flat()); a.view(l, 'b').set(f.b[l - 1]!); }
+      for (const a of group.replicas)
+        for (let l = 1; l < f.layers.length; l++) {
+          a.view(l, 'w').set(f.w[l - 1]!.flat());
+          a.view(l, 'b').set(f.b[l - 1]!);
+        }
       t.markHostChanged();
       const norms: number[] = [];
       for (let s = 0; s < f.steps; s++) {
@@ -115,7 +152,13 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
       const one = await trainCase(c, 'float64', cuda);
       for (const a of group.replicas) {
         a.toHost({ kinds: ['w', 'b'] });
-        const got = { ...one, w: f.layers.slice(1).map((n, i) => Array.from({ length: n }, (_, j) => Array.from(a.view(i + 1, 'w').subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))), b: f.layers.slice(1).map((_, i) => Array.from(a.view(i + 1, 'b'))) };
+        const got = {
+          ...one,
+          w: f.layers
+            .slice(1)
+            .map((n, i) => Array.from({ length: n }, (_, j) => Array.from(a.view(i + 1, 'w').subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))),
+          b: f.layers.slice(1).map((_, i) => Array.from(a.view(i + 1, 'b'))),
+        };
         expect(maxRelError(got, one, 1e-3)).toBeLessThanOrEqual(1e-12);
       }
       norms.forEach((n, s) => expect(Math.abs(n - one.gradNorms[s]!) / one.gradNorms[s]!).toBeLessThanOrEqual(1e-12));

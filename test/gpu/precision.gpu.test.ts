@@ -18,19 +18,24 @@ const expectedPath = process.env.NN_ARENA_GEMM === 'tiled' || !info.gemm.startsW
 
 /** max |got - ref| / max |ref| */
 function relErr(got: ArrayLike<number>, ref: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < ref.length; i++) { num = Math.max(num, Math.abs(got[i]! - ref[i]!)); den = Math.max(den, Math.abs(ref[i]!)); }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < ref.length; i++) {
+    num = Math.max(num, Math.abs(got[i]! - ref[i]!));
+    den = Math.max(den, Math.abs(ref[i]!));
+  }
   return num / den;
 }
 
 /** C (r x c) = A (r x k) . B^T where B is c x k, in float64. */
 function mulBt(a: ArrayLike<number>, b: ArrayLike<number>, r: number, k: number, c: number): Float64Array {
   const out = new Float64Array(r * c);
-  for (let i = 0; i < r; i++) for (let j = 0; j < c; j++) {
-    let s = 0;
-    for (let q = 0; q < k; q++) s += a[i * k + q]! * b[j * k + q]!;
-    out[i * c + j] = s;
-  }
+  for (let i = 0; i < r; i++)
+    for (let j = 0; j < c; j++) {
+      let s = 0;
+      for (let q = 0; q < k; q++) s += a[i * k + q]! * b[j * k + q]!;
+      out[i * c + j] = s;
+    }
   return out;
 }
 const transpose = (a: ArrayLike<number>, r: number, c: number) => {
@@ -49,9 +54,12 @@ async function productErrors(mode: Mode, rows: number, k: number, h: number, n: 
     const t = new Trainer(arena, { precision: mode, loss: 'mse' });
     t.init(11);
     const { x, y } = toyData(k, n, rows, 17, true);
-    const x32 = Float32Array.from(x), y32 = Float32Array.from(y!);
-    const w1 = Float64Array.from(arena.view(1, 'w')), w2 = Float64Array.from(arena.view(2, 'w'));
-    const z1 = mulBt(x32, w1, rows, k, h), z2 = mulBt(z1, w2, rows, h, n);
+    const x32 = Float32Array.from(x),
+      y32 = Float32Array.from(y!);
+    const w1 = Float64Array.from(arena.view(1, 'w')),
+      w2 = Float64Array.from(arena.view(2, 'w'));
+    const z1 = mulBt(x32, w1, rows, k, h),
+      z2 = mulBt(z1, w2, rows, h, n);
     const d2 = z2.map((v, i) => (2 * (v - y32[i]!)) / (rows * n));
     const dw2 = mulBt(transpose(d2, rows, n), transpose(z1, rows, h), n, rows, h);
     const d1 = mulBt(d2, transpose(w2, n, h), rows, n, h);
@@ -72,12 +80,16 @@ async function trained(mode: Mode, dtype: 'float32' | 'float64', optimizer: 'sgd
   try {
     const t = new Trainer(arena, { precision: mode, lr: optimizer === 'adam' ? 0.002 : 0.05 });
     t.init(3);
-    if (dtype === 'float64') {  // the float32 start, exactly
-      for (let l = 1; l < 4; l++) { const w = arena.view(l, 'w'); w.set(Float32Array.from(w)); }
+    if (dtype === 'float64') {
+      // the float32 start, exactly
+      for (let l = 1; l < 4; l++) {
+        const w = arena.view(l, 'w');
+        w.set(Float32Array.from(w));
+      }
       t.markHostChanged();
     }
     const data = toyData(96, 10, batch * steps, 5, false);
-    const r = await t.fit({ x: Float32Array.from(data.x), labels: data.labels! }, { epochs: 1, seed: 9 });  // the same inputs in both dtypes
+    const r = await t.fit({ x: Float32Array.from(data.x), labels: data.labels! }, { epochs: 1, seed: 9 }); // the same inputs in both dtypes
     const w: number[] = [];
     for (let l = 1; l < 4; l++) w.push(...arena.view(l, 'w'), ...arena.view(l, 'b'));
     return { w: Float64Array.from(w), path: r.path, loss: r.loss };
@@ -87,12 +99,18 @@ async function trained(mode: Mode, dtype: 'float32' | 'float64', optimizer: 'sgd
 }
 
 describe.skipIf(!tf32Gpu)('precision on the GPU', () => {
-  it.each([[53, 131, 67, 45], [200, 300, 257, 129], [256, 784, 1024, 10]])('products rows %i, %i -> %i -> %i: tf32x3 as accurate as fp32, tf32 less', async (rows, k, h, n) => {
+  it.each([
+    [53, 131, 67, 45],
+    [200, 300, 257, 129],
+    [256, 784, 1024, 10],
+  ])('products rows %i, %i -> %i -> %i: tf32x3 as accurate as fp32, tf32 less', async (rows, k, h, n) => {
     const e: Record<string, Awaited<ReturnType<typeof productErrors>>> = {};
     for (const mode of MODES) e[mode] = await productErrors(mode, rows, k, h, n);
     console.log(`precision products ${rows}x${k}->${h}->${n} [${expectedPath}]: ${JSON.stringify(e)}`);
     for (const p of ['forward', 'weightGrad', 'errorAndWeightGrad'] as const) {
-      const fp32 = e.fp32![p], x3 = e.tf32x3![p], tf32 = e.tf32![p];
+      const fp32 = e.fp32![p],
+        x3 = e.tf32x3![p],
+        tf32 = e.tf32![p];
       expect(fp32, `fp32 ${p}`).toBeLessThan(1e-5);
       // Tensor cores accumulate each mma in FP32 without a rounded add: measured on the H100, tf32x3
       // products land 4-40x fp32's own distance from float64 (1e-6 relative), TF32 200-1000x.
@@ -110,13 +128,16 @@ describe.skipIf(!tf32Gpu)('precision on the GPU', () => {
       const f64 = await trained('fp32', 'float64', optimizer, steps);
       const r: Record<string, Awaited<ReturnType<typeof trained>>> = {};
       for (const mode of MODES) r[mode] = await trained(mode, 'float32', optimizer, steps);
-      const noise = relErr(r.fp32!.w, f64.w);  // fp32's own distance from float64
-      const x3 = relErr(r.tf32x3!.w, r.fp32!.w), tf32 = relErr(r.tf32!.w, r.fp32!.w);
-      console.log(`precision ${optimizer} ${steps} steps: fp32-vs-fp64 ${noise.toExponential(3)}, tf32x3-vs-fp32 ${x3.toExponential(3)} (${(x3 / noise).toFixed(2)}x), ` +
-        `tf32-vs-fp32 ${tf32.toExponential(3)} (${(tf32 / noise).toFixed(1)}x); loss fp32 ${r.fp32!.loss} tf32x3 ${r.tf32x3!.loss} tf32 ${r.tf32!.loss}`);
+      const noise = relErr(r.fp32!.w, f64.w); // fp32's own distance from float64
+      const x3 = relErr(r.tf32x3!.w, r.fp32!.w),
+        tf32 = relErr(r.tf32!.w, r.fp32!.w);
+      console.log(
+        `precision ${optimizer} ${steps} steps: fp32-vs-fp64 ${noise.toExponential(3)}, tf32x3-vs-fp32 ${x3.toExponential(3)} (${(x3 / noise).toFixed(2)}x), ` +
+          `tf32-vs-fp32 ${tf32.toExponential(3)} (${(tf32 / noise).toFixed(1)}x); loss fp32 ${r.fp32!.loss} tf32x3 ${r.tf32x3!.loss} tf32 ${r.tf32!.loss}`,
+      );
       expect(r.tf32x3!.path).toBe(expectedPath);
       expect(r.tf32!.path).toBe(expectedPath);
-      expect(noise).toBeLessThan(1e-2);  // Adam's normalised steps carry fp32's rounding further (9e-4 at 40 steps)
+      expect(noise).toBeLessThan(1e-2); // Adam's normalised steps carry fp32's rounding further (9e-4 at 40 steps)
       expect(x3).toBeLessThanOrEqual(4 * noise);
       expect(tf32).toBeGreaterThan(x3);
       expect(tf32).toBeLessThan(0.05);

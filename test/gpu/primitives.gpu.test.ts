@@ -17,7 +17,9 @@ const forcedFused = process.env.NN_ARENA_STEP_PATH === 'fused';
 const blas = info.gemm.startsWith('cublas') && process.env.NN_ARENA_GEMM !== 'tiled';
 
 const asF64 = (b: Uint8Array, dtype: 'float32' | 'float64') =>
-  Float64Array.from(dtype === 'float32' ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4) : new Float64Array(b.buffer, b.byteOffset, b.byteLength / 8));
+  Float64Array.from(
+    dtype === 'float32' ? new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4) : new Float64Array(b.buffer, b.byteOffset, b.byteLength / 8),
+  );
 
 describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
   // batch * units * fan-in above the fused path's limit (2^26): the step runs per layer.
@@ -31,7 +33,8 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
         console.log(`primitives-vs-step ${optimizer} ${dtype}: first differing byte ${firstDiff(r.step, r.primitives)}, rel ${rel.toExponential(3)}`);
         if (exact) expect(firstDiff(r.step, r.primitives)).toBe(-1);
         else expect(rel).toBeLessThan(dtype === 'float32' ? 1e-4 : 1e-10);
-        for (let i = 0; i < r.stepLoss.length; i++) expect(Math.abs(r.primitiveLoss[i]! - r.stepLoss[i]!)).toBeLessThan((dtype === 'float32' ? 1e-5 : 1e-12) * r.stepLoss[i]!);
+        for (let i = 0; i < r.stepLoss.length; i++)
+          expect(Math.abs(r.primitiveLoss[i]! - r.stepLoss[i]!)).toBeLessThan((dtype === 'float32' ? 1e-5 : 1e-12) * r.stepLoss[i]!);
       });
     }
   }
@@ -61,7 +64,9 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
       const r = await modelTwins(cuda, 'float32', optimizer, lrs, big);
       for (let m = 0; m < 3; m++) {
         const rel = relDiff(asF64(r.step[m]!, 'float32'), asF64(r.primitives[m]!, 'float32'));
-        console.log(`primitives-vs-step models m=${m} ${optimizer}: first differing byte ${firstDiff(r.step[m]!, r.primitives[m]!)}, rel ${rel.toExponential(3)}`);
+        console.log(
+          `primitives-vs-step models m=${m} ${optimizer}: first differing byte ${firstDiff(r.step[m]!, r.primitives[m]!)}, rel ${rel.toExponential(3)}`,
+        );
         if (!exact) expect(rel, `model ${m}`).toBeLessThan(1e-4);
         else expect(firstDiff(r.step[m]!, r.primitives[m]!), `model ${m}`).toBe(-1);
       }
@@ -69,7 +74,11 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
   }
 
   it('wide outputs (block and warp output kernels): sigmoid + mse and softmax + cross-entropy, adam', async () => {
-    for (const [layers, output] of [[[64, 96, 300], 'sigmoid'], [[64, 96, 300], 'softmax'], [[32, 64, 5000], 'softmax']] as const) {
+    for (const [layers, output] of [
+      [[64, 96, 300], 'sigmoid'],
+      [[64, 96, 300], 'softmax'],
+      [[32, 64, 5000], 'softmax'],
+    ] as const) {
       const r = await twins(cuda, 'float64', 'adam', { layers: [...layers], batch: 32, output, steps: 3 });
       // Small networks: the step may run fused, so compare to rounding.
       expect(relDiff(asF64(r.step, 'float64'), asF64(r.primitives, 'float64')), `${layers} ${output}`).toBeLessThan(1e-10);
@@ -77,7 +86,13 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
   });
 
   it('CPU == CUDA for the primitives with a custom loss (dOutput, softmax output) and update()', async () => {
-    const spec = { layers: [12, 32, 24, 5], batch: 16, dtype: 'float64' as const, optimizer: 'momentum' as const, activations: ['relu', 'tanh', 'softmax'] as const };
+    const spec = {
+      layers: [12, 32, 24, 5],
+      batch: 16,
+      dtype: 'float64' as const,
+      optimizer: 'momentum' as const,
+      activations: ['relu', 'tanh', 'softmax'] as const,
+    };
     const data = toyData(12, 5, 16, 5, false);
     const params: Float64Array[] = [];
     for (const backend of ['cpu', 'cuda'] as const) {
@@ -89,7 +104,9 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
           const out = await t.forward(data.x);
           // -log p of the label, mean over rows: dL/dp = -1 / (rows p) at the label
           const dOutput = new Float64Array(out.length);
-          data.labels!.forEach((c, r) => { dOutput[r * 5 + c] = -1 / (16 * out[r * 5 + c]!); });
+          data.labels!.forEach((c, r) => {
+            dOutput[r * 5 + c] = -1 / (16 * out[r * 5 + c]!);
+          });
           await t.backward({ dOutput });
           await t.update();
         }
@@ -116,10 +133,23 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
       const s2 = arena.stats;
       await t.update();
       const s3 = arena.stats;
-      expect([s1.toDeviceTransfers - s0.toDeviceTransfers, s1.toDeviceBytes - s0.toDeviceBytes, s1.toHostTransfers - s0.toHostTransfers, s1.toHostBytes - s0.toHostBytes]).toEqual([1, 6 * 8 * 4, 1, 6 * 4 * 4]);
-      expect([s2.toDeviceTransfers - s1.toDeviceTransfers, s2.toDeviceBytes - s1.toDeviceBytes, s2.toHostTransfers - s1.toHostTransfers]).toEqual([1, 6 * 4 * 4, 0]);
+      expect([
+        s1.toDeviceTransfers - s0.toDeviceTransfers,
+        s1.toDeviceBytes - s0.toDeviceBytes,
+        s1.toHostTransfers - s0.toHostTransfers,
+        s1.toHostBytes - s0.toHostBytes,
+      ]).toEqual([1, 6 * 8 * 4, 1, 6 * 4 * 4]);
+      expect([s2.toDeviceTransfers - s1.toDeviceTransfers, s2.toDeviceBytes - s1.toDeviceBytes, s2.toHostTransfers - s1.toHostTransfers]).toEqual([
+        1,
+        6 * 4 * 4,
+        0,
+      ]);
       // update() reads the stats region back (DIVERGED when the weights went non-finite), nothing else.
-      expect([s3.toDeviceTransfers - s2.toDeviceTransfers, s3.toHostTransfers - s2.toHostTransfers, s3.toHostBytes - s2.toHostBytes]).toEqual([0, 1, plan.region(2, 'stats')!.bytes]);
+      expect([s3.toDeviceTransfers - s2.toDeviceTransfers, s3.toHostTransfers - s2.toHostTransfers, s3.toHostBytes - s2.toHostBytes]).toEqual([
+        0,
+        1,
+        plan.region(2, 'stats')!.bytes,
+      ]);
     } finally {
       arena.dispose();
     }

@@ -11,14 +11,24 @@ const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
 
 const plan = planLayout({
-  layers: [64, 256, 256, 10], batch: 32, optimizer: 'adam', samples: 128,
-  extra: [{ name: 'ema', like: 'w' }, { name: 'act', per: 'z', layers: [1, 2] }, { name: 'rng', bytes: 4096 }],
+  layers: [64, 256, 256, 10],
+  batch: 32,
+  optimizer: 'adam',
+  samples: 128,
+  extra: [
+    { name: 'ema', like: 'w' },
+    { name: 'act', per: 'z', layers: [1, 2] },
+    { name: 'rng', bytes: 4096 },
+  ],
 });
 const extras = plan.regions.filter((r) => r.extra !== undefined);
 const pattern = (r: Region) => Float64Array.from({ length: r.length }, (_, i) => (r.extra! + 1) * 1000 + r.layer * 100 + (i % 97));
-const fillExtras = (a: Arena) => { for (const r of extras) a.view(r.layer, r.kind).set(pattern(r).map((x) => (r.kind === 'rng' ? x & 255 : x))); };
+const fillExtras = (a: Arena) => {
+  for (const r of extras) a.view(r.layer, r.kind).set(pattern(r).map((x) => (r.kind === 'rng' ? x & 255 : x)));
+};
 const expectExtras = (a: Arena) => {
-  for (const r of extras) expect(Array.from(a.view(r.layer, r.kind)), `${r.kind}[${r.layer}]`).toEqual(Array.from(pattern(r), (x) => (r.kind === 'rng' ? x & 255 : x)));
+  for (const r of extras)
+    expect(Array.from(a.view(r.layer, r.kind)), `${r.kind}[${r.layer}]`).toEqual(Array.from(pattern(r), (x) => (r.kind === 'rng' ? x & 255 : x)));
 };
 
 describe.skipIf(!hasGpu)(`user regions on ${info.name || 'no device'}`, () => {
@@ -37,7 +47,7 @@ describe.skipIf(!hasGpu)(`user regions on ${info.name || 'no device'}`, () => {
       const w1 = Array.from(a.view(1, 'w'));
       await t.fit(toyData(64, 10, 128, 4, false), { epochs: 2 });
       for (const r of extras) a.view(r.layer, r.kind).fill(0);
-      a.toHost();  // the whole arena: what the device side holds
+      a.toHost(); // the whole arena: what the device side holds
       expect(Array.from(a.view(1, 'w'))).not.toEqual(w1);
       expectExtras(a);
       // One of them back and forth on its own: a device-side copy of exactly those bytes.

@@ -17,11 +17,20 @@ const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
 
 describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
-  for (const [layers, batch] of [[[6, 10, 4], 8], [[784, 256, 10], 64]] as const) {
+  for (const [layers, batch] of [
+    [[6, 10, 4], 8],
+    [[784, 256, 10], 64],
+  ] as const) {
     it(`${layers.join('-')} batch ${batch}: the weights of resident training, streamed in source order`, async () => {
       const N = batch * 16 + 3;
       const data = toyData(layers[0], layers[2], N, 3, false) as { x: Float64Array; labels: Uint8Array };
-      const run = async (samples: number, source: unknown, options: { pinned?: boolean; memory?: 'managed' } = {}, fits = 1, trainer: Partial<TrainerOptions> = {}) => {
+      const run = async (
+        samples: number,
+        source: unknown,
+        options: { pinned?: boolean; memory?: 'managed' } = {},
+        fits = 1,
+        trainer: Partial<TrainerOptions> = {},
+      ) => {
         const arena = Arena.create(planLayout({ layers: [...layers], batch, samples, optimizer: 'adam' }), { backend: 'cuda', ...options });
         try {
           const t = new Trainer(arena, { lr: 0.01, ...trainer });
@@ -34,8 +43,16 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
         }
       };
       const resident = await run(N, data);
-      const batches = Array.from({ length: Math.ceil(N / 33) }, (_, i) => ({ x: data.x.subarray(i * 33 * layers[0], Math.min(N, (i + 1) * 33) * layers[0]), labels: data.labels.subarray(i * 33, (i + 1) * 33) }));
-      for (const [name, options, fits] of [['pinned', {}, 1], ['pageable', { pinned: false }, 1], ['managed', { memory: 'managed' }, 1], ['two fits', {}, 2]] as const) {
+      const batches = Array.from({ length: Math.ceil(N / 33) }, (_, i) => ({
+        x: data.x.subarray(i * 33 * layers[0], Math.min(N, (i + 1) * 33) * layers[0]),
+        labels: data.labels.subarray(i * 33, (i + 1) * 33),
+      }));
+      for (const [name, options, fits] of [
+        ['pinned', {}, 1],
+        ['pageable', { pinned: false }, 1],
+        ['managed', { memory: 'managed' }, 1],
+        ['two fits', {}, 2],
+      ] as const) {
         const streamed = await run(batch * 4, batches, options, fits);
         expect(streamed.r.path, name).toBe(resident.r.path);
         let max = 0;
@@ -44,9 +61,16 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
       }
       // Windows' runs queued behind one another with clipping (norms brought back) and fp16 (each
       // going on from the loss scale the run before it left; the scale moves within and across windows).
-      for (const [name, trainer] of [['clip', { clipGradNorm: 0.5 }], ['fp16', { precision: 'fp16', lossScale: { init: 2 ** 40, growthInterval: 2 } }]] as const) {
-        const want = await run(N, data, {}, 1, trainer), got = await run(batch * 4, batches, {}, 1, trainer);
-        expect(got.w.every((v, i) => v === want.w[i]), name).toBe(true);
+      for (const [name, trainer] of [
+        ['clip', { clipGradNorm: 0.5 }],
+        ['fp16', { precision: 'fp16', lossScale: { init: 2 ** 40, growthInterval: 2 } }],
+      ] as const) {
+        const want = await run(N, data, {}, 1, trainer),
+          got = await run(batch * 4, batches, {}, 1, trainer);
+        expect(
+          got.w.every((v, i) => v === want.w[i]),
+          name,
+        ).toBe(true);
         expect(got.scale, name).toEqual(want.scale);
       }
       // Shuffled: a .npy file gathered in the resident order (seed 3).
@@ -67,13 +91,19 @@ describe.skipIf(!hasGpu)('CUDA: fit() from a stream', () => {
         };
         const want = await shuffled(N, { x: Float32Array.from(data.x), labels: data.labels });
         const got = await shuffled(batch * 4, streamNpy({ x: join(dir, 'x.npy'), labels: join(dir, 'l.npy') }));
-        expect(got.every((v, i) => v === want[i]), 'shuffled npy').toBe(true);
+        expect(
+          got.every((v, i) => v === want[i]),
+          'shuffled npy',
+        ).toBe(true);
       } finally {
         rmSync(dir, { recursive: true, force: true });
       }
       const bad = Float64Array.from(data.x);
       bad[(batch * 5 + 2) * layers[0] + 1] = NaN;
-      await expect(run(batch * 4, [{ x: bad, labels: data.labels }])).rejects.toMatchObject({ code: 'BAD_DATA', field: `batch 0.x[${(batch * 5 + 2) * layers[0] + 1}]` });
+      await expect(run(batch * 4, [{ x: bad, labels: data.labels }])).rejects.toMatchObject({
+        code: 'BAD_DATA',
+        field: `batch 0.x[${(batch * 5 + 2) * layers[0] + 1}]`,
+      });
     });
   }
 });

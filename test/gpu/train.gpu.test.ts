@@ -36,7 +36,10 @@ describe.skipIf(!hasGpu)('CUDA training', () => {
 
   // Output layers wider than a warp take other code on the GPU (a block or a warp per row,
   // with their own reductions): softmax + cross-entropy and sigmoid + mse, float64.
-  for (const [output, loss] of [['softmax', 'cross-entropy'], ['sigmoid', 'mse']] as const) {
+  for (const [output, loss] of [
+    ['softmax', 'cross-entropy'],
+    ['sigmoid', 'mse'],
+  ] as const) {
     it(`a 300-unit ${output} output layer (${loss}) trains, evaluates and predicts as on the CPU`, async () => {
       const spec = { layers: [20, 40, 300], batch: 16, samples: 64, dtype: 'float64' as const, activations: ['tanh', output] as const };
       const d = toyData(20, 300, 64, 4, loss === 'mse');

@@ -19,10 +19,15 @@ const hasGpu = info.built && info.devices > 0;
 process.env.NN_ARENA_STEP_PATH = 'layers';
 
 function dataFor(spec: LayoutSpec, seed: number) {
-  const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!, n = spec.samples!;
+  const inputs = spec.layers[0]!,
+    outputs = spec.layers[spec.layers.length - 1]!,
+    n = spec.samples!;
   let s = seed >>> 0;
   const x = new Float32Array(n * inputs);
-  for (let i = 0; i < x.length; i++) { s = (Math.imul(s, 1103515245) + 12345) >>> 0; x[i] = (s >>> 8) / 2 ** 24; }
+  for (let i = 0; i < x.length; i++) {
+    s = (Math.imul(s, 1103515245) + 12345) >>> 0;
+    x[i] = (s >>> 8) / 2 ** 24;
+  }
   return { x, labels: Int32Array.from({ length: n }, (_, i) => (i * 7919) % outputs) };
 }
 
@@ -85,9 +90,11 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
         // The loss is summed in integer fixed point (order-independent); compared to rounding anyway.
         expect(Math.abs(r.loss - resident.loss)).toBeLessThanOrEqual(1e-6 * Math.abs(resident.loss));
         const rep = r.arena.residency();
-        console.log(`${name}: budget ${budget}, peak ${rep.peakDeviceBytes} B measured (${rep.samples} samples; in use ${rep.peakDeviceInUse}, baseline ${rep.baselineDeviceBytes}), ` +
-          `scheduled peak ${rep.peakScheduledBytes}; last run fetched ${rep.lastRun.fetchedBytes}, wrote back ${rep.lastRun.writtenBackBytes}, dropped ${rep.lastRun.droppedBytes}; ` +
-          `timing ${JSON.stringify(rep.timing)}`);
+        console.log(
+          `${name}: budget ${budget}, peak ${rep.peakDeviceBytes} B measured (${rep.samples} samples; in use ${rep.peakDeviceInUse}, baseline ${rep.baselineDeviceBytes}), ` +
+            `scheduled peak ${rep.peakScheduledBytes}; last run fetched ${rep.lastRun.fetchedBytes}, wrote back ${rep.lastRun.writtenBackBytes}, dropped ${rep.lastRun.droppedBytes}; ` +
+            `timing ${JSON.stringify(rep.timing)}`,
+        );
         expect(rep.measured).toBe(true);
         expect(rep.peakScheduledBytes).toBeLessThanOrEqual(budget);
         expect(rep.peakDeviceBytes).toBeGreaterThan(0);
@@ -112,7 +119,16 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
         expect(rep.layers.map((l) => l.layer)).toEqual([0, 1, 2, 3, 4, 5, 6]);
         if (options.memory === 'managed') for (const l of rep.layers.slice(1)) expect(l.regions.w).toBe('host');
         else expect(rep.layers.some((l) => Object.values(l.regions).includes('device'))).toBe(true);
-        console.log(`${name}: ${rep.layers.map((l) => `layer ${l.layer} ${l.location} (${Object.entries(l.regions).map(([k, w]) => `${k}:${w}`).join(' ')})`).join('; ')}`);
+        console.log(
+          `${name}: ${rep.layers
+            .map(
+              (l) =>
+                `layer ${l.layer} ${l.location} (${Object.entries(l.regions)
+                  .map(([k, w]) => `${k}:${w}`)
+                  .join(' ')})`,
+            )
+            .join('; ')}`,
+        );
         for (const l of rep.layers) expect(['device', 'host', 'mixed', 'none']).toContain(l.location);
       } finally {
         r.arena.dispose();
@@ -143,14 +159,16 @@ describe.skipIf(!hasGpu)('device budgets: other optimizers, orders and ops, at t
         const r = await train(spec, options, init, 2);
         try {
           const g = await r.trainer.gradients(data.x.subarray(0, 10 * spec.layers[0]!), { labels: data.labels.subarray(0, 10) });
-          const grads = (['dw', 'db'] as const).flatMap((k) => Array.from({ length: spec.layers.length - 1 }, (_, i) => {
-            const reg = plan.region(i + 1, k)!;
-            return Uint8Array.from(r.arena.bytes(reg.offset, reg.bytes));
-          }));
+          const grads = (['dw', 'db'] as const).flatMap((k) =>
+            Array.from({ length: spec.layers.length - 1 }, (_, i) => {
+              const reg = plan.region(i + 1, k)!;
+              return Uint8Array.from(r.arena.bytes(reg.offset, reg.bytes));
+            }),
+          );
           const ev = await r.trainer.evaluate(data);
           const pred = await r.trainer.predict(data.x.subarray(0, 7 * spec.layers[0]!));
           results.push({ params: r.params, grads, eval: ev.loss + g.loss, pred: new Uint8Array(pred.buffer.slice(0)) });
-          if (options.deviceBudget) expect(r.arena.residency().placement).toBe(options.memory === 'staged' ? 'staged' : options.residency ?? 'scheduler');
+          if (options.deviceBudget) expect(r.arena.residency().placement).toBe(options.memory === 'staged' ? 'staged' : (options.residency ?? 'scheduler'));
         } finally {
           r.arena.dispose();
         }

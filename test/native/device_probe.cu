@@ -14,8 +14,7 @@ __global__ void probeBindKernel(void* base, uint32_t numLayers, uint64_t* out) {
   for (uint32_t l = 0; l < numLayers; ++l) {
     const nna_bound_layer<float> b = nna_bind<float>(base, l);
     float* p[NNA_KIND_COUNT] = {b.z, b.b, b.w, b.d, b.db, b.dw, b.mw, b.mb, b.vw, b.vb, b.y, b.xdata, b.ydata, b.stats};
-    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
-      out[l * NNA_KIND_COUNT + k] = p[k] ? (uint64_t)((char*)p[k] - (char*)base) : ~0ull;
+    for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) out[l * NNA_KIND_COUNT + k] = p[k] ? (uint64_t)((char*)p[k] - (char*)base) : ~0ull;
   }
 }
 

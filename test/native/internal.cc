@@ -138,10 +138,15 @@ Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   auto n = [&](const char* k, double v) { o.Set(k, Napi::Number::New(env, v)); };
   n("bytes", double(bytes));
-  n("copyToDevice", r.copyToDevice); n("copyToHost", r.copyToHost);
-  n("prefetchToDevice", r.prefetchToDevice); n("prefetchToHost", r.prefetchToHost); n("prefetchToHost4", r.prefetchToHost4);
+  n("copyToDevice", r.copyToDevice);
+  n("copyToHost", r.copyToHost);
+  n("prefetchToDevice", r.prefetchToDevice);
+  n("prefetchToHost", r.prefetchToHost);
+  n("prefetchToHost4", r.prefetchToHost4);
   n("prefetchRetainedBytes", double(r.prefetchRetainedBytes));
-  n("discardToHost", r.discardToHost); n("discardToDevice", r.discardToDevice); n("discardOnly", r.discardOnly);
+  n("discardToHost", r.discardToHost);
+  n("discardToDevice", r.discardToDevice);
+  n("discardOnly", r.discardOnly);
   n("discardFreedBytes", double(r.discardFreedBytes));
   o.Set("discard", Napi::String::New(env, r.discard));
   return o;
@@ -184,7 +189,12 @@ Napi::Value DeviceHeader(const Napi::CallbackInfo& info) {
   const bool cuda = boolean(env, info[2], "cuda");
   std::vector<uint8_t> bytes;
   guarded(env, [&] {
-    auto read = [&](void* dst, size_t n) { if (cuda) copyFromDevice(dst, base, n); else std::memcpy(dst, base, n); };
+    auto read = [&](void* dst, size_t n) {
+      if (cuda)
+        copyFromDevice(dst, base, n);
+      else
+        std::memcpy(dst, base, n);
+    };
     nna_header h;
     read(&h, sizeof h);
     if (h.header_bytes > total || h.header_bytes < sizeof h) NNA_FAIL("BAD_HEADER", "device header is not initialised (call toDevice first)");
@@ -213,7 +223,10 @@ Napi::Value MappedReadAfterCut(const Napi::CallbackInfo& info) {
   if (fd < 0) throwJs(env, "BAD_FILE", "cannot open the probe file");
   const size_t bytes = size_t(2 * sysconf(_SC_PAGESIZE));
   void* m = mmap(nullptr, bytes, PROT_READ, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) { close(fd); throwJs(env, "BAD_FILE", "cannot map the probe file"); }
+  if (m == MAP_FAILED) {
+    close(fd);
+    throwJs(env, "BAD_FILE", "cannot map the probe file");
+  }
   std::vector<char> out(bytes);
   const bool cut = ftruncate(fd, 0) == 0;
   const bool first = guardMappedReads([&] { std::memcpy(out.data(), m, bytes); });
@@ -258,12 +271,18 @@ class CopyBenchHandle : public Napi::ObjectWrap<CopyBenchHandle> {
   std::unique_ptr<CopyBench> bench_;
 };
 
-
 }  // namespace
 
 Napi::Object Init(Napi::Env env, Napi::Object o) {
-  exportFunctions(env, o, {{"decodeHeader", DecodeHeader}, {"replayResidency", ReplayResidency}, {"measureLink", MeasureLink}, {"headerPhases", HeaderPhases}, {"probeBind", ProbeBind},
-                           {"jitCompileOnly", JitCompileOnly}, {"deviceHeader", DeviceHeader}, {"mappedReadAfterCut", MappedReadAfterCut}});
+  exportFunctions(env, o,
+                  {{"decodeHeader", DecodeHeader},
+                   {"replayResidency", ReplayResidency},
+                   {"measureLink", MeasureLink},
+                   {"headerPhases", HeaderPhases},
+                   {"probeBind", ProbeBind},
+                   {"jitCompileOnly", JitCompileOnly},
+                   {"deviceHeader", DeviceHeader},
+                   {"mappedReadAfterCut", MappedReadAfterCut}});
   o.Set("CopyBench", CopyBenchHandle::Define(env));
   return o;
 }

@@ -19,8 +19,7 @@ namespace {
 double gbps(size_t bytes, double seconds) { return seconds > 0 ? double(bytes) / seconds / 1e9 : 0; }
 
 // Median of three timed repetitions of `once` (each ends synchronised).
-template <class F>
-double seconds(F once) {
+template <class F> double seconds(F once) {
   std::vector<double> t;
   for (int i = 0; i < 3; ++i) {
     const auto a = std::chrono::steady_clock::now();
@@ -111,12 +110,11 @@ LinkRates measureLink(size_t bytes) {
             CUDA_CHECK(cudaMemPrefetchAsync(static_cast<char*>(managed) + part * i, part, at(false, 0), 0, st));
             CUDA_CHECK(cudaStreamSynchronize(st));
             CUDA_CHECK(cudaStreamDestroy(st));
-          } catch (const Failure& e) {
-            errors[i] = e.what();
-          }
+          } catch (const Failure& e) { errors[i] = e.what(); }
         });
       for (std::thread& t : threads) t.join();
-      for (const std::string& e : errors) if (!e.empty()) NNA_FAIL("CUDA_ERROR", e);
+      for (const std::string& e : errors)
+        if (!e.empty()) NNA_FAIL("CUDA_ERROR", e);
       r.prefetchToHost4 = gbps(bytes, std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count());
     }
 

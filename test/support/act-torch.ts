@@ -4,11 +4,31 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Arena, planLayout, Trainer, type Activation, type ArenaOptions, type LossName, type TrainerOptions } from '../../src/index.js';
 
-export interface TorchResult { out: number[]; loss: number; dw: number[][]; db: number[][]; wAfter: number[][]; bAfter: number[][] }
+export interface TorchResult {
+  out: number[];
+  loss: number;
+  dw: number[][];
+  db: number[][];
+  wAfter: number[][];
+  bAfter: number[][];
+}
 export interface TorchCase {
-  name: string; layers: number[]; batch: number; activations: Activation[]; loss: LossName; labelSmoothing: number; leakyReluSlope?: number;
-  steps: number; lr: number; x: number[]; w: number[][]; b: number[][]; labels?: number[]; y?: number[];
-  float64: TorchResult; float32: TorchResult;
+  name: string;
+  layers: number[];
+  batch: number;
+  activations: Activation[];
+  loss: LossName;
+  labelSmoothing: number;
+  leakyReluSlope?: number;
+  steps: number;
+  lr: number;
+  x: number[];
+  w: number[][];
+  b: number[][];
+  labels?: number[];
+  y?: number[];
+  float64: TorchResult;
+  float32: TorchResult;
 }
 
 export const TORCH = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'act-torch.json'), 'utf8')) as { torch: string; cases: TorchCase[] };
@@ -18,17 +38,30 @@ export const F32_TOLERANCE = 256 * 2 ** -24;
 
 /** max |a - b| / max |b|: the norm-wise relative difference of a tensor from PyTorch's. */
 export function rel(a: ArrayLike<number>, b: ArrayLike<number>): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < b.length; i++) { num = Math.max(num, Math.abs(a[i]! - b[i]!)); den = Math.max(den, Math.abs(b[i]!)); }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < b.length; i++) {
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(b[i]!));
+  }
   if (a.length !== b.length) return Infinity;
   return den === 0 ? num : num / den;
 }
 
 /** nn-arena's results for a case: outputs, mean loss, gradients, weights after the SGD steps,
  *  each with its relative difference from PyTorch's; `worst` is the largest. */
-export async function replay(c: TorchCase, dtype: 'float32' | 'float64', options: ArenaOptions, trainer: Partial<TrainerOptions> = {}): Promise<{ worst: number; what: string }> {
+export async function replay(
+  c: TorchCase,
+  dtype: 'float32' | 'float64',
+  options: ArenaOptions,
+  trainer: Partial<TrainerOptions> = {},
+): Promise<{ worst: number; what: string }> {
   const plan = planLayout({
-    layers: c.layers, batch: c.batch, dtype, optimizer: 'sgd', activations: c.activations,
+    layers: c.layers,
+    batch: c.batch,
+    dtype,
+    optimizer: 'sgd',
+    activations: c.activations,
     ...(c.leakyReluSlope === undefined ? {} : { leakyReluSlope: c.leakyReluSlope }),
   });
   using arena = Arena.create(plan, options);
@@ -51,7 +84,10 @@ export async function replay(c: TorchCase, dtype: 'float32' | 'float64', options
   for (let s = 0; s < c.steps; s++) await t.step(c.x, target);
   arena.toHost({ kinds: ['w', 'b'] });
   for (let l = 1; l < c.layers.length; l++) {
-    diffs.push([`w[${l}] after ${c.steps} steps`, rel(arena.view(l, 'w'), want.wAfter[l - 1]!)], [`b[${l}] after ${c.steps} steps`, rel(arena.view(l, 'b'), want.bAfter[l - 1]!)]);
+    diffs.push(
+      [`w[${l}] after ${c.steps} steps`, rel(arena.view(l, 'w'), want.wAfter[l - 1]!)],
+      [`b[${l}] after ${c.steps} steps`, rel(arena.view(l, 'b'), want.bAfter[l - 1]!)],
+    );
   }
   const [what, worst] = diffs.reduce((a, d) => (d[1] > a[1] || Number.isNaN(d[1]) ? d : a));
   return { worst, what };

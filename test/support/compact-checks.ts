@@ -24,7 +24,8 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
   try {
     const t = new Trainer(arena, { ...trainer, lr });
     t.init(5);
-    const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+    const inputs = spec.layers[0]!,
+      outputs = spec.layers[spec.layers.length - 1]!;
     const data = toyData(inputs, outputs, spec.samples ?? 64, 3, false);
     const metrics: number[] = [];
     for (let s = 0; s < 3; s++) {
@@ -42,7 +43,10 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
     const parts: Uint8Array[] = [];
     for (let l = 1; l < spec.layers.length; l++) parts.push(bytesOf(arena.view(l, 'w')), bytesOf(arena.view(l, 'b')));
     const params = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
-    parts.reduce((at, p) => { params.set(p, at); return at + p.length; }, 0);
+    parts.reduce((at, p) => {
+      params.set(p, at);
+      return at + p.length;
+    }, 0);
     return { params, metrics, predictions, path, totalBytes: plan.totalBytes };
   } finally {
     arena.dispose();
@@ -50,7 +54,12 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
 }
 
 /** The same training on the full plan and on the compact one. */
-export async function compactVsFull(spec: LayoutSpec, options: ArenaOptions, lr = 0.05, trainer: TrainerOptions = {}): Promise<{ full: Trained; compact: Trained }> {
+export async function compactVsFull(
+  spec: LayoutSpec,
+  options: ArenaOptions,
+  lr = 0.05,
+  trainer: TrainerOptions = {},
+): Promise<{ full: Trained; compact: Trained }> {
   const full = await trainOn({ ...spec, compact: false }, options, lr, trainer);
   const compact = await trainOn({ ...spec, compact: true }, options, lr, trainer);
   return { full, compact };

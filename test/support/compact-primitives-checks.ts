@@ -5,16 +5,21 @@ import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec } from '
 import { toyData } from './train-checks.js';
 
 export const COMPACT_PRIMITIVE_SPECS: LayoutSpec[] = [
-  { layers: [4, 8, 3], batch: 2 },  // the issue's SIGSEGV (SGD: no dw at all)
+  { layers: [4, 8, 3], batch: 2 }, // the issue's SIGSEGV (SGD: no dw at all)
   { layers: [6, 8, 8, 8, 8, 3], batch: 5 },
 ];
 
 /** forward on the compact and the full plan (same weights), and what backward / update on the
  *  compact arena do: the code each threw, or 'resolved'. */
 export async function compactPrimitives(options: ArenaOptions, spec: LayoutSpec, optimizer: 'sgd' | 'momentum' | 'adam', own: boolean) {
-  const inputs = spec.layers[0]!, outputs = spec.layers[spec.layers.length - 1]!;
+  const inputs = spec.layers[0]!,
+    outputs = spec.layers[spec.layers.length - 1]!;
   const data = toyData(inputs, outputs, spec.batch, 5, false);
-  const outcome = async (p: Promise<unknown>) => p.then(() => 'resolved', (e: { code?: string }) => e.code ?? String(e));
+  const outcome = async (p: Promise<unknown>) =>
+    p.then(
+      () => 'resolved',
+      (e: { code?: string }) => e.code ?? String(e),
+    );
   const forward = async (compact: boolean) => {
     const arena = Arena.create(planLayout({ ...spec, optimizer, compact }), options);
     const t = new Trainer(arena, { lr: 0.05 });

@@ -22,11 +22,13 @@ export async function blowUp(options: ArenaOptions, seed: number, how: 'fit' | '
   const t = new Trainer(arena, { lr: BLOWUP_LR });
   t.init(seed);
   const data = toyData(8, 4, 64, seed, true);
-  let outcome = 'resolved', loss = NaN;
+  let outcome = 'resolved',
+    loss = NaN;
   try {
     if (how === 'fit') loss = (await t.fit({ x: data.x, y: data.y! }, { epochs: 5, seed })).loss;
     for (let s = 0; how !== 'fit' && s < 20; s++) {
-      const x = data.x.subarray((s % 4) * 128, (s % 4) * 128 + 128), y = data.y!.subarray((s % 4) * 64, (s % 4) * 64 + 64);
+      const x = data.x.subarray((s % 4) * 128, (s % 4) * 128 + 128),
+        y = data.y!.subarray((s % 4) * 64, (s % 4) * 64 + 64);
       if (how === 'step') loss = (await t.step(x, { y })).loss;
       else {
         await t.forward(x);

@@ -4,7 +4,9 @@ import { expect } from 'vitest';
 import { errorClassOf, NnArenaError } from '../../src/index.js';
 
 export function codeOf(f: () => unknown): string | undefined {
-  try { f(); } catch (e) {
+  try {
+    f();
+  } catch (e) {
     expect(e).toBeInstanceOf(NnArenaError);
     const err = e as NnArenaError;
     expect(err.name).toBe(errorClassOf(err.code));

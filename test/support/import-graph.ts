@@ -18,10 +18,13 @@ export function importGraph(root: string): Map<string, string[]> {
   const known = new Set(files.map(rel));
   const graph = new Map<string, string[]>();
   for (const f of files) {
-    graph.set(rel(f), importsOf(readFileSync(f, 'utf8'))
-      .filter((s) => s.startsWith('.'))
-      .map((s) => rel(resolve(dirname(f), s)).replace(/\.(c|m)?js$/, '.$1ts'))
-      .filter((t) => known.has(t)));
+    graph.set(
+      rel(f),
+      importsOf(readFileSync(f, 'utf8'))
+        .filter((s) => s.startsWith('.'))
+        .map((s) => rel(resolve(dirname(f), s)).replace(/\.(c|m)?js$/, '.$1ts'))
+        .filter((t) => known.has(t)),
+    );
   }
   return graph;
 }
@@ -74,7 +77,7 @@ export function upwardImports(graph: Map<string, string[]>, layers: string[]): s
     if (a < 0) continue;
     for (const to of deps) {
       const b = rank(to);
-      if (!to.includes('/') || (b > a) || from.split('/')[0] === to.split('/')[0]) continue;
+      if (!to.includes('/') || b > a || from.split('/')[0] === to.split('/')[0]) continue;
       out.push(`${from.split('/')[0]} -> ${to.split('/')[0]} (${from} -> ${to})`);
     }
   }

@@ -29,6 +29,12 @@ extern "C" __global__ void scaleRows(void* base, unsigned int flagsIndex) {
 
 /** The plan it runs on: 'scaled' only in layers 1 and 3; 'flags' global (16 bytes). */
 export const EXTRA_SPEC = {
-  layers: [40, 300, 10, 7], batch: 8, optimizer: 'momentum',
-  extra: [{ name: 'scale', like: 'b' }, { name: 'flags', bytes: 16 }, { name: 'scaled', like: 'w', layers: [1, 3] }],
+  layers: [40, 300, 10, 7],
+  batch: 8,
+  optimizer: 'momentum',
+  extra: [
+    { name: 'scale', like: 'b' },
+    { name: 'flags', bytes: 16 },
+    { name: 'scaled', like: 'w', layers: [1, 3] },
+  ],
 } as const;

@@ -41,9 +41,10 @@ export async function compareModels(c: ModelsCase, options: ArenaOptions): Promi
   const d = toyData(layers[0]!, layers[layers.length - 1]!, c.count, 11, mse);
   const data = 'labels' in d ? { x: d.x, labels: d.labels! } : { x: d.x, y: d.y! };
   const batchRows = Math.min(c.spec.batch, c.count);
-  const batch = 'labels' in d
-    ? { x: d.x.subarray(0, batchRows * layers[0]!), target: { labels: d.labels!.subarray(0, batchRows) } }
-    : { x: d.x.subarray(0, batchRows * layers[0]!), target: { y: d.y!.subarray(0, batchRows * layers[layers.length - 1]!) } };
+  const batch =
+    'labels' in d
+      ? { x: d.x.subarray(0, batchRows * layers[0]!), target: { labels: d.labels!.subarray(0, batchRows) } }
+      : { x: d.x.subarray(0, batchRows * layers[0]!), target: { y: d.y!.subarray(0, batchRows * layers[layers.length - 1]!) } };
 
   const train = async (arena: Arena, t: Trainer) => {
     const fit = await t.fit(data, { epochs: c.epochs, seed: 5, reportsPerEpoch: 2 });
@@ -72,11 +73,12 @@ export async function compareModels(c: ModelsCase, options: ArenaOptions): Promi
       out.evals.push([per(rm.ev, m, 'losses'), r.ev.loss]);
       for (let l = 0; l < layers.length; l++) {
         for (const k of KINDS) {
-          if ((multi.plan.region(l, k)?.models ?? 1) === 1) continue;  // absent, or one copy shared by every model
+          if ((multi.plan.region(l, k)?.models ?? 1) === 1) continue; // absent, or one copy shared by every model
           out.regionsCompared++;
           if (!equalBytes(bytesOf(multi.view(l, k, m)), bytesOf(a.view(l, k)))) out.mismatches.push(`model ${m} layer ${l} ${k}`);
           if (k === 'w' || k === 'b') {
-            const x = multi.view(l, k, m) as ArrayLike<number>, y = a.view(l, k) as ArrayLike<number>;
+            const x = multi.view(l, k, m) as ArrayLike<number>,
+              y = a.view(l, k) as ArrayLike<number>;
             for (let i = 0; i < y.length; i++) out.maxRelWeights = Math.max(out.maxRelWeights, Math.abs(x[i]! - y[i]!) / Math.max(1, Math.abs(y[i]!)));
           }
         }

@@ -5,14 +5,34 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Arena, planLayout, Trainer, type ArenaOptions, type TrainerOptions } from '../../src/index.js';
 
-export interface TorchRun { w: number[][][]; b: number[][]; lrs: number[]; gradNorms: number[] }
+export interface TorchRun {
+  w: number[][][];
+  b: number[][];
+  lrs: number[];
+  gradNorms: number[];
+}
 export interface OptimCase {
-  name: string; optimizer: string; lr: number; momentum?: number; nesterov?: boolean; weightDecay?: number; decayBiases?: boolean;
-  clipGradNorm?: number; schedule?: { type: string; [k: string]: number | string };
-  float64: TorchRun; float32: TorchRun;
+  name: string;
+  optimizer: string;
+  lr: number;
+  momentum?: number;
+  nesterov?: boolean;
+  weightDecay?: number;
+  decayBiases?: boolean;
+  clipGradNorm?: number;
+  schedule?: { type: string; [k: string]: number | string };
+  float64: TorchRun;
+  float32: TorchRun;
 }
 export interface OptimFixtures {
-  torch: string; layers: number[]; batch: number; steps: number; w: number[][][]; b: number[][]; x: number[][]; labels: number[];
+  torch: string;
+  layers: number[];
+  batch: number;
+  steps: number;
+  w: number[][][];
+  b: number[][];
+  x: number[][];
+  labels: number[];
   cases: OptimCase[];
 }
 
@@ -21,7 +41,8 @@ export const FIXTURES: OptimFixtures = JSON.parse(readFileSync(join(__dirname, '
 /** The Trainer options of a case (the fixture's fields that are Trainer options). */
 export function trainerOptions(c: OptimCase): TrainerOptions {
   const o: TrainerOptions = { lr: c.lr };
-  for (const k of ['momentum', 'nesterov', 'weightDecay', 'decayBiases', 'clipGradNorm', 'schedule'] as const) if (c[k] !== undefined) (o as Record<string, unknown>)[k] = c[k];
+  for (const k of ['momentum', 'nesterov', 'weightDecay', 'decayBiases', 'clipGradNorm', 'schedule'] as const)
+    if (c[k] !== undefined) (o as Record<string, unknown>)[k] = c[k];
   return o;
 }
 
@@ -37,7 +58,8 @@ export async function trainCase(c: OptimCase, dtype: 'float32' | 'float64', opti
       arena.view(l, 'b').set(f.b[l - 1]!);
     }
     t.markHostChanged();
-    const lrs: number[] = [], gradNorms: number[] = [];
+    const lrs: number[] = [],
+      gradNorms: number[] = [];
     for (let s = 0; s < f.steps; s++) {
       lrs.push(t.learningRate());
       await t.step(f.x.slice(s * f.batch, (s + 1) * f.batch).flat(), { labels: f.labels.slice(s * f.batch, (s + 1) * f.batch) });
@@ -57,7 +79,8 @@ export async function trainCase(c: OptimCase, dtype: 'float32' | 'float64', opti
 
 /** The largest |a - b| / (|b| + floor) over every weight and bias. */
 export function maxRelError(a: TorchRun, b: TorchRun, floor: number): number {
-  const xs = [...a.w.flat(2), ...a.b.flat()], ys = [...b.w.flat(2), ...b.b.flat()];
+  const xs = [...a.w.flat(2), ...a.b.flat()],
+    ys = [...b.w.flat(2), ...b.b.flat()];
   if (xs.length !== ys.length) return Infinity;
   return xs.reduce((m, x, i) => Math.max(m, Math.abs(x - ys[i]!) / (Math.abs(ys[i]!) + floor)), 0);
 }

@@ -33,9 +33,18 @@ function stateBytes(arena: Arena, model?: number): Uint8Array {
 
 /** `steps` steps from one seed on two arenas: step(x, target) on one, forward(x),
  *  backward(target), update() on the other (batches of alternating full and partial rows). */
-export async function twins(options: ArenaOptions, dtype: 'float32' | 'float64', optimizer: Optimizer, opts: {
-  layers?: number[]; batch?: number; output?: Activation; steps?: number; precision?: PrecisionName;
-} = {}): Promise<Twins> {
+export async function twins(
+  options: ArenaOptions,
+  dtype: 'float32' | 'float64',
+  optimizer: Optimizer,
+  opts: {
+    layers?: number[];
+    batch?: number;
+    output?: Activation;
+    steps?: number;
+    precision?: PrecisionName;
+  } = {},
+): Promise<Twins> {
   const layers = opts.layers ?? [37, 70, 33, 10];
   const batch = opts.batch ?? 24;
   const output = opts.output ?? 'softmax';
@@ -43,7 +52,8 @@ export async function twins(options: ArenaOptions, dtype: 'float32' | 'float64',
   const mse = output !== 'softmax';
   const hidden: Activation[] = layers.slice(1, -1).map((_, i) => (i % 2 ? 'tanh' : 'relu'));
   const spec: LayoutSpec = { layers, batch, dtype, optimizer, activations: [...hidden, output] };
-  const inputs = layers[0]!, outputs = layers[layers.length - 1]!;
+  const inputs = layers[0]!,
+    outputs = layers[layers.length - 1]!;
   const data = toyData(inputs, outputs, batch * steps, 17, mse);
   const lr = optimizer === 'adam' ? 0.01 : 0.1;
   const result = { stepLoss: [] as number[], primitiveLoss: [] as number[] } as Twins;
@@ -55,7 +65,9 @@ export async function twins(options: ArenaOptions, dtype: 'float32' | 'float64',
       for (let s = 0; s < steps; s++) {
         const rows = s % 2 ? batch - 7 : batch;
         const x = data.x.subarray(s * batch * inputs, (s * batch + rows) * inputs);
-        const target = mse ? { y: data.y!.subarray(s * batch * outputs, (s * batch + rows) * outputs) } : { labels: data.labels!.subarray(s * batch, s * batch + rows) };
+        const target = mse
+          ? { y: data.y!.subarray(s * batch * outputs, (s * batch + rows) * outputs) }
+          : { labels: data.labels!.subarray(s * batch, s * batch + rows) };
         if (way === 'step') {
           result.stepLoss.push((await t.step(x, target)).loss);
         } else {
@@ -88,15 +100,25 @@ export function firstDiff(a: Uint8Array, b: Uint8Array): number {
  *  one arena, Forward + Backward + Update native runs on the same batches on the other (the
  *  Trainer refuses its primitives for K > 1; the runs themselves cover every model). Returns
  *  each model's parameter and optimizer-state bytes of both ways. sigmoid + mse with y. */
-export async function modelTwins(options: ArenaOptions, dtype: 'float32' | 'float64', optimizer: Optimizer, lrs: number[], opts: {
-  layers?: number[]; batch?: number; steps?: number;
-} = {}): Promise<{ step: Uint8Array[]; primitives: Uint8Array[] }> {
+export async function modelTwins(
+  options: ArenaOptions,
+  dtype: 'float32' | 'float64',
+  optimizer: Optimizer,
+  lrs: number[],
+  opts: {
+    layers?: number[];
+    batch?: number;
+    steps?: number;
+  } = {},
+): Promise<{ step: Uint8Array[]; primitives: Uint8Array[] }> {
   const layers = opts.layers ?? [9, 14, 6, 4];
   const batch = opts.batch ?? 12;
   const steps = opts.steps ?? 4;
   const K = lrs.length;
   const spec: LayoutSpec = { layers, batch, dtype, optimizer, models: K, activations: [...layers.slice(1, -1).map(() => 'tanh' as const), 'sigmoid' as const] };
-  const inputs = layers[0]!, outputs = layers[layers.length - 1]!, L = layers.length - 1;
+  const inputs = layers[0]!,
+    outputs = layers[layers.length - 1]!,
+    L = layers.length - 1;
   const data = toyData(inputs, outputs, batch * steps, 23, true);
   const result = { step: [] as Uint8Array[], primitives: [] as Uint8Array[] };
   for (const way of ['step', 'primitives'] as const) {

@@ -27,24 +27,58 @@ export interface SpecChoice {
 }
 
 /** One hostile change to a valid spec, or none. */
-export type Corruption = 'none' | 'batch-negative' | 'batch-zero' | 'batch-fraction' | 'batch-string' | 'layer-zero' | 'one-layer'
-  | 'dtype' | 'optimizer' | 'models-zero' | 'unknown-key' | 'compact-string';
+export type Corruption =
+  | 'none'
+  | 'batch-negative'
+  | 'batch-zero'
+  | 'batch-fraction'
+  | 'batch-string'
+  | 'layer-zero'
+  | 'one-layer'
+  | 'dtype'
+  | 'optimizer'
+  | 'models-zero'
+  | 'unknown-key'
+  | 'compact-string';
 
 export function corruptSpec(s: SpecChoice, c: Corruption): Record<string, unknown> {
   const spec: Record<string, unknown> = { ...s, layers: [...s.layers] };
   switch (c) {
-    case 'none': break;
-    case 'batch-negative': spec.batch = -s.batch; break;
-    case 'batch-zero': spec.batch = 0; break;
-    case 'batch-fraction': spec.batch = s.batch + 0.5; break;
-    case 'batch-string': spec.batch = String(s.batch); break;
-    case 'layer-zero': (spec.layers as number[])[1] = 0; break;
-    case 'one-layer': spec.layers = [s.layers[0]]; break;
-    case 'dtype': spec.dtype = 'float16'; break;
-    case 'optimizer': spec.optimizer = 'rmsprop'; break;
-    case 'models-zero': spec.models = 0; break;
-    case 'unknown-key': spec.optimiser = s.optimizer; break;
-    case 'compact-string': spec.compact = 'yes'; break;
+    case 'none':
+      break;
+    case 'batch-negative':
+      spec.batch = -s.batch;
+      break;
+    case 'batch-zero':
+      spec.batch = 0;
+      break;
+    case 'batch-fraction':
+      spec.batch = s.batch + 0.5;
+      break;
+    case 'batch-string':
+      spec.batch = String(s.batch);
+      break;
+    case 'layer-zero':
+      (spec.layers as number[])[1] = 0;
+      break;
+    case 'one-layer':
+      spec.layers = [s.layers[0]];
+      break;
+    case 'dtype':
+      spec.dtype = 'float16';
+      break;
+    case 'optimizer':
+      spec.optimizer = 'rmsprop';
+      break;
+    case 'models-zero':
+      spec.models = 0;
+      break;
+    case 'unknown-key':
+      spec.optimiser = s.optimizer;
+      break;
+    case 'compact-string':
+      spec.compact = 'yes';
+      break;
   }
   return spec;
 }
@@ -53,20 +87,39 @@ export function corruptSpec(s: SpecChoice, c: Corruption): Record<string, unknow
  *  misspelled option name an OptionError UNKNOWN_OPTION; compact with models > 1 BAD_SPEC). */
 export function expectPlan(s: SpecChoice, c: Corruption): Expect {
   switch (c) {
-    case 'unknown-key': return refuse('OptionError', 'UNKNOWN_OPTION');
-    case 'batch-negative': case 'batch-zero': case 'batch-fraction': case 'batch-string': return refuse('LayoutError', 'BAD_BATCH');
-    case 'layer-zero': case 'one-layer': return refuse('LayoutError', 'BAD_LAYERS');
-    case 'dtype': return refuse('LayoutError', 'BAD_DTYPE');
-    case 'optimizer': return refuse('LayoutError', 'BAD_OPTIMIZER');
-    case 'models-zero': return refuse('LayoutError', 'BAD_MODELS');
-    case 'compact-string': return refuse('LayoutError', 'BAD_SPEC');
-    case 'none': return s.compact && s.models > 1 ? refuse('LayoutError', 'BAD_SPEC') : OK;
+    case 'unknown-key':
+      return refuse('OptionError', 'UNKNOWN_OPTION');
+    case 'batch-negative':
+    case 'batch-zero':
+    case 'batch-fraction':
+    case 'batch-string':
+      return refuse('LayoutError', 'BAD_BATCH');
+    case 'layer-zero':
+    case 'one-layer':
+      return refuse('LayoutError', 'BAD_LAYERS');
+    case 'dtype':
+      return refuse('LayoutError', 'BAD_DTYPE');
+    case 'optimizer':
+      return refuse('LayoutError', 'BAD_OPTIMIZER');
+    case 'models-zero':
+      return refuse('LayoutError', 'BAD_MODELS');
+    case 'compact-string':
+      return refuse('LayoutError', 'BAD_SPEC');
+    case 'none':
+      return s.compact && s.models > 1 ? refuse('LayoutError', 'BAD_SPEC') : OK;
   }
 }
 
 /** A region whose bytes belong to it alone (a compact plan's shared regions are left out: what
  *  they hold depends on the other regions), with its elements of one model and its copies. */
-export interface Slot { layer: number; kind: string; length: number; models: number; strideElems: number; total: number }
+export interface Slot {
+  layer: number;
+  kind: string;
+  length: number;
+  models: number;
+  strideElems: number;
+  total: number;
+}
 
 export function slotsOf(plan: Plan): Slot[] {
   const elem = plan.spec.dtype === 'float64' ? 8 : 4;
@@ -78,13 +131,20 @@ export function slotsOf(plan: Plan): Slot[] {
 
 /** One side (host or device) of one slot: a baseline for every element (0, or undefined where
  *  the model does not know it) and the elements written since. */
-interface Side { base: number | undefined; set: Map<number, number | undefined> }
+interface Side {
+  base: number | undefined;
+  set: Map<number, number | undefined>;
+}
 const copySide = (s: Side): Side => ({ base: s.base, set: new Map(s.set) });
 
 /** Selector as the README describes it: kinds (default every kind) and layers (default every
  *  layer) both select. */
-export interface Sel { kinds?: string[]; layers?: number[] }
-export const selects = (sel: Sel | undefined, slot: Slot) => !sel || ((!sel.kinds || sel.kinds.includes(slot.kind)) && (!sel.layers || sel.layers.includes(slot.layer)));
+export interface Sel {
+  kinds?: string[];
+  layers?: number[];
+}
+export const selects = (sel: Sel | undefined, slot: Slot) =>
+  !sel || ((!sel.kinds || sel.kinds.includes(slot.kind)) && (!sel.layers || sel.layers.includes(slot.layer)));
 
 /** The reference model of one arena: lifetime, trainer state, the two sides of every slot. */
 export class ArenaModel {
@@ -129,7 +189,11 @@ export class ArenaModel {
     const s = this.#host[slot]!;
     const out: Array<[number, number]> = [];
     const n = this.slots[slot]!.total;
-    if (s.base !== undefined) for (let i = 0; i < n; i++) { const v = this.host(slot, i); if (v !== undefined) out.push([i, v]); }
+    if (s.base !== undefined)
+      for (let i = 0; i < n; i++) {
+        const v = this.host(slot, i);
+        if (v !== undefined) out.push([i, v]);
+      }
     else for (const [i, v] of s.set) if (v !== undefined) out.push([i, v]);
     return out;
   }
@@ -150,7 +214,10 @@ export class ArenaModel {
   /** A Trainer call ran on the arena: it reads and writes regions of both sides (weights,
    *  batch, activations, gradients, data set), so the model forgets what they hold. */
   forget(): void {
-    for (const s of [...this.#host, ...this.#device]) { s.base = undefined; s.set.clear(); }
+    for (const s of [...this.#host, ...this.#device]) {
+      s.base = undefined;
+      s.set.clear();
+    }
   }
 
   /** A call refused for its data read the rows it had checked into the host side of the
@@ -160,7 +227,8 @@ export class ArenaModel {
     this.slots.forEach((s, k) => {
       if (!['z', 'y', 'xdata', 'ydata'].includes(s.kind)) return;
       const h = this.#host[k]!;
-      h.base = undefined; h.set.clear();
+      h.base = undefined;
+      h.set.clear();
     });
   }
 
@@ -176,7 +244,9 @@ export class ArenaModel {
   }
 
   /** Steps of one fit() over `count` samples: every epoch runs ceil(count / batch) batches. */
-  fitSteps(count: number, epochs: number): number { return Math.ceil(count / this.spec.batch) * epochs; }
+  fitSteps(count: number, epochs: number): number {
+    return Math.ceil(count / this.spec.batch) * epochs;
+  }
 }
 
 /** The expected code for a call on a disposed arena: DISPOSED, or the refusal the live arena
@@ -194,7 +264,8 @@ export function onDisposed(live: Expect): Expect {
 export function referenceForward(layers: readonly number[], w: ArrayLike<number>[], b: ArrayLike<number>[], x: ArrayLike<number>, rows: number): Float64Array {
   let a = Float64Array.from({ length: rows * layers[0]! }, (_, i) => x[i]!);
   for (let l = 1; l < layers.length; l++) {
-    const n = layers[l]!, k = layers[l - 1]!;
+    const n = layers[l]!,
+      k = layers[l - 1]!;
     const z = new Float64Array(rows * n);
     for (let r = 0; r < rows; r++) {
       for (let j = 0; j < n; j++) {
@@ -207,7 +278,7 @@ export function referenceForward(layers: readonly number[], w: ArrayLike<number>
         let m = -Infinity;
         for (let j = 0; j < n; j++) m = Math.max(m, z[r * n + j]!);
         let sum = 0;
-        for (let j = 0; j < n; j++) sum += (z[r * n + j] = Math.exp(z[r * n + j]! - m));
+        for (let j = 0; j < n; j++) sum += z[r * n + j] = Math.exp(z[r * n + j]! - m);
         for (let j = 0; j < n; j++) z[r * n + j]! /= sum;
       }
     }
@@ -219,7 +290,9 @@ export function referenceForward(layers: readonly number[], w: ArrayLike<number>
 /** Mean cross-entropy of softmax outputs against integer labels. */
 export function referenceLoss(out: Float64Array, labels: readonly number[], outputs: number): number {
   let s = 0;
-  labels.forEach((c, r) => { s -= Math.log(out[r * outputs + c]!); });
+  labels.forEach((c, r) => {
+    s -= Math.log(out[r * outputs + c]!);
+  });
   return s / labels.length;
 }
 

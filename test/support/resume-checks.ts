@@ -12,7 +12,11 @@ const dir = mkdtempSync(join(tmpdir(), 'nn-arena-resume-'));
 let files = 0;
 const file = () => join(dir, `r${files++}.nna`);
 
-export interface ResumeCase { name: string; spec: LayoutSpec; trainer: TrainerOptions }
+export interface ResumeCase {
+  name: string;
+  spec: LayoutSpec;
+  trainer: TrainerOptions;
+}
 
 /** Non-default hyperparameters for every optimizer: a resume that fell back to a default
  *  would differ. */
@@ -20,7 +24,11 @@ export const RESUME_CASES: ResumeCase[] = [
   { name: 'sgd', spec: { layers: [6, 9, 4], batch: 5, optimizer: 'sgd', samples: 23 }, trainer: { lr: 0.07 } },
   { name: 'momentum', spec: { layers: [6, 9, 4], batch: 5, optimizer: 'momentum', samples: 23 }, trainer: { lr: 0.03, momentum: 0.7 } },
   { name: 'adam', spec: { layers: [6, 9, 4], batch: 5, optimizer: 'adam', samples: 23 }, trainer: { lr: 0.004, beta1: 0.8, beta2: 0.99, eps: 1e-6 } },
-  { name: 'adam float64 mse', spec: { layers: [5, 7, 3], batch: 4, optimizer: 'adam', dtype: 'float64', samples: 17, activations: ['tanh', 'identity'] }, trainer: { lr: 0.01, beta1: 0.85, loss: 'mse' } },
+  {
+    name: 'adam float64 mse',
+    spec: { layers: [5, 7, 3], batch: 4, optimizer: 'adam', dtype: 'float64', samples: 17, activations: ['tanh', 'identity'] },
+    trainer: { lr: 0.01, beta1: 0.85, loss: 'mse' },
+  },
 ];
 
 const KINDS = ['w', 'b', 'mw', 'mb', 'vw', 'vb', 'stats'] as const;
@@ -39,9 +47,14 @@ function dataFor(c: ResumeCase) {
 }
 
 const batchOf = (d: ReturnType<typeof dataFor>, c: ResumeCase, i: number) => {
-  const B = c.spec.batch, n = c.spec.layers[0]!, m = c.spec.layers.at(-1)!;
+  const B = c.spec.batch,
+    n = c.spec.layers[0]!,
+    m = c.spec.layers.at(-1)!;
   const rows = (i * B) % (c.spec.samples! - B);
-  return [d.x.subarray(rows * n, (rows + B) * n), d.labels ? { labels: d.labels.subarray(rows, rows + B) } : { y: d.y!.subarray(rows * m, (rows + B) * m) }] as const;
+  return [
+    d.x.subarray(rows * n, (rows + B) * n),
+    d.labels ? { labels: d.labels.subarray(rows, rows + B) } : { y: d.y!.subarray(rows * m, (rows + B) * m) },
+  ] as const;
 };
 
 /** step() k times, save, then N more steps on the original and on Trainer.load's copy. */
@@ -76,7 +89,13 @@ export async function checkFitResume(c: ResumeCase, options: ArenaOptions, stopA
     let reports = 0;
     const progress: number[] = [];
     try {
-      const res = await t.fit(d, { ...fit, onProgress: (q) => { progress.push(q.loss); if (stop && ++reports === stopAfter) throw new Error('stop'); } });
+      const res = await t.fit(d, {
+        ...fit,
+        onProgress: (q) => {
+          progress.push(q.loss);
+          if (stop && ++reports === stopAfter) throw new Error('stop');
+        },
+      });
       return { t, arena, res, progress };
     } catch (e) {
       expect((e as Error).message).toBe('stop');

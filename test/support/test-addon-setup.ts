@@ -10,7 +10,8 @@ export default function setup(): void {
   // qemu-user cannot start the build's child process); tests that need it skip.
   if (process.env.NN_ARENA_TEST_ADDON === 'none') return;
   if (process.env.NN_ARENA_TEST_ADDON === 'prebuilt') {
-    if (!existsSync('build/Release/nn_arena_test.so')) throw new Error('NN_ARENA_TEST_ADDON=prebuilt, but build/Release/nn_arena_test.so is missing: send it along');
+    if (!existsSync('build/Release/nn_arena_test.so'))
+      throw new Error('NN_ARENA_TEST_ADDON=prebuilt, but build/Release/nn_arena_test.so is missing: send it along');
     return;
   }
   // The compilers run without the sanitizer runtimes that npm run test:asan preloads for the tests

@@ -4,16 +4,27 @@ import { Arena, planLayout, Trainer, type Activation, type ArenaOptions, type La
 /** Random inputs and targets for a small network, from a seed. */
 export function toyData(inputs: number, outputs: number, count: number, seed: number, mse: boolean) {
   let s = seed >>> 0;
-  const rnd = () => ((s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x9e3779b9) >>> 0) / 2 ** 32);
+  const rnd = () => (s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x9e3779b9) >>> 0) / 2 ** 32;
   const x = Float64Array.from({ length: inputs * count }, () => rnd() * 2 - 1);
   if (!mse) return { x, labels: Uint8Array.from({ length: count }, () => Math.floor(rnd() * outputs)) };
   return { x, y: Float64Array.from({ length: outputs * count }, () => rnd() * 2 - 1) };
 }
 
-export interface GradCase { hidden: [Activation, Activation]; output: Activation; loss?: LossName; labelSmoothing?: number; leakyReluSlope?: number }
+export interface GradCase {
+  hidden: [Activation, Activation];
+  output: Activation;
+  loss?: LossName;
+  labelSmoothing?: number;
+  leakyReluSlope?: number;
+}
 
 export const GRAD_CASES: GradCase[] = (() => {
-  const pairs: Array<[Activation, Activation]> = [['relu', 'tanh'], ['sigmoid', 'identity'], ['tanh', 'relu'], ['identity', 'sigmoid']];
+  const pairs: Array<[Activation, Activation]> = [
+    ['relu', 'tanh'],
+    ['sigmoid', 'identity'],
+    ['tanh', 'relu'],
+    ['identity', 'sigmoid'],
+  ];
   const outputs: Activation[] = ['softmax', 'identity', 'sigmoid', 'tanh', 'relu'];
   return pairs.flatMap((hidden) => outputs.map((output) => ({ hidden, output })));
 })();
@@ -38,7 +49,11 @@ export const caseName = (c: GradCase) =>
  *  finite differences of the mean loss, over every parameter of a 5-6-4-3 float64 network. */
 export async function gradientCheck(c: GradCase, options: ArenaOptions): Promise<{ maxRel: number; where: string }> {
   const spec: LayoutSpec = {
-    layers: [5, 6, 4, 3], batch: 4, dtype: 'float64', activations: [...c.hidden, c.output], ...(c.leakyReluSlope === undefined ? {} : { leakyReluSlope: c.leakyReluSlope }),
+    layers: [5, 6, 4, 3],
+    batch: 4,
+    dtype: 'float64',
+    activations: [...c.hidden, c.output],
+    ...(c.leakyReluSlope === undefined ? {} : { leakyReluSlope: c.leakyReluSlope }),
   };
   using arena = Arena.create(planLayout(spec), options);
   const mse = c.output !== 'softmax';
@@ -46,12 +61,15 @@ export async function gradientCheck(c: GradCase, options: ArenaOptions): Promise
   t.init(7);
   // Non-zero biases: with zero biases a row that is dead in a ReLU layer gives later layers a
   // pre-activation of exactly 0, the kink where a central difference averages two slopes.
-  for (let l = 1; l < 4; l++) arena.view(l, 'b').forEach((_, i, b) => { b[i] = 0.05 * Math.sin(3 * l + 7 * i + 1); });
+  for (let l = 1; l < 4; l++)
+    arena.view(l, 'b').forEach((_, i, b) => {
+      b[i] = 0.05 * Math.sin(3 * l + 7 * i + 1);
+    });
   t.markHostChanged();
   const data = toyData(5, 3, 4, 11, mse);
   const target = mse ? { y: data.y! } : { labels: data.labels! };
   await t.gradients(data.x, target);
-  return await finiteDifferenceError(arena, t, async () => (await t.evaluate({ x: data.x, ...target })).loss);  // await: `using` disposes the arena on return
+  return await finiteDifferenceError(arena, t, async () => (await t.evaluate({ x: data.x, ...target })).loss); // await: `using` disposes the arena on return
 }
 
 /** Largest relative error between the gradients in dw, db of layers 1-3 (as they stand on the
@@ -61,24 +79,33 @@ export async function finiteDifferenceError(arena: Arena, t: Trainer, loss: () =
   let where = '';
   const h = 1e-4;
   for (let l = 1; l < 4; l++) {
-    for (const [kind, gkind] of [['w', 'dw'], ['b', 'db']] as const) {
+    for (const [kind, gkind] of [
+      ['w', 'dw'],
+      ['b', 'db'],
+    ] as const) {
       const p = arena.view(l, kind);
       const g = Float64Array.from(arena.view(l, gkind));
       for (let i = 0; i < p.length; i++) {
         const orig = p[i]!;
         const central = async (step: number) => {
-          p[i] = orig + step; t.markHostChanged();
+          p[i] = orig + step;
+          t.markHostChanged();
           const up = await loss();
-          p[i] = orig - step; t.markHostChanged();
+          p[i] = orig - step;
+          t.markHostChanged();
           const down = await loss();
-          p[i] = orig; t.markHostChanged();
+          p[i] = orig;
+          t.markHostChanged();
           return (up - down) / (2 * step);
         };
         // Richardson extrapolation of two central differences: O(h^4) truncation error, so a
         // step large enough to keep round-off far below the 1e-6 bound.
         const numeric = (4 * (await central(h / 2)) - (await central(h))) / 3;
         const rel = Math.abs(numeric - g[i]!) / Math.max(Math.abs(numeric), Math.abs(g[i]!), 1e-7);
-        if (rel > maxRel) { maxRel = rel; where = `layer ${l} ${kind}[${i}]: analytic ${g[i]}, numeric ${numeric}`; }
+        if (rel > maxRel) {
+          maxRel = rel;
+          where = `layer ${l} ${kind}[${i}]: analytic ${g[i]}, numeric ${numeric}`;
+        }
       }
     }
   }
@@ -101,7 +128,11 @@ export async function trainedParams(options: ArenaOptions, dtype: 'float32' | 'f
 
 /** max |a - b| / max |a|: the norm-wise relative difference of two parameter vectors. */
 export function relDiff(a: Float64Array, b: Float64Array): number {
-  let num = 0, den = 0;
-  for (let i = 0; i < a.length; i++) { num = Math.max(num, Math.abs(a[i]! - b[i]!)); den = Math.max(den, Math.abs(a[i]!)); }
+  let num = 0,
+    den = 0;
+  for (let i = 0; i < a.length; i++) {
+    num = Math.max(num, Math.abs(a[i]! - b[i]!));
+    den = Math.max(den, Math.abs(a[i]!));
+  }
   return num / den;
 }

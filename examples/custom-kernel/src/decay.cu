@@ -9,8 +9,7 @@
 
 namespace {
 
-template <typename T>
-__global__ void decayKernel(void* base, T keep) {
+template <typename T> __global__ void decayKernel(void* base, T keep) {
   const uint32_t layers = nna_header_of(base)->num_layers;
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t l = 1; l < layers; ++l) {
@@ -35,8 +34,10 @@ const char* decayDevice(void* deviceBase, double rate, uint64_t* weights) {
   *weights = n;
   cudaStream_t s;
   if ((e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) return cudaGetErrorString(e);
-  if (h.dtype == NNA_FLOAT64) decayKernel<double><<<256, 256, 0, s>>>(deviceBase, 1.0 - rate);
-  else decayKernel<float><<<256, 256, 0, s>>>(deviceBase, float(1.0 - rate));
+  if (h.dtype == NNA_FLOAT64)
+    decayKernel<double><<<256, 256, 0, s>>>(deviceBase, 1.0 - rate);
+  else
+    decayKernel<float><<<256, 256, 0, s>>>(deviceBase, float(1.0 - rate));
   e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);

@@ -8,8 +8,7 @@
 
 // The CPU function: `base` is host memory holding the arena (the host side, or the CPU
 // backend's device side, which is host memory too). Returns the weights it scaled.
-template <typename T>
-uint64_t decayWeightsOn(void* base, double rate) {
+template <typename T> uint64_t decayWeightsOn(void* base, double rate) {
   const T keep = T(1.0 - rate);
   uint64_t n = 0;
   for (uint32_t l = 1; l < nna_header_of(base)->num_layers; ++l) {
@@ -21,9 +20,7 @@ uint64_t decayWeightsOn(void* base, double rate) {
   return n;
 }
 
-inline uint64_t decayHost(void* base, double rate) {
-  return nna_header_of(base)->dtype == NNA_FLOAT64 ? decayWeightsOn<double>(base, rate) : decayWeightsOn<float>(base, rate);
-}
+inline uint64_t decayHost(void* base, double rate) { return nna_header_of(base)->dtype == NNA_FLOAT64 ? decayWeightsOn<double>(base, rate) : decayWeightsOn<float>(base, rate); }
 
 #if defined(WITH_CUDA)
 // The same on the device side of a CUDA arena (decay.cu). Complete when it returns: the kernel

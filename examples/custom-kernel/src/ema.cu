@@ -14,8 +14,7 @@ namespace {
 __device__ inline float emaStepDevice(float e, float w, float keep, float rest) { return __fadd_rn(__fmul_rn(keep, e), __fmul_rn(rest, w)); }
 __device__ inline double emaStepDevice(double e, double w, double keep, double rest) { return __dadd_rn(__dmul_rn(keep, e), __dmul_rn(rest, w)); }
 
-template <typename T>
-__global__ void emaKernel(void* base, uint32_t index, T keep, T rest) {
+template <typename T> __global__ void emaKernel(void* base, uint32_t index, T keep, T rest) {
   const uint32_t layers = nna_header_of(base)->num_layers;
   const uint64_t stride = uint64_t(gridDim.x) * blockDim.x;
   for (uint32_t l = 0; l < layers; ++l) {
@@ -37,14 +36,19 @@ const char* emaUpdateDevice(void* deviceBase, const char* name, double decay, in
   err = cudaMemcpy(tables.data(), deviceBase, tables.size(), cudaMemcpyDeviceToHost);
   if (err != cudaSuccess) return cudaGetErrorString(err);
   const int32_t i = emaRegion(tables.data(), name);
-  if (i < 0) { *updated = i; return ""; }
+  if (i < 0) {
+    *updated = i;
+    return "";
+  }
   int64_t n = 0;
   for (uint32_t l = 0; l < h.num_layers; ++l) n += int64_t(nna_extra_elems(tables.data(), uint32_t(i), l));
   *updated = n;
   cudaStream_t s;
   if ((err = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)) != cudaSuccess) return cudaGetErrorString(err);
-  if (h.dtype == NNA_FLOAT64) emaKernel<double><<<256, 256, 0, s>>>(deviceBase, uint32_t(i), decay, 1.0 - decay);
-  else emaKernel<float><<<256, 256, 0, s>>>(deviceBase, uint32_t(i), float(decay), 1.0f - float(decay));
+  if (h.dtype == NNA_FLOAT64)
+    emaKernel<double><<<256, 256, 0, s>>>(deviceBase, uint32_t(i), decay, 1.0 - decay);
+  else
+    emaKernel<float><<<256, 256, 0, s>>>(deviceBase, uint32_t(i), float(decay), 1.0f - float(decay));
   err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaStreamSynchronize(s);
   cudaStreamDestroy(s);

@@ -18,13 +18,11 @@ inline int32_t emaRegion(const void* base, const char* name) {
 
 // One element; the two products and the sum are rounded as written (no fused multiply-add), so
 // the CPU function and the CUDA kernel give the same bits.
-template <typename T>
-inline T emaStep(T e, T w, T keep, T rest) { return keep * e + rest * w; }
+template <typename T> inline T emaStep(T e, T w, T keep, T rest) { return keep * e + rest * w; }
 
 // The CPU function on host memory holding the arena (its host side, or the CPU backend's device
 // side). Returns the elements updated, or -1 / -2 as emaRegion.
-template <typename T>
-int64_t emaUpdateOn(void* base, const char* name, double decay) {
+template <typename T> int64_t emaUpdateOn(void* base, const char* name, double decay) {
   const int32_t i = emaRegion(base, name);
   if (i < 0) return i;
   const T keep = T(decay), rest = T(1) - keep;
