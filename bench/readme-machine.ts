@@ -5,7 +5,7 @@ import { fix, mb, provenance, table } from './format.js';
 import type { CpuResults } from './cpu.js';
 import type { Machine } from './machine.js';
 import type { MemoryRow } from './memory.js';
-import type { Results } from './report.js';
+import type { Results } from './results-file.js';
 import type { StepRow } from './steps.js';
 import type { TransferRow } from './transfers.js';
 import type { UmResults } from './um.js';

@@ -7,7 +7,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fix, int, mb, median, provenance, span, table, type Provenance } from './format.js';
 import { machineSection } from './readme-machine.js';
-import type { Results } from './report.js';
+import type { Results } from './results-file.js';
 
 /** A kind of results file: which files it is, and its section. */
 interface Kind {
