@@ -45,29 +45,25 @@ interface Tables {
   common: readonly ParamInfo[];
 }
 
-let tables: Tables | undefined;
-
-function load(): Tables {
-  if (tables) return tables;
-  const deep = <T>(x: T): T => {
-    if (x && typeof x === 'object') {
-      for (const v of Object.values(x)) deep(v);
-      Object.freeze(x);
-    }
-    return x;
-  };
-  const copy = <T>(x: T): T => structuredClone(x) as T; // the generated rows are readonly literals; these are the API's own objects
-  tables = deep({
-    optimizers: OPTIMIZER_TABLE.map((o) => ({ ...copy(o), state: o.state.map((k) => KINDS[k]!) })) as OptimizerInfo[],
-    schedules: copy(SCHEDULE_TABLE) as unknown as ScheduleInfo[],
-    common: copy(COMMON_PARAMS) as unknown as ParamInfo[],
-  });
-  return tables;
+/** Freezes x and everything it holds: the tables are shared by every caller. */
+function frozen<T>(x: T): T {
+  if (x && typeof x === 'object') {
+    for (const v of Object.values(x)) frozen(v);
+    Object.freeze(x);
+  }
+  return x;
 }
+
+// The generated rows, frozen in place; an optimizer's state kinds named instead of coded.
+const TABLES: Tables = frozen({
+  optimizers: OPTIMIZER_TABLE.map((o) => ({ ...o, state: o.state.map((k) => KINDS[k]!) })),
+  schedules: SCHEDULE_TABLE,
+  common: COMMON_PARAMS,
+});
 
 /** Every optimizer, in code order. */
 export function optimizers(): readonly OptimizerInfo[] {
-  return load().optimizers;
+  return TABLES.optimizers;
 }
 
 export function optimizerNamed(name: unknown): OptimizerInfo | undefined {
@@ -80,12 +76,12 @@ export function optimizerCoded(code: number): OptimizerInfo | undefined {
 
 /** Every learning-rate schedule. */
 export function schedules(): readonly ScheduleInfo[] {
-  return load().schedules;
+  return TABLES.schedules;
 }
 
 /** clipGradNorm's entry (and any other setting every optimizer reads). */
 export function commonParams(): readonly ParamInfo[] {
-  return load().common;
+  return TABLES.common;
 }
 
 /** The names, quoted, for messages and CLI help: 'sgd', 'momentum', ... */
