@@ -275,7 +275,17 @@ template <typename T> class LayerRun {
       return;
     }
     if (p_.op == Op::Backward) {
-      output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, true);
+      // The Forward run left softmax's probabilities in z[L], not the logits, and a loss read from
+      // probabilities that underflowed would be clamped: the output layer's product again (z[L-1]
+      // and w[L] are as the Forward run left them; their 16-bit copies made first, as this run
+      // has not made them), so the loss and d are a Train run's (the CPU backend does the same).
+      if (half_.active() && !head_) {
+        const uint32_t in = last_ - 1;
+        if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, p_.rows * L_[last_].fan_in);
+        if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
+      }
+      forward(last_, p_.rows);
+      output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, false);
     } else {
       graph_->launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
     }

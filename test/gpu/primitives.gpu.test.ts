@@ -39,6 +39,34 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
     }
   }
 
+  // backward() computes the output layer's logits again, so its loss is step()'s also where
+  // softmax's probabilities underflow (issue 51: a huge Adam step; from the probabilities it was
+  // clamped near -log of the smallest float). Each precision and output path (a head launch up to
+  // 32 units, the block kernel above it).
+  for (const precision of ['fp32', 'tf32', 'bf16'] as const) {
+    for (const outputs of [4, 40]) {
+      it(`backward() reports step()'s loss where the probabilities underflow (${precision}, ${outputs} outputs)`, async () => {
+        const spec = { layers: [600, 640, outputs], batch: 256, optimizer: 'adam' as const };
+        const data = toyData(600, outputs, 256, 3, false);
+        const losses: number[] = [];
+        for (const way of ['step', 'primitives'] as const) {
+          using arena = Arena.create(planLayout(spec), cuda);
+          const t = new Trainer(arena, { lr: 1e10, precision });
+          t.init(7);
+          await t.step(data.x, { labels: data.labels! });
+          if (way === 'step') losses.push((await t.step(data.x, { labels: data.labels! })).loss);
+          else {
+            await t.forward(data.x);
+            await t.backward({ labels: data.labels! });
+            losses.push((await t.metrics()).loss);
+          }
+        }
+        expect(losses[0]).toBeGreaterThan(1e6);
+        expect(Math.abs(losses[1]! - losses[0]!)).toBeLessThanOrEqual(1e-6 * losses[0]!);
+      });
+    }
+  }
+
   // The TF32 precisions: step and the primitives both take the per-layer path (the fused kernel
   // is fp32 only) with the same products (cuBLAS TF32 / 3xTF32, or the mma kernels when tiled).
   for (const precision of ['tf32', 'tf32x3'] as const) {
