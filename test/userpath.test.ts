@@ -8,6 +8,7 @@ import { Worker } from 'node:worker_threads';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { Arena, Dataset, DataError, planLayout, Trainer, type LayoutSpec } from '../src/index.js';
 import { toyData } from './support/train-checks.js';
+import { checkUserCalls } from './support/user-calls.js';
 
 const cpu = { backend: 'cpu' } as const;
 const spec: LayoutSpec = { layers: [6, 16, 3], batch: 10, samples: 200, optimizer: 'momentum' };
@@ -22,6 +23,12 @@ function setup(s: LayoutSpec = spec) {
   t.init(1);
   return { arena, t };
 }
+
+describe('the per-call paths: a batch up, the run and its results back in one native call', () => {
+  it('step, predict, evaluate and forward move what they did before (counters and observers) and compute what a twin arena does', async () => {
+    await checkUserCalls('cpu', 0);
+  });
+});
 
 describe('Dataset: read once, then not at all while the arena holds it', () => {
   it('a second fit uploads nothing; in-place edits are seen after update(), and only what changed goes up', async () => {

@@ -188,21 +188,38 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   return startRun(env, b, comm_, p, this, Value());
 }
 
-// runInline(params): run()'s work on the calling (JS) thread, returning its path: for runs so
-// short that handing them to a libuv worker and back costs more than the work (a step or a
-// forward pass of a small batch; the Trainer decides, src/train/runner.ts). BUSY while anything
-// is in flight; not for a data-parallel group's arenas or a budgeted arena (their runs wait on
-// other ranks or on page migration).
+// runInline(params, into?, back?): run()'s work on the calling (JS) thread, returning its path:
+// for runs so short that handing them to a libuv worker and back costs more than the work (a step
+// or a forward pass of a small batch; the Trainer decides, src/train/runner.ts). `into` / `back`:
+// ranges [offset, bytes, ...] uploaded before the run and read back after it, each counted as one
+// transfer as transfer() counts them; on plain device memory they are queued on the run's stream,
+// so that the upload, the run and the read-back end in one wait. BUSY while anything is in flight;
+// not for a data-parallel group's arenas or a budgeted arena (their runs wait on other ranks or on
+// page migration).
 Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const RunParams p = runParamsOf(env, info[0]);
+  RunParams p = runParamsOf(env, info[0]);
+  const std::vector<Range> into = info.Length() > 1 && !info[1].IsUndefined() ? rangesOf(env, info[1]) : std::vector<Range>{};
+  const std::vector<Range> back = info.Length() > 2 && !info[2].IsUndefined() ? rangesOf(env, info[2]) : std::vector<Range>{};
   const std::shared_ptr<Block> b = live(env, true);
   if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
   if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
   return Napi::String::New(env, guarded(env, [&] {
-                             std::lock_guard<std::mutex> lock(b->mutex());
-                             b->backend().activate();
-                             return runReplica(*b, nullptr, p);
+                             const RunCopies copies = b->runCopies(into, back);
+                             const bool queued = b->options().cuda && b->options().memory == Memory::Device;
+                             if (!queued) b->transfer(into, Dir::ToDevice);
+                             std::string path;
+                             {
+                               std::lock_guard<std::mutex> lock(b->mutex());
+                               b->backend().activate();
+                               if (queued) p.copies = &copies;
+                               path = runReplica(*b, nullptr, p);
+                             }
+                             if (queued)
+                               b->countRunCopies(copies);
+                             else
+                               b->transfer(back, Dir::ToHost);
+                             return path;
                            }));
 }
 

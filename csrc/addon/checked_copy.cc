@@ -49,12 +49,15 @@ Typed destination(Napi::Env env, const Napi::Value& v) {
   return d;
 }
 
+// Whether the copy changed the destination's bits, where every element was good (no array to
+// make on a call's common path); else [the first bad index, its value, 1 where it is finite but
+// not a class].
 Napi::Value result(Napi::Env env, const CheckedCopy& r) {
-  Napi::Array a = Napi::Array::New(env, 4);
+  if (r.bad < 0) return Napi::Boolean::New(env, r.changed);
+  Napi::Array a = Napi::Array::New(env, 3);
   a.Set(0u, Napi::Number::New(env, double(r.bad)));
   a.Set(1u, Napi::Number::New(env, r.value));
-  a.Set(2u, Napi::Boolean::New(env, r.changed));
-  a.Set(3u, Napi::Number::New(env, r.label));
+  a.Set(2u, Napi::Number::New(env, r.label));
   return a;
 }
 

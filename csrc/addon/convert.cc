@@ -144,7 +144,7 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     const Napi::Value key = keys.Get(i);
     if (!key.IsString()) throwJs(env, "BAD_ARGUMENT", "run parameter names must be strings");
     const std::string k = key.As<Napi::String>().Utf8Value();
-    const Napi::Value x = o.Get(k);
+    const Napi::Value x = o.Get(key);  // by the key itself: no new string to make and intern
     auto d = [&](double& dst) {
       if (!x.IsNumber()) throwJs(env, "BAD_ARGUMENT", "run parameter " + k + " must be a number");
       dst = x.As<Napi::Number>().DoubleValue();

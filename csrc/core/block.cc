@@ -126,6 +126,26 @@ uint64_t Block::transfer(const std::vector<Range>& ranges, Dir dir) {
   return moved;
 }
 
+RunCopies Block::runCopies(const std::vector<Range>& in, const std::vector<Range>& out) const {
+  checkRanges(in);
+  checkRanges(out);
+  RunCopies c;
+  c.host = host_;
+  for (const auto* list : {&in, &out})
+    for (const Range& r : *list) {
+      if (r.bytes && r.offset < header_.size()) NNA_FAIL("OUT_OF_RANGE", "a run's copies never include the header (range at offset " + std::to_string(r.offset) + ")");
+      (list == &in ? c.in : c.out).push_back({r.offset, r.bytes});
+    }
+  return c;
+}
+
+void Block::countRunCopies(const RunCopies& c) {
+  for (const RunCopies::Span& s : c.in)
+    if (s.bytes) countTransfer(Dir::ToDevice, s.bytes);
+  for (const RunCopies::Span& s : c.out)
+    if (s.bytes) countTransfer(Dir::ToHost, s.bytes);
+}
+
 void Block::readHeld(void* dst, uint64_t offset, uint64_t bytes) {
   checkRanges({{offset, bytes}});
   backend().copy(dst, device_ + offset, bytes, Dir::ToHost);

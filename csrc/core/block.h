@@ -13,6 +13,7 @@
 
 #include "../train/loss_scale.h"
 #include "backend.h"
+#include "run_copies.h"
 
 namespace nna {
 
@@ -47,6 +48,12 @@ class Block {
 
   // Each range is one real transfer; returns bytes moved. Ranges are checked against total.
   uint64_t transfer(const std::vector<Range>& ranges, Dir dir);
+  // A run's own copies (RunParams::copies) of `in` and `out`, checked as transfer() checks its
+  // ranges; the header is never among them (the device holds the copy validated at creation).
+  RunCopies runCopies(const std::vector<Range>& in, const std::vector<Range>& out) const;
+  // Counts each non-empty range of `c` as one transfer, as transfer() would have (once the run
+  // made them).
+  void countRunCopies(const RunCopies& c);
   void prefetch(const std::vector<Range>& ranges, Where where);
   void advise(const std::vector<Range>& ranges, Advice advice, Where where, bool unset);
   // Frees both allocations once; later calls do nothing. Waits for a run that holds the block.

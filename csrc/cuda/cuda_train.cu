@@ -35,6 +35,7 @@
 #include "output_head.cuh"
 #include "run_buffers.cuh"
 #include "run_cache.cuh"
+#include "run_copies.cuh"
 
 namespace nna {
 namespace {
@@ -253,6 +254,7 @@ template <typename T> class LayerRun {
     }
     if (sync_) sync_->endRun(s_);
     if (!hooks_) launchNonFinite(base_, h_, L_, p_, s_);  // before the one sync that ends the run
+    queueRunCopies(base_, p_, /*in=*/false, s_);
     if (p_.epilogues) *p_.epilogues = st_.epilogues;
     CUDA_CHECK(cudaStreamSynchronize(s_));
     if (p_.clips()) clip_.readNorms(p_.gradNorms);
@@ -1164,7 +1166,9 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
                    std::string("precision '") + precisionName(p.precision) +
                        "' computes its products through cuBLAS, which this run cannot use "
                        "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
+  if (p.copies && (hooks || sync)) NNA_FAIL("NOT_SUPPORTED", "a run's own copies on a budgeted arena or in a data-parallel group");
   LaneGuard lane;
+  queueRunCopies(devBase, p, /*in=*/true, lane->stream);
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
   // the per-layer path.
@@ -1172,6 +1176,7 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   FusedNorms norms;
   if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane, &norms)) {
     launchNonFinite(devBase, h, layers, p, lane->stream);
+    queueRunCopies(devBase, p, /*in=*/false, lane->stream);
     CUDA_CHECK(cudaStreamSynchronize(lane->stream));  // the run's end (the fused launch does not wait itself)
     if (norms.count && p.gradNorms) {
       p.gradNorms->resize(norms.count);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <vector>
 
+#include "../core/run_copies.h"
 #include "../descriptors/optimizers.h"
 #include "../descriptors/precisions.h"
 #include "loss_scale.h"
@@ -67,6 +68,11 @@ struct RunParams {
   uint64_t* epilogues = nullptr;
   // The arena's cache between runs (Block::runCache), or null.
   std::shared_ptr<void>* runCache = nullptr;
+  // Copies between the arena's host and device sides that travel with the run on its stream (a
+  // step or a forward pass of a caller's batch: the upload, the run and the read-back end in one
+  // wait): `in` before its first kernel, `out` after its last. Checked by the caller
+  // (Block::checkRunCopies); a CUDA run of plain device memory only, else null.
+  const RunCopies* copies = nullptr;
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
 

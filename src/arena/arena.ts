@@ -106,9 +106,20 @@ export function onDispose(arena: Arena, fn: () => void): void {
 /** Internal: exact byte ranges within the regions `regions` selects, one transfer each (the
  *  Trainer uploads only the rows of a data set that is smaller than its regions). */
 export function transferRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
-  const bytes = call(() => handleOf(arena).transfer(dir, [...ranges]));
-  let transfers = 0;
-  for (let i = 1; i < ranges.length; i += 2) if (ranges[i]! > 0) transfers++;
+  call(() => handleOf(arena).transfer(dir, [...ranges]));
+  return notifyRanges(arena, dir, regions, ranges);
+}
+
+/** Internal: tells the observers of `arena` about ranges moved (by transferRanges, or by a run
+ *  that made the copies itself: the native runInline), one transfer each that is not empty. */
+export function notifyRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
+  let transfers = 0,
+    bytes = 0;
+  for (let i = 1; i < ranges.length; i += 2)
+    if (ranges[i]! > 0) {
+      transfers++;
+      bytes += ranges[i]!;
+    }
   return notify(arena, dir, regions, { transfers, bytes });
 }
 

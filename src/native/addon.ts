@@ -34,9 +34,11 @@ export interface NativeHandle {
    *  a run with `first`). */
   runQueued(params: RunParams, statsOffset: number, statsBytes: number, first: boolean): Promise<QueuedRun>;
   /** run()'s work on the calling thread, for runs shorter than a worker's round trip (the
-   *  Trainer's choice: src/train/runner.ts). BUSY with anything in flight; NOT_SUPPORTED on a
-   *  group's or a budgeted arena. */
-  runInline(params: RunParams): RunPath;
+   *  Trainer's choice: src/train/runner.ts). `into` / `back`: byte ranges [offset, bytes, ...]
+   *  uploaded before the run and read back after it, with it (on plain device memory, on the
+   *  run's stream: one wait for all). BUSY with anything in flight; NOT_SUPPORTED on a group's
+   *  or a budgeted arena. */
+  runInline(params: RunParams, into?: number[], back?: number[]): RunPath;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
   /** [scale, good steps, steps skipped] after the last run that scaled its loss. */
@@ -346,12 +348,13 @@ export interface NativeAddon {
   copyBytes(dst: Uint8Array, src: Uint8Array, dst2: Uint8Array, src2: Uint8Array): Promise<number>;
   /** src (a numeric typed array) into dst[0, src.length) in one pass, converted as a JS
    *  Number stored into dst would be, checked finite, compared with dst's old bits when
-   *  `compare` (csrc/core/checked_copy.h): [first bad index or -1, its value, changed, 0]; null
-   *  for a typed array it does not read (Float16Array). */
-  checkedCopy(dst: Float32Array | Float64Array, src: ArrayBufferView, compare: boolean): [number, number, boolean, number] | null;
-  /** labels into one-hot rows of `outputs` values at dst: [bad, value, changed, 1 where bad is
-   *  finite but not a class in [0, outputs)]; null as checkedCopy. */
-  oneHot(dst: Float32Array | Float64Array, labels: ArrayBufferView, outputs: number, compare: boolean): [number, number, boolean, number] | null;
+   *  `compare` (csrc/core/checked_copy.h): whether dst's bits changed, where every element is
+   *  finite; else [the first bad index, its value, 0]; null for a typed array it does not read
+   *  (Float16Array). */
+  checkedCopy(dst: Float32Array | Float64Array, src: ArrayBufferView, compare: boolean): boolean | [number, number, number] | null;
+  /** labels into one-hot rows of `outputs` values at dst: whether dst changed, or [bad, value,
+   *  1 where bad is finite but not a class in [0, outputs)]; null as checkedCopy. */
+  oneHot(dst: Float32Array | Float64Array, labels: ArrayBufferView, outputs: number, compare: boolean): boolean | [number, number, number] | null;
   cudaInfo(): CudaInfo;
   crc32c(bytes: Uint8Array, crc?: number): number;
   minDeviceBudget(header: Uint8Array, placement: 'managed' | 'staged'): { bytes: number; stage: string; layer: number };

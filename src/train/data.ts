@@ -97,10 +97,8 @@ export function readNumbers(v: unknown, field: string, dtype: Dtype, dest: Dest,
     expectLength?.(tl);
     out = dest(tl);
     const r = native().checkedCopy(out, v as ArrayBufferView, compare);
-    if (r !== null) {
-      if (r[0] >= 0) throw notFinite(field, r[0], r[1], dtype);
-      return { values: out, changed: r[2] };
-    }
+    if (typeof r === 'boolean') return { values: out, changed: r };
+    if (r !== null) throw notFinite(field, r[0], r[1], dtype);
     // A typed array the native copy does not read (Float16Array): one native pass over its
     // internal slots into a copy, then the same checks in JS.
     const copy = alloc(dtype, tl, field);
@@ -154,10 +152,8 @@ export function readLabels(v: unknown, field: string, count: number, outputs: nu
     expect(tl);
     const out = dest(count * outputs);
     const r = native().oneHot(out, v as ArrayBufferView, outputs, compare);
-    if (r !== null) {
-      if (r[0] >= 0) throw r[3] ? badLabel(r[0], r[1]) : notFinite(field, r[0], r[1], 'float64');
-      return { values: out, changed: r[2] };
-    }
+    if (typeof r === 'boolean') return { values: out, changed: r };
+    if (r !== null) throw r[2] ? badLabel(r[0], r[1]) : notFinite(field, r[0], r[1], 'float64');
   }
   const ls = snapshotNumbers(v, field, 'float64', expect);
   const out = dest(count * outputs);

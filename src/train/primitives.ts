@@ -49,12 +49,10 @@ export async function forward(r: Runner, x: ArrayLike<number>): Promise<View> {
   if (d.count > r.batch) throw new DataError('BAD_DATA', 'forward.x.length', d.x.length, `holds ${d.count} samples, more than the batch of ${r.batch}`);
   return r.queue.enqueue(async () => {
     if (r.state.forwardRows === undefined) lossInStats.delete(r.state); // another run came between
-    const rows = r.stageBatch(d, 0, d.count);
-    await r.run({ op: OPS.forward, rows, resetStats: false });
+    const rows = d.count;
+    await r.runRows(d, 0, rows, { op: OPS.forward, resetStats: false }, ['outputs']);
     r.state.forwardRows = rows;
-    const out = r.arena.view(r.last, 'z').subarray(0, rows * r.outputs);
-    r.rowsTransfer('toHost', r.last, 'z', out.byteLength);
-    return out;
+    return r.arena.view(r.last, 'z').subarray(0, rows * r.outputs);
   });
 }
 

@@ -80,8 +80,8 @@ export function makeResident(arena: Arena, d: Snapshot, outputs: number, dataset
   let xSame = true,
     ySame = true;
   if (!(d.staged === 'data' && d.x.buffer === hostX.buffer && d.x.byteOffset === hostX.byteOffset)) {
-    xSame = !native().checkedCopy(hostX, d.x, true)![2];
-    if (d.y) ySame = !native().checkedCopy(hostY, d.y, true)![2];
+    xSame = native().checkedCopy(hostX, d.x, true) === false;
+    if (d.y) ySame = native().checkedCopy(hostY, d.y, true) === false;
   }
   const rec = st.resident?.count === d.count ? st.resident : undefined;
   const xKeep = rec?.xCrc !== undefined && xSame,

@@ -1,7 +1,8 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
 // interface, src/arena/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
-import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
+import { handleOf, notifyRanges, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
+import type { Selector } from '../layout/selector.js';
 import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError, fromNative } from '../core/errors.js';
 import { notifyTransfer } from '../arena/transfer-events.js';
@@ -22,6 +23,13 @@ export const PARAM_KINDS: Kind[] = ['w', 'b'];
  *  short enough to hold the thread for, on each backend at its own rate (the CPU's bound takes a
  *  step of 784-128-10 on 100 rows, 3e7; CUDA's a step of 784-1024-1024-10 on 256 rows, 1.4e9). */
 const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32 } as const;
+
+/** Byte ranges [offset, bytes, ...] of an arena and the regions they belong to (what observers
+ *  of its transfers are told). */
+interface Moved {
+  regions: Selector;
+  ranges: number[];
+}
 
 export class Runner {
   readonly target: RunTarget;
@@ -223,20 +231,66 @@ export class Runner {
   stageBatch(d: Snapshot, first: number, rows: number, arena: Arena = this.arena): number {
     this.syncDevice(arena);
     if (rows === 0) return 0;
+    const up = this.#writeRows(d, first, rows, arena);
+    transferRanges(arena, 'toDevice', up.regions, up.ranges);
+    return rows;
+  }
+
+  /** Rows [first, first+rows) of d written into the host rows of z[0] and y of `arena` (unless
+   *  d was read there: staged): the ranges that then go up. */
+  #writeRows(d: Snapshot, first: number, rows: number, arena: Arena): Moved {
     const L = this.last;
     const xs = rows * this.inputs,
       ys = rows * this.outputs;
     const bpe = d.x.BYTES_PER_ELEMENT;
     const inPlace = d.staged === 'batch' && arena === this.arena && first === 0;
     if (!inPlace) arena.view(0, 'z').set(d.x.subarray(first * this.inputs, first * this.inputs + xs));
-    const z0 = arena.plan.region(0, 'z')!;
-    const ranges = [z0.offset, xs * bpe];
+    const ranges = [arena.plan.region(0, 'z')!.offset, xs * bpe];
     if (d.y) {
       if (!inPlace) arena.view(L, 'y').set(d.y.subarray(first * this.outputs, first * this.outputs + ys));
       ranges.push(arena.plan.region(L, 'y')!.offset, ys * bpe);
     }
-    transferRanges(arena, 'toDevice', { layers: d.y ? [0, L] : [0], kinds: d.y ? ['z', 'y'] : ['z'] }, ranges);
-    return rows;
+    return { regions: { layers: d.y ? [0, L] : [0], kinds: d.y ? ['z', 'y'] : ['z'] }, ranges };
+  }
+
+  /** The first `bytes` of region (layer, kind) of the first arena, or all of it. */
+  #rowsOf(layer: number, kind: Kind, bytes?: number): Moved {
+    const region = this.arena.plan.region(layer, kind)!;
+    return { regions: { layers: [layer], kinds: [kind] }, ranges: [region.offset, bytes ?? region.bytes] };
+  }
+
+  /** A run of the first arena on rows [first, first + rows) of d (written into its z[0] / y
+   *  host rows, unless d was read there) that brings `back` (the stats region: 'stats'; the
+   *  outputs of those rows: 'outputs') to the host with it. Where the run is short enough for
+   *  this thread (inlineRun), the upload, the run and the read-back are one native call with
+   *  one wait; else transfers of their own around the run. */
+  async runRows(d: Snapshot, first: number, rows: number, params: RunParams, back: readonly ('stats' | 'outputs')[]): Promise<RunPath> {
+    const arena = this.arena;
+    this.syncDevice(arena);
+    const up = rows > 0 ? this.#writeRows(d, first, rows, arena) : { regions: {}, ranges: [] };
+    const down = back.map((b) =>
+      b === 'stats' ? this.#rowsOf(this.last, 'stats') : this.#rowsOf(this.last, 'z', rows * this.outputs * d.x.BYTES_PER_ELEMENT),
+    );
+    const p = { ...this.#baseParams(), ...params, rows };
+    if (!this.inlineRun(p))
+      return this.#tracked([arena], params.op, async () => {
+        if (up.ranges.length) transferRanges(arena, 'toDevice', up.regions, up.ranges);
+        const path = await runArena(arena, p);
+        for (const m of down) transferRanges(arena, 'toHost', m.regions, m.ranges);
+        return path;
+      });
+    return this.#tracked([arena], params.op, async () => {
+      const path = call(() =>
+        handleOf(arena).runInline(
+          p,
+          up.ranges,
+          down.flatMap((m) => m.ranges),
+        ),
+      );
+      if (up.ranges.length) notifyRanges(arena, 'toDevice', up.regions, up.ranges);
+      for (const m of down) notifyRanges(arena, 'toHost', m.regions, m.ranges);
+      return path;
+    });
   }
 
   /** Makes d the resident data set of `arena` (src/train/resident.ts). */
@@ -374,14 +428,18 @@ export class Runner {
   }
 
   /** One step on the caller's batch d: each replica takes its shard (rank r: rows
-   *  [r * batch, (r + 1) * batch), possibly none), and the loss mean is over all d.count rows. */
+   *  [r * batch, (r + 1) * batch), possibly none), and the loss mean is over all d.count rows.
+   *  The first arena's stats region comes back to the host with it (readStats(true)). */
   async runShards(d: Snapshot, params: RunParams): Promise<RunPath> {
     const world = this.target.world;
+    if (this.target.kind === 'arena') return this.runRows(d, 0, Math.min(this.batch, d.count), params, ['stats']);
     const rows = this.target.arenas.map((a, i) => {
       const first = (this.target.rank + i) * this.batch;
       return this.stageBatch(d, first, Math.max(0, Math.min(this.batch, d.count - first)), a);
     });
-    return this.runAll((rank, i) => ({ ...params, rows: rows[i]!, ...(world > 1 ? { lossRows: d.count, reduce: true } : {}) }));
+    const path = await this.runAll((rank, i) => ({ ...params, rows: rows[i]!, ...(world > 1 ? { lossRows: d.count, reduce: true } : {}) }));
+    this.stats();
+    return path;
   }
 
   /** Runs `run` (of `op` on `arenas`) and records what the primitives may still use afterwards:
@@ -446,10 +504,11 @@ export class Runner {
     };
   }
 
-  /** Every model's stats region (one transfer: the K copies are one range). */
-  stats(): View[] {
+  /** Every model's stats region (one transfer: the K copies are one range); `onHost`: as the
+   *  host side holds it (a run brought it back: runRows). */
+  stats(onHost = false): View[] {
     const L = this.last;
-    this.arena.toHost({ layers: [L], kinds: ['stats'] });
+    if (!onHost) this.arena.toHost({ layers: [L], kinds: ['stats'] });
     return Array.from({ length: this.models }, (_, m) => this.arena.view(L, 'stats', m));
   }
 
@@ -459,8 +518,8 @@ export class Runner {
     return this.arena.view(this.last, 'stats', m)[STATS.badStep]! >= 0;
   }
 
-  readStats(): Metrics {
-    const stats = this.stats();
+  readStats(onHost = false): Metrics {
+    const stats = this.stats(onHost);
     return combine(
       stats.map(metricsOf),
       stats.map((s) => s[STATS.badStep]! >= 0),

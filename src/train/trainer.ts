@@ -257,7 +257,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       r.checkSteps(stepBase, 1);
       await r.runShards(d, { op: OPS.train, stepBase });
       r.addSteps(1);
-      const m = r.readStats();
+      const m = r.readStats(true);
       if (r.models === 1 && r.diverged(0))
         throw new ArenaError(
           'DIVERGED',
@@ -334,10 +334,10 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
         return r.readStats();
       }
       for (let first = 0; first < d.count; first += r.batch) {
-        const rows = r.stageBatch(d, first, Math.min(r.batch, d.count - first));
-        await r.run({ op: OPS.eval, rows, resetStats: first === 0 });
+        const rows = Math.min(r.batch, d.count - first);
+        await r.runRows(d, first, rows, { op: OPS.eval, resetStats: first === 0 }, first + rows === d.count ? ['stats'] : []);
       }
-      return r.readStats();
+      return r.readStats(d.count > 0);
     });
   }
 
@@ -361,10 +361,9 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     return r.queue.enqueue(async () => {
       const L = r.last;
       for (let first = 0; first < d.count; first += r.batch) {
-        const rows = r.stageBatch(d, first, Math.min(r.batch, d.count - first));
-        await r.run({ op: OPS.forward, rows, resetStats: false });
-        if (r.models === 1) r.rowsTransfer('toHost', L, 'z', rows * r.outputs * out.BYTES_PER_ELEMENT);
-        else this.arena.toHost({ layers: [L], kinds: ['z'] });
+        const rows = Math.min(r.batch, d.count - first);
+        await r.runRows(d, first, rows, { op: OPS.forward, resetStats: false }, r.models === 1 ? ['outputs'] : []);
+        if (r.models > 1) this.arena.toHost({ layers: [L], kinds: ['z'] });
         out.set(this.arena.view(L, 'z', model).subarray(0, rows * r.outputs), first * r.outputs);
       }
       return out as ViewOf<D>;
@@ -385,7 +384,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     return r.queue.enqueue(async () => {
       await r.runShards(d, { op: OPS.grad });
       this.arena.toHost({ kinds: ['dw', 'db'] });
-      return r.readStats();
+      return r.readStats(true);
     });
   }
 
