@@ -6,6 +6,8 @@
 #include "../budget/budgeted_block.h"
 #include "addon_data.h"
 #include "convert.h"
+#include "inline_run.h"
+#include "checked_copy.h"
 #include "js_error.h"
 
 namespace nna::addon {
@@ -16,9 +18,9 @@ Napi::Function ArenaHandle::Define(Napi::Env env) {
       {InstanceMethod<&ArenaHandle::Transfer>("transfer"), InstanceMethod<&ArenaHandle::TransferAll>("transferAll"), InstanceMethod<&ArenaHandle::Prefetch>("prefetch"),
        InstanceMethod<&ArenaHandle::Advise>("advise"), InstanceMethod<&ArenaHandle::View>("view"), InstanceMethod<&ArenaHandle::Stats>("stats"),
        InstanceMethod<&ArenaHandle::Dispose>("dispose"), InstanceMethod<&ArenaHandle::Addresses>("addresses"), InstanceMethod<&ArenaHandle::Run>("run"),
-       InstanceMethod<&ArenaHandle::RunQueued>("runQueued"), InstanceMethod<&ArenaHandle::RunInline>("runInline"), InstanceMethod<&ArenaHandle::Residency>("residency"),
-       InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"), InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"), InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"),
-       InstanceMethod<&ArenaHandle::Epilogues>("epilogues"), InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
+       InstanceMethod<&ArenaHandle::RunQueued>("runQueued"), InstanceMethod<&ArenaHandle::RunInline>("runInline"), InstanceMethod<&ArenaHandle::PredictRows>("predictRows"),
+       InstanceMethod<&ArenaHandle::Residency>("residency"), InstanceMethod<&ArenaHandle::GradNorms>("gradNorms"), InstanceMethod<&ArenaHandle::LossScaleState>("lossScale"),
+       InstanceMethod<&ArenaHandle::GraphSteps>("graphSteps"), InstanceMethod<&ArenaHandle::Epilogues>("epilogues"), InstanceMethod<&ArenaHandle::Synchronize>("synchronize")});
 }
 
 ArenaHandle::ArenaHandle(const Napi::CallbackInfo& info) : Napi::ObjectWrap<ArenaHandle>(info) {
@@ -204,23 +206,54 @@ Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
   const std::shared_ptr<Block> b = live(env, true);
   if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
   if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
-  return Napi::String::New(env, guarded(env, [&] {
-                             const RunCopies copies = b->runCopies(into, back);
-                             const bool queued = b->options().cuda && b->options().memory == Memory::Device;
-                             if (!queued) b->transfer(into, Dir::ToDevice);
-                             std::string path;
-                             {
-                               std::lock_guard<std::mutex> lock(b->mutex());
-                               b->backend().activate();
-                               if (queued) p.copies = &copies;
-                               path = runReplica(*b, nullptr, p);
-                             }
-                             if (queued)
-                               b->countRunCopies(copies);
-                             else
-                               b->transfer(back, Dir::ToHost);
-                             return path;
-                           }));
+  return Napi::String::New(env, guarded(env, [&] { return runWithCopies(*b, p, into, back); }));
+}
+
+// predictRows(params, x, count, out, [z0Offset, zOutOffset, inputs, outputs, batch]): predict()'s
+// batches on the JS thread in one call (inline_run.h): x's rows read natively into z[0] batch by
+// batch, each run forward with its copies, the outputs into `out` (the arena's dtype). Returns
+// { path, batches, bad, value } (bad >= 0: x[bad] is not finite, nothing from its batch on ran), or
+// null for an x it does not read (the caller goes batch by batch itself). As runInline: one
+// arena of its own, not budgeted, nothing in flight.
+Napi::Value ArenaHandle::PredictRows(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  RunParams p = runParamsOf(env, info[0]);
+  const std::optional<TypedSource> x = typedSource(env, info[1], "x");
+  const uint64_t count = exactU64(env, info[2], "count");
+  napi_typedarray_type outType;
+  size_t outLength = 0;
+  void* outData = nullptr;
+  if (!info[3].IsTypedArray() || napi_get_typedarray_info(env, info[3], &outType, &outLength, &outData, nullptr, nullptr) != napi_ok)
+    throwJs(env, "BAD_ARGUMENT", "out must be a typed array");
+  if (!info[4].IsArray() || info[4].As<Napi::Array>().Length() != 5) throwJs(env, "BAD_ARGUMENT", "predictRows: shape must be [z0Offset, zOutOffset, inputs, outputs, batch]");
+  const Napi::Array g = info[4].As<Napi::Array>();
+  PredictShape s;
+  s.z0 = exactU64(env, g.Get(0u), "z0Offset");
+  s.zOut = exactU64(env, g.Get(1u), "zOutOffset");
+  s.inputs = exactU64(env, g.Get(2u), "inputs");
+  s.outputs = exactU64(env, g.Get(3u), "outputs");
+  s.batch = exactU64(env, g.Get(4u), "batch");
+  const std::shared_ptr<Block> b = live(env, true);
+  if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
+  if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
+  if (!x) return env.Null();
+  nna_header h;
+  std::memcpy(&h, b->header(), sizeof h);
+  const uint64_t bpe = h.dtype == NNA_FLOAT64 ? 8 : 4;
+  if (s.batch == 0 || s.batch > h.batch || s.inputs == 0 || s.outputs == 0)
+    throwJs(env, "BAD_ARGUMENT", "predictRows: batch, inputs and outputs must be positive, batch at most the plan's");
+  if (outType != (bpe == 8 ? napi_float64_array : napi_float32_array)) throwJs(env, "BAD_ARGUMENT", "predictRows: out must be of the arena's dtype");
+  if (x->length / s.inputs < count || outLength / s.outputs < count) throwJs(env, "BAD_ARGUMENT", "predictRows: x or out holds fewer than count rows");
+  for (const Range& r : {Range{s.z0, s.batch * s.inputs * bpe}, Range{s.zOut, s.batch * s.outputs * bpe}})
+    if (r.offset > b->total() || r.bytes > b->total() - r.offset) throwJs(env, "OUT_OF_RANGE", "predictRows: a region outside the arena");
+  uint8_t* out = static_cast<uint8_t*>(outData);
+  const nna::addon::PredictRows r = guarded(env, [&] { return predictRows(*b, p, *x, count, out, s); });
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("path", Napi::String::New(env, r.path));
+  o.Set("batches", Napi::Number::New(env, double(r.batches)));
+  o.Set("bad", Napi::Number::New(env, double(r.bad)));
+  o.Set("value", Napi::Number::New(env, r.value));
+  return o;
 }
 
 // runQueued(params, statsOffset, statsBytes, first): a run (params as run()'s) that may be

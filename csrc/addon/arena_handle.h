@@ -53,6 +53,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   Napi::Value Run(const Napi::CallbackInfo& info);
   Napi::Value RunQueued(const Napi::CallbackInfo& info);
   Napi::Value RunInline(const Napi::CallbackInfo& info);
+  Napi::Value PredictRows(const Napi::CallbackInfo& info);
   Napi::Value Residency(const Napi::CallbackInfo& info);
   Napi::Value GradNorms(const Napi::CallbackInfo& info);
   Napi::Value LossScaleState(const Napi::CallbackInfo& info);

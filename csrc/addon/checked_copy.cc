@@ -63,6 +63,13 @@ Napi::Value result(Napi::Env env, const CheckedCopy& r) {
 
 }  // namespace
 
+std::optional<TypedSource> typedSource(Napi::Env env, const Napi::Value& v, const char* what) {
+  const Typed t = typed(env, v, what);
+  const std::optional<SrcType> type = srcType(t.type);
+  if (!type) return std::nullopt;
+  return TypedSource{t.data, t.length, *type};
+}
+
 Napi::Value CheckedCopyJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const Typed d = destination(env, info[0]);

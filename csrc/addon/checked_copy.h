@@ -3,13 +3,28 @@
 #pragma once
 #include <napi.h>
 
+#include <optional>
+
+#include "../core/checked_copy.h"
+
 namespace nna::addon {
 
+// A numeric typed array's elements as the checked copy reads them (SharedArrayBuffer views
+// included); nullopt for a type it does not read (Float16Array). BAD_ARGUMENT for anything but a
+// typed array.
+struct TypedSource {
+  const void* data = nullptr;
+  size_t length = 0;
+  SrcType type = SrcType::F32;
+};
+std::optional<TypedSource> typedSource(Napi::Env env, const Napi::Value& v, const char* what);
+
 // checkedCopy(dst: Float32Array | Float64Array, src: numeric typed array, compare: boolean):
-// [bad, value, changed, 0] (core/checked_copy.h), or null for a source type it does not read
-// (the caller reads those in JS). dst holds at least src's length.
+// whether dst changed where all is finite, else [bad, value, 0] (core/checked_copy.h), or null
+// for a source type it does not read (the caller reads those in JS). dst holds at least src's
+// length.
 Napi::Value CheckedCopyJs(const Napi::CallbackInfo& info);
-// oneHot(dst, labels: numeric typed array, outputs, compare): [bad, value, changed, label], or null.
+// oneHot(dst, labels: numeric typed array, outputs, compare): changed, or [bad, value, label], or null.
 Napi::Value OneHotJs(const Napi::CallbackInfo& info);
 
 }  // namespace nna::addon

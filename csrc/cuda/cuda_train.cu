@@ -196,7 +196,7 @@ template <typename T> class LayerRun {
             after(Stage::Forward, l);
           }
           before(Stage::Output, last_);
-          output(rows, sr.scale, s, grad, false);
+          output(rows, sr.scale, s, grad);
           after(Stage::Output, last_);
         }
         if (grad) {
@@ -287,7 +287,7 @@ template <typename T> class LayerRun {
         if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
       }
       forward(last_, p_.rows);
-      output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true, false);
+      output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true);
     } else {
       graph_->launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
     }
@@ -295,8 +295,7 @@ template <typename T> class LayerRun {
   }
 
   // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
-  // `activated`: z holds a Forward run's outputs (Backward runs).
-  void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad, bool activated) {
+  void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad) {
     const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
     const bool stats = p_.op != Op::Forward;
     // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
@@ -310,7 +309,7 @@ template <typename T> class LayerRun {
       st_.dLastHalf = bool(dHalf);
       st_.errorDone = error;
     } else if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
-      graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated);
+      graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_);
     else {
       // Up to 32 units: d's 16-bit copy (the error product's operand) and scalesD's copy made here
       OutputCopies<T> c;
@@ -328,8 +327,7 @@ template <typename T> class LayerRun {
       }
       const uint64_t n = L_[last_].units;  // a row a warp, or a half / quarter of one for rows of up to 16 / 8 units
       auto rowLaunch = [&](auto kernel, unsigned lanes) {
-        graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, activated, c,
-                       biasInOutput_ && !activated);
+        graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, biasInOutput_);
       };
       if (n <= 8)
         rowLaunch(outputWarpKernel<T, 8>, 8);

@@ -340,7 +340,7 @@ template <typename T> struct OutputCopies {
 // product alone; b is added and f applied here (biasActivateKernel's expression: the same bits).
 template <typename T, unsigned W = 32>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits,
-                                 bool activated, OutputCopies<T> copies = {}, bool addBias = false) {
+                                 OutputCopies<T> copies = {}, bool addBias = false) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, n = O.units;
   if (t / 32 * (32 / W) >= rows) return;  // whole warps leave together (the warp's first row)
@@ -355,7 +355,7 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
     T dj, zj = lane < units ? z[lane] : T(0);
     const T yj = lane < units ? y[lane] : T(0);
     if (addBias && lane < units) zj = activateAt(O, r * n + lane, zj + O.b[lane]);
-    res = outputRowLane<T, W>(zj, yj, z, d, units, ol, scaleRows, grad, activated, dj);
+    res = outputRowLane<T, W>(zj, yj, z, d, units, ol, scaleRows, grad, dj);
     if (!live) return;  // its shuffles are done
     if (grad && lane < n) {
       const uint64_t e = r * n + lane;
@@ -370,7 +370,7 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
     }
   } else {
     if constexpr (W < 32) return;  // launched for rows of up to W units only (cuda_train.cu output)
-    res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad, activated);
+    res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad);
   }
   if (accumulate && threadIdx.x % W == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
 }
@@ -382,10 +382,9 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
 constexpr int kOutPerThread = 16;
 constexpr uint64_t kOutBlockMaxUnits = 256 * kOutPerThread;
 
-// `activated`: z holds a Forward run's outputs (softmax applied): the loss from them (outputRow).
 template <typename T>
 __global__ void __launch_bounds__(256)
-    outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits, bool activated) {
+    outputBlockKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t n = O.units;
   __shared__ T sv[8];
@@ -403,14 +402,7 @@ __global__ void __launch_bounds__(256)
     auto on = [&](int q) { return threadIdx.x + uint64_t(q) * 256 < n; };
     const LossInfo info = lossInfo(ol.loss);
     T l = T(0);
-    if (info.softmax && activated) {
-#pragma unroll
-      for (int q = 0; q < kOutPerThread; ++q)
-        if (on(q)) {
-          const T t = lossTarget(ol, yv[q], n);
-          if (t != T(0)) l -= t * logProb(zv[q]);
-        }
-    } else if (info.softmax) {
+    if (info.softmax) {
       T mx = -INFINITY;
       uint64_t unused = 0;
 #pragma unroll

@@ -228,7 +228,7 @@ __global__ void __launch_bounds__(kHeadThreads)
       }
       if (finish) {
         T dj;
-        const RowResult res = outputRowLane<T>(zj, yj, O.z + r * n, O.d + r * n, n, ol, scaleRows, grad, false, dj);
+        const RowResult res = outputRowLane<T>(zj, yj, O.z + r * n, O.d + r * n, n, ol, scaleRows, grad, dj);
         if (accumulate && lane == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);
         if (grad && dHalf && mine) dHalf.store(r * n + lane, float(dj));
         // the error product reads d as the run's products do: its 16-bit copy where it has one

@@ -97,17 +97,14 @@ template <typename T> __device__ __forceinline__ void foldLossExact(T* stats, in
 // each loop). Writes z (the softmax) and d of the lane's unit, and returns d's value in `dj`
 // (zero past n) for a copy to be made. (outputRowWarp itself keeps its loops: calling this from
 // it made the fused S step with AdamW + GELU + clipping slower.)
-template <typename T, unsigned W = 32>
-__device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated, T& dj) {
+template <typename T, unsigned W = 32> __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, T& dj) {
   const uint32_t lane = threadIdx.x % W;
   const bool mine = lane < n;
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
   const T tj = mine ? lossTarget(o, yj, n) : T(0);
   T loss = T(0);
-  if (info.softmax && activated) {
-    if (mine && tj != T(0)) loss -= tj * logProb(zj);
-  } else if (info.softmax) {
+  if (info.softmax) {
     const T z0 = __shfl_sync(0xffffffffu, zj, 0, W);
     const T mx = warpMax<W>(mine && zj > z0 ? zj : z0);
     const T lse = mx + nlog(warpSum<W>(mine ? T(T(0) + nexp(zj - mx)) : T(0)));
@@ -134,17 +131,12 @@ __device__ RowResult outputRowLane(T zj, T yj, T* z, T* d, uint64_t n, const Out
   return res;
 }
 
-template <typename T> __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad, bool activated = false) {
+template <typename T> __device__ RowResult outputRowWarp(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad) {
   const uint32_t lane = threadIdx.x % 32;
   RowResult res{0.0, false};
   const LossInfo info = lossInfo(o.loss);
   T loss = T(0);
-  if (info.softmax && activated) {  // z holds a Forward run's outputs (outputRow)
-    for (uint64_t j = lane; j < n; j += 32) {
-      const T t = lossTarget(o, y[j], n);
-      if (t != T(0)) loss -= t * logProb(z[j]);
-    }
-  } else if (info.softmax) {
+  if (info.softmax) {
     T mx = z[0];
     for (uint64_t j = lane; j < n; j += 32) mx = z[j] > mx ? z[j] : mx;
     uint64_t unused = 0;

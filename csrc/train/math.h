@@ -25,14 +25,6 @@ struct RowResult {
   bool correct;
 };
 
-// log(p) of a probability a Forward run left in z (the CUDA Backward runs' output launches, which
-// no longer have the logits): an underflowed p counts as the smallest normal, so a confident miss
-// is a large finite loss (at most about 87 in float32, 708 in float64), not a divergence.
-template <typename T> NNA_FN T logProb(T p) {
-  const T tiny = sizeof(T) == 4 ? T(1.17549435e-38f) : T(2.2250738585072014e-308);
-  return nlog(p < tiny ? tiny : p);  // NaN stays NaN
-}
-
 // The output layer for one row: softmax (when the loss takes softmax logits), the row's loss,
 // whether it is correct (losses.h), and (wantGrad) the error d of the mean loss over `rows` rows.
 template <typename T> NNA_FN RowResult outputRow(T* z, const T* y, T* d, uint64_t n, const OutputLoss& o, uint64_t rows, bool wantGrad) {

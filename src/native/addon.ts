@@ -39,6 +39,18 @@ export interface NativeHandle {
    *  run's stream: one wait for all). BUSY with anything in flight; NOT_SUPPORTED on a group's
    *  or a budgeted arena. */
   runInline(params: RunParams, into?: number[], back?: number[]): RunPath;
+  /** predict()'s batches on the calling thread in one call (csrc/addon/inline_run.h): x's rows
+   *  read natively into z[0] batch by batch, each run forward (`params`, rows set per batch) with
+   *  its upload and the read-back of its outputs, copied into `out` (the arena's dtype). bad >= 0:
+   *  x[bad] is not finite (`value`), nothing from its batch on ran. null: an x it does not read
+   *  (Float16Array). As runInline: BUSY, NOT_SUPPORTED on a group's or a budgeted arena. */
+  predictRows(
+    params: RunParams,
+    x: ArrayBufferView,
+    count: number,
+    out: Float32Array | Float64Array,
+    shape: [z0Offset: number, zOutOffset: number, inputs: number, outputs: number, batch: number],
+  ): { path: RunPath; batches: number; bad: number; value: number } | null;
   /** The global gradient norm of each step of the last run that clipped (step s, model m at s * K + m). */
   gradNorms(): Float64Array;
   /** [scale, good steps, steps skipped] after the last run that scaled its loss. */

@@ -77,7 +77,7 @@ const alloc$ =
   (n) =>
     alloc(dtype, n, field);
 
-function notFinite(field: string, i: number, value: number, dtype: Dtype): DataError {
+export function notFinite(field: string, i: number, value: number, dtype: Dtype): DataError {
   return new DataError('BAD_DATA', `${field}[${i}]`, value, `is not a finite ${dtype} number`);
 }
 

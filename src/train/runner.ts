@@ -9,7 +9,7 @@ import { notifyTransfer } from '../arena/transfer-events.js';
 import type { Dtype, Kind } from '../layout/header.js';
 import { call, LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, type RunParams, type RunPath } from '../native/addon.js';
 import type { RunQueue } from '../arena/run-queue.js';
-import { snapshotData, type Snapshot } from './data.js';
+import { notFinite, numericTypedLength, snapshotData, type Snapshot, type Values } from './data.js';
 import { Dataset } from './dataset.js';
 import { combine, metricsOf, type Metrics } from './metrics.js';
 import { holds, makeResident, readIntoRegions } from './resident.js';
@@ -291,6 +291,43 @@ export class Runner {
       for (const m of down) notifyRanges(arena, 'toHost', m.regions, m.ranges);
       return path;
     });
+  }
+
+  /** predict() of a typed array x on this thread, in one native call that reads each batch of
+   *  x into z[0] as it goes (no copy of x) and runs it with its copies (Arena handle's
+   *  predictRows): where the whole predict is short enough for this thread (inlineRun of a
+   *  batch, times the batches) and nothing is queued, for one model of one arena. Returns false
+   *  (nothing done) where it does not apply: the caller goes batch by batch. Reading x at the
+   *  call, all of it, keeps predict()'s promise: what ran is what x held when it was called. */
+  predictInline(x: unknown, out: Values | undefined, field: string): Values | false {
+    const n = numericTypedLength(x);
+    if (n === undefined || n === 0 || n % this.inputs !== 0 || this.models !== 1 || this.target.kind !== 'arena' || !this.idle) return false;
+    const count = n / this.inputs;
+    const p = { ...this.#baseParams(), op: OPS.forward, resetStats: false, rows: this.batch };
+    if (!this.inlineRun({ ...p, rows: count })) return false;
+    if (out !== undefined && out.length < count * this.outputs) return false; // the caller's check names it
+    const arena = this.arena;
+    if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
+    this.syncDevice(arena);
+    const V = this.dtype === 'float64' ? Float64Array : Float32Array;
+    const dest = out ?? new V(count * this.outputs);
+    const z0 = arena.plan.region(0, 'z')!,
+      zL = arena.plan.region(this.last, 'z')!;
+    stateOf(arena).forwardRows = undefined; // a forward run replaces the activations
+    const r = call(() => handleOf(arena).predictRows(p, x as ArrayBufferView, count, dest, [z0.offset, zL.offset, this.inputs, this.outputs, this.batch]));
+    if (r === null) return false;
+    const bpe = dest.BYTES_PER_ELEMENT;
+    const up: number[] = [],
+      down: number[] = [];
+    for (let b = 0; b < r.batches; b++) {
+      const rows = Math.min(this.batch, count - b * this.batch);
+      up.push(z0.offset, rows * this.inputs * bpe);
+      down.push(zL.offset, rows * this.outputs * bpe);
+    }
+    if (up.length) notifyRanges(arena, 'toDevice', { layers: [0], kinds: ['z'] }, up);
+    if (down.length) notifyRanges(arena, 'toHost', { layers: [this.last], kinds: ['z'] }, down);
+    if (r.bad >= 0) throw notFinite(`${field}.x`, r.bad, r.value, this.dtype);
+    return dest;
   }
 
   /** Makes d the resident data set of `arena` (src/train/resident.ts). */

@@ -353,6 +353,8 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     const V = r.dtype === 'float64' ? Float64Array : Float32Array;
     const given = o.out;
     if (given !== undefined && !(given instanceof V)) throw new OptionError('BAD_OPTION', 'out', given, `must be a ${V.name} (the arena's dtype)`);
+    const done = r.predictInline(x, given as Values | undefined, 'predict');
+    if (done) return done as ViewOf<D>;
     const d = r.readInputs(x, 'predict');
     const n = d.count * r.outputs;
     if (given && (given as Values).length < n)

@@ -71,6 +71,13 @@ export async function checkUserCalls(backend: Backend, tol: number): Promise<voi
     near(p.r, await twin.t.predict(x.subarray(0, 25 * 6)));
     // A second predict of other rows gives their outputs, not the last batch's again.
     near(await a.t.predict(x.subarray(25 * 6, 30 * 6)), await twin.t.predict(x.subarray(25 * 6, 30 * 6)));
+    // A non-finite element in the third batch: a DataError naming it (its index in x), as on every path.
+    const bad = x.slice(0, 25 * 6);
+    bad[21 * 6 + 2] = NaN;
+    await expect(a.t.predict(bad)).rejects.toMatchObject({ code: 'BAD_DATA', field: `predict.x[${21 * 6 + 2}]` });
+    // Bytes (Uint8Array) are read as numbers, as a typed array store reads them.
+    const bytes = Uint8Array.from({ length: 12 * 6 }, (_, i) => i % 3);
+    near(await a.t.predict(bytes), await twin.t.predict(Float32Array.from(bytes)));
     // evaluate() of 30 rows, more than the 20 the data regions hold: batch by batch, the stats
     // back once, with the last.
     const e = await delta(() => a.t.evaluate({ x, labels }));
