@@ -203,10 +203,17 @@ Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
   RunParams p = runParamsOf(env, info[0]);
   const std::vector<Range> into = info.Length() > 1 && !info[1].IsUndefined() ? rangesOf(env, info[1]) : std::vector<Range>{};
   const std::vector<Range> back = info.Length() > 2 && !info[2].IsUndefined() ? rangesOf(env, info[2]) : std::vector<Range>{};
-  const std::shared_ptr<Block> b = live(env, true);
+  const std::shared_ptr<Block> b = inlineBlock(env);
+  return Napi::String::New(env, guarded(env, [&] { return runWithCopies(*b, p, into, back); }));
+}
+
+// The block of an idle arena that may run on the JS thread: not a data-parallel group's (its
+// runs wait on other ranks) nor a budgeted one's (they wait on page migration).
+std::shared_ptr<Block> ArenaHandle::inlineBlock(Napi::Env env) const {
+  std::shared_ptr<Block> b = live(env, true);
   if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
   if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
-  return Napi::String::New(env, guarded(env, [&] { return runWithCopies(*b, p, into, back); }));
+  return b;
 }
 
 // predictRows(params, x, count, out, [z0Offset, zOutOffset, inputs, outputs, batch]): predict()'s
@@ -220,11 +227,7 @@ Napi::Value ArenaHandle::PredictRows(const Napi::CallbackInfo& info) {
   RunParams p = runParamsOf(env, info[0]);
   const std::optional<TypedSource> x = typedSource(env, info[1], "x");
   const uint64_t count = exactU64(env, info[2], "count");
-  napi_typedarray_type outType;
-  size_t outLength = 0;
-  void* outData = nullptr;
-  if (!info[3].IsTypedArray() || napi_get_typedarray_info(env, info[3], &outType, &outLength, &outData, nullptr, nullptr) != napi_ok)
-    throwJs(env, "BAD_ARGUMENT", "out must be a typed array");
+  const TypedDestination out = typedDestination(env, info[3], "out");
   if (!info[4].IsArray() || info[4].As<Napi::Array>().Length() != 5) throwJs(env, "BAD_ARGUMENT", "predictRows: shape must be [z0Offset, zOutOffset, inputs, outputs, batch]");
   const Napi::Array g = info[4].As<Napi::Array>();
   PredictShape s;
@@ -233,21 +236,18 @@ Napi::Value ArenaHandle::PredictRows(const Napi::CallbackInfo& info) {
   s.inputs = exactU64(env, g.Get(2u), "inputs");
   s.outputs = exactU64(env, g.Get(3u), "outputs");
   s.batch = exactU64(env, g.Get(4u), "batch");
-  const std::shared_ptr<Block> b = live(env, true);
-  if (comm_) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena of a data-parallel group");
-  if (dynamic_cast<BudgetedBlock*>(b.get())) throwJs(env, "NOT_SUPPORTED", "an inline run on an arena with a device budget");
+  const std::shared_ptr<Block> b = inlineBlock(env);
   if (!x) return env.Null();
   nna_header h;
   std::memcpy(&h, b->header(), sizeof h);
   const uint64_t bpe = h.dtype == NNA_FLOAT64 ? 8 : 4;
   if (s.batch == 0 || s.batch > h.batch || s.inputs == 0 || s.outputs == 0)
     throwJs(env, "BAD_ARGUMENT", "predictRows: batch, inputs and outputs must be positive, batch at most the plan's");
-  if (outType != (bpe == 8 ? napi_float64_array : napi_float32_array)) throwJs(env, "BAD_ARGUMENT", "predictRows: out must be of the arena's dtype");
-  if (x->length / s.inputs < count || outLength / s.outputs < count) throwJs(env, "BAD_ARGUMENT", "predictRows: x or out holds fewer than count rows");
+  if (out.f64 != (bpe == 8)) throwJs(env, "BAD_ARGUMENT", "predictRows: out must be of the arena's dtype");
+  if (x->length / s.inputs < count || out.length / s.outputs < count) throwJs(env, "BAD_ARGUMENT", "predictRows: x or out holds fewer than count rows");
   for (const Range& r : {Range{s.z0, s.batch * s.inputs * bpe}, Range{s.zOut, s.batch * s.outputs * bpe}})
     if (r.offset > b->total() || r.bytes > b->total() - r.offset) throwJs(env, "OUT_OF_RANGE", "predictRows: a region outside the arena");
-  uint8_t* out = static_cast<uint8_t*>(outData);
-  const nna::addon::PredictRows r = guarded(env, [&] { return predictRows(*b, p, *x, count, out, s); });
+  const nna::addon::PredictRows r = guarded(env, [&] { return predictRows(*b, p, *x, count, static_cast<uint8_t*>(out.data), s); });
   Napi::Object o = Napi::Object::New(env);
   o.Set("path", Napi::String::New(env, r.path));
   o.Set("batches", Napi::Number::New(env, double(r.batches)));

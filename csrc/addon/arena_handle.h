@@ -33,6 +33,9 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
   // The block, for a call whose arguments are all converted: DISPOSED once disposed; with
   // `idle`, BUSY while a run holds it.
   std::shared_ptr<Block> live(Napi::Env env, bool idle) const;
+  // live(env, true) for a run on the JS thread (runInline, predictRows): NOT_SUPPORTED for a
+  // data-parallel group's or a budgeted arena.
+  std::shared_ptr<Block> inlineBlock(Napi::Env env) const;
   uint32_t numLayers() const { return numLayers_; }
   // The data-parallel group this arena is a rank of (nccl.cc); null when none.
   const std::shared_ptr<Communicator>& comm() const { return comm_; }

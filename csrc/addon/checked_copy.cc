@@ -43,12 +43,6 @@ Typed typed(Napi::Env env, const Napi::Value& v, const char* what) {
   return {data, length, type};
 }
 
-Typed destination(Napi::Env env, const Napi::Value& v) {
-  const Typed d = typed(env, v, "dst");
-  if (d.type != napi_float32_array && d.type != napi_float64_array) throwJs(env, "BAD_ARGUMENT", "dst must be a Float32Array or a Float64Array");
-  return d;
-}
-
 // Whether the copy changed the destination's bits, where every element was good (no array to
 // make on a call's common path); else [the first bad index, its value, 1 where it is finite but
 // not a class].
@@ -63,6 +57,12 @@ Napi::Value result(Napi::Env env, const CheckedCopy& r) {
 
 }  // namespace
 
+TypedDestination typedDestination(Napi::Env env, const Napi::Value& v, const char* what) {
+  const Typed d = typed(env, v, what);
+  if (d.type != napi_float32_array && d.type != napi_float64_array) throwJs(env, "BAD_ARGUMENT", std::string(what) + " must be a Float32Array or a Float64Array");
+  return {d.data, d.length, d.type == napi_float64_array};
+}
+
 std::optional<TypedSource> typedSource(Napi::Env env, const Napi::Value& v, const char* what) {
   const Typed t = typed(env, v, what);
   const std::optional<SrcType> type = srcType(t.type);
@@ -72,25 +72,25 @@ std::optional<TypedSource> typedSource(Napi::Env env, const Napi::Value& v, cons
 
 Napi::Value CheckedCopyJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Typed d = destination(env, info[0]);
+  const TypedDestination d = typedDestination(env, info[0], "dst");
   const Typed s = typed(env, info[1], "src");
   const bool compare = boolean(env, info[2], "compare");
   const std::optional<SrcType> t = srcType(s.type);
   if (!t) return env.Null();
   if (s.length > d.length) throwJs(env, "BAD_ARGUMENT", "checkedCopy: dst is shorter than src");
-  return result(env, checkedCopy(d.data, d.type == napi_float64_array, s.data, *t, s.length, compare));
+  return result(env, checkedCopy(d.data, d.f64, s.data, *t, s.length, compare));
 }
 
 Napi::Value OneHotJs(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const Typed d = destination(env, info[0]);
+  const TypedDestination d = typedDestination(env, info[0], "dst");
   const Typed s = typed(env, info[1], "labels");
   const uint64_t outputs = exactU64(env, info[2], "outputs");
   const bool compare = boolean(env, info[3], "compare");
   const std::optional<SrcType> t = srcType(s.type);
   if (!t) return env.Null();
   if (outputs == 0 || s.length > d.length / outputs) throwJs(env, "BAD_ARGUMENT", "oneHot: dst is shorter than labels x outputs");
-  return result(env, oneHotRows(d.data, d.type == napi_float64_array, s.data, *t, s.length, outputs, compare));
+  return result(env, oneHotRows(d.data, d.f64, s.data, *t, s.length, outputs, compare));
 }
 
 }  // namespace nna::addon

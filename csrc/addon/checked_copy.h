@@ -19,6 +19,15 @@ struct TypedSource {
 };
 std::optional<TypedSource> typedSource(Napi::Env env, const Napi::Value& v, const char* what);
 
+// A Float32Array / Float64Array to write into (SharedArrayBuffer views included); BAD_ARGUMENT
+// naming `what` for anything else.
+struct TypedDestination {
+  void* data = nullptr;
+  size_t length = 0;
+  bool f64 = false;
+};
+TypedDestination typedDestination(Napi::Env env, const Napi::Value& v, const char* what);
+
 // checkedCopy(dst: Float32Array | Float64Array, src: numeric typed array, compare: boolean):
 // whether dst changed where all is finite, else [bad, value, 0] (core/checked_copy.h), or null
 // for a source type it does not read (the caller reads those in JS). dst holds at least src's

@@ -32,12 +32,11 @@ PredictRows predictRows(Block& b, const RunParams& params, const TypedSource& x,
   std::memcpy(&h, b.header(), sizeof h);
   const bool f64 = h.dtype == NNA_FLOAT64;
   const uint64_t bpe = f64 ? 8 : 4;
-  const uint64_t srcBytes = x.type == SrcType::I8 || x.type == SrcType::U8 ? 1 : x.type == SrcType::I16 || x.type == SrcType::U16 ? 2 : x.type == SrcType::F64 ? 8 : 4;
   PredictRows r;
   RunParams p = params;
   for (uint64_t first = 0; first < count; first += s.batch) {
     const uint64_t rows = std::min(s.batch, count - first);
-    const CheckedCopy c = checkedCopy(b.host() + s.z0, f64, static_cast<const uint8_t*>(x.data) + first * s.inputs * srcBytes, x.type, rows * s.inputs, false);
+    const CheckedCopy c = checkedCopy(b.host() + s.z0, f64, static_cast<const uint8_t*>(x.data) + first * s.inputs * bytesOf(x.type), x.type, rows * s.inputs, false);
     if (c.bad >= 0) {
       r.bad = int64_t(first * s.inputs) + c.bad;
       r.value = c.value;

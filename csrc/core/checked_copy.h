@@ -12,6 +12,9 @@ namespace nna {
 // The element types a typed array can hold (BigInt arrays excluded: they are refused before).
 enum class SrcType : uint32_t { I8, U8, I16, U16, I32, U32, F32, F64 };
 
+// Bytes of one element of `t`.
+constexpr uint64_t bytesOf(SrcType t) { return t == SrcType::I8 || t == SrcType::U8 ? 1 : t == SrcType::I16 || t == SrcType::U16 ? 2 : t == SrcType::F64 ? 8 : 4; }
+
 struct CheckedCopy {
   // The first element whose value is not finite in the destination's type (or, for labels, not
   // a class: `label` tells why), or -1. Elements before it are written; after it, maybe.
