@@ -27,11 +27,66 @@ std::string runWithCopies(Block& b, RunParams p, const std::vector<Range>& into,
   return path;
 }
 
+namespace {
+
+bool overlaps(const void* p, uint64_t bytes, const Block& b) {
+  const uint8_t* a = static_cast<const uint8_t*>(p);
+  return a < b.host() + b.total() && b.host() < a + bytes;
+}
+
+// More than one batch on plain CUDA device memory: one fed run (RunFeed), each batch staged
+// while the device runs the one before, one wait.
+PredictRows predictFed(Block& b, const RunParams& params, const TypedSource& x, uint64_t count, uint8_t* out, const PredictShape& s, bool f64) {
+  const uint64_t bpe = f64 ? 8 : 4;
+  PredictRows r;
+  RunFeed f;
+  f.batches = (count + s.batch - 1) / s.batch;
+  f.z0 = s.z0;
+  f.zOut = s.zOut;
+  f.inRow = s.inputs * bpe;
+  f.outRow = s.outputs * bpe;
+  const RunCopies whole = b.runCopies({{s.z0, s.batch * f.inRow}}, {{s.zOut, s.batch * f.outRow}});  // the ranges, checked once
+  const uint8_t* src = static_cast<const uint8_t*>(x.data);
+  f.stage = [&](uint64_t k, uint8_t* in) -> uint64_t {
+    const uint64_t first = k * s.batch, rows = std::min(s.batch, count - first);
+    const CheckedCopy c = checkedCopy(in, f64, src + first * s.inputs * bytesOf(x.type), x.type, rows * s.inputs, false);
+    if (c.bad < 0) return rows;
+    r.bad = int64_t(first * s.inputs) + c.bad;
+    r.value = c.value;
+    return 0;
+  };
+  f.take = [&](uint64_t k, uint64_t rows, const uint8_t* o) {
+    std::memcpy(out + k * s.batch * f.outRow, o, rows * f.outRow);
+    RunCopies one;
+    one.in.push_back({s.z0, rows * f.inRow});
+    one.out.push_back({s.zOut, rows * f.outRow});
+    b.countRunCopies(one);
+    ++r.batches;
+  };
+  RunParams p = params;
+  p.rows = std::min(s.batch, count);
+  p.feed = &f;
+  std::lock_guard<std::mutex> lock(b.mutex());
+  b.backend().activate();
+  uint8_t* staging = b.staging(s.batch * (f.inRow + f.outRow));
+  f.slots[0] = {whole.host + s.z0, whole.host + s.zOut};
+  f.slots[1] = {staging, staging + s.batch * f.inRow};
+  r.path = runReplica(b, nullptr, p);
+  return r;
+}
+
+}  // namespace
+
 PredictRows predictRows(Block& b, const RunParams& params, const TypedSource& x, uint64_t count, uint8_t* out, const PredictShape& s) {
   nna_header h;
   std::memcpy(&h, b.header(), sizeof h);
   const bool f64 = h.dtype == NNA_FLOAT64;
   const uint64_t bpe = f64 ? 8 : 4;
+  // x or out in the arena's own host memory (a view of it) stays on the batch-by-batch path,
+  // whose copies never race with the slots' transfers.
+  if (count > s.batch && b.options().cuda && b.options().memory == Memory::Device && !overlaps(x.data, count * s.inputs * bytesOf(x.type), b) &&
+      !overlaps(out, count * s.outputs * bpe, b))
+    return predictFed(b, params, x, count, out, s, f64);
   PredictRows r;
   RunParams p = params;
   for (uint64_t first = 0; first < count; first += s.batch) {

@@ -94,6 +94,10 @@ class Block {
   // What a backend keeps from one run of this arena to the next (RunParams::runCache; CUDA: the
   // per-layer path's captured step), with mutex() held; dropped with the memory.
   std::shared_ptr<void>& runCache() { return runCache_; }
+  // Host bytes beside the arena (page-locked where its host side is) for staging a caller's
+  // rows (RunFeed's second slot), kept from one call to the next and grown when a call needs
+  // more; with mutex() held. Freed with the arena's memory.
+  uint8_t* staging(uint64_t bytes);
 
  protected:
   // One range of a transfer, with mutex() held. A budgeted block moves its memory its own way.
@@ -119,6 +123,8 @@ class Block {
   uint64_t graphSteps_ = 0;
   uint64_t epilogues_ = 0;
   std::shared_ptr<void> runCache_;
+  uint8_t* staging_ = nullptr;
+  uint64_t stagingBytes_ = 0;
   mutable std::mutex statsMutex_;
   mutable std::mutex mutex_;
 };

@@ -36,6 +36,7 @@
 #include "run_buffers.cuh"
 #include "run_cache.cuh"
 #include "run_copies.cuh"
+#include "run_feed.cuh"
 
 namespace nna {
 namespace {
@@ -152,7 +153,9 @@ template <typename T> class LayerRun {
     allocateScaledCopies(shelf);
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
-    graphs_ = !hooks && !sync && !isPrimitive(p.op) && p.numBatches >= 3 && knob(Knob::CudaGraph, "1") != "0";
+    // One-step training runs (step() in a loop) take part where the arena keeps a cache: the
+    // first captures its only step, the next replay it, as a long run's later steps do.
+    graphs_ = !hooks && !sync && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && p.op == Op::Train)) && knob(Knob::CudaGraph, "1") != "0";
     if (graphs_ && cache_) graph_ = &cache_->graph;
     graph_->beginRun();
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
@@ -230,13 +233,14 @@ template <typename T> class LayerRun {
       // step would be the only one to make them: made before it, so that it launches what the
       // later steps do (a folded layer's copy is made beside each step's gather, the first's too).
       if (half_.active() && p_.op == Op::Train && !folds()) staleWeightsToHalf(/*unfoldedOnly=*/true);
-      // Graphs (step_graph.cuh): the second step is captured, later ones replayed. A graph an
+      // Graphs (step_graph.cuh): the second step is captured, later ones replayed (a one-step
+      // run captures its only step, for the next one-step run to replay). A graph an
       // earlier run left serves from the first step: launched directly, a step keeps the GPU
       // waiting for the host's launches. Where that step differs from the
       // graph in more than kernel arguments, it is launched directly and the graph stays for the
       // next step.
       for (uint64_t s = 0; s < p_.numBatches; ++s) {
-        if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready())) {
+        if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1)) {
           step(s);
           continue;
         }
@@ -256,6 +260,7 @@ template <typename T> class LayerRun {
     if (!hooks_) launchNonFinite(base_, h_, L_, p_, s_);  // before the one sync that ends the run
     queueRunCopies(base_, p_, /*in=*/false, s_);
     if (p_.epilogues) *p_.epilogues = st_.epilogues;
+    if (p_.queued) return blas_;  // a feed's batch (RunFeed): the feed waits, once
     CUDA_CHECK(cudaStreamSynchronize(s_));
     if (p_.clips()) clip_.readNorms(p_.gradNorms);
     lossScale_.read(p_.lossScaleOut);
@@ -1149,6 +1154,45 @@ static void requireTensorCores(Precision p) {
                        std::to_string(major) + "." + std::to_string(minor));
 }
 
+// One run on `lane` (runCuda's checks made): its copies in, the fused kernel or the per-layer
+// path, its copies out, and (unless p.queued) the wait that ends it.
+static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync) {
+  queueRunCopies(devBase, p, /*in=*/true, lane.stream);
+  // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
+  // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
+  // the per-layer path.
+  const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
+  FusedNorms norms;
+  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, lane, &norms)) {
+    launchNonFinite(devBase, h, layers, p, lane.stream);
+    queueRunCopies(devBase, p, /*in=*/false, lane.stream);
+    if (p.queued) return "fused";
+    CUDA_CHECK(cudaStreamSynchronize(lane.stream));  // the run's end (the fused launch does not wait itself)
+    if (norms.count && p.gradNorms) {
+      p.gradNorms->resize(norms.count);
+      CUDA_CHECK(cudaMemcpy(p.gradNorms->data(), norms.at, norms.count * sizeof(double), cudaMemcpyDeviceToHost));
+    }
+    return "fused";
+  }
+  bool blas = false;
+  try {
+    if (h.dtype == NNA_FLOAT64)
+      blas = LayerRun<double>(devBase, h, layers, p, lane, hooks, sync).run();
+    else
+      blas = LayerRun<float>(devBase, h, layers, p, lane, hooks, sync).run();
+  } catch (...) {
+    if (sync) sync->abort();
+    if (hooks) {
+      cudaStreamSynchronize(lane.stream);
+      hooks->endRun(lane.stream);
+    }
+    throw;
+  }
+  // Budgeted arenas: the parameters need not be on the device after the run (a stager's pool).
+  if (hooks) hooks->endRun(lane.stream);
+  return blas ? "layers (cublas)" : "layers (tiled)";
+}
+
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks, GradSync* sync) {
   checkRun(header, p);
   checkTarget(p, RunTarget{/*cuda=*/true, /*budgeted=*/hooks != nullptr});  // budget_run.cu checks it too, before its schedulers
@@ -1166,39 +1210,8 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
                        "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
   if (p.copies && (hooks || sync)) NNA_FAIL("NOT_SUPPORTED", "a run's own copies on a budgeted arena or in a data-parallel group");
   LaneGuard lane;
-  queueRunCopies(devBase, p, /*in=*/true, lane->stream);
-  // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
-  // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
-  // the per-layer path.
-  const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
-  FusedNorms norms;
-  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, *lane, &norms)) {
-    launchNonFinite(devBase, h, layers, p, lane->stream);
-    queueRunCopies(devBase, p, /*in=*/false, lane->stream);
-    CUDA_CHECK(cudaStreamSynchronize(lane->stream));  // the run's end (the fused launch does not wait itself)
-    if (norms.count && p.gradNorms) {
-      p.gradNorms->resize(norms.count);
-      CUDA_CHECK(cudaMemcpy(p.gradNorms->data(), norms.at, norms.count * sizeof(double), cudaMemcpyDeviceToHost));
-    }
-    return "fused";
-  }
-  bool blas = false;
-  try {
-    if (h.dtype == NNA_FLOAT64)
-      blas = LayerRun<double>(devBase, h, layers, p, *lane, hooks, sync).run();
-    else
-      blas = LayerRun<float>(devBase, h, layers, p, *lane, hooks, sync).run();
-  } catch (...) {
-    if (sync) sync->abort();
-    if (hooks) {
-      cudaStreamSynchronize(lane->stream);
-      hooks->endRun(lane->stream);
-    }
-    throw;
-  }
-  // Budgeted arenas: the parameters need not be on the device after the run (a stager's pool).
-  if (hooks) hooks->endRun(lane->stream);
-  return blas ? "layers (cublas)" : "layers (tiled)";
+  if (p.feed) return runFeed(devBase, p, lane->stream, [&](const RunParams& q) { return runOnLane(devBase, h, layers, q, *lane, nullptr, nullptr); });
+  return runOnLane(devBase, h, layers, p, *lane, hooks, sync);
 }
 
 }  // namespace nna

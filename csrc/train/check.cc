@@ -131,6 +131,10 @@ void checkTarget(const RunParams& p, RunTarget target) {
     NNA_FAIL_FIELD("BAD_OPTION", "clipGradNorm",
                    "clipping holds every layer's gradients until the step's norm is known, which the schedulers of a "
                    "deviceBudget do not plan for: use an arena without a deviceBudget");
+  // A fed run (RunFeed) stages its batches in the CUDA backend's page-locked slots, between
+  // launches queued on one stream of an arena of its own.
+  if (p.feed && (!target.cuda || target.budgeted || p.reduce || p.copies || p.op != Op::Forward))
+    NNA_FAIL("NOT_SUPPORTED", "a fed run is a forward run of one CUDA arena on plain device memory, with no copies of its own");
   const PrecisionInfo* info = precisionInfo(p.precision);
   if (!info || p.precision == Precision::Fp32) return;
   // TF32 is a tensor-core format the CPU does not have: the CPU backend says so rather than run

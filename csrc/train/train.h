@@ -73,6 +73,11 @@ struct RunParams {
   // wait): `in` before its first kernel, `out` after its last. Checked by the caller
   // (Block::checkRunCopies); a CUDA run of plain device memory only, else null.
   const RunCopies* copies = nullptr;
+  // A forward run of many batches, each staged by the host as the device runs the one before
+  // (RunFeed), or null. CUDA, plain device memory, op Forward, not with `copies`.
+  const RunFeed* feed = nullptr;
+  // Leaves the run's work queued on its stream (a feed's batch: the feed waits once, at its end).
+  bool queued = false;
   bool clips() const { return opt.clipGradNorm > 0 && (op == Op::Train || op == Op::Update); }
 };
 

@@ -198,6 +198,52 @@ describe.skipIf(!hasGpu)('CUDA graphs of the per-layer path', () => {
   );
 });
 
+// step() in a loop: each call is a one-step run; the first captures its step, the later ones
+// replay it (the arena keeps the graph between runs), to the bits of the loop without graphs.
+describe.skipIf(!hasGpu)('CUDA graphs of one-step runs', () => {
+  const loop = async (graph: boolean, optimizer: 'sgd' | 'adamw', options: TrainerOptions) => {
+    process.env.NN_ARENA_CUDA_GRAPH = graph ? '1' : '0';
+    // 2^28 multiply-adds a step at batch 256: past the fused kernel's bound, the per-layer path.
+    const arena = Arena.create(planLayout({ layers: [784, 1024, 1024, 10], batch: 256, optimizer }), { backend: 'cuda' });
+    try {
+      const t = new Trainer(arena, options);
+      t.init(4);
+      const data = toyData(784, 10, 256 * 3, 2, false);
+      const x = Float32Array.from(data.x),
+        labels = Uint8Array.from(data.labels!);
+      const losses: number[] = [],
+        graphSteps: number[] = [];
+      for (let s = 0; s < 9; s++) {
+        const b = s % 3;
+        // The last call of each three takes fewer rows: its products differ, so it runs directly.
+        const rows = b === 2 ? 200 : 256;
+        losses.push((await t.step(x.subarray(b * 256 * 784, (b * 256 + rows) * 784), { labels: labels.subarray(b * 256, b * 256 + rows) })).loss);
+        graphSteps.push(handleOf(arena).graphSteps());
+      }
+      arena.toHost();
+      const state = [1, 2, 3].flatMap((l) => [...arena.view(l, 'w'), ...arena.view(l, 'b')]);
+      return { losses, graphSteps, state: Float32Array.from(state) };
+    } finally {
+      arena.dispose();
+    }
+  };
+  it.each([
+    ['sgd', 'sgd', { lr: 0.05 }],
+    ['adamw, cosine schedule, clipping', 'adamw', { lr: 1e-3, schedule: { type: 'cosine', total: 9 }, clipGradNorm: 1 }],
+  ] as const)(
+    '%s: the bits of the loop without graphs, its steps replayed',
+    async (_name, optimizer, options) => {
+      const direct = await loop(false, optimizer, options as TrainerOptions),
+        graphedLoop = await loop(true, optimizer, options as TrainerOptions);
+      expect(direct.graphSteps.every((n) => n === 0)).toBe(true);
+      expect(graphedLoop.graphSteps.filter((n) => n === 1).length).toBeGreaterThanOrEqual(3);
+      expect(graphedLoop.losses).toEqual(direct.losses);
+      expect(Buffer.from(graphedLoop.state.buffer).equals(Buffer.from(direct.state.buffer))).toBe(true);
+    },
+    60_000,
+  );
+});
+
 // The buffers beside the arena (the 16-bit copies, the clipping scratch: csrc/cuda/run_buffers.cuh,
 // ScratchShelf) stay with the arena between its runs, with the graph, and go with dispose(): a
 // cycle of create, two fits and dispose leaves no device memory behind. bf16 copies of

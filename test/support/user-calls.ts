@@ -69,6 +69,14 @@ export async function checkUserCalls(backend: Backend, tol: number): Promise<voi
     expect(p.counts).toEqual([3, 25 * 6 * 4, 3, 25 * 3 * 4]);
     expect(p.events).toEqual(p.counts);
     near(p.r, await twin.t.predict(x.subarray(0, 25 * 6)));
+    // The arena's host rows of z[0] and z[L] end as one forward run of the last batch leaves them.
+    expect(Array.from(a.arena.view(0, 'z').subarray(0, 5 * 6))).toEqual(Array.from(x.subarray(20 * 6, 25 * 6)));
+    expect(Array.from(a.arena.view(2, 'z').subarray(0, 5 * 3))).toEqual(Array.from(p.r.subarray(20 * 3, 25 * 3)));
+    // An even number of batches (four) as well as an odd one.
+    const x4 = new Float32Array(40 * 6);
+    x4.set(x);
+    x4.set(x.subarray(0, 10 * 6), 30 * 6);
+    near(await a.t.predict(x4), await twin.t.predict(x4));
     // A second predict of other rows gives their outputs, not the last batch's again.
     near(await a.t.predict(x.subarray(25 * 6, 30 * 6)), await twin.t.predict(x.subarray(25 * 6, 30 * 6)));
     // A non-finite element in the third batch: a DataError naming it (its index in x), as on every path.
