@@ -1,8 +1,11 @@
 // data-parallel.mjs: one GPU against N GPUs (DataParallel over NCCL) for the S, M and L
 // networks, with the same per-GPU batch (so the group's global batch is N times the one-GPU
-// batch): per-step time, throughput ratio, the all-reduce's share of a group step, and where
-// data parallelism stops paying. Any device count. Uses the built package (dist/).
-//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--steps K] [--out DIR]
+// batch), in each precision asked for: per-step time by the wall clock of the fit() call and by
+// the Trainer's `seconds`, throughput ratio, the all-reduce's share of a group step, and where
+// data parallelism stops paying. Any device count. Uses the built package (dist/). The data set
+// is a Dataset (read and uploaded by the warm-up fit, not again).
+//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--precisions fp32,tf32,bf16] [--steps K] [--out DIR]
+// PyTorch DDP on the same nets, in the same call: bench/data_parallel_ddp.py (scripts/gpu-session.sh nccl).
 // Writes DIR/data-parallel-<gpu>-x<N>.json (the default DIR is bench/results, whose README renders
 // it: `npm run bench -- --render`) and prints the table.
 //
@@ -11,9 +14,9 @@
 // (group step - own step) / group step. "own" also differs by the SGD fold the group cannot
 // use (about 2% of an L step), so the share is an upper bound.
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer } from '../dist/index.js';
+import { Arena, cudaInfo, DataParallel, Dataset, ncclInfo, planLayout, Trainer } from '../dist/index.js';
 import { machineInfo } from '../dist/tools.js';
 import { headCommit } from './git-commit.mjs';
 
@@ -23,12 +26,17 @@ const TARGETS = { S: null, M: 1.5, L: 1.85 }; // issue 20, for 2 GPUs
 const info = cudaInfo();
 const devices = Number(args.devices ?? info.devices);
 const nets = (args.nets ?? 'S,M,L').split(',');
+const precisions = (args.precisions ?? 'fp32').split(',');
+// --ddp ONE,GROUP: bench/data_parallel_ddp.py's JSON for one GPU and for the group, run just before
+// in the same call: its steps go into the rows beside nn-arena's.
+const ddp = args.ddp ? args.ddp.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8'))) : [];
+const ddpStep = (file, net, precision) => file?.rows.find((r) => r.net === net && r.precision === precision)?.usPerStep;
 const outDir = args.out ?? 'bench/results';
 
 // Child mode: the one-GPU baseline on the per-layer path (NN_ARENA_STEP_PATH is read once per
 // process, so it runs apart).
 if (args.child) {
-  const r = await oneGpu(args.child, Number(args.steps));
+  const r = await oneGpu(args.child, Number(args.steps), args.precision);
   console.log(JSON.stringify(r));
   process.exit(0);
 }
@@ -40,33 +48,36 @@ function problem(net, replicas, steps) {
   const x = new Float32Array(samples * layers[0]);
   for (let i = 0; i < x.length; i++) x[i] = (i % 251) / 251;
   const labels = Uint8Array.from({ length: samples }, (_, i) => i % layers[layers.length - 1]);
-  return { layers, batch, samples, perEpoch, data: { x, labels }, epochs: Math.max(1, Math.ceil(steps / perEpoch)) };
+  return { layers, batch, samples, perEpoch, data: new Dataset({ x, labels }), epochs: Math.max(1, Math.ceil(steps / perEpoch)) };
 }
 
+// usPerStep: the Trainer's `seconds` a step; wallUsPerStep: the wall clock of the fit() call a step.
 async function timed(trainer, p) {
-  await trainer.fit(p.data, { epochs: 1, shuffle: false }); // warm-up (cuBLAS, NCCL connections)
+  await trainer.fit(p.data, { epochs: 1, shuffle: false }); // warm-up (cuBLAS, NCCL connections, the upload)
+  const t0 = performance.now();
   const r = await trainer.fit(p.data, { epochs: p.epochs, shuffle: false });
-  return { usPerStep: (r.seconds * 1e6) / r.steps, steps: r.steps, path: r.path, loss: r.loss };
+  const wall = performance.now() - t0;
+  return { usPerStep: (r.seconds * 1e6) / r.steps, wallUsPerStep: (wall * 1e3) / r.steps, steps: r.steps, path: r.path, loss: r.loss };
 }
 
-async function oneGpu(net, steps) {
+async function oneGpu(net, steps, precision) {
   const p = problem(net, 1, steps);
   const arena = Arena.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples }), { backend: 'cuda' });
-  const t = new Trainer(arena, { lr: 1e-3 });
+  const t = new Trainer(arena, { lr: 1e-3, precision });
   t.init(1);
   const r = await timed(t, p);
   arena.dispose();
-  return { ...r, samplesPerSecond: (p.batch * 1e6) / r.usPerStep };
+  return { ...r, samplesPerSecond: (p.batch * 1e6) / r.usPerStep, wallSamplesPerSecond: (p.batch * 1e6) / r.wallUsPerStep };
 }
 
 // The replicas stepping on their own: N arenas, one per device, fits at once (no reduction).
-async function ownSteps(net, steps) {
+async function ownSteps(net, steps, precision) {
   const p = problem(net, 1, steps);
   const arenas = Array.from({ length: devices }, (_, d) =>
     Arena.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples }), { backend: 'cuda', device: d }),
   );
   const ts = arenas.map((a) => {
-    const t = new Trainer(a, { lr: 1e-3 });
+    const t = new Trainer(a, { lr: 1e-3, precision });
     t.init(1);
     return t;
   });
@@ -75,12 +86,12 @@ async function ownSteps(net, steps) {
   return { usPerStep: Math.max(...rs.map((r) => r.usPerStep)), path: rs[0].path };
 }
 
-async function group(net, steps) {
+async function group(net, steps, precision) {
   const p = problem(net, devices, steps);
   const g = DataParallel.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples, order: args.order ?? 'layer-major' }), {
     devices: Array.from({ length: devices }, (_, i) => i),
   });
-  const t = new Trainer(g, { lr: 1e-3 });
+  const t = new Trainer(g, { lr: 1e-3, precision });
   t.init(1);
   const r = await timed(t, p);
   // Replicas bit-identical: every w and b, from every device.
@@ -95,7 +106,13 @@ async function group(net, steps) {
   const identical = g.replicas.slice(1).every((a) => Buffer.compare(first, bytesOf(a)) === 0);
   const gradBytes = p.layers.slice(1).reduce((a, n, i) => a + n * (p.layers[i] + 1), 0) * 4;
   g.dispose();
-  return { ...r, samplesPerSecond: (p.batch * devices * 1e6) / r.usPerStep, replicasIdentical: identical, gradientBytes: gradBytes };
+  return {
+    ...r,
+    samplesPerSecond: (p.batch * devices * 1e6) / r.usPerStep,
+    wallSamplesPerSecond: (p.batch * devices * 1e6) / r.wallUsPerStep,
+    replicasIdentical: identical,
+    gradientBytes: gradBytes,
+  };
 }
 
 if (devices < 2) {
@@ -108,20 +125,24 @@ if (!n.available) {
   process.exit(0);
 }
 const rows = [];
-for (const net of nets) {
+for (const net of nets) for (const precision of precisions) await measure(net, precision);
+
+async function measure(net, precision) {
   const steps = Number(args.steps ?? (net === 'L' ? 50 : 500));
-  const one = await oneGpu(net, steps);
-  const child = spawnSync(process.execPath, [new URL(import.meta.url).pathname, '--child', net, '--steps', String(steps)], {
+  const one = await oneGpu(net, steps, precision);
+  const child = spawnSync(process.execPath, [new URL(import.meta.url).pathname, '--child', net, '--steps', String(steps), '--precision', precision], {
     env: { ...process.env, NN_ARENA_STEP_PATH: 'layers' },
     encoding: 'utf8',
   });
   const oneLayers = JSON.parse(child.stdout.trim().split('\n').pop());
-  const own = await ownSteps(net, steps);
-  const g = await group(net, steps);
+  const own = await ownSteps(net, steps, precision);
+  const g = await group(net, steps, precision);
   const speedup = g.samplesPerSecond / one.samplesPerSecond;
+  const speedupWall = g.wallSamplesPerSecond / one.wallSamplesPerSecond;
   const share = Math.max(0, (g.usPerStep - own.usPerStep) / g.usPerStep);
   const row = {
     net,
+    precision,
     layers: NETS[net][0],
     perGpuBatch: NETS[net][1],
     globalBatch: NETS[net][1] * devices,
@@ -131,14 +152,25 @@ for (const net of nets) {
     ownSteps: own,
     group: g,
     speedup,
+    speedupWall,
     allReduceShare: share,
     target: TARGETS[net] && devices === 2 ? TARGETS[net] : null,
   };
+  if (ddp.length === 2) {
+    const [oneUs, groupUs] = ddp.map((f) => ddpStep(f, net, precision));
+    // DDP's throughput over its own one GPU, and nn-arena's group step against DDP's (wall clock both).
+    if (oneUs && groupUs)
+      row.ddp = { torch: ddp[1].torch, oneGpuUsPerStep: oneUs, groupUsPerStep: groupUs, speedup: (devices * oneUs) / (ddp[1].devices * groupUs) };
+  }
   rows.push(row);
   console.log(
-    `${net} x${devices}: one GPU ${one.usPerStep.toFixed(1)} us/step (${one.path}), per-layer ${oneLayers.usPerStep.toFixed(1)}; group ${g.usPerStep.toFixed(1)} us/step; ` +
+    `${net} ${precision} x${devices}: wall clock one GPU ${one.wallUsPerStep.toFixed(1)} us/step, group ${g.wallUsPerStep.toFixed(1)} (throughput ${speedupWall.toFixed(2)}x)` +
+      (row.ddp
+        ? `, PyTorch DDP one GPU ${row.ddp.oneGpuUsPerStep.toFixed(1)}, group ${row.ddp.groupUsPerStep.toFixed(1)} (${row.ddp.speedup.toFixed(2)}x); `
+        : '; ') +
+      `seconds: one GPU ${one.usPerStep.toFixed(1)} us/step (${one.path}), per-layer ${oneLayers.usPerStep.toFixed(1)}; group ${g.usPerStep.toFixed(1)} us/step; ` +
       `throughput ${speedup.toFixed(2)}x; all-reduce share ${(share * 100).toFixed(1)}% (${(g.gradientBytes / 1e6).toFixed(1)} MB of gradients); identical ${g.replicasIdentical}` +
-      (row.target ? `; target >= ${row.target}x: ${speedup >= row.target ? 'met' : 'MISSED'}` : ''),
+      (row.target ? `; target >= ${row.target}x: ${speedupWall >= row.target ? 'met' : 'MISSED'} (wall clock)` : ''),
   );
 }
 const m = machineInfo();
@@ -160,13 +192,13 @@ writeFileSync(join(outDir, `data-parallel-${slug}.json`), JSON.stringify(result,
 console.log(
   [
     `Data parallelism: ${devices} x ${info.name} (NCCL ${n.version}). Per-GPU batch fixed; the group's global batch is ${devices} times it.`,
-    'Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.',
+    'Throughput: samples per second of the group over one GPU, by the wall clock of fit() and by the Trainer seconds. All-reduce share: (group step - replicas stepping on their own) / group step (seconds).',
     '',
-    '| net | per-GPU batch | one GPU µs/step (path) | one GPU per-layer µs/step | group µs/step | throughput | all-reduce share | replicas identical | target |',
-    '|---|---:|---:|---:|---:|---:|---:|---|---|',
+    '| net | precision | per-GPU batch | one GPU wall µs/step | group wall µs/step | throughput (wall) | one GPU µs/step (path) | one GPU per-layer µs/step | group µs/step | throughput | all-reduce share | replicas identical | target (wall) |',
+    '|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|',
     ...rows.map(
       (r) =>
-        `| ${r.net} ${r.layers.join('-')} | ${r.perGpuBatch} | ${r.oneGpu.usPerStep.toFixed(1)} (${r.oneGpu.path}) | ${r.oneGpuLayers.usPerStep.toFixed(1)} | ${r.group.usPerStep.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${(r.allReduceShare * 100).toFixed(1)}% | ${r.group.replicasIdentical} | ${r.target ? `>= ${r.target}x ${r.speedup >= r.target ? 'met' : 'missed'}` : '—'} |`,
+        `| ${r.net} ${r.layers.join('-')} | ${r.precision} | ${r.perGpuBatch} | ${r.oneGpu.wallUsPerStep.toFixed(1)} | ${r.group.wallUsPerStep.toFixed(1)} | ${r.speedupWall.toFixed(2)}x | ${r.oneGpu.usPerStep.toFixed(1)} (${r.oneGpu.path}) | ${r.oneGpuLayers.usPerStep.toFixed(1)} | ${r.group.usPerStep.toFixed(1)} | ${r.speedup.toFixed(2)}x | ${(r.allReduceShare * 100).toFixed(1)}% | ${r.group.replicasIdentical} | ${r.target ? `>= ${r.target}x ${r.speedupWall >= r.target ? 'met' : 'missed'}` : '—'} |`,
     ),
   ].join('\n'),
 );

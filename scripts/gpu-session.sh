@@ -9,7 +9,7 @@
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
-# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data-parallel.mjs on every GPU).
+# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data_parallel_ddp.py on one GPU and on two, then bench/data-parallel.mjs in fp32 / tf32 / bf16 with DDP's steps beside).
 # optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
 # vs AdamW + cosine + clipping).
@@ -149,8 +149,10 @@ for part in "$@"; do
       node -e "import('./dist/index.js').then((m) => console.log(JSON.stringify(m.ncclInfo())))"
       vitest run test/gpu/nccl.gpu.test.ts > "$OUT/nccl-tests.log" 2>&1
       grep -hE "✓|✗|×|FAIL|Tests |nccl |skipped|AssertionError|Error" "$OUT/nccl-tests.log" | cut -c1-400 | tail -40
-      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --out "$OUT" 2>&1 | tee "$OUT/nccl-bench.log" | tail -30
-      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --order kind-major --nets L --out "$OUT/kind-major" 2>&1 | tail -8 ;;
+      for n in 1 2; do  # PyTorch DDP first (one GPU, then two), then nn-arena with its steps beside
+        python3 -m torch.distributed.run --nproc_per_node $n bench/data_parallel_ddp.py --nets S,M,L --json "$OUT/ddp-x$n.json" 2>&1 | grep -E "torch DDP|Error" | tee -a "$OUT/nccl-bench.log"
+      done
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --precisions fp32,tf32,bf16 --ddp "$OUT/ddp-x1.json,$OUT/ddp-x2.json" --out "$OUT" 2>&1 | tee -a "$OUT/nccl-bench.log" | tail -40 ;;
     optim)
       python3 test/fixtures/gen_optim.py && cp test/fixtures/optim.json "$OUT/optim.json"
       for path in fused layers tiled; do
