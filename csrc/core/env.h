@@ -27,6 +27,8 @@
 //   NN_ARENA_FUSED_FORWARD        CUDA: warp keeps small forward products on the one-warp tiles
 //                                 (default block: one block a tile where the tiles fit the grid)
 //   NN_ARENA_STAGE_TRACE          staged memory: print every copy and phase of a run
+//   NN_ARENA_SYNC_TRACE           data parallelism: print, at the end of each group run, when each
+//                                 gradient range was handed over, reduced and applied (device time)
 //   NN_ARENA_UM_TRACE             managed scheduler: print every mover op and compute wait
 //   NN_ARENA_UM_EVICT_DEAD        managed scheduler: discard (default) | discard-host | host
 //   NN_ARENA_UM_PLACE             managed scheduler: discard-device (default) | device
@@ -73,6 +75,7 @@ enum class Knob : uint32_t {
   CudaGraph,
   CublasLt,
   SideStream,
+  SyncTrace,
   Count
 };
 

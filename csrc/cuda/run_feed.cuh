@@ -13,8 +13,7 @@
 namespace nna {
 
 // `runBatch(q)`: one batch's run with its work left queued (q.queued), returning its path.
-template <typename RunBatch>
-const char* runFeed(void* devBase, const RunParams& p, cudaStream_t stream, RunBatch runBatch) {
+template <typename RunBatch> const char* runFeed(void* devBase, const RunParams& p, cudaStream_t stream, RunBatch runBatch) {
   const RunFeed& f = *p.feed;
   // Whatever happens, nothing stays queued on the slots when this returns.
   struct Events {

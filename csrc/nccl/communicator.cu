@@ -8,6 +8,7 @@
 // communicator's stream, so it overlaps the backward of the layers below; the layer's optimizer
 // step follows its all-reduce on that stream.
 #include "communicator.h"
+#include "sync_trace.h"
 
 #include <cuda_runtime.h>
 
@@ -271,6 +272,9 @@ class NcclSync final : public GradSync {
     piecesOfLayer_.assign(h_.num_layers, 0);
     for (const Piece& p : pieces_)
       for (uint32_t l : p.layers) piecesOfLayer_[l]++;
+    std::vector<uint64_t> bytes;
+    for (const Piece& p : pieces_) bytes.push_back(p.bytes);
+    trace_ = std::make_unique<SyncTrace>(c_.device(), std::move(bytes));
     resetStep();
   }
 
@@ -278,21 +282,26 @@ class NcclSync final : public GradSync {
     live();
     handOver(compute);
     launchStats(0);
+    trace_->stepStart(compute);
   }
 
   void gradientsReady(uint32_t layer, cudaStream_t compute, const Update& update) override {
     bool waited = false;
     for (Piece& p : pieces_) {
       if (std::find(p.layers.begin(), p.layers.end(), layer) == p.layers.end() || --p.waiting) continue;
+      const uint32_t index = uint32_t(&p - pieces_.data());
       if (!waited) {
         handOver(compute);
         waited = true;
       }
+      trace_->ready(index, compute);
       const uint64_t count = p.bytes / elem_;
       nccl::check(nccl::api().allReduce(base_ + p.offset, base_ + p.offset, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum, comm(), stream()),
                   "ncclAllReduce (gradients)");
+      trace_->reduced(index, stream());
       for (uint32_t l : p.layers)
         if (--layerWaiting_[l] == 0 && update) update(l, stream());
+      trace_->updated(index, stream());
     }
   }
 
@@ -301,6 +310,8 @@ class NcclSync final : public GradSync {
     // the reductions read.
     CUDA_CHECK(cudaEventRecord(done(step_ & 1), stream()));
     CUDA_CHECK(cudaStreamWaitEvent(compute, done(step_ & 1), 0));
+    trace_->stepEnd(compute);
+    trace_->stepStart(compute);
     // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
     // launch queue and block a launch, out of reach of the checks in wait()).
     if (step_) wait(done((step_ - 1) & 1));
@@ -317,6 +328,7 @@ class NcclSync final : public GradSync {
     CUDA_CHECK(cudaEventRecord(done(0), stream()));
     CUDA_CHECK(cudaStreamWaitEvent(compute, done(0), 0));
     wait(done(0));
+    trace_->report();
   }
 
   // Before the run's stream is drained: its NCCL work completes only once the group is aborted.
@@ -390,6 +402,7 @@ class NcclSync final : public GradSync {
   std::vector<Piece> pieces_;
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
   uint64_t step_ = 0;
+  std::unique_ptr<SyncTrace> trace_;  // NN_ARENA_SYNC_TRACE
 };
 
 const char* Communicator::run(void* devBase, const void* header, const RunParams& p) {
