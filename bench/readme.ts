@@ -238,25 +238,45 @@ interface Userpath extends Provenance {
   npmStart?: { wallSeconds: number[]; trainingSeconds: number; processWallMs?: number[] };
 }
 
-/** The wall clock of the user's calls, one row per call and a column per network: nn-arena's
- *  median with the Trainer's seconds in brackets, PyTorch's rows of the same calls below them.
- *  Each call's spread over its repeats, and the figures before issue 47, stay in the JSON. */
+/** The wall clock of the user's calls, one row per call and two columns per network: nn-arena's
+ *  median with the Trainer's seconds in brackets, and PyTorch's of the same call (its eager call
+ *  of that name) beside it; PyTorch's calls that nn-arena has no row for below. Each call's
+ *  spread over its repeats, and the figures before issue 47, stay in the JSON. */
 function userpathSection(file: string, r: Userpath): string[] {
-  const all = [...r.nnArena, ...(r.pytorch?.rows ?? [])];
-  const nets = [...new Set(all.map((q) => q.net))];
+  const torch = r.pytorch?.rows ?? [];
+  const nets = [...new Set([...r.nnArena, ...torch].map((q) => q.net))];
   const us = (v: number) => (v < 1000 ? fix(v) : int(v));
   const cell = (q: UserpathRow | undefined) =>
     q ? `${us(median(q.wallUs))}${q.secondsUs ? ` (${us(median(q.secondsUs))})` : ''}${q.note ? `; ${q.note}` : ''}` : '—';
-  const rows = (list: UserpathRow[], who: string) =>
-    groupBy(list, (q) => q.call).map((calls) => [who, calls[0]!.call, ...nets.map((n) => cell(calls.find((q) => q.net === n)))]);
+  const eagerOf = (call: string) => torch.filter((q) => q.call === `${call}, eager`);
+  const matched = new Set(r.nnArena.flatMap((q) => eagerOf(q.call)));
+  const rows = (list: UserpathRow[], who: string, peer: boolean) =>
+    groupBy(list, (q) => q.call).map((calls) => [
+      who,
+      calls[0]!.call,
+      ...nets.flatMap((n) => {
+        const mine = cell(calls.find((q) => q.net === n));
+        if (!r.pytorch) return [mine];
+        return peer ? [mine, cell(eagerOf(calls[0]!.call).find((q) => q.net === n))] : ['—', mine];
+      }),
+    ]);
   return [
     `## User calls, wall clock: ${r.machine}`,
     provenance(file, r),
     `${r.what}`,
     '',
     ...table(
-      ['who', 'call', ...nets.map((n) => `${n}: wall µs (Trainer seconds)`)],
-      [...rows(r.nnArena, 'nn-arena'), ...(r.pytorch ? rows(r.pytorch.rows, `PyTorch ${r.pytorch.version}`) : [])],
+      ['who', 'call', ...nets.flatMap((n) => [`${n}: wall µs (Trainer seconds)`, ...(r.pytorch ? [`${n}: PyTorch ${r.pytorch.version}`] : [])])],
+      [
+        ...rows(r.nnArena, 'nn-arena', true),
+        ...(r.pytorch
+          ? rows(
+              torch.filter((q) => !matched.has(q)),
+              `PyTorch ${r.pytorch.version}`,
+              false,
+            )
+          : []),
+      ],
       2,
     ),
     '',
