@@ -158,9 +158,10 @@ async function measure(net, precision) {
   };
   if (ddp.length === 2) {
     const [oneUs, groupUs] = ddp.map((f) => ddpStep(f, net, precision));
-    // DDP's throughput over its own one GPU, and nn-arena's group step against DDP's (wall clock both).
+    // DDP's throughput over its own one GPU (its group's global batch a step against one GPU's
+    // batch), by the wall clock, as nn-arena's speedupWall.
     if (oneUs && groupUs)
-      row.ddp = { torch: ddp[1].torch, oneGpuUsPerStep: oneUs, groupUsPerStep: groupUs, speedup: (devices * oneUs) / (ddp[1].devices * groupUs) };
+      row.ddp = { torch: ddp[1].torch, oneGpuUsPerStep: oneUs, groupUsPerStep: groupUs, speedup: (ddp[1].devices * oneUs) / (ddp[0].devices * groupUs) };
   }
   rows.push(row);
   console.log(
