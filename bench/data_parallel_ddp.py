@@ -15,6 +15,8 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+from torch_ref import model_of  # the step benchmark's nets: Linear + ReLU, on the current device
+
 NETS = {'S': ([784, 128, 10], 100), 'M': ([784, 1024, 1024, 10], 256), 'L': ([4096, 4096, 4096, 4096], 2048)}
 
 p = argparse.ArgumentParser()
@@ -32,22 +34,13 @@ dist.init_process_group('nccl', device_id=torch.device('cuda', local))
 dev = torch.device('cuda', local)
 
 
-def net_of(layers):
-    mods = []
-    for i in range(1, len(layers)):
-        mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
-        if i < len(layers) - 1:
-            mods.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*mods)
-
-
 def measure(net, precision):
     layers, batch = NETS[net]
     steps = a.steps or (50 if net == 'L' else 500)
     torch.backends.cuda.matmul.allow_tf32 = precision == 'tf32'
     torch.backends.cudnn.allow_tf32 = precision == 'tf32'
     torch.manual_seed(1)
-    model = DDP(net_of(layers).to(dev), device_ids=[local], gradient_as_bucket_view=True)
+    model = DDP(model_of(layers), device_ids=[local], gradient_as_bucket_view=True)  # cuda: this rank's device (set_device)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, fused=True)
     loss_fn = torch.nn.CrossEntropyLoss()
     per_epoch = 10 if net == 'L' else 100

@@ -29,6 +29,16 @@ std::string runWithCopies(Block& b, RunParams p, const std::vector<Range>& into,
 
 namespace {
 
+// Rows [first, first + rows) of x, converted and checked, into dst (core/checked_copy.h); at a
+// non-finite element, false with r.bad (its index in x) and r.value set.
+bool checkRows(uint8_t* dst, bool f64, const TypedSource& x, uint64_t first, uint64_t rows, uint64_t inputs, PredictRows& r) {
+  const CheckedCopy c = checkedCopy(dst, f64, static_cast<const uint8_t*>(x.data) + first * inputs * bytesOf(x.type), x.type, rows * inputs, false);
+  if (c.bad < 0) return true;
+  r.bad = int64_t(first * inputs) + c.bad;
+  r.value = c.value;
+  return false;
+}
+
 bool overlaps(const void* p, uint64_t bytes, const Block& b) {
   const uint8_t* a = static_cast<const uint8_t*>(p);
   return a < b.host() + b.total() && b.host() < a + bytes;
@@ -46,14 +56,9 @@ PredictRows predictFed(Block& b, const RunParams& params, const TypedSource& x, 
   f.inRow = s.inputs * bpe;
   f.outRow = s.outputs * bpe;
   const RunCopies whole = b.runCopies({{s.z0, s.batch * f.inRow}}, {{s.zOut, s.batch * f.outRow}});  // the ranges, checked once
-  const uint8_t* src = static_cast<const uint8_t*>(x.data);
   f.stage = [&](uint64_t k, uint8_t* in) -> uint64_t {
     const uint64_t first = k * s.batch, rows = std::min(s.batch, count - first);
-    const CheckedCopy c = checkedCopy(in, f64, src + first * s.inputs * bytesOf(x.type), x.type, rows * s.inputs, false);
-    if (c.bad < 0) return rows;
-    r.bad = int64_t(first * s.inputs) + c.bad;
-    r.value = c.value;
-    return 0;
+    return checkRows(in, f64, x, first, rows, s.inputs, r) ? rows : 0;
   };
   f.take = [&](uint64_t k, uint64_t rows, const uint8_t* o) {
     std::memcpy(out + k * s.batch * f.outRow, o, rows * f.outRow);
@@ -91,12 +96,7 @@ PredictRows predictRows(Block& b, const RunParams& params, const TypedSource& x,
   RunParams p = params;
   for (uint64_t first = 0; first < count; first += s.batch) {
     const uint64_t rows = std::min(s.batch, count - first);
-    const CheckedCopy c = checkedCopy(b.host() + s.z0, f64, static_cast<const uint8_t*>(x.data) + first * s.inputs * bytesOf(x.type), x.type, rows * s.inputs, false);
-    if (c.bad >= 0) {
-      r.bad = int64_t(first * s.inputs) + c.bad;
-      r.value = c.value;
-      return r;
-    }
+    if (!checkRows(b.host() + s.z0, f64, x, first, rows, s.inputs, r)) return r;
     p.rows = rows;
     r.path = runWithCopies(b, p, {{s.z0, rows * s.inputs * bpe}}, {{s.zOut, rows * s.outputs * bpe}});
     std::memmove(out + first * s.outputs * bpe, b.host() + s.zOut, rows * s.outputs * bpe);  // out may be a view of the arena

@@ -86,9 +86,7 @@ void Block::releaseLocked() {
   }
   releaseExtra();
   runCache_.reset();  // a captured graph names the memory about to go
-  if (staging_) backend_->freeHost(staging_, stagingBytes_, options_.pinned);
-  staging_ = nullptr;
-  stagingBytes_ = 0;
+  freeStaging();
   backend_->freeDevice(d, total_, options_.memory);
   backend_->freeHost(h, total_, options_.pinned);
 }
@@ -96,12 +94,16 @@ void Block::releaseLocked() {
 uint8_t* Block::staging(uint64_t bytes) {
   if (!host_) NNA_FAIL("DISPOSED", "the arena was disposed");
   if (bytes <= stagingBytes_) return staging_;
-  if (staging_) backend_->freeHost(staging_, stagingBytes_, options_.pinned);
-  staging_ = nullptr;
-  stagingBytes_ = 0;
+  freeStaging();
   staging_ = static_cast<uint8_t*>(backend_->allocHost(bytes, options_.pinned));
   stagingBytes_ = bytes;
   return staging_;
+}
+
+void Block::freeStaging() {
+  if (staging_) backend_->freeHost(staging_, stagingBytes_, options_.pinned);
+  staging_ = nullptr;
+  stagingBytes_ = 0;
 }
 
 void Block::checkRanges(const std::vector<Range>& ranges) const {

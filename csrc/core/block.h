@@ -110,6 +110,7 @@ class Block {
 
  private:
   void checkRanges(const std::vector<Range>& ranges) const;
+  void freeStaging();
   std::unique_ptr<Backend> backend_;
   BlockOptions options_;
   std::vector<uint8_t> header_;

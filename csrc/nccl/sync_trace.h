@@ -27,7 +27,6 @@ class SyncTrace {
   SyncTrace(const SyncTrace&) = delete;
   SyncTrace& operator=(const SyncTrace&) = delete;
 
-  bool on() const { return on_; }
   void stepStart(cudaStream_t s) { mark(s, Kind::Start, 0); }
   void ready(uint32_t piece, cudaStream_t s) { mark(s, Kind::Ready, piece); }
   void reduced(uint32_t piece, cudaStream_t s) { mark(s, Kind::Reduced, piece); }
@@ -39,7 +38,7 @@ class SyncTrace {
     if (!on_ || marks_.empty()) return;
     const size_t n = bytes_.size();
     std::vector<double> ready(n), reduced(n), updated(n);
-    double step = 0, end = 0;
+    double end = 0;
     uint64_t steps = 0;
     cudaEvent_t start = nullptr;
     uint64_t seen = 0;  // steps started
@@ -63,8 +62,8 @@ class SyncTrace {
       }
     }
     if (!steps) return;
-    step = end / double(steps);
-    std::string line = "nn-arena sync trace: device " + std::to_string(device_) + ", " + std::to_string(steps) + " steps, means in us from the step's start: end " + fmt(step);
+    std::string line =
+        "nn-arena sync trace: device " + std::to_string(device_) + ", " + std::to_string(steps) + " steps, means in us from the step's start: end " + fmt(end / double(steps));
     for (size_t p = 0; p < n; ++p)
       line += "; range " + std::to_string(p) + " (" + std::to_string(bytes_[p]) + " bytes): handed over " + fmt(ready[p] / double(steps)) + ", reduced " +
               fmt(reduced[p] / double(steps)) + ", updated " + fmt(updated[p] / double(steps));
