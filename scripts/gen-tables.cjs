@@ -148,6 +148,7 @@ function format() {
   const layer = struct(h, 'nna_layer', counts, { nna_region: region });
   const header = struct(h, 'nna_header', counts, {});
   const extra = struct(h, 'nna_extra', counts, {});
+  const opParam = struct(h, 'nna_op_param', counts, {});
   const offsets = (s) => ({ size: s.size, ...Object.fromEntries(s.fields.filter((f) => !/^reserved/.test(f.name)).map((f) => [f.name, f.offset])) });
   const stats = enumerators(h, 'nna_stat');
   const ops = enumerators(read('csrc/train/train.h'), 'class Op : uint32_t');
@@ -176,6 +177,7 @@ function format() {
       layer: offsets(layer),
       region: offsets(region),
       extra: offsets(extra),
+      opParam: offsets(opParam),
     },
     run: { ops: named(ops, '', lowerFirst), memory: named(memory, '', lowerFirst) },
   };
@@ -203,6 +205,13 @@ function tables() {
       torch: str(torch),
     };
   });
+  const ops = rows(read('csrc/include/nn_arena.h'), 'NNA_OPS').map(([, code, name, w, b, torch]) => ({
+    name: str(name),
+    code: int(code),
+    w: int(w),
+    bias: int(b) === 1,
+    torch: str(torch),
+  }));
   const losses = rows(read('csrc/train/losses.h'), 'NNA_LOSSES').map(([, code, name, softmax, logits, smoothing, mean, multi]) => ({
     name: str(name),
     code: int(code),
@@ -226,7 +235,7 @@ function tables() {
       cores: str(cores),
     }),
   );
-  return { activations, losses, precisions, ...format(), ...descriptorTables() };
+  return { activations, ops, losses, precisions, ...format(), ...descriptorTables() };
 }
 
 /** The optimizers' and schedules' descriptors as the addon built from csrc/descriptors/ reads them
@@ -246,7 +255,7 @@ function descriptorTables() {
 const tsData = (list) =>
   `[\n${list.map((o) => `  ${JSON.stringify(o, (_, v) => (v === Infinity ? '__inf__' : v === -Infinity ? '__-inf__' : v)).replace(/"__(-?)inf__"/g, '$1Infinity')},`).join('\n')}\n]`;
 
-function typescript({ activations, losses, precisions, format: f, run, optimizers, schedules, common }) {
+function typescript({ activations, ops, losses, precisions, format: f, run, optimizers, schedules, common }) {
   const block = (o) =>
     `{\n${Object.entries(o)
       .map(([k, v]) => `  ${/^\w+$/.test(k) ? k : `'${k}'`}: ${k === 'magic' ? `0x${v.toString(16)}` : tsValue(v)},`)
@@ -275,6 +284,12 @@ export const RUN_CODES = ${block(run)} as const;
  *  param: the default of its parameter (the header's act_param), 0 for none; the torch.nn module. */
 export const ACTIVATION_TABLE = [
 ${activations.map(row).join('\n')}
+] as const;
+
+/** Every op (nn_arena.h NNA_OPS): its header code; w: what its w region holds (2 a units x fan_in
+ *  matrix, 1 a gain of units, 0 none); bias: whether it has b; the torch.nn module it matches. */
+export const OP_TABLE = [
+${ops.map(row).join('\n')}
 ] as const;
 
 /** Every loss (losses.h): its run code; softmax: needs a softmax output layer (else must not have

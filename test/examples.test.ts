@@ -21,6 +21,12 @@ describe('examples', () => {
     expect(readme.includes('```js\n' + example + '```')).toBe(true);
   });
 
+  it('the README shows examples/tabular-ops.mjs verbatim', () => {
+    const readme = readFileSync(join(root, 'README.md'), 'utf8');
+    const example = readFileSync(join(root, 'examples', 'tabular-ops.mjs'), 'utf8');
+    expect(readme.includes('```js\n' + example + '```')).toBe(true);
+  });
+
   it('the README shows examples/user-regions.mjs verbatim', () => {
     const readme = readFileSync(join(root, 'README.md'), 'utf8');
     const example = readFileSync(join(root, 'examples', 'user-regions.mjs'), 'utf8');

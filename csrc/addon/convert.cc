@@ -173,6 +173,8 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
       p.permC = exactU64(env, x, "permC");
     else if (k == "stepBase")
       p.stepBase = exactU64(env, x, "stepBase");
+    else if (k == "dropoutSeed")
+      p.dropoutSeed = exactU64(env, x, "dropoutSeed");
     else if (k == "lr")
       d(p.lr);
     else if (k == "schedule")

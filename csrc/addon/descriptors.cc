@@ -105,12 +105,22 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   h.flags = boolean(env, o.Get("compact"), "compact") ? NNA_FLAG_COMPACT : 0;
   h.models = exactU64(env, o.Get("models"), "models");
   const uint64_t extras = exactU64(env, o.Get("extras"), "extras");
-  const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h));
-  if (problem.field) throw jsError(env, problem.code, problem.why, "", problem.field);
-  const Napi::Value u = o.Get("units"), a = o.Get("activations");
+  const Napi::Value u = o.Get("units"), a = o.Get("activations"), ops = o.Get("ops");
   if (!u.IsArray() || !a.IsArray() || u.As<Napi::Array>().Length() != a.As<Napi::Array>().Length())
     throwJs(env, "BAD_ARGUMENT", "units and activations must be arrays of one length");
+  // ops: the layers' op codes (nna_op), or undefined where every layer is dense.
+  if (!ops.IsUndefined() && (!ops.IsArray() || ops.As<Napi::Array>().Length() != u.As<Napi::Array>().Length()))
+    throwJs(env, "BAD_ARGUMENT", "ops must be undefined or an array of one op code per layer");
   h.num_layers = u.As<Napi::Array>().Length();
+  bool anyOp = false;
+  std::vector<uint32_t> opCodes(h.num_layers, NNA_OP_DENSE);
+  for (uint32_t l = 0; l < h.num_layers && ops.IsArray(); ++l) {
+    opCodes[l] = uint32_t(exactU64(env, ops.As<Napi::Array>().Get(l), "ops"));
+    if (opCodes[l] >= NNA_OP_COUNT) throwJs(env, "BAD_ARGUMENT", "unknown op code " + std::to_string(opCodes[l]));
+    anyOp |= opCodes[l] != NNA_OP_DENSE;
+  }
+  const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h), anyOp);
+  if (problem.field) throw jsError(env, problem.code, problem.why, "", problem.field);
   if (h.num_layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "more layers than NNA_MAX_LAYERS");
   h.num_kinds = NNA_KIND_COUNT;
   h.layer_size = sizeof(nna_layer);
@@ -121,6 +131,7 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
     L.units = exactU64(env, u.As<Napi::Array>().Get(l), "units");
     L.fan_in = l > 0 ? layers[l - 1].units : 0;
     L.activation = uint32_t(exactU64(env, a.As<Napi::Array>().Get(l), "activations"));
+    L.op = opCodes[l];
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
       if (!expectedCount(h, L, l, k, &L.region[k].count)) L.region[k].count = ~uint64_t(0);
   }

@@ -92,7 +92,7 @@ template <void (*Check)(const void*, const RunParams&)> Napi::Value RunCheck(con
   }
   guarded(env, [&] {
     Check(h.data(), p);
-    if (target) checkTarget(p, *target);
+    if (target) checkTarget(h.data(), p, *target);
   });
   return env.Undefined();
 }

@@ -12,7 +12,7 @@ namespace nna {
 const char* runBudgeted(BudgetedBlock& block, const RunParams& p) {
   checkRun(block.header(), p);  // before a plan is made from them
   requireScheduled(p.op);       // the trainer primitives: not on budgeted arenas (phases.h)
-  checkTarget(p, RunTarget{/*cuda=*/true, /*budgeted=*/true});
+  checkTarget(block.header(), p, RunTarget{/*cuda=*/true, /*budgeted=*/true});
   std::unique_ptr<LayerHooks> hooks;
   void* base = block.device();
   if (block.options().memory == Memory::Staged) {

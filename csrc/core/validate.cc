@@ -46,6 +46,10 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   const bool dw = !(h.flags & NNA_FLAG_COMPACT) || !optimizerFolds(h.optimizer);
   const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
+  // What the op's w and b hold (nn_arena.h NNA_OPS): a dense layer's matrix and bias, a norm's
+  // gain (and bias), nothing for dropout and residual.
+  const uint32_t wShape = hidden ? nna_op_w(L.op) : 0;
+  const bool bias = hidden && nna_op_b(L.op);
   switch (k) {
     case NNA_Z:  // an activation whose f' needs x keeps it in a second half (nn_arena.h)
       return !mulOverflows(h.batch, L.units, out) && !mulOverflows(*out, nna_act_keeps_pre(L.activation) ? 2 : 1, out);
@@ -54,15 +58,15 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
       if (k == NNA_D ? hidden : last) return !mulOverflows(h.batch, L.units, out);
       return true;
     case NNA_B:
-    case NNA_DB: *out = hidden ? L.units : 0; return true;
+    case NNA_DB: *out = bias ? L.units : 0; return true;
     case NNA_MB:
-    case NNA_VB: *out = hidden && keeps ? L.units : 0; return true;
+    case NNA_VB: *out = bias && keeps ? L.units : 0; return true;
     case NNA_W:
     case NNA_DW:
     case NNA_MW:
     case NNA_VW: {
-      const bool present = hidden && (k == NNA_W || (k == NNA_DW && dw) || keeps);
-      if (present) return !mulOverflows(L.units, L.fan_in, out);
+      const bool present = wShape && (k == NNA_W || (k == NNA_DW && dw) || keeps);
+      if (present) return wShape == 1 ? (*out = L.units, true) : !mulOverflows(L.units, L.fan_in, out);
       return true;
     }
     case NNA_XDATA:
@@ -77,6 +81,37 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
 }
 
 namespace {
+
+// Layer l's op against its place and shape (nn_arena.h NNA_OPS), with its entry of the op
+// parameter table (`q`, null where the header has none).
+std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_op_param* q) {
+  const nna_layer& L = layers[l];
+  const std::string who = "layer " + std::to_string(l);
+  if (L.op >= NNA_OP_COUNT) return who + " has unknown op " + std::to_string(L.op);
+  if (q && q->reserved) return who + " has a non-zero reserved field in the op parameter table";
+  if (L.op == NNA_OP_DENSE) {
+    if (q && (q->value != 0 || q->from != 0)) return who + " is dense but has op parameters";
+    return "";
+  }
+  const std::string op = std::string(" (") + nna_op_name(L.op) + ")";
+  if (l == 0 || l + 1 == layers.size()) return who + op + ": the input and the output layer are dense";
+  if (L.activation != NNA_ACT_IDENTITY) return who + op + " has activation " + std::to_string(L.activation) + ", not identity";
+  if (L.fan_in != L.units) return who + op + " changes the width (" + std::to_string(L.fan_in) + " -> " + std::to_string(L.units) + ")";
+  if (L.op == NNA_OP_RESIDUAL) {
+    if (q->value != 0) return who + op + " has a value in the op parameter table";
+    if (q->from + 1 >= l) return who + op + " adds layer " + std::to_string(q->from) + ", which must come before layer " + std::to_string(l - 1);
+    if (layers[q->from].units != L.units)
+      return who + op + " adds layer " + std::to_string(q->from) + " of " + std::to_string(layers[q->from].units) + " units to " + std::to_string(L.units);
+    return "";
+  }
+  if (q->from != 0) return who + op + " has a from in the op parameter table";
+  if (L.op == NNA_OP_DROPOUT) {
+    if (!(q->value >= 0 && q->value < 1)) return who + op + " has p " + std::to_string(q->value) + " outside [0, 1)";
+  } else if (!(std::isfinite(q->value) && q->value > 0)) {
+    return who + op + " has eps " + std::to_string(q->value) + ", not a finite value > 0";
+  }
+  return "";
+}
 
 // The kind table (version 2): every entry's name, rule and counts against the shapes, every
 // region in bounds and aligned (added to the spans for the overlap check by `span`).
@@ -144,7 +179,9 @@ template <typename AddSpan> std::string checkExtras(const void* base, size_t rea
 
 }  // namespace
 
-ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models) {
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models, bool ops) {
+  // The aliasing replay and the residency plans walk a chain of dense layers (phases.cc).
+  if (ops && compact) return {"BAD_SPEC", "compact", "a compact plan holds dense layers only (yet); this one has other ops (plan it without compact)"};
   if (models <= 1) return {};
   // The aliasing replay (csrc/train/aliasing.cc) places one copy of every region; K copies with
   // their strides are not replayed.
@@ -159,7 +196,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   nna_header h;
   std::memcpy(&h, base, sizeof h);  // no alignment assumption on a user buffer
   if (h.magic != NNA_MAGIC) return "bad magic (not an nn-arena header, or written with another byte order)";
-  if (h.version != 1 && h.version != NNA_VERSION) return "unsupported header version " + std::to_string(h.version);
+  if (h.version < 1 || h.version > NNA_VERSION) return "unsupported header version " + std::to_string(h.version);
   if (h.num_kinds != NNA_KIND_COUNT) return "num_kinds " + std::to_string(h.num_kinds) + " != " + std::to_string(NNA_KIND_COUNT);
   if (h.layer_size != sizeof(nna_layer)) return "layer_size " + std::to_string(h.layer_size) + " != " + std::to_string(sizeof(nna_layer));
   const size_t elem = dtypeBytes(h.dtype);
@@ -185,8 +222,25 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.num_extras > NNA_MAX_EXTRAS) return "num_extras " + std::to_string(h.num_extras) + " > " + std::to_string(NNA_MAX_EXTRAS);
   if (h.num_extras == 0 && (h.extras_offset || h.extra_size)) return "no user regions, but extras_offset or extra_size is not 0";
   if (h.num_extras && h.extra_size != sizeof(nna_extra)) return "extra_size " + std::to_string(h.extra_size) + " != " + std::to_string(sizeof(nna_extra));
-  if (h.num_extras && h.extras_offset != tableEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of layer table " + std::to_string(tableEnd);
-  const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models);
+
+  // The layers and their ops (version 3: an op parameter table right after the layer table,
+  // exactly when a layer is not dense; older versions have neither).
+  std::vector<nna_layer> layers(h.num_layers);
+  bool anyOp = false;
+  for (uint32_t l = 0; l < h.num_layers; ++l) {
+    std::memcpy(&layers[l], static_cast<const char*>(base) + h.layers_offset + uint64_t(l) * sizeof(nna_layer), sizeof(nna_layer));
+    anyOp |= layers[l].op != NNA_OP_DENSE;
+  }
+  if (h.version < 3 && (anyOp || h.ops_offset)) return "version-" + std::to_string(h.version) + " header with ops (op codes or an op parameter table)";
+  if (!anyOp && h.ops_offset) return "ops_offset " + std::to_string(h.ops_offset) + " but every layer is dense";
+  if (anyOp && h.ops_offset != tableEnd) return "ops_offset " + std::to_string(h.ops_offset) + " != end of layer table " + std::to_string(tableEnd);
+  const uint64_t opsEnd = tableEnd + (anyOp ? uint64_t(h.num_layers) * sizeof(nna_op_param) : 0);
+  if (opsEnd > h.header_bytes) return "op parameter table ends beyond header_bytes";
+  if (opsEnd > readable) return "op parameter table ends at " + std::to_string(opsEnd) + ", only " + std::to_string(readable) + " bytes readable";
+  std::vector<nna_op_param> params(anyOp ? h.num_layers : 0);
+  if (anyOp) std::memcpy(params.data(), static_cast<const char*>(base) + tableEnd, params.size() * sizeof(nna_op_param));
+  if (h.num_extras && h.extras_offset != opsEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of the layer and op tables " + std::to_string(opsEnd);
+  const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models, anyOp);
   if (combination.field) return combination.why;
 
   struct Span {
@@ -194,18 +248,18 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
     std::string what;
   };
   std::vector<Span> spans;
-  std::vector<nna_layer> layers(h.num_layers);
   uint64_t prevUnits = 0;
   bool usesParam = false;
   for (uint32_t l = 0; l < h.num_layers; ++l) {
-    nna_layer& L = layers[l];
-    std::memcpy(&L, static_cast<const char*>(base) + h.layers_offset + uint64_t(l) * sizeof(nna_layer), sizeof L);
+    const nna_layer& L = layers[l];
     if (L.units == 0) return "layer " + std::to_string(l) + " has 0 units";
     if (L.fan_in != prevUnits) return "layer " + std::to_string(l) + " fan_in " + std::to_string(L.fan_in) + " != units of the layer before (" + std::to_string(prevUnits) + ")";
     const uint32_t on = l + 1 == h.num_layers ? NNA_ON_OUTPUT : NNA_ON_HIDDEN;  // where the table allows it
     if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on)) return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
     if (nna_act_param_default(L.activation) != 0) usesParam = true;
     prevUnits = L.units;
+    const std::string op = checkOp(layers, l, anyOp ? &params[l] : nullptr);
+    if (!op.empty()) return op;
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
       const nna_region r = L.region[k];
       uint64_t want, bytes;

@@ -15,13 +15,14 @@ namespace nna {
 std::string validateHeader(const void* base, size_t readable, size_t available);
 
 // The element count of region kind k of layer l (L) from the header's shape fields (batch,
-// samples, num_layers, optimizer, flags; units, fan_in, activation): the one rule of region
+// samples, num_layers, optimizer, flags; units, fan_in, activation, op): the one rule of region
 // sizes, which the validator checks every header against and the TS planner asks for
 // (addon regionCounts). False on overflow.
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out);
 
 // A combination of one shape that nn-arena refuses whatever the sizes: a compact plan, and user
-// regions, each hold one model. field is null when there is none; else the spec's field that
+// regions, each hold one model; a compact plan holds dense layers only (`ops`: a layer has
+// another op). field is null when there is none; else the spec's field that
 // asked for it, with the error code the planner throws and why. validateHeader refuses such a
 // header with it, and the planner such a spec (addon regionRules).
 struct ShapeProblem {
@@ -29,7 +30,7 @@ struct ShapeProblem {
   const char* field = nullptr;
   std::string why;
 };
-ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models);
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models, bool ops = false);
 
 // The name of a region kind (NNA_KINDS), "?" when out of range.
 inline const char* kindName(uint32_t kind) {

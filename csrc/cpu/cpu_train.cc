@@ -11,6 +11,7 @@
 #include "../core/failure.h"
 #include "../train/math.h"
 #include "../train/train.h"
+#include "cpu_ops.h"
 #include "gemm.h"
 #include "thread_pool.h"
 
@@ -57,17 +58,7 @@ template <typename T> inline double sumSquaresT(const T* g, uint64_t n) {
 NNA_CLONES double sumSquares(const float* g, uint64_t n) { return sumSquaresT(g, n); }
 NNA_CLONES double sumSquares(const double* g, uint64_t n) { return sumSquaresT(g, n); }
 
-// Runs f(begin, end) over [0, count) in one contiguous chunk per pool thread when the work
-// (count * costPerItem) is worth waking them; otherwise inline.
-template <typename F> void parallelFor(uint64_t count, uint64_t costPerItem, F&& f) {
-  const uint64_t work = count * std::max<uint64_t>(costPerItem, 1);
-  const unsigned t = unsigned(std::min<uint64_t>({cpu::poolThreads(), count, std::max<uint64_t>(work / 200000, 1)}));
-  if (t <= 1) {
-    f(uint64_t(0), count);
-    return;
-  }
-  cpu::parallel(t, [&](unsigned i) { f(count * i / t, count * (i + 1) / t); });
-}
+using cpu::parallelFor;
 
 // ---- One run -------------------------------------------------------------------------------
 // K-model arenas (nna_header.models): each step gathers the shared batch once, then runs every
@@ -100,6 +91,7 @@ template <typename T> class CpuRun {
       const StepRows sr = stepRows(h_.batch, p_, s);
       const uint64_t rows = p_.resident ? gather(sr) : sr.rows;
       scale_ = sr.scale;
+      ops_.step = p_.stepBase + s + 1;
       bool any = false;
       for (uint64_t m = 0; m < models_; ++m) {
         if (stopped[m]) continue;
@@ -129,8 +121,8 @@ template <typename T> class CpuRun {
   void emptyStep(const std::vector<nna_bound_layer<T>>& L, uint64_t t, double lr, uint64_t normSlot) {
     for (uint32_t l = 1; l < h_.num_layers; ++l) {
       const nna_bound_layer<T>& C = L[l];
-      std::fill(C.db, C.db + C.units, T(0));
-      std::fill(C.dw, C.dw + C.units * C.fan_in, T(0));
+      if (C.db) std::fill(C.db, C.db + C.b_count, T(0));
+      if (C.dw) std::fill(C.dw, C.dw + C.w_count, T(0));
     }
     if (p_.op == Op::Train) applyUpdates(L, hyper(lr, t), normSlot);
   }
@@ -149,11 +141,18 @@ template <typename T> class CpuRun {
       if (scaling_ && !ls_.afterStep(std::isfinite(norm))) return;
       hp.gs = T((p_.clips() ? clipScale(p_.opt.clipGradNorm, norm) : 1.0) / s);
     }
-    for (uint32_t l = h_.num_layers - 1; l >= 1; --l) {
-      const nna_bound_layer<T>& C = L[l];
+    for (uint32_t l = h_.num_layers - 1; l >= 1; --l) updateLayer(L[l], hp);
+  }
+
+  // Layer C's parameters from its dw and db: a dense layer's weights through the GEMM's update
+  // code, a norm's gain element by element with the biases' hyperparameters (no weight decay
+  // unless decayBiases: it is not a 2-D parameter).
+  void updateLayer(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
+    if (C.op == NNA_OP_DENSE)
       cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
-      updateBiases(C, hp);
-    }
+    else
+      for (uint64_t i = 0; i < C.w_count; ++i) updateWeight<T>(h_.optimizer, C, i, C.dw[i], forBiases(hp));
+    updateBiases(C, hp);
   }
 
   // The global norm of one model's gradients, summed in double, layer by layer: dw's squares
@@ -163,8 +162,11 @@ template <typename T> class CpuRun {
     double total = 0;
     for (uint32_t l = 1; l < h_.num_layers; ++l) {
       const nna_bound_layer<T>& C = L[l];
-      total += products ? cpu::squaresTotal(squares_[l].data(), squares_[l].size()) : cpu::squares(C.dw, C.units, C.fan_in);
-      total += sumSquares(C.db, C.units);
+      if (C.op != NNA_OP_DENSE)
+        total += sumSquares(C.dw, C.w_count);
+      else
+        total += products ? cpu::squaresTotal(squares_[l].data(), squares_[l].size()) : cpu::squares(C.dw, C.units, C.fan_in);
+      total += sumSquares(C.db, C.b_count);
     }
     return std::sqrt(total);
   }
@@ -204,7 +206,7 @@ template <typename T> class CpuRun {
     T* stats = L.back().stats;
     if (stats[NNA_STAT_BAD_STEP] >= T(0)) return;
     for (uint32_t l = 1; l < h_.num_layers; ++l)
-      if (!allFinite(L[l].w, L[l].units * L[l].fan_in) || !allFinite(L[l].b, L[l].units)) {
+      if (!allFinite(L[l].w, L[l].w_count) || !allFinite(L[l].b, L[l].b_count)) {
         stats[NNA_STAT_BAD_STEP] = T(step);
         return;
       }
@@ -233,6 +235,7 @@ template <typename T> class CpuRun {
   void forward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows) {
     const nna_bound_layer<T>& P = L[l - 1];
     const nna_bound_layer<T>& C = L[l];
+    if (C.op != NNA_OP_DENSE) return cpu::opForward(L, l, rows, ops_);
     cpu::Gemm<T> g;
     g.transB = true;
     g.m = rows;
@@ -288,6 +291,15 @@ template <typename T> class CpuRun {
     const nna_bound_layer<T>& P = L[l - 1];
     const nna_bound_layer<T>& C = L[l];
     const uint64_t n = C.units, m = C.fan_in;
+    // d[l-1] takes f' in the product's epilogue unless a residual layer adds z[l-1] too: then
+    // the additions first, f' after (finishError).
+    const bool adds = l > 1 && cpu::residualAdds(L, l - 1);
+    if (C.op != NNA_OP_DENSE) {
+      cpu::opBackward(L, l, rows, ops_, normRows_);
+      if (l > 1) cpu::finishError(L, l - 1, rows, true);
+      if (p_.op == Op::Train && !deferred_) updateLayer(C, hyper(lr, t));
+      return;
+    }
     if (l > 1) {
       cpu::Gemm<T> g;
       g.m = rows;
@@ -300,12 +312,13 @@ template <typename T> class CpuRun {
       g.c = P.d;
       g.ldc = m;
       g.ep.kind = cpu::Epi::ActGrad;
-      g.ep.act = P.activation;
+      g.ep.act = adds ? uint32_t(NNA_ACT_IDENTITY) : P.activation;
       g.ep.param = T(P.act_param);
       g.ep.z = P.pre ? P.pre : P.z;  // f' from the pre-activations where the activation keeps them
       g.ep.ldz = m;
       g.round = round_;
       cpu::gemm(g);
+      if (adds) cpu::finishError(L, l - 1, rows, true);
     }
     colSum(C.d, rows, n, C.db);
     // Clipping defers every update until the step's gradients are all in (applyUpdates).
@@ -352,7 +365,7 @@ template <typename T> class CpuRun {
 
   void updateBiases(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
     const Hyper<T> hb = forBiases(hp);
-    for (uint64_t i = 0; i < C.units; ++i) updateBias<T>(h_.optimizer, C, i, C.db[i], hb);
+    for (uint64_t i = 0; i < C.b_count; ++i) updateBias<T>(h_.optimizer, C, i, C.db[i], hb);
   }
 
   RunParams p_;
@@ -373,6 +386,10 @@ template <typename T> class CpuRun {
   uint64_t models_ = 1;
   std::vector<std::vector<nna_bound_layer<T>>> L_;  // [model][layer]
   std::vector<RowResult> res_;
+  // The ops' step: dropout drops in runs that differentiate (the primitives' Backward runs are
+  // refused on such arenas: checkRun), with the Trainer's seed and the step's count.
+  cpu::OpStep ops_{p_.op == Op::Train || p_.op == Op::Grad, p_.dropoutSeed, p_.stepBase + 1};
+  std::vector<ops::NormRow> normRows_;  // per-row stats of a norm's backward
   // The weight gradient of a layer whose arena has no dw (a compact SGD plan): the dW product
   // and its update epilogue run as on a full plan (the same bits), into these transient bytes
   // outside the arena, like the GEMM's packing buffers. Sized for the largest layer once.
@@ -384,7 +401,7 @@ template <typename T> class CpuRun {
 void runCpu(void* base, const RunParams& p) {
   checkRun(base, p);
   if (p.reduce) NNA_FAIL("NOT_SUPPORTED", "an all-reduce over replicas needs the CUDA backend and NCCL; this arena uses the CPU backend");
-  checkTarget(p, RunTarget{/*cuda=*/false, /*budgeted=*/false});
+  checkTarget(base, p, RunTarget{/*cuda=*/false, /*budgeted=*/false});
   const uint32_t dtype = static_cast<const nna_header*>(base)->dtype;
   if (dtype == NNA_FLOAT64)
     CpuRun<double>(base, p).run();

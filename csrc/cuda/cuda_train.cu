@@ -1195,7 +1195,7 @@ static const char* runOnLane(void* devBase, const nna_header& h, const std::vect
 
 const char* runCuda(void* devBase, const void* header, const RunParams& p, LayerHooks* hooks, GradSync* sync) {
   checkRun(header, p);
-  checkTarget(p, RunTarget{/*cuda=*/true, /*budgeted=*/hooks != nullptr});  // budget_run.cu checks it too, before its schedulers
+  checkTarget(header, p, RunTarget{/*cuda=*/true, /*budgeted=*/hooks != nullptr});  // budget_run.cu checks it too, before its schedulers
   if (p.reduce && !sync) NNA_FAIL("NOT_SUPPORTED", "reduce needs an arena in a data-parallel group (a communicator)");
   if (!p.reduce) sync = nullptr;
   nna_header h;

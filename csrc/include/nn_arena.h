@@ -29,6 +29,10 @@
  *
  * Version 2 added user regions (the kind table, nna_extra_*); a version-1 header is a version-2
  * header with no user regions (extras_offset, num_extras and extra_size are 0 in both).
+ * Version 3 added ops (nna_layer.op, version 2's reserved field, 0 = dense) and the op parameter
+ * table (nna_header.ops_offset, version 2's reserved_tail); a version-2 header is a version-3
+ * header whose layers are all dense. A header is written with the lowest version that holds it:
+ * a network of dense layers only is still written as version 2.
  */
 #ifndef NN_ARENA_H
 #define NN_ARENA_H
@@ -43,7 +47,7 @@
 #endif
 
 #define NNA_MAGIC 0x414E4E41u /* bytes "ANNA" in memory order */
-#define NNA_VERSION 2u
+#define NNA_VERSION 3u
 #define NNA_MAX_LAYERS 4096u
 #define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
 #define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
@@ -114,6 +118,65 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
   switch (act) { NNA_ACTIVATIONS(NNA_ACT_ON_) default: return 0; }
 }
 
+/* ---- The ops: what a layer computes, one row each, the one table of them ----------------------
+ *   X(ENUM, code, "name", w, b, "torch")
+ *   w   what the layer's w region (and dw, mw, vw) holds: 2 a matrix, units x fan_in (dense);
+ *       1 a gain, units elements (norms); 0 none
+ *   b   whether the layer has a bias (b, db, mb, vb: units elements)
+ *   torch the torch.nn module it matches ("" for none: residual is an addition)
+ * Every op but dense keeps its width (fan_in == units), has the identity activation and takes its
+ * parameter from the layer's entry of the op parameter table (nna_op_param):
+ *   layernorm  value: eps (> 0)   y = (x - mean) / sqrt(var + eps) * gain + bias, per row
+ *   rmsnorm    value: eps (> 0)   y = x / sqrt(mean(x^2) + eps) * gain, per row
+ *   dropout    value: p in [0, 1) training runs: y = x * keep / (1 - p), keep from nna_dropout_keep;
+ *                                 other runs: y = x
+ *   residual   from: a layer k < l - 1 of the same width    y = z[l-1] + z[k]
+ * Their forward and backward: csrc/ops/. The input layer and the output layer are dense. */
+#define NNA_OPS(X)                                     \
+  X(NNA_OP_DENSE, 0, "dense", 2, 1, "Linear")          \
+  X(NNA_OP_LAYERNORM, 1, "layernorm", 1, 1, "LayerNorm") \
+  X(NNA_OP_RMSNORM, 2, "rmsnorm", 1, 0, "RMSNorm")     \
+  X(NNA_OP_DROPOUT, 3, "dropout", 0, 0, "Dropout")     \
+  X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "")
+
+#define NNA_OP_ENUM_(e, code, name, w, b, torch) e = code,
+#define NNA_OP_COUNT_(e, code, name, w, b, torch) +1
+#define NNA_OP_W_(e, code, name, w, b, torch) case code: return w;
+#define NNA_OP_B_(e, code, name, w, b, torch) case code: return b;
+#define NNA_OP_NAME_(e, code, name, w, b, torch) case code: return name;
+enum nna_op { NNA_OPS(NNA_OP_ENUM_) };
+#define NNA_OP_COUNT (0 NNA_OPS(NNA_OP_COUNT_)) /* codes are 0 .. NNA_OP_COUNT - 1 */
+
+/* What op `op`'s w region holds: 2 a units x fan_in matrix, 1 a units-long gain, 0 none. */
+NNA_HD uint32_t nna_op_w(uint32_t op) {
+  switch (op) { NNA_OPS(NNA_OP_W_) default: return 0; }
+}
+/* Whether op `op` has a bias. */
+NNA_HD uint32_t nna_op_b(uint32_t op) {
+  switch (op) { NNA_OPS(NNA_OP_B_) default: return 0; }
+}
+/* The name of op `op`, or NULL for an unknown code. */
+NNA_HD const char* nna_op_name(uint32_t op) {
+  switch (op) { NNA_OPS(NNA_OP_NAME_) default: return (const char*)0; }
+}
+
+/* Whether unit (row, col) of dropout layer `layer` is kept at optimizer step `step` (1-based) of
+ * a run seeded with `seed`: a counter-based draw (splitmix64's finalizer over the counter), so the
+ * CPU and CUDA keep the same units and a resumed run the units the straight run would have.
+ * `threshold`: p scaled to 24 bits (nna_dropout_threshold); a unit is kept when its 24-bit draw
+ * is at least that. */
+NNA_HD uint64_t nna_mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+NNA_HD uint32_t nna_dropout_threshold(double p) { return (uint32_t)(p * 16777216.0); }
+NNA_HD int nna_dropout_keep(uint64_t seed, uint64_t step, uint32_t layer, uint64_t row, uint64_t col, uint64_t units, uint32_t threshold) {
+  const uint64_t stream = nna_mix64(seed ^ nna_mix64(step * 4096u + layer));
+  return (uint32_t)(nna_mix64(stream + row * units + col) >> 40) >= threshold;
+}
+
 /* ---- Region kinds: one row each, the one table of them ------------------------------------
  *   X(ENUM, code, "name")   the code's order is the kind-major placement order; the name is the
  *                           one the TS API and messages use (the generated KINDS; nna_kind_name)
@@ -179,10 +242,18 @@ typedef struct nna_region {
 typedef struct nna_layer {
   uint64_t units;
   uint64_t fan_in;     /* units of layer l-1; 0 for the input layer */
-  uint32_t activation; /* enum nna_activation */
-  uint32_t reserved;
+  uint32_t activation; /* enum nna_activation (NNA_ACT_IDENTITY on every op but dense) */
+  uint32_t op;         /* enum nna_op (version 3; version 2's reserved field: 0, dense) */
   nna_region region[NNA_KIND_COUNT];
 } nna_layer;
+
+/* The op parameter table (version 3): one entry per layer at nna_header.ops_offset, right after
+ * the layer table; present when a layer's op is not dense (else ops_offset is 0). */
+typedef struct nna_op_param {
+  double value;      /* layernorm, rmsnorm: eps; dropout: p; else 0 */
+  uint32_t from;     /* residual: the layer whose output is added; else 0 */
+  uint32_t reserved;
+} nna_op_param;
 
 typedef struct nna_header {
   uint32_t magic;        /* NNA_MAGIC */
@@ -206,7 +277,8 @@ typedef struct nna_header {
   uint64_t models;       /* version 1's reserved[3]: networks of this shape; 0 (older headers) means 1 */
   double act_param;      /* version 1's reserved[4]: the negative slope of the arena's leaky-relu
                             layers (PyTorch's default 0.01); 0 when it has none */
-  uint64_t reserved_tail;/* version 1's reserved[5] */
+  uint64_t ops_offset;   /* version 3 (version 1's reserved[5]): offset of the op parameter table;
+                            0: every layer is dense */
 } nna_header;
 
 /* flags bit 0: a compact plan. Regions that are never live at the same time share bytes, and an
@@ -247,11 +319,13 @@ static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format")
 static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");
 static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
 static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
+static_assert(sizeof(nna_op_param) == 16, "nna_op_param size is part of the format");
 #else
 _Static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 _Static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");
 _Static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
 _Static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
+_Static_assert(sizeof(nna_op_param) == 16, "nna_op_param size is part of the format");
 #endif
 
 /* ---- Binding: from a base address alone, on host or device --------------------------------- */
@@ -267,6 +341,12 @@ NNA_HD const nna_layer* nna_layer_of(const void* base, uint32_t l) {
 NNA_HD void* nna_region_ptr(void* base, uint32_t l, uint32_t kind) {
   const nna_region r = nna_layer_of(base, l)->region[kind];
   return r.count ? (void*)((char*)base + r.offset) : (void*)0;
+}
+
+/* Layer l's entry of the op parameter table, or NULL where the header has none (every layer dense). */
+NNA_HD const nna_op_param* nna_op_param_of(const void* base, uint32_t l) {
+  const nna_header* h = (const nna_header*)base;
+  return h->version >= 3u && h->ops_offset ? (const nna_op_param*)((const char*)base + h->ops_offset) + l : (const nna_op_param*)0;
 }
 
 /* ---- User regions, by name or index (the header must have passed nn-arena's validation, as
@@ -362,6 +442,10 @@ struct nna_bound_layer {
   uint64_t units, fan_in;
   uint32_t activation;
   double act_param; /* the header's act_param (leaky-relu's slope) */
+  uint32_t op;      /* enum nna_op */
+  uint32_t from;    /* residual: the layer whose output is added */
+  double op_value;  /* the op's eps or p (nna_op_param.value) */
+  uint64_t w_count, b_count; /* elements of w (and dw, mw, vw) and of b (and db, mb, vb); 0: none */
 };
 
 template <typename T>
@@ -382,6 +466,12 @@ nna_bound_layer<T> nna_bind(void* base, uint32_t l) {
   r.units = L->units; r.fan_in = L->fan_in; r.activation = L->activation;
   r.pre = r.z && nna_act_keeps_pre(L->activation) ? r.z + nna_header_of(base)->batch * L->units : (T*)0;
   r.act_param = nna_header_of(base)->act_param;
+  r.op = L->op;
+  const nna_op_param* q = nna_op_param_of(base, l);
+  r.from = q ? q->from : 0u;
+  r.op_value = q ? q->value : 0.0;
+  r.w_count = L->region[NNA_W].count;
+  r.b_count = L->region[NNA_B].count;
   return r;
 }
 

@@ -124,7 +124,28 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
   }
 }
 
-void checkTarget(const RunParams& p, RunTarget target) {
+// The first layer whose op is not dense, or num_layers where every layer is dense; `op` gets its op.
+static uint32_t firstOp(const void* header, uint32_t only, uint32_t* op) {
+  const nna_header* h = nna_header_of(header);
+  for (uint32_t l = 0; l < h->num_layers; ++l) {
+    nna_layer L;
+    std::memcpy(&L, static_cast<const char*>(header) + h->layers_offset + size_t(l) * sizeof L, sizeof L);
+    if (L.op != NNA_OP_DENSE && (only == NNA_OP_COUNT || L.op == only)) {
+      *op = L.op;
+      return l;
+    }
+  }
+  return h->num_layers;
+}
+
+void checkTarget(const void* header, const RunParams& p, RunTarget target) {
+  // Ops other than dense (nn_arena.h NNA_OPS) have their CPU forward and backward (csrc/ops/);
+  // the CUDA paths run chains of dense layers.
+  uint32_t op = 0;
+  const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
+  if (target.cuda && l < nna_header_of(header)->num_layers)
+    NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(l) + " is a " + nna_op_name(op) +
+                                  " layer; layers other than dense run on the CPU backend in this version (create the arena with backend: 'cpu')");
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)
@@ -187,6 +208,12 @@ void checkRun(const void* header, const RunParams& p) {
   if (p.numBatches == 0) NNA_FAIL("BAD_ARGUMENT", "numBatches must be at least 1");
   if (p.reduce && p.op != Op::Train && p.op != Op::Grad) NNA_FAIL("BAD_ARGUMENT", "reduce applies to train and grad runs");
   if (p.reduce) checkGroup(header);
+  // A Forward run drops nothing, so the step in parts would differentiate another network than
+  // the one whose outputs it saw.
+  uint32_t op = 0;
+  const uint32_t dropout = firstOp(header, NNA_OP_DROPOUT, &op);
+  if ((p.op == Op::Backward || p.op == Op::BackwardFromOutput) && dropout < h.num_layers)
+    NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(dropout) + " is a dropout layer, which forward() runs without: train it with step() or fit()");
   if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step
     if (p.resident) NNA_FAIL("BAD_ARGUMENT", "backward and update runs work on the rows a forward run left, not on the resident data set");
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "backward and update runs are one step");

@@ -30,6 +30,10 @@ StepModel::StepModel(const uint8_t* header) {
              "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " + std::to_string(nna_models(&h_)) + " (models)");
   layers_.resize(h_.num_layers);
   std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
+  // The phases below are those of a chain of dense layers.
+  for (uint32_t l = 0; l < h_.num_layers; ++l)
+    if (layers_[l].op != NNA_OP_DENSE)
+      NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(l) + " is a " + nna_op_name(layers_[l].op) + " layer: device budgets and compact plans take dense layers only (yet)");
   index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);
   const uint64_t elem = h_.dtype == NNA_FLOAT64 ? 8 : 4;
   for (uint32_t l = 0; l < h_.num_layers; ++l)

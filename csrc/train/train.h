@@ -45,6 +45,7 @@ struct RunParams {
   double lr = 0.01;           // base learning rate (scheduled per step: opt.schedule)
   OptimizerParams opt;        // the other hyperparameters, the schedule, clipping (optimizers.h)
   double labelSmoothing = 0;  // losses whose row of NNA_LOSSES takes it: eps in [0, 1]
+  uint64_t dropoutSeed = 0;   // dropout layers' masks (nna_dropout_keep): the Trainer's dropoutSeed
   // Data parallelism (one replica of a group; 0 / false: a run of its own, as before):
   uint64_t globalBatch = 0;  // resident: rows one step of the whole group takes (>= batch)
   uint64_t shardOffset = 0;  // resident: this replica's first row within each global batch
@@ -127,12 +128,12 @@ void checkGroup(const void* header);
 struct RunTarget {
   bool cuda = false, budgeted = false;
 };
-// What a run needs of where it runs: its precision (precisions.h) a backend that runs it (the CPU
+// What a run needs of where it runs: its layers' ops (other than dense) the CPU backend; its precision (precisions.h) a backend that runs it (the CPU
 // computes fp32 and emulates bf16 and fp16) and no device budget when it takes a workspace beside
 // the arena; clipping no device budget (its schedulers free each dw early). The
 // backends check it before a run, the addon's checkRun with an arena's target (a Trainer
 // refuses at construction with the same message).
-void checkTarget(const RunParams& p, RunTarget target);
+void checkTarget(const void* header, const RunParams& p, RunTarget target);
 
 // What a run of `op` does besides the forward pass, for the backends' loops.
 inline bool isPrimitive(Op op) { return op == Op::Backward || op == Op::BackwardFromOutput || op == Op::Update; }

@@ -56,7 +56,15 @@ export function tensorNames(layer: number): { weight: string; bias: string } {
 }
 
 /** The nn.Sequential of a spec, as Python source (for the metadata and the docs). */
-export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations' | 'leakyReluSlope'>): string {
+export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations' | 'leakyReluSlope' | 'ops'>): string {
+  // An nn.Sequential holds a chain of dense layers; a residual is not one, and the norms' and
+  // dropout's export is not written yet.
+  const op = spec.ops?.findIndex((o) => o.op !== 'dense') ?? -1;
+  if (op >= 0)
+    throw new ArenaError(
+      'NOT_SUPPORTED',
+      `layer ${op + 1} is a ${spec.ops![op]!.op} layer: safetensors and ONNX export take dense layers only in this version`,
+    );
   const parts: string[] = [];
   for (let l = 1; l < spec.layers.length; l++) {
     parts.push(`Linear(${spec.layers[l - 1]}, ${spec.layers[l]})`, exportActivation(spec.activations[l - 1]!, l, spec.leakyReluSlope).torch);

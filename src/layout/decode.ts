@@ -17,13 +17,16 @@ import {
   LAYER_FIELDS,
   LAYER_SIZE,
   MAX_EXTRAS,
+  OP_CODES,
+  OP_PARAM_FIELDS,
+  OP_PARAM_SIZE,
   ORDERS,
   REGION_SIZE,
   activationInfo,
   type Activation,
 } from './header.js';
 import { optimizerCoded } from './optimizers.js';
-import type { ExtraSpec, LayoutSpec } from './spec.js';
+import type { ExtraSpec, LayerOp, LayoutSpec } from './spec.js';
 
 const keyOf = <T extends Record<string, number>>(table: T, v: number): keyof T => (Object.keys(table) as Array<keyof T>).find((k) => table[k] === v)!;
 
@@ -39,7 +42,8 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const layers = u32(F.num_layers);
   const units = Array.from({ length: layers }, (_, l) => u64(HEADER_SIZE + l * LAYER_SIZE + LAYER_FIELDS.units));
   const activations = units.slice(1).map((_, l) => keyOf(ACTIVATIONS, u32(HEADER_SIZE + (l + 1) * LAYER_SIZE + LAYER_FIELDS.activation)) as Activation);
-  const extra = decodeExtras(bytes, v, layers);
+  const ops = decodeOps(v, layers);
+  const extra = decodeExtras(bytes, v, layers, ops ? layers * OP_PARAM_SIZE : 0);
   // models and act_param: version 1's reserved[3] and [4], 0 in older headers (one model, no parameter).
   const models = u64(F.models);
   const takesParam = activations.some((a) => activationInfo(a).param !== 0);
@@ -56,7 +60,23 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
     ...(v.getBigUint64(F.flags, true) ? { compact: true } : {}),
     ...(models > 1 ? { models } : {}),
     ...(extra.length ? { extra } : {}),
+    ...(ops ? { ops } : {}),
   };
+}
+
+/** The ops of a validated header (one per non-input layer), undefined where every layer is dense. */
+function decodeOps(v: DataView, layers: number): LayerOp[] | undefined {
+  const at = Number(v.getBigUint64(HEADER_FIELDS.ops_offset, true));
+  if (!at) return undefined;
+  return Array.from({ length: layers - 1 }, (_, i): LayerOp => {
+    const l = i + 1;
+    const op = keyOf(OP_CODES, v.getUint32(HEADER_SIZE + l * LAYER_SIZE + LAYER_FIELDS.op, true));
+    const value = v.getFloat64(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, true);
+    if (op === 'layernorm' || op === 'rmsnorm') return { op, eps: value };
+    if (op === 'dropout') return { op, p: value };
+    if (op === 'residual') return { op, from: v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, true) };
+    return { op: 'dense' };
+  });
 }
 
 /** Bytes the header's tables take (struct, layer table, kind table), read from the header itself
@@ -67,7 +87,8 @@ export function tableBytes(bytes: Uint8Array): number | string {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const layers = v.getUint32(HEADER_FIELDS.num_layers, true);
   const n = v.getUint32(HEADER_FIELDS.num_extras, true);
-  const layersEnd = HEADER_SIZE + layers * LAYER_SIZE;
+  // The op parameter table (version 3) sits between the layer table and the kind table.
+  const layersEnd = HEADER_SIZE + layers * LAYER_SIZE + (v.getBigUint64(HEADER_FIELDS.ops_offset, true) ? layers * OP_PARAM_SIZE : 0);
   if (n === 0) return layersEnd;
   // A bound on what is read next; the validator checks the table itself.
   if (n > MAX_EXTRAS) return `${n} user regions (at most ${MAX_EXTRAS})`;
@@ -79,9 +100,9 @@ export function tableBytes(bytes: Uint8Array): number | string {
 }
 
 /** The `extra` list of a validated header's kind table (layers: those with a region). */
-function decodeExtras(bytes: Uint8Array, v: DataView, layers: number): ExtraSpec[] {
+function decodeExtras(bytes: Uint8Array, v: DataView, layers: number, opsBytes: number): ExtraSpec[] {
   const n = v.getUint32(HEADER_FIELDS.num_extras, true);
-  const at = HEADER_SIZE + layers * LAYER_SIZE;
+  const at = HEADER_SIZE + layers * LAYER_SIZE + opsBytes;
   const entriesAt = at + n * EXTRA_SIZE;
   return Array.from({ length: n }, (_, i): ExtraSpec => {
     const x = at + i * EXTRA_SIZE;

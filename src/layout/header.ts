@@ -2,11 +2,14 @@
 // size, offset, code and limit comes from FORMAT, which scripts/gen-tables.cjs generates from
 // csrc/include/nn_arena.h (the one definition of the header); no number of the format is kept here.
 
-import { ACTIVATION_TABLE, FORMAT } from '../native/tables.generated.js';
+import { ACTIVATION_TABLE, FORMAT, OP_TABLE } from '../native/tables.generated.js';
 
 export const MAGIC = FORMAT.magic;
-/** Version written; version 1 (no kind table) is still read. */
+/** The newest version; a header is written with the lowest that holds it (version 2 where every
+ *  layer is dense), and versions 1 (no kind table) and 2 (no ops) are still read. */
 export const VERSION = FORMAT.version;
+/** The version a header of dense layers only is written with. */
+export const DENSE_VERSION = 2;
 export const MAX_LAYERS = FORMAT.maxLayers;
 /** User regions per arena (nna_extra entries), and the bytes of a name field (NUL-padded). */
 export const MAX_EXTRAS = FORMAT.maxExtras;
@@ -41,6 +44,16 @@ export type Activation = Exclude<ActivationRow['name'], 'input'>;
 /** The table's row of an activation. */
 export const activationInfo = (name: Activation | 'input'): ActivationRow => ACTIVATION_TABLE.find((a) => a.name === name)!;
 
+/** Op codes by name, from the one table (NNA_OPS in nn_arena.h, generated). */
+type OpRow = (typeof OP_TABLE)[number];
+export type OpName = OpRow['name'];
+export const OP_CODES = Object.fromEntries(OP_TABLE.map((o) => [o.name, o.code])) as { readonly [O in OpRow as O['name']]: O['code'] };
+/** The table's row of an op. */
+export const opInfo = (name: OpName): OpRow => OP_TABLE.find((o) => o.name === name)!;
+/** Byte offsets inside struct nna_op_param (an entry of the op parameter table), and its size. */
+export const OP_PARAM_FIELDS = FORMAT.opParam;
+export const OP_PARAM_SIZE = FORMAT.opParam.size;
+
 /** Byte offsets of struct nna_header's fields (and its size). */
 export const HEADER_FIELDS = FORMAT.header;
 /** Bits of nna_header.flags (NNA_FLAG_*). compact: regions share bytes (plan.ts, compact). */
@@ -73,6 +86,10 @@ export interface HeaderLayer {
   units: number;
   fanIn: number;
   activation: number;
+  /** The op's code (OP_CODES; 0 dense) and its entry of the op parameter table. */
+  op: number;
+  opValue: number;
+  opFrom: number;
   /** [offset, count] per kind in KINDS order; count 0 = absent. */
   regions: ReadonlyArray<readonly [offset: number, count: number]>;
 }
@@ -97,10 +114,11 @@ export interface HeaderFields {
   extras: readonly HeaderExtra[];
 }
 
-/** Bytes of the header struct, the layer table and the kind table (before alignment padding). */
-export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>): number {
+/** Bytes of the header struct, the layer table, the op parameter table (`ops`: where a layer is
+ *  not dense) and the kind table (before alignment padding). */
+export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>, ops = false): number {
   const entries = extras.reduce((a, e) => a + (e.like === undefined ? 1 : layers), 0);
-  return HEADER_SIZE + layers * LAYER_SIZE + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
+  return HEADER_SIZE + layers * LAYER_SIZE + (ops ? layers * OP_PARAM_SIZE : 0) + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
 }
 
 /** Encodes the bytes at offset 0 of the arena (header, layer table, zero padding). */
@@ -110,8 +128,9 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   const u32 = (at: number, x: number) => v.setUint32(at, x, true);
   const u64 = (at: number, x: number) => v.setBigUint64(at, BigInt(x), true);
   const F = HEADER_FIELDS;
+  const ops = h.layers.some((L) => L.op !== 0);
   u32(F.magic, MAGIC);
-  u32(F.version, VERSION);
+  u32(F.version, ops ? VERSION : DENSE_VERSION);
   u32(F.dtype, DTYPES[h.dtype]);
   u32(F.order, ORDERS[h.order]);
   u32(F.optimizer, h.optimizer);
@@ -132,15 +151,25 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
     u64(at + LAYER_FIELDS.units, L.units);
     u64(at + LAYER_FIELDS.fan_in, L.fanIn);
     u32(at + LAYER_FIELDS.activation, L.activation);
+    u32(at + LAYER_FIELDS.op, L.op);
     L.regions.forEach(([offset, count], k) => {
       const r = at + LAYER_FIELDS.region + k * REGION_SIZE;
       u64(r + LAYER_FIELDS.region_offset, offset);
       u64(r + LAYER_FIELDS.region_count, count);
     });
   });
+  const layersEnd = HEADER_SIZE + h.layers.length * LAYER_SIZE;
+  if (ops) {
+    // The op parameter table right after the layer table: one entry per layer.
+    u64(F.ops_offset, layersEnd);
+    h.layers.forEach((L, l) => {
+      v.setFloat64(layersEnd + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, L.opValue, true);
+      u32(layersEnd + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, L.opFrom);
+    });
+  }
   if (h.extras.length) {
-    // The kind table right after the layer table: the structs, then every extra's entries.
-    const at = HEADER_SIZE + h.layers.length * LAYER_SIZE;
+    // The kind table after the layer and op tables: the structs, then every extra's entries.
+    const at = layersEnd + (ops ? h.layers.length * OP_PARAM_SIZE : 0);
     u64(F.extras_offset, at);
     u32(F.num_extras, h.extras.length);
     u32(F.extra_size, EXTRA_SIZE);

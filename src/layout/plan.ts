@@ -5,9 +5,9 @@
 // BigInt and must stay below 2^53 to be exact numbers.
 import { LayoutError } from '../core/errors.js';
 import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native/addon.js';
-import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
+import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, OP_CODES, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
-import { normalizeSpec, type DtypeOf, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
+import { normalizeSpec, type DtypeOf, type LayerSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
@@ -95,7 +95,16 @@ export function plannerShape(s: NormalizedSpec): PlannerShape {
     extras: s.extra.length,
     units: [...s.layers],
     activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
+    ...(s.ops ? { ops: [OP_CODES.dense, ...s.ops.map((o) => OP_CODES[o.op])] } : {}),
   };
+}
+
+/** Layer l's entry of the op parameter table: eps or p, and residual's from. */
+function opParams(s: NormalizedSpec, l: number): { op: number; opValue: number; opFrom: number } {
+  const o = l > 0 ? s.ops?.[l - 1] : undefined;
+  if (!o) return { op: OP_CODES.dense, opValue: 0, opFrom: 0 };
+  const value = 'eps' in o ? o.eps : 'p' in o ? o.p : 0;
+  return { op: OP_CODES[o.op], opValue: value, opFrom: 'from' in o ? o.from : 0 };
 }
 
 /** The native rules of a shape's regions, asked once per plan: count (2^64 - 1 where one
@@ -187,12 +196,12 @@ const overlapsInTime = (a: Int32Array, b: Int32Array) => {
 
 /** Plans a spec; the plan's type carries the dtype (float32 unless the spec says otherwise), so
  *  views of an arena of it are Float32Array or Float64Array without a cast. */
-export function planLayout<S extends LayoutSpec>(input: S): Plan<DtypeOf<S>>;
-export function planLayout(input: LayoutSpec): Plan {
+export function planLayout<S extends LayoutSpec<LayerSpec>>(input: S): Plan<DtypeOf<S>>;
+export function planLayout(input: LayoutSpec<LayerSpec>): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
-  const tableBytes = headerTableBytes(s.layers.length, s.extra);
+  const tableBytes = headerTableBytes(s.layers.length, s.extra, s.ops !== undefined);
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
   const shape = plannerShape(s);
@@ -329,6 +338,7 @@ export function planLayout(input: LayoutSpec): Plan {
       units,
       fanIn: l > 0 ? s.layers[l - 1]! : 0,
       activation: l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!],
+      ...opParams(s, l),
       regions: KINDS.map((k) => entry(l, k)),
     })),
     extras: s.extra.map((e) => ({

@@ -7,6 +7,7 @@ import {
   ACTIVATIONS,
   activationInfo,
   DTYPES,
+  OP_CODES,
   EXTRA_LIKE,
   EXTRA_NAME_BYTES,
   KINDS,
@@ -17,6 +18,7 @@ import {
   type Activation,
   type Dtype,
   type ExtraLike,
+  type OpName,
   type Optimizer,
   type Order,
 } from './header.js';
@@ -41,9 +43,31 @@ export type NormalizedExtra =
   | { readonly name: string; readonly like: ExtraLike; readonly layers: readonly number[]; readonly bytes?: undefined }
   | { readonly name: string; readonly like?: undefined; readonly layers?: undefined; readonly bytes: number };
 
-export interface LayoutSpec {
-  /** Units per layer, input layer first (at least 2 layers). */
-  layers: readonly number[];
+/** A layer of `layers` beyond a unit count (which is a dense layer with the default
+ *  activation): a dense layer with its activation (none: identity), or an op that keeps the
+ *  width (docs/ops.md): nn.LayerNorm, nn.RMSNorm, inverted dropout, or the sum of the layer
+ *  before and an earlier layer `from` of the same width. The input and output layers are dense. */
+export type LayerSpec =
+  | number
+  | { readonly op?: 'dense'; readonly units: number; readonly activation?: Activation }
+  | { readonly op: 'layernorm' | 'rmsnorm'; readonly eps?: number }
+  | { readonly op: 'dropout'; readonly p: number }
+  | { readonly op: 'residual'; readonly from: number };
+
+/** A non-input layer's op as planned. eps of rmsnorm defaults to the dtype's machine epsilon
+ *  (torch.finfo(dtype).eps, as nn.RMSNorm), of layernorm to 1e-5 (nn.LayerNorm). */
+export type LayerOp =
+  | { readonly op: 'dense' }
+  | { readonly op: 'layernorm' | 'rmsnorm'; readonly eps: number }
+  | { readonly op: 'dropout'; readonly p: number }
+  | { readonly op: 'residual'; readonly from: number };
+
+/** L: what `layers` holds; LayoutSpec<LayerSpec> for a spec with layer objects (planLayout
+ *  takes either). */
+export interface LayoutSpec<L extends LayerSpec = number> {
+  /** Units per layer, input layer first (at least 2 layers); a non-input entry may be a layer
+   *  object instead (LayerSpec: a dense layer with its activation, or an op). */
+  layers: readonly L[];
   /** Rows per batch (z, d and y regions are batch x units). */
   batch: number;
   dtype?: Dtype;
@@ -67,6 +91,9 @@ export interface LayoutSpec {
   /** Independent networks of this shape in the arena (default 1, at most 65535): every
    *  per-model region holds K copies; the batch, targets and data set are shared. */
   models?: number;
+  /** One op per non-input layer, with numeric `layers` and `activations` (identity on every op
+   *  but dense): the form a normalized spec keeps; layer objects say the same thing. */
+  ops?: readonly LayerOp[];
 }
 
 /** The dtype a spec plans: its `dtype`, 'float32' where it has none (Dtype where unknown). */
@@ -87,9 +114,11 @@ export interface NormalizedSpec<D extends Dtype = Dtype> {
   readonly extra: readonly NormalizedExtra[];
   readonly compact: boolean;
   readonly models: number;
+  /** One per non-input layer, where some layer is not dense (else absent). */
+  readonly ops?: readonly LayerOp[];
 }
 
-const SPEC_KEYS = keysOf<LayoutSpec>()([
+const SPEC_KEYS = keysOf<LayoutSpec<LayerSpec>>()([
   'layers',
   'batch',
   'dtype',
@@ -102,6 +131,7 @@ const SPEC_KEYS = keysOf<LayoutSpec>()([
   'extra',
   'compact',
   'models',
+  'ops',
 ]);
 const EXTRA_KEYS = keysOf<ExtraSpec>()(['name', 'like', 'per', 'layers', 'bytes']);
 
@@ -150,7 +180,7 @@ function readArray(field: string, code: LayoutCode, v: unknown, max: number, wha
 /** Every field of the spec is read exactly once, into a plain snapshot that is validated and
  *  then used alone: a getter or Proxy that answers differently on a second read cannot make
  *  the plan differ from what was checked. */
-export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
+export function normalizeSpec(spec: LayoutSpec<LayerSpec>): NormalizedSpec {
   if (spec === null || typeof spec !== 'object') throw new LayoutError('BAD_SPEC', 'spec', spec, 'must be an object');
   checkKnownKeys(spec, SPEC_KEYS, 'planLayout');
   const {
@@ -166,10 +196,13 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     compact: rawCompact,
     models: rawModels,
     extra: rawExtra,
+    ops: rawOps,
   } = spec;
-  const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts');
+  const layers = readArray('layers', 'BAD_LAYERS', rawLayers, MAX_LAYERS, 'unit counts or layer objects');
   if (layers.length < 2) throw new LayoutError('BAD_LAYERS', 'layers', layers, 'needs at least 2 layers (input and output)');
-  const units = layers.map((u, i) => positiveInt(`layers[${i}]`, u));
+  const dtypeEarly = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
+  const read = readLayers(layers, rawOps, rawActivations, dtypeEarly);
+  const units = read.units;
   const batch = positiveInt('batch', rawBatch);
   const samples = rawSamples === undefined ? 0 : positiveInt('samples', rawSamples, true);
   // A resident epoch's shuffle indexes samples in 32 bits (csrc/train/math.h permIndex).
@@ -177,7 +210,7 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     throw new LayoutError('BAD_SAMPLES', 'samples', samples, `must be below 2^${Math.log2(FORMAT.maxSamples + 1)} (rows of a resident data set)`);
   const models = rawModels === undefined ? 1 : positiveInt('models', rawModels);
   if (models > MAX_MODELS) throw new LayoutError('BAD_MODELS', 'models', models, `must be at most ${MAX_MODELS}`);
-  const dtype = oneOf<Dtype>('dtype', rawDtype, DTYPES, 'float32');
+  const dtype = dtypeEarly;
   const optimizer = rawOptimizer === undefined ? 'sgd' : rawOptimizer;
   if (!optimizerNamed(optimizer)) throw new LayoutError('BAD_OPTIMIZER', 'optimizer', rawOptimizer, `must be one of ${namesOf(optimizers())}`);
   const order = oneOf<Order>('order', rawOrder, ORDERS, 'layer-major');
@@ -194,7 +227,7 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
   const n = units.length - 1;
   const activations =
     rawActivations === undefined
-      ? [...Array<Activation>(n - 1).fill('relu'), 'softmax' as Activation]
+      ? read.activations.map((a, i) => a ?? (i === n - 1 ? 'softmax' : 'relu'))
       : readArray('activations', 'BAD_ACTIVATIONS', rawActivations, MAX_LAYERS, 'activation names');
   if (activations.length !== n) {
     throw new LayoutError('BAD_ACTIVATIONS', 'activations', activations, `must list one activation per non-input layer (${n})`);
@@ -223,6 +256,11 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     throw new LayoutError('BAD_ACTIVATIONS', 'leakyReluSlope', rawSlope, 'must be a finite number >= 0');
   }
   const slope = param ? { leakyReluSlope: rawSlope ?? param.param } : {};
+  const ops = read.ops;
+  ops?.forEach((o, i) => {
+    if (o.op !== 'dense' && activations[i] !== 'identity')
+      throw new LayoutError('BAD_ACTIVATIONS', `activations[${i}]`, activations[i], `layer ${i + 1} is a ${o.op} layer: its activation is 'identity'`);
+  });
   const extra = normalizeExtras(rawExtra, units.length);
   return Object.freeze({
     layers: Object.freeze(units),
@@ -237,7 +275,93 @@ export function normalizeSpec(spec: LayoutSpec): NormalizedSpec {
     compact,
     models,
     extra,
+    ...(ops ? { ops } : {}),
   });
+}
+
+const DENSE_KEYS = ['op', 'units', 'activation'] as const;
+const OP_KEYS: Readonly<Record<Exclude<OpName, 'dense'>, readonly string[]>> = {
+  layernorm: ['op', 'eps'],
+  rmsnorm: ['op', 'eps'],
+  dropout: ['op', 'p'],
+  residual: ['op', 'from'],
+};
+/** torch.finfo(dtype).eps: nn.RMSNorm's eps when none is given. */
+const MACHINE_EPS: Readonly<Record<Dtype, number>> = { float32: 2 ** -23, float64: 2 ** -52 };
+
+/** The units, the activations layer objects give (undefined: the default; per non-input layer)
+ *  and the ops (undefined where every layer is dense) of `layers` (each entry read once) or of
+ *  numeric layers with `ops`. */
+function readLayers(layers: unknown[], rawOps: unknown, rawActivations: unknown, dtype: Dtype) {
+  const units: number[] = [];
+  const activations: Array<Activation | undefined> = [];
+  const ops: LayerOp[] = [];
+  const objects = layers.some((x) => typeof x === 'object' && x !== null);
+  if (objects && rawOps !== undefined)
+    throw new LayoutError('BAD_LAYERS', 'ops', rawOps, 'give the ops as layer objects in layers, or as ops with numeric layers, not both');
+  if (objects && rawActivations !== undefined)
+    throw new LayoutError('BAD_ACTIVATIONS', 'activations', rawActivations, 'layers holds layer objects: give each dense layer its activation there');
+  const given = rawOps === undefined ? undefined : readArray('ops', 'BAD_LAYERS', rawOps, MAX_LAYERS, 'layer ops');
+  if (given && given.length !== layers.length - 1)
+    throw new LayoutError('BAD_LAYERS', 'ops', given, `must list one op per non-input layer (${layers.length - 1})`);
+  layers.forEach((raw, l) => {
+    const at = `layers[${l}]`;
+    const entry = given && l > 0 ? given[l - 1] : raw;
+    if (given && l > 0 && (entry === null || typeof entry !== 'object'))
+      throw new LayoutError('BAD_LAYERS', `ops[${l - 1}]`, entry, "must be an object { op: 'dense' | ... }");
+    if (entry === null || typeof entry !== 'object' || Array.isArray(entry)) {
+      units.push(positiveInt(at, raw));
+      if (l > 0) {
+        activations.push(undefined);
+        ops.push({ op: 'dense' });
+      }
+      return;
+    }
+    if (l === 0) throw new LayoutError('BAD_LAYERS', at, raw, 'the input layer is a unit count');
+    const field = given ? `ops[${l - 1}]` : at;
+    const o = entry as Record<string, unknown>;
+    const op: unknown = o.op ?? 'dense';
+    if (typeof op !== 'string' || !Object.prototype.hasOwnProperty.call(OP_CODES, op))
+      throw new LayoutError(
+        'BAD_LAYERS',
+        `${field}.op`,
+        op,
+        `must be one of ${Object.keys(OP_CODES)
+          .map((k) => `'${k}'`)
+          .join(', ')}`,
+      );
+    checkKnownKeys(o, op === 'dense' ? (given ? ['op'] : DENSE_KEYS) : OP_KEYS[op as Exclude<OpName, 'dense'>], `a ${op} layer`, field);
+    const last = l === layers.length - 1;
+    if (op === 'dense') {
+      units.push(given ? positiveInt(at, raw) : positiveInt(`${at}.units`, o.units));
+      activations.push(given ? undefined : ((o.activation ?? 'identity') as Activation));
+      ops.push({ op: 'dense' });
+      return;
+    }
+    if (last) throw new LayoutError('BAD_LAYERS', `${field}.op`, op, 'the output layer is dense (give it units and an activation)');
+    const width = units[l - 1]!;
+    if (given && raw !== width)
+      throw new LayoutError('BAD_LAYERS', at, raw, `layer ${l} is a ${op} layer, which keeps the width of the layer before (${width})`);
+    units.push(width);
+    activations.push('identity');
+    if (op === 'layernorm' || op === 'rmsnorm') {
+      const eps = o.eps ?? (op === 'layernorm' ? 1e-5 : MACHINE_EPS[dtype]);
+      if (typeof eps !== 'number' || !Number.isFinite(eps) || eps <= 0) throw new LayoutError('BAD_LAYERS', `${field}.eps`, eps, 'must be a finite number > 0');
+      ops.push({ op, eps });
+    } else if (op === 'dropout') {
+      const p = o.p;
+      if (typeof p !== 'number' || !(p >= 0 && p < 1)) throw new LayoutError('BAD_LAYERS', `${field}.p`, p, 'must be a number in [0, 1)');
+      ops.push({ op, p });
+    } else {
+      const from = o.from;
+      if (typeof from !== 'number' || !Number.isInteger(from) || from < 0 || from > l - 2)
+        throw new LayoutError('BAD_LAYERS', `${field}.from`, from, `must be a layer index in [0, ${l - 2}] (an earlier layer than the one before)`);
+      if (units[from] !== width)
+        throw new LayoutError('BAD_LAYERS', `${field}.from`, from, `layer ${from} has ${units[from]} units; a residual adds layers of one width (${width})`);
+      ops.push({ op: 'residual', from });
+    }
+  });
+  return { units, activations, ops: ops.some((o) => o.op !== 'dense') ? Object.freeze(ops.map((o) => Object.freeze(o))) : undefined };
 }
 
 const RESERVED_NAMES: readonly string[] = [...KINDS, 'header', 'padding', 'shared'];

@@ -145,6 +145,8 @@ export interface RunParams {
   loss?: (typeof LOSSES)[keyof typeof LOSSES];
   /** Label smoothing of the losses that take it (cross-entropy): [0, 1]. */
   labelSmoothing?: number;
+  /** Dropout layers' masks (nna_dropout_keep): the Trainer's dropoutSeed. */
+  dropoutSeed?: number;
   /** Products in FP32 (default), TF32 or 3xTF32 (CUDA, float32 arenas only). */
   precision?: (typeof PRECISIONS)[PrecisionName];
   /** Rows from the resident data set (xdata/ydata), else z[0]/y as they stand. */
@@ -329,6 +331,8 @@ export interface PlannerShape {
   extras: number;
   units: number[];
   activations: number[];
+  /** One op code per layer (nna_op), where some layer is not dense. */
+  ops?: number[];
 }
 
 /** Bits of regionRules' flags (csrc/addon/descriptors.cc). */

@@ -9,7 +9,7 @@
  *  field byte offsets (reserved fields left out). */
 export const FORMAT = {
   magic: 0x414e4e41,
-  version: 2,
+  version: 3,
   maxLayers: 4096,
   maxExtras: 64,
   extraNameBytes: 32,
@@ -26,10 +26,11 @@ export const FORMAT = {
   statsCount: 8,
   extraRules: {perLayer: 1, bytes: 2},
   extraLike: ['z', 'b', 'w'],
-  header: {size: 128, magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28, batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72, extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104, act_param: 112},
-  layer: {size: 248, units: 0, fan_in: 8, activation: 16, region: 24},
+  header: {size: 128, magic: 0, version: 4, dtype: 8, order: 12, optimizer: 16, num_layers: 20, num_kinds: 24, layer_size: 28, batch: 32, samples: 40, align: 48, header_bytes: 56, total_bytes: 64, layers_offset: 72, extras_offset: 80, num_extras: 88, extra_size: 92, flags: 96, models: 104, act_param: 112, ops_offset: 120},
+  layer: {size: 248, units: 0, fan_in: 8, activation: 16, op: 20, region: 24},
   region: {size: 16, offset: 0, count: 8},
   extra: {size: 64, name: 0, rule: 32, like: 36, elem_bytes: 40, entries: 44, first: 48},
+  opParam: {size: 16, value: 0, from: 8},
 } as const;
 
 /** The codes a run's parameters and an arena's memory kind cross to the native side with. */
@@ -53,6 +54,16 @@ export const ACTIVATION_TABLE = [
   {name: 'silu', code: 8, keepsPre: true, hidden: true, output: false, init: 'he', param: 0, torch: 'SiLU'},
   {name: 'leaky-relu', code: 9, keepsPre: false, hidden: true, output: false, init: 'he', param: 0.01, torch: 'LeakyReLU'},
   {name: 'softplus', code: 10, keepsPre: true, hidden: true, output: false, init: 'he', param: 0, torch: 'Softplus'},
+] as const;
+
+/** Every op (nn_arena.h NNA_OPS): its header code; w: what its w region holds (2 a units x fan_in
+ *  matrix, 1 a gain of units, 0 none); bias: whether it has b; the torch.nn module it matches. */
+export const OP_TABLE = [
+  {name: 'dense', code: 0, w: 2, bias: true, torch: 'Linear'},
+  {name: 'layernorm', code: 1, w: 1, bias: true, torch: 'LayerNorm'},
+  {name: 'rmsnorm', code: 2, w: 1, bias: false, torch: 'RMSNorm'},
+  {name: 'dropout', code: 3, w: 0, bias: false, torch: 'Dropout'},
+  {name: 'residual', code: 4, w: 0, bias: false, torch: ''},
 ] as const;
 
 /** Every loss (losses.h): its run code; softmax: needs a softmax output layer (else must not have

@@ -92,7 +92,7 @@ function pytorchTable(plan: Plan): string {
   try {
     est = estimatePytorchMemory(plan.spec);
   } catch {
-    return '<p>No PyTorch estimate for this output layer.</p>';
+    return '<p>No PyTorch estimate for this network (its output layer or its ops).</p>';
   }
   const arena = arenaBytesByStage(plan);
   const k = plan.bytesByKind();

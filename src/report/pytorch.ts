@@ -12,7 +12,7 @@ import { checkKnownKeys, didYouMean, keysOf } from '../core/known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
 import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
-import { normalizeSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
+import { normalizeSpec, type LayerSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { roundSize } from './caching-allocator.js';
 import { Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
 
@@ -54,7 +54,7 @@ function checkPrecision(precision: unknown, dtype: string): PytorchPrecision {
   return precision as PytorchPrecision;
 }
 
-export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options: PytorchOptions = {}): PytorchEstimate {
+export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSpec, options: PytorchOptions = {}): PytorchEstimate {
   const s = normalizeSpec(spec);
   if (options === null || typeof options !== 'object') throw new OptionError('BAD_OPTION', 'options', options, 'must be an object { optimizer?, precision? }');
   checkKnownKeys(options, OPTION_KEYS, 'estimatePytorchMemory');
@@ -66,6 +66,14 @@ export function estimatePytorchMemory(spec: LayoutSpec | NormalizedSpec, options
   // buffer or Adam's exp_avg; vw: exp_avg_sq).
   const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
   const L = s.layers.length - 1;
+  const op = s.ops?.findIndex((o) => o.op !== 'dense') ?? -1;
+  if (op >= 0)
+    throw new LayoutError(
+      'BAD_LAYERS',
+      `layers[${op + 1}]`,
+      s.ops![op],
+      'the PyTorch estimate models a chain of Linear layers; ops other than dense are not modelled yet',
+    );
   if (s.activations[L - 1] !== 'softmax') {
     throw new LayoutError(
       'BAD_ACTIVATIONS',

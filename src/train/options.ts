@@ -53,6 +53,10 @@ export interface TrainerOptions {
    *  whose gradients overflow is skipped and the scale multiplied by `backoffFactor` (0.5);
    *  after `growthInterval` (2000) good steps in a row it is multiplied by `growthFactor` (2). */
   lossScale?: LossScaleOptions;
+  /** The seed of the dropout layers' masks (a non-negative safe integer; default 0). A unit's
+   *  mask depends on this seed, the optimizer step, the layer, the row of the batch and the
+   *  column only, so a resumed run drops what the straight run would have (docs/ops.md). */
+  dropoutSeed?: number;
 }
 
 export interface LossScaleOptions {
@@ -70,6 +74,7 @@ const TRAINER_KEYS = keysOf<TrainerOptions>()([
   'labelSmoothing',
   'precision',
   'lossScale',
+  'dropoutSeed',
   'lr',
   'momentum',
   'nesterov',
@@ -132,6 +137,8 @@ export interface TrainerSettings {
   precision: PrecisionName;
   /** precision 'fp16': the loss scaling's settings (defaults filled in); else undefined. */
   lossScale: Required<LossScaleOptions> | undefined;
+  /** 0: the default (and no dropoutSeed key in the runs' parameters). */
+  dropoutSeed: number;
 }
 
 const MAX_SEED = Number.MAX_SAFE_INTEGER;
@@ -190,6 +197,8 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
   const loss = checkLoss(arena.plan.header, o.loss, labelSmoothing);
   const precision = checkPrecision(o.precision);
   const lossScale = checkLossScaleOptions(o.lossScale, precision);
+  const dropoutSeed = o.dropoutSeed === undefined ? 0 : checkSeed(o.dropoutSeed, 'dropoutSeed');
+  if (dropoutSeed < 0) throw new OptionError('BAD_SEED', 'dropoutSeed', dropoutSeed, 'must be a non-negative safe integer');
   const run = {
     loss: LOSSES[loss],
     ...(labelSmoothing !== 0 ? { labelSmoothing } : {}),
@@ -203,7 +212,7 @@ export function trainerSettings(options: unknown, arena: Arena): TrainerSettings
     { cuda: arena.backend === 'cuda', budgeted: arena.deviceBudget !== undefined },
     { precision: o.precision },
   );
-  return { loss, labelSmoothing, opt, precision, lossScale };
+  return { loss, labelSmoothing, opt, precision, lossScale, dropoutSeed };
 }
 
 /** A model index of an arena of `models` (predict, learningRate): BAD_OPTION naming `model`. */

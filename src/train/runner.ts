@@ -515,6 +515,7 @@ export class Runner {
       loss: LOSSES[s.loss],
       precision: PRECISIONS[s.precision],
       ...(s.labelSmoothing ? { labelSmoothing: s.labelSmoothing } : {}),
+      ...(s.dropoutSeed ? { dropoutSeed: s.dropoutSeed } : {}),
       ...lossScaleParams(s.lossScale, this.scaler.scale, this.scaler.good),
     };
   }

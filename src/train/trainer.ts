@@ -211,7 +211,8 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     this.dispose();
   }
 
-  /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from `seed`, zero biases and
+  /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from
+   *  `seed`, norms' gains 1, zero biases and
    *  optimizer state; written on the host (identical on every backend) and uploaded (a new
    *  arena: what was written, one transfer; else the whole arena), so both sides hold them when
    *  init() returns. BUSY while a
@@ -221,17 +222,23 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
     const r = this.#r;
     const seeds = modelSeeds(seed, r.models);
     r.assertIdle('init');
-    const { layers, activations } = this.arena.plan.spec;
+    const { layers, activations, ops } = this.arena.plan.spec;
+    const plan = this.arena.plan;
     seeds.forEach((sm, m) => {
       const rng = new Rng(sm);
       for (let l = 1; l < layers.length; l++) {
         const fanIn = layers[l - 1]!,
           fanOut = layers[l]!;
         const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
-        const w = this.arena.view(l, 'w', m);
-        for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
-        this.arena.view(l, 'b', m).fill(0);
-        for (const k of ['mw', 'mb', 'vw', 'vb'] as const) if (this.arena.plan.region(l, k)) this.arena.view(l, k, m).fill(0);
+        const dense = (ops?.[l - 1]?.op ?? 'dense') === 'dense';
+        if (plan.region(l, 'w')) {
+          // A norm's gain starts at 1 (nn.LayerNorm, nn.RMSNorm); no draw, so the dense layers'
+          // weights are those of the same seed without the ops.
+          const w = this.arena.view(l, 'w', m);
+          if (dense) for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
+          else w.fill(1);
+        }
+        for (const k of ['b', 'mw', 'mb', 'vw', 'vb'] as const) if (plan.region(l, k)) this.arena.view(l, k, m).fill(0);
       }
     });
     // The other replicas of this process (groups hold one model): the same bytes (other

@@ -1,0 +1,131 @@
+// cpu_ops.h: the CPU backend's forward and backward of the ops other than dense (nn_arena.h
+// NNA_OPS; each op's row rule in csrc/ops/), over the bound layers of one model. Rows run in
+// parallel; a parameter gradient is summed over rows in row order, so the bits never depend on
+// the thread count.
+#pragma once
+#include <cstring>
+#include <vector>
+
+#include "../include/nn_arena.h"
+#include "../ops/dropout.h"
+#include "../ops/norm.h"
+#include "../train/activations.h"
+#include "thread_pool.h"
+
+namespace nna::cpu {
+
+// What a step's ops need besides the layers: whether dropout drops (training runs) and its mask.
+struct OpStep {
+  bool train = false;
+  uint64_t seed = 0, step = 0;
+  template <typename T> ops::DropoutMask maskOf(const nna_bound_layer<T>& C, uint32_t l) const {
+    return ops::DropoutMask{seed, step, l, nna_dropout_threshold(C.op_value), C.units};
+  }
+};
+
+inline bool normCentred(uint32_t op) { return op == NNA_OP_LAYERNORM; }
+
+// z[l] from z[l-1] (and z[from]) by layer l's op.
+template <typename T> void opForward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, const OpStep& s) {
+  const nna_bound_layer<T>& P = L[l - 1];
+  const nna_bound_layer<T>& C = L[l];
+  const uint64_t n = C.units;
+  const T scale = ops::dropoutScale<T>(C.op_value);
+  const ops::DropoutMask m = s.maskOf(C, l);
+  parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
+    for (uint64_t r = b; r < e; ++r) {
+      const T* x = P.z + r * n;
+      T* y = C.z + r * n;
+      switch (C.op) {
+        case NNA_OP_LAYERNORM:
+        case NNA_OP_RMSNORM: ops::normForward(x, y, C.w, C.b, n, ops::normRow(x, n, C.op_value, normCentred(C.op))); break;
+        case NNA_OP_DROPOUT:
+          if (s.train)
+            ops::dropoutRow(x, y, r, m, scale);
+          else
+            std::memcpy(y, x, n * sizeof(T));
+          break;
+        case NNA_OP_RESIDUAL: {
+          const T* k = L[C.from].z + r * n;
+          for (uint64_t j = 0; j < n; ++j) y[j] = x[j] + k[j];
+          break;
+        }
+      }
+    }
+  });
+}
+
+// Layer l's op backward from its d (dL/dz[l]): dL/dz[l-1] into d[l-1] (l >= 2; layer l-1's own
+// f' is finishError's), and its parameter gradients into dw / db. `rowsScratch`: per-row stats.
+template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, const OpStep& s, std::vector<ops::NormRow>& rowsScratch) {
+  const nna_bound_layer<T>& P = L[l - 1];
+  const nna_bound_layer<T>& C = L[l];
+  const uint64_t n = C.units;
+  T* dx = l > 1 ? P.d : nullptr;
+  switch (C.op) {
+    case NNA_OP_LAYERNORM:
+    case NNA_OP_RMSNORM: {
+      const bool centred = normCentred(C.op);
+      rowsScratch.resize(rows);
+      parallelFor(rows, n * 12, [&](uint64_t b, uint64_t e) {
+        for (uint64_t r = b; r < e; ++r) {
+          rowsScratch[r] = ops::normRow(P.z + r * n, n, C.op_value, centred);
+          if (dx) ops::normBackward(P.z + r * n, C.d + r * n, C.w, dx + r * n, n, rowsScratch[r], centred);
+        }
+      });
+      parallelFor(n, rows * 4, [&](uint64_t b, uint64_t e) {  // gain and bias gradients, each summed in row order
+        for (uint64_t j = b; j < e; ++j) {
+          double g = 0, bias = 0;
+          for (uint64_t r = 0; r < rows; ++r) {
+            const double dy = double(C.d[r * n + j]);
+            g += dy * ops::normHat(double(P.z[r * n + j]), rowsScratch[r]);
+            bias += dy;
+          }
+          if (C.dw) C.dw[j] = T(g);
+          if (C.db) C.db[j] = T(bias);
+        }
+      });
+      return;
+    }
+    case NNA_OP_DROPOUT: {
+      if (!dx) return;
+      const T scale = ops::dropoutScale<T>(C.op_value);
+      const ops::DropoutMask m = s.maskOf(C, l);
+      parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
+        for (uint64_t r = b; r < e; ++r) ops::dropoutRow(C.d + r * n, dx + r * n, r, m, scale);
+      });
+      return;
+    }
+    case NNA_OP_RESIDUAL:  // z[l-1] passes through (z[from] gets d[l] in finishError)
+      if (dx) std::memcpy(dx, C.d, rows * n * sizeof(T));
+      return;
+  }
+}
+
+// d[k] = (dL/dz[k] as the layer above left it + d of every residual layer that adds z[k]) *
+// f'(layer k); `act`: whether f' is still to apply (the dense product's epilogue applies it
+// where no residual adds z[k]).
+template <typename T> void finishError(const std::vector<nna_bound_layer<T>>& L, uint32_t k, uint64_t rows, bool act) {
+  const nna_bound_layer<T>& P = L[k];
+  const uint64_t n = P.units;
+  std::vector<const T*> adds;
+  for (uint32_t r = k + 2; r < L.size(); ++r)
+    if (L[r].op == NNA_OP_RESIDUAL && L[r].from == k) adds.push_back(L[r].d);
+  if (adds.empty() && (!act || P.activation == NNA_ACT_IDENTITY)) return;
+  parallelFor(rows, n * (adds.size() + 2), [&](uint64_t b, uint64_t e) {
+    for (uint64_t i = b * n; i < e * n; ++i) {
+      T g = P.d[i];
+      for (const T* a : adds) g += a[i];
+      P.d[i] = act ? g * activationGradAt(P, i) : g;
+    }
+  });
+}
+
+// Whether some residual layer adds z[k] (then the product that writes d[k] leaves f' to finishError).
+template <typename T> bool residualAdds(const std::vector<nna_bound_layer<T>>& L, uint32_t k) {
+  for (uint32_t r = k + 2; r < L.size(); ++r)
+    if (L[r].op == NNA_OP_RESIDUAL && L[r].from == k) return true;
+  return false;
+}
+
+}  // namespace nna::cpu

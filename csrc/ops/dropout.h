@@ -1,0 +1,28 @@
+// dropout.h: the dropout op (inverted dropout, nn.Dropout in training mode): a kept unit is
+// scaled by 1 / (1 - p), a dropped one is 0; runs that do not train pass x through. Which units
+// are kept: nna_dropout_keep (nn_arena.h), counter-based on (seed, step, layer, row, column), so
+// every backend drops the same units. Compiled for the host and the device.
+#pragma once
+#include <stdint.h>
+
+#include "../descriptors/host_device.h"
+#include "../include/nn_arena.h"
+
+namespace nna::ops {
+
+struct DropoutMask {
+  uint64_t seed = 0, step = 0;
+  uint32_t layer = 0, threshold = 0;
+  uint64_t units = 0;
+  NNA_FN bool keep(uint64_t row, uint64_t col) const { return nna_dropout_keep(seed, step, layer, row, col, units, threshold); }
+};
+
+// torch scales the Bernoulli noise by 1 / (1 - p) in the tensor's type.
+template <typename T> NNA_FN T dropoutScale(double p) { return T(1) / T(1.0 - p); }
+
+// y (or dx) of one row: v * scale where the unit is kept, else 0.
+template <typename T> NNA_FN void dropoutRow(const T* v, T* out, uint64_t row, const DropoutMask& m, T scale) {
+  for (uint64_t j = 0; j < m.units; ++j) out[j] = m.keep(row, j) ? v[j] * scale : T(0);
+}
+
+}  // namespace nna::ops
