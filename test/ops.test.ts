@@ -2,97 +2,30 @@
 // parameter after 10 AdamW steps with clipping against PyTorch's own modules in float64 (the
 // fixtures of test/fixtures/gen_ops.py), the spec's checks and the header's round trip, and
 // dropout's mask (its rate, its dependence on the seed and step only, predict without it).
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Arena, planLayout, Trainer, type LayerSpec } from '../src/index.js';
 import { decodeSpec } from '../src/layout/decode.js';
 import { HEADER_FIELDS, HEADER_SIZE, LAYER_FIELDS, LAYER_SIZE, OP_PARAM_FIELDS, OP_PARAM_SIZE } from '../src/layout/header.js';
-import { native, OPS } from '../src/native/addon.js';
+import { native, OPS, PRECISIONS } from '../src/native/addon.js';
+import { errorsVsTorch, OPS_FIXTURE, trainOpsFixture } from './support/ops-fixtures.js';
 import { checkFitResume, checkStepResume, type ResumeCase } from './support/resume-checks.js';
 
-interface Params {
-  w: number[];
-  b?: number[];
-}
-const F: {
-  torch: string;
-  spec: LayerSpec[];
-  batch: number;
-  steps: number;
-  dropoutSeed: number;
-  lr: number;
-  weightDecay: number;
-  clipGradNorm: number;
-  start: Record<string, Params>;
-  after: Record<string, Params>;
-  x: number[];
-  labels: number[];
-  losses: number[];
-  gradNorms: number[];
-  xEval: number[];
-  predict: number[];
-} = JSON.parse(readFileSync(join(__dirname, 'fixtures', 'ops-torch.json'), 'utf8'));
-
+const F = OPS_FIXTURE;
 const cpu = { backend: 'cpu' } as const;
-const relErr = (got: ArrayLike<number>, want: readonly number[]) => {
-  expect(got.length).toBe(want.length);
-  let e = 0;
-  for (let i = 0; i < want.length; i++) e = Math.max(e, Math.abs(got[i]! - want[i]!) / (Math.abs(want[i]!) + 1e-3));
-  return e;
-};
-
-function fixtureTrainer() {
-  const arena = Arena.create(planLayout({ layers: F.spec, batch: F.batch, dtype: 'float64', optimizer: 'adamw' }), cpu);
-  const t = new Trainer(arena, { lr: F.lr, weightDecay: F.weightDecay, clipGradNorm: F.clipGradNorm, dropoutSeed: F.dropoutSeed });
-  for (const [l, p] of Object.entries(F.start)) {
-    arena.view(Number(l), 'w').set(p.w);
-    if (p.b) arena.view(Number(l), 'b').set(p.b);
-  }
-  t.markHostChanged();
-  return { arena, t };
-}
 
 describe(`ops match PyTorch ${F.torch} (CPU, float64)`, () => {
   it('10 AdamW steps with clipping through layernorm, dropout, residual and rmsnorm', async () => {
-    const { arena, t } = fixtureTrainer();
-    try {
-      const rows = F.batch,
-        cols = 6;
-      for (let s = 0; s < F.steps; s++) {
-        const m = await t.step(F.x.slice(s * rows * cols, (s + 1) * rows * cols), { labels: F.labels.slice(s * rows, (s + 1) * rows) });
-        expect(Math.abs(m.loss - F.losses[s]!) / F.losses[s]!, `loss of step ${s}`).toBeLessThan(1e-12);
-        expect(Math.abs(t.gradNorms[0]! - F.gradNorms[s]!) / F.gradNorms[s]!, `gradient norm of step ${s}`).toBeLessThan(1e-12);
-      }
-      arena.toHost({ kinds: ['w', 'b'] });
-      for (const [l, p] of Object.entries(F.after)) {
-        expect(relErr(arena.view(Number(l), 'w'), p.w), `w of layer ${l}`).toBeLessThan(1e-9);
-        if (p.b) expect(relErr(arena.view(Number(l), 'b'), p.b), `b of layer ${l}`).toBeLessThan(1e-9);
-      }
-      // eval mode: no dropout
-      const out = await t.predict(F.xEval);
-      expect(relErr(out, F.predict)).toBeLessThan(1e-9);
-    } finally {
-      arena.dispose();
-    }
+    const e = errorsVsTorch(await trainOpsFixture('float64', cpu));
+    expect(e.loss, 'losses').toBeLessThan(1e-12);
+    expect(e.norm, 'gradient norms').toBeLessThan(1e-12);
+    expect(e.params, 'every parameter').toBeLessThan(1e-9);
+    expect(e.predict, 'predict (eval mode: no dropout)').toBeLessThan(1e-9);
   });
 
   it('float32 follows float64 within float32 rounding', async () => {
-    const arena = Arena.create(planLayout({ layers: F.spec, batch: F.batch, optimizer: 'adamw' }), cpu);
-    try {
-      const t = new Trainer(arena, { lr: F.lr, weightDecay: F.weightDecay, clipGradNorm: F.clipGradNorm, dropoutSeed: F.dropoutSeed });
-      for (const [l, p] of Object.entries(F.start)) {
-        arena.view(Number(l), 'w').set(p.w);
-        if (p.b) arena.view(Number(l), 'b').set(p.b);
-      }
-      t.markHostChanged();
-      for (let s = 0; s < F.steps; s++) {
-        const m = await t.step(F.x.slice(s * 30, (s + 1) * 30), { labels: F.labels.slice(s * 5, (s + 1) * 5) });
-        expect(Math.abs(m.loss - F.losses[s]!) / F.losses[s]!, `loss of step ${s}`).toBeLessThan(1e-4);
-      }
-    } finally {
-      arena.dispose();
-    }
+    const e = errorsVsTorch(await trainOpsFixture('float32', cpu));
+    expect(e.loss).toBeLessThan(1e-4);
+    expect(e.params).toBeLessThan(1e-3);
   });
 });
 
@@ -222,16 +155,31 @@ describe('ops in the layer table', () => {
     }
   });
 
-  it('refuses the CUDA backend and the step in parts with dropout, with a typed error', async () => {
+  it('refuses the step in parts with dropout, and on CUDA what runs dense layers only, with a typed error', async () => {
     const arena = Arena.create(planLayout({ layers: spec, batch: 3 }), cpu);
     try {
       const t = new Trainer(arena, { loss: 'cross-entropy' });
       t.init(1);
       await t.forward(new Float32Array(12));
       await expect(t.backward({ labels: [0, 1, 0] })).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
-      // what a Trainer on a CUDA arena asks at construction (check.cc checkTarget)
-      expect(() => native().checkRun(arena.plan.header, { op: OPS.train, rows: 3 }, { cuda: true, budgeted: false })).toThrow(
-        expect.objectContaining({ code: 'NOT_SUPPORTED', message: expect.stringContaining('layer 2 is a layernorm layer') as string }) as Error,
+      // what a Trainer on a CUDA arena asks at construction (check.cc checkTarget): fp32 and tf32
+      // run there; bf16 / fp16, a deviceBudget, K models and a data-parallel group are refused
+      const header = arena.plan.header;
+      const refused = (f: () => void, field?: string) =>
+        expect(f).toThrow(
+          expect.objectContaining({
+            code: 'NOT_SUPPORTED',
+            ...(field ? { field } : {}),
+            message: expect.stringContaining('layer 2 is a layernorm layer') as string,
+          }) as Error,
+        );
+      native().checkRun(header, { op: OPS.train, rows: 3, precision: PRECISIONS.tf32 }, { cuda: true, budgeted: false });
+      refused(() => native().checkRun(header, { op: OPS.train, rows: 3, precision: PRECISIONS.bf16 }, { cuda: true, budgeted: false }), 'precision');
+      refused(() => native().checkRun(header, { op: OPS.train, rows: 3 }, { cuda: true, budgeted: true }));
+      refused(() => native().checkGroup(header), 'layers');
+      const models = planLayout({ layers: spec, batch: 3, models: 2 }).header;
+      expect(() => native().checkRun(models, { op: OPS.train, rows: 3 }, { cuda: true, budgeted: false })).toThrow(
+        expect.objectContaining({ code: 'NOT_SUPPORTED', field: 'models' }) as Error,
       );
     } finally {
       arena.dispose();

@@ -32,6 +32,7 @@
 #include "layer_kernels.cuh"
 #include "tf32_kernels.cuh"
 #include "model_lrs.cuh"
+#include "op_kernels.cuh"
 #include "output_head.cuh"
 #include "run_buffers.cuh"
 #include "run_cache.cuh"
@@ -63,11 +64,13 @@ template <typename T> class LayerRun {
   // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
   // the lane's device current anyway, so that the run's allocations (the per-model lrs, what
   // the shelf first holds) are made and freed on the arena's device.
-  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const std::vector<uint32_t>& from, const RunParams& p, const Lane& lane, LayerHooks* hooks,
+           GradSync* sync)
       : device_(lane.device),
         base_(base),
         h_(h),
         L_(layers),
+        from_(from),
         p_(p),
         lane_(lane),
         hooks_(hooks),
@@ -91,7 +94,12 @@ template <typename T> class LayerRun {
       st_.zFresh.assign(h.num_layers, false);
       st_.wFresh.assign(h.num_layers, false);
     }  // Update: no products
-    crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
+    // Ops other than dense (op_kernels.cuh) run between the dense layers' products: each layer
+    // takes its own bias gradient (no cross-phase passes), without cuBLASLt's epilogues, the
+    // output head or the side stream, whose launches assume a chain of dense layers.
+    for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
+    if (ops_) opRows_ = static_cast<ops::NormRow*>(shelf.take(ScratchShelf::kOps, h.batch * K_ * sizeof(ops::NormRow)));
+    crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT) && !ops_;
     // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
     // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
     // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
@@ -104,8 +112,8 @@ template <typename T> class LayerRun {
     const bool ltCan = std::is_same_v<T, float> && blas_ && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
     const std::string ltKnob = knob(Knob::CublasLt);
     const bool ltAll = knobOn(Knob::CublasLt) && ltKnob != "forward";
-    lt_ = ltCan && K_ == 1 && ltAll && ltAvailable();
-    ltForward_ = ltCan && !ltAll && ltKnob != "0" && ltAvailable();
+    lt_ = ltCan && K_ == 1 && ltAll && !ops_ && ltAvailable();
+    ltForward_ = ltCan && !ltAll && ltKnob != "0" && !ops_ && ltAvailable();
     if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
     st_.dbDone.assign(h.num_layers, false);
     // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
@@ -126,7 +134,7 @@ template <typename T> class LayerRun {
     // One model through cuBLAS: a K-model arena keeps its batched products (with as many blocks
     // as rows x models the kernel was slower than they are), and the tiled
     // products keep K models bit-identical to one.
-    head_ = !lt_ && blas_ && K_ == 1 && L_[last_].units <= kHeadMaxUnits;
+    head_ = !lt_ && blas_ && K_ == 1 && !ops_ && L_[last_].units <= kHeadMaxUnits;
     headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
     // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
     // they wait for the step's gradients to be known finite.
@@ -179,6 +187,7 @@ template <typename T> class LayerRun {
       const bool deferred = p_.op == Op::Train && clip_.active();
       auto step = [&](uint64_t s) {
         firstStep_ = s == 0;
+        opStep_ = p_.stepBase + s + 1;
         const StepRows sr = stepRows(h_.batch, p_, s);
         // A data-parallel replica may have no rows of the group's last step: it contributes zero
         // gradients to the reduction and still takes the step.
@@ -276,6 +285,7 @@ template <typename T> class LayerRun {
   // and the products go through the run's precision like a Train run's.
   void primitive() {
     const Hyper<T> hp = hyper(p_.stepBase + 1);
+    opStep_ = p_.stepBase + 1;
     if (p_.op == Op::Update) {
       if (clip_.active()) return clipAndUpdate(hp, 0);
       for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_);
@@ -439,6 +449,11 @@ template <typename T> class LayerRun {
   // column-major c x r matrix (its transpose) with leading dimension c.
   void forward(uint32_t l, uint64_t rows) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
+    if (L_[l].op != NNA_OP_DENSE) {
+      const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
+      graph_->launch(s_, opForwardKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, l, rows, train, p_.dropoutSeed, opStep_);
+      return;
+    }
     const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
     if (l == last_ && head_) {
       if (!headFused_) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
@@ -609,6 +624,7 @@ template <typename T> class LayerRun {
     // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
     // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
     // descriptor's whole update). A clipping run never folds (the step needs the global norm).
+    if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows);
     const bool fold = foldsLayer(l);
     if (lt_) return ltBackward(l, rows, hp, fold);
     if (l == last_ && head_) return headBackward(rows, hp, fold);
@@ -618,6 +634,8 @@ template <typename T> class LayerRun {
     }
     st_.dbDone[l] = false;
     if (!blas_) {
+      if (l > 1 && residualInto(l - 1))
+        NNA_FAIL("NOT_SUPPORTED", "a residual layer adds layer " + std::to_string(l - 1) + "'s output: without cuBLAS its error takes f' inside the product (use the CPU backend)");
       if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
       fork();
       gradientWork(l, [&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
@@ -634,12 +652,38 @@ template <typename T> class LayerRun {
       else
         product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
       fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
+      residualAdds(l - 1, rows);
       activationGrad(l, rows, fold, hp, HalfOut{});
     } else {
       fork();
     }
     gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
     return fold;
+  }
+
+  // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
+  // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
+  bool opBackward(uint32_t l, uint64_t rows) {
+    graph_->launch(s_, opBackwardKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, l, rows, p_.dropoutSeed, opStep_, opRows_);
+    if (l > 1) {
+      residualAdds(l - 1, rows);
+      graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, HalfOut{});
+    }
+    if (L_[l].region[NNA_W].count) graph_->launch(s_, opParamGradKernel<T>, dim3(blocksFor(L_[l].units), 1, K_), kThreads, base_, l, rows, opRows_);
+    return false;
+  }
+
+  // Whether a residual layer adds z[k].
+  bool residualInto(uint32_t k) const {
+    for (uint32_t r = k + 2; r <= last_; ++r)
+      if (L_[r].op == NNA_OP_RESIDUAL && from_[r] == k) return true;
+    return false;
+  }
+  // d[k] += d[r] of every residual layer r that adds z[k], in layer order (before f' of layer k).
+  void residualAdds(uint32_t k, uint64_t rows) {
+    if (!ops_) return;
+    for (uint32_t r = k + 2; r <= last_; ++r)
+      if (L_[r].op == NNA_OP_RESIDUAL && from_[r] == k) graph_->launch(s_, residualAddKernel<T>, dim3(blocksFor(rows * L_[k].units), 1, K_), kThreads, base_, k, r, rows);
   }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
@@ -1070,6 +1114,7 @@ template <typename T> class LayerRun {
   void* base_;
   const nna_header& h_;
   const std::vector<nna_layer>& L_;
+  const std::vector<uint32_t>& from_;  // each residual layer's source (the op parameter table's from)
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
@@ -1118,11 +1163,14 @@ template <typename T> class LayerRun {
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
-  bool biasInOutput_ = false;   // the output launch adds the output layer's bias (K models)
-  bool graphs_ = false;         // steps after the first may run as graph launches
-  FoldScalars<T> foldScalars_;  // a fold under a schedule: its alpha on the device
-  unsigned K_;                  // models (grid z of every per-model launch, batch count of every product)
-  DeviceLrs lrs_;               // per-model learning rates on the device, or none
+  bool ops_ = false;                // a layer is not dense (op_kernels.cuh)
+  ops::NormRow* opRows_ = nullptr;  // a norm's per-row stats between its backward kernels (the shelf's)
+  uint64_t opStep_ = 0;             // the step's optimizer count: dropout's mask
+  bool biasInOutput_ = false;       // the output launch adds the output layer's bias (K models)
+  bool graphs_ = false;             // steps after the first may run as graph launches
+  FoldScalars<T> foldScalars_;      // a fold under a schedule: its alpha on the device
+  unsigned K_;                      // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;                   // per-model learning rates on the device, or none
   bool sameLr_ = true;
   T* scaledFirst_ = nullptr;    // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
   bool wideFirst_ = false;      // scalesD: layer 1's product over every model at once (allocateScaledCopies)
@@ -1156,7 +1204,8 @@ static void requireTensorCores(Precision p) {
 
 // One run on `lane` (runCuda's checks made): its copies in, the fused kernel or the per-layer
 // path, its copies out, and (unless p.queued) the wait that ends it.
-static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync) {
+static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const std::vector<uint32_t>& from, const RunParams& p, const Lane& lane,
+                             LayerHooks* hooks, GradSync* sync) {
   queueRunCopies(devBase, p, /*in=*/true, lane.stream);
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
@@ -1177,9 +1226,9 @@ static const char* runOnLane(void* devBase, const nna_header& h, const std::vect
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64)
-      blas = LayerRun<double>(devBase, h, layers, p, lane, hooks, sync).run();
+      blas = LayerRun<double>(devBase, h, layers, from, p, lane, hooks, sync).run();
     else
-      blas = LayerRun<float>(devBase, h, layers, p, lane, hooks, sync).run();
+      blas = LayerRun<float>(devBase, h, layers, from, p, lane, hooks, sync).run();
   } catch (...) {
     if (sync) sync->abort();
     if (hooks) {
@@ -1210,8 +1259,11 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
                        "(not found, NN_ARENA_GEMM=tiled, or a dimension beyond 2^31): use 'tf32' or 'fp32'");
   if (p.copies && (hooks || sync)) NNA_FAIL("NOT_SUPPORTED", "a run's own copies on a budgeted arena or in a data-parallel group");
   LaneGuard lane;
-  if (p.feed) return runFeed(devBase, p, lane->stream, [&](const RunParams& q) { return runOnLane(devBase, h, layers, q, *lane, nullptr, nullptr); });
-  return runOnLane(devBase, h, layers, p, *lane, hooks, sync);
+  std::vector<uint32_t> from(h.num_layers, 0);  // residual layers' sources, from the op parameter table
+  for (uint32_t l = 0; l < h.num_layers; ++l)
+    if (const nna_op_param* q = nna_op_param_of(header, l)) from[l] = q->from;
+  if (p.feed) return runFeed(devBase, p, lane->stream, [&](const RunParams& q) { return runOnLane(devBase, h, layers, from, q, *lane, nullptr, nullptr); });
+  return runOnLane(devBase, h, layers, from, p, *lane, hooks, sync);
 }
 
 }  // namespace nna

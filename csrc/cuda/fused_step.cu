@@ -366,6 +366,7 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
   const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits
   for (uint32_t l = 1; l < h.num_layers; ++l) {
     const uint64_t n = layers[l].units, m = layers[l].fan_in;
+    if (layers[l].op != NNA_OP_DENSE) return false;  // the fused step is a chain of dense layers
     if (h.batch * n >= limit32 || h.batch * m >= limit32 || n * m + n >= limit32) return false;
     // K models: K times the work (8 S models already run faster per layer).
     if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;

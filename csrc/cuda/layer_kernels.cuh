@@ -75,7 +75,7 @@ template <typename T> __global__ void resetStatsKernel(void* base, uint32_t last
 // not finite: a diverged step whose loss stayed finite (cpu_train.cc, markNonFinite).
 template <typename T> __global__ void nonFiniteKernel(void* base, uint32_t l, uint32_t last, T step) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  const uint64_t nw = C.units * C.fan_in, n = nw + C.units;
+  const uint64_t nw = C.w_count, n = nw + C.b_count;  // a dense layer's matrix and bias, a norm's gain (and bias), or none
   bool bad = false;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) bad |= !isfinite(i < nw ? C.w[i] : C.b[i - nw]);
   if (!bad) return;
@@ -559,7 +559,8 @@ template <typename T> __global__ void updateKernel(void* base, uint32_t l, uint3
   if (scale) hp.gs = T(scale[blockIdx.z]);
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  const uint64_t nw = C.units * C.fan_in, first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, stride = uint64_t(gridDim.x) * blockDim.x;
+  const uint64_t nw = C.w_count, first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, stride = uint64_t(gridDim.x) * blockDim.x;
+  const Hyper<T> hw = C.op == NNA_OP_DENSE ? hp : hb;  // a norm's gain decays like a bias (not a 2-D parameter)
   // The weights kUpdateUnroll at a time, every load of a round issued before the first update:
   // one memory latency a round, not one a weight. Each weight's arithmetic is updateParam's: the same bits.
   constexpr int kUpdateUnroll = 4;
@@ -578,14 +579,14 @@ template <typename T> __global__ void updateKernel(void* base, uint32_t l, uint3
     for (int u = 0; u < kUpdateUnroll; ++u) {
       const uint64_t e = e0 + u * stride;
       if (e >= nw) break;
-      stepParam<T>(optimizer, w[u], g[u], m[u], v[u], hp);
+      stepParam<T>(optimizer, w[u], g[u], m[u], v[u], hw);
       C.w[e] = w[u];
       if (C.mw) C.mw[e] = m[u];
       if (C.vw) C.vw[e] = v[u];
       if (half) half.store(e, float(w[u]));
     }
   }
-  for (uint64_t i = first; i < C.units; i += stride) updateBias<T>(optimizer, C, i, C.db[i], hb);
+  for (uint64_t i = first; i < C.b_count; i += stride) updateBias<T>(optimizer, C, i, C.db[i], hb);
 }
 
 // The bias steps of the layers in `layers` (bit l: layer l), one launch a step: SGD runs whose
@@ -641,7 +642,7 @@ __device__ __forceinline__ double blockTreeSum(double v) {
 
 template <typename T> __global__ void __launch_bounds__(kThreads) sumSquaresKernel(void* base, uint32_t l, uint32_t layers, double* partials) {
   const nna_bound_layer<T> C = bindModel<T>(base, l);
-  const uint64_t nw = C.units * C.fan_in, total = nw + C.units;
+  const uint64_t nw = C.w_count, total = nw + C.b_count;
   double s = 0;
   for (uint64_t e = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; e < total; e += uint64_t(gridDim.x) * blockDim.x) {
     const double g = e < nw ? double(C.dw[e]) : double(C.db[e - nw]);

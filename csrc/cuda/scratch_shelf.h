@@ -17,7 +17,7 @@ namespace nna {
 // scheduler's, whose budget counts the arena alone) has a shelf of its own that goes with it.
 class ScratchShelf {
  public:
-  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kSlots };
+  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kOps, kSlots };
   ScratchShelf() = default;
   ScratchShelf(const ScratchShelf&) = delete;
   ScratchShelf& operator=(const ScratchShelf&) = delete;

@@ -64,6 +64,20 @@ void checkOptimizer(const nna_header& h, const RunParams& p) {
 
 }  // namespace
 
+// The first layer whose op is not dense, or num_layers where every layer is dense; `op` gets its op.
+static uint32_t firstOp(const void* header, uint32_t only, uint32_t* op) {
+  const nna_header* h = nna_header_of(header);
+  for (uint32_t l = 0; l < h->num_layers; ++l) {
+    nna_layer L;
+    std::memcpy(&L, static_cast<const char*>(header) + h->layers_offset + size_t(l) * sizeof L, sizeof L);
+    if (L.op != NNA_OP_DENSE && (only == NNA_OP_COUNT || L.op == only)) {
+      *op = L.op;
+      return l;
+    }
+  }
+  return h->num_layers;
+}
+
 void checkLoss(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
@@ -93,6 +107,11 @@ void checkGroup(const void* header) {
   // while a group's all-reduce needs each layer's dw and db intact until its update.
   if (h.flags & NNA_FLAG_COMPACT)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact plan does not keep (compact: plan it without compact)");
+  // The all-reduce ranges are a chain of dense layers' dw and db.
+  uint32_t op = 0;
+  const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
+  if (l < h.num_layers)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "layers", "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer; data parallelism trains dense layers only in this version");
 }
 
 // Dynamic loss scaling goes with the precisions that scale (fp16) and with runs that train in
@@ -124,28 +143,21 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
   }
 }
 
-// The first layer whose op is not dense, or num_layers where every layer is dense; `op` gets its op.
-static uint32_t firstOp(const void* header, uint32_t only, uint32_t* op) {
-  const nna_header* h = nna_header_of(header);
-  for (uint32_t l = 0; l < h->num_layers; ++l) {
-    nna_layer L;
-    std::memcpy(&L, static_cast<const char*>(header) + h->layers_offset + size_t(l) * sizeof L, sizeof L);
-    if (L.op != NNA_OP_DENSE && (only == NNA_OP_COUNT || L.op == only)) {
-      *op = L.op;
-      return l;
-    }
-  }
-  return h->num_layers;
-}
-
 void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   // Ops other than dense (nn_arena.h NNA_OPS) have their CPU forward and backward (csrc/ops/);
   // the CUDA paths run chains of dense layers.
+  // The per-layer CUDA path runs them in fp32 / tf32 for one model (op_kernels.cuh); the fused
+  // kernel and the 16-bit operand copies are written for chains of dense layers.
   uint32_t op = 0;
   const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
-  if (target.cuda && l < nna_header_of(header)->num_layers)
-    NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(l) + " is a " + nna_op_name(op) +
-                                  " layer; layers other than dense run on the CPU backend in this version (create the arena with backend: 'cpu')");
+  const nna_header* h = nna_header_of(header);
+  if (target.cuda && l < h->num_layers) {
+    const std::string which = "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer";
+    if (target.budgeted) NNA_FAIL("NOT_SUPPORTED", which + "; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
+    if (nna_models(h) > 1) NNA_FAIL_FIELD("NOT_SUPPORTED", "models", which + "; K models with ops train on the CPU backend in this version (backend: 'cpu')");
+    if (p.precision == Precision::Bf16 || p.precision == Precision::Fp16)
+      NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", which + "; ops run in 'fp32', 'tf32' or 'tf32x3' on the CUDA backend in this version");
+  }
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)

@@ -1,0 +1,73 @@
+// The ops of the layer table (layernorm, rmsnorm, dropout, residual) on the per-layer CUDA
+// path: the PyTorch fixture of test/fixtures/gen_ops.py in float64 to 1e-9 as on the CPU;
+// float32 and tf32 within their rounding of the CPU; dropout's masks equal to the CPU's, step by
+// step in a graphed fit; the refusals of what runs dense layers only.
+//   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/ops.gpu.test.ts
+import { describe, expect, it } from 'vitest';
+import { Arena, cudaInfo, planLayout, Trainer, type LayerSpec } from '../../src/index.js';
+import { errorsVsTorch, relErr, trainOpsFixture } from '../support/ops-fixtures.js';
+
+const info = cudaInfo();
+const hasGpu = info.built && info.devices > 0;
+const cpu = { backend: 'cpu' } as const,
+  cuda = { backend: 'cuda' } as const;
+
+describe.skipIf(!hasGpu)('ops on CUDA (per-layer path)', () => {
+  it('float64: the PyTorch fixture to 1e-9, as on the CPU', async () => {
+    const e = errorsVsTorch(await trainOpsFixture('float64', cuda));
+    console.log(`ops float64 cuda vs torch: ${JSON.stringify(e)}`);
+    expect(e.loss).toBeLessThan(1e-12);
+    expect(e.norm).toBeLessThan(1e-12);
+    expect(e.params).toBeLessThan(1e-9);
+    expect(e.predict).toBeLessThan(1e-9);
+  });
+
+  it('float32 fp32 and tf32: within their rounding of the CPU', async () => {
+    const c = await trainOpsFixture('float32', cpu);
+    for (const precision of ['fp32', 'tf32'] as const) {
+      const g = await trainOpsFixture('float32', cuda, { precision });
+      const loss = Math.max(...g.losses.map((x, s) => Math.abs(x - c.losses[s]!) / c.losses[s]!));
+      const params = Math.max(...Object.keys(c.params).map((l) => relErr(g.params[l]!.w, c.params[l]!.w)));
+      console.log(`ops float32 ${precision} cuda vs cpu: loss ${loss.toExponential(2)}, params ${params.toExponential(2)}`);
+      expect(loss).toBeLessThan(precision === 'fp32' ? 1e-5 : 2e-2);
+      expect(params).toBeLessThan(precision === 'fp32' ? 1e-4 : 5e-2);
+    }
+  });
+
+  it('a graphed fit drops the units the CPU drops, every step (float64: the same values)', async () => {
+    const layers: LayerSpec[] = [
+      8,
+      { units: 64, activation: 'relu' },
+      { op: 'layernorm' },
+      { op: 'dropout', p: 0.4 },
+      { units: 64 },
+      { op: 'residual', from: 1 },
+      { op: 'rmsnorm' },
+      { units: 4, activation: 'softmax' },
+    ];
+    const samples = 640;
+    const x = Float64Array.from({ length: samples * 8 }, (_, i) => Math.sin(i * 0.37));
+    const labels = Int32Array.from({ length: samples }, (_, i) => (i * 7) % 4);
+    const run = async (backend: typeof cpu | typeof cuda) => {
+      using arena = Arena.create(planLayout({ layers, batch: 32, dtype: 'float64', optimizer: 'adamw', samples }), backend);
+      const t = new Trainer(arena, { lr: 0.003, dropoutSeed: 11 });
+      t.init(3);
+      const fit = await t.fit({ x, labels }, { epochs: 3, seed: 2 }); // 60 steps: the CUDA ones graphed after the second
+      arena.toHost({ kinds: ['w', 'b', 'z'] });
+      return { loss: fit.loss, w: [1, 2, 4, 6, 7].flatMap((l) => Array.from(arena.view(l, 'w'))), z3: Array.from(arena.view(3, 'z')) };
+    };
+    const [a, b] = [await run(cpu), await run(cuda)];
+    expect(Math.abs(b.loss - a.loss) / a.loss).toBeLessThan(1e-10);
+    expect(relErr(b.w, a.w)).toBeLessThan(1e-9);
+    expect(b.z3.map((v) => v === 0)).toEqual(a.z3.map((v) => v === 0)); // the last step's mask
+  });
+
+  it('refuses bf16, a deviceBudget and K models with ops, naming the layer', async () => {
+    const layers: LayerSpec[] = [4, 8, { op: 'rmsnorm' }, 2];
+    using arena = Arena.create(planLayout({ layers, batch: 2 }), cuda);
+    const refused = (message: string) => expect.objectContaining({ code: 'NOT_SUPPORTED', message: expect.stringContaining(message) as string }) as Error;
+    expect(() => new Trainer(arena, { precision: 'bf16' })).toThrow(refused("layer 2 is a rmsnorm layer; ops run in 'fp32'"));
+    using k = Arena.create(planLayout({ layers, batch: 2, models: 2 }), cuda);
+    expect(() => new Trainer(k)).toThrow(refused('K models with ops train on the CPU backend'));
+  });
+});
