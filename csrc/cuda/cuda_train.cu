@@ -451,7 +451,10 @@ template <typename T> class LayerRun {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (L_[l].op != NNA_OP_DENSE) {
       const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
-      graph_->launch(s_, opForwardKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, l, rows, train, p_.dropoutSeed, opStep_);
+      if (L_[l].op == NNA_OP_LAYERNORM || L_[l].op == NNA_OP_RMSNORM)
+        graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
+      else
+        graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
       return;
     }
     const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
@@ -664,14 +667,22 @@ template <typename T> class LayerRun {
   // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
   // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
   bool opBackward(uint32_t l, uint64_t rows) {
-    graph_->launch(s_, opBackwardKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, l, rows, p_.dropoutSeed, opStep_, opRows_);
+    const bool norm = L_[l].op == NNA_OP_LAYERNORM || L_[l].op == NNA_OP_RMSNORM;
+    if (norm)
+      graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, opRows_);
+    else if (l > 1)
+      graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_);
     if (l > 1) {
       residualAdds(l - 1, rows);
       graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, HalfOut{});
     }
-    if (L_[l].region[NNA_W].count) graph_->launch(s_, opParamGradKernel<T>, dim3(blocksFor(L_[l].units), 1, K_), kThreads, base_, l, rows, opRows_);
+    if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
     return false;
   }
+  static unsigned opRowBlocks(uint64_t rows) { return unsigned((rows + kOpRowsPerBlock - 1) / kOpRowsPerBlock); }
+  // An element kernel's grid: four blocks a multiprocessor at most, so that a thread's binding of
+  // its layers from the header serves many elements.
+  unsigned elementBlocks(uint64_t n) const { return std::min<unsigned>(blocksFor(n), 4 * sms_); }
 
   // Whether a residual layer adds z[k].
   bool residualInto(uint32_t k) const {

@@ -1,7 +1,9 @@
 // op_kernels.cuh: the per-layer CUDA path's launches for the ops other than dense (nn_arena.h
-// NNA_OPS): each row through the row rules the CPU backend calls (csrc/ops/), a thread a row,
-// so a row's sums are taken in the same order and give the CPU's bits; the gain and bias
-// gradients a thread a column, summed over rows in row order. Grid z: the K models.
+// NNA_OPS), with the row rules of csrc/ops/ (the CPU backend's): a norm a warp a row (its sums
+// in double, lane partials added by a fixed shuffle tree), dropout and residual a thread an
+// element (a few blocks a multiprocessor, each thread many elements: a thread binds its layers
+// once); the norms' gain and bias gradients a thread a column, its rows in kOpStripes stripes
+// added in a fixed order. Grid z: the K models.
 #pragma once
 #include "../include/nn_arena.h"
 #include "../ops/dropout.h"
@@ -10,71 +12,112 @@
 
 namespace nna {
 
-// z[l] from z[l-1] (and z[from]): `train` drops (dropout), with the mask of (seed, step).
-template <typename T> __global__ void opForwardKernel(void* base, uint32_t l, uint64_t rows, bool train, uint64_t seed, uint64_t step) {
-  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+constexpr unsigned kOpRowsPerBlock = kThreads / 32;  // a warp a row
+constexpr unsigned kOpCols = 32, kOpStripes = 32;    // opParamGradKernel's block: 32 columns x 32 stripes of rows
+
+__device__ __forceinline__ double warpSum(double v) {
+  for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// The row stats of x (n values) by one warp: nn.LayerNorm's (centred) or nn.RMSNorm's.
+template <typename T> __device__ ops::NormRow warpNormRow(const T* x, uint64_t n, double eps, bool centred, unsigned lane) {
+  ops::NormRow s;
+  if (centred) {
+    double sum = 0;
+    for (uint64_t j = lane; j < n; j += 32) sum += double(x[j]);
+    s.mean = warpSum(sum) / double(n);
+  }
+  double sq = 0;
+  for (uint64_t j = lane; j < n; j += 32) {
+    const double c = double(x[j]) - s.mean;
+    sq += c * c;
+  }
+  s.rstd = 1.0 / sqrt(warpSum(sq) / double(n) + eps);
+  return s;
+}
+
+// Layer l's norm forward (z[l] from z[l-1]), a warp a row.
+template <typename T> __global__ void normForwardKernel(void* base, uint32_t l, uint64_t rows) {
+  const uint64_t r = blockIdx.x * uint64_t(kOpRowsPerBlock) + threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
   if (r >= rows) return;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units;
   const T* x = P.z + r * n;
   T* y = C.z + r * n;
-  switch (C.op) {
-    case NNA_OP_LAYERNORM:
-    case NNA_OP_RMSNORM: ops::normForward(x, y, C.w, C.b, n, ops::normRow(x, n, C.op_value, C.op == NNA_OP_LAYERNORM)); break;
-    case NNA_OP_DROPOUT:
-      if (train)
-        ops::dropoutRow(x, y, r, ops::DropoutMask{seed, step, l, nna_dropout_threshold(C.op_value), n}, ops::dropoutScale<T>(C.op_value));
-      else
-        for (uint64_t j = 0; j < n; ++j) y[j] = x[j];
-      break;
-    case NNA_OP_RESIDUAL: {
-      const T* k = bindModel<T>(base, C.from).z + r * n;
-      for (uint64_t j = 0; j < n; ++j) y[j] = x[j] + k[j];
-      break;
-    }
-  }
+  const ops::NormRow s = warpNormRow(x, n, C.op_value, C.op == NNA_OP_LAYERNORM, lane);
+  for (uint64_t j = lane; j < n; j += 32) y[j] = T(ops::normHat(double(x[j]), s) * double(C.w[j]) + (C.b ? double(C.b[j]) : 0.0));
 }
 
-// dL/dz[l-1] into d[l-1] (l >= 2; f' of layer l-1 is its own backward's) from d[l]; a norm's row
-// stats into `stats` (rows entries) for opParamGradKernel.
-template <typename T> __global__ void opBackwardKernel(void* base, uint32_t l, uint64_t rows, uint64_t seed, uint64_t step, ops::NormRow* stats) {
-  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+// Layer l's norm backward: dL/dz[l-1] into d[l-1] (l >= 2), the row's stats into `stats`.
+template <typename T> __global__ void normBackwardKernel(void* base, uint32_t l, uint64_t rows, ops::NormRow* stats) {
+  const uint64_t r = blockIdx.x * uint64_t(kOpRowsPerBlock) + threadIdx.x / 32;
+  const unsigned lane = threadIdx.x % 32;
   if (r >= rows) return;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units;
-  T* dx = l > 1 ? P.d + r * n : nullptr;
-  const T* dy = C.d + r * n;
-  switch (C.op) {
-    case NNA_OP_LAYERNORM:
-    case NNA_OP_RMSNORM: {
-      const bool centred = C.op == NNA_OP_LAYERNORM;
-      const ops::NormRow s = ops::normRow(P.z + r * n, n, C.op_value, centred);
-      stats[uint64_t(blockIdx.z) * rows + r] = s;
-      if (dx) ops::normBackward(P.z + r * n, dy, C.w, dx, n, s, centred);
-      break;
-    }
-    case NNA_OP_DROPOUT:
-      if (dx) ops::dropoutRow(dy, dx, r, ops::DropoutMask{seed, step, l, nna_dropout_threshold(C.op_value), n}, ops::dropoutScale<T>(C.op_value));
-      break;
-    case NNA_OP_RESIDUAL:
-      if (dx)
-        for (uint64_t j = 0; j < n; ++j) dx[j] = dy[j];
-      break;
+  const bool centred = C.op == NNA_OP_LAYERNORM;
+  const T *x = P.z + r * n, *dy = C.d + r * n;
+  const ops::NormRow s = warpNormRow(x, n, C.op_value, centred, lane);
+  if (lane == 0) stats[uint64_t(blockIdx.z) * rows + r] = s;
+  if (l == 1) return;
+  double a = 0, b = 0;
+  for (uint64_t j = lane; j < n; j += 32) {
+    const double g = double(dy[j]) * double(C.w[j]);
+    a += g;
+    b += g * ops::normHat(double(x[j]), s);
+  }
+  a = centred ? warpSum(a) / double(n) : 0.0;
+  b = warpSum(b) / double(n);
+  T* dx = P.d + r * n;
+  for (uint64_t j = lane; j < n; j += 32) dx[j] = T(s.rstd * (double(dy[j]) * double(C.w[j]) - a - ops::normHat(double(x[j]), s) * b));
+}
+
+// Dropout and residual, element by element: forward (z[l] from z[l-1], and z[from]) or, with
+// `backward`, dL/dz[l-1] into d[l-1] from d[l] (residual: a copy; z[from]'s share is
+// residualAddKernel's). `train`: dropout drops, with the mask of (seed, step).
+template <typename T> __global__ void opElementKernel(void* base, uint32_t l, uint64_t rows, bool backward, bool train, uint64_t seed, uint64_t step) {
+  const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
+  const uint64_t n = C.units, total = rows * n;
+  const T* in = backward ? C.d : P.z;
+  T* out = backward ? P.d : C.z;
+  const T* from = C.op == NNA_OP_RESIDUAL && !backward ? bindModel<T>(base, C.from).z : nullptr;
+  const ops::DropoutMask m{seed, step, l, nna_dropout_threshold(C.op_value), n};
+  const T scale = ops::dropoutScale<T>(C.op_value);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    if (C.op == NNA_OP_DROPOUT)
+      out[i] = !train ? in[i] : m.keep(i / n, i % n) ? in[i] * scale : T(0);
+    else
+      out[i] = from ? in[i] + from[i] : in[i];
   }
 }
 
-// A norm's gain and bias gradients: column j summed over the rows in row order (the CPU's order).
+// A norm's gain and bias gradients: column j's sum over the rows, each of kOpStripes stripes
+// (rows stripe, stripe + kOpStripes, ...) in row order, the stripes added in order.
 template <typename T> __global__ void opParamGradKernel(void* base, uint32_t l, uint64_t rows, const ops::NormRow* stats) {
-  const uint64_t j = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  __shared__ double part[2][kOpStripes][kOpCols];
+  const uint64_t j = blockIdx.x * uint64_t(kOpCols) + threadIdx.x;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
-  if (j >= C.units) return;
   const uint64_t n = C.units;
   const ops::NormRow* s = stats + uint64_t(blockIdx.z) * rows;
   double g = 0, bias = 0;
-  for (uint64_t r = 0; r < rows; ++r) {
-    const double dy = double(C.d[r * n + j]);
-    g += dy * ops::normHat(double(P.z[r * n + j]), s[r]);
-    bias += dy;
+  if (j < n)
+#pragma unroll 4
+    for (uint64_t r = threadIdx.y; r < rows; r += kOpStripes) {
+      const double dy = double(C.d[r * n + j]);
+      g += dy * ops::normHat(double(P.z[r * n + j]), s[r]);
+      bias += dy;
+    }
+  part[0][threadIdx.y][threadIdx.x] = g;
+  part[1][threadIdx.y][threadIdx.x] = bias;
+  __syncthreads();
+  if (threadIdx.y != 0 || j >= n) return;
+  g = 0;
+  bias = 0;
+  for (unsigned k = 0; k < kOpStripes; ++k) {
+    g += part[0][k][threadIdx.x];
+    bias += part[1][k][threadIdx.x];
   }
   if (C.dw) C.dw[j] = T(g);
   if (C.db) C.db[j] = T(bias);
