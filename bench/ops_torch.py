@@ -3,6 +3,7 @@
 # way: the wall clock around E epochs (synchronised), data set on the device, a new shuffle each
 # epoch. Eager as most users write it, and a captured CUDA graph of the whole step (static
 # batch buffers filled by index_select inside the graph, capturable fused AdamW): its best.
+# On a machine without CUDA: eager on the CPU (torch.set_num_threads follows the cores).
 #   python3 bench/ops_torch.py [--samples 65536] [--epochs 5] [--precisions fp32,tf32] [--json out.json]
 import argparse, json, time
 import torch
@@ -11,11 +12,24 @@ import torch.nn.functional as F
 p = argparse.ArgumentParser()
 p.add_argument('--samples', type=int, default=65536)
 p.add_argument('--epochs', type=int, default=5)
-p.add_argument('--precisions', default='fp32,tf32')
+p.add_argument('--precisions', default='fp32,tf32' if torch.cuda.is_available() else 'fp32')
 p.add_argument('--json')
 a = p.parse_args()
 dev = 'cuda' if torch.cuda.is_available() else 'cpu'
 BATCH = 512
+
+
+class RMSNorm(torch.nn.Module):
+    """nn.RMSNorm's arithmetic for PyTorch older than 2.4 (no nn.RMSNorm), e.g. a distribution's CPU build."""
+
+    def __init__(self, n, eps=None):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        eps = self.eps if self.eps is not None else torch.finfo(x.dtype).eps
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * self.weight
 
 
 class Net(torch.nn.Module):
@@ -26,7 +40,7 @@ class Net(torch.nn.Module):
         self.l3 = torch.nn.Linear(256, 256)
         self.drop = torch.nn.Dropout(0.1)
         self.l5 = torch.nn.Linear(256, 256)
-        self.rms = torch.nn.RMSNorm(256)
+        self.rms = torch.nn.RMSNorm(256) if hasattr(torch.nn, 'RMSNorm') else RMSNorm(256)
         self.out = torch.nn.Linear(256, 2)
 
     def forward(self, x):
@@ -54,9 +68,8 @@ for precision in a.precisions.split(','):
         net = Net().to(dev)
         decay = [net.l1.weight, net.l3.weight, net.l5.weight, net.out.weight]
         rest = [q for q in net.parameters() if all(q is not w for w in decay)]
-        fused = dev == 'cuda'
-        opt = torch.optim.AdamW([{'params': decay}, {'params': rest, 'weight_decay': 0.0}], lr=1e-3, weight_decay=0.01,
-                                fused=fused, capturable=mode == 'graphed')
+        extra = {'fused': True, 'capturable': mode == 'graphed'} if dev == 'cuda' else {}
+        opt = torch.optim.AdamW([{'params': decay}, {'params': rest, 'weight_decay': 0.0}], lr=1e-3, weight_decay=0.01, **extra)
         net.train()
 
         def step(xb, yb):
