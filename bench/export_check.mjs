@@ -15,26 +15,48 @@ const networks = [
   { name: 'mnist-shape-f32', layers: [784, 128, 10], activations: ['relu', 'softmax'], dtype: 'float32' },
   { name: 'modern-f32', layers: [20, 32, 24, 16, 5], activations: ['gelu', 'silu', 'leaky-relu', 'softmax'], dtype: 'float32' },
   { name: 'modern-f64', layers: [12, 24, 16, 3], activations: ['gelu-tanh', 'softplus', 'identity'], dtype: 'float64' },
+  // the ops (docs/ops.md): the NnArena module, its layers' objects
+  ...['float32', 'float64'].map((dtype) => ({
+    name: `ops-${dtype === 'float32' ? 'f32' : 'f64'}`,
+    layers: [
+      12,
+      { units: 24, activation: 'gelu' },
+      { op: 'layernorm' },
+      { op: 'dropout', p: 0.2 },
+      { units: 24 },
+      { op: 'residual', from: 1 },
+      { op: 'rmsnorm' },
+      { units: 3, activation: 'softmax' },
+    ],
+    dtype,
+  })),
 ];
 const wave = (n, k) => Array.from({ length: n }, (_, i) => Math.sin(0.37 * i + k) * Math.cos(0.011 * i * k));
 const cases = [];
 for (const net of networks) {
-  const inputs = net.layers[0],
-    outputs = net.layers.at(-1);
-  const arena = Arena.create(planLayout({ layers: net.layers, activations: net.activations, dtype: net.dtype, batch: 16, samples: 64, optimizer: 'adam' }), {
-    backend: 'cpu',
+  const plan = planLayout({
+    layers: net.layers,
+    ...(net.activations ? { activations: net.activations } : {}),
+    dtype: net.dtype,
+    batch: 16,
+    samples: 64,
+    optimizer: 'adam',
   });
+  const { layers, activations } = plan.spec;
+  const inputs = layers[0],
+    outputs = layers.at(-1);
+  const arena = Arena.create(plan, { backend: 'cpu' });
   try {
-    const t = new Trainer(arena, { lr: 0.01 });
+    const t = new Trainer(arena, { lr: 0.01, dropoutSeed: 5 });
     t.init(7);
-    const softmax = net.activations.at(-1) === 'softmax';
+    const softmax = activations.at(-1) === 'softmax';
     const x = wave(64 * inputs, 1);
     const target = softmax ? { labels: Array.from({ length: 64 }, (_, i) => (i * 7) % outputs) } : { y: wave(64 * outputs, 2) };
     await t.fit({ x, ...target }, { epochs: 3, seed: 1 });
     const file = `${net.name}.safetensors`;
     saveSafetensors(arena, join(dir, file));
     const xt = wave(9 * inputs, 3);
-    cases.push({ ...net, file, rows: 9, x: xt, predict: Array.from(await t.predict(xt)) });
+    cases.push({ ...net, layers, activations, file, rows: 9, x: xt, predict: Array.from(await t.predict(xt)) });
   } finally {
     arena.dispose();
   }

@@ -1,7 +1,8 @@
 """PyTorch loads nn-arena's safetensors export (issue 31). Runs bench/export_check.mjs (nn-arena
 trains small networks on the CPU and writes model.safetensors files plus inputs and its predict()
 outputs), then for each network builds the torch.nn.Sequential its metadata names (Linear at
-index 2*(l-1), the activation module after it: src/export/sequential.ts), loads the file with
+index 2*(l-1), the activation module after it: src/export/sequential.ts; with ops, the NnArena
+module of docs/ops.md: LayerNorm, RMSNorm, Dropout or Residual at that index), loads the file with
 load_state_dict(strict=True) and reproduces nn-arena's outputs: float32 within 1e-6, float64
 within 1e-12, on the CPU and on CUDA when there is one (TF32 off). The file is read by the
 `safetensors` package when installed, and always by a minimal reader below (8-byte header
@@ -75,6 +76,55 @@ def sequential(layers, activations):
     return torch.nn.Sequential(*mods)
 
 
+# The module of a network with ops, as docs/ops.md defines it (the safetensors names are its
+# state_dict names): an nn.Sequential of (layer, activation) pairs whose forward adds a Residual's
+# earlier output.
+class Residual(torch.nn.Module):
+    def __init__(self, source):
+        super().__init__()
+        self.source = source
+
+
+class NnArena(torch.nn.Sequential):
+    def forward(self, x):
+        outs = [x]
+        for i in range(0, len(self), 2):
+            layer, act = self[i], self[i + 1]
+            x = act(x + outs[layer.source] if isinstance(layer, Residual) else layer(x))
+            outs.append(x)
+        return x
+
+
+class RMSNormCompat(torch.nn.Module):
+    """nn.RMSNorm's arithmetic and state_dict (weight) where PyTorch is older than 2.4."""
+
+    def __init__(self, n, eps):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(n))
+        self.eps = eps
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def with_ops(layers, activations, ops):
+    mods = []
+    for l in range(1, len(layers)):
+        o, n = ops[l - 1], layers[l]
+        if o["op"] == "dense":
+            m = torch.nn.Linear(layers[l - 1], n)
+        elif o["op"] == "layernorm":
+            m = torch.nn.LayerNorm(n, eps=o["eps"])
+        elif o["op"] == "rmsnorm":
+            m = torch.nn.RMSNorm(n, eps=o["eps"]) if hasattr(torch.nn, "RMSNorm") else RMSNormCompat(n, o["eps"])
+        elif o["op"] == "dropout":
+            m = torch.nn.Dropout(o["p"])
+        else:
+            m = Residual(o["from"])
+        mods += [m, MODULES[activations[l - 1]]()]
+    return NnArena(*mods)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "export_check.json"))
@@ -99,7 +149,8 @@ def main():
                 assert layers == c["layers"] and activations == c["activations"], (layers, activations)
                 dtype = DTYPES["F64" if c["dtype"] == "float64" else "F32"]
                 for device in devices:
-                    model = sequential(layers, activations).to(dtype)
+                    ops = json.loads(meta["nn_arena_ops"]) if "nn_arena_ops" in meta else None
+                    model = (with_ops(layers, activations, ops) if ops else sequential(layers, activations)).to(dtype)
                     model.load_state_dict(state, strict=True)
                     model = model.to(device).eval()
                     x = torch.tensor(c["x"], dtype=dtype).reshape(c["rows"], layers[0]).to(device)

@@ -247,3 +247,55 @@ describe('safetensors', () => {
     );
   });
 });
+
+describe('export of a network with ops (layernorm, dropout, residual, rmsnorm)', () => {
+  const layers = [
+    6,
+    { units: 8, activation: 'relu' },
+    { op: 'layernorm' },
+    { op: 'dropout', p: 0.3 },
+    { units: 8 },
+    { op: 'residual', from: 1 },
+    { op: 'rmsnorm' },
+    { units: 3, activation: 'softmax' },
+  ] as const;
+
+  async function trainedOps(dtype: Dtype) {
+    const arena = Arena.create(planLayout({ layers: layers as never, batch: 8, dtype, optimizer: 'adam', samples: 64 }), cpu);
+    const t = new Trainer(arena, { lr: 0.01, dropoutSeed: 4 });
+    t.init(3);
+    await t.fit(toyData(6, 3, 64, 5, false), { epochs: 2, seed: 1 });
+    return { arena, t, x: toyData(6, 3, 21, 9, true).x };
+  }
+
+  it.each(['float32', 'float64'] as const)('%s: ONNX Runtime gives predict()', async (dtype) => {
+    const { arena, t, x } = await trainedOps(dtype);
+    try {
+      const ours = await t.predict(x);
+      const input = dtype === 'float64' ? Float64Array.from(x) : Float32Array.from(x);
+      expect(maxDiff(ours, await runOnnx(toOnnx(arena), input, 6))).toBeLessThan(dtype === 'float64' ? 1e-12 : 1e-6);
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('safetensors: the norms gain and bias under the layer indices, a round trip bit for bit, the module in the metadata', async () => {
+    const { arena, t, x } = await trainedOps('float32');
+    try {
+      const bytes = toSafetensors(arena);
+      const file = readSafetensors(bytes);
+      expect([...file.tensors.keys()].sort()).toEqual(['0.bias', '0.weight', '10.weight', '12.bias', '12.weight', '2.bias', '2.weight', '6.bias', '6.weight']);
+      expect(file.tensors.get('2.weight')!.shape).toEqual([8]);
+      expect(file.tensors.get('10.weight')!.shape).toEqual([8]);
+      expect(file.metadata.nn_arena_sequential).toBe(
+        'NnArena(Linear(6, 8), ReLU(), LayerNorm(8, eps=0.00001), Identity(), Dropout(p=0.3), Identity(), Linear(8, 8), Identity(), Residual(1), Identity(), RMSNorm(8, eps=1.1920928955078125e-7), Identity(), Linear(8, 3), Softmax(dim=1))',
+      );
+      using again = Arena.create(arena.plan, cpu);
+      loadSafetensors(again, bytes);
+      const t2 = new Trainer(again);
+      expect(Array.from(await t2.predict(x))).toEqual(Array.from(await t.predict(x)));
+    } finally {
+      arena.dispose();
+    }
+  });
+});

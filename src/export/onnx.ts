@@ -1,6 +1,8 @@
-// onnx.ts: the inference graph as an ONNX model (opset 20, for Gelu): per layer a Gemm (x W^T +
-// b, the weight stored [out, in] with transB = 1) and its activation's nodes (sequential.ts: none
-// for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu). Input `input` [batch, inputs] and output `output` [batch,
+// onnx.ts: the inference graph as an ONNX model (opset 20, for Gelu): per dense layer a Gemm (x
+// W^T + b, the weight stored [out, in] with transB = 1) and its activation's nodes (sequential.ts:
+// none for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu); a
+// layernorm a LayerNormalization, an rmsnorm its arithmetic (Mul, ReduceMean, Add, Sqrt, Div,
+// Mul), a residual an Add of an earlier layer's output, dropout nothing (the identity at inference). Input `input` [batch, inputs] and output `output` [batch,
 // outputs], the batch dimension symbolic; initializers carry the safetensors names (0.weight,
 // 0.bias, ...). Written with src/export/protobuf.ts (field numbers from onnx/onnx.proto).
 import type { Arena } from '../arena/arena.js';
@@ -13,7 +15,7 @@ import { exportActivation, sequentialSource, type OnnxAttribute } from './sequen
 const OPSET = 20;
 /** The IR version that goes with opset 20 (ONNX 1.15). */
 const IR_VERSION = 9;
-const TENSOR_TYPE = { float32: 1, float64: 11 } as const;
+const TENSOR_TYPE = { float32: 1, float64: 11, int64: 7 } as const;
 const ATTRIBUTE_TYPE = { float: 1, int: 2, string: 3 } as const;
 
 // Field numbers (onnx.proto3).
@@ -39,13 +41,18 @@ function node(op: string, inputs: string[], output: string, name: string, attrib
   return m;
 }
 
-function tensor(name: string, dims: number[], type: number, data: Float32Array | Float64Array): Message {
+function tensor(name: string, dims: number[], type: number, data: Float32Array | Float64Array | BigInt64Array): Message {
   const m = new Message();
   for (const d of dims) m.int(TENSOR.dims, d);
   return m
     .int(TENSOR.dataType, type)
     .string(TENSOR.name, name)
     .bytes(TENSOR.rawData, new Uint8Array(data.buffer, data.byteOffset, data.byteLength));
+}
+
+/** An int64 tensor (ReduceMean's axes). */
+function intTensor(name: string, values: number[]): Message {
+  return tensor(name, [values.length], TENSOR_TYPE.int64, BigInt64Array.from(values.map(BigInt)));
 }
 
 /** A float tensor [batch, width] value description. */
@@ -67,26 +74,47 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   const type = TENSOR_TYPE[spec.dtype];
   const graph = new Message().string(GRAPH.name, 'nn-arena');
   const params = layerParams(arena, model);
-  let h = 'input';
+  const L = params.length;
+  const outputs = ['input']; // each layer's output value, for a residual's addition
+  const constants: Message[] = [];
   for (const p of params) {
-    const last = p.layer === params.length;
-    const steps = exportActivation(spec.activations[p.layer - 1]!, p.layer, spec.leakyReluSlope).onnx;
-    const gemmOut = last && steps.length === 0 ? 'output' : `linear_${p.layer}`;
-    graph.message(GRAPH.node, node('Gemm', [h, p.names.weight, p.names.bias], gemmOut, `gemm_${p.layer}`, { transB: { int: 1 } }));
-    h = gemmOut;
-    steps.forEach((st, i) => {
-      const out = last && i === steps.length - 1 ? 'output' : `act_${p.layer}${steps.length > 1 ? `_${i}` : ''}`;
+    const l = p.layer,
+      o = spec.ops?.[l - 1] ?? { op: 'dense' as const };
+    const steps = exportActivation(spec.activations[l - 1]!, l, spec.leakyReluSlope).onnx;
+    const x = outputs[l - 1]!;
+    const [w, b] = [p.tensors[0]?.name ?? '', p.tensors[1]?.name ?? ''];
+    const opOut = l === L && steps.length === 0 ? 'output' : `layer_${l}`;
+    let h = opOut;
+    if (o.op === 'dense') graph.message(GRAPH.node, node('Gemm', [x, w, b], opOut, `gemm_${l}`, { transB: { int: 1 } }));
+    else if (o.op === 'layernorm')
+      graph.message(GRAPH.node, node('LayerNormalization', [x, w, b], opOut, `layernorm_${l}`, { axis: { int: 1 }, epsilon: { float: o.eps } }));
+    else if (o.op === 'rmsnorm') {
+      // x / sqrt(mean(x^2) + eps) * gain (ONNX's RMSNormalization is opset 23: composed here)
+      constants.push(tensor(`rmsnorm_${l}.eps`, [], type, spec.dtype === 'float32' ? Float32Array.of(o.eps) : Float64Array.of(o.eps)));
+      constants.push(intTensor(`rmsnorm_${l}.axes`, [1])); // rows are dim 0: each row's units
+      graph.message(GRAPH.node, node('Mul', [x, x], `rmsnorm_${l}_sq`, `rmsnorm_${l}_sq`));
       graph.message(
         GRAPH.node,
-        node(st.op, st.alsoInput ? [gemmOut, h] : [h], out, `${st.op.toLowerCase()}_${p.layer}${steps.length > 1 ? `_${i}` : ''}`, st.attributes),
+        node('ReduceMean', [`rmsnorm_${l}_sq`, `rmsnorm_${l}.axes`], `rmsnorm_${l}_mean`, `rmsnorm_${l}_mean`, { keepdims: { int: 1 } }),
+      );
+      graph.message(GRAPH.node, node('Add', [`rmsnorm_${l}_mean`, `rmsnorm_${l}.eps`], `rmsnorm_${l}_var`, `rmsnorm_${l}_var`));
+      graph.message(GRAPH.node, node('Sqrt', [`rmsnorm_${l}_var`], `rmsnorm_${l}_rms`, `rmsnorm_${l}_rms`));
+      graph.message(GRAPH.node, node('Div', [x, `rmsnorm_${l}_rms`], `rmsnorm_${l}_hat`, `rmsnorm_${l}_hat`));
+      graph.message(GRAPH.node, node('Mul', [`rmsnorm_${l}_hat`, w], opOut, `rmsnorm_${l}`));
+    } else if (o.op === 'residual') graph.message(GRAPH.node, node('Add', [x, outputs[o.from]!], opOut, `residual_${l}`));
+    else h = x; // dropout: the identity at inference
+    steps.forEach((st, i) => {
+      const out = l === L && i === steps.length - 1 ? 'output' : `act_${l}${steps.length > 1 ? `_${i}` : ''}`;
+      graph.message(
+        GRAPH.node,
+        node(st.op, st.alsoInput ? [opOut, h] : [h], out, `${st.op.toLowerCase()}_${l}${steps.length > 1 ? `_${i}` : ''}`, st.attributes),
       );
       h = out;
     });
+    outputs.push(h);
   }
-  for (const p of params) {
-    graph.message(GRAPH.initializer, tensor(p.names.weight, [spec.layers[p.layer]!, spec.layers[p.layer - 1]!], type, p.weight));
-    graph.message(GRAPH.initializer, tensor(p.names.bias, [spec.layers[p.layer]!], type, p.bias));
-  }
+  for (const p of params) for (const t of p.tensors) graph.message(GRAPH.initializer, tensor(t.name, t.shape, type, t.view));
+  for (const c of constants) graph.message(GRAPH.initializer, c);
   graph.message(GRAPH.input, valueInfo('input', type, spec.layers[0]!));
   graph.message(GRAPH.output, valueInfo('output', type, spec.layers[spec.layers.length - 1]!));
   const m = new Message()

@@ -12,11 +12,17 @@ export interface ModelOptions {
   model?: number;
 }
 
+/** One tensor of a layer: its state_dict name, the arena's view of it, its PyTorch shape. */
+export interface ParamTensor {
+  name: string;
+  view: View;
+  shape: number[];
+}
 export interface LayerParams {
   layer: number;
-  weight: View;
-  bias: View;
-  names: { weight: string; bias: string };
+  /** A dense layer's weight [out, in] and bias [out]; a layernorm's weight and bias [units]; an
+   *  rmsnorm's weight; nothing for dropout and residual. */
+  tensors: ParamTensor[];
 }
 
 /** The arena argument of an export or import: an Arena (OptionError BAD_OPTION naming it, before
@@ -43,15 +49,21 @@ export function modelOf(arena: Arena, options: unknown): number {
   return m;
 }
 
-/** Layer by layer, views of model `model`'s w and b on the host side. */
+/** Layer by layer, views of model `model`'s parameters on the host side, with their names and
+ *  shapes (the regions a layer has: a dense layer's w and b, a norm's gain and bias). */
 export function layerParams(arena: Arena, model: number): LayerParams[] {
-  const L = arena.plan.spec.layers.length - 1;
-  return Array.from({ length: L }, (_, i) => ({
-    layer: i + 1,
-    weight: arena.view(i + 1, 'w', model),
-    bias: arena.view(i + 1, 'b', model),
-    names: tensorNames(i + 1),
-  }));
+  const spec = arena.plan.spec;
+  return Array.from({ length: spec.layers.length - 1 }, (_, i) => {
+    const l = i + 1;
+    const names = tensorNames(l);
+    const tensors: ParamTensor[] = [];
+    const w = arena.plan.region(l, 'w'),
+      b = arena.plan.region(l, 'b');
+    const dense = (spec.ops?.[i]?.op ?? 'dense') === 'dense';
+    if (w) tensors.push({ name: names.weight, view: arena.view(l, 'w', model), shape: dense ? [spec.layers[l]!, spec.layers[l - 1]!] : [spec.layers[l]!] });
+    if (b) tensors.push({ name: names.bias, view: arena.view(l, 'b', model), shape: [spec.layers[l]!] });
+    return { layer: l, tensors };
+  });
 }
 
 /** Makes the host's w and b current for reading (BUSY while a run is queued or in flight). */

@@ -33,22 +33,20 @@ export function toSafetensors(arena: Arena, options?: ModelOptions): Uint8Array 
   syncParamsToHost(arena, 'toSafetensors');
   const spec = arena.plan.spec;
   const dtype = DTYPE_NAME[spec.dtype];
+  const source = sequentialSource(spec); // a network with no export is refused before any byte is read
   const header: Record<string, unknown> = {
     __metadata__: {
       format: 'pt',
       nn_arena_layers: spec.layers.join(','),
       nn_arena_activations: spec.activations.join(','),
-      nn_arena_sequential: sequentialSource(spec),
+      nn_arena_sequential: source,
+      ...(spec.ops ? { nn_arena_ops: JSON.stringify(spec.ops) } : {}),
     },
   };
   const parts: Uint8Array[] = [];
   let offset = 0;
   for (const p of layerParams(arena, model)) {
-    const shapes: Array<[string, Float32Array | Float64Array, number[]]> = [
-      [p.names.weight, p.weight, [spec.layers[p.layer]!, spec.layers[p.layer - 1]!]],
-      [p.names.bias, p.bias, [spec.layers[p.layer]!]],
-    ];
-    for (const [name, view, shape] of shapes) {
+    for (const { name, view, shape } of p.tensors) {
       header[name] = { dtype, shape, data_offsets: [offset, offset + view.byteLength] };
       parts.push(new Uint8Array(view.buffer, view.byteOffset, view.byteLength));
       offset += view.byteLength;
@@ -154,10 +152,7 @@ export function loadSafetensors(arena: Arena, source: string | Uint8Array, optio
   const spec = arena.plan.spec;
   const params = layerParams(arena, model);
   const expected = new Map<string, number[]>();
-  for (const p of params) {
-    expected.set(p.names.weight, [spec.layers[p.layer]!, spec.layers[p.layer - 1]!]);
-    expected.set(p.names.bias, [spec.layers[p.layer]!]);
-  }
+  for (const p of params) for (const t of p.tensors) expected.set(t.name, t.shape);
   for (const [name, shape] of expected) {
     const t = file.tensors.get(name);
     if (!t) throw new DataError('BAD_TENSOR', name, undefined, `is missing: this ${spec.layers.join('-')} network needs ${[...expected.keys()].join(', ')}`);
@@ -181,9 +176,6 @@ export function loadSafetensors(arena: Arena, source: string | Uint8Array, optio
     }
   }
   syncParamsToHost(arena, 'loadSafetensors');
-  for (const p of params) {
-    p.weight.set(file.tensors.get(p.names.weight)!.data);
-    p.bias.set(file.tensors.get(p.names.bias)!.data);
-  }
+  for (const p of params) for (const t of p.tensors) t.view.set(file.tensors.get(t.name)!.data);
   paramsWritten(arena);
 }

@@ -55,19 +55,29 @@ export function tensorNames(layer: number): { weight: string; bias: string } {
   return { weight: `${i}.weight`, bias: `${i}.bias` };
 }
 
-/** The nn.Sequential of a spec, as Python source (for the metadata and the docs). */
-export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations' | 'leakyReluSlope' | 'ops'>): string {
-  // An nn.Sequential holds a chain of dense layers; a residual is not one, and the norms' and
-  // dropout's export is not written yet.
-  const op = spec.ops?.findIndex((o) => o.op !== 'dense') ?? -1;
-  if (op >= 0)
-    throw new ArenaError(
-      'NOT_SUPPORTED',
-      `layer ${op + 1} is a ${spec.ops![op]!.op} layer: safetensors and ONNX export take dense layers only in this version`,
-    );
-  const parts: string[] = [];
-  for (let l = 1; l < spec.layers.length; l++) {
-    parts.push(`Linear(${spec.layers[l - 1]}, ${spec.layers[l]})`, exportActivation(spec.activations[l - 1]!, l, spec.leakyReluSlope).torch);
+/** Layer l's module (the one at index 2 * (l - 1)) as PyTorch source. */
+function layerModule(spec: Pick<NormalizedSpec, 'layers' | 'ops'>, l: number): string {
+  const o = spec.ops?.[l - 1] ?? { op: 'dense' as const };
+  const n = spec.layers[l]!;
+  switch (o.op) {
+    case 'dense':
+      return `Linear(${spec.layers[l - 1]}, ${n})`;
+    case 'layernorm':
+      return `LayerNorm(${n}, eps=${o.eps})`;
+    case 'rmsnorm':
+      return `RMSNorm(${n}, eps=${o.eps})`;
+    case 'dropout':
+      return `Dropout(p=${o.p})`;
+    case 'residual':
+      return `Residual(${o.from})`;
   }
-  return `Sequential(${parts.join(', ')})`;
+}
+
+/** The PyTorch module of a spec, as Python source (for the metadata and the docs): an
+ *  nn.Sequential of dense layers, or, where a layer is an op, the NnArena module of docs/ops.md
+ *  (an nn.Sequential whose forward adds a Residual's earlier output), with the same indices. */
+export function sequentialSource(spec: Pick<NormalizedSpec, 'layers' | 'activations' | 'leakyReluSlope' | 'ops'>): string {
+  const parts: string[] = [];
+  for (let l = 1; l < spec.layers.length; l++) parts.push(layerModule(spec, l), exportActivation(spec.activations[l - 1]!, l, spec.leakyReluSlope).torch);
+  return `${spec.ops ? 'NnArena' : 'Sequential'}(${parts.join(', ')})`;
 }
