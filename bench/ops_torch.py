@@ -1,10 +1,11 @@
 # ops_torch.py: PyTorch training the network of bench/ops.mjs (Linear + ReLU, nn.LayerNorm,
 # nn.Dropout, a residual addition, nn.RMSNorm; batch 512; AdamW, fused on CUDA), timed the same
 # way: the wall clock around E epochs (synchronised), data set on the device, a new shuffle each
-# epoch. Eager as most users write it, and a captured CUDA graph of the whole step (static
-# batch buffers filled by index_select inside the graph, capturable fused AdamW): its best.
+# epoch; precisions fp32, tf32 (TF32 matmuls on) and bf16 (autocast). Eager as most users write
+# it, and a captured CUDA graph of the whole step (static batch buffers filled by index_select
+# inside the graph, capturable fused AdamW): its best.
 # On a machine without CUDA: eager on the CPU (torch.set_num_threads follows the cores).
-#   python3 bench/ops_torch.py [--samples 65536] [--epochs 5] [--precisions fp32,tf32] [--json out.json]
+#   python3 bench/ops_torch.py [--samples 65536] [--epochs 5] [--precisions fp32,tf32,bf16] [--json out.json]
 import argparse, json, time
 import torch
 import torch.nn.functional as F
@@ -74,7 +75,9 @@ for precision in a.precisions.split(','):
 
         def step(xb, yb):
             opt.zero_grad(set_to_none=False)
-            loss = F.cross_entropy(net(xb), yb)
+            # bf16: autocast (the products in bf16, the parameters and the optimizer in fp32)
+            with torch.autocast(dev, dtype=torch.bfloat16, enabled=precision == 'bf16', cache_enabled=False):
+                loss = F.cross_entropy(net(xb), yb)
             loss.backward()
             opt.step()
             return loss

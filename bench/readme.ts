@@ -462,7 +462,7 @@ function exportCheckSection(file: string, r: ExportCheck): string[] {
   return [
     `## Exported models in PyTorch: ${r.machine}`,
     provenance(file, r),
-    `PyTorch ${r.torch} loads nn-arena's safetensors exports into nn.Sequential and reproduces its predictions: ${new Set(r.rows.map((x) => x.network)).size} networks, ` +
+    `PyTorch ${r.torch} loads nn-arena's safetensors exports into nn.Sequential (or the NnArena module of docs/ops.md) and reproduces its predictions: ${new Set(r.rows.map((x) => x.network)).size} networks, ` +
       `readers ${[...new Set(r.rows.map((x) => x.reader))].join(' and ')}, devices ${[...new Set(r.rows.map((x) => x.device))].join(' and ')}; ` +
       `${failed ? `**${failed} of ${r.rows.length} cases failed**` : `all ${r.rows.length} cases within tolerance`}: ${byDtype.join(', ')}.`,
     '',

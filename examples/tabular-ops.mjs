@@ -36,7 +36,7 @@ const plan = planLayout({
     { units: 3, activation: 'softmax' },
   ],
 });
-const arena = Arena.create(plan, { backend: 'cpu' }); // or 'cuda' (fp32 / tf32: docs/ops.md)
+const arena = Arena.create(plan, { backend: 'cpu' }); // or 'cuda' (docs/ops.md)
 try {
   const trainer = new Trainer(arena, { lr: 0.003, weightDecay: 0.01, dropoutSeed: 1 });
   trainer.init(1); // dense weights drawn, gains 1, biases 0

@@ -162,8 +162,8 @@ describe('ops in the layer table', () => {
       t.init(1);
       await t.forward(new Float32Array(12));
       await expect(t.backward({ labels: [0, 1, 0] })).rejects.toMatchObject({ code: 'NOT_SUPPORTED' });
-      // what a Trainer on a CUDA arena asks at construction (check.cc checkTarget): fp32 and tf32
-      // run there; bf16 / fp16, a deviceBudget, K models and a data-parallel group are refused
+      // what a Trainer on a CUDA arena asks at construction (check.cc checkTarget): every
+      // precision runs there; a deviceBudget, K models and a data-parallel group are refused
       const header = arena.plan.header;
       const refused = (f: () => void, field?: string) =>
         expect(f).toThrow(
@@ -173,8 +173,8 @@ describe('ops in the layer table', () => {
             message: expect.stringContaining('layer 2 is a layernorm layer') as string,
           }) as Error,
         );
-      native().checkRun(header, { op: OPS.train, rows: 3, precision: PRECISIONS.tf32 }, { cuda: true, budgeted: false });
-      refused(() => native().checkRun(header, { op: OPS.train, rows: 3, precision: PRECISIONS.bf16 }, { cuda: true, budgeted: false }), 'precision');
+      for (const precision of [PRECISIONS.tf32, PRECISIONS.bf16])
+        native().checkRun(header, { op: OPS.train, rows: 3, precision }, { cuda: true, budgeted: false });
       refused(() => native().checkRun(header, { op: OPS.train, rows: 3 }, { cuda: true, budgeted: true }));
       refused(() => native().checkGroup(header), 'layers');
       const models = planLayout({ layers: spec, batch: 3, models: 2 }).header;

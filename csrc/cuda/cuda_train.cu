@@ -370,8 +370,9 @@ template <typename T> class LayerRun {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads): with one parameter a thread, every parameter paid for a binding.
     const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
-    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, half_.active() ? half_.w(l) : HalfOut{});
-    if (!st_.wFresh.empty()) st_.wFresh[l] = half_.active();  // bf16 / fp16: the update wrote w's copy too
+    const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
+    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, copy ? half_.w(l) : HalfOut{});
+    if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
@@ -455,6 +456,10 @@ template <typename T> class LayerRun {
         graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
       else
         graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
+      if (half_.active() && l < last_) {  // bf16 / fp16: the copy of z[l] the next layer's products read
+        toHalf(l, NNA_Z, rows * n);
+        st_.zFresh[l] = true;
+      }
       return;
     }
     const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
@@ -674,7 +679,8 @@ template <typename T> class LayerRun {
       graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_);
     if (l > 1) {
       residualAdds(l - 1, rows);
-      graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, HalfOut{});
+      // f' of layer l-1, and (bf16 / fp16) the copy of d[l-1] its products read
+      graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half_.active() ? half_.d(l - 1) : HalfOut{});
     }
     if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
     return false;
@@ -982,6 +988,7 @@ template <typename T> class LayerRun {
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       fork();  // the weight-gradient product reads the copies of d[l] and z[l-1], which the activation gradient leaves alone
+      residualAdds(l - 1, rows);
       activationGrad(l, rows, fold, hp, half_.d(l - 1));
     } else {
       fork();
@@ -1038,7 +1045,7 @@ template <typename T> class LayerRun {
         count = 0;
       };
       for (uint32_t l = 1; l <= last_; ++l) {
-        if (st_.wFresh[l] || (unfoldedOnly && foldsLayer(l))) continue;
+        if (st_.wFresh[l] || (unfoldedOnly && foldsLayer(l)) || L_[l].op != NNA_OP_DENSE) continue;  // an op's gain is read in fp32
         c.src[count] = at(l, NNA_W);
         c.srcStride[count] = uint64_t(stride(l, NNA_W));
         c.dst[count] = half_.w(l);

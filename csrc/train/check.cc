@@ -146,8 +146,8 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
 void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   // Ops other than dense (nn_arena.h NNA_OPS) have their CPU forward and backward (csrc/ops/);
   // the CUDA paths run chains of dense layers.
-  // The per-layer CUDA path runs them in fp32 / tf32 for one model (op_kernels.cuh); the fused
-  // kernel and the 16-bit operand copies are written for chains of dense layers.
+  // The per-layer CUDA path runs them for one model (op_kernels.cuh); the fused kernel is written
+  // for chains of dense layers.
   uint32_t op = 0;
   const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
   const nna_header* h = nna_header_of(header);
@@ -155,8 +155,6 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
     const std::string which = "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer";
     if (target.budgeted) NNA_FAIL("NOT_SUPPORTED", which + "; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
     if (nna_models(h) > 1) NNA_FAIL_FIELD("NOT_SUPPORTED", "models", which + "; K models with ops train on the CPU backend in this version (backend: 'cpu')");
-    if (p.precision == Precision::Bf16 || p.precision == Precision::Fp16)
-      NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", which + "; ops run in 'fp32', 'tf32' or 'tf32x3' on the CUDA backend in this version");
   }
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.

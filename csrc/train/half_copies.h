@@ -37,7 +37,7 @@ template <typename Copies> HalfCopiesLayout halfCopiesLayout(const nna_header& h
   out.d.assign(last + 1, {});
   for (uint32_t l = 0; l < last; ++l) out.z[l] = take(h.batch * L[l].units, copies(l, NNA_Z));
   for (uint32_t l = 1; l <= last; ++l) {
-    out.w[l] = take(uint64_t(L[l].units) * L[l].fan_in, copies(l, NNA_W));
+    out.w[l] = take(L[l].op == NNA_OP_DENSE ? uint64_t(L[l].units) * L[l].fan_in : 0, copies(l, NNA_W));  // an op's gain is read in fp32
     out.d[l] = take(h.batch * L[l].units, copies(l, NNA_D));
   }
   return out;
