@@ -9,18 +9,15 @@ import { Arena, Dataset, planLayout, Trainer } from '../dist/index.js';
 import { writeFileSync } from 'node:fs';
 import { cpus, hostname } from 'node:os';
 import { headCommit } from './git-commit.mjs';
+import { flag, option, xorshift } from './bench-args.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const opt = option;
 const backend = opt('backend', 'auto');
 const precisions = opt('precisions', 'fp32').split(',');
 const samples = Number(opt('samples', '65536'));
 const epochs = Number(opt('epochs', '5'));
 const jsonOut = opt('json', undefined);
-const dense = args.includes('--dense');
+const dense = flag('dense');
 
 export const OPS_NET = [
   64,
@@ -39,15 +36,8 @@ const BATCH = 512;
 function makeSet(n) {
   const x = new Float32Array(n * 64),
     labels = new Uint8Array(n);
-  let s = 0x2545f491 >>> 0;
-  const next = () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32 - 0.5;
-  };
+  const draw = xorshift(0x2545f491);
+  const next = () => draw() - 0.5;
   for (let r = 0; r < n; r++) {
     let score = 0;
     for (let c = 0; c < 64; c++) {

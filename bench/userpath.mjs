@@ -9,12 +9,9 @@ import { Arena, Dataset, planLayout, Trainer } from '../dist/index.js';
 import { writeFileSync } from 'node:fs';
 import { hostname, cpus } from 'node:os';
 import { headCommit } from './git-commit.mjs';
+import { option, xorshift } from './bench-args.mjs';
 
-const args = process.argv.slice(2);
-const opt = (name, dflt) => {
-  const i = args.indexOf(`--${name}`);
-  return i >= 0 ? args[i + 1] : dflt;
-};
+const opt = option;
 const backend = opt('backend', 'auto');
 const nets = opt('nets', 'S,P').split(',');
 const samples = Number(opt('samples', '60000'));
@@ -31,15 +28,7 @@ const NETS = {
 function makeSet(n, inputs, classes) {
   const x = new Float32Array(n * inputs),
     labels = new Uint8Array(n);
-  let s = 0x9e3779b9 >>> 0;
-  const next = () => {
-    s ^= s << 13;
-    s >>>= 0;
-    s ^= s >>> 17;
-    s ^= s << 5;
-    s >>>= 0;
-    return s / 2 ** 32;
-  };
+  const next = xorshift(0x9e3779b9);
   for (let i = 0; i < x.length; i++) x[i] = next();
   for (let i = 0; i < n; i++) labels[i] = Math.floor(next() * classes);
   return { x, labels };
@@ -157,7 +146,7 @@ if (jsonOut) {
         benchmark: 'userpath',
         date: new Date().toISOString(),
         commit: headCommit(),
-        command: `node bench/userpath.mjs ${args.join(' ')}`,
+        command: `node bench/userpath.mjs ${process.argv.slice(2).join(' ')}`,
         host: hostname(),
         cpu: cpus()[0]?.model,
         cores: cpus().length,
