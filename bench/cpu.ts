@@ -56,7 +56,7 @@ function runGemmBench(quick: boolean, log: (s: string) => void): CpuGemm | strin
       'csrc/cpu/gemm_avx2.cc',
       'csrc/cpu/gemm_avx512.cc',
       'csrc/cpu/gemm_neon.cc',
-      'csrc/cpu/thread_pool.cc',
+      'csrc/core/thread_pool.cc',
       'csrc/core/env.cc',
     ].map((f) => join(root, f));
     // The addon's flags (binding.gyp), so the kernels are the ones training runs.

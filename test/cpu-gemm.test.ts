@@ -24,7 +24,7 @@ const GEMM_SOURCES = [
   'csrc/cpu/gemm_avx2.cc',
   'csrc/cpu/gemm_avx512.cc',
   'csrc/cpu/gemm_neon.cc',
-  'csrc/cpu/thread_pool.cc',
+  'csrc/core/thread_pool.cc',
   'csrc/core/env.cc',
 ];
 /** The ISAs gemm_check must have checked, given the best one it detected. */

@@ -18,8 +18,9 @@
 #include <vector>
 
 #include "cpu/gemm.h"
-#include "cpu/thread_pool.h"
+#include "core/thread_pool.h"
 
+using namespace nna;
 using namespace nna::cpu;
 using Clock = std::chrono::steady_clock;
 

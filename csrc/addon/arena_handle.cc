@@ -190,19 +190,20 @@ Napi::Value ArenaHandle::Run(const Napi::CallbackInfo& info) {
   return startRun(env, b, comm_, p, this, Value());
 }
 
-// runInline(params, into?, back?): run()'s work on the calling (JS) thread, returning its path:
+// runInline(base, params, into?, back?): run()'s work on the calling (JS) thread, returning its path:
 // for runs so short that handing them to a libuv worker and back costs more than the work (a step
 // or a forward pass of a small batch; the Trainer decides, src/train/runner.ts). `into` / `back`:
 // ranges [offset, bytes, ...] uploaded before the run and read back after it, each counted as one
 // transfer as transfer() counts them; on plain device memory they are queued on the run's stream,
-// so that the upload, the run and the read-back end in one wait. BUSY while anything is in flight;
+// so that the upload, the run and the read-back end in one wait. `base` and `params`: the run's
+// parameters (convert.h's runParamsOf: the frozen base is read once). BUSY while anything is in flight;
 // not for a data-parallel group's arenas or a budgeted arena (their runs wait on other ranks or on
 // page migration).
 Napi::Value ArenaHandle::RunInline(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  RunParams p = runParamsOf(env, info[0]);
-  const std::vector<Range> into = info.Length() > 1 && !info[1].IsUndefined() ? rangesOf(env, info[1]) : std::vector<Range>{};
-  const std::vector<Range> back = info.Length() > 2 && !info[2].IsUndefined() ? rangesOf(env, info[2]) : std::vector<Range>{};
+  RunParams p = runParamsOf(env, info[0], info[1], params_);
+  const std::vector<Range> into = info.Length() > 2 && !info[2].IsUndefined() ? rangesOf(env, info[2]) : std::vector<Range>{};
+  const std::vector<Range> back = info.Length() > 3 && !info[3].IsUndefined() ? rangesOf(env, info[3]) : std::vector<Range>{};
   const std::shared_ptr<Block> b = inlineBlock(env);
   return Napi::String::New(env, guarded(env, [&] { return runWithCopies(*b, p, into, back); }));
 }
@@ -216,7 +217,7 @@ std::shared_ptr<Block> ArenaHandle::inlineBlock(Napi::Env env) const {
   return b;
 }
 
-// predictRows(params, x, count, out, [z0Offset, zOutOffset, inputs, outputs, batch]): predict()'s
+// predictRows(base, params, x, count, out, [z0Offset, zOutOffset, inputs, outputs, batch]): predict()'s
 // batches on the JS thread in one call (inline_run.h): x's rows read natively into z[0] batch by
 // batch, each run forward with its copies, the outputs into `out` (the arena's dtype). Returns
 // { path, batches, bad, value } (bad >= 0: x[bad] is not finite, nothing from its batch on ran), or
@@ -224,12 +225,12 @@ std::shared_ptr<Block> ArenaHandle::inlineBlock(Napi::Env env) const {
 // arena of its own, not budgeted, nothing in flight.
 Napi::Value ArenaHandle::PredictRows(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  RunParams p = runParamsOf(env, info[0]);
-  const std::optional<TypedSource> x = typedSource(env, info[1], "x");
-  const uint64_t count = exactU64(env, info[2], "count");
-  const TypedDestination out = typedDestination(env, info[3], "out");
-  if (!info[4].IsArray() || info[4].As<Napi::Array>().Length() != 5) throwJs(env, "BAD_ARGUMENT", "predictRows: shape must be [z0Offset, zOutOffset, inputs, outputs, batch]");
-  const Napi::Array g = info[4].As<Napi::Array>();
+  RunParams p = runParamsOf(env, info[0], info[1], params_);
+  const std::optional<TypedSource> x = typedSource(env, info[2], "x");
+  const uint64_t count = exactU64(env, info[3], "count");
+  const TypedDestination out = typedDestination(env, info[4], "out");
+  if (!info[5].IsArray() || info[5].As<Napi::Array>().Length() != 5) throwJs(env, "BAD_ARGUMENT", "predictRows: shape must be [z0Offset, zOutOffset, inputs, outputs, batch]");
+  const Napi::Array g = info[5].As<Napi::Array>();
   PredictShape s;
   s.z0 = exactU64(env, g.Get(0u), "z0Offset");
   s.zOut = exactU64(env, g.Get(1u), "zOutOffset");

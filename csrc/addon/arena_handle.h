@@ -10,6 +10,7 @@
 
 #include "../core/block.h"
 #include "../nccl/communicator.h"
+#include "convert.h"
 #include "run_worker.h"
 
 namespace nna::addon {
@@ -68,6 +69,7 @@ class ArenaHandle : public Napi::ObjectWrap<ArenaHandle>, public RunOwner {
 
   std::shared_ptr<Block> block_;
   std::shared_ptr<Communicator> comm_;  // runs in flight hold it too
+  ParamsCache params_;                  // runInline's and predictRows' base parameters, read once
   nna::Stats finalStats_;               // after dispose(): the counters it ended with
   std::vector<Napi::Reference<Napi::ArrayBuffer>> views_;
   uint32_t numLayers_ = 0;

@@ -135,10 +135,12 @@ Schedule scheduleOf(Napi::Env env, const Napi::Value& v) {
 
 // Every key of a run's parameters is known and of the right type, or the call fails before it
 // touches the arena: a mistyped key never takes a default.
-RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
+namespace {
+
+// Each key of object v onto p.
+void readRunParams(Napi::Env env, const Napi::Value& v, RunParams& p) {
   if (!v.IsObject() || v.IsArray()) throwJs(env, "BAD_ARGUMENT", "run parameters must be an object");
   const Napi::Object o = v.As<Napi::Object>();
-  RunParams p;
   const Napi::Array keys = o.GetPropertyNames();
   for (uint32_t i = 0; i < keys.Length(); ++i) {
     const Napi::Value key = keys.Get(i);
@@ -218,6 +220,27 @@ RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
     } else
       throwJs(env, "BAD_ARGUMENT", "unknown run parameter '" + k + "'");
   }
+}
+
+}  // namespace
+
+RunParams runParamsOf(Napi::Env env, const Napi::Value& v) {
+  RunParams p;
+  readRunParams(env, v, p);
+  return p;
+}
+
+RunParams runParamsOf(Napi::Env env, const Napi::Value& base, const Napi::Value& own, ParamsCache& cache) {
+  if (cache.base.IsEmpty() || !cache.base.Value().StrictEquals(base)) {
+    if (!base.IsObject() || !env.Global().Get("Object").As<Napi::Object>().Get("isFrozen").As<Napi::Function>().Call({base}).ToBoolean())
+      throwJs(env, "BAD_ARGUMENT", "base run parameters must be a frozen object");
+    RunParams parsed;
+    readRunParams(env, base, parsed);
+    cache.parsed = parsed;
+    cache.base = Napi::Persistent(base.As<Napi::Object>());
+  }
+  RunParams p = cache.parsed;
+  readRunParams(env, own, p);
   return p;
 }
 

@@ -40,6 +40,15 @@ std::vector<JitType> typesOf(Napi::Env env, const Napi::Value& v);
 // src/native/addon.ts RunParams: every key known, every value of its type.
 Schedule scheduleOf(Napi::Env env, const Napi::Value& v);
 RunParams runParamsOf(Napi::Env env, const Napi::Value& v);
+// The same from two objects: `base`, frozen and passed again unchanged call after call (what
+// every run of a Trainer shares), read once for as long as it is the same object, then `own` (the
+// call's keys) over it. Reading some thirty keys through Node-API costs more than a small run's
+// launch, so a step() reads only its own few.
+struct ParamsCache {
+  Napi::ObjectReference base;
+  RunParams parsed;
+};
+RunParams runParamsOf(Napi::Env env, const Napi::Value& base, const Napi::Value& own, ParamsCache& cache);
 // A device budget in bytes: undefined is none, else a positive safe integer (BAD_BUDGET, field
 // deviceBudget).
 Budget budgetOf(Napi::Env env, const Napi::Value& bytes, const Napi::Value& scheduled);

@@ -126,9 +126,9 @@ template <typename S, typename D> CheckedCopy hotPart(D* dst, const S* src, uint
 // The parts of a copy (split.h): the first bad element of all wins (parts after it may have
 // written theirs).
 template <typename F> CheckedCopy parts(uint64_t n, uint64_t bytesPerItem, F part) {
-  constexpr uint64_t kPerThread = uint64_t(2) << 20;  // bytes a thread is worth starting for
+  constexpr uint64_t kPerPart = uint64_t(32) << 10;  // bytes read and written: a part's work well above waking a thread
   CheckedCopy r;
-  for (const CheckedCopy& f : splitOverThreads<CheckedCopy>(n, bytesPerItem, kPerThread, 8, part)) {
+  for (const CheckedCopy& f : splitOverThreads<CheckedCopy>(n, bytesPerItem, kPerPart, part)) {
     r.changed = r.changed || f.changed;
     if (r.bad < 0 && f.bad >= 0) {
       r.bad = f.bad;

@@ -24,8 +24,8 @@ template <typename U> int64_t scan(const U* v, uint64_t from, uint64_t to) {
 }
 
 template <typename U> int64_t firstOf(const U* v, uint64_t n) {
-  constexpr uint64_t kPerThread = uint64_t(4) << 20;  // bytes a thread is worth starting for
-  for (int64_t f : splitOverThreads<int64_t>(n, sizeof(U), kPerThread, 4, [&](uint64_t a, uint64_t b) { return scan(v, a, b); }))
+  constexpr uint64_t kPerPart = uint64_t(64) << 10;  // bytes read: a part's work well above waking a thread
+  for (int64_t f : splitOverThreads<int64_t>(n, sizeof(U), kPerPart, [&](uint64_t a, uint64_t b) { return scan(v, a, b); }))
     if (f >= 0) return f;
   return -1;
 }

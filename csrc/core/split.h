@@ -1,34 +1,28 @@
-// split.h: one pass over [0, n) split into parts on a few short-lived threads, where the bytes
-// are worth a thread (the finiteness scan of streamed windows, core/finite.cc; the checked copy
-// of user data, core/checked_copy.cc). Each part's result is kept in part order.
+// split.h: one pass over [0, n) split into parts run on the thread pool (thread_pool.h) where the
+// bytes are worth waking it (the finiteness scan of streamed windows, core/finite.cc; the checked
+// copy of user data, core/checked_copy.cc). Each part's result is kept in part order. One
+// thread's copy runs at a fraction of the host's memory bandwidth, so a batch of user rows
+// (hundreds of kilobytes) is already worth several threads.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <thread>
 #include <vector>
+#include "thread_pool.h"
 
 namespace nna {
 
-// part(from, to) over [0, n) in up to `maxParts` parts of at least `perThread` bytes
-// (`bytesPerItem` an item); the calling thread does the first. One part (no thread) below that.
-template <typename R, typename F> std::vector<R> splitOverThreads(uint64_t n, uint64_t bytesPerItem, uint64_t perThread, uint64_t maxParts, F part) {
-  if (n * bytesPerItem < perThread) return {part(uint64_t(0), n)};  // before asking for the cores: glibc reads a file for it
-  static const uint64_t hw = std::max(1u, std::thread::hardware_concurrency());
-  const uint64_t k = std::min<uint64_t>({maxParts, hw, n * bytesPerItem / perThread + 1});
+// part(from, to) over [0, n) in parts of at least `perPart` bytes (`bytesPerItem` an item), a few
+// per thread of up to kThreads (claimed as threads come free), on pool workers that do not linger
+// (PoolUse); one part, on the caller, below twice that.
+template <typename R, typename F> std::vector<R> splitOverThreads(uint64_t n, uint64_t bytesPerItem, uint64_t perPart, F part) {
+  constexpr unsigned kThreads = 8;  // eight threads come near a host's copy bandwidth
+  const uint64_t bytes = n * bytesPerItem;
+  if (bytes < 2 * perPart) return {part(uint64_t(0), n)};
+  const uint64_t k = std::min<uint64_t>({bytes / perPart, uint64_t(4) * std::min(poolThreads(), kThreads), n});
   if (k <= 1) return {part(uint64_t(0), n)};
   std::vector<R> found(k);
-  std::vector<std::thread> threads;
-  const uint64_t per = (n + k - 1) / k;
-  const auto run = [&](uint64_t t) { found[t] = part(std::min(n, t * per), std::min(n, (t + 1) * per)); };
-  for (uint64_t t = 1; t < k; ++t) {
-    try {
-      threads.emplace_back(run, t);
-    } catch (...) {  // no thread to be had: this one does that part
-      run(t);
-    }
-  }
-  run(0);
-  for (auto& th : threads) th.join();
+  parallel(
+      unsigned(k), [&](unsigned t) { found[t] = part(n * t / k, n * (t + 1) / k); }, PoolUse{false});
   return found;
 }
 

@@ -10,7 +10,7 @@
 #include "../ops/dropout.h"
 #include "../ops/norm.h"
 #include "../train/activations.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 namespace nna::cpu {
 

@@ -13,7 +13,7 @@
 #include "../train/train.h"
 #include "cpu_ops.h"
 #include "gemm.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 namespace nna {
 namespace {
@@ -57,8 +57,6 @@ template <typename T> inline double sumSquaresT(const T* g, uint64_t n) {
 }
 NNA_CLONES double sumSquares(const float* g, uint64_t n) { return sumSquaresT(g, n); }
 NNA_CLONES double sumSquares(const double* g, uint64_t n) { return sumSquaresT(g, n); }
-
-using cpu::parallelFor;
 
 // ---- One run -------------------------------------------------------------------------------
 // K-model arenas (nna_header.models): each step gathers the shared batch once, then runs every

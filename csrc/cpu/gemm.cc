@@ -8,7 +8,7 @@
 
 #include "../train/math.h"
 #include "gemm_isa.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 namespace nna {
 namespace cpu {

@@ -7,7 +7,7 @@
 
 #include "../train/math.h"
 #include "gemm_isa.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 #if defined(NNA_X86_KERNELS)
 #include <immintrin.h>

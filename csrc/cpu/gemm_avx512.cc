@@ -7,7 +7,7 @@
 
 #include "../train/math.h"
 #include "gemm_isa.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 #if defined(NNA_X86_KERNELS)
 // GCC 12's avx512fintrin.h builds its "undefined" vectors as `__m512 __Y = __Y;`, which its own

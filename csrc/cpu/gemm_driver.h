@@ -2,7 +2,7 @@
 // then NR x MR micro-tiles) written once over a kernel trait K and compiled per ISA: each
 // gemm_<isa>.cc includes it after its `#pragma GCC target`, with its own K, so every
 // instantiation has internal linkage and its ISA. Include only after <algorithm>, <cstdlib>,
-// <cstring>, "gemm.h", "thread_pool.h" and "../train/math.h" (not under the pragma).
+// <cstring>, "gemm.h", "../core/thread_pool.h" and "../train/math.h" (not under the pragma).
 //
 // K provides: T, V (vector of L lanes), MR, NV (NR = NV * L), KC, MC, NC, and zero, load
 // (aligned), loadu, storeu, set1, fma(a, b, c) = a * b + c, mul, fmaS (scalar a * b + c).

@@ -10,7 +10,7 @@
 
 #include "../train/math.h"
 #include "gemm_isa.h"
-#include "thread_pool.h"
+#include "../core/thread_pool.h"
 
 #if defined(NNA_ARM_KERNELS)
 #include <arm_neon.h>

@@ -48,15 +48,14 @@ namespace {
 static void launchNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
   if (p.op != Op::Train && p.op != Op::Update) return;
   const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
-  const dim3 models(1, 1, unsigned(nna_models(&h)));
-  for (uint32_t l = 1; l < h.num_layers; ++l) {
-    const dim3 grid(blocksFor(layers[l].units * (layers[l].fan_in + 1)), 1, models.z);
-    if (h.dtype == NNA_FLOAT64)
-      nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, double(step));
-    else
-      nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, l, h.num_layers - 1, float(step));
-    CUDA_CHECK(cudaGetLastError());
-  }
+  uint64_t most = 0;  // the largest layer's parameters: the others' blocks find less to read
+  for (uint32_t l = 1; l < h.num_layers; ++l) most = std::max<uint64_t>(most, layers[l].units * (layers[l].fan_in + 1));
+  const dim3 grid(blocksFor(most), h.num_layers - 1, unsigned(nna_models(&h)));
+  if (h.dtype == NNA_FLOAT64)
+    nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, h.num_layers - 1, double(step));
+  else
+    nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, h.num_layers - 1, float(step));
+  CUDA_CHECK(cudaGetLastError());
 }
 
 template <typename T> class LayerRun {

@@ -72,9 +72,10 @@ template <typename T> __global__ void resetStatsKernel(void* base, uint32_t last
 }
 
 // Marks the run's bad step `step` (unless one is marked) when a weight or bias of layer l is
-// not finite: a diverged step whose loss stayed finite (cpu_train.cc, markNonFinite).
-template <typename T> __global__ void nonFiniteKernel(void* base, uint32_t l, uint32_t last, T step) {
-  const nna_bound_layer<T> C = bindModel<T>(base, l);
+// not finite: a diverged step whose loss stayed finite (cpu_train.cc, markNonFinite). Layer l is
+// blockIdx.y + 1: one launch checks every layer (a launch costs the host more than the scan).
+template <typename T> __global__ void nonFiniteKernel(void* base, uint32_t last, T step) {
+  const nna_bound_layer<T> C = bindModel<T>(base, blockIdx.y + 1);
   const uint64_t nw = C.w_count, n = nw + C.b_count;  // a dense layer's matrix and bias, a norm's gain (and bias), or none
   bool bad = false;
   for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) bad |= !isfinite(i < nw ? C.w[i] : C.b[i - nw]);

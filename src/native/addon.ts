@@ -36,16 +36,19 @@ export interface NativeHandle {
   /** run()'s work on the calling thread, for runs shorter than a worker's round trip (the
    *  Trainer's choice: src/train/runner.ts). `into` / `back`: byte ranges [offset, bytes, ...]
    *  uploaded before the run and read back after it, with it (on plain device memory, on the
-   *  run's stream: one wait for all). BUSY with anything in flight; NOT_SUPPORTED on a group's
-   *  or a budgeted arena. */
-  runInline(params: RunParams, into?: number[], back?: number[]): RunPath;
+   *  run's stream: one wait for all). The run's parameters are `base`'s with `params`' over
+   *  them; `base` must be frozen, and is read once for as long as the same object comes back
+   *  (the Trainer's shared parameters: a step reads only its own few). BUSY with anything in
+   *  flight; NOT_SUPPORTED on a group's or a budgeted arena. */
+  runInline(base: Readonly<Partial<RunParams>>, params: Partial<RunParams>, into?: number[], back?: number[]): RunPath;
   /** predict()'s batches on the calling thread in one call (csrc/addon/inline_run.h): x's rows
    *  read natively into z[0] batch by batch, each run forward (`params`, rows set per batch) with
    *  its upload and the read-back of its outputs, copied into `out` (the arena's dtype). bad >= 0:
    *  x[bad] is not finite (`value`), nothing from its batch on ran. null: an x it does not read
    *  (Float16Array). As runInline: BUSY, NOT_SUPPORTED on a group's or a budgeted arena. */
   predictRows(
-    params: RunParams,
+    base: Readonly<Partial<RunParams>>,
+    params: Partial<RunParams>,
     x: ArrayBufferView,
     count: number,
     out: Float32Array | Float64Array,

@@ -24,6 +24,12 @@ export const PARAM_KINDS: Kind[] = ['w', 'b'];
  *  step of 784-128-10 on 100 rows, 3e7; CUDA's a step of 784-1024-1024-10 on 256 rows, 1.4e9). */
 const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32 } as const;
 
+/** o and every object or array under it, frozen (a native reader keeps what it read of them). */
+function deepFreeze<T extends object>(o: T): Readonly<T> {
+  for (const v of Object.values(o)) if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) deepFreeze(v as object);
+  return Object.freeze(o);
+}
+
 /** Byte ranges [offset, bytes, ...] of an arena and the regions they belong to (what observers
  *  of its transfers are told). */
 interface Moved {
@@ -271,7 +277,8 @@ export class Runner {
     const down = back.map((b) =>
       b === 'stats' ? this.#rowsOf(this.last, 'stats') : this.#rowsOf(this.last, 'z', rows * this.outputs * d.x.BYTES_PER_ELEMENT),
     );
-    const p = { ...this.#baseParams(), ...params, rows };
+    const own = { ...params, rows };
+    const p = { ...this.#baseParams(), ...own };
     if (!this.inlineRun(p))
       return this.#tracked([arena], params.op, async () => {
         if (up.ranges.length) transferRanges(arena, 'toDevice', up.regions, up.ranges);
@@ -282,7 +289,8 @@ export class Runner {
     return this.#tracked([arena], params.op, async () => {
       const path = call(() =>
         handleOf(arena).runInline(
-          p,
+          this.#baseParams(),
+          own,
           up.ranges,
           down.flatMap((m) => m.ranges),
         ),
@@ -303,8 +311,8 @@ export class Runner {
     const n = numericTypedLength(x);
     if (n === undefined || n === 0 || n % this.inputs !== 0 || this.models !== 1 || this.target.kind !== 'arena' || !this.idle) return false;
     const count = n / this.inputs;
-    const p = { ...this.#baseParams(), op: OPS.forward, resetStats: false, rows: this.batch };
-    if (!this.inlineRun({ ...p, rows: count })) return false;
+    const own = { op: OPS.forward, resetStats: false, rows: this.batch };
+    if (!this.inlineRun({ ...this.#baseParams(), ...own, rows: count })) return false;
     if (out !== undefined && out.length < count * this.outputs) return false; // the caller's check names it
     const arena = this.arena;
     if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
@@ -314,7 +322,9 @@ export class Runner {
     const z0 = arena.plan.region(0, 'z')!,
       zL = arena.plan.region(this.last, 'z')!;
     stateOf(arena).forwardRows = undefined; // a forward run replaces the activations
-    const r = call(() => handleOf(arena).predictRows(p, x as ArrayBufferView, count, dest, [z0.offset, zL.offset, this.inputs, this.outputs, this.batch]));
+    const r = call(() =>
+      handleOf(arena).predictRows(this.#baseParams(), own, x as ArrayBufferView, count, dest, [z0.offset, zL.offset, this.inputs, this.outputs, this.batch]),
+    );
     if (r === null) return false;
     const bpe = dest.BYTES_PER_ELEMENT;
     const up: number[] = [],
@@ -368,7 +378,7 @@ export class Runner {
   /** A run on the first arena: on this thread where it is short (inlineRun), else on a worker
    *  (`worker`: the run of every arena of the target). */
   #dispatch(p: RunParams, worker: () => Promise<RunPath>): () => Promise<RunPath> {
-    return this.inlineRun(p) ? async () => call(() => handleOf(this.arena).runInline(p)) : worker;
+    return this.inlineRun(p) ? async () => call(() => handleOf(this.arena).runInline(this.#baseParams(), p)) : worker;
   }
 
   /** A streamed window's run (src/train/stream-fit.ts): the window staged in `slot` goes into
@@ -506,8 +516,17 @@ export class Runner {
     return path;
   }
 
-  /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision. */
-  #baseParams(): Omit<RunParams, 'op'> {
+  /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision;
+   *  one frozen object for as long as the loss scale stays (the settings never change), which a
+   *  native inline run reads once (runInline's `base`). */
+  #baseParams(): Readonly<Omit<RunParams, 'op'>> {
+    const { scale, good } = this.scaler;
+    if (this.#base?.scale !== scale || this.#base.good !== good) this.#base = { scale, good, params: deepFreeze(this.#freshBaseParams()) };
+    return this.#base.params;
+  }
+  #base: { scale: number; good: number; params: Readonly<Omit<RunParams, 'op'>> } | undefined;
+
+  #freshBaseParams(): Omit<RunParams, 'op'> {
     const s = this.settings;
     return {
       ...s.opt.params,

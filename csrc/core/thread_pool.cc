@@ -1,7 +1,7 @@
 // thread_pool.cc: workers wait on a generation counter; they spin briefly after each job
 // (training issues products back to back) and then sleep on a condition variable.
 #include "thread_pool.h"
-#include "../core/env.h"
+#include "env.h"
 
 #include <algorithm>
 #include <atomic>
@@ -19,7 +19,6 @@
 #endif
 
 namespace nna {
-namespace cpu {
 namespace {
 
 // Tasks are claimed from one atomic word (job number : task count : next task), so a worker that
@@ -32,7 +31,7 @@ class Pool {
   }
   unsigned threads() const { return threads_; }
 
-  void run(unsigned tasks, const std::function<void(unsigned)>& task) {
+  void run(unsigned tasks, const std::function<void(unsigned)>& task, PoolUse use) {
     std::unique_lock<std::mutex> busy(busy_, std::try_to_lock);
     if (tasks <= 1 || threads_ <= 1 || !busy.owns_lock() || tasks >= kField) {
       for (unsigned i = 0; i < tasks; ++i) task(i);
@@ -45,9 +44,10 @@ class Pool {
       done_.store(0, std::memory_order_relaxed);
       job = (gen_.load(std::memory_order_relaxed) + 1) & kGenMask;
       claim_.store(job << 40 | uint64_t(tasks) << 20, std::memory_order_release);
+      linger_.store(use.linger, std::memory_order_relaxed);
       gen_.store(job, std::memory_order_release);
     }
-    cv_.notify_all();
+    cv_.notify_all();  // one call for all: waking a chosen few costs the caller a call each
     drain(job);
     // A worker still in a task may have been descheduled by another process: after a short
     // spin, give the core up so it can finish.
@@ -78,8 +78,9 @@ class Pool {
   void work() {
     uint64_t seen = 0;
     for (;;) {
-      // Spin a little (tens of microseconds) before sleeping: training issues products back to back.
-      for (int s = 0; s < 2000 && gen_.load(std::memory_order_acquire) == seen; ++s) NNA_PAUSE();
+      // Spin a little (tens of microseconds) before sleeping after a job that lingers.
+      const int spin = linger_.load(std::memory_order_relaxed) ? 2000 : 0;
+      for (int s = 0; s < spin && gen_.load(std::memory_order_acquire) == seen; ++s) NNA_PAUSE();
       if (gen_.load(std::memory_order_acquire) == seen) {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return gen_.load(std::memory_order_acquire) != seen; });
@@ -95,6 +96,7 @@ class Pool {
   std::condition_variable cv_;
   std::atomic<uint64_t> gen_{0}, claim_{0};
   std::atomic<unsigned> done_{0};
+  std::atomic<bool> linger_{true};
   const std::function<void(unsigned)>* task_ = nullptr;
 };
 
@@ -110,7 +112,6 @@ Pool& pool() {
 }  // namespace
 
 unsigned poolThreads() { return pool().threads(); }
-void parallel(unsigned tasks, const std::function<void(unsigned)>& task) { pool().run(tasks, task); }
+void parallel(unsigned tasks, const std::function<void(unsigned)>& task, PoolUse use) { pool().run(tasks, task, use); }
 
-}  // namespace cpu
 }  // namespace nna
