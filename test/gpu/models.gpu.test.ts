@@ -49,7 +49,11 @@ describe.skipIf(!hasGpu)('K models on CUDA: bit-identical to K one-model arenas 
       );
       if (process.env.NN_ARENA_STEP_PATH === 'fused') expect(r.path).toBe('fused');
       if (process.env.NN_ARENA_STEP_PATH === 'layers') expect(r.path).toMatch(/^layers/);
-      if (r.path === 'layers (cublas)') {
+      // Unless a path is forced, the one step on a caller's batch takes the per-layer path and
+      // its graph (docs/cuda.md), whatever the fit took: with cuBLAS, batched for the K models.
+      const stepOnCublas =
+        !process.env.NN_ARENA_STEP_PATH && process.env.NN_ARENA_CUDA_GRAPH !== '0' && process.env.NN_ARENA_GEMM !== 'tiled' && info.gemm.startsWith('cublas');
+      if (r.path === 'layers (cublas)' || stepOnCublas) {
         // cuBLAS picks its kernels by the batch count: a strided batched product of K models is not
         // the one-model call's kernel, so the sums may be ordered differently (rounding, not more).
         console.log(`models [${knobs}] ${name}: cuBLAS batched vs alone, largest relative weight difference ${r.maxRelWeights.toExponential(3)}`);
