@@ -160,10 +160,11 @@ template <typename T> class LayerRun {
     allocateScaledCopies(shelf);
     // Not with a memory scheduler or a group (their work between launches is host-side), nor for
     // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
-    // One-step training runs (step() in a loop) take part where the arena keeps a cache: the
-    // first captures its only step, the next replay it, as a long run's later steps do.
-    graphs_ = !hooks && !sync && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && p.op == Op::Train)) && knob(Knob::CudaGraph, "1") != "0";
-    if (graphs_ && cache_) graph_ = &cache_->graph;
+    // One-step training runs (step() in a loop) and forward runs (predict()'s batches) take part
+    // where the arena keeps a cache: the first captures its only step, the next replay it, as a
+    // long run's later steps do; each kind in a graph of its own.
+    graphs_ = !hooks && !sync && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";
+    if (graphs_ && cache_) graph_ = p.op == Op::Forward ? &cache_->forward : &cache_->graph;
     graph_->beginRun();
     // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
     // its scalars in device memory cuBLAS may pick another kernel, as it did for bf16), so that

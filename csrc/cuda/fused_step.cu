@@ -362,10 +362,11 @@ template <typename T> void launch(void* base, const nna_header& h, const std::ve
 bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms) {
   static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
-  // One training step on the caller's batch (step()): the per-layer path replays a captured
-  // graph of it, one launch where the fused step takes its cooperative launch and more.
-  static const bool graphs = knob(Knob::CudaGraph, "1") != "0";
-  if (path != "fused" && graphs && p.op == Op::Train && !p.resident && p.numBatches <= 1 && p.runCache) return false;
+  // One training step or forward pass on the caller's batch (step(), predict()): the per-layer
+  // path replays a captured graph of it, one launch where the fused step takes its cooperative
+  // launch and more.
+  const bool graphs = knob(Knob::CudaGraph, "1") != "0";  // read per run, as the per-layer path reads it
+  if (path != "fused" && graphs && (p.op == Op::Train || p.op == Op::Forward) && !p.resident && p.numBatches <= 1 && p.runCache) return false;
   if (!device().cooperative || h.num_layers - 1 > kMaxFusedLayers) return false;
   const uint64_t limit32 = uint64_t(1) << 31;  // the fused routines index regions in 32 bits
   for (uint32_t l = 1; l < h.num_layers; ++l) {

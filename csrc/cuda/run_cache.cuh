@@ -1,5 +1,5 @@
 // run_cache.cuh: what an arena keeps between its CUDA runs (Block::runCache, RunParams::runCache):
-// the per-layer path's step graph and the buffers beside the arena (ScratchShelf), for the lane
+// the per-layer path's step graphs and the buffers beside the arena (ScratchShelf), for the lane
 // whose cuBLAS handle the graph was captured with (cuBLAS's kernels in it use that handle's
 // workspace, which only the run holding the lane may touch).
 #pragma once
@@ -15,7 +15,8 @@ namespace nna {
 struct RunCache {
   void* blas = nullptr;
   ScratchShelf shelf;
-  StepGraph graph;  // names the shelf's bytes: it goes first
+  StepGraph graph;    // a training step's; names the shelf's bytes: it goes first
+  StepGraph forward;  // a forward run's (predict()'s batches), kept apart so that the two alternate
 };
 
 // The arena's cache for a run on `lane` (a new one where the last run held another lane), or

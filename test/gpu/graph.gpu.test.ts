@@ -265,3 +265,40 @@ describe.skipIf(!tensorCores || process.env.NN_ARENA_UNDER_SANITIZER === '1')('b
     expect(before - cudaInfo().freeBytes).toBeLessThan(8 * 2 ** 20);
   }, 60_000);
 });
+
+// predict() between step() calls: forward runs keep a graph of their own (run_cache.cuh), so the
+// step's graph and the forward's both replay, to the bits of the same calls without graphs.
+describe.skipIf(!hasGpu)('CUDA graphs of forward runs', () => {
+  const calls = async (graph: boolean) => {
+    process.env.NN_ARENA_CUDA_GRAPH = graph ? '1' : '0';
+    // Past the fused kernel's bound (as above): the per-layer path with graphs on and off alike.
+    const arena = Arena.create(planLayout({ layers: [784, 1024, 1024, 10], batch: 256, optimizer: 'sgd' }), { backend: 'cuda' });
+    try {
+      const t = new Trainer(arena, { lr: 0.05 });
+      t.init(6);
+      const data = toyData(784, 10, 512, 3, false);
+      const x = Float32Array.from(data.x),
+        labels = Uint8Array.from(data.labels!);
+      const losses: number[] = [],
+        outputs: number[] = [],
+        forwardReplays: number[] = [];
+      for (let s = 0; s < 6; s++) {
+        losses.push((await t.step(x.subarray(0, 256 * 784), { labels: labels.subarray(0, 256) })).loss);
+        const y = await t.predict(x); // two batches: a fed run, each batch a forward run
+        forwardReplays.push(handleOf(arena).graphSteps());
+        outputs.push(...y);
+      }
+      return { losses, outputs: Float32Array.from(outputs), forwardReplays };
+    } finally {
+      arena.dispose();
+    }
+  };
+  it('predict() and step() alternate, each replaying its own graph: the bits of the calls without graphs', async () => {
+    const direct = await calls(false),
+      graphed = await calls(true);
+    expect(direct.forwardReplays.every((n) => n === 0)).toBe(true);
+    expect(graphed.forwardReplays.slice(1).every((n) => n === 1)).toBe(true);
+    expect(graphed.losses).toEqual(direct.losses);
+    expect(Buffer.from(graphed.outputs.buffer).equals(Buffer.from(direct.outputs.buffer))).toBe(true);
+  }, 60_000);
+});
