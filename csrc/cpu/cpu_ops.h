@@ -102,30 +102,32 @@ template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, 
   }
 }
 
-// d[k] = (dL/dz[k] as the layer above left it + d of every residual layer that adds z[k]) *
-// f'(layer k); `act`: whether f' is still to apply (the dense product's epilogue applies it
-// where no residual adds z[k]).
-template <typename T> void finishError(const std::vector<nna_bound_layer<T>>& L, uint32_t k, uint64_t rows, bool act) {
-  const nna_bound_layer<T>& P = L[k];
-  const uint64_t n = P.units;
+// The errors d[r] of the residual layers r that add z[k] (the one place that finds them).
+template <typename T> std::vector<const T*> residualAdders(const std::vector<nna_bound_layer<T>>& L, uint32_t k) {
   std::vector<const T*> adds;
   for (uint32_t r = k + 2; r < L.size(); ++r)
     if (L[r].op == NNA_OP_RESIDUAL && L[r].from == k) adds.push_back(L[r].d);
-  if (adds.empty() && (!act || P.activation == NNA_ACT_IDENTITY)) return;
+  return adds;
+}
+
+// Whether some residual layer adds z[k] (then the product that writes d[k] leaves f' to finishError).
+template <typename T> bool residualAdds(const std::vector<nna_bound_layer<T>>& L, uint32_t k) { return !residualAdders(L, k).empty(); }
+
+// d[k] = (dL/dz[k] as the layer above left it + d of every residual layer that adds z[k]) *
+// f'(layer k), where the dense product's epilogue left f' out (residualAdds) or layer k+1 is
+// an op (its backward applies none).
+template <typename T> void finishError(const std::vector<nna_bound_layer<T>>& L, uint32_t k, uint64_t rows) {
+  const nna_bound_layer<T>& P = L[k];
+  const uint64_t n = P.units;
+  const std::vector<const T*> adds = residualAdders(L, k);
+  if (adds.empty() && P.activation == NNA_ACT_IDENTITY) return;
   parallelFor(rows, n * (adds.size() + 2), [&](uint64_t b, uint64_t e) {
     for (uint64_t i = b * n; i < e * n; ++i) {
       T g = P.d[i];
       for (const T* a : adds) g += a[i];
-      P.d[i] = act ? g * activationGradAt(P, i) : g;
+      P.d[i] = g * activationGradAt(P, i);
     }
   });
-}
-
-// Whether some residual layer adds z[k] (then the product that writes d[k] leaves f' to finishError).
-template <typename T> bool residualAdds(const std::vector<nna_bound_layer<T>>& L, uint32_t k) {
-  for (uint32_t r = k + 2; r < L.size(); ++r)
-    if (L[r].op == NNA_OP_RESIDUAL && L[r].from == k) return true;
-  return false;
 }
 
 }  // namespace nna::cpu

@@ -148,8 +148,10 @@ template <typename T> class CpuRun {
   void updateLayer(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
     if (C.op == NNA_OP_DENSE)
       cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
-    else
-      for (uint64_t i = 0; i < C.w_count; ++i) updateWeight<T>(h_.optimizer, C, i, C.dw[i], forBiases(hp));
+    else {
+      const Hyper<T> gains = forBiases(hp);
+      for (uint64_t i = 0; i < C.w_count; ++i) updateWeight<T>(h_.optimizer, C, i, C.dw[i], gains);
+    }
     updateBiases(C, hp);
   }
 
@@ -289,15 +291,15 @@ template <typename T> class CpuRun {
     const nna_bound_layer<T>& P = L[l - 1];
     const nna_bound_layer<T>& C = L[l];
     const uint64_t n = C.units, m = C.fan_in;
-    // d[l-1] takes f' in the product's epilogue unless a residual layer adds z[l-1] too: then
-    // the additions first, f' after (finishError).
-    const bool adds = l > 1 && cpu::residualAdds(L, l - 1);
     if (C.op != NNA_OP_DENSE) {
       cpu::opBackward(L, l, rows, ops_, normRows_);
-      if (l > 1) cpu::finishError(L, l - 1, rows, true);
+      if (l > 1) cpu::finishError(L, l - 1, rows);
       if (p_.op == Op::Train && !deferred_) updateLayer(C, hyper(lr, t));
       return;
     }
+    // d[l-1] takes f' in the product's epilogue unless a residual layer adds z[l-1] too: then
+    // the additions first, f' after (finishError).
+    const bool adds = l > 1 && cpu::residualAdds(L, l - 1);
     if (l > 1) {
       cpu::Gemm<T> g;
       g.m = rows;
@@ -316,7 +318,7 @@ template <typename T> class CpuRun {
       g.ep.ldz = m;
       g.round = round_;
       cpu::gemm(g);
-      if (adds) cpu::finishError(L, l - 1, rows, true);
+      if (adds) cpu::finishError(L, l - 1, rows);
     }
     colSum(C.d, rows, n, C.db);
     // Clipping defers every update until the step's gradients are all in (applyUpdates).
