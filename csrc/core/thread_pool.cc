@@ -1,5 +1,5 @@
-// thread_pool.cc: workers wait on a generation counter; they spin briefly after each job
-// (training issues products back to back) and then sleep on a condition variable.
+// thread_pool.cc: workers wait on a generation counter; they spin briefly after a job that
+// lingers (training issues products back to back; PoolUse) and then sleep on a condition variable.
 #include "thread_pool.h"
 #include "env.h"
 

@@ -278,11 +278,10 @@ export class Runner {
       b === 'stats' ? this.#rowsOf(this.last, 'stats') : this.#rowsOf(this.last, 'z', rows * this.outputs * d.x.BYTES_PER_ELEMENT),
     );
     const own = { ...params, rows };
-    const p = { ...this.#baseParams(), ...own };
-    if (!this.inlineRun(p))
+    if (!this.inlineRun(own))
       return this.#tracked([arena], params.op, async () => {
         if (up.ranges.length) transferRanges(arena, 'toDevice', up.regions, up.ranges);
-        const path = await runArena(arena, p);
+        const path = await runArena(arena, { ...this.#baseParams(), ...own });
         for (const m of down) transferRanges(arena, 'toHost', m.regions, m.ranges);
         return path;
       });
@@ -312,7 +311,7 @@ export class Runner {
     if (n === undefined || n === 0 || n % this.inputs !== 0 || this.models !== 1 || this.target.kind !== 'arena' || !this.idle) return false;
     const count = n / this.inputs;
     const own = { op: OPS.forward, resetStats: false, rows: this.batch };
-    if (!this.inlineRun({ ...this.#baseParams(), ...own, rows: count })) return false;
+    if (!this.inlineRun({ ...own, rows: count })) return false;
     if (out !== undefined && out.length < count * this.outputs) return false; // the caller's check names it
     const arena = this.arena;
     if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
@@ -356,18 +355,18 @@ export class Runner {
    *  reduction); a short one on this thread (inlineRun). */
   async run(params: RunParams): Promise<RunPath> {
     this.syncDevice();
-    const p = { ...this.#baseParams(), ...params };
     return this.#tracked(
       [this.arena],
       params.op,
-      this.#dispatch(p, () => runArena(this.arena, p)),
+      this.#dispatch(params, () => runArena(this.arena, { ...this.#baseParams(), ...params })),
     );
   }
 
   /** Whether a run is short enough to run on the JS thread: handing it to a libuv worker and
    *  back (two thread wake-ups, tens to hundreds of microseconds) would cost more than its work.
    *  One arena without a device budget; a run of at most INLINE_MACS multiply-adds (rows x the
-   *  net's weights x 3 for a step, x 1 for a forward pass; K models count K times). */
+   *  net's weights x 3 for a step, x 1 for a forward pass; K models count K times). Reads the
+   *  call's own parameters only (op, rows, resident, numBatches): none is a base parameter. */
   inlineRun(p: RunParams): boolean {
     if (this.target.kind !== 'arena' || this.arena.deviceBudget !== undefined) return false;
     const rows = p.resident ? (p.numBatches ?? 1) * this.batch : (p.rows ?? this.batch);
@@ -375,10 +374,10 @@ export class Runner {
     return rows * this.#macs * passes * this.models <= INLINE_MACS[this.arena.backend === 'cuda' ? 'cuda' : 'cpu'];
   }
 
-  /** A run on the first arena: on this thread where it is short (inlineRun), else on a worker
-   *  (`worker`: the run of every arena of the target). */
-  #dispatch(p: RunParams, worker: () => Promise<RunPath>): () => Promise<RunPath> {
-    return this.inlineRun(p) ? async () => call(() => handleOf(this.arena).runInline(this.#baseParams(), p)) : worker;
+  /** A run on the first arena, `own` its parameters beside the base ones: on this thread where
+   *  it is short (inlineRun), else on a worker (`worker`: the run of every arena of the target). */
+  #dispatch(own: RunParams, worker: () => Promise<RunPath>): () => Promise<RunPath> {
+    return this.inlineRun(own) ? async () => call(() => handleOf(this.arena).runInline(this.#baseParams(), own)) : worker;
   }
 
   /** A streamed window's run (src/train/stream-fit.ts): the window staged in `slot` goes into
@@ -466,11 +465,11 @@ export class Runner {
   async runAll(params: (rank: number, i: number) => RunParams): Promise<RunPath> {
     const arenas = this.target.arenas;
     for (const a of arenas) this.syncDevice(a);
-    const all = arenas.map((_, i) => ({ ...this.#baseParams(), ...params(this.target.rank + i, i) }));
+    const own = arenas.map((_, i) => params(this.target.rank + i, i));
     return this.#tracked(
       arenas,
-      all[0]!.op,
-      this.#dispatch(all[0]!, () => this.target.run(all)),
+      own[0]!.op,
+      this.#dispatch(own[0]!, () => this.target.run(own.map((q) => ({ ...this.#baseParams(), ...q })))),
     );
   }
 
