@@ -61,8 +61,12 @@ describe.skipIf(!hasGpu)('CUDA: forward + backward + update is step', () => {
             losses.push((await t.metrics()).loss);
           }
         }
+        console.log(`underflow ${precision} ${outputs}: step ${losses[0]}, primitives ${losses[1]}`);
         expect(losses[0]).toBeGreaterThan(1e6);
-        expect(Math.abs(losses[1]! - losses[0]!)).toBeLessThanOrEqual(1e-6 * losses[0]!);
+        // Each row's loss is above 2^62, beyond the exact fixed-point sum (output_row.cuh
+        // addLossExact): the 256 rows add up in float32 atomics in no fixed order, each addition
+        // rounding by up to 2^-24 (runs of one way differed by 2.4e-7 relative).
+        expect(Math.abs(losses[1]! - losses[0]!)).toBeLessThanOrEqual(256 * 2 ** -24 * losses[0]!);
       });
     }
   }
