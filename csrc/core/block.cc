@@ -147,6 +147,7 @@ RunCopies Block::runCopies(const std::vector<Range>& in, const std::vector<Range
   checkRanges(out);
   RunCopies c;
   c.host = host_;
+  c.pinned = options_.pinned;
   for (const auto* list : {&in, &out})
     for (const Range& r : *list) {
       if (r.bytes && r.offset < header_.size()) NNA_FAIL("OUT_OF_RANGE", "a run's copies never include the header (range at offset " + std::to_string(r.offset) + ")");

@@ -14,6 +14,7 @@ struct RunCopies {
     uint64_t offset = 0, bytes = 0;
   };
   uint8_t* host = nullptr;  // the host side's base (set by Block::runCopies)
+  bool pinned = false;      // whether it is page-locked (a graph may hold its copies only then)
   std::vector<Span> in;     // host -> device, before the run's first kernel
   std::vector<Span> out;    // device -> host, after its last
 };

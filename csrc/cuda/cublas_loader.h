@@ -41,13 +41,17 @@ void releaseLane(const Lane& lane);
 class LaneGuard {
  public:
   LaneGuard() : lane_(acquireLane()) {}
-  // A run that failed part-way may have left work queued: drain it before the next run.
+  // A run that failed part-way may have left work queued: drain it before the next run (unless
+  // the run said it ended with its own wait, the side stream's work joined into it: settled()).
   ~LaneGuard() {
     cudaSetDevice(lane_.device);  // a lane goes back from its own device
-    cudaStreamSynchronize(lane_.sideStream);
-    cudaStreamSynchronize(lane_.stream);
+    if (!settled_) {
+      cudaStreamSynchronize(lane_.sideStream);
+      cudaStreamSynchronize(lane_.stream);
+    }
     releaseLane(lane_);
   }
+  void settled() { settled_ = true; }
   LaneGuard(const LaneGuard&) = delete;
   LaneGuard& operator=(const LaneGuard&) = delete;
   const Lane& operator*() const { return lane_; }
@@ -55,6 +59,7 @@ class LaneGuard {
 
  private:
   Lane lane_;
+  bool settled_ = false;
 };
 
 // Whether cuBLAS was found ("" when it was; else why not). NN_ARENA_CUBLAS=0 turns it off,

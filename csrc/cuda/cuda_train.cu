@@ -44,17 +44,33 @@ namespace {
 
 // After a Train or Update run: a weight or bias left non-finite makes the run's last step its bad
 // step (DIVERGED), also when every loss was finite (cpu_train.cc, markNonFinite). One pass over
-// the parameters a run, queued on s behind the run's work.
-static void launchNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
-  if (p.op != Op::Train && p.op != Op::Update) return;
-  const uint64_t step = p.op == Op::Update ? 0 : p.numBatches - 1;
+// the parameters a run, queued on the run's stream behind its work: nonFiniteKernel's launch.
+struct NonFiniteScan {
+  bool needed = false;
+  dim3 grid;
+  uint32_t last = 0;
+  uint64_t step = 0;  // the step it marks
+};
+
+static NonFiniteScan nonFiniteScan(const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
+  NonFiniteScan n;
+  if (p.op != Op::Train && p.op != Op::Update) return n;
   uint64_t most = 0;  // the largest layer's parameters: the others' blocks find less to read
   for (uint32_t l = 1; l < h.num_layers; ++l) most = std::max<uint64_t>(most, layers[l].units * (layers[l].fan_in + 1));
-  const dim3 grid(blocksFor(most), h.num_layers - 1, unsigned(nna_models(&h)));
+  n.needed = true;
+  n.grid = dim3(blocksFor(most), h.num_layers - 1, unsigned(nna_models(&h)));
+  n.last = h.num_layers - 1;
+  n.step = p.op == Op::Update ? 0 : p.numBatches - 1;
+  return n;
+}
+
+static void launchNonFinite(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, cudaStream_t s) {
+  const NonFiniteScan n = nonFiniteScan(h, layers, p);
+  if (!n.needed) return;
   if (h.dtype == NNA_FLOAT64)
-    nonFiniteKernel<double><<<grid, kThreads, 0, s>>>(devBase, h.num_layers - 1, double(step));
+    nonFiniteKernel<double><<<n.grid, kThreads, 0, s>>>(devBase, n.last, double(n.step));
   else
-    nonFiniteKernel<float><<<grid, kThreads, 0, s>>>(devBase, h.num_layers - 1, float(step));
+    nonFiniteKernel<float><<<n.grid, kThreads, 0, s>>>(devBase, n.last, float(n.step));
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -175,7 +191,24 @@ template <typename T> class LayerRun {
   // Returns whether the products went through cuBLAS.
   bool run() {
     if (hooks_) hooks_->beginRun(s_, p_.numBatches);
-    if (p_.resetStats) { graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_); }
+    // A one-step graphed run (step() in a loop, a forward run on the caller's batch): its copies,
+    // the stats' reset and fold and the parameters' scan are nodes of the step's graph, so that a
+    // call is one graph launch and one wait. Not with pageable host memory (a capture cannot hold
+    // its copies).
+    const bool whole = graphs_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
+    const auto begin = [&] {
+      queueRunCopies(base_, p_, /*in=*/true, s_, [&](const RunCopies::Span& c) { return graph_->external(true, c.offset, c.bytes, p_.copies->host); });
+      if (p_.resetStats) graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_);
+    };
+    const auto end = [&] {
+      if (st_.foldPending) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+      st_.foldPending = false;
+      if (sync_) sync_->endRun(s_);  // never in a whole run (graphs_ is off in a group)
+      if (!hooks_)
+        if (const NonFiniteScan n = nonFiniteScan(h_, L_, p_); n.needed) graph_->launch(s_, nonFiniteKernel<T>, n.grid, kThreads, base_, n.last, T(n.step));
+      queueRunCopies(base_, p_, /*in=*/false, s_, [&](const RunCopies::Span& c) { return graph_->external(false, c.offset, c.bytes, p_.copies->host); });
+    };
+    if (!whole) begin();
     if (sync_) sync_->beginRun(s_, p_.resetStats);
     if (isPrimitive(p_.op)) {
       primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
@@ -186,6 +219,7 @@ template <typename T> class LayerRun {
       const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(st_.stepNow), stream); };
       const bool deferred = p_.op == Op::Train && clip_.active();
       auto step = [&](uint64_t s) {
+        if (whole) begin();
         firstStep_ = s == 0;
         opStep_ = p_.stepBase + s + 1;
         const StepRows sr = stepRows(h_.batch, p_, s);
@@ -237,6 +271,7 @@ template <typename T> class LayerRun {
           if (deferred) clipAndUpdate(hp, s);
         }
         if (hooks_) hooks_->endStep(s, s_);
+        if (whole) end();
       };
       // Where the updates write the weights' 16-bit copies (layers that do not fold), the first
       // step would be the only one to make them: made before it, so that it launches what the
@@ -262,12 +297,8 @@ template <typename T> class LayerRun {
         step(s);
       }
       if (p_.graphSteps) *p_.graphSteps = graph_->replayed();
-      if (st_.foldPending) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
-      st_.foldPending = false;
     }
-    if (sync_) sync_->endRun(s_);
-    if (!hooks_) launchNonFinite(base_, h_, L_, p_, s_);  // before the one sync that ends the run
-    queueRunCopies(base_, p_, /*in=*/false, s_);
+    if (!whole) end();  // before the one sync that ends the run
     if (p_.epilogues) *p_.epilogues = st_.epilogues;
     if (p_.queued) return blas_;  // a feed's batch (RunFeed): the feed waits, once
     CUDA_CHECK(cudaStreamSynchronize(s_));
@@ -1224,13 +1255,14 @@ static void requireTensorCores(Precision p) {
 // path, its copies out, and (unless p.queued) the wait that ends it.
 static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const std::vector<uint32_t>& from, const RunParams& p, const Lane& lane,
                              LayerHooks* hooks, GradSync* sync) {
-  queueRunCopies(devBase, p, /*in=*/true, lane.stream);
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
-  // the per-layer path.
+  // the per-layer path, which queues the run's copies itself (LayerRun::run).
   const bool own = !sync && !p.globalBatch && !p.shardOffset && !p.lossRows && (p.resident || p.rows > 0);
   FusedNorms norms;
-  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && runFused(devBase, h, layers, p, lane, &norms)) {
+  if (!hooks && own && !isPrimitive(p.op) && p.precision == Precision::Fp32 && fusedRuns(h, layers, p)) {
+    queueRunCopies(devBase, p, /*in=*/true, lane.stream);
+    runFused(devBase, h, layers, p, lane, &norms);
     launchNonFinite(devBase, h, layers, p, lane.stream);
     queueRunCopies(devBase, p, /*in=*/false, lane.stream);
     if (p.queued) return "fused";
@@ -1281,7 +1313,9 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   for (uint32_t l = 0; l < h.num_layers; ++l)
     if (const nna_op_param* q = nna_op_param_of(header, l)) from[l] = q->from;
   if (p.feed) return runFeed(devBase, p, lane->stream, [&](const RunParams& q) { return runOnLane(devBase, h, layers, from, q, *lane, nullptr, nullptr); });
-  return runOnLane(devBase, h, layers, from, p, *lane, hooks, sync);
+  const char* path = runOnLane(devBase, h, layers, from, p, *lane, hooks, sync);
+  if (!p.queued && !hooks && !sync) lane.settled();  // it ended with its stream's wait (runOnLane)
+  return path;
 }
 
 }  // namespace nna

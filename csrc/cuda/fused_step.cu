@@ -359,7 +359,7 @@ template <typename T> void launch(void* base, const nna_header& h, const std::ve
 
 }  // namespace
 
-bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms) {
+bool fusedRuns(const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
   static const std::string path = knob(Knob::StepPath, "auto");
   if (path == "layers") return false;
   // One training step or forward pass on the caller's batch (step(), predict()): the per-layer
@@ -376,11 +376,14 @@ bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& 
     // K models: K times the work (8 S models already run faster per layer).
     if (path != "fused" && h.batch * n * m * nna_models(&h) > kFusedMaxWork) return false;
   }
+  return true;
+}
+
+void runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms) {
   if (h.dtype == NNA_FLOAT64)
     launch<double>(devBase, h, layers, p, lane, norms);
   else
     launch<float>(devBase, h, layers, p, lane, norms);
-  return true;
 }
 
 }  // namespace nna

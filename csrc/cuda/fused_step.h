@@ -19,9 +19,13 @@ struct FusedNorms {
   uint64_t count = 0;
 };
 
-// Launches `p` with the fused kernel on lane.stream and returns true (the caller synchronises),
-// or returns false (nothing launched) where the fused path does not apply: a layer too large, a
-// device without cooperative launch, or NN_ARENA_STEP_PATH=layers.
-bool runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms);
+// Whether `p` runs with the fused kernel: not where a layer is too large or not dense, the device
+// has no cooperative launch, NN_ARENA_STEP_PATH=layers, or the per-layer path replays the run
+// as one graph launch. Decided before anything is queued: the per-layer path queues its copies
+// inside that graph.
+bool fusedRuns(const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p);
+
+// Launches `p` (fusedRuns) with the fused kernel on lane.stream; the caller synchronises.
+void runFused(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p, const Lane& lane, FusedNorms* norms);
 
 }  // namespace nna

@@ -9,17 +9,23 @@
 
 namespace nna {
 
-// `in` (host -> device) before the run's first kernel, or `out` (device -> host) after its last.
-inline void queueRunCopies(void* devBase, const RunParams& p, bool in, cudaStream_t s) {
+// `in` (host -> device) before the run's first kernel, or `out` (device -> host) after its last;
+// each span that `issue(span)` accepts (a graphed step compares a span with its graph's node
+// instead of queuing it: step_graph.cuh, external).
+template <typename Issue> void queueRunCopies(void* devBase, const RunParams& p, bool in, cudaStream_t s, Issue&& issue) {
   if (!p.copies) return;
   uint8_t* dev = static_cast<uint8_t*>(devBase);
   for (const RunCopies::Span& c : in ? p.copies->in : p.copies->out) {
-    if (!c.bytes) continue;
+    if (!c.bytes || !issue(c)) continue;
     if (in)
       CUDA_CHECK(cudaMemcpyAsync(dev + c.offset, p.copies->host + c.offset, c.bytes, cudaMemcpyHostToDevice, s));
     else
       CUDA_CHECK(cudaMemcpyAsync(p.copies->host + c.offset, dev + c.offset, c.bytes, cudaMemcpyDeviceToHost, s));
   }
+}
+
+inline void queueRunCopies(void* devBase, const RunParams& p, bool in, cudaStream_t s) {
+  queueRunCopies(devBase, p, in, s, [](const RunCopies::Span&) { return true; });
 }
 
 }  // namespace nna
