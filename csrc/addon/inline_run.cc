@@ -44,20 +44,25 @@ bool overlaps(const void* p, uint64_t bytes, const Block& b) {
   return a < b.host() + b.total() && b.host() < a + bytes;
 }
 
-// More than one batch on plain CUDA device memory: one fed run (RunFeed), each batch staged
-// while the device runs the one before, one wait.
+// More than one batch on plain CUDA device memory: one fed run (RunFeed), each group of batches
+// staged while the device runs the one before, one wait.
 PredictRows predictFed(Block& b, const RunParams& params, const TypedSource& x, uint64_t count, uint8_t* out, const PredictShape& s, bool f64) {
   const uint64_t bpe = f64 ? 8 : 4;
   PredictRows r;
   RunFeed f;
   f.batches = (count + s.batch - 1) / s.batch;
+  f.batch = s.batch;
   f.z0 = s.z0;
   f.zOut = s.zOut;
   f.inRow = s.inputs * bpe;
   f.outRow = s.outputs * bpe;
+  // A group of about 1 MB of rows: one wake of the copy's threads each (a batch of S, 313 KB,
+  // took the threads longer to wake and join than to copy), and the device starts after the first.
+  constexpr uint64_t kGroupBytes = uint64_t(1) << 20;
+  f.group = std::max<uint64_t>(1, std::min<uint64_t>(f.batches - 1, kGroupBytes / (s.batch * f.inRow)));
   const RunCopies whole = b.runCopies({{s.z0, s.batch * f.inRow}}, {{s.zOut, s.batch * f.outRow}});  // the ranges, checked once
-  f.stage = [&](uint64_t k, uint8_t* in) -> uint64_t {
-    const uint64_t first = k * s.batch, rows = std::min(s.batch, count - first);
+  f.stage = [&](uint64_t k, uint64_t n, uint8_t* in) -> uint64_t {
+    const uint64_t first = k * s.batch, rows = std::min(n * s.batch, count - first);
     return checkRows(in, f64, x, first, rows, s.inputs, r) ? rows : 0;
   };
   f.take = [&](uint64_t k, uint64_t rows, const uint8_t* o) {
@@ -73,9 +78,11 @@ PredictRows predictFed(Block& b, const RunParams& params, const TypedSource& x, 
   p.feed = &f;
   std::lock_guard<std::mutex> lock(b.mutex());
   b.backend().activate();
-  uint8_t* staging = b.staging(s.batch * (f.inRow + f.outRow));
-  f.slots[0] = {whole.host + s.z0, whole.host + s.zOut};
-  f.slots[1] = {staging, staging + s.batch * f.inRow};
+  const uint64_t slotIn = f.group * s.batch * f.inRow, slotOut = f.group * s.batch * f.outRow;
+  uint8_t* staging = b.staging(2 * (slotIn + slotOut));
+  f.last = {whole.host + s.z0, whole.host + s.zOut};
+  f.slots[0] = {staging, staging + slotIn};
+  f.slots[1] = {staging + slotIn + slotOut, staging + 2 * slotIn + slotOut};
   r.path = runReplica(b, nullptr, p);
   return r;
 }

@@ -95,7 +95,7 @@ class Block {
   // per-layer path's captured step), with mutex() held; dropped with the memory.
   std::shared_ptr<void>& runCache() { return runCache_; }
   // Host bytes beside the arena (page-locked where its host side is) for staging a caller's
-  // rows (RunFeed's second slot), kept from one call to the next and grown when a call needs
+  // rows (RunFeed's slots), kept from one call to the next and grown when a call needs
   // more; with mutex() held. Freed with the arena's memory.
   uint8_t* staging(uint64_t bytes);
 

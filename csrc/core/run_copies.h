@@ -20,25 +20,28 @@ struct RunCopies {
 };
 
 // Forward runs of a caller's rows, batch after batch (predict() of many rows on plain CUDA device
-// memory), as one run that waits once: the host stages batch k + 1 in one of two page-locked
-// slots while the device copies batch k in, runs it and copies its outputs out of the other.
-// Each batch's copies are z[0]'s rows in and z[L]'s rows out, as a run with RunCopies makes them.
+// memory), as one run that waits once. The rows go in groups of batches: the host checks a group
+// into one of two page-locked slots in one pass (one wake of the copy's threads for the group)
+// while the device copies the group before in batch by batch, runs each and copies its outputs
+// out. The last batch goes alone through the arena's own host rows of z[0] and z[L] (`last`), so
+// that the arena's host side ends as one run with RunCopies leaves it.
 struct RunFeed {
   struct Slot {
-    uint8_t* in = nullptr;   // z[0]'s rows of a batch (host, page-locked)
-    uint8_t* out = nullptr;  // its outputs (host, page-locked)
+    uint8_t* in = nullptr;   // z[0]'s rows of `group` batches, back to back (host, page-locked)
+    uint8_t* out = nullptr;  // their outputs (host, page-locked)
   };
-  // Slot 0 is the arena's own host rows of z[0] and z[L], and the last batch uses it: the arena's
-  // host side ends as one run with RunCopies leaves it.
   Slot slots[2];
+  Slot last;  // the arena's own rows: one batch
   uint64_t batches = 0;
+  uint64_t group = 1;              // batches a slot holds
+  uint64_t batch = 0;              // rows of a batch (the plan's)
   uint64_t z0 = 0, zOut = 0;       // the regions' byte offsets (the same on both sides)
   uint64_t inRow = 0, outRow = 0;  // bytes of a row of each
-  // Writes batch k's rows at `in`; returns how many (0: stop before batch k).
-  std::function<uint64_t(uint64_t k, uint8_t* in)> stage;
+  // Writes the rows of batches [k, k + n) at `in`, back to back; returns how many (0: stop
+  // before batch k).
+  std::function<uint64_t(uint64_t k, uint64_t n, uint8_t* in)> stage;
   // Batch k's outputs (`rows` rows) are at `out`: called in order, each once, after its batch ran.
   std::function<void(uint64_t k, uint64_t rows, const uint8_t* out)> take;
-  int slotOf(uint64_t k) const { return int((batches - 1 - k) % 2); }
 };
 
 }  // namespace nna

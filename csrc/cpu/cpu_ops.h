@@ -9,6 +9,7 @@
 #include "../include/nn_arena.h"
 #include "../ops/dropout.h"
 #include "../ops/norm.h"
+#include "../ops/residual.h"
 #include "../train/activations.h"
 #include "../core/thread_pool.h"
 
@@ -23,8 +24,6 @@ struct OpStep {
   }
 };
 
-inline bool normCentred(uint32_t op) { return op == NNA_OP_LAYERNORM; }
-
 // z[l] from z[l-1] (and z[from]) by layer l's op.
 template <typename T> void opForward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, const OpStep& s) {
   const nna_bound_layer<T>& P = L[l - 1];
@@ -38,7 +37,7 @@ template <typename T> void opForward(const std::vector<nna_bound_layer<T>>& L, u
       T* y = C.z + r * n;
       switch (C.op) {
         case NNA_OP_LAYERNORM:
-        case NNA_OP_RMSNORM: ops::normForward(x, y, C.w, C.b, n, ops::normRow(x, n, C.op_value, normCentred(C.op))); break;
+        case NNA_OP_RMSNORM: ops::normForward(x, y, C.w, C.b, n, ops::normRow(x, n, C.op_value, ops::normCentred(C.op))); break;
         case NNA_OP_DROPOUT:
           if (s.train)
             ops::dropoutRow(x, y, r, m, scale);
@@ -65,7 +64,7 @@ template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, 
   switch (C.op) {
     case NNA_OP_LAYERNORM:
     case NNA_OP_RMSNORM: {
-      const bool centred = normCentred(C.op);
+      const bool centred = ops::normCentred(C.op);
       rowsScratch.resize(rows);
       parallelFor(rows, n * 12, [&](uint64_t b, uint64_t e) {
         for (uint64_t r = b; r < e; ++r) {
@@ -102,11 +101,12 @@ template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, 
   }
 }
 
-// The errors d[r] of the residual layers r that add z[k] (the one place that finds them).
+// The errors d[r] of the residual layers r that add z[k] (ops/residual.h).
 template <typename T> std::vector<const T*> residualAdders(const std::vector<nna_bound_layer<T>>& L, uint32_t k) {
   std::vector<const T*> adds;
-  for (uint32_t r = k + 2; r < L.size(); ++r)
-    if (L[r].op == NNA_OP_RESIDUAL && L[r].from == k) adds.push_back(L[r].d);
+  for (uint32_t r : ops::residualAdders(
+           uint32_t(L.size()), k, [&](uint32_t i) { return L[i].op; }, [&](uint32_t i) { return L[i].from; }))
+    adds.push_back(L[r].d);
   return adds;
 }
 

@@ -38,6 +38,7 @@
 #include "run_cache.cuh"
 #include "run_copies.cuh"
 #include "run_feed.cuh"
+#include "../ops/residual.h"
 
 namespace nna {
 namespace {
@@ -74,18 +75,20 @@ static void launchNonFinite(void* devBase, const nna_header& h, const std::vecto
   CUDA_CHECK(cudaGetLastError());
 }
 
+// For each layer k, the residual layers that add its z, in layer order (ops/residual.h).
+using Adders = std::vector<std::vector<uint32_t>>;
+
 template <typename T> class LayerRun {
  public:
   // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
   // the lane's device current anyway, so that the run's allocations (the per-model lrs, what
   // the shelf first holds) are made and freed on the arena's device.
-  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const std::vector<uint32_t>& from, const RunParams& p, const Lane& lane, LayerHooks* hooks,
-           GradSync* sync)
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const Adders& adders, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
       : device_(lane.device),
         base_(base),
         h_(h),
         L_(layers),
-        from_(from),
+        adders_(adders),
         p_(p),
         lane_(lane),
         hooks_(hooks),
@@ -483,7 +486,7 @@ template <typename T> class LayerRun {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     if (L_[l].op != NNA_OP_DENSE) {
       const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
-      if (L_[l].op == NNA_OP_LAYERNORM || L_[l].op == NNA_OP_RMSNORM)
+      if (ops::isNorm(L_[l].op))
         graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
       else
         graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
@@ -703,7 +706,7 @@ template <typename T> class LayerRun {
   // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
   // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
   bool opBackward(uint32_t l, uint64_t rows) {
-    const bool norm = L_[l].op == NNA_OP_LAYERNORM || L_[l].op == NNA_OP_RMSNORM;
+    const bool norm = ops::isNorm(L_[l].op);
     if (norm)
       graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, opRows_);
     else if (l > 1)
@@ -722,16 +725,10 @@ template <typename T> class LayerRun {
   unsigned elementBlocks(uint64_t n) const { return std::min<unsigned>(blocksFor(n), 4 * sms_); }
 
   // Whether a residual layer adds z[k].
-  bool residualInto(uint32_t k) const {
-    for (uint32_t r = k + 2; r <= last_; ++r)
-      if (L_[r].op == NNA_OP_RESIDUAL && from_[r] == k) return true;
-    return false;
-  }
+  bool residualInto(uint32_t k) const { return !adders_[k].empty(); }
   // d[k] += d[r] of every residual layer r that adds z[k], in layer order (before f' of layer k).
   void residualAdds(uint32_t k, uint64_t rows) {
-    if (!ops_) return;
-    for (uint32_t r = k + 2; r <= last_; ++r)
-      if (L_[r].op == NNA_OP_RESIDUAL && from_[r] == k) graph_->launch(s_, residualAddKernel<T>, dim3(blocksFor(rows * L_[k].units), 1, K_), kThreads, base_, k, r, rows);
+    for (uint32_t r : adders_[k]) graph_->launch(s_, residualAddKernel<T>, dim3(blocksFor(rows * L_[k].units), 1, K_), kThreads, base_, k, r, rows);
   }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
@@ -1163,7 +1160,7 @@ template <typename T> class LayerRun {
   void* base_;
   const nna_header& h_;
   const std::vector<nna_layer>& L_;
-  const std::vector<uint32_t>& from_;  // each residual layer's source (the op parameter table's from)
+  const Adders& adders_;  // the residual layers that add each layer's z (runCuda, ops/residual.h)
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
@@ -1253,7 +1250,7 @@ static void requireTensorCores(Precision p) {
 
 // One run on `lane` (runCuda's checks made): its copies in, the fused kernel or the per-layer
 // path, its copies out, and (unless p.queued) the wait that ends it.
-static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const std::vector<uint32_t>& from, const RunParams& p, const Lane& lane,
+static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const Adders& adders, const RunParams& p, const Lane& lane,
                              LayerHooks* hooks, GradSync* sync) {
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
@@ -1276,9 +1273,9 @@ static const char* runOnLane(void* devBase, const nna_header& h, const std::vect
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64)
-      blas = LayerRun<double>(devBase, h, layers, from, p, lane, hooks, sync).run();
+      blas = LayerRun<double>(devBase, h, layers, adders, p, lane, hooks, sync).run();
     else
-      blas = LayerRun<float>(devBase, h, layers, from, p, lane, hooks, sync).run();
+      blas = LayerRun<float>(devBase, h, layers, adders, p, lane, hooks, sync).run();
   } catch (...) {
     if (sync) sync->abort();
     if (hooks) {
@@ -1312,8 +1309,12 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::vector<uint32_t> from(h.num_layers, 0);  // residual layers' sources, from the op parameter table
   for (uint32_t l = 0; l < h.num_layers; ++l)
     if (const nna_op_param* q = nna_op_param_of(header, l)) from[l] = q->from;
-  if (p.feed) return runFeed(devBase, p, lane->stream, [&](const RunParams& q) { return runOnLane(devBase, h, layers, from, q, *lane, nullptr, nullptr); });
-  const char* path = runOnLane(devBase, h, layers, from, p, *lane, hooks, sync);
+  Adders adders(h.num_layers);
+  for (uint32_t k = 0; k < h.num_layers; ++k)
+    adders[k] = ops::residualAdders(
+        h.num_layers, k, [&](uint32_t r) { return layers[r].op; }, [&](uint32_t r) { return from[r]; });
+  if (p.feed) return runFeed(devBase, p, *lane, [&](const RunParams& q) { return runOnLane(devBase, h, layers, adders, q, *lane, nullptr, nullptr); });
+  const char* path = runOnLane(devBase, h, layers, adders, p, *lane, hooks, sync);
   if (!p.queued && !hooks && !sync) lane.settled();  // it ended with its stream's wait (runOnLane)
   return path;
 }

@@ -33,7 +33,7 @@ template <typename T> __device__ ops::NormRow warpNormRow(const T* x, uint64_t n
     const double c = double(x[j]) - s.mean;
     sq += c * c;
   }
-  s.rstd = 1.0 / sqrt(warpSum(sq) / double(n) + eps);
+  s.rstd = ops::normRstd(warpSum(sq), n, eps);
   return s;
 }
 
@@ -46,8 +46,8 @@ template <typename T> __global__ void normForwardKernel(void* base, uint32_t l, 
   const uint64_t n = C.units;
   const T* x = P.z + r * n;
   T* y = C.z + r * n;
-  const ops::NormRow s = warpNormRow(x, n, C.op_value, C.op == NNA_OP_LAYERNORM, lane);
-  for (uint64_t j = lane; j < n; j += 32) y[j] = T(ops::normHat(double(x[j]), s) * double(C.w[j]) + (C.b ? double(C.b[j]) : 0.0));
+  const ops::NormRow s = warpNormRow(x, n, C.op_value, ops::normCentred(C.op), lane);
+  for (uint64_t j = lane; j < n; j += 32) y[j] = T(ops::normOut(double(x[j]), s, double(C.w[j]), C.b ? double(C.b[j]) : 0.0));
 }
 
 // Layer l's norm backward: dL/dz[l-1] into d[l-1] (l >= 2), the row's stats into `stats`.
@@ -57,21 +57,18 @@ template <typename T> __global__ void normBackwardKernel(void* base, uint32_t l,
   if (r >= rows) return;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units;
-  const bool centred = C.op == NNA_OP_LAYERNORM;
+  const bool centred = ops::normCentred(C.op);
   const T *x = P.z + r * n, *dy = C.d + r * n;
   const ops::NormRow s = warpNormRow(x, n, C.op_value, centred, lane);
   if (lane == 0) stats[uint64_t(blockIdx.z) * rows + r] = s;
   if (l == 1) return;
-  double a = 0, b = 0;
-  for (uint64_t j = lane; j < n; j += 32) {
-    const double g = double(dy[j]) * double(C.w[j]);
-    a += g;
-    b += g * ops::normHat(double(x[j]), s);
-  }
-  a = centred ? warpSum(a) / double(n) : 0.0;
-  b = warpSum(b) / double(n);
+  ops::NormGradSums g;  // the lane's share, then the warp's
+  for (uint64_t j = lane; j < n; j += 32) g.add(double(x[j]), double(dy[j]), double(C.w[j]), s);
+  g.a = warpSum(g.a);
+  g.b = warpSum(g.b);
+  g.finish(n, centred);
   T* dx = P.d + r * n;
-  for (uint64_t j = lane; j < n; j += 32) dx[j] = T(s.rstd * (double(dy[j]) * double(C.w[j]) - a - ops::normHat(double(x[j]), s) * b));
+  for (uint64_t j = lane; j < n; j += 32) dx[j] = T(g.in(double(x[j]), double(dy[j]), double(C.w[j]), s));
 }
 
 // Dropout and residual, element by element: forward (z[l] from z[l-1], and z[from]) or, with

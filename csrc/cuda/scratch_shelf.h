@@ -1,5 +1,5 @@
 // scratch_shelf.h: the device buffers a CUDA run keeps beside the arena (run_buffers.cuh's, the
-// fused kernel's clipping scratch), by slot.
+// fused kernel's clipping scratch, a fed predict's device slots: run_feed.cuh), by slot.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,7 +17,7 @@ namespace nna {
 // scheduler's, whose budget counts the arena alone) has a shelf of its own that goes with it.
 class ScratchShelf {
  public:
-  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kOps, kSlots };
+  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kOps, kFeed, kSlots };
   ScratchShelf() = default;
   ScratchShelf(const ScratchShelf&) = delete;
   ScratchShelf& operator=(const ScratchShelf&) = delete;
