@@ -3,7 +3,7 @@
 //   - fused (fused_step.cu): every step of the run in ONE cooperative kernel, for small
 //     networks, where launch latency and not arithmetic bounds a step;
 //   - per layer (here): one launch per product or pass, products through cuBLAS when it is
-//     found at run time (cublas_loader.cc), else the tiled kernels of layer_kernels.cuh. A
+//     found at run time (cublas_loader.cc), else the tiled kernels of tiled_gemm.cuh. A
 //     memory scheduler can act between the launches (layer_hooks.h).
 // Every kernel receives only the arena's device base (plus scalars) and binds from the header.
 #include <cuda_bf16.h>

@@ -7,7 +7,7 @@
 namespace nna {
 namespace {
 
-// One TILE x TILE tile of a layer's product (the tiled kernel of layer_kernels.cuh, as a device
+// One TILE x TILE tile of a layer's product (the tiled kernel of tiled_gemm.cuh, as a device
 // function over tile index `ti`). Forward of layer 1 on resident data reads its rows from xdata
 // through the epoch's permutation and, in the blocks of column 0, writes them to z[0].
 template <typename T, int MODE, int TILE>
