@@ -9,6 +9,7 @@
 #include "inline_run.h"
 #include "checked_copy.h"
 #include "js_error.h"
+#include "../train/run_outputs.h"
 
 namespace nna::addon {
 
@@ -314,7 +315,7 @@ Napi::Value ArenaHandle::RunQueued(const Napi::CallbackInfo& info) {
 Napi::Value ArenaHandle::GradNorms(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::shared_ptr<Block> b = live(env, true);
-  const std::vector<double>& n = b->gradNorms();
+  const std::vector<double>& n = runOutputsOf(*b).gradNorms;
   Napi::Float64Array out = Napi::Float64Array::New(env, n.size());
   std::copy(n.begin(), n.end(), out.Data());
   return out;
@@ -324,7 +325,7 @@ Napi::Value ArenaHandle::GradNorms(const Napi::CallbackInfo& info) {
 // (precision 'fp16'); the scale is 0 before any.
 Napi::Value ArenaHandle::LossScaleState(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const LossScale& s = live(env, true)->lossScale();
+  const LossScale& s = runOutputsOf(*live(env, true)).lossScale;
   Napi::Float64Array out = Napi::Float64Array::New(env, 3);
   out[0] = s.scale, out[1] = double(s.good), out[2] = double(s.skipped);
   return out;
@@ -334,14 +335,14 @@ Napi::Value ArenaHandle::LossScaleState(const Napi::CallbackInfo& info) {
 // CUDA per-layer run).
 Napi::Value ArenaHandle::GraphSteps(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  return Napi::Number::New(env, double(live(env, true)->graphSteps()));
+  return Napi::Number::New(env, double(runOutputsOf(*live(env, true)).graphSteps));
 }
 
 // epilogues(): how many products of the last run's first step carried a fused cuBLASLt epilogue
 // (bias, activation or their gradients; 0: none, or no CUDA per-layer run). For tests.
 Napi::Value ArenaHandle::Epilogues(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  return Napi::Number::New(env, double(live(env, true)->epilogues()));
+  return Napi::Number::New(env, double(runOutputsOf(*live(env, true)).epilogues));
 }
 
 // residency(): where each region is (managed: where it was last prefetched, asked of the

@@ -6,6 +6,7 @@
 #include "../budget/budgeted_block.h"
 #include "../cpu/cpu_train.h"
 #include "../cuda/cuda_train.h"
+#include "../train/run_outputs.h"
 
 namespace nna::addon {
 
@@ -70,12 +71,13 @@ void BlockWorker::Ended(bool) { owner_->runEnded(); }
 // CPU backend.
 std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
   RunParams p = params;
-  p.gradNorms = &b.gradNorms();
+  RunOutputs& out = runOutputsOf(b);
+  p.gradNorms = &out.gradNorms;
   p.gradNorms->clear();
-  p.lossScaleOut = &b.lossScale();
-  p.graphSteps = &b.graphSteps();
+  p.lossScaleOut = &out.lossScale;
+  p.graphSteps = &out.graphSteps;
   *p.graphSteps = 0;
-  p.epilogues = &b.epilogues();
+  p.epilogues = &out.epilogues;
   *p.epilogues = 0;
   p.runCache = &b.runCache();
   if (auto* budgeted = dynamic_cast<BudgetedBlock*>(&b)) return runBudgeted(*budgeted, p);
@@ -86,13 +88,14 @@ std::string runReplica(Block& b, Communicator* comm, const RunParams& params) {
 }
 
 std::string runAndReadBack(Block& blk, RunParams p, bool first, uint64_t statsOffset, Readback& out) {
+  const RunOutputs& last = runOutputsOf(blk);
   if (p.lossScale.active() && !first) {
-    p.lossScale.scale = blk.lossScale().scale;
-    p.lossScale.good = blk.lossScale().good;
+    p.lossScale.scale = last.lossScale.scale;
+    p.lossScale.good = last.lossScale.good;
   }
   std::string path = runReplica(blk, nullptr, p);
-  out.gradNorms = blk.gradNorms();
-  const LossScale& ls = blk.lossScale();
+  out.gradNorms = last.gradNorms;
+  const LossScale& ls = last.lossScale;
   out.lossScale[0] = ls.scale, out.lossScale[1] = double(ls.good), out.lossScale[2] = double(ls.skipped);
   if (!out.stats.empty()) blk.readHeld(out.stats.data(), statsOffset, out.stats.size());
   return path;

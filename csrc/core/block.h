@@ -11,7 +11,6 @@
 #include <mutex>
 #include <vector>
 
-#include "../train/loss_scale.h"
 #include "backend.h"
 #include "run_copies.h"
 
@@ -82,15 +81,9 @@ class Block {
   virtual void readHeld(void* dst, uint64_t offset, uint64_t bytes);
   // Serialises users of the memory (transfers, runs) against release().
   std::mutex& mutex() { return mutex_; }
-  // The global gradient norm of each step of the last run that clipped (RunParams::gradNorms),
-  // written by the run with mutex() held.
-  std::vector<double>& gradNorms() { return gradNorms_; }
-  // The loss scale after the last run that scaled its loss (RunParams::lossScaleOut).
-  LossScale& lossScale() { return lossScale_; }
-  // Steps of the last run that ran as a CUDA graph launch (RunParams::graphSteps).
-  uint64_t& graphSteps() { return graphSteps_; }
-  // Products of the last run's first step with a fused cuBLASLt epilogue (RunParams::epilogues).
-  uint64_t& epilogues() { return epilogues_; }
+  // What the last run left for its caller to read (train/run_outputs.h: runOutputsOf), written
+  // by the run with mutex() held.
+  std::shared_ptr<void>& runOutputs() { return runOutputs_; }
   // What a backend keeps from one run of this arena to the next (RunParams::runCache; CUDA: the
   // per-layer path's captured step), with mutex() held; dropped with the memory.
   std::shared_ptr<void>& runCache() { return runCache_; }
@@ -119,10 +112,7 @@ class Block {
   uint8_t* device_ = nullptr;
   std::atomic<bool> releaseAsked_{false};
   Stats stats_;
-  std::vector<double> gradNorms_;
-  LossScale lossScale_;
-  uint64_t graphSteps_ = 0;
-  uint64_t epilogues_ = 0;
+  std::shared_ptr<void> runOutputs_;
   std::shared_ptr<void> runCache_;
   uint8_t* staging_ = nullptr;
   uint64_t stagingBytes_ = 0;
