@@ -30,8 +30,34 @@ const networks = [
     ],
     dtype,
   })),
+  // an embedding of two categorical columns (x's last two: indices of their tables)
+  ...['float32', 'float64'].map((dtype) => ({
+    name: `embedding-${dtype === 'float32' ? 'f32' : 'f64'}`,
+    layers: [
+      6,
+      {
+        op: 'embedding',
+        numeric: 4,
+        categorical: [
+          { cardinality: 9, dim: 3 },
+          { cardinality: 40, dim: 5 },
+        ],
+      },
+      { units: 16, activation: 'relu' },
+      { units: 3, activation: 'softmax' },
+    ],
+    dtype,
+    indices: [9, 40],
+  })),
 ];
 const wave = (n, k) => Array.from({ length: n }, (_, i) => Math.sin(0.37 * i + k) * Math.cos(0.011 * i * k));
+// `n` values of rows `inputs` wide, the last columns indices of tables of `indices` rows
+const rowsOf = (net, n, inputs, k) =>
+  wave(n, k).map((v, i) => {
+    const cards = net.indices ?? [],
+      c = (i % inputs) - (inputs - cards.length);
+    return c < 0 ? v : Math.floor(Math.abs(v) * 997) % cards[c];
+  });
 const cases = [];
 for (const net of networks) {
   const plan = planLayout({
@@ -50,12 +76,12 @@ for (const net of networks) {
     const t = new Trainer(arena, { lr: 0.01, dropoutSeed: 5 });
     t.init(7);
     const softmax = activations.at(-1) === 'softmax';
-    const x = wave(64 * inputs, 1);
+    const x = rowsOf(net, 64 * inputs, inputs, 1);
     const target = softmax ? { labels: Array.from({ length: 64 }, (_, i) => (i * 7) % outputs) } : { y: wave(64 * outputs, 2) };
     await t.fit({ x, ...target }, { epochs: 3, seed: 1 });
     const file = `${net.name}.safetensors`;
     saveSafetensors(arena, join(dir, file));
-    const xt = wave(9 * inputs, 3);
+    const xt = rowsOf(net, 9 * inputs, inputs, 3);
     cases.push({ ...net, layers, activations, file, rows: 9, x: xt, predict: Array.from(await t.predict(xt)) });
   } finally {
     arena.dispose();

@@ -2,7 +2,7 @@
 trains small networks on the CPU and writes model.safetensors files plus inputs and its predict()
 outputs), then for each network builds the torch.nn.Sequential its metadata names (Linear at
 index 2*(l-1), the activation module after it: src/export/sequential.ts; with ops, the NnArena
-module of docs/ops.md: LayerNorm, RMSNorm, Dropout or Residual at that index), loads the file with
+module of docs/ops.md: Embeddings, LayerNorm, RMSNorm, Dropout or Residual at that index), loads the file with
 load_state_dict(strict=True) and reproduces nn-arena's outputs: float32 within 1e-6, float64
 within 1e-12, on the CPU and on CUDA when there is one (TF32 off). The file is read by the
 `safetensors` package when installed, and always by a minimal reader below (8-byte header
@@ -85,6 +85,17 @@ class Residual(torch.nn.Module):
         self.source = source
 
 
+class Embeddings(torch.nn.Module):
+    def __init__(self, numeric, columns):
+        super().__init__()
+        self.numeric = numeric
+        self.tables = torch.nn.ModuleList(torch.nn.Embedding(c, d) for c, d in columns)
+
+    def forward(self, x):
+        idx = x[:, self.numeric:].long()
+        return torch.cat([x[:, :self.numeric]] + [t(idx[:, j]) for j, t in enumerate(self.tables)], dim=1)
+
+
 class NnArena(torch.nn.Sequential):
     def forward(self, x):
         outs = [x]
@@ -119,6 +130,8 @@ def with_ops(layers, activations, ops):
             m = torch.nn.RMSNorm(n, eps=o["eps"]) if hasattr(torch.nn, "RMSNorm") else RMSNormCompat(n, o["eps"])
         elif o["op"] == "dropout":
             m = torch.nn.Dropout(o["p"])
+        elif o["op"] == "embedding":
+            m = Embeddings(o["numeric"], [(c["cardinality"], c["dim"]) for c in o["categorical"]])
         else:
             m = Residual(o["from"])
         mods += [m, MODULES[activations[l - 1]]()]

@@ -1,9 +1,9 @@
-// ops.mjs: the issue's residual tabular MLP (layernorm, dropout, residual, rmsnorm; batch 512,
-// AdamW) trained by fit: the wall clock around the call, measured from outside, beside the
-// Trainer's own `seconds`. Its categorical embeddings are not built yet: 64 numeric columns in.
-// Data: a seeded synthetic set (65,536 rows x 64 float32, 2 classes), made once.
+// ops.mjs: the issue's residual tabular MLP (an embedding of 2 categorical columns after 64
+// numeric ones, layernorm, dropout, residual, rmsnorm; batch 512, AdamW) trained by fit: the wall
+// clock around the call, measured from outside, beside the Trainer's own `seconds`.
+// Data: a seeded synthetic set (65,536 rows x 66 float32, 2 classes), made once.
 //   npx tsup && node bench/ops.mjs [--backend cpu|cuda] [--precisions fp32,tf32] [--samples N] [--epochs E] [--dense] [--json file]
-// --dense: the same widths without the ops (64-256-256-256-2), what the ops cost beside it.
+// --dense: the same widths without the ops (66-256-256-256-2, the indices read as numbers), what the ops cost beside it.
 // PyTorch in the same run: bench/ops_torch.py (the caller runs it; scripts/gpu-session.sh ops).
 import { Arena, Dataset, planLayout, Trainer } from '../dist/index.js';
 import { writeFileSync } from 'node:fs';
@@ -20,21 +20,29 @@ const jsonOut = opt('json', undefined);
 const dense = flag('dense');
 
 export const OPS_NET = [
-  64,
+  66,
+  {
+    op: 'embedding',
+    numeric: 64,
+    categorical: [
+      { cardinality: 10, dim: 8 },
+      { cardinality: 1000, dim: 16 },
+    ],
+  },
   { units: 256, activation: 'relu' },
   { op: 'layernorm', eps: 1e-5 },
   { units: 256, activation: 'relu' },
   { op: 'dropout', p: 0.1 },
   { units: 256 },
-  { op: 'residual', from: 1 },
+  { op: 'residual', from: 2 },
   { op: 'rmsnorm' },
   { units: 2, activation: 'softmax' },
 ];
-const DENSE_NET = [64, { units: 256, activation: 'relu' }, { units: 256, activation: 'relu' }, { units: 256 }, { units: 2, activation: 'softmax' }];
+const DENSE_NET = [66, { units: 256, activation: 'relu' }, { units: 256, activation: 'relu' }, { units: 256 }, { units: 2, activation: 'softmax' }];
 const BATCH = 512;
 
 function makeSet(n) {
-  const x = new Float32Array(n * 64),
+  const x = new Float32Array(n * 66),
     labels = new Uint8Array(n);
   const draw = xorshift(0x2545f491);
   const next = () => draw() - 0.5;
@@ -42,10 +50,14 @@ function makeSet(n) {
     let score = 0;
     for (let c = 0; c < 64; c++) {
       const v = next();
-      x[r * 64 + c] = v;
+      x[r * 66 + c] = v;
       score += c % 2 ? v : v * v - 1 / 12;
     }
-    labels[r] = score > 0 ? 1 : 0;
+    const a = Math.floor((next() + 0.5) * 10) % 10,
+      b = Math.floor((next() + 0.5) * 1000) % 1000;
+    x[r * 66 + 64] = a; // category indices
+    x[r * 66 + 65] = b;
+    labels[r] = score + (a % 2 ? 0.2 : -0.2) > 0 ? 1 : 0;
   }
   return { x, labels };
 }

@@ -1,5 +1,6 @@
-# ops_torch.py: PyTorch training the network of bench/ops.mjs (Linear + ReLU, nn.LayerNorm,
-# nn.Dropout, a residual addition, nn.RMSNorm; batch 512; AdamW, fused on CUDA), timed the same
+# ops_torch.py: PyTorch training the network of bench/ops.mjs (nn.Embedding of two categorical
+# columns after 64 numeric ones, Linear + ReLU, nn.LayerNorm, nn.Dropout, a residual addition,
+# nn.RMSNorm; batch 512; AdamW, fused on CUDA), timed the same
 # way: the wall clock around E epochs (synchronised), data set on the device, a new shuffle each
 # epoch; precisions fp32, tf32 (TF32 matmuls on) and bf16 (autocast). Eager as most users write
 # it, and a captured CUDA graph of the whole step (static batch buffers filled by index_select
@@ -36,7 +37,9 @@ class RMSNorm(torch.nn.Module):
 class Net(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.l1 = torch.nn.Linear(64, 256)
+        self.e0 = torch.nn.Embedding(10, 8)
+        self.e1 = torch.nn.Embedding(1000, 16)
+        self.l1 = torch.nn.Linear(88, 256)
         self.ln = torch.nn.LayerNorm(256, eps=1e-5)
         self.l3 = torch.nn.Linear(256, 256)
         self.drop = torch.nn.Dropout(0.1)
@@ -45,7 +48,8 @@ class Net(torch.nn.Module):
         self.out = torch.nn.Linear(256, 2)
 
     def forward(self, x):
-        z1 = F.relu(self.l1(x))
+        idx = x[:, 64:].long()
+        z1 = F.relu(self.l1(torch.cat([x[:, :64], self.e0(idx[:, 0]), self.e1(idx[:, 1])], dim=1)))
         z3 = F.relu(self.l3(self.ln(z1)))
         z6 = self.l5(self.drop(z3)) + z1
         return self.out(self.rms(z6))
@@ -57,7 +61,8 @@ def sync():
 
 
 g = torch.Generator().manual_seed(1)
-X = (torch.rand(a.samples, 64, generator=g) - 0.5).to(dev)
+X = torch.cat([torch.rand(a.samples, 64, generator=g) - 0.5, torch.randint(0, 10, (a.samples, 1), generator=g).float(),
+               torch.randint(0, 1000, (a.samples, 1), generator=g).float()], dim=1).to(dev)
 Y = torch.randint(0, 2, (a.samples,), generator=g).to(dev)
 steps_per_epoch = (a.samples + BATCH - 1) // BATCH
 rows = []
@@ -67,7 +72,7 @@ for precision in a.precisions.split(','):
     for mode in ['eager', 'graphed'] if dev == 'cuda' else ['eager']:
         torch.manual_seed(0)
         net = Net().to(dev)
-        decay = [net.l1.weight, net.l3.weight, net.l5.weight, net.out.weight]
+        decay = [net.e0.weight, net.e1.weight, net.l1.weight, net.l3.weight, net.l5.weight, net.out.weight]
         rest = [q for q in net.parameters() if all(q is not w for w in decay)]
         extra = {'fused': True, 'capturable': mode == 'graphed'} if dev == 'cuda' else {}
         opt = torch.optim.AdamW([{'params': decay}, {'params': rest, 'weight_decay': 0.0}], lr=1e-3, weight_decay=0.01, **extra)

@@ -149,6 +149,7 @@ function format() {
   const header = struct(h, 'nna_header', counts, {});
   const extra = struct(h, 'nna_extra', counts, {});
   const opParam = struct(h, 'nna_op_param', counts, {});
+  const embedCol = struct(h, 'nna_embed_col', counts, {});
   const offsets = (s) => ({ size: s.size, ...Object.fromEntries(s.fields.filter((f) => !/^reserved/.test(f.name)).map((f) => [f.name, f.offset])) });
   const stats = enumerators(h, 'nna_stat');
   const ops = enumerators(read('csrc/train/train.h'), 'class Op : uint32_t');
@@ -164,6 +165,7 @@ function format() {
       minAlign: define(h, 'NNA_MIN_ALIGN'),
       maxAlign: define(h, 'NNA_MAX_ALIGN'),
       maxSamples: define(h, 'NNA_MAX_SAMPLES'),
+      maxCardinality: define(h, 'NNA_MAX_CARDINALITY'),
       flags: { compact: define(h, 'NNA_FLAG_COMPACT') },
       flagsKnown: define(h, 'NNA_FLAGS_KNOWN'),
       dtypes: named(enumerators(h, 'nna_dtype'), 'NNA_', camel),
@@ -178,6 +180,7 @@ function format() {
       region: offsets(region),
       extra: offsets(extra),
       opParam: offsets(opParam),
+      embedCol: offsets(embedCol),
     },
     run: { ops: named(ops, '', lowerFirst), memory: named(memory, '', lowerFirst) },
   };

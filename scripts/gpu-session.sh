@@ -19,6 +19,7 @@
 # files with NN_ARENA_CUBLASLT=1: compact == full, primitives == step, act, graphs, train, optimizers, precision).
 # table29 (issue 29's rows in one call: nn-arena's S / M / L / K steps in each precision, M fp32 over 10 processes,
 # PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT, gathered into $OUT/steps-<gpu>.json).
+# ops (issue 48: bench/ops.mjs on CUDA in fp32 / tf32 / bf16 beside bench/ops_torch.py in the same call; JSON under $OUT).
 # userpath (issue 47: bench/userpath.mjs on CUDA, S and M, beside bench/userpath_torch.py in the same call, and the
 # wall clock of `npm start`; JSON under $OUT).
 # Logs and results go to $OUT (the device tool brings them back).
@@ -37,6 +38,9 @@ for part in "$@"; do
         s=$(date +%s%N); node dist/cli.js train > "$OUT/start-$i.log" 2>&1; e=$(date +%s%N)
         echo "npm start (node dist/cli.js train): wall $(( (e - s) / 1000000 )) ms; $(grep -iE 'wall|training' "$OUT/start-$i.log" | tail -1)" | tee -a "$OUT/userpath.log"
       done ;;
+    ops)  # issue 48: the tabular network of bench/ops.mjs (embedding, norms, dropout, residual) by fit's wall clock, PyTorch in the same call
+      node bench/ops.mjs --backend cuda --precisions fp32,tf32,bf16 --json "$OUT/ops-cuda.json" 2>&1 | tee "$OUT/ops.log"
+      python3 bench/ops_torch.py --precisions fp32,tf32,bf16 --json "$OUT/ops-torch.json" 2>&1 | tee -a "$OUT/ops.log" ;;
     tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
       vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/primitives.gpu.test.ts > "$OUT/tests.log" 2>&1

@@ -2,8 +2,17 @@
 // The core API. Data loaders, streaming sources and model export: 'nn-arena/io' (src/io.ts).
 // Reports, the PyTorch estimate, MNIST and the CLI's helpers: 'nn-arena/tools' (src/tools.ts).
 export { planLayout, type Plan, type Region, type KindRegion, type ExtraRegion, type BytesByKind } from './layout/plan.js';
-export { type LayoutSpec, type LayerSpec, type LayerOp, type NormalizedSpec, type ExtraSpec, type NormalizedExtra, DEFAULT_ALIGN } from './layout/spec.js';
-export { KINDS, type Kind, type ExtraLike, type Dtype, type Order, type Optimizer, type Activation } from './layout/header.js';
+export {
+  type LayoutSpec,
+  type LayerSpec,
+  type LayerOp,
+  type EmbeddingOp,
+  type NormalizedSpec,
+  type ExtraSpec,
+  type NormalizedExtra,
+  DEFAULT_ALIGN,
+} from './layout/spec.js';
+export { KINDS, type Kind, type ExtraLike, type Dtype, type Order, type Optimizer, type Activation, type EmbedColumn } from './layout/header.js';
 export {
   Arena,
   type ArenaOptions,

@@ -299,3 +299,61 @@ describe('export of a network with ops (layernorm, dropout, residual, rmsnorm)',
     }
   });
 });
+
+describe('export of a network with an embedding', () => {
+  const layers = [
+    5,
+    {
+      op: 'embedding',
+      numeric: 3,
+      categorical: [
+        { cardinality: 5, dim: 3 },
+        { cardinality: 7, dim: 2 },
+      ],
+    },
+    { units: 8, activation: 'relu' },
+    { units: 3, activation: 'softmax' },
+  ] as const;
+  // x's last two columns as indices of their tables
+  const indexed = (x: Float64Array) => x.map((v, i) => (i % 5 < 3 ? v : Math.floor(Math.abs(v) * 1000) % (i % 5 === 3 ? 5 : 7)));
+
+  async function trainedEmbedding(dtype: Dtype) {
+    const arena = Arena.create(planLayout({ layers: layers as never, batch: 8, dtype, optimizer: 'adam', samples: 64 }), cpu);
+    const t = new Trainer(arena, { lr: 0.01 });
+    t.init(3);
+    const data = toyData(5, 3, 64, 5, false);
+    await t.fit({ x: indexed(data.x), labels: data.labels! }, { epochs: 2, seed: 1 });
+    return { arena, t, x: indexed(toyData(5, 3, 21, 9, true).x) };
+  }
+
+  it.each(['float32', 'float64'] as const)('%s: ONNX Runtime gives predict() (Slice, Cast, Gather, Concat)', async (dtype) => {
+    const { arena, t, x } = await trainedEmbedding(dtype);
+    try {
+      const ours = await t.predict(x);
+      const input = dtype === 'float64' ? Float64Array.from(x) : Float32Array.from(x);
+      expect(maxDiff(ours, await runOnnx(toOnnx(arena), input, 5))).toBeLessThan(dtype === 'float64' ? 1e-12 : 1e-6);
+    } finally {
+      arena.dispose();
+    }
+  });
+
+  it('safetensors: each table as {i}.tables.{j}.weight [cardinality, dim], a round trip bit for bit', async () => {
+    const { arena, t, x } = await trainedEmbedding('float32');
+    try {
+      const bytes = toSafetensors(arena);
+      const file = readSafetensors(bytes);
+      expect([...file.tensors.keys()].sort()).toEqual(['0.tables.0.weight', '0.tables.1.weight', '2.bias', '2.weight', '4.bias', '4.weight']);
+      expect(file.tensors.get('0.tables.0.weight')!.shape).toEqual([5, 3]);
+      expect(file.tensors.get('0.tables.1.weight')!.shape).toEqual([7, 2]);
+      expect(file.metadata.nn_arena_sequential).toBe(
+        'NnArena(Embeddings(3, [(5, 3), (7, 2)]), Identity(), Linear(8, 8), ReLU(), Linear(8, 3), Softmax(dim=1))',
+      );
+      using again = Arena.create(arena.plan, cpu);
+      loadSafetensors(again, bytes);
+      const t2 = new Trainer(again);
+      expect(Array.from(await t2.predict(x))).toEqual(Array.from(await t.predict(x)));
+    } finally {
+      arena.dispose();
+    }
+  });
+});

@@ -119,6 +119,22 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
     if (opCodes[l] >= NNA_OP_COUNT) throwJs(env, "BAD_ARGUMENT", "unknown op code " + std::to_string(opCodes[l]));
     anyOp |= opCodes[l] != NNA_OP_DENSE;
   }
+  // embedding: the columns of an embedding layer ({ cardinality, dim }, nn_arena.h nna_embed_col),
+  // whose tables are its w; undefined where there is none.
+  const Napi::Value emb = o.Get("embedding");
+  std::vector<nna_embed_col> cols;
+  if (!emb.IsUndefined()) {
+    if (!emb.IsArray()) throwJs(env, "BAD_ARGUMENT", "embedding must be undefined or an array of { cardinality, dim }");
+    for (uint32_t j = 0; j < emb.As<Napi::Array>().Length(); ++j) {
+      const Napi::Value c = emb.As<Napi::Array>().Get(j);
+      if (!c.IsObject()) throwJs(env, "BAD_ARGUMENT", "embedding must be undefined or an array of { cardinality, dim }");
+      const uint64_t card = exactU64(env, c.As<Napi::Object>().Get("cardinality"), "cardinality"), dim = exactU64(env, c.As<Napi::Object>().Get("dim"), "dim");
+      if (card > UINT32_MAX || dim > UINT32_MAX) throwJs(env, "BAD_ARGUMENT", "an embedding's cardinality and dim are 32-bit");
+      cols.push_back({uint32_t(card), uint32_t(dim)});
+    }
+  }
+  uint64_t tables = 0;
+  if (!embedTableElements(cols.data(), uint32_t(cols.size()), &tables)) tables = ~uint64_t(0);
   const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h), anyOp);
   if (problem.field) throw jsError(env, problem.code, problem.why, "", problem.field);
   if (h.num_layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "more layers than NNA_MAX_LAYERS");
@@ -133,7 +149,7 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
     L.activation = uint32_t(exactU64(env, a.As<Napi::Array>().Get(l), "activations"));
     L.op = opCodes[l];
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
-      if (!expectedCount(h, L, l, k, &L.region[k].count)) L.region[k].count = ~uint64_t(0);
+      if (!expectedCount(h, L, l, k, &L.region[k].count, tables)) L.region[k].count = ~uint64_t(0);
   }
   std::vector<uint8_t> out(sizeof h + layers.size() * sizeof(nna_layer));
   std::memcpy(out.data(), &h, sizeof h);

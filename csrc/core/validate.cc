@@ -38,7 +38,17 @@ std::string nameProblem(const char (&name)[NNA_EXTRA_NAME_BYTES]) {
 
 }  // namespace
 
-bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out) {
+bool embedTableElements(const nna_embed_col* cols, uint32_t count, uint64_t* out) {
+  *out = 0;
+  for (uint32_t j = 0; j < count; ++j) {
+    uint64_t n;
+    if (mulOverflows(cols[j].cardinality, cols[j].dim, &n) || n > UINT64_MAX - *out) return false;
+    *out += n;
+  }
+  return true;
+}
+
+bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out, uint64_t tables) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
   // A compact plan of an optimizer without state (SGD) has no dw: CUDA folds the update into the
   // weight-gradient product, the CPU keeps that product in a transient buffer, and what needs
@@ -47,7 +57,7 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
   const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
   // What the op's w and b hold (nn_arena.h NNA_OPS): a dense layer's matrix and bias, a norm's
-  // gain (and bias), nothing for dropout and residual.
+  // gain (and bias), an embedding's tables (`tables` elements), nothing for dropout and residual.
   const uint32_t wShape = hidden ? nna_op_w(L.op) : 0;
   const bool bias = hidden && nna_op_b(L.op);
   switch (k) {
@@ -66,8 +76,9 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
     case NNA_MW:
     case NNA_VW: {
       const bool present = wShape && (k == NNA_W || (k == NNA_DW && dw) || keeps);
-      if (present) return wShape == 1 ? (*out = L.units, true) : !mulOverflows(L.units, L.fan_in, out);
-      return true;
+      if (!present) return true;
+      if (wShape == 3) return (*out = tables, true);
+      return wShape == 1 ? (*out = L.units, true) : !mulOverflows(L.units, L.fan_in, out);
     }
     case NNA_XDATA:
       if (l == 0) return !mulOverflows(h.samples, L.units, out);
@@ -82,13 +93,34 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
 
 namespace {
 
+// An embedding layer (layer 1) against the input layer and its column table (nn_arena.h).
+std::string checkEmbedding(const std::vector<nna_layer>& layers, const nna_op_param& q, const std::vector<nna_embed_col>& cols) {
+  const nna_layer& L = layers[1];
+  const std::string who = "layer 1 (embedding)";
+  if (q.value != 0) return who + " has a value in the op parameter table";
+  if (q.count == 0) return who + " has no categorical columns";
+  if (layers[0].units != uint64_t(q.from) + q.count)
+    return who + ": the input layer has " + std::to_string(layers[0].units) + " units, not " + std::to_string(q.from) + " numeric + " + std::to_string(q.count) +
+           " categorical columns";
+  uint64_t width = q.from;
+  for (uint32_t j = 0; j < q.count; ++j) {
+    const std::string col = who + " column " + std::to_string(j);
+    if (cols[j].cardinality == 0 || cols[j].cardinality > NNA_MAX_CARDINALITY)
+      return col + " has cardinality " + std::to_string(cols[j].cardinality) + " outside [1, " + std::to_string(NNA_MAX_CARDINALITY) + "]";
+    if (cols[j].dim == 0) return col + " has dim 0";
+    width += cols[j].dim;  // <= 2^32 + 2^32 * 2^32: no overflow
+  }
+  if (L.units != width) return who + " has " + std::to_string(L.units) + " units, not numeric + the columns' dims (" + std::to_string(width) + ")";
+  return "";
+}
+
 // Layer l's op against its place and shape (nn_arena.h NNA_OPS), with its entry of the op
-// parameter table (`q`, null where the header has none).
-std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_op_param* q) {
+// parameter table (`q`, null where the header has none) and the embedding column table.
+std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_op_param* q, const std::vector<nna_embed_col>& cols) {
   const nna_layer& L = layers[l];
   const std::string who = "layer " + std::to_string(l);
   if (L.op >= NNA_OP_COUNT) return who + " has unknown op " + std::to_string(L.op);
-  if (q && q->reserved) return who + " has a non-zero reserved field in the op parameter table";
+  if (q && q->count && L.op != NNA_OP_EMBEDDING) return who + " has a column count in the op parameter table but is not an embedding";
   if (L.op == NNA_OP_DENSE) {
     if (q && (q->value != 0 || q->from != 0)) return who + " is dense but has op parameters";
     return "";
@@ -96,6 +128,8 @@ std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_
   const std::string op = std::string(" (") + nna_op_name(L.op) + ")";
   if (l == 0 || l + 1 == layers.size()) return who + op + ": the input and the output layer are dense";
   if (L.activation != NNA_ACT_IDENTITY) return who + op + " has activation " + std::to_string(L.activation) + ", not identity";
+  if (L.op == NNA_OP_EMBEDDING && l != 1) return who + op + ": an embedding is layer 1 (right after the input)";
+  if (L.op == NNA_OP_EMBEDDING) return checkEmbedding(layers, *q, cols);
   if (L.fan_in != L.units) return who + op + " changes the width (" + std::to_string(L.fan_in) + " -> " + std::to_string(L.units) + ")";
   if (L.op == NNA_OP_RESIDUAL) {
     if (q->value != 0) return who + op + " has a value in the op parameter table";
@@ -115,7 +149,8 @@ std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_
 
 // The kind table (version 2): every entry's name, rule and counts against the shapes, every
 // region in bounds and aligned (added to the spans for the overlap check by `span`).
-template <typename AddSpan> std::string checkExtras(const void* base, size_t readable, const nna_header& h, const std::vector<nna_layer>& layers, size_t elem, AddSpan span) {
+template <typename AddSpan>
+std::string checkExtras(const void* base, size_t readable, const nna_header& h, const std::vector<nna_layer>& layers, size_t elem, uint64_t tables, AddSpan span) {
   if (!h.num_extras) return "";
   const char* p = static_cast<const char*>(base);
   const uint64_t structsEnd = h.extras_offset + uint64_t(h.num_extras) * sizeof(nna_extra);  // small: no overflow
@@ -157,7 +192,7 @@ template <typename AddSpan> std::string checkExtras(const void* base, size_t rea
       const nna_region r = table[e.first + l];
       const std::string who = std::string("user region '") + e.name + "'" + (e.rule == NNA_EXTRA_BYTES ? "" : " of layer " + std::to_string(l));
       uint64_t want = 0, bytes;
-      if (e.rule == NNA_EXTRA_PER_LAYER && !expectedCount(h, layers[l], l, e.like, &want)) return who + ": size overflows 64 bits";
+      if (e.rule == NNA_EXTRA_PER_LAYER && !expectedCount(h, layers[l], l, e.like, &want, tables)) return who + ": size overflows 64 bits";
       if (!r.count) {
         if (r.offset) return who + " is absent but has offset " + std::to_string(r.offset);
         continue;
@@ -239,7 +274,16 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (opsEnd > readable) return "op parameter table ends at " + std::to_string(opsEnd) + ", only " + std::to_string(readable) + " bytes readable";
   std::vector<nna_op_param> params(anyOp ? h.num_layers : 0);
   if (anyOp) std::memcpy(params.data(), static_cast<const char*>(base) + tableEnd, params.size() * sizeof(nna_op_param));
-  if (h.num_extras && h.extras_offset != opsEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of the layer and op tables " + std::to_string(opsEnd);
+  // The embedding column table, right after the op parameter table where layer 1 is an embedding.
+  const uint32_t columns = anyOp && layers[1].op == NNA_OP_EMBEDDING ? params[1].count : 0;
+  const uint64_t colsEnd = opsEnd + uint64_t(columns) * sizeof(nna_embed_col);
+  if (colsEnd > h.header_bytes) return "embedding column table ends beyond header_bytes";
+  if (colsEnd > readable) return "embedding column table ends at " + std::to_string(colsEnd) + ", only " + std::to_string(readable) + " bytes readable";
+  std::vector<nna_embed_col> cols(columns);
+  if (columns) std::memcpy(cols.data(), static_cast<const char*>(base) + opsEnd, cols.size() * sizeof(nna_embed_col));
+  uint64_t tables = 0;
+  if (!embedTableElements(cols.data(), columns, &tables)) return "layer 1 (embedding): its tables' size overflows 64 bits";
+  if (h.num_extras && h.extras_offset != colsEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of the layer and op tables " + std::to_string(colsEnd);
   const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models, anyOp);
   if (combination.field) return combination.why;
 
@@ -258,12 +302,12 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
     if (l == 0 ? L.activation != NNA_ACT_INPUT : !(nna_act_on(L.activation) & on)) return "layer " + std::to_string(l) + " has invalid activation " + std::to_string(L.activation);
     if (nna_act_param_default(L.activation) != 0) usesParam = true;
     prevUnits = L.units;
-    const std::string op = checkOp(layers, l, anyOp ? &params[l] : nullptr);
+    const std::string op = checkOp(layers, l, anyOp ? &params[l] : nullptr, cols);
     if (!op.empty()) return op;
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k) {
       const nna_region r = L.region[k];
       uint64_t want, bytes;
-      if (!expectedCount(h, L, l, k, &want)) return at(l, k) + ": size overflows 64 bits";
+      if (!expectedCount(h, L, l, k, &want, tables)) return at(l, k) + ": size overflows 64 bits";
       if (r.count != want) return at(l, k) + " has count " + std::to_string(r.count) + ", its shape needs " + std::to_string(want);
       if (!r.count) {
         if (r.offset) return at(l, k) + " is absent but has offset " + std::to_string(r.offset);
@@ -287,7 +331,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (usesParam ? !(std::isfinite(h.act_param) && h.act_param >= 0) : h.act_param != 0)
     return usesParam ? "act_param " + std::to_string(h.act_param) + " is not a finite value >= 0" : "act_param is not 0, and no layer's activation takes a parameter";
   std::vector<Span> user;  // user regions: never share bytes with anything, compact or not
-  const std::string why = checkExtras(base, readable, h, layers, elem, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
+  const std::string why = checkExtras(base, readable, h, layers, elem, tables, [&](uint64_t b, uint64_t e, std::string what) { user.push_back({b, e, std::move(what)}); });
   if (!why.empty()) return why;
   auto byBegin = [](const Span& a, const Span& b) { return a.begin < b.begin; };
   if (h.flags & NNA_FLAG_COMPACT) {

@@ -17,8 +17,13 @@ std::string validateHeader(const void* base, size_t readable, size_t available);
 // The element count of region kind k of layer l (L) from the header's shape fields (batch,
 // samples, num_layers, optimizer, flags; units, fan_in, activation, op): the one rule of region
 // sizes, which the validator checks every header against and the TS planner asks for
-// (addon regionCounts). False on overflow.
-bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out);
+// (addon regionCounts). `tables`: the elements of the embedding's tables where L is an
+// embedding (embedTableElements), else ignored. False on overflow.
+bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out, uint64_t tables);
+
+// The elements of an embedding's tables: the sum of cardinality x dim over its `count` columns.
+// False on overflow.
+bool embedTableElements(const nna_embed_col* cols, uint32_t count, uint64_t* out);
 
 // A combination of one shape that nn-arena refuses whatever the sizes: a compact plan, and user
 // regions, each hold one model; a compact plan holds dense layers only (`ops`: a layer has

@@ -8,6 +8,7 @@
 
 #include "../include/nn_arena.h"
 #include "../ops/dropout.h"
+#include "../ops/embedding.h"
 #include "../ops/norm.h"
 #include "../ops/residual.h"
 #include "../train/activations.h"
@@ -24,10 +25,41 @@ struct OpStep {
   }
 };
 
+// An embedding's z (layer 1) from x = z[0]: each row's numeric values and table rows.
+template <typename T> void embedForward(const nna_bound_layer<T>& X, const nna_bound_layer<T>& C, uint64_t rows) {
+  const uint64_t n = C.units;
+  std::vector<ops::EmbedSource> src(n);
+  for (uint64_t c = 0; c < n; ++c) src[c] = ops::embedSource(c, C.from, C.cols, C.cols_count);
+  parallelFor(rows, n * 4, [&](uint64_t b, uint64_t e) {
+    for (uint64_t r = b; r < e; ++r)
+      for (uint64_t c = 0; c < n; ++c) C.z[r * n + c] = ops::embedOut(X.z + r * X.units, C.w, src[c], C.from, C.cols);
+  });
+}
+
+// The output layer's z of every row of x that names no row of some table: NaN (its predict
+// outputs NaN, its training step non-finite), after the output layer's product.
+template <typename T> void embedPoison(const std::vector<nna_bound_layer<T>>& L, uint64_t rows) {
+  const nna_bound_layer<T>&X = L[0], &E = L[1], &O = L.back();
+  for (uint64_t r = 0; r < rows; ++r)
+    if (ops::embedRowBad(X.z + r * X.units, E.from, E.cols, E.cols_count))
+      for (uint64_t j = 0; j < O.units; ++j) O.z[r * O.units + j] = T(NAN);
+}
+
+// An embedding's table gradients: dw zeroed, then each output column's rows added in row order.
+template <typename T> void embedBackward(const nna_bound_layer<T>& X, const nna_bound_layer<T>& C, uint64_t rows) {
+  if (!C.dw) return;
+  std::memset(C.dw, 0, C.w_count * sizeof(T));
+  const uint64_t n = C.units;
+  parallelFor(n - C.from, rows * 2, [&](uint64_t b, uint64_t e) {
+    for (uint64_t c = C.from + b; c < C.from + e; ++c) ops::embedGradColumn(X.z, X.units, C.d, n, c, rows, C.dw, ops::embedSource(c, C.from, C.cols, C.cols_count), C.from, C.cols);
+  });
+}
+
 // z[l] from z[l-1] (and z[from]) by layer l's op.
 template <typename T> void opForward(const std::vector<nna_bound_layer<T>>& L, uint32_t l, uint64_t rows, const OpStep& s) {
   const nna_bound_layer<T>& P = L[l - 1];
   const nna_bound_layer<T>& C = L[l];
+  if (C.op == NNA_OP_EMBEDDING) return embedForward(P, C, rows);
   const uint64_t n = C.units;
   const T scale = ops::dropoutScale<T>(C.op_value);
   const ops::DropoutMask m = s.maskOf(C, l);
@@ -62,6 +94,7 @@ template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, 
   const uint64_t n = C.units;
   T* dx = l > 1 ? P.d : nullptr;
   switch (C.op) {
+    case NNA_OP_EMBEDDING: return embedBackward(P, C, rows);  // layer 1: nothing for x
     case NNA_OP_LAYERNORM:
     case NNA_OP_RMSNORM: {
       const bool centred = ops::normCentred(C.op);

@@ -143,14 +143,14 @@ template <typename T> class CpuRun {
   }
 
   // Layer C's parameters from its dw and db: a dense layer's weights through the GEMM's update
-  // code, a norm's gain element by element with the biases' hyperparameters (no weight decay
-  // unless decayBiases: it is not a 2-D parameter).
+  // code, an embedding's tables element by element, a norm's gain element by element with the
+  // biases' hyperparameters (no weight decay unless decayBiases: it is not a 2-D parameter).
   void updateLayer(const nna_bound_layer<T>& C, const Hyper<T>& hp) {
     if (C.op == NNA_OP_DENSE)
       cpu::update(updateEpilogue(C, hp), C.dw, C.units, C.fan_in);
     else {
-      const Hyper<T> gains = forBiases(hp);
-      for (uint64_t i = 0; i < C.w_count; ++i) updateWeight<T>(h_.optimizer, C, i, C.dw[i], gains);
+      const Hyper<T> hw = nna_op_w_decays(C.op) ? hp : forBiases(hp);  // tables decay; a gain as a bias
+      for (uint64_t i = 0; i < C.w_count; ++i) updateWeight<T>(h_.optimizer, C, i, C.dw[i], hw);
     }
     updateBiases(C, hp);
   }
@@ -254,6 +254,7 @@ template <typename T> class CpuRun {
     g.ep.pre = C.pre;
     g.round = round_;
     cpu::gemm(g);
+    if (l + 1 == h_.num_layers && L[1].op == NNA_OP_EMBEDDING) cpu::embedPoison(L, rows);
   }
 
   void output(const std::vector<nna_bound_layer<T>>& L, uint64_t rows, uint64_t step) {

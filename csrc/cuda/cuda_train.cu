@@ -53,11 +53,14 @@ struct NonFiniteScan {
   uint64_t step = 0;  // the step it marks
 };
 
+// A layer's parameters (w and b, one model's): what its update, norm and check kernels walk.
+static uint64_t paramCount(const nna_layer& L) { return L.region[NNA_W].count + L.region[NNA_B].count; }
+
 static NonFiniteScan nonFiniteScan(const nna_header& h, const std::vector<nna_layer>& layers, const RunParams& p) {
   NonFiniteScan n;
   if (p.op != Op::Train && p.op != Op::Update) return n;
   uint64_t most = 0;  // the largest layer's parameters: the others' blocks find less to read
-  for (uint32_t l = 1; l < h.num_layers; ++l) most = std::max<uint64_t>(most, layers[l].units * (layers[l].fan_in + 1));
+  for (uint32_t l = 1; l < h.num_layers; ++l) most = std::max<uint64_t>(most, paramCount(layers[l]));
   n.needed = true;
   n.grid = dim3(blocksFor(most), h.num_layers - 1, unsigned(nna_models(&h)));
   n.last = h.num_layers - 1;
@@ -76,19 +79,25 @@ static void launchNonFinite(void* devBase, const nna_header& h, const std::vecto
 }
 
 // For each layer k, the residual layers that add its z, in layer order (ops/residual.h).
-using Adders = std::vector<std::vector<uint32_t>>;
+// What a run needs of the op parameter table, read from the host header once a run (runCuda):
+// the residual layers that add each layer's z (ops/residual.h), an embedding's categorical columns.
+struct OpTables {
+  std::vector<std::vector<uint32_t>> adders;
+  uint32_t embedColumns = 0;
+};
 
 template <typename T> class LayerRun {
  public:
   // Constructed on the worker thread after Backend::activate; device_ (the first member) makes
   // the lane's device current anyway, so that the run's allocations (the per-model lrs, what
   // the shelf first holds) are made and freed on the arena's device.
-  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const Adders& adders, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
+  LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const OpTables& ops, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
       : device_(lane.device),
         base_(base),
         h_(h),
         L_(layers),
-        adders_(adders),
+        adders_(ops.adders),
+        embedColumns_(ops.embedColumns),
         p_(p),
         lane_(lane),
         hooks_(hooks),
@@ -116,7 +125,15 @@ template <typename T> class LayerRun {
     // takes its own bias gradient (no cross-phase passes), without cuBLASLt's epilogues, the
     // output head or the side stream, whose launches assume a chain of dense layers.
     for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
-    if (ops_) opRows_ = static_cast<ops::NormRow*>(shelf.take(ScratchShelf::kOps, h.batch * K_ * sizeof(ops::NormRow)));
+    while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
+    if (ops_) {
+      // A norm's row stats between its backward kernels, or an embedding's sort keys (a column a
+      // model, in memory where the batch is beyond the shared memory's): one op's at a time.
+      const uint64_t keys = embedSortLength(h.batch) > kEmbedSharedKeys ? K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long) : 0;
+      void* scratch = shelf.take(ScratchShelf::kOps, std::max<uint64_t>(h.batch * K_ * sizeof(ops::NormRow), keys));
+      opRows_ = static_cast<ops::NormRow*>(scratch);
+      embedKeys_ = static_cast<unsigned long long*>(scratch);
+    }
     crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT) && !ops_;
     // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
     // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
@@ -346,6 +363,8 @@ template <typename T> class LayerRun {
   // The output layer (softmax, loss into stats, d), then the fold of the step's loss sum.
   void output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad) {
     const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
+    // A row of x that names no row of some table: NaN outputs (op_kernels.cuh, as the CPU's)
+    if (embedColumns_) graph_->launch(s_, embedPoisonKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, rows);
     const bool stats = p_.op != Op::Forward;
     // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
     // multiprocessor, a serial chain of loads and exps per thread.
@@ -403,7 +422,7 @@ template <typename T> class LayerRun {
   void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads): with one parameter a thread, every parameter paid for a binding.
-    const unsigned blocks = blocksFor((L_[l].units * (L_[l].fan_in + 1) + 15) / 16);
+    const unsigned blocks = blocksFor((paramCount(L_[l]) + 15) / 16);
     const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
     graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, copy ? half_.w(l) : HalfOut{});
     if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
@@ -413,7 +432,7 @@ template <typename T> class LayerRun {
   // its clip factor, then every layer's update with it.
   void clipAndUpdate(const Hyper<T>& hp, uint64_t s) {
     for (uint32_t l = 1; l <= last_; ++l) {
-      graph_->launch(s_, sumSquaresKernel<T>, dim3(normBlocks(L_[l].units * (L_[l].fan_in + 1)), 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
+      graph_->launch(s_, sumSquaresKernel<T>, dim3(normBlocks(paramCount(L_[l])), 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
     }
     if (scaling_)  // one model (check.cc)
       graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
@@ -488,6 +507,8 @@ template <typename T> class LayerRun {
       const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
       if (ops::isNorm(L_[l].op))
         graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
+      else if (L_[l].op == NNA_OP_EMBEDDING)
+        graph_->launch(s_, embedForwardKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, rows);
       else
         graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
       if (half_.active() && l < last_) {  // bf16 / fp16: the copy of z[l] the next layer's products read
@@ -503,12 +524,10 @@ template <typename T> class LayerRun {
     }
     if (!blas_) return tiled<kForward>(l, rows, rows, n);
     if ((lt_ || ltForward_) && !half_.active() && ltForward(l, rows)) return;
-    if (half_.active()) {  // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
-      if (l == 1) {
-        if (!st_.zFresh[0] || !p_.resident) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
-        staleWeightsToHalf();
-      }
-      const bool copy = l < last_ && !(headRounds_ && l + 1 == last_);  // headRounds_: the output launch rounds z[L-1] itself
+    if (half_.active()) {                                                          // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
+      if (l == 1 && (!st_.zFresh[0] || !p_.resident)) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
+      if (l == firstProduct_) staleWeightsToHalf();                                // before the forward's first product (ops before it have none)
+      const bool copy = l < last_ && !(headRounds_ && l + 1 == last_);             // headRounds_: the output launch rounds z[L-1] itself
       if (!copy && ltForward_ && ltForward(l, rows)) return;
       gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
       if (biasLater) return;
@@ -717,6 +736,10 @@ template <typename T> class LayerRun {
       graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half_.active() ? half_.d(l - 1) : HalfOut{});
     }
     if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
+    if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
+      graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[l].region[NNA_DW].count), 1, K_), kThreads, base_);
+      graph_->launch(s_, embedGradKernel<T>, dim3(embedColumns_, 1, K_), 1024, base_, rows, embedSortLength(rows), embedKeys_);
+    }
     return false;
   }
   static unsigned opRowBlocks(uint64_t rows) { return unsigned((rows + kOpRowsPerBlock - 1) / kOpRowsPerBlock); }
@@ -1160,7 +1183,8 @@ template <typename T> class LayerRun {
   void* base_;
   const nna_header& h_;
   const std::vector<nna_layer>& L_;
-  const Adders& adders_;  // the residual layers that add each layer's z (runCuda, ops/residual.h)
+  const std::vector<std::vector<uint32_t>>& adders_;  // the residual layers that add each layer's z (runCuda, ops/residual.h)
+  const uint32_t embedColumns_;                       // an embedding's categorical columns (blocks of its gradient kernel)
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
@@ -1209,14 +1233,16 @@ template <typename T> class LayerRun {
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
-  bool ops_ = false;                // a layer is not dense (op_kernels.cuh)
-  ops::NormRow* opRows_ = nullptr;  // a norm's per-row stats between its backward kernels (the shelf's)
-  uint64_t opStep_ = 0;             // the step's optimizer count: dropout's mask
-  bool biasInOutput_ = false;       // the output launch adds the output layer's bias (K models)
-  bool graphs_ = false;             // steps after the first may run as graph launches
-  FoldScalars<T> foldScalars_;      // a fold under a schedule: its alpha on the device
-  unsigned K_;                      // models (grid z of every per-model launch, batch count of every product)
-  DeviceLrs lrs_;                   // per-model learning rates on the device, or none
+  bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
+  ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
+  unsigned long long* embedKeys_ = nullptr;  // an embedding's sort keys beyond shared memory (the same bytes)
+  uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
+  uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
+  bool biasInOutput_ = false;                // the output launch adds the output layer's bias (K models)
+  bool graphs_ = false;                      // steps after the first may run as graph launches
+  FoldScalars<T> foldScalars_;               // a fold under a schedule: its alpha on the device
+  unsigned K_;                               // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;                            // per-model learning rates on the device, or none
   bool sameLr_ = true;
   T* scaledFirst_ = nullptr;    // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
   bool wideFirst_ = false;      // scalesD: layer 1's product over every model at once (allocateScaledCopies)
@@ -1250,8 +1276,8 @@ static void requireTensorCores(Precision p) {
 
 // One run on `lane` (runCuda's checks made): its copies in, the fused kernel or the per-layer
 // path, its copies out, and (unless p.queued) the wait that ends it.
-static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const Adders& adders, const RunParams& p, const Lane& lane,
-                             LayerHooks* hooks, GradSync* sync) {
+static const char* runOnLane(void* devBase, const nna_header& h, const std::vector<nna_layer>& layers, const OpTables& ops, const RunParams& p, const Lane& lane, LayerHooks* hooks,
+                             GradSync* sync) {
   // The fused kernel knows nothing of groups (shards, a group's loss rows or a reduction) and
   // runs whole steps in FP32 only: those, the trainer primitives and the TF32 precisions take
   // the per-layer path, which queues the run's copies itself (LayerRun::run).
@@ -1273,9 +1299,9 @@ static const char* runOnLane(void* devBase, const nna_header& h, const std::vect
   bool blas = false;
   try {
     if (h.dtype == NNA_FLOAT64)
-      blas = LayerRun<double>(devBase, h, layers, adders, p, lane, hooks, sync).run();
+      blas = LayerRun<double>(devBase, h, layers, ops, p, lane, hooks, sync).run();
     else
-      blas = LayerRun<float>(devBase, h, layers, adders, p, lane, hooks, sync).run();
+      blas = LayerRun<float>(devBase, h, layers, ops, p, lane, hooks, sync).run();
   } catch (...) {
     if (sync) sync->abort();
     if (hooks) {
@@ -1309,12 +1335,14 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   std::vector<uint32_t> from(h.num_layers, 0);  // residual layers' sources, from the op parameter table
   for (uint32_t l = 0; l < h.num_layers; ++l)
     if (const nna_op_param* q = nna_op_param_of(header, l)) from[l] = q->from;
-  Adders adders(h.num_layers);
+  OpTables tables;
+  tables.adders.resize(h.num_layers);
   for (uint32_t k = 0; k < h.num_layers; ++k)
-    adders[k] = ops::residualAdders(
+    tables.adders[k] = ops::residualAdders(
         h.num_layers, k, [&](uint32_t r) { return layers[r].op; }, [&](uint32_t r) { return from[r]; });
-  if (p.feed) return runFeed(devBase, p, *lane, [&](const RunParams& q) { return runOnLane(devBase, h, layers, adders, q, *lane, nullptr, nullptr); });
-  const char* path = runOnLane(devBase, h, layers, adders, p, *lane, hooks, sync);
+  if (layers[1].op == NNA_OP_EMBEDDING) tables.embedColumns = nna_op_param_of(header, 1)->count;
+  if (p.feed) return runFeed(devBase, p, *lane, [&](const RunParams& q) { return runOnLane(devBase, h, layers, tables, q, *lane, nullptr, nullptr); });
+  const char* path = runOnLane(devBase, h, layers, tables, p, *lane, hooks, sync);
   if (!p.queued && !hooks && !sync) lane.settled();  // it ended with its stream's wait (runOnLane)
   return path;
 }

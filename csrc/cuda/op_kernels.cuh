@@ -3,10 +3,12 @@
 // in double, lane partials added by a fixed shuffle tree), dropout and residual a thread an
 // element (a few blocks a multiprocessor, each thread many elements: a thread binds its layers
 // once); the norms' gain and bias gradients a thread a column, its rows in kOpStripes stripes
-// added in a fixed order. Grid z: the K models.
+// added in a fixed order; an embedding an element a thread forward, its table gradients a
+// thread an output column over the rows in order (ops/embedding.h). Grid z: the K models.
 #pragma once
 #include "../include/nn_arena.h"
 #include "../ops/dropout.h"
+#include "../ops/embedding.h"
 #include "../ops/norm.h"
 #include "layer_kernels.cuh"
 
@@ -126,6 +128,86 @@ template <typename T> __global__ void residualAddKernel(void* base, uint32_t k, 
   const nna_bound_layer<T> P = bindModel<T>(base, k), R = bindModel<T>(base, r);
   const uint64_t n = rows * P.units;
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) P.d[i] += R.d[i];
+}
+
+// An embedding's z (layer 1) from x = z[0], an element a thread (ops/embedding.h).
+template <typename T> __global__ void embedForwardKernel(void* base, uint64_t rows) {
+  const nna_bound_layer<T> X = bindModel<T>(base, 0), C = bindModel<T>(base, 1);
+  const uint64_t n = C.units, total = rows * n;
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t r = i / n;
+    C.z[i] = ops::embedOut(X.z + r * X.units, C.w, ops::embedSource(i - r * n, C.from, C.cols, C.cols_count), C.from, C.cols);
+  }
+}
+
+// The output layer's z of each row of x that names no row of some table: NaN (ops/embedding.h
+// embedRowBad), after the output layer's product. A thread a row.
+template <typename T> __global__ void embedPoisonKernel(void* base, uint64_t rows) {
+  const uint64_t r = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (r >= rows) return;
+  const nna_bound_layer<T> X = bindModel<T>(base, 0), E = bindModel<T>(base, 1), O = bindModel<T>(base, nna_header_of(base)->num_layers - 1);
+  if (!ops::embedRowBad(X.z + r * X.units, E.from, E.cols, E.cols_count)) return;
+  for (uint64_t j = 0; j < O.units; ++j) O.z[r * O.units + j] = T(NAN);
+}
+
+constexpr uint32_t kEmbedSharedKeys = 4096;  // an embedding's sort keys in shared memory up to this many rows
+
+// The smallest power of two >= rows: the length of an embedding column's bitonic sort.
+inline uint64_t embedSortLength(uint64_t rows) {
+  uint64_t n = 1;
+  while (n < rows) n *= 2;
+  return n;
+}
+
+// An embedding's dw cleared (every element): rows that no index names keep 0.
+template <typename T> __global__ void embedZeroKernel(void* base) {
+  const nna_bound_layer<T> C = bindModel<T>(base, 1);
+  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.w_count; i += uint64_t(gridDim.x) * blockDim.x) C.dw[i] = T(0);
+}
+
+// An embedding's table gradients, a block a categorical column (blockIdx.x): the batch's
+// (index, row) pairs sorted (bitonic, in shared memory up to kEmbedSharedKeys rows, else in
+// `scratch`: sortLength keys a column a model), then each run of one index sums its rows' errors
+// in row order into its table row: the CPU's order (ops/embedding.h embedGradColumn), so the
+// same bits without atomics.
+template <typename T> __global__ void embedGradKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* scratch) {
+  __shared__ unsigned long long shared[kEmbedSharedKeys];
+  const nna_bound_layer<T> X = bindModel<T>(base, 0), C = bindModel<T>(base, 1);
+  const uint32_t j = blockIdx.x;
+  unsigned long long* keys = sortLength <= kEmbedSharedKeys ? shared : scratch + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
+  uint64_t out = C.from, table = 0;  // the column's first output column and first table element
+  for (uint32_t k = 0; k < j; ++k) {
+    out += C.cols[k].dim;
+    table += uint64_t(C.cols[k].cardinality) * C.cols[k].dim;
+  }
+  const uint32_t card = C.cols[j].cardinality, dim = C.cols[j].dim;
+  constexpr unsigned long long kNone = ~0ull;  // a row whose index is bad (its output was NaN) or padding
+  for (uint64_t r = threadIdx.x; r < sortLength; r += blockDim.x) {
+    const int64_t i = r < rows ? ops::embedIndex(X.z[r * X.units + C.from + j], card) : -1;
+    keys[r] = i < 0 ? kNone : (static_cast<unsigned long long>(i) << 32) | r;
+  }
+  __syncthreads();
+  for (uint64_t k = 2; k <= sortLength; k *= 2)
+    for (uint64_t stride = k / 2; stride > 0; stride /= 2) {
+      for (uint64_t t = threadIdx.x; t < sortLength; t += blockDim.x) {
+        const uint64_t u = t ^ stride;
+        if (u <= t) continue;
+        const unsigned long long a = keys[t], b = keys[u];
+        if ((a > b) == ((t & k) == 0)) {
+          keys[t] = b;
+          keys[u] = a;
+        }
+      }
+      __syncthreads();
+    }
+  for (uint64_t q = threadIdx.x; q < rows * dim; q += blockDim.x) {
+    const uint64_t p = q / dim, e = q - p * dim;
+    const unsigned long long key = keys[p];
+    if (key == kNone || (p > 0 && keys[p - 1] >> 32 == key >> 32)) continue;  // not the first row of its index
+    T acc = T(0);
+    for (uint64_t t = p; t < rows && keys[t] >> 32 == key >> 32; ++t) acc += C.d[(keys[t] & 0xffffffffull) * C.units + out + e];
+    C.dw[table + (key >> 32) * dim + e] = acc;
+  }
 }
 
 }  // namespace nna

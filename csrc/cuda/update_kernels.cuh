@@ -89,7 +89,7 @@ template <typename T> __global__ void updateKernel(void* base, uint32_t l, uint3
   const Hyper<T> hb = forBiases(hp);
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   const uint64_t nw = C.w_count, first = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, stride = uint64_t(gridDim.x) * blockDim.x;
-  const Hyper<T> hw = C.op == NNA_OP_DENSE ? hp : hb;  // a norm's gain decays like a bias (not a 2-D parameter)
+  const Hyper<T> hw = nna_op_w_decays(C.op) ? hp : hb;  // a norm's gain decays like a bias (not a 2-D parameter)
   // The weights kUpdateUnroll at a time, every load of a round issued before the first update:
   // one memory latency a round, not one a weight. Each weight's arithmetic is updateParam's: the same bits.
   constexpr int kUpdateUnroll = 4;

@@ -32,7 +32,8 @@
  * Version 3 added ops (nna_layer.op, version 2's reserved field, 0 = dense) and the op parameter
  * table (nna_header.ops_offset, version 2's reserved_tail); a version-2 header is a version-3
  * header whose layers are all dense. A header is written with the lowest version that holds it:
- * a network of dense layers only is still written as version 2.
+ * a network of dense layers only is still written as version 2. An embedding layer (layer 1)
+ * adds the embedding column table right after the op parameter table (nna_embed_col).
  */
 #ifndef NN_ARENA_H
 #define NN_ARENA_H
@@ -121,7 +122,9 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
 /* ---- The ops: what a layer computes, one row each, the one table of them ----------------------
  *   X(ENUM, code, "name", w, b, "torch")
  *   w   what the layer's w region (and dw, mw, vw) holds: 2 a matrix, units x fan_in (dense);
- *       1 a gain, units elements (norms); 0 none
+ *       1 a gain, units elements (norms); 3 the embedding tables, sum of cardinality x dim over
+ *       the embedding column table (each column's table [cardinality][dim], in column order);
+ *       0 none. A w of 2 or 3 is a 2-D parameter: weight decay applies (nna_op_w_decays)
  *   b   whether the layer has a bias (b, db, mb, vb: units elements)
  *   torch the torch.nn module it matches ("" for none: residual is an addition)
  * Every op but dense keeps its width (fan_in == units), has the identity activation and takes its
@@ -131,13 +134,22 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
  *   dropout    value: p in [0, 1) training runs: y = x * keep / (1 - p), keep from nna_dropout_keep;
  *                                 other runs: y = x
  *   residual   from: a layer k < l - 1 of the same width    y = z[l-1] + z[k]
+ * but embedding, which is layer 1 only, with the identity activation: from is its numeric
+ * columns N, count its categorical columns C (entries of the embedding column table, >= 1);
+ * layer 0 has N + C units, layer 1 N + the sum of the columns' dims. Per row of x = z[0]:
+ *   y = [x[0..N), table_0[x[N]], table_1[x[N+1]], ...]; an index that is not an integer in
+ *   [0, cardinality) gives NaN in that column's dims and in the row's outputs (z of the last
+ *   layer, after its product), so that the run's non-finite check reports it.
+ *   Its backward sums each row's error into the rows of the tables it read (rows in order) and
+ *   passes nothing to layer 0.
  * Their forward and backward: csrc/ops/. The input layer and the output layer are dense. */
 #define NNA_OPS(X)                                     \
   X(NNA_OP_DENSE, 0, "dense", 2, 1, "Linear")          \
   X(NNA_OP_LAYERNORM, 1, "layernorm", 1, 1, "LayerNorm") \
   X(NNA_OP_RMSNORM, 2, "rmsnorm", 1, 0, "RMSNorm")     \
   X(NNA_OP_DROPOUT, 3, "dropout", 0, 0, "Dropout")     \
-  X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "")
+  X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "")        \
+  X(NNA_OP_EMBEDDING, 5, "embedding", 3, 0, "Embedding")
 
 #define NNA_OP_ENUM_(e, code, name, w, b, torch) e = code,
 #define NNA_OP_COUNT_(e, code, name, w, b, torch) +1
@@ -147,10 +159,14 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
 enum nna_op { NNA_OPS(NNA_OP_ENUM_) };
 #define NNA_OP_COUNT (0 NNA_OPS(NNA_OP_COUNT_)) /* codes are 0 .. NNA_OP_COUNT - 1 */
 
-/* What op `op`'s w region holds: 2 a units x fan_in matrix, 1 a units-long gain, 0 none. */
+/* What op `op`'s w region holds: 2 a units x fan_in matrix, 1 a units-long gain, 3 embedding
+ * tables, 0 none. */
 NNA_HD uint32_t nna_op_w(uint32_t op) {
   switch (op) { NNA_OPS(NNA_OP_W_) default: return 0; }
 }
+/* Whether op `op`'s w is a 2-D parameter (a matrix or tables), which weight decay applies to;
+ * a gain decays as a bias does (only with decayBiases). */
+NNA_HD int nna_op_w_decays(uint32_t op) { return nna_op_w(op) >= 2u; }
 /* Whether op `op` has a bias. */
 NNA_HD uint32_t nna_op_b(uint32_t op) {
   switch (op) { NNA_OPS(NNA_OP_B_) default: return 0; }
@@ -251,9 +267,18 @@ typedef struct nna_layer {
  * the layer table; present when a layer's op is not dense (else ops_offset is 0). */
 typedef struct nna_op_param {
   double value;      /* layernorm, rmsnorm: eps; dropout: p; else 0 */
-  uint32_t from;     /* residual: the layer whose output is added; else 0 */
-  uint32_t reserved;
+  uint32_t from;     /* residual: the layer whose output is added; embedding: its numeric columns; else 0 */
+  uint32_t count;    /* embedding: its categorical columns (entries of the embedding column table); else 0 */
 } nna_op_param;
+
+/* The embedding column table (version 3, where layer 1 is an embedding): one entry per
+ * categorical column, right after the op parameter table. An index of the column is a value of
+ * x in [0, cardinality), exact in float32 (cardinality <= NNA_MAX_CARDINALITY). */
+typedef struct nna_embed_col {
+  uint32_t cardinality; /* rows of the column's table */
+  uint32_t dim;         /* columns of the column's table: the embedding's width */
+} nna_embed_col;
+#define NNA_MAX_CARDINALITY 16777216u /* 2^24: every index is exact in float32 */
 
 typedef struct nna_header {
   uint32_t magic;        /* NNA_MAGIC */
@@ -320,12 +345,14 @@ static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is 
 static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
 static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
 static_assert(sizeof(nna_op_param) == 16, "nna_op_param size is part of the format");
+static_assert(sizeof(nna_embed_col) == 8, "nna_embed_col size is part of the format");
 #else
 _Static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
 _Static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is part of the format");
 _Static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
 _Static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
 _Static_assert(sizeof(nna_op_param) == 16, "nna_op_param size is part of the format");
+_Static_assert(sizeof(nna_embed_col) == 8, "nna_embed_col size is part of the format");
 #endif
 
 /* ---- Binding: from a base address alone, on host or device --------------------------------- */
@@ -347,6 +374,15 @@ NNA_HD void* nna_region_ptr(void* base, uint32_t l, uint32_t kind) {
 NNA_HD const nna_op_param* nna_op_param_of(const void* base, uint32_t l) {
   const nna_header* h = (const nna_header*)base;
   return h->version >= 3u && h->ops_offset ? (const nna_op_param*)((const char*)base + h->ops_offset) + l : (const nna_op_param*)0;
+}
+
+/* The embedding column table (nna_op_param_of(base, 1)->count entries), or NULL where layer 1 is
+ * not an embedding. */
+NNA_HD const nna_embed_col* nna_embed_cols_of(const void* base) {
+  const nna_header* h = (const nna_header*)base;
+  const nna_op_param* q = nna_op_param_of(base, 0);
+  if (!q || nna_layer_of(base, 1)->op != NNA_OP_EMBEDDING) return (const nna_embed_col*)0;
+  return (const nna_embed_col*)(q + h->num_layers);
 }
 
 /* ---- User regions, by name or index (the header must have passed nn-arena's validation, as
@@ -443,8 +479,10 @@ struct nna_bound_layer {
   uint32_t activation;
   double act_param; /* the header's act_param (leaky-relu's slope) */
   uint32_t op;      /* enum nna_op */
-  uint32_t from;    /* residual: the layer whose output is added */
+  uint32_t from;    /* residual: the layer whose output is added; embedding: its numeric columns */
   double op_value;  /* the op's eps or p (nna_op_param.value) */
+  uint32_t cols_count;          /* embedding: its categorical columns; else 0 */
+  const nna_embed_col* cols;    /* embedding: the embedding column table; else NULL */
   uint64_t w_count, b_count; /* elements of w (and dw, mw, vw) and of b (and db, mb, vb); 0: none */
 };
 
@@ -470,6 +508,8 @@ nna_bound_layer<T> nna_bind(void* base, uint32_t l) {
   const nna_op_param* q = nna_op_param_of(base, l);
   r.from = q ? q->from : 0u;
   r.op_value = q ? q->value : 0.0;
+  r.cols_count = q && L->op == NNA_OP_EMBEDDING ? q->count : 0u;
+  r.cols = r.cols_count ? nna_embed_cols_of(base) : (const nna_embed_col*)0;
   r.w_count = L->region[NNA_W].count;
   r.b_count = L->region[NNA_B].count;
   return r;

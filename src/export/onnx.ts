@@ -63,6 +63,31 @@ function valueInfo(name: string, type: number, width: number): Message {
   return new Message().string(VALUE_INFO.name, name).message(VALUE_INFO.type, new Message().message(1, tensorType));
 }
 
+/** An embedding layer's nodes: x's numeric columns, then each index column cast to int64 and
+ *  gathered from its table, concatenated along the row (docs/ops.md's Embeddings module). */
+function embeddingNodes(graph: Message, constants: Message[], x: string, numeric: number, tables: readonly { name: string }[], out: string, l: number): void {
+  const at = `embedding_${l}`;
+  const slice = (name: string, from: number, to: number) => {
+    constants.push(intTensor(`${name}.starts`, [from]), intTensor(`${name}.ends`, [to]), intTensor(`${name}.axes`, [1]));
+    graph.message(GRAPH.node, node('Slice', [x, `${name}.starts`, `${name}.ends`, `${name}.axes`], name, name));
+  };
+  const parts: string[] = [];
+  if (numeric > 0) {
+    slice(`${at}_numeric`, 0, numeric);
+    parts.push(`${at}_numeric`);
+  }
+  constants.push(intTensor(`${at}.squeeze`, [1]));
+  tables.forEach((t, j) => {
+    const col = `${at}_col${j}`;
+    slice(col, numeric + j, numeric + j + 1);
+    graph.message(GRAPH.node, node('Cast', [col], `${col}_int`, `${col}_int`, { to: { int: TENSOR_TYPE.int64 } }));
+    graph.message(GRAPH.node, node('Squeeze', [`${col}_int`, `${at}.squeeze`], `${col}_index`, `${col}_index`));
+    graph.message(GRAPH.node, node('Gather', [t.name, `${col}_index`], `${col}_rows`, `${col}_rows`));
+    parts.push(`${col}_rows`);
+  });
+  graph.message(GRAPH.node, node('Concat', parts, out, at, { axis: { int: 1 } }));
+}
+
 /** The ONNX model of model `options.model` of `arena` (its inference graph). */
 export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   checkArena(arena);
@@ -102,6 +127,7 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
       graph.message(GRAPH.node, node('Div', [x, `rmsnorm_${l}_rms`], `rmsnorm_${l}_hat`, `rmsnorm_${l}_hat`));
       graph.message(GRAPH.node, node('Mul', [`rmsnorm_${l}_hat`, w], opOut, `rmsnorm_${l}`));
     } else if (o.op === 'residual') graph.message(GRAPH.node, node('Add', [x, outputs[o.from]!], opOut, `residual_${l}`));
+    else if (o.op === 'embedding') embeddingNodes(graph, constants, x, o.numeric, p.tensors, opOut, l);
     else h = x; // dropout: the identity at inference
     steps.forEach((st, i) => {
       const out = l === L && i === steps.length - 1 ? 'output' : `act_${l}${steps.length > 1 ? `_${i}` : ''}`;

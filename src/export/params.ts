@@ -5,7 +5,7 @@
 import { Arena, queueOf, type View } from '../arena/arena.js';
 import { OptionError } from '../core/errors.js';
 import { stateOf } from '../train/state.js';
-import { tensorNames } from './sequential.js';
+import { embeddingTableName, tensorNames } from './sequential.js';
 
 export interface ModelOptions {
   /** Arenas of K models (planLayout `models`): which model (default 0). */
@@ -21,7 +21,7 @@ export interface ParamTensor {
 export interface LayerParams {
   layer: number;
   /** A dense layer's weight [out, in] and bias [out]; a layernorm's weight and bias [units]; an
-   *  rmsnorm's weight; nothing for dropout and residual. */
+   *  rmsnorm's weight; an embedding's tables [cardinality, dim]; nothing for dropout and residual. */
   tensors: ParamTensor[];
 }
 
@@ -59,7 +59,18 @@ export function layerParams(arena: Arena, model: number): LayerParams[] {
     const tensors: ParamTensor[] = [];
     const w = arena.plan.region(l, 'w'),
       b = arena.plan.region(l, 'b');
-    const dense = (spec.ops?.[i]?.op ?? 'dense') === 'dense';
+    const op = spec.ops?.[i] ?? { op: 'dense' as const };
+    if (op.op === 'embedding') {
+      // One nn.Embedding per categorical column: its table [cardinality, dim], back to back in w.
+      const view = arena.view(l, 'w', model);
+      let at = 0;
+      op.categorical.forEach((c, j) => {
+        tensors.push({ name: embeddingTableName(l, j), view: view.subarray(at, at + c.cardinality * c.dim), shape: [c.cardinality, c.dim] });
+        at += c.cardinality * c.dim;
+      });
+      return { layer: l, tensors };
+    }
+    const dense = op.op === 'dense';
     if (w) tensors.push({ name: names.weight, view: arena.view(l, 'w', model), shape: dense ? [spec.layers[l]!, spec.layers[l - 1]!] : [spec.layers[l]!] });
     if (b) tensors.push({ name: names.bias, view: arena.view(l, 'b', model), shape: [spec.layers[l]!] });
     return { layer: l, tensors };

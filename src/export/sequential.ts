@@ -55,6 +55,12 @@ export function tensorNames(layer: number): { weight: string; bias: string } {
   return { weight: `${i}.weight`, bias: `${i}.bias` };
 }
 
+/** The state_dict name of an embedding layer's table of categorical column j (docs/ops.md's
+ *  Embeddings module: one nn.Embedding per column in `tables`). */
+export function embeddingTableName(layer: number, column: number): string {
+  return `${2 * (layer - 1)}.tables.${column}.weight`;
+}
+
 /** Layer l's module (the one at index 2 * (l - 1)) as PyTorch source. */
 function layerModule(spec: Pick<NormalizedSpec, 'layers' | 'ops'>, l: number): string {
   const o = spec.ops?.[l - 1] ?? { op: 'dense' as const };
@@ -70,6 +76,8 @@ function layerModule(spec: Pick<NormalizedSpec, 'layers' | 'ops'>, l: number): s
       return `Dropout(p=${o.p})`;
     case 'residual':
       return `Residual(${o.from})`;
+    case 'embedding':
+      return `Embeddings(${o.numeric}, [${o.categorical.map((c) => `(${c.cardinality}, ${c.dim})`).join(', ')}])`;
   }
 }
 

@@ -7,6 +7,8 @@ import { call, native } from '../native/addon.js';
 import {
   ACTIVATIONS,
   DTYPES,
+  EMBED_COL_FIELDS,
+  EMBED_COL_SIZE,
   EXTRA_FIELDS,
   EXTRA_NAME_BYTES,
   EXTRA_RULES,
@@ -43,7 +45,7 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   const units = Array.from({ length: layers }, (_, l) => u64(HEADER_SIZE + l * LAYER_SIZE + LAYER_FIELDS.units));
   const activations = units.slice(1).map((_, l) => keyOf(ACTIVATIONS, u32(HEADER_SIZE + (l + 1) * LAYER_SIZE + LAYER_FIELDS.activation)) as Activation);
   const ops = decodeOps(v, layers);
-  const extra = decodeExtras(bytes, v, layers, ops ? layers * OP_PARAM_SIZE : 0);
+  const extra = decodeExtras(bytes, v, layers);
   // models and act_param: version 1's reserved[3] and [4], 0 in older headers (one model, no parameter).
   const models = u64(F.models);
   const takesParam = activations.some((a) => activationInfo(a).param !== 0);
@@ -74,7 +76,17 @@ function decodeOps(v: DataView, layers: number): LayerOp[] | undefined {
     const value = v.getFloat64(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, true);
     if (op === 'layernorm' || op === 'rmsnorm') return { op, eps: value };
     if (op === 'dropout') return { op, p: value };
-    if (op === 'residual') return { op, from: v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, true) };
+    const from = v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, true);
+    if (op === 'residual') return { op, from };
+    if (op === 'embedding') {
+      const table = at + layers * OP_PARAM_SIZE;
+      const count = v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.count, true);
+      const categorical = Array.from({ length: count }, (_, j) => ({
+        cardinality: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.cardinality, true),
+        dim: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.dim, true),
+      }));
+      return { op, numeric: from, categorical };
+    }
     return { op: 'dense' };
   });
 }
@@ -87,8 +99,15 @@ export function tableBytes(bytes: Uint8Array): number | string {
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const layers = v.getUint32(HEADER_FIELDS.num_layers, true);
   const n = v.getUint32(HEADER_FIELDS.num_extras, true);
-  // The op parameter table (version 3) sits between the layer table and the kind table.
-  const layersEnd = HEADER_SIZE + layers * LAYER_SIZE + (v.getBigUint64(HEADER_FIELDS.ops_offset, true) ? layers * OP_PARAM_SIZE : 0);
+  // The op parameter table (version 3) and, where layer 1 is an embedding, its column table sit
+  // between the layer table and the kind table.
+  let layersEnd = HEADER_SIZE + layers * LAYER_SIZE;
+  if (v.getBigUint64(HEADER_FIELDS.ops_offset, true)) {
+    layersEnd += layers * OP_PARAM_SIZE;
+    if (bytes.length < layersEnd) return layersEnd;
+    if (layers > 1 && v.getUint32(HEADER_SIZE + LAYER_SIZE + LAYER_FIELDS.op, true) === OP_CODES.embedding)
+      layersEnd += v.getUint32(HEADER_SIZE + layers * LAYER_SIZE + OP_PARAM_SIZE + OP_PARAM_FIELDS.count, true) * EMBED_COL_SIZE;
+  }
   if (n === 0) return layersEnd;
   // A bound on what is read next; the validator checks the table itself.
   if (n > MAX_EXTRAS) return `${n} user regions (at most ${MAX_EXTRAS})`;
@@ -100,9 +119,9 @@ export function tableBytes(bytes: Uint8Array): number | string {
 }
 
 /** The `extra` list of a validated header's kind table (layers: those with a region). */
-function decodeExtras(bytes: Uint8Array, v: DataView, layers: number, opsBytes: number): ExtraSpec[] {
+function decodeExtras(bytes: Uint8Array, v: DataView, layers: number): ExtraSpec[] {
   const n = v.getUint32(HEADER_FIELDS.num_extras, true);
-  const at = HEADER_SIZE + layers * LAYER_SIZE + opsBytes;
+  const at = Number(v.getBigUint64(HEADER_FIELDS.extras_offset, true));
   const entriesAt = at + n * EXTRA_SIZE;
   return Array.from({ length: n }, (_, i): ExtraSpec => {
     const x = at + i * EXTRA_SIZE;

@@ -53,6 +53,17 @@ export const opInfo = (name: OpName): OpRow => OP_TABLE.find((o) => o.name === n
 /** Byte offsets inside struct nna_op_param (an entry of the op parameter table), and its size. */
 export const OP_PARAM_FIELDS = FORMAT.opParam;
 export const OP_PARAM_SIZE = FORMAT.opParam.size;
+/** Byte offsets inside struct nna_embed_col (an entry of the embedding column table), its size. */
+export const EMBED_COL_FIELDS = FORMAT.embedCol;
+export const EMBED_COL_SIZE = FORMAT.embedCol.size;
+/** The largest cardinality of an embedding column (every index exact in float32). */
+export const MAX_CARDINALITY = FORMAT.maxCardinality;
+
+/** A categorical column of an embedding layer: its table has `cardinality` rows of `dim`. */
+export interface EmbedColumn {
+  readonly cardinality: number;
+  readonly dim: number;
+}
 
 /** Byte offsets of struct nna_header's fields (and its size). */
 export const HEADER_FIELDS = FORMAT.header;
@@ -95,6 +106,8 @@ export interface HeaderLayer {
 }
 
 export interface HeaderFields {
+  /** The embedding column table, where layer 1 is an embedding (its op parameter's count). */
+  embedding?: readonly EmbedColumn[];
   /** NNA_FLAG_* bits; 0 = a plan where every region has bytes of its own. */
   flags: number;
   dtype: Dtype;
@@ -115,10 +128,16 @@ export interface HeaderFields {
 }
 
 /** Bytes of the header struct, the layer table, the op parameter table (`ops`: where a layer is
- *  not dense) and the kind table (before alignment padding). */
-export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>, ops = false): number {
+ *  not dense), the embedding column table (`columns` entries) and the kind table (before
+ *  alignment padding). */
+export function headerTableBytes(layers: number, extras: ReadonlyArray<{ like?: unknown }>, ops = false, columns = 0): number {
   const entries = extras.reduce((a, e) => a + (e.like === undefined ? 1 : layers), 0);
-  return HEADER_SIZE + layers * LAYER_SIZE + (ops ? layers * OP_PARAM_SIZE : 0) + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
+  return opTablesEnd(layers, ops, columns) + (extras.length ? extras.length * EXTRA_SIZE + entries * REGION_SIZE : 0);
+}
+
+/** Where the layer, op parameter and embedding column tables end: the kind table's offset. */
+export function opTablesEnd(layers: number, ops: boolean, columns: number): number {
+  return HEADER_SIZE + layers * LAYER_SIZE + (ops ? layers * OP_PARAM_SIZE + columns * EMBED_COL_SIZE : 0);
 }
 
 /** Encodes the bytes at offset 0 of the arena (header, layer table, zero padding). */
@@ -166,10 +185,18 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
       v.setFloat64(layersEnd + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, L.opValue, true);
       u32(layersEnd + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, L.opFrom);
     });
+    // The embedding column table after it (layer 1's count: its entries).
+    const cols = h.embedding ?? [];
+    if (cols.length) u32(layersEnd + OP_PARAM_SIZE + OP_PARAM_FIELDS.count, cols.length);
+    const tableAt = layersEnd + h.layers.length * OP_PARAM_SIZE;
+    cols.forEach((c, j) => {
+      u32(tableAt + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.cardinality, c.cardinality);
+      u32(tableAt + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.dim, c.dim);
+    });
   }
   if (h.extras.length) {
     // The kind table after the layer and op tables: the structs, then every extra's entries.
-    const at = layersEnd + (ops ? h.layers.length * OP_PARAM_SIZE : 0);
+    const at = opTablesEnd(h.layers.length, ops, h.embedding?.length ?? 0);
     u64(F.extras_offset, at);
     u32(F.num_extras, h.extras.length);
     u32(F.extra_size, EXTRA_SIZE);

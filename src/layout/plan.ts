@@ -7,7 +7,7 @@ import { LayoutError } from '../core/errors.js';
 import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native/addon.js';
 import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, OP_CODES, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
-import { normalizeSpec, type DtypeOf, type LayerSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
+import { normalizeSpec, type DtypeOf, type EmbeddingOp, type LayerSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
   /** Bytes from the arena base; a multiple of the plan's align. */
@@ -96,15 +96,23 @@ export function plannerShape(s: NormalizedSpec): PlannerShape {
     units: [...s.layers],
     activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
     ...(s.ops ? { ops: [OP_CODES.dense, ...s.ops.map((o) => OP_CODES[o.op])] } : {}),
+    ...(embeddingOf(s) ? { embedding: embeddingOf(s)!.categorical } : {}),
   };
 }
 
-/** Layer l's entry of the op parameter table: eps or p, and residual's from. */
+/** Layer 1's embedding, where it is one. */
+function embeddingOf(s: NormalizedSpec): EmbeddingOp | undefined {
+  const o = s.ops?.[0];
+  return o?.op === 'embedding' ? o : undefined;
+}
+
+/** Layer l's entry of the op parameter table: eps or p, residual's from, an embedding's numeric
+ *  columns (its column count: encodeHeader, from the column table). */
 function opParams(s: NormalizedSpec, l: number): { op: number; opValue: number; opFrom: number } {
   const o = l > 0 ? s.ops?.[l - 1] : undefined;
   if (!o) return { op: OP_CODES.dense, opValue: 0, opFrom: 0 };
   const value = 'eps' in o ? o.eps : 'p' in o ? o.p : 0;
-  return { op: OP_CODES[o.op], opValue: value, opFrom: 'from' in o ? o.from : 0 };
+  return { op: OP_CODES[o.op], opValue: value, opFrom: 'from' in o ? o.from : 'numeric' in o ? o.numeric : 0 };
 }
 
 /** The native rules of a shape's regions, asked once per plan: count (2^64 - 1 where one
@@ -201,7 +209,7 @@ export function planLayout(input: LayoutSpec<LayerSpec>): Plan {
   const s = normalizeSpec(input);
   const elem = BigInt(DTYPE_BYTES[s.dtype]);
   const align = BigInt(s.align);
-  const tableBytes = headerTableBytes(s.layers.length, s.extra, s.ops !== undefined);
+  const tableBytes = headerTableBytes(s.layers.length, s.extra, s.ops !== undefined, embeddingOf(s)?.categorical.length ?? 0);
   const headerBytes = alignUp(BigInt(tableBytes), align);
 
   const shape = plannerShape(s);
@@ -323,6 +331,7 @@ export function planLayout(input: LayoutSpec<LayerSpec>): Plan {
     return [r?.offset ?? 0, r?.length ?? 0];
   };
   const header = encodeHeader({
+    ...(embeddingOf(s) ? { embedding: embeddingOf(s)!.categorical } : {}),
     flags: s.compact ? FLAGS.compact : 0,
     dtype: s.dtype,
     order: s.order,

@@ -23,6 +23,9 @@ import {
   type Order,
 } from './header.js';
 import { FORMAT } from '../native/tables.generated.js';
+import { DENSE_KEYS, readOp, type EmbeddingOp, type LayerOp } from './op-spec.js';
+
+export type { EmbeddingOp, LayerOp } from './op-spec.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -52,15 +55,8 @@ export type LayerSpec =
   | { readonly op?: 'dense'; readonly units: number; readonly activation?: Activation }
   | { readonly op: 'layernorm' | 'rmsnorm'; readonly eps?: number }
   | { readonly op: 'dropout'; readonly p: number }
-  | { readonly op: 'residual'; readonly from: number };
-
-/** A non-input layer's op as planned. eps of rmsnorm defaults to the dtype's machine epsilon
- *  (torch.finfo(dtype).eps, as nn.RMSNorm), of layernorm to 1e-5 (nn.LayerNorm). */
-export type LayerOp =
-  | { readonly op: 'dense' }
-  | { readonly op: 'layernorm' | 'rmsnorm'; readonly eps: number }
-  | { readonly op: 'dropout'; readonly p: number }
-  | { readonly op: 'residual'; readonly from: number };
+  | { readonly op: 'residual'; readonly from: number }
+  | EmbeddingOp;
 
 /** L: what `layers` holds; LayoutSpec<LayerSpec> for a spec with layer objects (planLayout
  *  takes either). */
@@ -279,16 +275,6 @@ export function normalizeSpec(spec: LayoutSpec<LayerSpec>): NormalizedSpec {
   });
 }
 
-const DENSE_KEYS = ['op', 'units', 'activation'] as const;
-const OP_KEYS: Readonly<Record<Exclude<OpName, 'dense'>, readonly string[]>> = {
-  layernorm: ['op', 'eps'],
-  rmsnorm: ['op', 'eps'],
-  dropout: ['op', 'p'],
-  residual: ['op', 'from'],
-};
-/** torch.finfo(dtype).eps: nn.RMSNorm's eps when none is given. */
-const MACHINE_EPS: Readonly<Record<Dtype, number>> = { float32: 2 ** -23, float64: 2 ** -52 };
-
 /** The units, the activations layer objects give (undefined: the default; per non-input layer)
  *  and the ops (undefined where every layer is dense) of `layers` (each entry read once) or of
  *  numeric layers with `ops`. */
@@ -317,7 +303,15 @@ function readLayers(layers: unknown[], rawOps: unknown, rawActivations: unknown,
       }
       return;
     }
-    if (l === 0) throw new LayoutError('BAD_LAYERS', at, raw, 'the input layer is a unit count');
+    if (l === 0)
+      throw new LayoutError(
+        'BAD_LAYERS',
+        at,
+        raw,
+        'categorical' in entry
+          ? "the input layer is a unit count (x's columns); categorical columns go in layer 1: { op: 'embedding', numeric, categorical }"
+          : 'the input layer is a unit count',
+      );
     const field = given ? `ops[${l - 1}]` : at;
     const o = entry as Record<string, unknown>;
     const op: unknown = o.op ?? 'dense';
@@ -330,36 +324,25 @@ function readLayers(layers: unknown[], rawOps: unknown, rawActivations: unknown,
           .map((k) => `'${k}'`)
           .join(', ')}`,
       );
-    checkKnownKeys(o, op === 'dense' ? (given ? ['op'] : DENSE_KEYS) : OP_KEYS[op as Exclude<OpName, 'dense'>], `a ${op} layer`, field);
-    const last = l === layers.length - 1;
     if (op === 'dense') {
+      checkKnownKeys(o, given ? ['op'] : DENSE_KEYS, 'a dense layer', field);
       units.push(given ? positiveInt(at, raw) : positiveInt(`${at}.units`, o.units));
       activations.push(given ? undefined : ((o.activation ?? 'identity') as Activation));
       ops.push({ op: 'dense' });
       return;
     }
-    if (last) throw new LayoutError('BAD_LAYERS', `${field}.op`, op, 'the output layer is dense (give it units and an activation)');
-    const width = units[l - 1]!;
-    if (given && raw !== width)
-      throw new LayoutError('BAD_LAYERS', at, raw, `layer ${l} is a ${op} layer, which keeps the width of the layer before (${width})`);
-    units.push(width);
+    if (l === layers.length - 1) throw new LayoutError('BAD_LAYERS', `${field}.op`, op, 'the output layer is dense (give it units and an activation)');
+    const read = readOp(op as Exclude<OpName, 'dense'>, o, field, l, units, dtype);
+    if (given && raw !== read.width)
+      throw new LayoutError(
+        'BAD_LAYERS',
+        at,
+        raw,
+        `layer ${l} is a ${op} layer of ${read.width} units (${op === 'embedding' ? 'numeric + the dims' : 'the width of the layer before'})`,
+      );
+    units.push(read.width);
     activations.push('identity');
-    if (op === 'layernorm' || op === 'rmsnorm') {
-      const eps = o.eps ?? (op === 'layernorm' ? 1e-5 : MACHINE_EPS[dtype]);
-      if (typeof eps !== 'number' || !Number.isFinite(eps) || eps <= 0) throw new LayoutError('BAD_LAYERS', `${field}.eps`, eps, 'must be a finite number > 0');
-      ops.push({ op, eps });
-    } else if (op === 'dropout') {
-      const p = o.p;
-      if (typeof p !== 'number' || !(p >= 0 && p < 1)) throw new LayoutError('BAD_LAYERS', `${field}.p`, p, 'must be a number in [0, 1)');
-      ops.push({ op, p });
-    } else {
-      const from = o.from;
-      if (typeof from !== 'number' || !Number.isInteger(from) || from < 0 || from > l - 2)
-        throw new LayoutError('BAD_LAYERS', `${field}.from`, from, `must be a layer index in [0, ${l - 2}] (an earlier layer than the one before)`);
-      if (units[from] !== width)
-        throw new LayoutError('BAD_LAYERS', `${field}.from`, from, `layer ${from} has ${units[from]} units; a residual adds layers of one width (${width})`);
-      ops.push({ op: 'residual', from });
-    }
+    ops.push(read.op);
   });
   return { units, activations, ops: ops.some((o) => o.op !== 'dense') ? Object.freeze(ops.map((o) => Object.freeze(o))) : undefined };
 }

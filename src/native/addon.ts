@@ -336,6 +336,8 @@ export interface PlannerShape {
   activations: number[];
   /** One op code per layer (nna_op), where some layer is not dense. */
   ops?: number[];
+  /** Layer 1's embedding columns, where it is an embedding (its tables are its w). */
+  embedding?: ReadonlyArray<{ readonly cardinality: number; readonly dim: number }>;
 }
 
 /** Bits of regionRules' flags (csrc/addon/descriptors.cc). */

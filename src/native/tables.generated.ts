@@ -17,6 +17,7 @@ export const FORMAT = {
   minAlign: 8,
   maxAlign: 1073741824,
   maxSamples: 4294967295,
+  maxCardinality: 16777216,
   flags: {compact: 1},
   flagsKnown: 1,
   dtypes: {float32: 1, float64: 2},
@@ -30,7 +31,8 @@ export const FORMAT = {
   layer: {size: 248, units: 0, fan_in: 8, activation: 16, op: 20, region: 24},
   region: {size: 16, offset: 0, count: 8},
   extra: {size: 64, name: 0, rule: 32, like: 36, elem_bytes: 40, entries: 44, first: 48},
-  opParam: {size: 16, value: 0, from: 8},
+  opParam: {size: 16, value: 0, from: 8, count: 12},
+  embedCol: {size: 8, cardinality: 0, dim: 4},
 } as const;
 
 /** The codes a run's parameters and an arena's memory kind cross to the native side with. */
@@ -64,6 +66,7 @@ export const OP_TABLE = [
   {name: 'rmsnorm', code: 2, w: 1, bias: false, torch: 'RMSNorm'},
   {name: 'dropout', code: 3, w: 0, bias: false, torch: 'Dropout'},
   {name: 'residual', code: 4, w: 0, bias: false, torch: ''},
+  {name: 'embedding', code: 5, w: 3, bias: false, torch: 'Embedding'},
 ] as const;
 
 /** Every loss (losses.h): its run code; softmax: needs a softmax output layer (else must not have

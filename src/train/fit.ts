@@ -146,13 +146,10 @@ export interface FitData {
   dataset?: { handle: Dataset; version: number };
 }
 
-function diverges(stats: View, runBase: number, epoch: number): void {
+function diverges(stats: View, runBase: number, epoch: number, hint: string): void {
   if (stats[STATS.badStep]! >= 0) {
     const badStep = runBase + stats[STATS.badStep]!;
-    throw new ArenaError(
-      'DIVERGED',
-      `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); lower the learning rate`,
-    );
+    throw new ArenaError('DIVERGED', `training diverged: the loss or the weights became non-finite at step ${badStep} (epoch ${epoch}); ${hint}`);
   }
 }
 
@@ -276,7 +273,7 @@ export async function fitLoop(r: Runner, { d, dataset }: FitData, o: FitPlan): P
     // marked at its report; the others go on.
     if (r.models === 1 || f.reportEnd) {
       const stats = run.stats ?? r.stats();
-      if (r.models === 1) diverges(stats[0]!, f.base, f.epoch);
+      if (r.models === 1) diverges(stats[0]!, f.base, f.epoch, r.divergedHint);
       if (!f.reportEnd) return;
       stats.forEach((st, m) => {
         if (st[STATS.badStep]! >= 0) diverged[m] = true;

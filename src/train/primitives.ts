@@ -134,7 +134,7 @@ export async function update(r: Runner): Promise<void> {
     if (r.diverged(0)) {
       throw new ArenaError(
         'DIVERGED',
-        `update diverged: the weights${fresh ? ' (or the loss of the backward() it applied)' : ''} became non-finite at step ${stepBase}; lower the learning rate`,
+        `update diverged: the weights${fresh ? ' (or the loss of the backward() it applied)' : ''} became non-finite at step ${stepBase}; ${r.divergedHint}`,
       );
     }
   });

@@ -568,6 +568,13 @@ export class Runner {
     return Array.from({ length: this.models }, (_, m) => this.arena.view(L, 'stats', m));
   }
 
+  /** What to do about a diverged step: lower the learning rate, or (with an embedding) check x's
+   *  category indices, which make a row's outputs NaN where they name no row of a table. */
+  get divergedHint(): string {
+    const embedding = this.arena.plan.spec.ops?.[0]?.op === 'embedding';
+    return embedding ? 'lower the learning rate, or check that every category index of x is an integer in [0, cardinality)' : 'lower the learning rate';
+  }
+
   /** Whether model m's last run marked a bad step: a non-finite loss, or weights or biases left
    *  non-finite (native, after each step or run), as the stats region read last says. */
   diverged(m: number): boolean {

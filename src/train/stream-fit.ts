@@ -332,7 +332,7 @@ async function train(
       await settle();
       throw new ArenaError(
         'DIVERGED',
-        `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); lower the learning rate`,
+        `training diverged: the loss became non-finite at step ${stepBase + stats[0]![STATS.badStep]!} (epoch ${w.epoch}); ${r.divergedHint}`,
       );
     }
     last = combine(stats.map(metricsOf), [false]);

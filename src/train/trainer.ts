@@ -212,7 +212,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
   }
 
   /** He (relu-like activations) or Xavier (the others; the table's init) normal weights from
-   *  `seed`, norms' gains 1, zero biases and
+   *  `seed`, embedding tables N(0, 1), norms' gains 1, zero biases and
    *  optimizer state; written on the host (identical on every backend) and uploaded (a new
    *  arena: what was written, one transfer; else the whole arena), so both sides hold them when
    *  init() returns. BUSY while a
@@ -230,12 +230,14 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
         const fanIn = layers[l - 1]!,
           fanOut = layers[l]!;
         const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
-        const dense = (ops?.[l - 1]?.op ?? 'dense') === 'dense';
         if (plan.region(l, 'w')) {
           // A norm's gain starts at 1 (nn.LayerNorm, nn.RMSNorm); no draw, so the dense layers'
           // weights are those of the same seed without the ops.
+          // An embedding's tables N(0, 1) as nn.Embedding's, drawn in layer order.
           const w = this.arena.view(l, 'w', m);
-          if (dense) for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
+          const op = ops?.[l - 1]?.op ?? 'dense';
+          if (op === 'dense') for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
+          else if (op === 'embedding') for (let i = 0; i < w.length; i++) w[i] = rng.normal();
           else w.fill(1);
         }
         for (const k of ['b', 'mw', 'mb', 'vw', 'vb'] as const) if (plan.region(l, k)) this.arena.view(l, k, m).fill(0);
@@ -266,10 +268,7 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
       r.addSteps(1);
       const m = r.readStats(true);
       if (r.models === 1 && r.diverged(0))
-        throw new ArenaError(
-          'DIVERGED',
-          `training diverged: the loss (${m.loss}) or the weights became non-finite at step ${stepBase}; lower the learning rate`,
-        );
+        throw new ArenaError('DIVERGED', `training diverged: the loss (${m.loss}) or the weights became non-finite at step ${stepBase}; ${r.divergedHint}`);
       return m;
     });
   }

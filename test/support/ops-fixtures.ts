@@ -1,6 +1,6 @@
-// ops-fixtures.ts: nn-arena trained like test/fixtures/gen_ops.py trains with PyTorch (the same
-// start values, batches, AdamW with clipping, dropout seed), for the CPU test (test/ops.test.ts)
-// and the CUDA one (test/gpu/ops.gpu.test.ts).
+// ops-fixtures.ts: nn-arena trained like test/fixtures/gen_ops.py and gen_embedding.py train
+// with PyTorch (the same start values, batches, AdamW with clipping, dropout seed), for the CPU
+// test (test/ops.test.ts) and the CUDA one (test/gpu/ops.gpu.test.ts).
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
@@ -10,7 +10,7 @@ export interface OpsParams {
   w: number[];
   b?: number[];
 }
-export const OPS_FIXTURE: {
+export interface OpsFixture {
   torch: string;
   spec: LayerSpec[];
   batch: number;
@@ -27,7 +27,12 @@ export const OPS_FIXTURE: {
   gradNorms: number[];
   xEval: number[];
   predict: number[];
-} = JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', 'ops-torch.json'), 'utf8'));
+}
+const load = (file: string): OpsFixture => JSON.parse(readFileSync(join(__dirname, '..', 'fixtures', file), 'utf8'));
+/** test/fixtures/gen_ops.py's network: layernorm, dropout, residual and rmsnorm. */
+export const OPS_FIXTURE = load('ops-torch.json');
+/** test/fixtures/gen_embedding.py's network: an embedding of two categorical columns. */
+export const EMBEDDING_FIXTURE = load('embedding-torch.json');
 
 /** The largest |got - want| / (|want| + 1e-3). */
 export function relErr(got: ArrayLike<number>, want: readonly number[]): number {
@@ -45,8 +50,12 @@ export interface OpsRun {
 }
 
 /** The fixture's 10 steps from its start values on `options`' backend, then predict of xEval. */
-export async function trainOpsFixture(dtype: 'float32' | 'float64', options: ArenaOptions, extra: TrainerOptions = {}): Promise<OpsRun> {
-  const F = OPS_FIXTURE;
+export async function trainOpsFixture(
+  dtype: 'float32' | 'float64',
+  options: ArenaOptions,
+  extra: TrainerOptions = {},
+  F: OpsFixture = OPS_FIXTURE,
+): Promise<OpsRun> {
   const arena = Arena.create(planLayout({ layers: F.spec, batch: F.batch, dtype, optimizer: 'adamw' }), options);
   try {
     const t = new Trainer(arena, { lr: F.lr, weightDecay: F.weightDecay, clipGradNorm: F.clipGradNorm, dropoutSeed: F.dropoutSeed, ...extra });
@@ -55,7 +64,7 @@ export async function trainOpsFixture(dtype: 'float32' | 'float64', options: Are
       if (p.b) arena.view(Number(l), 'b').set(p.b);
     }
     t.markHostChanged();
-    const cols = 6,
+    const cols = F.spec[0] as number,
       rows = F.batch;
     const losses: number[] = [],
       gradNorms: number[] = [];
@@ -79,8 +88,7 @@ export async function trainOpsFixture(dtype: 'float32' | 'float64', options: Are
 }
 
 /** The largest relative error of a run against the fixture's PyTorch values: losses, norms, every parameter, predict. */
-export function errorsVsTorch(r: OpsRun): { loss: number; norm: number; params: number; predict: number } {
-  const F = OPS_FIXTURE;
+export function errorsVsTorch(r: OpsRun, F: OpsFixture = OPS_FIXTURE): { loss: number; norm: number; params: number; predict: number } {
   const rel = (a: number, b: number) => Math.abs(a - b) / Math.abs(b);
   let params = 0;
   for (const [l, p] of Object.entries(F.after)) {

@@ -16,6 +16,8 @@ export interface ResumeCase {
   name: string;
   spec: LayoutSpec;
   trainer: TrainerOptions;
+  /** The cardinalities of x's last columns where they are category indices (an embedding). */
+  categorical?: readonly number[];
 }
 
 /** Non-default hyperparameters for every optimizer: a resume that fell back to a default
@@ -43,7 +45,15 @@ function state(t: Trainer): Buffer {
 function dataFor(c: ResumeCase) {
   const { layers, samples = 0, activations } = c.spec;
   const mse = (activations?.at(-1) ?? 'softmax') !== 'softmax';
-  return toyData(layers[0]!, layers.at(-1)!, samples, 5, mse);
+  const d = toyData(layers[0]!, layers.at(-1)!, samples, 5, mse);
+  const cards = c.categorical ?? [];
+  const n = layers[0]!;
+  for (let r = 0; r < samples; r++)
+    cards.forEach((card, j) => {
+      const i = r * n + n - cards.length + j;
+      d.x[i] = Math.floor(Math.abs(d.x[i]!) * 1000) % card;
+    });
+  return d;
 }
 
 const batchOf = (d: ReturnType<typeof dataFor>, c: ResumeCase, i: number) => {
