@@ -3,6 +3,7 @@
 // parallel; a parameter gradient is summed over rows in row order, so the bits never depend on
 // the thread count.
 #pragma once
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -45,13 +46,36 @@ template <typename T> void embedPoison(const std::vector<nna_bound_layer<T>>& L,
       for (uint64_t j = 0; j < O.units; ++j) O.z[r * O.units + j] = T(NAN);
 }
 
-// An embedding's table gradients: dw zeroed, then each output column's rows added in row order.
+// An embedding's table gradients: dw zeroed, then each named table element the sum of its rows'
+// errors (ops/embedding.h embedGradSum: the CUDA kernel's order), a thread range of output columns.
 template <typename T> void embedBackward(const nna_bound_layer<T>& X, const nna_bound_layer<T>& C, uint64_t rows) {
   if (!C.dw) return;
   std::memset(C.dw, 0, C.w_count * sizeof(T));
+  // Each column's rows grouped by index, in row order within an index (a stable sort); rows whose
+  // index is bad have none (their outputs are NaN).
+  std::vector<std::vector<uint64_t>> order(C.cols_count);
+  for (uint32_t j = 0; j < C.cols_count; ++j) {
+    std::vector<int64_t> index(rows);
+    for (uint64_t r = 0; r < rows; ++r) {
+      index[r] = ops::embedIndex(X.z[r * X.units + C.from + j], C.cols[j].cardinality);
+      if (index[r] >= 0) order[j].push_back(r);
+    }
+    std::stable_sort(order[j].begin(), order[j].end(), [&](uint64_t a, uint64_t b) { return index[a] < index[b]; });
+  }
   const uint64_t n = C.units;
-  parallelFor(n - C.from, rows * 2, [&](uint64_t b, uint64_t e) {
-    for (uint64_t c = C.from + b; c < C.from + e; ++c) ops::embedGradColumn(X.z, X.units, C.d, n, c, rows, C.dw, ops::embedSource(c, C.from, C.cols, C.cols_count), C.from, C.cols);
+  parallelFor(n - C.from, rows * 4, [&](uint64_t b, uint64_t e) {
+    for (uint64_t c = C.from + b; c < C.from + e; ++c) {
+      const ops::EmbedSource s = ops::embedSource(c, C.from, C.cols, C.cols_count);
+      const std::vector<uint64_t>& rs = order[s.col];
+      const uint32_t card = C.cols[s.col].cardinality, dim = C.cols[s.col].dim;
+      for (size_t p = 0; p < rs.size();) {  // each run of one index
+        const int64_t i = ops::embedIndex(X.z[rs[p] * X.units + C.from + s.col], card);
+        size_t q = p + 1;
+        while (q < rs.size() && ops::embedIndex(X.z[rs[q] * X.units + C.from + s.col], card) == i) ++q;
+        C.dw[s.table + uint64_t(i) * dim + s.at] = ops::embedGradSum<T>(q - p, [&](uint64_t t) { return C.d[rs[p + t] * n + c]; });
+        p = q;
+      }
+    }
   });
 }
 

@@ -84,6 +84,7 @@ static void launchNonFinite(void* devBase, const nna_header& h, const std::vecto
 struct OpTables {
   std::vector<std::vector<uint32_t>> adders;
   uint32_t embedColumns = 0;
+  uint32_t embedMaxDim = 0;  // the widest column's dim (its gradient kernel's grid)
 };
 
 template <typename T> class LayerRun {
@@ -98,6 +99,7 @@ template <typename T> class LayerRun {
         L_(layers),
         adders_(ops.adders),
         embedColumns_(ops.embedColumns),
+        embedMaxDim_(ops.embedMaxDim),
         p_(p),
         lane_(lane),
         hooks_(hooks),
@@ -127,9 +129,9 @@ template <typename T> class LayerRun {
     for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
     while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
     if (ops_) {
-      // A norm's row stats between its backward kernels, or an embedding's sort keys (a column a
-      // model, in memory where the batch is beyond the shared memory's): one op's at a time.
-      const uint64_t keys = embedSortLength(h.batch) > kEmbedSharedKeys ? K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long) : 0;
+      // A norm's row stats between its backward kernels, or an embedding's sorted keys (a column a
+      // model): one op's at a time.
+      const uint64_t keys = K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long);
       void* scratch = shelf.take(ScratchShelf::kOps, std::max<uint64_t>(h.batch * K_ * sizeof(ops::NormRow), keys));
       opRows_ = static_cast<ops::NormRow*>(scratch);
       embedKeys_ = static_cast<unsigned long long*>(scratch);
@@ -272,6 +274,9 @@ template <typename T> class LayerRun {
           // Layer l's update right after its backward pass: d[l-1] has been computed with the old
           // w[l] by then, and nothing later reads w[l], so the order gives the same values as
           // updating every layer at the end, with one pass less over each layer's memory.
+          // With ops (one stream, no cross-layer passes) the steps wait for the last backward and
+          // go in one launch: the same values (nothing after a layer's backward reads its w).
+          std::vector<uint32_t> steps;
           for (uint32_t l = last_; l >= 1; --l) {
             before(Stage::Backward, l);
             bool folded = false;
@@ -281,10 +286,13 @@ template <typename T> class LayerRun {
               zeroGradients(l);
             if (sync_)
               sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
+            else if (p_.op == Op::Train && !folded && !deferred && ops_ && !hooks_)
+              steps.push_back(l);
             else if (p_.op == Op::Train && !folded && !deferred)
               gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
             after(Stage::Backward, l);
           }
+          if (!steps.empty()) updateLayers(steps, hp, s_);
           join();
           flushBiasSteps(hp);
           if (sync_) sync_->endStep(s_);
@@ -339,8 +347,7 @@ template <typename T> class LayerRun {
     opStep_ = p_.stepBase + 1;
     if (p_.op == Op::Update) {
       if (clip_.active()) return clipAndUpdate(hp, 0);
-      for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_);
-      return;
+      return updateLayers(allLayers(), hp, s_);
     }
     if (p_.op == Op::Backward) {
       // The Forward run left softmax's probabilities in z[L], not the logits, and a loss read from
@@ -419,13 +426,34 @@ template <typename T> class LayerRun {
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
   // `scale`: each model's clip factor (clipAndUpdate), or null.
-  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
-    // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
-    // of loads): with one parameter a thread, every parameter paid for a binding.
-    const unsigned blocks = blocksFor((paramCount(L_[l]) + 15) / 16);
-    const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
-    graph_->launch(stream, updateKernel<T>, dim3(blocks, 1, K_), kThreads, base_, l, h_.optimizer, hp, lrs_.get(), scale, copy ? half_.w(l) : HalfOut{});
-    if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) { updateLayers({l}, hp, stream, scale); }
+
+  // The optimizer steps of `layers` in one launch (kUpdateLayers a launch; blockIdx.y a layer):
+  // one launch's latency instead of one a layer where nothing needs a layer's step earlier.
+  void updateLayers(const std::vector<uint32_t>& layers, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
+    for (size_t first = 0; first < layers.size(); first += kUpdateLayers) {
+      UpdateLayers u;
+      std::memset(&u, 0, sizeof u);
+      uint64_t most = 0;
+      for (size_t i = first; i < layers.size() && u.count < kUpdateLayers; ++i) {
+        const uint32_t l = layers[i];
+        const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
+        u.l[u.count] = l;
+        if (copy) u.half[u.count] = half_.w(l);
+        ++u.count;
+        most = std::max(most, paramCount(L_[l]));
+        if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
+      }
+      // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
+      // of loads): with one parameter a thread, every parameter paid for a binding.
+      graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 15) / 16), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
+    }
+  }
+  // Every layer, the output layer first.
+  std::vector<uint32_t> allLayers() const {
+    std::vector<uint32_t> ls;
+    for (uint32_t l = last_; l >= 1; --l) ls.push_back(l);
+    return ls;
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
@@ -438,7 +466,7 @@ template <typename T> class LayerRun {
       graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
     else
       graph_->launch(s_, clipScaleKernel, K_, kThreads, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s));
-    for (uint32_t l = last_; l >= 1; --l) update(l, hp, s_, clip_.scale());
+    updateLayers(allLayers(), hp, s_, clip_.scale());
   }
 
   void before(Stage ph, uint32_t l) {
@@ -738,7 +766,9 @@ template <typename T> class LayerRun {
     if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
     if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
       graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[l].region[NNA_DW].count), 1, K_), kThreads, base_);
-      graph_->launch(s_, embedGradKernel<T>, dim3(embedColumns_, 1, K_), 1024, base_, rows, embedSortLength(rows), embedKeys_);
+      const uint64_t sortLength = embedSortLength(rows);
+      graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kThreads, base_, rows, sortLength, embedKeys_);
+      graph_->launch(s_, embedSumKernel<T>, dim3(blocksFor(rows * embedMaxDim_), embedColumns_, K_), kThreads, base_, rows, sortLength, embedKeys_);
     }
     return false;
   }
@@ -1185,6 +1215,7 @@ template <typename T> class LayerRun {
   const std::vector<nna_layer>& L_;
   const std::vector<std::vector<uint32_t>>& adders_;  // the residual layers that add each layer's z (runCuda, ops/residual.h)
   const uint32_t embedColumns_;                       // an embedding's categorical columns (blocks of its gradient kernel)
+  const uint32_t embedMaxDim_;                        // its widest column's dim
   const RunParams& p_;
   const Lane& lane_;
   LayerHooks* hooks_;
@@ -1235,7 +1266,7 @@ template <typename T> class LayerRun {
   bool crossPhase_;
   bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
   ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
-  unsigned long long* embedKeys_ = nullptr;  // an embedding's sort keys beyond shared memory (the same bytes)
+  unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the same bytes)
   uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
   uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
   bool biasInOutput_ = false;                // the output launch adds the output layer's bias (K models)
@@ -1340,7 +1371,10 @@ const char* runCuda(void* devBase, const void* header, const RunParams& p, Layer
   for (uint32_t k = 0; k < h.num_layers; ++k)
     tables.adders[k] = ops::residualAdders(
         h.num_layers, k, [&](uint32_t r) { return layers[r].op; }, [&](uint32_t r) { return from[r]; });
-  if (layers[1].op == NNA_OP_EMBEDDING) tables.embedColumns = nna_op_param_of(header, 1)->count;
+  if (const nna_embed_col* cols = nna_embed_cols_of(header)) {
+    tables.embedColumns = nna_op_param_of(header, 1)->count;
+    for (uint32_t j = 0; j < tables.embedColumns; ++j) tables.embedMaxDim = std::max(tables.embedMaxDim, cols[j].dim);
+  }
   if (p.feed) return runFeed(devBase, p, *lane, [&](const RunParams& q) { return runOnLane(devBase, h, layers, tables, q, *lane, nullptr, nullptr); });
   const char* path = runOnLane(devBase, h, layers, tables, p, *lane, hooks, sync);
   if (!p.queued && !hooks && !sync) lane.settled();  // it ended with its stream's wait (runOnLane)

@@ -165,49 +165,71 @@ template <typename T> __global__ void embedZeroKernel(void* base) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.w_count; i += uint64_t(gridDim.x) * blockDim.x) C.dw[i] = T(0);
 }
 
-// An embedding's table gradients, a block a categorical column (blockIdx.x): the batch's
-// (index, row) pairs sorted (bitonic, in shared memory up to kEmbedSharedKeys rows, else in
-// `scratch`: sortLength keys a column a model), then each run of one index sums its rows' errors
-// in row order into its table row: the CPU's order (ops/embedding.h embedGradColumn), so the
-// same bits without atomics.
-template <typename T> __global__ void embedGradKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* scratch) {
+// Column j's first output column and first table element, the column (blockIdx.y) of a launch.
+struct EmbedColumnAt {
+  uint64_t out, table;
+};
+__device__ __forceinline__ EmbedColumnAt embedColumnAt(const nna_embed_col* cols, uint32_t numeric, uint32_t j) {
+  EmbedColumnAt a{numeric, 0};
+  for (uint32_t k = 0; k < j; ++k) {
+    a.out += cols[k].dim;
+    a.table += uint64_t(cols[k].cardinality) * cols[k].dim;
+  }
+  return a;
+}
+
+constexpr unsigned long long kEmbedNone = ~0ull;  // a sort key of a row whose index is bad (its outputs are NaN), or padding
+
+// An embedding's table gradients, first half: a block a categorical column (blockIdx.x) sorts the
+// batch's (index, row) keys (bitonic, in shared memory up to kEmbedSharedKeys rows), into `keys`
+// (sortLength a column a model).
+template <typename T> __global__ void embedSortKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* keys) {
   __shared__ unsigned long long shared[kEmbedSharedKeys];
   const nna_bound_layer<T> X = bindModel<T>(base, 0), C = bindModel<T>(base, 1);
   const uint32_t j = blockIdx.x;
-  unsigned long long* keys = sortLength <= kEmbedSharedKeys ? shared : scratch + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
-  uint64_t out = C.from, table = 0;  // the column's first output column and first table element
-  for (uint32_t k = 0; k < j; ++k) {
-    out += C.cols[k].dim;
-    table += uint64_t(C.cols[k].cardinality) * C.cols[k].dim;
-  }
-  const uint32_t card = C.cols[j].cardinality, dim = C.cols[j].dim;
-  constexpr unsigned long long kNone = ~0ull;  // a row whose index is bad (its output was NaN) or padding
+  unsigned long long* out = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
+  unsigned long long* k = sortLength <= kEmbedSharedKeys ? shared : out;
+  const uint32_t card = C.cols[j].cardinality;
   for (uint64_t r = threadIdx.x; r < sortLength; r += blockDim.x) {
     const int64_t i = r < rows ? ops::embedIndex(X.z[r * X.units + C.from + j], card) : -1;
-    keys[r] = i < 0 ? kNone : (static_cast<unsigned long long>(i) << 32) | r;
+    k[r] = i < 0 ? kEmbedNone : (static_cast<unsigned long long>(i) << 32) | r;
   }
   __syncthreads();
-  for (uint64_t k = 2; k <= sortLength; k *= 2)
-    for (uint64_t stride = k / 2; stride > 0; stride /= 2) {
+  for (uint64_t size = 2; size <= sortLength; size *= 2)
+    for (uint64_t stride = size / 2; stride > 0; stride /= 2) {
       for (uint64_t t = threadIdx.x; t < sortLength; t += blockDim.x) {
         const uint64_t u = t ^ stride;
         if (u <= t) continue;
-        const unsigned long long a = keys[t], b = keys[u];
-        if ((a > b) == ((t & k) == 0)) {
-          keys[t] = b;
-          keys[u] = a;
+        const unsigned long long a = k[t], b = k[u];
+        if ((a > b) == ((t & size) == 0)) {
+          k[t] = b;
+          k[u] = a;
         }
       }
       __syncthreads();
     }
-  for (uint64_t q = threadIdx.x; q < rows * dim; q += blockDim.x) {
-    const uint64_t p = q / dim, e = q - p * dim;
-    const unsigned long long key = keys[p];
-    if (key == kNone || (p > 0 && keys[p - 1] >> 32 == key >> 32)) continue;  // not the first row of its index
-    T acc = T(0);
-    for (uint64_t t = p; t < rows && keys[t] >> 32 == key >> 32; ++t) acc += C.d[(keys[t] & 0xffffffffull) * C.units + out + e];
-    C.dw[table + (key >> 32) * dim + e] = acc;
-  }
+  if (k != out)
+    for (uint64_t r = threadIdx.x; r < rows; r += blockDim.x) out[r] = k[r];
+}
+
+// Second half: a thread a (sorted row p, element e) of column blockIdx.y; the first row of each
+// index's run adds the run's errors (ops/embedding.h embedGradSum: the CPU's order) into its
+// table element: the same bits without atomics.
+template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, uint64_t sortLength, const unsigned long long* keys) {
+  const nna_bound_layer<T> C = bindModel<T>(base, 1);
+  const uint32_t j = blockIdx.y, dim = C.cols[j].dim;
+  const uint64_t q = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
+  if (q >= rows * dim) return;
+  const uint64_t p = q / dim, e = q - p * dim;
+  const unsigned long long* k = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
+  const unsigned long long key = k[p];
+  if (key == kEmbedNone || (p > 0 && k[p - 1] >> 32 == key >> 32)) return;  // not the first row of its index
+  uint64_t n = 1;
+  while (p + n < rows && k[p + n] >> 32 == key >> 32) ++n;
+  const EmbedColumnAt at = embedColumnAt(C.cols, C.from, j);
+  const T* d = C.d;
+  const uint64_t units = C.units;
+  C.dw[at.table + (key >> 32) * dim + e] = ops::embedGradSum<T>(n, [=](uint64_t t) { return d[(k[p + t] & 0xffffffffull) * units + at.out + e]; });
 }
 
 }  // namespace nna

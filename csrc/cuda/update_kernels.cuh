@@ -78,11 +78,23 @@ __global__ void __launch_bounds__(kBiasCols* Stripes) biasGradKernel(void* base,
   if (stepBiases) updateBias<T>(optimizer, C, j, total, forBiases(hp));
 }
 
-// The optimizer step of layer l: weights, then biases. `scale`: model z's gradient scale of a
-// clipping or loss-scaled run (clipScaleKernel, lossScaleKernel), or null; NaN there skips the
-// step (its scaled gradients overflowed: nothing moves, the optimizer state included). `half`:
-// precision bf16 / fp16's copy of w (model blockIdx.z's), written in the same pass as the master, or none.
-template <typename T> __global__ void updateKernel(void* base, uint32_t l, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale, HalfOut half) {
+// The layers one update launch steps (blockIdx.y: entry), each with where precision bf16 / fp16
+// keeps its w's copy (none: HalfOut{}). Zeroed before it is filled: a graph compares launches by
+// their argument bytes.
+constexpr unsigned kUpdateLayers = 32;
+struct UpdateLayers {
+  uint32_t count;
+  uint32_t l[kUpdateLayers];
+  HalfOut half[kUpdateLayers];
+};
+
+// The optimizer step of layer u.l[blockIdx.y]: weights, then biases. `scale`: model z's gradient
+// scale of a clipping or loss-scaled run (clipScaleKernel, lossScaleKernel), or null; NaN there
+// skips the step (its scaled gradients overflowed: nothing moves, the optimizer state included).
+// u.half: precision bf16 / fp16's copy of w (model blockIdx.z's), written in the same pass as the master, or none.
+template <typename T> __global__ void updateKernel(void* base, UpdateLayers u, uint32_t optimizer, Hyper<T> hp, const double* lrs, const double* scale) {
+  const uint32_t l = u.l[blockIdx.y];
+  const HalfOut half = u.half[blockIdx.y];
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);
   if (scale && isnan(scale[blockIdx.z])) return;
   if (scale) hp.gs = T(scale[blockIdx.z]);

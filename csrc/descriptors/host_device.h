@@ -11,6 +11,14 @@
 #endif
 #endif
 
+// A loop the device compiler unrolls (a small array indexed by its counter stays in registers);
+// nothing on the host.
+#if defined(__CUDA_ARCH__)
+#define NNA_UNROLL _Pragma("unroll")
+#else
+#define NNA_UNROLL
+#endif
+
 namespace nna {
 NNA_FN float nsqrt(float x) { return sqrtf(x); }
 NNA_FN double nsqrt(double x) { return sqrt(x); }

@@ -62,17 +62,28 @@ template <typename T> NNA_FN T embedOut(const T* x, const T* w, const EmbedSourc
   return i < 0 ? T(NAN) : w[s.table + uint64_t(i) * dim + s.at];
 }
 
-// The gradient of table element (row i of column s.col, element s.at) gains each row's error
-// at output column c where that row's index is i: dw[...] += dy[r][c], rows in order (one
-// thread, or one loop, per output column, so every backend adds in the same order).
-template <typename T>
-NNA_FN void embedGradColumn(const T* x, uint64_t xWidth, const T* dy, uint64_t units, uint64_t c, uint64_t rows, T* dw, const EmbedSource& s, uint32_t numeric,
-                            const nna_embed_col* cols) {
-  const uint32_t dim = cols[s.col].dim, card = cols[s.col].cardinality;
-  for (uint64_t r = 0; r < rows; ++r) {
-    const int64_t i = embedIndex(x[r * xWidth + numeric + s.col], card);
-    if (i >= 0) dw[s.table + uint64_t(i) * dim + s.at] += dy[r * units + c];
+// A table element's gradient: the sum of dy over the n rows whose index names its row, `at(t)`
+// the t-th of them in row order, added as one warp would: partial k takes rows k, k + 32, ... in
+// order, then the partials pairwise (k + o into k, o = 16, 8, 4, 2, 1). Both backends add in
+// this order (the CPU's loop and the CUDA kernel, which gives each element a thread), so the
+// same bits whatever runs it, and a long run of one index is 32 chains, not one.
+constexpr uint32_t kEmbedParts = 32;
+template <typename T, typename At> NNA_FN T embedGradSum(uint64_t n, At at) {
+  if (n == 1) return T(0) + at(0);  // the order below with one row: 0 + dy, then zeros added
+  T part[kEmbedParts];
+  NNA_UNROLL
+  for (uint32_t k = 0; k < kEmbedParts; ++k) part[k] = T(0);
+  for (uint64_t base = 0; base < n; base += kEmbedParts) {
+    NNA_UNROLL
+    for (uint32_t k = 0; k < kEmbedParts; ++k)
+      if (base + k < n) part[k] += at(base + k);
   }
+  NNA_UNROLL
+  for (uint32_t o = kEmbedParts / 2; o >= 1; o /= 2) {
+    NNA_UNROLL
+    for (uint32_t k = 0; k < o; ++k) part[k] += part[k + o];
+  }
+  return part[0];
 }
 
 }  // namespace nna::ops
