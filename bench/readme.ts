@@ -21,6 +21,7 @@ const KINDS: Kind[] = [
   { is: (f) => /^steps-.*\.json$/.test(f), render: (f, j) => stepsSection(f, j as StepsFile) },
   { is: (f) => /^stream-.*\.json$/.test(f), render: (f, j) => streamSection(f, j as StreamFile) },
   { is: (f) => /^userpath-.*\.json$/.test(f), render: (f, j) => userpathSection(f, j as Userpath) },
+  { is: (f) => /^ops-.*\.json$/.test(f), render: (f, j) => opsSection(f, j as OpsFile) },
   { is: (f) => /^data-parallel-(?!processes-).*\.json$/.test(f), render: (f, j) => dataParallelSection(f, j as DataParallel) },
   { is: (f) => /^data-parallel-processes-.*\.json$/.test(f), render: (f, j) => processesSection(f, j as Processes) },
   { is: (f) => /^torch-memory-.*\.json$/.test(f), render: (f, j) => torchMemorySection(f, j as TorchMemory) },
@@ -43,10 +44,9 @@ export function readmeText(dir: string): string {
   return [
     '# Benchmark results',
     '',
-    'Rendered by `npm run bench -- --render` (bench/readme.ts) from the JSON files beside it, one per benchmark and machine, each with',
-    'its raw rows, machine, date, commit and command; what each measures: [docs/benchmarks.md](../../docs/benchmarks.md). Raw logs,',
-    'traces and profiles stay out of the repository (bench/.tmp/ is git-ignored); the round-2 and round-3 diaries that were kept',
-    'here are in git history: `git show ebfdd15:bench/results/round2-h100/` (and `round3-h100/`).',
+    'Rendered by `npm run bench -- --render` (bench/readme.ts) from the JSON files beside it, one per benchmark and machine, each with its raw rows,',
+    'machine, date, commit and command; what each measures: [docs/benchmarks.md](../../docs/benchmarks.md). Raw logs, traces and profiles stay out of the',
+    'repository (bench/.tmp/ is git-ignored); the round-2 and round-3 diaries once kept here: `git show ebfdd15:bench/results/round2-h100/` (and `round3-h100/`).',
     '',
     ...files.flatMap(({ f, json, kind }) => KINDS[kind]!.render(f, json)),
   ].join('\n');
@@ -217,6 +217,33 @@ function streamSection(file: string, r: StreamFile): string[] {
       2,
     ),
     ...(r.earlier ? ['', r.earlier] : []),
+    '',
+  ];
+}
+
+// ---- ops-<machine>.json: bench/ops.mjs (and bench/ops_torch.py) ----
+
+interface OpsFile extends Provenance {
+  machine: string;
+  what: string;
+  nnArena: Array<{ precision: string; wallStepUs: number; secondsStepUs: number }>;
+  pytorch: { version: string; rows: Array<{ precision: string; mode: string; wallStepUs: number }> };
+}
+
+/** The ops network's step by fit's wall clock, one sentence (the README keeps to 200 lines):
+ *  per precision nn-arena's (its seconds in brackets) against PyTorch graphed and eager in the
+ *  same call; what the network and the clock are stays in the JSON's `what`. */
+function opsSection(file: string, r: OpsFile): string[] {
+  const torch = (p: string, mode: string) => r.pytorch.rows.find((q) => q.precision === p && q.mode === mode)?.wallStepUs;
+  const parts = r.nnArena.map((q) => {
+    const g = torch(q.precision, 'graphed'),
+      e = torch(q.precision, 'eager');
+    const peer = g === undefined ? '' : ` against ${fix(g)} graphed (${(g / q.wallStepUs).toFixed(2)}x)${e === undefined ? '' : `, ${int(e)} eager`}`;
+    return `${q.precision} ${fix(q.wallStepUs)} µs (${fix(q.secondsStepUs)})${peer}`;
+  });
+  return [
+    `## Layers beyond dense (issue 48's tabular network, fit's wall clock a step): ${r.machine}`,
+    `${provenance(file, r)} nn-arena (Trainer seconds) against PyTorch ${r.pytorch.version}: ${parts.join('; ')}.`,
     '',
   ];
 }
