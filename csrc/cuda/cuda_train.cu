@@ -767,7 +767,7 @@ template <typename T> class LayerRun {
     if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
       graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[l].region[NNA_DW].count), 1, K_), kThreads, base_);
       const uint64_t sortLength = embedSortLength(rows);
-      graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kThreads, base_, rows, sortLength, embedKeys_);
+      graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kSortThreads, base_, rows, sortLength, embedKeys_);
       graph_->launch(s_, embedSumKernel<T>, dim3(blocksFor(rows * embedMaxDim_), embedColumns_, K_), kThreads, base_, rows, sortLength, embedKeys_);
     }
     return false;

@@ -178,12 +178,13 @@ __device__ __forceinline__ EmbedColumnAt embedColumnAt(const nna_embed_col* cols
   return a;
 }
 
+constexpr unsigned kSortThreads = 1024;           // embedSortKernel's block: the bitonic passes' work spread four times wider
 constexpr unsigned long long kEmbedNone = ~0ull;  // a sort key of a row whose index is bad (its outputs are NaN), or padding
 
 // An embedding's table gradients, first half: a block a categorical column (blockIdx.x) sorts the
 // batch's (index, row) keys (bitonic, in shared memory up to kEmbedSharedKeys rows), into `keys`
 // (sortLength a column a model).
-template <typename T> __global__ void embedSortKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* keys) {
+template <typename T> __global__ void __launch_bounds__(kSortThreads) embedSortKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* keys) {
   __shared__ unsigned long long shared[kEmbedSharedKeys];
   const nna_bound_layer<T> X = bindModel<T>(base, 0), C = bindModel<T>(base, 1);
   const uint32_t j = blockIdx.x;

@@ -67,7 +67,7 @@ template <typename T> NNA_FN T embedOut(const T* x, const T* w, const EmbedSourc
 // order, then the partials pairwise (k + o into k, o = 16, 8, 4, 2, 1). Both backends add in
 // this order (the CPU's loop and the CUDA kernel, which gives each element a thread), so the
 // same bits whatever runs it, and a long run of one index is 32 chains, not one.
-constexpr uint32_t kEmbedParts = 32;
+constexpr uint32_t kEmbedParts = 32;  // the stages below are written for 32
 template <typename T, typename At> NNA_FN T embedGradSum(uint64_t n, At at) {
   if (n == 1) return T(0) + at(0);  // the order below with one row: 0 + dy, then zeros added
   T part[kEmbedParts];
@@ -78,12 +78,16 @@ template <typename T, typename At> NNA_FN T embedGradSum(uint64_t n, At at) {
     for (uint32_t k = 0; k < kEmbedParts; ++k)
       if (base + k < n) part[k] += at(base + k);
   }
+  // the pairwise stages spelled out, each with a constant bound: the device keeps part[] in registers
   NNA_UNROLL
-  for (uint32_t o = kEmbedParts / 2; o >= 1; o /= 2) {
-    NNA_UNROLL
-    for (uint32_t k = 0; k < o; ++k) part[k] += part[k + o];
-  }
-  return part[0];
+  for (uint32_t k = 0; k < 16; ++k) part[k] += part[k + 16];
+  NNA_UNROLL
+  for (uint32_t k = 0; k < 8; ++k) part[k] += part[k + 8];
+  NNA_UNROLL
+  for (uint32_t k = 0; k < 4; ++k) part[k] += part[k + 4];
+  part[0] += part[2];
+  part[1] += part[3];
+  return part[0] + part[1];
 }
 
 }  // namespace nna::ops
