@@ -219,18 +219,19 @@ template <typename T> __global__ void __launch_bounds__(kSortThreads) embedSortK
 template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, uint64_t sortLength, const unsigned long long* keys) {
   const nna_bound_layer<T> C = bindModel<T>(base, 1);
   const uint32_t j = blockIdx.y, dim = C.cols[j].dim;
-  const uint64_t q = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x;
-  if (q >= rows * dim) return;
-  const uint64_t p = q / dim, e = q - p * dim;
   const unsigned long long* k = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
-  const unsigned long long key = k[p];
-  if (key == kEmbedNone || (p > 0 && k[p - 1] >> 32 == key >> 32)) return;  // not the first row of its index
-  uint64_t n = 1;
-  while (p + n < rows && k[p + n] >> 32 == key >> 32) ++n;
   const EmbedColumnAt at = embedColumnAt(C.cols, C.from, j);
   const T* d = C.d;
   const uint64_t units = C.units;
-  C.dw[at.table + (key >> 32) * dim + e] = ops::embedGradSum<T>(n, [=](uint64_t t) { return d[(k[p + t] & 0xffffffffull) * units + at.out + e]; });
+  // a grid-stride loop: the launch's grid is capped (blocksFor), the batch times the dims is not
+  for (uint64_t q = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; q < rows * dim; q += uint64_t(gridDim.x) * blockDim.x) {
+    const uint64_t p = q / dim, e = q - p * dim;
+    const unsigned long long key = k[p];
+    if (key == kEmbedNone || (p > 0 && k[p - 1] >> 32 == key >> 32)) continue;  // not the first row of its index
+    uint64_t n = 1;
+    while (p + n < rows && k[p + n] >> 32 == key >> 32) ++n;
+    C.dw[at.table + (key >> 32) * dim + e] = ops::embedGradSum<T>(n, [=](uint64_t t) { return d[(k[p + t] & 0xffffffffull) * units + at.out + e]; });
+  }
 }
 
 }  // namespace nna
