@@ -54,24 +54,25 @@ template <typename T> void embedBackward(const nna_bound_layer<T>& X, const nna_
   // Each column's rows grouped by index, in row order within an index (a stable sort); rows whose
   // index is bad have none (their outputs are NaN).
   std::vector<std::vector<uint64_t>> order(C.cols_count);
+  std::vector<std::vector<int64_t>> index(C.cols_count, std::vector<int64_t>(rows));  // each row's table row, by column
   for (uint32_t j = 0; j < C.cols_count; ++j) {
-    std::vector<int64_t> index(rows);
     for (uint64_t r = 0; r < rows; ++r) {
-      index[r] = ops::embedIndex(X.z[r * X.units + C.from + j], C.cols[j].cardinality);
-      if (index[r] >= 0) order[j].push_back(r);
+      index[j][r] = ops::embedIndex(X.z[r * X.units + C.from + j], C.cols[j].cardinality);
+      if (index[j][r] >= 0) order[j].push_back(r);
     }
-    std::stable_sort(order[j].begin(), order[j].end(), [&](uint64_t a, uint64_t b) { return index[a] < index[b]; });
+    std::stable_sort(order[j].begin(), order[j].end(), [&](uint64_t a, uint64_t b) { return index[j][a] < index[j][b]; });
   }
   const uint64_t n = C.units;
   parallelFor(n - C.from, rows * 4, [&](uint64_t b, uint64_t e) {
     for (uint64_t c = C.from + b; c < C.from + e; ++c) {
       const ops::EmbedSource s = ops::embedSource(c, C.from, C.cols, C.cols_count);
       const std::vector<uint64_t>& rs = order[s.col];
-      const uint32_t card = C.cols[s.col].cardinality, dim = C.cols[s.col].dim;
+      const std::vector<int64_t>& of = index[s.col];
+      const uint32_t dim = C.cols[s.col].dim;
       for (size_t p = 0; p < rs.size();) {  // each run of one index
-        const int64_t i = ops::embedIndex(X.z[rs[p] * X.units + C.from + s.col], card);
+        const int64_t i = of[rs[p]];
         size_t q = p + 1;
-        while (q < rs.size() && ops::embedIndex(X.z[rs[q] * X.units + C.from + s.col], card) == i) ++q;
+        while (q < rs.size() && of[rs[q]] == i) ++q;
         C.dw[s.table + uint64_t(i) * dim + s.at] = ops::embedGradSum<T>(q - p, [&](uint64_t t) { return C.d[rs[p + t] * n + c]; });
         p = q;
       }

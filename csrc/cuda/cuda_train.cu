@@ -78,7 +78,6 @@ static void launchNonFinite(void* devBase, const nna_header& h, const std::vecto
   CUDA_CHECK(cudaGetLastError());
 }
 
-// For each layer k, the residual layers that add its z, in layer order (ops/residual.h).
 // What a run needs of the op parameter table, read from the host header once a run (runCuda):
 // the residual layers that add each layer's z (ops/residual.h), an embedding's categorical columns.
 struct OpTables {
@@ -292,7 +291,7 @@ template <typename T> class LayerRun {
               gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
             after(Stage::Backward, l);
           }
-          if (!steps.empty()) updateLayers(steps, hp, s_);
+          if (!steps.empty()) updateLayers(steps.data(), steps.size(), hp, s_);
           join();
           flushBiasSteps(hp);
           if (sync_) sync_->endStep(s_);
@@ -347,7 +346,7 @@ template <typename T> class LayerRun {
     opStep_ = p_.stepBase + 1;
     if (p_.op == Op::Update) {
       if (clip_.active()) return clipAndUpdate(hp, 0);
-      return updateLayers(allLayers(), hp, s_);
+      return updateAll(hp);
     }
     if (p_.op == Op::Backward) {
       // The Forward run left softmax's probabilities in z[L], not the logits, and a loss read from
@@ -426,16 +425,16 @@ template <typename T> class LayerRun {
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
   // `scale`: each model's clip factor (clipAndUpdate), or null.
-  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) { updateLayers({l}, hp, stream, scale); }
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) { updateLayers(&l, 1, hp, stream, scale); }
 
   // The optimizer steps of `layers` in one launch (kUpdateLayers a launch; blockIdx.y a layer):
   // one launch's latency instead of one a layer where nothing needs a layer's step earlier.
-  void updateLayers(const std::vector<uint32_t>& layers, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
-    for (size_t first = 0; first < layers.size(); first += kUpdateLayers) {
+  void updateLayers(const uint32_t* layers, size_t count, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
+    for (size_t first = 0; first < count; first += kUpdateLayers) {
       UpdateLayers u;
       std::memset(&u, 0, sizeof u);
       uint64_t most = 0;
-      for (size_t i = first; i < layers.size() && u.count < kUpdateLayers; ++i) {
+      for (size_t i = first; i < count && u.count < kUpdateLayers; ++i) {
         const uint32_t l = layers[i];
         const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
         u.l[u.count] = l;
@@ -449,11 +448,11 @@ template <typename T> class LayerRun {
       graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 15) / 16), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
     }
   }
-  // Every layer, the output layer first.
-  std::vector<uint32_t> allLayers() const {
+  // The optimizer steps of every layer, the output layer first.
+  void updateAll(const Hyper<T>& hp, const double* scale = nullptr) {
     std::vector<uint32_t> ls;
     for (uint32_t l = last_; l >= 1; --l) ls.push_back(l);
-    return ls;
+    updateLayers(ls.data(), ls.size(), hp, s_, scale);
   }
 
   // Clipping: every model's global gradient norm over all of its dw and db (step s's, recorded),
@@ -466,7 +465,7 @@ template <typename T> class LayerRun {
       graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
     else
       graph_->launch(s_, clipScaleKernel, K_, kThreads, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s));
-    updateLayers(allLayers(), hp, s_, clip_.scale());
+    updateAll(hp, clip_.scale());
   }
 
   void before(Stage ph, uint32_t l) {

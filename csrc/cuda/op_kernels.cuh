@@ -3,8 +3,9 @@
 // in double, lane partials added by a fixed shuffle tree), dropout and residual a thread an
 // element (a few blocks a multiprocessor, each thread many elements: a thread binds its layers
 // once); the norms' gain and bias gradients a thread a column, its rows in kOpStripes stripes
-// added in a fixed order; an embedding an element a thread forward, its table gradients a
-// thread an output column over the rows in order (ops/embedding.h). Grid z: the K models.
+// added in a fixed order; an embedding an element a thread forward, its table gradients a sort
+// of the batch's indices then a thread a (run of one index, element) (ops/embedding.h). Grid z:
+// the K models.
 #pragma once
 #include "../include/nn_arena.h"
 #include "../ops/dropout.h"
@@ -165,19 +166,6 @@ template <typename T> __global__ void embedZeroKernel(void* base) {
   for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < C.w_count; i += uint64_t(gridDim.x) * blockDim.x) C.dw[i] = T(0);
 }
 
-// Column j's first output column and first table element, the column (blockIdx.y) of a launch.
-struct EmbedColumnAt {
-  uint64_t out, table;
-};
-__device__ __forceinline__ EmbedColumnAt embedColumnAt(const nna_embed_col* cols, uint32_t numeric, uint32_t j) {
-  EmbedColumnAt a{numeric, 0};
-  for (uint32_t k = 0; k < j; ++k) {
-    a.out += cols[k].dim;
-    a.table += uint64_t(cols[k].cardinality) * cols[k].dim;
-  }
-  return a;
-}
-
 constexpr unsigned kSortThreads = 1024;           // embedSortKernel's block: the bitonic passes' work spread four times wider
 constexpr unsigned long long kEmbedNone = ~0ull;  // a sort key of a row whose index is bad (its outputs are NaN), or padding
 
@@ -220,7 +208,7 @@ template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, 
   const nna_bound_layer<T> C = bindModel<T>(base, 1);
   const uint32_t j = blockIdx.y, dim = C.cols[j].dim;
   const unsigned long long* k = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
-  const EmbedColumnAt at = embedColumnAt(C.cols, C.from, j);
+  const ops::EmbedColumnAt at = ops::embedColumnAt(C.cols, C.from, j);
   const T* d = C.d;
   const uint64_t units = C.units;
   // a grid-stride loop: the launch's grid is capped (blocksFor), the batch times the dims is not

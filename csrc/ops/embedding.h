@@ -21,12 +21,27 @@ template <typename T> NNA_FN int64_t embedIndex(T x, uint32_t cardinality) {
 }
 
 // Whether a row of x names a row outside some table (or no row: a fraction, NaN). The network's
-// outputs for such a row are NaN (embedPoisonRow): its embedding columns are NaN already, but a
-// relu after them would hide that.
+// outputs for such a row are NaN (cpu_ops.h embedPoison, op_kernels.cuh embedPoisonKernel): its
+// embedding columns are NaN already, but a relu after them would hide that.
 template <typename T> NNA_FN bool embedRowBad(const T* x, uint32_t numeric, const nna_embed_col* cols, uint32_t count) {
   for (uint32_t j = 0; j < count; ++j)
     if (embedIndex(x[numeric + j], cols[j].cardinality) < 0) return true;
   return false;
+}
+
+// Column j's first output column and its table's first element in w: the columns before it
+// take their dims of the output and their tables of w, in column order.
+struct EmbedColumnAt {
+  uint64_t out = 0, table = 0;
+};
+NNA_FN EmbedColumnAt embedColumnAt(const nna_embed_col* cols, uint32_t numeric, uint32_t j) {
+  EmbedColumnAt a;
+  a.out = numeric;
+  for (uint32_t k = 0; k < j; ++k) {
+    a.out += cols[k].dim;
+    a.table += uint64_t(cols[k].cardinality) * cols[k].dim;
+  }
+  return a;
 }
 
 // Where output column c of an embedding comes from: numeric column c (col < 0), or element
@@ -41,17 +56,14 @@ NNA_FN EmbedSource embedSource(uint64_t c, uint32_t numeric, const nna_embed_col
     s.at = c;
     return s;
   }
-  c -= numeric;
-  for (uint32_t j = 0; j < count; ++j) {
-    if (c < cols[j].dim) {
-      s.col = j;
-      s.at = c;
-      return s;
-    }
-    c -= cols[j].dim;
-    s.table += uint64_t(cols[j].cardinality) * cols[j].dim;
-  }
-  return s;  // beyond the layer's width: never asked
+  uint32_t j = 0;  // the column whose dims hold output column c
+  for (uint64_t left = c - numeric; j < count && left >= cols[j].dim; ++j) left -= cols[j].dim;
+  if (j == count) return s;  // beyond the layer's width: never asked
+  const EmbedColumnAt a = embedColumnAt(cols, numeric, j);
+  s.col = j;
+  s.at = c - a.out;
+  s.table = a.table;
+  return s;
 }
 
 // Output column c of one row: x's numeric value, or its table element (NaN for a bad index).

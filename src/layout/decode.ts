@@ -25,6 +25,7 @@ import {
   ORDERS,
   REGION_SIZE,
   activationInfo,
+  opTablesEnd,
   type Activation,
 } from './header.js';
 import { optimizerCoded } from './optimizers.js';
@@ -101,12 +102,12 @@ export function tableBytes(bytes: Uint8Array): number | string {
   const n = v.getUint32(HEADER_FIELDS.num_extras, true);
   // The op parameter table (version 3) and, where layer 1 is an embedding, its column table sit
   // between the layer table and the kind table.
-  let layersEnd = HEADER_SIZE + layers * LAYER_SIZE;
-  if (v.getBigUint64(HEADER_FIELDS.ops_offset, true)) {
-    layersEnd += layers * OP_PARAM_SIZE;
-    if (bytes.length < layersEnd) return layersEnd;
+  const ops = v.getBigUint64(HEADER_FIELDS.ops_offset, true) !== 0n;
+  let layersEnd = opTablesEnd(layers, ops, 0);
+  if (ops) {
+    if (bytes.length < layersEnd) return layersEnd; // layer 1's op parameter: its column count
     if (layers > 1 && v.getUint32(HEADER_SIZE + LAYER_SIZE + LAYER_FIELDS.op, true) === OP_CODES.embedding)
-      layersEnd += v.getUint32(HEADER_SIZE + layers * LAYER_SIZE + OP_PARAM_SIZE + OP_PARAM_FIELDS.count, true) * EMBED_COL_SIZE;
+      layersEnd = opTablesEnd(layers, ops, v.getUint32(HEADER_SIZE + layers * LAYER_SIZE + OP_PARAM_SIZE + OP_PARAM_FIELDS.count, true));
   }
   if (n === 0) return layersEnd;
   // A bound on what is read next; the validator checks the table itself.

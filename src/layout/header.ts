@@ -188,7 +188,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
     // The embedding column table after it (layer 1's count: its entries).
     const cols = h.embedding ?? [];
     if (cols.length) u32(layersEnd + OP_PARAM_SIZE + OP_PARAM_FIELDS.count, cols.length);
-    const tableAt = layersEnd + h.layers.length * OP_PARAM_SIZE;
+    const tableAt = opTablesEnd(h.layers.length, true, 0);
     cols.forEach((c, j) => {
       u32(tableAt + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.cardinality, c.cardinality);
       u32(tableAt + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.dim, c.dim);
