@@ -4,7 +4,8 @@
 // the Trainer's `seconds`, throughput ratio, the all-reduce's share of a group step, and where
 // data parallelism stops paying. Any device count. Uses the built package (dist/). The data set
 // is a Dataset (read and uploaded by the warm-up fit, not again).
-//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--precisions fp32,tf32,bf16] [--steps K] [--out DIR]
+//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--precisions fp32,tf32,bf16] [--gradients full,bf16] [--steps K] [--out DIR]
+// --gradients: the group's wire (DataParallelOptions.gradients), a row each.
 // PyTorch DDP on the same nets, in the same call: bench/data_parallel_ddp.py (scripts/gpu-session.sh nccl).
 // Writes DIR/data-parallel-<gpu>-x<N>.json (the default DIR is bench/results, whose README renders
 // it: `npm run bench -- --render`) and prints the table.
@@ -27,6 +28,7 @@ const info = cudaInfo();
 const devices = Number(args.devices ?? info.devices);
 const nets = (args.nets ?? 'S,M,L').split(',');
 const precisions = (args.precisions ?? 'fp32').split(',');
+const wires = (args.gradients ?? 'full').split(',');
 // --ddp ONE,GROUP: bench/data_parallel_ddp.py's JSON for one GPU and for the group, run just before
 // in the same call: its steps go into the rows beside nn-arena's.
 const ddp = args.ddp ? args.ddp.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8'))) : [];
@@ -86,10 +88,11 @@ async function ownSteps(net, steps, precision) {
   return { usPerStep: Math.max(...rs.map((r) => r.usPerStep)), path: rs[0].path };
 }
 
-async function group(net, steps, precision) {
+async function group(net, steps, precision, gradients) {
   const p = problem(net, devices, steps);
   const g = DataParallel.create(planLayout({ layers: p.layers, batch: p.batch, samples: p.samples, order: args.order ?? 'layer-major' }), {
     devices: Array.from({ length: devices }, (_, i) => i),
+    gradients,
   });
   const t = new Trainer(g, { lr: 1e-3, precision });
   t.init(1);
@@ -136,13 +139,17 @@ async function measure(net, precision) {
   });
   const oneLayers = JSON.parse(child.stdout.trim().split('\n').pop());
   const own = await ownSteps(net, steps, precision);
-  const g = await group(net, steps, precision);
+  for (const gradients of wires) report(net, precision, one, oneLayers, own, gradients, await group(net, steps, precision, gradients));
+}
+
+function report(net, precision, one, oneLayers, own, gradients, g) {
   const speedup = g.samplesPerSecond / one.samplesPerSecond;
   const speedupWall = g.wallSamplesPerSecond / one.wallSamplesPerSecond;
   const share = Math.max(0, (g.usPerStep - own.usPerStep) / g.usPerStep);
   const row = {
     net,
     precision,
+    gradients,
     layers: NETS[net][0],
     perGpuBatch: NETS[net][1],
     globalBatch: NETS[net][1] * devices,
@@ -165,7 +172,7 @@ async function measure(net, precision) {
   }
   rows.push(row);
   console.log(
-    `${net} ${precision} x${devices}: wall clock one GPU ${one.wallUsPerStep.toFixed(1)} us/step, group ${g.wallUsPerStep.toFixed(1)} (throughput ${speedupWall.toFixed(2)}x)` +
+    `${net} ${precision} x${devices}${gradients === 'full' ? '' : `, ${gradients} gradients`}: wall clock one GPU ${one.wallUsPerStep.toFixed(1)} us/step, group ${g.wallUsPerStep.toFixed(1)} (throughput ${speedupWall.toFixed(2)}x)` +
       (row.ddp
         ? `, PyTorch DDP one GPU ${row.ddp.oneGpuUsPerStep.toFixed(1)}, group ${row.ddp.groupUsPerStep.toFixed(1)} (${row.ddp.speedup.toFixed(2)}x); `
         : '; ') +

@@ -321,6 +321,7 @@ function userpathSection(file: string, r: Userpath): string[] {
 interface DataParallelRow {
   net: string;
   precision?: string;
+  gradients?: string;
   layers: number[];
   perGpuBatch: number;
   oneGpu: { usPerStep: number; wallUsPerStep?: number; path: string };
@@ -345,7 +346,7 @@ function dataParallelSection(file: string, r: DataParallel): string[] {
   const ddp = r.rows.find((x) => x.ddp)?.ddp;
   const row = (x: DataParallelRow, label = '') => [
     `${x.net} ${x.layers.join('-')}${label}`,
-    ...(wall ? [x.precision ?? 'fp32'] : []),
+    ...(wall ? [`${x.precision ?? 'fp32'}${x.gradients && x.gradients !== 'full' ? `, ${x.gradients} wire` : ''}`] : []),
     String(x.perGpuBatch),
     ...(wall
       ? [

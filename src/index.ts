@@ -45,6 +45,6 @@ export { type Schedule } from './train/optimizer-options.js';
 export { DataParallel, ncclInfo, type DataParallelOptions, type JoinOptions } from './parallel/data-parallel.js';
 export { readParallelEnv, type ParallelEnv } from './parallel/env.js';
 export { rendezvous, type RendezvousOptions } from './parallel/rendezvous.js';
-export { cudaInfo, type CudaInfo, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native/addon.js';
+export { cudaInfo, type CudaInfo, type GradientWire, type NcclInfo, type RunPath, type ResidencyCounters, type LinkRates } from './native/addon.js';
 export { minDeviceBudget, type ResidencyMode, type ResidencyReport, type LayerResidency } from './arena/residency.js';
 export { inspectCheckpoint, type CheckpointInfo, type SaveOptions, type LoadOptions, type IoProgress } from './checkpoint/checkpoint.js';

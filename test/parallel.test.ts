@@ -454,6 +454,30 @@ describe('DataParallel without NCCL', () => {
     if (!n.available) expect(n.why).not.toBe('');
   });
 
+  it("gradients on the wire: 'full' or 'bf16' (float32 plans only), typed errors naming gradients, checked before any device", async () => {
+    const f32 = planLayout({ ...spec, dtype: 'float32' });
+    const f64 = planLayout({ ...spec, dtype: 'float64' });
+    for (const gradients of ['full', 'bf16'] as const) DataParallel.create(f32, { devices: [0], backend: 'cpu', gradients }).dispose();
+    const refused = (f: () => unknown) => {
+      try {
+        f();
+      } catch (e) {
+        return { code: (e as { code?: string }).code, field: (e as { field?: string }).field, message: (e as Error).message };
+      }
+      return null;
+    };
+    expect(refused(() => DataParallel.create(f64, { devices: [0], backend: 'cpu', gradients: 'bf16' }))).toMatchObject({
+      code: 'BAD_OPTION',
+      field: 'gradients',
+      message: expect.stringContaining('float32'),
+    });
+    expect(refused(() => DataParallel.create(f32, { devices: [0, 1], gradients: 'fp8' as never }))).toMatchObject({ code: 'BAD_OPTION', field: 'gradients' });
+    await expect(DataParallel.join(f64, { env: { RANK: '0', WORLD_SIZE: '1' }, backend: 'cpu', gradients: 'bf16' })).rejects.toMatchObject({
+      code: 'BAD_OPTION',
+      field: 'gradients',
+    });
+  });
+
   it('a Trainer on a group of one takes a batch up to the global batch only', async () => {
     const group = DataParallel.create(planLayout(spec), { devices: [0], backend: 'cpu' });
     try {

@@ -66,13 +66,21 @@ Napi::Value NcclUniqueIdJs(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// The wire of a group: 'full' (absent) or 'bf16' (DataParallelOptions.gradients, checked in JS).
+Wire wireArg(Napi::Env env, const Napi::Value& v) {
+  if (v.IsUndefined() || (v.IsString() && v.As<Napi::String>().Utf8Value() == "full")) return Wire::Full;
+  if (v.IsString() && v.As<Napi::String>().Utf8Value() == "bf16") return Wire::Bf16;
+  throwJs(env, "BAD_ARGUMENT", "gradients must be 'full' or 'bf16'");
+}
+
 // ncclInitAll(handles): one communicator per arena, each on its arena's device (ncclCommInitAll).
 Napi::Value NcclInitAll(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<ArenaHandle*> hs = handlesArg(env, info[0]);
   std::vector<int> devices;
   for (ArenaHandle* h : hs) devices.push_back(rankArena(env, h)->backend().device());
-  std::vector<std::shared_ptr<Communicator>> comms = guarded(env, [&] { return Communicator::createAll(devices); });
+  const Wire wire = wireArg(env, info[1]);
+  std::vector<std::shared_ptr<Communicator>> comms = guarded(env, [&] { return Communicator::createAll(devices, wire); });
   for (size_t i = 0; i < hs.size(); ++i) hs[i]->setComm(comms[i]);
   return env.Undefined();
 }
@@ -80,8 +88,8 @@ Napi::Value NcclInitAll(const Napi::CallbackInfo& info) {
 // ncclInitRank(handle, id, rank, world): resolves once every rank of the group joined.
 class InitRankWorker : public PromiseWorker {
  public:
-  InitRankWorker(Napi::Env env, ArenaHandle* h, Napi::Object self, std::shared_ptr<Block> b, NcclId id, int rank, int world)
-      : PromiseWorker(env, "nn-arena:nccl-init"), h_(h), self_(Napi::Persistent(self)), block_(std::move(b)), id_(id), rank_(rank), world_(world) {}
+  InitRankWorker(Napi::Env env, ArenaHandle* h, Napi::Object self, std::shared_ptr<Block> b, NcclId id, int rank, int world, Wire wire)
+      : PromiseWorker(env, "nn-arena:nccl-init"), h_(h), self_(Napi::Persistent(self)), block_(std::move(b)), id_(id), rank_(rank), world_(world), wire_(wire) {}
   Napi::Promise start() {
     h_->runStarted();
     Queue();
@@ -89,7 +97,7 @@ class InitRankWorker : public PromiseWorker {
   }
 
  private:
-  void Run() override { comm_ = Communicator::createRank(id_, world_, rank_, block_->backend().device()); }
+  void Run() override { comm_ = Communicator::createRank(id_, world_, rank_, block_->backend().device(), wire_); }
   void Ended(bool ok) override {
     if (ok) h_->setComm(comm_);
     h_->runEnded();
@@ -100,6 +108,7 @@ class InitRankWorker : public PromiseWorker {
   std::shared_ptr<Block> block_;
   NcclId id_;
   int rank_, world_;
+  Wire wire_;
   std::shared_ptr<Communicator> comm_;
 };
 
@@ -113,7 +122,7 @@ Napi::Value NcclInitRank(const Napi::CallbackInfo& info) {
   std::shared_ptr<Block> b = rankArena(env, h);
   NcclId id;
   std::copy(bytes.begin(), bytes.end(), id.begin());
-  auto* w = new InitRankWorker(env, h, info[0].As<Napi::Object>(), std::move(b), id, int(rank), int(world));
+  auto* w = new InitRankWorker(env, h, info[0].As<Napi::Object>(), std::move(b), id, int(rank), int(world), wireArg(env, info[4]));
   return w->start();
 }
 

@@ -29,6 +29,11 @@
 //   NN_ARENA_STAGE_TRACE          staged memory: print every copy and phase of a run
 //   NN_ARENA_SYNC_TRACE           data parallelism: print, at the end of each group run, when each
 //                                 gradient range was handed over, reduced and applied (device time)
+//   NN_ARENA_SYNC_OVERLAP         data parallelism: 0 reduces each layer after its whole backward and
+//                                 steps it on the reductions' stream (default 1: dw before the error
+//                                 product, steps on a stream of their own)
+//   NN_ARENA_SYNC_SLICE           data parallelism, overlapped: a large first layer's dw reduced in
+//                                 slices of this many MiB as its product writes them (default 0: whole)
 //   NN_ARENA_UM_TRACE             managed scheduler: print every mover op and compute wait
 //   NN_ARENA_UM_EVICT_DEAD        managed scheduler: discard (default) | discard-host | host
 //   NN_ARENA_UM_PLACE             managed scheduler: discard-device (default) | device
@@ -76,6 +81,8 @@ enum class Knob : uint32_t {
   CublasLt,
   SideStream,
   SyncTrace,
+  SyncOverlap,
+  SyncSlice,
   Count
 };
 

@@ -235,9 +235,6 @@ template <typename T> class LayerRun {
       primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
     } else {
       const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
-      // The group's update of layer l, once its gradients are reduced (on the sync's stream).
-      // Clipping: no layer's update before the step's global norm (after the group's reduction).
-      const GradSync::Update syncedUpdate = [this](uint32_t l, cudaStream_t stream) { update(l, hyper(st_.stepNow), stream); };
       const bool deferred = p_.op == Op::Train && clip_.active();
       auto step = [&](uint64_t s) {
         if (whole) begin();
@@ -276,6 +273,7 @@ template <typename T> class LayerRun {
           // With ops (one stream, no cross-layer passes) the steps wait for the last backward and
           // go in one launch: the same values (nothing after a layer's backward reads its w).
           std::vector<uint32_t> steps;
+          st_.handedOff = 0;
           for (uint32_t l = last_; l >= 1; --l) {
             before(Stage::Backward, l);
             bool folded = false;
@@ -284,7 +282,7 @@ template <typename T> class LayerRun {
             else
               zeroGradients(l);
             if (sync_)
-              sync_->gradientsReady(l, s_, p_.op == Op::Train && !deferred ? syncedUpdate : GradSync::Update());
+              handOff(l);
             else if (p_.op == Op::Train && !folded && !deferred && ops_ && !hooks_)
               steps.push_back(l);
             else if (p_.op == Op::Train && !folded && !deferred)
@@ -732,6 +730,11 @@ template <typename T> class LayerRun {
     if (half_.active()) return backwardHalf(l, rows, hp, fold);
     // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
     const Split d = l > 1 || !transposeForTensorCores(l) ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
+    const bool early = handsOffEarly(l);
+    if (early) {  // the group reduces dw[l] while the error product runs
+      weightGrad(l, rows, hp, fold, d);
+      handOff(l, true);
+    }
     if (l > 1) {
       // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       if (K_ > 1)
@@ -745,7 +748,10 @@ template <typename T> class LayerRun {
     } else {
       fork();
     }
-    gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
+    if (early)
+      sync_->weightsFree(l, s_, groupStep());
+    else
+      gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
     return fold;
   }
 
@@ -795,9 +801,13 @@ template <typename T> class LayerRun {
                   stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
     else if (transposeForTensorCores(l))
       weightGradTf32(l, rows, alpha, fold, scalars);
-    else
-      product(false, true, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), d, int(n), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m),
-              scalars);
+    else {
+      const Split z = split(0, at(l - 1, NNA_Z), rows * m);
+      weightGradSlices(l, [&](uint64_t u0, uint64_t u1) {
+        product(false, true, int(m), int(u1 - u0), int(rows), alpha, z, int(m), u0 ? Split{d.x + u0} : d, int(n), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW) + u0 * m, int(m),
+                scalars);
+      });
+    }
   }
 
   // ---- the side stream (besides_) ---------------------------------------------------------
@@ -834,6 +844,35 @@ template <typename T> class LayerRun {
     else
       onSide(std::forward<F>(f));
   }
+  // ---- a data-parallel group's hand-over (grad_sync.h) ---------------------------------------
+  // Layer l's gradients are queued on the run's stream: the group reduces them (then steps the
+  // layer) while the backward goes on. Once a layer a step: backward() hands a layer over before
+  // its error product where the sync asks (handsOffEarly), else the step's loop after it.
+  // Early, the layer's step waits for its error product, which still reads w[l]: weightsFree.
+  void handOff(uint32_t l, bool early = false) {
+    if (st_.handedOff == l) return;
+    st_.handedOff = l;
+    sync_->gradientsReady(l, s_, early ? GradSync::Update() : groupStep());
+  }
+  // The group's optimizer step of a layer (on the sync's stream), once its gradients are
+  // reduced; none in a grad run. Clipping: no layer's step before the step's global norm.
+  GradSync::Update groupStep() {
+    if (p_.op != Op::Train || clip_.active()) return GradSync::Update();
+    return [this](uint32_t k, cudaStream_t stream) { update(k, hyper(st_.stepNow), stream); };
+  }
+  // Whether layer l's weight-gradient product goes before its error product, handed over between
+  // them. tf32x3 keeps the order: the products' split operands share workspace slot 1.
+  bool handsOffEarly(uint32_t l) const { return l > 1 && sync_ && sync_->early() && K_ == 1 && prec_ != Precision::Tf32x3; }
+  // Layer l's weight-gradient product in the slices the group reduces as each is queued
+  // (GradSync::slices; one: whole). f(u0, u1) queues units [u0, u1).
+  template <typename F> void weightGradSlices(uint32_t l, F&& f) {
+    const uint32_t n = sync_ && K_ == 1 && prec_ != Precision::Tf32x3 ? sync_->slices(l) : 1;
+    for (uint32_t j = 0; j < n; ++j) {
+      f(sliceUnits(L_[l].units, n, j), sliceUnits(L_[l].units, n, j + 1));
+      if (n > 1) sync_->sliceReady(l, j, s_);
+    }
+  }
+
   // The run's stream waits for the side's work (within the step that forked it: a graph's
   // branches join before its end).
   void join() {
@@ -1065,6 +1104,27 @@ template <typename T> class LayerRun {
   bool backwardHalf(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold) {
     const uint64_t n = L_[l].units, m = L_[l].fan_in;
     backwardCopies(l, rows);
+    const float alpha = float(weightGradAlpha(l, hp, fold));
+    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
+    const auto weightGradHalf = [&] {
+      if (l == 1 && wideFirst_) {  // every model's at once (weightGrad)
+        HalfOut d = half_.d(1);
+        d.stride = 0;
+        gemmHalf(false, true, int(m), int(n * K_), int(rows), alpha, half_.z(0), int(m), d, int(n * K_), 1.0f, at(1, NNA_W), int(m), 0, nullptr, 1);
+        return;
+      }
+      weightGradSlices(l, [&](uint64_t u0, uint64_t u1) {
+        HalfOut d = gradientD(l);
+        d.p = static_cast<char*>(d.p) + u0 * 2;  // 16-bit elements
+        gemmHalf(false, true, int(m), int(u1 - u0), int(rows), alpha, half_.z(l - 1), int(m), d, int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW) + u0 * m, int(m),
+                 stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
+      });
+    };
+    const bool early = handsOffEarly(l);
+    if (early) {  // the group reduces dw[l] while the error product runs
+      weightGradHalf();
+      handOff(l, true);
+    }
     if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
       gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
       fork();  // the weight-gradient product reads the copies of d[l] and z[l-1], which the activation gradient leaves alone
@@ -1073,18 +1133,10 @@ template <typename T> class LayerRun {
     } else {
       fork();
     }
-    // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that]
-    const float alpha = float(weightGradAlpha(l, hp, fold));
-    gradientWork(l, [&] {
-      if (l == 1 && wideFirst_) {  // every model's at once (weightGrad)
-        HalfOut d = half_.d(1);
-        d.stride = 0;
-        gemmHalf(false, true, int(m), int(n * K_), int(rows), alpha, half_.z(0), int(m), d, int(n * K_), 1.0f, at(1, NNA_W), int(m), 0, nullptr, 1);
-        return;
-      }
-      gemmHalf(false, true, int(m), int(n), int(rows), alpha, half_.z(l - 1), int(m), gradientD(l), int(n), fold ? 1.0f : 0.0f, at(l, fold ? NNA_W : NNA_DW), int(m),
-               stride(l, fold ? NNA_W : NNA_DW), fold ? foldScalars_.get() : nullptr);
-    });
+    if (early)
+      sync_->weightsFree(l, s_, groupStep());
+    else
+      gradientWork(l, weightGradHalf);
     if (fold) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
     return fold;
   }
@@ -1175,8 +1227,11 @@ template <typename T> class LayerRun {
       const uint64_t n = L_[l].units, m = L_[l].fan_in;
       float* dT = work_.transposed(l);
       graph_->launch(s_, transposeKernel, dim3(unsigned((n + 31) / 32), unsigned((rows + 31) / 32)), dim3(32, 8), at(l, NNA_D), dT, rows, n);
-      product(false, false, int(m), int(n), int(rows), alpha, split(0, at(l - 1, NNA_Z), rows * m), int(m), split(1, dT, rows * n), int(rows), fold ? T(1) : T(0),
-              at(l, fold ? NNA_W : NNA_DW), int(m), scalars);
+      const Split z = split(0, at(l - 1, NNA_Z), rows * m), dTs = split(1, dT, rows * n);
+      weightGradSlices(l, [&](uint64_t u0, uint64_t u1) {
+        product(false, false, int(m), int(u1 - u0), int(rows), alpha, z, int(m), u0 ? Split{dT + u0 * rows} : dTs, int(rows), fold ? T(1) : T(0),
+                at(l, fold ? NNA_W : NNA_DW) + u0 * m, int(m), scalars);
+      });
     }
   }
 
@@ -1233,6 +1288,7 @@ template <typename T> class LayerRun {
     bool sideOpen = false;             // the side stream was given work this step that the run's stream has not joined
     bool dLastHalf = false;            // the step's output launch wrote d[L]'s 16-bit copy
     bool errorDone = false;            // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
+    uint32_t handedOff = 0;            // a group run: the layer last handed to the sync this step (handOff)
   } st_;
   cudaStream_t s_;           // the stream launches go to: the lane's, or its side stream inside onSide()
   Lane side_;                // the lane's side stream and handle

@@ -5,6 +5,10 @@
 // overlaps the backward of the layers below) and then queues that layer's optimizer step
 // through `update` on the stream that reduced them. With a sync the run never folds the SGD
 // step into the weight-gradient product: the step must see the group's gradient.
+// The run hands a layer over as soon as its gradients are queued: where the sync overlaps
+// (NcclSync), the weight-gradient product of a layer above the first runs before its error
+// product, and where it asks (NN_ARENA_SYNC_SLICE) a large first layer's product is cut into
+// slices (by units), each handed over as it is queued.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -17,9 +21,20 @@ struct GradSync {
   using Update = std::function<void(uint32_t layer, cudaStream_t stream)>;
   virtual ~GradSync() = default;
   virtual void beginRun(cudaStream_t compute, bool resetStats) {}
+  // Whether the run queues a layer's weight-gradient product before its error product and hands
+  // the layer over between them (one rule for the sync and the run: NN_ARENA_SYNC_OVERLAP).
+  virtual bool early() const { return false; }
+  // How many slices the run may cut layer `layer`'s weight-gradient product into (sliceUnits),
+  // calling sliceReady after each; 1: whole. A run that cannot slice a product (other paths)
+  // queues it whole: gradientsReady then reduces whatever no slice did.
+  virtual uint32_t slices(uint32_t layer) const { return 1; }
+  virtual void sliceReady(uint32_t layer, uint32_t slice, cudaStream_t compute) {}
   // Layer `layer`'s gradients are queued on `compute`; `update` (empty for a grad run) queues
-  // its optimizer step once the group's gradients are in place.
+  // its optimizer step once the group's gradients are in place. Handed over early, the layer's
+  // weights are still to be read by its error product: the run passes no update here and
+  // calls weightsFree once that product is queued.
   virtual void gradientsReady(uint32_t layer, cudaStream_t compute, const Update& update) = 0;
+  virtual void weightsFree(uint32_t layer, cudaStream_t compute, const Update& update) {}
   // End of a step: `compute` waits for everything the sync queued elsewhere (the next step's
   // forward reads the updated weights).
   virtual void endStep(cudaStream_t compute) = 0;
@@ -28,5 +43,8 @@ struct GradSync {
   // A launch failed part-way: the peers must not wait forever for this replica.
   virtual void abort() {}
 };
+
+// The first unit of slice `j` of `slices` of a layer of `units` units (slice j: [start(j), start(j+1))).
+inline uint64_t sliceUnits(uint64_t units, uint32_t slices, uint32_t j) { return units * j / slices; }
 
 }  // namespace nna

@@ -14,8 +14,8 @@ NcclInfo ncclInfo() {
   return i;
 }
 NcclId ncclUniqueId() { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
-std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::vector<int>&) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
-std::shared_ptr<Communicator> Communicator::createRank(const NcclId&, int, int, int) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
+std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::vector<int>&, Wire) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
+std::shared_ptr<Communicator> Communicator::createRank(const NcclId&, int, int, int, Wire) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
 Communicator::~Communicator() = default;
 const char* Communicator::run(void*, const void*, const RunParams&) { NNA_FAIL("NCCL_UNAVAILABLE", kWhy); }
 void Communicator::fail(const std::string&) {}

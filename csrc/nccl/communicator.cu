@@ -4,12 +4,18 @@
 // padding lies between them (padding is zero on every replica, so summing it changes nothing).
 // Kind-major arenas keep every db and dw adjacent: one all-reduce per step, issued once the
 // backward of layer 1 is queued. Layer-major arenas keep each layer's db and dw adjacent: one
-// all-reduce per layer, issued as soon as that layer's backward is queued, on the
-// communicator's stream, so it overlaps the backward of the layers below; the layer's optimizer
-// step follows its all-reduce on that stream.
+// all-reduce per layer, issued as soon as that layer's weight gradient is queued (the run queues
+// it before the layer's error product: GradSync::early), on the communicator's stream, so it
+// overlaps the backward of the layers below; the layer's optimizer step follows its all-reduce
+// on a stream of its own, so that the next all-reduce does not queue behind it. The first
+// layer's weight gradient, the one reduction nothing is left to hide, can be reduced in slices
+// as its product writes them (NN_ARENA_SYNC_SLICE). NN_ARENA_SYNC_OVERLAP=0: the earlier
+// schedule (each layer after its whole backward, steps on the communicator's stream), to
+// measure against.
 #include "communicator.h"
 #include "sync_trace.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -18,6 +24,7 @@
 #include <cstring>
 #include <thread>
 
+#include "../core/env.h"
 #include "../core/failure.h"
 #include "../cuda/check.cuh"
 #include "../cuda/cuda_train.h"
@@ -80,16 +87,33 @@ NcclId ncclUniqueId() {
   return out;
 }
 
-Communicator::Communicator(int rank, int world, int device) : rank_(rank), world_(world), device_(device) {}
+Communicator::Communicator(int rank, int world, int device, Wire wire) : rank_(rank), world_(world), device_(device), wire_(wire) {}
+
+void* Communicator::wireScratch(uint64_t bytes) {
+  if (bytes > scratchBytes_) {
+    if (scratch_) CUDA_CHECK(cudaFree(scratch_));
+    scratch_ = nullptr;
+    scratchBytes_ = 0;
+    CUDA_CHECK(cudaMalloc(&scratch_, bytes));
+    scratchBytes_ = bytes;
+  }
+  return scratch_;
+}
 
 void Communicator::setUp() {
   DeviceScope scope(device_);
   cudaStream_t s = nullptr;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
+  CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  updates_ = s;
   cudaEvent_t e = nullptr;
   CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   ready_ = e;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  reduced_ = e;
+  CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  free_ = e;
   for (void*& d : done_) {
     CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     d = e;
@@ -97,7 +121,7 @@ void Communicator::setUp() {
   CUDA_CHECK(cudaMalloc(&saved_, 8 * sizeof(double)));
 }
 
-std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::vector<int>& devices) {
+std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::vector<int>& devices, Wire wire) {
   const nccl::Api& a = nccl::require();
   const int n = int(devices.size());
   if (n < 1) NNA_FAIL_FIELD("BAD_OPTION", "devices", "a group needs at least one device");
@@ -109,7 +133,7 @@ std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::ve
   auto group = std::make_shared<CommGroup>();
   std::vector<std::shared_ptr<Communicator>> out;
   for (int i = 0; i < n; ++i) {  // owned at once, so that a failure below destroys them all
-    out.emplace_back(new Communicator(i, n, devices[size_t(i)]));
+    out.emplace_back(new Communicator(i, n, devices[size_t(i)], wire));
     out.back()->comm_ = comms[size_t(i)];
     out.back()->group_ = group;
     group->members.push_back(out.back().get());
@@ -121,7 +145,7 @@ std::vector<std::shared_ptr<Communicator>> Communicator::createAll(const std::ve
   return out;
 }
 
-std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int world, int rank, int device) {
+std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int world, int rank, int device, Wire wire) {
   const nccl::Api& a = nccl::require();
   if (world < 1 || rank < 0 || rank >= world) NNA_FAIL_FIELD("BAD_OPTION", "rank", "rank " + std::to_string(rank) + " outside [0, " + std::to_string(world) + ")");
   DeviceScope scope(device);
@@ -129,7 +153,7 @@ std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int wor
   std::memcpy(u.internal, id.data(), id.size());
   nccl::Comm comm = nullptr;
   nccl::check(a.commInitRank(&comm, world, u, rank), "ncclCommInitRank");
-  std::shared_ptr<Communicator> c(new Communicator(rank, world, device));
+  std::shared_ptr<Communicator> c(new Communicator(rank, world, device, wire));
   c->comm_ = comm;
   c->group_ = std::make_shared<CommGroup>();
   c->group_->members.push_back(c.get());
@@ -161,10 +185,14 @@ Communicator::~Communicator() {
     }
   }
   if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
+  if (reduced_) cudaEventDestroy(static_cast<cudaEvent_t>(reduced_));
+  if (free_) cudaEventDestroy(static_cast<cudaEvent_t>(free_));
   for (void* d : done_)
     if (d) cudaEventDestroy(static_cast<cudaEvent_t>(d));
   if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (updates_) cudaStreamDestroy(static_cast<cudaStream_t>(updates_));
   if (saved_) cudaFree(saved_);
+  if (scratch_) cudaFree(scratch_);
   if (previous >= 0) cudaSetDevice(previous);
 }
 
@@ -228,11 +256,29 @@ template <typename T> __global__ void statsKernel(T* stats, double* saved, int p
   }
 }
 
+// The bf16 wire: a range rounded to bfloat16 (to nearest even) into the scratch, and the
+// group's sums widened back into the arena's float32 gradients.
+__global__ void toWireKernel(const float* x, __nv_bfloat16* w, uint64_t n) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) w[i] = __float2bfloat16_rn(x[i]);
+}
+__global__ void fromWireKernel(const __nv_bfloat16* w, float* x, uint64_t n) {
+  for (uint64_t i = uint64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += uint64_t(gridDim.x) * blockDim.x) x[i] = __bfloat162float(w[i]);
+}
+constexpr unsigned kWireThreads = 256, kWireBlocks = 1024;  // a grid-stride pass: a few blocks a multiprocessor
+
 struct Piece {
   uint64_t offset, bytes;
-  std::vector<uint32_t> layers;  // hidden layers with a gradient region in the range
-  uint32_t waiting = 0;          // of those, layers whose backward is not queued yet this step
+  std::vector<uint32_t> layers;           // hidden layers with a gradient region in the range
+  uint32_t waiting = 0;                   // of those, layers whose backward is not queued yet this step
+  uint64_t slicedFrom = 0, slicedTo = 0;  // this step: the bytes already reduced in slices (sliceReady)
 };
+
+// NN_ARENA_SYNC_SLICE=N: a first layer's weight gradient of at least two slices is reduced in
+// slices of about N MiB as its product writes them. Off by default: on two NVLink H200s the
+// link is the bottleneck (the reductions queue behind each other), and five all-reduces of a
+// range take longer than one (docs/data-parallel.md).
+constexpr long kSliceMiB = 0;
+constexpr uint32_t kMaxSlices = 8;
 
 }  // namespace
 
@@ -272,8 +318,30 @@ class NcclSync final : public GradSync {
     piecesOfLayer_.assign(h_.num_layers, 0);
     for (const Piece& p : pieces_)
       for (uint32_t l : p.layers) piecesOfLayer_[l]++;
+    overlap_ = knob(Knob::SyncOverlap, "1") != "0";
+    const uint64_t sliceBytes = uint64_t(knobInt(Knob::SyncSlice, kSliceMiB, 0, 1 << 20)) << 20;
+    // Slices: the lowest layer with a gradient (the last one handed over), a dense layer of one
+    // model whose range holds no other layer's gradient.
+    for (uint32_t l = 0; l < h_.num_layers && overlap_ && sliceBytes; ++l) {
+      if (!piecesOfLayer_[l]) continue;
+      const nna_region dw = L[l].region[NNA_DW];
+      const auto only = std::find_if(pieces_.begin(), pieces_.end(), [&](const Piece& p) { return p.layers.size() == 1 && p.layers[0] == l; });
+      const uint64_t bytes = dw.count * elem_;
+      if (L[l].op == NNA_OP_DENSE && only != pieces_.end() && dw.count == uint64_t(L[l].units) * L[l].fan_in && bytes >= 2 * sliceBytes) {
+        sliceLayer_ = l;
+        slices_ = uint32_t(std::min<uint64_t>(kMaxSlices, bytes / sliceBytes));
+        sliceUnits_ = L[l].units;
+        unitBytes_ = uint64_t(L[l].fan_in) * elem_;
+        dwOffset_ = dw.offset;
+      }
+      break;
+    }
     std::vector<uint64_t> bytes;
     for (const Piece& p : pieces_) bytes.push_back(p.bytes);
+    if (c_.wire_ == Wire::Bf16) {
+      if (elem_ != 4) NNA_FAIL_FIELD("BAD_OPTION", "gradients", "'bf16' on the wire needs a float32 arena");
+      wire_ = static_cast<__nv_bfloat16*>(c_.wireScratch(std::max<uint64_t>(2, *std::max_element(bytes.begin(), bytes.end()) / 2)));
+    }
     trace_ = std::make_unique<SyncTrace>(c_.device(), std::move(bytes));
     resetStep();
   }
@@ -285,6 +353,22 @@ class NcclSync final : public GradSync {
     trace_->stepStart(compute);
   }
 
+  bool early() const override { return overlap_; }
+  uint32_t slices(uint32_t layer) const override { return layer == sliceLayer_ ? slices_ : 1; }
+
+  void sliceReady(uint32_t layer, uint32_t slice, cudaStream_t compute) override {
+    Piece& p = pieceOf(layer);
+    const uint64_t from = dwOffset_ + sliceUnits(sliceUnits_, slices_, slice) * unitBytes_;
+    const uint64_t to = dwOffset_ + sliceUnits(sliceUnits_, slices_, slice + 1) * unitBytes_;
+    handOver(compute);
+    if (p.slicedTo == p.slicedFrom) {
+      trace_->ready(uint32_t(&p - pieces_.data()), compute);
+      p.slicedFrom = from;
+    }
+    reduce(from, to - from);
+    p.slicedTo = to;
+  }
+
   void gradientsReady(uint32_t layer, cudaStream_t compute, const Update& update) override {
     bool waited = false;
     for (Piece& p : pieces_) {
@@ -294,21 +378,47 @@ class NcclSync final : public GradSync {
         handOver(compute);
         waited = true;
       }
-      trace_->ready(index, compute);
-      const uint64_t count = p.bytes / elem_;
-      nccl::check(nccl::api().allReduce(base_ + p.offset, base_ + p.offset, count, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum, comm(), stream()),
-                  "ncclAllReduce (gradients)");
+      if (p.slicedTo == p.slicedFrom) {
+        trace_->ready(index, compute);
+        reduce(p.offset, p.bytes);
+      } else {  // what the slices left: the bias gradient and padding on either side
+        reduce(p.offset, p.slicedFrom - p.offset);
+        reduce(p.slicedTo, p.offset + p.bytes - p.slicedTo);
+      }
       trace_->reduced(index, stream());
+      cudaStream_t steps = stream();
+      if (overlap_) {
+        CUDA_CHECK(cudaEventRecord(reduced(), stream()));
+        CUDA_CHECK(cudaStreamWaitEvent(updates(), reduced(), 0));
+        steps = updates();
+      }
       for (uint32_t l : p.layers)
-        if (--layerWaiting_[l] == 0 && update) update(l, stream());
-      trace_->updated(index, stream());
+        if (--layerWaiting_[l] == 0 && update) update(l, steps);
+      if (update) trace_->updated(index, steps);
     }
+  }
+
+  // After an early hand-over: the layer's step waits for its reduction (the steps' stream waited
+  // for it in gradientsReady) and for the run's stream to pass the layer's error product. A
+  // layer whose range is not reduced yet (kind-major) steps with that reduction instead.
+  void weightsFree(uint32_t layer, cudaStream_t compute, const Update& update) override {
+    if (!update || layerWaiting_[layer]) return;
+    CUDA_CHECK(cudaEventRecord(free(), compute));
+    CUDA_CHECK(cudaStreamWaitEvent(updates(), free(), 0));
+    update(layer, updates());
+    trace_->updated(uint32_t(&pieceOf(layer) - pieces_.data()), updates());
   }
 
   void endStep(cudaStream_t compute) override {
     // The next step's forward reads the updated weights; its backward rewrites the gradients
     // the reductions read.
-    CUDA_CHECK(cudaEventRecord(done(step_ & 1), stream()));
+    cudaStream_t last = stream();
+    if (overlap_) {  // the steps' stream ends the step: it waits for the reductions' stream
+      CUDA_CHECK(cudaEventRecord(reduced(), stream()));
+      CUDA_CHECK(cudaStreamWaitEvent(updates(), reduced(), 0));
+      last = updates();
+    }
+    CUDA_CHECK(cudaEventRecord(done(step_ & 1), last));
     CUDA_CHECK(cudaStreamWaitEvent(compute, done(step_ & 1), 0));
     trace_->stepEnd(compute);
     trace_->stepStart(compute);
@@ -339,6 +449,30 @@ class NcclSync final : public GradSync {
 
  private:
   cudaStream_t stream() const { return static_cast<cudaStream_t>(c_.stream_); }
+  cudaStream_t updates() const { return static_cast<cudaStream_t>(c_.updates_); }
+  cudaEvent_t reduced() const { return static_cast<cudaEvent_t>(c_.reduced_); }
+  cudaEvent_t free() const { return static_cast<cudaEvent_t>(c_.free_); }
+  Piece& pieceOf(uint32_t layer) {
+    return *std::find_if(pieces_.begin(), pieces_.end(), [&](const Piece& p) { return std::find(p.layers.begin(), p.layers.end(), layer) != p.layers.end(); });
+  }
+
+  // All-reduces `bytes` of gradients at `offset` on the communicator's stream (none: nothing).
+  void reduce(uint64_t offset, uint64_t bytes) {
+    if (!bytes) return;
+    if (wire_) {
+      const uint64_t n = bytes / elem_;
+      float* g = reinterpret_cast<float*>(base_ + offset);
+      const unsigned blocks = unsigned(std::min<uint64_t>(kWireBlocks, (n + kWireThreads - 1) / kWireThreads));
+      toWireKernel<<<blocks, kWireThreads, 0, stream()>>>(g, wire_, n);
+      CUDA_CHECK(cudaGetLastError());
+      nccl::check(nccl::api().allReduce(wire_, wire_, n, nccl::kBfloat16, nccl::kSum, comm(), stream()), "ncclAllReduce (gradients, bf16)");
+      fromWireKernel<<<blocks, kWireThreads, 0, stream()>>>(wire_, g, n);
+      CUDA_CHECK(cudaGetLastError());
+      return;
+    }
+    nccl::check(nccl::api().allReduce(base_ + offset, base_ + offset, bytes / elem_, elem_ == 8 ? nccl::kFloat64 : nccl::kFloat32, nccl::kSum, comm(), stream()),
+                "ncclAllReduce (gradients)");
+  }
   cudaEvent_t done(uint64_t i) const { return static_cast<cudaEvent_t>(c_.done_[i]); }
   nccl::Comm comm() const { return static_cast<nccl::Comm>(c_.comm_); }
 
@@ -348,7 +482,10 @@ class NcclSync final : public GradSync {
   }
 
   void resetStep() {
-    for (Piece& p : pieces_) p.waiting = uint32_t(p.layers.size());
+    for (Piece& p : pieces_) {
+      p.waiting = uint32_t(p.layers.size());
+      p.slicedFrom = p.slicedTo = 0;
+    }
     layerWaiting_ = piecesOfLayer_;
   }
 
@@ -402,6 +539,12 @@ class NcclSync final : public GradSync {
   std::vector<Piece> pieces_;
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
   uint64_t step_ = 0;
+  bool overlap_ = true;            // NN_ARENA_SYNC_OVERLAP (read per run)
+  __nv_bfloat16* wire_ = nullptr;  // Wire::Bf16: the communicator's scratch (the largest range, in bf16)
+  // The layer whose weight gradient is reduced in slices (none: 0, never a hidden layer's index
+  // with a gradient), their count, the layer's units, a unit's bytes of dw, dw's offset.
+  uint32_t sliceLayer_ = 0, slices_ = 1;
+  uint64_t sliceUnits_ = 0, unitBytes_ = 0, dwOffset_ = 0;
   std::unique_ptr<SyncTrace> trace_;  // NN_ARENA_SYNC_TRACE
 };
 

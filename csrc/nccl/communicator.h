@@ -28,12 +28,16 @@ NcclId ncclUniqueId();
 
 struct CommGroup;  // the in-process ranks of a group: destroyed and aborted together
 
+// What crosses the link: the gradients in the arena's dtype, or rounded to bfloat16 (float32
+// arenas; the sums widened back into the arena's gradients: DataParallelOptions.gradients).
+enum class Wire { Full, Bf16 };
+
 class Communicator {
  public:
   // One communicator per device of `devices` (distinct), all in this process (ncclCommInitAll).
-  static std::vector<std::shared_ptr<Communicator>> createAll(const std::vector<int>& devices);
+  static std::vector<std::shared_ptr<Communicator>> createAll(const std::vector<int>& devices, Wire wire);
   // Rank `rank` of `world` on `device`, joining the group of `id` (blocks until every rank joins).
-  static std::shared_ptr<Communicator> createRank(const NcclId& id, int world, int rank, int device);
+  static std::shared_ptr<Communicator> createRank(const NcclId& id, int world, int rank, int device, Wire wire);
   ~Communicator();
   Communicator(const Communicator&) = delete;
   Communicator& operator=(const Communicator&) = delete;
@@ -56,16 +60,24 @@ class Communicator {
   std::string brokenWhy() const;
 
  private:
-  Communicator(int rank, int world, int device);
+  Communicator(int rank, int world, int device, Wire wire);
+  // The bf16 wire's device scratch of at least `bytes` (kept, grown; on this rank's device).
+  void* wireScratch(uint64_t bytes);
   void setUp();
   // The group failed: this rank is quiet until every rank is aborted (then, throws).
   void park();
   [[noreturn]] void parkAndThrow();
   friend class NcclSync;
   int rank_, world_, device_;
+  Wire wire_;
+  void* scratch_ = nullptr;  // Wire::Bf16: a range's gradients in bfloat16 while they are reduced
+  uint64_t scratchBytes_ = 0;
   void* comm_ = nullptr;                // ncclComm_t (the group frees it: destroyed or aborted with its peers)
-  void* stream_ = nullptr;              // cudaStream_t: reductions and updates
+  void* stream_ = nullptr;              // cudaStream_t: reductions (and, NN_ARENA_SYNC_OVERLAP=0, updates)
+  void* updates_ = nullptr;             // cudaStream_t: the layers' optimizer steps, each after its reduction
   void* ready_ = nullptr;               // cudaEvent_t: compute -> stream
+  void* reduced_ = nullptr;             // cudaEvent_t: stream -> updates (a layer's reduction queued)
+  void* free_ = nullptr;                // cudaEvent_t: compute -> updates (a layer's weights read for the step)
   void* done_[2] = {nullptr, nullptr};  // cudaEvent_t: stream -> compute, even and odd steps
   double* saved_ = nullptr;             // device scratch: the stats before a run (8 values)
   std::shared_ptr<CommGroup> group_;

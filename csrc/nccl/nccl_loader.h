@@ -17,8 +17,8 @@ struct UniqueId {
 using Comm = struct ncclComm*;  // ncclComm_t
 using Result = int;             // ncclResult_t: 0 = ncclSuccess
 constexpr Result kSuccess = 0, kInProgress = 7;
-enum DataType : int { kFloat32 = 7, kFloat64 = 8 };  // ncclDataType_t
-enum RedOp : int { kSum = 0, kMax = 2, kMin = 3 };   // ncclRedOp_t
+enum DataType : int { kFloat32 = 7, kFloat64 = 8, kBfloat16 = 9 };  // ncclDataType_t
+enum RedOp : int { kSum = 0, kMax = 2, kMin = 3 };                  // ncclRedOp_t
 
 struct Api {
   Result (*getVersion)(int*) = nullptr;

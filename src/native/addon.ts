@@ -210,6 +210,9 @@ export interface NativeArenaOptions {
   device?: number;
 }
 
+/** What a data-parallel group's all-reduce carries (DataParallelOptions.gradients). */
+export type GradientWire = 'full' | 'bf16';
+
 export interface NcclInfo {
   available: boolean;
   /** NCCL_VERSION_CODE of the library found (22805 is 2.28.5); 0 when none. */
@@ -416,8 +419,8 @@ export interface NativeAddon {
   /** Data parallelism (csrc/addon/nccl.cc). */
   ncclInfo(): NcclInfo;
   ncclUniqueId(): Uint8Array;
-  ncclInitAll(handles: NativeHandle[]): void;
-  ncclInitRank(handle: NativeHandle, id: Uint8Array, rank: number, world: number): Promise<void>;
+  ncclInitAll(handles: NativeHandle[], gradients?: GradientWire): void;
+  ncclInitRank(handle: NativeHandle, id: Uint8Array, rank: number, world: number, gradients?: GradientWire): Promise<void>;
   ncclLeave(handle: NativeHandle): void;
   runReplicas(handles: NativeHandle[], params: RunParams[]): Promise<RunPath>;
   groupInfo(handle: NativeHandle): { rank: number; world: number; device: number } | undefined;

@@ -15,7 +15,7 @@ import { registerRunTarget } from '../arena/run-target.js';
 import { ArenaError, fromNative, OptionError } from '../core/errors.js';
 import type { Dtype } from '../layout/header.js';
 import { requirePlan, type Plan } from '../layout/plan.js';
-import { call, cudaInfo, native, type NcclInfo, type RunParams, type RunPath } from '../native/addon.js';
+import { call, cudaInfo, native, type GradientWire, type NcclInfo, type RunParams, type RunPath } from '../native/addon.js';
 import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { readParallelEnv } from './env.js';
 import { rendezvous } from './rendezvous.js';
@@ -27,6 +27,10 @@ export interface DataParallelOptions {
   backend?: 'auto' | BackendName;
   /** Page-locked host memory for every replica (default true). */
   pinned?: boolean;
+  /** What crosses the link: 'full' (default: the arena's dtype) or 'bf16' (float32 plans: each
+   *  range rounded to bfloat16, summed by NCCL, widened back; half the bytes, gradients with
+   *  bf16's 8 bits of mantissa, as PyTorch DDP's bf16 compression hook). */
+  gradients?: GradientWire;
 }
 
 export interface JoinOptions {
@@ -42,10 +46,21 @@ export interface JoinOptions {
   allowUnauthenticated?: boolean;
   backend?: 'auto' | BackendName;
   pinned?: boolean;
+  /** As DataParallelOptions.gradients: the same on every rank. */
+  gradients?: GradientWire;
 }
 
-const CREATE_KEYS = keysOf<DataParallelOptions>()(['devices', 'backend', 'pinned']);
-const JOIN_KEYS = keysOf<JoinOptions>()(['env', 'timeoutMs', 'secret', 'allowUnauthenticated', 'backend', 'pinned']);
+const CREATE_KEYS = keysOf<DataParallelOptions>()(['devices', 'backend', 'pinned', 'gradients']);
+const JOIN_KEYS = keysOf<JoinOptions>()(['env', 'timeoutMs', 'secret', 'allowUnauthenticated', 'backend', 'pinned', 'gradients']);
+
+/** The group's wire, checked against the plan: 'bf16' rounds float32 gradients only. */
+function wireOf(plan: Plan, gradients: unknown): GradientWire {
+  if (gradients === undefined || gradients === 'full') return 'full';
+  if (gradients !== 'bf16') throw new OptionError('BAD_OPTION', 'gradients', gradients, "must be 'full' or 'bf16'");
+  const dtype = requirePlan(plan).spec.dtype;
+  if (dtype !== 'float32') throw new OptionError('BAD_OPTION', 'gradients', gradients, `'bf16' on the wire needs a float32 plan (this one is ${dtype})`);
+  return 'bf16';
+}
 
 /** Whether NCCL was found (libnccl.so.2), its version, and why not. */
 export function ncclInfo(): NcclInfo {
@@ -120,6 +135,7 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     }
     if (new Set(devices).size !== devices.length) throw new OptionError('BAD_OPTION', 'devices', devices, 'lists a device twice (one replica per device)');
     requireGroupPlan(plan);
+    const gradients = wireOf(plan, options.gradients);
     const base = { backend: options.backend, pinned: options.pinned };
     if (devices.length === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: devices[0] })], 0, 1);
     if (options.backend === 'cpu' || cudaInfo().devices === 0) {
@@ -132,7 +148,12 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     const replicas: Arena<D>[] = [];
     try {
       for (const d of devices) replicas.push(Arena.create(plan, { ...base, backend: 'cuda', device: d }));
-      call(() => native().ncclInitAll(replicas.map((a) => handleOf(a))));
+      call(() =>
+        native().ncclInitAll(
+          replicas.map((a) => handleOf(a)),
+          gradients,
+        ),
+      );
     } catch (e) {
       for (const a of replicas) a.dispose();
       throw e;
@@ -147,6 +168,7 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
     checkKnownKeys(options, JOIN_KEYS, 'DataParallel.join');
     const env = readParallelEnv(options.env ?? process.env);
     requireGroupPlan(plan);
+    const gradients = wireOf(plan, options.gradients);
     const base = { backend: options.backend, pinned: options.pinned };
     if (env.world === 1) return new DataParallel(plan, [Arena.create(plan, { ...base, device: env.localRank })], 0, 1);
     if (options.backend === 'cpu' || cudaInfo().devices === 0) {
@@ -166,7 +188,7 @@ export class DataParallel<D extends Dtype = Dtype> implements Disposable, AsyncD
         ...(env.rank === 0 ? { id: call(() => native().ncclUniqueId()) } : {}),
       });
       try {
-        await native().ncclInitRank(handleOf(arena), id, env.rank, env.world);
+        await native().ncclInitRank(handleOf(arena), id, env.rank, env.world, gradients);
       } catch (e) {
         throw fromNative(e);
       }

@@ -203,6 +203,106 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     120_000,
   );
 
+  // The overlapped schedule (NN_ARENA_SYNC_OVERLAP, default on): each layer's dw before its error
+  // product, handed over between them, the steps on a stream of their own; here with the first
+  // layer's dw, large, reduced in slices as its product writes them (NN_ARENA_SYNC_SLICE=16:
+  // 2 slices of 2,056 units in float64; 3 uneven ones of 4,099 in float32). The same training as
+  // the schedule before it (0), replicas bit-identical, and in float64 one GPU on the global batch.
+  it.each([
+    ['float64', 'fp32', [2048, 2056, 5], 8],
+    ['float32', 'fp32', [3072, 4099, 5], 512],
+    ['float32', 'tf32', [3072, 4099, 5], 512],
+    ['float32', 'bf16', [3072, 4099, 5], 512],
+  ] as const)(
+    '%s, %s: a large first layer reduced in slices trains as the unsliced schedule',
+    async (dtype, precision, layers, perGpu) => {
+      const samples = perGpu * world * 2;
+      const big = (batch: number): LayoutSpec => ({
+        layers: [...layers],
+        batch,
+        samples,
+        activations: ['relu', 'softmax'],
+        dtype,
+        order: 'layer-major',
+        optimizer: 'momentum',
+      });
+      const values = Array.from({ length: samples * layers[0] }, (_, i) => Math.sin(i * 0.37));
+      const x = dtype === 'float64' ? Float64Array.from(values) : Float32Array.from(values);
+      const labels = Int32Array.from({ length: samples }, (_, i) => (i * 7) % 5);
+      const trained = async (overlap: boolean, target: Arena | DataParallel) => {
+        process.env.NN_ARENA_SYNC_OVERLAP = overlap ? '1' : '0';
+        process.env.NN_ARENA_SYNC_SLICE = '16';
+        try {
+          const t = new Trainer(target, { lr: 0.01, precision });
+          t.init(3);
+          await t.fit({ x, labels }, { epochs: 2, seed: 5 });
+          const arena = target instanceof DataParallel ? target.replicas[0]! : target;
+          arena.toHost();
+          return ['w', 'b'].flatMap((k) => [1, 2].map((l) => Float64Array.from(arena.view(l, k as 'w' | 'b'))));
+        } finally {
+          delete process.env.NN_ARENA_SYNC_OVERLAP;
+          delete process.env.NN_ARENA_SYNC_SLICE;
+        }
+      };
+      const groups = [DataParallel.create(planLayout(big(perGpu)), { devices }), DataParallel.create(planLayout(big(perGpu)), { devices })];
+      const one = Arena.create(planLayout(big(perGpu * world)), { backend: 'cuda' });
+      try {
+        const sliced = await trained(true, groups[0]!);
+        const whole = await trained(false, groups[1]!);
+        for (const g of groups) {
+          const first = params(g.replicas[0]!);
+          for (const r of g.replicas.slice(1)) expect(identical(first, params(r))).toBe(true);
+        }
+        const tol = dtype === 'float64' ? 1e-9 : precision === 'fp32' ? 1e-4 : 1e-3;
+        console.log(`nccl slices ${dtype} ${precision}: sliced vs whole max rel ${maxRel(sliced, whole)} (bit-identical: ${identical(sliced, whole)})`);
+        expect(maxRel(sliced, whole)).toBeLessThanOrEqual(tol);
+        if (dtype === 'float64') expect(maxRel(sliced, await trained(true, one))).toBeLessThanOrEqual(tol);
+      } finally {
+        for (const g of groups) g.dispose();
+        one.dispose();
+      }
+    },
+    240_000,
+  );
+
+  // gradients: 'bf16': each range rounded to bf16 on the wire, the sums widened back. After a
+  // step every dw is a bf16 value (the group's sum of bf16 values, rounded once); training keeps the replicas bit-identical, near the full wire's and not equal to it.
+  it("gradients 'bf16' on the wire: reduced gradients are bf16 values, replicas bit-identical, near the full wire", async () => {
+    const s32 = (batch: number): LayoutSpec => ({ ...spec(batch, PER_GPU * world * 4, 'layer-major', 'sgd'), dtype: 'float32' });
+    const wired = DataParallel.create(planLayout(s32(PER_GPU)), { devices, gradients: 'bf16' });
+    const full = DataParallel.create(planLayout(s32(PER_GPU)), { devices });
+    try {
+      const x = Float32Array.from(data(PER_GPU * world * 4).x),
+        labels = data(PER_GPU * world * 4).labels;
+      const trainers = [wired, full].map((g) => new Trainer(g, { lr: 0.02 }));
+      for (const t of trainers) t.init(2);
+      for (const t of trainers) await t.fit({ x, labels }, { epochs: 2, seed: 4 });
+      // The last step's reduced gradients stay in dw (SGD in a group never folds the step).
+      for (const a of wired.replicas) {
+        a.toHost();
+        for (let l = 1; l <= 3; l++) {
+          const bits = new Uint32Array(Float32Array.from(a.view(l, 'dw')).buffer);
+          expect(bits.some((b) => b !== 0)).toBe(true);
+          expect(bits.every((b) => (b & 0xffff) === 0)).toBe(true);
+        }
+      }
+      const w = (a: Arena) => {
+        a.toHost();
+        return Float32Array.from(a.view(1, 'w'));
+      };
+      const w0 = w(wired.replicas[0]!);
+      for (const r of wired.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
+      const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+      const d = diff(w0, w(full.replicas[0]!));
+      console.log(`nccl bf16 wire: max |w - full wire's w| ${d}`);
+      expect(d).toBeGreaterThan(0);
+      expect(d).toBeLessThanOrEqual(1e-3);
+    } finally {
+      wired.dispose();
+      full.dispose();
+    }
+  }, 120_000);
+
   it('two processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT) end bit-identical and equal to the in-process group', async () => {
     const port = await new Promise<number>((resolve) => {
       const s = net.createServer().listen(0, '127.0.0.1', () => {
