@@ -3,7 +3,7 @@
 // LOCAL_RANK, MASTER_ADDR, MASTER_PORT, and NN_ARENA_JOB_SECRET (the rendezvous's per-job
 // secret, which the launcher hands every rank). The only place nn-arena reads them.
 import { OptionError } from '../core/errors.js';
-import { MIN_SECRET_BYTES } from './rendezvous.js';
+import { MIN_SECRET_BYTES } from './rendezvous-wire.js';
 
 export interface ParallelEnv {
   /** This process's rank in [0, world). */

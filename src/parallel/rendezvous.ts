@@ -22,19 +22,26 @@
 // itself to fails with RENDEZVOUS_AUTH and never reads an id from it.
 // Without a secret the exchange is the one above, unchanged: allowed on a loopback addr (one
 // host), refused elsewhere unless allowUnauthenticated.
-import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+// Here: the options and rank 0's side (serve); the other ranks' side is rendezvous-join.ts,
+// the lines and proofs both speak rendezvous-wire.ts.
+import { randomBytes } from 'node:crypto';
 import net from 'node:net';
-import { ArenaError, OptionError, type ArenaCode } from '../core/errors.js';
-
-export const ID_BYTES = 128;
-const MAGIC = 'nn-arena-rendezvous';
-const VERSION = 1;
-const MAX_LINE = 4096;
-/** Domain separation of the proofs: another protocol's HMAC with the same secret never fits. */
-const TAG = 'nn-arena-rendezvous/1/hmac-sha256';
-const NONCE_BYTES = 32;
-/** A shorter secret could be guessed offline from one recorded exchange (nonces and proofs). */
-export const MIN_SECRET_BYTES = 16;
+import { ArenaError, OptionError } from '../core/errors.js';
+import { join } from './rendezvous-join.js';
+import {
+  ID_BYTES,
+  MAGIC,
+  NONCE_BYTES,
+  VERSION,
+  isUint32,
+  nonceOf,
+  onLine,
+  proof,
+  proofMatches,
+  secretKey,
+  type Checked,
+  type Hello,
+} from './rendezvous-wire.js';
 
 export interface RendezvousOptions {
   rank: number;
@@ -53,17 +60,6 @@ export interface RendezvousOptions {
   allowUnauthenticated?: boolean;
 }
 
-interface Checked {
-  rank: number;
-  world: number;
-  addr: string;
-  port: number;
-  id?: Uint8Array;
-  timeoutMs: number;
-  /** The secret as bytes; undefined: the unauthenticated exchange. */
-  key?: Buffer;
-}
-
 /** Warned once per process: the warning is about the setup, not about each call. */
 let warnedUnauthenticated = false;
 
@@ -77,54 +73,6 @@ function isLoopback(addr: string): boolean {
   const v4 = a.startsWith('::ffff:') ? a.slice(7) : a;
   return net.isIPv4(v4) && v4.startsWith('127.');
 }
-
-/** The secret as bytes; OptionError BAD_OPTION naming `secret` (its value is never echoed). */
-function secretKey(secret: unknown): Buffer | undefined {
-  if (secret === undefined) return undefined;
-  if (typeof secret !== 'string' && !(secret instanceof Uint8Array))
-    throw new OptionError('BAD_OPTION', 'secret', `(a ${secret === null ? 'null' : typeof secret})`, 'must be a string or a Uint8Array');
-  const key = typeof secret === 'string' ? Buffer.from(secret, 'utf8') : Buffer.from(secret);
-  if (key.length < MIN_SECRET_BYTES)
-    throw new OptionError(
-      'BAD_OPTION',
-      'secret',
-      `(hidden, ${key.length} bytes)`,
-      `must hold at least ${MIN_SECRET_BYTES} bytes (e.g. 32 random bytes from the launcher)`,
-    );
-  return key;
-}
-
-/** HMAC-SHA256 of the exchange: rank and world as 32-bit integers, every field fixed-size. */
-function proof(key: Buffer, role: 'rank0' | 'peer', peerNonce: Buffer, rootNonce: Buffer, rank: number, world: number): Buffer {
-  const ints = Buffer.alloc(8);
-  ints.writeUInt32BE(rank, 0);
-  ints.writeUInt32BE(world, 4);
-  return createHmac('sha256', key).update(`${TAG}\0${role}\0`).update(peerNonce).update(rootNonce).update(ints).digest();
-}
-
-/** Whether `got` (base64 from the wire) is `expected`, compared in constant time. */
-function proofMatches(expected: Buffer, got: unknown): boolean {
-  if (typeof got !== 'string' || got.length > 64) return false;
-  const bytes = Buffer.from(got, 'base64');
-  return bytes.length === expected.length && timingSafeEqual(bytes, expected);
-}
-
-/** A nonce from the wire: exactly NONCE_BYTES, else undefined. */
-function nonceOf(v: unknown): Buffer | undefined {
-  if (typeof v !== 'string' || v.length > 64) return undefined;
-  const b = Buffer.from(v, 'base64');
-  return b.length === NONCE_BYTES ? b : undefined;
-}
-
-interface Hello {
-  magic?: unknown;
-  version?: unknown;
-  rank?: unknown;
-  world?: unknown;
-  nonce?: unknown;
-}
-
-const isUint32 = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= 0xffffffff;
 
 /** The longest timeout setTimeout keeps (a larger one fires at once). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
@@ -183,32 +131,6 @@ export function rendezvous(options: RendezvousOptions): Promise<Uint8Array> {
     return serve(o.id, o, timeoutMs);
   }
   return join(o, timeoutMs);
-}
-
-/** Reads one newline-terminated line from `socket` (at most MAX_LINE bytes): `fn` gets it, or
- *  undefined when the connection ends first or the line is longer. Nothing is kept after that:
- *  a peer that streams on (an overlong line) costs no memory while its socket closes. */
-function onLine(socket: net.Socket, fn: (line: string | undefined) => void): void {
-  let buf = '';
-  let done = false;
-  const onData = (chunk: string) => {
-    buf += chunk;
-    const nl = buf.indexOf('\n');
-    if (nl >= 0 && nl <= MAX_LINE) finish(buf.slice(0, nl));
-    else if (buf.length > MAX_LINE) finish(undefined);
-  };
-  const finish = (line: string | undefined) => {
-    if (done) return;
-    done = true;
-    buf = '';
-    socket.off('data', onData);
-    socket.resume(); // what still arrives is read and dropped
-    fn(line);
-  };
-  socket.setEncoding('utf8');
-  socket.on('data', onData);
-  socket.on('close', () => finish(undefined));
-  socket.on('error', () => finish(undefined));
 }
 
 function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Array> {
@@ -382,140 +304,5 @@ function serve(id: Uint8Array, o: Checked, timeoutMs: number): Promise<Uint8Arra
       };
     });
     server.listen({ port: o.port, host: o.addr, exclusive: true });
-  });
-}
-
-const RETRY: ReadonlySet<string> = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOENT', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN']);
-
-function join(o: Checked, timeoutMs: number): Promise<Uint8Array> {
-  const deadline = Date.now() + timeoutMs;
-  return new Promise((resolve, reject) => {
-    let lastError = 'no answer';
-    const attempt = () => {
-      if (Date.now() >= deadline) {
-        reject(
-          new ArenaError('RENDEZVOUS_TIMEOUT', `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${lastError})`),
-        );
-        return;
-      }
-      const socket = net.connect({ host: o.addr, port: o.port });
-      let connected = false;
-      let answered = false;
-      const expired = new Error('rendezvous deadline');
-      const timer = setTimeout(() => socket.destroy(expired), Math.max(1, deadline - Date.now()));
-      // Fresh for each connection: rank 0's proof over it cannot be one recorded earlier.
-      const peerNonce = o.key === undefined ? undefined : randomBytes(NONCE_BYTES);
-      socket.on('connect', () => {
-        connected = true;
-        socket.write(
-          JSON.stringify({ magic: MAGIC, version: VERSION, rank: o.rank, world: o.world, ...(peerNonce ? { nonce: peerNonce.toString('base64') } : {}) }) +
-            '\n',
-        );
-      });
-      socket.on('error', (e: NodeJS.ErrnoException) => {
-        clearTimeout(timer);
-        if (answered) return;
-        answered = true;
-        if (e === expired) {
-          reject(
-            new ArenaError(
-              'RENDEZVOUS_TIMEOUT',
-              `rendezvous: rank ${o.rank} got no id from rank 0 at ${o.addr}:${o.port} within ${timeoutMs} ms (${connected ? 'connected; rank 0 is waiting for other ranks' : lastError})`,
-            ),
-          );
-          return;
-        }
-        lastError = e.code ?? e.message;
-        if (!connected && RETRY.has(e.code ?? '')) {
-          setTimeout(attempt, 100);
-          return;
-        }
-        reject(
-          connected
-            ? new ArenaError('PEER_LOST', `rendezvous: the connection to rank 0 at ${o.addr}:${o.port} failed: ${lastError}`)
-            : new ArenaError('RENDEZVOUS_FAILED', `rendezvous: cannot reach rank 0 at ${o.addr}:${o.port}: ${lastError}`),
-        );
-      });
-      const fail = (error: ArenaError) => {
-        clearTimeout(timer);
-        answered = true;
-        socket.destroy();
-        reject(error);
-      };
-      /** Rank 0's last line: the id, or why it refused this rank. */
-      const settle = (line: string | undefined) => {
-        if (!connected || answered) return;
-        clearTimeout(timer);
-        answered = true;
-        socket.destroy();
-        if (line === undefined) {
-          reject(new ArenaError('PEER_LOST', `rendezvous: rank 0 at ${o.addr}:${o.port} closed the connection before sending the id`));
-          return;
-        }
-        let reply: { ok?: unknown; id?: unknown; code?: unknown; message?: unknown };
-        try {
-          reply = JSON.parse(line);
-        } catch {
-          reply = {};
-        }
-        if (reply.ok === true && typeof reply.id === 'string') {
-          const id = new Uint8Array(Buffer.from(reply.id, 'base64'));
-          if (id.length === ID_BYTES) {
-            resolve(id);
-            return;
-          }
-        }
-        const known = new Set<string>(['RENDEZVOUS_TIMEOUT', 'WORLD_MISMATCH', 'BAD_RANK', 'PEER_LOST', 'PORT_BUSY', 'RENDEZVOUS_FAILED', 'RENDEZVOUS_AUTH']);
-        const code = (typeof reply.code === 'string' && known.has(reply.code) ? reply.code : 'RENDEZVOUS_FAILED') as ArenaCode;
-        reject(
-          new ArenaError(
-            code,
-            typeof reply.message === 'string' ? `rank 0 refused rank ${o.rank}: ${reply.message}` : `rendezvous: rank 0 sent an answer that is not an id`,
-          ),
-        );
-      };
-      onLine(socket, (line) => {
-        const key = o.key;
-        if (key === undefined || peerNonce === undefined) {
-          settle(line);
-          return;
-        }
-        if (!connected || answered) return;
-        if (line === undefined) {
-          settle(undefined);
-          return;
-        }
-        // Rank 0 proves the secret before this rank does or reads an id: whoever answers on
-        // MASTER_PORT without it (a squatter, a rank 0 with another secret) is refused.
-        let challenge: { challenge?: unknown; proof?: unknown } | null;
-        try {
-          challenge = JSON.parse(line);
-        } catch {
-          challenge = null;
-        }
-        const rootNonce = challenge !== null && typeof challenge === 'object' ? nonceOf(challenge.challenge) : undefined;
-        if (challenge === null || rootNonce === undefined) {
-          fail(
-            new ArenaError(
-              'RENDEZVOUS_AUTH',
-              `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} did not prove the job secret (rank 0 has no secret, or another process holds MASTER_PORT); its answer was refused`,
-            ),
-          );
-          return;
-        }
-        if (!proofMatches(proof(key, 'rank0', peerNonce, rootNonce, o.rank, o.world), challenge.proof)) {
-          fail(
-            new ArenaError(
-              'RENDEZVOUS_AUTH',
-              `rendezvous: rank ${o.rank}: the process on ${o.addr}:${o.port} proved another secret (the ranks were given different secrets, or another process holds MASTER_PORT); its answer was refused`,
-            ),
-          );
-          return;
-        }
-        socket.write(JSON.stringify({ proof: proof(key, 'peer', peerNonce, rootNonce, o.rank, o.world).toString('base64') }) + '\n');
-        onLine(socket, settle);
-      });
-    };
-    attempt();
   });
 }
