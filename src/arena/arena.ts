@@ -17,62 +17,33 @@ import {
   type OpenCheckpoint,
   type SaveOptions,
 } from '../checkpoint/checkpoint.js';
-import { residencyOption, residencyReport, type ResidencyMode, type ResidencyReport } from './residency.js';
+import { residencyOption, residencyReport, type ResidencyReport } from './residency.js';
 import { compileKernel, type Kernel, type KernelParam } from './jit.js';
 import { RunQueue } from './run-queue.js';
 import { checkKnownKeys, keysOf } from '../core/known-keys.js';
 import { registerRunTarget, type RunTarget as AnyRunTarget } from './run-target.js';
-import { notifyTransfer as notify, type TransferEvent, type TransferResult } from './transfer-events.js';
+import { notifyTransfer as notify, notifyRanges, type TransferEvent, type TransferResult } from './transfer-events.js';
+import {
+  ARENA_KEYS,
+  loadOptionsOf,
+  resolveBackend,
+  type Advice,
+  type ArenaOptions,
+  type BackendName,
+  type Location,
+  type MemoryKind,
+  type View,
+  type ViewOf,
+} from './arena-options.js';
+import { viewKey, viewRange } from './view-range.js';
 import { WrittenRegions } from './written.js';
 
 export type { TransferEvent, TransferResult } from './transfer-events.js';
-
-export type BackendName = 'cpu' | 'cuda';
-export type MemoryKind = 'device' | 'managed' | 'staged';
-export type Advice = 'readMostly' | 'preferredLocation' | 'accessedBy';
-export type Location = 'device' | 'host';
-
-export interface ArenaOptions {
-  /** 'auto' (default) picks CUDA when a device is present, else the CPU backend. */
-  backend?: 'auto' | BackendName;
-  /** Device side: cudaMalloc ('device', default), cudaMallocManaged ('managed'), or 'staged':
-   *  the device side in pinned host memory with a device pool of deviceBudget bytes that
-   *  regions are copied into as training needs them (CUDA only). */
-  memory?: MemoryKind;
-  /** CUDA only: the device index (default 0); every allocation, transfer and run of the arena
-   *  happens on it. */
-  device?: number;
-  /** CUDA only: page-locked host memory via cudaMallocHost (default true). */
-  pinned?: boolean;
-  /** Managed or staged memory: bytes of the arena the device may hold at once (at least what
-   *  the largest phase of a training step needs, see minDeviceBudget). Training then keeps the
-   *  device's share within it (README, "Device budgets"). */
-  deviceBudget?: number;
-  /** Managed memory with a budget: 'scheduler' (default) prefetches what each phase needs ahead
-   *  of it and evicts what is not needed soon; 'on-demand' leaves it to page faults, and the
-   *  budget is only measured against (arena.residency()). */
-  residency?: ResidencyMode;
-}
+export type { Advice, ArenaOptions, BackendName, Location, MemoryKind, View, ViewOf } from './arena-options.js';
 
 const SAVE_KEYS = keysOf<SaveOptions>()(['kinds', 'data', 'steps', 'metadata', 'onProgress']);
-const ARENA_KEYS = keysOf<ArenaOptions>()(['backend', 'memory', 'device', 'pinned', 'deviceBudget', 'residency']);
 
 export type ArenaStats = NativeStats;
-
-export type View = Float32Array | Float64Array;
-
-/** The view of a plan of dtype D: Float32Array for float32, Float64Array for float64 (either
- *  where D is not known). */
-export type ViewOf<D extends Dtype> = D extends 'float64' ? Float64Array : D extends 'float32' ? Float32Array : View;
-
-function resolveBackend(b: ArenaOptions['backend']): BackendName {
-  if (b === undefined || b === 'auto') {
-    const info = cudaInfo();
-    return info.built && info.devices > 0 ? 'cuda' : 'cpu';
-  }
-  if (b !== 'cpu' && b !== 'cuda') throw new OptionError('BAD_OPTION', 'backend', b, "must be 'auto', 'cpu' or 'cuda'");
-  return b;
-}
 
 /** Internal: the live native handle of `arena` (ArenaError DISPOSED once disposed), for the
  *  modules of this package only (runArena below, the Trainer, DataParallel); not part of the public API.
@@ -108,19 +79,6 @@ export function onDispose(arena: Arena, fn: () => void): void {
 export function transferRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
   call(() => handleOf(arena).transfer(dir, [...ranges]));
   return notifyRanges(arena, dir, regions, ranges);
-}
-
-/** Internal: tells the observers of `arena` about ranges moved (by transferRanges, or by a run
- *  that made the copies itself: the native runInline), one transfer each that is not empty. */
-export function notifyRanges(arena: Arena, dir: TransferEvent['dir'], regions: Selector, ranges: readonly number[]): TransferResult {
-  let transfers = 0,
-    bytes = 0;
-  for (let i = 1; i < ranges.length; i += 2)
-    if (ranges[i]! > 0) {
-      transfers++;
-      bytes += ranges[i]!;
-    }
-  return notify(arena, dir, regions, { transfers, bytes });
 }
 
 /** Internal: one native run on `arena` (the Trainer's only way in). Every failure, also one in
@@ -302,41 +260,14 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
   view(name: string, layer?: number, model?: number): ViewOf<D> | Uint8Array;
   view(a: number | string, b?: number | string, model?: number): View | Uint8Array {
     const h = this.#live();
-    const [layer, kind] = typeof a === 'string' ? [b ?? -1, a] : [a, b];
-    if (typeof kind !== 'string') throw new OptionError('BAD_OPTION', 'kind', kind, 'must be a region kind or a user region name');
-    if (typeof layer !== 'number' || !Number.isInteger(layer)) throw new OptionError('BAD_OPTION', 'layer', layer, 'must be a layer index');
-    // Checked before the cache: a model index '0' must not find the view of model 0.
-    const models = this.plan.spec.models;
-    if (model !== undefined && (typeof model !== 'number' || !Number.isSafeInteger(model) || model < 0 || model >= models)) {
-      throw new OptionError(
-        'BAD_OPTION',
-        'model',
-        model,
-        `must be an integer in [0, ${models - 1}] (the plan holds ${models} model${models === 1 ? '' : 's'})`,
-      );
-    }
-    const key = `${layer}:${kind}:${model ?? ''}`;
-    const cached = this.#views.get(key);
+    const k = viewKey(this.plan, a, b, model);
+    const cached = this.#views.get(k.key);
     if (cached) return cached;
-    const r = this.plan.region(layer, kind);
-    if (!r) {
-      const global = this.plan.spec.extra.some((e) => e.name === kind && e.bytes !== undefined);
-      throw new ArenaError(
-        'NO_REGION',
-        global
-          ? `'${kind}' is a global user region: view('${kind}') takes no layer`
-          : layer === -1
-            ? `'${kind}' has a region per layer: view('${kind}', layer)`
-            : `layer ${layer} has no region '${kind}' in this plan`,
-      );
-    }
-    const raw = r.extra !== undefined && this.plan.spec.extra[r.extra]!.bytes !== undefined;
-    const elem = raw ? 1 : this.plan.spec.dtype === 'float64' ? 8 : 4;
-    const [offset, bytes] = model === undefined ? [r.offset, r.bytes] : [r.offset + model * r.stride, r.length * elem];
+    const { offset, bytes, raw, elem } = viewRange(this.plan, k, model);
     const [buf, at] = this.#hostRange(h, offset, bytes);
     this.#written.mark(offset, bytes);
     const v = raw ? new Uint8Array(buf, at, bytes) : elem === 8 ? new Float64Array(buf, at, bytes / 8) : new Float32Array(buf, at, bytes / 4);
-    this.#views.set(key, v);
+    this.#views.set(k.key, v);
     return v;
   }
 
@@ -459,14 +390,6 @@ export class Arena<D extends Dtype = Dtype> implements Disposable, AsyncDisposab
     if (!this.#disposed) await this.synchronize();
     this.dispose();
   }
-}
-
-/** The arena options that decide where a loaded arena's memory comes from, read once: the
- *  memory check and the allocation see the same values. */
-function loadOptionsOf(options: ArenaOptions): ArenaOptions {
-  if (options === null || typeof options !== 'object') return options;
-  const { backend, memory, device, pinned, deviceBudget, residency } = options;
-  return { backend, memory, device, pinned, deviceBudget, residency };
 }
 
 /** The arena a checkpoint describes, allocated once its memory is known to be there. */

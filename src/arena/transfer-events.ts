@@ -34,3 +34,16 @@ export function observeTransfers(arena: object, fn: (e: TransferEvent) => void):
     set.delete(own);
   };
 }
+
+/** Internal: tells the observers of `arena` about ranges moved (by transferRanges, or by a run
+ *  that made the copies itself: the native runInline), one transfer each that is not empty. */
+export function notifyRanges(arena: object, dir: TransferEvent['dir'], regions: Selector | undefined, ranges: readonly number[]): TransferResult {
+  let transfers = 0,
+    bytes = 0;
+  for (let i = 1; i < ranges.length; i += 2)
+    if (ranges[i]! > 0) {
+      transfers++;
+      bytes += ranges[i]!;
+    }
+  return notifyTransfer(arena, dir, regions, { transfers, bytes });
+}

@@ -1,7 +1,8 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
 // interface, src/arena/arena.ts RunTarget). Everything the Trainer's methods share: the plan's shape,
 // the checked options, the arena's queue and state, staging rows, runs and the stats they leave.
-import { handleOf, notifyRanges, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
+import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
+import { notifyRanges } from '../arena/transfer-events.js';
 import type { Selector } from '../layout/selector.js';
 import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, DataError, fromNative } from '../core/errors.js';
