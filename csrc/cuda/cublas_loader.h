@@ -17,7 +17,7 @@ struct Lane {
   cudaStream_t stream = nullptr;
   void* blas = nullptr;  // cublasHandle_t, or null without cuBLAS
   int device = 0;        // the device the stream and handle belong to
-  // Beside the stream, for work of the same run that may overlap it (cuda_train.cu: a layer's
+  // Beside the stream, for work of the same run that may overlap it (LayerRun: a layer's
   // weight-gradient product beside the error products below it): a second stream and a second
   // handle bound to it, with its own workspace (two products at once must not share one), and
   // an event that orders one stream after the other.

@@ -48,7 +48,7 @@ struct Api {
 const Api& api() {
   static const Api a = [] {
     Api r;
-    const std::string env = knob(Knob::CublasLt);  // a path picks the library; on / off is read per run (cuda_train.cu)
+    const std::string env = knob(Knob::CublasLt);  // a path picks the library; on / off is read per run (LayerRun)
     std::string tried;
     void* lib = openCudaLibrary(env == "0" || env == "1" || env == "forward" ? "" : env, {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "libcublasLt.so", &tried);
     if (!lib) {

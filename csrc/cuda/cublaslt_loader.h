@@ -5,7 +5,7 @@
 // gelu-tanh, docs/cuda.md, "Fused epilogues", so nn-arena keeps its own pass there).
 // A product takes this path only where cuBLASLt's heuristics offer an algorithm for its shape,
 // types and epilogue; the caller otherwise runs the plain product and its own passes.
-// Read per run (cuda_train.cu): by default the forward products only (bias and ReLU in their
+// Read per run (LayerRun): by default the forward products only (bias and ReLU in their
 // epilogue; K models: batched, each model's bias); NN_ARENA_CUBLASLT=1 (or a path picking the
 // library) every product with its epilogues (not faster: docs/cuda.md, "Fused epilogues");
 // 0 none.

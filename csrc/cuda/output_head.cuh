@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(kHeadThreads) outputErrorKernel(void* base, ui
 }
 
 // dw[L] and db[L] of the narrow output layer from d[L] and z[L-1] (the operands the run's
-// products read: their 16-bit copies in bf16 / fp16), or with `fold` (SGD folds: cuda_train.cu
+// products read: their 16-bit copies in bf16 / fp16), or with `fold` (SGD folds: layer_run.cuh
 // folds()) w[L] and b[L] stepped in place as the tiled products' epilogue steps them, no dw
 // written. Through cuBLAS this was a 10-row product and a bias-gradient launch beside the chain,
 // on the side stream, which was the step's longer branch. Block (x, g) takes inputs
@@ -407,7 +407,7 @@ template <typename T> __device__ void prevBiasGrad(void* base, uint32_t l, uint6
 // How the output layer's products read z[L-1], w[L] and d[L]: the arena's values (fp32, tf32,
 // tf32x3, float64), a bf16 / fp16 run's 16-bit copies, or the arena's fp32 values rounded to 16
 // bits as they load (the same values; a run of one model then makes no copy of z[L-1] and w[L],
-// and its forward product of layer L-1 needs no pass to write one: cuda_train.cu headRounds_).
+// and its forward product of layer L-1 needs no pass to write one: LayerRun::headRounds_).
 enum class HeadRead : uint8_t { Own, Copies, Rounds };
 
 // The kernel of n units (n <= kHeadMaxUnits): pick(NB, E{}, R{}) with NB an integral_constant (8,

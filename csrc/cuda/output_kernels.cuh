@@ -8,7 +8,7 @@ namespace nna {
 
 // The copies of d a Train run's outputWarpKernel makes beside d (rows of up to 32 units): the
 // 16-bit copy the error product reads, and where K models' SGD steps fold with their own lrs
-// (cuda_train.cu scalesD), d times model z's lr (hp's, scheduled) for the weight-gradient
+// (LayerRun::scalesD), d times model z's lr (hp's, scheduled) for the weight-gradient
 // product: in 16 bits (scaledHalf) or the run's dtype (scaled, model z's at z * stride).
 template <typename T> struct OutputCopies {
   HalfOut dHalf, scaledHalf;
@@ -56,7 +56,7 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
       }
     }
   } else {
-    if constexpr (W < 32) return;  // launched for rows of up to W units only (cuda_train.cu output)
+    if constexpr (W < 32) return;  // launched for rows of up to W units only (LayerRun::output)
     res = outputRowWarp<T>(z, y, d, n, ol, scaleRows, grad);
   }
   if (accumulate && threadIdx.x % W == 0) accumulateRowStats(O.stats, res.loss, res.correct, r, rows, step, fracBits);

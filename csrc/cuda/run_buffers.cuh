@@ -25,7 +25,7 @@ namespace {
 // layout cuBLAS's TF32 kernels run fast (its "nt" kernel for z^T d is much slower than its "nn"
 // one for the same product: docs/cuda.md, "Precision"). Sized for the largest layer at the batch;
 // with `firstApart` layer 1's d^T has its own (its product runs beside the layers above's:
-// gradientWork in cuda_train.cu). It lies outside the arena on purpose: it depends on a run
+// LayerRun::gradientWork). It lies outside the arena on purpose: it depends on a run
 // parameter, not on the layout (an arena or checkpoint is the same whichever precision trains it).
 class Tf32Workspace {
  public:

@@ -82,7 +82,7 @@ class StepGraph {
   }
 
   // Work issued on `to` from now on waits for what `from` has been given so far: a fork from the
-  // run's stream to its side stream, or the join back (cuda_train.cu). In a capture the edge
+  // run's stream to its side stream, or the join back (LayerRun, layer_run.cuh). In a capture the edge
   // becomes the graph's (the side stream's launches are its branch); in a replay it is compared
   // like the launches, so that a step with other edges does not replay.
   void follow(cudaStream_t from, cudaStream_t to, cudaEvent_t ev) {

@@ -23,9 +23,9 @@ constexpr int kBiasStripesWide = 32;
 // lr, `half` or, without one, `scaled`, element (row r, unit j) of model z at z * scaledStride +
 // r * copyRow + j in either (copyRow: units, or units x K where the models' rows interleave for
 // one product over all of them): K models whose lrs differ fold their SGD step into the product
-// with alpha -1 (cuda_train.cu scalesD). d keeps d.
+// with alpha -1 (LayerRun::scalesD). d keeps d.
 // Stripes: row stripes a column (blockDim.y); kBiasStripes where K models give many blocks of
-// few rows (cuda_train.cu biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
+// few rows (LayerRun::biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
 // sums, then the bias step) held half an SM.
 template <typename T, int Stripes = kBiasStripesWide>
 __global__ void __launch_bounds__(kBiasCols* Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,

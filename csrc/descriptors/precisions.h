@@ -1,10 +1,10 @@
 // precisions.h: one descriptor per product precision of a float32 run (RunParams::precision).
 // Storage stays float32 in the arena in every mode (the weights are the fp32 masters); a
 // precision says how the products read their operands and what that needs. The checks of
-// check.cc, cpu_train.cc, cuda_train.cu and budget_run.cu read this table; nothing else lists
+// check.cc, cpu_train.cc, cuda_train.cu / layer_run*.cuh and budget_run.cu read this table; nothing else lists
 // the modes. Adding one: its code in Precision (train.h), its row here (TypeScript gets it from
 // this row: scripts/gen-tables.cjs writes PRECISION_TABLE), and how its products run in
-// cuda_train.cu (LayerRun's product paths) and, where `cpu`, in the CPU GEMM (gemm_driver.h).
+// layer_run_backward.cuh (LayerRun's product paths) and, where `cpu`, in the CPU GEMM (gemm_driver.h).
 #pragma once
 #include <cstdint>
 
@@ -22,7 +22,7 @@ namespace nna {
 // of two bf16 values is exact in fp32, so only the order of the sums differs from the GPU's.
 // fp16: the same with fp16 roundings (5 exponent bits: beyond 65504 an operand is infinite), so
 // the loss is scaled (d[L] times S) and a step whose gradients overflow is skipped, as PyTorch's
-// GradScaler does (loss_scale.h; cpu_train.cc, cuda_train.cu). On CUDA its products read fp16
+// GradScaler does (loss_scale.h; cpu_train.cc, layer_run_step.cuh). On CUDA its products read fp16
 // copies, as bf16's read bf16 ones (run_buffers.cuh HalfCopies).
 // TF32 is not emulated: how the tensor cores round an fp32 operand to TF32 is cuBLAS's choice.
 // scripts/gen-tables.cjs reads this table into src/native/tables.generated.ts.

@@ -175,7 +175,7 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
         "BAD_OPTION", "precision",
         std::string("precision '") + info->name + "' needs the CUDA backend (a GPU with " + info->cores + "); the CPU backend computes in fp32 (and emulates 'bf16' and 'fp16')");
   if (target.cuda && !info->cuda) NNA_FAIL_FIELD("NOT_SUPPORTED", "precision", std::string("precision '") + info->name + "' does not run on the CUDA backend in this version");
-  // tf32x3, bf16 and fp16 through cuBLAS take a device workspace (cuda_train.cu) that a budget
+  // tf32x3, bf16 and fp16 through cuBLAS take a device workspace (LayerRun, layer_run.cuh) that a budget
   // does not allow for.
   if (info->workspace && target.budgeted)
     NNA_FAIL_FIELD("BAD_OPTION", "precision",

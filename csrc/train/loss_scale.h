@@ -4,7 +4,7 @@
 // again (Hyper::gs). A step whose scaled gradients are not all finite is skipped (no update,
 // the optimizer state untouched) and the scale multiplied by `backoff`; after `interval` finite
 // steps in a row it is multiplied by `growth` (unless that overflows). The CUDA backend moves
-// the same state on the device, step by step (cuda_train.cu lossScaleKernel).
+// the same state on the device, step by step (clip_kernels.cuh lossScaleKernel).
 #pragma once
 #include <cmath>
 #include <cstdint>

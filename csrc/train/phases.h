@@ -1,7 +1,7 @@
 // phases.h: what each phase of a training step touches, region by region. A memory scheduler
 // (csrc/budget/residency.h, executed by csrc/budget/um_scheduler.cu and staging.cu) plans from
 // this table, and the smallest usable device budget is its largest phase. It must follow the
-// launches of the per-layer CUDA path (cuda_train.cu, LayerRun): the schedulers check the
+// launches of the per-layer CUDA path (LayerRun, layer_run.cuh): the schedulers check the
 // order of the hook calls against it and stop a run whose phases differ.
 #pragma once
 #include <cstdint>

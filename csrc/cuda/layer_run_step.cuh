@@ -1,0 +1,552 @@
+// layer_run_step.cuh: LayerRun (layer_run.cuh) constructed, a run and its steps (graphs, the side
+// stream, the group's hand-over), the forward and the output layer, the optimizer steps.
+#pragma once
+#include "layer_run.cuh"
+
+namespace nna {
+namespace {
+
+template <typename T>
+LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const OpTables& ops, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
+  : device_(lane.device), base_(base), h_(h), L_(layers), adders_(ops.adders), embedColumns_(ops.embedColumns), embedMaxDim_(ops.embedMaxDim), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32), K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
+  // The arena's cache (its graph and shelf), if an earlier run on this lane left one. Not
+  // with a memory scheduler: its budget counts the arena alone, and its work between launches
+  // is host-side (no graph).
+  if (!hooks) cache_ = runCacheOf(p, lane);
+  ScratchShelf& shelf = cache_ ? cache_->shelf : ownShelf_;
+  if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
+    half_.allocate(
+        h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
+    st_.zFresh.assign(h.num_layers, false);
+    st_.wFresh.assign(h.num_layers, false);
+  }  // Update: no products
+  // Ops other than dense (op_kernels.cuh) run between the dense layers' products: each layer
+  // takes its own bias gradient (no cross-phase passes), without cuBLASLt's epilogues, the
+  // output head or the side stream, whose launches assume a chain of dense layers.
+  for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
+  while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
+  if (ops_) {
+    // A norm's row stats between its backward kernels, or an embedding's sorted keys (a column a
+    // model): one op's at a time.
+    const uint64_t keys = K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long);
+    void* scratch = shelf.take(ScratchShelf::kOps, std::max<uint64_t>(h.batch * K_ * sizeof(ops::NormRow), keys));
+    opRows_ = static_cast<ops::NormRow*>(scratch);
+    embedKeys_ = static_cast<unsigned long long*>(scratch);
+  }
+  crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT) && !ops_;
+  // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
+  // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
+  // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
+  // forward products take theirs (ltForward_: bias, and ReLU, whose derivative comes from z: no
+  // mask; a pass less after each forward product), every other launch, the side stream and the
+  // output launch as without cuBLASLt. NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
+  // picking the library) every epilogue (lt_: not faster, and it gives up the side stream and the
+  // output launch: docs/cuda.md, "Fused epilogues"), forward the default.
+  // K models take the forward epilogues too (batched, each model's bias), not the others.
+  const bool ltCan = std::is_same_v<T, float> && blas_ && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
+  const std::string ltKnob = knob(Knob::CublasLt);
+  const bool ltAll = knobOn(Knob::CublasLt) && ltKnob != "forward";
+  lt_ = ltCan && K_ == 1 && ltAll && !ops_ && ltAvailable();
+  ltForward_ = ltCan && !ltAll && ltKnob != "0" && !ops_ && ltAvailable();
+  if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
+  st_.dbDone.assign(h.num_layers, false);
+  // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
+  // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
+  // Not with a scheduler or a group (host work between launches), a compact plan (regions of
+  // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
+  // both products), nor for K models (their batched products fill the GPU: a second stream only
+  // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
+  side_ = lane.side();
+  besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
+  if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update)
+    work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
+  // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
+  // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
+  // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
+  // output apart), in a compact plan, or in the primitives (a Backward run's z holds a Forward
+  // run's outputs).
+  // One model through cuBLAS: a K-model arena keeps its batched products (with as many blocks
+  // as rows x models the kernel was slower than they are), and the tiled
+  // products keep K models bit-identical to one.
+  head_ = !lt_ && blas_ && K_ == 1 && !ops_ && L_[last_].units <= kHeadMaxUnits;
+  headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
+  // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
+  // they wait for the step's gradients to be known finite.
+  scaling_ = p.lossScale.active() && p.op == Op::Train;
+  // bf16 / fp16: that launch and its backward read z[L-1], w[L] and d[L] from the arena, rounded
+  // as they load (output_head.cuh HeadRead::Rounds; the same values as the copies), so layer
+  // L-1's forward product needs no pass to write z[L-1]'s copy: it takes bias and activation in
+  // its cuBLASLt epilogue where it has one (a pass less a step). Not with loss
+  // scaling (the products read d[L]'s scaled copy).
+  headRounds_ = head_ && half_.active() && !scaling_;
+  if (headRounds_ && last_ > 1 && !hooks && ltKnob != "0" && ltAvailable()) ltForward_ = true;
+  if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
+  // K models, an output layer of up to 32 units, blas: the output launch (outputWarpKernel) adds
+  // the bias and applies f before the row's loss, as outputHeadKernel does for one model: a
+  // pass less a step. Not in the primitives (a Forward run's
+  // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
+  biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
+  if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after biasInOutput_: ltForwardProduct reads it
+  if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
+  if (scaling_) lossScale_.allocate(p.lossScale, shelf, s_);
+  // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
+  sameLr_ = true;
+  for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
+  allocateScaledCopies(shelf);
+  // Not with a memory scheduler or a group (their work between launches is host-side), nor for
+  // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
+  // One-step training runs (step() in a loop) and forward runs (predict()'s batches) take part
+  // where the arena keeps a cache: the first captures its only step, the next replay it, as a
+  // long run's later steps do; each kind in a graph of its own.
+  graphs_ = !hooks && !sync && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";
+  if (graphs_ && cache_) graph_ = p.op == Op::Forward ? &cache_->forward : &cache_->graph;
+  graph_->beginRun();
+  // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
+  // its scalars in device memory cuBLAS may pick another kernel, as it did for bf16), so that
+  // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
+  if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(shelf);
+}
+
+template <typename T> auto LayerRun<T>::run() -> bool {
+  if (hooks_) hooks_->beginRun(s_, p_.numBatches);
+  // A one-step graphed run (step() in a loop, a forward run on the caller's batch): its copies,
+  // the stats' reset and fold and the parameters' scan are nodes of the step's graph, so that a
+  // call is one graph launch and one wait. Not with pageable host memory (a capture cannot hold
+  // its copies).
+  const bool whole = graphs_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
+  const auto begin = [&] {
+    queueRunCopies(base_, p_, /*in=*/true, s_, [&](const RunCopies::Span& c) { return graph_->external(true, c.offset, c.bytes, p_.copies->host); });
+    if (p_.resetStats) graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_);
+  };
+  const auto end = [&] {
+    if (st_.foldPending) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+    st_.foldPending = false;
+    if (sync_) sync_->endRun(s_);  // never in a whole run (graphs_ is off in a group)
+    if (!hooks_)
+      if (const NonFiniteScan n = nonFiniteScan(h_, L_, p_); n.needed) graph_->launch(s_, nonFiniteKernel<T>, n.grid, kThreads, base_, n.last, T(n.step));
+    queueRunCopies(base_, p_, /*in=*/false, s_, [&](const RunCopies::Span& c) { return graph_->external(false, c.offset, c.bytes, p_.copies->host); });
+  };
+  if (!whole) begin();
+  if (sync_) sync_->beginRun(s_, p_.resetStats);
+  if (isPrimitive(p_.op)) {
+    primitive();  // never in a group (check.cc: reduce applies to train and grad runs)
+  } else {
+    const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
+    const bool deferred = p_.op == Op::Train && clip_.active();
+    auto step = [&](uint64_t s) {
+      if (whole) begin();
+      firstStep_ = s == 0;
+      opStep_ = p_.stepBase + s + 1;
+      const StepRows sr = stepRows(h_.batch, p_, s);
+      // A data-parallel replica may have no rows of the group's last step: it contributes zero
+      // gradients to the reduction and still takes the step.
+      const uint64_t rows = sr.rows;
+      if (rows) {
+        if (p_.resident) {
+          // bf16 / fp16: the weights' copies (a folded step moved w) made beside the gather
+          if (half_.active() && p_.op == Op::Train) {
+            fork();
+            onSide([&] { staleWeightsToHalf(); });
+          }
+          gather(sr);
+          join();
+        }
+        for (uint32_t l = 1; l <= last_; ++l) {
+          before(Stage::Forward, l);
+          forward(l, rows);
+          after(Stage::Forward, l);
+        }
+        before(Stage::Output, last_);
+        output(rows, sr.scale, s, grad);
+        after(Stage::Output, last_);
+      }
+      if (grad) {
+        st_.stepNow = p_.stepBase + s + 1;
+        const Hyper<T> hp = hyper(st_.stepNow);
+        if (foldScalars_.get()) graph_->launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
+        // Layer l's update right after its backward pass: d[l-1] has been computed with the old
+        // w[l] by then, and nothing later reads w[l], so the order gives the same values as
+        // updating every layer at the end, with one pass less over each layer's memory.
+        // With ops (one stream, no cross-layer passes) the steps wait for the last backward and
+        // go in one launch: the same values (nothing after a layer's backward reads its w).
+        std::vector<uint32_t> steps;
+        st_.handedOff = 0;
+        for (uint32_t l = last_; l >= 1; --l) {
+          before(Stage::Backward, l);
+          bool folded = false;
+          if (rows)
+            folded = backward(l, rows, hp);
+          else
+            zeroGradients(l);
+          if (sync_)
+            handOff(l);
+          else if (p_.op == Op::Train && !folded && !deferred && ops_ && !hooks_)
+            steps.push_back(l);
+          else if (p_.op == Op::Train && !folded && !deferred)
+            gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
+          after(Stage::Backward, l);
+        }
+        if (!steps.empty()) updateLayers(steps.data(), steps.size(), hp, s_);
+        join();
+        flushBiasSteps(hp);
+        if (sync_) sync_->endStep(s_);
+        if (deferred) clipAndUpdate(hp, s);
+      }
+      if (hooks_) hooks_->endStep(s, s_);
+      if (whole) end();
+    };
+    // Where the updates write the weights' 16-bit copies (layers that do not fold), the first
+    // step would be the only one to make them: made before it, so that it launches what the
+    // later steps do (a folded layer's copy is made beside each step's gather, the first's too).
+    if (half_.active() && p_.op == Op::Train && !folds()) staleWeightsToHalf(/*unfoldedOnly=*/true);
+    // Graphs (step_graph.cuh): the second step is captured, later ones replayed (a one-step
+    // run captures its only step, for the next one-step run to replay). A graph an
+    // earlier run left serves from the first step: launched directly, a step keeps the GPU
+    // waiting for the host's launches. Where that step differs from the
+    // graph in more than kernel arguments, it is launched directly and the graph stays for the
+    // next step.
+    for (uint64_t s = 0; s < p_.numBatches; ++s) {
+      if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1)) {
+        step(s);
+        continue;
+      }
+      const HostState began = st_;
+      if (graph_->ready() ? graph_->replay(
+                                s_, [&] { step(s); }, /*tentative=*/s == 0)
+                          : graph_->capture(s_, [&] { step(s); }))
+        continue;
+      st_ = began;  // the host state the step began with, then the step launched directly
+      step(s);
+    }
+    if (p_.graphSteps) *p_.graphSteps = graph_->replayed();
+  }
+  if (!whole) end();  // before the one sync that ends the run
+  if (p_.epilogues) *p_.epilogues = st_.epilogues;
+  if (p_.queued) return blas_;  // a feed's batch (RunFeed): the feed waits, once
+  CUDA_CHECK(cudaStreamSynchronize(s_));
+  if (p_.clips()) clip_.readNorms(p_.gradNorms);
+  lossScale_.read(p_.lossScaleOut);
+  return blas_;
+}
+
+template <typename T> auto LayerRun<T>::primitive() -> void {
+  const Hyper<T> hp = hyper(p_.stepBase + 1);
+  opStep_ = p_.stepBase + 1;
+  if (p_.op == Op::Update) {
+    if (clip_.active()) return clipAndUpdate(hp, 0);
+    return updateAll(hp);
+  }
+  if (p_.op == Op::Backward) {
+    // The Forward run left softmax's probabilities in z[L], not the logits, and a loss read from
+    // probabilities that underflowed would be clamped: the output layer's product again (z[L-1]
+    // and w[L] are as the Forward run left them; their 16-bit copies made first, as this run
+    // has not made them), so the loss and d are a Train run's (the CPU backend does the same).
+    if (half_.active() && !head_) {
+      const uint32_t in = last_ - 1;
+      if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, p_.rows * L_[last_].fan_in);
+      if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
+    }
+    forward(last_, p_.rows);
+    output(p_.rows, stepRows(h_.batch, p_, 0).scale, 0, true);
+  } else {
+    graph_->launch(s_, outputGradKernel<T>, dim3(blocksFor(p_.rows), 1, K_), kThreads, base_, last_, p_.rows);
+  }
+  for (uint32_t l = last_; l >= 1; --l) backward(l, p_.rows, hp);  // not Train: never folds
+}
+
+template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad) -> void {
+  const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
+  // A row of x that names no row of some table: NaN outputs (op_kernels.cuh, as the CPU's)
+  if (embedColumns_) graph_->launch(s_, embedPoisonKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, rows);
+  const bool stats = p_.op != Op::Forward;
+  // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
+  // multiprocessor, a serial chain of loads and exps per thread.
+  st_.dLastHalf = st_.errorDone = false;
+  if (headFused_) {
+    const HalfOut dHalf = headRead() == HeadRead::Copies && grad && !scaling_ ? half_.d(last_) : HalfOut{};
+    // d[L-1] too where it follows from this launch's d (a loss-scaled step's waits for the scale)
+    const bool error = grad && last_ > 1 && !scaling_;
+    head(rows, scaleRows, ol, grad, stats, s, dHalf, true, error);
+    st_.dLastHalf = bool(dHalf);
+    st_.errorDone = error;
+  } else if (L_[last_].units > 32 && L_[last_].units <= kOutBlockMaxUnits)
+    graph_->launch(s_, outputBlockKernel<T>, dim3(rowBlocks(rows), 1, K_), 256, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_);
+  else {
+    // Up to 32 units: d's 16-bit copy (the error product's operand) and scalesD's copy made here
+    OutputCopies<T> c;
+    if (grad && L_[last_].units <= 32) {
+      if (headRead() == HeadRead::Copies && !scaling_) c.dHalf = half_.d(last_);
+      if (scalesD(last_)) {
+        c.hp = hyper(p_.stepBase + s + 1);
+        c.lrs = lrs_.get();
+        if (half_.active())
+          c.scaledHalf = gradientD(last_);
+        else
+          c.scaled = scaledCopy(last_);
+        c.stride = uint64_t(stride(last_, NNA_D));
+      }
+    }
+    const uint64_t n = L_[last_].units;  // a row a warp, or a half / quarter of one for rows of up to 16 / 8 units
+    auto rowLaunch = [&](auto kernel, unsigned lanes) {
+      graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, biasInOutput_);
+    };
+    if (n <= 8)
+      rowLaunch(outputWarpKernel<T, 8>, 8);
+    else if (n <= 16)
+      rowLaunch(outputWarpKernel<T, 16>, 16);
+    else
+      rowLaunch(outputWarpKernel<T, 32>, 32);
+    st_.dLastHalf = bool(c.dHalf);
+  }
+  if (stats && crossPhase_ && p_.resident)
+    st_.foldPending = true;  // the next gather (or the run's end) folds it
+  else if (stats)
+    graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
+  if constexpr (std::is_same_v<T, float>) {
+    if (scaling_ && grad) {  // d[L] times the loss scale, and its fp16 copy (backwardHalf reads it)
+      const uint64_t n = rows * L_[last_].units;
+      graph_->launch(s_, scaleToHalfKernel, blocksFor(n), kThreads, at(last_, NNA_D), half_.d(last_), n, lossScale_.get());
+    }
+  }
+}
+
+template <typename T> auto LayerRun<T>::updateLayers(const uint32_t* layers, size_t count, const Hyper<T>& hp, cudaStream_t stream, const double* scale) -> void {
+  for (size_t first = 0; first < count; first += kUpdateLayers) {
+    UpdateLayers u;
+    std::memset(&u, 0, sizeof u);
+    uint64_t most = 0;
+    for (size_t i = first; i < count && u.count < kUpdateLayers; ++i) {
+      const uint32_t l = layers[i];
+      const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
+      u.l[u.count] = l;
+      if (copy) u.half[u.count] = half_.w(l);
+      ++u.count;
+      most = std::max(most, paramCount(L_[l]));
+      if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
+    }
+    // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
+    // of loads): with one parameter a thread, every parameter paid for a binding.
+    graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 15) / 16), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
+  }
+}
+
+template <typename T> auto LayerRun<T>::clipAndUpdate(const Hyper<T>& hp, uint64_t s) -> void {
+  for (uint32_t l = 1; l <= last_; ++l) {
+    graph_->launch(s_, sumSquaresKernel<T>, dim3(normBlocks(paramCount(L_[l])), 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
+  }
+  if (scaling_)  // one model (check.cc)
+    graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
+  else
+    graph_->launch(s_, clipScaleKernel, K_, kThreads, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s));
+  updateAll(hp, clip_.scale());
+}
+
+template <typename T> auto LayerRun<T>::gather(const StepRows& sr) -> void {
+  before(Stage::Gather, 0);
+  graph_->launch(s_, gatherKernel<T>, rowBlocks(sr.rows), kThreads, base_, last_, sr.first, sr.rows, p_.permA, p_.permC, p_.samples, half_.active() ? half_.z(0) : HalfOut{},
+                 st_.foldPending ? K_ : 0u, frac_);
+  st_.foldPending = false;
+  if (half_.active()) st_.zFresh[0] = true;  // the gather wrote z[0]'s copy
+  after(Stage::Gather, 0);
+}
+
+template <typename T> template <int MODE> auto LayerRun<T>::tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold, const Hyper<T>& hp) -> void {
+  if constexpr (std::is_same_v<T, float>) {
+    if (prec_ != Precision::Fp32) {                                                                      // float only (checkRun): nn-arena's tensor-core kernels
+      const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
+      if (prec_ == Precision::Tf32x3)
+        graph_->launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
+      else
+        graph_->launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
+      return;
+    }
+  }
+  auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
+  auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
+  if (blocks(64) >= uint64_t(sms_))
+    graph_->launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
+  else if (blocks(32) >= uint64_t(sms_))
+    graph_->launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
+  else
+    graph_->launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
+}
+
+template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> void {
+  const uint64_t n = L_[l].units, m = L_[l].fan_in;
+  if (L_[l].op != NNA_OP_DENSE) {
+    const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
+    if (ops::isNorm(L_[l].op))
+      graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
+    else if (L_[l].op == NNA_OP_EMBEDDING)
+      graph_->launch(s_, embedForwardKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, rows);
+    else
+      graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
+    if (half_.active() && l < last_) {  // bf16 / fp16: the copy of z[l] the next layer's products read
+      toHalf(l, NNA_Z, rows * n);
+      st_.zFresh[l] = true;
+    }
+    return;
+  }
+  const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
+  if (l == last_ && head_) {
+    if (!headFused_) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
+    return;  // else output() computes it
+  }
+  if (!blas_) return tiled<kForward>(l, rows, rows, n);
+  if ((lt_ || ltForward_) && !half_.active() && ltForward(l, rows)) return;
+  if (half_.active()) {                                                          // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
+    if (l == 1 && (!st_.zFresh[0] || !p_.resident)) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
+    if (l == firstProduct_) staleWeightsToHalf();                                // before the forward's first product (ops before it have none)
+    const bool copy = l < last_ && !(headRounds_ && l + 1 == last_);             // headRounds_: the output launch rounds z[L-1] itself
+    if (!copy && ltForward_ && ltForward(l, rows)) return;
+    gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
+    if (biasLater) return;
+    graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});
+    if (copy) st_.zFresh[l] = true;
+    return;
+  }
+  if (K_ > 1) {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows), for every model at once (fp32: check.cc)
+    gemmBatched(true, false, int(n), int(rows), int(m), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), T(0), at(l, NNA_Z), int(n),
+                stride(l, NNA_Z));
+  } else {  // z[l]^T (n x rows) = w (n x m) . z[l-1]^T (m x rows)
+    const Split a = split(0, at(l, NNA_W), n * m), b = split(1, at(l - 1, NNA_Z), rows * m);
+    product(true, false, int(n), int(rows), int(m), T(1), a, int(m), b, int(m), T(0), at(l, NNA_Z), int(n));
+  }
+  if (biasLater) return;
+  graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, HalfOut{});
+}
+
+template <typename T> auto LayerRun<T>::head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error) -> void {
+  HalfOut x, w;
+  if (headRead() == HeadRead::Copies) {
+    const uint32_t in = last_ - 1;
+    if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, rows * L_[last_].fan_in);
+    if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
+    x = half_.z(in);
+    w = half_.w(last_);
+  }
+  const HalfOut dPrev = error && half_.active() ? half_.d(last_ - 1) : HalfOut{};
+  launchOutputHead<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(), [&](auto kernel, dim3 grid, unsigned threads) {
+    graph_->launch(s_, kernel, grid, threads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, x, w, dHalf, finish, error, dPrev);
+  });
+}
+
+template <typename T> auto LayerRun<T>::headBackward(uint64_t rows, const Hyper<T>& hp, bool fold) -> bool {
+  const uint32_t l = last_;
+  const uint64_t n = L_[l].units, m = L_[l].fan_in;
+  st_.dbDone[l] = false;
+  HalfOut x, d;
+  if (headRead() == HeadRead::Copies) {
+    backwardCopies(l, rows);
+    x = half_.z(l - 1);
+    d = half_.d(l);
+  }
+  if (l > 1) headError(rows);
+  fork();
+  // A two-layer net: db[1] (and its bias step) in this launch beside layer 1's weight-gradient
+  // product, where it was a launch of its own on the chain before that product (bf16 gains less:
+  // its second stream overlaps less).
+  // d[1] is final here: the output launch (headFused_) applied f' to it.
+  const bool prevBias = l == 2 && headFused_ && !st_.dbDone[1];
+  gradientWork(l, [&] {
+    launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), prevBias, [&](auto kernel, dim3 grid, dim3 block) {
+      graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get(), prevBias, prevBias && foldsLayer(1));
+    });
+  });
+  if (prevBias) st_.dbDone[1] = true;
+  if (fold && half_.active()) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
+  return fold;
+}
+
+template <typename T> auto LayerRun<T>::headError(uint64_t rows) -> void {
+  if (st_.errorDone) {
+    st_.errorDone = false;
+    return;
+  }
+  const bool copies = headRead() == HeadRead::Copies;
+  const HalfOut w = copies ? half_.w(last_) : HalfOut{}, d = copies ? half_.d(last_) : HalfOut{};
+  const HalfOut dPrev = half_.active() ? half_.d(last_ - 1) : HalfOut{};
+  launchOutputError<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(),
+                       [&](auto kernel, dim3 grid, unsigned threads) { graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev); });
+}
+
+template <typename T> auto LayerRun<T>::allocateScaledCopies(ScratchShelf& shelf) -> void {
+  // Layer 1 as one product over the models where they share z[0] (its 16-bit copy too) and
+  // their w[1] lie back to back: w[1] of every model is then one matrix, and the scaled copy
+  // of d[1] is written with the models' rows interleaved: one wide product instead of K narrow
+  // ones in a batched call.
+  const uint64_t n1 = L_[1].units, m1 = L_[1].fan_in;
+  wideFirst_ = scalesD(1) && last_ > 1 && stride(0, NNA_Z) == 0 && uint64_t(stride(1, NNA_W)) == n1 * m1 && n1 * K_ < (1ull << 31) && (!half_.active() || half_.z(0).stride == 0);
+  const size_t first = scalesD(1) && last_ > 1 && !half_.active() ? (size_t(K_) * size_t(stride(1, NNA_D)) * sizeof(T) + 255) / 256 * 256 : 0;
+  const size_t last = !scalesD(last_) ? 0 : half_.active() ? size_t(K_) * size_t(half_.d(last_).stride) * 2 : size_t(K_) * size_t(stride(last_, NNA_D)) * sizeof(T);
+  if (!first && !last) return;
+  char* p = static_cast<char*>(shelf.take(ScratchShelf::kScaledD, first + last));
+  if (first) scaledFirst_ = reinterpret_cast<T*>(p);
+  if (last) scaledLast_ = p + first;
+}
+
+template <typename T> auto LayerRun<T>::gradientD(uint32_t l) const -> HalfOut {
+  if (l != last_ || !scalesD(l)) return half_.d(l);
+  HalfOut h = half_.d(l);
+  h.p = scaledLast_;
+  return h;
+}
+
+template <typename T> auto LayerRun<T>::backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) -> bool {
+  const uint64_t n = L_[l].units, m = L_[l].fan_in;
+  // The tiled kernels fold with each model's own lr (lrs[blockIdx.z]); a batched cuBLAS product
+  // has one alpha for every model, so it folds only where the rates are equal. A compact SGD
+  // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
+  // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (over
+  // many steps the three roundings drift far past fp32's own noise); dw is summed first, then
+  // applied (a compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
+  // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
+  // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
+  // descriptor's whole update). A clipping run never folds (the step needs the global norm).
+  if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows);
+  const bool fold = foldsLayer(l);
+  if (lt_) return ltBackward(l, rows, hp, fold);
+  if (l == last_ && head_) return headBackward(rows, hp, fold);
+  if (!st_.dbDone[l]) {  // db[l] reads d[l] only, as the products below do
+    fork();
+    gradientWork(l, [&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
+  }
+  st_.dbDone[l] = false;
+  if (!blas_) {
+    if (l > 1 && residualInto(l - 1))
+      NNA_FAIL("NOT_SUPPORTED", "a residual layer adds layer " + std::to_string(l - 1) + "'s output: without cuBLAS its error takes f' inside the product (use the CPU backend)");
+    if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
+    fork();
+    gradientWork(l, [&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
+    return fold;
+  }
+  if (half_.active()) return backwardHalf(l, rows, hp, fold);
+  // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
+  const Split d = l > 1 || !transposeForTensorCores(l) ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
+  const bool early = handsOffEarly(l);
+  if (early) {  // the group reduces dw[l] while the error product runs
+    weightGrad(l, rows, hp, fold, d);
+    handOff(l, true);
+  }
+  if (l > 1) {
+    // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
+    if (K_ > 1)
+      gemmBatched(false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D), T(0), at(l - 1, NNA_D), int(m),
+                  stride(l - 1, NNA_D));
+    else
+      product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
+    fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
+    residualAdds(l - 1, rows);
+    activationGrad(l, rows, fold, hp, HalfOut{});
+  } else {
+    fork();
+  }
+  if (early)
+    sync_->weightsFree(l, s_, groupStep());
+  else
+    gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
+  return fold;
+}
+
+}  // namespace
+}  // namespace nna
