@@ -171,7 +171,8 @@ template <typename T> class LayerRun {
   // The output layer's product (output_head.cuh), and with `finish` its row's loss and d (the
   // arguments from `scaleRows` on serve that part). Its operands are the products' own: bf16 /
   // fp16 copies made first where the run has not made them.
-  HeadRead headRead() const { return !half_.active() ? HeadRead::Own : headRounds_ ? HeadRead::Rounds : HeadRead::Copies; }  void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error = false);
+  HeadRead headRead() const { return !half_.active() ? HeadRead::Own : headRounds_ ? HeadRead::Rounds : HeadRead::Copies; }
+  void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error = false);
 
   // The output layer's backward where output_head.cuh computes that layer (head_): d[L-1]
   // (headError), then dw and db, or the folded SGD step, in one launch beside the chain. Its
@@ -316,7 +317,8 @@ template <typename T> class LayerRun {
   bool ltReady(const LtProduct& p) const {
     size_t need = 0;
     return ltSupports(p, &need) && need <= ltBuf_.workBytes();
-  }  void ltLaunch(const LtProduct& p);
+  }
+  void ltLaunch(const LtProduct& p);
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half);
@@ -339,13 +341,15 @@ template <typename T> class LayerRun {
   // Column-major C = alpha op(A) op(B) + beta C for every model at once (strided operands).
   // `scalars`: alpha and beta from the device, as in product().
   // `count`: products (0: one a model).
-  void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, const T* scalars = nullptr, int count = 0);
+  void gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC,
+                   const T* scalars = nullptr, int count = 0);
 
   // Column-major C = alpha op(A) op(B) + beta C from 16-bit operands (the run's copies: bf16 or
   // fp16) into fp32 (float arenas only: check.cc), for every model at once (sC: elements from one
   // model's C to the next; the copies carry their own strides). `scalars`: alpha and beta from
   // the device, as in product().
-  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC, const T* scalars = nullptr, int count = 0);
+  void gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC, const T* scalars = nullptr,
+                int count = 0);
 
   // Every weight matrix whose copy is stale (an SGD step folded into its product moved it)
   // rounded into its copy, kMaxCasts matrices a launch.

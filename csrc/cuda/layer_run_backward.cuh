@@ -34,8 +34,8 @@ template <typename T> auto LayerRun<T>::weightGrad(uint32_t l, uint64_t rows, co
   if (K_ > 1 && l == 1 && wideFirst_)                      // every model's at once: [w_1 .. w_K]^T += -1 z[0]^T [lr_1 d_1 .. lr_K d_K]
     gemmBatched(false, true, int(m), int(n * K_), int(rows), alpha, at(0, NNA_Z), int(m), 0, scaledFirst_, int(n * K_), 0, T(1), at(1, NNA_W), int(m), 0, nullptr, 1);
   else if (K_ > 1)
-    gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledCopy(l) : at(l, NNA_D), int(n),
-                stride(l, NNA_D), fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
+    gemmBatched(false, true, int(m), int(n), int(rows), alpha, at(l - 1, NNA_Z), int(m), stride(l - 1, NNA_Z), scalesD(l) ? scaledCopy(l) : at(l, NNA_D), int(n), stride(l, NNA_D),
+                fold ? T(1) : T(0), at(l, fold ? NNA_W : NNA_DW), int(m), stride(l, fold ? NNA_W : NNA_DW), scalars);
   else if (transposeForTensorCores(l))
     weightGradTf32(l, rows, alpha, fold, scalars);
   else {
@@ -143,13 +143,17 @@ template <typename T> auto LayerRun<T>::backwardHalf(uint32_t l, uint64_t rows, 
   return fold;
 }
 
-template <typename T> auto LayerRun<T>::gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc, long long sC, const T* scalars, int count) -> void {
+template <typename T>
+auto LayerRun<T>::gemmBatched(bool tA, bool tB, int m, int n, int k, T alpha, const T* A, int lda, long long sA, const T* B, int ldb, long long sB, T beta, T* C, int ldc,
+                              long long sC, const T* scalars, int count) -> void {
   if (!count) count = int(K_);
   if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count)) return;
   blasGemmBatched(*on_, tA, tB, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, count, scalars);
 }
 
-template <typename T> auto LayerRun<T>::gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC, const T* scalars, int count) -> void {
+template <typename T>
+auto LayerRun<T>::gemmHalf(bool tA, bool tB, int m, int n, int k, float alpha, HalfOut A, int lda, HalfOut B, int ldb, float beta, T* C, int ldc, long long sC, const T* scalars,
+                           int count) -> void {
   if (!count) count = int(K_);
   const void *a = A.p, *b = B.p;
   const long long sA = static_cast<long long>(A.stride), sB = static_cast<long long>(B.stride);
@@ -216,7 +220,8 @@ template <typename T> auto LayerRun<T>::split(int slot, const T* x, uint64_t n) 
   return {x};
 }
 
-template <typename T> auto LayerRun<T>::product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc, const T* scalars) -> void {
+template <typename T>
+auto LayerRun<T>::product(bool tA, bool tB, int m, int n, int k, T alpha, const Split& a, int lda, const Split& b, int ldb, T beta, T* C, int ldc, const T* scalars) -> void {
   if (!graph_->external(tA, tB, m, n, k, scalars ? T(0) : alpha, scalars, a.x, a.big, a.small, lda, b.x, b.big, b.small, ldb, beta, C, ldc)) return;
   if constexpr (std::is_same_v<T, float>) {
     if (prec_ == Precision::Tf32) return blasGemmTf32(*on_, tA, tB, m, n, k, alpha, a.x, lda, b.x, ldb, beta, C, ldc, scalars);

@@ -129,7 +129,8 @@ template <typename T> auto LayerRun<T>::flushBiasSteps(const Hyper<T>& hp) -> vo
   st_.biasSteps = 0;
 }
 
-template <typename T> auto LayerRun<T>::ltBase(bool tA, bool tB, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, uint64_t ldc) const -> LtProduct {
+template <typename T>
+auto LayerRun<T>::ltBase(bool tA, bool tB, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, uint64_t ldc) const -> LtProduct {
   LtProduct p;
   p.transA = tA;
   p.transB = tB;

@@ -7,8 +7,27 @@ namespace nna {
 namespace {
 
 template <typename T>
-LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const OpTables& ops, const RunParams& p, const Lane& lane, LayerHooks* hooks, GradSync* sync)
-  : device_(lane.device), base_(base), h_(h), L_(layers), adders_(ops.adders), embedColumns_(ops.embedColumns), embedMaxDim_(ops.embedMaxDim), p_(p), lane_(lane), hooks_(hooks), sync_(sync), s_(lane.stream), last_(h.num_layers - 1), sms_(multiprocessors()), frac_(lossFracBits(h.batch)), blas_(lane.blas && productsUseBlas(h, layers)), prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32), K_(unsigned(nna_models(&h))), lrs_(p.lrs, lane.stream) {
+LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_layer>& layers, const OpTables& ops, const RunParams& p, const Lane& lane, LayerHooks* hooks,
+                      GradSync* sync)
+    : device_(lane.device),
+      base_(base),
+      h_(h),
+      L_(layers),
+      adders_(ops.adders),
+      embedColumns_(ops.embedColumns),
+      embedMaxDim_(ops.embedMaxDim),
+      p_(p),
+      lane_(lane),
+      hooks_(hooks),
+      sync_(sync),
+      s_(lane.stream),
+      last_(h.num_layers - 1),
+      sms_(multiprocessors()),
+      frac_(lossFracBits(h.batch)),
+      blas_(lane.blas && productsUseBlas(h, layers)),
+      prec_(std::is_same_v<T, float> ? p.precision : Precision::Fp32),
+      K_(unsigned(nna_models(&h))),
+      lrs_(p.lrs, lane.stream) {
   // The arena's cache (its graph and shelf), if an earlier run on this lane left one. Not
   // with a memory scheduler: its budget counts the arena alone, and its work between launches
   // is host-side (no graph).
@@ -416,7 +435,8 @@ template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> vo
   graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, HalfOut{});
 }
 
-template <typename T> auto LayerRun<T>::head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error) -> void {
+template <typename T>
+auto LayerRun<T>::head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error) -> void {
   HalfOut x, w;
   if (headRead() == HeadRead::Copies) {
     const uint32_t in = last_ - 1;
