@@ -6,6 +6,15 @@
 namespace nna {
 namespace {
 
+template <typename T> auto LayerRun<T>::ltForward(uint32_t l, uint64_t rows) -> bool {
+  st_.maskFresh[l] = false;
+  LtProduct p;
+  if (!ltForwardProduct(l, rows, &p) || !ltReady(p)) return false;
+  ltLaunch(p);
+  st_.maskFresh[l] = p.aux != nullptr;
+  return true;
+}
+
 template <typename T> auto LayerRun<T>::ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const -> bool {
   const uint64_t n = L_[l].units, m = L_[l].fan_in;
   if (l == last_ && biasInOutput_) return false;  // the output launch adds the bias
@@ -153,25 +162,6 @@ template <typename T> auto LayerRun<T>::ltLaunch(const LtProduct& p) -> void {
                         p.scalars, uint32_t(p.epilogue), p.bias, p.aux, p.auxLd, ltBuf_.work()))
     return;
   ltMatmul(lane_, p, ltBuf_.work(), ltBuf_.workBytes());
-}
-
-template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half) -> void {
-  const bool scaled = applyGrad && scalesD(l);  // the copy the folded product reads: d times lr
-  const bool wide = scaled && wideFirst_;       // its rows interleaved over the models
-  const uint64_t units = L_[l].units;
-  if (wide && half) half.stride = units;
-  const dim3 grid(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_);
-  // K models with blocks for every multiprocessor: narrow blocks (a wide block's 32 stripes serve
-  // layers whose few blocks each walk many rows; here the blocks already fill the GPU)
-  const bool narrow = K_ > 1 && uint64_t(grid.x) * K_ >= uint64_t(sms_);
-  auto launch = [&](auto kernel, unsigned stripes) {
-    graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
-                   scaled && !half ? scaledFirst_ : nullptr, wide ? units : uint64_t(stride(l, NNA_D)), wide ? units * K_ : units);
-  };
-  if (narrow)
-    launch(biasGradKernel<T, kBiasStripes>, kBiasStripes);
-  else
-    launch(biasGradKernel<T, kBiasStripesWide>, kBiasStripesWide);
 }
 
 }  // namespace

@@ -369,27 +369,6 @@ template <typename T> auto LayerRun<T>::gather(const StepRows& sr) -> void {
   after(Stage::Gather, 0);
 }
 
-template <typename T> template <int MODE> auto LayerRun<T>::tiled(uint32_t l, uint64_t rows, uint64_t M, uint64_t N, bool fold, const Hyper<T>& hp) -> void {
-  if constexpr (std::is_same_v<T, float>) {
-    if (prec_ != Precision::Fp32) {                                                                      // float only (checkRun): nn-arena's tensor-core kernels
-      const dim3 grid(unsigned((N + kTcTile - 1) / kTcTile), unsigned((M + kTcTile - 1) / kTcTile), 1);  // one model: check.cc
-      if (prec_ == Precision::Tf32x3)
-        graph_->launch(s_, tcGemmKernel<MODE, true>, grid, 256, base_, l, rows, fold, hp);
-      else
-        graph_->launch(s_, tcGemmKernel<MODE, false>, grid, 256, base_, l, rows, fold, hp);
-      return;
-    }
-  }
-  auto blocks = [&](uint64_t tile) { return ((M + tile - 1) / tile) * ((N + tile - 1) / tile); };
-  auto grid = [&](uint64_t tile) { return dim3(unsigned((N + tile - 1) / tile), unsigned((M + tile - 1) / tile), K_); };
-  if (blocks(64) >= uint64_t(sms_))
-    graph_->launch(s_, gemmKernel<T, MODE, 64>, grid(64), 256, base_, l, rows, fold, hp, lrs_.get());
-  else if (blocks(32) >= uint64_t(sms_))
-    graph_->launch(s_, gemmKernel<T, MODE, 32>, grid(32), 256, base_, l, rows, fold, hp, lrs_.get());
-  else
-    graph_->launch(s_, gemmKernel<T, MODE, 16>, grid(16), 256, base_, l, rows, fold, hp, lrs_.get());
-}
-
 template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> void {
   const uint64_t n = L_[l].units, m = L_[l].fan_in;
   if (L_[l].op != NNA_OP_DENSE) {
@@ -451,45 +430,6 @@ auto LayerRun<T>::head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, 
   });
 }
 
-template <typename T> auto LayerRun<T>::headBackward(uint64_t rows, const Hyper<T>& hp, bool fold) -> bool {
-  const uint32_t l = last_;
-  const uint64_t n = L_[l].units, m = L_[l].fan_in;
-  st_.dbDone[l] = false;
-  HalfOut x, d;
-  if (headRead() == HeadRead::Copies) {
-    backwardCopies(l, rows);
-    x = half_.z(l - 1);
-    d = half_.d(l);
-  }
-  if (l > 1) headError(rows);
-  fork();
-  // A two-layer net: db[1] (and its bias step) in this launch beside layer 1's weight-gradient
-  // product, where it was a launch of its own on the chain before that product (bf16 gains less:
-  // its second stream overlaps less).
-  // d[1] is final here: the output launch (headFused_) applied f' to it.
-  const bool prevBias = l == 2 && headFused_ && !st_.dbDone[1];
-  gradientWork(l, [&] {
-    launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), prevBias, [&](auto kernel, dim3 grid, dim3 block) {
-      graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get(), prevBias, prevBias && foldsLayer(1));
-    });
-  });
-  if (prevBias) st_.dbDone[1] = true;
-  if (fold && half_.active()) st_.wFresh[l] = false;  // w moved: the next forward makes its copy again
-  return fold;
-}
-
-template <typename T> auto LayerRun<T>::headError(uint64_t rows) -> void {
-  if (st_.errorDone) {
-    st_.errorDone = false;
-    return;
-  }
-  const bool copies = headRead() == HeadRead::Copies;
-  const HalfOut w = copies ? half_.w(last_) : HalfOut{}, d = copies ? half_.d(last_) : HalfOut{};
-  const HalfOut dPrev = half_.active() ? half_.d(last_ - 1) : HalfOut{};
-  launchOutputError<T>(L_[last_].units, rows, K_, headRead(), half_.fp16(),
-                       [&](auto kernel, dim3 grid, unsigned threads) { graph_->launch(s_, kernel, grid, threads, base_, last_, rows, w, d, dPrev); });
-}
-
 template <typename T> auto LayerRun<T>::allocateScaledCopies(ScratchShelf& shelf) -> void {
   // Layer 1 as one product over the models where they share z[0] (its 16-bit copy too) and
   // their w[1] lie back to back: w[1] of every model is then one matrix, and the scaled copy
@@ -503,69 +443,6 @@ template <typename T> auto LayerRun<T>::allocateScaledCopies(ScratchShelf& shelf
   char* p = static_cast<char*>(shelf.take(ScratchShelf::kScaledD, first + last));
   if (first) scaledFirst_ = reinterpret_cast<T*>(p);
   if (last) scaledLast_ = p + first;
-}
-
-template <typename T> auto LayerRun<T>::gradientD(uint32_t l) const -> HalfOut {
-  if (l != last_ || !scalesD(l)) return half_.d(l);
-  HalfOut h = half_.d(l);
-  h.p = scaledLast_;
-  return h;
-}
-
-template <typename T> auto LayerRun<T>::backward(uint32_t l, uint64_t rows, const Hyper<T>& hp) -> bool {
-  const uint64_t n = L_[l].units, m = L_[l].fan_in;
-  // The tiled kernels fold with each model's own lr (lrs[blockIdx.z]); a batched cuBLAS product
-  // has one alpha for every model, so it folds only where the rates are equal. A compact SGD
-  // arena (one model: spec.ts, validate.cc) has no dw: it always folds. tf32x3 through cuBLAS
-  // does not fold: three products adding -lr * (a part) into w each round it to w's ulp (over
-  // many steps the three roundings drift far past fp32's own noise); dw is summed first, then
-  // applied (a compact SGD arena refuses tf32x3: check.cc). Never in a data-parallel group: the step must
-  // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
-  // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
-  // descriptor's whole update). A clipping run never folds (the step needs the global norm).
-  if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows);
-  const bool fold = foldsLayer(l);
-  if (lt_) return ltBackward(l, rows, hp, fold);
-  if (l == last_ && head_) return headBackward(rows, hp, fold);
-  if (!st_.dbDone[l]) {  // db[l] reads d[l] only, as the products below do
-    fork();
-    gradientWork(l, [&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
-  }
-  st_.dbDone[l] = false;
-  if (!blas_) {
-    if (l > 1 && residualInto(l - 1))
-      NNA_FAIL("NOT_SUPPORTED", "a residual layer adds layer " + std::to_string(l - 1) + "'s output: without cuBLAS its error takes f' inside the product (use the CPU backend)");
-    if (l > 1) tiled<kErrorPrev>(l, rows, rows, m);
-    fork();
-    gradientWork(l, [&] { tiled<kWeightGrad>(l, rows, n, m, fold, hp); });
-    return fold;
-  }
-  if (half_.active()) return backwardHalf(l, rows, hp, fold);
-  // d's split parts serve the error product, and the weight-gradient one unless it reads d^T
-  const Split d = l > 1 || !transposeForTensorCores(l) ? split(1, at(l, NNA_D), rows * n) : Split{at(l, NNA_D)};
-  const bool early = handsOffEarly(l);
-  if (early) {  // the group reduces dw[l] while the error product runs
-    weightGrad(l, rows, hp, fold, d);
-    handOff(l, true);
-  }
-  if (l > 1) {
-    // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
-    if (K_ > 1)
-      gemmBatched(false, false, int(m), int(rows), int(n), T(1), at(l, NNA_W), int(m), stride(l, NNA_W), at(l, NNA_D), int(n), stride(l, NNA_D), T(0), at(l - 1, NNA_D), int(m),
-                  stride(l - 1, NNA_D));
-    else
-      product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
-    fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
-    residualAdds(l - 1, rows);
-    activationGrad(l, rows, fold, hp, HalfOut{});
-  } else {
-    fork();
-  }
-  if (early)
-    sync_->weightsFree(l, s_, groupStep());
-  else
-    gradientWork(l, [&] { weightGrad(l, rows, hp, fold, d); });
-  return fold;
 }
 
 }  // namespace
