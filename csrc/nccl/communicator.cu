@@ -386,12 +386,7 @@ class NcclSync final : public GradSync {
         reduce(p.slicedTo, p.offset + p.bytes - p.slicedTo);
       }
       trace_->reduced(index, stream());
-      cudaStream_t steps = stream();
-      if (overlap_) {
-        CUDA_CHECK(cudaEventRecord(reduced(), stream()));
-        CUDA_CHECK(cudaStreamWaitEvent(updates(), reduced(), 0));
-        steps = updates();
-      }
+      const cudaStream_t steps = afterReductions();
       for (uint32_t l : p.layers)
         if (--layerWaiting_[l] == 0 && update) update(l, steps);
       if (update) trace_->updated(index, steps);
@@ -403,8 +398,7 @@ class NcclSync final : public GradSync {
   // layer whose range is not reduced yet (kind-major) steps with that reduction instead.
   void weightsFree(uint32_t layer, cudaStream_t compute, const Update& update) override {
     if (!update || layerWaiting_[layer]) return;
-    CUDA_CHECK(cudaEventRecord(free(), compute));
-    CUDA_CHECK(cudaStreamWaitEvent(updates(), free(), 0));
+    follow(updates(), compute, free());
     update(layer, updates());
     trace_->updated(uint32_t(&pieceOf(layer) - pieces_.data()), updates());
   }
@@ -412,14 +406,7 @@ class NcclSync final : public GradSync {
   void endStep(cudaStream_t compute) override {
     // The next step's forward reads the updated weights; its backward rewrites the gradients
     // the reductions read.
-    cudaStream_t last = stream();
-    if (overlap_) {  // the steps' stream ends the step: it waits for the reductions' stream
-      CUDA_CHECK(cudaEventRecord(reduced(), stream()));
-      CUDA_CHECK(cudaStreamWaitEvent(updates(), reduced(), 0));
-      last = updates();
-    }
-    CUDA_CHECK(cudaEventRecord(done(step_ & 1), last));
-    CUDA_CHECK(cudaStreamWaitEvent(compute, done(step_ & 1), 0));
+    follow(compute, afterReductions(), done(step_ & 1));
     trace_->stepEnd(compute);
     trace_->stepStart(compute);
     // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
@@ -435,8 +422,7 @@ class NcclSync final : public GradSync {
     reduceStats(stats_, NNA_STAT_BAD_STEP, nccl::kSum, "ncclAllReduce (stats)");
     reduceStats(stats_ + NNA_STAT_BAD_STEP * elem_, 1, nccl::kMin, "ncclAllReduce (first bad step)");
     launchStats(2);
-    CUDA_CHECK(cudaEventRecord(done(0), stream()));
-    CUDA_CHECK(cudaStreamWaitEvent(compute, done(0), 0));
+    follow(compute, stream(), done(0));
     wait(done(0));
     trace_->report();
   }
@@ -490,10 +476,20 @@ class NcclSync final : public GradSync {
   }
 
   // The communicator's stream waits for what is queued on `compute` so far.
-  void handOver(cudaStream_t compute) {
-    cudaEvent_t ready = static_cast<cudaEvent_t>(c_.ready_);
-    CUDA_CHECK(cudaEventRecord(ready, compute));
-    CUDA_CHECK(cudaStreamWaitEvent(stream(), ready, 0));
+  void handOver(cudaStream_t compute) { follow(stream(), compute, static_cast<cudaEvent_t>(c_.ready_)); }
+
+  // The stream the layers' steps go on, behind every reduction queued so far: overlapped, the
+  // steps' own (it waits for the reductions' stream); else the reductions' stream itself.
+  cudaStream_t afterReductions() {
+    if (!overlap_) return stream();
+    follow(updates(), stream(), reduced());
+    return updates();
+  }
+
+  // `waiter` waits for what is queued on `on` so far, through `event` (recorded on `on` now).
+  static void follow(cudaStream_t waiter, cudaStream_t on, cudaEvent_t event) {
+    CUDA_CHECK(cudaEventRecord(event, on));
+    CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
   }
 
   void launchStats(int phase) {
