@@ -58,6 +58,14 @@ function maxRel(a: Float64Array[], b: Float64Array[]): number {
 
 const identical = (a: Float64Array[], b: Float64Array[]) => a.every((x, i) => Buffer.compare(Buffer.from(x.buffer), Buffer.from(b[i]!.buffer)) === 0);
 
+/** Layer 1's weights of `a`, from the device (float32 plans). */
+function layer1W(a: Arena): Float32Array {
+  a.toHost();
+  return Float32Array.from(a.view(1, 'w'));
+}
+
+const maxAbsDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
+
 describe.skipIf(!ready)('data parallelism over NCCL', () => {
   const world = Math.min(info.devices, 8);
   const devices = Array.from({ length: world }, (_, i) => i);
@@ -184,15 +192,10 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
         const x = Float32Array.from(data(PER_GPU * world * 4).x),
           labels = data(PER_GPU * world * 4).labels;
         for (const t of [tg, t1, tf]) await t.fit({ x, labels }, { epochs: 2, seed: 4 });
-        const w = (a: Arena) => {
-          a.toHost();
-          return Float32Array.from(a.view(1, 'w'));
-        };
-        const w0 = w(group.replicas[0]!);
-        for (const r of group.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
-        const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
-        expect(diff(w0, w(one))).toBeLessThanOrEqual(tol);
-        expect(diff(w(one), w(fp32))).toBeGreaterThan(0); // the precision took effect
+        const w0 = layer1W(group.replicas[0]!);
+        for (const r of group.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(layer1W(r).buffer))).toBe(0);
+        expect(maxAbsDiff(w0, layer1W(one))).toBeLessThanOrEqual(tol);
+        expect(maxAbsDiff(layer1W(one), layer1W(fp32))).toBeGreaterThan(0); // the precision took effect
         if (precision === 'fp16') expect({ scale: tg.lossScale, skipped: tg.skippedSteps }).toEqual({ scale: t1.lossScale, skipped: t1.skippedSteps });
       } finally {
         group.dispose();
@@ -286,14 +289,9 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
           expect(bits.every((b) => (b & 0xffff) === 0)).toBe(true);
         }
       }
-      const w = (a: Arena) => {
-        a.toHost();
-        return Float32Array.from(a.view(1, 'w'));
-      };
-      const w0 = w(wired.replicas[0]!);
-      for (const r of wired.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(w(r).buffer))).toBe(0);
-      const diff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i]!)), 0);
-      const d = diff(w0, w(full.replicas[0]!));
+      const w0 = layer1W(wired.replicas[0]!);
+      for (const r of wired.replicas.slice(1)) expect(Buffer.compare(Buffer.from(w0.buffer), Buffer.from(layer1W(r).buffer))).toBe(0);
+      const d = maxAbsDiff(w0, layer1W(full.replicas[0]!));
       console.log(`nccl bf16 wire: max |w - full wire's w| ${d}`);
       expect(d).toBeGreaterThan(0);
       expect(d).toBeLessThanOrEqual(1e-3);
