@@ -4,7 +4,7 @@
 // the Trainer's `seconds`, throughput ratio, the all-reduce's share of a group step, and where
 // data parallelism stops paying. Any device count. Uses the built package (dist/). The data set
 // is a Dataset (read and uploaded by the warm-up fit, not again).
-//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--precisions fp32,tf32,bf16] [--gradients full,bf16] [--steps K] [--out DIR]
+//   UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs [--devices N] [--nets S,M,L] [--precisions fp32,tf32,bf16] [--gradients full,bf16] [--steps K] [--ddp ONE,GROUP] [--floor FILE] [--out DIR]
 // --gradients: the group's wire (DataParallelOptions.gradients), a row each.
 // PyTorch DDP on the same nets, in the same call: bench/data_parallel_ddp.py (scripts/gpu-session.sh nccl).
 // Writes DIR/data-parallel-<gpu>-x<N>.json (the default DIR is bench/results, whose README renders
@@ -33,6 +33,10 @@ const wires = (args.gradients ?? 'full').split(',');
 // in the same call: its steps go into the rows beside nn-arena's.
 const ddp = args.ddp ? args.ddp.split(',').map((f) => JSON.parse(readFileSync(f, 'utf8'))) : [];
 const ddpStep = (file, net, precision) => file?.rows.find((r) => r.net === net && r.precision === precision)?.usPerStep;
+// --floor FILE: bench/allreduce_floor.py's JSON (one all-reduce of each net's gradients, run just
+// before in the same call): each row's floor, one GPU's step plus that all-reduce unhidden.
+const floor = args.floor ? JSON.parse(readFileSync(args.floor, 'utf8')) : null;
+const allReduceUs = (net, gradients) => floor?.rows.find((r) => r.net === net && r.wire === (gradients === 'bf16' ? 'bfloat16' : 'float32'))?.pipelinedUs;
 const outDir = args.out ?? 'bench/results';
 
 // Child mode: the one-GPU baseline on the per-layer path (NN_ARENA_STEP_PATH is read once per
@@ -170,6 +174,8 @@ function report(net, precision, one, oneLayers, own, gradients, g) {
     if (oneUs && groupUs)
       row.ddp = { torch: ddp[1].torch, oneGpuUsPerStep: oneUs, groupUsPerStep: groupUs, speedup: (ddp[1].devices * oneUs) / (ddp[0].devices * groupUs) };
   }
+  const reduceUs = allReduceUs(net, gradients);
+  if (reduceUs) row.floor = { allReduceUs: reduceUs, stepUs: one.wallUsPerStep + reduceUs };
   rows.push(row);
   console.log(
     `${net} ${precision} x${devices}${gradients === 'full' ? '' : `, ${gradients} gradients`}: wall clock one GPU ${one.wallUsPerStep.toFixed(1)} us/step, group ${g.wallUsPerStep.toFixed(1)} (throughput ${speedupWall.toFixed(2)}x)` +
@@ -177,6 +183,7 @@ function report(net, precision, one, oneLayers, own, gradients, g) {
         ? `, PyTorch DDP one GPU ${row.ddp.oneGpuUsPerStep.toFixed(1)}, group ${row.ddp.groupUsPerStep.toFixed(1)} (${row.ddp.speedup.toFixed(2)}x); `
         : '; ') +
       `seconds: one GPU ${one.usPerStep.toFixed(1)} us/step (${one.path}), per-layer ${oneLayers.usPerStep.toFixed(1)}; group ${g.usPerStep.toFixed(1)} us/step; ` +
+      (row.floor ? `floor (one GPU + all-reduce) ${row.floor.stepUs.toFixed(1)} us; ` : '') +
       `throughput ${speedup.toFixed(2)}x; all-reduce share ${(share * 100).toFixed(1)}% (${(g.gradientBytes / 1e6).toFixed(1)} MB of gradients); identical ${g.replicasIdentical}` +
       (row.target ? `; target >= ${row.target}x: ${speedupWall >= row.target ? 'met' : 'MISSED'} (wall clock)` : ''),
   );

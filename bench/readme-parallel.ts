@@ -17,6 +17,7 @@ interface DataParallelRow {
   allReduceShare: number;
   target: number | null;
   ddp?: { torch: string; oneGpuUsPerStep: number; groupUsPerStep: number; speedup: number };
+  floor?: { allReduceUs: number; stepUs: number };
 }
 export interface DataParallel extends Provenance {
   machine: string;
@@ -29,15 +30,22 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
   // Files since the wall clock was measured lead with it (and with PyTorch DDP where it ran).
   const wall = r.rows.every((x) => x.speedupWall !== undefined);
   const ddp = r.rows.find((x) => x.ddp)?.ddp;
+  // A bf16-wire row is a column of its full-wire row; the floor, where measured, another.
+  const bf16 = (x: DataParallelRow) => r.rows.find((y) => y.gradients === 'bf16' && y.net === x.net && y.precision === x.precision);
+  const wires = r.rows.some((x) => x.gradients === 'bf16');
+  const floors = r.rows.some((x) => x.floor);
+  const withinFloor = (x: DataParallelRow) => (x.floor ? ` (floor +10%: ${x.group.wallUsPerStep! <= 1.1 * x.floor.stepUs ? 'met' : 'missed'})` : '');
   const row = (x: DataParallelRow, label = '') => [
     `${x.net} ${x.layers.join('-')}${label}`,
-    ...(wall ? [`${x.precision ?? 'fp32'}${x.gradients && x.gradients !== 'full' ? `, ${x.gradients} wire` : ''}`] : []),
+    ...(wall ? [`${x.precision ?? 'fp32'}`] : []),
     String(x.perGpuBatch),
     ...(wall
       ? [
           fix(x.oneGpu.wallUsPerStep!),
           fix(x.group.wallUsPerStep!),
           `${fix(x.speedupWall!, 2)}x`,
+          ...(wires ? [bf16(x) ? `${fix(bf16(x)!.group.wallUsPerStep!)} (${fix(bf16(x)!.speedupWall!, 2)}x)` : '—'] : []),
+          ...(floors ? [x.floor ? `${fix(x.floor.stepUs)} (${fix(x.floor.allReduceUs)})` : '—'] : []),
           x.ddp ? `${fix(x.ddp.oneGpuUsPerStep)} / ${fix(x.ddp.groupUsPerStep)} (${fix(x.ddp.speedup, 2)}x)` : '—',
         ]
       : []),
@@ -47,13 +55,14 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
     `${fix(x.speedup, 2)}x`,
     `${fix(100 * x.allReduceShare)}%`,
     String(x.group.replicasIdentical),
-    x.target ? `>= ${x.target}x ${(wall ? x.speedupWall! : x.speedup) >= x.target ? 'met' : 'missed'}` : '—',
+    x.target ? `>= ${x.target}x ${(wall ? x.speedupWall! : x.speedup) >= x.target ? 'met' : 'missed'}${withinFloor(x)}` : '—',
   ];
+  const full = (rows: DataParallelRow[]) => rows.filter((x) => x.gradients !== 'bf16');
   return [
     `## Data parallelism, one process: ${r.machine}${r.host.nccl ? ` (NCCL ${ncclVersion(r.host.nccl)})` : ''}`,
     provenance(file, r),
     wall
-      ? `Per-GPU batch fixed. Wall clock: of the fit() call, a step (the data set a Dataset, uploaded by a warm-up fit). Throughput: samples per second of the group over one GPU.${ddp ? ` PyTorch ${ddp.torch} DDP in the same call (one process per GPU, NCCL, gradient_as_bucket_view, fused SGD, eager), a step by the wall clock: one GPU / two.` : ''} Then the Trainer's seconds; all-reduce share: (group step - replicas stepping on their own) / group step.`
+      ? `Per-GPU batch fixed. Wall clock: of the fit() call, a step (the data set a Dataset, uploaded by a warm-up fit). Throughput: samples per second of the group over one GPU.${wires ? " bf16 wire: the group with `gradients: 'bf16'`." : ''}${floors ? " Floor: one GPU's step plus one all-reduce of the gradients (bench/allreduce_floor.py, in brackets), nothing hidden." : ''}${ddp ? ` PyTorch ${ddp.torch} DDP in the same call (one process per GPU, NCCL, gradient_as_bucket_view, fused SGD, eager), a step by the wall clock: one GPU / two.` : ''} Then the Trainer's seconds; all-reduce share: (group step - replicas stepping on their own) / group step.`
       : 'Per-GPU batch fixed. Throughput: samples per second of the group over one GPU. All-reduce share: (group step - replicas stepping on their own) / group step.',
     '',
     ...table(
@@ -61,7 +70,16 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
         'net',
         ...(wall ? ['precision'] : []),
         'per-GPU batch',
-        ...(wall ? ['one GPU wall µs', 'group wall µs', 'throughput (wall)', 'PyTorch DDP µs'] : []),
+        ...(wall
+          ? [
+              'one GPU wall µs',
+              'group wall µs',
+              'throughput (wall)',
+              ...(wires ? ['bf16 wire: group wall µs'] : []),
+              ...(floors ? ['floor µs'] : []),
+              'PyTorch DDP µs',
+            ]
+          : []),
         'one GPU µs (path)',
         'one GPU per-layer µs',
         'group µs',
@@ -70,7 +88,7 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
         'replicas identical',
         'target',
       ],
-      [...r.rows.map((x) => row(x)), ...(r.variants ?? []).flatMap((v) => v.rows.map((x) => row(x, ` (${v.order})`)))],
+      [...full(r.rows).map((x) => row(x)), ...(r.variants ?? []).flatMap((v) => full(v.rows).map((x) => row(x, ` (${v.order})`)))],
       1,
     ),
     '',

@@ -9,7 +9,7 @@
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
-# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data_parallel_ddp.py on one GPU and on two, then bench/data-parallel.mjs in fp32 / tf32 / bf16 with DDP's steps beside).
+# nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data_parallel_ddp.py on one GPU and on two, bench/allreduce_floor.py, then bench/data-parallel.mjs in fp32 / tf32 / bf16, both wires, with DDP's steps and the floor beside).
 # optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
 # vs AdamW + cosine + clipping).
@@ -156,7 +156,8 @@ for part in "$@"; do
       for n in 1 2; do  # PyTorch DDP first (one GPU, then two), then nn-arena with its steps beside
         python3 -m torch.distributed.run --nproc_per_node $n bench/data_parallel_ddp.py --nets S,M,L --json "$OUT/ddp-x$n.json" 2>&1 | grep -E "torch DDP|Error" | tee -a "$OUT/nccl-bench.log"
       done
-      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --precisions fp32,tf32,bf16 --ddp "$OUT/ddp-x1.json,$OUT/ddp-x2.json" --out "$OUT" 2>&1 | tee -a "$OUT/nccl-bench.log" | tail -40 ;;
+      python3 -m torch.distributed.run --nproc_per_node 2 bench/allreduce_floor.py --json "$OUT/allreduce-floor.json" 2>&1 | grep -E "all-reduce|Error" | tee -a "$OUT/nccl-bench.log"
+      UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --precisions fp32,tf32,bf16 --gradients full,bf16 --ddp "$OUT/ddp-x1.json,$OUT/ddp-x2.json" --floor "$OUT/allreduce-floor.json" --out "$OUT" 2>&1 | tee -a "$OUT/nccl-bench.log" | tail -40 ;;
     optim)
       python3 test/fixtures/gen_optim.py && cp test/fixtures/optim.json "$OUT/optim.json"
       for path in fused layers tiled; do

@@ -13,7 +13,7 @@ const char* const kNames[] = {
     "NN_ARENA_FUSED_TRACE",    "NN_ARENA_STAGE_TRACE", "NN_ARENA_UM_TRACE",        "NN_ARENA_UM_EVICT_DEAD", "NN_ARENA_UM_PLACE",    "NN_ARENA_UM_MOVERS",
     "NN_ARENA_UM_SLACK",       "NN_ARENA_UM_READ_DUP", "NN_ARENA_RESIDENCY_TRACE", "NN_ARENA_NVRTC",         "NN_ARENA_NCCL",        "NN_ARENA_FUSED_FORWARD",
     "NN_ARENA_GATHER_THREADS", "NN_ARENA_GATHER",      "NN_ARENA_CUDA_GRAPH",      "NN_ARENA_CUBLASLT",      "NN_ARENA_SIDE_STREAM", "NN_ARENA_SYNC_TRACE",
-    "NN_ARENA_SYNC_OVERLAP",   "NN_ARENA_SYNC_SLICE",
+    "NN_ARENA_SYNC_OVERLAP",   "NN_ARENA_SYNC_SLICE",  "NN_ARENA_SYNC_GRAPHS",
 };
 static_assert(sizeof(kNames) / sizeof(kNames[0]) == size_t(Knob::Count), "one name per knob");
 }  // namespace

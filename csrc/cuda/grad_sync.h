@@ -9,6 +9,11 @@
 // (NcclSync), the weight-gradient product of a layer above the first runs before its error
 // product, and where it asks (NN_ARENA_SYNC_SLICE) a large first layer's product is cut into
 // slices (by units), each handed over as it is queued.
+// A sync that allows graphs (graphs()) takes part in the run's step graph (step_graph.cuh): in
+// a direct or captured step its calls queue their work (a capture takes the all-reduces and the
+// other streams' waits into the graph); in a replayed step (replaying(true)) they only keep
+// count, the graph launch doing the work. After each step's launch, whichever way, the run calls
+// stepLaunched.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -35,9 +40,15 @@ struct GradSync {
   // calls weightsFree once that product is queued.
   virtual void gradientsReady(uint32_t layer, cudaStream_t compute, const Update& update) = 0;
   virtual void weightsFree(uint32_t layer, cudaStream_t compute, const Update& update) {}
-  // End of a step: `compute` waits for everything the sync queued elsewhere (the next step's
-  // forward reads the updated weights).
+  // End of a step's launches: `compute` waits for everything the sync queued elsewhere (the next
+  // step's forward reads the updated weights).
   virtual void endStep(cudaStream_t compute) = 0;
+  // Whether the run may capture its steps with the sync's work in them, and replay them.
+  virtual bool graphs() const { return false; }
+  // The step now launched is a replay (its calls queue nothing) or not.
+  virtual void replaying(bool on) {}
+  // The step's work is queued on `compute` (launched directly, or as a graph).
+  virtual void stepLaunched(cudaStream_t compute) {}
   // End of the run's launches: the stats region becomes the group's (sums; the first bad step).
   virtual void endRun(cudaStream_t compute) = 0;
   // A launch failed part-way: the peers must not wait forever for this replica.

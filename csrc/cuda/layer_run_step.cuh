@@ -112,12 +112,13 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   sameLr_ = true;
   for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
   allocateScaledCopies(shelf);
-  // Not with a memory scheduler or a group (their work between launches is host-side), nor for
-  // runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
+  // Not with a memory scheduler (its work between launches is host-side) or a group whose sync
+  // cannot take part (GradSync::graphs), nor for runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
   // One-step training runs (step() in a loop) and forward runs (predict()'s batches) take part
   // where the arena keeps a cache: the first captures its only step, the next replay it, as a
   // long run's later steps do; each kind in a graph of its own.
-  graphs_ = !hooks && !sync && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";
+  graphs_ = !hooks && (!sync || sync->graphs()) && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) &&
+            knob(Knob::CudaGraph, "1") != "0";
   if (graphs_ && cache_) graph_ = p.op == Op::Forward ? &cache_->forward : &cache_->graph;
   graph_->beginRun();
   // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
@@ -131,8 +132,8 @@ template <typename T> auto LayerRun<T>::run() -> bool {
   // A one-step graphed run (step() in a loop, a forward run on the caller's batch): its copies,
   // the stats' reset and fold and the parameters' scan are nodes of the step's graph, so that a
   // call is one graph launch and one wait. Not with pageable host memory (a capture cannot hold
-  // its copies).
-  const bool whole = graphs_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
+  // its copies), nor in a group (its run ends with the stats' reduction, outside the graph).
+  const bool whole = graphs_ && !sync_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
   const auto begin = [&] {
     queueRunCopies(base_, p_, /*in=*/true, s_, [&](const RunCopies::Span& c) { return graph_->external(true, c.offset, c.bytes, p_.copies->host); });
     if (p_.resetStats) graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_);
@@ -140,7 +141,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
   const auto end = [&] {
     if (st_.foldPending) graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
     st_.foldPending = false;
-    if (sync_) sync_->endRun(s_);  // never in a whole run (graphs_ is off in a group)
+    if (sync_) sync_->endRun(s_);  // never in a whole run
     if (!hooks_)
       if (const NonFiniteScan n = nonFiniteScan(h_, L_, p_); n.needed) graph_->launch(s_, nonFiniteKernel<T>, n.grid, kThreads, base_, n.last, T(n.step));
     queueRunCopies(base_, p_, /*in=*/false, s_, [&](const RunCopies::Span& c) { return graph_->external(false, c.offset, c.bytes, p_.copies->host); });
@@ -153,6 +154,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
     const bool deferred = p_.op == Op::Train && clip_.active();
     auto step = [&](uint64_t s) {
+      if (sync_) sync_->replaying(graph_->mode() == StepGraph::Mode::Replay);
       if (whole) begin();
       firstStep_ = s == 0;
       opStep_ = p_.stepBase + s + 1;
@@ -224,18 +226,23 @@ template <typename T> auto LayerRun<T>::run() -> bool {
     // waiting for the host's launches. Where that step differs from the
     // graph in more than kernel arguments, it is launched directly and the graph stays for the
     // next step.
+    const auto launched = [&] {
+      if (sync_) sync_->stepLaunched(s_);
+    };
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
       if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1)) {
         step(s);
+        launched();
         continue;
       }
       const HostState began = st_;
-      if (graph_->ready() ? graph_->replay(
-                                s_, [&] { step(s); }, /*tentative=*/s == 0)
-                          : graph_->capture(s_, [&] { step(s); }))
-        continue;
-      st_ = began;  // the host state the step began with, then the step launched directly
-      step(s);
+      if (!(graph_->ready() ? graph_->replay(
+                                  s_, [&] { step(s); }, /*tentative=*/s == 0)
+                            : graph_->capture(s_, [&] { step(s); }))) {
+        st_ = began;  // the host state the step began with, then the step launched directly
+        step(s);
+      }
+      launched();
     }
     if (p_.graphSteps) *p_.graphSteps = graph_->replayed();
   }

@@ -319,6 +319,7 @@ class NcclSync final : public GradSync {
     for (const Piece& p : pieces_)
       for (uint32_t l : p.layers) piecesOfLayer_[l]++;
     overlap_ = knob(Knob::SyncOverlap, "1") != "0";
+    graphs_ = knobOn(Knob::SyncGraphs);
     const uint64_t sliceBytes = uint64_t(knobInt(Knob::SyncSlice, kSliceMiB, 0, 1 << 20)) << 20;
     // Slices: the lowest layer with a gradient (the last one handed over), a dense layer of one
     // model whose range holds no other layer's gradient.
@@ -409,11 +410,22 @@ class NcclSync final : public GradSync {
     follow(compute, afterReductions(), done(step_ & 1));
     trace_->stepEnd(compute);
     trace_->stepStart(compute);
+    resetStep();
+  }
+
+  // Opt-in (NN_ARENA_SYNC_GRAPHS=1): ncclCommAbort hangs while a graph's collective waits for a
+  // peer that failed, where a directly launched one is aborted. Not with the trace (its events
+  // mark each step from the host).
+  bool graphs() const override { return graphs_ && !trace_->on(); }
+  void replaying(bool on) override { replaying_ = on; }
+
+  void stepLaunched(cudaStream_t compute) override {
+    replaying_ = false;
+    CUDA_CHECK(cudaEventRecord(done(step_ & 1), compute));
     // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
     // launch queue and block a launch, out of reach of the checks in wait()).
     if (step_) wait(done((step_ - 1) & 1));
     ++step_;
-    resetStep();
   }
 
   void endRun(cudaStream_t compute) override {
@@ -444,7 +456,7 @@ class NcclSync final : public GradSync {
 
   // All-reduces `bytes` of gradients at `offset` on the communicator's stream (none: nothing).
   void reduce(uint64_t offset, uint64_t bytes) {
-    if (!bytes) return;
+    if (!bytes || replaying_) return;
     if (wire_) {
       const uint64_t n = bytes / elem_;
       float* g = reinterpret_cast<float*>(base_ + offset);
@@ -487,7 +499,8 @@ class NcclSync final : public GradSync {
   }
 
   // `waiter` waits for what is queued on `on` so far, through `event` (recorded on `on` now).
-  static void follow(cudaStream_t waiter, cudaStream_t on, cudaEvent_t event) {
+  void follow(cudaStream_t waiter, cudaStream_t on, cudaEvent_t event) const {
+    if (replaying_) return;
     CUDA_CHECK(cudaEventRecord(event, on));
     CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
   }
@@ -535,7 +548,9 @@ class NcclSync final : public GradSync {
   std::vector<Piece> pieces_;
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
   uint64_t step_ = 0;
+  bool replaying_ = false;         // the run's step is a graph replay: queue nothing
   bool overlap_ = true;            // NN_ARENA_SYNC_OVERLAP (read per run)
+  bool graphs_ = false;            // NN_ARENA_SYNC_GRAPHS (read per run)
   __nv_bfloat16* wire_ = nullptr;  // Wire::Bf16: the communicator's scratch (the largest range, in bf16)
   // The layer whose weight gradient is reduced in slices (none: 0, never a hidden layer's index
   // with a gradient), their count, the layer's units, a unit's bytes of dw, dw's offset.

@@ -27,6 +27,7 @@ class SyncTrace {
   SyncTrace(const SyncTrace&) = delete;
   SyncTrace& operator=(const SyncTrace&) = delete;
 
+  bool on() const { return on_; }
   void stepStart(cudaStream_t s) { mark(s, Kind::Start, 0); }
   void ready(uint32_t piece, cudaStream_t s) { mark(s, Kind::Ready, piece); }
   void reduced(uint32_t piece, cudaStream_t s) { mark(s, Kind::Reduced, piece); }

@@ -13,6 +13,7 @@ import net from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
 import { runGroup } from '../../src/parallel/data-parallel.js';
+import { handleOf } from '../../src/arena/arena.js';
 import { LOSSES, OPS } from '../../src/native/addon.js';
 
 const info = cudaInfo();
@@ -266,6 +267,52 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
       }
     },
     240_000,
+  );
+
+  // Graphed group steps (NN_ARENA_SYNC_GRAPHS=1, GradSync::graphs): from the second step a
+  // replica's step, its all-reduces and its other streams' steps included, is captured once and
+  // replayed; the same kernels and collectives in the same order as direct launches (the
+  // default), so the same bits, in either schedule, either order, on either wire, with an
+  // uneven last step.
+  it.each([
+    ['float64', 'layer-major', 'momentum', 'full', '1'],
+    ['float64', 'kind-major', 'adam', 'full', '1'],
+    ['float64', 'layer-major', 'adam', 'full', '0'],
+    ['float32', 'layer-major', 'momentum', 'bf16', '1'],
+  ] as const)(
+    '%s, %s, %s, %s wire, overlap %s: graphed group steps give the bits of direct ones',
+    async (dtype, order, optimizer, gradients, overlap) => {
+      const samples = PER_GPU * world * 5 - 3;
+      const plan = planLayout({ ...spec(PER_GPU, samples, order, optimizer), dtype });
+      const x = dtype === 'float64' ? data(samples).x : Float32Array.from(data(samples).x);
+      const labels = data(samples).labels;
+      const trained = async (graph: boolean) => {
+        process.env.NN_ARENA_SYNC_GRAPHS = graph ? '1' : '0';
+        process.env.NN_ARENA_SYNC_OVERLAP = overlap;
+        const g = DataParallel.create(plan, { devices, gradients });
+        try {
+          const t = new Trainer(g, { lr: 0.01 });
+          t.init(6);
+          const r = await t.fit({ x, labels }, { epochs: 3, seed: 2 });
+          const graphSteps = g.replicas.map((a) => handleOf(a).graphSteps());
+          const first = params(g.replicas[0]!);
+          for (const a of g.replicas.slice(1)) expect(identical(first, params(a))).toBe(true);
+          return { first, loss: r.loss, graphSteps };
+        } finally {
+          g.dispose();
+          delete process.env.NN_ARENA_SYNC_GRAPHS;
+          delete process.env.NN_ARENA_SYNC_OVERLAP;
+        }
+      };
+      const direct = await trained(false);
+      const graphed = await trained(true);
+      expect(direct.graphSteps.every((n) => n === 0)).toBe(true);
+      // The last epoch's steps, the uneven last one aside, replayed (the first run captured at its second).
+      for (const n of graphed.graphSteps) expect(n).toBeGreaterThanOrEqual(3);
+      expect(identical(graphed.first, direct.first)).toBe(true);
+      expect(graphed.loss).toBe(direct.loss);
+    },
+    120_000,
   );
 
   // gradients: 'bf16': each range rounded to bf16 on the wire, the sums widened back. After a
