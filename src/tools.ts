@@ -21,4 +21,5 @@ export { trainingReportHtml, type TrainingReport, type ProgressPoint } from './r
 export { recordTransfers, purposeOf, PURPOSES, type Purpose, type PurposeTotals, type TransferRecorder } from './report/transfers.js';
 export { machineInfo, type MachineInfo } from './report/machine.js';
 export { doctor, type DoctorReport } from './native/doctor.js';
+export { adviseDataParallel, type DataParallelAdvice, type DataParallelAdviceOptions } from './report/data-parallel-advice.js';
 export { optimizers, schedules, type OptimizerInfo, type ScheduleInfo, type ParamInfo } from './layout/optimizers.js';

@@ -189,6 +189,29 @@ describe('nn-arena: options, errors, --version, doctor (issue 15)', () => {
     expect(t.stdout).toMatch(/^cuBLASLt\s+(not checked|found|not found)/m);
   });
 
+  // The measured advice on data parallelism: where fewer than two GPUs are usable (this CPU
+  // machine), one GPU, nothing timed; its options only with --data-parallel.
+  it('doctor --data-parallel: where a group cannot run, advises one GPU and says why; its options need the flag', () => {
+    const r = run('doctor', '--data-parallel', '--layers', '784,128,10', '--batch', '100', '--json');
+    expect(r.status, r.stderr).toBe(0);
+    const j = JSON.parse(r.stdout);
+    if (j.devices.length < 2) {
+      expect(j).toMatchObject({ advice: 'one-gpu', oneGpuUsPerStep: null, groupUsPerStep: null, throughput: null, perGpuBatch: 100, precision: 'fp32' });
+      expect(j.why).toMatch(/needs 2 or more GPUs/);
+      expect(run('doctor', '--data-parallel').stdout).toMatch(/^data parallelism: use one GPU: a group needs 2 or more GPUs/);
+    }
+    for (const [args, message] of [
+      [['--layers', '3,4'], /--layers: applies to --data-parallel/],
+      [['--data-parallel', '--steps', '5'], /--steps: must be a whole number of at least 20, got '5'/],
+      [['--data-parallel', '--precision', 'fp8'], /--precision: must be one of/],
+      [['--data-parallel', '--layers', '784,0,10'], /BAD_LAYOUT|layers/],
+    ] as const) {
+      const bad = run('doctor', ...args);
+      expect(bad.status).toBe(1);
+      expect(bad.stderr).toMatch(message);
+    }
+  });
+
   it("doctor's cuBLASLt line, where it is found, says the forward epilogues are on by default (NN_ARENA_CUBLASLT=0 turns them off)", async () => {
     const { doctorText } = await import('../src/cli/doctor.js');
     const { doctor } = await import('../src/native/doctor.js');

@@ -334,3 +334,30 @@ describe('DataParallel without NCCL', () => {
     }
   });
 });
+
+describe('adviseDataParallel (nn-arena/tools)', () => {
+  it('checks its options by name; where no group can run, advises one GPU without timing anything', async () => {
+    const { adviseDataParallel } = await import('../src/tools.js');
+    const spec: LayoutSpec = { layers: [4, 8, 3], batch: 5 };
+    for (const [options, field] of [
+      [{ steps: 5 }, 'steps'],
+      [{ steps: 20.5 }, 'steps'],
+      [{ margin: 0.5 }, 'margin'],
+      [{ precision: 'fp8' }, 'precision'],
+    ] as const)
+      await expect(adviseDataParallel(spec, options as never)).rejects.toMatchObject({ code: 'BAD_OPTION', field });
+    await expect(adviseDataParallel(spec, { step: 100 } as never)).rejects.toMatchObject({ code: 'UNKNOWN_OPTION', field: 'step' });
+    await expect(adviseDataParallel({ layers: [4, 0, 3], batch: 5 })).rejects.toMatchObject({ name: 'LayoutError' });
+    const one = await adviseDataParallel(spec, { devices: [0], precision: 'tf32' });
+    expect(one).toEqual({
+      advice: 'one-gpu',
+      why: 'a group needs 2 or more GPUs; 1 found',
+      devices: [0],
+      precision: 'tf32',
+      perGpuBatch: 5,
+      oneGpuUsPerStep: null,
+      groupUsPerStep: null,
+      throughput: null,
+    });
+  });
+});

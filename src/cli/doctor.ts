@@ -1,5 +1,9 @@
-// doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/native/doctor.ts as text or JSON.
+// doctor.ts (CLI): `nn-arena doctor [--json]`, the report of src/native/doctor.ts as text or JSON;
+// `nn-arena doctor --data-parallel ...`, the measured advice of src/report/data-parallel-advice.ts.
+import type { Optimizer } from '../layout/header.js';
+import type { GradientWire, PrecisionName } from '../native/addon.js';
 import { doctor, type DoctorReport } from '../native/doctor.js';
+import { adviseDataParallel } from '../report/data-parallel-advice.js';
 
 export function runDoctor(json: boolean): void {
   const r = doctor();
@@ -35,4 +39,23 @@ export function doctorText(r: DoctorReport): string {
   rows.push(["backend 'auto'", `${r.auto.backend}: ${r.auto.why}`]);
   const w = Math.max(...rows.map(([k]) => k.length));
   return rows.map(([k, v]) => `${k.padEnd(w)}  ${v}`).join('\n');
+}
+
+export interface AdviceArgs {
+  layers: number[];
+  batch: number;
+  precision: PrecisionName;
+  optimizer: Optimizer;
+  devices: number[] | undefined;
+  gradients: GradientWire;
+  steps: number;
+  json: boolean;
+}
+
+export async function runDataParallelAdvice(a: AdviceArgs): Promise<void> {
+  const r = await adviseDataParallel(
+    { layers: a.layers, batch: a.batch, optimizer: a.optimizer },
+    { precision: a.precision, gradients: a.gradients, steps: a.steps, ...(a.devices ? { devices: a.devices } : {}) },
+  );
+  console.log(a.json ? JSON.stringify(r, null, 2) : `data parallelism: ${r.advice === 'group' ? 'use the group' : 'use one GPU'}: ${r.why}`);
 }

@@ -6,11 +6,11 @@ import { dirname, resolve } from 'node:path';
 import { Command, CommanderError, Option } from 'commander';
 import { NnArenaError } from '../core/errors.js';
 import { packageVersion } from '../native/doctor.js';
-import { runDoctor } from './doctor.js';
+import { runDataParallelAdvice, runDoctor } from './doctor.js';
 import { planLayout } from '../layout/plan.js';
 import type { Activation, Dtype, Optimizer, Order } from '../layout/header.js';
 import { ACTIVATION_TABLE, LOSS_TABLE, PRECISION_TABLE } from '../native/tables.generated.js';
-import type { LossName, PrecisionName } from '../native/addon.js';
+import type { GradientWire, LossName, PrecisionName } from '../native/addon.js';
 import type { LayoutSpec } from '../layout/spec.js';
 import { parseExtras, parseInteger, parseList, parseNumber, usage } from './format.js';
 import { planJson, planSummary } from './plan.js';
@@ -270,7 +270,31 @@ program
     "what this installation can do here: binary (prebuilt or local, CPU or CUDA, architectures), CPU, GPU, driver, cuBLAS, and the backend 'auto' picks",
   )
   .option('--json', 'print as JSON')
-  .action((o) => runDoctor(Boolean(o.json)));
+  .option('--data-parallel', 'instead: time a network on one GPU and on a group of GPUs, and say which trains faster here')
+  .option('--layers <list>', '--data-parallel: units per layer, input first', '784,1024,1024,10')
+  .option('--batch <n>', '--data-parallel: rows a GPU', '256')
+  .addOption(new Option('--precision <name>', "--data-parallel: the products' precision").choices(PRECISION_TABLE.map((p) => p.name)).default('fp32'))
+  .addOption(new Option('--optimizer <name>', '--data-parallel: optimizer').choices(optimizers().map((x) => x.name)).default('sgd'))
+  .option('--devices <list>', "--data-parallel: the group's devices (default: every GPU)")
+  .addOption(new Option('--gradients <wire>', '--data-parallel: what crosses the link').choices(['full', 'bf16']).default('full'))
+  .option('--steps <n>', '--data-parallel: steps timed on each side', '200')
+  .action(async (o, cmd: Command) => {
+    if (!o.dataParallel) {
+      const given = ['layers', 'batch', 'precision', 'optimizer', 'devices', 'gradients', 'steps'].find((k) => cmd.getOptionValueSource(k) === 'cli');
+      if (given) throw usage(`--${given}: applies to --data-parallel`);
+      return runDoctor(Boolean(o.json));
+    }
+    await runDataParallelAdvice({
+      layers: parseList(o.layers, 'layers'),
+      batch: parseInteger(o.batch, 'batch', 1),
+      precision: o.precision as PrecisionName,
+      optimizer: o.optimizer as Optimizer,
+      devices: o.devices === undefined ? undefined : parseList(o.devices, 'devices'),
+      gradients: o.gradients as GradientWire,
+      steps: parseInteger(o.steps, 'steps', 20),
+      json: Boolean(o.json),
+    });
+  });
 
 /** The argument parser's refusals in nn-arena's own form (`--flag: what is wrong, got 'value'`). */
 function commanderMessage(e: CommanderError): string {

@@ -181,7 +181,7 @@ function checkLoss(header: Uint8Array, loss: unknown, labelSmoothing: number): L
 /** The products' precision by name (a row of the generated NNA_PRECISIONS). What it needs of the
  *  arena (float32, the CUDA backend, no workspace under a deviceBudget, one model) is the native
  *  side's rule (csrc/train/check.cc), asked with the run checks below. */
-function checkPrecision(v: unknown): PrecisionName {
+export function checkPrecision(v: unknown): PrecisionName {
   if (v === undefined) return 'fp32';
   const row = PRECISION_TABLE.find((r) => r.name === v);
   if (typeof v !== 'string' || !row)

@@ -315,6 +315,19 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     120_000,
   );
 
+  // The measured advice (nn-arena doctor --data-parallel): both sides timed, the throughput their
+  // ratio, the advice what the ratio says. S-sized: two GPUs were slower than one on 2 x H200.
+  it('adviseDataParallel times one GPU and the group and advises by the ratio', async () => {
+    const { adviseDataParallel } = await import('../../src/tools.js');
+    const r = await adviseDataParallel({ layers: [784, 128, 10], batch: 100 }, { devices, precision: 'tf32', steps: 50 });
+    console.log(`nccl advice: ${r.advice}: ${r.why}`);
+    expect(r.oneGpuUsPerStep).toBeGreaterThan(0);
+    expect(r.groupUsPerStep).toBeGreaterThan(0);
+    expect(r.throughput).toBeCloseTo((world * r.oneGpuUsPerStep!) / r.groupUsPerStep!, 9);
+    expect(r.advice).toBe(r.throughput! >= 1.1 ? 'group' : 'one-gpu');
+    expect(r).toMatchObject({ devices, precision: 'tf32', perGpuBatch: 100 });
+  }, 120_000);
+
   // gradients: 'bf16': each range rounded to bf16 on the wire, the sums widened back. After a
   // step every dw is a bf16 value (the group's sum of bf16 values, rounded once); training keeps the replicas bit-identical, near the full wire's and not equal to it.
   it("gradients 'bf16' on the wire: reduced gradients are bf16 values, replicas bit-identical, near the full wire", async () => {
