@@ -49,6 +49,9 @@ struct GradSync {
   virtual void replaying(bool on) {}
   // The step's work is queued on `compute` (launched directly, or as a graph).
   virtual void stepLaunched(cudaStream_t compute) {}
+  // The graph that holds the sync's collectives, and how to destroy it: NCCL's abort and
+  // destroy wait until no graph names the communicator, so a failed group destroys it first.
+  virtual void graphOwner(std::function<void()> release) {}
   // End of the run's launches: the stats region becomes the group's (sums; the first bad step).
   virtual void endRun(cudaStream_t compute) = 0;
   // A launch failed part-way: the peers must not wait forever for this replica.

@@ -121,6 +121,11 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
             knob(Knob::CudaGraph, "1") != "0";
   if (graphs_ && cache_) graph_ = p.op == Op::Forward ? &cache_->forward : &cache_->graph;
   graph_->beginRun();
+  // A group's graph holds its collectives: the group may have to destroy it before an abort.
+  if (graphs_ && sync && cache_)
+    sync->graphOwner([weak = std::weak_ptr<RunCache>(cache_)] {
+      if (const std::shared_ptr<RunCache> c = weak.lock()) c->graph.release();
+    });
   // A scheduled lr: cuBLAS's folded products read alpha from the device, graphed or not (with
   // its scalars in device memory cuBLAS may pick another kernel, as it did for bf16), so that
   // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.

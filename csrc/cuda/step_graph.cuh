@@ -164,6 +164,10 @@ class StepGraph {
     return true;
   }
 
+  // Destroys the graph (one in flight is freed once it completes: cudaGraphExecDestroy); the next
+  // run captures again. From another thread only while the run that owns it is not launching.
+  void release() { drop(); }
+
   // Steps that ran as a graph launch (the captured one included).
   uint64_t replayed() const { return replayed_; }
   // Whether the graph was dropped for the run (capture failed, or replays kept differing).

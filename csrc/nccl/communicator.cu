@@ -23,6 +23,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <thread>
+#include <utility>
 
 #include "../core/env.h"
 #include "../core/failure.h"
@@ -53,9 +54,14 @@ struct CommGroup {
 
   size_t indexOf(const Communicator* c) const { return size_t(std::find(members.begin(), members.end(), c) - members.begin()); }
 
-  // With the mutex held: once failed and every member quiet, abort every rank at once.
+  // With the mutex held: once failed and every member quiet, abort every rank at once. The
+  // graphs that hold collectives go first (ncclCommAbort waits until no graph names its
+  // communicator; one in flight is freed as the abort ends its kernels); quiet, no member is
+  // launching.
   void abortIfQuiet() {
     if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
+    for (Communicator* m : members)
+      if (m->releaseGraph_) std::exchange(m->releaseGraph_, nullptr)();
     const nccl::Api& a = nccl::api();
     a.groupStart();
     for (void*& c : comms)
@@ -413,11 +419,14 @@ class NcclSync final : public GradSync {
     resetStep();
   }
 
-  // Opt-in (NN_ARENA_SYNC_GRAPHS=1): ncclCommAbort hangs while a graph's collective waits for a
-  // peer that failed, where a directly launched one is aborted. Not with the trace (its events
-  // mark each step from the host).
+  // Opt-in (NN_ARENA_SYNC_GRAPHS=1; docs/data-parallel.md, "Graphed group steps", on the
+  // default). Not with the trace (its events mark each step from the host).
   bool graphs() const override { return graphs_ && !trace_->on(); }
   void replaying(bool on) override { replaying_ = on; }
+  void graphOwner(std::function<void()> release) override {
+    std::lock_guard<std::mutex> lock(c_.group_->mutex);
+    c_.releaseGraph_ = std::move(release);
+  }
 
   void stepLaunched(cudaStream_t compute) override {
     replaying_ = false;

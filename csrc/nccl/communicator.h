@@ -6,6 +6,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -68,6 +69,7 @@ class Communicator {
   void park();
   [[noreturn]] void parkAndThrow();
   friend class NcclSync;
+  friend struct CommGroup;
   int rank_, world_, device_;
   Wire wire_;
   void* scratch_ = nullptr;  // Wire::Bf16: a range's gradients in bfloat16 while they are reduced
@@ -80,6 +82,9 @@ class Communicator {
   void* free_ = nullptr;                // cudaEvent_t: compute -> updates (a layer's weights read for the step)
   void* done_[2] = {nullptr, nullptr};  // cudaEvent_t: stream -> compute, even and odd steps
   double* saved_ = nullptr;             // device scratch: the stats before a run (8 values)
+  // Destroys the graph (of this rank's arena) that holds collectives of comm_; set by a graphed
+  // run (GradSync::graphOwner), called under the group's mutex before an abort.
+  std::function<void()> releaseGraph_;
   std::shared_ptr<CommGroup> group_;
 };
 

@@ -422,24 +422,33 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     }
   }, 180_000);
 
-  it('a failing replica rejects the run with its cause; the group then refuses to run', async () => {
-    const group = DataParallel.create(planLayout(spec(PER_GPU, 64, 'layer-major', 'sgd')), { devices });
-    try {
-      const t = new Trainer(group);
-      t.init(1);
-      await t.fit(data(64), { epochs: 1 }); // connections up
-      const base = { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 64, reduce: true, globalBatch: PER_GPU * world };
-      const params = devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU }));
-      params[world - 1] = { ...params[world - 1]!, shardOffset: PER_GPU * world }; // outside the global batch
-      await expect(runGroup(group, params)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
-      await expect(
-        runGroup(
-          group,
-          devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU })),
-        ),
-      ).rejects.toMatchObject({ code: 'NCCL_ERROR' });
-    } finally {
-      group.dispose();
-    }
-  }, 60_000);
+  // Graphed (NN_ARENA_SYNC_GRAPHS=1): the healthy replica's run replays the graph its fit left,
+  // whose all-reduce waits for the failed one; the group destroys the graphs before aborting
+  // (NCCL's abort waits until none names the communicator).
+  it.each(['0', '1'])(
+    'a failing replica rejects the run with its cause; the group then refuses to run (graphs %s)',
+    async (graphs) => {
+      process.env.NN_ARENA_SYNC_GRAPHS = graphs;
+      const group = DataParallel.create(planLayout(spec(PER_GPU, 64, 'layer-major', 'sgd')), { devices });
+      try {
+        const t = new Trainer(group);
+        t.init(1);
+        await t.fit(data(64), { epochs: 1 }); // connections up
+        const base = { op: OPS.train, loss: LOSSES['cross-entropy'], resident: true, samples: 64, reduce: true, globalBatch: PER_GPU * world };
+        const params = devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU }));
+        params[world - 1] = { ...params[world - 1]!, shardOffset: PER_GPU * world }; // outside the global batch
+        await expect(runGroup(group, params)).rejects.toMatchObject({ code: 'BAD_ARGUMENT' });
+        await expect(
+          runGroup(
+            group,
+            devices.map((_, r) => ({ ...base, shardOffset: r * PER_GPU })),
+          ),
+        ).rejects.toMatchObject({ code: 'NCCL_ERROR' });
+      } finally {
+        group.dispose();
+        delete process.env.NN_ARENA_SYNC_GRAPHS;
+      }
+    },
+    60_000,
+  );
 });
