@@ -10,7 +10,7 @@
 // Runs on the GPU machine: bash .gpu/run.sh bash scripts/gpu-session.sh nccl
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
 import { runGroup } from '../../src/parallel/data-parallel.js';
 import { handleOf } from '../../src/arena/arena.js';
@@ -70,6 +70,10 @@ const maxAbsDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => M
 describe.skipIf(!ready)('data parallelism over NCCL', () => {
   const world = Math.min(info.devices, 8);
   const devices = Array.from({ length: world }, (_, i) => i);
+  // Tests that set NN_ARENA_SYNC_GRAPHS leave it unset, whatever failed.
+  afterEach(() => {
+    delete process.env.NN_ARENA_SYNC_GRAPHS;
+  });
 
   it('an arena on device 1 trains exactly as one on device 0', async () => {
     const plan = planLayout(spec(PER_GPU, 64, 'layer-major', 'adam'));
@@ -361,66 +365,72 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     }
   }, 120_000);
 
-  it('two processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT) end bit-identical and equal to the in-process group', async () => {
-    const port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, '127.0.0.1', () => {
-        const p = (s.address() as net.AddressInfo).port;
-        s.close(() => resolve(p));
-      });
-    });
-    const samples = PER_GPU * 2 * 4 + 3;
-    const sp = spec(PER_GPU, samples, 'kind-major', 'adam');
-    const run = { samples, epochs: 2, seed: 6, lr: 0.01 };
-    const rank = (r: number) =>
-      new Promise<{ rank: number; weights?: string; loss?: number; code?: string; message?: string }>((resolve, reject) => {
-        const p = spawn(process.execPath, ['test/fixtures/nccl-rank.mjs'], {
-          env: {
-            ...process.env,
-            RANK: String(r),
-            LOCAL_RANK: String(r),
-            WORLD_SIZE: '2',
-            MASTER_ADDR: '127.0.0.1',
-            MASTER_PORT: String(port),
-            DP_SPEC: JSON.stringify(sp),
-            DP_RUN: JSON.stringify(run),
-          },
-          stdio: ['ignore', 'pipe', 'inherit'],
-        });
-        let out = '';
-        p.stdout.on('data', (c) => {
-          out += c;
-        });
-        p.on('error', reject);
-        p.on('close', () => {
-          try {
-            resolve(JSON.parse(out.trim().split('\n').pop()!));
-          } catch {
-            reject(new Error(`rank ${r}: ${out}`));
-          }
+  it.each(['0', '1'])(
+    'two processes (RANK, WORLD_SIZE, MASTER_ADDR/PORT) end bit-identical and equal to the in-process group (graphs %s)',
+    async (graphs) => {
+      process.env.NN_ARENA_SYNC_GRAPHS = graphs; // the ranks inherit it
+      const port = await new Promise<number>((resolve) => {
+        const s = net.createServer().listen(0, '127.0.0.1', () => {
+          const p = (s.address() as net.AddressInfo).port;
+          s.close(() => resolve(p));
         });
       });
-    const [r0, r1] = await Promise.all([rank(0), rank(1)]);
-    expect(r0.code, r0.message).toBeUndefined();
-    expect(r1.code, r1.message).toBeUndefined();
-    expect(r0.weights).toBe(r1.weights);
-    expect(r0.loss).toBe(r1.loss);
-    // The same training in one process.
-    const group = DataParallel.create(planLayout(sp), { devices: [0, 1] });
-    try {
-      const t = new Trainer(group, { lr: run.lr });
-      t.init(run.seed);
-      const d = data(samples);
-      const r = await t.fit(d, { epochs: run.epochs, seed: run.seed });
-      const a = group.replicas[0]!;
-      a.toHost();
-      const mine: Buffer[] = [];
-      for (let l = 1; l < sp.layers.length; l++) for (const k of ['w', 'b'] as const) mine.push(Buffer.from(Float64Array.from(a.view(l, k)).buffer));
-      expect(Buffer.concat(mine).toString('base64')).toBe(r0.weights);
-      expect(r.loss).toBe(r0.loss);
-    } finally {
-      group.dispose();
-    }
-  }, 180_000);
+      const samples = PER_GPU * 2 * 4 + 3;
+      const sp = spec(PER_GPU, samples, 'kind-major', 'adam');
+      const run = { samples, epochs: 2, seed: 6, lr: 0.01 };
+      const rank = (r: number) =>
+        new Promise<{ rank: number; weights?: string; loss?: number; code?: string; message?: string }>((resolve, reject) => {
+          const p = spawn(process.execPath, ['test/fixtures/nccl-rank.mjs'], {
+            env: {
+              ...process.env,
+              RANK: String(r),
+              LOCAL_RANK: String(r),
+              WORLD_SIZE: '2',
+              MASTER_ADDR: '127.0.0.1',
+              MASTER_PORT: String(port),
+              DP_SPEC: JSON.stringify(sp),
+              DP_RUN: JSON.stringify(run),
+            },
+            stdio: ['ignore', 'pipe', 'inherit'],
+          });
+          let out = '';
+          p.stdout.on('data', (c) => {
+            out += c;
+          });
+          p.on('error', reject);
+          p.on('close', () => {
+            try {
+              resolve(JSON.parse(out.trim().split('\n').pop()!));
+            } catch {
+              reject(new Error(`rank ${r}: ${out}`));
+            }
+          });
+        });
+      const [r0, r1] = await Promise.all([rank(0), rank(1)]);
+      expect(r0.code, r0.message).toBeUndefined();
+      expect(r1.code, r1.message).toBeUndefined();
+      expect(r0.weights).toBe(r1.weights);
+      expect(r0.loss).toBe(r1.loss);
+      // The same training in one process.
+      const group = DataParallel.create(planLayout(sp), { devices: [0, 1] });
+      try {
+        const t = new Trainer(group, { lr: run.lr });
+        t.init(run.seed);
+        const d = data(samples);
+        const r = await t.fit(d, { epochs: run.epochs, seed: run.seed });
+        const a = group.replicas[0]!;
+        a.toHost();
+        const mine: Buffer[] = [];
+        for (let l = 1; l < sp.layers.length; l++) for (const k of ['w', 'b'] as const) mine.push(Buffer.from(Float64Array.from(a.view(l, k)).buffer));
+        expect(Buffer.concat(mine).toString('base64')).toBe(r0.weights);
+        expect(r.loss).toBe(r0.loss);
+      } finally {
+        group.dispose();
+        delete process.env.NN_ARENA_SYNC_GRAPHS;
+      }
+    },
+    180_000,
+  );
 
   // Graphed (NN_ARENA_SYNC_GRAPHS=1): the healthy replica's run replays the graph its fit left,
   // whose all-reduce waits for the failed one; the group destroys the graphs before aborting
