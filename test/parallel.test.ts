@@ -351,7 +351,7 @@ describe('adviseDataParallel (nn-arena/tools)', () => {
     const one = await adviseDataParallel(spec, { devices: [0], precision: 'tf32' });
     expect(one).toEqual({
       advice: 'one-gpu',
-      why: 'a group needs 2 or more GPUs; 1 found',
+      why: 'a group needs 2 or more GPUs; 1 given',
       devices: [0],
       precision: 'tf32',
       perGpuBatch: 5,

@@ -61,7 +61,13 @@ struct CommGroup {
   void abortIfQuiet() {
     if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
     for (Communicator* m : members)
-      if (m->releaseGraph_) std::exchange(m->releaseGraph_, nullptr)();
+      if (m->releaseGraph_) {
+        int previous = -1;
+        if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
+        cudaSetDevice(m->device_);  // the graph's device
+        std::exchange(m->releaseGraph_, nullptr)();
+        if (previous >= 0) cudaSetDevice(previous);
+      }
     const nccl::Api& a = nccl::api();
     a.groupStart();
     for (void*& c : comms)

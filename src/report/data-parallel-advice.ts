@@ -70,7 +70,12 @@ export async function adviseDataParallel(spec: LayoutSpec, options: DataParallel
   const info = cudaInfo();
   const devices = [...(options.devices ?? Array.from({ length: info.built ? info.devices : 0 }, (_, i) => i))];
   if (devices.length < 2)
-    return unmeasured(`a group needs 2 or more GPUs; ${devices.length} ${info.built ? 'found' : '(a CPU-only binary)'}`, devices, precision, batch);
+    return unmeasured(
+      `a group needs 2 or more GPUs; ${devices.length} ${options.devices ? 'given' : info.built ? 'found' : '(a CPU-only binary)'}`,
+      devices,
+      precision,
+      batch,
+    );
   const nccl = ncclInfo();
   if (!nccl.available) return unmeasured(`NCCL is not available (${nccl.why}): a group cannot reduce its gradients`, devices, precision, batch);
 
