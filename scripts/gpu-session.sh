@@ -9,6 +9,8 @@
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
 # the torch.func reference, JSON under $OUT).
+# graphs (issue 52: graphed group steps, NN_ARENA_SYNC_GRAPHS: the NCCL tests, then S and M in tf32 and bf16, both
+# orders, graphs off and on, by bench/data-parallel.mjs; JSON under $OUT/graphs-<order>-<0|1>/).
 # nccl (data parallelism over NCCL: test/gpu/nccl.gpu.test.ts, then bench/data_parallel_ddp.py on one GPU and on two, bench/allreduce_floor.py, then bench/data-parallel.mjs in fp32 / tf32 / bf16, both wires, with DDP's steps and the floor beside).
 # optim (issue 28: the PyTorch fixtures regenerated with the machine's torch into $OUT/optim.json,
 # test/gpu/optimizers.gpu.test.ts on the fused, cuBLAS and tiled paths, the S step bench Adam
@@ -147,6 +149,15 @@ for part in "$@"; do
       NN_ARENA_STEP_PATH=fused node bench/models.mjs --no-torch --out "$OUT/models-fused.json"
       NN_ARENA_STEP_PATH=layers node bench/models.mjs --no-torch --out "$OUT/models-layers.json"
       node bench/models.mjs --out "$OUT/models-auto.json" ;;  # auto path, and torch.func in the same call
+    graphs)  # issue 52: graphed group steps against direct launches, the same call
+      vitest run test/gpu/nccl.gpu.test.ts > "$OUT/nccl-tests.log" 2>&1
+      grep -hE "×|FAIL|Tests |AssertionError" "$OUT/nccl-tests.log" | cut -c1-300 | tail -20
+      for order in layer-major kind-major; do
+        for g in 0 1; do
+          NN_ARENA_SYNC_GRAPHS=$g UV_THREADPOOL_SIZE=16 node bench/data-parallel.mjs --nets S,M --precisions tf32,bf16 --order $order --out "$OUT/graphs-$order-$g" 2>&1 |
+            grep -E "^(S|M) " | cut -c1-160 | sed "s/^/[$order graphs $g] /"
+        done
+      done ;;
     nccl)  # issue 20: 2+ GPUs and libnccl.so.2 (NCCL 2.28 in the system library path)
       nvidia-smi topo -m 2>&1 | head -12 > "$OUT/nccl-topo.txt"
       ls /usr/lib/x86_64-linux-gnu/libnccl* /usr/local/lib/libnccl* 2>/dev/null | head -3
