@@ -3,6 +3,7 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <new>
 #include <string>
 
 #include "../core/failure.h"
@@ -37,6 +38,15 @@ class DeviceScope {
     CUDA_CHECK(cudaGetDevice(&previous_));
     if (previous_ != device)
       CUDA_CHECK(cudaSetDevice(device));
+    else
+      previous_ = -1;
+  }
+  // Quiet, for destructors and failure paths: a CUDA error does not throw (where the current
+  // device cannot be read, `device` is made current and nothing is put back).
+  DeviceScope(int device, const std::nothrow_t&) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    if (previous_ != device)
+      cudaSetDevice(device);
     else
       previous_ = -1;
   }

@@ -113,7 +113,8 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
   allocateScaledCopies(shelf);
   // Not with a memory scheduler (its work between launches is host-side) or a group whose sync
-  // cannot take part (GradSync::graphs), nor for runs too short to repay the capture. NN_ARENA_CUDA_GRAPH=0 launches every step directly.
+  // cannot take part (GradSync::graphs), nor for runs too short to repay the capture.
+  // NN_ARENA_CUDA_GRAPH=0 launches every step directly.
   // One-step training runs (step() in a loop) and forward runs (predict()'s batches) take part
   // where the arena keeps a cache: the first captures its only step, the next replay it, as a
   // long run's later steps do; each kind in a graph of its own.

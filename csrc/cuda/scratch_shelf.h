@@ -25,11 +25,8 @@ class ScratchShelf {
   ~ScratchShelf() {
     for (Held& h : held_) {
       if (!h.p) continue;
-      int previous = -1;
-      cudaGetDevice(&previous);
-      cudaSetDevice(h.device);
+      DeviceScope scope(h.device, std::nothrow);
       cudaFree(h.p);
-      cudaSetDevice(previous);
     }
   }
   // At least `bytes` for `slot` on the current device: the bytes kept there if they are enough.

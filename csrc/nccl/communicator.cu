@@ -62,11 +62,8 @@ struct CommGroup {
     if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
     for (Communicator* m : members)
       if (m->releaseGraph_) {
-        int previous = -1;
-        if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-        cudaSetDevice(m->device_);  // the graph's device
+        DeviceScope scope(m->device_, std::nothrow);  // the graph's device
         std::exchange(m->releaseGraph_, nullptr)();
-        if (previous >= 0) cudaSetDevice(previous);
       }
     const nccl::Api& a = nccl::api();
     a.groupStart();
@@ -177,9 +174,7 @@ std::shared_ptr<Communicator> Communicator::createRank(const NcclId& id, int wor
 }
 
 Communicator::~Communicator() {
-  int previous = -1;
-  if (cudaGetDevice(&previous) != cudaSuccess) previous = -1;
-  cudaSetDevice(device_);
+  DeviceScope scope(device_, std::nothrow);
   if (group_) {
     std::lock_guard<std::mutex> lock(group_->mutex);
     const size_t i = group_->indexOf(this);
@@ -205,7 +200,6 @@ Communicator::~Communicator() {
   if (updates_) cudaStreamDestroy(static_cast<cudaStream_t>(updates_));
   if (saved_) cudaFree(saved_);
   if (scratch_) cudaFree(scratch_);
-  if (previous >= 0) cudaSetDevice(previous);
 }
 
 void Communicator::runStarting() {
