@@ -30,33 +30,36 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
   // Files since the wall clock was measured lead with it (and with PyTorch DDP where it ran).
   const wall = r.rows.every((x) => x.speedupWall !== undefined);
   const ddp = r.rows.find((x) => x.ddp)?.ddp;
-  // A bf16-wire row is a column of its full-wire row; the floor, where measured, another.
-  const bf16 = (x: DataParallelRow) => r.rows.find((y) => y.gradients === 'bf16' && y.net === x.net && y.precision === x.precision);
-  const wires = r.rows.some((x) => x.gradients === 'bf16');
+  // A bf16-wire row is a column of its full-wire row (among the rows of its own table: the
+  // file's, or a variant's); the floor, where measured, another.
+  const wires = [r.rows, ...(r.variants ?? []).map((v) => v.rows)].some((rows) => rows.some((x) => x.gradients === 'bf16'));
   const floors = r.rows.some((x) => x.floor);
   const withinFloor = (x: DataParallelRow) => (x.floor ? ` (floor +10%: ${x.group.wallUsPerStep! <= 1.1 * x.floor.stepUs ? 'met' : 'missed'})` : '');
-  const row = (x: DataParallelRow, label = '') => [
-    `${x.net} ${x.layers.join('-')}${label}`,
-    ...(wall ? [`${x.precision ?? 'fp32'}`] : []),
-    String(x.perGpuBatch),
-    ...(wall
-      ? [
-          fix(x.oneGpu.wallUsPerStep!),
-          fix(x.group.wallUsPerStep!),
-          `${fix(x.speedupWall!, 2)}x`,
-          ...(wires ? [bf16(x) ? `${fix(bf16(x)!.group.wallUsPerStep!)} (${fix(bf16(x)!.speedupWall!, 2)}x)` : '—'] : []),
-          ...(floors ? [x.floor ? `${fix(x.floor.stepUs)} (${fix(x.floor.allReduceUs)})` : '—'] : []),
-          x.ddp ? `${fix(x.ddp.oneGpuUsPerStep)} / ${fix(x.ddp.groupUsPerStep)} (${fix(x.ddp.speedup, 2)}x)` : '—',
-        ]
-      : []),
-    `${fix(x.oneGpu.usPerStep)} (${x.oneGpu.path})`,
-    fix(x.oneGpuLayers.usPerStep),
-    fix(x.group.usPerStep),
-    `${fix(x.speedup, 2)}x`,
-    `${fix(100 * x.allReduceShare)}%`,
-    String(x.group.replicasIdentical),
-    x.target ? `>= ${x.target}x ${(wall ? x.speedupWall! : x.speedup) >= x.target ? 'met' : 'missed'}${withinFloor(x)}` : '—',
-  ];
+  const row = (x: DataParallelRow, among: DataParallelRow[], label = '') => {
+    const b = among.find((y) => y.gradients === 'bf16' && y.net === x.net && y.precision === x.precision);
+    return [
+      `${x.net} ${x.layers.join('-')}${label}`,
+      ...(wall ? [`${x.precision ?? 'fp32'}`] : []),
+      String(x.perGpuBatch),
+      ...(wall
+        ? [
+            fix(x.oneGpu.wallUsPerStep!),
+            fix(x.group.wallUsPerStep!),
+            `${fix(x.speedupWall!, 2)}x`,
+            ...(wires ? [b ? `${fix(b.group.wallUsPerStep!)} (${fix(b.speedupWall!, 2)}x)` : '—'] : []),
+            ...(floors ? [x.floor ? `${fix(x.floor.stepUs)} (${fix(x.floor.allReduceUs)})` : '—'] : []),
+            x.ddp ? `${fix(x.ddp.oneGpuUsPerStep)} / ${fix(x.ddp.groupUsPerStep)} (${fix(x.ddp.speedup, 2)}x)` : '—',
+          ]
+        : []),
+      `${fix(x.oneGpu.usPerStep)} (${x.oneGpu.path})`,
+      fix(x.oneGpuLayers.usPerStep),
+      fix(x.group.usPerStep),
+      `${fix(x.speedup, 2)}x`,
+      `${fix(100 * x.allReduceShare)}%`,
+      String(x.group.replicasIdentical),
+      x.target ? `>= ${x.target}x ${(wall ? x.speedupWall! : x.speedup) >= x.target ? 'met' : 'missed'}${withinFloor(x)}` : '—',
+    ];
+  };
   const full = (rows: DataParallelRow[]) => rows.filter((x) => x.gradients !== 'bf16');
   return [
     `## Data parallelism, one process: ${r.machine}${r.host.nccl ? ` (NCCL ${ncclVersion(r.host.nccl)})` : ''}`,
@@ -88,7 +91,7 @@ export function dataParallelSection(file: string, r: DataParallel): string[] {
         'replicas identical',
         'target',
       ],
-      [...full(r.rows).map((x) => row(x)), ...(r.variants ?? []).flatMap((v) => full(v.rows).map((x) => row(x, ` (${v.order})`)))],
+      [...full(r.rows).map((x) => row(x, r.rows)), ...(r.variants ?? []).flatMap((v) => full(v.rows).map((x) => row(x, v.rows, ` (${v.order})`)))],
       1,
     ),
     '',

@@ -280,8 +280,9 @@ program
   .option('--steps <n>', '--data-parallel: steps timed on each side', '200')
   .action(async (o, cmd: Command) => {
     if (!o.dataParallel) {
-      const given = ['layers', 'batch', 'precision', 'optimizer', 'devices', 'gradients', 'steps'].find((k) => cmd.getOptionValueSource(k) === 'cli');
-      if (given) throw usage(`--${given}: applies to --data-parallel`);
+      // The options whose help says they are --data-parallel's.
+      const given = cmd.options.find((x) => x.description.startsWith('--data-parallel:') && cmd.getOptionValueSource(x.attributeName()) === 'cli');
+      if (given) throw usage(`${given.long}: applies to --data-parallel`);
       return runDoctor(Boolean(o.json));
     }
     await runDataParallelAdvice({

@@ -81,37 +81,29 @@ export async function adviseDataParallel(spec: LayoutSpec, options: DataParallel
 
   const layers = plan.spec.layers;
   const zeros = (n: number) => (plan.spec.dtype === 'float64' ? new Float64Array(n) : new Float32Array(n));
-  // Zeros: category 0 for an embedding's columns, class 0 for labels. One fit uploads the data
-  // set and captures the graphs, then the timed one.
-  const timed = async (t: Trainer, rows: number) => {
-    const x = zeros(rows * layers[0]!);
-    const set = t.loss === 'cross-entropy' ? new Dataset({ x, labels: new Int32Array(rows) }) : new Dataset({ x, y: zeros(rows * layers.at(-1)!) });
-    await t.fit(set, { epochs: 1, shuffle: false });
-    const t0 = performance.now();
-    const r = await t.fit(set, { epochs: 1, shuffle: false });
-    return ((performance.now() - t0) * 1e3) / r.steps;
+  // A fit's wall clock a step on `target` (disposed after), over `rows` of zeros: category 0 for
+  // an embedding's columns, class 0 for labels. One fit uploads the data set and captures the
+  // graphs, then the timed one.
+  const timed = async (target: Arena | DataParallel, rows: number) => {
+    try {
+      const t = new Trainer(target, { precision });
+      t.init(1);
+      const x = zeros(rows * layers[0]!);
+      const set = t.loss === 'cross-entropy' ? new Dataset({ x, labels: new Int32Array(rows) }) : new Dataset({ x, y: zeros(rows * layers.at(-1)!) });
+      await t.fit(set, { epochs: 1, shuffle: false });
+      const t0 = performance.now();
+      const r = await t.fit(set, { epochs: 1, shuffle: false });
+      return ((performance.now() - t0) * 1e3) / r.steps;
+    } finally {
+      target.dispose();
+    }
   };
-  const one = Arena.create(planLayout({ ...spec, samples: steps * batch }), { backend: 'cuda', device: devices[0] });
-  let oneUs: number;
-  try {
-    const t = new Trainer(one, { precision });
-    t.init(1);
-    oneUs = await timed(t, steps * batch);
-  } finally {
-    one.dispose();
-  }
-  const group = DataParallel.create(planLayout({ ...spec, samples: steps * batch * devices.length }), {
-    devices,
-    ...(options.gradients ? { gradients: options.gradients } : {}),
-  });
-  let groupUs: number;
-  try {
-    const t = new Trainer(group, { precision });
-    t.init(1);
-    groupUs = await timed(t, steps * batch * devices.length);
-  } finally {
-    group.dispose();
-  }
+  const oneUs = await timed(Arena.create(planLayout({ ...spec, samples: steps * batch }), { backend: 'cuda', device: devices[0] }), steps * batch);
+  const groupRows = steps * batch * devices.length;
+  const groupUs = await timed(
+    DataParallel.create(planLayout({ ...spec, samples: groupRows }), { devices, ...(options.gradients ? { gradients: options.gradients } : {}) }),
+    groupRows,
+  );
   const throughput = (devices.length * oneUs) / groupUs;
   const figures = `one GPU ${oneUs.toFixed(1)} us a step, the group of ${devices.length} ${groupUs.toFixed(1)} us (throughput ${throughput.toFixed(2)}x, ${precision}, ${batch} rows a GPU)`;
   return {
