@@ -34,9 +34,8 @@
 //                                 product, steps on a stream of their own)
 //   NN_ARENA_SYNC_SLICE           data parallelism, overlapped: a large first layer's dw reduced in
 //                                 slices of this many MiB as its product writes them (default 0: whole)
-//   NN_ARENA_SYNC_GRAPHS          data parallelism: 1 captures a replica's steps, all-reduces included,
-//                                 as a CUDA graph (default 0: docs/data-parallel.md, "Graphed group
-//                                 steps", says why)
+//   NN_ARENA_SYNC_GRAPHS          data parallelism: a replica's steps, all-reduces included, captured
+//                                 as a CUDA graph (default 1; 0 launches each step directly)
 //   NN_ARENA_UM_TRACE             managed scheduler: print every mover op and compute wait
 //   NN_ARENA_UM_EVICT_DEAD        managed scheduler: discard (default) | discard-host | host
 //   NN_ARENA_UM_PLACE             managed scheduler: discard-device (default) | device

@@ -164,8 +164,9 @@ class StepGraph {
     return true;
   }
 
-  // Destroys the graph (one in flight is freed once it completes: cudaGraphExecDestroy); the next
-  // run captures again. From another thread only while the run that owns it is not launching.
+  // Destroys the graph; the next run captures again. From another thread only while the run
+  // that owns it is not launching, and not while it is in flight: destroying it then waits for
+  // it to finish (CommGroup::abortIfQuiet, communicator.cu, drains the device first).
   void release() { drop(); }
 
   // Steps that ran as a graph launch (the captured one included).

@@ -54,25 +54,51 @@ struct CommGroup {
 
   size_t indexOf(const Communicator* c) const { return size_t(std::find(members.begin(), members.end(), c) - members.begin()); }
 
-  // With the mutex held: once failed and every member quiet, abort every rank at once. The
-  // graphs that hold collectives go first (ncclCommAbort waits until no graph names its
-  // communicator; one in flight is freed as the abort ends its kernels); quiet, no member is
-  // launching.
+  // With the mutex held: once failed and every member quiet, abort every rank at once. A graph
+  // that holds collectives is a knot: NCCL's abort waits until no graph names its communicator,
+  // destroying a graph still in flight waits for the graph to finish, and a graph whose peer
+  // failed finishes only once the abort has stopped its kernels. So, where graphs are kept, the
+  // abort runs on a thread of its own; once it has raised the communicators' abort flags (its
+  // first act, before it waits), this thread waits for each graph's device to drain and
+  // destroys the graphs, and the abort can end. Quiet, no member is launching.
   void abortIfQuiet() {
     if (!failed || aborted || std::find(quiet.begin(), quiet.end(), false) != quiet.end()) return;
+    std::vector<std::pair<int, std::function<void()>>> graphs;
     for (Communicator* m : members)
-      if (m->releaseGraph_) {
-        DeviceScope scope(m->device_, std::nothrow);  // the graph's device
-        std::exchange(m->releaseGraph_, nullptr)();
+      if (m->releaseGraph_) graphs.emplace_back(m->device_, std::exchange(m->releaseGraph_, nullptr));
+    std::mutex raisedMutex;
+    std::condition_variable raisedCv;
+    bool raised = false;
+    auto abortAll = [&] {
+      const nccl::Api& a = nccl::api();
+      a.groupStart();
+      for (void*& c : comms)
+        if (c) {
+          a.commAbort(static_cast<nccl::Comm>(c));  // raises the flags now; waits in groupEnd
+          c = nullptr;
+        }
+      {
+        std::lock_guard<std::mutex> lock(raisedMutex);
+        raised = true;
       }
-    const nccl::Api& a = nccl::api();
-    a.groupStart();
-    for (void*& c : comms)
-      if (c) {
-        a.commAbort(static_cast<nccl::Comm>(c));
-        c = nullptr;
+      raisedCv.notify_all();
+      a.groupEnd();
+    };
+    if (graphs.empty()) {
+      abortAll();
+    } else {
+      std::thread aborting(abortAll);
+      {
+        std::unique_lock<std::mutex> lock(raisedMutex);
+        raisedCv.wait(lock, [&] { return raised; });
       }
-    a.groupEnd();
+      for (auto& [device, release] : graphs) {
+        DeviceScope scope(device, std::nothrow);
+        (void)cudaDeviceSynchronize();  // the stopped kernels end; an error here is the failure's own
+        release();
+      }
+      aborting.join();
+    }
     aborted = true;
     cv.notify_all();
   }
@@ -325,7 +351,7 @@ class NcclSync final : public GradSync {
     for (const Piece& p : pieces_)
       for (uint32_t l : p.layers) piecesOfLayer_[l]++;
     overlap_ = knob(Knob::SyncOverlap, "1") != "0";
-    graphs_ = knobOn(Knob::SyncGraphs);
+    graphs_ = knob(Knob::SyncGraphs, "1") != "0";
     const uint64_t sliceBytes = uint64_t(knobInt(Knob::SyncSlice, kSliceMiB, 0, 1 << 20)) << 20;
     // Slices: the lowest layer with a gradient (the last one handed over), a dense layer of one
     // model whose range holds no other layer's gradient.
@@ -419,8 +445,8 @@ class NcclSync final : public GradSync {
     resetStep();
   }
 
-  // Opt-in (NN_ARENA_SYNC_GRAPHS=1; docs/data-parallel.md, "Graphed group steps", on the
-  // default). Not with the trace (its events mark each step from the host).
+  // On unless NN_ARENA_SYNC_GRAPHS=0 (docs/data-parallel.md, "Graphed group steps"). Not with
+  // the trace (its events mark each step from the host).
   bool graphs() const override { return graphs_ && !trace_->on(); }
   void replaying(bool on) override { replaying_ = on; }
   void graphOwner(std::function<void()> release) override {
@@ -559,7 +585,7 @@ class NcclSync final : public GradSync {
   uint64_t step_ = 0;
   bool replaying_ = false;         // the run's step is a graph replay: queue nothing
   bool overlap_ = true;            // NN_ARENA_SYNC_OVERLAP (read per run)
-  bool graphs_ = false;            // NN_ARENA_SYNC_GRAPHS (read per run)
+  bool graphs_ = true;             // NN_ARENA_SYNC_GRAPHS (read per run)
   __nv_bfloat16* wire_ = nullptr;  // Wire::Bf16: the communicator's scratch (the largest range, in bf16)
   // The layer whose weight gradient is reduced in slices (none: 0, never a hidden layer's index
   // with a gradient), their count, the layer's units, a unit's bytes of dw, dw's offset.

@@ -273,10 +273,10 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     240_000,
   );
 
-  // Graphed group steps (NN_ARENA_SYNC_GRAPHS=1, GradSync::graphs): from the second step a
-  // replica's step, its all-reduces and its other streams' steps included, is captured once and
-  // replayed; the same kernels and collectives in the same order as direct launches (the
-  // default), so the same bits, in either schedule, either order, on either wire, with an
+  // Graphed group steps (NN_ARENA_SYNC_GRAPHS, on by default; GradSync::graphs): from the second
+  // step a replica's step, its all-reduces and its other streams' steps included, is captured
+  // once and replayed; the same kernels and collectives in the same order as direct launches
+  // (NN_ARENA_SYNC_GRAPHS=0), so the same bits, in either schedule, either order, on either wire, with an
   // uneven last step.
   it.each([
     ['float64', 'layer-major', 'momentum', 'full', '1'],
@@ -432,9 +432,9 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     180_000,
   );
 
-  // Graphed (NN_ARENA_SYNC_GRAPHS=1): the healthy replica's run replays the graph its fit left,
-  // whose all-reduce waits for the failed one; the group destroys the graphs before aborting
-  // (NCCL's abort waits until none names the communicator).
+  // Graphed (NN_ARENA_SYNC_GRAPHS, on by default): the healthy replica's run replays the graph
+  // its fit left, whose all-reduce waits for the failed one; the group aborts on a thread of its
+  // own and destroys the graphs meanwhile (NCCL's abort waits until none names the communicator).
   it.each(['0', '1'])(
     'a failing replica rejects the run with its cause; the group then refuses to run (graphs %s)',
     async (graphs) => {
