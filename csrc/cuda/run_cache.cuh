@@ -16,7 +16,8 @@ struct RunCache {
   void* blas = nullptr;
   ScratchShelf shelf;
   StepGraph graph;    // a training step's; names the shelf's bytes: it goes first
-  StepGraph forward;  // a forward run's (predict()'s batches), kept apart so that the two alternate
+  StepGraph forward;  // a forward run's (predict()'s batch), kept apart so that the two alternate
+  StepGraph fed;      // a fed run's batches' (run_feed.cuh: no copies of its own, the plan's rows)
 };
 
 // The arena's cache for a run on `lane` (a new one where the last run held another lane), or

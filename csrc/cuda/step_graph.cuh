@@ -164,6 +164,16 @@ class StepGraph {
     return true;
   }
 
+  // The graph launched again as it stands, nothing compared: for a caller that knows the step is
+  // the one the graph last ran (a fed run's batches after the first: runFeed). False where there
+  // is no graph.
+  bool relaunch(cudaStream_t s) {
+    if (!exec_) return false;
+    CUDA_CHECK(cudaGraphLaunch(exec_, s));
+    ++replayed_;
+    return true;
+  }
+
   // Destroys the graph; the next run captures again. From another thread only while the run
   // that owns it is not launching, and not while it is in flight: destroying it then waits for
   // it to finish (CommGroup::abortIfQuiet, communicator.cu, drains the device first).

@@ -62,7 +62,8 @@ struct RunParams {
   // where the run leaves it at its end (the arena's Block), or null.
   LossScale lossScale;
   LossScale* lossScaleOut = nullptr;
-  // Where a CUDA per-layer run records how many of its steps ran as a CUDA graph launch, or null.
+  // Where a CUDA per-layer run records how many of its steps (a fed run: its batches) ran as a CUDA
+  // graph launch, or null.
   uint64_t* graphSteps = nullptr;
   // Where a CUDA per-layer run records how many products of its first step carried a fused
   // cuBLASLt epilogue (0: none), or null. What tests observe of the epilogues.
