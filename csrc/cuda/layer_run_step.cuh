@@ -120,8 +120,8 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   // its only step, the next replay it, as a long run's later steps do; each kind in a graph of
   // its own.
   // A group's run whose updates wait for the step's norm (clipping, loss scaling) launches
-  // directly: graphed, its steps read outside their allocations (compute-sanitizer, 2 x H200;
-  // the cause is not found yet, docs/data-parallel.md).
+  // directly: graphed, its steps read outside their allocations, for a cause not found yet
+  // (docs/data-parallel.md, "Graphed group steps").
   const bool groupGraphs = sync && sync->graphs() && !p.clips() && !scaling_;
   graphs_ =
       !hooks && (!sync || groupGraphs) && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";

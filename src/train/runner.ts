@@ -38,6 +38,8 @@ interface Moved {
   regions: Selector;
   ranges: number[];
 }
+/** What z[0]'s rows alone belong to (frozen: every call's transfers share it). */
+const X_REGIONS: Selector = deepFreeze({ layers: [0], kinds: ['z'] as Kind[] });
 
 export class Runner extends InputReader {
   readonly settings: TrainerSettings;
@@ -115,8 +117,9 @@ export class Runner extends InputReader {
       if (!inPlace) arena.view(L, 'y').set(d.y.subarray(first * this.outputs, first * this.outputs + ys));
       ranges.push(arena.plan.region(L, 'y')!.offset, ys * bpe);
     }
-    return { regions: { layers: d.y ? [0, L] : [0], kinds: d.y ? ['z', 'y'] : ['z'] }, ranges };
+    return { regions: d.y ? (this.#xyRegions ??= deepFreeze({ layers: [0, L], kinds: ['z', 'y'] as Kind[] })) : X_REGIONS, ranges };
   }
+  #xyRegions: Selector | undefined;
 
   /** The first `bytes` of region (layer, kind) of the first arena, or all of it. */
   #rowsOf(layer: number, kind: Kind, bytes?: number): Moved {
@@ -133,9 +136,7 @@ export class Runner extends InputReader {
     const arena = this.arena;
     this.syncDevice(arena);
     const up = rows > 0 ? this.#writeRows(d, first, rows, arena) : { regions: {}, ranges: [] };
-    const down = back.map((b) =>
-      b === 'stats' ? this.#rowsOf(this.last, 'stats') : this.#rowsOf(this.last, 'z', rows * this.outputs * d.x.BYTES_PER_ELEMENT),
-    );
+    const down = back.map((b) => (b === 'stats' ? this.#statsRows() : this.#rowsOf(this.last, 'z', rows * this.outputs * d.x.BYTES_PER_ELEMENT)));
     const own = { ...params, rows };
     if (!this.inlineRun(own))
       return this.#tracked([arena], params.op, async () => {
@@ -144,20 +145,26 @@ export class Runner extends InputReader {
         for (const m of down) transferRanges(arena, 'toHost', m.regions, m.ranges);
         return path;
       });
-    return this.#tracked([arena], params.op, async () => {
-      const path = call(() =>
-        handleOf(arena).runInline(
-          this.#baseParams(),
-          own,
-          up.ranges,
-          down.flatMap((m) => m.ranges),
-        ),
-      );
-      if (up.ranges.length) notifyRanges(arena, 'toDevice', up.regions, up.ranges);
-      for (const m of down) notifyRanges(arena, 'toHost', m.regions, m.ranges);
-      return path;
-    });
+    // On this thread: tracked without a closure or a promise of its own (a step() in a loop
+    // allocated several kilobytes a call, and the collector's time showed in its fixed cost).
+    this.#trackBefore(this.#first, params.op);
+    const path = call(() => handleOf(arena).runInline(this.#baseParams(), own, up.ranges, down.length === 1 ? down[0]!.ranges : down.flatMap((m) => m.ranges)));
+    if (up.ranges.length) notifyRanges(arena, 'toDevice', up.regions, up.ranges);
+    for (const m of down) notifyRanges(arena, 'toHost', m.regions, m.ranges);
+    this.#trackAfter(this.#first, params.op);
+    return path;
   }
+
+  /** The stats region of the first arena, whole: what a step brings back (made once). */
+  #statsRows(): Moved {
+    return (this.#stats ??= deepFreeze(this.#rowsOf(this.last, 'stats')));
+  }
+  #stats: Moved | undefined;
+  /** [the first arena], made once. */
+  get #first(): readonly Arena[] {
+    return (this.#firstList ??= [this.arena]);
+  }
+  #firstList: readonly Arena[] | undefined;
 
   /** predict() of a typed array x on this thread, in one native call that reads each batch of
    *  x into z[0] as it goes (no copy of x) and runs it with its copies (Arena handle's
@@ -356,8 +363,14 @@ export class Runner extends InputReader {
     arenas: readonly Arena[],
     op: RunParams['op'],
     run: () => Promise<RunPath>,
-    lossScale: () => ArrayLike<number> | undefined = () => handleOf(this.arena).lossScale(),
+    lossScale?: () => ArrayLike<number> | undefined,
   ): Promise<RunPath> {
+    this.#trackBefore(arenas, op);
+    const path = await run();
+    this.#trackAfter(arenas, op, lossScale);
+    return path;
+  }
+  #trackBefore(arenas: readonly Arena[], op: RunParams['op']): void {
     // A run refused as DISPOSED changes nothing: checked before the state (an update() on a
     // disposed arena used to consume its gradients and forward rows, so a later call said
     // NO_FORWARD or NO_GRADIENTS instead of DISPOSED).
@@ -367,11 +380,13 @@ export class Runner extends InputReader {
       if (op !== OPS.backward && op !== OPS.backwardFromOutput) st.forwardRows = undefined;
       if (op !== OPS.forward && op !== OPS.eval) st.gradients = false;
     }
-    const path = await run();
+  }
+  /** `lossScale`: where the run left the loss scale (by default the handle's). */
+  #trackAfter(arenas: readonly Arena[], op: RunParams['op'], lossScale?: () => ArrayLike<number> | undefined): void {
     if (op === OPS.grad) for (const a of arenas) stateOf(a).gradients = true;
-    const left = op === OPS.train && this.settings.lossScale ? lossScale() : undefined; // where the run left the loss scale (none: it did not run)
+    if (op !== OPS.train || !this.settings.lossScale) return;
+    const left = lossScale ? lossScale() : handleOf(this.arena).lossScale(); // none: it did not run
     if (left) Object.assign(this.scaler, { scale: left[0]!, good: left[1]!, skipped: this.scaler.skipped + left[2]! });
-    return path;
   }
 
   /** What every run of this Trainer passes: hyper-parameters, per-model lrs, loss, precision;
