@@ -2,8 +2,8 @@
 // group (csrc/nccl/ implements it over NCCL). The run calls it on the host, between launches:
 // after the backward of each layer, whose db and dw are then queued on `compute`; the sync
 // reduces them over the group (on a stream of its own, after an event, so that the reduction
-// overlaps the backward of the layers below) and then queues that layer's optimizer step
-// through `update` on the stream that reduced them. With a sync the run never folds the SGD
+// overlaps the backward of the layers below) and then queues the optimizer steps of the layers
+// that reduction completed through `update`, in one launch, on the stream that reduced them. With a sync the run never folds the SGD
 // step into the weight-gradient product: the step must see the group's gradient.
 // The run hands a layer over as soon as its gradients are queued: where the sync overlaps
 // (NcclSync), the weight-gradient product of a layer above the first runs before its error
@@ -17,13 +17,15 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 
 namespace nna {
 
 struct GradSync {
-  using Update = std::function<void(uint32_t layer, cudaStream_t stream)>;
+  // The optimizer steps of `count` layers (one launch for all, where they fit one).
+  using Update = std::function<void(const uint32_t* layers, size_t count, cudaStream_t stream)>;
   virtual ~GradSync() = default;
   virtual void beginRun(cudaStream_t compute, bool resetStats) {}
   // Whether the run queues a layer's weight-gradient product before its error product and hands

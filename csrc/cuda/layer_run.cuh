@@ -271,7 +271,7 @@ template <typename T> class LayerRun {
   // reduced; none in a grad run. Clipping: no layer's step before the step's global norm.
   GradSync::Update groupStep() {
     if (p_.op != Op::Train || clip_.active()) return GradSync::Update();
-    return [this](uint32_t k, cudaStream_t stream) { update(k, hyper(st_.stepNow), stream); };
+    return [this](const uint32_t* ls, size_t n, cudaStream_t stream) { updateLayers(ls, n, hyper(st_.stepNow), stream); };
   }
   // Whether layer l's weight-gradient product goes before its error product, handed over between
   // them. tf32x3 keeps the order: the products' split operands share workspace slot 1.

@@ -420,8 +420,12 @@ class NcclSync final : public GradSync {
       }
       trace_->reduced(index, stream());
       const cudaStream_t steps = afterReductions();
+      // The layers this reduction completed step in one launch (kind-major: every layer; a
+      // launch each queued them one after another behind the reduction).
+      ready_.clear();
       for (uint32_t l : p.layers)
-        if (--layerWaiting_[l] == 0 && update) update(l, steps);
+        if (--layerWaiting_[l] == 0) ready_.push_back(l);
+      if (update && !ready_.empty()) update(ready_.data(), ready_.size(), steps);
       if (update) trace_->updated(index, steps);
     }
   }
@@ -432,7 +436,7 @@ class NcclSync final : public GradSync {
   void weightsFree(uint32_t layer, cudaStream_t compute, const Update& update) override {
     if (!update || layerWaiting_[layer]) return;
     follow(updates(), compute, free());
-    update(layer, updates());
+    update(&layer, 1, updates());
     trace_->updated(uint32_t(&pieceOf(layer) - pieces_.data()), updates());
   }
 
@@ -582,6 +586,7 @@ class NcclSync final : public GradSync {
   char* stats_ = nullptr;
   std::vector<Piece> pieces_;
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
+  std::vector<uint32_t> ready_;  // gradientsReady's layers that step together (kept: no allocation a step)
   uint64_t step_ = 0;
   bool replaying_ = false;         // the run's step is a graph replay: queue nothing
   bool overlap_ = true;            // NN_ARENA_SYNC_OVERLAP (read per run)
