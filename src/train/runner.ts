@@ -23,8 +23,12 @@ export const PARAM_KINDS: Kind[] = ['w', 'b'];
 
 /** The most multiply-adds a run may have to run on the JS thread (Runner.inlineRun): work
  *  short enough to hold the thread for, on each backend at its own rate (the CPU's bound takes a
- *  step of 784-128-10 on 100 rows, 3e7; CUDA's a step of 784-1024-1024-10 on 256 rows, 1.4e9). */
-const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32 } as const;
+ *  step of 784-128-10 on 100 rows, 3e7; CUDA's a step of 784-1024-1024-10 on 256 rows, 1.4e9).
+ *  `fed`: a predict() of many rows on CUDA device memory, one fed run (csrc/cuda/run_feed.cuh):
+ *  the device runs a group of batches while the host checks the next into a page-locked slot, so
+ *  the thread is held about the device's time; past the per-run bound such a predict went batch
+ *  by batch from JavaScript, each batch a call with a wait of its own, several times as long. */
+const INLINE_MACS = { cpu: 2 ** 25, cuda: 2 ** 32, fed: 2 ** 34 } as const;
 
 /** o and every object or array under it, frozen (a native reader keeps what it read of them). */
 function deepFreeze<T extends object>(o: T): Readonly<T> {
@@ -169,7 +173,8 @@ export class Runner extends InputReader {
   /** predict() of a typed array x on this thread, in one native call that reads each batch of
    *  x into z[0] as it goes (no copy of x) and runs it with its copies (Arena handle's
    *  predictRows): where the whole predict is short enough for this thread (inlineRun of a
-   *  batch, times the batches) and nothing is queued, for one model of one arena. Returns false
+   *  batch, times the batches; on CUDA device memory, INLINE_MACS.fed) and nothing is queued,
+   *  for one model of one arena. Returns false
    *  (nothing done) where it does not apply: the caller goes batch by batch. Reading x at the
    *  call, all of it, keeps predict()'s promise: what ran is what x held when it was called. */
   predictInline(x: unknown, out: Values | undefined, field: string): Values | false {
@@ -177,7 +182,7 @@ export class Runner extends InputReader {
     if (n === undefined || n === 0 || n % this.inputs !== 0 || this.models !== 1 || this.target.kind !== 'arena' || !this.idle) return false;
     const count = n / this.inputs;
     const own = { op: OPS.forward, resetStats: false, rows: this.batch };
-    if (!this.inlineRun({ ...own, rows: count })) return false;
+    if (!this.inlineRun({ ...own, rows: count }) && !this.#fedFits(count)) return false;
     if (out !== undefined && out.length < count * this.outputs) return false; // the caller's check names it
     const arena = this.arena;
     if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
@@ -215,6 +220,12 @@ export class Runner extends InputReader {
   copyParams(to: Arena, kinds: readonly Kind[]): void {
     const plan = this.arena.plan;
     for (let l = 1; l <= this.last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
+  }
+
+  /** Whether a predict of `count` rows may be one fed run on this thread (INLINE_MACS.fed). */
+  #fedFits(count: number): boolean {
+    const a = this.arena;
+    return a.backend === 'cuda' && a.memory === 'device' && a.deviceBudget === undefined && count * this.#macs <= INLINE_MACS.fed;
   }
 
   /** A run of the first arena alone (evaluate, predict, the primitives: no shards, no
