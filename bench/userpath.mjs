@@ -116,12 +116,13 @@ for (const net of nets) {
       fitStep ? `fit's step: ${(median(fitStep.secondsUs) / Math.ceil(samples / batch)).toFixed(1)} us` : undefined,
     );
   }
-  for (const n of [1, 1000]) {
+  // 4,000 rows: past the per-run bound of CUDA's JS-thread runs (a fed run by INLINE_MACS.fed).
+  for (const n of [1, 1000, 4000].filter((k) => k <= samples)) {
     const xq = data.x.subarray(0, n * 784);
     for (let i = 0; i < 20; i++) await t.predict(xq);
     const pw = [];
     for (let r = 0; r < reps; r++) {
-      const k = n === 1 ? 500 : 50;
+      const k = n === 1 ? 500 : n <= 1000 ? 50 : 20;
       const t0 = performance.now();
       for (let i = 0; i < k; i++) await t.predict(xq);
       pw.push((performance.now() - t0) / k);

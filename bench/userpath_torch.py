@@ -94,7 +94,7 @@ for net in a.nets.split(','):
                 sync(); t0 = time.perf_counter(); gepoch(); sync(); w.append((time.perf_counter() - t0) * 1e6)
             row('fit 1 epoch, graphed step (data on the device)', w)
     model.eval()
-    for n in (1, 1000):
+    for n in (1, 1000, 4000):
         xq = X[:n]
         def pred():
             with torch.no_grad():
@@ -102,7 +102,7 @@ for net in a.nets.split(','):
         for _ in range(20): pred()
         w = []
         for _ in range(a.reps):
-            k = 500 if n == 1 else 50
+            k = 500 if n == 1 else 50 if n <= 1000 else 20
             t0 = time.perf_counter()
             for _ in range(k): pred()
             w.append((time.perf_counter() - t0) * 1e6 / k)
