@@ -3,8 +3,9 @@
 // after the backward of each layer, whose db and dw are then queued on `compute`; the sync
 // reduces them over the group (on a stream of its own, after an event, so that the reduction
 // overlaps the backward of the layers below) and then queues the optimizer steps of the layers
-// that reduction completed through `update`, in one launch, on the stream that reduced them. With a sync the run never folds the SGD
-// step into the weight-gradient product: the step must see the group's gradient.
+// that reduction completed through `update`, in one launch, on the stream that reduced them.
+// With a sync the run never folds the SGD step into the weight-gradient product: the step must
+// see the group's gradient.
 // The run hands a layer over as soon as its gradients are queued: where the sync overlaps
 // (NcclSync), the weight-gradient product of a layer above the first runs before its error
 // product, and where it asks (NN_ARENA_SYNC_SLICE) a large first layer's product is cut into

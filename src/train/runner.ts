@@ -172,9 +172,8 @@ export class Runner extends InputReader {
 
   /** predict() of a typed array x on this thread, in one native call that reads each batch of
    *  x into z[0] as it goes (no copy of x) and runs it with its copies (Arena handle's
-   *  predictRows): where the whole predict is short enough for this thread (inlineRun of a
-   *  batch, times the batches; on CUDA device memory, INLINE_MACS.fed) and nothing is queued,
-   *  for one model of one arena. Returns false
+   *  predictRows): where the whole predict is short enough for this thread (inlineRun of its
+   *  rows as a fed run) and nothing is queued, for one model of one arena. Returns false
    *  (nothing done) where it does not apply: the caller goes batch by batch. Reading x at the
    *  call, all of it, keeps predict()'s promise: what ran is what x held when it was called. */
   predictInline(x: unknown, out: Values | undefined, field: string): Values | false {
@@ -182,7 +181,7 @@ export class Runner extends InputReader {
     if (n === undefined || n === 0 || n % this.inputs !== 0 || this.models !== 1 || this.target.kind !== 'arena' || !this.idle) return false;
     const count = n / this.inputs;
     const own = { op: OPS.forward, resetStats: false, rows: this.batch };
-    if (!this.inlineRun({ ...own, rows: count }) && !this.#fedFits(count)) return false;
+    if (!this.inlineRun({ ...own, rows: count }, true)) return false;
     if (out !== undefined && out.length < count * this.outputs) return false; // the caller's check names it
     const arena = this.arena;
     if (arena.disposed) throw new ArenaError('DISPOSED', 'the arena was disposed');
@@ -222,12 +221,6 @@ export class Runner extends InputReader {
     for (let l = 1; l <= this.last; l++) for (const k of kinds) if (plan.region(l, k)) to.view(l, k).set(this.arena.view(l, k));
   }
 
-  /** Whether a predict of `count` rows may be one fed run on this thread (INLINE_MACS.fed). */
-  #fedFits(count: number): boolean {
-    const a = this.arena;
-    return a.backend === 'cuda' && a.memory === 'device' && a.deviceBudget === undefined && count * this.#macs <= INLINE_MACS.fed;
-  }
-
   /** A run of the first arena alone (evaluate, predict, the primitives: no shards, no
    *  reduction); a short one on this thread (inlineRun). */
   async run(params: RunParams): Promise<RunPath> {
@@ -243,12 +236,15 @@ export class Runner extends InputReader {
    *  back (two thread wake-ups, tens to hundreds of microseconds) would cost more than its work.
    *  One arena without a device budget; a run of at most INLINE_MACS multiply-adds (rows x the
    *  net's weights x 3 for a step, x 1 for a forward pass; K models count K times). Reads the
-   *  call's own parameters only (op, rows, resident, numBatches): none is a base parameter. */
-  inlineRun(p: RunParams): boolean {
-    if (this.target.kind !== 'arena' || this.arena.deviceBudget !== undefined) return false;
+   *  call's own parameters only (op, rows, resident, numBatches): none is a base parameter.
+   *  `fed`: the run is a predict's fed run, whose bound on CUDA device memory is INLINE_MACS.fed. */
+  inlineRun(p: RunParams, fed = false): boolean {
+    const a = this.arena;
+    if (this.target.kind !== 'arena' || a.deviceBudget !== undefined) return false;
     const rows = p.resident ? (p.numBatches ?? 1) * this.batch : (p.rows ?? this.batch);
     const passes = p.op === OPS.forward || p.op === OPS.eval ? 1 : 3;
-    return rows * this.#macs * passes * this.models <= INLINE_MACS[this.arena.backend === 'cuda' ? 'cuda' : 'cpu'];
+    const bound = a.backend !== 'cuda' ? INLINE_MACS.cpu : fed && a.memory === 'device' ? INLINE_MACS.fed : INLINE_MACS.cuda;
+    return rows * this.#macs * passes * this.models <= bound;
   }
 
   /** A run on the first arena, `own` its parameters beside the base ones: on this thread where
