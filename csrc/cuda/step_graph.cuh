@@ -176,7 +176,7 @@ class StepGraph {
 
   // Destroys the graph; the next run captures again. From another thread only while the run
   // that owns it is not launching, and not while it is in flight: destroying it then waits for
-  // it to finish (CommGroup::abortIfQuiet, communicator.cu, drains the device first).
+  // it to finish (CommGroup::abortIfQuiet, comm_group.h, drains the device first).
   void release() { drop(); }
 
   // Steps that ran as a graph launch (the captured one included).

@@ -1,10 +1,9 @@
 // runner.ts: how a Trainer runs on its run target (an Arena, or a DataParallel group: one
 // interface, src/arena/arena.ts RunTarget). Everything the Trainer's methods share: the plan's
-// shape and the reading of their data (inputs.ts, which it extends), the checked options, the
-// arena's queue, staging rows, runs and the stats they leave.
+// shape and the reading of their data (inputs.ts), the checked options, the arena's queue,
+// staging rows and runs; what the runs leave is read by run-reports.ts (which it extends).
 import { handleOf, queueOf, runArena, transferRanges, uploadWritten, type Arena, type RunTarget, type View } from '../arena/arena.js';
 import type { Selector } from '../layout/selector.js';
-import { scheduledLr } from './optimizer-options.js';
 import { ArenaError, fromNative } from '../core/errors.js';
 import { notifyRanges, notifyTransfer } from '../arena/transfer-events.js';
 import type { Kind } from '../layout/header.js';
@@ -12,12 +11,10 @@ import { call, LOSSES, OPS, PRECISIONS, type NativeWindowStager, type Readback, 
 import type { RunQueue } from '../arena/run-queue.js';
 import { notFinite, numericTypedLength, type Snapshot, type Values } from './data.js';
 import type { Dataset } from './dataset.js';
-import { combine, metricsOf, type Metrics } from './metrics.js';
 import { makeResident } from './resident.js';
-import { InputReader } from './inputs.js';
+import { RunReports } from './run-reports.js';
 import { stateOf } from './state.js';
 import { lossScaleParams, type TrainerSettings } from './options.js';
-import { STATS } from '../layout/header.js';
 
 export const PARAM_KINDS: Kind[] = ['w', 'b'];
 
@@ -45,27 +42,16 @@ interface Moved {
 /** What z[0]'s rows alone belong to (frozen: every call's transfers share it). */
 const X_REGIONS: Selector = deepFreeze({ layers: [0], kinds: ['z'] as Kind[] });
 
-export class Runner extends InputReader {
-  readonly settings: TrainerSettings;
+export class Runner extends RunReports {
   readonly queue: RunQueue;
   /** Multiply-adds of one row through the net (Runner.inlineRun). */
   readonly #macs: number;
 
-  /** precision 'fp16': the loss scale, its growth tracker, and the steps skipped (all runs). */
-  readonly scaler = { scale: 0, good: 0, skipped: 0 };
-
   constructor(target: RunTarget, settings: TrainerSettings) {
-    super(target);
-    this.settings = settings;
+    super(target, settings);
     const s = this.arena.plan.spec;
     this.#macs = s.layers.reduce((m, u, l) => (l === 0 ? 0 : m + s.layers[l - 1]! * u), 0);
     this.queue = queueOf(this.arena);
-    this.resetScaler();
-  }
-
-  /** The loss scale back at its start (a new Trainer, init()). */
-  resetScaler(): void {
-    Object.assign(this.scaler, { scale: Math.fround(this.settings.lossScale?.init ?? 0), good: 0, skipped: 0 }); // float32, as GradScaler's (loss_scale.h)
   }
 
   /** Every arena of this process is idle (the synchronous methods refuse to race a run). */
@@ -417,56 +403,5 @@ export class Runner extends InputReader {
       ...(s.dropoutSeed ? { dropoutSeed: s.dropoutSeed } : {}),
       ...lossScaleParams(s.lossScale, this.scaler.scale, this.scaler.good),
     };
-  }
-
-  /** The learning rate of 0-based optimizer step `step` (model `model`'s base where models have
-   *  their own), under the schedule: the native lrAt. */
-  learningRate(step: number, model = 0): number {
-    const o = this.settings.opt;
-    return scheduledLr(o, o.lrs ? o.lrs[model]! : o.lr, Math.max(0, step));
-  }
-
-  /** With clipping: each step's global gradient norm of the last training run (s * K + m). */
-  gradNorms(): number[] {
-    return this.settings.opt.clipGradNorm > 0 ? Array.from(handleOf(this.arena).gradNorms()) : [];
-  }
-
-  /** What a progress report adds to the metrics where the options ask for it: each step's
-   *  gradient norm (clipping; `norms` where the run brought them back), the loss scale and the
-   *  steps it skipped (precision 'fp16'). */
-  progressExtras(norms?: number[]): { gradNorms?: number[]; lossScale?: number; skippedSteps?: number } {
-    return {
-      ...(this.settings.opt.clipGradNorm > 0 ? { gradNorms: norms ?? this.gradNorms() } : {}),
-      ...(this.settings.lossScale ? { lossScale: this.scaler.scale, skippedSteps: this.scaler.skipped } : {}),
-    };
-  }
-
-  /** Every model's stats region (one transfer: the K copies are one range); `onHost`: as the
-   *  host side holds it (a run brought it back: runRows). */
-  stats(onHost = false): View[] {
-    const L = this.last;
-    if (!onHost) this.arena.toHost({ layers: [L], kinds: ['stats'] });
-    return Array.from({ length: this.models }, (_, m) => this.arena.view(L, 'stats', m));
-  }
-
-  /** What to do about a diverged step: lower the learning rate, or (with an embedding) check x's
-   *  category indices, which make a row's outputs NaN where they name no row of a table. */
-  get divergedHint(): string {
-    const embedding = this.arena.plan.spec.ops?.[0]?.op === 'embedding';
-    return embedding ? 'lower the learning rate, or check that every category index of x is an integer in [0, cardinality)' : 'lower the learning rate';
-  }
-
-  /** Whether model m's last run marked a bad step: a non-finite loss, or weights or biases left
-   *  non-finite (native, after each step or run), as the stats region read last says. */
-  diverged(m: number): boolean {
-    return this.arena.view(this.last, 'stats', m)[STATS.badStep]! >= 0;
-  }
-
-  readStats(onHost = false): Metrics {
-    const stats = this.stats(onHost);
-    return combine(
-      stats.map(metricsOf),
-      stats.map((s) => s[STATS.badStep]! >= 0),
-    );
   }
 }
