@@ -6,9 +6,12 @@ Its JSON feeds `node bench/data-parallel.mjs --floor FILE` (scripts/gpu-session.
 
 For each size (S, M, L's gradients, in bytes of fp32) and wire dtype (fp32, bf16), times
 all-reduce through torch.distributed's NCCL backend in two ways: one call then a synchronize
-(latency, what a step that waits for it pays), and 200 calls queued back to back divided by 200
-(the pipelined cost). A data-parallel step cannot take less than its compute plus the part of
-this it cannot overlap.
+(latency, what a step that waits for it pays, the host's launch included), 200 calls queued
+back to back divided by 200 (the pipelined cost: each call's start-up overlaps the call before),
+and one call's device time alone (isolated: queued behind a short sleep kernel so the host's launch
+hides, timed by CUDA events around it, the ranks leaving a barrier together; median and min of 50),
+which is what a step whose all-reduce nothing overlaps pays on the device. A data-parallel step
+cannot take less than its compute plus the part of this it cannot overlap.
 """
 import argparse, datetime, json, os, subprocess, time
 import torch
@@ -37,6 +40,15 @@ def main():
                 t0 = time.perf_counter(); dist.all_reduce(t); torch.cuda.synchronize()
                 lat.append(time.perf_counter() - t0)
             lat.sort()
+            iso = []
+            for _ in range(50):
+                dist.barrier(); torch.cuda.synchronize()
+                e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                torch.cuda._sleep(100_000)  # about 50-100 us of device time: the launch below hides behind it
+                e0.record(); dist.all_reduce(t); e1.record()
+                torch.cuda.synchronize()
+                iso.append(e0.elapsed_time(e1) * 1e3)
+            iso.sort()
             dist.barrier(); torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(a.iters):
@@ -46,11 +58,13 @@ def main():
             wire = t.numel() * t.element_size()
             row = {'net': net, 'wire': str(dtype).replace('torch.', ''), 'bytes': wire,
                    'latencyUs': lat[len(lat) // 2] * 1e6, 'pipelinedUs': piped * 1e6,
+                   'isolatedUs': iso[len(iso) // 2], 'isolatedMinUs': iso[0],
                    'algBandwidthGBs': wire / piped / 1e9}
             rows.append(row)
             if rank == 0:
                 print(f"all-reduce {net} {row['wire']}: {wire / 1e6:.1f} MB, latency {row['latencyUs']:.1f} us, "
-                      f"pipelined {row['pipelinedUs']:.1f} us ({row['algBandwidthGBs']:.0f} GB/s)", flush=True)
+                      f"pipelined {row['pipelinedUs']:.1f} us ({row['algBandwidthGBs']:.0f} GB/s), "
+                      f"isolated {row['isolatedUs']:.1f} us (min {row['isolatedMinUs']:.1f})", flush=True)
     if rank == 0 and a.json:
         try:
             commit = subprocess.run(['git', 'rev-parse', '--short', 'HEAD'], capture_output=True, text=True).stdout.strip() or None

@@ -128,10 +128,12 @@ std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_
   const std::string op = std::string(" (") + nna_op_name(L.op) + ")";
   if (l == 0 || l + 1 == layers.size()) return who + op + ": the input and the output layer are dense";
   if (L.activation != NNA_ACT_IDENTITY) return who + op + " has activation " + std::to_string(L.activation) + ", not identity";
-  if (L.op == NNA_OP_EMBEDDING && l != 1) return who + op + ": an embedding is layer 1 (right after the input)";
-  if (L.op == NNA_OP_EMBEDDING) return checkEmbedding(layers, *q, cols);
+  const uint32_t param = nna_op_param_kind_of(L.op);
+  if (param == NNA_OP_PARAM_EMBED && l != 1) return who + op + ": an embedding is layer 1 (right after the input)";
+  if (param == NNA_OP_PARAM_EMBED) return checkEmbedding(layers, *q, cols);
   if (L.fan_in != L.units) return who + op + " changes the width (" + std::to_string(L.fan_in) + " -> " + std::to_string(L.units) + ")";
-  if (L.op == NNA_OP_RESIDUAL) {
+  // The entry as the op's row of NNA_OPS says (its param column).
+  if (param == NNA_OP_PARAM_FROM) {
     if (q->value != 0) return who + op + " has a value in the op parameter table";
     if (q->from + 1 >= l) return who + op + " adds layer " + std::to_string(q->from) + ", which must come before layer " + std::to_string(l - 1);
     if (layers[q->from].units != L.units)
@@ -139,11 +141,9 @@ std::string checkOp(const std::vector<nna_layer>& layers, uint32_t l, const nna_
     return "";
   }
   if (q->from != 0) return who + op + " has a from in the op parameter table";
-  if (L.op == NNA_OP_DROPOUT) {
-    if (!(q->value >= 0 && q->value < 1)) return who + op + " has p " + std::to_string(q->value) + " outside [0, 1)";
-  } else if (!(std::isfinite(q->value) && q->value > 0)) {
-    return who + op + " has eps " + std::to_string(q->value) + ", not a finite value > 0";
-  }
+  if (param == NNA_OP_PARAM_P && !(q->value >= 0 && q->value < 1)) return who + op + " has p " + std::to_string(q->value) + " outside [0, 1)";
+  if (param == NNA_OP_PARAM_EPS && !(std::isfinite(q->value) && q->value > 0)) return who + op + " has eps " + std::to_string(q->value) + ", not a finite value > 0";
+  if (param == NNA_OP_PARAM_NONE && q->value != 0) return who + op + " has a value in the op parameter table";
   return "";
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "../include/nn_arena.h"
-#include "../ops/dropout.h"
+#include "../ops/element.h"
 #include "../ops/embedding.h"
 #include "../ops/norm.h"
 #include "../ops/residual.h"
@@ -17,12 +17,15 @@
 
 namespace nna::cpu {
 
-// What a step's ops need besides the layers: whether dropout drops (training runs) and its mask.
+// What a step's ops need besides the layers: whether dropout drops (training runs) and its mask's
+// counters.
 struct OpStep {
   bool train = false;
   uint64_t seed = 0, step = 0;
-  template <typename T> ops::DropoutMask maskOf(const nna_bound_layer<T>& C, uint32_t l) const {
-    return ops::DropoutMask{seed, step, l, nna_dropout_threshold(C.op_value), C.units};
+  // Layer l as an element op is built from it (ops/element.h).
+  template <typename T> ops::ElementLayer<T> elementOf(const std::vector<nna_bound_layer<T>>& L, uint32_t l) const {
+    const nna_bound_layer<T>& C = L[l];
+    return ops::ElementLayer<T>{l, C.units, C.op_value, nna_op_param_kind_of(C.op) == NNA_OP_PARAM_FROM ? L[C.from].z : nullptr, train, seed, step};
   }
 };
 
@@ -86,28 +89,20 @@ template <typename T> void opForward(const std::vector<nna_bound_layer<T>>& L, u
   const nna_bound_layer<T>& C = L[l];
   if (C.op == NNA_OP_EMBEDDING) return embedForward(P, C, rows);
   const uint64_t n = C.units;
-  const T scale = ops::dropoutScale<T>(C.op_value);
-  const ops::DropoutMask m = s.maskOf(C, l);
-  parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
-    for (uint64_t r = b; r < e; ++r) {
-      const T* x = P.z + r * n;
-      T* y = C.z + r * n;
-      switch (C.op) {
-        case NNA_OP_LAYERNORM:
-        case NNA_OP_RMSNORM: ops::normForward(x, y, C.w, C.b, n, ops::normRow(x, n, C.op_value, ops::normCentred(C.op))); break;
-        case NNA_OP_DROPOUT:
-          if (s.train)
-            ops::dropoutRow(x, y, r, m, scale);
-          else
-            std::memcpy(y, x, n * sizeof(T));
-          break;
-        case NNA_OP_RESIDUAL: {
-          const T* k = L[C.from].z + r * n;
-          for (uint64_t j = 0; j < n; ++j) y[j] = x[j] + k[j];
-          break;
-        }
+  if (ops::isNorm(C.op)) {
+    parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
+      for (uint64_t r = b; r < e; ++r) {
+        const T* x = P.z + r * n;
+        ops::normForward(x, C.z + r * n, C.w, C.b, n, ops::normRow(x, n, C.op_value, ops::normCentred(C.op)));
       }
-    }
+    });
+    return;
+  }
+  ops::withElementOp(C.op, s.elementOf(L, l), [&](const auto& op) {
+    parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
+      for (uint64_t r = b; r < e; ++r)
+        for (uint64_t j = 0, i = r * n; j < n; ++j, ++i) C.z[i] = op.forward(r, j, i, P.z[i]);
+    });
   });
 }
 
@@ -144,17 +139,14 @@ template <typename T> void opBackward(const std::vector<nna_bound_layer<T>>& L, 
       });
       return;
     }
-    case NNA_OP_DROPOUT: {
+    default:  // an element op (ops/element.h); a residual's z[from] gets d[l] in finishError
       if (!dx) return;
-      const T scale = ops::dropoutScale<T>(C.op_value);
-      const ops::DropoutMask m = s.maskOf(C, l);
-      parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
-        for (uint64_t r = b; r < e; ++r) ops::dropoutRow(C.d + r * n, dx + r * n, r, m, scale);
+      ops::withElementOp(C.op, s.elementOf(L, l), [&](const auto& op) {
+        parallelFor(rows, n * 8, [&](uint64_t b, uint64_t e) {
+          for (uint64_t r = b; r < e; ++r)
+            for (uint64_t j = 0, i = r * n; j < n; ++j, ++i) dx[i] = op.backward(r, j, i, C.d[i]);
+        });
       });
-      return;
-    }
-    case NNA_OP_RESIDUAL:  // z[l-1] passes through (z[from] gets d[l] in finishError)
-      if (dx) std::memcpy(dx, C.d, rows * n * sizeof(T));
       return;
   }
 }

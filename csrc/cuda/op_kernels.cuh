@@ -8,7 +8,7 @@
 // the K models.
 #pragma once
 #include "../include/nn_arena.h"
-#include "../ops/dropout.h"
+#include "../ops/element.h"
 #include "../ops/embedding.h"
 #include "../ops/norm.h"
 #include "layer_kernels.cuh"
@@ -74,23 +74,21 @@ template <typename T> __global__ void normBackwardKernel(void* base, uint32_t l,
   for (uint64_t j = lane; j < n; j += 32) dx[j] = T(g.in(double(x[j]), double(dy[j]), double(C.w[j]), s));
 }
 
-// Dropout and residual, element by element: forward (z[l] from z[l-1], and z[from]) or, with
-// `backward`, dL/dz[l-1] into d[l-1] from d[l] (residual: a copy; z[from]'s share is
-// residualAddKernel's). `train`: dropout drops, with the mask of (seed, step).
+// An element op (ops/element.h: dropout, residual), element by element: forward (z[l] from
+// z[l-1], and z[from]) or, with `backward`, dL/dz[l-1] into d[l-1] from d[l] (a residual's
+// z[from] share is residualAddKernel's). `train`: dropout drops, with the mask of (seed, step).
 template <typename T> __global__ void opElementKernel(void* base, uint32_t l, uint64_t rows, bool backward, bool train, uint64_t seed, uint64_t step) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units, total = rows * n;
   const T* in = backward ? C.d : P.z;
   T* out = backward ? P.d : C.z;
-  const T* from = C.op == NNA_OP_RESIDUAL && !backward ? bindModel<T>(base, C.from).z : nullptr;
-  const ops::DropoutMask m{seed, step, l, nna_dropout_threshold(C.op_value), n};
-  const T scale = ops::dropoutScale<T>(C.op_value);
-  for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
-    if (C.op == NNA_OP_DROPOUT)
-      out[i] = !train ? in[i] : m.keep(i / n, i % n) ? in[i] * scale : T(0);
-    else
-      out[i] = from ? in[i] + from[i] : in[i];
-  }
+  const T* from = nna_op_param_kind_of(C.op) == NNA_OP_PARAM_FROM && !backward ? bindModel<T>(base, C.from).z : nullptr;
+  ops::withElementOp(C.op, ops::ElementLayer<T>{l, n, C.op_value, from, train, seed, step}, [&](const auto& op) {
+    for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
+      const uint64_t r = i / n;
+      out[i] = backward ? op.backward(r, i - r * n, i, in[i]) : op.forward(r, i - r * n, i, in[i]);
+    }
+  });
 }
 
 // A norm's gain and bias gradients: column j's sum over the rows, each of kOpStripes stripes

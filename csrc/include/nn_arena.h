@@ -127,6 +127,10 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
  *       0 none. A w of 2 or 3 is a 2-D parameter: weight decay applies (nna_op_w_decays)
  *   b   whether the layer has a bias (b, db, mb, vb: units elements)
  *   torch the torch.nn module it matches ("" for none: residual is an addition)
+ *   param what the layer's entry of the op parameter table holds, as checkOp (validate.cc)
+ *       checks it: NNA_OP_PARAM_NONE nothing (zeros); _EPS value: eps, finite > 0; _P value: p
+ *       in [0, 1); _FROM from: a layer k < l - 1 of the same width (value 0); _EMBED the
+ *       embedding's numeric columns and column table (checkEmbedding)
  * Every op but dense keeps its width (fan_in == units), has the identity activation and takes its
  * parameter from the layer's entry of the op parameter table (nna_op_param):
  *   layernorm  value: eps (> 0)   y = (x - mean) / sqrt(var + eps) * gain + bias, per row
@@ -143,19 +147,21 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
  *   Its backward sums each row's error into the rows of the tables it read (rows in order) and
  *   passes nothing to layer 0.
  * Their forward and backward: csrc/ops/. The input layer and the output layer are dense. */
-#define NNA_OPS(X)                                     \
-  X(NNA_OP_DENSE, 0, "dense", 2, 1, "Linear")          \
-  X(NNA_OP_LAYERNORM, 1, "layernorm", 1, 1, "LayerNorm") \
-  X(NNA_OP_RMSNORM, 2, "rmsnorm", 1, 0, "RMSNorm")     \
-  X(NNA_OP_DROPOUT, 3, "dropout", 0, 0, "Dropout")     \
-  X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "")        \
-  X(NNA_OP_EMBEDDING, 5, "embedding", 3, 0, "Embedding")
+enum nna_op_param_kind { NNA_OP_PARAM_NONE = 0, NNA_OP_PARAM_EPS = 1, NNA_OP_PARAM_P = 2, NNA_OP_PARAM_FROM = 3, NNA_OP_PARAM_EMBED = 4 };
+#define NNA_OPS(X)                                                         \
+  X(NNA_OP_DENSE, 0, "dense", 2, 1, "Linear", NNA_OP_PARAM_NONE)           \
+  X(NNA_OP_LAYERNORM, 1, "layernorm", 1, 1, "LayerNorm", NNA_OP_PARAM_EPS) \
+  X(NNA_OP_RMSNORM, 2, "rmsnorm", 1, 0, "RMSNorm", NNA_OP_PARAM_EPS)       \
+  X(NNA_OP_DROPOUT, 3, "dropout", 0, 0, "Dropout", NNA_OP_PARAM_P)         \
+  X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "", NNA_OP_PARAM_FROM)           \
+  X(NNA_OP_EMBEDDING, 5, "embedding", 3, 0, "Embedding", NNA_OP_PARAM_EMBED)
 
-#define NNA_OP_ENUM_(e, code, name, w, b, torch) e = code,
-#define NNA_OP_COUNT_(e, code, name, w, b, torch) +1
-#define NNA_OP_W_(e, code, name, w, b, torch) case code: return w;
-#define NNA_OP_B_(e, code, name, w, b, torch) case code: return b;
-#define NNA_OP_NAME_(e, code, name, w, b, torch) case code: return name;
+#define NNA_OP_ENUM_(e, code, name, w, b, torch, param) e = code,
+#define NNA_OP_COUNT_(e, code, name, w, b, torch, param) +1
+#define NNA_OP_W_(e, code, name, w, b, torch, param) case code: return w;
+#define NNA_OP_B_(e, code, name, w, b, torch, param) case code: return b;
+#define NNA_OP_NAME_(e, code, name, w, b, torch, param) case code: return name;
+#define NNA_OP_PARAM_(e, code, name, w, b, torch, param) case code: return param;
 enum nna_op { NNA_OPS(NNA_OP_ENUM_) };
 #define NNA_OP_COUNT (0 NNA_OPS(NNA_OP_COUNT_)) /* codes are 0 .. NNA_OP_COUNT - 1 */
 
@@ -170,6 +176,10 @@ NNA_HD int nna_op_w_decays(uint32_t op) { return nna_op_w(op) >= 2u; }
 /* Whether op `op` has a bias. */
 NNA_HD uint32_t nna_op_b(uint32_t op) {
   switch (op) { NNA_OPS(NNA_OP_B_) default: return 0; }
+}
+/* What op `op`'s entry of the op parameter table holds (NNA_OP_PARAM_*). */
+NNA_HD uint32_t nna_op_param_kind_of(uint32_t op) {
+  switch (op) { NNA_OPS(NNA_OP_PARAM_) default: return NNA_OP_PARAM_NONE; }
 }
 /* The name of op `op`, or NULL for an unknown code. */
 NNA_HD const char* nna_op_name(uint32_t op) {

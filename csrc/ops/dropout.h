@@ -7,6 +7,7 @@
 
 #include "../descriptors/host_device.h"
 #include "../include/nn_arena.h"
+#include "element_layer.h"
 
 namespace nna::ops {
 
@@ -20,9 +21,15 @@ struct DropoutMask {
 // torch scales the Bernoulli noise by 1 / (1 - p) in the tensor's type.
 template <typename T> NNA_FN T dropoutScale(double p) { return T(1) / T(1.0 - p); }
 
-// y (or dx) of one row: v * scale where the unit is kept, else 0.
-template <typename T> NNA_FN void dropoutRow(const T* v, T* out, uint64_t row, const DropoutMask& m, T scale) {
-  for (uint64_t j = 0; j < m.units; ++j) out[j] = m.keep(row, j) ? v[j] * scale : T(0);
-}
+// The op element by element (element.h): forward y = x * scale where the unit is kept, else 0
+// (the identity in a run that does not train); backward the same mask on the error.
+template <typename T> struct Dropout {
+  DropoutMask mask;
+  T scale;
+  bool train;
+  NNA_FN explicit Dropout(const ElementLayer<T>& e) : mask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units}, scale(dropoutScale<T>(e.value)), train(e.train) {}
+  NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const { return !train ? x : mask.keep(row, col) ? x * scale : T(0); }
+  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return mask.keep(row, col) ? dy * scale : T(0); }
+};
 
 }  // namespace nna::ops

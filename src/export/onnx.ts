@@ -1,8 +1,8 @@
 // onnx.ts: the inference graph as an ONNX model (opset 20, for Gelu): per dense layer a Gemm (x
 // W^T + b, the weight stored [out, in] with transB = 1) and its activation's nodes (sequential.ts:
-// none for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu); a
-// layernorm a LayerNormalization, an rmsnorm its arithmetic (Mul, ReduceMean, Add, Sqrt, Div,
-// Mul), a residual an Add of an earlier layer's output, dropout nothing (the identity at inference). Input `input` [batch, inputs] and output `output` [batch,
+// none for identity; Softmax over axis 1 on a softmax output; x * Sigmoid(x) for silu); another
+// op's nodes from its module (src/layout/ops/, through an OnnxPort: a layernorm a
+// LayerNormalization, a residual an Add, dropout none). Input `input` [batch, inputs] and output `output` [batch,
 // outputs], the batch dimension symbolic; initializers carry the safetensors names (0.weight,
 // 0.bias, ...). Written with src/export/protobuf.ts (field numbers from onnx/onnx.proto).
 import type { Arena } from '../arena/arena.js';
@@ -11,6 +11,7 @@ import { checkArena, layerParams, modelOf, syncParamsToHost, type ModelOptions }
 import { bytesOf, Message } from './protobuf.js';
 import { saveFile, type OutputOptions } from '../formats/file.js';
 import { exportActivation, sequentialSource, type OnnxAttribute } from './sequential.js';
+import { onnxNodes, type OnnxPort } from '../layout/ops/index.js';
 
 const OPSET = 20;
 /** The IR version that goes with opset 20 (ONNX 1.15). */
@@ -63,31 +64,6 @@ function valueInfo(name: string, type: number, width: number): Message {
   return new Message().string(VALUE_INFO.name, name).message(VALUE_INFO.type, new Message().message(1, tensorType));
 }
 
-/** An embedding layer's nodes: x's numeric columns, then each index column cast to int64 and
- *  gathered from its table, concatenated along the row (docs/ops.md's Embeddings module). */
-function embeddingNodes(graph: Message, constants: Message[], x: string, numeric: number, tables: readonly { name: string }[], out: string, l: number): void {
-  const at = `embedding_${l}`;
-  const slice = (name: string, from: number, to: number) => {
-    constants.push(intTensor(`${name}.starts`, [from]), intTensor(`${name}.ends`, [to]), intTensor(`${name}.axes`, [1]));
-    graph.message(GRAPH.node, node('Slice', [x, `${name}.starts`, `${name}.ends`, `${name}.axes`], name, name));
-  };
-  const parts: string[] = [];
-  if (numeric > 0) {
-    slice(`${at}_numeric`, 0, numeric);
-    parts.push(`${at}_numeric`);
-  }
-  constants.push(intTensor(`${at}.squeeze`, [1]));
-  tables.forEach((t, j) => {
-    const col = `${at}_col${j}`;
-    slice(col, numeric + j, numeric + j + 1);
-    graph.message(GRAPH.node, node('Cast', [col], `${col}_int`, `${col}_int`, { to: { int: TENSOR_TYPE.int64 } }));
-    graph.message(GRAPH.node, node('Squeeze', [`${col}_int`, `${at}.squeeze`], `${col}_index`, `${col}_index`));
-    graph.message(GRAPH.node, node('Gather', [t.name, `${col}_index`], `${col}_rows`, `${col}_rows`));
-    parts.push(`${col}_rows`);
-  });
-  graph.message(GRAPH.node, node('Concat', parts, out, at, { axis: { int: 1 } }));
-}
-
 /** The ONNX model of model `options.model` of `arena` (its inference graph). */
 export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   checkArena(arena);
@@ -102,6 +78,18 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
   const L = params.length;
   const outputs = ['input']; // each layer's output value, for a residual's addition
   const constants: Message[] = [];
+  // An op's nodes (src/layout/ops/) go into this graph through the port.
+  const portOf = (l: number, x: string, out: string, tensors: readonly { name: string }[]): OnnxPort => ({
+    l,
+    x,
+    out,
+    tensors: tensors.map((t) => t.name),
+    output: (layer) => outputs[layer]!,
+    node: (op, inputs, output, name, attributes) => graph.message(GRAPH.node, node(op, inputs, output, name, attributes)),
+    floatConstant: (name, value) => constants.push(tensor(name, [], type, spec.dtype === 'float32' ? Float32Array.of(value) : Float64Array.of(value))),
+    intConstant: (name, values) => constants.push(intTensor(name, values)),
+    int64: TENSOR_TYPE.int64,
+  });
   for (const p of params) {
     const l = p.layer,
       o = spec.ops?.[l - 1] ?? { op: 'dense' as const };
@@ -111,24 +99,7 @@ export function toOnnx(arena: Arena, options?: ModelOptions): Uint8Array {
     const opOut = l === L && steps.length === 0 ? 'output' : `layer_${l}`;
     let h = opOut;
     if (o.op === 'dense') graph.message(GRAPH.node, node('Gemm', [x, w, b], opOut, `gemm_${l}`, { transB: { int: 1 } }));
-    else if (o.op === 'layernorm')
-      graph.message(GRAPH.node, node('LayerNormalization', [x, w, b], opOut, `layernorm_${l}`, { axis: { int: 1 }, epsilon: { float: o.eps } }));
-    else if (o.op === 'rmsnorm') {
-      // x / sqrt(mean(x^2) + eps) * gain (ONNX's RMSNormalization is opset 23: composed here)
-      constants.push(tensor(`rmsnorm_${l}.eps`, [], type, spec.dtype === 'float32' ? Float32Array.of(o.eps) : Float64Array.of(o.eps)));
-      constants.push(intTensor(`rmsnorm_${l}.axes`, [1])); // rows are dim 0: each row's units
-      graph.message(GRAPH.node, node('Mul', [x, x], `rmsnorm_${l}_sq`, `rmsnorm_${l}_sq`));
-      graph.message(
-        GRAPH.node,
-        node('ReduceMean', [`rmsnorm_${l}_sq`, `rmsnorm_${l}.axes`], `rmsnorm_${l}_mean`, `rmsnorm_${l}_mean`, { keepdims: { int: 1 } }),
-      );
-      graph.message(GRAPH.node, node('Add', [`rmsnorm_${l}_mean`, `rmsnorm_${l}.eps`], `rmsnorm_${l}_var`, `rmsnorm_${l}_var`));
-      graph.message(GRAPH.node, node('Sqrt', [`rmsnorm_${l}_var`], `rmsnorm_${l}_rms`, `rmsnorm_${l}_rms`));
-      graph.message(GRAPH.node, node('Div', [x, `rmsnorm_${l}_rms`], `rmsnorm_${l}_hat`, `rmsnorm_${l}_hat`));
-      graph.message(GRAPH.node, node('Mul', [`rmsnorm_${l}_hat`, w], opOut, `rmsnorm_${l}`));
-    } else if (o.op === 'residual') graph.message(GRAPH.node, node('Add', [x, outputs[o.from]!], opOut, `residual_${l}`));
-    else if (o.op === 'embedding') embeddingNodes(graph, constants, x, o.numeric, p.tensors, opOut, l);
-    else h = x; // dropout: the identity at inference
+    else if (!onnxNodes(o, portOf(l, x, opOut, p.tensors))) h = x; // the identity at inference (dropout)
     steps.forEach((st, i) => {
       const out = l === L && i === steps.length - 1 ? 'output' : `act_${l}${steps.length > 1 ? `_${i}` : ''}`;
       graph.message(

@@ -7,10 +7,10 @@
 // b. nn.Sequential(Linear(4, 8), ReLU(), Linear(8, 3), Softmax(dim=1)) has the state_dict
 // names 0.weight, 0.bias, 2.weight, 2.bias.
 import { ArenaError } from '../core/errors.js';
+import { torchModule, type OnnxAttribute } from '../layout/ops/index.js';
 import type { NormalizedSpec } from '../layout/spec.js';
 
-/** An ONNX attribute value, typed as ONNX stores it. */
-export type OnnxAttribute = { int: number } | { float: number } | { string: string };
+export type { OnnxAttribute } from '../layout/ops/index.js';
 
 /** One ONNX node of an activation: `op` reads the previous node's output (the activation's input
  *  for the first), and the activation's input too where `alsoInput` (silu: x * sigmoid(x)). */
@@ -61,24 +61,10 @@ export function embeddingTableName(layer: number, column: number): string {
   return `${2 * (layer - 1)}.tables.${column}.weight`;
 }
 
-/** Layer l's module (the one at index 2 * (l - 1)) as PyTorch source. */
+/** Layer l's module (the one at index 2 * (l - 1)) as PyTorch source (an op's: its module in
+ *  src/layout/ops/). */
 function layerModule(spec: Pick<NormalizedSpec, 'layers' | 'ops'>, l: number): string {
-  const o = spec.ops?.[l - 1] ?? { op: 'dense' as const };
-  const n = spec.layers[l]!;
-  switch (o.op) {
-    case 'dense':
-      return `Linear(${spec.layers[l - 1]}, ${n})`;
-    case 'layernorm':
-      return `LayerNorm(${n}, eps=${o.eps})`;
-    case 'rmsnorm':
-      return `RMSNorm(${n}, eps=${o.eps})`;
-    case 'dropout':
-      return `Dropout(p=${o.p})`;
-    case 'residual':
-      return `Residual(${o.from})`;
-    case 'embedding':
-      return `Embeddings(${o.numeric}, [${o.categorical.map((c) => `(${c.cardinality}, ${c.dim})`).join(', ')}])`;
-  }
+  return torchModule(spec.ops?.[l - 1] ?? { op: 'dense' }, spec.layers[l]!, spec.layers[l - 1]!);
 }
 
 /** The PyTorch module of a spec, as Python source (for the metadata and the docs): an

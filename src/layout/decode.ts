@@ -29,6 +29,7 @@ import {
   type Activation,
 } from './header.js';
 import { optimizerCoded } from './optimizers.js';
+import { decodeOp } from './ops/index.js';
 import type { ExtraSpec, LayerOp, LayoutSpec } from './spec.js';
 
 const keyOf = <T extends Record<string, number>>(table: T, v: number): keyof T => (Object.keys(table) as Array<keyof T>).find((k) => table[k] === v)!;
@@ -74,21 +75,16 @@ function decodeOps(v: DataView, layers: number): LayerOp[] | undefined {
   return Array.from({ length: layers - 1 }, (_, i): LayerOp => {
     const l = i + 1;
     const op = keyOf(OP_CODES, v.getUint32(HEADER_SIZE + l * LAYER_SIZE + LAYER_FIELDS.op, true));
-    const value = v.getFloat64(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, true);
-    if (op === 'layernorm' || op === 'rmsnorm') return { op, eps: value };
-    if (op === 'dropout') return { op, p: value };
-    const from = v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.from, true);
-    if (op === 'residual') return { op, from };
-    if (op === 'embedding') {
-      const table = at + layers * OP_PARAM_SIZE;
-      const count = v.getUint32(at + l * OP_PARAM_SIZE + OP_PARAM_FIELDS.count, true);
-      const categorical = Array.from({ length: count }, (_, j) => ({
-        cardinality: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.cardinality, true),
-        dim: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.dim, true),
-      }));
-      return { op, numeric: from, categorical };
-    }
-    return { op: 'dense' };
+    const entry = at + l * OP_PARAM_SIZE;
+    // The embedding column table follows the op parameter table; an entry's count says how
+    // many of its columns are the layer's (an embedding's: layer 1, the table's first).
+    const table = at + layers * OP_PARAM_SIZE;
+    const columns = Array.from({ length: v.getUint32(entry + OP_PARAM_FIELDS.count, true) }, (_, j) => ({
+      cardinality: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.cardinality, true),
+      dim: v.getUint32(table + j * EMBED_COL_SIZE + EMBED_COL_FIELDS.dim, true),
+    }));
+    const value = v.getFloat64(entry + OP_PARAM_FIELDS.value, true);
+    return decodeOp(op, { value, from: v.getUint32(entry + OP_PARAM_FIELDS.from, true), ...(columns.length ? { columns } : {}) });
   });
 }
 

@@ -7,6 +7,7 @@ import { LayoutError } from '../core/errors.js';
 import { call, native, OPS, REGION_FLAGS, type PlannerShape } from '../native/addon.js';
 import { ACTIVATIONS, DTYPE_BYTES, FLAGS, KINDS, KIND_INDEX, OP_CODES, encodeHeader, headerTableBytes, type Dtype, type Kind } from './header.js';
 import { optimizerNamed } from './optimizers.js';
+import { opParams } from './ops/index.js';
 import { normalizeSpec, type DtypeOf, type EmbeddingOp, type LayerSpec, type LayoutSpec, type NormalizedExtra, type NormalizedSpec } from './spec.js';
 
 interface RegionBase {
@@ -108,11 +109,10 @@ function embeddingOf(s: NormalizedSpec): EmbeddingOp | undefined {
 
 /** Layer l's entry of the op parameter table: eps or p, residual's from, an embedding's numeric
  *  columns (its column count: encodeHeader, from the column table). */
-function opParams(s: NormalizedSpec, l: number): { op: number; opValue: number; opFrom: number } {
-  const o = l > 0 ? s.ops?.[l - 1] : undefined;
-  if (!o) return { op: OP_CODES.dense, opValue: 0, opFrom: 0 };
-  const value = 'eps' in o ? o.eps : 'p' in o ? o.p : 0;
-  return { op: OP_CODES[o.op], opValue: value, opFrom: 'from' in o ? o.from : 'numeric' in o ? o.numeric : 0 };
+function layerOpParams(s: NormalizedSpec, l: number): { op: number; opValue: number; opFrom: number } {
+  const o = (l > 0 ? s.ops?.[l - 1] : undefined) ?? { op: 'dense' };
+  const p = opParams(o);
+  return { op: OP_CODES[o.op], opValue: p.value, opFrom: p.from };
 }
 
 /** The native rules of a shape's regions, asked once per plan: count (2^64 - 1 where one
@@ -347,7 +347,7 @@ export function planLayout(input: LayoutSpec<LayerSpec>): Plan {
       units,
       fanIn: l > 0 ? s.layers[l - 1]! : 0,
       activation: l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!],
-      ...opParams(s, l),
+      ...layerOpParams(s, l),
       regions: KINDS.map((k) => entry(l, k)),
     })),
     extras: s.extra.map((e) => ({

@@ -23,9 +23,9 @@ import {
   type Order,
 } from './header.js';
 import { FORMAT } from '../native/tables.generated.js';
-import { DENSE_KEYS, readOp, type EmbeddingOp, type LayerOp } from './op-spec.js';
+import { DENSE_KEYS, readOp, type LayerOp, type OpLayerSpec } from './ops/index.js';
 
-export type { EmbeddingOp, LayerOp } from './op-spec.js';
+export type { EmbeddingOp, LayerOp, OpLayerSpec } from './ops/index.js';
 
 /** A user region: per layer, shaped like a built-in kind (`like`, or its alias `per`), in every
  *  layer that has that kind or in `layers`; or one global region of `bytes` raw bytes. */
@@ -50,13 +50,7 @@ export type NormalizedExtra =
  *  activation): a dense layer with its activation (none: identity), or an op that keeps the
  *  width (docs/ops.md): nn.LayerNorm, nn.RMSNorm, inverted dropout, or the sum of the layer
  *  before and an earlier layer `from` of the same width. The input and output layers are dense. */
-export type LayerSpec =
-  | number
-  | { readonly op?: 'dense'; readonly units: number; readonly activation?: Activation }
-  | { readonly op: 'layernorm' | 'rmsnorm'; readonly eps?: number }
-  | { readonly op: 'dropout'; readonly p: number }
-  | { readonly op: 'residual'; readonly from: number }
-  | EmbeddingOp;
+export type LayerSpec = number | { readonly op?: 'dense'; readonly units: number; readonly activation?: Activation } | OpLayerSpec;
 
 /** L: what `layers` holds; LayoutSpec<LayerSpec> for a spec with layer objects (planLayout
  *  takes either). */
@@ -332,7 +326,7 @@ function readLayers(layers: unknown[], rawOps: unknown, rawActivations: unknown,
       return;
     }
     if (l === layers.length - 1) throw new LayoutError('BAD_LAYERS', `${field}.op`, op, 'the output layer is dense (give it units and an activation)');
-    const read = readOp(op as Exclude<OpName, 'dense'>, o, field, l, units, dtype);
+    const read = readOp(op as Exclude<OpName, 'dense'>, o, { field, l, units, dtype });
     if (given && raw !== read.width)
       throw new LayoutError(
         'BAD_LAYERS',

@@ -28,6 +28,7 @@ import { loadArena, loadArenaAsync, uploadWritten, type Arena, type ArenaOptions
 import { runTargetOf } from '../arena/run-target.js';
 import type { CheckpointInfo, IoProgress, LoadOptions } from '../checkpoint/checkpoint.js';
 import { activationInfo, type Dtype } from '../layout/header.js';
+import { opWeights } from '../layout/ops/index.js';
 import { abortError, ArenaError, OptionError } from '../core/errors.js';
 import { OPS, type PrecisionName } from '../native/addon.js';
 import type { DataParallel } from '../parallel/data-parallel.js';
@@ -231,13 +232,14 @@ export class Trainer<D extends Dtype = Dtype> implements Disposable, AsyncDispos
           fanOut = layers[l]!;
         const std = activationInfo(activations[l - 1]!).init === 'he' ? Math.sqrt(2 / fanIn) : Math.sqrt(2 / (fanIn + fanOut));
         if (plan.region(l, 'w')) {
-          // A norm's gain starts at 1 (nn.LayerNorm, nn.RMSNorm); no draw, so the dense layers'
-          // weights are those of the same seed without the ops.
-          // An embedding's tables N(0, 1) as nn.Embedding's, drawn in layer order.
+          // An op's w as its module says (src/layout/ops/): a norm's gain 1 with no draw, so the
+          // dense layers' weights are those of the same seed without the ops; an embedding's
+          // tables N(0, 1) as nn.Embedding's, drawn in layer order.
           const w = this.arena.view(l, 'w', m);
           const op = ops?.[l - 1]?.op ?? 'dense';
-          if (op === 'dense') for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
-          else if (op === 'embedding') for (let i = 0; i < w.length; i++) w[i] = rng.normal();
+          const fill = op === 'dense' ? 'dense' : opWeights(op);
+          if (fill === 'dense') for (let i = 0; i < w.length; i++) w[i] = rng.normal() * std;
+          else if (fill === 'normal') for (let i = 0; i < w.length; i++) w[i] = rng.normal();
           else w.fill(1);
         }
         for (const k of ['b', 'mw', 'mb', 'vw', 'vb'] as const) if (plan.region(l, k)) this.arena.view(l, k, m).fill(0);
