@@ -59,6 +59,9 @@ struct GradSync {
   virtual void endRun(cudaStream_t compute) = 0;
   // A launch failed part-way: the peers must not wait forever for this replica.
   virtual void abort() {}
+  // This replica's rank in the group: its rows of a step are the group's rows [rank x batch,
+  // (rank + 1) x batch) (dropout draws its masks by the group's row, not the replica's).
+  virtual uint64_t rank() const { return 0; }
 };
 
 // The first unit of slice `j` of `slices` of a layer of `units` units (slice j: [start(j), start(j+1))).

@@ -449,6 +449,7 @@ template <typename T> class LayerRun {
   unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the same bytes)
   uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
   uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
+  uint64_t rowBase_ = 0;                     // a group's replica: its batch's first row of the group's (GradSync::rank)
   bool biasInOutput_ = false;                // the output launch adds the output layer's bias (K models)
   bool graphs_ = false;                      // steps after the first may run as graph launches
   FoldScalars<T> foldScalars_;               // a fold under a schedule: its alpha on the device

@@ -134,7 +134,7 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows) ->
   if (norm)
     graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, opRows_);
   else if (l > 1)
-    graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_);
+    graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
   if (l > 1) {
     residualAdds(l - 1, rows);
     // f' of layer l-1, and (bf16 / fp16) the copy of d[l-1] its products read

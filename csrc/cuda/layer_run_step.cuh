@@ -43,6 +43,7 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   // takes its own bias gradient (no cross-phase passes), without cuBLASLt's epilogues, the
   // output head or the side stream, whose launches assume a chain of dense layers.
   for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
+  rowBase_ = sync ? sync->rank() * h.batch : 0;
   while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
   if (ops_) {
     // A norm's row stats between its backward kernels, or an embedding's sorted keys (a column a
@@ -396,7 +397,7 @@ template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> vo
     else if (L_[l].op == NNA_OP_EMBEDDING)
       graph_->launch(s_, embedForwardKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, rows);
     else
-      graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_);
+      graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_, rowBase_);
     if (half_.active() && l < last_) {  // bf16 / fp16: the copy of z[l] the next layer's products read
       toHalf(l, NNA_Z, rows * n);
       st_.zFresh[l] = true;

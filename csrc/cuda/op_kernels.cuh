@@ -76,14 +76,15 @@ template <typename T> __global__ void normBackwardKernel(void* base, uint32_t l,
 
 // An element op (ops/element.h: dropout, residual), element by element: forward (z[l] from
 // z[l-1], and z[from]) or, with `backward`, dL/dz[l-1] into d[l-1] from d[l] (a residual's
-// z[from] share is residualAddKernel's). `train`: dropout drops, with the mask of (seed, step).
-template <typename T> __global__ void opElementKernel(void* base, uint32_t l, uint64_t rows, bool backward, bool train, uint64_t seed, uint64_t step) {
+// z[from] share is residualAddKernel's). `train`: dropout drops, with the mask of (seed, step);
+// `rowBase`: the group's row of this batch's row 0 (LayerRun::rowBase_).
+template <typename T> __global__ void opElementKernel(void* base, uint32_t l, uint64_t rows, bool backward, bool train, uint64_t seed, uint64_t step, uint64_t rowBase) {
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units, total = rows * n;
   const T* in = backward ? C.d : P.z;
   T* out = backward ? P.d : C.z;
   const T* from = nna_op_param_kind_of(C.op) == NNA_OP_PARAM_FROM && !backward ? bindModel<T>(base, C.from).z : nullptr;
-  ops::withElementOp(C.op, ops::ElementLayer<T>{l, n, C.op_value, from, train, seed, step}, [&](const auto& op) {
+  ops::withElementOp(C.op, ops::ElementLayer<T>{l, n, C.op_value, from, train, seed, step, rowBase}, [&](const auto& op) {
     for (uint64_t i = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; i < total; i += uint64_t(gridDim.x) * blockDim.x) {
       const uint64_t r = i / n;
       out[i] = backward ? op.backward(r, i - r * n, i, in[i]) : op.forward(r, i - r * n, i, in[i]);

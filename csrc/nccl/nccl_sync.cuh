@@ -224,6 +224,7 @@ class NcclSync final : public GradSync {
   // the trace (its events mark each step from the host).
   bool graphs() const override { return graphs_ && !trace_->on(); }
   void replaying(bool on) override { replaying_ = on; }
+  uint64_t rank() const override { return uint64_t(c_.rank()); }
   void graphOwner(std::function<void()> release) override {
     std::lock_guard<std::mutex> lock(c_.group_->mutex);
     c_.releaseGraph_ = std::move(release);

@@ -27,9 +27,11 @@ template <typename T> struct Dropout {
   DropoutMask mask;
   T scale;
   bool train;
-  NNA_FN explicit Dropout(const ElementLayer<T>& e) : mask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units}, scale(dropoutScale<T>(e.value)), train(e.train) {}
-  NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const { return !train ? x : mask.keep(row, col) ? x * scale : T(0); }
-  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return mask.keep(row, col) ? dy * scale : T(0); }
+  uint64_t rowBase;  // the group's row of the batch's row 0: replicas draw distinct masks, one GPU's on the group's batch
+  NNA_FN explicit Dropout(const ElementLayer<T>& e)
+      : mask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units}, scale(dropoutScale<T>(e.value)), train(e.train), rowBase(e.rowBase) {}
+  NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const { return !train ? x : mask.keep(rowBase + row, col) ? x * scale : T(0); }
+  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return mask.keep(rowBase + row, col) ? dy * scale : T(0); }
 };
 
 }  // namespace nna::ops

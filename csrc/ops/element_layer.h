@@ -15,6 +15,7 @@ template <typename T> struct ElementLayer {
   const T* from = nullptr;  // z[from] (a residual's forward), else null
   bool train = false;       // a training run (dropout drops)
   uint64_t seed = 0, step = 0;
+  uint64_t rowBase = 0;  // the batch's first row in the step's rows (a data-parallel replica's share)
 };
 
 }  // namespace nna::ops

@@ -107,11 +107,6 @@ void checkGroup(const void* header) {
   // while a group's all-reduce needs each layer's dw and db intact until its update.
   if (h.flags & NNA_FLAG_COMPACT)
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact", "data parallelism all-reduces every layer's dw and db, which a compact plan does not keep (compact: plan it without compact)");
-  // The all-reduce ranges are a chain of dense layers' dw and db.
-  uint32_t op = 0;
-  const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
-  if (l < h.num_layers)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "layers", "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer; data parallelism trains dense layers only in this version");
 }
 
 // Dynamic loss scaling goes with the precisions that scale (fp16) and with runs that train in
@@ -145,17 +140,15 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
 
 void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   // Ops other than dense (nn_arena.h NNA_OPS) have their CPU forward and backward (csrc/ops/);
-  // the CUDA paths run chains of dense layers.
-  // The per-layer CUDA path runs them for one model (op_kernels.cuh); the fused kernel is written
-  // for chains of dense layers.
+  // the per-layer CUDA path runs them for one model or K (op_kernels.cuh, grid z: the models);
+  // the fused kernel is written for chains of dense layers, and a device budget's schedulers
+  // plan chains of dense layers.
   uint32_t op = 0;
   const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
   const nna_header* h = nna_header_of(header);
-  if (target.cuda && l < h->num_layers) {
-    const std::string which = "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer";
-    if (target.budgeted) NNA_FAIL("NOT_SUPPORTED", which + "; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
-    if (nna_models(h) > 1) NNA_FAIL_FIELD("NOT_SUPPORTED", "models", which + "; K models with ops train on the CPU backend in this version (backend: 'cpu')");
-  }
+  if (target.cuda && target.budgeted && l < h->num_layers)
+    NNA_FAIL("NOT_SUPPORTED",
+             "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)

@@ -11,7 +11,7 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
+import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayerSpec, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
 import { runGroup } from '../../src/parallel/data-parallel.js';
 import { handleOf } from '../../src/arena/arena.js';
 import { LOSSES, OPS } from '../../src/native/addon.js';
@@ -321,6 +321,46 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
 
   // The measured advice (nn-arena doctor --data-parallel): both sides timed, the throughput their
   // ratio, the advice what the ratio says. S-sized: two GPUs were slower than one on 2 x H200.
+  it('every op (embedding, norms, dropout, residual): replicas bit-identical, equal to one GPU on the global batch', async () => {
+    // Dropout draws its mask by the group's row (a replica's rows are the group's [rank x batch,
+    // ...)), so the group drops what one GPU drops on the global batch, and replicas differ.
+    const layers: LayerSpec[] = [
+      4,
+      { op: 'embedding', numeric: 3, categorical: [{ cardinality: 5, dim: 2 }] },
+      { units: 16, activation: 'relu' },
+      { op: 'layernorm' },
+      { op: 'dropout', p: 0.3 },
+      { units: 16 },
+      { op: 'residual', from: 2 },
+      { op: 'rmsnorm' },
+      { units: 3, activation: 'softmax' },
+    ];
+    const per = 8,
+      samples = per * world * 4;
+    const x = Float64Array.from({ length: samples * 4 }, (_, i) => (i % 4 === 3 ? (i * 7) % 5 : Math.sin(i * 0.37)));
+    const labels = Int32Array.from({ length: samples }, (_, i) => (i * 7) % 3);
+    const plan = (batch: number) => planLayout({ layers, batch, samples, dtype: 'float64', optimizer: 'adamw' });
+    const group = DataParallel.create(plan(per), { devices });
+    const one = Arena.create(plan(per * world), { backend: 'cuda' });
+    try {
+      const tg = new Trainer(group, { lr: 0.01, dropoutSeed: 4 }),
+        t1 = new Trainer(one, { lr: 0.01, dropoutSeed: 4 });
+      tg.init(3);
+      t1.init(3);
+      const rg = await tg.fit({ x, labels }, { epochs: 2, seed: 1 });
+      const r1 = await t1.fit({ x, labels }, { epochs: 2, seed: 1 });
+      const reps = group.replicas.map(params);
+      for (const r of reps.slice(1)) expect(identical(reps[0]!, r)).toBe(true);
+      const rel = maxRel(reps[0]!, params(one));
+      console.log(`nccl ops: group vs one GPU max rel ${rel.toExponential(2)}, loss ${rg.loss} vs ${r1.loss}`);
+      expect(rel).toBeLessThanOrEqual(1e-6); // AdamW: as the adam cases above
+      expect(rg.loss).toBeCloseTo(r1.loss, 9);
+    } finally {
+      group.dispose();
+      one.dispose();
+    }
+  });
+
   it('adviseDataParallel times one GPU and the group and advises by the ratio', async () => {
     const { adviseDataParallel } = await import('../../src/tools.js');
     const r = await adviseDataParallel({ layers: [784, 128, 10], batch: 100 }, { devices, precision: 'tf32', steps: 50 });

@@ -1,7 +1,7 @@
 // The ops of the layer table (layernorm, rmsnorm, dropout, residual) on the per-layer CUDA
 // path: the PyTorch fixture of test/fixtures/gen_ops.py in float64 to 1e-9 as on the CPU;
 // float32, tf32, bf16 and fp16 within their rounding of the CPU; dropout's masks equal to the CPU's, step by
-// step in a graphed fit; the refusals of what runs dense layers only.
+// step in a graphed fit; K models of every op as one-model arenas and as the CPU.
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/ops.gpu.test.ts
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayerSpec } from '../../src/index.js';
@@ -66,10 +66,39 @@ describe.skipIf(!hasGpu)('ops on CUDA (per-layer path)', () => {
     expect(b.z3.map((v) => v === 0)).toEqual(a.z3.map((v) => v === 0)); // the last step's mask
   });
 
-  it('refuses K models with ops, naming the layer', async () => {
-    const layers: LayerSpec[] = [4, 8, { op: 'rmsnorm' }, 2];
-    const refused = (message: string) => expect.objectContaining({ code: 'NOT_SUPPORTED', message: expect.stringContaining(message) as string }) as Error;
-    using k = Arena.create(planLayout({ layers, batch: 2, models: 2 }), cuda);
-    expect(() => new Trainer(k)).toThrow(refused('K models with ops train on the CPU backend'));
+  it('K models with every op: each model as a one-model CUDA arena of it, and as the CPU K-model arena (float64)', async () => {
+    const spec = {
+      layers: [
+        4,
+        { op: 'embedding', numeric: 3, categorical: [{ cardinality: 5, dim: 2 }] },
+        { units: 16, activation: 'relu' },
+        { op: 'layernorm' },
+        { op: 'dropout', p: 0.3 },
+        { units: 16 },
+        { op: 'residual', from: 2 },
+        { op: 'rmsnorm' },
+        { units: 3, activation: 'softmax' },
+      ] as LayerSpec[],
+      batch: 8,
+      dtype: 'float64' as const,
+      optimizer: 'adamw' as const,
+    };
+    const input = (i: number) => (i % 4 === 3 ? (i * 7) % 5 : Math.sin(i * 0.7)); // column 3: a category index
+    const x = Float64Array.from({ length: 8 * 4 }, (_, i) => input(i));
+    const labels = Int32Array.from({ length: 8 }, (_, i) => i % 3);
+    const run = async (models: number, m: number, backend: typeof cpu | typeof cuda) => {
+      using arena = Arena.create(planLayout({ ...spec, models }), backend);
+      const t = new Trainer(arena, { lr: 0.01, dropoutSeed: 9, clipGradNorm: 1 });
+      t.init(models === 1 ? 5 : [6, 5].slice(0, models));
+      for (let s = 0; s < 4; s++) await t.step(x, { labels });
+      arena.toHost({ kinds: ['w', 'b'] });
+      return [1, 2, 3, 5, 7, 8].flatMap((l) => [...Array.from(arena.view(l, 'w', m)), ...(arena.plan.region(l, 'b') ? Array.from(arena.view(l, 'b', m)) : [])]);
+    };
+    const k = await run(2, 1, cuda);
+    const one = await run(1, 0, cuda);
+    const host = await run(2, 1, cpu);
+    console.log(`ops K models cuda: vs one model ${relErr(k, one).toExponential(2)}, vs the CPU ${relErr(k, host).toExponential(2)}`);
+    expect(relErr(k, one)).toBeLessThan(1e-12);
+    expect(relErr(k, host)).toBeLessThan(1e-9);
   });
 });
