@@ -120,7 +120,7 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
 }
 
 /* ---- The ops: what a layer computes, one row each, the one table of them ----------------------
- *   X(ENUM, code, "name", w, b, "torch")
+ *   X(ENUM, code, "name", w, b, "torch", param)
  *   w   what the layer's w region (and dw, mw, vw) holds: 2 a matrix, units x fan_in (dense);
  *       1 a gain, units elements (norms); 3 the embedding tables, sum of cardinality x dim over
  *       the embedding column table (each column's table [cardinality][dim], in column order);
@@ -129,8 +129,9 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
  *   torch the torch.nn module it matches ("" for none: residual is an addition)
  *   param what the layer's entry of the op parameter table holds, as checkOp (validate.cc)
  *       checks it: NNA_OP_PARAM_NONE nothing (zeros); _EPS value: eps, finite > 0; _P value: p
- *       in [0, 1); _FROM from: a layer k < l - 1 of the same width (value 0); _EMBED the
- *       embedding's numeric columns and column table (checkEmbedding)
+ *       in [0, 1), the op drops units in training runs (its mask from nna_dropout_keep, so the
+ *       step in parts refuses it: check.cc); _FROM from: a layer k < l - 1 of the same width
+ *       (value 0); _EMBED the embedding's numeric columns and column table (checkEmbedding)
  * Every op but dense keeps its width (fan_in == units), has the identity activation and takes its
  * parameter from the layer's entry of the op parameter table (nna_op_param):
  *   layernorm  value: eps (> 0)   y = (x - mean) / sqrt(var + eps) * gain + bias, per row

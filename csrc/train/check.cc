@@ -64,13 +64,14 @@ void checkOptimizer(const nna_header& h, const RunParams& p) {
 
 }  // namespace
 
-// The first layer whose op is not dense, or num_layers where every layer is dense; `op` gets its op.
-static uint32_t firstOp(const void* header, uint32_t only, uint32_t* op) {
+// The first layer whose op is not dense (and, with `dropping`, drops units in training runs: its
+// parameter is a p, NNA_OP_PARAM_P), or num_layers where there is none; `op` gets its op.
+static uint32_t firstOp(const void* header, bool dropping, uint32_t* op) {
   const nna_header* h = nna_header_of(header);
   for (uint32_t l = 0; l < h->num_layers; ++l) {
     nna_layer L;
     std::memcpy(&L, static_cast<const char*>(header) + h->layers_offset + size_t(l) * sizeof L, sizeof L);
-    if (L.op != NNA_OP_DENSE && (only == NNA_OP_COUNT || L.op == only)) {
+    if (L.op != NNA_OP_DENSE && (!dropping || nna_op_param_kind_of(L.op) == NNA_OP_PARAM_P)) {
       *op = L.op;
       return l;
     }
@@ -144,7 +145,7 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   // the fused kernel is written for chains of dense layers, and a device budget's schedulers
   // plan chains of dense layers.
   uint32_t op = 0;
-  const uint32_t l = firstOp(header, NNA_OP_COUNT, &op);
+  const uint32_t l = firstOp(header, false, &op);
   const nna_header* h = nna_header_of(header);
   if (target.cuda && target.budgeted && l < h->num_layers)
     NNA_FAIL("NOT_SUPPORTED",
@@ -214,9 +215,9 @@ void checkRun(const void* header, const RunParams& p) {
   // A Forward run drops nothing, so the step in parts would differentiate another network than
   // the one whose outputs it saw.
   uint32_t op = 0;
-  const uint32_t dropout = firstOp(header, NNA_OP_DROPOUT, &op);
+  const uint32_t dropout = firstOp(header, true, &op);
   if ((p.op == Op::Backward || p.op == Op::BackwardFromOutput) && dropout < h.num_layers)
-    NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(dropout) + " is a dropout layer, which forward() runs without: train it with step() or fit()");
+    NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(dropout) + " is a " + nna_op_name(op) + " layer, which forward() runs without: train it with step() or fit()");
   if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step
     if (p.resident) NNA_FAIL("BAD_ARGUMENT", "backward and update runs work on the rows a forward run left, not on the resident data set");
     if (p.numBatches != 1) NNA_FAIL("BAD_ARGUMENT", "backward and update runs are one step");
