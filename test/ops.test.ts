@@ -7,7 +7,7 @@ import { Arena, planLayout, Trainer, type LayerSpec } from '../src/index.js';
 import { decodeSpec } from '../src/layout/decode.js';
 import { HEADER_FIELDS, HEADER_SIZE, LAYER_FIELDS, LAYER_SIZE, OP_PARAM_FIELDS, OP_PARAM_SIZE } from '../src/layout/header.js';
 import { native, OPS, PRECISIONS } from '../src/native/addon.js';
-import { errorsVsTorch, OPS_FIXTURE, trainOpsFixture } from './support/ops-fixtures.js';
+import { ALPHA_DROPOUT_FIXTURE, errorsVsTorch, OPS_FIXTURE, trainOpsFixture } from './support/ops-fixtures.js';
 import { checkFitResume, checkStepResume, type ResumeCase } from './support/resume-checks.js';
 
 const F = OPS_FIXTURE;
@@ -26,6 +26,14 @@ describe(`ops match PyTorch ${F.torch} (CPU, float64)`, () => {
     const e = errorsVsTorch(await trainOpsFixture('float32', cpu));
     expect(e.loss).toBeLessThan(1e-4);
     expect(e.params).toBeLessThan(1e-3);
+  });
+
+  it(`alpha-dropout: 10 AdamW steps with clipping against nn.AlphaDropout's arithmetic (PyTorch ${ALPHA_DROPOUT_FIXTURE.torch}), eval mode the identity`, async () => {
+    const e = errorsVsTorch(await trainOpsFixture('float64', cpu, {}, ALPHA_DROPOUT_FIXTURE), ALPHA_DROPOUT_FIXTURE);
+    expect(e.loss, 'losses').toBeLessThan(1e-12);
+    expect(e.norm, 'gradient norms').toBeLessThan(1e-12);
+    expect(e.params, 'every parameter').toBeLessThan(1e-9);
+    expect(e.predict, 'predict (eval mode: no dropout)').toBeLessThan(1e-9);
   });
 });
 

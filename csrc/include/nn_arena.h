@@ -139,6 +139,9 @@ NNA_HD uint32_t nna_act_on(uint32_t act) {
  *   dropout    value: p in [0, 1) training runs: y = x * keep / (1 - p), keep from nna_dropout_keep;
  *                                 other runs: y = x
  *   residual   from: a layer k < l - 1 of the same width    y = z[l-1] + z[k]
+ *   alpha-dropout  value: p in [0, 1) training runs: nn.AlphaDropout's, with the mask of dropout:
+ *                                 y = keep ? x a + alpha a p : alpha a (p - 1), a = 1 / sqrt((alpha^2 p
+ *                                 + 1)(1 - p)), alpha = 1.7580993408473766; other runs: y = x
  * but embedding, which is layer 1 only, with the identity activation: from is its numeric
  * columns N, count its categorical columns C (entries of the embedding column table, >= 1);
  * layer 0 has N + C units, layer 1 N + the sum of the columns' dims. Per row of x = z[0]:
@@ -155,7 +158,8 @@ enum nna_op_param_kind { NNA_OP_PARAM_NONE = 0, NNA_OP_PARAM_EPS = 1, NNA_OP_PAR
   X(NNA_OP_RMSNORM, 2, "rmsnorm", 1, 0, "RMSNorm", NNA_OP_PARAM_EPS)       \
   X(NNA_OP_DROPOUT, 3, "dropout", 0, 0, "Dropout", NNA_OP_PARAM_P)         \
   X(NNA_OP_RESIDUAL, 4, "residual", 0, 0, "", NNA_OP_PARAM_FROM)           \
-  X(NNA_OP_EMBEDDING, 5, "embedding", 3, 0, "Embedding", NNA_OP_PARAM_EMBED)
+  X(NNA_OP_EMBEDDING, 5, "embedding", 3, 0, "Embedding", NNA_OP_PARAM_EMBED)        \
+  X(NNA_OP_ALPHA_DROPOUT, 6, "alpha-dropout", 0, 0, "AlphaDropout", NNA_OP_PARAM_P)
 
 #define NNA_OP_ENUM_(e, code, name, w, b, torch, param) e = code,
 #define NNA_OP_COUNT_(e, code, name, w, b, torch, param) +1

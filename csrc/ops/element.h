@@ -9,6 +9,7 @@
 
 #include "../descriptors/host_device.h"
 #include "../include/nn_arena.h"
+#include "alpha_dropout.h"
 #include "dropout.h"
 #include "element_layer.h"
 #include "residual.h"
@@ -20,6 +21,7 @@ template <typename T, typename F> NNA_FN bool withElementOp(uint32_t op, const E
   switch (op) {
     case NNA_OP_DROPOUT: f(Dropout<T>(e)); return true;
     case NNA_OP_RESIDUAL: f(Residual<T>(e)); return true;
+    case NNA_OP_ALPHA_DROPOUT: f(AlphaDropout<T>(e)); return true;
     default: return false;
   }
 }

@@ -67,6 +67,7 @@ export const OP_TABLE = [
   {name: 'dropout', code: 3, w: 0, bias: false, torch: 'Dropout'},
   {name: 'residual', code: 4, w: 0, bias: false, torch: ''},
   {name: 'embedding', code: 5, w: 3, bias: false, torch: 'Embedding'},
+  {name: 'alpha-dropout', code: 6, w: 0, bias: false, torch: 'AlphaDropout'},
 ] as const;
 
 /** Every loss (losses.h): its run code; softmax: needs a softmax output layer (else must not have

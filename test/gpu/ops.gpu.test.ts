@@ -5,7 +5,7 @@
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/ops.gpu.test.ts
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayerSpec } from '../../src/index.js';
-import { errorsVsTorch, relErr, trainOpsFixture } from '../support/ops-fixtures.js';
+import { ALPHA_DROPOUT_FIXTURE, errorsVsTorch, relErr, trainOpsFixture } from '../support/ops-fixtures.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -20,6 +20,15 @@ describe.skipIf(!hasGpu)('ops on CUDA (per-layer path)', () => {
     expect(e.norm).toBeLessThan(1e-12);
     expect(e.params).toBeLessThan(1e-9);
     expect(e.predict).toBeLessThan(1e-9);
+  });
+
+  it('alpha-dropout, float64: the PyTorch fixture to 1e-9, and float32 within rounding of the CPU', async () => {
+    const e = errorsVsTorch(await trainOpsFixture('float64', cuda, {}, ALPHA_DROPOUT_FIXTURE), ALPHA_DROPOUT_FIXTURE);
+    console.log(`alpha-dropout float64 cuda vs torch: ${JSON.stringify(e)}`);
+    expect(e.params).toBeLessThan(1e-9);
+    expect(e.predict).toBeLessThan(1e-9);
+    const [c, g] = [await trainOpsFixture('float32', cpu, {}, ALPHA_DROPOUT_FIXTURE), await trainOpsFixture('float32', cuda, {}, ALPHA_DROPOUT_FIXTURE)];
+    expect(Math.max(...g.losses.map((x, s) => Math.abs(x - c.losses[s]!) / c.losses[s]!))).toBeLessThan(1e-5);
   });
 
   it('float32 fp32, tf32, bf16 and fp16: within their rounding of the CPU', async () => {

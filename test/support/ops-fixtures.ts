@@ -33,6 +33,8 @@ const load = (file: string): OpsFixture => JSON.parse(readFileSync(join(__dirnam
 export const OPS_FIXTURE = load('ops-torch.json');
 /** test/fixtures/gen_embedding.py's network: an embedding of two categorical columns. */
 export const EMBEDDING_FIXTURE = load('embedding-torch.json');
+/** test/fixtures/gen_alpha_dropout.py's network: two alpha-dropout layers (nn.AlphaDropout). */
+export const ALPHA_DROPOUT_FIXTURE = load('alpha-dropout-torch.json');
 
 /** The largest |got - want| / (|want| + 1e-3). */
 export function relErr(got: ArrayLike<number>, want: readonly number[]): number {

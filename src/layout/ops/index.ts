@@ -3,6 +3,7 @@
 // here, and its entry below (its planned and written forms in the unions).
 import { checkKnownKeys } from '../../core/known-keys.js';
 import type { OpName } from '../header.js';
+import { alphaDropout, type AlphaDropoutOp } from './alpha-dropout.js';
 import { dropout, type DropoutOp } from './dropout.js';
 import { embedding, type EmbeddingOp } from './embedding.js';
 import { layernorm, rmsnorm, type NormOp, type NormSpec } from './norms.js';
@@ -13,13 +14,20 @@ export type { EmbeddingOp } from './embedding.js';
 export type { OnnxAttribute, OnnxPort, OpParams } from './types.js';
 
 /** A non-input layer's op as planned (plan.spec.ops). */
-export type LayerOp = { readonly op: 'dense' } | NormOp | DropoutOp | ResidualOp | EmbeddingOp;
+export type LayerOp = { readonly op: 'dense' } | NormOp | DropoutOp | ResidualOp | EmbeddingOp | AlphaDropoutOp;
 /** An op layer as a user writes it in `layers` (LayerSpec). */
-export type OpLayerSpec = NormSpec | DropoutOp | ResidualOp | EmbeddingOp;
+export type OpLayerSpec = NormSpec | DropoutOp | ResidualOp | EmbeddingOp | AlphaDropoutOp;
 
 type OpLayer = Exclude<LayerOp, { readonly op: 'dense' }>;
 /** Every op but dense, by name (each row of the generated table must have one): its module. */
-const OPS: { readonly [N in Exclude<OpName, 'dense'>]: OpDef<OpLayer> } = { layernorm, rmsnorm, dropout, residual, embedding };
+const OPS: { readonly [N in Exclude<OpName, 'dense'>]: OpDef<OpLayer> } = {
+  layernorm,
+  rmsnorm,
+  dropout,
+  residual,
+  embedding,
+  'alpha-dropout': alphaDropout,
+};
 
 export const DENSE_KEYS = ['op', 'units', 'activation'] as const;
 
