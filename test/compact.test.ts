@@ -6,7 +6,19 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { Arena, ArenaError, inspectCheckpoint, KINDS, minDeviceBudget, planLayout, selectRanges, Trainer, type Kind, type LayoutSpec } from '../src/index.js';
+import {
+  Arena,
+  ArenaError,
+  inspectCheckpoint,
+  KINDS,
+  minDeviceBudget,
+  planLayout,
+  selectRanges,
+  Trainer,
+  type Kind,
+  type LayerSpec,
+  type LayoutSpec,
+} from '../src/index.js';
 import { planToSVG } from '../src/tools.js';
 import { runArena, testAddon } from '../src/internal.js';
 import * as H from '../src/layout/header.js';
@@ -18,6 +30,19 @@ import { compactVsFull, COMPACT_NETS } from './support/compact-checks.js';
 const cpu = { backend: 'cpu' } as const;
 const S: LayoutSpec = { layers: [784, 128, 10], batch: 100 };
 const DEEP: LayoutSpec = { layers: [784, 256, 128, 64, 10], batch: 100 };
+/** Every op but the embedding (its x needs index columns): layernorm, dropout, a residual across
+ *  three layers, rmsnorm. */
+const OPS_NET: LayerSpec[] = [
+  6,
+  { units: 8, activation: 'relu' },
+  { op: 'layernorm' },
+  { units: 8, activation: 'tanh' },
+  { op: 'dropout', p: 0.25 },
+  { units: 8 },
+  { op: 'residual', from: 1 },
+  { op: 'rmsnorm' },
+  { units: 3, activation: 'softmax' },
+];
 
 /** A copy of a header with region (layer, kind) moved to `offset`. */
 function moved(header: Uint8Array, layer: number, kind: Kind, offset: number): Uint8Array {
@@ -144,12 +169,13 @@ describe('compact plan: the native replay refuses any other sharing', () => {
 // The planner reads the phase table of the spec's shape (no header yet); the runs read the one
 // of the planned header. They must be the same table.
 describe('compact plan: the phases the planner reads are those of the planned header', () => {
-  const nets: LayoutSpec[] = [
+  const nets: Array<LayoutSpec<LayerSpec>> = [
     { layers: [5, 4, 3], batch: 3, samples: 6 },
     { layers: [5, 40, 30, 20], batch: 3, samples: 6, optimizer: 'adam' },
     { layers: [5, 17], batch: 2, samples: 4, optimizer: 'momentum', activations: ['softmax'] },
     { layers: [6, 8, 8, 8, 8, 16], batch: 2, compact: true },
     { layers: [6, 8, 8, 8, 8, 17], batch: 2, compact: true, optimizer: 'adam', samples: 3 },
+    { layers: OPS_NET, batch: 3, compact: true, samples: 5 },
   ];
   it('every op, resident or not, per-layer and fused order', () => {
     let compared = 0;
@@ -172,7 +198,7 @@ describe('compact plan: the phases the planner reads are those of the planned he
         }
       }
     }
-    expect(compared).toBe(72);
+    expect(compared).toBe(88);
   });
 });
 
@@ -189,6 +215,26 @@ describe('compact plan: training on the CPU is bit-identical to the full plan', 
       });
     }
   }
+});
+
+describe('compact plan with ops: training on the CPU is bit-identical to the full plan', () => {
+  for (const optimizer of ['sgd', 'momentum', 'adamw'] as const) {
+    it(`${optimizer}, layernorm, dropout, residual, rmsnorm: steps, fit, evaluate, predict`, async () => {
+      const spec = { layers: OPS_NET, batch: 8, samples: 60, optimizer };
+      const { full, compact } = await compactVsFull(spec, cpu, optimizer === 'adamw' ? 0.01 : 0.05, { dropoutSeed: 3 });
+      expect(compact.totalBytes).toBeLessThan(full.totalBytes);
+      expect(compact.metrics).toEqual(full.metrics);
+      expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+      expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+    });
+  }
+  it('on CUDA: NOT_SUPPORTED naming compact (the CUDA path steps the ops after the last backward)', () => {
+    const header = planLayout({ layers: OPS_NET, batch: 3, compact: true }).header;
+    expect(() => native().checkRun(header, { op: 0, rows: 3 }, { cuda: true, budgeted: false })).toThrow(
+      expect.objectContaining({ code: 'NOT_SUPPORTED', field: 'compact' }) as Error,
+    );
+    native().checkRun(header, { op: 0, rows: 3 }, { cuda: false, budgeted: false });
+  });
 });
 
 describe('compact plan: what it refuses', () => {

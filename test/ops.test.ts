@@ -110,7 +110,6 @@ describe('ops in the layer table', () => {
     bad([4, 6, 5, { op: 'residual', from: 1 }, 2], 'layers[3].from');
     bad([4, 6, { op: 'swish' }, 2], 'layers[2].op');
     bad([4, 6, { op: 'layernorm', p: 0.1 }, 2], 'layers[2].p');
-    expect(() => planLayout({ layers: spec, batch: 2, compact: true })).toThrow(expect.objectContaining({ field: 'compact' }) as Error);
     expect(() => planLayout({ layers: spec, batch: 2, activations: ['relu'] } as never)).toThrow(expect.objectContaining({ field: 'activations' }) as Error);
   });
 

@@ -5,6 +5,7 @@
 // every region of a shape (regionRules: its count, the validator's rule, whether it outlives a
 // run, whether each model has a copy) and its phase table (stepPhases: the one that the native
 // replay of a compact plan walks).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -112,12 +113,10 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   if (!ops.IsUndefined() && (!ops.IsArray() || ops.As<Napi::Array>().Length() != u.As<Napi::Array>().Length()))
     throwJs(env, "BAD_ARGUMENT", "ops must be undefined or an array of one op code per layer");
   h.num_layers = u.As<Napi::Array>().Length();
-  bool anyOp = false;
   std::vector<uint32_t> opCodes(h.num_layers, NNA_OP_DENSE);
   for (uint32_t l = 0; l < h.num_layers && ops.IsArray(); ++l) {
     opCodes[l] = uint32_t(exactU64(env, ops.As<Napi::Array>().Get(l), "ops"));
     if (opCodes[l] >= NNA_OP_COUNT) throwJs(env, "BAD_ARGUMENT", "unknown op code " + std::to_string(opCodes[l]));
-    anyOp |= opCodes[l] != NNA_OP_DENSE;
   }
   // embedding: the columns of an embedding layer ({ cardinality, dim }, nn_arena.h nna_embed_col),
   // whose tables are its w; undefined where there is none.
@@ -135,7 +134,7 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
   }
   uint64_t tables = 0;
   if (!embedTableElements(cols.data(), uint32_t(cols.size()), &tables)) tables = ~uint64_t(0);
-  const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h), anyOp);
+  const ShapeProblem problem = shapeProblem(h.flags & NNA_FLAG_COMPACT, extras != 0, nna_models(&h));
   if (problem.field) throw jsError(env, problem.code, problem.why, "", problem.field);
   if (h.num_layers > NNA_MAX_LAYERS) throwJs(env, "BAD_ARGUMENT", "more layers than NNA_MAX_LAYERS");
   h.num_kinds = NNA_KIND_COUNT;
@@ -151,9 +150,20 @@ std::vector<uint8_t> shapeHeader(Napi::Env env, const Napi::Value& v) {
     for (uint32_t k = 0; k < NNA_KIND_COUNT; ++k)
       if (!expectedCount(h, L, l, k, &L.region[k].count, tables)) L.region[k].count = ~uint64_t(0);
   }
-  std::vector<uint8_t> out(sizeof h + layers.size() * sizeof(nna_layer));
+  // With ops, the op parameter table's `from` of each layer (the phase table reads a residual's;
+  // only a residual's is a layer index, so each is held below its layer).
+  const Napi::Value from = o.Get("opFrom");
+  std::vector<nna_op_param> params;
+  if (ops.IsArray()) {
+    if (!from.IsArray() || from.As<Napi::Array>().Length() != h.num_layers) throwJs(env, "BAD_ARGUMENT", "opFrom must be an array of one layer index per layer");
+    params.resize(h.num_layers);
+    for (uint32_t l = 0; l < h.num_layers; ++l) params[l].from = uint32_t(std::min<uint64_t>(exactU64(env, from.As<Napi::Array>().Get(l), "opFrom"), l > 1 ? l - 2 : 0));
+    h.ops_offset = sizeof h + layers.size() * sizeof(nna_layer);
+  }
+  std::vector<uint8_t> out(sizeof h + layers.size() * sizeof(nna_layer) + params.size() * sizeof(nna_op_param));
   std::memcpy(out.data(), &h, sizeof h);
   if (!layers.empty()) std::memcpy(out.data() + sizeof h, layers.data(), layers.size() * sizeof(nna_layer));
+  if (!params.empty()) std::memcpy(out.data() + h.ops_offset, params.data(), params.size() * sizeof(nna_op_param));
   return out;
 }
 

@@ -50,10 +50,11 @@ bool embedTableElements(const nna_embed_col* cols, uint32_t count, uint64_t* out
 
 bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t k, uint64_t* out, uint64_t tables) {
   const bool hidden = l > 0, last = l + 1 == h.num_layers;
-  // A compact plan of an optimizer without state (SGD) has no dw: CUDA folds the update into the
-  // weight-gradient product, the CPU keeps that product in a transient buffer, and what needs
-  // dw (tf32x3, gradients(), clipping) is refused.
-  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || !optimizerFolds(h.optimizer);
+  // A compact plan of an optimizer without state (SGD) has no dw for a dense layer: CUDA folds
+  // the update into the weight-gradient product, the CPU keeps that product in a transient
+  // buffer, and what needs dw (tf32x3, gradients(), clipping) is refused. An op's parameters (a
+  // norm's gain, an embedding's tables) keep theirs: their updates read it.
+  const bool dw = !(h.flags & NNA_FLAG_COMPACT) || !optimizerFolds(h.optimizer) || (hidden && L.op != NNA_OP_DENSE);
   const bool keeps = optimizerKeeps(h.optimizer, k);
   *out = 0;
   // What the op's w and b hold (nn_arena.h NNA_OPS): a dense layer's matrix and bias, a norm's
@@ -214,9 +215,7 @@ std::string checkExtras(const void* base, size_t readable, const nna_header& h, 
 
 }  // namespace
 
-ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models, bool ops) {
-  // The aliasing replay and the residency plans walk a chain of dense layers (phases.cc).
-  if (ops && compact) return {"BAD_SPEC", "compact", "a compact plan holds dense layers only (yet); this one has other ops (plan it without compact)"};
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models) {
   if (models <= 1) return {};
   // The aliasing replay (csrc/train/aliasing.cc) places one copy of every region; K copies with
   // their strides are not replayed.
@@ -284,7 +283,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   uint64_t tables = 0;
   if (!embedTableElements(cols.data(), columns, &tables)) return "layer 1 (embedding): its tables' size overflows 64 bits";
   if (h.num_extras && h.extras_offset != colsEnd) return "extras_offset " + std::to_string(h.extras_offset) + " != end of the layer and op tables " + std::to_string(colsEnd);
-  const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models, anyOp);
+  const ShapeProblem combination = shapeProblem(h.flags & NNA_FLAG_COMPACT, h.num_extras, models);
   if (combination.field) return combination.why;
 
   struct Span {

@@ -26,8 +26,7 @@ bool expectedCount(const nna_header& h, const nna_layer& L, uint32_t l, uint32_t
 bool embedTableElements(const nna_embed_col* cols, uint32_t count, uint64_t* out);
 
 // A combination of one shape that nn-arena refuses whatever the sizes: a compact plan, and user
-// regions, each hold one model; a compact plan holds dense layers only (`ops`: a layer has
-// another op). field is null when there is none; else the spec's field that
+// regions, each hold one model. field is null when there is none; else the spec's field that
 // asked for it, with the error code the planner throws and why. validateHeader refuses such a
 // header with it, and the planner such a spec (addon regionRules).
 struct ShapeProblem {
@@ -35,7 +34,7 @@ struct ShapeProblem {
   const char* field = nullptr;
   std::string why;
 };
-ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models, bool ops = false);
+ShapeProblem shapeProblem(bool compact, uint32_t extras, uint64_t models);
 
 // The name of a region kind (NNA_KINDS), "?" when out of range.
 inline const char* kindName(uint32_t kind) {

@@ -147,6 +147,13 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   uint32_t op = 0;
   const uint32_t l = firstOp(header, false, &op);
   const nna_header* h = nna_header_of(header);
+  // A compact plan's phases (phases.cc) update each layer in its backward phase; the CUDA
+  // per-layer path's op steps wait for the last backward (layer_run_step.cuh) and are not
+  // replayed against a compact plan: a compact plan with ops trains on the CPU backend.
+  if (target.cuda && (h->flags & NNA_FLAG_COMPACT) && l < h->num_layers)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact",
+                   "layer " + std::to_string(l) + " is a " + nna_op_name(op) +
+                       " layer; a compact plan with ops trains on the CPU backend in this version (plan it without compact, or backend: 'cpu')");
   if (target.cuda && target.budgeted && l < h->num_layers)
     NNA_FAIL("NOT_SUPPORTED",
              "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");

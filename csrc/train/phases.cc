@@ -5,6 +5,7 @@
 #include "../core/failure.h"
 #include "../descriptors/optimizers.h"
 #include "../core/validate.h"
+#include "../ops/residual.h"
 
 namespace nna {
 
@@ -30,10 +31,13 @@ StepModel::StepModel(const uint8_t* header) {
              "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " + std::to_string(nna_models(&h_)) + " (models)");
   layers_.resize(h_.num_layers);
   std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
-  // The phases below are those of a chain of dense layers.
-  for (uint32_t l = 0; l < h_.num_layers; ++l)
-    if (layers_[l].op != NNA_OP_DENSE)
-      NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(l) + " is a " + nna_op_name(layers_[l].op) + " layer: device budgets and compact plans take dense layers only (yet)");
+  for (uint32_t l = 0; l < h_.num_layers; ++l) {
+    ops_ |= layers_[l].op != NNA_OP_DENSE;
+    if (const nna_op_param* q = nna_op_param_of(header, l)) {
+      from_.resize(h_.num_layers);
+      from_[l] = q->from;
+    }
+  }
   index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);
   const uint64_t elem = h_.dtype == NNA_FLOAT64 ? 8 : 4;
   for (uint32_t l = 0; l < h_.num_layers; ++l)
@@ -54,7 +58,8 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
   const uint32_t last = h_.num_layers - 1;
   const bool grad = op == Op::Train || op == Op::Grad;
   const bool folded = op == Op::Train && optimizerFolds(h_.optimizer);
-  const bool fused = path == Path::Fused;
+  // A network with ops never takes the fused kernel: its runs are the per-layer order's.
+  const bool fused = path == Path::Fused && !ops_;
   const bool fuseOutput = fused && last >= 2 && layers_[last].units <= kFusedOutputMaxUnits;
   std::vector<PhaseInfo> out;
   auto phase = [&](Stage s, uint32_t l) -> PhaseInfo& {
@@ -81,12 +86,20 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
     } else
       use(ph, last, NNA_Y, kRead);
   };
-  // dw, db of layer l; then its update when training.
+  // dw, db of layer l; then its update when training. An op's parameters (a norm's gain, an
+  // embedding's tables) always go through dw (validate.cc expectedCount keeps it).
   auto gradients = [&](PhaseInfo& ph, uint32_t l) {
     use(ph, l, NNA_D, kRead);
     use(ph, l - 1, NNA_Z, kRead);
-    if (!folded) use(ph, l, NNA_DW, kWrite);
+    if (!folded || layers_[l].op != NNA_OP_DENSE) use(ph, l, NNA_DW, kWrite);
     use(ph, l, NNA_DB, kWrite);
+  };
+  // d[k] takes the errors of the residual layers that add z[k] (ops/residual.h), in the phase
+  // that finishes d[k]: the backward of layer k + 1.
+  auto residualErrors = [&](PhaseInfo& ph, uint32_t k) {
+    for (uint32_t r : ops::residualAdders(
+             h_.num_layers, k, [&](uint32_t i) { return layers_[i].op; }, [&](uint32_t i) { return opFrom(i); }))
+      use(ph, r, NNA_D, kRead);
   };
   auto update = [&](PhaseInfo& ph, uint32_t l) {
     if (op == Op::Train)
@@ -114,6 +127,9 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
     } else {
       use(f, l - 1, NNA_Z, kRead);
     }
+    if (layers_[l].op == NNA_OP_RESIDUAL) use(f, opFrom(l), NNA_Z, kRead);
+    // A row that names no row of an embedding's table: NaN outputs, from x, after the last product.
+    if (l == last && layers_[1].op == NNA_OP_EMBEDDING) use(f, 0, NNA_Z, kRead);
     use(f, l, NNA_W, kRead);
     use(f, l, NNA_B, kRead);
     if (l == last && fuseOutput) {  // with the output: softmax, loss, d[L] and d[L-1] in registers
@@ -144,6 +160,7 @@ std::vector<PhaseInfo> StepModel::step(Op op, bool resident, Path path) const {
       if (l > 1) {
         use(b, l, NNA_W, kRead);
         use(b, l - 1, NNA_D, kWrite);
+        residualErrors(b, l - 1);
       }
       update(b, l);
     }

@@ -87,8 +87,13 @@ class StepModel {
   static uint64_t rounded(uint64_t offset, uint64_t bytes, uint64_t granule);
 
  private:
+  // Layer l's `from` in the op parameter table (a residual's earlier layer), 0 where none.
+  uint32_t opFrom(uint32_t l) const { return from_.empty() ? 0 : from_[l]; }
+
   nna_header h_;
   std::vector<nna_layer> layers_;
+  std::vector<uint32_t> from_;
+  bool ops_ = false;  // some layer is not dense: its runs are the per-layer order's
   std::vector<RegionInfo> regions_;
   std::vector<int32_t> index_;
 };

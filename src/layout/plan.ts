@@ -96,7 +96,7 @@ export function plannerShape(s: NormalizedSpec): PlannerShape {
     extras: s.extra.length,
     units: [...s.layers],
     activations: s.layers.map((_, l) => (l === 0 ? ACTIVATIONS.input : ACTIVATIONS[s.activations[l - 1]!])),
-    ...(s.ops ? { ops: [OP_CODES.dense, ...s.ops.map((o) => OP_CODES[o.op])] } : {}),
+    ...(s.ops ? { ops: [OP_CODES.dense, ...s.ops.map((o) => OP_CODES[o.op])], opFrom: [0, ...s.ops.map((o) => opParams(o).from)] } : {}),
     ...(embeddingOf(s) ? { embedding: embeddingOf(s)!.categorical } : {}),
   };
 }

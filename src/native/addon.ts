@@ -337,8 +337,10 @@ export interface PlannerShape {
   extras: number;
   units: number[];
   activations: number[];
-  /** One op code per layer (nna_op), where some layer is not dense. */
+  /** One op code per layer (nna_op), where some layer is not dense; with each layer's `from` of
+   *  the op parameter table (a residual's earlier layer: the phase table reads it). */
   ops?: number[];
+  opFrom?: number[];
   /** Layer 1's embedding columns, where it is an embedding (its tables are its w). */
   embedding?: ReadonlyArray<{ readonly cardinality: number; readonly dim: number }>;
 }

@@ -1,6 +1,6 @@
 // compact-checks.ts: the same training on a full plan and on a compact one, shared by the CPU
 // suite (test/compact.test.ts) and the CUDA suite (test/gpu/compact.gpu.test.ts).
-import { Arena, planLayout, Trainer, type ArenaOptions, type LayoutSpec, type TrainerOptions } from '../../src/index.js';
+import { Arena, planLayout, Trainer, type ArenaOptions, type LayerSpec, type LayoutSpec, type TrainerOptions } from '../../src/index.js';
 import { toyData } from './train-checks.js';
 
 export interface Trained {
@@ -18,14 +18,15 @@ const bytesOf = (v: ArrayBufferView) => new Uint8Array(v.buffer, v.byteOffset, v
 
 /** Steps on caller-given batches, then a fit over a resident data set (several epochs), an
  *  evaluation and a prediction, all from one seed. */
-export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: number, trainer: TrainerOptions = {}): Promise<Trained> {
+export async function trainOn(spec: LayoutSpec<LayerSpec>, options: ArenaOptions, lr: number, trainer: TrainerOptions = {}): Promise<Trained> {
   const plan = planLayout(spec);
   const arena = Arena.create(plan, options);
   try {
     const t = new Trainer(arena, { ...trainer, lr });
     t.init(5);
-    const inputs = spec.layers[0]!,
-      outputs = spec.layers[spec.layers.length - 1]!;
+    const units = plan.spec.layers;
+    const inputs = units[0]!,
+      outputs = units[units.length - 1]!;
     const data = toyData(inputs, outputs, spec.samples ?? 64, 3, false);
     const metrics: number[] = [];
     for (let s = 0; s < 3; s++) {
@@ -41,7 +42,7 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
     const predictions = bytesOf(await t.predict(data.x.subarray(0, inputs * Math.min(spec.batch, 7))));
     t.syncToHost();
     const parts: Uint8Array[] = [];
-    for (let l = 1; l < spec.layers.length; l++) parts.push(bytesOf(arena.view(l, 'w')), bytesOf(arena.view(l, 'b')));
+    for (let l = 1; l < units.length; l++) for (const k of ['w', 'b'] as const) if (plan.region(l, k)) parts.push(bytesOf(arena.view(l, k)));
     const params = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
     parts.reduce((at, p) => {
       params.set(p, at);
@@ -55,7 +56,7 @@ export async function trainOn(spec: LayoutSpec, options: ArenaOptions, lr: numbe
 
 /** The same training on the full plan and on the compact one. */
 export async function compactVsFull(
-  spec: LayoutSpec,
+  spec: LayoutSpec<LayerSpec>,
   options: ArenaOptions,
   lr = 0.05,
   trainer: TrainerOptions = {},

@@ -57,8 +57,9 @@ export async function trainOpsFixture(
   options: ArenaOptions,
   extra: TrainerOptions = {},
   F: OpsFixture = OPS_FIXTURE,
+  compact = false,
 ): Promise<OpsRun> {
-  const arena = Arena.create(planLayout({ layers: F.spec, batch: F.batch, dtype, optimizer: 'adamw' }), options);
+  const arena = Arena.create(planLayout({ layers: F.spec, batch: F.batch, dtype, optimizer: 'adamw', compact }), options);
   try {
     const t = new Trainer(arena, { lr: F.lr, weightDecay: F.weightDecay, clipGradNorm: F.clipGradNorm, dropoutSeed: F.dropoutSeed, ...extra });
     for (const [l, p] of Object.entries(F.start)) {
