@@ -10,10 +10,12 @@ import { machineSection } from './readme-machine.js';
 import { dataParallelSection, processesSection, type DataParallel, type Processes } from './readme-parallel.js';
 import type { Results } from './results-file.js';
 
-/** A kind of results file: which files it is, and its section. */
+/** A kind of results file: which files it is, and its section; or one section for all its
+ *  files (`renderAll`: a line a machine under one heading). */
 interface Kind {
   is(file: string, json: unknown): boolean;
   render(file: string, json: unknown): string[];
+  renderAll?(files: Array<{ f: string; json: unknown }>): string[];
 }
 
 // In the README's order. Files are matched by name, except `npm run bench`'s <machine>.json.
@@ -22,7 +24,11 @@ const KINDS: Kind[] = [
   { is: (f) => /^steps-.*\.json$/.test(f), render: (f, j) => stepsSection(f, j as StepsFile) },
   { is: (f) => /^stream-.*\.json$/.test(f), render: (f, j) => streamSection(f, j as StreamFile) },
   { is: (f) => /^userpath-.*\.json$/.test(f), render: (f, j) => userpathSection(f, j as Userpath) },
-  { is: (f) => /^ops-.*\.json$/.test(f), render: (f, j) => opsSection(f, j as OpsFile) },
+  {
+    is: (f) => /^ops-.*\.json$/.test(f),
+    render: (f, j) => opsSection([{ f, json: j }]),
+    renderAll: (files) => opsSection(files),
+  },
   { is: (f) => /^data-parallel-(?!processes-).*\.json$/.test(f), render: (f, j) => dataParallelSection(f, j as DataParallel) },
   { is: (f) => /^data-parallel-processes-.*\.json$/.test(f), render: (f, j) => processesSection(f, j as Processes) },
   { is: (f) => /^torch-memory-.*\.json$/.test(f), render: (f, j) => torchMemorySection(f, j as TorchMemory) },
@@ -45,11 +51,14 @@ export function readmeText(dir: string): string {
   return [
     '# Benchmark results',
     '',
-    'Rendered by `npm run bench -- --render` (bench/readme.ts) from the JSON files beside it, one per benchmark and machine, each with its raw rows,',
-    'machine, date, commit and command; what each measures: [docs/benchmarks.md](../../docs/benchmarks.md). Raw logs, traces and profiles stay out of the',
-    'repository (bench/.tmp/ is git-ignored); the round-2 and round-3 diaries once kept here: `git show ebfdd15:bench/results/round2-h100/` (and `round3-h100/`).',
+    'Rendered by `npm run bench -- --render` (bench/readme.ts) from the JSON files beside it, one per benchmark and machine (raw rows, machine, date, commit, command);',
+    'what each measures: [docs/benchmarks.md](../../docs/benchmarks.md). Logs, traces and profiles stay out of the repository (bench/.tmp/ is git-ignored); the round-2 and round-3 diaries: `git show ebfdd15:bench/results/round2-h100/` (and `round3-h100/`).',
     '',
-    ...files.flatMap(({ f, json, kind }) => KINDS[kind]!.render(f, json)),
+    ...files.flatMap(({ f, json, kind }, i) => {
+      const k = KINDS[kind]!;
+      if (!k.renderAll) return k.render(f, json);
+      return i > 0 && files[i - 1]!.kind === kind ? [] : k.renderAll(files.filter((x) => x.kind === kind));
+    }),
   ].join('\n');
 }
 
@@ -231,22 +240,32 @@ interface OpsFile extends Provenance {
   pytorch: { version: string; rows: Array<{ precision: string; mode: string; wallStepUs: number }> };
 }
 
-/** The ops network's step by fit's wall clock, one sentence (the README keeps to 200 lines):
- *  per precision nn-arena's (its seconds in brackets) against PyTorch graphed and eager in the
- *  same call; what the network and the clock are stays in the JSON's `what`. */
-function opsSection(file: string, r: OpsFile): string[] {
+/** The ops network's step by fit's wall clock, one heading and a line a machine (the README keeps
+ *  to 200 lines): per precision nn-arena's (its seconds in brackets) against PyTorch graphed and
+ *  eager in the same call (a CPU machine: eager alone, the ratio against it); what the network
+ *  and the clock are stays in the JSON's `what`. */
+function opsSection(files: Array<{ f: string; json: unknown }>): string[] {
+  return [
+    "## Layers beyond dense (issue 48's tabular network, fit's wall clock a step)",
+    ...files.map(({ f, json }) => `- ${(json as OpsFile).machine}: ${opsLine(f, json as OpsFile)}`),
+    '',
+  ];
+}
+
+function opsLine(file: string, r: OpsFile): string {
   const torch = (p: string, mode: string) => r.pytorch.rows.find((q) => q.precision === p && q.mode === mode)?.wallStepUs;
   const parts = r.nnArena.map((q) => {
     const g = torch(q.precision, 'graphed'),
       e = torch(q.precision, 'eager');
-    const peer = g === undefined ? '' : ` against ${fix(g)} graphed (${(g / q.wallStepUs).toFixed(2)}x)${e === undefined ? '' : `, ${int(e)} eager`}`;
+    const peer =
+      g !== undefined
+        ? ` against ${fix(g)} graphed (${(g / q.wallStepUs).toFixed(2)}x)${e === undefined ? '' : `, ${int(e)} eager`}`
+        : e !== undefined
+          ? ` against ${int(e)} eager (${(e / q.wallStepUs).toFixed(2)}x)`
+          : '';
     return `${q.precision} ${fix(q.wallStepUs)} µs (${fix(q.secondsStepUs)})${peer}`;
   });
-  return [
-    `## Layers beyond dense (issue 48's tabular network, fit's wall clock a step): ${r.machine}`,
-    `${provenance(file, r)} nn-arena (Trainer seconds) against PyTorch ${r.pytorch.version}: ${parts.join('; ')}.`,
-    '',
-  ];
+  return `${provenance(file, r)} nn-arena (Trainer seconds) against PyTorch ${r.pytorch.version}: ${parts.join('; ')}.`;
 }
 
 // ---- userpath-<machine>.json: bench/userpath.mjs (and bench/userpath_torch.py) ----
