@@ -80,6 +80,28 @@ describe('ops in the layer table', () => {
     expect(planLayout(plan.spec).header).toEqual(plan.header);
   });
 
+  it("alpha-dropout goes by the table's param column: no regions, its p checked by the spec and the validator, the step in parts refused", async () => {
+    const layers = [4, { units: 6, activation: 'tanh' }, { op: 'alpha-dropout', p: 0.2 }, { units: 2, activation: 'softmax' }] as LayerSpec[];
+    const plan = planLayout({ layers, batch: 3 });
+    for (const k of ['w', 'b', 'dw', 'mw']) expect(plan.region(2, k)).toBeUndefined();
+    expect(plan.spec.ops?.[1]).toEqual({ op: 'alpha-dropout', p: 0.2 });
+    expect(planLayout(decodeSpec(plan.header) as never).header).toEqual(plan.header);
+    expect(() => planLayout({ layers: [4, 6, { op: 'alpha-dropout', p: 1 }, 2], batch: 3 })).toThrow(
+      expect.objectContaining({ field: 'layers[2].p' }) as Error,
+    );
+    const h = plan.header.slice();
+    new DataView(h.buffer).setFloat64(HEADER_SIZE + 4 * LAYER_SIZE + 2 * OP_PARAM_SIZE + OP_PARAM_FIELDS.value, 1.5, true);
+    expect(native().validateHeader(h, plan.totalBytes)).toMatch(/layer 2 \(alpha-dropout\) has p 1.5/);
+    using arena = Arena.create(plan, cpu);
+    const t = new Trainer(arena, {});
+    t.init(1);
+    await t.forward(new Float32Array(12));
+    await expect(t.backward({ labels: [0, 1, 0] })).rejects.toMatchObject({
+      code: 'NOT_SUPPORTED',
+      message: expect.stringContaining('alpha-dropout') as string,
+    });
+  });
+
   it('the validator refuses a header whose ops do not hold', () => {
     const plan = planLayout({ layers: spec, batch: 3 });
     const table = HEADER_SIZE + plan.spec.layers.length * LAYER_SIZE;
