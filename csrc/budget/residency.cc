@@ -76,10 +76,7 @@ void refuseCompact(const uint8_t* header) {
 
 uint64_t Residency::minBudget(const StepModel& m, Placement placement, PhaseInfo* largest) {
   refuseCompact(reinterpret_cast<const uint8_t*>(&m.header()));
-  // The schedulers' runs are the CUDA per-layer path of a chain of dense layers.
-  for (uint32_t l = 0; l < m.layers().size(); ++l)
-    if (m.layers()[l].op != NNA_OP_DENSE)
-      NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(l) + " is a " + nna_op_name(m.layers()[l].op) + " layer: device budgets take dense layers only (yet)");
+  for (uint32_t l = 0; l < m.layers().size(); ++l) refuseBudgetedOp(l, m.layers()[l].op);
   const uint64_t g = granuleOf(m, placement);
   return m.runBytes(g) + m.largestPhase(g, largest);
 }

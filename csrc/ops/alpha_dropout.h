@@ -20,8 +20,7 @@ template <typename T> struct AlphaDropout {
   DropoutMask mask;
   T a, kept, dropped;  // a; keep's shift alpha a p; a dropped unit's shift (0 - 1) alpha a + alpha a p
   bool train;
-  uint64_t rowBase;
-  NNA_FN explicit AlphaDropout(const ElementLayer<T>& e) : mask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units}, train(e.train), rowBase(e.rowBase) {
+  NNA_FN explicit AlphaDropout(const ElementLayer<T>& e) : mask(DropoutMask::of(e)), train(e.train) {
     const double p = e.value, ad = 1.0 / nsqrt((kAlpha * kAlpha * p + 1) * (1 - p));
     a = T(ad);
     kept = T(0) * T(kAlpha * ad) + T(kAlpha * ad * p);
@@ -29,10 +28,10 @@ template <typename T> struct AlphaDropout {
   }
   NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const {
     if (!train) return x;
-    const bool k = mask.keep(rowBase + row, col);
+    const bool k = mask.keep(row, col);
     return x * (k ? a : T(0)) + (k ? kept : dropped);
   }
-  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return dy * (mask.keep(rowBase + row, col) ? a : T(0)); }
+  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return dy * (mask.keep(row, col) ? a : T(0)); }
 };
 
 }  // namespace nna::ops

@@ -11,11 +11,15 @@
 
 namespace nna::ops {
 
+// Which units of an element op's layer are kept (the ops that drop: dropout, alpha-dropout).
+// `rowBase`: the group's row of the batch's row 0, so replicas draw distinct masks and a group
+// drops what one GPU drops on the group's batch.
 struct DropoutMask {
   uint64_t seed = 0, step = 0;
   uint32_t layer = 0, threshold = 0;
-  uint64_t units = 0;
-  NNA_FN bool keep(uint64_t row, uint64_t col) const { return nna_dropout_keep(seed, step, layer, row, col, units, threshold); }
+  uint64_t units = 0, rowBase = 0;
+  template <typename T> NNA_FN static DropoutMask of(const ElementLayer<T>& e) { return DropoutMask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units, e.rowBase}; }
+  NNA_FN bool keep(uint64_t row, uint64_t col) const { return nna_dropout_keep(seed, step, layer, rowBase + row, col, units, threshold); }
 };
 
 // torch scales the Bernoulli noise by 1 / (1 - p) in the tensor's type.
@@ -27,11 +31,9 @@ template <typename T> struct Dropout {
   DropoutMask mask;
   T scale;
   bool train;
-  uint64_t rowBase;  // the group's row of the batch's row 0: replicas draw distinct masks, one GPU's on the group's batch
-  NNA_FN explicit Dropout(const ElementLayer<T>& e)
-      : mask{e.seed, e.step, e.layer, nna_dropout_threshold(e.value), e.units}, scale(dropoutScale<T>(e.value)), train(e.train), rowBase(e.rowBase) {}
-  NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const { return !train ? x : mask.keep(rowBase + row, col) ? x * scale : T(0); }
-  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return mask.keep(rowBase + row, col) ? dy * scale : T(0); }
+  NNA_FN explicit Dropout(const ElementLayer<T>& e) : mask(DropoutMask::of(e)), scale(dropoutScale<T>(e.value)), train(e.train) {}
+  NNA_FN T forward(uint64_t row, uint64_t col, uint64_t, T x) const { return !train ? x : mask.keep(row, col) ? x * scale : T(0); }
+  NNA_FN T backward(uint64_t row, uint64_t col, uint64_t, T dy) const { return mask.keep(row, col) ? dy * scale : T(0); }
 };
 
 }  // namespace nna::ops

@@ -7,6 +7,7 @@
 
 #include "../core/failure.h"
 #include "../include/nn_arena.h"
+#include "phases.h"
 #include "train.h"
 
 namespace nna {
@@ -154,9 +155,7 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
     NNA_FAIL_FIELD("NOT_SUPPORTED", "compact",
                    "layer " + std::to_string(l) + " is a " + nna_op_name(op) +
                        " layer; a compact plan with ops trains on the CPU backend in this version (plan it without compact, or backend: 'cpu')");
-  if (target.cuda && target.budgeted && l < h->num_layers)
-    NNA_FAIL("NOT_SUPPORTED",
-             "layer " + std::to_string(l) + " is a " + nna_op_name(op) + " layer; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
+  if (target.cuda && target.budgeted && l < h->num_layers) refuseBudgetedOp(l, op);
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)

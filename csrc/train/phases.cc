@@ -31,13 +31,9 @@ StepModel::StepModel(const uint8_t* header) {
              "device budgets (managed or staged memory with deviceBudget) take one model per arena; this plan holds " + std::to_string(nna_models(&h_)) + " (models)");
   layers_.resize(h_.num_layers);
   std::memcpy(layers_.data(), header + h_.layers_offset, layers_.size() * sizeof(nna_layer));
-  for (uint32_t l = 0; l < h_.num_layers; ++l) {
-    ops_ |= layers_[l].op != NNA_OP_DENSE;
-    if (const nna_op_param* q = nna_op_param_of(header, l)) {
-      from_.resize(h_.num_layers);
-      from_[l] = q->from;
-    }
-  }
+  for (uint32_t l = 0; l < h_.num_layers; ++l) ops_ |= layers_[l].op != NNA_OP_DENSE;
+  if (nna_op_param_of(header, 0))  // the op parameter table: each layer's from
+    for (uint32_t l = 0; l < h_.num_layers; ++l) from_.push_back(nna_op_param_of(header, l)->from);
   index_.assign(size_t(h_.num_layers) * NNA_KIND_COUNT, -1);
   const uint64_t elem = h_.dtype == NNA_FLOAT64 ? 8 : 4;
   for (uint32_t l = 0; l < h_.num_layers; ++l)
@@ -47,6 +43,12 @@ StepModel::StepModel(const uint8_t* header) {
       index_[size_t(l) * NNA_KIND_COUNT + k] = int32_t(regions_.size());
       regions_.push_back({l, k, r.offset, r.count * elem, k == NNA_XDATA || k == NNA_YDATA});
     }
+}
+
+void refuseBudgetedOp(uint32_t layer, uint32_t op) {
+  if (op != NNA_OP_DENSE)
+    NNA_FAIL("NOT_SUPPORTED",
+             "layer " + std::to_string(layer) + " is a " + nna_op_name(op) + " layer; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
 }
 
 void requireScheduled(Op op) {

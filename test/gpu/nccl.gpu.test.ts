@@ -11,8 +11,9 @@
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayerSpec, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
+import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer, type LayoutSpec, type Order, type Optimizer } from '../../src/index.js';
 import { runGroup } from '../../src/parallel/data-parallel.js';
+import { EVERY_OP_NET, everyOpRows } from '../support/ops-fixtures.js';
 import { handleOf } from '../../src/arena/arena.js';
 import { LOSSES, OPS } from '../../src/native/addon.js';
 
@@ -319,25 +320,13 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     120_000,
   );
 
-  // The measured advice (nn-arena doctor --data-parallel): both sides timed, the throughput their
-  // ratio, the advice what the ratio says. S-sized: two GPUs were slower than one on 2 x H200.
   it('every op (embedding, norms, dropout, residual): replicas bit-identical, equal to one GPU on the global batch', async () => {
     // Dropout draws its mask by the group's row (a replica's rows are the group's [rank x batch,
     // ...)), so the group drops what one GPU drops on the global batch, and replicas differ.
-    const layers: LayerSpec[] = [
-      4,
-      { op: 'embedding', numeric: 3, categorical: [{ cardinality: 5, dim: 2 }] },
-      { units: 16, activation: 'relu' },
-      { op: 'layernorm' },
-      { op: 'dropout', p: 0.3 },
-      { units: 16 },
-      { op: 'residual', from: 2 },
-      { op: 'rmsnorm' },
-      { units: 3, activation: 'softmax' },
-    ];
+    const layers = [...EVERY_OP_NET];
     const per = 8,
       samples = per * world * 4;
-    const x = Float64Array.from({ length: samples * 4 }, (_, i) => (i % 4 === 3 ? (i * 7) % 5 : Math.sin(i * 0.37)));
+    const x = everyOpRows(samples, 0.37);
     const labels = Int32Array.from({ length: samples }, (_, i) => (i * 7) % 3);
     const plan = (batch: number) => planLayout({ layers, batch, samples, dtype: 'float64', optimizer: 'adamw' });
     const group = DataParallel.create(plan(per), { devices });
@@ -361,6 +350,8 @@ describe.skipIf(!ready)('data parallelism over NCCL', () => {
     }
   });
 
+  // The measured advice (nn-arena doctor --data-parallel): both sides timed, the throughput their
+  // ratio, the advice what the ratio says. S-sized: two GPUs were slower than one on 2 x H200.
   it('adviseDataParallel times one GPU and the group and advises by the ratio', async () => {
     const { adviseDataParallel } = await import('../../src/tools.js');
     const r = await adviseDataParallel({ layers: [784, 128, 10], batch: 100 }, { devices, precision: 'tf32', steps: 50 });

@@ -5,7 +5,7 @@
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/ops.gpu.test.ts
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayerSpec } from '../../src/index.js';
-import { ALPHA_DROPOUT_FIXTURE, errorsVsTorch, relErr, trainOpsFixture } from '../support/ops-fixtures.js';
+import { ALPHA_DROPOUT_FIXTURE, errorsVsTorch, EVERY_OP_NET, everyOpRows, relErr, trainOpsFixture } from '../support/ops-fixtures.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -77,23 +77,12 @@ describe.skipIf(!hasGpu)('ops on CUDA (per-layer path)', () => {
 
   it('K models with every op: each model as a one-model CUDA arena of it, and as the CPU K-model arena (float64)', async () => {
     const spec = {
-      layers: [
-        4,
-        { op: 'embedding', numeric: 3, categorical: [{ cardinality: 5, dim: 2 }] },
-        { units: 16, activation: 'relu' },
-        { op: 'layernorm' },
-        { op: 'dropout', p: 0.3 },
-        { units: 16 },
-        { op: 'residual', from: 2 },
-        { op: 'rmsnorm' },
-        { units: 3, activation: 'softmax' },
-      ] as LayerSpec[],
+      layers: [...EVERY_OP_NET],
       batch: 8,
       dtype: 'float64' as const,
       optimizer: 'adamw' as const,
     };
-    const input = (i: number) => (i % 4 === 3 ? (i * 7) % 5 : Math.sin(i * 0.7)); // column 3: a category index
-    const x = Float64Array.from({ length: 8 * 4 }, (_, i) => input(i));
+    const x = everyOpRows(8, 0.7);
     const labels = Int32Array.from({ length: 8 }, (_, i) => i % 3);
     const run = async (models: number, m: number, backend: typeof cpu | typeof cuda) => {
       using arena = Arena.create(planLayout({ ...spec, models }), backend);

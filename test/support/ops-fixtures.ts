@@ -36,6 +36,23 @@ export const EMBEDDING_FIXTURE = load('embedding-torch.json');
 /** test/fixtures/gen_alpha_dropout.py's network: two alpha-dropout layers (nn.AlphaDropout). */
 export const ALPHA_DROPOUT_FIXTURE = load('alpha-dropout-torch.json');
 
+/** Every op in one network: an embedding (3 numeric columns, 1 categorical of 5 rows), layernorm,
+ *  dropout, a residual across three layers, rmsnorm (the GPU tests of K models and of groups). */
+export const EVERY_OP_NET: readonly LayerSpec[] = [
+  4,
+  { op: 'embedding', numeric: 3, categorical: [{ cardinality: 5, dim: 2 }] },
+  { units: 16, activation: 'relu' },
+  { op: 'layernorm' },
+  { op: 'dropout', p: 0.3 },
+  { units: 16 },
+  { op: 'residual', from: 2 },
+  { op: 'rmsnorm' },
+  { units: 3, activation: 'softmax' },
+];
+/** `rows` rows of EVERY_OP_NET's x: sin(i * freq) in the numeric columns, a category index in [0, 5) in column 3. */
+export const everyOpRows = (rows: number, freq: number): Float64Array =>
+  Float64Array.from({ length: rows * 4 }, (_, i) => (i % 4 === 3 ? (i * 7) % 5 : Math.sin(i * freq)));
+
 /** The largest |got - want| / (|want| + 1e-3). */
 export function relErr(got: ArrayLike<number>, want: readonly number[]): number {
   expect(got.length).toBe(want.length);

@@ -4,8 +4,13 @@
 import { LayoutError } from '../../core/errors.js';
 import type { OpDef } from './types.js';
 
-/** An op `op` whose parameter is a p in [0, 1) (its row's param column: NNA_OP_PARAM_P). */
-export function droppingOp<N extends string>(op: N, torch: string): OpDef<{ readonly op: N; readonly p: number }> {
+/** An op `op` whose parameter is a p in [0, 1) (its row's param column: NNA_OP_PARAM_P), as planned. */
+export interface DroppingOp<N extends string> {
+  readonly op: N;
+  readonly p: number;
+}
+
+export function droppingOp<N extends string>(op: N, torch: string): OpDef<DroppingOp<N>> {
   return {
     keys: ['op', 'p'],
     read(o, c) {
@@ -20,9 +25,6 @@ export function droppingOp<N extends string>(op: N, torch: string): OpDef<{ read
   };
 }
 
-export interface DropoutOp {
-  readonly op: 'dropout';
-  readonly p: number;
-}
+export type DropoutOp = DroppingOp<'dropout'>;
 
 export const dropout = droppingOp('dropout', 'Dropout');
