@@ -25,24 +25,11 @@ import * as H from '../src/layout/header.js';
 import { plannerShape } from '../src/layout/plan.js';
 import { native } from '../src/native/addon.js';
 import { toyData } from './support/train-checks.js';
-import { compactVsFull, COMPACT_NETS } from './support/compact-checks.js';
+import { compactVsFull, COMPACT_NETS, COMPACT_OPS_NET } from './support/compact-checks.js';
 
 const cpu = { backend: 'cpu' } as const;
 const S: LayoutSpec = { layers: [784, 128, 10], batch: 100 };
 const DEEP: LayoutSpec = { layers: [784, 256, 128, 64, 10], batch: 100 };
-/** Every op but the embedding (its x needs index columns): layernorm, dropout, a residual across
- *  three layers, rmsnorm. */
-const OPS_NET: LayerSpec[] = [
-  6,
-  { units: 8, activation: 'relu' },
-  { op: 'layernorm' },
-  { units: 8, activation: 'tanh' },
-  { op: 'dropout', p: 0.25 },
-  { units: 8 },
-  { op: 'residual', from: 1 },
-  { op: 'rmsnorm' },
-  { units: 3, activation: 'softmax' },
-];
 
 /** A copy of a header with region (layer, kind) moved to `offset`. */
 function moved(header: Uint8Array, layer: number, kind: Kind, offset: number): Uint8Array {
@@ -175,7 +162,7 @@ describe('compact plan: the phases the planner reads are those of the planned he
     { layers: [5, 17], batch: 2, samples: 4, optimizer: 'momentum', activations: ['softmax'] },
     { layers: [6, 8, 8, 8, 8, 16], batch: 2, compact: true },
     { layers: [6, 8, 8, 8, 8, 17], batch: 2, compact: true, optimizer: 'adam', samples: 3 },
-    { layers: OPS_NET, batch: 3, compact: true, samples: 5 },
+    { layers: COMPACT_OPS_NET, batch: 3, compact: true, samples: 5 },
   ];
   it('every op, resident or not, per-layer and fused order', () => {
     let compared = 0;
@@ -220,7 +207,7 @@ describe('compact plan: training on the CPU is bit-identical to the full plan', 
 describe('compact plan with ops: training on the CPU is bit-identical to the full plan', () => {
   for (const optimizer of ['sgd', 'momentum', 'adamw'] as const) {
     it(`${optimizer}, layernorm, dropout, residual, rmsnorm: steps, fit, evaluate, predict`, async () => {
-      const spec = { layers: OPS_NET, batch: 8, samples: 60, optimizer };
+      const spec = { layers: COMPACT_OPS_NET, batch: 8, samples: 60, optimizer };
       const { full, compact } = await compactVsFull(spec, cpu, optimizer === 'adamw' ? 0.01 : 0.05, { dropoutSeed: 3 });
       expect(compact.totalBytes).toBeLessThan(full.totalBytes);
       expect(compact.metrics).toEqual(full.metrics);
@@ -228,13 +215,6 @@ describe('compact plan with ops: training on the CPU is bit-identical to the ful
       expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
     });
   }
-  it('on CUDA: NOT_SUPPORTED naming compact (the CUDA path steps the ops after the last backward)', () => {
-    const header = planLayout({ layers: OPS_NET, batch: 3, compact: true }).header;
-    expect(() => native().checkRun(header, { op: 0, rows: 3 }, { cuda: true, budgeted: false })).toThrow(
-      expect.objectContaining({ code: 'NOT_SUPPORTED', field: 'compact' }) as Error,
-    );
-    native().checkRun(header, { op: 0, rows: 3 }, { cuda: false, budgeted: false });
-  });
 });
 
 describe('compact plan: what it refuses', () => {

@@ -12,8 +12,8 @@
 // slices (by units), each handed over as it is queued.
 // A sync that allows graphs (graphs()) takes part in the run's step graph (step_graph.cuh): in
 // a direct or captured step its calls queue their work (a capture takes the all-reduces and the
-// other streams' waits into the graph); in a replayed step (replaying(true)) they only keep
-// count, the graph launch doing the work. After each step's launch, whichever way, the run calls
+// other streams' waits into the graph); in a replayed step (launching(Launch::Replay)) they only
+// keep count, the graph launch doing the work. After each step's launch, whichever way, the run calls
 // stepLaunched.
 #pragma once
 #include <cuda_runtime.h>
@@ -48,8 +48,14 @@ struct GradSync {
   virtual void endStep(cudaStream_t compute) = 0;
   // Whether the run may capture its steps with the sync's work in them, and replay them.
   virtual bool graphs() const { return false; }
-  // The step now launched is a replay (its calls queue nothing) or not.
-  virtual void replaying(bool on) {}
+  // Whether the run may capture its next step: NCCL sets up an algorithm's connections on the
+  // first collective that uses it, which faults when that collective is captured, so a step
+  // is captured only once a step with the same collectives ran directly on the communicator.
+  virtual bool capturable() const { return true; }
+  // How the step now launched goes (step_graph.cuh): directly, captured, or replayed (the sync's
+  // calls then queue nothing, the graph launch doing the work).
+  enum class Launch { Direct, Capture, Replay };
+  virtual void launching(Launch how) {}
   // The step's work is queued on `compute` (launched directly, or as a graph).
   virtual void stepLaunched(cudaStream_t compute) {}
   // The graph that holds the sync's collectives, and how to destroy it: NCCL's abort and

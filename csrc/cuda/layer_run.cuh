@@ -445,6 +445,7 @@ template <typename T> class LayerRun {
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
   bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
+  bool stepsTogether_ = false;               // ops_: the layers' steps in one launch after the backward
   ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
   unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the same bytes)
   uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product

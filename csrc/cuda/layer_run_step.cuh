@@ -54,6 +54,11 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
     embedKeys_ = static_cast<unsigned long long*>(scratch);
   }
   crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT) && !ops_;
+  // With ops (one stream, no cross-layer passes) the steps may wait for the last backward and go
+  // in one launch: the same values (nothing after a layer's backward reads its w). Not in a
+  // compact plan, whose phases (phases.cc) give a layer's dw bytes to the layers below once its
+  // backward phase, which updates it, is over; nor with a scheduler, which plans each step.
+  stepsTogether_ = ops_ && !hooks && !(h.flags & NNA_FLAG_COMPACT);
   // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
   // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
   // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
@@ -120,10 +125,8 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   // predict's batches, run_feed.cuh) take part where the arena keeps a cache: the first captures
   // its only step, the next replay it, as a long run's later steps do; each kind in a graph of
   // its own.
-  // A group's run whose updates wait for the step's norm (clipping, loss scaling) launches
-  // directly: graphed, its steps read outside their allocations, for a cause not found yet
-  // (docs/data-parallel.md, "Graphed group steps").
-  const bool groupGraphs = sync && sync->graphs() && !p.clips() && !scaling_;
+  // A group's first step launches directly (GradSync::capturable).
+  const bool groupGraphs = sync && sync->graphs();
   graphs_ =
       !hooks && (!sync || groupGraphs) && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";
   if (graphs_ && cache_) graph_ = p.op != Op::Forward ? &cache_->graph : p.queued ? &cache_->fed : &cache_->forward;
@@ -166,7 +169,10 @@ template <typename T> auto LayerRun<T>::run() -> bool {
     const bool grad = p_.op == Op::Train || p_.op == Op::Grad;
     const bool deferred = p_.op == Op::Train && clip_.active();
     auto step = [&](uint64_t s) {
-      if (sync_) sync_->replaying(graph_->mode() == StepGraph::Mode::Replay);
+      if (sync_) {
+        const StepGraph::Mode m = graph_->mode();
+        sync_->launching(m == StepGraph::Mode::Replay ? GradSync::Launch::Replay : m == StepGraph::Mode::Capture ? GradSync::Launch::Capture : GradSync::Launch::Direct);
+      }
       if (whole) begin();
       firstStep_ = s == 0;
       opStep_ = p_.stepBase + s + 1;
@@ -200,8 +206,6 @@ template <typename T> auto LayerRun<T>::run() -> bool {
         // Layer l's update right after its backward pass: d[l-1] has been computed with the old
         // w[l] by then, and nothing later reads w[l], so the order gives the same values as
         // updating every layer at the end, with one pass less over each layer's memory.
-        // With ops (one stream, no cross-layer passes) the steps wait for the last backward and
-        // go in one launch: the same values (nothing after a layer's backward reads its w).
         std::vector<uint32_t> steps;
         st_.handedOff = 0;
         for (uint32_t l = last_; l >= 1; --l) {
@@ -213,7 +217,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
             zeroGradients(l);
           if (sync_)
             handOff(l);
-          else if (p_.op == Op::Train && !folded && !deferred && ops_ && !hooks_)
+          else if (p_.op == Op::Train && !folded && !deferred && stepsTogether_)
             steps.push_back(l);
           else if (p_.op == Op::Train && !folded && !deferred)
             gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
@@ -242,7 +246,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
       if (sync_) sync_->stepLaunched(s_);
     };
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1)) {
+      if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1) || (sync_ && !sync_->capturable())) {
         step(s);
         launched();
         continue;

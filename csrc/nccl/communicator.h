@@ -85,6 +85,9 @@ class Communicator {
   // Destroys the graph (of this rank's arena) that holds collectives of comm_; set by a graphed
   // run (GradSync::graphOwner), called under the group's mutex before an abort.
   std::function<void()> releaseGraph_;
+  // The steps' collectives (NcclSync::collectives_) that ran directly on comm_, each once: a step
+  // with the same ones may be captured (GradSync::capturable). Only this rank's runs touch it.
+  std::vector<std::vector<uint64_t>> connected_;
   std::shared_ptr<CommGroup> group_;
 };
 

@@ -146,6 +146,10 @@ class NcclSync final : public GradSync {
       if (elem_ != 4) NNA_FAIL_FIELD("BAD_OPTION", "gradients", "'bf16' on the wire needs a float32 arena");
       wire_ = static_cast<__nv_bfloat16*>(c_.wireScratch(std::max<uint64_t>(2, *std::max_element(bytes.begin(), bytes.end()) / 2)));
     }
+    // What a step's collectives are: their ranges, slices and wire (GradSync::capturable).
+    collectives_ = {elem_, uint64_t(c_.wire_), sliceLayer_, slices_};
+    collectives_.insert(collectives_.end(), bytes.begin(), bytes.end());
+    connected_ = std::find(c_.connected_.begin(), c_.connected_.end(), collectives_) != c_.connected_.end();
     trace_ = std::make_unique<SyncTrace>(c_.device(), std::move(bytes));
     resetStep();
   }
@@ -223,7 +227,11 @@ class NcclSync final : public GradSync {
   // On unless NN_ARENA_SYNC_GRAPHS=0 (docs/data-parallel.md, "Graphed group steps"). Not with
   // the trace (its events mark each step from the host).
   bool graphs() const override { return graphs_ && !trace_->on(); }
-  void replaying(bool on) override { replaying_ = on; }
+  bool capturable() const override { return connected_; }
+  void launching(Launch how) override {
+    replaying_ = how == Launch::Replay;
+    direct_ = how == Launch::Direct;
+  }
   uint64_t rank() const override { return uint64_t(c_.rank()); }
   void graphOwner(std::function<void()> release) override {
     std::lock_guard<std::mutex> lock(c_.group_->mutex);
@@ -231,7 +239,11 @@ class NcclSync final : public GradSync {
   }
 
   void stepLaunched(cudaStream_t compute) override {
-    replaying_ = false;
+    if (direct_ && !connected_) {
+      c_.connected_.push_back(collectives_);
+      connected_ = true;
+    }
+    replaying_ = direct_ = false;
     CUDA_CHECK(cudaEventRecord(done(step_ & 1), compute));
     // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
     // launch queue and block a launch, out of reach of the checks in wait()).
@@ -360,10 +372,13 @@ class NcclSync final : public GradSync {
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
   std::vector<uint32_t> ready_;  // gradientsReady's layers that step together (kept: no allocation a step)
   uint64_t step_ = 0;
-  bool replaying_ = false;         // the run's step is a graph replay: queue nothing
-  bool overlap_ = true;            // NN_ARENA_SYNC_OVERLAP (read per run)
-  bool graphs_ = true;             // NN_ARENA_SYNC_GRAPHS (read per run)
-  __nv_bfloat16* wire_ = nullptr;  // Wire::Bf16: the communicator's scratch (the largest range, in bf16)
+  bool replaying_ = false;             // the run's step is a graph replay: queue nothing
+  bool direct_ = false;                // the run's step is launched directly (not captured, not replayed)
+  std::vector<uint64_t> collectives_;  // what a step's collectives are (Communicator::connected_)
+  bool connected_ = false;             // a step with them ran directly on the communicator
+  bool overlap_ = true;                // NN_ARENA_SYNC_OVERLAP (read per run)
+  bool graphs_ = true;                 // NN_ARENA_SYNC_GRAPHS (read per run)
+  __nv_bfloat16* wire_ = nullptr;      // Wire::Bf16: the communicator's scratch (the largest range, in bf16)
   // The layer whose weight gradient is reduced in slices (none: 0, never a hidden layer's index
   // with a gradient), their count, the layer's units, a unit's bytes of dw, dw's offset.
   uint32_t sliceLayer_ = 0, slices_ = 1;

@@ -148,13 +148,6 @@ void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   uint32_t op = 0;
   const uint32_t l = firstOp(header, false, &op);
   const nna_header* h = nna_header_of(header);
-  // A compact plan's phases (phases.cc) update each layer in its backward phase; the CUDA
-  // per-layer path's op steps wait for the last backward (layer_run_step.cuh) and are not
-  // replayed against a compact plan: a compact plan with ops trains on the CPU backend.
-  if (target.cuda && (h->flags & NNA_FLAG_COMPACT) && l < h->num_layers)
-    NNA_FAIL_FIELD("NOT_SUPPORTED", "compact",
-                   "layer " + std::to_string(l) + " is a " + nna_op_name(op) +
-                       " layer; a compact plan with ops trains on the CPU backend in this version (plan it without compact, or backend: 'cpu')");
   if (target.cuda && target.budgeted && l < h->num_layers) refuseBudgetedOp(l, op);
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.

@@ -3,7 +3,7 @@
 // this file on the fused path, the per-layer path with cuBLAS and with the tiled products).
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayoutSpec } from '../../src/index.js';
-import { compactVsFull, COMPACT_NETS } from '../support/compact-checks.js';
+import { compactVsFull, COMPACT_NETS, COMPACT_OPS_NET } from '../support/compact-checks.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -65,6 +65,27 @@ describe.skipIf(!tf32)(`compact == full on CUDA with a TF32 precision (${tcPath}
           expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
         });
       }
+    }
+  }
+});
+
+// Ops run on the per-layer path (the fused step is a chain of dense layers): there a compact
+// plan steps each layer in its backward phase, as its phase table says (phases.cc), where a full
+// plan steps them all in one launch after the backward.
+describe.skipIf(!hasGpu)('compact == full on CUDA with ops (per-layer path)', () => {
+  for (const optimizer of ['sgd', 'momentum', 'adamw'] as const) {
+    for (const dtype of ['float32', 'float64'] as const) {
+      it(`${optimizer}, layernorm, dropout, residual, rmsnorm, ${dtype}`, async () => {
+        const spec = { layers: COMPACT_OPS_NET, batch: 8, samples: 60, optimizer, dtype };
+        const { full, compact } = await compactVsFull(spec, cuda, optimizer === 'adamw' ? 0.01 : 0.05, { dropoutSeed: 3 });
+        console.log(`compact ops ${optimizer} ${dtype}: ${full.totalBytes} -> ${compact.totalBytes} B, paths ${full.path} / ${compact.path}`);
+        expect(full.path).toMatch(/^layers/);
+        expect(compact.path).toBe(full.path);
+        expect(compact.totalBytes).toBeLessThan(full.totalBytes);
+        expect(compact.metrics).toEqual(full.metrics);
+        expect(Buffer.from(compact.params).equals(Buffer.from(full.params))).toBe(true);
+        expect(Buffer.from(compact.predictions).equals(Buffer.from(full.predictions))).toBe(true);
+      });
     }
   }
 });

@@ -22,6 +22,13 @@ describe.skipIf(!hasGpu)('embedding on CUDA (per-layer path)', () => {
     expect(e.predict).toBeLessThan(1e-9);
   });
 
+  it('a compact plan trains bit for bit as the full one, and as the CPU within float64 rounding (no clipping: a compact plan refuses it)', async () => {
+    const full = await trainOpsFixture('float64', cuda, { clipGradNorm: 0 }, F);
+    expect(await trainOpsFixture('float64', cuda, { clipGradNorm: 0 }, F, true)).toEqual(full);
+    const onCpu = await trainOpsFixture('float64', cpu, { clipGradNorm: 0 }, F, true);
+    expect(relErr(full.losses, onCpu.losses)).toBeLessThan(1e-12);
+  });
+
   it('float32 fp32, tf32, bf16 and fp16: within their rounding of the CPU', async () => {
     const c = await trainOpsFixture('float32', cpu, {}, F);
     for (const precision of ['fp32', 'tf32', 'bf16', 'fp16'] as const) {

@@ -9,6 +9,7 @@
 //   NN_ARENA_STEP_PATH=layers NN_ARENA_GEMM=tiled NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/optimizers.gpu.test.ts
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, DataParallel, ncclInfo, planLayout, Trainer } from '../../src/index.js';
+import { handleOf } from '../../src/arena/arena.js';
 import { FIXTURES, FLOOR, maxRelError, trainCase, trainerOptions, weightTolerance } from '../support/optim-fixtures.js';
 
 const info = cudaInfo();
@@ -131,39 +132,52 @@ describe.skipIf(!hasGpu)(`optimizers on CUDA (${process.env.NN_ARENA_STEP_PATH ?
   });
 
   const nccl = info.devices >= 2 ? ncclInfo() : { available: false };
-  it.skipIf(!(info.devices >= 2 && nccl.available))('a data-parallel group clips after the all-reduce: equal to one GPU on the global batch', async () => {
-    const c = FIXTURES.cases.find((x) => x.name === 'adamw-cosine-clip')!;
-    const f = FIXTURES,
-      world = 2;
-    const group = DataParallel.create(planLayout({ layers: f.layers, batch: f.batch / world, dtype: 'float64', optimizer: 'adamw' }), { devices: [0, 1] });
-    try {
-      const t = new Trainer(group, trainerOptions(c));
-      for (const a of group.replicas)
-        for (let l = 1; l < f.layers.length; l++) {
-          a.view(l, 'w').set(f.w[l - 1]!.flat());
-          a.view(l, 'b').set(f.b[l - 1]!);
+  it.skipIf(!(info.devices >= 2 && nccl.available))(
+    'a data-parallel group clips after the all-reduce: equal to one GPU on the global batch, its steps graphed',
+    async () => {
+      const c = FIXTURES.cases.find((x) => x.name === 'adamw-cosine-clip')!;
+      const f = FIXTURES,
+        world = 2;
+      const group = DataParallel.create(planLayout({ layers: f.layers, batch: f.batch / world, dtype: 'float64', optimizer: 'adamw' }), { devices: [0, 1] });
+      try {
+        const t = new Trainer(group, trainerOptions(c));
+        for (const a of group.replicas)
+          for (let l = 1; l < f.layers.length; l++) {
+            a.view(l, 'w').set(f.w[l - 1]!.flat());
+            a.view(l, 'b').set(f.b[l - 1]!);
+          }
+        t.markHostChanged();
+        const norms: number[] = [],
+          replays: number[] = [];
+        for (let s = 0; s < f.steps; s++) {
+          await t.step(f.x.slice(s * f.batch, (s + 1) * f.batch).flat(), { labels: f.labels.slice(s * f.batch, (s + 1) * f.batch) });
+          norms.push(...t.gradNorms);
+          replays.push(handleOf(group.replicas[0]!).graphSteps());
         }
-      t.markHostChanged();
-      const norms: number[] = [];
-      for (let s = 0; s < f.steps; s++) {
-        await t.step(f.x.slice(s * f.batch, (s + 1) * f.batch).flat(), { labels: f.labels.slice(s * f.batch, (s + 1) * f.batch) });
-        norms.push(...t.gradNorms);
+        // One-step runs: the first launched directly (NCCL connects on its first collectives:
+        // GradSync::capturable), the second captured (and launched), the later ones replayed.
+        expect(replays[0]).toBe(0);
+        const graphed = process.env.NN_ARENA_CUDA_GRAPH !== '0' && process.env.NN_ARENA_SYNC_GRAPHS !== '0';
+        expect(
+          replays.slice(1).every((n) => n === (graphed ? 1 : 0)),
+          `replays ${replays}`,
+        ).toBe(true);
+        const one = await trainCase(c, 'float64', cuda);
+        for (const a of group.replicas) {
+          a.toHost({ kinds: ['w', 'b'] });
+          const got = {
+            ...one,
+            w: f.layers
+              .slice(1)
+              .map((n, i) => Array.from({ length: n }, (_, j) => Array.from(a.view(i + 1, 'w').subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))),
+            b: f.layers.slice(1).map((_, i) => Array.from(a.view(i + 1, 'b'))),
+          };
+          expect(maxRelError(got, one, 1e-3)).toBeLessThanOrEqual(1e-12);
+        }
+        norms.forEach((n, s) => expect(Math.abs(n - one.gradNorms[s]!) / one.gradNorms[s]!).toBeLessThanOrEqual(1e-12));
+      } finally {
+        group.dispose();
       }
-      const one = await trainCase(c, 'float64', cuda);
-      for (const a of group.replicas) {
-        a.toHost({ kinds: ['w', 'b'] });
-        const got = {
-          ...one,
-          w: f.layers
-            .slice(1)
-            .map((n, i) => Array.from({ length: n }, (_, j) => Array.from(a.view(i + 1, 'w').subarray(j * f.layers[i]!, (j + 1) * f.layers[i]!)))),
-          b: f.layers.slice(1).map((_, i) => Array.from(a.view(i + 1, 'b'))),
-        };
-        expect(maxRelError(got, one, 1e-3)).toBeLessThanOrEqual(1e-12);
-      }
-      norms.forEach((n, s) => expect(Math.abs(n - one.gradNorms[s]!) / one.gradNorms[s]!).toBeLessThanOrEqual(1e-12));
-    } finally {
-      group.dispose();
-    }
-  });
+    },
+  );
 });

@@ -73,3 +73,17 @@ export const COMPACT_NETS: Array<[string, LayoutSpec]> = [
   ['3 hidden layers 12-24-16-12-3', { layers: [12, 24, 16, 12, 3], batch: 8, samples: 60, activations: ['relu', 'tanh', 'sigmoid', 'softmax'] }],
   ['wide output 10-24-16-20', { layers: [10, 24, 16, 20], batch: 8, samples: 40 }],
 ];
+
+/** Every op but the embedding (its x needs index columns): layernorm, dropout, a residual across
+ *  three layers, rmsnorm. */
+export const COMPACT_OPS_NET: LayerSpec[] = [
+  6,
+  { units: 8, activation: 'relu' },
+  { op: 'layernorm' },
+  { units: 8, activation: 'tanh' },
+  { op: 'dropout', p: 0.25 },
+  { units: 8 },
+  { op: 'residual', from: 1 },
+  { op: 'rmsnorm' },
+  { units: 3, activation: 'softmax' },
+];
