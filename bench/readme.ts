@@ -309,8 +309,7 @@ function userpathSection(file: string, r: Userpath): string[] {
     ]);
   return [
     `## User calls, wall clock: ${r.machine}`,
-    provenance(file, r),
-    `${r.what}`,
+    `${provenance(file, r)} ${r.what}`, // one paragraph either way: a line less of the README's 200
     '',
     ...table(
       ['who', 'call', ...nets.flatMap((n) => [`${n}: wall µs (Trainer seconds)`, ...(r.pytorch ? [`${n}: PyTorch ${r.pytorch.version}`] : [])])],
