@@ -226,7 +226,7 @@ template <typename T> class LayerRun {
 
   // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
   // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
-  bool opBackward(uint32_t l, uint64_t rows);
+  bool opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp);
   static unsigned opRowBlocks(uint64_t rows) { return unsigned((rows + kOpRowsPerBlock - 1) / kOpRowsPerBlock); }
   // An element kernel's grid: four blocks a multiprocessor at most, so that a thread's binding of
   // its layers from the header serves many elements.
@@ -323,9 +323,10 @@ template <typename T> class LayerRun {
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half);
 
-  // d[l-1] times act'(z[l-1]) after layer l's error product (and its 16-bit copy into `half`). Where
-  // launches may reach into a later phase, layer l-1's bias gradient is taken in the same pass,
-  // and backward(l - 1) skips its own.
+  // d[l-1] times act'(z[l-1]) after layer l's error product or op backward (and its 16-bit copy
+  // into `half`); nothing where layer l-1 is an op. Where launches may reach into a later phase
+  // (crossBias_), layer l-1's bias gradient is taken in the same pass, and backward(l - 1) skips
+  // its own.
   void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half);
 
   // The 16-bit copies layer l's backward products read (d[L], w[l], z[l-1]) that the run has not
@@ -444,6 +445,9 @@ template <typename T> class LayerRun {
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
   bool crossPhase_;
+  // Layer l-1's bias gradient in the launch that applies its f' to d[l-1], in layer l's backward:
+  // crossPhase_'s rule but with ops too (their backward leaves a dense layer's d as a product does).
+  bool crossBias_;
   bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
   bool stepsTogether_ = false;               // ops_: the layers' steps in one launch after the backward
   ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)

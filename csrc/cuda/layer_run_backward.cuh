@@ -65,7 +65,7 @@ template <typename T> auto LayerRun<T>::backward(uint32_t l, uint64_t rows, cons
   // use the group's reduced dw, not this replica's (a group refuses compact arenas: check.cc).
   // cuBLAS folds w -= lr * dw alone: not with weight decay (the tiled epilogue runs the
   // descriptor's whole update). A clipping run never folds (the step needs the global norm).
-  if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows);
+  if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows, hp);
   const bool fold = foldsLayer(l);
   if (lt_) return ltBackward(l, rows, hp, fold);
   if (l == last_ && head_) return headBackward(rows, hp, fold);
@@ -129,7 +129,7 @@ template <typename T> auto LayerRun<T>::gradientD(uint32_t l) const -> HalfOut {
   return h;
 }
 
-template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows) -> bool {
+template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp) -> bool {
   const bool norm = ops::isNorm(L_[l].op);
   if (norm)
     graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, opRows_);
@@ -137,8 +137,7 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows) ->
     graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
   if (l > 1) {
     residualAdds(l - 1, rows);
-    // f' of layer l-1, and (bf16 / fp16) the copy of d[l-1] its products read
-    graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half_.active() ? half_.d(l - 1) : HalfOut{});
+    activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{});
   }
   if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
   if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
@@ -221,7 +220,9 @@ template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool
 }
 
 template <typename T> auto LayerRun<T>::activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half) -> void {
-  if (crossPhase_) {
+  // An op's d takes no f' (ops have no activation) and no product reads a 16-bit copy of it.
+  if (L_[l - 1].op != NNA_OP_DENSE) return;
+  if (crossBias_) {
     biasGrad(l - 1, rows, foldsLayer(l - 1), hp, true, half);
     st_.dbDone[l - 1] = true;
     return;

@@ -39,9 +39,10 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
     st_.zFresh.assign(h.num_layers, false);
     st_.wFresh.assign(h.num_layers, false);
   }  // Update: no products
-  // Ops other than dense (op_kernels.cuh) run between the dense layers' products: each layer
-  // takes its own bias gradient (no cross-phase passes), without cuBLASLt's epilogues, the
-  // output head or the side stream, whose launches assume a chain of dense layers.
+  // Ops other than dense (op_kernels.cuh) run between the dense layers' products, without
+  // cuBLASLt's epilogues, the output head, the side stream or the other cross-phase passes, whose
+  // launches assume a chain of dense layers (a dense layer's bias gradient still goes with its
+  // f': crossBias_).
   for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
   rowBase_ = sync ? sync->rank() * h.batch : 0;
   while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
@@ -53,7 +54,8 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
     opRows_ = static_cast<ops::NormRow*>(scratch);
     embedKeys_ = static_cast<unsigned long long*>(scratch);
   }
-  crossPhase_ = !hooks && !(h.flags & NNA_FLAG_COMPACT) && !ops_;
+  crossBias_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
+  crossPhase_ = crossBias_ && !ops_;
   // With ops (one stream, no cross-layer passes) the steps may wait for the last backward and go
   // in one launch: the same values (nothing after a layer's backward reads its w). Not in a
   // compact plan, whose phases (phases.cc) give a layer's dw bytes to the layers below once its

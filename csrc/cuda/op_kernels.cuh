@@ -215,8 +215,17 @@ template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, 
     const uint64_t p = q / dim, e = q - p * dim;
     const unsigned long long key = k[p];
     if (key == kEmbedNone || (p > 0 && k[p - 1] >> 32 == key >> 32)) continue;  // not the first row of its index
-    uint64_t n = 1;
-    while (p + n < rows && k[p + n] >> 32 == key >> 32) ++n;
+    // the run's end: the keys are sorted, so a binary search (a long run of one index would be
+    // as many dependent loads, one a row)
+    uint64_t lo = p + 1, hi = rows;
+    while (lo < hi) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (k[mid] >> 32 == key >> 32)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    const uint64_t n = lo - p;
     C.dw[at.table + (key >> 32) * dim + e] = ops::embedGradSum<T>(n, [=](uint64_t t) { return d[(k[p + t] & 0xffffffffull) * units + at.out + e]; });
   }
 }
