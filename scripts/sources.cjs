@@ -34,6 +34,7 @@ const TEST_USES = {
     'train/aliasing.cc',
     'train/check.cc',
     'train/phases.cc',
+    'train/run_modes.cc',
   ],
   cuda: ['cuda/cublas_loader.cc', 'cuda/cublaslt_loader.cc', 'cuda/cuda_backend.cu', 'cuda/jit.cc', 'cuda/nvrtc_loader.cc'],
   absent: ['cuda/absent.cc'],

@@ -15,6 +15,22 @@ import { call, type DecodedHeader, type LinkRates, type ResidencyCounters, type 
 export { runArena } from './arena/arena.js';
 export { kernelKey } from './arena/jit.js';
 
+/** The modes of csrc/train/run_modes.h RunModes. */
+export type RunMode =
+  | 'half'
+  | 'crossBias'
+  | 'crossPhase'
+  | 'stepsTogether'
+  | 'lt'
+  | 'ltForward'
+  | 'besides'
+  | 'head'
+  | 'headFused'
+  | 'scaling'
+  | 'headRounds'
+  | 'biasInOutput'
+  | 'graphs';
+
 export interface TestAddon {
   decodeHeader(bytes: Uint8Array): DecodedHeader;
   replayResidency(
@@ -31,6 +47,9 @@ export interface TestAddon {
     resident: boolean,
     fused: boolean,
   ): Array<{ stage: string; layer: number; uses: Array<[number, string, boolean]> }>;
+  /** The per-layer CUDA path's modes (csrc/train/run_modes.h) for RunModeInputs' fields
+   *  (precision by name, op by code; an absent field keeps its default). */
+  runModes(inputs: Record<string, boolean | number | string>): Record<RunMode, boolean>;
   measureLink(bytes: number): LinkRates;
   probeBind(deviceAddress: bigint, layers: number, cuda: boolean): BigUint64Array;
   deviceHeader(deviceAddress: bigint, totalBytes: number, cuda: boolean): DecodedHeader;

@@ -18,6 +18,7 @@
 
 #include "../core/failure.h"
 #include "../include/nn_arena.h"
+#include "../train/run_modes.h"
 #include "../train/train.h"
 #include "../core/env.h"
 #include "check.cuh"
@@ -171,15 +172,15 @@ template <typename T> class LayerRun {
   // The output layer's product (output_head.cuh), and with `finish` its row's loss and d (the
   // arguments from `scaleRows` on serve that part). Its operands are the products' own: bf16 /
   // fp16 copies made first where the run has not made them.
-  HeadRead headRead() const { return !half_.active() ? HeadRead::Own : headRounds_ ? HeadRead::Rounds : HeadRead::Copies; }
+  HeadRead headRead() const { return !half_.active() ? HeadRead::Own : m_.headRounds ? HeadRead::Rounds : HeadRead::Copies; }
   void head(uint64_t rows, uint64_t scaleRows, const OutputLoss& ol, bool grad, bool stats, uint64_t s, HalfOut dHalf, bool finish, bool error = false);
 
-  // The output layer's backward where output_head.cuh computes that layer (head_): d[L-1]
+  // The output layer's backward where output_head.cuh computes that layer (m_.head): d[L-1]
   // (headError), then dw and db, or the folded SGD step, in one launch beside the chain. Its
   // operands are the products': the bf16 / fp16 copies of z[L-1] and d[L], made by then.
   bool headBackward(uint64_t rows, const Hyper<T>& hp, bool fold);
 
-  // d[L-1] of the output layer's backward where output_head.cuh computes that layer (head_):
+  // d[L-1] of the output layer's backward where output_head.cuh computes that layer (m_.head):
   // done by the output launch (st_.errorDone), else here, from the products' operands (the
   // copies of w[L] and d[L] in bf16 / fp16, made by then). db[L-1] is then left to backward(L-1).
   void headError(uint64_t rows);
@@ -201,7 +202,7 @@ template <typename T> class LayerRun {
   // update's pass.
   bool scalesD(uint32_t l) const {
     const bool which = l == last_ ? L_[last_].units <= 32 : l == 1;
-    return which && crossPhase_ && K_ > 1 && !sameLr_ && blas_ && !lt_ && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
+    return which && m_.crossPhase && K_ > 1 && !sameLr_ && blas_ && !m_.lt && p_.op == Op::Train && optimizerFolds(h_.optimizer) && prec_ != Precision::Tf32x3 &&
            p_.opt.weightDecay == 0 && !sync_ && !clip_.active();
   }
   // scalesD's buffers (one from the shelf): layer 1's in fp32 / fp64, the output layer's in the
@@ -242,10 +243,10 @@ template <typename T> class LayerRun {
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
   void weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d);
 
-  // ---- the side stream (besides_) ---------------------------------------------------------
+  // ---- the side stream (m_.besides) ---------------------------------------------------------
   // Work given to the side stream from here on waits for what the run's stream has been given so far.
   void fork() {
-    if (!besides_) return;
+    if (!m_.besides) return;
     graph_->follow(s_, side_.stream, lane_.order);
     st_.sideOpen = true;
   }
@@ -288,16 +289,16 @@ template <typename T> class LayerRun {
     st_.sideOpen = false;
   }
 
-  // ---- cuBLASLt (lt_, and ltForward_ for the forward products): the products with their epilogues
+  // ---- cuBLASLt (m_.lt, and m_.ltForward for the forward products): the products with their epilogues
   // z[l]^T (n x rows) = act(w (n x m) . z[l-1]^T + b) in one product (K models: one batched
   // product), where the activation has an epilogue: identity and softmax (the output applies it)
-  // as Bias, relu. Under lt_ a hidden ReLU also writes its mask for the error product's epilogue,
+  // as Bias, relu. Under m_.lt a hidden ReLU also writes its mask for the error product's epilogue,
   // in every run and plan (a Forward run's or a compact plan's z then has a full Train run's
   // bits: one epilogue, one algorithm). False: no such epilogue or algorithm (the caller's passes).
   bool ltForward(uint32_t l, uint64_t rows);
   // Layer l's forward product with its epilogue; false where the activation has none.
   bool ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const;
-  // The workspace ltForward_'s products ask for at the arena's batch (the largest algorithm's; a
+  // The workspace m_.ltForward's products ask for at the arena's batch (the largest algorithm's; a
   // shorter last step whose algorithm wants more takes cuBLAS and the pass).
   size_t forwardWorkspace() const;
 
@@ -311,7 +312,7 @@ template <typename T> class LayerRun {
   void flushBiasSteps(const Hyper<T>& hp);
 
   // A cuBLASLt product of the run's precision (fp32 or tf32), no epilogue yet.
-  // (Untyped operands: the double instantiation compiles this and never runs it, lt_ being false.)
+  // (Untyped operands: the double instantiation compiles this and never runs it, m_.lt being false.)
   LtProduct ltBase(bool tA, bool tB, uint64_t m, uint64_t n, uint64_t k, const void* A, uint64_t lda, const void* B, uint64_t ldb, void* C, uint64_t ldc) const;
   // Whether cuBLASLt takes p with the run's workspace.
   bool ltReady(const LtProduct& p) const {
@@ -325,7 +326,7 @@ template <typename T> class LayerRun {
 
   // d[l-1] times act'(z[l-1]) after layer l's error product or op backward (and its 16-bit copy
   // into `half`); nothing where layer l-1 is an op. Where launches may reach into a later phase
-  // (crossBias_), layer l-1's bias gradient is taken in the same pass, and backward(l - 1) skips
+  // (m_.crossBias), layer l-1's bias gradient is taken in the same pass, and backward(l - 1) skips
   // its own.
   void activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half);
 
@@ -405,31 +406,25 @@ template <typename T> class LayerRun {
   struct HostState {
     uint64_t stepNow = 0;              // the optimizer step being taken (Adam's t), for `update`
     std::vector<bool> zFresh, wFresh;  // bf16: the copy of z[l] / w[l] was made this run from the current values
-    bool foldPending = false;          // a step's loss sum awaits its fold (crossPhase_, resident runs)
+    bool foldPending = false;          // a step's loss sum awaits its fold (m_.crossPhase, resident runs)
     std::vector<bool> dbDone;          // db[l] of this step already taken by activationGrad
-    std::vector<bool> maskFresh;       // lt_: this step's forward wrote layer l's ReLU mask
-    uint64_t biasSteps = 0;            // lt_: layers (bits) whose folded bias step waits for flushBiasSteps
-    uint32_t dbParked = 0;             // lt_, compact plans: the layer whose db waits in LtScratch::parked (0: none)
-    uint64_t epilogues = 0;            // lt_: products of the run's first step with an epilogue (RunParams::epilogues)
+    std::vector<bool> maskFresh;       // m_.lt: this step's forward wrote layer l's ReLU mask
+    uint64_t biasSteps = 0;            // m_.lt: layers (bits) whose folded bias step waits for flushBiasSteps
+    uint32_t dbParked = 0;             // m_.lt, compact plans: the layer whose db waits in LtScratch::parked (0: none)
+    uint64_t epilogues = 0;            // m_.lt: products of the run's first step with an epilogue (RunParams::epilogues)
     bool sideOpen = false;             // the side stream was given work this step that the run's stream has not joined
     bool dLastHalf = false;            // the step's output launch wrote d[L]'s 16-bit copy
-    bool errorDone = false;            // ... and d[L-1] (headFused_: outputHeadKernel's `error`)
+    bool errorDone = false;            // ... and d[L-1] (m_.headFused: outputHeadKernel's `error`)
     uint32_t handedOff = 0;            // a group run: the layer last handed to the sync this step (handOff)
   } st_;
   cudaStream_t s_;           // the stream launches go to: the lane's, or its side stream inside onSide()
   Lane side_;                // the lane's side stream and handle
   const Lane* on_ = &lane_;  // the lane products go to (its handle): lane_, or side_ inside onSide()
-  bool besides_ = false;     // whether the run gives work to the side stream (constructor)
-  bool head_ = false;        // the output layer's product is output_head.cuh's
-  bool headRounds_ = false;  // ... reading fp32 operands rounded to 16 bits as they load (bf16 / fp16)
-  bool headFused_ = false;   // ... in the output launch itself
   uint32_t last_;
   int sms_;
   int frac_;  // fraction bits of the fixed-point loss sum for this batch size
   bool blas_;
   Precision prec_;
-  bool lt_ = false;                  // products through cuBLASLt with epilogues (cublaslt_loader.h)
-  bool ltForward_ = false;           // only the forward products through cuBLASLt, with bias (+ ReLU) epilogues
   bool firstStep_ = true;            // the step being launched is the run's first (RunParams::epilogues counts it)
   std::shared_ptr<RunCache> cache_;  // the arena's, or none
   ScratchShelf ownShelf_;            // a run without the cache: its buffers go with it
@@ -438,25 +433,15 @@ template <typename T> class LayerRun {
   HalfCopies half_;
   ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)
   DeviceLossScale lossScale_;
-  bool scaling_ = false;      // precision fp16 training: the loss scaled, each step checked (loss_scale.h)
-  StepGraph own_;             // a run's own graph where the arena keeps none (graphs off: never captures)
-  StepGraph* graph_ = &own_;  // launches pass through it either way
-  // Launches may do work of a later phase of the step (a layer's bias gradient with the
-  // activation gradient before it; the loss fold with the next gather): no scheduler acts between
-  // launches (hooks) and no compact plan shares those regions' bytes with the phases between.
-  bool crossPhase_;
-  // Layer l-1's bias gradient in the launch that applies its f' to d[l-1], in layer l's backward:
-  // crossPhase_'s rule but with ops too (their backward leaves a dense layer's d as a product does).
-  bool crossBias_;
+  StepGraph own_;                            // a run's own graph where the arena keeps none (graphs off: never captures)
+  StepGraph* graph_ = &own_;                 // launches pass through it either way
+  RunModes m_;                               // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
   bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
-  bool stepsTogether_ = false;               // ops_: the layers' steps in one launch after the backward
   ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
   unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the same bytes)
   uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
   uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
   uint64_t rowBase_ = 0;                     // a group's replica: its batch's first row of the group's (GradSync::rank)
-  bool biasInOutput_ = false;                // the output launch adds the output layer's bias (K models)
-  bool graphs_ = false;                      // steps after the first may run as graph launches
   FoldScalars<T> foldScalars_;               // a fold under a schedule: its alpha on the device
   unsigned K_;                               // models (grid z of every per-model launch, batch count of every product)
   DeviceLrs lrs_;                            // per-model learning rates on the device, or none

@@ -42,8 +42,8 @@ template <typename T> auto LayerRun<T>::headBackward(uint64_t rows, const Hyper<
   // A two-layer net: db[1] (and its bias step) in this launch beside layer 1's weight-gradient
   // product, where it was a launch of its own on the chain before that product (bf16 gains less:
   // its second stream overlaps less).
-  // d[1] is final here: the output launch (headFused_) applied f' to it.
-  const bool prevBias = l == 2 && headFused_ && !st_.dbDone[1];
+  // d[1] is final here: the output launch (m_.headFused) applied f' to it.
+  const bool prevBias = l == 2 && m_.headFused && !st_.dbDone[1];
   gradientWork(l, [&] {
     launchOutputWeightGrad<T>(n, m, K_, headRead(), half_.fp16(), prevBias, [&](auto kernel, dim3 grid, dim3 block) {
       graph_->launch(s_, kernel, grid, block, base_, l, rows, x, d, fold, h_.optimizer, hp, lrs_.get(), prevBias, prevBias && foldsLayer(1));
@@ -67,8 +67,8 @@ template <typename T> auto LayerRun<T>::backward(uint32_t l, uint64_t rows, cons
   // descriptor's whole update). A clipping run never folds (the step needs the global norm).
   if (L_[l].op != NNA_OP_DENSE) return opBackward(l, rows, hp);
   const bool fold = foldsLayer(l);
-  if (lt_) return ltBackward(l, rows, hp, fold);
-  if (l == last_ && head_) return headBackward(rows, hp, fold);
+  if (m_.lt) return ltBackward(l, rows, hp, fold);
+  if (l == last_ && m_.head) return headBackward(rows, hp, fold);
   if (!st_.dbDone[l]) {  // db[l] reads d[l] only, as the products below do
     fork();
     gradientWork(l, [&] { biasGrad(l, rows, fold, hp, false, HalfOut{}); });
@@ -170,7 +170,7 @@ template <typename T> auto LayerRun<T>::weightGrad(uint32_t l, uint64_t rows, co
 }
 
 template <typename T> template <typename F> auto LayerRun<T>::onSide(F&& f) -> void {
-  if (!besides_) return f();
+  if (!m_.besides) return f();
   const cudaStream_t main = s_;
   s_ = side_.stream;
   on_ = &side_;
@@ -222,7 +222,7 @@ template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool
 template <typename T> auto LayerRun<T>::activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half) -> void {
   // An op's d takes no f' (ops have no activation) and no product reads a 16-bit copy of it.
   if (L_[l - 1].op != NNA_OP_DENSE) return;
-  if (crossBias_) {
+  if (m_.crossBias) {
     biasGrad(l - 1, rows, foldsLayer(l - 1), hp, true, half);
     st_.dbDone[l - 1] = true;
     return;
@@ -232,7 +232,7 @@ template <typename T> auto LayerRun<T>::activationGrad(uint32_t l, uint64_t rows
 
 template <typename T> auto LayerRun<T>::backwardCopies(uint32_t l, uint64_t rows) -> void {
   const uint64_t n = L_[l].units, m = L_[l].fan_in;
-  if (l == last_ && !scaling_ && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
+  if (l == last_ && !m_.scaling && !st_.dLastHalf) toHalf(l, NNA_D, rows * n);
   if (!st_.wFresh[l]) toHalf(l, NNA_W, n * m);
   if (!st_.zFresh[l - 1]) toHalf(l - 1, NNA_Z, rows * m);
 }

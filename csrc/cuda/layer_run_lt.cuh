@@ -17,9 +17,9 @@ template <typename T> auto LayerRun<T>::ltForward(uint32_t l, uint64_t rows) -> 
 
 template <typename T> auto LayerRun<T>::ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const -> bool {
   const uint64_t n = L_[l].units, m = L_[l].fan_in;
-  if (l == last_ && biasInOutput_) return false;  // the output launch adds the bias
+  if (l == last_ && m_.biasInOutput) return false;  // the output launch adds the bias
   // bf16 / fp16: layer L-1's alone, from the 16-bit copies, where the output launch rounds its own operands
-  if (half_.active() && !(headRounds_ && l + 1 == last_)) return false;
+  if (half_.active() && !(m_.headRounds && l + 1 == last_)) return false;
   LtProduct p = half_.active() ? ltBase(true, false, n, rows, m, half_.w(l).p, m, half_.z(l - 1).p, m, at(l, NNA_Z), n)
                                : ltBase(true, false, n, rows, m, at(l, NNA_W), m, at(l - 1, NNA_Z), m, at(l, NNA_Z), n);
   if (half_.active()) p.inputs = half_.fp16() ? LtInputs::Fp16 : LtInputs::Bf16;
@@ -32,7 +32,7 @@ template <typename T> auto LayerRun<T>::ltForwardProduct(uint32_t l, uint64_t ro
     p.strideBias = stride(l, NNA_B);
   }
   const uint32_t act = L_[l].activation;
-  const bool mask = lt_ && act == NNA_ACT_RELU && ltBuf_.mask(l);  // ltForward_: relu' from z, as without cuBLASLt
+  const bool mask = m_.lt && act == NNA_ACT_RELU && ltBuf_.mask(l);  // m_.ltForward: relu' from z, as without cuBLASLt
   if (act == NNA_ACT_IDENTITY || act == NNA_ACT_SOFTMAX) {
     p.epilogue = LtEpilogue::Bias;
   } else if (act == NNA_ACT_RELU) {
@@ -88,7 +88,7 @@ template <typename T> auto LayerRun<T>::ltBackward(uint32_t l, uint64_t rows, co
   if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), times act'(z[l-1])
     const LtProduct plain = ltBase(false, false, m, rows, n, at(l, NNA_W), m, at(l, NNA_D), n, at(l - 1, NNA_D), m);
     LtProduct e = plain;
-    if (L_[l - 1].activation == NNA_ACT_RELU && ltBuf_.mask(l - 1) && (!fold || !crossPhase_ || l - 1 < 64)) {
+    if (L_[l - 1].activation == NNA_ACT_RELU && ltBuf_.mask(l - 1) && (!fold || !m_.crossPhase || l - 1 < 64)) {
       // A Backward run (the primitives) has no mask from its Forward run: layer l-1's forward
       // product again makes it, and rewrites z[l-1] with the bits it holds (same operands,
       // same algorithm), so that the primitives give a Train step's bits.
@@ -97,12 +97,12 @@ template <typename T> auto LayerRun<T>::ltBackward(uint32_t l, uint64_t rows, co
         e.epilogue = LtEpilogue::DReluBGrad;
         e.aux = ltBuf_.mask(l - 1);
         e.auxLd = ltBuf_.maskLd(l - 1);
-        e.bias = crossPhase_ ? static_cast<void*>(at(l - 1, NNA_DB)) : ltBuf_.parked();
+        e.bias = m_.crossPhase ? static_cast<void*>(at(l - 1, NNA_DB)) : ltBuf_.parked();
       }
     }
     if (e.epilogue != LtEpilogue::None && ltReady(e)) {
       ltLaunch(e);
-      if (!crossPhase_) {
+      if (!m_.crossPhase) {
         st_.dbParked = l - 1;
       } else {
         st_.dbDone[l - 1] = true;

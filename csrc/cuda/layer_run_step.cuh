@@ -33,17 +33,40 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   // is host-side (no graph).
   if (!hooks) cache_ = runCacheOf(p, lane);
   ScratchShelf& shelf = cache_ ? cache_->shelf : ownShelf_;
-  if (blas_ && (prec_ == Precision::Bf16 || prec_ == Precision::Fp16) && p.op != Op::Update) {  // K models: bf16 only (check.cc)
+  for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
+  // How the run goes, each rule in one place (csrc/train/run_modes.cc).
+  RunModeInputs in;
+  in.floatRun = std::is_same_v<T, float>;
+  in.precision = prec_;
+  in.op = p.op;
+  in.models = K_;
+  in.layers = h.num_layers;
+  in.outputUnits = L_[last_].units;
+  in.numBatches = p.numBatches;
+  in.blas = blas_;
+  in.ops = ops_;
+  in.compact = h.flags & NNA_FLAG_COMPACT;
+  in.hooks = hooks != nullptr;
+  in.sync = sync != nullptr;
+  in.syncGraphs = sync && sync->graphs();
+  in.cache = cache_ != nullptr;
+  in.lossScale = p.lossScale.active();
+  in.sideStream = lane.sideStream;
+  in.cublasLt = knob(Knob::CublasLt);
+  in.cublasLtOn = knobOn(Knob::CublasLt);
+  in.sideStreamKnob = knob(Knob::SideStream, "1") != "0";
+  in.cudaGraphKnob = knob(Knob::CudaGraph, "1") != "0";
+  // cuBLASLt is looked for only where a mode would take it (ltAvailable loads the library).
+  in.ltAvailable = true;
+  const RunModes wouldUse = resolveRunModes(in);
+  in.ltAvailable = (wouldUse.lt || wouldUse.ltForward) && ltAvailable();
+  m_ = resolveRunModes(in);
+  if (m_.half) {
     half_.allocate(
         h, layers, prec_ == Precision::Fp16, [this](uint32_t l, uint32_t kind) { return stride(l, kind) ? K_ : 1u; }, shelf);
     st_.zFresh.assign(h.num_layers, false);
     st_.wFresh.assign(h.num_layers, false);
-  }  // Update: no products
-  // Ops other than dense (op_kernels.cuh) run between the dense layers' products, without
-  // cuBLASLt's epilogues, the output head, the side stream or the other cross-phase passes, whose
-  // launches assume a chain of dense layers (a dense layer's bias gradient still goes with its
-  // f': crossBias_).
-  for (uint32_t l = 1; l < h.num_layers; ++l) ops_ |= layers[l].op != NNA_OP_DENSE;
+  }
   rowBase_ = sync ? sync->rank() * h.batch : 0;
   while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
   if (ops_) {
@@ -54,87 +77,23 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
     opRows_ = static_cast<ops::NormRow*>(scratch);
     embedKeys_ = static_cast<unsigned long long*>(scratch);
   }
-  crossBias_ = !hooks && !(h.flags & NNA_FLAG_COMPACT);
-  crossPhase_ = crossBias_ && !ops_;
-  // With ops (one stream, no cross-layer passes) the steps may wait for the last backward and go
-  // in one launch: the same values (nothing after a layer's backward reads its w). Not in a
-  // compact plan, whose phases (phases.cc) give a layer's dw bytes to the layers below once its
-  // backward phase, which updates it, is over; nor with a scheduler, which plans each step.
-  stepsTogether_ = ops_ && !hooks && !(h.flags & NNA_FLAG_COMPACT);
-  // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
-  // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
-  // passes: only layer L-1's forward, headRounds_ below), no memory scheduler (it may move regions between launches). By default only the
-  // forward products take theirs (ltForward_: bias, and ReLU, whose derivative comes from z: no
-  // mask; a pass less after each forward product), every other launch, the side stream and the
-  // output launch as without cuBLASLt. NN_ARENA_CUBLASLT (read per run): 0 none, 1 (or a path
-  // picking the library) every epilogue (lt_: not faster, and it gives up the side stream and the
-  // output launch: docs/cuda.md, "Fused epilogues"), forward the default.
-  // K models take the forward epilogues too (batched, each model's bias), not the others.
-  const bool ltCan = std::is_same_v<T, float> && blas_ && !hooks && (prec_ == Precision::Fp32 || prec_ == Precision::Tf32) && p.op != Op::Update;
-  const std::string ltKnob = knob(Knob::CublasLt);
-  const bool ltAll = knobOn(Knob::CublasLt) && ltKnob != "forward";
-  lt_ = ltCan && K_ == 1 && ltAll && !ops_ && ltAvailable();
-  ltForward_ = ltCan && !ltAll && ltKnob != "0" && !ops_ && ltAvailable();
-  if (lt_) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
+  if (m_.lt) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
   st_.dbDone.assign(h.num_layers, false);
-  // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
-  // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
-  // Not with a scheduler or a group (host work between launches), a compact plan (regions of
-  // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
-  // both products), nor for K models (their batched products fill the GPU: a second stream only
-  // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
   side_ = lane.side();
-  besides_ = crossPhase_ && !sync && !lt_ && prec_ != Precision::Tf32x3 && K_ == 1 && !isPrimitive(p.op) && lane.sideStream && knob(Knob::SideStream, "1") != "0";
   if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update)
-    work_.allocate(h, layers, prec_ == Precision::Tf32x3, besides_ && h.batch * layers[1].units >= kTransposeMin, shelf);
-  // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
-  // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
-  // output launch itself (headFused_) but with a scheduler (its stages keep the product and the
-  // output apart), in a compact plan, or in the primitives (a Backward run's z holds a Forward
-  // run's outputs).
-  // One model through cuBLAS: a K-model arena keeps its batched products (with as many blocks
-  // as rows x models the kernel was slower than they are), and the tiled
-  // products keep K models bit-identical to one.
-  head_ = !lt_ && blas_ && K_ == 1 && !ops_ && L_[last_].units <= kHeadMaxUnits;
-  headFused_ = head_ && crossPhase_ && !isPrimitive(p.op);
-  // Loss scaling (fp16, Train runs of one model: check.cc) defers the updates as clipping does:
-  // they wait for the step's gradients to be known finite.
-  scaling_ = p.lossScale.active() && p.op == Op::Train;
-  // bf16 / fp16: that launch and its backward read z[L-1], w[L] and d[L] from the arena, rounded
-  // as they load (output_head.cuh HeadRead::Rounds; the same values as the copies), so layer
-  // L-1's forward product needs no pass to write z[L-1]'s copy: it takes bias and activation in
-  // its cuBLASLt epilogue where it has one (a pass less a step). Not with loss
-  // scaling (the products read d[L]'s scaled copy).
-  headRounds_ = head_ && half_.active() && !scaling_;
-  if (headRounds_ && last_ > 1 && !hooks && ltKnob != "0" && ltAvailable()) ltForward_ = true;
-  if (lt_ || ltForward_) st_.maskFresh.assign(h.num_layers, false);
-  // K models, an output layer of up to 32 units, blas: the output launch (outputWarpKernel) adds
-  // the bias and applies f before the row's loss, as outputHeadKernel does for one model: a
-  // pass less a step. Not in the primitives (a Forward run's
-  // output launch is its own) nor with a scheduler (crossPhase_: its stages keep them apart).
-  biasInOutput_ = K_ > 1 && blas_ && !lt_ && crossPhase_ && !isPrimitive(p.op) && L_[last_].units <= 32;
-  if (ltForward_) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after biasInOutput_: ltForwardProduct reads it
-  if (p.clips() || scaling_) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
-  if (scaling_) lossScale_.allocate(p.lossScale, shelf, s_);
+    work_.allocate(h, layers, prec_ == Precision::Tf32x3, m_.besides && h.batch * layers[1].units >= kTransposeMin, shelf);
+  if (m_.lt || m_.ltForward) st_.maskFresh.assign(h.num_layers, false);
+  if (m_.ltForward) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after m_.biasInOutput: ltForwardProduct reads it
+  if (p.clips() || m_.scaling) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
+  if (m_.scaling) lossScale_.allocate(p.lossScale, shelf, s_);
   // SGD folds w -= lr dw into the batched product only where one alpha serves every model.
   sameLr_ = true;
   for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
   allocateScaledCopies(shelf);
-  // Not with a memory scheduler (its work between launches is host-side) or a group whose sync
-  // cannot take part (GradSync::graphs), nor for runs too short to repay the capture.
-  // NN_ARENA_CUDA_GRAPH=0 launches every step directly.
-  // One-step training runs (step() in a loop) and forward runs (predict()'s batch; a fed
-  // predict's batches, run_feed.cuh) take part where the arena keeps a cache: the first captures
-  // its only step, the next replay it, as a long run's later steps do; each kind in a graph of
-  // its own.
-  // A group's first step launches directly (GradSync::capturable).
-  const bool groupGraphs = sync && sync->graphs();
-  graphs_ =
-      !hooks && (!sync || groupGraphs) && !isPrimitive(p.op) && (p.numBatches >= 3 || (cache_ && (p.op == Op::Train || p.op == Op::Forward))) && knob(Knob::CudaGraph, "1") != "0";
-  if (graphs_ && cache_) graph_ = p.op != Op::Forward ? &cache_->graph : p.queued ? &cache_->fed : &cache_->forward;
+  if (m_.graphs && cache_) graph_ = p.op != Op::Forward ? &cache_->graph : p.queued ? &cache_->fed : &cache_->forward;
   graph_->beginRun();
   // A group's graph holds its collectives: the group may have to destroy it before an abort.
-  if (graphs_ && sync && cache_)
+  if (m_.graphs && sync && cache_)
     sync->graphOwner([weak = std::weak_ptr<RunCache>(cache_)] {
       if (const std::shared_ptr<RunCache> c = weak.lock()) c->graph.release();
     });
@@ -150,7 +109,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
   // the stats' reset and fold and the parameters' scan are nodes of the step's graph, so that a
   // call is one graph launch and one wait. Not with pageable host memory (a capture cannot hold
   // its copies), nor in a group (its run ends with the stats' reduction, outside the graph).
-  const bool whole = graphs_ && !sync_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
+  const bool whole = m_.graphs && !sync_ && p_.numBatches == 1 && (!p_.copies || p_.copies->pinned);
   const auto begin = [&] {
     queueRunCopies(base_, p_, /*in=*/true, s_, [&](const RunCopies::Span& c) { return graph_->external(true, c.offset, c.bytes, p_.copies->host); });
     if (p_.resetStats) graph_->launch(s_, resetStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_);
@@ -219,7 +178,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
             zeroGradients(l);
           if (sync_)
             handOff(l);
-          else if (p_.op == Op::Train && !folded && !deferred && stepsTogether_)
+          else if (p_.op == Op::Train && !folded && !deferred && m_.stepsTogether)
             steps.push_back(l);
           else if (p_.op == Op::Train && !folded && !deferred)
             gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
@@ -248,7 +207,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
       if (sync_) sync_->stepLaunched(s_);
     };
     for (uint64_t s = 0; s < p_.numBatches; ++s) {
-      if (!graphs_ || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1) || (sync_ && !sync_->capturable())) {
+      if (!m_.graphs || graph_->disabled() || (s == 0 && !graph_->ready() && p_.numBatches > 1) || (sync_ && !sync_->capturable())) {
         step(s);
         launched();
         continue;
@@ -285,7 +244,7 @@ template <typename T> auto LayerRun<T>::primitive() -> void {
     // probabilities that underflowed would be clamped: the output layer's product again (z[L-1]
     // and w[L] are as the Forward run left them; their 16-bit copies made first, as this run
     // has not made them), so the loss and d are a Train run's (the CPU backend does the same).
-    if (half_.active() && !head_) {
+    if (half_.active() && !m_.head) {
       const uint32_t in = last_ - 1;
       if (!st_.zFresh[in] || (in == 0 && !p_.resident)) toHalf(in, NNA_Z, p_.rows * L_[last_].fan_in);
       if (!st_.wFresh[last_]) toHalf(last_, NNA_W, L_[last_].units * L_[last_].fan_in);
@@ -306,10 +265,10 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
   // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
   // multiprocessor, a serial chain of loads and exps per thread.
   st_.dLastHalf = st_.errorDone = false;
-  if (headFused_) {
-    const HalfOut dHalf = headRead() == HeadRead::Copies && grad && !scaling_ ? half_.d(last_) : HalfOut{};
+  if (m_.headFused) {
+    const HalfOut dHalf = headRead() == HeadRead::Copies && grad && !m_.scaling ? half_.d(last_) : HalfOut{};
     // d[L-1] too where it follows from this launch's d (a loss-scaled step's waits for the scale)
-    const bool error = grad && last_ > 1 && !scaling_;
+    const bool error = grad && last_ > 1 && !m_.scaling;
     head(rows, scaleRows, ol, grad, stats, s, dHalf, true, error);
     st_.dLastHalf = bool(dHalf);
     st_.errorDone = error;
@@ -319,7 +278,7 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
     // Up to 32 units: d's 16-bit copy (the error product's operand) and scalesD's copy made here
     OutputCopies<T> c;
     if (grad && L_[last_].units <= 32) {
-      if (headRead() == HeadRead::Copies && !scaling_) c.dHalf = half_.d(last_);
+      if (headRead() == HeadRead::Copies && !m_.scaling) c.dHalf = half_.d(last_);
       if (scalesD(last_)) {
         c.hp = hyper(p_.stepBase + s + 1);
         c.lrs = lrs_.get();
@@ -332,7 +291,7 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
     }
     const uint64_t n = L_[last_].units;  // a row a warp, or a half / quarter of one for rows of up to 16 / 8 units
     auto rowLaunch = [&](auto kernel, unsigned lanes) {
-      graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, biasInOutput_);
+      graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, m_.biasInOutput);
     };
     if (n <= 8)
       rowLaunch(outputWarpKernel<T, 8>, 8);
@@ -342,12 +301,12 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
       rowLaunch(outputWarpKernel<T, 32>, 32);
     st_.dLastHalf = bool(c.dHalf);
   }
-  if (stats && crossPhase_ && p_.resident)
+  if (stats && m_.crossPhase && p_.resident)
     st_.foldPending = true;  // the next gather (or the run's end) folds it
   else if (stats)
     graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
   if constexpr (std::is_same_v<T, float>) {
-    if (scaling_ && grad) {  // d[L] times the loss scale, and its fp16 copy (backwardHalf reads it)
+    if (m_.scaling && grad) {  // d[L] times the loss scale, and its fp16 copy (backwardHalf reads it)
       const uint64_t n = rows * L_[last_].units;
       graph_->launch(s_, scaleToHalfKernel, blocksFor(n), kThreads, at(last_, NNA_D), half_.d(last_), n, lossScale_.get());
     }
@@ -378,7 +337,7 @@ template <typename T> auto LayerRun<T>::clipAndUpdate(const Hyper<T>& hp, uint64
   for (uint32_t l = 1; l <= last_; ++l) {
     graph_->launch(s_, sumSquaresKernel<T>, dim3(normBlocks(paramCount(L_[l])), 1, K_), kThreads, base_, l, h_.num_layers, clip_.partials());
   }
-  if (scaling_)  // one model (check.cc)
+  if (m_.scaling)  // one model (check.cc)
     graph_->launch(s_, lossScaleKernel, 1, kThreads, clip_.partials(), h_.num_layers, p_.clips() ? p_.opt.clipGradNorm : 0.0, clip_.scale(), clip_.norms(s), lossScale_.get());
   else
     graph_->launch(s_, clipScaleKernel, K_, kThreads, clip_.partials(), h_.num_layers, p_.opt.clipGradNorm, clip_.scale(), clip_.norms(s));
@@ -410,18 +369,18 @@ template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> vo
     }
     return;
   }
-  const bool biasLater = l == last_ && biasInOutput_;  // output()'s launch adds b and applies f
-  if (l == last_ && head_) {
-    if (!headFused_) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
+  const bool biasLater = l == last_ && m_.biasInOutput;  // output()'s launch adds b and applies f
+  if (l == last_ && m_.head) {
+    if (!m_.headFused) head(rows, rows, OutputLoss{}, false, false, 0, HalfOut{}, false);
     return;  // else output() computes it
   }
   if (!blas_) return tiled<kForward>(l, rows, rows, n);
-  if ((lt_ || ltForward_) && !half_.active() && ltForward(l, rows)) return;
+  if ((m_.lt || m_.ltForward) && !half_.active() && ltForward(l, rows)) return;
   if (half_.active()) {                                                          // z[l]^T = w . z[l-1]^T from 16-bit copies; the pass after it writes z[l]'s
     if (l == 1 && (!st_.zFresh[0] || !p_.resident)) toHalf(0, NNA_Z, rows * m);  // not gathered: the caller's z[0]
     if (l == firstProduct_) staleWeightsToHalf();                                // before the forward's first product (ops before it have none)
-    const bool copy = l < last_ && !(headRounds_ && l + 1 == last_);             // headRounds_: the output launch rounds z[L-1] itself
-    if (!copy && ltForward_ && ltForward(l, rows)) return;
+    const bool copy = l < last_ && !(m_.headRounds && l + 1 == last_);           // m_.headRounds: the output launch rounds z[L-1] itself
+    if (!copy && m_.ltForward && ltForward(l, rows)) return;
     gemmHalf(true, false, int(n), int(rows), int(m), 1.0f, half_.w(l), int(m), half_.z(l - 1), int(m), 0.0f, at(l, NNA_Z), int(n), stride(l, NNA_Z));
     if (biasLater) return;
     graph_->launch(s_, biasActivateKernel<T>, dim3(bandBlocks(rows, n, K_, sms_), 1, K_), kThreads, base_, l, rows, copy ? half_.z(l) : HalfOut{});

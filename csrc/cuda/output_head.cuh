@@ -13,11 +13,10 @@
 #pragma once
 #include <type_traits>
 
+#include "../train/run_modes.h"  // kHeadMaxUnits
 #include "layer_kernels.cuh"
 
 namespace nna {
-
-constexpr uint64_t kHeadMaxUnits = 32;
 
 constexpr unsigned kHeadThreads = 128;  // a block a row: its threads share the fan-in
 
@@ -407,7 +406,7 @@ template <typename T> __device__ void prevBiasGrad(void* base, uint32_t l, uint6
 // How the output layer's products read z[L-1], w[L] and d[L]: the arena's values (fp32, tf32,
 // tf32x3, float64), a bf16 / fp16 run's 16-bit copies, or the arena's fp32 values rounded to 16
 // bits as they load (the same values; a run of one model then makes no copy of z[L-1] and w[L],
-// and its forward product of layer L-1 needs no pass to write one: LayerRun::headRounds_).
+// and its forward product of layer L-1 needs no pass to write one: LayerRun::m_.headRounds).
 enum class HeadRead : uint8_t { Own, Copies, Rounds };
 
 // The kernel of n units (n <= kHeadMaxUnits): pick(NB, E{}, R{}) with NB an integral_constant (8,

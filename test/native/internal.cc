@@ -21,6 +21,7 @@
 #include "../../csrc/include/nn_arena.h"
 #include "../../csrc/train/aliasing.h"
 #include "../../csrc/train/phases.h"
+#include "../../csrc/train/run_modes.h"
 #include "copy_bench.h"
 #include "device_probe.h"
 #include "link_bench.h"
@@ -129,6 +130,67 @@ Napi::Value HeaderPhases(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const std::vector<uint8_t> h = validatedHeader(env, info[0]);
   return phasesOf(env, h.data(), info);
+}
+
+// runModes(inputs): the per-layer CUDA path's modes (csrc/train/run_modes.h) for an object of
+// RunModeInputs' fields (precision by name, op by code; an absent field keeps its default).
+Napi::Value RunModesOf(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  if (!info[0].IsObject()) throwJs(env, "BAD_ARGUMENT", "inputs must be an object");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  RunModeInputs in;
+  auto flag = [&](const char* k, bool& v) {
+    if (o.Has(k)) v = o.Get(k).ToBoolean().Value();
+  };
+  auto count = [&](const char* k, auto& v) {
+    if (o.Has(k)) v = static_cast<std::remove_reference_t<decltype(v)>>(exactU64(env, o.Get(k), k));
+  };
+  flag("floatRun", in.floatRun);
+  if (o.Has("precision")) {
+    const std::string name = o.Get("precision").ToString().Utf8Value();
+    const PrecisionInfo* row = nullptr;
+    for (const PrecisionInfo& r : kPrecisions)
+      if (name == r.name) row = &r;
+    if (!row) throwJs(env, "BAD_ARGUMENT", "unknown precision " + name);
+    in.precision = row->code;
+  }
+  if (o.Has("op")) in.op = static_cast<Op>(exactU64(env, o.Get("op"), "op"));
+  count("models", in.models);
+  count("layers", in.layers);
+  count("outputUnits", in.outputUnits);
+  count("numBatches", in.numBatches);
+  for (auto [k, v] : {std::pair<const char*, bool*>{"blas", &in.blas},
+                      {"ops", &in.ops},
+                      {"compact", &in.compact},
+                      {"hooks", &in.hooks},
+                      {"sync", &in.sync},
+                      {"syncGraphs", &in.syncGraphs},
+                      {"cache", &in.cache},
+                      {"lossScale", &in.lossScale},
+                      {"sideStream", &in.sideStream},
+                      {"ltAvailable", &in.ltAvailable},
+                      {"cublasLtOn", &in.cublasLtOn},
+                      {"sideStreamKnob", &in.sideStreamKnob},
+                      {"cudaGraphKnob", &in.cudaGraphKnob}})
+    flag(k, *v);
+  if (o.Has("cublasLt")) in.cublasLt = o.Get("cublasLt").ToString().Utf8Value();
+  const RunModes m = resolveRunModes(in);
+  Napi::Object r = Napi::Object::New(env);
+  for (auto [k, v] : {std::pair<const char*, bool>{"half", m.half},
+                      {"crossBias", m.crossBias},
+                      {"crossPhase", m.crossPhase},
+                      {"stepsTogether", m.stepsTogether},
+                      {"lt", m.lt},
+                      {"ltForward", m.ltForward},
+                      {"besides", m.besides},
+                      {"head", m.head},
+                      {"headFused", m.headFused},
+                      {"scaling", m.scaling},
+                      {"headRounds", m.headRounds},
+                      {"biasInOutput", m.biasInOutput},
+                      {"graphs", m.graphs}})
+    r.Set(k, Napi::Boolean::New(env, v));
+  return r;
 }
 
 Napi::Value MeasureLink(const Napi::CallbackInfo& info) {
@@ -279,6 +341,7 @@ Napi::Object Init(Napi::Env env, Napi::Object o) {
                    {"replayResidency", ReplayResidency},
                    {"measureLink", MeasureLink},
                    {"headerPhases", HeaderPhases},
+                   {"runModes", RunModesOf},
                    {"probeBind", ProbeBind},
                    {"jitCompileOnly", JitCompileOnly},
                    {"deviceHeader", DeviceHeader},
