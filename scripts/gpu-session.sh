@@ -22,6 +22,7 @@
 # table29 (issue 29's rows in one call: nn-arena's S / M / L / K steps in each precision, M fp32 over 10 processes,
 # PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT, gathered into $OUT/steps-<gpu>.json).
 # ops (issue 48: bench/ops.mjs on CUDA in fp32 / tf32 / bf16 beside bench/ops_torch.py in the same call; JSON under $OUT).
+# opsncu (issue 48: ncu's per-kernel times of the ops network's step, fp32 and bf16: where it goes).
 # userpath (issue 47: bench/userpath.mjs on CUDA, S and M, beside bench/userpath_torch.py in the same call, and the
 # wall clock of `npm start`; JSON under $OUT).
 # Logs and results go to $OUT (the device tool brings them back).
@@ -116,6 +117,12 @@ for part in "$@"; do
     ncufused)
       ncu --set full --import-source no -k regex:fusedRun --launch-skip 1 --launch-count 1 --page details node bench/profile-step.mjs S sgd 100 > "$OUT/ncu-fused-S.txt" 2>&1
       grep -E "Duration|Registers|Local Memory|Achieved Occupancy|Theoretical Occupancy|Stall|Warp Cycles Per Issued|Issue Slot|Memory Throughput|L1/TEX Hit|L2 Hit|Compute \(SM\)" "$OUT/ncu-fused-S.txt" | head -40 ;;
+    opsncu)  # issue 48: per-kernel time of the ops network's step (fp32, bf16), caches and clocks as in a run (not flushed, not locked)
+      for prec in fp32 bf16; do
+        ncu --cache-control none --clock-control none --print-summary per-kernel --metrics gpu__time_duration.sum \
+          node bench/ops.mjs --backend cuda --samples 2560 --epochs 1 --precisions $prec > "$OUT/ncu-ops-$prec.txt" 2>&1
+        grep -E "^  [a-zA-Z_].*\(|gpu__time_duration.sum" "$OUT/ncu-ops-$prec.txt" | paste - - | cut -c1-220 | head -40
+      done ;;
     ncu)  # per-kernel time of the M and L steps (the per-layer path): where the step goes
       for net in M L; do
         ncu --print-summary per-kernel --metrics gpu__time_duration.sum node bench/profile-step.mjs $net sgd 10 > "$OUT/ncu-$net.txt" 2>&1
