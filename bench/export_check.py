@@ -130,10 +130,14 @@ def with_ops(layers, activations, ops):
             m = torch.nn.RMSNorm(n, eps=o["eps"]) if hasattr(torch.nn, "RMSNorm") else RMSNormCompat(n, o["eps"])
         elif o["op"] == "dropout":
             m = torch.nn.Dropout(o["p"])
+        elif o["op"] == "alpha-dropout":
+            m = torch.nn.AlphaDropout(o["p"])
         elif o["op"] == "embedding":
             m = Embeddings(o["numeric"], [(c["cardinality"], c["dim"]) for c in o["categorical"]])
-        else:
+        elif o["op"] == "residual":
             m = Residual(o["from"])
+        else:
+            raise SystemExit(f"export_check.py: layer {l}'s op {o['op']!r} has no PyTorch module here")
         mods += [m, MODULES[activations[l - 1]]()]
     return NnArena(*mods)
 

@@ -3,7 +3,13 @@ src/report/pytorch.ts (`nn-arena plan --vs-pytorch`): the first training step of
 run exactly as the estimate models it.
 
   python3 bench/torch_memory.py --out FILE.json [--only seed,S,M] [--optimizers sgd,momentum,adam]
-                                [--dtypes float32,float64] [--precisions fp32,bf16,fp16]
+                                [--dtypes float32,float64] [--precisions fp32,bf16,fp16] [--trace]
+
+--only also takes the networks with ops (OPS_NETS: layernorm, rmsnorm, dropout, residual,
+embedding, ops): the NnArena module of docs/ops.md (bench/export_check.py), which
+src/report/pytorch.ts does not model yet; --trace records each stage's allocations and frees
+with the frames that made them (the caching allocator's history), what such a model is built
+from.
 
 Per network, optimizer and dtype, in one process: the model is built on the CPU and moved with
 .to('cuda'); a float batch and int64 labels are moved to the device; then
@@ -40,12 +46,34 @@ NETS = {
     "S": ([784, 128, 10], 100),
     "M": ([784, 1024, 1024, 10], 256),
 }
+# Networks with ops (issue 48), as nn-arena normalizes them (layers, activations, one op a
+# layer): the NnArena module of docs/ops.md (bench/export_check.py with_ops), its last activation
+# left out as for the dense ones (CrossEntropyLoss takes the logits). One op each, then the ops
+# bench's network (bench/ops.mjs).
+D = {"op": "dense"}
+OPS_NETS = {
+    "layernorm": ([64, 128, 128, 10], ["relu", "identity", "softmax"], [D, {"op": "layernorm", "eps": 1e-5}, D], 100),
+    "rmsnorm": ([64, 128, 128, 10], ["relu", "identity", "softmax"], [D, {"op": "rmsnorm", "eps": 1e-6}, D], 100),
+    "dropout": ([64, 128, 128, 10], ["relu", "identity", "softmax"], [D, {"op": "dropout", "p": 0.1}, D], 100),
+    "residual": ([64, 128, 128, 128, 10], ["relu", "relu", "identity", "softmax"], [D, D, {"op": "residual", "from": 1}, D], 100),
+    "embedding": ([66, 88, 128, 10], ["identity", "relu", "softmax"],
+                  [{"op": "embedding", "numeric": 64, "categorical": [{"cardinality": 10, "dim": 8}, {"cardinality": 1000, "dim": 16}]}, D, D], 100),
+    "ops": ([66, 88, 256, 256, 256, 256, 256, 256, 256, 2],
+            ["identity", "relu", "identity", "relu", "identity", "identity", "identity", "identity", "softmax"],
+            [{"op": "embedding", "numeric": 64, "categorical": [{"cardinality": 10, "dim": 8}, {"cardinality": 1000, "dim": 16}]},
+             D, {"op": "layernorm", "eps": 1e-5}, D, {"op": "dropout", "p": 0.1}, D, {"op": "residual", "from": 2},
+             {"op": "rmsnorm", "eps": 1.1920928955078125e-07}, D], 512),
+}
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
-def build(layers, dtype):
+def build(layers, dtype, ops=None, activations=None):
+    if ops:
+        from export_check import with_ops  # bench/export_check.py: the module docs/ops.md defines
+
+        return with_ops(layers, activations[:-1] + ["identity"], ops).to(dtype)
     mods = []
     for i in range(1, len(layers)):
         mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
@@ -70,10 +98,20 @@ def make_scaler():
     return torch.cuda.amp.GradScaler()  # torch < 2.3
 
 
-def one_step(layers, batch, optimizer, dtype, precision, device, mark=lambda stage: None):
+def batch_of(layers, batch, dtype, ops=None):
+    """A batch of x: uniform values, and where layer 1 is an embedding, valid indices in its
+    categorical columns."""
+    x = torch.rand(batch, layers[0], dtype=dtype)
+    if ops and ops[0]["op"] == "embedding":
+        for j, c in enumerate(ops[0]["categorical"]):
+            x[:, ops[0]["numeric"] + j] = torch.randint(0, c["cardinality"], (batch,)).to(dtype)
+    return x
+
+
+def one_step(layers, batch, optimizer, dtype, precision, device, mark=lambda stage: None, ops=None, activations=None):
     """The step both the measurement and the warm-up run. Variables stay alive as in a training loop."""
-    model_cpu = build(layers, dtype)
-    x_cpu = torch.rand(batch, layers[0], dtype=dtype)
+    model_cpu = build(layers, dtype, ops, activations)
+    x_cpu = batch_of(layers, batch, dtype, ops)
     labels_cpu = torch.randint(0, layers[-1], (batch,))  # int64, as MNIST loaders give
     model = model_cpu.to(device)
     mark("model")
@@ -143,7 +181,17 @@ def settle():
     torch.cuda.empty_cache()
 
 
-def measure(layers, batch, optimizer, dtype_name, precision, device, keep):
+def frame_of(entry):
+    """Where an allocation or free came from: the innermost frame of a bench/ file, and the
+    innermost frame inside PyTorch (its op)."""
+    frames = entry.get("frames", [])
+    mine = next((f for f in frames if "/bench/" in f["filename"]), None)
+    theirs = next((f for f in frames if "/torch/" in f["filename"]), None)
+    at = lambda f: f"{f['filename'].rsplit('/', 1)[-1]}:{f['line']}:{f['name']}" if f else ""
+    return f"{at(mine)} <- {at(theirs)}"
+
+
+def measure(layers, batch, optimizer, dtype_name, precision, device, keep, ops=None, activations=None, trace=False):
     settle()
     keep.extend(fill_free_blocks(device))
     torch.cuda.synchronize()
@@ -154,7 +202,14 @@ def measure(layers, batch, optimizer, dtype_name, precision, device, keep):
     torch.cuda.reset_peak_memory_stats(device)
     stages = []
 
+    # --trace: every allocation and free of the step (the caching allocator's history, with the
+    # Python frames that made them), by stage.
+    seen = 0
+    if trace:
+        torch.cuda.memory._record_memory_history(enabled="all", context="all", stacks="python", max_entries=1_000_000)
+
     def mark(stage):
+        nonlocal seen
         torch.cuda.synchronize()
         stages.append({
             "stage": stage,
@@ -162,16 +217,22 @@ def measure(layers, batch, optimizer, dtype_name, precision, device, keep):
             "peak": torch.cuda.max_memory_allocated(device) - base,
             "reserved": torch.cuda.memory_reserved(device) - base_reserved,
         })
+        if trace:
+            events = torch.cuda.memory._snapshot()["device_traces"][device.index]
+            stages[-1]["events"] = [[e["action"], e["size"], frame_of(e)] for e in events[seen:] if e["action"] in ("alloc", "free_requested")]
+            seen = len(events)
         torch.cuda.reset_peak_memory_stats(device)
 
     torch.manual_seed(1)
-    held = one_step(layers, batch, optimizer, DTYPES[dtype_name], precision, device, mark)
+    held = one_step(layers, batch, optimizer, DTYPES[dtype_name], precision, device, mark, ops, activations)
+    if trace:
+        torch.cuda.memory._record_memory_history(enabled=None)
     # GradScaler halves its scale in update() when it skipped the step (inf/NaN gradients).
     skipped = precision == "fp16" and held[-1].get_scale() < 2.0 ** 16
     del held
     settle()
     leftover = torch.cuda.memory_allocated(device) - base
-    row = {"layers": layers, "batch": batch, "optimizer": optimizer, "dtype": dtype_name, "precision": precision,
+    row = {"layers": layers, **({"ops": ops, "activations": activations} if ops else {}), "batch": batch, "optimizer": optimizer, "dtype": dtype_name, "precision": precision,
            "baselineAllocated": base, "baselineCachedFree": cached_free, "leftoverAfter": leftover,
            "stages": stages}
     if precision == "fp16":
@@ -190,12 +251,13 @@ def parse_list(text, valid, flag):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--only", default="seed,S,M")
+    ap.add_argument("--only", default="seed,S,M")  # and any of OPS_NETS
+    ap.add_argument("--trace", action="store_true", help="each stage's allocations and frees, with the frames that made them")
     ap.add_argument("--optimizers", default="sgd,momentum,adam")
     ap.add_argument("--dtypes", default="float32")
     ap.add_argument("--precisions", default="fp32")
     a = ap.parse_args()
-    names = parse_list(a.only, list(NETS), "--only")
+    names = parse_list(a.only, [*NETS, *OPS_NETS], "--only")
     dtypes = parse_list(a.dtypes, list(DTYPES), "--dtypes")
     optimizers = parse_list(a.optimizers, OPTIMIZERS, "--optimizers")
     precisions = parse_list(a.precisions, list(AUTOCAST), "--precisions")
@@ -215,15 +277,20 @@ def main():
         for o in optimizers:
             warm = one_step([32, 16, 8], 4, o, DTYPES[d], p, device)
             del warm
+            for name in names:  # the ops' kernels too, at a small batch
+                if name in OPS_NETS:
+                    layers, activations, ops, _ = OPS_NETS[name]
+                    warm = one_step(layers, 4, o, DTYPES[d], p, device, ops=ops, activations=activations)
+                    del warm
     settle()
     workspace = torch.cuda.memory_allocated(device)
     keep = []
     rows = []
     for name in names:
-        layers, batch = NETS[name]
+        layers, activations, ops, batch = OPS_NETS[name] if name in OPS_NETS else (*NETS[name][:1], None, None, NETS[name][1])
         for d, p in runs:
             for o in optimizers:
-                r = measure(layers, batch, o, d, p, device, keep)
+                r = measure(layers, batch, o, d, p, device, keep, ops, activations, a.trace)
                 r["network"] = name
                 rows.append(r)
                 print(f"{name:4} {'-'.join(map(str, layers)):18} {o:8} {d}{'' if p == 'fp32' else ' ' + p}: " +

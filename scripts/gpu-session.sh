@@ -4,7 +4,7 @@
 # PARTS: sync (grid barrier cost), tests (the GPU suite), compact (compact == full plan on each CUDA path), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), primitives (Trainer.forward/backward/update vs step, every CUDA path), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
-# torchmem (PyTorch memory per training stage), stepslite (one profile run per network and optimizer),
+# torchmem (PyTorch memory per training stage; torchmemops: the networks with ops, traced), stepslite (one profile run per network and optimizer),
 # precision (issue 19: the precision tests through cuBLAS and the tiled tensor-core kernels, then
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
@@ -98,6 +98,9 @@ for part in "$@"; do
     torch) PYTHONUNBUFFERED=1 python3 bench/torch_ref.py --out "$OUT/torch-ref.json" ;;
     torchmem)  # PyTorch's memory per training stage, to compare with src/report/pytorch.ts (bench/torch-memory-compare.mjs)
       PYTHONUNBUFFERED=1 python3 bench/torch_memory.py --out "$OUT/torch-memory.json" 2>&1 | tail -30 ;;
+    torchmemops)  # issue 48: the same for the networks with ops, each stage's allocations traced (what the estimate's model of them is built from)
+      PYTHONUNBUFFERED=1 python3 bench/torch_memory.py --only layernorm,rmsnorm,dropout,residual,embedding,ops --optimizers sgd,adam --trace \
+        --out "$OUT/torch-memory-ops.json" 2>&1 | tail -30 ;;
     stepslite)  # one profile run of each network and optimizer: step times against bench/results
       for net in S M; do for opt in sgd adam; do node bench/profile-step.mjs $net $opt 1000; done; done
       for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
