@@ -83,7 +83,7 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   if (blas_ && (prec_ == Precision::Tf32 || prec_ == Precision::Tf32x3) && K_ == 1 && p.op != Op::Update)
     work_.allocate(h, layers, prec_ == Precision::Tf32x3, m_.besides && h.batch * layers[1].units >= kTransposeMin, shelf);
   if (m_.lt || m_.ltForward) st_.maskFresh.assign(h.num_layers, false);
-  if (m_.ltForward) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);  // after m_.biasInOutput: ltForwardProduct reads it
+  if (m_.ltForward) ltBuf_.allocate(h, layers, shelf, forwardWorkspace(), false);
   if (p.clips() || m_.scaling) clip_.allocate(K_, h.num_layers, isPrimitive(p.op) ? 1 : p.numBatches, shelf, s_);
   if (m_.scaling) lossScale_.allocate(p.lossScale, shelf, s_);
   // SGD folds w -= lr dw into the batched product only where one alpha serves every model.

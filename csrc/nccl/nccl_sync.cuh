@@ -228,10 +228,7 @@ class NcclSync final : public GradSync {
   // the trace (its events mark each step from the host).
   bool graphs() const override { return graphs_ && !trace_->on(); }
   bool capturable() const override { return connected_; }
-  void launching(Launch how) override {
-    replaying_ = how == Launch::Replay;
-    direct_ = how == Launch::Direct;
-  }
+  void launching(Launch how) override { launch_ = how; }
   uint64_t rank() const override { return uint64_t(c_.rank()); }
   void graphOwner(std::function<void()> release) override {
     std::lock_guard<std::mutex> lock(c_.group_->mutex);
@@ -239,11 +236,11 @@ class NcclSync final : public GradSync {
   }
 
   void stepLaunched(cudaStream_t compute) override {
-    if (direct_ && !connected_) {
+    if (launch_ == Launch::Direct && !connected_) {
       c_.connected_.push_back(collectives_);
       connected_ = true;
     }
-    replaying_ = direct_ = false;
+    launch_ = Launch::Direct;
     CUDA_CHECK(cudaEventRecord(done(step_ & 1), compute));
     // The host runs at most one step ahead of the device (a dead peer would otherwise fill the
     // launch queue and block a launch, out of reach of the checks in wait()).
@@ -279,7 +276,7 @@ class NcclSync final : public GradSync {
 
   // All-reduces `bytes` of gradients at `offset` on the communicator's stream (none: nothing).
   void reduce(uint64_t offset, uint64_t bytes) {
-    if (!bytes || replaying_) return;
+    if (!bytes || launch_ == Launch::Replay) return;
     if (wire_) {
       const uint64_t n = bytes / elem_;
       float* g = reinterpret_cast<float*>(base_ + offset);
@@ -323,7 +320,7 @@ class NcclSync final : public GradSync {
 
   // `waiter` waits for what is queued on `on` so far, through `event` (recorded on `on` now).
   void follow(cudaStream_t waiter, cudaStream_t on, cudaEvent_t event) const {
-    if (replaying_) return;
+    if (launch_ == Launch::Replay) return;
     CUDA_CHECK(cudaEventRecord(event, on));
     CUDA_CHECK(cudaStreamWaitEvent(waiter, event, 0));
   }
@@ -372,8 +369,7 @@ class NcclSync final : public GradSync {
   std::vector<uint32_t> piecesOfLayer_, layerWaiting_;
   std::vector<uint32_t> ready_;  // gradientsReady's layers that step together (kept: no allocation a step)
   uint64_t step_ = 0;
-  bool replaying_ = false;             // the run's step is a graph replay: queue nothing
-  bool direct_ = false;                // the run's step is launched directly (not captured, not replayed)
+  Launch launch_ = Launch::Direct;     // how the run's step goes (a replay: queue nothing); between steps, direct
   std::vector<uint64_t> collectives_;  // what a step's collectives are (Communicator::connected_)
   bool connected_ = false;             // a step with them ran directly on the communicator
   bool overlap_ = true;                // NN_ARENA_SYNC_OVERLAP (read per run)
