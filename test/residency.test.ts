@@ -2,7 +2,7 @@
 // smallest budget against the phase table restated here, and the native residency plan
 // replayed against a model of where every region's bytes are (no GPU needed).
 import { describe, expect, it } from 'vitest';
-import { Arena, ArenaError, OptionError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayoutSpec } from '../src/index.js';
+import { Arena, ArenaError, OptionError, minDeviceBudget, planLayout, type ArenaOptions, type Kind, type LayerSpec, type LayoutSpec } from '../src/index.js';
 import { call, native, OPS, type RunParams } from '../src/native/addon.js';
 import { codeOf } from './support/errors.js';
 import { testAddon } from '../src/internal.js';
@@ -142,13 +142,54 @@ function epoch(samples: number, batch: number, perRun: number, op: RunParams['op
   return runs;
 }
 
-function replay(spec: LayoutSpec, placement: 'managed' | 'staged', budget: number, runs: Run[]) {
+function replay(spec: LayoutSpec<LayerSpec>, placement: 'managed' | 'staged', budget: number, runs: Run[]) {
   const plan = planLayout(spec);
   return testAddon().replayResidency(plan.header, placement, budget, runs);
 }
 
 describe('residency plan (replayed without a GPU)', () => {
-  const specs: Array<[string, LayoutSpec]> = [
+  const specs: Array<[string, LayoutSpec<LayerSpec>]> = [
+    // Ops (the phase table gives each op's reads and writes): norms, dropout, a residual, and
+    // categorical embeddings.
+    [
+      'ops adamw',
+      {
+        layers: [
+          64,
+          { units: 96, activation: 'relu' },
+          { op: 'layernorm' },
+          { units: 96, activation: 'tanh' },
+          { op: 'dropout', p: 0.25 },
+          { units: 96 },
+          { op: 'residual', from: 1 },
+          { op: 'rmsnorm' },
+          { units: 5 },
+        ],
+        batch: 16,
+        samples: 40,
+        optimizer: 'adamw',
+      },
+    ],
+    [
+      'embeddings sgd',
+      {
+        layers: [
+          6,
+          {
+            op: 'embedding',
+            numeric: 4,
+            categorical: [
+              { cardinality: 10, dim: 3 },
+              { cardinality: 500, dim: 16 },
+            ],
+          },
+          { units: 40, activation: 'relu' },
+          { units: 6 },
+        ],
+        batch: 16,
+        samples: 40,
+      },
+    ],
     ['small adam', { ...SMALL, activations: ['relu', 'relu', 'identity'] }],
     ['small momentum kind-major', { ...SMALL, optimizer: 'momentum', order: 'kind-major', activations: ['relu', 'relu', 'identity'] }],
     ['uneven widths sgd', { layers: [300, 700, 20, 500, 9], batch: 32, samples: 100, activations: ['tanh', 'relu', 'sigmoid', 'identity'] }],
@@ -184,7 +225,7 @@ describe('residency plan (replayed without a GPU)', () => {
   }
 
   it('with room for the whole arena, nothing moves once it is resident', () => {
-    const cases: Array<[LayoutSpec, 'managed' | 'staged']> = [
+    const cases: Array<[LayoutSpec<LayerSpec>, 'managed' | 'staged']> = [
       [specs[0]![1], 'staged'],
       [{ layers: [512, 512, 512, 16], batch: 128, samples: 300, optimizer: 'momentum', activations: ['relu', 'relu', 'identity'] }, 'managed'],
     ];

@@ -76,7 +76,6 @@ void refuseCompact(const uint8_t* header) {
 
 uint64_t Residency::minBudget(const StepModel& m, Placement placement, PhaseInfo* largest) {
   refuseCompact(reinterpret_cast<const uint8_t*>(&m.header()));
-  for (uint32_t l = 0; l < m.layers().size(); ++l) refuseBudgetedOp(l, m.layers()[l].op);
   const uint64_t g = granuleOf(m, placement);
   return m.runBytes(g) + m.largestPhase(g, largest);
 }

@@ -65,14 +65,14 @@ void checkOptimizer(const nna_header& h, const RunParams& p) {
 
 }  // namespace
 
-// The first layer whose op is not dense (and, with `dropping`, drops units in training runs: its
-// parameter is a p, NNA_OP_PARAM_P), or num_layers where there is none; `op` gets its op.
-static uint32_t firstOp(const void* header, bool dropping, uint32_t* op) {
+// The first layer whose op drops units in training runs (its parameter is a p, NNA_OP_PARAM_P),
+// or num_layers where there is none; `op` gets its op.
+static uint32_t firstDropping(const void* header, uint32_t* op) {
   const nna_header* h = nna_header_of(header);
   for (uint32_t l = 0; l < h->num_layers; ++l) {
     nna_layer L;
     std::memcpy(&L, static_cast<const char*>(header) + h->layers_offset + size_t(l) * sizeof L, sizeof L);
-    if (L.op != NNA_OP_DENSE && (!dropping || nna_op_param_kind_of(L.op) == NNA_OP_PARAM_P)) {
+    if (L.op != NNA_OP_DENSE && nna_op_param_kind_of(L.op) == NNA_OP_PARAM_P) {
       *op = L.op;
       return l;
     }
@@ -142,13 +142,9 @@ static void checkLossScale(const nna_header& h, const RunParams& p) {
 
 void checkTarget(const void* header, const RunParams& p, RunTarget target) {
   // Ops other than dense (nn_arena.h NNA_OPS) have their CPU forward and backward (csrc/ops/);
-  // the per-layer CUDA path runs them for one model or K (op_kernels.cuh, grid z: the models);
-  // the fused kernel is written for chains of dense layers, and a device budget's schedulers
-  // plan chains of dense layers.
-  uint32_t op = 0;
-  const uint32_t l = firstOp(header, false, &op);
-  const nna_header* h = nna_header_of(header);
-  if (target.cuda && target.budgeted && l < h->num_layers) refuseBudgetedOp(l, op);
+  // the per-layer CUDA path runs them for one model or K (op_kernels.cuh, grid z: the models),
+  // a device budget's schedulers too (the phase table, phases.cc, gives each op's reads and
+  // writes); the fused kernel is written for chains of dense layers (fusedRuns leaves them).
   // A device budget's schedulers plan each layer's dw to go once its update ran; clipping holds
   // every dw until the step's norm is known.
   if (p.clips() && target.budgeted)
@@ -214,7 +210,7 @@ void checkRun(const void* header, const RunParams& p) {
   // A Forward run drops nothing, so the step in parts would differentiate another network than
   // the one whose outputs it saw.
   uint32_t op = 0;
-  const uint32_t dropout = firstOp(header, true, &op);
+  const uint32_t dropout = firstDropping(header, &op);
   if ((p.op == Op::Backward || p.op == Op::BackwardFromOutput) && dropout < h.num_layers)
     NNA_FAIL("NOT_SUPPORTED", "layer " + std::to_string(dropout) + " is a " + nna_op_name(op) + " layer, which forward() runs without: train it with step() or fit()");
   if (isPrimitive(p.op)) {  // the rows a previous Forward run left in z, one step

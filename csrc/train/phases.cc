@@ -45,12 +45,6 @@ StepModel::StepModel(const uint8_t* header) {
     }
 }
 
-void refuseBudgetedOp(uint32_t layer, uint32_t op) {
-  if (op != NNA_OP_DENSE)
-    NNA_FAIL("NOT_SUPPORTED",
-             "layer " + std::to_string(layer) + " is a " + nna_op_name(op) + " layer; a deviceBudget plans chains of dense layers (use an arena without deviceBudget)");
-}
-
 void requireScheduled(Op op) {
   if (isPrimitive(op)) NNA_FAIL("NOT_SUPPORTED", "forward / backward / update as separate runs are not supported on an arena with a device budget; use step() or fit()");
 }

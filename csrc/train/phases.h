@@ -58,12 +58,6 @@ struct PhaseInfo {
 // which a scheduler drops as scratch between runs. Budgeted arenas refuse them: NOT_SUPPORTED.
 void requireScheduled(Op op);
 
-// A device budget's schedulers plan chains of dense layers (this table models ops for compact
-// plans, not the schedulers' moves): the refusal of layer `layer`'s op `op` where it is not
-// dense, for a run on a budgeted arena (check.cc checkTarget) and for a budget's plan
-// (Residency::minBudget).
-void refuseBudgetedOp(uint32_t layer, uint32_t op);
-
 class StepModel {
  public:
   // `header`: a validated header (its layer table follows it).

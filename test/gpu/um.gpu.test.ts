@@ -8,8 +8,9 @@
 // device-wide (cudaMemGetInfo), so another process's allocations would count.
 //   NN_ARENA_REQUIRE_GPU=1 bash .gpu/run.sh vitest run test/gpu/um.gpu.test.ts
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type ArenaOptions, type LayoutSpec } from '../../src/index.js';
+import { Arena, cudaInfo, minDeviceBudget, planLayout, Trainer, type ArenaOptions, type Kind, type LayerSpec, type LayoutSpec } from '../../src/index.js';
 import { fillWeights } from '../../bench/um.js';
+import { opsNet } from '../support/compact-checks.js';
 
 const info = cudaInfo();
 const hasGpu = info.built && info.devices > 0;
@@ -18,9 +19,10 @@ const hasGpu = info.built && info.devices > 0;
 // first run: set before any.
 process.env.NN_ARENA_STEP_PATH = 'layers';
 
-function dataFor(spec: LayoutSpec, seed: number) {
-  const inputs = spec.layers[0]!,
-    outputs = spec.layers[spec.layers.length - 1]!,
+function dataFor(spec: LayoutSpec<LayerSpec>, seed: number) {
+  const { layers, ops } = planLayout(spec).spec;
+  const inputs = layers[0]!,
+    outputs = layers[layers.length - 1]!,
     n = spec.samples!;
   let s = seed >>> 0;
   const x = new Float32Array(n * inputs);
@@ -28,18 +30,22 @@ function dataFor(spec: LayoutSpec, seed: number) {
     s = (Math.imul(s, 1103515245) + 12345) >>> 0;
     x[i] = (s >>> 8) / 2 ** 24;
   }
+  // Categorical columns (an embedding layer 1): indices into each column's table.
+  const e = ops?.[0];
+  if (e?.op === 'embedding')
+    e.categorical.forEach((c, j) => {
+      for (let i = 0; i < n; i++) x[i * inputs + e.numeric + j] = (i * 7919 + j * 31) % c.cardinality;
+    });
   return { x, labels: Int32Array.from({ length: n }, (_, i) => (i * 7919) % outputs) };
 }
 
-/** Bytes of every weight and bias region, concatenated. */
+/** The plan's regions of `kinds` (every layer that has one: a norm's gain and bias, an
+ *  embedding's tables, a dense layer's weights and bias). */
+const regionsOf = (arena: Arena, kinds: readonly Kind[]) => arena.plan.regions.filter((r) => r.extra === undefined && kinds.includes(r.kind));
+
+/** Bytes of every parameter region (w, b), concatenated. */
 function params(arena: Arena): Uint8Array[] {
-  const out: Uint8Array[] = [];
-  for (let l = 1; l < arena.plan.spec.layers.length; l++)
-    for (const k of ['w', 'b'] as const) {
-      const r = arena.plan.region(l, k)!;
-      out.push(Uint8Array.from(arena.bytes(r.offset, r.bytes)));
-    }
-  return out;
+  return regionsOf(arena, ['w', 'b']).map((r) => Uint8Array.from(arena.bytes(r.offset, r.bytes)));
 }
 
 function expectSameBytes(a: Uint8Array[], b: Uint8Array[], what: string): void {
@@ -48,9 +54,9 @@ function expectSameBytes(a: Uint8Array[], b: Uint8Array[], what: string): void {
 }
 
 /** Trains a copy of `init`'s weights on `options` for `epochs`; returns the trained parameters and the arena (caller disposes). */
-async function train(spec: LayoutSpec, options: ArenaOptions, init: Arena, epochs: number) {
+async function train(spec: LayoutSpec<LayerSpec>, options: ArenaOptions, init: Arena, epochs: number) {
   const arena = Arena.create(planLayout(spec), options);
-  for (let l = 1; l < spec.layers.length; l++) for (const k of ['w', 'b'] as const) arena.view(l, k).set(init.view(l, k));
+  for (const r of regionsOf(init, ['w', 'b'])) arena.view(r.layer, r.kind).set(init.view(r.layer, r.kind));
   const t = new Trainer(arena, { lr: 1e-3 });
   const r = await t.fit(dataFor(spec, 3), { epochs, seed: 9 });
   return { arena, trainer: t, params: params(arena), loss: r.loss };
@@ -138,15 +144,40 @@ describe.skipIf(!hasGpu)('device budgets: L-class, 25% of the arena', () => {
 });
 
 describe.skipIf(!hasGpu)('device budgets: other optimizers, orders and ops, at the smallest budget', () => {
-  const specs: Array<[string, LayoutSpec]> = [
+  const specs: Array<[string, LayoutSpec<LayerSpec>]> = [
     ['adam, layer-major', { layers: [512, 1024, 768, 10], batch: 96, samples: 250, optimizer: 'adam' }],
     ['momentum float64, kind-major', { layers: [300, 256, 256, 4], batch: 64, samples: 150, optimizer: 'momentum', dtype: 'float64', order: 'kind-major' }],
+    ['adamw with norms, dropout and a residual', { layers: opsNet(300, 512, 10), batch: 64, samples: 150, optimizer: 'adamw' }],
+    [
+      'momentum with embeddings, kind-major',
+      {
+        layers: [
+          6,
+          {
+            op: 'embedding',
+            numeric: 4,
+            categorical: [
+              { cardinality: 10, dim: 3 },
+              { cardinality: 5000, dim: 64 },
+            ],
+          },
+          { units: 256, activation: 'relu' },
+          { units: 4, activation: 'softmax' },
+        ],
+        batch: 64,
+        samples: 150,
+        optimizer: 'momentum',
+        order: 'kind-major',
+      },
+    ],
   ];
   for (const [name, spec] of specs) {
     it(`${name}: fit, gradients, evaluate and predict match the resident run bit for bit`, async () => {
       const plan = planLayout(spec);
+      const inputs = plan.spec.layers[0]!;
       const init = Arena.create(plan, { backend: 'cpu' });
-      fillWeights(init, 7);
+      if (plan.spec.ops) new Trainer(init).init(7);
+      else fillWeights(init, 7);
       const data = dataFor(spec, 5);
       const results: Array<{ params: Uint8Array[]; grads: Uint8Array[]; eval: number; pred: Uint8Array }> = [];
       const modes: ArenaOptions[] = [
@@ -158,15 +189,10 @@ describe.skipIf(!hasGpu)('device budgets: other optimizers, orders and ops, at t
       for (const options of modes) {
         const r = await train(spec, options, init, 2);
         try {
-          const g = await r.trainer.gradients(data.x.subarray(0, 10 * spec.layers[0]!), { labels: data.labels.subarray(0, 10) });
-          const grads = (['dw', 'db'] as const).flatMap((k) =>
-            Array.from({ length: spec.layers.length - 1 }, (_, i) => {
-              const reg = plan.region(i + 1, k)!;
-              return Uint8Array.from(r.arena.bytes(reg.offset, reg.bytes));
-            }),
-          );
+          const g = await r.trainer.gradients(data.x.subarray(0, 10 * inputs), { labels: data.labels.subarray(0, 10) });
+          const grads = regionsOf(r.arena, ['dw', 'db']).map((reg) => Uint8Array.from(r.arena.bytes(reg.offset, reg.bytes)));
           const ev = await r.trainer.evaluate(data);
-          const pred = await r.trainer.predict(data.x.subarray(0, 7 * spec.layers[0]!));
+          const pred = await r.trainer.predict(data.x.subarray(0, 7 * inputs));
           results.push({ params: r.params, grads, eval: ev.loss + g.loss, pred: new Uint8Array(pred.buffer.slice(0)) });
           if (options.deviceBudget) expect(r.arena.residency().placement).toBe(options.memory === 'staged' ? 'staged' : (options.residency ?? 'scheduler'));
         } finally {

@@ -75,15 +75,16 @@ export const COMPACT_NETS: Array<[string, LayoutSpec]> = [
 ];
 
 /** Every op but the embedding (its x needs index columns): layernorm, dropout, a residual across
- *  three layers, rmsnorm. */
-export const COMPACT_OPS_NET: LayerSpec[] = [
-  6,
-  { units: 8, activation: 'relu' },
+ *  three layers, rmsnorm, with `width` units in the hidden layers. */
+export const opsNet = (inputs: number, width: number, outputs: number): LayerSpec[] => [
+  inputs,
+  { units: width, activation: 'relu' },
   { op: 'layernorm' },
-  { units: 8, activation: 'tanh' },
+  { units: width, activation: 'tanh' },
   { op: 'dropout', p: 0.25 },
-  { units: 8 },
+  { units: width },
   { op: 'residual', from: 1 },
   { op: 'rmsnorm' },
-  { units: 3, activation: 'softmax' },
+  { units: outputs, activation: 'softmax' },
 ];
+export const COMPACT_OPS_NET = opsNet(6, 8, 3);
