@@ -373,8 +373,8 @@ function torchMemorySection(file: string, r: TorchMemory): string[] {
     `## PyTorch's training memory per stage: ${r.machine}`,
     provenance(file, r),
     `PyTorch ${r.torch}: the highest peak over a step's stages (MB, cuBLAS workspaces subtracted). \`node bench/torch-memory-compare.mjs bench/results/${file}\` sets every stage beside nn-arena's estimate (nn-arena/tools, estimatePytorchMemory; [memory report](../../docs/memory-report.md)).`,
-    '',
-    ...table(['network', 'dtype', ...optimizers], rows, 2),
+    // one line: the README stays short with a file a GPU
+    `Peak MB (${optimizers.join(' / ')}): ${rows.map(([net, dtype, ...peaks]) => `${net}, ${dtype}: ${peaks.join(' / ')}`).join('; ')}.`,
     '',
   ];
 }

@@ -45,7 +45,7 @@ for (const row of measured.rows) {
   try {
     est = estimatePytorchMemory(spec, { precision });
   } catch (e) {
-    // a network the estimate refuses (ops: not modelled yet) is listed, not compared
+    // a network the estimate refuses (a layer it does not model, e.g. an op under AMP) is listed, not compared
     if (e?.code !== 'BAD_LAYERS') throw e;
     unmodelled.push(`${row.network ?? row.layers.join('-')} ${row.optimizer}: ${e.message}`);
     continue;

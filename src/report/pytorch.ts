@@ -1,12 +1,12 @@
 // pytorch.ts: what PyTorch would hold on the GPU, stage by stage, for the first training step of
-// the same network: nn.Sequential(Linear, act, ..., Linear) moved with .to('cuda'), a float batch
-// and int64 labels moved to the device, CrossEntropyLoss, loss.backward(), and an optimizer step
-// (SGD / SGD with momentum / Adam, foreach implementations, zero_grad(set_to_none=True)). Each
-// tensor is one block of the caching allocator model; tensors are freed when their last holder
-// (a Python variable, a module's local, a node's saved variable) lets go, in autograd's order.
-// With a precision of bf16 / fp16 it is PyTorch's AMP recipe on the float32 model (autocast,
-// GradScaler for fp16). bench/torch_memory.py runs exactly this step on a GPU and measures the
-// same stages.
+// the same network: nn.Sequential(Linear, act, ..., Linear), or with ops docs/ops.md's NnArena
+// module (the ops' side: torch-ops.ts), moved with .to('cuda'), a float batch and int64 labels
+// moved to the device, CrossEntropyLoss, loss.backward(), and an optimizer step (SGD / SGD with
+// momentum / Adam, foreach implementations, zero_grad(set_to_none=True)). Each tensor is one block
+// of the caching allocator model; tensors are freed when their last holder (a Python variable, a
+// module's local, a node's saved variable, a gradient buffer) lets go, in autograd's order. With a
+// precision of bf16 / fp16 it is PyTorch's AMP recipe on the float32 model (autocast, GradScaler
+// for fp16). bench/torch_memory.py runs exactly this step on a GPU and measures the same stages.
 import { LayoutError, OptionError } from '../core/errors.js';
 import { checkKnownKeys, didYouMean, keysOf } from '../core/known-keys.js';
 import { namesOf, optimizerNamed, optimizers } from '../layout/optimizers.js';
@@ -14,7 +14,8 @@ import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayerSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { roundSize } from './caching-allocator.js';
-import { Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
+import { refuseUnmodelled, returnsInput, torchOp, type Net } from './torch-ops.js';
+import { Grads, Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
 
 export { TORCH_STAGES, type TorchStage, type TorchStageEstimate, type TorchTensor } from './torch-sim.js';
 
@@ -66,14 +67,7 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   // buffer or Adam's exp_avg; vw: exp_avg_sq).
   const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
   const L = s.layers.length - 1;
-  const op = s.ops?.findIndex((o) => o.op !== 'dense') ?? -1;
-  if (op >= 0)
-    throw new LayoutError(
-      'BAD_LAYERS',
-      `layers[${op + 1}]`,
-      s.ops![op],
-      'the PyTorch estimate models a chain of Linear layers; ops other than dense are not modelled yet',
-    );
+  refuseUnmodelled(s, precision);
   if (s.activations[L - 1] !== 'softmax') {
     throw new LayoutError(
       'BAD_ACTIVATIONS',
@@ -90,14 +84,37 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   const B = s.batch;
   const sim = new Sim();
   const stages: TorchStageEstimate[] = [];
+  const ops = s.ops;
+  const keepOuts = ops !== undefined;
+  const net: Net = {
+    sim,
+    s,
+    e,
+    out: [],
+    needsGrad: [false],
+    params: [[]],
+    saved: [],
+    grads: new Grads(sim, (j) => {
+      while (j > 0 && returnsInput(ops?.[j - 1])) j--;
+      return j;
+    }),
+  };
+  const dense: Dense = { net, amp, precision, a, keepOuts, inputs: [], casts: [] };
 
-  // model = nn.Sequential(...).to('cuda'): parameters in registration order, weight then bias.
+  // model = <the module>.to('cuda'): parameters in registration order (a Linear's weight, then bias).
   sim.begin('model', stages);
-  const params: Live[] = [];
   for (let l = 1; l <= L; l++) {
-    params.push(sim.make(`linear${l}.weight`, n[l]! * n[l - 1]! * e, 'model'));
-    params.push(sim.make(`linear${l}.bias`, n[l]! * e, 'model'));
+    const o = ops?.[l - 1];
+    const list: Array<[string, number]> =
+      o && o.op !== 'dense'
+        ? torchOp(o).params(o, l, n)
+        : [
+            [`linear${l}.weight`, n[l]! * n[l - 1]!],
+            [`linear${l}.bias`, n[l]!],
+          ];
+    net.params.push(list.map(([name, count]) => sim.make(name, count * e, 'model')));
   }
+  const params = net.params.flat();
   sim.end();
 
   sim.begin('inputs', stages);
@@ -105,41 +122,30 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   const labels = sim.make('labels (int64)', B * 8, 'python');
   sim.end();
 
-  // output = model(x): Sequential rebinds its local `input` after each module, so a Linear's output
-  // is freed once the activation after it has run, unless a backward node saved it. AddmmBackward
-  // saves its input (mat1) for the weight's gradient, and its weight (mat2) only where the input
-  // needs a gradient (layers 2..L); relu / sigmoid / tanh save their result.
-  // Under autocast each Linear casts its arguments to `precision` first, last argument first (the
-  // order GCC evaluates the wrapper's casts in): the bias and weight casts go to autocast's cache
-  // (float32 leaves that require grad) until the context exits; x's cast is not cached.
+  // output = model(x). nn.Sequential (dense layers only) rebinds its local `input` after each
+  // module, so a layer's output is freed once the next module has run, unless a backward node
+  // saved it. NnArena (with ops) appends every layer's output to its list `outs`, which holds them
+  // all until forward returns (then the list goes, last first). A layer's output requires grad
+  // where any of its inputs or parameters does.
   sim.begin('forward', stages);
-  const acts: Live[] = []; // acts[l-1]: the input of Linear l as its AddmmBackward saved it
-  const casts: Live[] = []; // [bias, weight] casts per layer
-  sim.hold(x, 'seq');
-  let cur = x;
+  const keep = (t: Live, j: number) => sim.hold(t, keepOuts ? `outs${j}` : 'seq');
+  keep(x, 0);
+  net.out.push(x);
   for (let l = 1; l <= L; l++) {
-    let input = cur;
-    if (amp) {
-      casts.push(sim.make(`linear${l}.bias ${precision}`, n[l]! * a, 'cache'));
-      casts.push(sim.make(`linear${l}.weight ${precision}`, n[l]! * n[l - 1]! * a, 'cache', ...(l > 1 ? [`addmm${l}`] : [])));
-      if (l === 1) input = sim.make(`x ${precision}`, B * n[0]! * a, 'cast');
+    const o = ops?.[l - 1];
+    const residualFrom = o?.op === 'residual' ? net.needsGrad[o.from]! : false;
+    net.needsGrad.push(net.params[l]!.length > 0 || net.needsGrad[l - 1]! || residualFrom);
+    const y = o && o.op !== 'dense' ? torchOp(o).forward(net, l, o) : denseForward(dense, l);
+    if (keepOuts) {
+      keep(y, l);
+      sim.drop(y, 'seq');
     }
-    const h = sim.make(`linear${l} output`, B * n[l]! * a, 'seq');
-    sim.hold(input, `addmm${l}`);
-    if (input !== cur) sim.drop(input, 'cast');
-    sim.drop(cur, 'seq');
-    acts.push(input);
-    cur = h;
-    const act = s.activations[l - 1]!;
-    if (l < L && act !== 'identity') {
-      const r = sim.make(`${act}${l} output`, B * n[l]! * a, 'seq', `act${l}`);
-      sim.drop(cur, 'seq');
-      cur = r;
-    }
+    net.out.push(y);
   }
-  const output = cur;
+  const output = net.out[L]!;
   sim.hold(output, 'python');
-  sim.drop(output, 'seq');
+  if (keepOuts) for (let j = L; j >= 0; j--) sim.drop(net.out[j]!, `outs${j}`);
+  else sim.drop(output, 'seq');
   sim.end();
 
   // loss = CrossEntropyLoss()(output, labels) = nll_loss(log_softmax(output)): the log-probabilities
@@ -151,12 +157,13 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   const nllInput = amp ? sim.make('log_softmax output float32', B * n[L]! * f, 'nll') : logp;
   sim.make('loss', f, 'python');
   const totalWeight = sim.make('nll_loss total_weight', f, 'nll');
-  for (const c of casts) sim.drop(c, 'cache');
+  for (const c of dense.casts) sim.drop(c, 'cache');
   sim.end();
 
-  // loss.backward(): each node allocates its gradients, then its incoming gradient is freed, then
-  // its saved variables are released. AccumulateGrad takes each weight / bias gradient as .grad
-  // without a copy. The bias gradient is a new sum over the batch.
+  // loss.backward(): autograd's engine runs the nodes last layer first. Each node allocates its
+  // gradients, then its incoming gradient is freed, then its saved variables are released, then
+  // each gradient goes to the buffer of the output it is for. AccumulateGrad takes each parameter's
+  // gradient as .grad without a copy.
   // fp16: scaler.scale(loss) first makes the scaler's scale and growth tracker (lazily, on the
   // first call) and the scaled loss; MulBackward then makes the loss's gradient (ones x scale).
   sim.begin('backward', stages);
@@ -173,38 +180,16 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
     gLogp = sim.make('grad of log_softmax output', B * n[L]! * a, 'in');
     sim.drop(gNll, 'in');
   }
-  let g = sim.make(`grad of linear${L} output`, B * n[L]! * a, 'in');
+  const g = sim.make(`grad of linear${L} output`, B * n[L]! * a, 'out');
   sim.drop(gLogp, 'in');
   sim.drop(logp, 'logsoftmax');
-  const grads: Live[] = [];
+  net.grads.deliver(L, g, 'out');
   for (let l = L; l >= 1; l--) {
-    const gIn = l > 1 ? sim.make(`grad of layer ${l - 1} output`, B * n[l - 1]! * a, 'next') : undefined;
-    const gW = sim.make(amp ? `grad of linear${l}.weight ${precision}` : `linear${l}.weight.grad`, n[l]! * n[l - 1]! * a, 'grad');
-    const gB = sim.make(amp ? `grad of linear${l}.bias ${precision}` : `linear${l}.bias.grad`, n[l]! * a, 'grad');
-    sim.drop(g, 'in');
-    sim.drop(acts[l - 1]!, `addmm${l}`);
-    if (amp) {
-      if (l > 1) sim.drop(casts[2 * l - 1]!, `addmm${l}`);
-      // The casts' backward (the weight's cast is the later node, so it runs first): each
-      // gradient back in the parameter's dtype, taken as .grad.
-      for (const [low, p] of [
-        [gW, params[2 * l - 2]!],
-        [gB, params[2 * l - 1]!],
-      ] as const) {
-        grads.push(sim.make(`${p.name}.grad`, p.bytes, 'grad'));
-        sim.drop(low, 'grad');
-      }
-    } else grads.push(gW, gB);
-    if (!gIn) break;
-    sim.hold(gIn, 'in');
-    sim.drop(gIn, 'next');
-    g = gIn;
-    const act = s.activations[l - 2]!;
-    if (act !== 'identity') {
-      g = sim.make(`grad of linear${l - 1} output`, B * n[l - 1]! * a, 'in');
-      sim.drop(gIn, 'in');
-      sim.drop(acts[l - 1]!, `act${l - 1}`);
-    }
+    const gl = net.grads.take(l);
+    const o = ops?.[l - 1];
+    if (!gl) continue;
+    if (o && o.op !== 'dense') torchOp(o).backward(net, l, o, gl);
+    else denseBackward(dense, l, gl);
   }
   sim.drop(root, 'python');
   if (scaled) sim.drop(scaled, 'python');
@@ -228,7 +213,6 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   if (foundInf) sim.drop(foundInf, 'scaler');
   sim.end();
   void labels;
-  void grads;
 
   const peak = stages.reduce((p, st) => (st.peakBytes > p.peakBytes ? st : p));
   return {
@@ -240,6 +224,86 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
     peakStage: peak.stage,
     tensorBytes: [...sim.live].reduce((sum, t) => sum + t.bytes, 0),
   };
+}
+
+/** The dense layers' side of the step: the input each AddmmBackward saved, autocast's casts. */
+interface Dense {
+  readonly net: Net;
+  readonly amp: boolean;
+  readonly precision: PytorchPrecision;
+  /** Element bytes of what autocast's products make: activations and their gradients. */
+  readonly a: number;
+  /** NnArena's `outs` holds every layer's output (a network with ops), not nn.Sequential's local. */
+  readonly keepOuts: boolean;
+  /** inputs[l]: the input of Linear l as its AddmmBackward saved it. */
+  readonly inputs: Live[];
+  /** [bias, weight] casts per layer, in layer order. */
+  readonly casts: Live[];
+}
+
+/** Linear l (and its activation) on x_{l-1}: AddmmBackward saves its input (mat1) for the weight's
+ *  gradient, and its weight (mat2) where the input needs a gradient; relu / sigmoid / tanh save
+ *  their result. Under autocast each Linear casts its arguments to `precision` first, last
+ *  argument first (the order GCC evaluates the wrapper's casts in): the bias and weight casts go
+ *  to autocast's cache (float32 leaves that require grad) until the context exits; x's cast is not
+ *  cached. Returns x_l, held by 'seq'. */
+function denseForward(d: Dense, l: number): Live {
+  const { net, precision, a } = d;
+  const { sim, s } = net;
+  const n = s.layers;
+  const B = s.batch;
+  const cur = net.out[l - 1]!;
+  let input = cur;
+  if (d.amp) {
+    d.casts.push(sim.make(`linear${l}.bias ${precision}`, n[l]! * a, 'cache'));
+    d.casts.push(sim.make(`linear${l}.weight ${precision}`, n[l]! * n[l - 1]! * a, 'cache', ...(net.needsGrad[l - 1] ? [`addmm${l}`] : [])));
+    if (l === 1) input = sim.make(`x ${precision}`, B * n[0]! * a, 'cast');
+  }
+  const h = sim.make(`linear${l} output`, B * n[l]! * a, 'seq');
+  sim.hold(input, `addmm${l}`);
+  if (input !== cur) sim.drop(input, 'cast');
+  if (!d.keepOuts) sim.drop(cur, 'seq');
+  d.inputs[l] = input;
+  const act = s.activations[l - 1]!;
+  if (l === n.length - 1 || act === 'identity') return h;
+  const r = sim.make(`${act}${l} output`, B * n[l]! * a, 'seq', `act${l}`);
+  sim.drop(h, 'seq');
+  return r;
+}
+
+/** Linear l's nodes in backward, given x_l's gradient `g` (held by 'in'): the activation's (its
+ *  input's gradient, then its saved result released), then AddmmBackward's: the input's gradient
+ *  (where it needs one), the weight's and the bias's (a new sum over the batch). Under autocast the
+ *  casts' backward follows (the weight's cast is the later node, so it runs first): each gradient
+ *  back in the parameter's dtype, taken as .grad. */
+function denseBackward(d: Dense, l: number, g: Live): void {
+  const { net, amp, precision, a } = d;
+  const { sim, s } = net;
+  const n = s.layers;
+  const B = s.batch;
+  if (l < n.length - 1 && s.activations[l - 1] !== 'identity') {
+    const gh = sim.make(`grad of linear${l} output`, B * n[l]! * a, 'in');
+    sim.drop(g, 'in');
+    sim.drop(net.out[l]!, `act${l}`);
+    g = gh;
+  }
+  const gIn = net.needsGrad[l - 1] ? sim.make(`grad of layer ${l - 1} output`, B * n[l - 1]! * a, 'out') : undefined;
+  const gW = sim.make(amp ? `grad of linear${l}.weight ${precision}` : `linear${l}.weight.grad`, n[l]! * n[l - 1]! * a, 'grad');
+  const gB = sim.make(amp ? `grad of linear${l}.bias ${precision}` : `linear${l}.bias.grad`, n[l]! * a, 'grad');
+  sim.drop(g, 'in');
+  sim.drop(d.inputs[l]!, `addmm${l}`);
+  if (amp) {
+    if (net.needsGrad[l - 1]) sim.drop(d.casts[2 * l - 1]!, `addmm${l}`);
+    const [weight, bias] = net.params[l]!;
+    for (const [low, p] of [
+      [gW, weight!],
+      [gB, bias!],
+    ] as const) {
+      sim.make(`${p.name}.grad`, p.bytes, 'grad');
+      sim.drop(low, 'grad');
+    }
+  }
+  if (gIn) net.grads.deliver(l - 1, gIn, 'out');
 }
 
 /** scaler.scale(loss): GradScaler's scale (float32) and growth tracker (int32), made on its first

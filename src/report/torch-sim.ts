@@ -74,3 +74,44 @@ export class Sim {
     s.reservedBytes = this.alloc.reserved;
   }
 }
+
+/** Autograd's input buffers (torch/csrc/autograd/input_buffer.cpp): the gradient of each layer's
+ *  output x_j waits here until the node that made x_j runs. A second gradient for the same x_j (a
+ *  residual adds x_j to a later layer) is added in place when the buffer holds the only reference
+ *  to the first, else into a new tensor (InputBuffer's accumulate). `alias(j)` is the layer whose
+ *  output x_j is (an op that returns its input: dropout with p = 0). */
+export class Grads {
+  readonly #buf = new Map<number, Live>();
+
+  constructor(
+    readonly sim: Sim,
+    readonly alias: (j: number) => number,
+  ) {}
+
+  /** The engine hands a node's output `t` (held by `holder`) to x_j's buffer. */
+  deliver(j: number, t: Live, holder: string): void {
+    const k = this.alias(j);
+    const who = `buffer${k}`;
+    const old = this.#buf.get(k);
+    if (!old) {
+      this.sim.hold(t, who);
+      this.#buf.set(k, t);
+    } else if (old.holders.size > 1) {
+      const sum = this.sim.make(`grad of layer ${k} output (sum)`, old.bytes, who);
+      this.sim.drop(old, who);
+      this.#buf.set(k, sum);
+    }
+    this.sim.drop(t, holder);
+  }
+
+  /** x_l's gradient as the node that made x_l takes it (held by 'in'), or undefined where no
+   *  node of layer l runs (x_l is an earlier layer's output, or needs no gradient). */
+  take(l: number): Live | undefined {
+    const t = this.alias(l) === l ? this.#buf.get(l) : undefined;
+    if (!t) return undefined;
+    this.#buf.delete(l);
+    this.sim.hold(t, 'in');
+    this.sim.drop(t, `buffer${l}`);
+    return t;
+  }
+}
