@@ -228,6 +228,10 @@ template <typename T> class LayerRun {
   // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
   // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
   bool opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp);
+  // An embedding's table gradients, first half: its dw cleared and each column's (index, row)
+  // keys sorted. They read x alone, so a run with a side stream takes them beside the forward
+  // (st_.keysReady); else the embedding's backward does, before the sums.
+  void embedKeys(uint64_t rows);
   static unsigned opRowBlocks(uint64_t rows) { return unsigned((rows + kOpRowsPerBlock - 1) / kOpRowsPerBlock); }
   // An element kernel's grid: four blocks a multiprocessor at most, so that a thread's binding of
   // its layers from the header serves many elements.
@@ -413,6 +417,7 @@ template <typename T> class LayerRun {
     uint32_t dbParked = 0;             // m_.lt, compact plans: the layer whose db waits in LtScratch::parked (0: none)
     uint64_t epilogues = 0;            // m_.lt: products of the run's first step with an epilogue (RunParams::epilogues)
     bool sideOpen = false;             // the side stream was given work this step that the run's stream has not joined
+    bool keysReady = false;            // the embedding's keys were sorted beside this step's forward (embedKeys)
     bool dLastHalf = false;            // the step's output launch wrote d[L]'s 16-bit copy
     bool errorDone = false;            // ... and d[L-1] (m_.headFused: outputHeadKernel's `error`)
     uint32_t handedOff = 0;            // a group run: the layer last handed to the sync this step (handOff)
@@ -438,7 +443,7 @@ template <typename T> class LayerRun {
   RunModes m_;                               // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
   bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
   ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
-  unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the same bytes)
+  unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the shelf's, after opRows_)
   uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
   uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
   uint64_t rowBase_ = 0;                     // a group's replica: its batch's first row of the group's (GradSync::rank)

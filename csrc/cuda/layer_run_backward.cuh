@@ -141,12 +141,16 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, co
   }
   if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
   if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
-    graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[l].region[NNA_DW].count), 1, K_), kThreads, base_);
-    const uint64_t sortLength = embedSortLength(rows);
-    graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kSortThreads, base_, rows, sortLength, embedKeys_);
-    graph_->launch(s_, embedSumKernel<T>, dim3(blocksFor(rows * embedMaxDim_), embedColumns_, K_), kThreads, base_, rows, sortLength, embedKeys_);
+    if (!st_.keysReady) embedKeys(rows);
+    st_.keysReady = false;
+    graph_->launch(s_, embedSumKernel<T>, dim3(blocksFor(rows * embedMaxDim_), embedColumns_, K_), kThreads, base_, rows, embedSortLength(rows), embedKeys_);
   }
   return false;
+}
+
+template <typename T> auto LayerRun<T>::embedKeys(uint64_t rows) -> void {
+  graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[1].region[NNA_DW].count), 1, K_), kThreads, base_);
+  graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kSortThreads, base_, rows, embedSortLength(rows), embedKeys_);
 }
 
 template <typename T> auto LayerRun<T>::weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d) -> void {

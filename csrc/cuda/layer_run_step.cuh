@@ -70,12 +70,14 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   rowBase_ = sync ? sync->rank() * h.batch : 0;
   while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
   if (ops_) {
-    // A norm's row stats between its backward kernels, or an embedding's sorted keys (a column a
-    // model): one op's at a time.
+    // A norm's row stats between its backward kernels, and an embedding's sorted keys (a column a
+    // model) apart from them: the keys may be sorted beside the forward (embedKeys), and live
+    // through the norms' backward above the embedding.
+    const uint64_t rowBytes = (h.batch * K_ * sizeof(ops::NormRow) + 255) / 256 * 256;
     const uint64_t keys = K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long);
-    void* scratch = shelf.take(ScratchShelf::kOps, std::max<uint64_t>(h.batch * K_ * sizeof(ops::NormRow), keys));
-    opRows_ = static_cast<ops::NormRow*>(scratch);
-    embedKeys_ = static_cast<unsigned long long*>(scratch);
+    uint8_t* scratch = static_cast<uint8_t*>(shelf.take(ScratchShelf::kOps, rowBytes + keys));
+    opRows_ = reinterpret_cast<ops::NormRow*>(scratch);
+    embedKeys_ = reinterpret_cast<unsigned long long*>(scratch + rowBytes);
   }
   if (m_.lt) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
   st_.dbDone.assign(h.num_layers, false);
@@ -151,6 +153,11 @@ template <typename T> auto LayerRun<T>::run() -> bool {
           gather(sr);
           join();
         }
+        if (grad && embedColumns_ && L_[1].region[NNA_DW].count && m_.besides) {
+          fork();
+          onSide([&] { embedKeys(rows); });
+          st_.keysReady = true;
+        }
         for (uint32_t l = 1; l <= last_; ++l) {
           before(Stage::Forward, l);
           forward(l, rows);
@@ -161,6 +168,7 @@ template <typename T> auto LayerRun<T>::run() -> bool {
         after(Stage::Output, last_);
       }
       if (grad) {
+        join();  // the embedding's keys, sorted beside the forward
         st_.stepNow = p_.stepBase + s + 1;
         const Hyper<T> hp = hyper(st_.stepNow);
         if (foldScalars_.get()) graph_->launch(s_, foldScalarsKernel<T>, 1, 1, foldScalars_.get(), foldAlpha(hp));
@@ -184,8 +192,8 @@ template <typename T> auto LayerRun<T>::run() -> bool {
             gradientWork(l, [&] { update(l, hp, s_); });  // after its dw, on the same stream
           after(Stage::Backward, l);
         }
+        join();  // the steps in one launch read the dw the side stream made
         if (!steps.empty()) updateLayers(steps.data(), steps.size(), hp, s_);
-        join();
         flushBiasSteps(hp);
         if (sync_) sync_->endStep(s_);
         if (deferred) clipAndUpdate(hp, s);

@@ -42,8 +42,11 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   // Not with a scheduler or a group (host work between launches), a compact plan (regions of
   // different phases share bytes), cuBLASLt (one handle) or tf32x3 (one split workspace for
   // both products), nor for K models (their batched products fill the GPU: a second stream only
-  // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream.
-  m.besides = m.crossPhase && !in.sync && !m.lt && in.precision != Precision::Tf32x3 && in.models == 1 && !primitive && in.sideStream && in.sideStreamKnob;
+  // made them slower). NN_ARENA_SIDE_STREAM=0 keeps every launch on the run's stream. With ops
+  // too: a dense layer's weight-gradient product reads d[l] and z[l-1], which no op's backward
+  // below writes (an op writes its own gradients and d of the layer under it, its row sums
+  // stay on the run's stream); the steps in one launch wait for the side's work.
+  m.besides = m.crossBias && !in.sync && !m.lt && in.precision != Precision::Tf32x3 && in.models == 1 && !primitive && in.sideStream && in.sideStreamKnob;
   // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
   // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
   // output launch itself (headFused) but with a scheduler (its stages keep the product and the
