@@ -438,18 +438,18 @@ template <typename T> class LayerRun {
   HalfCopies half_;
   ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)
   DeviceLossScale lossScale_;
-  StepGraph own_;                            // a run's own graph where the arena keeps none (graphs off: never captures)
-  StepGraph* graph_ = &own_;                 // launches pass through it either way
-  RunModes m_;                               // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
-  bool ops_ = false;                         // a layer is not dense (op_kernels.cuh)
-  ops::NormRow* opRows_ = nullptr;           // a norm's per-row stats between its backward kernels (the shelf's)
-  unsigned long long* embedKeys_ = nullptr;  // an embedding's sorted keys (the shelf's, after opRows_)
-  uint32_t firstProduct_ = 1;                // the first dense layer: the forward's first product
-  uint64_t opStep_ = 0;                      // the step's optimizer count: dropout's mask
-  uint64_t rowBase_ = 0;                     // a group's replica: its batch's first row of the group's (GradSync::rank)
-  FoldScalars<T> foldScalars_;               // a fold under a schedule: its alpha on the device
-  unsigned K_;                               // models (grid z of every per-model launch, batch count of every product)
-  DeviceLrs lrs_;                            // per-model learning rates on the device, or none
+  StepGraph own_;                   // a run's own graph where the arena keeps none (graphs off: never captures)
+  StepGraph* graph_ = &own_;        // launches pass through it either way
+  RunModes m_;                      // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
+  bool ops_ = false;                // a layer is not dense (op_kernels.cuh)
+  ops::NormRow* opRows_ = nullptr;  // a norm's per-row stats between its backward kernels (the shelf's)
+  EmbedRuns embedRuns_;             // an embedding's sorted keys and runs (the shelf's, after opRows_)
+  uint32_t firstProduct_ = 1;       // the first dense layer: the forward's first product
+  uint64_t opStep_ = 0;             // the step's optimizer count: dropout's mask
+  uint64_t rowBase_ = 0;            // a group's replica: its batch's first row of the group's (GradSync::rank)
+  FoldScalars<T> foldScalars_;      // a fold under a schedule: its alpha on the device
+  unsigned K_;                      // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;                   // per-model learning rates on the device, or none
   bool sameLr_ = true;
   T* scaledFirst_ = nullptr;    // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
   bool wideFirst_ = false;      // scalesD: layer 1's product over every model at once (allocateScaledCopies)

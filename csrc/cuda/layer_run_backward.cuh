@@ -143,14 +143,16 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, co
   if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
     if (!st_.keysReady) embedKeys(rows);
     st_.keysReady = false;
-    graph_->launch(s_, embedSumKernel<T>, dim3(blocksFor(rows * embedMaxDim_), embedColumns_, K_), kThreads, base_, rows, embedSortLength(rows), embedKeys_);
+    // a warp a run's element, up to eight blocks a multiprocessor (the kernel strides over the rest)
+    const unsigned blocks = std::min(blocksFor(rows * embedMaxDim_ * 32), unsigned(sms_) * 8);
+    graph_->launch(s_, embedSumKernel<T>, dim3(blocks, embedColumns_, K_), kThreads, base_, embedSortLength(rows), embedRuns_);
   }
   return false;
 }
 
 template <typename T> auto LayerRun<T>::embedKeys(uint64_t rows) -> void {
   graph_->launch(s_, embedZeroKernel<T>, dim3(elementBlocks(L_[1].region[NNA_DW].count), 1, K_), kThreads, base_);
-  graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kSortThreads, base_, rows, embedSortLength(rows), embedKeys_);
+  graph_->launch(s_, embedSortKernel<T>, dim3(embedColumns_, 1, K_), kSortThreads, base_, rows, embedSortLength(rows), embedRuns_);
 }
 
 template <typename T> auto LayerRun<T>::weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d) -> void {

@@ -74,10 +74,12 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
     // model) apart from them: the keys may be sorted beside the forward (embedKeys), and live
     // through the norms' backward above the embedding.
     const uint64_t rowBytes = (h.batch * K_ * sizeof(ops::NormRow) + 255) / 256 * 256;
-    const uint64_t keys = K_ * embedColumns_ * embedSortLength(h.batch) * sizeof(unsigned long long);
-    uint8_t* scratch = static_cast<uint8_t*>(shelf.take(ScratchShelf::kOps, rowBytes + keys));
+    const uint64_t columns = K_ * embedColumns_, keys = columns * embedSortLength(h.batch) * sizeof(unsigned long long);
+    uint8_t* scratch = static_cast<uint8_t*>(shelf.take(ScratchShelf::kOps, rowBytes + 2 * keys + columns * sizeof(unsigned)));
     opRows_ = reinterpret_cast<ops::NormRow*>(scratch);
-    embedKeys_ = reinterpret_cast<unsigned long long*>(scratch + rowBytes);
+    embedRuns_.keys = reinterpret_cast<unsigned long long*>(scratch + rowBytes);
+    embedRuns_.runs = reinterpret_cast<unsigned long long*>(scratch + rowBytes + keys);
+    embedRuns_.count = reinterpret_cast<unsigned*>(scratch + rowBytes + 2 * keys);
   }
   if (m_.lt) ltBuf_.allocate(h, layers, shelf, kLtMaxWorkspace, true);
   st_.dbDone.assign(h.num_layers, false);

@@ -168,19 +168,32 @@ template <typename T> __global__ void embedZeroKernel(void* base) {
 constexpr unsigned kSortThreads = 1024;           // embedSortKernel's block: the bitonic passes' work spread four times wider
 constexpr unsigned long long kEmbedNone = ~0ull;  // a sort key of a row whose index is bad (its outputs are NaN), or padding
 
+// Where an embedding column's runs are (one run: the sorted rows of one index): `keys`, sortLength
+// a column a model; `runs`, (first sorted row << 32 | rows) of each run, in no order, sortLength
+// a column a model; `count`, the runs of each column of each model.
+struct EmbedRuns {
+  unsigned long long* keys = nullptr;
+  unsigned long long* runs = nullptr;
+  unsigned* count = nullptr;
+};
+
 // An embedding's table gradients, first half: a block a categorical column (blockIdx.x) sorts the
-// batch's (index, row) keys (bitonic, in shared memory up to kEmbedSharedKeys rows), into `keys`
-// (sortLength a column a model).
-template <typename T> __global__ void __launch_bounds__(kSortThreads) embedSortKernel(void* base, uint64_t rows, uint64_t sortLength, unsigned long long* keys) {
+// batch's (index, row) keys (bitonic, in shared memory up to kEmbedSharedKeys rows), into
+// r.keys, then lists the runs of one index (their order does not matter: each run owns its
+// table row).
+template <typename T> __global__ void __launch_bounds__(kSortThreads) embedSortKernel(void* base, uint64_t rows, uint64_t sortLength, EmbedRuns r) {
   __shared__ unsigned long long shared[kEmbedSharedKeys];
+  __shared__ unsigned runCount;
   const nna_bound_layer<T> X = bindModel<T>(base, 0), C = bindModel<T>(base, 1);
   const uint32_t j = blockIdx.x;
-  unsigned long long* out = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
+  const uint64_t column = uint64_t(blockIdx.z) * C.cols_count + j;
+  unsigned long long* out = r.keys + column * sortLength;
   unsigned long long* k = sortLength <= kEmbedSharedKeys ? shared : out;
   const uint32_t card = C.cols[j].cardinality;
-  for (uint64_t r = threadIdx.x; r < sortLength; r += blockDim.x) {
-    const int64_t i = r < rows ? ops::embedIndex(X.z[r * X.units + C.from + j], card) : -1;
-    k[r] = i < 0 ? kEmbedNone : (static_cast<unsigned long long>(i) << 32) | r;
+  if (threadIdx.x == 0) runCount = 0;
+  for (uint64_t p = threadIdx.x; p < sortLength; p += blockDim.x) {
+    const int64_t i = p < rows ? ops::embedIndex(X.z[p * X.units + C.from + j], card) : -1;
+    k[p] = i < 0 ? kEmbedNone : (static_cast<unsigned long long>(i) << 32) | p;
   }
   __syncthreads();
   for (uint64_t size = 2; size <= sortLength; size *= 2)
@@ -196,28 +209,12 @@ template <typename T> __global__ void __launch_bounds__(kSortThreads) embedSortK
       }
       __syncthreads();
     }
-  if (k != out)
-    for (uint64_t r = threadIdx.x; r < rows; r += blockDim.x) out[r] = k[r];
-}
-
-// Second half: a thread a (sorted row p, element e) of column blockIdx.y; the first row of each
-// index's run adds the run's errors (ops/embedding.h embedGradSum: the CPU's order) into its
-// table element: the same bits without atomics.
-template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, uint64_t sortLength, const unsigned long long* keys) {
-  const nna_bound_layer<T> C = bindModel<T>(base, 1);
-  const uint32_t j = blockIdx.y, dim = C.cols[j].dim;
-  const unsigned long long* k = keys + (uint64_t(blockIdx.z) * C.cols_count + j) * sortLength;
-  const ops::EmbedColumnAt at = ops::embedColumnAt(C.cols, C.from, j);
-  const T* d = C.d;
-  const uint64_t units = C.units;
-  // a grid-stride loop: the launch's grid is capped (blocksFor), the batch times the dims is not
-  for (uint64_t q = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x; q < rows * dim; q += uint64_t(gridDim.x) * blockDim.x) {
-    const uint64_t p = q / dim, e = q - p * dim;
+  unsigned long long* runs = r.runs + column * sortLength;
+  for (uint64_t p = threadIdx.x; p < rows; p += blockDim.x) {
+    if (k != out) out[p] = k[p];
     const unsigned long long key = k[p];
     if (key == kEmbedNone || (p > 0 && k[p - 1] >> 32 == key >> 32)) continue;  // not the first row of its index
-    // the run's end: the keys are sorted, so a binary search (a long run of one index would be
-    // as many dependent loads, one a row)
-    uint64_t lo = p + 1, hi = rows;
+    uint64_t lo = p + 1, hi = rows;                                             // the run's end: a binary search over the sorted keys
     while (lo < hi) {
       const uint64_t mid = lo + (hi - lo) / 2;
       if (k[mid] >> 32 == key >> 32)
@@ -225,8 +222,37 @@ template <typename T> __global__ void embedSumKernel(void* base, uint64_t rows, 
       else
         hi = mid;
     }
-    const uint64_t n = lo - p;
-    C.dw[at.table + (key >> 32) * dim + e] = ops::embedGradSum<T>(n, [=](uint64_t t) { return d[(k[p + t] & 0xffffffffull) * units + at.out + e]; });
+    runs[atomicAdd(&runCount, 1u)] = (static_cast<unsigned long long>(p) << 32) | (lo - p);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) r.count[column] = runCount;
+}
+
+// Second half: a warp a (run, element e) of column blockIdx.y adds the run's errors into its
+// table element in ops/embedding.h embedGradSum's order (lane k takes rows k, k + 32, ..., then
+// the lanes pairwise, k + o into k): the CPU's bits without atomics, a run's rows loaded at once.
+template <typename T> __global__ void embedSumKernel(void* base, uint64_t sortLength, EmbedRuns r) {
+  const nna_bound_layer<T> C = bindModel<T>(base, 1);
+  const uint32_t j = blockIdx.y, dim = C.cols[j].dim;
+  const uint64_t column = uint64_t(blockIdx.z) * C.cols_count + j;
+  const unsigned long long* k = r.keys + column * sortLength;
+  const uint64_t runs = r.count[column];
+  const unsigned lane = threadIdx.x % 32;
+  const ops::EmbedColumnAt col = ops::embedColumnAt(C.cols, C.from, j);
+  const uint64_t units = C.units;
+  // a warp-stride loop (every lane of a warp has its w): the grid is capped, the runs are not
+  for (uint64_t w = (blockIdx.x * uint64_t(blockDim.x) + threadIdx.x) / 32;; w += uint64_t(gridDim.x) * blockDim.x / 32) {
+    const uint64_t run = w / dim, e = w - run * dim;
+    if (run >= runs) return;
+    const unsigned long long at = r.runs[column * sortLength + run];
+    const uint64_t first = at >> 32, n = at & 0xffffffffull;
+    T sum = T(0);
+    for (uint64_t t = lane; t < n; t += 32) sum += C.d[(k[first + t] & 0xffffffffull) * units + col.out + e];
+    for (unsigned o = 16; o > 0; o /= 2) {
+      const T other = __shfl_down_sync(0xffffffffu, sum, o);
+      if (lane < o) sum += other;
+    }
+    if (lane == 0) C.dw[col.table + (k[first] >> 32) * dim + e] = sum;
   }
 }
 
