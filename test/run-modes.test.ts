@@ -26,8 +26,9 @@ describe('run modes of the per-layer CUDA path', () => {
     expect(on(modes())).toEqual(['besides', 'crossBias', 'crossPhase', 'graphs', 'head', 'headFused', 'ltForward']);
   });
 
-  it('ops: a bias gradient still with its f, weight gradients beside the chain and the steps in one launch; no cross-phase passes, head or cuBLASLt', () => {
+  it('ops: a bias gradient still with its f, gradients beside the chain and the steps in one launch; no cross-phase passes, head or cuBLASLt', () => {
     expect(on(modes({ ops: true }))).toEqual(['besides', 'crossBias', 'graphs', 'stepsTogether']);
+    expect(on(modes({ ops: true, sideStreamKnob: false }))).toEqual(['crossBias', 'graphs', 'stepsTogether']);
     // a compact plan steps each layer in its backward phase, and takes nothing early
     expect(on(modes({ ops: true, compact: true }))).toEqual(['graphs']);
   });

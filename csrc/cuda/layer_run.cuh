@@ -109,7 +109,10 @@ template <typename T> class LayerRun {
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
   // `scale`: each model's clip factor (clipAndUpdate), or null.
-  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) { updateLayers(&l, 1, hp, stream, scale); }
+  // A layer without parameters (dropout, a residual) has none.
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
+    if (paramCount(L_[l])) updateLayers(&l, 1, hp, stream, scale);
+  }
 
   // The optimizer steps of `layers` in one launch (kUpdateLayers a launch; blockIdx.y a layer):
   // one launch's latency instead of one a layer where nothing needs a layer's step earlier.
@@ -228,6 +231,9 @@ template <typename T> class LayerRun {
   // Layer l's op backward (op_kernels.cuh): dL/dz[l-1] into d[l-1], the residual additions and
   // layer l-1's f' on it, then a norm's gain and bias gradients. Its update is the caller's.
   bool opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp);
+  // Norm layer l's row stats: a slot of its own (batch x models), so that its gain and bias
+  // gradients may go beside the chain while the norms below make theirs.
+  ops::NormRow* normRows(uint32_t l) const { return opRows_ + uint64_t(normSlot_[l]) * h_.batch * K_; }
   // An embedding's table gradients, first half: its dw cleared and each column's (index, row)
   // keys sorted. They read x alone, so a run with a side stream takes them beside the forward
   // (st_.keysReady); else the embedding's backward does, before the sums.
@@ -442,7 +448,8 @@ template <typename T> class LayerRun {
   StepGraph* graph_ = &own_;        // launches pass through it either way
   RunModes m_;                      // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
   bool ops_ = false;                // a layer is not dense (op_kernels.cuh)
-  ops::NormRow* opRows_ = nullptr;  // a norm's per-row stats between its backward kernels (the shelf's)
+  ops::NormRow* opRows_ = nullptr;  // the norms' per-row stats between their backward kernels (the shelf's, a norm's own)
+  std::vector<uint32_t> normSlot_;  // each norm layer's slot of opRows_ (normRows)
   EmbedRuns embedRuns_;             // an embedding's sorted keys and runs (the shelf's, after opRows_)
   uint32_t firstProduct_ = 1;       // the first dense layer: the forward's first product
   uint64_t opStep_ = 0;             // the step's optimizer count: dropout's mask

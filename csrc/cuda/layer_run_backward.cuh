@@ -132,14 +132,18 @@ template <typename T> auto LayerRun<T>::gradientD(uint32_t l) const -> HalfOut {
 template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp) -> bool {
   const bool norm = ops::isNorm(L_[l].op);
   if (norm)
-    graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, opRows_);
+    graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, normRows(l));
   else if (l > 1)
     graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
   if (l > 1) {
     residualAdds(l - 1, rows);
     activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{});
   }
-  if (norm) graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, opRows_);
+  if (norm) {  // the gain and bias gradients read d[l], z[l-1] and the row stats, which nothing below writes
+    fork();
+    gradientWork(
+        l, [&] { graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, normRows(l)); });
+  }
   if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
     if (!st_.keysReady) embedKeys(rows);
     st_.keysReady = false;

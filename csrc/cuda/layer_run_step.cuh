@@ -70,10 +70,15 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   rowBase_ = sync ? sync->rank() * h.batch : 0;
   while (layers[firstProduct_].op != NNA_OP_DENSE) ++firstProduct_;  // the output layer is dense
   if (ops_) {
-    // A norm's row stats between its backward kernels, and an embedding's sorted keys (a column a
-    // model) apart from them: the keys may be sorted beside the forward (embedKeys), and live
-    // through the norms' backward above the embedding.
-    const uint64_t rowBytes = (h.batch * K_ * sizeof(ops::NormRow) + 255) / 256 * 256;
+    // Each norm's row stats between its backward kernels (its gain and bias gradients may go
+    // beside the chain: a slot a norm), and an embedding's sorted keys and runs (a column a model)
+    // apart from them: the keys may be sorted beside the forward (embedKeys), and live through
+    // the norms' backward above the embedding.
+    normSlot_.assign(h.num_layers, 0);
+    uint32_t norms = 0;
+    for (uint32_t l = 0; l < h.num_layers; ++l)
+      if (ops::isNorm(layers[l].op)) normSlot_[l] = norms++;
+    const uint64_t rowBytes = (norms * h.batch * K_ * sizeof(ops::NormRow) + 255) / 256 * 256;
     const uint64_t columns = K_ * embedColumns_, keys = columns * embedSortLength(h.batch) * sizeof(unsigned long long);
     uint8_t* scratch = static_cast<uint8_t*>(shelf.take(ScratchShelf::kOps, rowBytes + 2 * keys + columns * sizeof(unsigned)));
     opRows_ = reinterpret_cast<ops::NormRow*>(scratch);

@@ -18,11 +18,6 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   // f' (crossBias: their backward leaves a dense layer's d as a product does).
   m.crossBias = !in.hooks && !in.compact;
   m.crossPhase = m.crossBias && !in.ops;
-  // With ops (one stream, no cross-layer passes) the steps may wait for the last backward and go
-  // in one launch: the same values (nothing after a layer's backward reads its w). Not in a
-  // compact plan, whose phases (phases.cc) give a layer's dw bytes to the layers below once its
-  // backward phase, which updates it, is over; nor with a scheduler, which plans each step.
-  m.stepsTogether = in.ops && !in.hooks && !in.compact;
   // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
   // model in fp32 or tf32 (tf32x3 is three products; bf16 / fp16 write 16-bit copies in their
   // passes: only layer L-1's forward, headRounds below), no memory scheduler (it may move regions
@@ -47,6 +42,13 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   // below writes (an op writes its own gradients and d of the layer under it, its row sums
   // stay on the run's stream); the steps in one launch wait for the side's work.
   m.besides = m.crossBias && !in.sync && !m.lt && in.precision != Precision::Tf32x3 && in.models == 1 && !primitive && in.sideStream && in.sideStreamKnob;
+  // With ops (no cross-layer passes) the steps may wait for the last backward and go in one
+  // launch: the same values (nothing after a layer's backward reads its w). With the side stream
+  // too: a step a layer there (as in a dense network) made the side the longer of the two
+  // streams in fp32. Not in a compact plan, whose phases (phases.cc) give a layer's dw bytes to
+  // the layers below once its backward phase, which updates it, is over; nor with a scheduler,
+  // which plans each step.
+  m.stepsTogether = in.ops && !in.hooks && !in.compact;
   // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
   // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
   // output launch itself (headFused) but with a scheduler (its stages keep the product and the
