@@ -7,9 +7,9 @@ run exactly as the estimate models it.
 
 --only also takes the networks with ops (OPS_NETS: layernorm, rmsnorm, dropout, residual,
 embedding, ops): the NnArena module of docs/ops.md (bench/export_check.py), which
-src/report/pytorch.ts models in fp32 (src/report/torch-ops.ts); --trace records each stage's
-allocations and frees with the frames that made them (the caching allocator's history), what
-that model is built from.
+src/report/pytorch.ts models (src/report/torch-ops.ts; under AMP torch-ops-amp.ts); --trace
+records each stage's allocations and frees with the frames that made them (the caching
+allocator's history), what that model is built from.
 
 Per network, optimizer and dtype, in one process: the model is built on the CPU and moved with
 .to('cuda'); a float batch and int64 labels are moved to the device; then

@@ -1,11 +1,12 @@
 // The PyTorch estimate with ops (layernorm, rmsnorm, dropout, residual, embedding: docs/ops.md's
 // NnArena module) against PyTorch 2.11 on an H200 (bench/torch_memory.py --only
-// layernorm,rmsnorm,dropout,residual,embedding,ops), and the layers it refuses.
+// layernorm,rmsnorm,dropout,residual,embedding,ops --precisions fp32,bf16,fp16), and the layers it
+// refuses.
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LayoutError, type LayerSpec, type LayoutSpec } from '../src/index.js';
-import { estimatePytorchMemory, TORCH_STAGES, type PytorchEstimate } from '../src/tools.js';
+import { estimatePytorchMemory, TORCH_STAGES, type PytorchEstimate, type PytorchPrecision } from '../src/tools.js';
 
 const FILE = 'bench/results/torch-memory-ops-nvidia-h200.json';
 interface Row {
@@ -16,6 +17,8 @@ interface Row {
   batch: number;
   optimizer: 'sgd' | 'adam';
   dtype: 'float32';
+  precision: PytorchPrecision;
+  scalerSkippedStep?: boolean;
   stages: Array<{ stage: string; allocated: number; peak: number; reserved: number }>;
 }
 const measured = JSON.parse(readFileSync(FILE, 'utf8')) as { torch: string; device: string; rows: Row[] };
@@ -24,17 +27,19 @@ const specOf = (r: Row) => ({ layers: r.layers, batch: r.batch, dtype: r.dtype, 
 const figures = (e: PytorchEstimate) => e.stages.map((s) => ({ stage: s.stage, allocated: s.allocatedBytes, peak: s.peakBytes, reserved: s.reservedBytes }));
 
 describe('estimatePytorchMemory with ops, against PyTorch 2.11 on an H200', () => {
-  it('the file holds the six networks with SGD and Adam, fp32', () => {
+  it('the file holds the six networks with SGD and Adam, in fp32, bf16 and fp16 (GradScaler took every step)', () => {
     expect(measured.torch).toMatch(/^2\.11\./);
     expect(measured.device).toBe('NVIDIA H200');
-    const keys = measured.rows.map((r) => `${r.network} ${r.optimizer}`);
+    const keys = measured.rows.map((r) => `${r.network} ${r.optimizer} ${r.precision}`);
+    expect(keys).toHaveLength(36);
     for (const net of ['layernorm', 'rmsnorm', 'dropout', 'residual', 'embedding', 'ops'])
-      for (const o of ['sgd', 'adam']) expect(keys).toContain(`${net} ${o}`);
+      for (const o of ['sgd', 'adam']) for (const p of ['fp32', 'bf16', 'fp16']) expect(keys).toContain(`${net} ${o} ${p}`);
+    expect(measured.rows.filter((r) => r.precision === 'fp16').every((r) => r.scalerSkippedStep === false)).toBe(true);
   });
 
   for (const r of measured.rows)
-    it(`${r.network} ${r.layers.join('-')} batch ${r.batch} ${r.optimizer}: every stage's allocated, peak and reserved bytes to the byte`, () => {
-      expect(figures(estimatePytorchMemory(specOf(r)))).toEqual(r.stages);
+    it(`${r.network} ${r.layers.join('-')} batch ${r.batch} ${r.optimizer} ${r.precision}: every stage's allocated, peak and reserved bytes to the byte`, () => {
+      expect(figures(estimatePytorchMemory(specOf(r), { precision: r.precision }))).toEqual(r.stages);
     });
 
   it('bench/torch-memory-compare.mjs compares every row (none refused), 0.00% apart', () => {
@@ -43,6 +48,7 @@ describe('estimatePytorchMemory with ops, against PyTorch 2.11 on an H200', () =
     expect(c.stdout).not.toContain('Not compared');
     expect(c.stdout).toContain(`${measured.rows.length} runs, largest difference 0.00%, 0 stage(s) beyond 1.0%.`);
     expect(c.stdout).toMatch(/\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 \| step \| 2,894,336 \| 2,894,336 \| \+0\.00% \|/);
+    expect(c.stdout).toMatch(/\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 fp16 \| step \| 2,893,312 \| 2,893,312 \| \+0\.00% \|/);
   });
 });
 
@@ -133,6 +139,65 @@ describe('estimatePytorchMemory with ops: what each op holds', () => {
   });
 });
 
+describe('estimatePytorchMemory with ops under autocast: what each op makes of its input', () => {
+  const stage = (e: PytorchEstimate, name: string) => e.stages.find((s) => s.stage === name)!;
+  const made = (e: PytorchEstimate, name: string) => Object.fromEntries(stage(e, name).allocated.map((t) => [t.name, t.bytes]));
+  const B = 4;
+
+  it('layernorm computes in float32 on a cast of its bf16 input; the next Linear reads a bf16 cast of its float32 output', () => {
+    const e = estimatePytorchMemory({ layers: [8, 16, { op: 'layernorm' }, 4], batch: B }, { precision: 'bf16' });
+    const fwd = made(e, 'forward');
+    expect(fwd['layer 1 output float32']).toBe(B * 16 * 4);
+    expect(fwd['layernorm2 output']).toBe(B * 16 * 4);
+    expect(fwd['layernorm2 mean']).toBe(B * 4);
+    expect(fwd['layer 2 output bf16']).toBe(B * 16 * 2);
+    // backward: each cast's node gives the gradient back in its input's dtype
+    const back = stage(e, 'backward').allocated.filter((t) => /^grad of layer [12]|^layernorm/.test(t.name));
+    expect(back.map((t) => [t.name, t.bytes])).toEqual([
+      ['grad of layer 2 output', B * 16 * 2], // Linear 3's, of the cast it read
+      ['grad of layer 2 output float32', B * 16 * 4], // the cast's node
+      ['grad of layer 1 output', B * 16 * 4], // layernorm's, of the float32 cast it read
+      ['layernorm2.weight.grad', 16 * 4],
+      ['layernorm2.bias.grad', 16 * 4],
+      ['grad of layer 1 output bf16', B * 16 * 2], // the cast's node
+    ]);
+  });
+
+  it('rmsnorm on a bf16 input runs op by op (no fused rstd), its output bf16; on a float32 input it is fused', () => {
+    const composite = estimatePytorchMemory({ layers: [8, 16, { op: 'rmsnorm' }, 4], batch: B }, { precision: 'fp16' });
+    const fwd = stage(composite, 'forward');
+    expect(fwd.allocated.map((t) => t.name).filter((n) => n.startsWith('rmsnorm2') || n === 'layer 1 output float32')).toEqual([
+      'layer 1 output float32',
+      'rmsnorm2 pow(u, 2)',
+      'rmsnorm2 mean',
+      'rmsnorm2 rsqrt',
+      'rmsnorm2 u * rsqrt',
+      'rmsnorm2 (u * rsqrt) * weight',
+      'rmsnorm2 output',
+    ]);
+    expect(made(composite, 'forward')['rmsnorm2 output']).toBe(B * 16 * 2);
+    expect(fwd.freed.map((t) => t.name)).toEqual(['linear1 output', 'rmsnorm2 mean', 'rmsnorm2 pow(u, 2)', 'rmsnorm2 (u * rsqrt) * weight']);
+    const fused = made(estimatePytorchMemory({ layers: [8, 16, { op: 'layernorm' }, { op: 'rmsnorm' }, 4], batch: B }, { precision: 'fp16' }), 'forward');
+    expect(fused['rmsnorm3 rstd']).toBe(B * 4);
+    expect(fused['rmsnorm3 output']).toBe(B * 16 * 4);
+  });
+
+  it("dropout keeps its input's dtype; an embedding's rows and its cat are float32", () => {
+    const categorical = [7, 8].map((dim, j) => ({ cardinality: 5 + 4 * j, dim })); // 5 x 7 and 9 x 8
+    const e = estimatePytorchMemory(
+      { layers: [3, { op: 'embedding', numeric: 1, categorical }, 16, { op: 'dropout', p: 0.5 }, 4], batch: B },
+      { precision: 'bf16' },
+    );
+    const fwd = made(e, 'forward');
+    expect(fwd['tables.1(idx[:, 1])']).toBe(B * 8 * 4);
+    expect(fwd['embedding1 output (cat)']).toBe(B * 16 * 4);
+    expect(fwd['layer 1 output bf16']).toBe(B * 16 * 2);
+    expect(fwd['dropout3 output']).toBe(B * 16 * 2);
+    expect(fwd['dropout3 mask (bool)']).toBe(B * 16);
+    expect(made(e, 'backward')['embedding1.tables.1.weight.grad']).toBe(9 * 8 * 4);
+  });
+});
+
 describe('estimatePytorchMemory refuses the layers it does not model, naming them', () => {
   const refused = (spec: LayoutSpec<LayerSpec>, options: object, field: string, text: RegExp) => {
     try {
@@ -147,11 +212,21 @@ describe('estimatePytorchMemory refuses the layers it does not model, naming the
   };
   const NET: LayoutSpec<LayerSpec> = { layers: [16, 32, { op: 'layernorm' }, { op: 'dropout', p: 0.1 }, 4], batch: 8 };
 
-  it('ops under autocast (bf16, fp16): measured in fp32 only', () => {
-    refused(NET, { precision: 'bf16' }, 'layers[2]', /layernorm layer in plain steps only .*autocast \(bf16\)/);
-    refused(NET, { precision: 'fp16' }, 'layers[2]', /autocast \(fp16\)/);
-    for (const precision of ['bf16', 'fp16'] as const)
-      expect(estimatePytorchMemory({ layers: [16, 32, 4], batch: 8 }, { precision }).precision).toBe(precision);
+  it('under autocast, a residual adding a bf16 / fp16 output to a float32 one (its backward casts a gradient: unmeasured)', () => {
+    const mixed: LayoutSpec<LayerSpec> = { layers: [16, 32, { op: 'layernorm' }, { op: 'residual', from: 1 }, 4], batch: 8 };
+    for (const precision of ['bf16', 'fp16'] as const) refused(mixed, { precision }, 'layers[3]', /autocast \(.*\) this residual adds a 4-byte and a 2-byte/);
+    expect(estimatePytorchMemory(mixed).stages).toHaveLength(TORCH_STAGES.length); // fp32: one dtype
+    expect(estimatePytorchMemory(NET, { precision: 'bf16' }).precision).toBe('bf16');
+  });
+
+  it("under autocast, an rmsnorm on a 16-bit input above 1020 rows or 130560 units (its composite path's sums may split across blocks)", () => {
+    const rms = (batch: number, width = 8): LayoutSpec<LayerSpec> => ({ layers: [4, width, { op: 'rmsnorm' }, 2], batch });
+    refused(rms(1021), { precision: 'fp16' }, 'layers[2]', /rmsnorm on a 2-byte input runs op by op, and above 1020 rows \(batch 1021\)/);
+    refused(rms(2, 130561), { precision: 'bf16' }, 'layers[2]', /130560 units \(130561\)/);
+    expect(estimatePytorchMemory(rms(1020), { precision: 'bf16' }).stages).toHaveLength(TORCH_STAGES.length);
+    expect(estimatePytorchMemory(rms(1021)).stages).toHaveLength(TORCH_STAGES.length); // fp32: the fused kernel
+    // on a float32 input (a layernorm's output) rms_norm is fused under autocast too
+    expect(estimatePytorchMemory({ layers: [4, 8, { op: 'layernorm' }, { op: 'rmsnorm' }, 2], batch: 1021 }, { precision: 'bf16' }).precision).toBe('bf16');
   });
 
   it('alpha-dropout (unmeasured)', () => {

@@ -15,6 +15,7 @@ import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayerSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { roundSize } from './caching-allocator.js';
 import { refuseUnmodelled, returnsInput, torchOp, type Net } from './torch-ops.js';
+import { deliverInput, outputBytes, readAs, refuseUnmodelledAmp } from './torch-ops-amp.js';
 import { Grads, Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
 
 export { TORCH_STAGES, type TorchStage, type TorchStageEstimate, type TorchTensor } from './torch-sim.js';
@@ -67,7 +68,7 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   // buffer or Adam's exp_avg; vw: exp_avg_sq).
   const buffers = info.state.filter((k) => k === 'mw' || k === 'vw').length;
   const L = s.layers.length - 1;
-  refuseUnmodelled(s, precision);
+  refuseUnmodelled(s);
   if (s.activations[L - 1] !== 'softmax') {
     throw new LayoutError(
       'BAD_ACTIVATIONS',
@@ -80,6 +81,8 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   const e = DTYPE_BYTES[s.dtype]; // parameters, their gradients and state, x
   const a = amp ? 2 : e; // what autocast's products make: activations and their gradients
   const f = amp ? 4 : e; // the loss side: nll_loss autocasts to float32
+  const el = outputBytes(s, e, a);
+  if (amp) refuseUnmodelledAmp(s, el, e, precision);
   const n = s.layers;
   const B = s.batch;
   const sim = new Sim();
@@ -89,8 +92,11 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   const net: Net = {
     sim,
     s,
+    precision,
     e,
+    el,
     out: [],
+    readCast: [],
     needsGrad: [false],
     params: [[]],
     saved: [],
@@ -99,7 +105,7 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
       return j;
     }),
   };
-  const dense: Dense = { net, amp, precision, a, keepOuts, inputs: [], casts: [] };
+  const dense: Dense = { net, amp, precision, a, keepOuts, inputs: [], casts: [], weightCasts: [] };
 
   // model = <the module>.to('cuda'): parameters in registration order (a Linear's weight, then bias).
   sim.begin('model', stages);
@@ -239,29 +245,29 @@ interface Dense {
   readonly inputs: Live[];
   /** [bias, weight] casts per layer, in layer order. */
   readonly casts: Live[];
+  /** weightCasts[l]: Linear l's weight cast. */
+  readonly weightCasts: Live[];
 }
 
 /** Linear l (and its activation) on x_{l-1}: AddmmBackward saves its input (mat1) for the weight's
  *  gradient, and its weight (mat2) where the input needs a gradient; relu / sigmoid / tanh save
  *  their result. Under autocast each Linear casts its arguments to `precision` first, last
  *  argument first (the order GCC evaluates the wrapper's casts in): the bias and weight casts go
- *  to autocast's cache (float32 leaves that require grad) until the context exits; x's cast is not
- *  cached. Returns x_l, held by 'seq'. */
+ *  to autocast's cache (float32 leaves that require grad) until the context exits; a float32
+ *  input's cast (x's, an op's output's) is not cached (readAs). Returns x_l, held by 'seq'. */
 function denseForward(d: Dense, l: number): Live {
   const { net, precision, a } = d;
   const { sim, s } = net;
   const n = s.layers;
   const B = s.batch;
   const cur = net.out[l - 1]!;
-  let input = cur;
   if (d.amp) {
     d.casts.push(sim.make(`linear${l}.bias ${precision}`, n[l]! * a, 'cache'));
-    d.casts.push(sim.make(`linear${l}.weight ${precision}`, n[l]! * n[l - 1]! * a, 'cache', ...(net.needsGrad[l - 1] ? [`addmm${l}`] : [])));
-    if (l === 1) input = sim.make(`x ${precision}`, B * n[0]! * a, 'cast');
+    d.weightCasts[l] = sim.make(`linear${l}.weight ${precision}`, n[l]! * n[l - 1]! * a, 'cache', ...(net.needsGrad[l - 1] ? [`addmm${l}`] : []));
+    d.casts.push(d.weightCasts[l]);
   }
+  const input = readAs(net, l, a, `addmm${l}`);
   const h = sim.make(`linear${l} output`, B * n[l]! * a, 'seq');
-  sim.hold(input, `addmm${l}`);
-  if (input !== cur) sim.drop(input, 'cast');
   if (!d.keepOuts) sim.drop(cur, 'seq');
   d.inputs[l] = input;
   const act = s.activations[l - 1]!;
@@ -274,8 +280,9 @@ function denseForward(d: Dense, l: number): Live {
 /** Linear l's nodes in backward, given x_l's gradient `g` (held by 'in'): the activation's (its
  *  input's gradient, then its saved result released), then AddmmBackward's: the input's gradient
  *  (where it needs one), the weight's and the bias's (a new sum over the batch). Under autocast the
- *  casts' backward follows (the weight's cast is the later node, so it runs first): each gradient
- *  back in the parameter's dtype, taken as .grad. */
+ *  casts' nodes follow, latest made first: the input's (where the Linear read a cast of a float32
+ *  output), then the weight's, then the bias's: each gradient back in its tensor's dtype, a
+ *  parameter's taken as .grad. */
 function denseBackward(d: Dense, l: number, g: Live): void {
   const { net, amp, precision, a } = d;
   const { sim, s } = net;
@@ -292,8 +299,9 @@ function denseBackward(d: Dense, l: number, g: Live): void {
   const gB = sim.make(amp ? `grad of linear${l}.bias ${precision}` : `linear${l}.bias.grad`, n[l]! * a, 'grad');
   sim.drop(g, 'in');
   sim.drop(d.inputs[l]!, `addmm${l}`);
+  if (amp && net.needsGrad[l - 1]) sim.drop(d.weightCasts[l]!, `addmm${l}`);
+  if (gIn) deliverInput(net, l, gIn);
   if (amp) {
-    if (net.needsGrad[l - 1]) sim.drop(d.casts[2 * l - 1]!, `addmm${l}`);
     const [weight, bias] = net.params[l]!;
     for (const [low, p] of [
       [gW, weight!],
@@ -303,7 +311,6 @@ function denseBackward(d: Dense, l: number, g: Live): void {
       sim.drop(low, 'grad');
     }
   }
-  if (gIn) net.grads.deliver(l - 1, gIn, 'out');
 }
 
 /** scaler.scale(loss): GradScaler's scale (float32) and growth tracker (int32), made on its first

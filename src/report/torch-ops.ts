@@ -4,8 +4,10 @@
 // backward node allocates and frees. A node runs as autograd's engine runs it: its gradients are
 // allocated, then its incoming gradient is let go, then its saved variables, then each gradient
 // goes to the buffer of the layer output it is for (Grads). The CUDA kernels named are PyTorch's.
+// Under autocast (bf16 / fp16) an op works in its input's dtype or casts it (torch-ops-amp.ts).
 import { LayoutError } from '../core/errors.js';
 import type { LayerOp, NormalizedSpec } from '../layout/spec.js';
+import { deliverInput, readAs, rmsComposite, rmsCompositeBackward, rmsCompositeForward } from './torch-ops-amp.js';
 import type { Grads, Live, Sim } from './torch-sim.js';
 
 type Op<N extends LayerOp['op']> = Extract<LayerOp, { op: N }>;
@@ -14,10 +16,16 @@ type Op<N extends LayerOp['op']> = Extract<LayerOp, { op: N }>;
 export interface Net {
   readonly sim: Sim;
   readonly s: NormalizedSpec;
-  /** Element bytes of the parameters, activations and gradients. */
+  /** 'fp32' (no autocast), 'bf16' or 'fp16'. */
+  readonly precision: string;
+  /** Element bytes of the parameters and of what the norms compute in. */
   readonly e: number;
+  /** el[j]: element bytes of x_j (outputBytes: under autocast, a product's are 2). */
+  readonly el: readonly number[];
   /** out[j]: x_j, layer j's output (out[0]: x); an op that returns its input gives that tensor. */
   readonly out: Live[];
+  /** readCast[l]: layer l read autocast's cast of x_{l-1}, whose node makes x_{l-1}'s gradient. */
+  readonly readCast: boolean[];
   /** needsGrad[j]: whether x_j requires grad. */
   readonly needsGrad: boolean[];
   /** params[l]: layer l's parameters in registration order. */
@@ -40,10 +48,8 @@ interface TorchOp<O extends LayerOp> {
 export const returnsInput = (o: LayerOp | undefined): boolean => o?.op === 'dropout' && o.p === 0;
 
 /** Why the estimate does not model an op, where it does not. */
-function unmodelled(o: LayerOp, batch: number, precision: string): string | undefined {
+function unmodelled(o: LayerOp, batch: number): string | undefined {
   if (o.op === 'dense') return undefined;
-  if (precision !== 'fp32')
-    return `the PyTorch estimate models a ${o.op} layer in plain steps only (measured in fp32); under autocast (${precision}) it is not modelled`;
   if (o.op === 'alpha-dropout') return 'the PyTorch estimate does not model nn.AlphaDropout (no measurement of it)';
   // embedding_dense_backward_cuda: above 3072 indices it sorts them (cub) and sizes its
   // partial sums by the number of distinct indices, which only the data knows.
@@ -57,9 +63,9 @@ function unmodelled(o: LayerOp, batch: number, precision: string): string | unde
 }
 
 /** Where the estimate does not model a layer: a LayoutError naming it (BAD_LAYERS). */
-export function refuseUnmodelled(s: NormalizedSpec, precision: string): void {
+export function refuseUnmodelled(s: NormalizedSpec): void {
   s.ops?.forEach((o, i) => {
-    const why = unmodelled(o, s.batch, precision);
+    const why = unmodelled(o, s.batch);
     if (why) throw new LayoutError('BAD_LAYERS', `layers[${i + 1}]`, o, why);
   });
 }
@@ -70,14 +76,14 @@ function node(net: Net, l: number, who: string, g: Live, make: () => Live | unde
   const gIn = make();
   net.sim.drop(g, 'in');
   for (const t of net.saved[l] ?? []) net.sim.drop(t, who);
-  if (gIn) net.grads.deliver(l - 1, gIn, 'out');
+  if (gIn) deliverInput(net, l, gIn);
 }
 
-/** The gradient of x_{l-1} where it requires one, then each parameter's gradient (taken as its
- *  .grad by AccumulateGrad, no copy). */
-function inputThenParamGrads(net: Net, l: number): Live | undefined {
-  const { sim, s, e } = net;
-  const gIn = net.needsGrad[l - 1] ? sim.make(`grad of layer ${l - 1} output`, s.batch * s.layers[l - 1]! * e, 'out') : undefined;
+/** The gradient of x_{l-1} (in `el`-byte elements, the dtype the op read it in) where it
+ *  requires one, then each parameter's gradient (taken as its .grad by AccumulateGrad, no copy). */
+function inputThenParamGrads(net: Net, l: number, el: number): Live | undefined {
+  const { sim, s } = net;
+  const gIn = net.needsGrad[l - 1] ? sim.make(`grad of layer ${l - 1} output`, s.batch * s.layers[l - 1]! * el, 'out') : undefined;
   for (const p of net.params[l]!) sim.make(`${p.name}.grad`, p.bytes, 'grad');
   return gIn;
 }
@@ -85,29 +91,37 @@ function inputThenParamGrads(net: Net, l: number): Live | undefined {
 /** nn.LayerNorm / nn.RMSNorm on CUDA: native_layer_norm makes the output, then each row's mean and
  *  rstd in the accumulate type (float32 for float32, float64 for float64); _fused_rms_norm the
  *  output and rstd. The node saves the input and the statistics; its backward makes the input's
- *  gradient, then gain (and bias) gradients in one kernel (up to 65536 rows: no partial blocks). */
+ *  gradient, then gain (and bias) gradients in one kernel (up to 65536 rows: no partial blocks).
+ *  Under autocast layer_norm reads a float32 cast of a bf16 / fp16 input (the node saves the
+ *  cast); rms_norm on such an input takes its composite path (torch-ops-amp.ts). */
 function norm(stats: readonly string[], bias: boolean): TorchOp<Op<'layernorm' | 'rmsnorm'>> {
   return {
     params: (o, l, n) => [[`${o.op}${l}.weight`, n[l]!], ...(bias ? [[`${o.op}${l}.bias`, n[l]!] as [string, number]] : [])],
     forward(net, l, o) {
       const { sim, s, e } = net;
+      if (o.op === 'rmsnorm' && rmsComposite(net.el, net.e, l)) return rmsCompositeForward(net, l);
       const who = `${o.op}${l}`;
+      const input = readAs(net, l, e, who);
       const y = sim.make(`${who} output`, s.batch * s.layers[l]! * e, 'seq');
-      net.saved[l] = [net.out[l - 1]!, ...stats.map((st) => sim.make(`${who} ${st}`, s.batch * e, who))];
-      sim.hold(net.out[l - 1]!, who);
+      net.saved[l] = [input, ...stats.map((st) => sim.make(`${who} ${st}`, s.batch * e, who))];
       return y;
     },
-    backward: (net, l, o, g) => node(net, l, `${o.op}${l}`, g, () => inputThenParamGrads(net, l)),
+    backward(net, l, o, g) {
+      if (o.op === 'rmsnorm' && rmsComposite(net.el, net.e, l)) rmsCompositeBackward(net, l, g);
+      else node(net, l, `${o.op}${l}`, g, () => inputThenParamGrads(net, l, net.e));
+    },
   };
 }
 
-/** nn.Dropout (training) on CUDA: native_dropout makes the bool mask, then the output; the node
- *  saves the mask (without a node, where the input needs no gradient, the mask goes at once).
- *  Its backward (mask x gradient x scale) makes the input's gradient. p = 0: the input itself. */
+/** nn.Dropout (training) on CUDA: native_dropout makes the bool mask, then the output (in the
+ *  input's dtype); the node saves the mask (without a node, where the input needs no gradient,
+ *  the mask goes at once). Its backward (mask x gradient x scale) makes the input's gradient.
+ *  p = 0: the input itself. */
 const dropout: TorchOp<Op<'dropout'>> = {
   params: () => [],
   forward(net, l, o) {
-    const { sim, s, e } = net;
+    const { sim, s } = net;
+    const el = net.el[l]!;
     const x = net.out[l - 1]!;
     if (returnsInput(o)) {
       sim.hold(x, 'seq');
@@ -115,12 +129,12 @@ const dropout: TorchOp<Op<'dropout'>> = {
     }
     const who = `dropout${l}`;
     const mask = sim.make(`${who} mask (bool)`, s.batch * s.layers[l]!, who);
-    const y = sim.make(`${who} output`, s.batch * s.layers[l]! * e, 'seq');
+    const y = sim.make(`${who} output`, s.batch * s.layers[l]! * el, 'seq');
     if (net.needsGrad[l - 1]) net.saved[l] = [mask];
     else sim.drop(mask, who);
     return y;
   },
-  backward: (net, l, o, g) => node(net, l, `dropout${l}`, g, () => inputThenParamGrads(net, l)),
+  backward: (net, l, o, g) => node(net, l, `dropout${l}`, g, () => inputThenParamGrads(net, l, net.el[l]!)),
 };
 
 /** Residual: `x + outs[from]` makes the sum; AddBackward saves nothing and hands its incoming
@@ -128,7 +142,7 @@ const dropout: TorchOp<Op<'dropout'>> = {
  *  buffer keeps it until the later gradient of that layer is added in. */
 const residual: TorchOp<Op<'residual'>> = {
   params: () => [],
-  forward: (net, l) => net.sim.make(`residual${l} output`, net.s.batch * net.s.layers[l]! * net.e, 'seq'),
+  forward: (net, l) => net.sim.make(`residual${l} output`, net.s.batch * net.s.layers[l]! * net.el[l]!, 'seq'),
   backward(net, l, o, g) {
     const to = [l - 1, o.from].filter((j) => net.needsGrad[j]);
     to.forEach((_, i) => net.sim.hold(g, `out${i}`));
