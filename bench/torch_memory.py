@@ -56,6 +56,9 @@ OPS_NETS = {
     "rmsnorm": ([64, 128, 128, 10], ["relu", "identity", "softmax"], [D, {"op": "rmsnorm", "eps": 1e-6}, D], 100),
     "dropout": ([64, 128, 128, 10], ["relu", "identity", "softmax"], [D, {"op": "dropout", "p": 0.1}, D], 100),
     "residual": ([64, 128, 128, 128, 10], ["relu", "relu", "identity", "softmax"], [D, D, {"op": "residual", "from": 1}, D], 100),
+    # a residual adding a norm's float32 output to a dense layer's (16-bit under autocast) one
+    "mixed-residual": ([64, 128, 128, 128, 10], ["relu", "identity", "identity", "softmax"],
+                       [D, {"op": "layernorm", "eps": 1e-5}, {"op": "residual", "from": 1}, D], 100),
     "embedding": ([66, 88, 128, 10], ["identity", "relu", "softmax"],
                   [{"op": "embedding", "numeric": 64, "categorical": [{"cardinality": 10, "dim": 8}, {"cardinality": 1000, "dim": 16}]}, D, D], 100),
     "ops": ([66, 88, 256, 256, 256, 256, 256, 256, 256, 2],
