@@ -14,9 +14,9 @@ import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayerSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { roundSize } from './caching-allocator.js';
-import { refuseUnmodelled, returnsInput, torchOp, type Net } from './torch-ops.js';
+import { refuseUnmodelled, returnsInput, torchOp } from './torch-ops.js';
 import { deliverInput, outputBytes, readAs, refuseUnmodelledAmp } from './torch-ops-amp.js';
-import { Grads, Sim, TORCH_STAGES, type Live, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
+import { Grads, Sim, TORCH_STAGES, type Live, type Net, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
 
 export { TORCH_STAGES, type TorchStage, type TorchStageEstimate, type TorchTensor } from './torch-sim.js';
 

@@ -5,8 +5,7 @@
 // and none of this applies (no casts).
 import { LayoutError } from '../core/errors.js';
 import type { NormalizedSpec } from '../layout/spec.js';
-import type { Net } from './torch-ops.js';
-import type { Live } from './torch-sim.js';
+import type { Live, Net } from './torch-sim.js';
 
 /** Element bytes of each layer's output x_j (x_0: x) for a step whose products make `a`-byte
  *  elements (2 under autocast, else the spec's `e`). */
@@ -36,18 +35,14 @@ export const rmsComposite = (el: readonly number[], e: number, l: number): boole
 export function refuseUnmodelledAmp(s: NormalizedSpec, el: readonly number[], e: number, precision: string): void {
   s.ops?.forEach((o, i) => {
     const l = i + 1;
-    let why: string | undefined;
-    // The sum promotes to the wider dtype; autograd then casts the gradient it hands the
-    // narrower operand (validate_outputs): not measured.
-    if (o.op === 'residual' && el[l - 1] !== el[o.from])
-      why = `under autocast (${precision}) this residual adds a ${el[l - 1]}-byte and a ${el[o.from]}-byte layer output (a bf16 / fp16 product's and a float32 one's): not measured, not modelled`;
     // rms_norm_composite's sums: the gain's gradient over the rows, each row's mean and the
     // rstd's gradient over a row. From 1021 rows (a column's sum) or 130561 units (a row's),
     // PyTorch's reduction kernel may split one sum across thread blocks, with a staging buffer
     // and semaphores sized by the GPU's SM count.
-    if (o.op === 'rmsnorm' && rmsComposite(el, e, l) && (s.batch > 1020 || s.layers[l]! > 130560))
-      why = `under autocast (${precision}) PyTorch's rmsnorm on a ${el[l - 1]}-byte input runs op by op, and above 1020 rows (batch ${s.batch}) or 130560 units (${s.layers[l]}) its sums may take scratch that depends on the GPU: not modelled`;
-    if (why) throw new LayoutError('BAD_LAYERS', `layers[${l}]`, o, why);
+    if (o.op === 'rmsnorm' && rmsComposite(el, e, l) && (s.batch > 1020 || s.layers[l]! > 130560)) {
+      const why = `under autocast (${precision}) PyTorch's rmsnorm on a ${el[l - 1]}-byte input runs op by op, and above 1020 rows (batch ${s.batch}) or 130560 units (${s.layers[l]}) its sums may take scratch that depends on the GPU: not modelled`;
+      throw new LayoutError('BAD_LAYERS', `layers[${l}]`, o, why);
+    }
   });
 }
 
@@ -80,6 +75,19 @@ export function deliverInput(net: Net, l: number, g: Live): void {
     g = back;
   }
   net.grads.deliver(l - 1, g, 'out');
+}
+
+/** Autograd's engine after a node has run (validate_outputs): a gradient whose dtype is not its
+ *  input's is cast to it, a new tensor, and the slot lets the node's gradient go. Under autocast
+ *  only a residual meets this: add promotes a bf16 / fp16 operand and a float32 one to a float32
+ *  sum (in its kernel, no cast tensor), and AddBackward hands that float32 gradient itself to both
+ *  operands. `g` is layer l's gradient held by `holder`; returns x_j's, held by `holder`. */
+export function toInputDtype(net: Net, l: number, j: number, g: Live, holder: string): Live {
+  const el = net.el[j]!;
+  if (el === net.el[l]) return g;
+  const cast = net.sim.make(`grad of ${xName(j)} ${dtypeName(net, el)}`, net.s.batch * net.s.layers[j]! * el, holder);
+  net.sim.drop(g, holder);
+  return cast;
 }
 
 /** rms_norm where the weight's dtype is not the input's (float32 gain, bf16 / fp16 input under

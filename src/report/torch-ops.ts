@@ -7,33 +7,10 @@
 // Under autocast (bf16 / fp16) an op works in its input's dtype or casts it (torch-ops-amp.ts).
 import { LayoutError } from '../core/errors.js';
 import type { LayerOp, NormalizedSpec } from '../layout/spec.js';
-import { deliverInput, readAs, rmsComposite, rmsCompositeBackward, rmsCompositeForward } from './torch-ops-amp.js';
-import type { Grads, Live, Sim } from './torch-sim.js';
+import { deliverInput, readAs, rmsComposite, rmsCompositeBackward, rmsCompositeForward, toInputDtype } from './torch-ops-amp.js';
+import type { Live, Net } from './torch-sim.js';
 
 type Op<N extends LayerOp['op']> = Extract<LayerOp, { op: N }>;
-
-/** The network as the estimate runs it (pytorch.ts fills it in layer order). */
-export interface Net {
-  readonly sim: Sim;
-  readonly s: NormalizedSpec;
-  /** 'fp32' (no autocast), 'bf16' or 'fp16'. */
-  readonly precision: string;
-  /** Element bytes of the parameters and of what the norms compute in. */
-  readonly e: number;
-  /** el[j]: element bytes of x_j (outputBytes: under autocast, a product's are 2). */
-  readonly el: readonly number[];
-  /** out[j]: x_j, layer j's output (out[0]: x); an op that returns its input gives that tensor. */
-  readonly out: Live[];
-  /** readCast[l]: layer l read autocast's cast of x_{l-1}, whose node makes x_{l-1}'s gradient. */
-  readonly readCast: boolean[];
-  /** needsGrad[j]: whether x_j requires grad. */
-  readonly needsGrad: boolean[];
-  /** params[l]: layer l's parameters in registration order. */
-  readonly params: Live[][];
-  /** saved[l]: what layer l's op node(s) saved (held by the node's name), released in order. */
-  readonly saved: Live[][];
-  readonly grads: Grads;
-}
 
 interface TorchOp<O extends LayerOp> {
   /** The module's parameters in registration order: name and elements. */
@@ -139,7 +116,8 @@ const dropout: TorchOp<Op<'dropout'>> = {
 
 /** Residual: `x + outs[from]` makes the sum; AddBackward saves nothing and hands its incoming
  *  gradient itself to both operands (alpha 1: no copy), x_{l-1}'s first, so the earlier layer's
- *  buffer keeps it until the later gradient of that layer is added in. */
+ *  buffer keeps it until the later gradient of that layer is added in. Under autocast an operand
+ *  narrower than the sum gets a cast of it (toInputDtype), all casts made before any is handed on. */
 const residual: TorchOp<Op<'residual'>> = {
   params: () => [],
   forward: (net, l) => net.sim.make(`residual${l} output`, net.s.batch * net.s.layers[l]! * net.el[l]!, 'seq'),
@@ -147,7 +125,8 @@ const residual: TorchOp<Op<'residual'>> = {
     const to = [l - 1, o.from].filter((j) => net.needsGrad[j]);
     to.forEach((_, i) => net.sim.hold(g, `out${i}`));
     net.sim.drop(g, 'in');
-    to.forEach((j, i) => net.grads.deliver(j, g, `out${i}`));
+    const grads = to.map((j, i) => toInputDtype(net, l, j, g, `out${i}`));
+    to.forEach((j, i) => net.grads.deliver(j, grads[i]!, `out${i}`));
   },
 };
 

@@ -1,6 +1,7 @@
 // torch-sim.ts: tensors with holders over the caching allocator model, stage by stage, for the
 // PyTorch estimate (pytorch.ts). A tensor's block is freed when its last holder (a Python
 // variable, a module's local, a node's saved variable, autocast's cache) lets it go.
+import type { NormalizedSpec } from '../layout/spec.js';
 import { CachingAllocatorModel } from './caching-allocator.js';
 
 export const TORCH_STAGES = ['model', 'inputs', 'forward', 'loss', 'backward', 'step'] as const;
@@ -114,4 +115,27 @@ export class Grads {
     this.sim.drop(t, `buffer${l}`);
     return t;
   }
+}
+
+/** The network as the estimate runs it (pytorch.ts fills it in layer order). */
+export interface Net {
+  readonly sim: Sim;
+  readonly s: NormalizedSpec;
+  /** 'fp32' (no autocast), 'bf16' or 'fp16'. */
+  readonly precision: string;
+  /** Element bytes of the parameters and of what the norms compute in. */
+  readonly e: number;
+  /** el[j]: element bytes of x_j (outputBytes: under autocast, a product's are 2). */
+  readonly el: readonly number[];
+  /** out[j]: x_j, layer j's output (out[0]: x); an op that returns its input gives that tensor. */
+  readonly out: Live[];
+  /** readCast[l]: layer l read autocast's cast of x_{l-1}, whose node makes x_{l-1}'s gradient. */
+  readonly readCast: boolean[];
+  /** needsGrad[j]: whether x_j requires grad. */
+  readonly needsGrad: boolean[];
+  /** params[l]: layer l's parameters in registration order. */
+  readonly params: Live[][];
+  /** saved[l]: what layer l's op node(s) saved (held by the node's name), released in order. */
+  readonly saved: Live[][];
+  readonly grads: Grads;
 }
