@@ -38,7 +38,8 @@ for (const row of measured.rows) {
     batch: row.batch,
     dtype: row.dtype,
     optimizer: row.optimizer,
-    ...(row.ops ? { ops: row.ops, activations: row.activations } : {}),
+    ...(row.ops ? { ops: row.ops } : {}),
+    ...(row.activations ? { activations: row.activations } : {}),
   };
   const precision = row.precision ?? 'fp32'; // older files: fp32 only
   let est;

@@ -9,7 +9,9 @@ run exactly as the estimate models it.
 embedding, ops): the NnArena module of docs/ops.md (bench/export_check.py), which
 src/report/pytorch.ts models (src/report/torch-ops.ts; under AMP torch-ops-amp.ts); --trace
 records each stage's allocations and frees with the frames that made them (the caching
-allocator's history), what that model is built from.
+allocator's history), what that model is built from. It also takes dense networks with other
+activations (ACT_NETS: act-sigmoid, act-tanh, act-gelu, act-gelu-tanh, act-silu, act-leaky-relu,
+act-softplus), nn.Sequential as for S and M.
 
 Per network, optimizer and dtype, in one process: the model is built on the CPU and moved with
 .to('cuda'); a float batch and int64 labels are moved to the device; then
@@ -67,21 +69,27 @@ OPS_NETS = {
              D, {"op": "layernorm", "eps": 1e-5}, D, {"op": "dropout", "p": 0.1}, D, {"op": "residual", "from": 2},
              {"op": "rmsnorm", "eps": 1.1920928955078125e-07}, D], 512),
 }
+# Dense networks with other activations (nn.Sequential as for S and M): which tensor each
+# activation's node saves (its input or its result) decides how long a Linear's output lives.
+ACT_NETS = {
+    f"act-{a}": ([64, 128, 128, 10], [a, a, "softmax"], 100)
+    for a in ("sigmoid", "tanh", "gelu", "gelu-tanh", "silu", "leaky-relu", "softplus")
+}
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 AUTOCAST = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 OPTIMIZERS = ("sgd", "momentum", "adam")
 
 
 def build(layers, dtype, ops=None, activations=None):
-    if ops:
-        from export_check import with_ops  # bench/export_check.py: the module docs/ops.md defines
+    from export_check import MODULES, with_ops  # bench/export_check.py: the modules docs/ops.md defines
 
+    if ops:
         return with_ops(layers, activations[:-1] + ["identity"], ops).to(dtype)
     mods = []
     for i in range(1, len(layers)):
         mods.append(torch.nn.Linear(layers[i - 1], layers[i]))
         if i < len(layers) - 1:
-            mods.append(torch.nn.ReLU())
+            mods.append(MODULES[activations[i - 1]]() if activations else torch.nn.ReLU())
     return torch.nn.Sequential(*mods).to(dtype)
 
 
@@ -235,7 +243,7 @@ def measure(layers, batch, optimizer, dtype_name, precision, device, keep, ops=N
     del held
     settle()
     leftover = torch.cuda.memory_allocated(device) - base
-    row = {"layers": layers, **({"ops": ops, "activations": activations} if ops else {}), "batch": batch, "optimizer": optimizer, "dtype": dtype_name, "precision": precision,
+    row = {"layers": layers, **({"ops": ops} if ops else {}), **({"activations": activations} if activations else {}), "batch": batch, "optimizer": optimizer, "dtype": dtype_name, "precision": precision,
            "baselineAllocated": base, "baselineCachedFree": cached_free, "leftoverAfter": leftover,
            "stages": stages}
     if precision == "fp16":
@@ -260,7 +268,7 @@ def main():
     ap.add_argument("--dtypes", default="float32")
     ap.add_argument("--precisions", default="fp32")
     a = ap.parse_args()
-    names = parse_list(a.only, [*NETS, *OPS_NETS], "--only")
+    names = parse_list(a.only, [*NETS, *OPS_NETS, *ACT_NETS], "--only")
     dtypes = parse_list(a.dtypes, list(DTYPES), "--dtypes")
     optimizers = parse_list(a.optimizers, OPTIMIZERS, "--optimizers")
     precisions = parse_list(a.precisions, list(AUTOCAST), "--precisions")
@@ -280,9 +288,9 @@ def main():
         for o in optimizers:
             warm = one_step([32, 16, 8], 4, o, DTYPES[d], p, device)
             del warm
-            for name in names:  # the ops' kernels too, at a small batch
-                if name in OPS_NETS:
-                    layers, activations, ops, _ = OPS_NETS[name]
+            for name in names:  # the ops' and activations' kernels too, at a small batch
+                if name in OPS_NETS or name in ACT_NETS:
+                    layers, activations, ops = OPS_NETS[name][:3] if name in OPS_NETS else (*ACT_NETS[name][:2], None)
                     warm = one_step(layers, 4, o, DTYPES[d], p, device, ops=ops, activations=activations)
                     del warm
     settle()
@@ -290,7 +298,12 @@ def main():
     keep = []
     rows = []
     for name in names:
-        layers, activations, ops, batch = OPS_NETS[name] if name in OPS_NETS else (*NETS[name][:1], None, None, NETS[name][1])
+        if name in OPS_NETS:
+            layers, activations, ops, batch = OPS_NETS[name]
+        elif name in ACT_NETS:
+            (layers, activations, batch), ops = ACT_NETS[name], None
+        else:
+            layers, activations, ops, batch = NETS[name][0], None, None, NETS[name][1]
         for d, p in runs:
             for o in optimizers:
                 r = measure(layers, batch, o, d, p, device, keep, ops, activations, a.trace)

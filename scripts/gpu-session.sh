@@ -4,7 +4,7 @@
 # PARTS: sync (grid barrier cost), tests (the GPU suite), compact (compact == full plan on each CUDA path), embed (JIT kernels and the custom-kernel example), regions (user regions: memory modes, JIT by name, the example's EMA), primitives (Trainer.forward/backward/update vs step, every CUDA path), um (device-budget bench), paths (the training tests on each CUDA path), steps (step
 # timings of every path), torch (the PyTorch reference), bench (npm run bench), ncu (profiles), release (managed memory
 # given back by the driver: bench/micro/um_release.cu), sanitize / sanitize-budget (compute-sanitizer),
-# torchmem (PyTorch memory per training stage; torchmemops: the networks with ops, traced), stepslite (one profile run per network and optimizer),
+# torchmem (PyTorch memory per training stage; torchmemops: the networks with ops, traced; torchmemacts: other activations, traced), stepslite (one profile run per network and optimizer),
 # precision (issue 19: the precision tests through cuBLAS and the tiled tensor-core kernels, then
 # M and L step timings in fp32 / tf32x3 / tf32 and PyTorch fp32 / tf32 rows, JSON in $OUT).
 # models (issue 19: K models in one arena bit for bit on each CUDA path, then bench/models.mjs with
@@ -101,6 +101,9 @@ for part in "$@"; do
     torchmemops)  # issue 48: the same for the networks with ops, each stage's allocations traced (what the estimate's model of them is built from)
       PYTHONUNBUFFERED=1 python3 bench/torch_memory.py --only layernorm,rmsnorm,dropout,residual,embedding,ops --optimizers sgd,adam --trace \
         --out "$OUT/torch-memory-ops.json" 2>&1 | tail -30 ;;
+    torchmemacts)  # the dense networks with other activations (which tensor each activation saves), for src/report/pytorch.ts
+      PYTHONUNBUFFERED=1 python3 bench/torch_memory.py --only act-sigmoid,act-tanh,act-gelu,act-gelu-tanh,act-silu,act-leaky-relu,act-softplus \
+        --optimizers sgd,adam --precisions fp32,bf16,fp16 --trace --out "$OUT/torch-memory-acts.json" 2>&1 | tail -45 ;;
     stepslite)  # one profile run of each network and optimizer: step times against bench/results
       for net in S M; do for opt in sgd adam; do node bench/profile-step.mjs $net $opt 1000; done; done
       for opt in sgd adam; do node bench/profile-step.mjs L $opt 50; done ;;
