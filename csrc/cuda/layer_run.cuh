@@ -235,9 +235,10 @@ template <typename T> class LayerRun {
   // gradients may go beside the chain while the norms below make theirs.
   ops::NormRow* normRows(uint32_t l) const { return opRows_ + uint64_t(normSlot_[l]) * h_.batch * K_; }
   // An embedding's table gradients, first half: its dw cleared and each column's (index, row)
-  // keys sorted. They read x alone, so a run with a side stream takes them beside the forward
-  // (st_.keysReady); else the embedding's backward does, before the sums.
+  // keys sorted. They read x alone, so a run with a side stream takes them beside each step's
+  // forward (keysBeside); else the embedding's backward does, before the sums.
   void embedKeys(uint64_t rows);
+  bool keysBeside() const { return m_.besides && embedColumns_ && L_[1].region[NNA_DW].count; }
   static unsigned opRowBlocks(uint64_t rows) { return unsigned((rows + kOpRowsPerBlock - 1) / kOpRowsPerBlock); }
   // An element kernel's grid: four blocks a multiprocessor at most, so that a thread's binding of
   // its layers from the header serves many elements.
@@ -423,7 +424,6 @@ template <typename T> class LayerRun {
     uint32_t dbParked = 0;             // m_.lt, compact plans: the layer whose db waits in LtScratch::parked (0: none)
     uint64_t epilogues = 0;            // m_.lt: products of the run's first step with an epilogue (RunParams::epilogues)
     bool sideOpen = false;             // the side stream was given work this step that the run's stream has not joined
-    bool keysReady = false;            // the embedding's keys were sorted beside this step's forward (embedKeys)
     bool dLastHalf = false;            // the step's output launch wrote d[L]'s 16-bit copy
     bool errorDone = false;            // ... and d[L-1] (m_.headFused: outputHeadKernel's `error`)
     uint32_t handedOff = 0;            // a group run: the layer last handed to the sync this step (handOff)

@@ -145,8 +145,7 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, co
         l, [&] { graph_->launch(s_, opParamGradKernel<T>, dim3(unsigned((L_[l].units + kOpCols - 1) / kOpCols), 1, K_), dim3(kOpCols, kOpStripes), base_, l, rows, normRows(l)); });
   }
   if (L_[l].op == NNA_OP_EMBEDDING && L_[l].region[NNA_DW].count) {  // layer 1: its tables' gradients, nothing for x
-    if (!st_.keysReady) embedKeys(rows);
-    st_.keysReady = false;
+    if (!keysBeside()) embedKeys(rows);                              // else sorted beside this step's forward, joined before the backward
     // a warp a run's element, up to eight blocks a multiprocessor (the kernel strides over the rest)
     const unsigned blocks = std::min(blocksFor(rows * embedMaxDim_ * 32), unsigned(sms_) * 8);
     graph_->launch(s_, embedSumKernel<T>, dim3(blocks, embedColumns_, K_), kThreads, base_, embedSortLength(rows), embedRuns_);

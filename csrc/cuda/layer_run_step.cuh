@@ -160,10 +160,9 @@ template <typename T> auto LayerRun<T>::run() -> bool {
           gather(sr);
           join();
         }
-        if (grad && embedColumns_ && L_[1].region[NNA_DW].count && m_.besides) {
+        if (grad && keysBeside()) {
           fork();
           onSide([&] { embedKeys(rows); });
-          st_.keysReady = true;
         }
         for (uint32_t l = 1; l <= last_; ++l) {
           before(Stage::Forward, l);
