@@ -109,13 +109,11 @@ template <typename T> class LayerRun {
 
   // The optimizer step of layer l from its dw and db, on `stream` (a group's: after the reduction).
   // `scale`: each model's clip factor (clipAndUpdate), or null.
-  // A layer without parameters (dropout, a residual) has none.
-  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) {
-    if (paramCount(L_[l])) updateLayers(&l, 1, hp, stream, scale);
-  }
+  void update(uint32_t l, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr) { updateLayers(&l, 1, hp, stream, scale); }
 
   // The optimizer steps of `layers` in one launch (kUpdateLayers a launch; blockIdx.y a layer):
   // one launch's latency instead of one a layer where nothing needs a layer's step earlier.
+  // Layers without parameters are passed over; none with parameters launches nothing.
   void updateLayers(const uint32_t* layers, size_t count, const Hyper<T>& hp, cudaStream_t stream, const double* scale = nullptr);
   // The optimizer steps of every layer, the output layer first.
   void updateAll(const Hyper<T>& hp, const double* scale = nullptr) {

@@ -328,12 +328,14 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
 }
 
 template <typename T> auto LayerRun<T>::updateLayers(const uint32_t* layers, size_t count, const Hyper<T>& hp, cudaStream_t stream, const double* scale) -> void {
-  for (size_t first = 0; first < count; first += kUpdateLayers) {
+  size_t i = 0;
+  while (i < count) {
     UpdateLayers u;
     std::memset(&u, 0, sizeof u);
     uint64_t most = 0;
-    for (size_t i = first; i < count && u.count < kUpdateLayers; ++i) {
+    for (; i < count && u.count < kUpdateLayers; ++i) {
       const uint32_t l = layers[i];
+      if (!paramCount(L_[l])) continue;                              // a layer without parameters (dropout, a residual) has no step
       const bool copy = half_.active() && L_[l].op == NNA_OP_DENSE;  // an op's gain has no 16-bit copy
       u.l[u.count] = l;
       if (copy) u.half[u.count] = half_.w(l);
@@ -341,6 +343,7 @@ template <typename T> auto LayerRun<T>::updateLayers(const uint32_t* layers, siz
       most = std::max(most, paramCount(L_[l]));
       if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
     }
+    if (!u.count) break;
     // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
     // of loads): with one parameter a thread, every parameter paid for a binding.
     graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 15) / 16), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
