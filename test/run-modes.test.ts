@@ -26,11 +26,14 @@ describe('run modes of the per-layer CUDA path', () => {
     expect(on(modes())).toEqual(['besides', 'crossBias', 'crossPhase', 'graphs', 'head', 'headFused', 'ltForward']);
   });
 
-  it('ops: a bias gradient still with its f, gradients beside the chain and the steps in one launch; no cross-phase passes, head or cuBLASLt', () => {
-    expect(on(modes({ ops: true }))).toEqual(['besides', 'crossBias', 'graphs', 'stepsTogether']);
-    expect(on(modes({ ops: true, sideStreamKnob: false }))).toEqual(['crossBias', 'graphs', 'stepsTogether']);
+  it("ops: a bias gradient still with its f, gradients beside the chain, the steps in one launch, the forward products' epilogues; no cross-phase passes or head", () => {
+    expect(on(modes({ ops: true }))).toEqual(['besides', 'crossBias', 'graphs', 'ltForward', 'stepsTogether']);
+    expect(on(modes({ ops: true, sideStreamKnob: false }))).toEqual(['crossBias', 'graphs', 'ltForward', 'stepsTogether']);
+    expect(on(modes({ ops: true, cublasLt: '0' }))).toEqual(['besides', 'crossBias', 'graphs', 'stepsTogether']);
+    // every epilogue (NN_ARENA_CUBLASLT=1) assumes a chain of dense layers
+    expect(on(modes({ ops: true, cublasLtOn: true, cublasLt: '1' }))).toEqual(['besides', 'crossBias', 'graphs', 'stepsTogether']);
     // a compact plan steps each layer in its backward phase, and takes nothing early
-    expect(on(modes({ ops: true, compact: true }))).toEqual(['graphs']);
+    expect(on(modes({ ops: true, compact: true }))).toEqual(['graphs', 'ltForward']);
   });
 
   it('a compact plan: nothing of a later phase early, no side stream; the head in its own launch', () => {

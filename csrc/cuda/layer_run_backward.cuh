@@ -132,7 +132,7 @@ template <typename T> auto LayerRun<T>::gradientD(uint32_t l) const -> HalfOut {
 template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, const Hyper<T>& hp) -> bool {
   const bool norm = ops::isNorm(L_[l].op);
   if (norm)
-    graph_->launch(s_, normBackwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, normRows(l));
+    withNormRow<NormBackward, T>(L_[l].units, [&](auto kernel) { graph_->launch(s_, kernel, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, normRows(l)); });
   else if (l > 1)
     graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
   if (l > 1) {

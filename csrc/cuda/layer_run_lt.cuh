@@ -16,6 +16,7 @@ template <typename T> auto LayerRun<T>::ltForward(uint32_t l, uint64_t rows) -> 
 }
 
 template <typename T> auto LayerRun<T>::ltForwardProduct(uint32_t l, uint64_t rows, LtProduct* out) const -> bool {
+  if (L_[l].op != NNA_OP_DENSE) return false;  // an op's forward is its own kernel
   const uint64_t n = L_[l].units, m = L_[l].fan_in;
   if (l == last_ && m_.biasInOutput) return false;  // the output launch adds the bias
   // bf16 / fp16: layer L-1's alone, from the 16-bit copies, where the output launch rounds its own operands

@@ -375,7 +375,7 @@ template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> vo
   if (L_[l].op != NNA_OP_DENSE) {
     const bool train = p_.op == Op::Train || p_.op == Op::Grad;  // dropout drops (check.cc refuses Backward runs with dropout)
     if (ops::isNorm(L_[l].op))
-      graph_->launch(s_, normForwardKernel<T>, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows);
+      withNormRow<NormForward, T>(n, [&](auto kernel) { graph_->launch(s_, kernel, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows); });
     else if (L_[l].op == NNA_OP_EMBEDDING)
       graph_->launch(s_, embedForwardKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, rows);
     else

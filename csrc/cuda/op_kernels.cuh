@@ -23,56 +23,121 @@ __device__ __forceinline__ double warpSum(double v) {
   return v;
 }
 
-// The row stats of x (n values) by one warp: nn.LayerNorm's (centred) or nn.RMSNorm's.
-template <typename T> __device__ ops::NormRow warpNormRow(const T* x, uint64_t n, double eps, bool centred, unsigned lane) {
+// A row's values as a warp holds them: lane k's are j = k, k + 32, ... (< n). V > 0: in
+// registers, read once, every load of the row issued at once (n <= 32 V); V == 0: read from
+// memory at each use (any n). Either way each lane takes its values in j order: the same sums.
+template <typename T, int V> struct WarpRow {
+  double v[V > 0 ? V : 1];
+  const T* x;
+  uint64_t n;
+  unsigned lane;
+  __device__ WarpRow(const T* row, uint64_t count, unsigned l) : x(row), n(count), lane(l) {
+    if constexpr (V > 0)
+#pragma unroll
+      for (int k = 0; k < V; ++k) v[k] = lane + 32u * k < n ? double(x[lane + 32u * k]) : 0.0;
+  }
+  // f(j, x[j]) for the lane's j in order
+  template <typename F> __device__ void each(F&& f) const {
+    if constexpr (V > 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (lane + 32u * k < n) f(lane + 32u * k, v[k]);
+    } else {
+      for (uint64_t j = lane; j < n; j += 32) f(j, double(x[j]));
+    }
+  }
+};
+
+// The registers a lane's share of an n-value row takes (normRowValues: the kernels' V); 0 above
+// 1,024 values.
+inline int normRowValues(uint64_t n) {
+  for (int v = 1; v <= 32; v *= 2)
+    if (n <= 32u * uint64_t(v)) return v;
+  return 0;
+}
+
+// The row stats of x by one warp: nn.LayerNorm's (centred) or nn.RMSNorm's.
+template <typename T, int V> __device__ ops::NormRow warpNormRow(const WarpRow<T, V>& x, double eps, bool centred) {
   ops::NormRow s;
   if (centred) {
     double sum = 0;
-    for (uint64_t j = lane; j < n; j += 32) sum += double(x[j]);
-    s.mean = warpSum(sum) / double(n);
+    x.each([&](uint64_t, double v) { sum += v; });
+    s.mean = warpSum(sum) / double(x.n);
   }
   double sq = 0;
-  for (uint64_t j = lane; j < n; j += 32) {
-    const double c = double(x[j]) - s.mean;
+  x.each([&](uint64_t, double v) {
+    const double c = v - s.mean;
     sq += c * c;
-  }
-  s.rstd = ops::normRstd(warpSum(sq), n, eps);
+  });
+  s.rstd = ops::normRstd(warpSum(sq), x.n, eps);
   return s;
 }
 
 // Layer l's norm forward (z[l] from z[l-1]), a warp a row.
-template <typename T> __global__ void normForwardKernel(void* base, uint32_t l, uint64_t rows) {
+template <typename T, int V> __global__ void normForwardKernel(void* base, uint32_t l, uint64_t rows) {
   const uint64_t r = blockIdx.x * uint64_t(kOpRowsPerBlock) + threadIdx.x / 32;
   const unsigned lane = threadIdx.x % 32;
   if (r >= rows) return;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units;
-  const T* x = P.z + r * n;
+  const WarpRow<T, V> x(P.z + r * n, n, lane);
   T* y = C.z + r * n;
-  const ops::NormRow s = warpNormRow(x, n, C.op_value, ops::normCentred(C.op), lane);
-  for (uint64_t j = lane; j < n; j += 32) y[j] = T(ops::normOut(double(x[j]), s, double(C.w[j]), C.b ? double(C.b[j]) : 0.0));
+  const ops::NormRow s = warpNormRow(x, C.op_value, ops::normCentred(C.op));
+  x.each([&](uint64_t j, double v) { y[j] = T(ops::normOut(v, s, double(C.w[j]), C.b ? double(C.b[j]) : 0.0)); });
 }
 
 // Layer l's norm backward: dL/dz[l-1] into d[l-1] (l >= 2), the row's stats into `stats`.
-template <typename T> __global__ void normBackwardKernel(void* base, uint32_t l, uint64_t rows, ops::NormRow* stats) {
+template <typename T, int V> __global__ void normBackwardKernel(void* base, uint32_t l, uint64_t rows, ops::NormRow* stats) {
   const uint64_t r = blockIdx.x * uint64_t(kOpRowsPerBlock) + threadIdx.x / 32;
   const unsigned lane = threadIdx.x % 32;
   if (r >= rows) return;
   const nna_bound_layer<T> P = bindModel<T>(base, l - 1), C = bindModel<T>(base, l);
   const uint64_t n = C.units;
   const bool centred = ops::normCentred(C.op);
-  const T *x = P.z + r * n, *dy = C.d + r * n;
-  const ops::NormRow s = warpNormRow(x, n, C.op_value, centred, lane);
+  const WarpRow<T, V> x(P.z + r * n, n, lane);
+  const ops::NormRow s = warpNormRow(x, C.op_value, centred);
   if (lane == 0) stats[uint64_t(blockIdx.z) * rows + r] = s;
   if (l == 1) return;
+  const WarpRow<T, V> dy(C.d + r * n, n, lane);
   ops::NormGradSums g;  // the lane's share, then the warp's
-  for (uint64_t j = lane; j < n; j += 32) g.add(double(x[j]), double(dy[j]), double(C.w[j]), s);
+  if constexpr (V > 0) {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (lane + 32u * k < n) g.add(x.v[k], dy.v[k], double(C.w[lane + 32u * k]), s);
+  } else {
+    for (uint64_t j = lane; j < n; j += 32) g.add(double(x.x[j]), double(dy.x[j]), double(C.w[j]), s);
+  }
   g.a = warpSum(g.a);
   g.b = warpSum(g.b);
   g.finish(n, centred);
   T* dx = P.d + r * n;
-  for (uint64_t j = lane; j < n; j += 32) dx[j] = T(g.in(double(x[j]), double(dy[j]), double(C.w[j]), s));
+  if constexpr (V > 0) {
+#pragma unroll
+    for (int k = 0; k < V; ++k)
+      if (lane + 32u * k < n) dx[lane + 32u * k] = T(g.in(x.v[k], dy.v[k], double(C.w[lane + 32u * k]), s));
+  } else {
+    for (uint64_t j = lane; j < n; j += 32) dx[j] = T(g.in(double(x.x[j]), double(dy.x[j]), double(C.w[j]), s));
+  }
 }
+
+// f(kernel) with the norm kernel instantiated for rows of n values (normRowValues).
+template <template <typename, int> class K, typename T, typename F> void withNormRow(uint64_t n, F&& f) {
+  switch (normRowValues(n)) {
+    case 1: return f(K<T, 1>::kernel);
+    case 2: return f(K<T, 2>::kernel);
+    case 4: return f(K<T, 4>::kernel);
+    case 8: return f(K<T, 8>::kernel);
+    case 16: return f(K<T, 16>::kernel);
+    case 32: return f(K<T, 32>::kernel);
+    default: return f(K<T, 0>::kernel);
+  }
+}
+template <typename T, int V> struct NormForward {
+  static constexpr auto kernel = normForwardKernel<T, V>;
+};
+template <typename T, int V> struct NormBackward {
+  static constexpr auto kernel = normBackwardKernel<T, V>;
+};
 
 // An element op (ops/element.h: dropout, residual), element by element: forward (z[l] from
 // z[l-1], and z[from]) or, with `backward`, dL/dz[l-1] into d[l-1] from d[l] (a residual's

@@ -12,10 +12,12 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   // Launches may do work of a later phase of the step (a layer's bias gradient with the
   // activation gradient before it; the loss fold with the next gather): no scheduler acts between
   // launches and no compact plan shares those regions' bytes with the phases between.
-  // Ops other than dense (op_kernels.cuh) run between the dense layers' products, without
-  // cuBLASLt's epilogues, the output head, the side stream or the other cross-phase passes, whose
+  // Ops other than dense (op_kernels.cuh) run between the dense layers' products, without the
+  // backward's cuBLASLt epilogues, the output head or the other cross-phase passes, whose
   // launches assume a chain of dense layers; a dense layer's bias gradient still goes with its
-  // f' (crossBias: their backward leaves a dense layer's d as a product does).
+  // f' (crossBias: their backward leaves a dense layer's d as a product does), and its forward
+  // product takes bias and activation in its epilogue (ltForward: it reads z[l-1], whatever
+  // wrote it, and writes z[l] as the pass after it would).
   m.crossBias = !in.hooks && !in.compact;
   m.crossPhase = m.crossBias && !in.ops;
   // cuBLASLt's epilogues (bias, activation, their gradients inside the products): one float
@@ -31,7 +33,7 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   const bool ltCan = in.floatRun && in.blas && !in.hooks && (in.precision == Precision::Fp32 || in.precision == Precision::Tf32) && in.op != Op::Update;
   const bool ltAll = in.cublasLtOn && in.cublasLt != "forward";
   m.lt = ltCan && in.models == 1 && ltAll && !in.ops && in.ltAvailable;
-  m.ltForward = ltCan && !ltAll && in.cublasLt != "0" && !in.ops && in.ltAvailable;
+  m.ltForward = ltCan && !ltAll && in.cublasLt != "0" && in.ltAvailable;
   // Work beside the run's stream (fork, onSide): a layer's weight-gradient product (and its
   // update) overlaps the error products below it, the weights' 16-bit casts overlap the gather.
   // Not with a scheduler or a group (host work between launches), a compact plan (regions of
