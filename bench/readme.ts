@@ -31,7 +31,11 @@ const KINDS: Kind[] = [
   },
   { is: (f) => /^data-parallel-(?!processes-).*\.json$/.test(f), render: (f, j) => dataParallelSection(f, j as DataParallel) },
   { is: (f) => /^data-parallel-processes-.*\.json$/.test(f), render: (f, j) => processesSection(f, j as Processes) },
-  { is: (f) => /^torch-memory-.*\.json$/.test(f), render: (f, j) => torchMemorySection(f, j as TorchMemory) },
+  {
+    is: (f) => /^torch-memory-.*\.json$/.test(f),
+    render: (f, j) => torchMemorySection([{ f, json: j }]),
+    renderAll: (files) => torchMemorySection(files),
+  },
   { is: (f) => /^optimizer-step-.*\.json$/.test(f), render: (f, j) => optimizerStepSection(f, j as OptimizerStep) },
   { is: (f) => /^export_check\.json$/.test(f), render: (f, j) => exportCheckSection(f, j as ExportCheck) },
 ];
@@ -353,9 +357,19 @@ interface TorchMemory extends Provenance {
   }>;
 }
 
-/** PyTorch's peak per network and optimizer. The comparison with nn-arena's estimate of it needs
- *  the built package (bench/torch-memory-compare.mjs), so the README names it instead. */
-function torchMemorySection(file: string, r: TorchMemory): string[] {
+/** PyTorch's peak per network and optimizer, one section for every torch-memory file (a line a
+ *  file: the README stays short). The comparison with nn-arena's estimate of it needs the built
+ *  package (bench/torch-memory-compare.mjs), so the README names it instead. */
+function torchMemorySection(files: Array<{ f: string; json: unknown }>): string[] {
+  return [
+    "## PyTorch's training memory per stage",
+    "The highest peak over a step's stages (MB, cuBLAS workspaces subtracted). `node bench/torch-memory-compare.mjs bench/results/<file>` sets every stage beside nn-arena's estimate (nn-arena/tools, estimatePytorchMemory; [memory report](../../docs/memory-report.md)).",
+    ...files.map(({ f, json }) => `- ${(json as TorchMemory).machine}: ${torchMemoryLine(f, json as TorchMemory)}`),
+    '',
+  ];
+}
+
+function torchMemoryLine(file: string, r: TorchMemory): string {
   const optimizers = [...new Set(r.rows.map((x) => x.optimizer))];
   const rows = groupBy(r.rows, (x) => `${x.network}|${x.dtype}|${x.precision ?? 'fp32'}`).map((runs) => {
     const x = runs[0]!;
@@ -369,14 +383,7 @@ function torchMemorySection(file: string, r: TorchMemory): string[] {
       ...optimizers.map(peak),
     ];
   });
-  return [
-    `## PyTorch's training memory per stage: ${r.machine}`,
-    provenance(file, r),
-    `PyTorch ${r.torch}: the highest peak over a step's stages (MB, cuBLAS workspaces subtracted). \`node bench/torch-memory-compare.mjs bench/results/${file}\` sets every stage beside nn-arena's estimate (nn-arena/tools, estimatePytorchMemory; [memory report](../../docs/memory-report.md)).`,
-    // one line: the README stays short with a file a GPU
-    `Peak MB (${optimizers.join(' / ')}): ${rows.map(([net, dtype, ...peaks]) => `${net}, ${dtype}: ${peaks.join(' / ')}`).join('; ')}.`,
-    '',
-  ];
+  return `${provenance(file, r)} PyTorch ${r.torch}, peak MB (${optimizers.join(' / ')}): ${rows.map(([net, dtype, ...peaks]) => `${net}, ${dtype}: ${peaks.join(' / ')}`).join('; ')}.`;
 }
 
 // ---- optimizer-step-<machine>.json: bench/optimizer-step.mjs ----

@@ -14,6 +14,7 @@ import { DTYPE_BYTES, type Kind, type Optimizer } from '../layout/header.js';
 import { planLayout, requirePlan, type Plan } from '../layout/plan.js';
 import { normalizeSpec, type LayerSpec, type LayoutSpec, type NormalizedSpec } from '../layout/spec.js';
 import { roundSize } from './caching-allocator.js';
+import { activationBackward, activationForward } from './torch-activations.js';
 import { refuseUnmodelled, returnsInput, torchOp } from './torch-ops.js';
 import { deliverInput, outputBytes, readAs, refuseUnmodelledAmp } from './torch-ops-amp.js';
 import { Grads, Sim, TORCH_STAGES, type Live, type Net, type TorchStage, type TorchStageEstimate } from './torch-sim.js';
@@ -79,7 +80,7 @@ export function estimatePytorchMemory(spec: LayoutSpec<LayerSpec> | NormalizedSp
   }
   const amp = precision !== 'fp32';
   const e = DTYPE_BYTES[s.dtype]; // parameters, their gradients and state, x
-  const a = amp ? 2 : e; // what autocast's products make: activations and their gradients
+  const a = amp ? 2 : e; // what autocast's products make: Linear outputs (most activations too), their gradients
   const f = amp ? 4 : e; // the loss side: nll_loss autocasts to float32
   const el = outputBytes(s, e, a);
   if (amp) refuseUnmodelledAmp(s, el, e, precision);
@@ -237,7 +238,7 @@ interface Dense {
   readonly net: Net;
   readonly amp: boolean;
   readonly precision: PytorchPrecision;
-  /** Element bytes of what autocast's products make: activations and their gradients. */
+  /** Element bytes of what autocast's products make: Linear outputs and their gradients. */
   readonly a: number;
   /** NnArena's `outs` holds every layer's output (a network with ops), not nn.Sequential's local. */
   readonly keepOuts: boolean;
@@ -249,12 +250,13 @@ interface Dense {
   readonly weightCasts: Live[];
 }
 
-/** Linear l (and its activation) on x_{l-1}: AddmmBackward saves its input (mat1) for the weight's
- *  gradient, and its weight (mat2) where the input needs a gradient; relu / sigmoid / tanh save
- *  their result. Under autocast each Linear casts its arguments to `precision` first, last
- *  argument first (the order GCC evaluates the wrapper's casts in): the bias and weight casts go
- *  to autocast's cache (float32 leaves that require grad) until the context exits; a float32
- *  input's cast (x's, an op's output's) is not cached (readAs). Returns x_l, held by 'seq'. */
+/** Linear l (and its activation: torch-activations.ts) on x_{l-1}: AddmmBackward saves its input
+ *  (mat1) for the weight's gradient, and its weight (mat2) where the input needs a gradient; the
+ *  activation's node saves its result or its input (TORCH_ACTIVATIONS). Under autocast each
+ *  Linear casts its arguments to `precision` first, last argument first (the order GCC evaluates
+ *  the wrapper's casts in): the bias and weight casts go to autocast's cache (float32 leaves that
+ *  require grad) until the context exits; a float32 input's cast (x's, an op's output's, a
+ *  softplus's) is not cached (readAs). Returns x_l, held by 'seq'. */
 function denseForward(d: Dense, l: number): Live {
   const { net, precision, a } = d;
   const { sim, s } = net;
@@ -270,30 +272,21 @@ function denseForward(d: Dense, l: number): Live {
   const h = sim.make(`linear${l} output`, B * n[l]! * a, 'seq');
   if (!d.keepOuts) sim.drop(cur, 'seq');
   d.inputs[l] = input;
-  const act = s.activations[l - 1]!;
-  if (l === n.length - 1 || act === 'identity') return h;
-  const r = sim.make(`${act}${l} output`, B * n[l]! * a, 'seq', `act${l}`);
-  sim.drop(h, 'seq');
-  return r;
+  return activationForward(net, l, h, a);
 }
 
 /** Linear l's nodes in backward, given x_l's gradient `g` (held by 'in'): the activation's (its
- *  input's gradient, then its saved result released), then AddmmBackward's: the input's gradient
- *  (where it needs one), the weight's and the bias's (a new sum over the batch). Under autocast the
- *  casts' nodes follow, latest made first: the input's (where the Linear read a cast of a float32
- *  output), then the weight's, then the bias's: each gradient back in its tensor's dtype, a
- *  parameter's taken as .grad. */
+ *  input's gradient, then what it saved released: activationBackward), then AddmmBackward's: the
+ *  input's gradient (where it needs one), the weight's and the bias's (a new sum over the batch).
+ *  Under autocast the casts' nodes follow, latest made first: the input's (where the Linear read a
+ *  cast of a float32 output), then the weight's, then the bias's: each gradient back in its
+ *  tensor's dtype, a parameter's taken as .grad. */
 function denseBackward(d: Dense, l: number, g: Live): void {
   const { net, amp, precision, a } = d;
   const { sim, s } = net;
   const n = s.layers;
   const B = s.batch;
-  if (l < n.length - 1 && s.activations[l - 1] !== 'identity') {
-    const gh = sim.make(`grad of linear${l} output`, B * n[l]! * a, 'in');
-    sim.drop(g, 'in');
-    sim.drop(net.out[l]!, `act${l}`);
-    g = gh;
-  }
+  g = activationBackward(net, l, g, a);
   const gIn = net.needsGrad[l - 1] ? sim.make(`grad of layer ${l - 1} output`, B * n[l - 1]! * a, 'out') : undefined;
   const gW = sim.make(amp ? `grad of linear${l}.weight ${precision}` : `linear${l}.weight.grad`, n[l]! * n[l - 1]! * a, 'grad');
   const gB = sim.make(amp ? `grad of linear${l}.bias ${precision}` : `linear${l}.bias.grad`, n[l]! * a, 'grad');

@@ -5,6 +5,7 @@
 // and none of this applies (no casts).
 import { LayoutError } from '../core/errors.js';
 import type { NormalizedSpec } from '../layout/spec.js';
+import { activationBytes } from './torch-activations.js';
 import type { Live, Net } from './torch-sim.js';
 
 /** Element bytes of each layer's output x_j (x_0: x) for a step whose products make `a`-byte
@@ -13,11 +14,12 @@ export function outputBytes(s: NormalizedSpec, e: number, a: number): number[] {
   const el = [e]; // x: the float batch
   s.layers.slice(1).forEach((_, i) => {
     const o = s.ops?.[i];
-    // F.linear is on autocast's lower-precision list (an activation keeps its dtype); layer_norm on
-    // its float32 list (the input cast to float32, the output float32); an embedding's float32
-    // rows and x's float32 columns make a float32 cat; add promotes to the wider operand;
-    // rms_norm and dropout are on no list: the input's dtype.
-    if (!o || o.op === 'dense') el.push(a);
+    // F.linear is on autocast's lower-precision list (an activation keeps its dtype, but softplus,
+    // on the float32 list: torch-activations.ts); layer_norm on its float32 list (the input cast
+    // to float32, the output float32); an embedding's float32 rows and x's float32 columns make a
+    // float32 cat; add promotes to the wider operand; rms_norm and dropout are on no list: the
+    // input's dtype.
+    if (!o || o.op === 'dense') el.push(activationBytes(s.activations[i]!, e, a));
     else if (o.op === 'layernorm' || o.op === 'embedding') el.push(e);
     else if (o.op === 'residual') el.push(Math.max(el[i]!, el[o.from]!));
     else el.push(el[i]!);
