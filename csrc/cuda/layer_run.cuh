@@ -244,9 +244,16 @@ template <typename T> class LayerRun {
 
   // Whether a residual layer adds z[k].
   bool residualInto(uint32_t k) const { return !adders_[k].empty(); }
-  // d[k] += d[r] of every residual layer r that adds z[k], in layer order (before f' of layer k).
-  void residualAdds(uint32_t k, uint64_t rows) {
-    for (uint32_t r : adders_[k]) graph_->launch(s_, residualAddKernel<T>, dim3(blocksFor(rows * L_[k].units), 1, K_), kThreads, base_, k, r, rows);
+  // d[k] += d[r] of the first `count` residual layers r that add z[k], in layer order (before f'
+  // of layer k; activationGrad's, the last in the bias gradient's pass where it takes one).
+  void residualAdds(uint32_t k, uint64_t rows, size_t count) {
+    for (size_t i = 0; i < count; ++i) graph_->launch(s_, residualAddKernel<T>, dim3(blocksFor(rows * L_[k].units), 1, K_), kThreads, base_, k, adders_[k][i], rows);
+  }
+  // Whether element op l's backward (dropout, a residual's d[l-1] = d[l]) is read by layer l-1's
+  // bias gradient pass (BiasFrom::through) instead of a pass of its own: a dense layer under it,
+  // whose bias gradient goes with its f' (m_.crossBias).
+  bool throughBias(uint32_t l) const {
+    return l > 1 && m_.crossBias && L_[l - 1].op == NNA_OP_DENSE && (L_[l].op == NNA_OP_DROPOUT || L_[l].op == NNA_OP_RESIDUAL || L_[l].op == NNA_OP_ALPHA_DROPOUT);
   }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
@@ -331,7 +338,18 @@ template <typename T> class LayerRun {
   void ltLaunch(const LtProduct& p);
   // db of layer l (column sums of d[l]), with the bias step where `fold`; `applyGrad`: d[l] is
   // the error product's raw result, first multiplied by the activation's derivative.
-  void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half);
+  void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half, BiasFrom from = {});
+  unsigned biasColumnBlocks(uint32_t l) const { return unsigned((L_[l].units + kBiasCols - 1) / kBiasCols); }
+  // The blocks a column block of layer l's bias gradient takes (BiasSums): as many as keep the
+  // layer's blocks within the multiprocessors, one where K models' narrow blocks fill them.
+  unsigned biasGroups(uint32_t l) const {
+    const uint64_t blocks = uint64_t(biasColumnBlocks(l)) * K_;
+    if (L_[l].op != NNA_OP_DENSE || (K_ > 1 && blocks >= uint64_t(sms_))) return 1;
+    for (unsigned g = kBiasGroupsMost; g > 1; g /= 2)
+      if (blocks * g <= uint64_t(sms_)) return g;
+    return 1;
+  }
+  void allocateBiasSums(ScratchShelf& shelf);
 
   // d[l-1] times act'(z[l-1]) after layer l's error product or op backward (and its 16-bit copy
   // into `half`); nothing where layer l-1 is an op. Where launches may reach into a later phase
@@ -415,7 +433,7 @@ template <typename T> class LayerRun {
   struct HostState {
     uint64_t stepNow = 0;              // the optimizer step being taken (Adam's t), for `update`
     std::vector<bool> zFresh, wFresh;  // bf16: the copy of z[l] / w[l] was made this run from the current values
-    bool foldPending = false;          // a step's loss sum awaits its fold (m_.crossPhase, resident runs)
+    bool foldPending = false;          // a step's loss sum awaits its fold (m_.crossBias, resident runs)
     std::vector<bool> dbDone;          // db[l] of this step already taken by activationGrad
     std::vector<bool> maskFresh;       // m_.lt: this step's forward wrote layer l's ReLU mask
     uint64_t biasSteps = 0;            // m_.lt: layers (bits) whose folded bias step waits for flushBiasSteps
@@ -442,19 +460,20 @@ template <typename T> class LayerRun {
   HalfCopies half_;
   ClipScratch clip_;  // clipping's scratch, also a loss-scaled run's (the step's norm)
   DeviceLossScale lossScale_;
-  StepGraph own_;                   // a run's own graph where the arena keeps none (graphs off: never captures)
-  StepGraph* graph_ = &own_;        // launches pass through it either way
-  RunModes m_;                      // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
-  bool ops_ = false;                // a layer is not dense (op_kernels.cuh)
-  ops::NormRow* opRows_ = nullptr;  // the norms' per-row stats between their backward kernels (the shelf's, a norm's own)
-  std::vector<uint32_t> normSlot_;  // each norm layer's slot of opRows_ (normRows)
-  EmbedRuns embedRuns_;             // an embedding's sorted keys and runs (the shelf's, after opRows_)
-  uint32_t firstProduct_ = 1;       // the first dense layer: the forward's first product
-  uint64_t opStep_ = 0;             // the step's optimizer count: dropout's mask
-  uint64_t rowBase_ = 0;            // a group's replica: its batch's first row of the group's (GradSync::rank)
-  FoldScalars<T> foldScalars_;      // a fold under a schedule: its alpha on the device
-  unsigned K_;                      // models (grid z of every per-model launch, batch count of every product)
-  DeviceLrs lrs_;                   // per-model learning rates on the device, or none
+  StepGraph own_;                      // a run's own graph where the arena keeps none (graphs off: never captures)
+  StepGraph* graph_ = &own_;           // launches pass through it either way
+  RunModes m_;                         // the run's modes (their rules: csrc/train/run_modes.cc), set once by the constructor
+  bool ops_ = false;                   // a layer is not dense (op_kernels.cuh)
+  ops::NormRow* opRows_ = nullptr;     // the norms' per-row stats between their backward kernels (the shelf's, a norm's own)
+  std::vector<uint32_t> normSlot_;     // each norm layer's slot of opRows_ (normRows)
+  EmbedRuns embedRuns_;                // an embedding's sorted keys and runs (the shelf's, after opRows_)
+  std::vector<BiasSums<T>> biasSums_;  // each layer's split bias gradient's slots (the shelf's; none: one block a column block)
+  uint32_t firstProduct_ = 1;          // the first dense layer: the forward's first product
+  uint64_t opStep_ = 0;                // the step's optimizer count: dropout's mask
+  uint64_t rowBase_ = 0;               // a group's replica: its batch's first row of the group's (GradSync::rank)
+  FoldScalars<T> foldScalars_;         // a fold under a schedule: its alpha on the device
+  unsigned K_;                         // models (grid z of every per-model launch, batch count of every product)
+  DeviceLrs lrs_;                      // per-model learning rates on the device, or none
   bool sameLr_ = true;
   T* scaledFirst_ = nullptr;    // scalesD: d[1] times each model's lr (fp32 / fp64 runs; the shelf's)
   bool wideFirst_ = false;      // scalesD: layer 1's product over every model at once (allocateScaledCopies)

@@ -98,7 +98,6 @@ template <typename T> auto LayerRun<T>::backward(uint32_t l, uint64_t rows, cons
     else
       product(false, false, int(m), int(rows), int(n), T(1), split(0, at(l, NNA_W), n * m), int(m), d, int(n), T(0), at(l - 1, NNA_D), int(m));
     fork();  // the weight-gradient product reads d[l] and z[l-1], which the activation gradient leaves alone
-    residualAdds(l - 1, rows);
     activationGrad(l, rows, fold, hp, HalfOut{});
   } else {
     fork();
@@ -133,12 +132,9 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, co
   const bool norm = ops::isNorm(L_[l].op);
   if (norm)
     withNormRow<NormBackward, T>(L_[l].units, [&](auto kernel) { graph_->launch(s_, kernel, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, normRows(l)); });
-  else if (l > 1)
+  else if (l > 1 && !throughBias(l))  // else in layer l-1's bias gradient
     graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
-  if (l > 1) {
-    residualAdds(l - 1, rows);
-    activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{});
-  }
+  if (l > 1) { activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{}); }
   if (norm) {  // the gain and bias gradients read d[l], z[l-1] and the row stats, which nothing below writes
     fork();
     gradientWork(
@@ -209,31 +205,40 @@ template <typename T> template <typename F> auto LayerRun<T>::weightGradSlices(u
   }
 }
 
-template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half) -> void {
+template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half, BiasFrom from) -> void {
   const bool scaled = applyGrad && scalesD(l);  // the copy the folded product reads: d times lr
   const bool wide = scaled && wideFirst_;       // its rows interleaved over the models
   const uint64_t units = L_[l].units;
   if (wide && half) half.stride = units;
-  const dim3 grid(unsigned((L_[l].units + kBiasCols - 1) / kBiasCols), 1, K_);
+  const dim3 grid(biasColumnBlocks(l), 1, K_);
   // K models with blocks for every multiprocessor: narrow blocks (a wide block's 32 stripes serve
   // layers whose few blocks each walk many rows; here the blocks already fill the GPU)
   const bool narrow = K_ > 1 && uint64_t(grid.x) * K_ >= uint64_t(sms_);
-  auto launch = [&](auto kernel, unsigned stripes) {
+  auto launch = [&](auto kernel, dim3 grid, unsigned stripes) {
     graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
-                   scaled && !half ? scaledFirst_ : nullptr, wide ? units : uint64_t(stride(l, NNA_D)), wide ? units * K_ : units);
+                   scaled && !half ? scaledFirst_ : nullptr, wide ? units : uint64_t(stride(l, NNA_D)), wide ? units * K_ : units, biasSums_[l], from);
   };
-  if (narrow)
-    launch(biasGradKernel<T, kBiasStripes>, kBiasStripes);
+  const bool named = from.through || from.adder;
+  if (narrow) return named ? launch(biasGradKernel<T, kBiasStripes, true>, grid, kBiasStripes) : launch(biasGradKernel<T, kBiasStripes>, grid, kBiasStripes);
+  const dim3 split(grid.x, biasGroups(l), grid.z);
+  if (named)
+    launch(biasGradKernel<T, kBiasStripesWide, true>, split, kBiasStripesWide / split.y);
   else
-    launch(biasGradKernel<T, kBiasStripesWide>, kBiasStripesWide);
+    launch(biasGradKernel<T, kBiasStripesWide>, split, kBiasStripesWide / split.y);
 }
 
 template <typename T> auto LayerRun<T>::activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half) -> void {
+  const uint32_t k = l - 1;
   // An op's d takes no f' (ops have no activation) and no product reads a 16-bit copy of it.
-  if (L_[l - 1].op != NNA_OP_DENSE) return;
-  if (m_.crossBias) {
-    biasGrad(l - 1, rows, foldsLayer(l - 1), hp, true, half);
-    st_.dbDone[l - 1] = true;
+  if (L_[k].op != NNA_OP_DENSE || !m_.crossBias) residualAdds(k, rows, adders_[k].size());
+  if (L_[k].op != NNA_OP_DENSE) return;
+  if (m_.crossBias) {  // the last residual's add, and an element op's backward above, in the same pass
+    residualAdds(k, rows, adders_[k].empty() ? 0 : adders_[k].size() - 1);
+    BiasFrom from;
+    if (!adders_[k].empty()) from.adder = adders_[k].back();
+    if (throughBias(l)) from = BiasFrom{l, from.adder, p_.dropoutSeed, opStep_, rowBase_};
+    biasGrad(k, rows, foldsLayer(k), hp, true, half, from);
+    st_.dbDone[k] = true;
     return;
   }
   graph_->launch(s_, activationGradKernel<T>, dim3(blocksFor(rows * L_[l].fan_in), 1, K_), kThreads, base_, l, rows, half);
@@ -273,7 +278,6 @@ template <typename T> auto LayerRun<T>::backwardHalf(uint32_t l, uint64_t rows, 
   if (l > 1) {  // d[l-1]^T (m x rows) = w^T (m x n) . d^T (n x rows), then times act'(z[l-1])
     gemmHalf(false, false, int(m), int(rows), int(n), 1.0f, half_.w(l), int(m), half_.d(l), int(n), 0.0f, at(l - 1, NNA_D), int(m), stride(l - 1, NNA_D));
     fork();  // the weight-gradient product reads the copies of d[l] and z[l-1], which the activation gradient leaves alone
-    residualAdds(l - 1, rows);
     activationGrad(l, rows, fold, hp, half_.d(l - 1));
   } else {
     fork();

@@ -99,6 +99,7 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   sameLr_ = true;
   for (double x : p.lrs) sameLr_ = sameLr_ && x == p.lrs.front();
   allocateScaledCopies(shelf);
+  allocateBiasSums(shelf);
   if (m_.graphs && cache_) graph_ = p.op != Op::Forward ? &cache_->graph : p.queued ? &cache_->fed : &cache_->forward;
   graph_->beginRun();
   // A group's graph holds its collectives: the group may have to destroy it before an abort.
@@ -110,6 +111,31 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
   // its scalars in device memory cuBLAS may pick another kernel, as it did for bf16), so that
   // a run's bits do not depend on NN_ARENA_CUDA_GRAPH or on how steps are split into runs.
   if (blas_ && folds() && p.opt.schedule.kind != kConstant) foldScalars_.allocate(shelf);
+}
+
+template <typename T> auto LayerRun<T>::allocateBiasSums(ScratchShelf& shelf) -> void {
+  biasSums_.assign(h_.num_layers, BiasSums<T>{});
+  // the counts first, at offsets that depend on the layers and K alone: a run in another dtype
+  // taking the shelf's bytes back finds them zero
+  uint64_t counts = 0, partials = 0;
+  for (uint32_t l = 1; l <= last_; ++l)
+    if (biasGroups(l) > 1) {
+      counts += uint64_t(biasColumnBlocks(l)) * K_;
+      partials += uint64_t(biasColumnBlocks(l)) * K_ * kBiasStripesWide * kBiasCols;
+    }
+  if (!counts) return;
+  const uint64_t countBytes = (counts * sizeof(unsigned) + 255) / 256 * 256;
+  bool fresh = false;
+  uint8_t* at = static_cast<uint8_t*>(shelf.take(ScratchShelf::kBiasSums, countBytes + partials * sizeof(T), &fresh));
+  if (fresh) CUDA_CHECK(cudaMemsetAsync(at, 0, countBytes, s_));
+  unsigned* count = reinterpret_cast<unsigned*>(at);
+  T* partial = reinterpret_cast<T*>(at + countBytes);
+  for (uint32_t l = 1; l <= last_; ++l)
+    if (biasGroups(l) > 1) {
+      biasSums_[l] = BiasSums<T>{partial, count};
+      count += uint64_t(biasColumnBlocks(l)) * K_;
+      partial += uint64_t(biasColumnBlocks(l)) * K_ * kBiasStripesWide * kBiasCols;
+    }
 }
 
 template <typename T> auto LayerRun<T>::run() -> bool {
@@ -315,8 +341,8 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
       rowLaunch(outputWarpKernel<T, 32>, 32);
     st_.dLastHalf = bool(c.dHalf);
   }
-  if (stats && m_.crossPhase && p_.resident)
-    st_.foldPending = true;  // the next gather (or the run's end) folds it
+  if (stats && m_.crossBias && p_.resident)  // with ops too: the gather and the fold know no layers
+    st_.foldPending = true;                  // the next gather (or the run's end) folds it
   else if (stats)
     graph_->launch(s_, foldStatsKernel<T>, dim3(1, 1, K_), 1, base_, last_, frac_);
   if constexpr (std::is_same_v<T, float>) {
@@ -344,9 +370,11 @@ template <typename T> auto LayerRun<T>::updateLayers(const uint32_t* layers, siz
       if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
     }
     if (!u.count) break;
-    // 16 parameters a thread: each thread binds its model's layer from the header first (dozens
-    // of loads): with one parameter a thread, every parameter paid for a binding.
-    graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 15) / 16), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
+    // 4 parameters a thread, one round of updateKernel's loads: each thread binds its model's
+    // layer from the header first (dozens of loads), so with one parameter a thread every
+    // parameter paid for a binding, and with 16 (four rounds) a small network's few blocks walked
+    // their rounds one after another.
+    graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 3) / 4), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
   }
 }
 

@@ -17,7 +17,7 @@ namespace nna {
 // scheduler's, whose budget counts the arena alone) has a shelf of its own that goes with it.
 class ScratchShelf {
  public:
-  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kOps, kFeed, kSlots };
+  enum Slot : unsigned { kTf32, kHalf, kLt, kLossScale, kFold, kScaledD, kClip, kFusedClip, kOps, kFeed, kBiasSums, kSlots };
   ScratchShelf() = default;
   ScratchShelf(const ScratchShelf&) = delete;
   ScratchShelf& operator=(const ScratchShelf&) = delete;
@@ -30,8 +30,10 @@ class ScratchShelf {
     }
   }
   // At least `bytes` for `slot` on the current device: the bytes kept there if they are enough.
-  void* take(Slot slot, size_t bytes) {
+  // `fresh`: set where the bytes are new (their contents undefined), cleared where kept.
+  void* take(Slot slot, size_t bytes, bool* fresh = nullptr) {
     Held& h = held_[slot];
+    if (fresh) *fresh = !(h.p && h.bytes >= bytes);
     if (h.p && h.bytes >= bytes) return h.p;
     if (h.p) CUDA_CHECK(cudaFree(h.p));
     h.p = nullptr;

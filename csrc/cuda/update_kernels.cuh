@@ -2,6 +2,7 @@
 // the weights' step folded into their product), the optimizer's update of a layer, and the
 // biases' steps batched or parked for later.
 #pragma once
+#include "../ops/element.h"
 #include "kernel_base.cuh"
 
 namespace nna {
@@ -9,6 +10,30 @@ namespace nna {
 // db = column sums of d: 32 columns per block (one per lane), 8 row stripes per column, then a
 // fixed-order reduction of the 8 partial sums, so the result is deterministic.
 constexpr int kBiasCols = 32, kBiasStripes = 8;
+
+// A layer's bias gradient split over blocks of row stripes (biasGradKernel's gridDim.y > 1, a
+// layer of few column blocks: with a block a column block, its 32 stripes of rows walked by a
+// handful of multiprocessors): each block leaves its stripes' sums in `partial` (a column block
+// a model: 32 stripes x 32 columns), and the last of a column block's blocks to finish adds the
+// 32 in stripe order, the one-block sum's order: the same bits. `count`: the column blocks'
+// finished blocks, zero between launches (the last block resets its own), a layer's own slots
+// (a layer's bias gradient may run beside another's: LayerRun::gradientWork).
+template <typename T> struct BiasSums {
+  T* partial = nullptr;
+  unsigned* count = nullptr;
+};
+constexpr unsigned kBiasGroupsMost = 8;  // blocks a column block at most (4 stripes each)
+
+// Where d[l] comes from with applyGrad (LayerRun::activationGrad): the error product's raw
+// result in d[l], or, where the layer above is an element op (`through`: dropout, a residual),
+// that op's backward of d[through], read here in place of its own pass; plus d[adder] of the
+// residual layer that adds z[l] (`adder`, its last: residualAddKernel's sum, the same order).
+// What is read is written back to d[l] as that op's pass and the add would have left it, f' and
+// all. 0: none.
+struct BiasFrom {
+  uint32_t through = 0, adder = 0;
+  uint64_t seed = 0, step = 0, rowBase = 0;  // dropout's mask (opElementKernel's)
+};
 
 // stepBiases: also take the optimizer step of the biases here (when the weights' step was
 // folded into their gradient product, this saves the update kernel's launch).
@@ -24,56 +49,96 @@ constexpr int kBiasStripesWide = 32;
 // r * copyRow + j in either (copyRow: units, or units x K where the models' rows interleave for
 // one product over all of them): K models whose lrs differ fold their SGD step into the product
 // with alpha -1 (LayerRun::scalesD). d keeps d.
-// Stripes: row stripes a column (blockDim.y); kBiasStripes where K models give many blocks of
-// few rows (LayerRun::biasGrad): a 1,024-thread block's tail (one warp summing 32 partial
-// sums, then the bias step) held half an SM.
-template <typename T, int Stripes = kBiasStripesWide>
-__global__ void __launch_bounds__(kBiasCols* Stripes) biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs,
-                                                                     bool applyGrad, HalfOut half, bool lrScaled, T* scaled, uint64_t scaledStride, uint64_t copyRow) {
+// Stripes: row stripes a column (blockDim.y x gridDim.y); kBiasStripes where K models give many
+// blocks of few rows (LayerRun::biasGrad): a 1,024-thread block's tail (one warp summing 32
+// partial sums, then the bias step) held half an SM.
+// From: `from` may name layers (a network with ops); without, the kernel reads d[l] alone.
+template <typename T, int Stripes = kBiasStripesWide, bool From = false>
+__global__ void __launch_bounds__(kBiasCols* Stripes)
+    biasGradKernel(void* base, uint32_t l, uint64_t rows, bool stepBiases, uint32_t optimizer, Hyper<T> hp, const double* lrs, bool applyGrad, HalfOut half, bool lrScaled,
+                   T* scaled, uint64_t scaledStride, uint64_t copyRow, BiasSums<T> sums, BiasFrom from) {
   if (scaled) scaled += blockIdx.z * scaledStride;
   if (lrs) hp = withLr(hp, lrs[blockIdx.z]);  // model_lrs.cuh
   const nna_bound_layer<T> C = bindModel<T>(base, l);
   __shared__ T part[Stripes][kBiasCols];
   const uint64_t j = uint64_t(blockIdx.x) * kBiasCols + threadIdx.x;
+  const unsigned stripe = blockIdx.y * blockDim.y + threadIdx.y, stripes = gridDim.y * blockDim.y;
   T s = T(0);
-  // Rows in groups of kBiasUnroll, every load of a group issued before its first use: one
+  const T* act = activationGradInput(C);
+  const T* add = From && from.adder ? bindModel<T>(base, from.adder).d : nullptr;
+  // d's rows in groups of kBiasUnroll, every load of a group issued before its first use: one
   // latency round a group instead of one a row (M's 1024 units give only 32 blocks, each thread
   // a long walk down its column). The sum still takes the rows in order: the same bits.
-  constexpr int kBiasUnroll = 4;
-  const T* act = activationGradInput(C);
-  if (j < C.units)
-    for (uint64_t r0 = threadIdx.y; r0 < rows; r0 += uint64_t(Stripes) * kBiasUnroll) {
-      T v[kBiasUnroll], x[kBiasUnroll];
+  // `back(r, e, v)`: d[l]'s element from what was read at e.
+  auto walk = [&](const T* src, auto&& back) {
+    constexpr int kBiasUnroll = 4;
+    if (j < C.units)
+      for (uint64_t r0 = stripe; r0 < rows; r0 += uint64_t(stripes) * kBiasUnroll) {
+        T v[kBiasUnroll], x[kBiasUnroll], a[From ? kBiasUnroll : 1];
 #pragma unroll
-      for (int u = 0; u < kBiasUnroll; ++u) {
-        const uint64_t r = r0 + uint64_t(u) * Stripes, e = r * C.units + j;
-        if (r < rows) {
-          v[u] = C.d[e];
-          if (applyGrad) x[u] = act[e];
+        for (int u = 0; u < kBiasUnroll; ++u) {
+          const uint64_t r = r0 + uint64_t(u) * stripes, e = r * C.units + j;
+          if (r < rows) {
+            v[u] = src[e];
+            if constexpr (From)
+              if (add) a[u] = add[e];
+            if (applyGrad) x[u] = act[e];
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kBiasUnroll; ++u) {
+          const uint64_t r = r0 + uint64_t(u) * stripes, e = r * C.units + j;
+          if (r >= rows) break;
+          v[u] = back(r, e, v[u]);
+          if constexpr (From)
+            if (add) v[u] += a[u];
+          if (applyGrad) {
+            v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
+            C.d[e] = v[u];
+            const uint64_t ec = lrScaled ? r * copyRow + j : e;
+            const T copy = lrScaled ? v[u] * hp.lr : v[u];
+            if (half)
+              half.store(ec, float(copy));
+            else if (scaled)
+              scaled[ec] = copy;
+          }
+          s += v[u];
         }
       }
-#pragma unroll
-      for (int u = 0; u < kBiasUnroll; ++u) {
-        const uint64_t r = r0 + uint64_t(u) * Stripes, e = r * C.units + j;
-        if (r >= rows) break;
-        if (applyGrad) {
-          v[u] *= activationGrad<T>(C.activation, x[u], T(C.act_param));
-          C.d[e] = v[u];
-          const uint64_t ec = lrScaled ? r * copyRow + j : e;
-          const T copy = lrScaled ? v[u] * hp.lr : v[u];
-          if (half)
-            half.store(ec, float(copy));
-          else if (scaled)
-            scaled[ec] = copy;
-        }
-        s += v[u];
-      }
-    }
-  part[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y != 0 || j >= C.units) return;
+  };
+  if (From && from.through) {
+    const nna_bound_layer<T> U = bindModel<T>(base, from.through);
+    ops::withElementOp(U.op, ops::ElementLayer<T>{from.through, U.units, U.op_value, nullptr, true, from.seed, from.step, from.rowBase},
+                       [&](const auto& op) { walk(U.d, [&](uint64_t r, uint64_t e, T v) { return T(op.backward(r, j, e, v)); }); });
+  } else {
+    walk(C.d, [](uint64_t, uint64_t, T v) { return v; });
+  }
   T total = T(0);
-  for (int y = 0; y < Stripes; ++y) total += part[y][threadIdx.x];
+  if (gridDim.y == 1) {
+    part[threadIdx.y][threadIdx.x] = s;
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= C.units) return;
+    for (int y = 0; y < Stripes; ++y) total += part[y][threadIdx.x];
+  } else {  // Stripes == stripes: the wide kernel split (LayerRun::biasGroups)
+    const uint64_t columnBlock = uint64_t(blockIdx.z) * gridDim.x + blockIdx.x;
+    T* partial = sums.partial + columnBlock * Stripes * kBiasCols;
+    partial[stripe * kBiasCols + threadIdx.x] = s;
+    __threadfence();  // the sums seen by whichever block adds them
+    __syncthreads();
+    __shared__ bool last;
+    if (threadIdx.x == 0 && threadIdx.y == 0) {
+      last = atomicAdd(&sums.count[columnBlock], 1u) == gridDim.y - 1;
+      if (last) sums.count[columnBlock] = 0;
+    }
+    __syncthreads();
+    if (!last || threadIdx.y != 0 || j >= C.units) return;
+    __threadfence();
+    T p[Stripes];
+#pragma unroll
+    for (int y = 0; y < Stripes; ++y) p[y] = __ldcg(partial + y * kBiasCols + threadIdx.x);  // every load at once
+#pragma unroll
+    for (int y = 0; y < Stripes; ++y) total += p[y];
+  }
   C.db[j] = total;
   if (stepBiases) updateBias<T>(optimizer, C, j, total, forBiases(hp));
 }
