@@ -299,8 +299,10 @@ template <typename T> auto LayerRun<T>::primitive() -> void {
 
 template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows, uint64_t s, bool grad) -> void {
   const OutputLoss ol = outputLoss(L_[last_].activation, h_.act_param, p_);
-  // A row of x that names no row of some table: NaN outputs (op_kernels.cuh, as the CPU's)
-  if (embedColumns_) graph_->launch(s_, embedPoisonKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, rows);
+  // A row of x that names no row of some table: NaN outputs (op_kernels.cuh, as the CPU's), in
+  // the output launch where it is outputWarpKernel's (rows of up to 32 units)
+  const bool poisonInOutput = embedColumns_ && !m_.headFused && L_[last_].units <= 32;
+  if (embedColumns_ && !poisonInOutput) graph_->launch(s_, embedPoisonKernel<T>, dim3(blocksFor(rows), 1, K_), kThreads, base_, rows);
   const bool stats = p_.op != Op::Forward;
   // Up to 32 units a warp per row: one thread per row put M's 256 rows of 10 on one
   // multiprocessor, a serial chain of loads and exps per thread.
@@ -331,7 +333,7 @@ template <typename T> auto LayerRun<T>::output(uint64_t rows, uint64_t scaleRows
     }
     const uint64_t n = L_[last_].units;  // a row a warp, or a half / quarter of one for rows of up to 16 / 8 units
     auto rowLaunch = [&](auto kernel, unsigned lanes) {
-      graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, m_.biasInOutput);
+      graph_->launch(s_, kernel, dim3(blocksFor(rows * lanes), 1, K_), kThreads, base_, last_, rows, scaleRows, ol, grad, stats, s, frac_, c, m_.biasInOutput, poisonInOutput);
     };
     if (n <= 8)
       rowLaunch(outputWarpKernel<T, 8>, 8);
@@ -408,7 +410,7 @@ template <typename T> auto LayerRun<T>::forward(uint32_t l, uint64_t rows) -> vo
       graph_->launch(s_, embedForwardKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, rows);
     else
       graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * n), 1, K_), kThreads, base_, l, rows, false, train, p_.dropoutSeed, opStep_, rowBase_);
-    if (half_.active() && l < last_) {  // bf16 / fp16: the copy of z[l] the next layer's products read
+    if (half_.active() && l < last_ && L_[l + 1].op == NNA_OP_DENSE) {  // bf16 / fp16: the copy of z[l] the next layer's products read
       toHalf(l, NNA_Z, rows * n);
       st_.zFresh[l] = true;
     }

@@ -2,6 +2,7 @@
 // at a time (a warp, a segment of a warp, or a block per row), and the gradient of a caller's
 // dL/dz (BackwardFromOutput).
 #pragma once
+#include "../ops/embedding.h"
 #include "kernel_base.cuh"
 
 namespace nna {
@@ -25,9 +26,11 @@ template <typename T> struct OutputCopies {
 // warp a row, K = 256 S models' 25,600 rows of 10 were as many warps, most of their lanes idle,
 // and the launch was bound by instruction issue). addBias (rows of up to 32 units): z holds the
 // product alone; b is added and f applied here (biasActivateKernel's expression: the same bits).
+// poison (rows of up to W units): a row of x that names no row of some embedding table takes NaN
+// outputs here (ops/embedding.h embedRowBad), in place of embedPoisonKernel's launch.
 template <typename T, unsigned W = 32>
 __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint64_t scaleRows, OutputLoss ol, bool grad, bool accumulate, uint64_t step, int fracBits,
-                                 OutputCopies<T> copies = {}, bool addBias = false) {
+                                 OutputCopies<T> copies = {}, bool addBias = false, bool poison = false) {
   const nna_bound_layer<T> O = bindModel<T>(base, last);
   const uint64_t t = blockIdx.x * uint64_t(blockDim.x) + threadIdx.x, n = O.units;
   if (t / 32 * (32 / W) >= rows) return;  // whole warps leave together (the warp's first row)
@@ -41,6 +44,10 @@ __global__ void outputWarpKernel(void* base, uint32_t last, uint64_t rows, uint6
     const uint64_t units = live ? n : 0;  // a dead segment: no unit is its lane's
     T dj, zj = lane < units ? z[lane] : T(0);
     const T yj = lane < units ? y[lane] : T(0);
+    if (poison && lane < units) {  // embedPoisonKernel's NaN, read as that launch would have left z
+      const nna_bound_layer<T> X = bindModel<T>(base, 0), E = bindModel<T>(base, 1);
+      if (ops::embedRowBad(X.z + r * X.units, E.from, E.cols, E.cols_count)) z[lane] = zj = T(NAN);
+    }
     if (addBias && lane < units) zj = activateAt(O, r * n + lane, zj + O.b[lane]);
     res = outputRowLane<T, W>(zj, yj, z, d, units, ol, scaleRows, grad, dj);
     if (!live) return;  // its shuffles are done
