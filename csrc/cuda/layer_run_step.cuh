@@ -372,11 +372,12 @@ template <typename T> auto LayerRun<T>::updateLayers(const uint32_t* layers, siz
       if (!st_.wFresh.empty()) st_.wFresh[l] = copy;  // bf16 / fp16: the update wrote w's copy too
     }
     if (!u.count) break;
-    // 4 parameters a thread, one round of updateKernel's loads: each thread binds its model's
-    // layer from the header first (dozens of loads), so with one parameter a thread every
-    // parameter paid for a binding, and with 16 (four rounds) a small network's few blocks walked
-    // their rounds one after another.
-    graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + 3) / 4), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
+    // Parameters a thread: each thread binds its model's layer from the header first (dozens of
+    // loads), so with one a thread every parameter paid for a binding (K models: 16, four rounds
+    // of updateKernel's loads); one model: 4, one round, where 16 left a small network's few
+    // blocks walking their rounds one after another.
+    const uint64_t per = K_ > 1 ? 16 : 4;
+    graph_->launch(stream, updateKernel<T>, dim3(blocksFor((most + per - 1) / per), u.count, K_), kThreads, base_, u, h_.optimizer, hp, lrs_.get(), scale);
   }
 }
 

@@ -1,7 +1,8 @@
 // The ops of the layer table (layernorm, rmsnorm, dropout, residual) on the per-layer CUDA
 // path: the PyTorch fixture of test/fixtures/gen_ops.py in float64 to 1e-9 as on the CPU;
 // float32, tf32, bf16 and fp16 within their rounding of the CPU; dropout's masks equal to the CPU's, step by
-// step in a graphed fit; K models of every op as one-model arenas and as the CPU.
+// step in a graphed fit; the tabular network's fit the same bytes run to run and without the side
+// stream; K models of every op as one-model arenas and as the CPU.
 //   NN_ARENA_REQUIRE_GPU=1 npx vitest run test/gpu/ops.gpu.test.ts
 import { describe, expect, it } from 'vitest';
 import { Arena, cudaInfo, planLayout, Trainer, type LayerSpec } from '../../src/index.js';
@@ -73,6 +74,59 @@ describe.skipIf(!hasGpu)('ops on CUDA (per-layer path)', () => {
     expect(Math.abs(b.loss - a.loss) / a.loss).toBeLessThan(1e-10);
     expect(relErr(b.w, a.w)).toBeLessThan(1e-9);
     expect(b.z3.map((v) => v === 0)).toEqual(a.z3.map((v) => v === 0)); // the last step's mask
+  });
+
+  it("the tabular network's fit: the same bytes run to run, and with the side stream off (fp32, tf32, bf16)", async () => {
+    // the launches of a network with ops that fuse (a bias gradient with the op above it, the
+    // sums of a narrow layer over blocks, an embedding's NaN rows in the output launch) and the
+    // work beside the chain must leave what one stream of plain launches leaves
+    const layers: LayerSpec[] = [
+      66,
+      {
+        op: 'embedding',
+        numeric: 64,
+        categorical: [
+          { cardinality: 10, dim: 8 },
+          { cardinality: 1000, dim: 16 },
+        ],
+      },
+      { units: 256, activation: 'relu' },
+      { op: 'layernorm' },
+      { units: 256, activation: 'relu' },
+      { op: 'dropout', p: 0.1 },
+      { units: 256 },
+      { op: 'residual', from: 2 },
+      { op: 'rmsnorm' },
+      { units: 2, activation: 'softmax' },
+    ];
+    const n = 2048;
+    const x = new Float32Array(n * 66),
+      labels = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      for (let j = 0; j < 64; j++) x[i * 66 + j] = Math.sin(i * 66 + j);
+      x[i * 66 + 64] = i % 10;
+      x[i * 66 + 65] = (i * 7) % 1000;
+      labels[i] = x[i * 66]! > 0 ? 1 : 0;
+    }
+    const saved = process.env.NN_ARENA_SIDE_STREAM;
+    try {
+      for (const precision of ['fp32', 'tf32', 'bf16'] as const) {
+        const bytes: Buffer[] = [];
+        for (const side of ['1', '1', '0']) {
+          process.env.NN_ARENA_SIDE_STREAM = side;
+          using arena = Arena.create(planLayout({ layers, batch: 256, optimizer: 'adamw', samples: n }), cuda);
+          const t = new Trainer(arena, { lr: 1e-3, precision });
+          t.init(3);
+          await t.fit({ x, labels }, { epochs: 2, seed: 5 });
+          bytes.push(Buffer.from(arena.bytes(0, arena.plan.totalBytes)));
+        }
+        expect(bytes[1]!.equals(bytes[0]!), `${precision}: run to run`).toBe(true);
+        expect(bytes[2]!.equals(bytes[0]!), `${precision}: NN_ARENA_SIDE_STREAM=0`).toBe(true);
+      }
+    } finally {
+      if (saved === undefined) delete process.env.NN_ARENA_SIDE_STREAM;
+      else process.env.NN_ARENA_SIDE_STREAM = saved;
+    }
   });
 
   it('K models with every op: each model as a one-model CUDA arena of it, and as the CPU K-model arena (float64)', async () => {
