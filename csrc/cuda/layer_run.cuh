@@ -252,9 +252,7 @@ template <typename T> class LayerRun {
   // Whether element op l's backward (dropout, a residual's d[l-1] = d[l]) is read by layer l-1's
   // bias gradient pass (BiasFrom::through) instead of a pass of its own: a dense layer under it,
   // whose bias gradient goes with its f' (m_.crossBias).
-  bool throughBias(uint32_t l) const {
-    return l > 1 && m_.crossBias && L_[l - 1].op == NNA_OP_DENSE && (L_[l].op == NNA_OP_DROPOUT || L_[l].op == NNA_OP_RESIDUAL || L_[l].op == NNA_OP_ALPHA_DROPOUT);
-  }
+  bool throughBias(uint32_t l) const { return l > 1 && m_.crossBias && L_[l - 1].op == NNA_OP_DENSE && ops::isElementOp(L_[l].op); }
 
   // dw^T (m x n) = z[l-1]^T (m x rows) . d (rows x n)   [or w^T += -lr * that], fp32 / tf32 / fp64.
   void weightGrad(uint32_t l, uint64_t rows, const Hyper<T>& hp, bool fold, const Split& d);

@@ -26,4 +26,9 @@ template <typename T, typename F> NNA_FN bool withElementOp(uint32_t op, const E
   }
 }
 
+// Whether `op` is an element op (withElementOp's list, asked with a layer of nothing).
+NNA_FN bool isElementOp(uint32_t op) {
+  return withElementOp(op, ElementLayer<float>{}, [](const auto&) {});
+}
+
 }  // namespace nna::ops
