@@ -2,54 +2,20 @@
 // NnArena module) against PyTorch 2.11 on an H200 (bench/torch_memory.py --only
 // layernorm,rmsnorm,dropout,residual,mixed-residual,embedding,ops --precisions fp32,bf16,fp16), and
 // the layers it refuses.
-import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LayoutError, type LayerSpec, type LayoutSpec } from '../src/index.js';
-import { estimatePytorchMemory, TORCH_STAGES, type PytorchEstimate, type PytorchPrecision } from '../src/tools.js';
-
-const FILE = 'bench/results/torch-memory-ops-nvidia-h200.json';
-interface Row {
-  network: string;
-  layers: number[];
-  ops: NonNullable<LayoutSpec['ops']>;
-  activations: NonNullable<LayoutSpec['activations']>;
-  batch: number;
-  optimizer: 'sgd' | 'adam';
-  dtype: 'float32';
-  precision: PytorchPrecision;
-  scalerSkippedStep?: boolean;
-  stages: Array<{ stage: string; allocated: number; peak: number; reserved: number }>;
-}
-const measured = JSON.parse(readFileSync(FILE, 'utf8')) as { torch: string; device: string; rows: Row[] };
-// As bench/torch-memory-compare.mjs builds it.
-const specOf = (r: Row) => ({ layers: r.layers, batch: r.batch, dtype: r.dtype, optimizer: r.optimizer, ops: r.ops, activations: r.activations });
-const figures = (e: PytorchEstimate) => e.stages.map((s) => ({ stage: s.stage, allocated: s.allocatedBytes, peak: s.peakBytes, reserved: s.reservedBytes }));
+import { estimatePytorchMemory, TORCH_STAGES, type PytorchEstimate } from '../src/tools.js';
+import { figures, measuredFileTests } from './support/torch-memory-file.js';
 
 describe('estimatePytorchMemory with ops, against PyTorch 2.11 on an H200', () => {
-  it('the file holds the seven networks with SGD and Adam, in fp32, bf16 and fp16 (GradScaler took every step)', () => {
-    expect(measured.torch).toMatch(/^2\.11\./);
-    expect(measured.device).toBe('NVIDIA H200');
-    const keys = measured.rows.map((r) => `${r.network} ${r.optimizer} ${r.precision}`);
-    expect(keys).toHaveLength(42);
-    for (const net of ['layernorm', 'rmsnorm', 'dropout', 'residual', 'mixed-residual', 'embedding', 'ops'])
-      for (const o of ['sgd', 'adam']) for (const p of ['fp32', 'bf16', 'fp16']) expect(keys).toContain(`${net} ${o} ${p}`);
-    expect(measured.rows.filter((r) => r.precision === 'fp16').every((r) => r.scalerSkippedStep === false)).toBe(true);
-  });
-
-  for (const r of measured.rows)
-    it(`${r.network} ${r.layers.join('-')} batch ${r.batch} ${r.optimizer} ${r.precision}: every stage's allocated, peak and reserved bytes to the byte`, () => {
-      expect(figures(estimatePytorchMemory(specOf(r), { precision: r.precision }))).toEqual(r.stages);
-    });
-
-  it('bench/torch-memory-compare.mjs compares every row (none refused), 0.00% apart', () => {
-    const c = spawnSync(process.execPath, ['bench/torch-memory-compare.mjs', FILE], { encoding: 'utf8' });
-    expect(c.status, c.stdout + c.stderr).toBe(0);
-    expect(c.stdout).not.toContain('Not compared');
-    expect(c.stdout).toContain(`${measured.rows.length} runs, largest difference 0.00%, 0 stage(s) beyond 1.0%.`);
-    expect(c.stdout).toMatch(/\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 \| step \| 2,894,336 \| 2,894,336 \| \+0\.00% \|/);
-    expect(c.stdout).toMatch(/\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 fp16 \| step \| 2,893,312 \| 2,893,312 \| \+0\.00% \|/);
-  });
+  measuredFileTests(
+    'bench/results/torch-memory-ops-nvidia-h200.json',
+    ['layernorm', 'rmsnorm', 'dropout', 'residual', 'mixed-residual', 'embedding', 'ops'],
+    [
+      /\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 \| step \| 2,894,336 \| 2,894,336 \| \+0\.00% \|/,
+      /\| ops 66-88-256-256-256-256-256-256-256-2 b512 \| adam \| float32 fp16 \| step \| 2,893,312 \| 2,893,312 \| \+0\.00% \|/,
+    ],
+  );
 });
 
 describe('estimatePytorchMemory with ops: what each op holds', () => {
