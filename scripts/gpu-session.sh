@@ -22,6 +22,7 @@
 # table29 (issue 29's rows in one call: nn-arena's S / M / L / K steps in each precision, M fp32 over 10 processes,
 # PyTorch graphed, torch.func and the GEMM floor; JSON under $OUT, gathered into $OUT/steps-<gpu>.json).
 # ops (issue 48: bench/ops.mjs on CUDA in fp32 / tf32 / bf16 beside bench/ops_torch.py in the same call; JSON under $OUT).
+# opsverify (issue 48: what a change to the ops' CUDA path must pass: um, ops (its same-bits test too), embedding, compact, bf16, fp16, models, train; then ops).
 # opsncu (issue 48: ncu's per-kernel times of the ops network's step, fp32 and bf16: where it goes).
 # userpath (issue 47: bench/userpath.mjs on CUDA, S and M, beside bench/userpath_torch.py in the same call, and the
 # wall clock of `npm start`; JSON under $OUT).
@@ -44,6 +45,14 @@ for part in "$@"; do
     ops)  # issue 48: the tabular network of bench/ops.mjs (embedding, norms, dropout, residual) by fit's wall clock, PyTorch in the same call
       node bench/ops.mjs --backend cuda --precisions fp32,tf32,bf16 --json "$OUT/ops-cuda.json" 2>&1 | tee "$OUT/ops.log"
       python3 bench/ops_torch.py --precisions fp32,tf32,bf16 --json "$OUT/ops-torch.json" 2>&1 | tee -a "$OUT/ops.log" ;;
+    opsverify)  # issue 48: the files a change to the ops' CUDA path must pass (um alone first: it measures device memory device-wide), then the ops bench with PyTorch
+      vitest run test/gpu/um.gpu.test.ts > "$OUT/opsverify-um.log" 2>&1
+      vitest run --no-file-parallelism test/gpu/ops.gpu.test.ts test/gpu/embedding.gpu.test.ts test/gpu/compact.gpu.test.ts test/gpu/bf16.gpu.test.ts \
+        test/gpu/fp16.gpu.test.ts test/gpu/models.gpu.test.ts test/gpu/train.gpu.test.ts > "$OUT/opsverify.log" 2>&1
+      grep -hE "×|FAIL|Tests |AssertionError" "$OUT/opsverify-um.log" "$OUT/opsverify.log" | cut -c1-300 | tail -40
+      node bench/ops.mjs --backend cuda --precisions fp32,tf32,bf16 --json "$OUT/ops-cuda.json" > "$OUT/ops.log" 2>&1
+      python3 bench/ops_torch.py --precisions fp32,tf32,bf16 --json "$OUT/ops-torch.json" >> "$OUT/ops.log" 2>&1
+      grep -E "^ops|graphed" "$OUT/ops.log" ;;
     tests)  # um.gpu.test.ts measures device memory device-wide: alone, first
       vitest run test/gpu/um.gpu.test.ts > "$OUT/tests-um.log" 2>&1
       vitest run --no-file-parallelism test/gpu/arena.gpu.test.ts test/gpu/train.gpu.test.ts test/gpu/primitives.gpu.test.ts > "$OUT/tests.log" 2>&1

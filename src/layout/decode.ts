@@ -13,6 +13,7 @@ import {
   EXTRA_NAME_BYTES,
   EXTRA_RULES,
   EXTRA_SIZE,
+  FLAGS,
   HEADER_FIELDS,
   HEADER_SIZE,
   KINDS,
@@ -61,7 +62,7 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
     align: u64(F.align),
     samples: u64(F.samples),
     ...(takesParam ? { leakyReluSlope: v.getFloat64(F.act_param, true) } : {}),
-    ...(v.getBigUint64(F.flags, true) ? { compact: true } : {}),
+    ...(v.getBigUint64(F.flags, true) & BigInt(FLAGS.compact) ? { compact: true } : {}), // the bit alone
     ...(models > 1 ? { models } : {}),
     ...(extra.length ? { extra } : {}),
     ...(ops ? { ops } : {}),
