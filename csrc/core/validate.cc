@@ -242,6 +242,13 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.align < NNA_MIN_ALIGN || (h.align & (h.align - 1)) || h.align > NNA_MAX_ALIGN)
     return "align " + std::to_string(h.align) + " is not a power of two in [" + std::to_string(NNA_MIN_ALIGN) + ", " + std::to_string(NNA_MAX_ALIGN) + "]";
   if (h.flags & ~uint64_t(NNA_FLAGS_KNOWN)) return "unknown flags " + std::to_string(h.flags);
+  if (h.flags & NNA_FLAG_REGION_DTYPES) {  // version 4: z and d in 16 bits over a float32 arena
+    if (h.version < 4) return "version-" + std::to_string(h.version) + " header with region dtypes (flags " + std::to_string(h.flags) + ")";
+    if (h.dtype != NNA_FLOAT32) return "region dtypes need a float32 arena, dtype is " + std::to_string(h.dtype);
+    for (const uint32_t shift : {NNA_FLAG_Z_DTYPE_SHIFT, NNA_FLAG_D_DTYPE_SHIFT})
+      if (const uint64_t code = (h.flags >> shift) & 0xFu; code > NNA_REGION_FP16)
+        return "unknown region dtype " + std::to_string(code) + " (flags bits " + std::to_string(shift) + "..)";
+  }
   if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
   const uint64_t models = nna_models(&h);
   if (h.layers_offset != sizeof(nna_header)) return "layers_offset " + std::to_string(h.layers_offset) + " != " + std::to_string(sizeof(nna_header));
@@ -312,7 +319,7 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
         if (r.offset) return at(l, k) + " is absent but has offset " + std::to_string(r.offset);
         continue;
       }
-      if (mulOverflows(r.count, elem, &bytes)) return at(l, k) + ": byte size overflows 64 bits";
+      if (mulOverflows(r.count, nna_elem_bytes(&h, l, k), &bytes)) return at(l, k) + ": byte size overflows 64 bits";
       if (models > 1 && nna_kind_per_model(&h, l, k)) {  // K copies, each starting aligned
         uint64_t rest;
         if (bytes > UINT64_MAX - h.align || mulOverflows((bytes + h.align - 1) / h.align * h.align, models - 1, &rest) || rest > UINT64_MAX - bytes)

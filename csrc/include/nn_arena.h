@@ -34,6 +34,11 @@
  * header whose layers are all dense. A header is written with the lowest version that holds it:
  * a network of dense layers only is still written as version 2. An embedding layer (layer 1)
  * adds the embedding column table right after the op parameter table (nna_embed_col).
+ * Version 4 added region dtypes: the activations (z of layers 1..L, pre-activations included)
+ * and the errors (d of layers 1..L) of a float32 arena may be 16-bit (nna_region_dtype codes, in
+ * flags bits NNA_FLAG_Z_DTYPE / NNA_FLAG_D_DTYPE); a region's count stays its elements, its
+ * bytes are count x its own element size (nna_elem_bytes). A header with neither is written as
+ * version 3 or lower; a version-3 header is a version-4 header whose regions all take the dtype.
  */
 #ifndef NN_ARENA_H
 #define NN_ARENA_H
@@ -48,7 +53,7 @@
 #endif
 
 #define NNA_MAGIC 0x414E4E41u /* bytes "ANNA" in memory order */
-#define NNA_VERSION 3u
+#define NNA_VERSION 4u
 #define NNA_MAX_LAYERS 4096u
 #define NNA_MAX_EXTRAS 64u        /* user regions (entries of the kind table) per arena */
 #define NNA_EXTRA_NAME_BYTES 32u  /* a user region's name, NUL-padded: at most 31 characters */
@@ -57,8 +62,12 @@
 #define NNA_MAX_ALIGN 1073741824u /* 2^30 */
 #define NNA_MAX_SAMPLES 4294967295u /* rows of a resident data set a run reads: its shuffle indexes them in 32 bits */
 
-/* Element type of every region. */
+/* Element type of every region (but those a region dtype names: nna_region_dtype). */
 enum nna_dtype { NNA_FLOAT32 = 1, NNA_FLOAT64 = 2 };
+
+/* A kind's own element type (version 4, flags bits NNA_FLAG_Z_DTYPE / NNA_FLAG_D_DTYPE), over a
+ * float32 arena: 0, the header's dtype; bf16 or fp16, two bytes an element. */
+enum nna_region_dtype { NNA_REGION_BASE = 0, NNA_REGION_BF16 = 1, NNA_REGION_FP16 = 2 };
 
 /* layer-major: each layer's regions are one contiguous range (one prefetch per layer).
  * kind-major: all regions of one kind are one range (all weights in one transfer). */
@@ -328,7 +337,11 @@ typedef struct nna_header {
  * between runs; gradient runs (Op::Grad) are refused. User regions (the kind table below) are
  * the user's data: they never share bytes with anything, compact or not. */
 #define NNA_FLAG_COMPACT 1u
-#define NNA_FLAGS_KNOWN 1u
+/* flags bits 8-11 and 12-15 (version 4): the region dtype of z and of d (layers 1..L). */
+#define NNA_FLAG_Z_DTYPE_SHIFT 8u
+#define NNA_FLAG_D_DTYPE_SHIFT 12u
+#define NNA_FLAG_REGION_DTYPES 0xFF00u
+#define NNA_FLAGS_KNOWN 0xFF01u /* NNA_FLAG_COMPACT | NNA_FLAG_REGION_DTYPES */
 
 /* ---- The kind table: user regions (planLayout's `extra`) --------------------------------------
  *   [nna_extra x num_extras][nna_region x (sum of entries)]   at extras_offset, inside header_bytes
@@ -360,6 +373,7 @@ static_assert(sizeof(nna_layer) == 24 + 16 * NNA_KIND_COUNT, "nna_layer size is 
 static_assert(sizeof(nna_header) == 128, "nna_header size is part of the format");
 static_assert(sizeof(nna_extra) == 64, "nna_extra size is part of the format");
 static_assert(sizeof(nna_op_param) == 16, "nna_op_param size is part of the format");
+static_assert(NNA_FLAGS_KNOWN == (NNA_FLAG_COMPACT | NNA_FLAG_REGION_DTYPES), "every flag bit is known");
 static_assert(sizeof(nna_embed_col) == 8, "nna_embed_col size is part of the format");
 #else
 _Static_assert(sizeof(nna_region) == 16, "nna_region size is part of the format");
@@ -470,9 +484,22 @@ NNA_HD int nna_kind_per_model(const nna_header* h, uint32_t l, uint32_t kind) {
 
 /* Bytes from one model's copy of a region to the next: its size rounded up to the alignment
  * (0 for shared regions and single-model arenas). */
+/* Region `kind` of layer l's region dtype (an nna_region_dtype code): z and d of layers 1..L by the
+ * flags, every other region NNA_REGION_BASE. */
+NNA_HD uint32_t nna_region_dtype_of(const nna_header* h, uint32_t l, uint32_t kind) {
+  if (l == 0 || (kind != NNA_Z && kind != NNA_D)) return NNA_REGION_BASE;
+  return (uint32_t)(h->flags >> (kind == NNA_Z ? NNA_FLAG_Z_DTYPE_SHIFT : NNA_FLAG_D_DTYPE_SHIFT)) & 0xFu;
+}
+
+/* Bytes of one element of region `kind` of layer l. */
+NNA_HD uint32_t nna_elem_bytes(const nna_header* h, uint32_t l, uint32_t kind) {
+  if (nna_region_dtype_of(h, l, kind) != NNA_REGION_BASE) return 2u;
+  return h->dtype == NNA_FLOAT64 ? 8u : 4u;
+}
+
 NNA_HD uint64_t nna_region_stride(const nna_header* h, uint32_t l, uint64_t count, uint32_t kind) {
   if (nna_models(h) <= 1 || !nna_kind_per_model(h, l, kind)) return 0;
-  const uint64_t bytes = count * (h->dtype == NNA_FLOAT64 ? 8u : 4u);
+  const uint64_t bytes = count * nna_elem_bytes(h, l, kind);
   return (bytes + h->align - 1) / h->align * h->align;
 }
 

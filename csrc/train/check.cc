@@ -175,6 +175,9 @@ void checkRun(const void* header, const RunParams& p) {
   nna_header h;
   std::memcpy(&h, header, sizeof h);
   if (uint32_t(p.op) > uint32_t(Op::Update)) NNA_FAIL("BAD_ARGUMENT", "unknown op " + std::to_string(uint32_t(p.op)));
+  // Version 4's 16-bit z / d: the format holds them, no executor reads them yet (issue 49).
+  if (h.flags & NNA_FLAG_REGION_DTYPES)
+    NNA_FAIL_FIELD("NOT_SUPPORTED", "dtypes", "16-bit activation and error regions are not trained by this version of nn-arena (the header holds them)");
   if ((h.flags & NNA_FLAG_COMPACT) && p.op == Op::Grad)
     NNA_FAIL("NOT_SUPPORTED", "a compact arena keeps no gradients after a run (dw and db share bytes, or an SGD plan has no dw); plan it without compact to read gradients");
   // The primitives keep values between runs that a compact plan lets other regions overwrite:

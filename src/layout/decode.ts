@@ -41,6 +41,8 @@ export function decodeSpec(bytes: Uint8Array): LayoutSpec | string {
   if (why) return why;
   // Sound: every code is known, every count and size below total_bytes <= 2^53.
   const v = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  if (v.getBigUint64(HEADER_FIELDS.flags, true) & BigInt(FLAGS.regionDtypes))
+    return 'a version-4 header with 16-bit activation or error regions: this version of nn-arena reads their format, no plan or run of it yet';
   const u32 = (at: number) => v.getUint32(at, true);
   const u64 = (at: number) => Number(v.getBigUint64(at, true));
   const F = HEADER_FIELDS;

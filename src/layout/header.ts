@@ -6,10 +6,13 @@ import { ACTIVATION_TABLE, FORMAT, OP_TABLE } from '../native/tables.generated.j
 
 export const MAGIC = FORMAT.magic;
 /** The newest version; a header is written with the lowest that holds it (version 2 where every
- *  layer is dense), and versions 1 (no kind table) and 2 (no ops) are still read. */
+ *  layer is dense, 3 with ops), and versions 1 (no kind table) and 2 (no ops) are still read.
+ *  Version 4 (16-bit z / d regions, nn_arena.h) is read, not yet written. */
 export const VERSION = FORMAT.version;
 /** The version a header of dense layers only is written with. */
 export const DENSE_VERSION = 2;
+/** The version a header with ops is written with. */
+export const OPS_VERSION = 3;
 export const MAX_LAYERS = FORMAT.maxLayers;
 /** User regions per arena (nna_extra entries), and the bytes of a name field (NUL-padded). */
 export const MAX_EXTRAS = FORMAT.maxExtras;
@@ -149,7 +152,7 @@ export function encodeHeader(h: HeaderFields): Uint8Array {
   const F = HEADER_FIELDS;
   const ops = h.layers.some((L) => L.op !== 0);
   u32(F.magic, MAGIC);
-  u32(F.version, ops ? VERSION : DENSE_VERSION);
+  u32(F.version, ops ? OPS_VERSION : DENSE_VERSION);
   u32(F.dtype, DTYPES[h.dtype]);
   u32(F.order, ORDERS[h.order]);
   u32(F.optimizer, h.optimizer);

@@ -9,7 +9,7 @@
  *  field byte offsets (reserved fields left out). */
 export const FORMAT = {
   magic: 0x414e4e41,
-  version: 3,
+  version: 4,
   maxLayers: 4096,
   maxExtras: 64,
   extraNameBytes: 32,
@@ -18,8 +18,9 @@ export const FORMAT = {
   maxAlign: 1073741824,
   maxSamples: 4294967295,
   maxCardinality: 16777216,
-  flags: {compact: 1},
-  flagsKnown: 1,
+  flags: {compact: 1, zDtypeShift: 8, dDtypeShift: 12, regionDtypes: 65280},
+  regionDtypes: {base: 0, bf16: 1, fp16: 2},
+  flagsKnown: 65281,
   dtypes: {float32: 1, float64: 2},
   orders: {'layer-major': 0, 'kind-major': 1},
   kinds: ['z', 'b', 'w', 'd', 'db', 'dw', 'mw', 'mb', 'vw', 'vb', 'y', 'xdata', 'ydata', 'stats'],
