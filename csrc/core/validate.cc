@@ -245,9 +245,9 @@ std::string validateHeader(const void* base, size_t readable, size_t available) 
   if (h.flags & NNA_FLAG_REGION_DTYPES) {  // version 4: z and d in 16 bits over a float32 arena
     if (h.version < 4) return "version-" + std::to_string(h.version) + " header with region dtypes (flags " + std::to_string(h.flags) + ")";
     if (h.dtype != NNA_FLOAT32) return "region dtypes need a float32 arena, dtype is " + std::to_string(h.dtype);
-    for (const uint32_t shift : {NNA_FLAG_Z_DTYPE_SHIFT, NNA_FLAG_D_DTYPE_SHIFT})
-      if (const uint64_t code = (h.flags >> shift) & 0xFu; code > NNA_REGION_FP16)
-        return "unknown region dtype " + std::to_string(code) + " (flags bits " + std::to_string(shift) + "..)";
+    for (const uint32_t kind : {uint32_t(NNA_Z), uint32_t(NNA_D)})
+      if (const uint32_t code = nna_region_dtype_of(&h, 1, kind); code > NNA_REGION_FP16)
+        return "unknown region dtype " + std::to_string(code) + " (flags bits " + std::to_string(kind == NNA_Z ? NNA_FLAG_Z_DTYPE_SHIFT : NNA_FLAG_D_DTYPE_SHIFT) + "..)";
   }
   if (h.models > NNA_MAX_MODELS) return "models " + std::to_string(h.models) + " outside [0, " + std::to_string(NNA_MAX_MODELS) + "] (0 means 1)";
   const uint64_t models = nna_models(&h);

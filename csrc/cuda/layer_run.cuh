@@ -338,11 +338,14 @@ template <typename T> class LayerRun {
   // the error product's raw result, first multiplied by the activation's derivative.
   void biasGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, bool applyGrad, HalfOut half, BiasFrom from = {});
   unsigned biasColumnBlocks(uint32_t l) const { return unsigned((L_[l].units + kBiasCols - 1) / kBiasCols); }
+  // K models with blocks for every multiprocessor: narrow blocks (a wide block's 32 stripes serve
+  // layers whose few blocks each walk many rows; here the blocks already fill the GPU)
+  bool biasNarrow(uint32_t l) const { return K_ > 1 && uint64_t(biasColumnBlocks(l)) * K_ >= uint64_t(sms_); }
   // The blocks a column block of layer l's bias gradient takes (BiasSums): as many as keep the
-  // layer's blocks within the multiprocessors, one where K models' narrow blocks fill them.
+  // layer's blocks within the multiprocessors, one for narrow blocks.
   unsigned biasGroups(uint32_t l) const {
+    if (L_[l].op != NNA_OP_DENSE || biasNarrow(l)) return 1;
     const uint64_t blocks = uint64_t(biasColumnBlocks(l)) * K_;
-    if (L_[l].op != NNA_OP_DENSE || (K_ > 1 && blocks >= uint64_t(sms_))) return 1;
     for (unsigned g = kBiasGroupsMost; g > 1; g /= 2)
       if (blocks * g <= uint64_t(sms_)) return g;
     return 1;

@@ -134,7 +134,7 @@ template <typename T> auto LayerRun<T>::opBackward(uint32_t l, uint64_t rows, co
     withNormRow<NormBackward, T>(L_[l].units, [&](auto kernel) { graph_->launch(s_, kernel, dim3(opRowBlocks(rows), 1, K_), kThreads, base_, l, rows, normRows(l)); });
   else if (l > 1 && !throughBias(l))  // else in layer l-1's bias gradient
     graph_->launch(s_, opElementKernel<T>, dim3(elementBlocks(rows * L_[l].units), 1, K_), kThreads, base_, l, rows, true, true, p_.dropoutSeed, opStep_, rowBase_);
-  if (l > 1) { activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{}); }
+  if (l > 1) activationGrad(l, rows, false, hp, half_.active() ? half_.d(l - 1) : HalfOut{});
   if (norm) {  // the gain and bias gradients read d[l], z[l-1] and the row stats, which nothing below writes
     fork();
     gradientWork(
@@ -211,9 +211,7 @@ template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool
   const uint64_t units = L_[l].units;
   if (wide && half) half.stride = units;
   const dim3 grid(biasColumnBlocks(l), 1, K_);
-  // K models with blocks for every multiprocessor: narrow blocks (a wide block's 32 stripes serve
-  // layers whose few blocks each walk many rows; here the blocks already fill the GPU)
-  const bool narrow = K_ > 1 && uint64_t(grid.x) * K_ >= uint64_t(sms_);
+  const bool narrow = biasNarrow(l);
   auto launch = [&](auto kernel, dim3 grid, unsigned stripes) {
     graph_->launch(s_, kernel, grid, dim3(kBiasCols, stripes), base_, l, rows, fold, h_.optimizer, hp, lrs_.get(), applyGrad, half, scaled,
                    scaled && !half ? scaledFirst_ : nullptr, wide ? units : uint64_t(stride(l, NNA_D)), wide ? units * K_ : units, biasSums_[l], from);
@@ -229,13 +227,15 @@ template <typename T> auto LayerRun<T>::biasGrad(uint32_t l, uint64_t rows, bool
 
 template <typename T> auto LayerRun<T>::activationGrad(uint32_t l, uint64_t rows, bool fold, const Hyper<T>& hp, HalfOut half) -> void {
   const uint32_t k = l - 1;
+  const bool inBias = L_[k].op == NNA_OP_DENSE && m_.crossBias;  // layer k's bias gradient pass, with f'
+  // the residual adds into d[k]; the last in that pass, with the backward of an element op above
+  const size_t adds = adders_[k].size();
+  residualAdds(k, rows, inBias && adds ? adds - 1 : adds);
   // An op's d takes no f' (ops have no activation) and no product reads a 16-bit copy of it.
-  if (L_[k].op != NNA_OP_DENSE || !m_.crossBias) residualAdds(k, rows, adders_[k].size());
   if (L_[k].op != NNA_OP_DENSE) return;
-  if (m_.crossBias) {  // the last residual's add, and an element op's backward above, in the same pass
-    residualAdds(k, rows, adders_[k].empty() ? 0 : adders_[k].size() - 1);
+  if (inBias) {
     BiasFrom from;
-    if (!adders_[k].empty()) from.adder = adders_[k].back();
+    if (adds) from.adder = adders_[k].back();
     if (throughBias(l)) from = BiasFrom{l, from.adder, p_.dropoutSeed, opStep_, rowBase_};
     biasGrad(k, rows, foldsLayer(k), hp, true, half, from);
     st_.dbDone[k] = true;

@@ -115,26 +115,25 @@ LayerRun<T>::LayerRun(void* base, const nna_header& h, const std::vector<nna_lay
 
 template <typename T> auto LayerRun<T>::allocateBiasSums(ScratchShelf& shelf) -> void {
   biasSums_.assign(h_.num_layers, BiasSums<T>{});
+  // a count per split column block of each model; 32 stripes x 32 columns of sums each
+  auto counts = [&](uint32_t l) -> uint64_t { return biasGroups(l) > 1 ? uint64_t(biasColumnBlocks(l)) * K_ : 0; };
+  constexpr uint64_t kSums = uint64_t(kBiasStripesWide) * kBiasCols;
+  uint64_t all = 0;
+  for (uint32_t l = 1; l <= last_; ++l) all += counts(l);
+  if (!all) return;
   // the counts first, at offsets that depend on the layers and K alone: a run in another dtype
   // taking the shelf's bytes back finds them zero
-  uint64_t counts = 0, partials = 0;
-  for (uint32_t l = 1; l <= last_; ++l)
-    if (biasGroups(l) > 1) {
-      counts += uint64_t(biasColumnBlocks(l)) * K_;
-      partials += uint64_t(biasColumnBlocks(l)) * K_ * kBiasStripesWide * kBiasCols;
-    }
-  if (!counts) return;
-  const uint64_t countBytes = (counts * sizeof(unsigned) + 255) / 256 * 256;
+  const uint64_t countBytes = (all * sizeof(unsigned) + 255) / 256 * 256;
   bool fresh = false;
-  uint8_t* at = static_cast<uint8_t*>(shelf.take(ScratchShelf::kBiasSums, countBytes + partials * sizeof(T), &fresh));
+  uint8_t* at = static_cast<uint8_t*>(shelf.take(ScratchShelf::kBiasSums, countBytes + all * kSums * sizeof(T), &fresh));
   if (fresh) CUDA_CHECK(cudaMemsetAsync(at, 0, countBytes, s_));
   unsigned* count = reinterpret_cast<unsigned*>(at);
   T* partial = reinterpret_cast<T*>(at + countBytes);
   for (uint32_t l = 1; l <= last_; ++l)
-    if (biasGroups(l) > 1) {
+    if (counts(l)) {
       biasSums_[l] = BiasSums<T>{partial, count};
-      count += uint64_t(biasColumnBlocks(l)) * K_;
-      partial += uint64_t(biasColumnBlocks(l)) * K_ * kBiasStripesWide * kBiasCols;
+      count += counts(l);
+      partial += counts(l) * kSums;
     }
 }
 

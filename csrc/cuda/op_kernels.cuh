@@ -46,6 +46,16 @@ template <typename T, int V> struct WarpRow {
       for (uint64_t j = lane; j < n; j += 32) f(j, double(x[j]));
     }
   }
+  // f(j, x[j], y[j]) for the lane's j in order, y a row of the same length
+  template <typename F> __device__ void each(const WarpRow& y, F&& f) const {
+    if constexpr (V > 0) {
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (lane + 32u * k < n) f(lane + 32u * k, v[k], y.v[k]);
+    } else {
+      for (uint64_t j = lane; j < n; j += 32) f(j, double(x[j]), double(y.x[j]));
+    }
+  }
 };
 
 // The registers a lane's share of an n-value row takes (normRowValues: the kernels' V); 0 above
@@ -100,24 +110,12 @@ template <typename T, int V> __global__ void normBackwardKernel(void* base, uint
   if (l == 1) return;
   const WarpRow<T, V> dy(C.d + r * n, n, lane);
   ops::NormGradSums g;  // the lane's share, then the warp's
-  if constexpr (V > 0) {
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      if (lane + 32u * k < n) g.add(x.v[k], dy.v[k], double(C.w[lane + 32u * k]), s);
-  } else {
-    for (uint64_t j = lane; j < n; j += 32) g.add(double(x.x[j]), double(dy.x[j]), double(C.w[j]), s);
-  }
+  x.each(dy, [&](uint64_t j, double xj, double dyj) { g.add(xj, dyj, double(C.w[j]), s); });
   g.a = warpSum(g.a);
   g.b = warpSum(g.b);
   g.finish(n, centred);
   T* dx = P.d + r * n;
-  if constexpr (V > 0) {
-#pragma unroll
-    for (int k = 0; k < V; ++k)
-      if (lane + 32u * k < n) dx[lane + 32u * k] = T(g.in(x.v[k], dy.v[k], double(C.w[lane + 32u * k]), s));
-  } else {
-    for (uint64_t j = lane; j < n; j += 32) dx[j] = T(g.in(double(x.x[j]), double(dy.x[j]), double(C.w[j]), s));
-  }
+  x.each(dy, [&](uint64_t j, double xj, double dyj) { dx[j] = T(g.in(xj, dyj, double(C.w[j]), s)); });
 }
 
 // f(kernel) with the norm kernel instantiated for rows of n values (normRowValues).

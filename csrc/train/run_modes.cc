@@ -50,7 +50,7 @@ RunModes resolveRunModes(const RunModeInputs& in) {
   // streams in fp32. Not in a compact plan, whose phases (phases.cc) give a layer's dw bytes to
   // the layers below once its backward phase, which updates it, is over; nor with a scheduler,
   // which plans each step.
-  m.stepsTogether = in.ops && !in.hooks && !in.compact;
+  m.stepsTogether = in.ops && m.crossBias;
   // A narrow output layer's product by output_head.cuh, in every run but cuBLASLt's (its
   // forward epilogues), so that compact, budgeted and full runs keep the same bits; in the
   // output launch itself (headFused) but with a scheduler (its stages keep the product and the
